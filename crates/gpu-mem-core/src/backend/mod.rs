@@ -1,0 +1,217 @@
+//! The hardware abstraction every backend implements.
+//!
+//! [`Backend`] is object safe and is used as `Arc<dyn Backend>`: the core types
+//! ([`DeviceArray`](crate::DeviceArray), [`Stream`](crate::Stream), ...) are written once against
+//! it, and nothing backend-specific leaks into them. Handles ([`DevicePtr`], [`StreamHandle`],
+//! [`EventHandle`]) are plain numbers whose meaning belongs to the backend that made them.
+//!
+//! # Contract
+//!
+//! * Every method takes the device ordinal it acts on; a backend makes whatever context it needs
+//!   current itself (CUDA: the device's primary context on the calling thread).
+//! * Methods without a stream are synchronous and ordered after all work already enqueued on the
+//!   device's streams (the CUDA legacy-default-stream rule, which Numba relies on).
+//! * `*_async` methods enqueue on a stream and return at once. The caller — the core types, not
+//!   the user — guarantees that every buffer an enqueued operation touches stays allocated and
+//!   unaliased by host code until that operation has completed (see `crate::fence`).
+//! * Errors are returned, never panicked; work that fails after it was enqueued is reported by the
+//!   next synchronization of that stream as [`Error::AsyncFailure`](crate::Error::AsyncFailure).
+
+mod types;
+
+pub use types::*;
+
+use crate::error::{BackendKind, Result};
+use std::fmt::Debug;
+use std::ptr::NonNull;
+
+/// One GPU API (CUDA, ROC, the simulator) seen through the operations a memory HAL needs.
+pub trait Backend: Send + Sync + Debug {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Number of devices this backend drives.
+    fn device_count(&self) -> usize;
+
+    /// Static facts about a device.
+    fn device_info(&self, device: usize) -> Result<DeviceInfo>;
+
+    /// Free and total device memory in bytes.
+    fn mem_info(&self, device: usize) -> Result<MemInfo>;
+
+    /// Waits until all work on all streams of the device has completed.
+    fn synchronize(&self, device: usize) -> Result<()>;
+
+    // ----- device memory -------------------------------------------------------------------
+
+    /// Allocates `bytes` (> 0) bytes of device memory, aligned to at least 256 bytes.
+    fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr>;
+
+    /// Frees device memory.
+    ///
+    /// # Safety
+    /// `ptr` came from [`Backend::alloc`] on this device, is freed once, and no enqueued work still
+    /// uses it.
+    unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()>;
+
+    // ----- host memory ---------------------------------------------------------------------
+
+    /// Allocates page-locked host memory (`bytes` > 0), optionally mapped into the device.
+    fn host_alloc(&self, device: usize, bytes: usize, flags: HostAllocFlags)
+    -> Result<HostAllocation>;
+
+    /// Frees memory from [`Backend::host_alloc`].
+    ///
+    /// # Safety
+    /// `host` came from `host_alloc` on this device, is freed once, and no enqueued work uses it.
+    unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()>;
+
+    /// Page-locks (and optionally maps) an existing host range; returns the device address when
+    /// `flags.mapped` is set.
+    ///
+    /// # Safety
+    /// `host..host+bytes` is valid host memory that stays allocated until
+    /// [`Backend::host_unregister`] is called with the same `host`.
+    unsafe fn host_register(
+        &self,
+        device: usize,
+        host: NonNull<u8>,
+        bytes: usize,
+        flags: HostRegisterFlags,
+    ) -> Result<Option<DevicePtr>>;
+
+    /// Undoes [`Backend::host_register`] for the range starting at `host`.
+    ///
+    /// # Safety
+    /// `host` was registered on this device and no enqueued work still uses the range.
+    unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()>;
+
+    // ----- copies and memset ---------------------------------------------------------------
+
+    /// Copies `bytes` host bytes to the device, synchronously.
+    ///
+    /// # Safety
+    /// `src..src+bytes` is readable host memory; `dst..dst+bytes` lies in a live allocation.
+    unsafe fn copy_htod(&self, device: usize, dst: DevicePtr, src: *const u8, bytes: usize)
+    -> Result<()>;
+
+    /// Copies `bytes` device bytes to the host, synchronously.
+    ///
+    /// # Safety
+    /// `dst..dst+bytes` is writable host memory not aliased elsewhere; `src` range is live.
+    unsafe fn copy_dtoh(&self, device: usize, dst: *mut u8, src: DevicePtr, bytes: usize)
+    -> Result<()>;
+
+    /// Copies `bytes` between device allocations, synchronously.
+    ///
+    /// # Safety
+    /// Both ranges lie in live allocations of this device.
+    unsafe fn copy_dtod(&self, device: usize, dst: DevicePtr, src: DevicePtr, bytes: usize)
+    -> Result<()>;
+
+    /// Sets `bytes` device bytes to `value`, synchronously.
+    ///
+    /// # Safety
+    /// The range lies in a live allocation of this device.
+    unsafe fn memset_d8(&self, device: usize, dst: DevicePtr, value: u8, bytes: usize)
+    -> Result<()>;
+
+    /// Enqueues a host-to-device copy on `stream`.
+    ///
+    /// # Safety
+    /// As [`Backend::copy_htod`], and both ranges stay valid and the host range unwritten until
+    /// the operation completes. `src` is page-locked (from `host_alloc` or `host_register`).
+    unsafe fn copy_htod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+
+    /// Enqueues a device-to-host copy on `stream`.
+    ///
+    /// # Safety
+    /// As [`Backend::copy_dtoh`], and both ranges stay valid and the host range otherwise
+    /// untouched until the operation completes. `dst` is page-locked.
+    unsafe fn copy_dtoh_async(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+
+    /// Enqueues a device-to-device copy on `stream`.
+    ///
+    /// # Safety
+    /// As [`Backend::copy_dtod`], and both ranges stay valid until the operation completes.
+    unsafe fn copy_dtod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+
+    /// Enqueues a byte fill on `stream`.
+    ///
+    /// # Safety
+    /// The range stays valid until the operation completes.
+    unsafe fn memset_d8_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+
+    // ----- streams -------------------------------------------------------------------------
+
+    /// Creates a stream (ordered queue of work) on the device.
+    fn stream_create(&self, device: usize) -> Result<StreamHandle>;
+
+    /// Destroys a stream after its work has completed.
+    ///
+    /// # Safety
+    /// `stream` came from `stream_create` on this device and is destroyed once.
+    unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()>;
+
+    /// Blocks until all work enqueued on `stream` has completed.
+    fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()>;
+
+    /// `true` when all work enqueued on `stream` has completed.
+    fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool>;
+
+    /// Makes later work on `stream` wait until `event`'s recorded work has completed.
+    fn stream_wait_event(&self, device: usize, stream: StreamHandle, event: EventHandle)
+    -> Result<()>;
+
+    // ----- events --------------------------------------------------------------------------
+
+    /// Creates an event; `timing` enables [`Backend::event_elapsed_ms`].
+    fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle>;
+
+    /// Destroys an event.
+    ///
+    /// # Safety
+    /// `event` came from `event_create` on this device and is destroyed once.
+    unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()>;
+
+    /// Records `event` at the current end of `stream`.
+    fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()>;
+
+    /// `true` when the work before the event's last record has completed (or it was never
+    /// recorded).
+    fn event_query(&self, device: usize, event: EventHandle) -> Result<bool>;
+
+    /// Blocks until the event's recorded work has completed.
+    fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()>;
+
+    /// Milliseconds between two completed, timed events.
+    fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32>;
+}

@@ -1,0 +1,90 @@
+//! Plain data exchanged across the [`Backend`](super::Backend) trait.
+
+use std::ptr::NonNull;
+
+/// A device address as the backend understands it (CUDA `CUdeviceptr`, an HSA pointer, a
+/// simulator address). Zero is never a valid allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// The null device pointer (used by zero-size arrays, as in Numba).
+    pub const NULL: DevicePtr = DevicePtr(0);
+
+    /// `self + bytes`, or `None` on overflow.
+    pub fn checked_add(self, bytes: u64) -> Option<DevicePtr> {
+        self.0.checked_add(bytes).map(DevicePtr)
+    }
+
+    /// `true` for the null pointer.
+    pub fn is_null(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// A backend's stream handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamHandle(pub u64);
+
+/// A backend's event handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventHandle(pub u64);
+
+/// Static facts about one device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceInfo {
+    /// Device ordinal within its backend.
+    pub ordinal: usize,
+    /// Marketing or simulator name.
+    pub name: String,
+    /// Architecture: `sm_90`, `gfx90a`, `sim`.
+    pub arch: String,
+    /// Total device memory in bytes.
+    pub total_memory: u64,
+    /// Threads per warp (CUDA) or wavefront (ROC).
+    pub warp_size: u32,
+    /// Largest block (work-group) size.
+    pub max_threads_per_block: u32,
+    /// Static + dynamic shared (group) memory a block may use, in bytes.
+    pub max_shared_memory_per_block: usize,
+    /// Whether host memory can be mapped into the device address space.
+    pub can_map_host_memory: bool,
+}
+
+/// Free and total device memory, in bytes (Numba's `get_memory_info()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemInfo {
+    /// Bytes still available.
+    pub free: u64,
+    /// Capacity.
+    pub total: u64,
+}
+
+/// Flags for page-locked host allocations (`cuMemHostAlloc`'s, spelled out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HostAllocFlags {
+    /// Usable from every context, not only the allocating device's.
+    pub portable: bool,
+    /// Mapped into the device address space.
+    pub mapped: bool,
+    /// Write-combined: fast for the device to read, slow for the host to read.
+    pub write_combined: bool,
+}
+
+/// Flags for registering existing host memory (`cuMemHostRegister`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HostRegisterFlags {
+    /// Usable from every context.
+    pub portable: bool,
+    /// Mapped into the device address space.
+    pub mapped: bool,
+}
+
+/// A page-locked host allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostAllocation {
+    /// Host address (page aligned on every backend).
+    pub host: NonNull<u8>,
+    /// The device address of the same memory when it was mapped.
+    pub device: Option<DevicePtr>,
+}

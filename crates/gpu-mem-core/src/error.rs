@@ -1,0 +1,332 @@
+//! The one error type of gpu-mem.
+//!
+//! Every fallible call returns [`Result<T>`]. Each variant says what was wrong and with which
+//! values, so a message can be acted on without reading the source. Numba's Python exception
+//! types map onto variants: `TypeError`/`ValueError` on bad arguments become the specific
+//! variants below, `NotImplementedError` becomes [`Error::Unsupported`], `IndexError` becomes
+//! [`Error::IndexOutOfBounds`] or [`Error::TooManyIndices`].
+
+use std::fmt;
+
+/// Which backend an error comes from (for native errors and availability).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BackendKind {
+    /// NVIDIA CUDA driver API.
+    Cuda,
+    /// AMD ROCm through the HSA runtime.
+    Roc,
+    /// The CPU simulator.
+    Sim,
+}
+
+impl BackendKind {
+    /// All kinds, in the order `auto` tries them.
+    pub const ALL: [BackendKind; 3] = [BackendKind::Cuda, BackendKind::Roc, BackendKind::Sim];
+
+    /// The name used by `GPU_MEM_BACKEND` and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cuda => "cuda",
+            BackendKind::Roc => "roc",
+            BackendKind::Sim => "sim",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Formats a shape or strides list like Numba does: `(3, 4)`, `(5,)`, `()`.
+pub fn fmt_dims<T: fmt::Display>(dims: &[T]) -> String {
+    match dims {
+        [] => "()".to_string(),
+        [one] => format!("({one},)"),
+        _ => {
+            let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+            format!("({})", parts.join(", "))
+        }
+    }
+}
+
+/// Everything that can go wrong in gpu-mem.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Two arrays that must have the same element type do not.
+    #[error("incompatible dtype: {expected} vs. {found}")]
+    IncompatibleDtype {
+        /// The element type of the array that is copied from or into.
+        expected: &'static str,
+        /// The element type that was given.
+        found: &'static str,
+    },
+    /// Two arrays that must have the same shape (after dropping size-1 axes) do not.
+    #[error("incompatible shape: {} vs. {}", fmt_dims(.expected), fmt_dims(.found))]
+    IncompatibleShape {
+        /// Shape of the array the operation is called on.
+        expected: Vec<usize>,
+        /// Shape of the other array.
+        found: Vec<usize>,
+    },
+    /// Two arrays that must have the same memory layout do not (strides in bytes, as Numba prints them).
+    #[error("incompatible strides: {} vs. {}", fmt_dims(.expected), fmt_dims(.found))]
+    IncompatibleStrides {
+        /// Byte strides of the array the operation is called on.
+        expected: Vec<isize>,
+        /// Byte strides of the other array.
+        found: Vec<isize>,
+    },
+    /// A transfer needs one contiguous memory region and the array is not one.
+    #[error(
+        "array with shape {} and strides {} (in elements) contains non-contiguous buffer and cannot be transferred as a single memory region; make it contiguous first (e.g. ndarray's `as_standard_layout()`)",
+        fmt_dims(.shape), fmt_dims(.strides)
+    )]
+    NonContiguous {
+        /// Shape of the offending array.
+        shape: Vec<usize>,
+        /// Strides (elements) of the offending array.
+        strides: Vec<isize>,
+    },
+    /// A shape argument is invalid (negative, overflowing, wrong length ...).
+    #[error("invalid shape {shape}: {reason}")]
+    InvalidShape {
+        /// The shape as given.
+        shape: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Strides given for a shape do not fit it.
+    #[error("invalid strides {} for shape {}: {reason}", fmt_dims(.strides), fmt_dims(.shape))]
+    InvalidStrides {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The strides as given (elements).
+        strides: Vec<isize>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A reshape request cannot be satisfied.
+    #[error("cannot reshape array of shape {} into {}: {reason}", fmt_dims(.from), fmt_dims(.to))]
+    Reshape {
+        /// Current shape.
+        from: Vec<usize>,
+        /// Requested shape (negative = unknown dimension).
+        to: Vec<isize>,
+        /// Why not (Numba's wording).
+        reason: &'static str,
+    },
+    /// An operation Numba also refuses because it would need a copy or is not defined for this layout.
+    #[error("{operation} is not supported here: {reason}")]
+    Unsupported {
+        /// The operation (`ravel`, `reshape`, `transpose`, ...).
+        operation: &'static str,
+        /// Why (Numba's wording, with the values).
+        reason: String,
+    },
+    /// An integer index is outside its axis.
+    #[error("index {index} is out of bounds for axis {axis} with size {size}")]
+    IndexOutOfBounds {
+        /// The index as given (may be negative).
+        index: isize,
+        /// The axis.
+        axis: usize,
+        /// That axis' length.
+        size: usize,
+    },
+    /// More indices were given than the array has axes.
+    #[error("{extra} extra indices given for an array with {ndim} dimensions")]
+    TooManyIndices {
+        /// How many indices too many.
+        extra: usize,
+        /// The array's number of axes.
+        ndim: usize,
+    },
+    /// A slice with step 0.
+    #[error("slice step cannot be zero (axis {axis})")]
+    ZeroStep {
+        /// The axis.
+        axis: usize,
+    },
+    /// An argument is outside what the operation accepts.
+    #[error("invalid argument `{name}`: {reason}")]
+    InvalidArgument {
+        /// The argument's name.
+        name: &'static str,
+        /// What is wrong with the value.
+        reason: String,
+    },
+    /// Viewing as another element type is not possible for this layout.
+    #[error("cannot view {from} array of shape {} as {to}: {reason}", fmt_dims(.shape))]
+    ViewAs {
+        /// Old element type.
+        from: &'static str,
+        /// New element type.
+        to: &'static str,
+        /// The array's shape.
+        shape: Vec<usize>,
+        /// Numba's wording.
+        reason: &'static str,
+    },
+    /// A device allocation did not fit.
+    #[error(
+        "out of device memory on {backend} device {device}: requested {requested} bytes, {free} of {total} bytes free"
+    )]
+    OutOfMemory {
+        /// Backend.
+        backend: BackendKind,
+        /// Device ordinal.
+        device: usize,
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes free before the request.
+        free: u64,
+        /// Device capacity.
+        total: u64,
+    },
+    /// A device ordinal that does not exist.
+    #[error("no {backend} device {device}: the backend has {count} device(s)")]
+    NoSuchDevice {
+        /// Backend.
+        backend: BackendKind,
+        /// Ordinal asked for.
+        device: usize,
+        /// How many there are.
+        count: usize,
+    },
+    /// Objects from two devices (or backends) were mixed.
+    #[error("{what} belongs to device {found} but the operation runs on device {expected}")]
+    DeviceMismatch {
+        /// What object.
+        what: &'static str,
+        /// Device of the operation.
+        expected: usize,
+        /// Device of the object.
+        found: usize,
+    },
+    /// A host range is already registered, or is not registered when it must be.
+    #[error("host memory at {address:#x} ({bytes} bytes): {reason}")]
+    HostRegistration {
+        /// Start address.
+        address: usize,
+        /// Length.
+        bytes: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A pointer passed to the backend is not inside any live allocation of the right kind.
+    #[error("invalid {kind} pointer {address:#x} ({bytes} bytes): {reason}")]
+    InvalidPointer {
+        /// Device or host.
+        kind: &'static str,
+        /// The address.
+        address: u64,
+        /// Bytes accessed from it.
+        bytes: u64,
+        /// Why it is invalid.
+        reason: &'static str,
+    },
+    /// A handle (stream, event ...) that is not, or no longer, valid.
+    #[error("invalid {kind} handle {handle:#x}")]
+    InvalidHandle {
+        /// Stream, event, ...
+        kind: &'static str,
+        /// The handle value.
+        handle: u64,
+    },
+    /// An event was used for timing but was created without it, or not yet recorded.
+    #[error("event timing unavailable: {reason}")]
+    EventTiming {
+        /// Why.
+        reason: &'static str,
+    },
+    /// A backend was asked for that cannot be used here.
+    #[error("backend `{backend}` is unavailable: {reason}")]
+    BackendUnavailable {
+        /// The backend.
+        backend: BackendKind,
+        /// Why (missing library, no device, not compiled in, ...).
+        reason: String,
+    },
+    /// `GPU_MEM_BACKEND` (or a name) is not a backend.
+    #[error("unknown backend `{name}`: valid values are auto, cuda, roc, sim")]
+    UnknownBackend {
+        /// The value given.
+        name: String,
+    },
+    /// A shared library could not be loaded.
+    #[error("cannot load {library}: tried {}: {reason}", .tried.join(", "))]
+    LibraryLoad {
+        /// Which library (logical name).
+        library: &'static str,
+        /// Paths or sonames tried, in order.
+        tried: Vec<String>,
+        /// The loader's last message.
+        reason: String,
+    },
+    /// A symbol is missing from a loaded library (an older driver, typically).
+    #[error("symbol `{symbol}` is missing from {library} ({path}); {feature} is unavailable")]
+    MissingSymbol {
+        /// Logical library name.
+        library: &'static str,
+        /// The file that was loaded.
+        path: String,
+        /// The symbol.
+        symbol: &'static str,
+        /// What needs it.
+        feature: &'static str,
+    },
+    /// A native call failed.
+    #[error("{backend} call {call} failed with {code_name} ({code}): {description}")]
+    Native {
+        /// Backend.
+        backend: BackendKind,
+        /// The native function.
+        call: &'static str,
+        /// Numeric status.
+        code: i64,
+        /// Status name (`CUDA_ERROR_OUT_OF_MEMORY`, ...).
+        code_name: String,
+        /// The runtime's description.
+        description: String,
+    },
+    /// Asynchronous work failed; reported at the next synchronization point.
+    #[error("asynchronous {operation} on stream {stream:#x} failed: {reason}")]
+    AsyncFailure {
+        /// What was enqueued.
+        operation: &'static str,
+        /// The stream handle.
+        stream: u64,
+        /// Why it failed.
+        reason: String,
+    },
+    /// The backend does not implement a feature.
+    #[error("{backend} backend does not support {feature}: {reason}")]
+    NotSupportedByBackend {
+        /// Backend.
+        backend: BackendKind,
+        /// The feature.
+        feature: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A size computation overflowed.
+    #[error("size overflow: {what}")]
+    Overflow {
+        /// What was being computed.
+        what: String,
+    },
+    /// Errors that happened in `Drop` and were kept for a later check.
+    #[error("{count} error(s) happened while releasing resources; first: {first}")]
+    DeferredRelease {
+        /// How many.
+        count: usize,
+        /// The first one's message.
+        first: String,
+    },
+}
+
+/// `Result` with gpu-mem's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,33 @@
+//! `cargo xtask <command>`: project automation that is not part of the library.
+//!
+//! * `bindgen [cuda|hsa|hip|all] [--check]` — regenerate the committed FFI declarations from the
+//!   pinned headers (or, with `--check`, verify the committed files match).
+
+mod bindgen;
+
+use std::process::ExitCode;
+
+fn usage() -> &'static str {
+    "usage: cargo xtask <command>\n\
+     commands:\n  \
+       bindgen [cuda|hsa|hip|all] [--check]   regenerate (or check) the committed FFI bindings\n"
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("bindgen") => bindgen::run(&args[1..]),
+        Some("-h" | "--help") | None => {
+            print!("{}", usage());
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => Err(format!("unknown command `{other}`\n{}", usage())),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,13 +1,32 @@
 //! Backend-free core of gpu-mem.
 //!
 //! This crate has no FFI. It holds the element types, the layout math, the one error enum, the
-//! object-safe [`Backend`] trait, and the user-facing types written once against that trait.
+//! object-safe [`Backend`] trait, and the user-facing types written once against that trait:
+//! [`Device`], [`DeviceArray`], [`DeviceRecord`], [`PinnedArray`], [`MappedArray`],
+//! [`Registered`], [`Stream`] and [`Event`].
+//!
+//! Soundness rules (DESIGN.md §6): no safe call lets host memory be freed, moved or written while
+//! an asynchronous operation still uses it, and device memory dropped while a stream still uses
+//! it is freed only after that work.
 
+pub mod array;
 pub mod backend;
+mod device;
 pub mod element;
 pub mod error;
+mod event;
+pub mod host;
 pub mod layout;
+mod memory;
+mod stream;
+mod stream_ops;
 
+pub use array::{DeviceArray, DeviceRecord, LayoutSource};
 pub use backend::Backend;
+pub use device::Device;
 pub use element::Element;
 pub use error::{BackendKind, Error, Result};
+pub use event::Event;
+pub use host::{HostDestination, HostSource, MapFlags, MappedArray, PinnedArray, Registered, Rejected};
+pub use layout::{Layout, Order, ReshapeOrder};
+pub use stream::{AutoSynchronize, Stream};

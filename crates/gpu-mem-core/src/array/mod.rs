@@ -1,0 +1,20 @@
+//! Device arrays: [`DeviceArray`] (Numba's `DeviceNDArray`) and [`DeviceRecord`].
+//!
+//! An array is a [`Layout`](crate::layout::Layout) over shared storage — device memory owned
+//! by gpu-mem, or mapped host memory — plus the byte offset of its first logical element. Views
+//! (slices, reshapes, splits, `view_as`) share the storage; the memory is released when the last
+//! array and the last in-flight operation using it are gone.
+
+mod create;
+mod device_array;
+pub(crate) mod host_layout;
+mod record;
+mod storage;
+pub(crate) mod transfer;
+mod views;
+
+pub use create::LayoutSource;
+pub use device_array::DeviceArray;
+pub use record::DeviceRecord;
+pub(crate) use device_array::span_bytes as span_bytes_of;
+pub(crate) use storage::Storage;

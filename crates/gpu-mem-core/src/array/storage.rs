@@ -1,0 +1,49 @@
+//! What a device array's memory is: a device allocation, or host memory mapped into the device.
+
+use crate::backend::DevicePtr;
+use crate::device::Device;
+use crate::memory::{DeviceAlloc, HostBuffer};
+use std::any::Any;
+use std::sync::Arc;
+
+/// Shared memory behind one or more arrays.
+#[derive(Debug, Clone)]
+pub(crate) enum Storage {
+    /// Device memory.
+    Device(Arc<DeviceAlloc>),
+    /// Page-locked host memory mapped into the device address space (zero copy).
+    Mapped(Arc<HostBuffer>),
+}
+
+impl Storage {
+    pub(crate) fn device(&self) -> &Device {
+        match self {
+            Storage::Device(alloc) => alloc.device(),
+            Storage::Mapped(buffer) => buffer.device(),
+        }
+    }
+
+    /// Device address of the first byte.
+    pub(crate) fn base(&self) -> DevicePtr {
+        match self {
+            Storage::Device(alloc) => alloc.ptr(),
+            Storage::Mapped(buffer) => buffer.device_ptr().unwrap_or(DevicePtr::NULL),
+        }
+    }
+
+    /// A handle that keeps the memory alive while enqueued work uses it.
+    pub(crate) fn keep_alive(&self) -> Box<dyn Any + Send + Sync> {
+        match self {
+            Storage::Device(alloc) => Box::new(Arc::clone(alloc)),
+            Storage::Mapped(buffer) => Box::new(Arc::clone(buffer)),
+        }
+    }
+
+    /// The host buffer, for mapped memory (whose host side must wait for device work).
+    pub(crate) fn host_buffer(&self) -> Option<&Arc<HostBuffer>> {
+        match self {
+            Storage::Device(_) => None,
+            Storage::Mapped(buffer) => Some(buffer),
+        }
+    }
+}

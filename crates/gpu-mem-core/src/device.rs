@@ -1,0 +1,119 @@
+//! [`Device`]: one device of one backend, the entry point for allocating arrays and streams.
+
+use crate::backend::{Backend, DeviceInfo, MemInfo};
+use crate::error::{BackendKind, Error, Result};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// A device of a backend. Cheap to clone; every array, stream and event keeps one.
+#[derive(Clone)]
+pub struct Device {
+    shared: Arc<DeviceShared>,
+}
+
+struct DeviceShared {
+    backend: Arc<dyn Backend>,
+    ordinal: usize,
+    /// Errors raised inside `Drop` implementations (which cannot return them), kept until
+    /// [`Device::take_release_errors`] or [`Device::check_release_errors`] collects them.
+    release_errors: Mutex<Vec<Error>>,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("backend", &self.shared.backend.kind())
+            .field("ordinal", &self.shared.ordinal)
+            .finish()
+    }
+}
+
+impl Device {
+    /// Opens device `ordinal` of `backend`.
+    pub fn new(backend: Arc<dyn Backend>, ordinal: usize) -> Result<Device> {
+        let count = backend.device_count();
+        if ordinal >= count {
+            return Err(Error::NoSuchDevice { backend: backend.kind(), device: ordinal, count });
+        }
+        Ok(Device {
+            shared: Arc::new(DeviceShared {
+                backend,
+                ordinal,
+                release_errors: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The backend behind this device.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.shared.backend
+    }
+
+    /// Which backend kind this device belongs to.
+    pub fn kind(&self) -> BackendKind {
+        self.shared.backend.kind()
+    }
+
+    /// The device ordinal within its backend.
+    pub fn ordinal(&self) -> usize {
+        self.shared.ordinal
+    }
+
+    /// Static facts: name, architecture, warp size, memory size.
+    pub fn info(&self) -> Result<DeviceInfo> {
+        self.shared.backend.device_info(self.shared.ordinal)
+    }
+
+    /// Free and total device memory (Numba's `get_memory_info()`).
+    pub fn mem_info(&self) -> Result<MemInfo> {
+        self.shared.backend.mem_info(self.shared.ordinal)
+    }
+
+    /// Waits for all work on all streams of this device (Numba's `cuda.synchronize()`).
+    pub fn synchronize(&self) -> Result<()> {
+        self.shared.backend.synchronize(self.shared.ordinal)
+    }
+
+    /// `true` when `other` is the same device of the same backend.
+    pub fn same_as(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+            || (Arc::ptr_eq(&self.shared.backend, &other.shared.backend)
+                && self.shared.ordinal == other.shared.ordinal)
+    }
+
+    pub(crate) fn check_same(&self, other: &Device, what: &'static str) -> Result<()> {
+        if self.same_as(other) {
+            Ok(())
+        } else {
+            Err(Error::DeviceMismatch { what, expected: self.ordinal(), found: other.ordinal() })
+        }
+    }
+
+    /// Records an error that happened while releasing a resource in `Drop`: it is logged now and
+    /// kept for [`Device::check_release_errors`].
+    pub(crate) fn report_release_error(&self, what: &'static str, error: Error) {
+        tracing::error!(backend = %self.kind(), device = self.ordinal(), "{what} failed during drop: {error}");
+        if let Ok(mut errors) = self.shared.release_errors.lock() {
+            errors.push(error);
+        }
+    }
+
+    /// Takes the errors that happened while releasing resources in `Drop`.
+    pub fn take_release_errors(&self) -> Vec<Error> {
+        match self.shared.release_errors.lock() {
+            Ok(mut errors) => std::mem::take(&mut *errors),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        }
+    }
+
+    /// `Err` summarising the errors that happened while releasing resources in `Drop`, if any.
+    pub fn check_release_errors(&self) -> Result<()> {
+        let errors = self.take_release_errors();
+        match errors.first() {
+            None => Ok(()),
+            Some(first) => {
+                Err(Error::DeferredRelease { count: errors.len(), first: first.to_string() })
+            }
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! [`MappedArray`]: page-locked host memory mapped into the device address space.
+
+use crate::array::{DeviceArray, Storage};
+use crate::backend::HostAllocFlags;
+use crate::device::Device;
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::host::pinned::{allocate_zeroed, view_mut_of, view_of};
+use crate::layout::{Layout, Order};
+use crate::memory::{Access, HostBuffer};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Data, Dimension};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Options of [`Device::mapped_array`] (Numba's `portable=` and `wc=`, which Numba accepts but
+/// never passes to the driver; gpu-mem passes them on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MapFlags {
+    /// Usable from every device's context.
+    pub portable: bool,
+    /// Write-combined: fast for the device to read and the host to write, slow for the host to
+    /// read. Ignored by the ROC backend, which has no such memory.
+    pub write_combined: bool,
+}
+
+/// A host array the device reads and writes in place, with no copy (Numba's
+/// `cuda.mapped_array`). [`MappedArray::device_view`] gives the device side; kernels and copies
+/// use it directly.
+#[derive(Debug)]
+pub struct MappedArray<T: Element> {
+    pub(crate) buffer: Arc<HostBuffer>,
+    pub(crate) layout: Layout,
+    _element: PhantomData<T>,
+}
+
+impl Device {
+    /// Allocates a zero-filled mapped host array.
+    pub fn mapped_array<T: Element>(
+        &self,
+        shape: &[usize],
+        order: Order,
+        flags: MapFlags,
+    ) -> Result<MappedArray<T>> {
+        let layout = Layout::contiguous(shape, order)?;
+        let alloc_flags = HostAllocFlags {
+            portable: flags.portable,
+            mapped: true,
+            write_combined: flags.write_combined,
+        };
+        let buffer = allocate_zeroed::<T>(self, &layout, alloc_flags)?;
+        if buffer.bytes() > 0 && buffer.device_ptr().is_none() {
+            return Err(Error::NotSupportedByBackend {
+                backend: self.kind(),
+                feature: "mapped host memory",
+                reason: "the driver returned no device address for the mapped allocation".into(),
+            });
+        }
+        Ok(MappedArray { buffer: Arc::new(buffer), layout, _element: PhantomData })
+    }
+}
+
+/// A device array over mapped host memory.
+pub(crate) fn device_view_of<T: Element>(buffer: &Arc<HostBuffer>, layout: &Layout) -> DeviceArray<T> {
+    DeviceArray {
+        storage: Storage::Mapped(Arc::clone(buffer)),
+        offset: 0,
+        layout: layout.clone(),
+        _element: PhantomData,
+    }
+}
+
+impl<T: Element> MappedArray<T> {
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.layout.shape()
+    }
+
+    /// Shape and strides.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The device the memory is mapped into.
+    pub fn device(&self) -> &Device {
+        self.buffer.device()
+    }
+
+    /// The device side: a [`DeviceArray`] over the same memory (no copy). It keeps the memory
+    /// alive on its own.
+    pub fn device_view(&self) -> DeviceArray<T> {
+        device_view_of(&self.buffer, &self.layout)
+    }
+
+    /// Copies the current contents to a new host array, after waiting for in-flight stream
+    /// operations that write the memory.
+    pub fn read(&self) -> Result<ArrayD<T>> {
+        self.buffer.pending().wait_for_host(Access::Read)?;
+        // SAFETY: writers enqueued through streams were waited for; the view lives only for the
+        // copy below, during which this thread runs no device work.
+        let view = unsafe { view_of::<T>(&self.buffer, &self.layout) };
+        Ok(view.to_owned())
+    }
+
+    /// Overwrites the contents with `values` (same shape), after waiting for in-flight stream
+    /// operations that use the memory.
+    pub fn write<S: Data<Elem = T>, D: Dimension>(&mut self, values: &ArrayBase<S, D>) -> Result<()> {
+        if values.shape() != self.layout.shape() {
+            return Err(Error::IncompatibleShape {
+                expected: self.layout.shape().to_vec(),
+                found: values.shape().to_vec(),
+            });
+        }
+        self.buffer.pending().wait_for_host(Access::Write)?;
+        // SAFETY: every user enqueued through streams was waited for; the view lives only for
+        // the assignment below.
+        let mut view = unsafe { view_mut_of::<T>(&self.buffer, &self.layout) };
+        view.assign(values);
+        Ok(())
+    }
+
+    /// A zero-copy host view.
+    ///
+    /// # Safety
+    /// No device work (kernels, copies through [`MappedArray::device_view`]) may write the memory
+    /// while the view lives.
+    pub unsafe fn host_view(&self) -> Result<ArrayViewD<'_, T>> {
+        self.buffer.pending().wait_for_host(Access::Read)?;
+        // SAFETY: stream writers were waited for; the caller excludes other device writers.
+        Ok(unsafe { view_of(&self.buffer, &self.layout) })
+    }
+
+    /// A zero-copy mutable host view.
+    ///
+    /// # Safety
+    /// No device work may read or write the memory while the view lives.
+    pub unsafe fn host_view_mut(&mut self) -> Result<ArrayViewMutD<'_, T>> {
+        self.buffer.pending().wait_for_host(Access::Write)?;
+        // SAFETY: stream users were waited for; the caller excludes other device users.
+        Ok(unsafe { view_mut_of(&self.buffer, &self.layout) })
+    }
+}

@@ -1,0 +1,221 @@
+//! [`Registered`]: an existing host array page-locked (and optionally mapped) for as long as the
+//! guard lives — Numba's `cuda.pinned(ary)`, `cuda.mapped(ary)` and ROC's `roc.register(ary)`.
+//!
+//! The guard takes the array by value, so the memory cannot be freed or moved while the driver
+//! (or an in-flight copy) uses it, even if the guard is leaked. Dropping the guard unregisters
+//! at once (Numba unpins immediately, not through its deferred queue); [`Registered::into_inner`]
+//! unregisters and hands the array back.
+
+use crate::array::DeviceArray;
+use crate::array::host_layout::layout_of;
+use crate::backend::HostRegisterFlags;
+use crate::device::Device;
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::host::mapped::device_view_of;
+use crate::layout::Layout;
+use crate::memory::{Access, HostBuffer};
+use ndarray::{Array, ArrayView, ArrayViewMut, Dimension, ShapeBuilder};
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// A value handed back with the error that stopped an operation, so nothing is lost.
+pub struct Rejected<A> {
+    /// Why the operation failed.
+    pub error: Error,
+    /// The value the operation took.
+    pub value: A,
+}
+
+impl<A> fmt::Debug for Rejected<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected").field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+impl<A> fmt::Display for Rejected<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<A> std::error::Error for Rejected<A> {}
+
+impl<A> From<Rejected<A>> for Error {
+    fn from(rejected: Rejected<A>) -> Error {
+        rejected.error
+    }
+}
+
+/// A host array registered with the device; see the module docs.
+pub struct Registered<T: Element, D: Dimension> {
+    /// The registration. Declared before `array` so that dropping the guard unregisters before
+    /// the array can be freed; it also holds a clone of `array` for mapped device views.
+    pub(crate) buffer: Arc<HostBuffer>,
+    /// The array itself; its heap buffer never moves.
+    array: Arc<Array<T, D>>,
+    /// The array's first logical element, taken from `&mut` access before sharing, so views
+    /// may write through it.
+    first: NonNull<T>,
+    pub(crate) layout: Layout,
+}
+
+impl<T: Element, D: Dimension> fmt::Debug for Registered<T, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registered")
+            .field("layout", &self.layout)
+            .field("buffer", &self.buffer)
+            .finish()
+    }
+}
+
+// SAFETY: the guard owns the array; `first` points into it and is only dereferenced under the
+// same borrow rules as the array itself (`&self` reads, `&mut self` writes).
+unsafe impl<T: Element, D: Dimension> Send for Registered<T, D> {}
+// SAFETY: shared access only creates read-only views after waiting for device writers.
+unsafe impl<T: Element, D: Dimension> Sync for Registered<T, D> {}
+
+impl Device {
+    /// Page-locks `array` for fast and asynchronous transfers (Numba's `cuda.pinned(ary)`).
+    pub fn pinned<T: Element, D: Dimension + 'static>(
+        &self,
+        array: Array<T, D>,
+    ) -> std::result::Result<Registered<T, D>, Rejected<Array<T, D>>> {
+        Registered::new(self, array, HostRegisterFlags::default())
+    }
+
+    /// Registers `array` with the device (ROC's `roc.register(ary)`; the same as
+    /// [`Device::pinned`]). Drop the guard or call [`Registered::deregister`] to undo it.
+    pub fn register<T: Element, D: Dimension + 'static>(
+        &self,
+        array: Array<T, D>,
+    ) -> std::result::Result<Registered<T, D>, Rejected<Array<T, D>>> {
+        Registered::new(self, array, HostRegisterFlags::default())
+    }
+
+    /// Maps `array` into the device address space (Numba's `cuda.mapped(ary)`):
+    /// [`Registered::device_view`] is a zero-copy device array over it.
+    pub fn mapped<T: Element, D: Dimension + 'static>(
+        &self,
+        array: Array<T, D>,
+    ) -> std::result::Result<Registered<T, D>, Rejected<Array<T, D>>> {
+        Registered::new(self, array, HostRegisterFlags { portable: false, mapped: true })
+    }
+}
+
+impl<T: Element, D: Dimension + 'static> Registered<T, D> {
+    fn new(
+        device: &Device,
+        mut array: Array<T, D>,
+        flags: HostRegisterFlags,
+    ) -> std::result::Result<Self, Rejected<Array<T, D>>> {
+        let layout = match layout_of(&array) {
+            Ok(layout) => layout,
+            Err(error) => return Err(Rejected { error, value: array }),
+        };
+        let first = array.as_mut_ptr();
+        let low = first.wrapping_offset(layout.min_offset());
+        let bytes = layout.span_len() * T::itemsize();
+        let (Some(first), Some(low)) = (NonNull::new(first), NonNull::new(low.cast::<u8>())) else {
+            return Err(Rejected {
+                error: Error::InvalidArgument { name: "array", reason: "null data pointer".into() },
+                value: array,
+            });
+        };
+        let array = Arc::new(array);
+        let keep: Box<dyn std::any::Any + Send> = Box::new(Arc::clone(&array));
+        // SAFETY: `low..low+bytes` is the span of the array's own heap buffer, which does not
+        // move when the `Array` value moves into the `Arc`, and which `keep` keeps alive for as
+        // long as the registration exists.
+        match unsafe { HostBuffer::register(device, keep, low, bytes, flags) } {
+            Ok(buffer) => Ok(Registered { buffer: Arc::new(buffer), array, first, layout }),
+            Err((error, keep)) => {
+                drop(keep);
+                Err(Rejected { error, value: Arc::unwrap_or_clone(array) })
+            }
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.layout.shape()
+    }
+
+    /// `true` when the memory is mapped into the device (made by [`Device::mapped`]).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.buffer.kind(), crate::memory::HostBufferKind::Registered(f) if f.mapped)
+    }
+
+    /// The zero-copy device side of a mapped array; an error for a pinned-only registration.
+    pub fn device_view(&self) -> Result<DeviceArray<T>> {
+        if !self.is_mapped() {
+            return Err(Error::InvalidArgument {
+                name: "registration",
+                reason: "the array was pinned, not mapped; use Device::mapped for a device view".into(),
+            });
+        }
+        let mut view = device_view_of::<T>(&self.buffer, &self.layout);
+        view.offset = (-self.layout.min_offset()) as usize * T::itemsize();
+        Ok(view)
+    }
+
+    /// A read-only view of the array; waits for in-flight copies into it first.
+    pub fn view(&self) -> Result<ArrayView<'_, T, D>> {
+        self.buffer.pending().wait_for_host(Access::Read)?;
+        let shape = self.ndarray_shape()?;
+        // SAFETY: `first` and the layout describe the owned array's elements; writers enqueued on
+        // streams were waited for and new ones need `&mut self`.
+        Ok(unsafe { ArrayView::from_shape_ptr(shape, self.first.as_ptr().cast_const()) })
+    }
+
+    /// A mutable view of the array; waits for every in-flight copy that uses it first.
+    pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, T, D>> {
+        self.buffer.pending().wait_for_host(Access::Write)?;
+        let shape = self.ndarray_shape()?;
+        // SAFETY: as in `view`, and all in-flight users were waited for; `&mut self` excludes
+        // other views and new device work.
+        Ok(unsafe { ArrayViewMut::from_shape_ptr(shape, self.first.as_ptr()) })
+    }
+
+    fn ndarray_shape(&self) -> Result<ndarray::StrideShape<D>> {
+        let dim = D::from_dimension(&ndarray::IxDyn(self.layout.shape()))
+            .ok_or_else(|| Error::InvalidArgument { name: "array", reason: "dimension mismatch".into() })?;
+        let mut strides = dim.clone();
+        for (slot, stride) in strides.slice_mut().iter_mut().zip(self.layout.strides()) {
+            // ndarray encodes negative strides as their two's complement in `usize`.
+            *slot = *stride as usize;
+        }
+        Ok(dim.strides(strides))
+    }
+
+    /// Unregisters now and returns the array (Numba's `deregister`). Waits for in-flight copies.
+    /// Fails — handing the guard back — while device views of a mapped array still exist.
+    pub fn into_inner(self) -> std::result::Result<Array<T, D>, Rejected<Self>> {
+        if let Err(error) = self.buffer.pending().wait_for_host(Access::Write) {
+            return Err(Rejected { error, value: self });
+        }
+        let Registered { buffer, array, first, layout } = self;
+        match Arc::try_unwrap(buffer) {
+            // Dropping the buffer unregisters the memory and releases its clone of the array.
+            Ok(buffer) => drop(buffer),
+            Err(buffer) => {
+                return Err(Rejected {
+                    error: Error::InvalidArgument {
+                        name: "registration",
+                        reason: "device views of the mapped array or in-flight work still use it"
+                            .into(),
+                    },
+                    value: Registered { buffer, array, first, layout },
+                });
+            }
+        }
+        // The registration (the only other owner) is gone, so this does not copy.
+        Ok(Arc::unwrap_or_clone(array))
+    }
+
+    /// Unregisters now, dropping the array (use [`Registered::into_inner`] to keep it).
+    pub fn deregister(self) -> Result<()> {
+        self.into_inner().map(drop).map_err(|r| r.error)
+    }
+}

@@ -1,0 +1,10 @@
+//! Ownership of device and host memory, and the tracking that keeps it alive and untouched while
+//! asynchronous work uses it (DESIGN.md §6).
+
+mod device_alloc;
+mod host_buffer;
+mod pending;
+
+pub(crate) use device_alloc::DeviceAlloc;
+pub(crate) use host_buffer::{HostBuffer, HostBufferKind};
+pub(crate) use pending::{Access, PendingUses};

@@ -1,0 +1,73 @@
+//! Which streams may still be using a host buffer.
+//!
+//! A host buffer that an enqueued copy reads or writes records the stream here. Host code that
+//! wants to read the buffer first waits for the streams that may still write it; host code that
+//! wants to write it waits for every stream that may still use it. Entries hold a weak reference
+//! and the stream's submission number, so a stream that has since synchronized (or was dropped,
+//! which synchronizes) costs nothing to check.
+
+use crate::error::Result;
+use crate::stream::StreamInner;
+use std::sync::{Mutex, Weak};
+
+/// How an enqueued operation uses a host buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// The device reads the buffer (H2D copy).
+    Read,
+    /// The device writes the buffer (D2H copy, memset of mapped memory).
+    Write,
+}
+
+#[derive(Debug)]
+struct Use {
+    stream: Weak<StreamInner>,
+    /// The stream's submission count right after the operation was enqueued.
+    ticket: u64,
+    access: Access,
+}
+
+/// The set of in-flight uses of one host buffer.
+#[derive(Debug, Default)]
+pub(crate) struct PendingUses {
+    uses: Mutex<Vec<Use>>,
+}
+
+impl PendingUses {
+    pub(crate) fn record(&self, stream: Weak<StreamInner>, ticket: u64, access: Access) {
+        let mut uses = self.lock();
+        // Drop entries that are already complete so the list stays short.
+        uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
+        uses.push(Use { stream, ticket, access });
+    }
+
+    /// Waits until host code may access the buffer: for a read, until no stream may still write
+    /// it; for a write, until no stream may use it at all.
+    pub(crate) fn wait_for_host(&self, host_access: Access) -> Result<()> {
+        let pending: Vec<Use> = {
+            let mut uses = self.lock();
+            let (conflicting, keep): (Vec<Use>, Vec<Use>) =
+                std::mem::take(&mut *uses).into_iter().partition(|u| {
+                    host_access == Access::Write || u.access == Access::Write
+                });
+            *uses = keep;
+            conflicting
+        };
+        let mut pending = pending.into_iter();
+        while let Some(u) = pending.next() {
+            let Some(stream) = u.stream.upgrade() else { continue };
+            if let Err(error) = stream.wait_ticket(u.ticket) {
+                // Keep what was not waited for: the host must still not touch the buffer.
+                let mut uses = self.lock();
+                uses.push(u);
+                uses.extend(pending);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Use>> {
+        self.uses.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,0 +1,239 @@
+//! [`Stream`]: an ordered queue of device work, and the bookkeeping that makes async copies sound.
+//!
+//! Every operation enqueued through a `Stream` gets a ticket (the stream's submission count after
+//! it). The stream keeps what the operation touches — device allocations, page-locked host
+//! buffers, staging buffers — alive until a synchronization has shown that ticket complete. Host
+//! buffers also record the ticket (see `memory::PendingUses`), so host code that touches them
+//! waits for exactly the streams that may still use them. Dropping a stream synchronizes it.
+
+use crate::backend::StreamHandle;
+use crate::device::Device;
+use crate::error::Result;
+use crate::event::Event;
+use std::any::Any;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+type KeepAlive = Box<dyn Any + Send + Sync>;
+
+/// The shared part of a stream: handle, tickets and what in-flight work keeps alive.
+pub(crate) struct StreamInner {
+    device: Device,
+    handle: StreamHandle,
+    /// Tickets handed out so far.
+    submitted: AtomicU64,
+    /// Every ticket up to this one is known to be complete.
+    completed: AtomicU64,
+    /// Resources used by in-flight work, with the ticket after which they may be released.
+    keep_alive: Mutex<Vec<(u64, KeepAlive)>>,
+}
+
+impl fmt::Debug for StreamInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stream")
+            .field("device", &self.device)
+            .field("handle", &format_args!("{:#x}", self.handle.0))
+            .field("submitted", &self.submitted.load(Ordering::Relaxed))
+            .field("completed", &self.completed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl StreamInner {
+    pub(crate) fn is_done(&self, ticket: u64) -> bool {
+        self.completed.load(Ordering::Acquire) >= ticket
+    }
+
+    /// Waits until `ticket` is complete (by synchronizing the stream if it is not known to be).
+    pub(crate) fn wait_ticket(&self, ticket: u64) -> Result<()> {
+        if self.is_done(ticket) {
+            return Ok(());
+        }
+        self.synchronize()
+    }
+
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let target = self.submitted.load(Ordering::Acquire);
+        self.device.backend().stream_synchronize(self.device.ordinal(), self.handle)?;
+        self.completed.fetch_max(target, Ordering::AcqRel);
+        self.release_completed(target);
+        Ok(())
+    }
+
+    fn release_completed(&self, upto: u64) {
+        let released: Vec<(u64, KeepAlive)> = {
+            let mut list = self.lock_keep_alive();
+            let (done, still): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut *list).into_iter().partition(|(t, _)| *t <= upto);
+            *list = still;
+            done
+        };
+        // Dropped outside the lock: releasing may free device or host memory.
+        drop(released);
+    }
+
+    fn lock_keep_alive(&self) -> MutexGuard<'_, Vec<(u64, KeepAlive)>> {
+        self.keep_alive.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// An ordered queue of asynchronous device work (Numba's `cuda.stream()`).
+///
+/// Async operations are methods of the stream (`to_device`, `copy_to_host`, ...). They return
+/// once the work is enqueued; their results are visible after [`Stream::synchronize`] — and host
+/// buffers they use cannot be touched before that from safe code: accessing such a buffer waits
+/// for the stream. Dropping a `Stream` waits for its work.
+pub struct Stream {
+    inner: Arc<StreamInner>,
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Stream {
+    /// Creates a stream on `device`.
+    pub fn new(device: &Device) -> Result<Stream> {
+        let handle = device.backend().stream_create(device.ordinal())?;
+        Ok(Stream {
+            inner: Arc::new(StreamInner {
+                device: device.clone(),
+                handle,
+                submitted: AtomicU64::new(0),
+                completed: AtomicU64::new(0),
+                keep_alive: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The device the stream belongs to.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// The backend's handle (for interop with native code).
+    pub fn handle(&self) -> StreamHandle {
+        self.inner.handle
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<StreamInner> {
+        &self.inner
+    }
+
+    /// Blocks until all enqueued work has completed, then releases what it kept alive.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.synchronize()
+    }
+
+    /// `true` when all enqueued work has completed (Numba's `Stream.query`, CUDA's
+    /// `cuStreamQuery`). Does not block.
+    pub fn query(&self) -> Result<bool> {
+        let target = self.inner.submitted.load(Ordering::Acquire);
+        let done = self.inner.device.backend().stream_query(self.inner.device.ordinal(), self.inner.handle)?;
+        if done {
+            self.inner.completed.fetch_max(target, Ordering::AcqRel);
+            self.inner.release_completed(target);
+        }
+        Ok(done)
+    }
+
+    /// A guard that synchronizes the stream when it goes out of scope normally (Numba's
+    /// `auto_synchronize()`); during a panic it does not synchronize, as Numba skips the sync when
+    /// the `with` body raises. Call [`AutoSynchronize::finish`] to get the synchronization error.
+    pub fn auto_synchronize(&self) -> AutoSynchronize<'_> {
+        AutoSynchronize { stream: self, finished: false }
+    }
+
+    /// Records an event at the current end of the stream (Numba's `event.record(stream)`).
+    pub fn record_event(&self) -> Result<Event> {
+        let event = Event::new(self.device(), true)?;
+        event.record(self)?;
+        Ok(event)
+    }
+
+    /// Makes later work on this stream wait for `event` (Numba's `event.wait(stream)`).
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        self.device().check_same(event.device(), "event")?;
+        self.inner.device.backend().stream_wait_event(
+            self.inner.device.ordinal(),
+            self.inner.handle,
+            event.handle(),
+        )
+    }
+
+    /// Runs `enqueue` (which enqueues exactly one operation on this stream) and keeps `keep` alive
+    /// until that operation has completed. Returns the operation's ticket.
+    pub(crate) fn submit(
+        &self,
+        keep: Vec<KeepAlive>,
+        enqueue: impl FnOnce(StreamHandle) -> Result<()>,
+    ) -> Result<u64> {
+        // Hold the list lock across enqueue + ticket so tickets follow enqueue order.
+        let mut list = self.inner.lock_keep_alive();
+        enqueue(self.inner.handle)?;
+        let ticket = self.inner.submitted.fetch_add(1, Ordering::AcqRel) + 1;
+        list.extend(keep.into_iter().map(|k| (ticket, k)));
+        Ok(ticket)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Err(error) = self.inner.synchronize() {
+            self.inner.device.report_release_error("stream synchronize", error);
+            // The work may still be running; keep what it uses alive forever rather than free
+            // memory under it.
+            let leaked = std::mem::take(&mut *self.inner.lock_keep_alive());
+            std::mem::forget(leaked);
+            return;
+        }
+        let device = &self.inner.device;
+        // SAFETY: the handle came from `stream_create` on this device; the stream was just
+        // synchronized and this is the only place it is destroyed.
+        let result = unsafe { device.backend().stream_destroy(device.ordinal(), self.inner.handle) };
+        if let Err(error) = result {
+            device.report_release_error("stream destroy", error);
+        }
+    }
+}
+
+/// Synchronizes its stream on scope exit; see [`Stream::auto_synchronize`].
+#[derive(Debug)]
+pub struct AutoSynchronize<'a> {
+    stream: &'a Stream,
+    finished: bool,
+}
+
+impl AutoSynchronize<'_> {
+    /// The stream.
+    pub fn stream(&self) -> &Stream {
+        self.stream
+    }
+
+    /// Synchronizes now and returns its result.
+    pub fn finish(mut self) -> Result<()> {
+        self.finished = true;
+        self.stream.synchronize()
+    }
+}
+
+impl std::ops::Deref for AutoSynchronize<'_> {
+    type Target = Stream;
+    fn deref(&self) -> &Stream {
+        self.stream
+    }
+}
+
+impl Drop for AutoSynchronize<'_> {
+    fn drop(&mut self) {
+        if self.finished || std::thread::panicking() {
+            return;
+        }
+        if let Err(error) = self.stream.synchronize() {
+            self.stream.device().report_release_error("auto_synchronize", error);
+        }
+    }
+}

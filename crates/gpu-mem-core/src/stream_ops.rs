@@ -1,0 +1,279 @@
+//! Asynchronous transfers enqueued on a [`Stream`]: Numba's `to_device(ary, stream)`,
+//! `copy_to_host(ary, stream)`, `copy_to_device(ary, stream)` and memset on a stream.
+//!
+//! Each operation hands the stream everything it touches to keep alive, and records itself on
+//! the host buffers it reads or writes, so host code touching those buffers waits for it.
+
+use crate::array::host_layout::{contiguous_c, contiguous_f, core_view};
+use crate::array::transfer::non_contiguous;
+use crate::array::{DeviceArray, Storage};
+use crate::backend::{DevicePtr, HostAllocFlags};
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::host::source::{HostMemory, HostMemoryMut, LockedMemory};
+use crate::host::{HostDestination, HostSource};
+use crate::layout::{Layout, Order, check_compatible};
+use crate::memory::{Access, HostBuffer};
+use crate::stream::Stream;
+use std::any::Any;
+use std::sync::Arc;
+
+type KeepAlive = Box<dyn Any + Send + Sync>;
+
+impl LockedMemory<'_> {
+    /// Host address of the lowest byte of the array's span.
+    fn span_start<T: Element>(&self) -> *mut u8 {
+        let low = self.first as isize + self.layout.min_offset() * T::itemsize() as isize;
+        self.buffer.base().as_ptr().wrapping_offset(low)
+    }
+}
+
+impl Stream {
+    fn check_array<T: Element>(&self, array: &DeviceArray<T>) -> Result<()> {
+        self.device().check_same(array.device(), "array")
+    }
+
+    fn check_buffer(&self, buffer: &HostBuffer) -> Result<()> {
+        self.device().check_same(buffer.device(), "host buffer")
+    }
+
+    /// Records an enqueued operation's use of mapped device memory on its host buffer.
+    fn record_storage_use(&self, storage: &Storage, ticket: u64, access: Access) {
+        if let Some(buffer) = storage.host_buffer() {
+            buffer.pending().record(Arc::downgrade(self.inner()), ticket, access);
+        }
+    }
+
+    /// Copies `host` to a new device array on this stream (Numba's `to_device(ary, stream)`).
+    /// The device array has the host array's shape and strides; the host array must be
+    /// contiguous once broadcast axes are removed.
+    pub fn to_device<T: Element, H: HostSource<T> + ?Sized>(&self, host: &H) -> Result<DeviceArray<T>> {
+        match host.host_memory()? {
+            HostMemory::Locked(locked) => {
+                self.check_buffer(locked.buffer)?;
+                if !locked.layout.core().is_contiguous() {
+                    return Err(non_contiguous(&locked.layout));
+                }
+                let mut array = DeviceArray::<T>::allocate(self.device(), locked.layout.clone())?;
+                let start = locked.span_start::<T>();
+                self.enqueue_htod(&mut array, locked.buffer, start.cast_const())?;
+                Ok(array)
+            }
+            HostMemory::Pageable(view) => {
+                let layout = Layout::with_strides(view.shape(), view.strides())?;
+                let core = core_view(&view);
+                let core_slice = core.as_slice_memory_order().ok_or_else(|| non_contiguous(&layout))?;
+                let mut array = DeviceArray::<T>::allocate(self.device(), layout)?;
+                let staging = self.stage(bytemuck::cast_slice(core_slice))?;
+                let start = staging.base().as_ptr().cast_const();
+                self.enqueue_htod(&mut array, &staging, start)?;
+                Ok(array)
+            }
+        }
+    }
+
+    /// Copies `host` into `dst` on this stream (Numba's `copy_to_device(ary, stream)`). A
+    /// page-locked source must already have `dst`'s layout; a pageable one is first made
+    /// contiguous in `dst`'s order.
+    pub fn copy_from_host<T: Element, H: HostSource<T> + ?Sized>(
+        &self,
+        dst: &mut DeviceArray<T>,
+        host: &H,
+    ) -> Result<()> {
+        self.check_array(dst)?;
+        let dst_core = dst.layout.core();
+        match host.host_memory()? {
+            HostMemory::Locked(locked) => {
+                if locked.layout.size() == 0 {
+                    return Ok(());
+                }
+                self.check_buffer(locked.buffer)?;
+                if !dst_core.is_contiguous() {
+                    return Err(non_contiguous(&dst.layout));
+                }
+                let src_core = locked.layout.core();
+                if !src_core.is_contiguous() {
+                    return Err(non_contiguous(&locked.layout));
+                }
+                check_compatible(&dst_core, &src_core, T::itemsize())?;
+                let start = locked.span_start::<T>();
+                self.enqueue_htod(dst, locked.buffer, start.cast_const())
+            }
+            HostMemory::Pageable(view) => {
+                if view.is_empty() {
+                    return Ok(());
+                }
+                if !dst_core.is_contiguous() {
+                    return Err(non_contiguous(&dst.layout));
+                }
+                let core = core_view(&view);
+                let (data, layout) = if dst_core.is_c_contiguous() {
+                    let layout = Layout::contiguous(core.shape(), Order::C)?;
+                    (contiguous_c(core), layout)
+                } else {
+                    let layout = Layout::contiguous(core.shape(), Order::F)?;
+                    (contiguous_f(core), layout)
+                };
+                check_compatible(&dst_core, &layout, T::itemsize())?;
+                let staging = self.stage(bytemuck::cast_slice(&data))?;
+                let start = staging.base().as_ptr().cast_const();
+                self.enqueue_htod(dst, &staging, start)
+            }
+        }
+    }
+
+    /// Copies `src` into host memory on this stream (Numba's `copy_to_host(ary, stream)`), with
+    /// Numba's compatibility check. Page-locked destinations are written asynchronously (reading
+    /// them waits for the stream); a pageable destination makes the call wait for the stream.
+    pub fn copy_to_host<T: Element, H: HostDestination<T> + ?Sized>(
+        &self,
+        src: &DeviceArray<T>,
+        host: &mut H,
+    ) -> Result<()> {
+        self.check_array(src)?;
+        let (src_ptr, bytes) = src.span();
+        match host.host_memory_mut()? {
+            HostMemoryMut::Locked(locked) => {
+                self.check_buffer(locked.buffer)?;
+                check_compatible(&src.layout, &locked.layout, T::itemsize())?;
+                if bytes == 0 || src.layout.size() == 0 {
+                    return Ok(());
+                }
+                let start = locked.span_start::<T>();
+                let keep: Vec<KeepAlive> =
+                    vec![src.storage.keep_alive(), Box::new(Arc::clone(locked.buffer))];
+                let device = self.device().clone();
+                // The host buffer must not be touched until the copy is done: wait for earlier
+                // users first (host code cannot touch it meanwhile: it is borrowed mutably here).
+                let ticket = self.submit(keep, |stream| {
+                    // SAFETY: the destination span lies in the page-locked buffer, which the stream
+                    // keeps alive and host code cannot access until this ticket completes; the
+                    // source span lies in storage kept alive by the stream.
+                    unsafe {
+                        device.backend().copy_dtoh_async(device.ordinal(), start, src_ptr, bytes, stream)
+                    }
+                })?;
+                locked.buffer.pending().record(Arc::downgrade(self.inner()), ticket, Access::Write);
+                self.record_storage_use(&src.storage, ticket, Access::Read);
+                Ok(())
+            }
+            HostMemoryMut::Pageable(mut view) => {
+                let layout = Layout::with_strides(view.shape(), view.strides())?;
+                check_compatible(&src.layout, &layout, T::itemsize())?;
+                if bytes == 0 || src.layout.size() == 0 {
+                    return Ok(());
+                }
+                let staging = Arc::new(HostBuffer::allocate(self.device(), bytes, HostAllocFlags::default())?);
+                let start = staging.base().as_ptr();
+                let keep: Vec<KeepAlive> = vec![src.storage.keep_alive(), Box::new(Arc::clone(&staging))];
+                let device = self.device().clone();
+                self.submit(keep, |stream| {
+                    // SAFETY: the staging buffer has `bytes` bytes, is kept alive by the stream and
+                    // is read below only after the stream is synchronized.
+                    unsafe {
+                        device.backend().copy_dtoh_async(device.ordinal(), start, src_ptr, bytes, stream)
+                    }
+                })?;
+                self.synchronize()?;
+                // SAFETY: the copy into the staging buffer has completed; it holds `bytes`
+                // initialised bytes, suitably aligned for `T` (page aligned).
+                let span: &[T] = unsafe {
+                    std::slice::from_raw_parts(staging.base().as_ptr().cast::<T>(), bytes / T::itemsize())
+                };
+                let base = src.layout.min_offset();
+                for (slot, offset) in view.iter_mut().zip(src.layout.logical_offsets()) {
+                    *slot = span[(offset - base) as usize];
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies one device array into another on this stream (Numba's `copy_to_device(d, stream)`).
+    pub fn copy_from_device<T: Element>(&self, dst: &mut DeviceArray<T>, src: &DeviceArray<T>) -> Result<()> {
+        self.check_array(dst)?;
+        self.check_array(src)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let dst_core = dst.layout.core();
+        let src_core = src.layout.core();
+        if !dst_core.is_contiguous() {
+            return Err(non_contiguous(&dst.layout));
+        }
+        if !src_core.is_contiguous() {
+            return Err(non_contiguous(&src.layout));
+        }
+        check_compatible(&dst_core, &src_core, T::itemsize())?;
+        let (dst_ptr, dst_bytes) = dst.span();
+        let (src_ptr, src_bytes) = src.span();
+        let bytes = dst_bytes.min(src_bytes);
+        let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), src.storage.keep_alive()];
+        let device = self.device().clone();
+        let ticket = self.submit(keep, |stream| {
+            // SAFETY: both spans lie in storage the stream keeps alive until completion.
+            unsafe { device.backend().copy_dtod_async(device.ordinal(), dst_ptr, src_ptr, bytes, stream) }
+        })?;
+        self.record_storage_use(&dst.storage, ticket, Access::Write);
+        self.record_storage_use(&src.storage, ticket, Access::Read);
+        Ok(())
+    }
+
+    /// Sets every byte of a dense array to `value` on this stream.
+    pub fn memset<T: Element>(&self, dst: &mut DeviceArray<T>, value: u8) -> Result<()> {
+        self.check_array(dst)?;
+        if dst.layout.span_len() != dst.layout.size() {
+            return Err(non_contiguous(&dst.layout));
+        }
+        let (ptr, bytes) = dst.span();
+        if bytes == 0 {
+            return Ok(());
+        }
+        let device = self.device().clone();
+        let ticket = self.submit(vec![dst.storage.keep_alive()], |stream| {
+            // SAFETY: the span lies in storage the stream keeps alive until completion.
+            unsafe { device.backend().memset_d8_async(device.ordinal(), ptr, value, bytes, stream) }
+        })?;
+        self.record_storage_use(&dst.storage, ticket, Access::Write);
+        Ok(())
+    }
+
+    /// Copies `bytes` into a fresh page-locked staging buffer.
+    fn stage(&self, bytes: &[u8]) -> Result<Arc<HostBuffer>> {
+        let staging = HostBuffer::allocate(self.device(), bytes.len(), HostAllocFlags::default())?;
+        if !bytes.is_empty() {
+            // SAFETY: the staging buffer was just allocated with `bytes.len()` bytes and nothing
+            // else refers to it; the source is a live slice that does not overlap it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), staging.base().as_ptr(), bytes.len())
+            };
+        }
+        Ok(Arc::new(staging))
+    }
+
+    fn enqueue_htod<T: Element>(
+        &self,
+        dst: &mut DeviceArray<T>,
+        buffer: &Arc<HostBuffer>,
+        src: *const u8,
+    ) -> Result<()> {
+        let (dst_ptr, bytes): (DevicePtr, usize) = dst.span();
+        if bytes == 0 {
+            return Ok(());
+        }
+        if buffer.bytes() < bytes {
+            return Err(Error::IncompatibleShape { expected: dst.shape().to_vec(), found: vec![buffer.bytes() / T::itemsize()] });
+        }
+        let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), Box::new(Arc::clone(buffer))];
+        let device = self.device().clone();
+        let ticket = self.submit(keep, |stream| {
+            // SAFETY: the source lies in a page-locked buffer the stream keeps alive and host code
+            // may not write until this ticket completes; the destination span lies in storage the
+            // stream keeps alive.
+            unsafe { device.backend().copy_htod_async(device.ordinal(), dst_ptr, src, bytes, stream) }
+        })?;
+        buffer.pending().record(Arc::downgrade(self.inner()), ticket, Access::Read);
+        self.record_storage_use(&dst.storage, ticket, Access::Write);
+        Ok(())
+    }
+}

@@ -122,7 +122,7 @@ fn resolve_unknown(new_shape: &[isize], size: usize) -> std::result::Result<Vec<
         return Ok(known);
     };
     let known_size = checked_count(&known).ok_or(Resolve::Overflow)?;
-    if known_size == 0 || size % known_size != 0 {
+    if known_size == 0 || !size.is_multiple_of(known_size) {
         return Err(Resolve::Err(
             "cannot infer valid shape for unknown dimension",
         ));

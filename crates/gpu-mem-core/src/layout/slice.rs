@@ -272,7 +272,10 @@ mod tests {
         // Slices of empty slices stay empty.
         let (e, _) = i10.slice(&[s(3, Some(3), 1)]).unwrap();
         let (ee, off) = e.slice(&[s(0, None, -1)]).unwrap();
-        assert_eq!((ee.shape(), ee.strides(), off), (&[0usize][..], &[-1isize][..], 0));
+        assert_eq!(
+            (ee.shape(), ee.strides(), off),
+            (&[0usize][..], &[-1isize][..], 0)
+        );
     }
 
     #[test]

@@ -45,7 +45,7 @@ impl Layout {
             .ok_or_else(|| Error::Overflow {
                 what: format!("byte length {last_len} * {old_itemsize} of the last axis"),
             })?;
-        if last_bytes % new_itemsize != 0 {
+        if !last_bytes.is_multiple_of(new_itemsize) {
             return Err(err(
                 "When changing to a larger dtype, its size must be a divisor of the total size in bytes of the last axis of the array.",
             ));

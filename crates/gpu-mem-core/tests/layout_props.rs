@@ -153,7 +153,9 @@ fn same_size_shape(size: usize, ndim: usize, seeds: &[Seed]) -> Vec<usize> {
     let mut remaining = size;
     let mut out = Vec::with_capacity(ndim);
     for seed in seeds.iter().take(ndim - 1) {
-        let divisors: Vec<usize> = (1..=remaining).filter(|&d| remaining.is_multiple_of(d)).collect();
+        let divisors: Vec<usize> = (1..=remaining)
+            .filter(|&d| remaining.is_multiple_of(d))
+            .collect();
         let d = divisors[seed.4 as usize % divisors.len()];
         out.push(d);
         remaining /= d;

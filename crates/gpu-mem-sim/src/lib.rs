@@ -1,1 +1,656 @@
-//! placeholder
+//! The CPU simulator backend of gpu-mem: the embedded default, and the reference the
+//! conformance suite is checked against.
+//!
+//! It behaves like a GPU, not like a shortcut (DESIGN.md §7):
+//! * device memory is separate from host memory, at synthetic addresses, with a capacity
+//!   (`GPU_MEM_SIM_MEMORY`); allocations past it fail with `OutOfMemory`, and accesses outside a
+//!   live allocation fail with `InvalidPointer`;
+//! * each stream is a worker thread, so stream work runs asynchronously to the host;
+//!   synchronous operations first wait for all streams of the device (the CUDA legacy default
+//!   stream rule);
+//! * events are timestamped when the work before them completes;
+//! * page-locked, mapped and registered host memory is tracked with CUDA's rules;
+//! * `GPU_MEM_SIM_DEVICES` devices, each with its own memory; every allocation is accounted, so
+//!   leaks show in [`SimBackend::live_allocations`] and `mem_info`.
+
+mod config;
+mod event;
+mod host;
+mod memory;
+mod stream;
+
+pub use config::{SimConfig, SimDeviceConfig, parse_size};
+
+use event::SimEvent;
+use gpu_mem_core::backend::{
+    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
+    StreamHandle,
+};
+use gpu_mem_core::{Backend, BackendKind, Error, Result};
+use host::{HostTable, Pinned, RegisteredRange};
+use memory::{AddressSpace, Range};
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use stream::{DeviceActivity, Job, SimStream};
+
+/// Largest shared memory per block the simulator reports by default (48 KiB, as CUDA).
+pub const DEFAULT_SHARED_MEMORY: usize = 48 << 10;
+
+struct SimDevice {
+    ordinal: usize,
+    warp_size: u32,
+    memory: AddressSpace,
+    activity: Arc<DeviceActivity>,
+    streams: Mutex<HashMap<u64, Arc<SimStream>>>,
+    events: Mutex<HashMap<u64, Arc<SimEvent>>>,
+    host: Mutex<HostTable>,
+}
+
+/// The simulator backend.
+pub struct SimBackend {
+    devices: Vec<SimDevice>,
+    next_handle: AtomicU64,
+}
+
+impl std::fmt::Debug for SimBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimBackend")
+            .field("devices", &self.devices.len())
+            .finish()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A host pointer moved into a stream job. The core guarantees the memory outlives the job and
+/// is not accessed by the host meanwhile (see `gpu_mem_core::Backend`'s contract).
+struct HostPtr(*mut u8);
+// SAFETY: see the type's docs: the pointee is kept alive and unaliased until the job completes.
+unsafe impl Send for HostPtr {}
+
+impl SimBackend {
+    /// A simulator configured from the environment (see [`SimConfig::from_env`]).
+    pub fn from_env() -> Result<SimBackend> {
+        Ok(SimBackend::new(SimConfig::from_env()?))
+    }
+
+    /// A simulator with the given devices.
+    pub fn new(config: SimConfig) -> SimBackend {
+        let devices = config
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(ordinal, c)| SimDevice {
+                ordinal,
+                warp_size: c.warp_size,
+                memory: AddressSpace::new(ordinal, c.memory),
+                activity: Arc::new(DeviceActivity::default()),
+                streams: Mutex::new(HashMap::new()),
+                events: Mutex::new(HashMap::new()),
+                host: Mutex::new(HostTable::default()),
+            })
+            .collect();
+        SimBackend {
+            devices,
+            next_handle: AtomicU64::new(1),
+        }
+    }
+
+    fn device(&self, device: usize) -> Result<&SimDevice> {
+        self.devices.get(device).ok_or(Error::NoSuchDevice {
+            backend: BackendKind::Sim,
+            device,
+            count: self.devices.len(),
+        })
+    }
+
+    fn handle(&self) -> u64 {
+        self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Live device allocations on `device` (0 once every array is dropped).
+    pub fn live_allocations(&self, device: usize) -> Result<usize> {
+        Ok(self.device(device)?.memory.live_allocations())
+    }
+
+    /// Live page-locked allocations and host registrations on `device`.
+    pub fn live_host_memory(&self, device: usize) -> Result<(usize, usize)> {
+        Ok(lock(&self.device(device)?.host).counts())
+    }
+
+    fn stream(&self, device: &SimDevice, stream: StreamHandle) -> Result<Arc<SimStream>> {
+        lock(&device.streams)
+            .get(&stream.0)
+            .cloned()
+            .ok_or(Error::InvalidHandle {
+                kind: "stream",
+                handle: stream.0,
+            })
+    }
+
+    fn event(&self, device: &SimDevice, event: EventHandle) -> Result<Arc<SimEvent>> {
+        lock(&device.events)
+            .get(&event.0)
+            .cloned()
+            .ok_or(Error::InvalidHandle {
+                kind: "event",
+                handle: event.0,
+            })
+    }
+
+    fn enqueue(
+        &self,
+        device: &SimDevice,
+        stream: StreamHandle,
+        what: &'static str,
+        job: Job,
+    ) -> Result<()> {
+        self.stream(device, stream)?
+            .enqueue(what, job)
+            .map_err(|reason| Error::AsyncFailure {
+                operation: what,
+                stream: stream.0,
+                reason,
+            })
+    }
+}
+
+/// Copies host bytes into a device range.
+///
+/// # Safety
+/// `src` is readable for `range.len` bytes and does not overlap the region's memory.
+unsafe fn write_range(range: &Range, src: *const u8) {
+    let _guard = range.region.lock();
+    // SAFETY: the range was validated against the region, whose lock is held; the caller
+    // guarantees the source.
+    unsafe { std::ptr::copy_nonoverlapping(src, range.region.host_ptr(range.offset), range.len) };
+}
+
+/// Copies a device range into host bytes.
+///
+/// # Safety
+/// `dst` is writable for `range.len` bytes and does not overlap the region's memory.
+unsafe fn read_range(range: &Range, dst: *mut u8) {
+    let _guard = range.region.lock();
+    // SAFETY: as in `write_range`.
+    unsafe { std::ptr::copy_nonoverlapping(range.region.host_ptr(range.offset), dst, range.len) };
+}
+
+/// Copies between two device ranges of equal length (possibly in the same region).
+fn copy_ranges(dst: &Range, src: &Range) {
+    if Arc::ptr_eq(&dst.region, &src.region) {
+        let _guard = dst.region.lock();
+        // SAFETY: both ranges were validated inside this region, whose lock is held; `copy`
+        // allows overlap.
+        unsafe {
+            std::ptr::copy(
+                src.region.host_ptr(src.offset),
+                dst.region.host_ptr(dst.offset),
+                dst.len,
+            )
+        };
+        return;
+    }
+    // Lock in address order so two opposite copies cannot deadlock.
+    let (first, second) = if dst.region.start() < src.region.start() {
+        (dst, src)
+    } else {
+        (src, dst)
+    };
+    let _a = first.region.lock();
+    let _b = second.region.lock();
+    // SAFETY: both ranges were validated in distinct regions whose locks are held.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            src.region.host_ptr(src.offset),
+            dst.region.host_ptr(dst.offset),
+            dst.len,
+        )
+    };
+}
+
+fn fill_range(range: &Range, value: u8) {
+    let _guard = range.region.lock();
+    // SAFETY: the range was validated against the region, whose lock is held.
+    unsafe { std::ptr::write_bytes(range.region.host_ptr(range.offset), value, range.len) };
+}
+
+impl Backend for SimBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sim
+    }
+
+    fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    fn device_info(&self, device: usize) -> Result<DeviceInfo> {
+        let d = self.device(device)?;
+        Ok(DeviceInfo {
+            ordinal: d.ordinal,
+            name: format!("gpu-mem simulator device {}", d.ordinal),
+            arch: "sim".into(),
+            total_memory: d.memory.capacity(),
+            warp_size: d.warp_size,
+            max_threads_per_block: 1024,
+            max_shared_memory_per_block: DEFAULT_SHARED_MEMORY,
+            can_map_host_memory: true,
+        })
+    }
+
+    fn mem_info(&self, device: usize) -> Result<MemInfo> {
+        let d = self.device(device)?;
+        let total = d.memory.capacity();
+        Ok(MemInfo {
+            free: total.saturating_sub(d.memory.used()),
+            total,
+        })
+    }
+
+    fn synchronize(&self, device: usize) -> Result<()> {
+        let d = self.device(device)?;
+        let streams: Vec<(u64, Arc<SimStream>)> = lock(&d.streams)
+            .iter()
+            .map(|(h, s)| (*h, Arc::clone(s)))
+            .collect();
+        for (handle, stream) in streams {
+            stream
+                .synchronize()
+                .map_err(|(operation, reason)| Error::AsyncFailure {
+                    operation,
+                    stream: handle,
+                    reason,
+                })?;
+        }
+        Ok(())
+    }
+
+    fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
+        let d = self.device(device)?;
+        if bytes == 0 {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "device allocations must be non-empty".into(),
+            });
+        }
+        d.memory.allocate(bytes)
+    }
+
+    unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        let d = self.device(device)?;
+        // cuMemFree synchronizes with outstanding work; so does the simulator.
+        d.activity.wait_idle();
+        d.memory.free(ptr)
+    }
+
+    fn host_alloc(
+        &self,
+        device: usize,
+        bytes: usize,
+        flags: HostAllocFlags,
+    ) -> Result<HostAllocation> {
+        let d = self.device(device)?;
+        let mut host = lock(&d.host);
+        let (ptr, layout) = host.allocate(bytes)?;
+        let mapped = flags.mapped.then(|| d.memory.map_host(ptr, bytes));
+        host.insert_pinned(ptr, Pinned { layout, mapped });
+        Ok(HostAllocation {
+            host: ptr,
+            device: mapped,
+        })
+    }
+
+    unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        let d = self.device(device)?;
+        d.activity.wait_idle();
+        let pinned = lock(&d.host).remove_pinned(host)?;
+        if let Some(mapped) = pinned.mapped {
+            d.memory.unmap_host(mapped);
+        }
+        // SAFETY: `host` was allocated by `host_alloc` with exactly this layout and has just been
+        // removed from the table, so it is freed once.
+        unsafe { std::alloc::dealloc(host.as_ptr(), pinned.layout) };
+        Ok(())
+    }
+
+    unsafe fn host_register(
+        &self,
+        device: usize,
+        host: NonNull<u8>,
+        bytes: usize,
+        flags: HostRegisterFlags,
+    ) -> Result<Option<DevicePtr>> {
+        let d = self.device(device)?;
+        if bytes == 0 {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "cannot register an empty range".into(),
+            });
+        }
+        let mut table = lock(&d.host);
+        table.register(
+            host.as_ptr() as usize,
+            RegisteredRange {
+                len: bytes,
+                mapped: None,
+            },
+        )?;
+        let mapped = flags.mapped.then(|| d.memory.map_host(host, bytes));
+        if let Some(ptr) = mapped {
+            table.unregister(host.as_ptr() as usize)?;
+            table.register(
+                host.as_ptr() as usize,
+                RegisteredRange {
+                    len: bytes,
+                    mapped: Some(ptr),
+                },
+            )?;
+        }
+        Ok(mapped)
+    }
+
+    unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        let d = self.device(device)?;
+        d.activity.wait_idle();
+        let range = lock(&d.host).unregister(host.as_ptr() as usize)?;
+        if let Some(mapped) = range.mapped {
+            d.memory.unmap_host(mapped);
+        }
+        Ok(())
+    }
+
+    unsafe fn copy_htod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let range = d.memory.resolve(dst, bytes)?;
+        d.activity.wait_idle();
+        // SAFETY: the caller guarantees `src` is readable for `bytes` bytes.
+        unsafe { write_range(&range, src) };
+        Ok(())
+    }
+
+    unsafe fn copy_dtoh(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let range = d.memory.resolve(src, bytes)?;
+        d.activity.wait_idle();
+        // SAFETY: the caller guarantees `dst` is writable for `bytes` bytes.
+        unsafe { read_range(&range, dst) };
+        Ok(())
+    }
+
+    unsafe fn copy_dtod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let to = d.memory.resolve(dst, bytes)?;
+        let from = d.memory.resolve(src, bytes)?;
+        d.activity.wait_idle();
+        copy_ranges(&to, &from);
+        Ok(())
+    }
+
+    unsafe fn memset_d8(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let range = d.memory.resolve(dst, bytes)?;
+        d.activity.wait_idle();
+        fill_range(&range, value);
+        Ok(())
+    }
+
+    unsafe fn copy_htod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let range = d.memory.resolve(dst, bytes)?;
+        let src = HostPtr(src.cast_mut());
+        self.enqueue(
+            d,
+            stream,
+            "host-to-device copy",
+            Box::new(move || {
+                let src = src;
+                // SAFETY: the caller keeps the source alive and unwritten until the job completes.
+                unsafe { write_range(&range, src.0) };
+                Ok(())
+            }),
+        )
+    }
+
+    unsafe fn copy_dtoh_async(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let range = d.memory.resolve(src, bytes)?;
+        let dst = HostPtr(dst);
+        self.enqueue(
+            d,
+            stream,
+            "device-to-host copy",
+            Box::new(move || {
+                let dst = dst;
+                // SAFETY: the caller keeps the destination alive and untouched until the job completes.
+                unsafe { read_range(&range, dst.0) };
+                Ok(())
+            }),
+        )
+    }
+
+    unsafe fn copy_dtod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let to = d.memory.resolve(dst, bytes)?;
+        let from = d.memory.resolve(src, bytes)?;
+        self.enqueue(
+            d,
+            stream,
+            "device-to-device copy",
+            Box::new(move || {
+                copy_ranges(&to, &from);
+                Ok(())
+            }),
+        )
+    }
+
+    unsafe fn memset_d8_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let range = d.memory.resolve(dst, bytes)?;
+        self.enqueue(
+            d,
+            stream,
+            "memset",
+            Box::new(move || {
+                fill_range(&range, value);
+                Ok(())
+            }),
+        )
+    }
+
+    fn stream_create(&self, device: usize) -> Result<StreamHandle> {
+        let d = self.device(device)?;
+        let handle = self.handle();
+        let stream = SimStream::spawn(
+            format!("gpu-mem-sim-d{device}-s{handle}"),
+            Arc::clone(&d.activity),
+        )
+        .map_err(|reason| Error::NotSupportedByBackend {
+            backend: BackendKind::Sim,
+            feature: "streams",
+            reason,
+        })?;
+        lock(&d.streams).insert(handle, Arc::new(stream));
+        Ok(StreamHandle(handle))
+    }
+
+    unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        let d = self.device(device)?;
+        let removed = lock(&d.streams).remove(&stream.0);
+        match removed {
+            Some(stream) => {
+                stream.shut_down();
+                Ok(())
+            }
+            None => Err(Error::InvalidHandle {
+                kind: "stream",
+                handle: stream.0,
+            }),
+        }
+    }
+
+    fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        let d = self.device(device)?;
+        self.stream(d, stream)?
+            .synchronize()
+            .map_err(|(operation, reason)| Error::AsyncFailure {
+                operation,
+                stream: stream.0,
+                reason,
+            })
+    }
+
+    fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
+        let d = self.device(device)?;
+        Ok(self.stream(d, stream)?.is_idle())
+    }
+
+    fn stream_wait_event(
+        &self,
+        device: usize,
+        stream: StreamHandle,
+        event: EventHandle,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let event = self.event(d, event)?;
+        let generation = event.current_generation();
+        self.enqueue(
+            d,
+            stream,
+            "event wait",
+            Box::new(move || {
+                event.wait_for(generation);
+                Ok(())
+            }),
+        )
+    }
+
+    fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
+        let d = self.device(device)?;
+        let handle = self.handle();
+        lock(&d.events).insert(handle, Arc::new(SimEvent::new(timing)));
+        Ok(EventHandle(handle))
+    }
+
+    unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()> {
+        let d = self.device(device)?;
+        lock(&d.events)
+            .remove(&event.0)
+            .map(drop)
+            .ok_or(Error::InvalidHandle {
+                kind: "event",
+                handle: event.0,
+            })
+    }
+
+    fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
+        let d = self.device(device)?;
+        let event = self.event(d, event)?;
+        let generation = event.begin_record();
+        let job_event = Arc::clone(&event);
+        let result = self.enqueue(
+            d,
+            stream,
+            "event record",
+            Box::new(move || {
+                job_event.complete(generation);
+                Ok(())
+            }),
+        );
+        if result.is_err() {
+            // Nothing will complete this record; do not leave waiters hanging.
+            event.complete(generation);
+        }
+        result
+    }
+
+    fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
+        let d = self.device(device)?;
+        Ok(self.event(d, event)?.is_complete())
+    }
+
+    fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
+        let d = self.device(device)?;
+        let event = self.event(d, event)?;
+        event.wait_for(event.current_generation());
+        Ok(())
+    }
+
+    fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32> {
+        let d = self.device(device)?;
+        let (start, end) = (self.event(d, start)?, self.event(d, end)?);
+        if !start.timing || !end.timing {
+            return Err(Error::EventTiming {
+                reason: "an event was created with timing disabled",
+            });
+        }
+        match (start.time(), end.time()) {
+            (Some(a), Some(b)) => {
+                let ms = if b >= a {
+                    (b - a).as_secs_f64() * 1e3
+                } else {
+                    -((a - b).as_secs_f64() * 1e3)
+                };
+                Ok(ms as f32)
+            }
+            _ => Err(Error::EventTiming {
+                reason: "an event has not completed (synchronize it first)",
+            }),
+        }
+    }
+}

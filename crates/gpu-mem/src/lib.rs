@@ -1,1 +1,39 @@
-//! placeholder
+//! gpu-mem: Numba's GPU memory-management API for Rust, over NVIDIA CUDA, AMD ROCm (HSA) and a
+//! CPU simulator, with the backend chosen at run time.
+//!
+//! ```
+//! use gpu_mem::prelude::*;
+//! use ndarray::array;
+//!
+//! # fn main() -> gpu_mem::Result<()> {
+//! let runtime = Runtime::from_env()?;          // GPU_MEM_BACKEND=auto|cuda|roc|sim
+//! let device = runtime.device(0)?;
+//! let host = array![[1.0f32, 2.0], [3.0, 4.0]];
+//! let mut d = device.to_device(&host)?;        // cuda.to_device
+//! d.set(&[0, 1], 20.0)?;                       // d[0, 1] = 20
+//! assert_eq!(d.copy_to_host()?, array![[1.0f32, 20.0], [3.0, 4.0]].into_dyn());
+//! # Ok(()) }
+//! ```
+//!
+//! Cargo features `cuda`, `roc` and `sim` choose which backends are compiled in (`sim` by
+//! default). [`backends`] reports each backend with its availability and the reason when it is
+//! unavailable.
+
+mod runtime;
+
+pub use gpu_mem_core::*;
+pub use runtime::{BackendChoice, BackendStatus, Runtime, backends};
+
+/// The simulator backend, for configuring it in code.
+#[cfg(feature = "sim")]
+pub use gpu_mem_sim as sim;
+
+/// Everything a typical program needs.
+pub mod prelude {
+    pub use crate::runtime::{BackendChoice, Runtime, backends};
+    pub use gpu_mem_core::{
+        Device, DeviceArray, DeviceRecord, Element, Error, Event, MapFlags, MappedArray, Order,
+        PinnedArray, Registered, ReshapeOrder, Result, Stream,
+    };
+    pub use ndarray::s;
+}

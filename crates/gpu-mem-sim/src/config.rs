@@ -1,0 +1,165 @@
+//! Simulator settings, from the environment or set in code.
+//!
+//! * `GPU_MEM_SIM_DEVICES` — number of simulated devices (default 1, at most 64).
+//! * `GPU_MEM_SIM_MEMORY` — capacity of each device: bytes, or with a unit (`256MiB`, `4GiB`,
+//!   `512M`, `1G`, `64KiB`); default 4 GiB. Memory is only taken from the host when allocated.
+//! * `GPU_MEM_SIM_WARP_SIZE` — threads per warp: 32 (default) or 64, or a comma-separated list
+//!   giving each device its own (`32,64`).
+
+use gpu_mem_core::{Error, Result};
+
+/// Settings of a simulated machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimConfig {
+    /// One entry per device.
+    pub devices: Vec<SimDeviceConfig>,
+}
+
+/// Settings of one simulated device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimDeviceConfig {
+    /// Capacity in bytes.
+    pub memory: u64,
+    /// Warp (wavefront) size: 32 or 64.
+    pub warp_size: u32,
+}
+
+/// Default capacity of a simulated device.
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            devices: vec![SimDeviceConfig {
+                memory: DEFAULT_MEMORY,
+                warp_size: 32,
+            }],
+        }
+    }
+}
+
+impl SimConfig {
+    /// `count` devices with `memory` bytes each and 32-thread warps.
+    pub fn uniform(count: usize, memory: u64) -> SimConfig {
+        SimConfig {
+            devices: vec![
+                SimDeviceConfig {
+                    memory,
+                    warp_size: 32
+                };
+                count
+            ],
+        }
+    }
+
+    /// Reads `GPU_MEM_SIM_DEVICES`, `GPU_MEM_SIM_MEMORY` and `GPU_MEM_SIM_WARP_SIZE`.
+    pub fn from_env() -> Result<SimConfig> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let count = match var("GPU_MEM_SIM_DEVICES") {
+            Some(v) => parse_count(&v)?,
+            None => 1,
+        };
+        let memory = match var("GPU_MEM_SIM_MEMORY") {
+            Some(v) => parse_size(&v)?,
+            None => DEFAULT_MEMORY,
+        };
+        let warps = match var("GPU_MEM_SIM_WARP_SIZE") {
+            Some(v) => parse_warps(&v)?,
+            None => vec![32],
+        };
+        let devices = (0..count)
+            .map(|i| SimDeviceConfig {
+                memory,
+                warp_size: *warps.get(i).or(warps.last()).unwrap_or(&32),
+            })
+            .collect();
+        Ok(SimConfig { devices })
+    }
+}
+
+fn invalid(name: &'static str, value: &str, expected: &str) -> Error {
+    Error::InvalidArgument {
+        name,
+        reason: format!("{value:?} is not {expected}"),
+    }
+}
+
+fn parse_count(value: &str) -> Result<usize> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(invalid(
+            "GPU_MEM_SIM_DEVICES",
+            value,
+            "a device count from 1 to 64",
+        )),
+    }
+}
+
+fn parse_warps(value: &str) -> Result<Vec<u32>> {
+    value
+        .split(',')
+        .map(|w| match w.trim().parse::<u32>() {
+            Ok(n @ (32 | 64)) => Ok(n),
+            _ => Err(invalid(
+                "GPU_MEM_SIM_WARP_SIZE",
+                value,
+                "32 or 64 (or a comma-separated list)",
+            )),
+        })
+        .collect()
+}
+
+/// Parses `4096`, `64KiB`, `256MiB`, `4GiB`, `512M`, `1G`, `1.5GiB`.
+pub fn parse_size(value: &str) -> Result<u64> {
+    let text = value.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let expected = "a size such as 268435456, 256MiB or 4GiB";
+    let number: f64 = number
+        .parse()
+        .map_err(|_| invalid("GPU_MEM_SIM_MEMORY", value, expected))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(invalid("GPU_MEM_SIM_MEMORY", value, expected)),
+    };
+    let bytes = number * scale as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > (1u64 << 50) as f64 {
+        return Err(invalid(
+            "GPU_MEM_SIM_MEMORY",
+            value,
+            "a size from 1 byte to 1 PiB",
+        ));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("256MiB").unwrap(), 256 << 20);
+        assert_eq!(parse_size("4GiB").unwrap(), 4 << 30);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("12XB").is_err());
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn warps_and_counts() {
+        assert_eq!(parse_warps("32,64").unwrap(), vec![32, 64]);
+        assert!(parse_warps("48").is_err());
+        assert!(parse_count("0").is_err());
+        assert_eq!(parse_count("2").unwrap(), 2);
+    }
+}

@@ -1,0 +1,250 @@
+//! Run-time backend selection: `GPU_MEM_BACKEND=auto|cuda|roc|sim`.
+//!
+//! `auto` (the default) tries CUDA, then ROC, then the simulator, logging each attempt with
+//! `tracing`, and takes the first that opens with at least one device. A named backend that
+//! cannot be opened is an error that says why — including "not compiled in" when its Cargo
+//! feature is off.
+
+use gpu_mem_core::{Backend, BackendKind, Device, Error, Result};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// Which backend to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// The first available of CUDA, ROC, simulator.
+    #[default]
+    Auto,
+    /// One backend.
+    Only(BackendKind),
+}
+
+impl FromStr for BackendChoice {
+    type Err = Error;
+    fn from_str(value: &str) -> Result<BackendChoice> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(BackendChoice::Auto),
+            "cuda" => Ok(BackendChoice::Only(BackendKind::Cuda)),
+            "roc" | "rocm" | "hsa" => Ok(BackendChoice::Only(BackendKind::Roc)),
+            "sim" | "simulator" => Ok(BackendChoice::Only(BackendKind::Sim)),
+            _ => Err(Error::UnknownBackend {
+                name: value.to_string(),
+            }),
+        }
+    }
+}
+
+impl BackendChoice {
+    /// Reads `GPU_MEM_BACKEND` (unset or empty means `auto`).
+    pub fn from_env() -> Result<BackendChoice> {
+        match std::env::var("GPU_MEM_BACKEND") {
+            Ok(value) => value.parse(),
+            Err(std::env::VarError::NotPresent) => Ok(BackendChoice::Auto),
+            Err(std::env::VarError::NotUnicode(raw)) => Err(Error::UnknownBackend {
+                name: raw.to_string_lossy().into_owned(),
+            }),
+        }
+    }
+}
+
+/// Whether a backend can be used here.
+#[derive(Debug)]
+pub struct BackendStatus {
+    /// The backend.
+    pub kind: BackendKind,
+    /// Whether its Cargo feature is on.
+    pub compiled: bool,
+    /// The opened backend, or why it is unavailable.
+    pub backend: Result<Arc<dyn Backend>>,
+}
+
+impl BackendStatus {
+    /// `true` when the backend opened.
+    pub fn is_available(&self) -> bool {
+        self.backend.is_ok()
+    }
+
+    /// Why the backend is unavailable (`None` when it is available).
+    pub fn reason(&self) -> Option<String> {
+        self.backend.as_ref().err().map(|e| e.to_string())
+    }
+}
+
+/// Opens one backend, or says why it cannot be used.
+pub fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
+    let backend = match kind {
+        BackendKind::Cuda => open_cuda(),
+        BackendKind::Roc => open_roc(),
+        BackendKind::Sim => open_sim(),
+    }?;
+    if backend.device_count() == 0 {
+        return Err(Error::BackendUnavailable {
+            backend: kind,
+            reason: "no devices found".into(),
+        });
+    }
+    Ok(backend)
+}
+
+fn not_compiled(kind: BackendKind) -> Error {
+    Error::BackendUnavailable {
+        backend: kind,
+        reason: format!("not compiled in (enable the `{kind}` feature of the gpu-mem crate)"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda() -> Result<Arc<dyn Backend>> {
+    gpu_mem_cuda::open()
+}
+#[cfg(not(feature = "cuda"))]
+fn open_cuda() -> Result<Arc<dyn Backend>> {
+    Err(not_compiled(BackendKind::Cuda))
+}
+
+#[cfg(feature = "roc")]
+fn open_roc() -> Result<Arc<dyn Backend>> {
+    gpu_mem_roc::open()
+}
+#[cfg(not(feature = "roc"))]
+fn open_roc() -> Result<Arc<dyn Backend>> {
+    Err(not_compiled(BackendKind::Roc))
+}
+
+#[cfg(feature = "sim")]
+fn open_sim() -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(gpu_mem_sim::SimBackend::from_env()?))
+}
+#[cfg(not(feature = "sim"))]
+fn open_sim() -> Result<Arc<dyn Backend>> {
+    Err(not_compiled(BackendKind::Sim))
+}
+
+fn compiled(kind: BackendKind) -> bool {
+    match kind {
+        BackendKind::Cuda => cfg!(feature = "cuda"),
+        BackendKind::Roc => cfg!(feature = "roc"),
+        BackendKind::Sim => cfg!(feature = "sim"),
+    }
+}
+
+/// Every backend gpu-mem knows, with whether it is compiled in and available, in `auto` order.
+pub fn backends() -> Vec<BackendStatus> {
+    BackendKind::ALL
+        .iter()
+        .map(|&kind| BackendStatus {
+            kind,
+            compiled: compiled(kind),
+            backend: open_backend(kind),
+        })
+        .collect()
+}
+
+/// An opened backend and its devices.
+#[derive(Clone)]
+pub struct Runtime {
+    backend: Arc<dyn Backend>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("backend", &self.backend.kind())
+            .field("devices", &self.backend.device_count())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Opens the backend named by `GPU_MEM_BACKEND` (default `auto`).
+    pub fn from_env() -> Result<Runtime> {
+        Runtime::open(BackendChoice::from_env()?)
+    }
+
+    /// Opens a backend.
+    pub fn open(choice: BackendChoice) -> Result<Runtime> {
+        match choice {
+            BackendChoice::Only(kind) => {
+                let backend = open_backend(kind)?;
+                tracing::info!(backend = %kind, devices = backend.device_count(), "opened backend");
+                Ok(Runtime { backend })
+            }
+            BackendChoice::Auto => {
+                let mut reasons = Vec::new();
+                for kind in BackendKind::ALL {
+                    match open_backend(kind) {
+                        Ok(backend) => {
+                            tracing::info!(backend = %kind, devices = backend.device_count(), "auto: selected backend");
+                            return Ok(Runtime { backend });
+                        }
+                        Err(error) => {
+                            tracing::info!(backend = %kind, "auto: backend unavailable: {error}");
+                            reasons.push(format!("{kind}: {error}"));
+                        }
+                    }
+                }
+                Err(Error::BackendUnavailable {
+                    backend: BackendKind::Sim,
+                    reason: format!("no backend could be opened ({})", reasons.join("; ")),
+                })
+            }
+        }
+    }
+
+    /// Wraps an already opened backend (e.g. a configured simulator).
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Runtime {
+        Runtime { backend }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Which backend this is.
+    pub fn kind(&self) -> BackendKind {
+        self.backend.kind()
+    }
+
+    /// Number of devices.
+    pub fn device_count(&self) -> usize {
+        self.backend.device_count()
+    }
+
+    /// Device `ordinal`.
+    pub fn device(&self, ordinal: usize) -> Result<Device> {
+        Device::new(Arc::clone(&self.backend), ordinal)
+    }
+
+    /// Every device.
+    pub fn devices(&self) -> Result<Vec<Device>> {
+        (0..self.device_count()).map(|i| self.device(i)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_backend_names() {
+        assert_eq!(
+            "auto".parse::<BackendChoice>().unwrap(),
+            BackendChoice::Auto
+        );
+        assert_eq!(
+            "SIM".parse::<BackendChoice>().unwrap(),
+            BackendChoice::Only(BackendKind::Sim)
+        );
+        assert_eq!(
+            "cuda".parse::<BackendChoice>().unwrap(),
+            BackendChoice::Only(BackendKind::Cuda)
+        );
+        let err = "vulkan".parse::<BackendChoice>().unwrap_err().to_string();
+        assert!(
+            err.contains("vulkan") && err.contains("auto, cuda, roc, sim"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,756 @@
+//! [`CudaDriver`]: the loaded `libcuda.so.1` and one thin function per driver call.
+//!
+//! # Contract
+//!
+//! * Each method calls exactly one driver function with the arguments given (byte counts are
+//!   bytes, `cuMemsetD32*` counts are 32-bit words, as in the C API) and turns its `CUresult`
+//!   into a `Result` (see [`super::result`]). No method adds policy: contexts, flags and
+//!   ordering are the backend's business.
+//! * A call whose symbol the loaded driver lacks returns
+//!   [`Error::MissingSymbol`](gpu_mem_core::Error::MissingSymbol) naming the exported symbol, the
+//!   library path and the feature that needs it; the rest of the driver stays usable.
+//! * Methods that dereference caller pointers or use handles are `unsafe`; their `# Safety`
+//!   sections state what the driver requires.
+
+use super::library::{LibrarySpec, LoadedLibrary};
+use super::result::ErrorText;
+use super::symbols::driver::Symbols;
+use gpu_mem_core::{Error, Result};
+use gpu_mem_cuda_sys::driver::{
+    CUcontext, CUdevice_attribute, CUdevice_v1, CUdeviceptr_v2, CUevent, CUfunction,
+    CUfunction_attribute, CUmodule, CUresult, CUstream,
+};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::path::Path;
+
+/// How `libcuda` is found: `GPU_MEM_CUDA_LIBRARY`, else the driver's soname. The unversioned
+/// `libcuda.so` is deliberately not tried: on machines without a driver it is usually the
+/// toolkit's stub, which fails every call with `CUDA_ERROR_STUB_LIBRARY`.
+pub const CUDA_DRIVER_LIBRARY: LibrarySpec = LibrarySpec {
+    library: "the CUDA driver",
+    override_var: "GPU_MEM_CUDA_LIBRARY",
+    candidates: &["libcuda.so.1"],
+};
+
+/// The CUDA driver API of one loaded `libcuda`.
+pub struct CudaDriver {
+    symbols: Symbols,
+    errors: ErrorText,
+    // Declared last so the function pointers above are never used after the library unloads.
+    library: LoadedLibrary,
+}
+
+impl std::fmt::Debug for CudaDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDriver")
+            .field("path", &self.library.path())
+            .field("symbols", &self.symbols)
+            .finish()
+    }
+}
+
+/// Fetches a symbol or returns the `MissingSymbol` error for it.
+macro_rules! get {
+    ($self:ident . $field:ident, $feature:literal) => {
+        match $self.symbols.$field {
+            Some(f) => f,
+            None => return Err($self.missing(stringify!($field), $feature)),
+        }
+    };
+}
+
+impl CudaDriver {
+    /// Loads the driver (`GPU_MEM_CUDA_LIBRARY` or `libcuda.so.1`) and resolves its symbols.
+    pub fn load() -> Result<CudaDriver> {
+        Ok(Self::from_library(LoadedLibrary::open(
+            &CUDA_DRIVER_LIBRARY,
+        )?))
+    }
+
+    /// Loads the driver from exactly `path`.
+    pub fn load_from(path: &Path) -> Result<CudaDriver> {
+        Ok(Self::from_library(LoadedLibrary::open_path(
+            &CUDA_DRIVER_LIBRARY,
+            path,
+        )?))
+    }
+
+    fn from_library(library: LoadedLibrary) -> CudaDriver {
+        let symbols = Symbols::resolve(&library);
+        let missing: Vec<&str> = symbols
+            .presence()
+            .into_iter()
+            .filter(|(_, _, p)| !p)
+            .map(|(_, name, _)| name)
+            .collect();
+        if !missing.is_empty() {
+            tracing::info!(
+                path = library.path(),
+                ?missing,
+                "CUDA driver lacks some symbols"
+            );
+        }
+        let errors = ErrorText {
+            name: symbols.cuGetErrorName,
+            string: symbols.cuGetErrorString,
+        };
+        CudaDriver {
+            symbols,
+            errors,
+            library,
+        }
+    }
+
+    /// The path or soname the driver was loaded from.
+    pub fn path(&self) -> &str {
+        self.library.path()
+    }
+
+    /// `(API name, exported name, present)` for every bound call.
+    pub fn symbol_presence(&self) -> Vec<(&'static str, &'static str, bool)> {
+        self.symbols.presence()
+    }
+
+    /// Whether the driver exports the call named `api` (e.g. `"cuMemAllocAsync"`).
+    pub fn has(&self, api: &str) -> bool {
+        self.symbols
+            .presence()
+            .iter()
+            .any(|(field, _, present)| *field == api && *present)
+    }
+
+    fn missing(&self, field: &'static str, feature: &'static str) -> Error {
+        let symbol = self
+            .symbols
+            .presence()
+            .into_iter()
+            .find(|(f, _, _)| *f == field)
+            .map_or(field, |(_, name, _)| name);
+        Error::MissingSymbol {
+            library: self.library.name(),
+            path: self.library.path().to_string(),
+            symbol,
+            feature,
+        }
+    }
+
+    fn check(&self, call: &'static str, code: CUresult) -> Result<()> {
+        self.errors.check(call, code)
+    }
+
+    /// The [`Error::Native`] the driver's error functions give for `code` from `call`.
+    pub fn error(&self, call: &'static str, code: CUresult) -> Error {
+        self.errors.error(call, code)
+    }
+
+    // ----- initialisation and devices ------------------------------------------------------
+
+    /// `cuInit(flags)`.
+    pub fn init(&self, flags: c_uint) -> Result<()> {
+        let f = get!(self.cuInit, "driver initialisation");
+        // SAFETY: cuInit takes a plain flags value.
+        self.check("cuInit", unsafe { f(flags) })
+    }
+
+    /// `cuDriverGetVersion`: the CUDA version the driver supports (e.g. 13050).
+    pub fn driver_get_version(&self) -> Result<i32> {
+        let f = get!(self.cuDriverGetVersion, "driver version query");
+        let mut version: c_int = 0;
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuDriverGetVersion", unsafe { f(&mut version) })?;
+        Ok(version)
+    }
+
+    /// `cuDeviceGetCount`.
+    pub fn device_get_count(&self) -> Result<i32> {
+        let f = get!(self.cuDeviceGetCount, "device enumeration");
+        let mut count: c_int = 0;
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuDeviceGetCount", unsafe { f(&mut count) })?;
+        Ok(count)
+    }
+
+    /// `cuDeviceGet(ordinal)`.
+    pub fn device_get(&self, ordinal: i32) -> Result<CUdevice_v1> {
+        let f = get!(self.cuDeviceGet, "device enumeration");
+        let mut device: CUdevice_v1 = 0;
+        // SAFETY: the out-pointer is a live local; the driver validates the ordinal.
+        self.check("cuDeviceGet", unsafe { f(&mut device, ordinal) })?;
+        Ok(device)
+    }
+
+    /// `cuDeviceGetAttribute(attribute, device)`.
+    pub fn device_get_attribute(
+        &self,
+        attribute: CUdevice_attribute,
+        device: CUdevice_v1,
+    ) -> Result<i32> {
+        let f = get!(self.cuDeviceGetAttribute, "device attributes");
+        let mut value: c_int = 0;
+        // SAFETY: the out-pointer is a live local; attribute and device are validated by the driver.
+        self.check("cuDeviceGetAttribute", unsafe {
+            f(&mut value, attribute, device)
+        })?;
+        Ok(value)
+    }
+
+    /// `cuDeviceGetName`.
+    pub fn device_get_name(&self, device: CUdevice_v1) -> Result<String> {
+        let f = get!(self.cuDeviceGetName, "device names");
+        let mut buffer = [0 as c_char; 256];
+        // SAFETY: the driver writes at most `len` bytes (NUL included) into the local buffer.
+        self.check("cuDeviceGetName", unsafe {
+            f(buffer.as_mut_ptr(), buffer.len() as c_int, device)
+        })?;
+        // The driver NUL-terminates; force it in case of truncation anyway.
+        buffer[buffer.len() - 1] = 0;
+        // SAFETY: the buffer is NUL-terminated (set just above at the latest).
+        Ok(unsafe { CStr::from_ptr(buffer.as_ptr()) }
+            .to_string_lossy()
+            .into_owned())
+    }
+
+    /// `cuDeviceTotalMem_v2`: device memory in bytes.
+    pub fn device_total_mem(&self, device: CUdevice_v1) -> Result<usize> {
+        let f = get!(self.cuDeviceTotalMem, "device memory size");
+        let mut bytes: usize = 0;
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuDeviceTotalMem_v2", unsafe { f(&mut bytes, device) })?;
+        Ok(bytes)
+    }
+
+    // ----- contexts ------------------------------------------------------------------------
+
+    /// `cuDevicePrimaryCtxRetain`: retains (creating if needed) the device's primary context.
+    pub fn primary_ctx_retain(&self, device: CUdevice_v1) -> Result<CUcontext> {
+        let f = get!(self.cuDevicePrimaryCtxRetain, "primary contexts");
+        let mut context: CUcontext = std::ptr::null_mut();
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuDevicePrimaryCtxRetain", unsafe {
+            f(&mut context, device)
+        })?;
+        Ok(context)
+    }
+
+    /// `cuDevicePrimaryCtxRelease(_v2)`.
+    ///
+    /// # Safety
+    /// Balances one successful [`CudaDriver::primary_ctx_retain`] of `device`; no object of the
+    /// context may be used afterwards unless another retain keeps it alive.
+    pub unsafe fn primary_ctx_release(&self, device: CUdevice_v1) -> Result<()> {
+        let f = get!(self.cuDevicePrimaryCtxRelease, "primary contexts");
+        // SAFETY: the caller balances a retain; the driver validates the device.
+        self.check("cuDevicePrimaryCtxRelease", unsafe { f(device) })
+    }
+
+    /// `cuCtxSetCurrent`: binds `context` to the calling thread.
+    ///
+    /// # Safety
+    /// `context` is null or a live context (e.g. a retained primary context).
+    pub unsafe fn ctx_set_current(&self, context: CUcontext) -> Result<()> {
+        let f = get!(self.cuCtxSetCurrent, "context selection");
+        // SAFETY: the caller guarantees the context is live or null.
+        self.check("cuCtxSetCurrent", unsafe { f(context) })
+    }
+
+    /// `cuCtxGetCurrent`: the calling thread's context (null when none).
+    pub fn ctx_get_current(&self) -> Result<CUcontext> {
+        let f = get!(self.cuCtxGetCurrent, "context selection");
+        let mut context: CUcontext = std::ptr::null_mut();
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuCtxGetCurrent", unsafe { f(&mut context) })?;
+        Ok(context)
+    }
+
+    /// `cuCtxSynchronize`: waits for all work of the current context.
+    pub fn ctx_synchronize(&self) -> Result<()> {
+        let f = get!(self.cuCtxSynchronize, "device synchronisation");
+        // SAFETY: no arguments; fails with INVALID_CONTEXT when no context is current.
+        self.check("cuCtxSynchronize", unsafe { f() })
+    }
+
+    // ----- device memory -------------------------------------------------------------------
+
+    /// `cuMemGetInfo_v2`: `(free, total)` bytes of the current context's device.
+    pub fn mem_get_info(&self) -> Result<(usize, usize)> {
+        let f = get!(self.cuMemGetInfo, "memory info");
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: both out-pointers are live locals.
+        self.check("cuMemGetInfo_v2", unsafe { f(&mut free, &mut total) })?;
+        Ok((free, total))
+    }
+
+    /// `cuMemAlloc_v2(bytes)` in the current context.
+    pub fn mem_alloc(&self, bytes: usize) -> Result<CUdeviceptr_v2> {
+        let f = get!(self.cuMemAlloc, "device allocation");
+        let mut ptr: CUdeviceptr_v2 = 0;
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuMemAlloc_v2", unsafe { f(&mut ptr, bytes) })?;
+        Ok(ptr)
+    }
+
+    /// `cuMemFree_v2`.
+    ///
+    /// # Safety
+    /// `ptr` came from `cuMemAlloc` in this context, is freed once, and no work still uses it.
+    pub unsafe fn mem_free(&self, ptr: CUdeviceptr_v2) -> Result<()> {
+        let f = get!(self.cuMemFree, "device allocation");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemFree_v2", unsafe { f(ptr) })
+    }
+
+    /// `cuMemAllocAsync(bytes, stream)`: stream-ordered allocation from the device's default pool.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of the current context (or null for the legacy default stream).
+    pub unsafe fn mem_alloc_async(&self, bytes: usize, stream: CUstream) -> Result<CUdeviceptr_v2> {
+        let f = get!(self.cuMemAllocAsync, "stream-ordered allocation");
+        let mut ptr: CUdeviceptr_v2 = 0;
+        // SAFETY: the out-pointer is a live local; the stream is guaranteed by the caller.
+        self.check("cuMemAllocAsync", unsafe { f(&mut ptr, bytes, stream) })?;
+        Ok(ptr)
+    }
+
+    /// `cuMemFreeAsync(ptr, stream)`.
+    ///
+    /// # Safety
+    /// `ptr` came from `cuMemAllocAsync`, is freed once, and work using it is ordered before
+    /// `stream`'s current end; `stream` is live (or null).
+    pub unsafe fn mem_free_async(&self, ptr: CUdeviceptr_v2, stream: CUstream) -> Result<()> {
+        let f = get!(self.cuMemFreeAsync, "stream-ordered allocation");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemFreeAsync", unsafe { f(ptr, stream) })
+    }
+
+    // ----- copies and memset ---------------------------------------------------------------
+
+    /// `cuMemcpyHtoD_v2(dst, src, bytes)`.
+    ///
+    /// # Safety
+    /// `src..src+bytes` is readable host memory; `dst..dst+bytes` is in a live device allocation.
+    pub unsafe fn memcpy_htod(
+        &self,
+        dst: CUdeviceptr_v2,
+        src: *const c_void,
+        bytes: usize,
+    ) -> Result<()> {
+        let f = get!(self.cuMemcpyHtoD, "host-to-device copies");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemcpyHtoD_v2", unsafe { f(dst, src, bytes) })
+    }
+
+    /// `cuMemcpyDtoH_v2(dst, src, bytes)`.
+    ///
+    /// # Safety
+    /// `dst..dst+bytes` is writable host memory; `src..src+bytes` is in a live device allocation.
+    pub unsafe fn memcpy_dtoh(
+        &self,
+        dst: *mut c_void,
+        src: CUdeviceptr_v2,
+        bytes: usize,
+    ) -> Result<()> {
+        let f = get!(self.cuMemcpyDtoH, "device-to-host copies");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemcpyDtoH_v2", unsafe { f(dst, src, bytes) })
+    }
+
+    /// `cuMemcpyDtoD_v2(dst, src, bytes)`.
+    ///
+    /// # Safety
+    /// Both ranges lie in live device allocations.
+    pub unsafe fn memcpy_dtod(
+        &self,
+        dst: CUdeviceptr_v2,
+        src: CUdeviceptr_v2,
+        bytes: usize,
+    ) -> Result<()> {
+        let f = get!(self.cuMemcpyDtoD, "device-to-device copies");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemcpyDtoD_v2", unsafe { f(dst, src, bytes) })
+    }
+
+    /// `cuMemcpyHtoDAsync_v2(dst, src, bytes, stream)`.
+    ///
+    /// # Safety
+    /// As [`CudaDriver::memcpy_htod`], the ranges stay valid (and the host range unwritten)
+    /// until the copy completes, and `stream` is live.
+    pub unsafe fn memcpy_htod_async(
+        &self,
+        dst: CUdeviceptr_v2,
+        src: *const c_void,
+        bytes: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        let f = get!(self.cuMemcpyHtoDAsync, "asynchronous host-to-device copies");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemcpyHtoDAsync_v2", unsafe {
+            f(dst, src, bytes, stream)
+        })
+    }
+
+    /// `cuMemcpyDtoHAsync_v2(dst, src, bytes, stream)`.
+    ///
+    /// # Safety
+    /// As [`CudaDriver::memcpy_dtoh`], the ranges stay valid (and the host range otherwise
+    /// untouched) until the copy completes, and `stream` is live.
+    pub unsafe fn memcpy_dtoh_async(
+        &self,
+        dst: *mut c_void,
+        src: CUdeviceptr_v2,
+        bytes: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        let f = get!(self.cuMemcpyDtoHAsync, "asynchronous device-to-host copies");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemcpyDtoHAsync_v2", unsafe {
+            f(dst, src, bytes, stream)
+        })
+    }
+
+    /// `cuMemcpyDtoDAsync_v2(dst, src, bytes, stream)`.
+    ///
+    /// # Safety
+    /// Both ranges stay in live allocations until the copy completes; `stream` is live.
+    pub unsafe fn memcpy_dtod_async(
+        &self,
+        dst: CUdeviceptr_v2,
+        src: CUdeviceptr_v2,
+        bytes: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        let f = get!(
+            self.cuMemcpyDtoDAsync,
+            "asynchronous device-to-device copies"
+        );
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemcpyDtoDAsync_v2", unsafe {
+            f(dst, src, bytes, stream)
+        })
+    }
+
+    /// `cuMemsetD8_v2(dst, value, bytes)`.
+    ///
+    /// # Safety
+    /// `dst..dst+bytes` lies in a live device allocation.
+    pub unsafe fn memset_d8(&self, dst: CUdeviceptr_v2, value: u8, bytes: usize) -> Result<()> {
+        let f = get!(self.cuMemsetD8, "memset");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemsetD8_v2", unsafe { f(dst, value, bytes) })
+    }
+
+    /// `cuMemsetD32_v2(dst, value, words)`: `words` 32-bit words, `dst` 4-byte aligned.
+    ///
+    /// # Safety
+    /// `dst..dst+4*words` lies in a live device allocation.
+    pub unsafe fn memset_d32(&self, dst: CUdeviceptr_v2, value: u32, words: usize) -> Result<()> {
+        let f = get!(self.cuMemsetD32, "memset");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemsetD32_v2", unsafe { f(dst, value, words) })
+    }
+
+    /// `cuMemsetD8Async(dst, value, bytes, stream)`.
+    ///
+    /// # Safety
+    /// The range stays in a live allocation until the fill completes; `stream` is live.
+    pub unsafe fn memset_d8_async(
+        &self,
+        dst: CUdeviceptr_v2,
+        value: u8,
+        bytes: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        let f = get!(self.cuMemsetD8Async, "asynchronous memset");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemsetD8Async", unsafe { f(dst, value, bytes, stream) })
+    }
+
+    /// `cuMemsetD32Async(dst, value, words, stream)`.
+    ///
+    /// # Safety
+    /// `dst..dst+4*words` stays in a live allocation until the fill completes; `stream` is live.
+    pub unsafe fn memset_d32_async(
+        &self,
+        dst: CUdeviceptr_v2,
+        value: u32,
+        words: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        let f = get!(self.cuMemsetD32Async, "asynchronous memset");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemsetD32Async", unsafe { f(dst, value, words, stream) })
+    }
+
+    // ----- host memory ---------------------------------------------------------------------
+
+    /// `cuMemHostAlloc(bytes, flags)`: page-locked host memory (`CU_MEMHOSTALLOC_*` flags).
+    pub fn mem_host_alloc(&self, bytes: usize, flags: c_uint) -> Result<*mut c_void> {
+        let f = get!(self.cuMemHostAlloc, "page-locked host allocation");
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuMemHostAlloc", unsafe { f(&mut ptr, bytes, flags) })?;
+        Ok(ptr)
+    }
+
+    /// `cuMemFreeHost`.
+    ///
+    /// # Safety
+    /// `ptr` came from `cuMemHostAlloc`, is freed once, and no work still uses it.
+    pub unsafe fn mem_free_host(&self, ptr: *mut c_void) -> Result<()> {
+        let f = get!(self.cuMemFreeHost, "page-locked host allocation");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemFreeHost", unsafe { f(ptr) })
+    }
+
+    /// `cuMemHostRegister_v2(ptr, bytes, flags)` (`CU_MEMHOSTREGISTER_*` flags).
+    ///
+    /// # Safety
+    /// `ptr..ptr+bytes` is host memory that stays allocated until it is unregistered.
+    pub unsafe fn mem_host_register(
+        &self,
+        ptr: *mut c_void,
+        bytes: usize,
+        flags: c_uint,
+    ) -> Result<()> {
+        let f = get!(self.cuMemHostRegister, "host memory registration");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemHostRegister_v2", unsafe { f(ptr, bytes, flags) })
+    }
+
+    /// `cuMemHostUnregister(ptr)` with the base address that was registered.
+    ///
+    /// # Safety
+    /// `ptr` is the base of a registered range and no work still uses it.
+    pub unsafe fn mem_host_unregister(&self, ptr: *mut c_void) -> Result<()> {
+        let f = get!(self.cuMemHostUnregister, "host memory registration");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemHostUnregister", unsafe { f(ptr) })
+    }
+
+    /// `cuMemHostGetDevicePointer_v2(ptr, 0)`: the device address of mapped host memory.
+    ///
+    /// # Safety
+    /// `ptr` lies in memory allocated or registered with the device-map flag and still alive.
+    pub unsafe fn mem_host_get_device_pointer(&self, ptr: *mut c_void) -> Result<CUdeviceptr_v2> {
+        let f = get!(self.cuMemHostGetDevicePointer, "mapped host memory");
+        let mut device: CUdeviceptr_v2 = 0;
+        // SAFETY: the out-pointer is a live local; `ptr` is guaranteed by the caller. Flags
+        // must be 0 (reserved).
+        self.check("cuMemHostGetDevicePointer_v2", unsafe {
+            f(&mut device, ptr, 0)
+        })?;
+        Ok(device)
+    }
+
+    // ----- streams -------------------------------------------------------------------------
+
+    /// `cuStreamCreate(flags)` in the current context.
+    pub fn stream_create(&self, flags: c_uint) -> Result<CUstream> {
+        let f = get!(self.cuStreamCreate, "streams");
+        let mut stream: CUstream = std::ptr::null_mut();
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuStreamCreate", unsafe { f(&mut stream, flags) })?;
+        Ok(stream)
+    }
+
+    /// `cuStreamDestroy_v2`.
+    ///
+    /// # Safety
+    /// `stream` is live and destroyed once. (The driver lets queued work finish first.)
+    pub unsafe fn stream_destroy(&self, stream: CUstream) -> Result<()> {
+        let f = get!(self.cuStreamDestroy, "streams");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuStreamDestroy_v2", unsafe { f(stream) })
+    }
+
+    /// `cuStreamSynchronize`.
+    ///
+    /// # Safety
+    /// `stream` is live (or null for the legacy default stream).
+    pub unsafe fn stream_synchronize(&self, stream: CUstream) -> Result<()> {
+        let f = get!(self.cuStreamSynchronize, "streams");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuStreamSynchronize", unsafe { f(stream) })
+    }
+
+    /// `cuStreamQuery`: `true` when idle, `false` on `CUDA_ERROR_NOT_READY`.
+    ///
+    /// # Safety
+    /// `stream` is live (or null).
+    pub unsafe fn stream_query(&self, stream: CUstream) -> Result<bool> {
+        let f = get!(self.cuStreamQuery, "streams");
+        // SAFETY: guaranteed by the caller.
+        let code = unsafe { f(stream) };
+        if code == CUresult::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        self.check("cuStreamQuery", code).map(|()| true)
+    }
+
+    /// `cuStreamWaitEvent(stream, event, 0)`.
+    ///
+    /// # Safety
+    /// `stream` and `event` are live.
+    pub unsafe fn stream_wait_event(&self, stream: CUstream, event: CUevent) -> Result<()> {
+        let f = get!(self.cuStreamWaitEvent, "stream dependencies");
+        // SAFETY: guaranteed by the caller; flags must be 0.
+        self.check("cuStreamWaitEvent", unsafe { f(stream, event, 0) })
+    }
+
+    // ----- events --------------------------------------------------------------------------
+
+    /// `cuEventCreate(flags)` (`CU_EVENT_*` flags).
+    pub fn event_create(&self, flags: c_uint) -> Result<CUevent> {
+        let f = get!(self.cuEventCreate, "events");
+        let mut event: CUevent = std::ptr::null_mut();
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuEventCreate", unsafe { f(&mut event, flags) })?;
+        Ok(event)
+    }
+
+    /// `cuEventDestroy_v2`.
+    ///
+    /// # Safety
+    /// `event` is live and destroyed once.
+    pub unsafe fn event_destroy(&self, event: CUevent) -> Result<()> {
+        let f = get!(self.cuEventDestroy, "events");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuEventDestroy_v2", unsafe { f(event) })
+    }
+
+    /// `cuEventRecord(event, stream)`.
+    ///
+    /// # Safety
+    /// `event` and `stream` are live and of the same context.
+    pub unsafe fn event_record(&self, event: CUevent, stream: CUstream) -> Result<()> {
+        let f = get!(self.cuEventRecord, "events");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuEventRecord", unsafe { f(event, stream) })
+    }
+
+    /// `cuEventQuery`: `true` when complete, `false` on `CUDA_ERROR_NOT_READY`.
+    ///
+    /// # Safety
+    /// `event` is live.
+    pub unsafe fn event_query(&self, event: CUevent) -> Result<bool> {
+        let f = get!(self.cuEventQuery, "events");
+        // SAFETY: guaranteed by the caller.
+        let code = unsafe { f(event) };
+        if code == CUresult::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        self.check("cuEventQuery", code).map(|()| true)
+    }
+
+    /// `cuEventSynchronize`.
+    ///
+    /// # Safety
+    /// `event` is live.
+    pub unsafe fn event_synchronize(&self, event: CUevent) -> Result<()> {
+        let f = get!(self.cuEventSynchronize, "events");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuEventSynchronize", unsafe { f(event) })
+    }
+
+    /// `cuEventElapsedTime` (the CUDA 2.0 export, not 12.8's `_v2`): milliseconds from `start`
+    /// to `end`.
+    ///
+    /// # Safety
+    /// Both events are live.
+    pub unsafe fn event_elapsed_time(&self, start: CUevent, end: CUevent) -> Result<f32> {
+        let f = get!(self.cuEventElapsedTime, "event timing");
+        let mut ms: f32 = 0.0;
+        // SAFETY: the out-pointer is a live local; the events are guaranteed by the caller.
+        self.check("cuEventElapsedTime", unsafe { f(&mut ms, start, end) })?;
+        Ok(ms)
+    }
+
+    // ----- modules and launch --------------------------------------------------------------
+
+    /// `cuModuleLoadData(image)`: loads PTX (NUL-terminated) or a cubin into the current context.
+    ///
+    /// # Safety
+    /// `image` points to a complete PTX text (NUL-terminated) or cubin image.
+    pub unsafe fn module_load_data(&self, image: *const c_void) -> Result<CUmodule> {
+        let f = get!(self.cuModuleLoadData, "kernel modules");
+        let mut module: CUmodule = std::ptr::null_mut();
+        // SAFETY: the out-pointer is a live local; the image is guaranteed by the caller.
+        self.check("cuModuleLoadData", unsafe { f(&mut module, image) })?;
+        Ok(module)
+    }
+
+    /// `cuModuleGetFunction(module, name)`.
+    ///
+    /// # Safety
+    /// `module` is live.
+    pub unsafe fn module_get_function(&self, module: CUmodule, name: &CStr) -> Result<CUfunction> {
+        let f = get!(self.cuModuleGetFunction, "kernel modules");
+        let mut function: CUfunction = std::ptr::null_mut();
+        // SAFETY: the out-pointer is a live local, `name` is NUL-terminated, `module` is live.
+        self.check("cuModuleGetFunction", unsafe {
+            f(&mut function, module, name.as_ptr())
+        })?;
+        Ok(function)
+    }
+
+    /// `cuModuleUnload`.
+    ///
+    /// # Safety
+    /// `module` is live, unloaded once, and none of its functions is running or used later.
+    pub unsafe fn module_unload(&self, module: CUmodule) -> Result<()> {
+        let f = get!(self.cuModuleUnload, "kernel modules");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuModuleUnload", unsafe { f(module) })
+    }
+
+    /// `cuFuncSetAttribute(function, attribute, value)`.
+    ///
+    /// # Safety
+    /// `function` is live.
+    pub unsafe fn func_set_attribute(
+        &self,
+        function: CUfunction,
+        attribute: CUfunction_attribute,
+        value: i32,
+    ) -> Result<()> {
+        let f = get!(self.cuFuncSetAttribute, "kernel attributes");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuFuncSetAttribute", unsafe {
+            f(function, attribute, value)
+        })
+    }
+
+    /// `cuLaunchKernel(function, grid, block, shared_bytes, stream, params, NULL)`.
+    ///
+    /// # Safety
+    /// `function` and `stream` are live; `params` holds one pointer per kernel parameter, each
+    /// pointing to a value with exactly that parameter's size and layout; every buffer the
+    /// kernel touches stays valid until it completes.
+    pub unsafe fn launch_kernel(
+        &self,
+        function: CUfunction,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        stream: CUstream,
+        params: *mut *mut c_void,
+    ) -> Result<()> {
+        let f = get!(self.cuLaunchKernel, "kernel launch");
+        // SAFETY: guaranteed by the caller; `extra` is null because parameters go in `params`.
+        let code = unsafe {
+            f(
+                function,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared_bytes,
+                stream,
+                params,
+                std::ptr::null_mut(),
+            )
+        };
+        self.check("cuLaunchKernel", code)
+    }
+}

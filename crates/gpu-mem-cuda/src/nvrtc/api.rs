@@ -1,0 +1,290 @@
+//! [`Nvrtc`]: the loaded NVRTC library and one thin function per NVRTC call.
+
+use crate::driver::library::{LibrarySpec, LoadedLibrary};
+use crate::driver::symbols::nvrtc::Symbols;
+use gpu_mem_core::{BackendKind, Error, Result};
+use gpu_mem_cuda_sys::nvrtc::{nvrtcProgram, nvrtcResult};
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::path::Path;
+
+/// How NVRTC is found: `GPU_MEM_NVRTC_LIBRARY`, else the sonames of NVRTC 13, 12 and 11.2+.
+pub const NVRTC_LIBRARY: LibrarySpec = LibrarySpec {
+    library: "NVRTC",
+    override_var: "GPU_MEM_NVRTC_LIBRARY",
+    candidates: &[
+        "libnvrtc.so.13",
+        "libnvrtc.so.12",
+        "libnvrtc.so.11.2",
+        "libnvrtc.so",
+    ],
+};
+
+/// One loaded NVRTC library.
+pub struct Nvrtc {
+    symbols: Symbols,
+    // Declared last so the function pointers above are never used after the library unloads.
+    library: LoadedLibrary,
+}
+
+impl std::fmt::Debug for Nvrtc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nvrtc")
+            .field("path", &self.library.path())
+            .field("symbols", &self.symbols)
+            .finish()
+    }
+}
+
+macro_rules! get {
+    ($self:ident . $field:ident, $feature:literal) => {
+        match $self.symbols.$field {
+            Some(f) => f,
+            None => {
+                return Err(Error::MissingSymbol {
+                    library: $self.library.name(),
+                    path: $self.library.path().to_string(),
+                    symbol: stringify!($field),
+                    feature: $feature,
+                })
+            }
+        }
+    };
+}
+
+impl Nvrtc {
+    /// Loads NVRTC (`GPU_MEM_NVRTC_LIBRARY` or the usual sonames).
+    pub fn load() -> Result<Nvrtc> {
+        Ok(Self::from_library(LoadedLibrary::open(&NVRTC_LIBRARY)?))
+    }
+
+    /// Loads NVRTC from exactly `path`.
+    pub fn load_from(path: &Path) -> Result<Nvrtc> {
+        Ok(Self::from_library(LoadedLibrary::open_path(
+            &NVRTC_LIBRARY,
+            path,
+        )?))
+    }
+
+    fn from_library(library: LoadedLibrary) -> Nvrtc {
+        Nvrtc {
+            symbols: Symbols::resolve(&library),
+            library,
+        }
+    }
+
+    /// The path or soname NVRTC was loaded from.
+    pub fn path(&self) -> &str {
+        self.library.path()
+    }
+
+    /// `nvrtcGetErrorString`: the result code's name (`NVRTC_ERROR_COMPILATION`, ...).
+    pub fn error_name(&self, code: nvrtcResult) -> String {
+        let Some(f) = self.symbols.nvrtcGetErrorString else {
+            return format!("nvrtcResult {}", code.0);
+        };
+        // SAFETY: nvrtcGetErrorString takes a plain code and returns a static string or null.
+        let text = unsafe { f(code) };
+        if text.is_null() {
+            return format!("nvrtcResult {}", code.0);
+        }
+        // SAFETY: a non-null result is a static NUL-terminated string.
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// The [`Error::Native`] for a failed NVRTC `call`, with `detail` as the description.
+    pub fn error(&self, call: &'static str, code: nvrtcResult, detail: String) -> Error {
+        Error::Native {
+            backend: BackendKind::Cuda,
+            call,
+            code: i64::from(code.0),
+            code_name: self.error_name(code),
+            description: detail,
+        }
+    }
+
+    fn check(&self, call: &'static str, code: nvrtcResult) -> Result<()> {
+        if code == nvrtcResult::NVRTC_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.error(call, code, format!("{call} failed")))
+        }
+    }
+
+    /// `nvrtcVersion`: `(major, minor)`.
+    pub fn version(&self) -> Result<(i32, i32)> {
+        let f = get!(self.nvrtcVersion, "NVRTC version query");
+        let (mut major, mut minor): (c_int, c_int) = (0, 0);
+        // SAFETY: both out-pointers are live locals.
+        self.check("nvrtcVersion", unsafe { f(&mut major, &mut minor) })?;
+        Ok((major, minor))
+    }
+
+    /// `nvrtcGetNumSupportedArchs` + `nvrtcGetSupportedArchs`: e.g. `[75, 80, 86, 90, ...]`.
+    pub fn supported_archs(&self) -> Result<Vec<i32>> {
+        let count_fn = get!(
+            self.nvrtcGetNumSupportedArchs,
+            "supported architecture query"
+        );
+        let list_fn = get!(self.nvrtcGetSupportedArchs, "supported architecture query");
+        let mut count: c_int = 0;
+        // SAFETY: the out-pointer is a live local.
+        self.check("nvrtcGetNumSupportedArchs", unsafe { count_fn(&mut count) })?;
+        let mut archs = vec![0 as c_int; usize::try_from(count).unwrap_or(0)];
+        if archs.is_empty() {
+            return Ok(archs);
+        }
+        // SAFETY: the buffer has room for the `count` entries NVRTC reported.
+        self.check("nvrtcGetSupportedArchs", unsafe {
+            list_fn(archs.as_mut_ptr())
+        })?;
+        Ok(archs)
+    }
+
+    /// `nvrtcCreateProgram` with `headers` offered as `(include name, contents)`.
+    pub fn create_program(
+        &self,
+        source: &CStr,
+        name: &CStr,
+        headers: &[(&CStr, &CStr)],
+    ) -> Result<Program<'_>> {
+        let f = get!(self.nvrtcCreateProgram, "kernel compilation");
+        let contents: Vec<*const c_char> = headers.iter().map(|(_, c)| c.as_ptr()).collect();
+        let names: Vec<*const c_char> = headers.iter().map(|(n, _)| n.as_ptr()).collect();
+        let count = c_int::try_from(headers.len()).map_err(|_| Error::InvalidArgument {
+            name: "headers",
+            reason: "too many headers".into(),
+        })?;
+        let mut program: nvrtcProgram = std::ptr::null_mut();
+        // SAFETY: every pointer is a NUL-terminated string borrowed for the call (NVRTC copies
+        // them); the two arrays have `count` entries; the out-pointer is a live local.
+        let code = unsafe {
+            f(
+                &mut program,
+                source.as_ptr(),
+                name.as_ptr(),
+                count,
+                contents.as_ptr(),
+                names.as_ptr(),
+            )
+        };
+        self.check("nvrtcCreateProgram", code)?;
+        Ok(Program {
+            nvrtc: self,
+            raw: program,
+        })
+    }
+
+    /// `nvrtcCompileProgram(program, options)`; on failure the error holds the compile log.
+    pub fn compile_program(&self, program: &Program<'_>, options: &[CString]) -> Result<()> {
+        let f = get!(self.nvrtcCompileProgram, "kernel compilation");
+        let pointers: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
+        let count = c_int::try_from(pointers.len()).map_err(|_| Error::InvalidArgument {
+            name: "options",
+            reason: "too many options".into(),
+        })?;
+        // SAFETY: the program is live (borrowed), the options are NUL-terminated strings that
+        // outlive the call, and the array has `count` entries.
+        let code = unsafe { f(program.raw, count, pointers.as_ptr()) };
+        if code == nvrtcResult::NVRTC_SUCCESS {
+            return Ok(());
+        }
+        let log = self
+            .program_log(program)
+            .unwrap_or_else(|e| format!("(compile log unavailable: {e})"));
+        Err(self.error(
+            "nvrtcCompileProgram",
+            code,
+            format!("compilation failed; NVRTC log:\n{log}"),
+        ))
+    }
+
+    /// `nvrtcGetProgramLogSize` + `nvrtcGetProgramLog`.
+    pub fn program_log(&self, program: &Program<'_>) -> Result<String> {
+        let size_fn = get!(self.nvrtcGetProgramLogSize, "compile logs");
+        let log_fn = get!(self.nvrtcGetProgramLog, "compile logs");
+        let bytes = self.fetch(
+            program,
+            "nvrtcGetProgramLogSize",
+            size_fn,
+            "nvrtcGetProgramLog",
+            log_fn,
+        )?;
+        Ok(String::from_utf8_lossy(trim_nul(&bytes)).into_owned())
+    }
+
+    /// `nvrtcGetPTXSize` + `nvrtcGetPTX` (the text without its trailing NUL).
+    pub fn ptx(&self, program: &Program<'_>) -> Result<Vec<u8>> {
+        let size_fn = get!(self.nvrtcGetPTXSize, "PTX output");
+        let ptx_fn = get!(self.nvrtcGetPTX, "PTX output");
+        let bytes = self.fetch(program, "nvrtcGetPTXSize", size_fn, "nvrtcGetPTX", ptx_fn)?;
+        Ok(trim_nul(&bytes).to_vec())
+    }
+
+    /// `nvrtcGetCUBINSize` + `nvrtcGetCUBIN`.
+    pub fn cubin(&self, program: &Program<'_>) -> Result<Vec<u8>> {
+        let size_fn = get!(self.nvrtcGetCUBINSize, "cubin output");
+        let cubin_fn = get!(self.nvrtcGetCUBIN, "cubin output");
+        self.fetch(
+            program,
+            "nvrtcGetCUBINSize",
+            size_fn,
+            "nvrtcGetCUBIN",
+            cubin_fn,
+        )
+    }
+
+    /// The size-then-contents protocol shared by the log, PTX and cubin getters.
+    fn fetch(
+        &self,
+        program: &Program<'_>,
+        size_call: &'static str,
+        size_fn: unsafe extern "C" fn(nvrtcProgram, *mut usize) -> nvrtcResult,
+        data_call: &'static str,
+        data_fn: unsafe extern "C" fn(nvrtcProgram, *mut c_char) -> nvrtcResult,
+    ) -> Result<Vec<u8>> {
+        let mut size: usize = 0;
+        // SAFETY: the program is live (borrowed) and the out-pointer is a live local.
+        self.check(size_call, unsafe { size_fn(program.raw, &mut size) })?;
+        let mut buffer = vec![0u8; size];
+        if size == 0 {
+            return Ok(buffer);
+        }
+        // SAFETY: the buffer has the `size` bytes NVRTC reported for this program.
+        self.check(data_call, unsafe {
+            data_fn(program.raw, buffer.as_mut_ptr().cast())
+        })?;
+        Ok(buffer)
+    }
+
+    /// `nvrtcDestroyProgram`.
+    fn destroy_program(&self, raw: &mut nvrtcProgram) -> Result<()> {
+        let f = get!(self.nvrtcDestroyProgram, "kernel compilation");
+        // SAFETY: `raw` is a live program owned by a `Program` being dropped; NVRTC sets it to
+        // null.
+        self.check("nvrtcDestroyProgram", unsafe { f(raw) })
+    }
+}
+
+fn trim_nul(bytes: &[u8]) -> &[u8] {
+    match bytes.iter().position(|&b| b == 0) {
+        Some(end) => &bytes[..end],
+        None => bytes,
+    }
+}
+
+/// An NVRTC program, destroyed on drop.
+#[derive(Debug)]
+pub struct Program<'a> {
+    nvrtc: &'a Nvrtc,
+    raw: nvrtcProgram,
+}
+
+impl Drop for Program<'_> {
+    fn drop(&mut self) {
+        if let Err(err) = self.nvrtc.destroy_program(&mut self.raw) {
+            tracing::warn!(%err, "nvrtcDestroyProgram failed");
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! NVRTC: compiling kernel source (with the portable prelude `gpu_mem.h`) to PTX or a cubin.
+//!
+//! # Contract
+//!
+//! * [`Nvrtc::load`] finds the library (`GPU_MEM_NVRTC_LIBRARY`, else the usual sonames
+//!   `libnvrtc.so.13`, `.12`, `.11.2`, `libnvrtc.so`); failures list every path tried. Symbols
+//!   are optional as in the driver layer.
+//! * [`Nvrtc::compile`] compiles one source for one compute capability: PTX for
+//!   `compute_XY` (`--gpu-architecture=compute_XY`) or a cubin for `sm_XY`. The prelude is
+//!   offered to the source as the header `gpu_mem.h` (`#include "gpu_mem.h"`).
+//! * A compile error is [`Error::Native`](gpu_mem_core::Error::Native) for `nvrtcCompileProgram`
+//!   whose description holds NVRTC's complete compile log.
+//! * The NVRTC program object is destroyed on every path.
+
+mod api;
+mod compile;
+
+pub use api::{NVRTC_LIBRARY, Nvrtc};
+pub use compile::{CodeKind, Compiled, ComputeCapability, PRELUDE, PRELUDE_NAME};

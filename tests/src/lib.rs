@@ -1,1 +1,58 @@
-//! placeholder
+//! The conformance suite's harness: which backends to test, and the cases.
+//!
+//! Every case is a function of a fresh [`Runtime`]'s first device. The suite runs each case on
+//! every backend that is available here (or only on `GPU_MEM_BACKEND` when that is set);
+//! a backend that is not available has its cases reported as ignored, with the reason printed.
+
+pub mod cases;
+
+use gpu_mem::{BackendChoice, BackendKind, Runtime};
+
+fn runtime_open_kind(kind: BackendKind) -> gpu_mem::Result<Runtime> {
+    Runtime::open_kind(kind)
+}
+
+/// A conformance case.
+#[derive(Debug)]
+pub struct Case {
+    /// Name (module path style).
+    pub name: &'static str,
+    /// The check; `Err` carries the failure message.
+    pub run: fn(&Runtime) -> Result<(), String>,
+}
+
+/// The backends this run covers, each with the runtime or the reason it is unavailable.
+pub fn backends_under_test() -> Vec<(BackendKind, Result<(), String>)> {
+    let chosen = match BackendChoice::from_env() {
+        Ok(BackendChoice::Only(kind)) => vec![kind],
+        Ok(BackendChoice::Auto) => BackendKind::ALL.to_vec(),
+        Err(error) => {
+            eprintln!("conformance: {error}");
+            BackendKind::ALL.to_vec()
+        }
+    };
+    chosen
+        .into_iter()
+        .map(|kind| (kind, runtime_open_kind(kind).map(drop).map_err(|e| e.to_string())))
+        .collect()
+}
+
+/// Opens a fresh runtime of `kind` for one case.
+pub fn fresh_runtime(kind: BackendKind) -> Result<Runtime, String> {
+    runtime_open_kind(kind).map_err(|e| e.to_string())
+}
+
+/// `Err(message)` unless `condition`.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!("{} ({}:{})", format!($($msg)+), file!(), line!()));
+        }
+    };
+}
+
+/// Converts any error into the case's failure message.
+pub fn fail<E: std::fmt::Display>(context: &str) -> impl Fn(E) -> String + '_ {
+    move |e| format!("{context}: {e}")
+}

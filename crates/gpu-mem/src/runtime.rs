@@ -192,6 +192,11 @@ impl Runtime {
         }
     }
 
+    /// Opens one backend by kind (no fallback).
+    pub fn open_kind(kind: BackendKind) -> Result<Runtime> {
+        Runtime::open(BackendChoice::Only(kind))
+    }
+
     /// Wraps an already opened backend (e.g. a configured simulator).
     pub fn with_backend(backend: Arc<dyn Backend>) -> Runtime {
         Runtime { backend }

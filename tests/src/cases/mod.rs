@@ -1,0 +1,26 @@
+//! The conformance cases, one module per area of Numba's memory-management API.
+
+mod arrays;
+mod host_memory;
+mod streams;
+mod transfers;
+
+use crate::Case;
+
+/// Every case.
+pub fn all() -> Vec<Case> {
+    let mut cases = Vec::new();
+    cases.extend(arrays::cases());
+    cases.extend(transfers::cases());
+    cases.extend(host_memory::cases());
+    cases.extend(streams::cases());
+    cases
+}
+
+/// Shorthand for the cases' registration lists.
+#[macro_export]
+macro_rules! cases {
+    ($prefix:literal: $($name:ident),* $(,)?) => {
+        vec![$($crate::Case { name: concat!($prefix, "::", stringify!($name)), run: $name }),*]
+    };
+}

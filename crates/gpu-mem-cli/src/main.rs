@@ -1,1 +1,59 @@
-fn main() {}
+//! `gpu-mem`: backend and device information, and a bandwidth benchmark.
+//!
+//! The backend is chosen as the library does: `GPU_MEM_BACKEND=auto|cuda|roc|sim` (default
+//! `auto`), or `--backend`.
+
+mod bench;
+mod info;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "gpu-mem", version, about = "GPU memory management over CUDA, ROCm and a CPU simulator")]
+struct Cli {
+    /// Backend to use (auto, cuda, roc, sim); default: $GPU_MEM_BACKEND or auto.
+    #[arg(long, global = true)]
+    backend: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Lists backends (with why each unavailable one is), devices, memory and warp size.
+    Info {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measures host-to-device, device-to-host and device-to-device bandwidth for pageable,
+    /// pinned and mapped host memory (like CUDA's bandwidthTest).
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("GPU_MEM_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let choice = match cli.backend.as_deref() {
+        Some(name) => name.parse(),
+        None => gpu_mem::BackendChoice::from_env(),
+    };
+    let result = choice.and_then(|choice| match cli.command {
+        Command::Info { json } => info::run(choice, json),
+        Command::Bench(args) => bench::run(choice, &args),
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("gpu-mem: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

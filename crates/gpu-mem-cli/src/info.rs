@@ -1,0 +1,108 @@
+//! `gpu-mem info`.
+
+use gpu_mem::{BackendChoice, Result, Runtime, backends};
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct DeviceReport {
+    ordinal: usize,
+    name: String,
+    arch: String,
+    total_memory: u64,
+    free_memory: u64,
+    warp_size: u32,
+    max_threads_per_block: u32,
+    max_shared_memory_per_block: usize,
+    can_map_host_memory: bool,
+}
+
+#[derive(Serialize)]
+struct BackendReport {
+    backend: &'static str,
+    compiled: bool,
+    available: bool,
+    reason: Option<String>,
+    devices: Vec<DeviceReport>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    selected: Option<&'static str>,
+    selection_error: Option<String>,
+    backends: Vec<BackendReport>,
+}
+
+fn devices(backend: &std::sync::Arc<dyn gpu_mem::Backend>) -> Result<Vec<DeviceReport>> {
+    (0..backend.device_count())
+        .map(|i| {
+            let info = backend.device_info(i)?;
+            let mem = backend.mem_info(i)?;
+            Ok(DeviceReport {
+                ordinal: i,
+                name: info.name,
+                arch: info.arch,
+                total_memory: mem.total,
+                free_memory: mem.free,
+                warp_size: info.warp_size,
+                max_threads_per_block: info.max_threads_per_block,
+                max_shared_memory_per_block: info.max_shared_memory_per_block,
+                can_map_host_memory: info.can_map_host_memory,
+            })
+        })
+        .collect()
+}
+
+pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
+    let mut reports = Vec::new();
+    for status in backends() {
+        let (available, reason, devs) = match &status.backend {
+            Ok(backend) => (true, None, devices(backend)?),
+            Err(error) => (false, Some(error.to_string()), Vec::new()),
+        };
+        reports.push(BackendReport { backend: status.kind.name(), compiled: status.compiled, available, reason, devices: devs });
+    }
+    let selected = Runtime::open(choice);
+    let report = Report {
+        selected: selected.as_ref().ok().map(|r| r.kind().name()),
+        selection_error: selected.as_ref().err().map(|e| e.to_string()),
+        backends: reports,
+    };
+    if json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| gpu_mem::Error::InvalidArgument { name: "json", reason: e.to_string() })?;
+        println!("{text}");
+        return Ok(());
+    }
+    match (&report.selected, &report.selection_error) {
+        (Some(name), _) => println!("selected backend: {name} (GPU_MEM_BACKEND={choice:?})"),
+        (None, Some(error)) => println!("selected backend: none: {error}"),
+        _ => {}
+    }
+    for b in &report.backends {
+        if b.available {
+            println!("\n{}: available, {} device(s)", b.backend, b.devices.len());
+        } else {
+            println!("\n{}: unavailable: {}", b.backend, b.reason.as_deref().unwrap_or("unknown reason"));
+        }
+        for d in &b.devices {
+            println!("  device {}: {} ({})", d.ordinal, d.name, d.arch);
+            println!("    memory: {} free of {}", human(d.free_memory), human(d.total_memory));
+            println!("    warp size: {}, max threads/block: {}, shared memory/block: {}", d.warp_size, d.max_threads_per_block, human(d.max_shared_memory_per_block as u64));
+            println!("    maps host memory: {}", if d.can_map_host_memory { "yes" } else { "no" });
+        }
+    }
+    if selected.is_err() {
+        return Err(gpu_mem::Error::BackendUnavailable { backend: gpu_mem::BackendKind::Sim, reason: report.selection_error.unwrap_or_default() });
+    }
+    Ok(())
+}
+
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}

@@ -4,6 +4,8 @@
 //!
 //! * [`driver`] — `libcuda.so.1` loaded with `libloading`, every symbol optional, one thin
 //!   function per driver call returning `Result`.
+//! * [`backend`] — [`CudaBackend`], the `gpu_mem_core::Backend` implementation (not yet run
+//!   on hardware; see its module docs).
 //! * [`nvrtc`] — NVRTC loaded the same way; compiles kernel source with the portable prelude
 //!   `gpu_mem.h` to PTX or a cubin.
 //!
@@ -13,9 +15,11 @@
 //! Environment: `GPU_MEM_CUDA_LIBRARY` overrides the driver path, `GPU_MEM_NVRTC_LIBRARY` the
 //! NVRTC path.
 
+pub mod backend;
 pub mod driver;
 pub mod nvrtc;
 
+pub use backend::CudaBackend;
 pub use driver::CudaDriver;
 pub use nvrtc::Nvrtc;
 
@@ -72,11 +76,6 @@ pub fn open() -> Result<Arc<dyn Backend>> {
         devices = found.device_count,
         "CUDA driver initialised"
     );
-    Err(Error::BackendUnavailable {
-        backend: BackendKind::Cuda,
-        reason: format!(
-            "the CUDA driver ({}) reports {} device(s), but the Backend implementation is not built yet",
-            found.library, found.device_count
-        ),
-    })
+    let backend: Arc<dyn Backend> = Arc::new(CudaBackend::new(driver, found.device_count)?);
+    Ok(backend)
 }

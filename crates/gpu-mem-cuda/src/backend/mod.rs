@@ -1,0 +1,707 @@
+//! [`CudaBackend`]: `gpu_mem_core::Backend` on the CUDA driver API (DESIGN.md §4).
+//!
+//! **Not yet run on hardware.** This module was written against the CUDA driver API reference
+//! on machines without an NVIDIA GPU; only the parts that need no device (loading, missing
+//! driver, flag translation, bookkeeping) are tested here. The conformance suite under
+//! `GPU_MEM_BACKEND=cuda` on a GPU machine is its first real test.
+//!
+//! # Contract and mapping
+//!
+//! * **Contexts**: each device's primary context is retained on first use
+//!   (`cuDevicePrimaryCtxRetain`) and made current on the calling thread (`cuCtxSetCurrent`)
+//!   at the start of every method; it is released when the backend is dropped.
+//! * **Device memory**: where the device reports `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`
+//!   and the driver exports the calls, `alloc` is `cuMemAllocAsync` on the legacy default
+//!   stream and `free` is `cuMemFreeAsync` there; otherwise `cuMemAlloc_v2` / `cuMemFree_v2`.
+//!   Each pointer remembers which allocator made it and is freed by the matching call. The
+//!   legacy stream orders both after (and before) the work of every stream gpu-mem creates,
+//!   because those streams are created with flags 0 (blocking). `CUDA_ERROR_OUT_OF_MEMORY` becomes
+//!   [`Error::OutOfMemory`] with the device's free / total bytes.
+//! * **Copies** take byte counts: `cuMemcpy{HtoD,DtoH,DtoD}_v2` and their `Async_v2` forms on
+//!   the given stream. `cuMemcpyDtoD` and `cuMemsetD8` return before the device has finished,
+//!   so the synchronous forms then wait on the legacy stream to honour the trait's "synchronous".
+//!   Async copies rely on the trait's guarantee that host buffers are page-locked (from
+//!   `host_alloc` / `host_register`) and untouched until the stream passes the copy.
+//! * **Memset**: `cuMemsetD8_v2` / `cuMemsetD8Async` (byte counts).
+//! * **Host memory**: `cuMemHostAlloc` with 0 (pinned) plus `PORTABLE`, `DEVICEMAP` (mapped)
+//!   and `WRITECOMBINED` as requested, `cuMemHostGetDevicePointer_v2` for the device address of
+//!   mapped memory, `cuMemFreeHost`; `cuMemHostRegister_v2` with `PORTABLE` / `DEVICEMAP` and
+//!   `cuMemHostUnregister` with the same base address.
+//! * **Streams**: `cuStreamCreate(flags 0)`, `cuStreamDestroy_v2`, `cuStreamSynchronize`,
+//!   `cuStreamQuery` (`CUDA_ERROR_NOT_READY` = busy), `cuStreamWaitEvent(.., 0)`.
+//! * **Events**: `cuEventCreate` with `CU_EVENT_DISABLE_TIMING` unless timing is asked for,
+//!   `cuEventRecord`, `cuEventQuery`, `cuEventSynchronize`, `cuEventElapsedTime` (the 2.0
+//!   export), `cuEventDestroy_v2`.
+//! * **Memory info**: `cuMemGetInfo_v2`; **synchronize**: `cuCtxSynchronize`.
+//! * Failures reported by a stream or event synchronisation are [`Error::AsyncFailure`].
+//!
+//! Handles: a [`StreamHandle`] / [`EventHandle`] holds the `CUstream` / `CUevent` address.
+//!
+//! `CudaBackend` is `Send + Sync` without unsafe code: it holds the loaded library, function
+//! pointers, plain numbers and mutex-guarded maps; the driver API itself is thread safe and lets
+//! any thread make a primary context current.
+
+mod device;
+mod flags;
+mod registry;
+
+use crate::driver::CudaDriver;
+use crate::driver::sys::{CUevent, CUresult, CUstream};
+use device::{DeviceFacts, DeviceSlot};
+use gpu_mem_core::backend::{
+    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
+    StreamHandle,
+};
+use gpu_mem_core::{Backend, BackendKind, Error, Result};
+use registry::{AllocKind, Registry};
+use std::ffi::c_void;
+use std::ptr::NonNull;
+
+/// The alignment the trait promises for device allocations.
+const DEVICE_ALIGNMENT: u64 = 256;
+
+/// The CUDA driver API as a gpu-mem backend.
+#[derive(Debug)]
+pub struct CudaBackend {
+    devices: Vec<DeviceSlot>,
+    allocations: Registry<AllocKind>,
+    /// Registered host ranges: base address → bytes (for messages and double-unregister checks).
+    registrations: Registry<usize>,
+    /// Events: handle → created with timing.
+    events: Registry<bool>,
+    // Last: the contexts above are released in Drop before the library unloads.
+    driver: CudaDriver,
+}
+
+fn legacy_stream() -> CUstream {
+    std::ptr::null_mut()
+}
+
+fn raw_stream(stream: StreamHandle) -> CUstream {
+    stream.0 as usize as CUstream
+}
+
+fn raw_event(event: EventHandle) -> CUevent {
+    event.0 as usize as CUevent
+}
+
+fn native_code(err: &Error) -> Option<i64> {
+    match err {
+        Error::Native { code, .. } => Some(*code),
+        _ => None,
+    }
+}
+
+fn is_code(err: &Error, code: CUresult) -> bool {
+    native_code(err) == Some(i64::from(code.0))
+}
+
+fn nonzero_bytes(bytes: usize) -> Result<()> {
+    if bytes == 0 {
+        Err(Error::InvalidArgument {
+            name: "bytes",
+            reason: "must be greater than 0".to_string(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Work that failed after it was enqueued surfaces at synchronisation; argument errors do not
+/// count as such.
+fn as_async_failure(err: Error, operation: &'static str, stream: u64) -> Error {
+    let misuse = [
+        CUresult::CUDA_ERROR_INVALID_HANDLE,
+        CUresult::CUDA_ERROR_INVALID_CONTEXT,
+        CUresult::CUDA_ERROR_INVALID_VALUE,
+        CUresult::CUDA_ERROR_NOT_INITIALIZED,
+    ];
+    if native_code(&err).is_some() && !misuse.iter().any(|c| is_code(&err, *c)) {
+        Error::AsyncFailure {
+            operation,
+            stream,
+            reason: err.to_string(),
+        }
+    } else {
+        err
+    }
+}
+
+impl CudaBackend {
+    /// Builds the backend over an initialised driver (`cuInit` succeeded) with `device_count`
+    /// devices, reading every device's attributes. Contexts are created lazily.
+    pub fn new(driver: CudaDriver, device_count: usize) -> Result<CudaBackend> {
+        let mut devices = Vec::with_capacity(device_count);
+        for ordinal in 0..device_count {
+            devices.push(DeviceSlot::new(DeviceFacts::query(&driver, ordinal)?));
+        }
+        Ok(CudaBackend {
+            devices,
+            allocations: Registry::new(),
+            registrations: Registry::new(),
+            events: Registry::new(),
+            driver,
+        })
+    }
+
+    /// The driver this backend calls.
+    pub fn driver(&self) -> &CudaDriver {
+        &self.driver
+    }
+
+    /// Whether `alloc` on `device` uses the stream-ordered allocator.
+    pub fn uses_stream_ordered_alloc(&self, device: usize) -> Result<bool> {
+        Ok(self.slot(device)?.facts.stream_ordered_alloc)
+    }
+
+    fn slot(&self, device: usize) -> Result<&DeviceSlot> {
+        self.devices.get(device).ok_or(Error::NoSuchDevice {
+            backend: BackendKind::Cuda,
+            device,
+            count: self.devices.len(),
+        })
+    }
+
+    /// The device's slot, with its primary context current on this thread.
+    fn current(&self, device: usize) -> Result<&DeviceSlot> {
+        let slot = self.slot(device)?;
+        slot.make_current(&self.driver)?;
+        Ok(slot)
+    }
+
+    fn out_of_memory(&self, device: usize, bytes: usize, err: Error) -> Error {
+        if !is_code(&err, CUresult::CUDA_ERROR_OUT_OF_MEMORY) {
+            return err;
+        }
+        let total_fallback = self
+            .devices
+            .get(device)
+            .map_or(0, |d| d.facts.info.total_memory);
+        let (free, total) = self
+            .driver
+            .mem_get_info()
+            .map_or((0, total_fallback), |(f, t)| (f as u64, t as u64));
+        Error::OutOfMemory {
+            backend: BackendKind::Cuda,
+            device,
+            requested: bytes as u64,
+            free,
+            total,
+        }
+    }
+
+    /// `cuMemAllocAsync` on the legacy stream; `None` when the pool cannot serve the request
+    /// in a form the trait allows (unsupported, or not 256-byte aligned), so the caller falls
+    /// back to `cuMemAlloc`.
+    fn alloc_stream_ordered(&self, device: usize, bytes: usize) -> Result<Option<u64>> {
+        // SAFETY: the legacy default stream (null) of the current context is always valid.
+        match unsafe { self.driver.mem_alloc_async(bytes, legacy_stream()) } {
+            Ok(ptr) if ptr % DEVICE_ALIGNMENT == 0 => Ok(Some(ptr)),
+            Ok(ptr) => {
+                tracing::warn!(
+                    ptr,
+                    "pool allocation not 256-byte aligned; using cuMemAlloc"
+                );
+                // SAFETY: `ptr` was just allocated on the legacy stream and never used.
+                unsafe { self.driver.mem_free_async(ptr, legacy_stream()) }?;
+                Ok(None)
+            }
+            Err(err) if is_code(&err, CUresult::CUDA_ERROR_NOT_SUPPORTED) => {
+                tracing::info!(device, "cuMemAllocAsync not supported; using cuMemAlloc");
+                Ok(None)
+            }
+            Err(err) => Err(self.out_of_memory(device, bytes, err)),
+        }
+    }
+
+    /// Waits for the legacy default stream (and so for every blocking stream's earlier work).
+    fn wait_legacy_stream(&self) -> Result<()> {
+        // SAFETY: the legacy default stream of the current context is always valid.
+        unsafe { self.driver.stream_synchronize(legacy_stream()) }
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        let leaked = self.allocations.len();
+        if leaked > 0 {
+            tracing::warn!(
+                leaked,
+                "CUDA backend dropped with device allocations still live"
+            );
+        }
+        for slot in &mut self.devices {
+            slot.release(&self.driver);
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    fn device_info(&self, device: usize) -> Result<DeviceInfo> {
+        Ok(self.slot(device)?.facts.info.clone())
+    }
+
+    fn mem_info(&self, device: usize) -> Result<MemInfo> {
+        self.current(device)?;
+        let (free, total) = self.driver.mem_get_info()?;
+        Ok(MemInfo {
+            free: free as u64,
+            total: total as u64,
+        })
+    }
+
+    fn synchronize(&self, device: usize) -> Result<()> {
+        self.current(device)?;
+        self.driver
+            .ctx_synchronize()
+            .map_err(|e| as_async_failure(e, "device work", 0))
+    }
+
+    // ----- device memory -------------------------------------------------------------------
+
+    fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
+        nonzero_bytes(bytes)?;
+        let slot = self.current(device)?;
+        if slot.facts.stream_ordered_alloc
+            && let Some(ptr) = self.alloc_stream_ordered(device, bytes)?
+        {
+            self.allocations
+                .insert(device, ptr, AllocKind::StreamOrdered);
+            return Ok(DevicePtr(ptr));
+        }
+        let ptr = self
+            .driver
+            .mem_alloc(bytes)
+            .map_err(|e| self.out_of_memory(device, bytes, e))?;
+        self.allocations.insert(device, ptr, AllocKind::Plain);
+        Ok(DevicePtr(ptr))
+    }
+
+    unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        self.current(device)?;
+        match self.allocations.remove(device, ptr.0) {
+            // SAFETY: the pointer came from cuMemAllocAsync on this device (registry) and the
+            // caller guarantees no enqueued work still uses it; the legacy stream orders the
+            // free after all earlier work of blocking streams anyway.
+            Some(AllocKind::StreamOrdered) => unsafe {
+                self.driver.mem_free_async(ptr.0, legacy_stream())
+            },
+            // SAFETY: the pointer came from cuMemAlloc on this device (registry), freed once
+            // (removed above), unused by enqueued work (caller).
+            Some(AllocKind::Plain) => unsafe { self.driver.mem_free(ptr.0) },
+            None => Err(Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: 0,
+                reason: "not an allocation of this backend on this device, or already freed",
+            }),
+        }
+    }
+
+    // ----- host memory ---------------------------------------------------------------------
+
+    fn host_alloc(
+        &self,
+        device: usize,
+        bytes: usize,
+        flags: HostAllocFlags,
+    ) -> Result<HostAllocation> {
+        nonzero_bytes(bytes)?;
+        self.current(device)?;
+        let raw = self
+            .driver
+            .mem_host_alloc(bytes, flags::host_alloc_flags(flags))?;
+        let host = NonNull::new(raw.cast::<u8>()).ok_or(Error::InvalidPointer {
+            kind: "host",
+            address: 0,
+            bytes: bytes as u64,
+            reason: "cuMemHostAlloc succeeded but returned a null pointer",
+        })?;
+        if !flags.mapped {
+            return Ok(HostAllocation { host, device: None });
+        }
+        // SAFETY: `raw` is a live allocation made with CU_MEMHOSTALLOC_DEVICEMAP just above.
+        match unsafe { self.driver.mem_host_get_device_pointer(raw) } {
+            Ok(device_ptr) => Ok(HostAllocation {
+                host,
+                device: Some(DevicePtr(device_ptr)),
+            }),
+            Err(err) => {
+                // SAFETY: `raw` came from cuMemHostAlloc above and nothing else has seen it.
+                if let Err(free_err) = unsafe { self.driver.mem_free_host(raw) } {
+                    tracing::warn!(%free_err, "freeing an unmappable host allocation failed");
+                }
+                Err(err)
+            }
+        }
+    }
+
+    unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees `host` came from host_alloc, is freed once and unused.
+        unsafe { self.driver.mem_free_host(host.as_ptr().cast::<c_void>()) }
+    }
+
+    unsafe fn host_register(
+        &self,
+        device: usize,
+        host: NonNull<u8>,
+        bytes: usize,
+        flags: HostRegisterFlags,
+    ) -> Result<Option<DevicePtr>> {
+        nonzero_bytes(bytes)?;
+        self.current(device)?;
+        let raw = host.as_ptr().cast::<c_void>();
+        let address = host.as_ptr() as usize;
+        // SAFETY: the caller guarantees the range is valid host memory that outlives the
+        // registration.
+        let registered = unsafe {
+            self.driver
+                .mem_host_register(raw, bytes, flags::host_register_flags(flags))
+        };
+        if let Err(err) = registered {
+            return Err(
+                if is_code(&err, CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
+                    Error::HostRegistration {
+                        address,
+                        bytes,
+                        reason: "already registered",
+                    }
+                } else {
+                    err
+                },
+            );
+        }
+        self.registrations.insert(device, address as u64, bytes);
+        if !flags.mapped {
+            return Ok(None);
+        }
+        // SAFETY: the range was registered with CU_MEMHOSTREGISTER_DEVICEMAP just above.
+        match unsafe { self.driver.mem_host_get_device_pointer(raw) } {
+            Ok(device_ptr) => Ok(Some(DevicePtr(device_ptr))),
+            Err(err) => {
+                self.registrations.remove(device, address as u64);
+                // SAFETY: undoing the registration made above; nothing has used it.
+                if let Err(undo) = unsafe { self.driver.mem_host_unregister(raw) } {
+                    tracing::warn!(%undo, "unregistering an unmappable range failed");
+                }
+                Err(err)
+            }
+        }
+    }
+
+    unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        self.current(device)?;
+        let address = host.as_ptr() as usize;
+        let bytes = self
+            .registrations
+            .remove(device, address as u64)
+            .unwrap_or(0);
+        // SAFETY: the caller guarantees `host` is the registered base and unused by enqueued work.
+        let result = unsafe {
+            self.driver
+                .mem_host_unregister(host.as_ptr().cast::<c_void>())
+        };
+        match result {
+            Err(err) if is_code(&err, CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) => {
+                Err(Error::HostRegistration {
+                    address,
+                    bytes,
+                    reason: "not registered",
+                })
+            }
+            other => other,
+        }
+    }
+
+    // ----- copies and memset ---------------------------------------------------------------
+
+    unsafe fn copy_htod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees both ranges; the count is in bytes.
+        unsafe { self.driver.memcpy_htod(dst.0, src.cast::<c_void>(), bytes) }
+    }
+
+    unsafe fn copy_dtoh(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees both ranges; cuMemcpyDtoH returns once the data is in
+        // host memory.
+        unsafe { self.driver.memcpy_dtoh(dst.cast::<c_void>(), src.0, bytes) }
+    }
+
+    unsafe fn copy_dtod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees both device ranges.
+        unsafe { self.driver.memcpy_dtod(dst.0, src.0, bytes) }?;
+        self.wait_legacy_stream()
+    }
+
+    unsafe fn memset_d8(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees the device range; the count is in bytes.
+        unsafe { self.driver.memset_d8(dst.0, value, bytes) }?;
+        self.wait_legacy_stream()
+    }
+
+    unsafe fn copy_htod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees the ranges stay valid, `src` is page-locked and
+        // unwritten until the stream passes the copy, and the stream is live.
+        unsafe {
+            self.driver
+                .memcpy_htod_async(dst.0, src.cast::<c_void>(), bytes, raw_stream(stream))
+        }
+    }
+
+    unsafe fn copy_dtoh_async(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees the ranges stay valid, `dst` is page-locked and
+        // untouched until the stream passes the copy, and the stream is live.
+        unsafe {
+            self.driver
+                .memcpy_dtoh_async(dst.cast::<c_void>(), src.0, bytes, raw_stream(stream))
+        }
+    }
+
+    unsafe fn copy_dtod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
+        unsafe {
+            self.driver
+                .memcpy_dtod_async(dst.0, src.0, bytes, raw_stream(stream))
+        }
+    }
+
+    unsafe fn memset_d8_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees the range stays valid until the fill completes.
+        unsafe {
+            self.driver
+                .memset_d8_async(dst.0, value, bytes, raw_stream(stream))
+        }
+    }
+
+    // ----- streams -------------------------------------------------------------------------
+
+    fn stream_create(&self, device: usize) -> Result<StreamHandle> {
+        self.current(device)?;
+        let stream = self.driver.stream_create(flags::stream_flags())?;
+        Ok(StreamHandle(stream as usize as u64))
+    }
+
+    unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: the caller guarantees the stream came from stream_create and is destroyed once.
+        unsafe { self.driver.stream_destroy(raw_stream(stream)) }
+    }
+
+    fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: stream handles given to the backend come from stream_create and stay live
+        // until stream_destroy (the core's Stream owns them).
+        unsafe { self.driver.stream_synchronize(raw_stream(stream)) }
+            .map_err(|e| as_async_failure(e, "stream work", stream.0))
+    }
+
+    fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
+        self.current(device)?;
+        // SAFETY: as in stream_synchronize.
+        unsafe { self.driver.stream_query(raw_stream(stream)) }
+            .map_err(|e| as_async_failure(e, "stream work", stream.0))
+    }
+
+    fn stream_wait_event(
+        &self,
+        device: usize,
+        stream: StreamHandle,
+        event: EventHandle,
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: stream and event handles come from this backend's create calls and stay live
+        // until destroyed by their owners.
+        unsafe {
+            self.driver
+                .stream_wait_event(raw_stream(stream), raw_event(event))
+        }
+    }
+
+    // ----- events --------------------------------------------------------------------------
+
+    fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
+        self.current(device)?;
+        let event = self.driver.event_create(flags::event_flags(timing))?;
+        let handle = event as usize as u64;
+        self.events.insert(device, handle, timing);
+        Ok(EventHandle(handle))
+    }
+
+    unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()> {
+        self.current(device)?;
+        self.events.remove(device, event.0);
+        // SAFETY: the caller guarantees the event came from event_create and is destroyed once.
+        unsafe { self.driver.event_destroy(raw_event(event)) }
+    }
+
+    fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: handles come from this backend and stay live until destroyed by their owners.
+        unsafe {
+            self.driver
+                .event_record(raw_event(event), raw_stream(stream))
+        }
+    }
+
+    fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
+        self.current(device)?;
+        // SAFETY: as in event_record. A never-recorded event reports complete (CUDA_SUCCESS).
+        unsafe { self.driver.event_query(raw_event(event)) }
+            .map_err(|e| as_async_failure(e, "work before an event", 0))
+    }
+
+    fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: as in event_record.
+        unsafe { self.driver.event_synchronize(raw_event(event)) }
+            .map_err(|e| as_async_failure(e, "work before an event", 0))
+    }
+
+    fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32> {
+        self.current(device)?;
+        for event in [start, end] {
+            if self.events.get(device, event.0) == Some(false) {
+                return Err(Error::EventTiming {
+                    reason: "an event was created without timing",
+                });
+            }
+        }
+        // SAFETY: as in event_record.
+        match unsafe {
+            self.driver
+                .event_elapsed_time(raw_event(start), raw_event(end))
+        } {
+            Err(err) if is_code(&err, CUresult::CUDA_ERROR_NOT_READY) => Err(Error::EventTiming {
+                reason: "an event has not completed yet",
+            }),
+            Err(err) if is_code(&err, CUresult::CUDA_ERROR_INVALID_HANDLE) => {
+                Err(Error::EventTiming {
+                    reason: "an event was never recorded",
+                })
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_round_trip_through_raw_pointers() {
+        let raw = 0x7f00_dead_b000_usize as CUstream;
+        let handle = StreamHandle(raw as usize as u64);
+        assert_eq!(raw_stream(handle), raw);
+        let raw_e = 0x5555_0000_1230_usize as CUevent;
+        assert_eq!(raw_event(EventHandle(raw_e as usize as u64)), raw_e);
+    }
+
+    fn native(code: CUresult) -> Error {
+        Error::Native {
+            backend: BackendKind::Cuda,
+            call: "cuStreamSynchronize",
+            code: i64::from(code.0),
+            code_name: format!("{}", code.0),
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn device_faults_become_async_failures_but_misuse_does_not() {
+        let fault = as_async_failure(
+            native(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+            "stream work",
+            7,
+        );
+        assert!(
+            matches!(fault, Error::AsyncFailure { stream: 7, .. }),
+            "{fault:?}"
+        );
+        let misuse = as_async_failure(
+            native(CUresult::CUDA_ERROR_INVALID_HANDLE),
+            "stream work",
+            7,
+        );
+        assert!(matches!(misuse, Error::Native { .. }), "{misuse:?}");
+        let other = as_async_failure(Error::EventTiming { reason: "x" }, "stream work", 7);
+        assert!(matches!(other, Error::EventTiming { .. }));
+    }
+
+    #[test]
+    fn zero_byte_requests_are_rejected() {
+        assert!(matches!(
+            nonzero_bytes(0),
+            Err(Error::InvalidArgument { name: "bytes", .. })
+        ));
+        assert!(nonzero_bytes(1).is_ok());
+    }
+}

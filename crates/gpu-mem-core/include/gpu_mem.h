@@ -94,10 +94,11 @@ GM_DEVICE gm_idx3 gm_gridsize3() {
 /* ----- warps / wavefronts -------------------------------------------------------------- */
 
 GM_DEVICE int gm_warp_size() {
-#if defined(GM_CUDA)
+#if defined(GM_CUDA) || !defined(__AMDGCN_WAVEFRONT_SIZE)
     return warpSize;
 #else
-    return __builtin_amdgcn_wavefrontsize();
+    /* clang's target macro: 64 on gfx9 (wave64), 32 on wave32 targets. */
+    return __AMDGCN_WAVEFRONT_SIZE;
 #endif
 }
 

@@ -7,7 +7,8 @@
 #   * rocm-device-libs             the device bitcode hiprtc links (compiles fail without it)
 #   * llvm-15                      llvm-objdump / llvm-readelf with the AMDGPU target (gfx90a, gfx1100)
 #
-# With `--bindgen` it also installs libclang-15-dev, which only `cargo xtask bindgen hsa|hip --check`
+# With `--bindgen` it also installs libclang-15-dev (and names libamd-comgr-dev, whose amd_comgr.h
+# is pinned too; libamdhip64-dev already pulls it in), which only `cargo xtask bindgen hsa|hip --check`
 # needs (plain builds and tests never run bindgen).
 #
 # Idempotent: packages already installed are not touched and apt-get update is skipped. Runs as root,
@@ -33,7 +34,7 @@ packages=(
     llvm-15
 )
 if [ "$want_bindgen" = 1 ]; then
-    packages+=(libclang-15-dev)
+    packages+=(libclang-15-dev libamd-comgr-dev)
 fi
 
 is_installed() {

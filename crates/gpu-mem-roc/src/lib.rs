@@ -1,1 +1,56 @@
-//! placeholder
+//! The ROCm backend of gpu-mem, on the HSA runtime (ROCr) with hiprtc for kernel source.
+//!
+//! Layers (each module states its contract):
+//! * [`driver`] — `libhsa-runtime64.so.1` and `libamdhip64` loaded at run time with
+//!   `libloading`; one thin function per native call turning status codes into `Result`.
+//! * [`hiprtc`] — portable kernel source → AMD GPU code object for an agent's ISA.
+//! * `backend` — [`RocBackend`], the [`gpu_mem_core::Backend`] implementation.
+//!
+//! [`open`] is the entry point the facade calls for `GPU_MEM_BACKEND=roc` (and, for `auto`,
+//! after CUDA): it fails with [`Error::LibraryLoad`] when the runtime is not installed and with
+//! [`Error::BackendUnavailable`] when `hsa_init` fails (on a machine without `/dev/kfd` the
+//! reason starts with "no AMD GPU driver (/dev/kfd missing)" and carries the HSA status text).
+
+pub mod driver;
+pub mod hiprtc;
+
+use driver::Hsa;
+use gpu_mem_core::{Backend, BackendKind, Error, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The device node of the AMD kernel driver (amdkfd) that ROCr opens in `hsa_init`.
+pub const KFD_DEVICE: &str = "/dev/kfd";
+
+/// Loads the HSA runtime, initialises it and returns the ROC backend.
+pub fn open() -> Result<Arc<dyn Backend>> {
+    let hsa = Hsa::shared()?;
+    if let Err(error) = hsa.init() {
+        return Err(init_failure(&error));
+    }
+    // Give back the runtime reference `hsa_init` took; the backend is not usable yet.
+    if let Err(e) = hsa.shut_down() {
+        tracing::warn!(error = %e, "hsa_shut_down after a failed backend setup");
+    }
+    Err(Error::BackendUnavailable {
+        backend: BackendKind::Roc,
+        reason:
+            "the HSA runtime initialised, but the ROC backend's operations are not implemented yet"
+                .into(),
+    })
+}
+
+/// The error `open` reports when `hsa_init` fails. ROCr maps every load failure, including
+/// "cannot open /dev/kfd", to HSA_STATUS_ERROR_OUT_OF_RESOURCES, so the missing device node is
+/// checked here to say what is actually wrong.
+fn init_failure(error: &Error) -> Error {
+    let reason = if Path::new(KFD_DEVICE).exists() {
+        error.to_string()
+    } else {
+        format!("no AMD GPU driver ({KFD_DEVICE} missing): {error}")
+    };
+    Error::BackendUnavailable {
+        backend: BackendKind::Roc,
+        reason,
+    }
+}

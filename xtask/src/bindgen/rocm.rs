@@ -15,8 +15,11 @@ use std::process::{Command, Stdio};
 
 /// One set of bindings: headers, allowlist, output file.
 struct Target {
-    /// Short name used in messages and in the generated macro's name (`hsa`, `hip`).
+    /// Short name used in messages and in the generated macro's name (`hsa`, `hip`, `comgr`).
     name: &'static str,
+    /// Where the output is mounted inside its crate (`""` for the root, `"comgr::"`), so the
+    /// list macro can name the function-pointer types by absolute path.
+    module_path: &'static str,
     /// Debian package providing the headers, with the pinned version.
     package: &'static str,
     /// Header bindgen reads (the others are reached through its `#include`s).
@@ -33,6 +36,7 @@ struct Target {
 
 const HSA: Target = Target {
     name: "hsa",
+    module_path: "",
     package: "libhsa-runtime-dev 5.2.3-3",
     entry_headers: &["/usr/include/hsa/hsa.h", "/usr/include/hsa/hsa_ext_amd.h"],
     pinned: &[
@@ -155,6 +159,7 @@ const HSA: Target = Target {
 
 const HIP: Target = Target {
     name: "hip",
+    module_path: "",
     package: "libamdhip64-dev 5.2.3-8",
     entry_headers: &[
         "/usr/include/hip/hip_runtime_api.h",
@@ -210,6 +215,30 @@ const HIP: Target = Target {
     output: "crates/sys/hip/src/generated.rs",
 };
 
+/// The code object manager hiprtc compiles through (`libamd_comgr.so.2`), for its list of
+/// supported ISAs: hiprtc 5.2.3 aborts the process when asked for an ISA comgr does not know,
+/// so the compiler asks comgr first.
+const COMGR: Target = Target {
+    name: "comgr",
+    module_path: "comgr::",
+    package: "libamd-comgr-dev 5.2.3-2",
+    entry_headers: &["/usr/include/amd_comgr.h"],
+    pinned: &[(
+        "/usr/include/amd_comgr.h",
+        "17e76a21018bd29ca3c51e5e0b35781af7f842aa006f3e36d5fac9516aec5f83",
+    )],
+    clang_args: &[],
+    functions: &[
+        "amd_comgr_get_version",
+        "amd_comgr_status_string",
+        "amd_comgr_get_isa_count",
+        "amd_comgr_get_isa_name",
+    ],
+    types: &[],
+    vars: &["AMD_COMGR_STATUS_.*"],
+    output: "crates/sys/hip/src/comgr.rs",
+};
+
 /// `cargo xtask bindgen hsa [--check]`.
 pub fn run_hsa(check: bool) -> Result<(), String> {
     run(&HSA, check)
@@ -217,7 +246,8 @@ pub fn run_hsa(check: bool) -> Result<(), String> {
 
 /// `cargo xtask bindgen hip [--check]`.
 pub fn run_hip(check: bool) -> Result<(), String> {
-    run(&HIP, check)
+    run(&HIP, check)?;
+    run(&COMGR, check)
 }
 
 fn run(target: &Target, check: bool) -> Result<(), String> {
@@ -366,14 +396,14 @@ fn generate(target: &Target) -> Result<String, String> {
     out.push_str("];\n\n");
     let _ = writeln!(
         out,
-        "/// Calls `$callback!` once with every function as `name: PFN_name,` so the driver layer can\n\
+        "/// Calls `$callback!` (a macro name in scope at the call site) once with every function as `name: PFN_name,` so the driver layer can\n\
          /// build its table of optional function pointers without restating any signature."
     );
     let _ = writeln!(out, "#[macro_export]");
     let _ = writeln!(out, "macro_rules! gpu_mem_{}_sys_functions {{", target.name);
-    out.push_str("($callback:path) => { $callback! {\n");
+    out.push_str("($callback:ident) => { $callback! {\n");
     for f in target.functions {
-        let _ = writeln!(out, "{f}: $crate::PFN_{f},");
+        let _ = writeln!(out, "{f}: $crate::{}PFN_{f},", target.module_path);
     }
     out.push_str("} };\n}\n");
     rustfmt(&out, &workspace_root()?.join("rustfmt.toml"))

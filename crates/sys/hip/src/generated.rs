@@ -289,11 +289,11 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "hipPointerGetAttributes",
 ];
 
-/// Calls `$callback!` once with every function as `name: PFN_name,` so the driver layer can
+/// Calls `$callback!` (a macro name in scope at the call site) once with every function as `name: PFN_name,` so the driver layer can
 /// build its table of optional function pointers without restating any signature.
 #[macro_export]
 macro_rules! gpu_mem_hip_sys_functions {
-    ($callback:path) => {
+    ($callback:ident) => {
         $callback! {
         hiprtcVersion: $crate::PFN_hiprtcVersion,
         hiprtcGetErrorString: $crate::PFN_hiprtcGetErrorString,

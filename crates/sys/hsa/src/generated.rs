@@ -1260,11 +1260,11 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "hsa_amd_profiling_convert_tick_to_system_domain",
 ];
 
-/// Calls `$callback!` once with every function as `name: PFN_name,` so the driver layer can
+/// Calls `$callback!` (a macro name in scope at the call site) once with every function as `name: PFN_name,` so the driver layer can
 /// build its table of optional function pointers without restating any signature.
 #[macro_export]
 macro_rules! gpu_mem_hsa_sys_functions {
-($callback:path) => { $callback! {
+($callback:ident) => { $callback! {
 hsa_init: $crate::PFN_hsa_init,
 hsa_shut_down: $crate::PFN_hsa_shut_down,
 hsa_status_string: $crate::PFN_hsa_status_string,

@@ -1,0 +1,69 @@
+//! Tests of the ROC backend's native parts that run without an AMD GPU: the real HSA runtime and
+//! HIP library from Debian 12 (ROCm 5.2.3) and hiprtc compiling kernels to code objects.
+//!
+//! A test whose library is not installed is reported as ignored with the reason; CI installs
+//! them with `.ci/install-rocm-parts.sh`, so there they run.
+
+mod elf;
+mod hip;
+mod hsa;
+mod kernels;
+mod support;
+
+use libtest_mimic::{Arguments, Trial};
+
+/// Set when the binary is re-run as a child process by a test that needs its own environment.
+pub const CHILD_ENV: &str = "GPU_MEM_ROC_TEST_CHILD";
+
+fn main() {
+    if let Ok(role) = std::env::var(CHILD_ENV) {
+        let result = match role.as_str() {
+            "hsa-override" => hsa::override_child(),
+            other => Err(format!("unknown child role {other}")),
+        };
+        match result {
+            Ok(()) => std::process::exit(0),
+            Err(message) => {
+                eprintln!("{message}");
+                std::process::exit(1);
+            }
+        }
+    }
+    let args = Arguments::from_args();
+    let mut trials = vec![
+        Trial::ignorable_test("hsa::library_loads", hsa::library_loads),
+        Trial::ignorable_test(
+            "hsa::every_table_symbol_is_exported",
+            hsa::every_symbol_exists,
+        ),
+        Trial::ignorable_test("hsa::init_fails_without_kfd", hsa::init_fails_without_kfd),
+        Trial::ignorable_test(
+            "hsa::open_reports_missing_driver",
+            hsa::open_reports_missing_driver,
+        ),
+        Trial::ignorable_test("hsa::override_names_the_path", hsa::override_names_path),
+        Trial::ignorable_test(
+            "hip::every_table_symbol_is_exported",
+            hip::every_symbol_exists,
+        ),
+        Trial::ignorable_test(
+            "hiprtc::broken_kernel_reports_log",
+            kernels::broken_kernel_reports_log,
+        ),
+        Trial::ignorable_test(
+            "hiprtc::unknown_isa_is_refused",
+            kernels::unknown_isa_is_refused,
+        ),
+    ];
+    for arch in kernels::ARCHS {
+        trials.push(Trial::ignorable_test(
+            format!("hiprtc::probe_kernel::{arch}"),
+            kernels::probe_kernel_compiles(arch),
+        ));
+        trials.push(Trial::ignorable_test(
+            format!("hiprtc::portable_kernels::{arch}"),
+            kernels::portable_kernels_compile(arch),
+        ));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}

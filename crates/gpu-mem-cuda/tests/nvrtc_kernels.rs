@@ -185,7 +185,14 @@ fn main() {
         );
     }
 
-    libtest_mimic::run(&args, trials).exit();
+    let conclusion = libtest_mimic::run(&args, trials);
+    let _ = std::fs::remove_dir_all(ptxas_scratch_dir());
+    conclusion.exit();
+}
+
+/// Where the ptxas trials write their PTX and cubin files (removed at the end of the run).
+fn ptxas_scratch_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("gpu-mem-cuda-ptxas-{}", std::process::id()))
 }
 
 fn need(nvrtc: Option<Arc<Nvrtc>>) -> Result<Arc<Nvrtc>, Failed> {
@@ -304,7 +311,7 @@ fn assemble(
     cc: ComputeCapability,
 ) -> Result<(), Failed> {
     let ptx = compile_and_check_ptx(nvrtc, kernel, cc)?;
-    let dir = std::env::temp_dir().join(format!("gpu-mem-cuda-ptxas-{}", std::process::id()));
+    let dir = ptxas_scratch_dir();
     std::fs::create_dir_all(&dir)?;
     let stem = format!("{}_sm{}", kernel.entry, cc.digits());
     let ptx_path = dir.join(format!("{stem}.ptx"));

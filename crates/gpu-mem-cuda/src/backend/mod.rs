@@ -196,7 +196,7 @@ impl CudaBackend {
     fn alloc_stream_ordered(&self, device: usize, bytes: usize) -> Result<Option<u64>> {
         // SAFETY: the legacy default stream (null) of the current context is always valid.
         match unsafe { self.driver.mem_alloc_async(bytes, legacy_stream()) } {
-            Ok(ptr) if ptr % DEVICE_ALIGNMENT == 0 => Ok(Some(ptr)),
+            Ok(ptr) if ptr.is_multiple_of(DEVICE_ALIGNMENT) => Ok(Some(ptr)),
             Ok(ptr) => {
                 tracing::warn!(
                     ptr,

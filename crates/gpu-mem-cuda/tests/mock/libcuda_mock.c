@@ -1,0 +1,546 @@
+/*
+ * A stand-in for libcuda.so.1 used by the tests on machines without a GPU.
+ *
+ * It is NOT a GPU and proves nothing about real hardware. It implements the driver calls the
+ * backend binds with host memory, and is strict where the real driver's contract is strict, so
+ * the tests can check the backend's side of that contract:
+ *   - calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT unless one is current on
+ *     the calling thread (contexts are per thread, as in CUDA);
+ *   - device pointers must lie inside a live allocation (or mapped host memory);
+ *   - memory from cuMemAlloc must be freed by cuMemFree and memory from cuMemAllocAsync by
+ *     cuMemFreeAsync;
+ *   - registering twice gives 712, unregistering an unknown base gives 713, and
+ *     cuMemHostGetDevicePointer needs memory allocated / registered with DEVICEMAP;
+ *   - cuEventElapsedTime fails with CUDA_ERROR_INVALID_HANDLE for untimed or unrecorded events.
+ * Flags passed in are recorded for inspection through the mock_* functions.
+ *
+ * -DMOCK_OLD_DRIVER builds a driver from before CUDA 11: no stream-ordered allocator and only
+ * the 7.0 export of cuDevicePrimaryCtxRelease.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void *CUevent;
+
+#define OK 0
+#define E_INVALID_VALUE 1
+#define E_OUT_OF_MEMORY 2
+#define E_NOT_INITIALIZED 3
+#define E_INVALID_DEVICE 101
+#define E_INVALID_CONTEXT 201
+#define E_INVALID_HANDLE 400
+#define E_NOT_READY 600
+#define E_ALREADY_REGISTERED 712
+#define E_NOT_REGISTERED 713
+#define E_NOT_SUPPORTED 801
+
+#define DEVICES 2
+#define TOTAL_MEMORY (1ull << 30)
+#define MAX_ITEMS 4096
+
+enum kind { FREE_SLOT = 0, DEVICE_PLAIN, DEVICE_ASYNC, HOST_ALLOC, HOST_REGISTERED };
+
+struct item {
+    enum kind kind;
+    char *base;
+    size_t bytes;
+    unsigned flags;
+    int device;
+};
+
+struct stream { int magic; unsigned flags; };
+struct event { int magic; unsigned flags; int recorded; double when_ms; };
+#define STREAM_MAGIC 0x5157
+#define EVENT_MAGIC 0xE7E7
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int initialized;
+static int pools_supported = 1;
+static struct item items[MAX_ITEMS];
+static unsigned long long used[DEVICES];
+static int primary_refs[DEVICES];
+static char contexts[DEVICES];
+static __thread CUcontext current;
+
+static unsigned last_stream_flags = 0xFFFFFFFFu;
+static unsigned last_event_flags = 0xFFFFFFFFu;
+static unsigned last_host_alloc_flags = 0xFFFFFFFFu;
+static unsigned last_register_flags = 0xFFFFFFFFu;
+static int calls_plain_free, calls_async_free;
+
+/* ----- introspection for the tests ---------------------------------------------------- */
+
+void mock_set_pools_supported(int on) { pools_supported = on; }
+unsigned mock_last_stream_flags(void) { return last_stream_flags; }
+unsigned mock_last_event_flags(void) { return last_event_flags; }
+unsigned mock_last_host_alloc_flags(void) { return last_host_alloc_flags; }
+unsigned mock_last_register_flags(void) { return last_register_flags; }
+int mock_primary_refs(int device) { return primary_refs[device]; }
+int mock_plain_frees(void) { return calls_plain_free; }
+int mock_async_frees(void) { return calls_async_free; }
+
+static int current_device(void) {
+    if (!current) return -1;
+    return (int)((char *)current - contexts);
+}
+
+/* 1 = plain device, 2 = stream-ordered device, 0 = unknown */
+int mock_allocation_kind(CUdeviceptr p) {
+    int k = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i) {
+        if ((items[i].kind == DEVICE_PLAIN || items[i].kind == DEVICE_ASYNC) &&
+            items[i].base == (char *)(uintptr_t)p) {
+            k = items[i].kind == DEVICE_PLAIN ? 1 : 2;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return k;
+}
+
+int mock_live_device_allocations(void) {
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i)
+        if (items[i].kind == DEVICE_PLAIN || items[i].kind == DEVICE_ASYNC) ++n;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* ----- helpers ------------------------------------------------------------------------- */
+
+#define NEED_INIT() do { if (!initialized) return E_NOT_INITIALIZED; } while (0)
+#define NEED_CONTEXT() do { NEED_INIT(); if (!current) return E_INVALID_CONTEXT; } while (0)
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static struct item *add_item(enum kind kind, char *base, size_t bytes, unsigned flags) {
+    for (int i = 0; i < MAX_ITEMS; ++i) {
+        if (items[i].kind == FREE_SLOT) {
+            items[i] = (struct item){kind, base, bytes, flags, current_device()};
+            return &items[i];
+        }
+    }
+    return NULL;
+}
+
+static struct item *find_base(enum kind kind, const void *base) {
+    for (int i = 0; i < MAX_ITEMS; ++i)
+        if (items[i].kind == kind && items[i].base == (const char *)base) return &items[i];
+    return NULL;
+}
+
+/* Is [p, p+n) inside device memory of the current device, or mapped host memory? */
+static int device_range_ok(CUdeviceptr p, size_t n) {
+    const char *a = (const char *)(uintptr_t)p;
+    int ok = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS && !ok; ++i) {
+        struct item *it = &items[i];
+        int device_mem = (it->kind == DEVICE_PLAIN || it->kind == DEVICE_ASYNC) &&
+                         it->device == current_device();
+        int mapped = (it->kind == HOST_ALLOC || it->kind == HOST_REGISTERED) && (it->flags & 2);
+        if ((device_mem || mapped) && a >= it->base && a + n <= it->base + it->bytes) ok = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+static int stream_ok(CUstream s) {
+    return s == NULL || ((struct stream *)s)->magic == STREAM_MAGIC;
+}
+
+/* ----- errors and initialisation ------------------------------------------------------- */
+
+static const char *names[][2] = {
+    {"CUDA_SUCCESS", "no error"},
+    {"CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {"CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {"CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+};
+
+static CUresult describe(CUresult error, const char **out, int which) {
+    if (!out) return E_INVALID_VALUE;
+    if (error >= 0 && error <= 3) { *out = names[error][which]; return OK; }
+    switch (error) {
+        case E_INVALID_CONTEXT: *out = which ? "invalid device context" : "CUDA_ERROR_INVALID_CONTEXT"; return OK;
+        case E_INVALID_HANDLE: *out = which ? "invalid resource handle" : "CUDA_ERROR_INVALID_HANDLE"; return OK;
+        case E_NOT_READY: *out = which ? "device not ready" : "CUDA_ERROR_NOT_READY"; return OK;
+        case E_ALREADY_REGISTERED: *out = which ? "part or all of the requested memory range is already mapped" : "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"; return OK;
+        case E_NOT_REGISTERED: *out = which ? "pointer does not correspond to a registered memory region" : "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"; return OK;
+        case E_NOT_SUPPORTED: *out = which ? "operation not supported" : "CUDA_ERROR_NOT_SUPPORTED"; return OK;
+        default: return E_INVALID_VALUE;
+    }
+}
+
+CUresult cuGetErrorName(CUresult error, const char **p) { return describe(error, p, 0); }
+CUresult cuGetErrorString(CUresult error, const char **p) { return describe(error, p, 1); }
+
+CUresult cuInit(unsigned flags) {
+    if (flags != 0) return E_INVALID_VALUE;
+    initialized = 1;
+    return OK;
+}
+
+CUresult cuDriverGetVersion(int *v) {
+    if (!v) return E_INVALID_VALUE;
+#ifdef MOCK_OLD_DRIVER
+    *v = 10020;
+#else
+    *v = 13050;
+#endif
+    return OK;
+}
+
+CUresult cuDeviceGetCount(int *n) { NEED_INIT(); *n = DEVICES; return OK; }
+
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    NEED_INIT();
+    if (ordinal < 0 || ordinal >= DEVICES) return E_INVALID_DEVICE;
+    *d = ordinal;
+    return OK;
+}
+
+CUresult cuDeviceGetAttribute(int *v, int attribute, CUdevice d) {
+    NEED_INIT();
+    if (d < 0 || d >= DEVICES) return E_INVALID_DEVICE;
+    switch (attribute) {
+        case 1: *v = 1024; return OK;   /* MAX_THREADS_PER_BLOCK */
+        case 8: *v = 49152; return OK;  /* MAX_SHARED_MEMORY_PER_BLOCK */
+        case 10: *v = 32; return OK;    /* WARP_SIZE */
+        case 19: *v = 1; return OK;     /* CAN_MAP_HOST_MEMORY */
+        case 75: *v = 9; return OK;     /* COMPUTE_CAPABILITY_MAJOR */
+        case 76: *v = 0; return OK;     /* COMPUTE_CAPABILITY_MINOR */
+#ifndef MOCK_OLD_DRIVER
+        case 115: *v = pools_supported; return OK; /* MEMORY_POOLS_SUPPORTED */
+#endif
+        default: return E_INVALID_VALUE;
+    }
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    NEED_INIT();
+    if (d < 0 || d >= DEVICES) return E_INVALID_DEVICE;
+    if (!name || len <= 0) return E_INVALID_VALUE;
+    const char *text = d == 0 ? "gpu-mem mock device 0" : "gpu-mem mock device 1";
+    strncpy(name, text, (size_t)len - 1);
+    name[len - 1] = 0;
+    return OK;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    NEED_INIT();
+    if (d < 0 || d >= DEVICES) return E_INVALID_DEVICE;
+    *bytes = TOTAL_MEMORY;
+    return OK;
+}
+
+/* ----- contexts ------------------------------------------------------------------------ */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
+    NEED_INIT();
+    if (d < 0 || d >= DEVICES) return E_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    primary_refs[d] += 1;
+    pthread_mutex_unlock(&lock);
+    *ctx = &contexts[d];
+    return OK;
+}
+
+static CUresult release(CUdevice d) {
+    NEED_INIT();
+    if (d < 0 || d >= DEVICES) return E_INVALID_DEVICE;
+    CUresult r = OK;
+    pthread_mutex_lock(&lock);
+    if (primary_refs[d] <= 0) r = E_INVALID_CONTEXT; else primary_refs[d] -= 1;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+#ifdef MOCK_OLD_DRIVER
+CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return release(d); }
+#else
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { return release(d); }
+#endif
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+    NEED_INIT();
+    if (ctx && (ctx < (CUcontext)contexts || ctx >= (CUcontext)(contexts + DEVICES))) return E_INVALID_CONTEXT;
+    current = ctx;
+    return OK;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *ctx) { NEED_INIT(); *ctx = current; return OK; }
+CUresult cuCtxSynchronize(void) { NEED_CONTEXT(); return OK; }
+
+/* ----- device memory ------------------------------------------------------------------- */
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    NEED_CONTEXT();
+    *total = TOTAL_MEMORY;
+    *free_bytes = TOTAL_MEMORY - used[current_device()];
+    return OK;
+}
+
+static CUresult device_alloc(CUdeviceptr *p, size_t bytes, enum kind kind) {
+    NEED_CONTEXT();
+    if (!p || bytes == 0) return E_INVALID_VALUE;
+    int d = current_device();
+    if (used[d] + bytes > TOTAL_MEMORY) return E_OUT_OF_MEMORY;
+    size_t rounded = (bytes + 255) / 256 * 256;
+    char *mem = aligned_alloc(256, rounded);
+    if (!mem) return E_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    struct item *it = add_item(kind, mem, bytes, 0);
+    if (it) used[d] += bytes;
+    pthread_mutex_unlock(&lock);
+    if (!it) { free(mem); return E_OUT_OF_MEMORY; }
+    *p = (CUdeviceptr)(uintptr_t)mem;
+    return OK;
+}
+
+static CUresult device_free(CUdeviceptr p, enum kind kind) {
+    NEED_CONTEXT();
+    pthread_mutex_lock(&lock);
+    struct item *it = find_base(kind, (void *)(uintptr_t)p);
+    if (it) {
+        used[it->device] -= it->bytes;
+        free(it->base);
+        it->kind = FREE_SLOT;
+        if (kind == DEVICE_PLAIN) ++calls_plain_free; else ++calls_async_free;
+    }
+    pthread_mutex_unlock(&lock);
+    return it ? OK : E_INVALID_VALUE;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) { return device_alloc(p, bytes, DEVICE_PLAIN); }
+CUresult cuMemFree_v2(CUdeviceptr p) { return device_free(p, DEVICE_PLAIN); }
+
+#ifndef MOCK_OLD_DRIVER
+CUresult cuMemAllocAsync(CUdeviceptr *p, size_t bytes, CUstream s) {
+    if (!pools_supported) return E_NOT_SUPPORTED;
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    return device_alloc(p, bytes, DEVICE_ASYNC);
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    return device_free(p, DEVICE_ASYNC);
+}
+#endif
+
+/* ----- copies and memset (done at once; the mock has no queues) -------------------------- */
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    NEED_CONTEXT();
+    if (!src || !device_range_ok(dst, n)) return E_INVALID_VALUE;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    NEED_CONTEXT();
+    if (!dst || !device_range_ok(src, n)) return E_INVALID_VALUE;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    NEED_CONTEXT();
+    if (!device_range_ok(dst, n) || !device_range_ok(src, n)) return E_INVALID_VALUE;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    return cuMemcpyHtoD_v2(dst, src, n);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    return cuMemcpyDtoH_v2(dst, src, n);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    return cuMemcpyDtoD_v2(dst, src, n);
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+    NEED_CONTEXT();
+    if (!device_range_ok(dst, n)) return E_INVALID_VALUE;
+    memset((void *)(uintptr_t)dst, value, n);
+    return OK;
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned value, size_t words) {
+    NEED_CONTEXT();
+    if (dst % 4 != 0 || !device_range_ok(dst, words * 4)) return E_INVALID_VALUE;
+    unsigned *w = (unsigned *)(uintptr_t)dst;
+    for (size_t i = 0; i < words; ++i) w[i] = value;
+    return OK;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    return cuMemsetD8_v2(dst, value, n);
+}
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t words, CUstream s) {
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    return cuMemsetD32_v2(dst, value, words);
+}
+
+/* ----- host memory --------------------------------------------------------------------- */
+
+CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
+    NEED_CONTEXT();
+    last_host_alloc_flags = flags;
+    if (!pp || bytes == 0 || (flags & ~7u)) return E_INVALID_VALUE;
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    char *mem = aligned_alloc(4096, rounded);
+    if (!mem) return E_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    struct item *it = add_item(HOST_ALLOC, mem, bytes, flags);
+    pthread_mutex_unlock(&lock);
+    if (!it) { free(mem); return E_OUT_OF_MEMORY; }
+    *pp = mem;
+    return OK;
+}
+
+CUresult cuMemFreeHost(void *p) {
+    NEED_CONTEXT();
+    pthread_mutex_lock(&lock);
+    struct item *it = find_base(HOST_ALLOC, p);
+    if (it) { free(it->base); it->kind = FREE_SLOT; }
+    pthread_mutex_unlock(&lock);
+    return it ? OK : E_INVALID_VALUE;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
+    NEED_CONTEXT();
+    last_register_flags = flags;
+    if (!p || bytes == 0 || (flags & ~0xFu)) return E_INVALID_VALUE;
+    CUresult r = OK;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i) {
+        struct item *it = &items[i];
+        if (it->kind == HOST_REGISTERED && (char *)p < it->base + it->bytes && it->base < (char *)p + bytes)
+            r = E_ALREADY_REGISTERED;
+    }
+    if (r == OK && !add_item(HOST_REGISTERED, p, bytes, flags)) r = E_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuMemHostUnregister(void *p) {
+    NEED_CONTEXT();
+    pthread_mutex_lock(&lock);
+    struct item *it = find_base(HOST_REGISTERED, p);
+    if (it) it->kind = FREE_SLOT;
+    pthread_mutex_unlock(&lock);
+    return it ? OK : E_NOT_REGISTERED;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags) {
+    NEED_CONTEXT();
+    if (!d || flags != 0) return E_INVALID_VALUE;
+    CUresult r = E_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i) {
+        struct item *it = &items[i];
+        if ((it->kind == HOST_ALLOC || it->kind == HOST_REGISTERED) && (it->flags & 2) &&
+            (char *)p >= it->base && (char *)p < it->base + it->bytes) {
+            *d = (CUdeviceptr)(uintptr_t)p; /* unified addressing: same address */
+            r = OK;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* ----- streams and events -------------------------------------------------------------- */
+
+CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+    NEED_CONTEXT();
+    last_stream_flags = flags;
+    if (flags & ~1u) return E_INVALID_VALUE;
+    struct stream *st = calloc(1, sizeof *st);
+    st->magic = STREAM_MAGIC;
+    st->flags = flags;
+    *s = st;
+    return OK;
+}
+
+CUresult cuStreamDestroy_v2(CUstream s) {
+    NEED_CONTEXT();
+    if (!s || !stream_ok(s)) return E_INVALID_HANDLE;
+    ((struct stream *)s)->magic = 0;
+    free(s);
+    return OK;
+}
+
+CUresult cuStreamSynchronize(CUstream s) { NEED_CONTEXT(); return stream_ok(s) ? OK : E_INVALID_HANDLE; }
+CUresult cuStreamQuery(CUstream s) { NEED_CONTEXT(); return stream_ok(s) ? OK : E_INVALID_HANDLE; }
+
+static int event_ok(CUevent e) { return e && ((struct event *)e)->magic == EVENT_MAGIC; }
+
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
+    NEED_CONTEXT();
+    if (flags != 0) return E_INVALID_VALUE;
+    return stream_ok(s) && event_ok(e) ? OK : E_INVALID_HANDLE;
+}
+
+CUresult cuEventCreate(CUevent *e, unsigned flags) {
+    NEED_CONTEXT();
+    last_event_flags = flags;
+    if (flags & ~0xFu) return E_INVALID_VALUE;
+    struct event *ev = calloc(1, sizeof *ev);
+    ev->magic = EVENT_MAGIC;
+    ev->flags = flags;
+    *e = ev;
+    return OK;
+}
+
+CUresult cuEventDestroy_v2(CUevent e) {
+    NEED_CONTEXT();
+    if (!event_ok(e)) return E_INVALID_HANDLE;
+    ((struct event *)e)->magic = 0;
+    free(e);
+    return OK;
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s) {
+    NEED_CONTEXT();
+    if (!event_ok(e) || !stream_ok(s)) return E_INVALID_HANDLE;
+    struct event *ev = e;
+    ev->recorded = 1;
+    ev->when_ms = now_ms();
+    return OK;
+}
+
+CUresult cuEventQuery(CUevent e) { NEED_CONTEXT(); return event_ok(e) ? OK : E_INVALID_HANDLE; }
+CUresult cuEventSynchronize(CUevent e) { NEED_CONTEXT(); return event_ok(e) ? OK : E_INVALID_HANDLE; }
+
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+    NEED_CONTEXT();
+    if (!ms) return E_INVALID_VALUE;
+    if (!event_ok(a) || !event_ok(b)) return E_INVALID_HANDLE;
+    struct event *x = a, *y = b;
+    if ((x->flags & 2) || (y->flags & 2) || !x->recorded || !y->recorded) return E_INVALID_HANDLE;
+    *ms = (float)(y->when_ms - x->when_ms);
+    return OK;
+}
+
+/* ----- modules: not simulated -------------------------------------------------------- */
+
+CUresult cuModuleLoadData(void *m, const void *image) { (void)m; (void)image; return E_NOT_SUPPORTED; }

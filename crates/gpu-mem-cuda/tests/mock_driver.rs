@@ -1,0 +1,639 @@
+//! The backend against a stand-in `libcuda` (tests/mock/libcuda_mock.c), built here with `cc`.
+//!
+//! The stand-in is host memory, not a GPU: these tests prove the backend's side of the driver
+//! contract (contexts current on every calling thread, matching alloc/free pairs, byte counts,
+//! flags, handle use, error translation, context release), never anything about hardware.
+//! Without a C compiler the trials are reported as ignored.
+
+use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags};
+use gpu_mem_core::{Backend, BackendKind, Error};
+use gpu_mem_cuda::{CudaBackend, CudaDriver};
+use libtest_mimic::{Arguments, Failed, Trial};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mock/libcuda_mock.c");
+const CHILD_VAR: &str = "GPU_MEM_CUDA_MOCK_TEST_CHILD";
+const GIB: u64 = 1 << 30;
+
+type TestFn = fn(&Mock) -> Result<(), Failed>;
+
+fn main() {
+    let args = Arguments::from_args();
+    if let Some(path) = std::env::var_os(CHILD_VAR) {
+        let path = PathBuf::from(path);
+        let trial = Trial::test("child_open_through_env", move || {
+            child_open_through_env(&path)
+        });
+        libtest_mimic::run(&args, vec![trial]).exit();
+    }
+
+    let dir = std::env::temp_dir().join(format!("gpu-mem-cuda-mock-{}", std::process::id()));
+    let built = std::fs::create_dir_all(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            Ok((
+                build(&dir, "current", &[])?,
+                build(&dir, "old", &["-DMOCK_OLD_DRIVER"])?,
+            ))
+        });
+    let reason = built
+        .as_ref()
+        .err()
+        .map(|e| format!("cannot build the mock driver: {e}"));
+    let (current, old) = built.unwrap_or_default();
+
+    let tests: &[(&str, bool, TestFn)] = &[
+        (
+            "device_info_translates_attributes",
+            false,
+            device_info_translates_attributes,
+        ),
+        ("roundtrip_with_plain_allocation", false, roundtrip_plain),
+        (
+            "roundtrip_with_stream_ordered_allocation",
+            false,
+            roundtrip_stream_ordered,
+        ),
+        (
+            "mem_info_follows_allocations",
+            false,
+            mem_info_follows_allocations,
+        ),
+        (
+            "out_of_memory_reports_sizes",
+            false,
+            out_of_memory_reports_sizes,
+        ),
+        (
+            "unknown_pointer_free_is_rejected",
+            false,
+            unknown_pointer_free_is_rejected,
+        ),
+        (
+            "host_alloc_flags_reach_the_driver",
+            false,
+            host_alloc_flags_reach_the_driver,
+        ),
+        ("register_and_unregister", false, register_and_unregister),
+        ("streams_and_events", false, streams_and_events),
+        (
+            "every_thread_gets_the_context_current",
+            false,
+            every_thread_gets_the_context_current,
+        ),
+        (
+            "dropping_releases_primary_contexts",
+            false,
+            dropping_releases_primary_contexts,
+        ),
+        (
+            "native_errors_carry_driver_text",
+            false,
+            native_errors_carry_driver_text,
+        ),
+        ("old_driver_without_pools_or_v2_release", true, old_driver),
+    ];
+    let mut trials = Vec::new();
+    for &(name, use_old, test) in tests {
+        let library = if use_old {
+            old.clone()
+        } else {
+            current.clone()
+        };
+        let trial = Trial::test(name, move || test(&Mock::copy_of(&library, name)?));
+        trials.push(match &reason {
+            Some(r) => {
+                println!("ignoring {name}: {r}");
+                trial.with_ignored_flag(true)
+            }
+            None => trial,
+        });
+    }
+    let library = current;
+    let trial = Trial::test("open_through_gpu_mem_cuda_library", move || {
+        open_through_env(&library)
+    });
+    trials.push(match &reason {
+        Some(_) => trial.with_ignored_flag(true),
+        None => trial,
+    });
+    let conclusion = libtest_mimic::run(&args, trials);
+    // The mock copies are scratch files of this run only.
+    let _ = std::fs::remove_dir_all(&dir);
+    conclusion.exit();
+}
+
+fn build(dir: &Path, name: &str, defines: &[&str]) -> Result<PathBuf, String> {
+    let out = dir.join(format!("libcuda_mock_{name}.so"));
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .args(defines)
+        .arg(SOURCE)
+        .arg("-lpthread")
+        .status()
+        .map_err(|e| format!("cc: {e}"))?;
+    if status.success() {
+        Ok(out)
+    } else {
+        Err(format!("cc exited with {status}"))
+    }
+}
+
+/// One private copy of the mock (its own file, so its own global state) and a handle to it
+/// that keeps it loaded while the backend comes and goes.
+struct Mock {
+    path: PathBuf,
+    library: libloading::Library,
+}
+
+impl Mock {
+    fn copy_of(built: &Path, test: &str) -> Result<Mock, Failed> {
+        let path = built.with_file_name(format!("libcuda_{test}.so"));
+        std::fs::copy(built, &path)?;
+        // SAFETY: the mock's initialisers are trivial (static data only).
+        let library = unsafe { libloading::Library::new(&path) }?;
+        Ok(Mock { path, library })
+    }
+
+    fn call<T>(&self, name: &str) -> Result<T, Failed> {
+        // SAFETY: every mock_* introspection function takes no arguments and returns T.
+        let f = unsafe { self.library.get::<unsafe extern "C" fn() -> T>(name) }?;
+        // SAFETY: as above.
+        Ok(unsafe { f() })
+    }
+
+    fn call_with(&self, name: &str, arg: i32) -> Result<i32, Failed> {
+        // SAFETY: the mock_* functions called here take one int and return an int (or void,
+        // whose value is then ignored by the caller).
+        let f = unsafe { self.library.get::<unsafe extern "C" fn(i32) -> i32>(name) }?;
+        // SAFETY: as above.
+        Ok(unsafe { f(arg) })
+    }
+
+    fn set_pools(&self, on: bool) -> Result<(), Failed> {
+        // SAFETY: mock_set_pools_supported(int) returns nothing.
+        let f = unsafe {
+            self.library
+                .get::<unsafe extern "C" fn(i32)>("mock_set_pools_supported")
+        }?;
+        // SAFETY: as above.
+        unsafe { f(i32::from(on)) };
+        Ok(())
+    }
+
+    fn backend(&self) -> Result<CudaBackend, Failed> {
+        let driver = CudaDriver::load_from(&self.path)?;
+        driver.init(0)?;
+        let count = usize::try_from(driver.device_get_count()?)?;
+        Ok(CudaBackend::new(driver, count)?)
+    }
+}
+
+fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), Failed> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message().into())
+    }
+}
+
+fn device_info_translates_attributes(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    ensure(
+        b.kind() == BackendKind::Cuda && b.device_count() == 2,
+        || "kind / count".into(),
+    )?;
+    let info = b.device_info(1)?;
+    ensure(
+        info.ordinal == 1 && info.name == "gpu-mem mock device 1",
+        || format!("{info:?}"),
+    )?;
+    ensure(info.arch == "sm_90" && info.warp_size == 32, || {
+        format!("{info:?}")
+    })?;
+    ensure(
+        info.total_memory == GIB && info.max_threads_per_block == 1024,
+        || format!("{info:?}"),
+    )?;
+    ensure(
+        info.max_shared_memory_per_block == 49152 && info.can_map_host_memory,
+        || format!("{info:?}"),
+    )?;
+    match b.device_info(2) {
+        Err(Error::NoSuchDevice {
+            device: 2,
+            count: 2,
+            ..
+        }) => Ok(()),
+        other => Err(format!("device 2 should not exist: {other:?}").into()),
+    }
+}
+
+fn roundtrip(mock: &Mock, pools: bool) -> Result<(), Failed> {
+    mock.set_pools(pools)?;
+    let b = mock.backend()?;
+    ensure(b.uses_stream_ordered_alloc(0)? == pools, || {
+        "allocator choice ignores the pool attribute".into()
+    })?;
+    let n = 1000usize;
+    let a = b.alloc(0, n)?;
+    let c = b.alloc(0, n)?;
+    for p in [a, c] {
+        ensure(p.0.is_multiple_of(256), || {
+            format!("{p:?} is not 256-byte aligned")
+        })?;
+    }
+    let expected_kind = if pools { 2 } else { 1 };
+    // SAFETY: mock_allocation_kind takes a device pointer (u64) and returns int.
+    let kind_of = unsafe {
+        mock.library
+            .get::<unsafe extern "C" fn(u64) -> i32>("mock_allocation_kind")
+    }?;
+    // SAFETY: as above.
+    let kinds = unsafe { (kind_of(a.0), kind_of(c.0)) };
+    ensure(kinds == (expected_kind, expected_kind), || {
+        format!("allocation kinds {kinds:?}")
+    })?;
+
+    let pattern: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+    let mut expected = pattern.clone();
+    expected[100..300].fill(0xAB);
+    let mut back_a = vec![0u8; n];
+    let mut back_c = vec![0u8; n];
+    // SAFETY: host buffers are live Vecs of n bytes; device ranges lie in the n-byte allocations.
+    unsafe {
+        b.copy_htod(0, a, pattern.as_ptr(), n)?;
+        b.copy_dtod(0, c, a, n)?;
+        b.memset_d8(0, DevicePtr(a.0 + 100), 0xAB, 200)?;
+        b.copy_dtoh(0, back_a.as_mut_ptr(), a, n)?;
+        b.copy_dtoh(0, back_c.as_mut_ptr(), c, n)?;
+    }
+    ensure(back_a == expected, || "memset / round trip mismatch".into())?;
+    ensure(back_c == pattern, || {
+        "device-to-device copy mismatch".into()
+    })?;
+    // SAFETY: both pointers came from alloc on device 0 and nothing uses them any more.
+    unsafe {
+        b.free(0, a)?;
+        b.free(0, c)?;
+    }
+    let live: i32 = mock.call("mock_live_device_allocations")?;
+    let plain: i32 = mock.call("mock_plain_frees")?;
+    let asynchronous: i32 = mock.call("mock_async_frees")?;
+    ensure(live == 0, || format!("{live} allocations leaked"))?;
+    let want = if pools { (0, 2) } else { (2, 0) };
+    ensure((plain, asynchronous) == want, || {
+        format!("frees plain/async = {plain}/{asynchronous}, want {want:?}")
+    })
+}
+
+fn roundtrip_plain(mock: &Mock) -> Result<(), Failed> {
+    roundtrip(mock, false)
+}
+
+fn roundtrip_stream_ordered(mock: &Mock) -> Result<(), Failed> {
+    roundtrip(mock, true)
+}
+
+fn mem_info_follows_allocations(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let before = b.mem_info(0)?;
+    let p = b.alloc(0, 4096)?;
+    let during = b.mem_info(0)?;
+    // SAFETY: allocated just above, unused.
+    unsafe { b.free(0, p)? };
+    let after = b.mem_info(0)?;
+    ensure(before.total == GIB && during.total == GIB, || {
+        format!("{before:?} {during:?}")
+    })?;
+    ensure(
+        before.free - during.free == 4096 && after.free == before.free,
+        || format!("{before:?} {during:?} {after:?}"),
+    )
+}
+
+fn out_of_memory_reports_sizes(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    match b.alloc(0, 2 * GIB as usize) {
+        Err(Error::OutOfMemory {
+            backend: BackendKind::Cuda,
+            device: 0,
+            requested,
+            free,
+            total,
+        }) => ensure(requested == 2 * GIB && total == GIB && free == GIB, || {
+            format!("{requested} {free} {total}")
+        }),
+        other => Err(format!("expected OutOfMemory, got {other:?}").into()),
+    }
+}
+
+fn unknown_pointer_free_is_rejected(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let p = b.alloc(0, 256)?;
+    // SAFETY: freeing the live allocation once, then again (rejected before reaching the driver).
+    unsafe {
+        b.free(0, p)?;
+        match b.free(0, p) {
+            Err(Error::InvalidPointer { kind: "device", .. }) => Ok(()),
+            other => Err(format!("double free should be rejected, got {other:?}").into()),
+        }
+    }
+}
+
+fn host_alloc_flags_reach_the_driver(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    for bits in 0..8u32 {
+        let flags = HostAllocFlags {
+            portable: bits & 1 != 0,
+            mapped: bits & 2 != 0,
+            write_combined: bits & 4 != 0,
+        };
+        let alloc = b.host_alloc(0, 10_000, flags)?;
+        let seen: u32 = mock.call("mock_last_host_alloc_flags")?;
+        ensure(seen == bits, || {
+            format!("{flags:?} reached the driver as {seen:#x}, expected {bits:#x}")
+        })?;
+        ensure((alloc.host.as_ptr() as usize).is_multiple_of(4096), || {
+            "host allocation not page aligned".into()
+        })?;
+        match (flags.mapped, alloc.device) {
+            (true, Some(d)) => {
+                // The device view must be usable by device calls.
+                let data = [5u8; 64];
+                // SAFETY: `d` maps the 10 000-byte allocation; `data` is 64 live bytes.
+                unsafe { b.copy_htod(0, d, data.as_ptr(), data.len())? };
+                // SAFETY: the mapped allocation is host memory of at least 64 bytes.
+                let first = unsafe { std::slice::from_raw_parts(alloc.host.as_ptr(), 64) };
+                ensure(first == data, || {
+                    "write through the device view not seen on the host".into()
+                })?;
+            }
+            (false, None) => {}
+            other => {
+                return Err(format!("mapped={} but device pointer {:?}", other.0, other.1).into());
+            }
+        }
+        // SAFETY: allocated above, freed once, unused.
+        unsafe { b.host_free(0, alloc.host)? };
+    }
+    Ok(())
+}
+
+fn register_and_unregister(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let mut buffer = vec![0u8; 8192];
+    let host = NonNull::new(buffer.as_mut_ptr()).ok_or("null Vec")?;
+    // SAFETY: `buffer` outlives the registration (unregistered below before it drops).
+    unsafe {
+        let device = b.host_register(
+            0,
+            host,
+            buffer.len(),
+            HostRegisterFlags {
+                portable: true,
+                mapped: true,
+            },
+        )?;
+        let seen: u32 = mock.call("mock_last_register_flags")?;
+        ensure(seen == 0x3, || {
+            format!("register flags {seen:#x}, expected PORTABLE|DEVICEMAP")
+        })?;
+        ensure(device == Some(DevicePtr(host.as_ptr() as u64)), || {
+            format!("device view {device:?}")
+        })?;
+        match b.host_register(0, host, buffer.len(), HostRegisterFlags::default()) {
+            Err(Error::HostRegistration {
+                reason: "already registered",
+                bytes: 8192,
+                ..
+            }) => {}
+            other => return Err(format!("second register: {other:?}").into()),
+        }
+        let seen: u32 = mock.call("mock_last_register_flags")?;
+        ensure(seen == 0, || format!("plain register flags {seen:#x}"))?;
+        b.host_unregister(0, host)?;
+        match b.host_unregister(0, host) {
+            Err(Error::HostRegistration {
+                reason: "not registered",
+                ..
+            }) => Ok(()),
+            other => Err(format!("second unregister: {other:?}").into()),
+        }
+    }
+}
+
+fn streams_and_events(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let stream = b.stream_create(0)?;
+    let flags: u32 = mock.call("mock_last_stream_flags")?;
+    ensure(flags == 0, || {
+        format!("stream flags {flags}, expected 0 (blocking)")
+    })?;
+    let untimed = b.event_create(0, false)?;
+    let flags: u32 = mock.call("mock_last_event_flags")?;
+    ensure(flags == 0x2, || {
+        format!("untimed event flags {flags:#x}, expected DISABLE_TIMING")
+    })?;
+    let start = b.event_create(0, true)?;
+    let end = b.event_create(0, true)?;
+    let flags: u32 = mock.call("mock_last_event_flags")?;
+    ensure(flags == 0, || format!("timed event flags {flags:#x}"))?;
+
+    match b.event_elapsed_ms(0, start, end) {
+        Err(Error::EventTiming { reason }) if reason.contains("never recorded") => {}
+        other => return Err(format!("elapsed before recording: {other:?}").into()),
+    }
+    let pinned = b.host_alloc(0, 512, HostAllocFlags::default())?;
+    let dev = b.alloc(0, 512)?;
+    // SAFETY: pinned and device buffers are 512 bytes, live until freed below after the
+    // stream is synchronised.
+    unsafe {
+        std::ptr::write_bytes(pinned.host.as_ptr(), 0x3C, 512);
+        b.event_record(0, start, stream)?;
+        b.copy_htod_async(0, dev, pinned.host.as_ptr(), 512, stream)?;
+        b.memset_d8_async(0, DevicePtr(dev.0 + 256), 0x11, 256, stream)?;
+        std::ptr::write_bytes(pinned.host.as_ptr(), 0, 512);
+        b.copy_dtoh_async(0, pinned.host.as_ptr(), dev, 512, stream)?;
+        b.event_record(0, end, stream)?;
+    }
+    b.stream_wait_event(0, stream, end)?;
+    b.stream_synchronize(0, stream)?;
+    ensure(b.stream_query(0, stream)? && b.event_query(0, end)?, || {
+        "idle stream reported busy".into()
+    })?;
+    b.event_synchronize(0, end)?;
+    // SAFETY: the stream is synchronised; 512 bytes of pinned memory.
+    let back = unsafe { std::slice::from_raw_parts(pinned.host.as_ptr(), 512) };
+    ensure(
+        back[..256].iter().all(|&x| x == 0x3C) && back[256..].iter().all(|&x| x == 0x11),
+        || "async copies / memset gave wrong bytes".into(),
+    )?;
+    let ms = b.event_elapsed_ms(0, start, end)?;
+    ensure(ms >= 0.0, || format!("negative elapsed time {ms}"))?;
+    match b.event_elapsed_ms(0, start, untimed) {
+        Err(Error::EventTiming { reason }) if reason.contains("without timing") => {}
+        other => return Err(format!("elapsed with an untimed event: {other:?}").into()),
+    }
+    // SAFETY: everything is idle and destroyed / freed once.
+    unsafe {
+        b.free(0, dev)?;
+        b.host_free(0, pinned.host)?;
+        for e in [untimed, start, end] {
+            b.event_destroy(0, e)?;
+        }
+        b.stream_destroy(0, stream)?;
+    }
+    Ok(())
+}
+
+fn every_thread_gets_the_context_current(mock: &Mock) -> Result<(), Failed> {
+    let b = Arc::new(mock.backend()?);
+    let mut workers = Vec::new();
+    for device in [0usize, 1, 0, 1] {
+        let b = Arc::clone(&b);
+        // The mock's current context is thread local and starts empty on each new thread.
+        workers.push(std::thread::spawn(move || -> Result<(), String> {
+            let p = b.alloc(device, 64).map_err(|e| e.to_string())?;
+            let data = [device as u8; 64];
+            let mut back = [0u8; 64];
+            // SAFETY: 64-byte host arrays and a 64-byte allocation of this device.
+            unsafe {
+                b.copy_htod(device, p, data.as_ptr(), 64)
+                    .map_err(|e| e.to_string())?;
+                b.copy_dtoh(device, back.as_mut_ptr(), p, 64)
+                    .map_err(|e| e.to_string())?;
+                // The other device's context must not see this device's memory.
+                let other = 1 - device;
+                if b.copy_dtoh(other, back.as_mut_ptr(), p, 64).is_ok() {
+                    return Err(format!(
+                        "device {other} read device {device}'s memory: wrong context current"
+                    ));
+                }
+                b.free(device, p).map_err(|e| e.to_string())?;
+            }
+            if back != data {
+                Err("round trip mismatch".into())
+            } else {
+                Ok(())
+            }
+        }));
+    }
+    for w in workers {
+        w.join().map_err(|_| "worker panicked")??;
+    }
+    Ok(())
+}
+
+fn dropping_releases_primary_contexts(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    ensure(mock.call_with("mock_primary_refs", 0)? == 0, || {
+        "context retained before first use".into()
+    })?;
+    b.mem_info(0)?;
+    b.mem_info(1)?;
+    b.mem_info(1)?;
+    let refs = (
+        mock.call_with("mock_primary_refs", 0)?,
+        mock.call_with("mock_primary_refs", 1)?,
+    );
+    ensure(refs == (1, 1), || {
+        format!("primary context references {refs:?}, expected one per used device")
+    })?;
+    drop(b);
+    let refs = (
+        mock.call_with("mock_primary_refs", 0)?,
+        mock.call_with("mock_primary_refs", 1)?,
+    );
+    ensure(refs == (0, 0), || format!("after drop: {refs:?}"))
+}
+
+fn native_errors_carry_driver_text(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let data = [0u8; 16];
+    // SAFETY: the device address is deliberately not allocated; the mock checks ranges and
+    // returns CUDA_ERROR_INVALID_VALUE without touching it.
+    match unsafe { b.copy_htod(0, DevicePtr(0x10), data.as_ptr(), 16) } {
+        Err(Error::Native {
+            call: "cuMemcpyHtoD_v2",
+            code: 1,
+            code_name,
+            description,
+            ..
+        }) => ensure(
+            code_name == "CUDA_ERROR_INVALID_VALUE" && description == "invalid argument",
+            || format!("{code_name}: {description}"),
+        ),
+        other => Err(format!("expected a Native error, got {other:?}").into()),
+    }
+}
+
+fn old_driver(mock: &Mock) -> Result<(), Failed> {
+    mock.set_pools(true)?;
+    let b = mock.backend()?;
+    let driver = b.driver();
+    ensure(driver.driver_get_version()? == 10020, || {
+        "not the old mock".into()
+    })?;
+    ensure(
+        !driver.has("cuMemAllocAsync") && driver.has("cuDevicePrimaryCtxRelease"),
+        || format!("{:?}", driver.symbol_presence()),
+    )?;
+    ensure(!b.uses_stream_ordered_alloc(0)?, || {
+        "stream-ordered allocation chosen without the symbols".into()
+    })?;
+    // SAFETY: the symbol is missing, so nothing reaches a driver.
+    match unsafe { driver.mem_alloc_async(64, std::ptr::null_mut()) } {
+        Err(Error::MissingSymbol {
+            symbol: "cuMemAllocAsync",
+            feature,
+            ..
+        }) => ensure(feature.contains("stream-ordered"), || feature.to_string())?,
+        other => return Err(format!("expected MissingSymbol, got {other:?}").into()),
+    }
+    let p = b.alloc(0, 64)?;
+    // SAFETY: allocated above, unused.
+    unsafe { b.free(0, p)? };
+    drop(b);
+    ensure(mock.call_with("mock_primary_refs", 0)? == 0, || {
+        "the 7.0 release export was not used".into()
+    })
+}
+
+/// `gpu_mem_cuda::open()` honours `GPU_MEM_CUDA_LIBRARY` (checked in a child process, because
+/// setting the variable in this multi-threaded one would be unsound).
+fn open_through_env(library: &Path) -> Result<(), Failed> {
+    let output = Command::new(std::env::current_exe()?)
+        .env(CHILD_VAR, library)
+        .env("GPU_MEM_CUDA_LIBRARY", library)
+        .args(["--exact", "child_open_through_env"])
+        .output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    ensure(
+        output.status.success() && stdout.contains("1 passed"),
+        || {
+            format!(
+                "child failed ({}):\n{stdout}\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+        },
+    )
+}
+
+fn child_open_through_env(library: &Path) -> Result<(), Failed> {
+    let backend = gpu_mem_cuda::open()?;
+    ensure(
+        backend.kind() == BackendKind::Cuda && backend.device_count() == 2,
+        || format!("{backend:?}"),
+    )?;
+    let probe = gpu_mem_cuda::probe()?;
+    ensure(
+        probe.library == library.to_string_lossy() && probe.device_count == 2,
+        || format!("{probe:?}"),
+    )
+}

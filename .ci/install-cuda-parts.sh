@@ -22,7 +22,7 @@ WHEELS=(
     "nvidia-cuda-nvcc==${CUDA_WHEEL_VERSION}"
 )
 
-PREFIX="${GPU_MEM_CUDA_WHEELS:-$HOME/.cache/gpu-mem/cuda-wheels}"
+PREFIX="${GPU_MEM_CUDA_WHEELS:-${HOME:-/root}/.cache/gpu-mem/cuda-wheels}"
 STAMP="$PREFIX/.gpu-mem-stamp"
 WANTED_STAMP="${WHEELS[*]}"
 CU="$PREFIX/nvidia/cu13"

@@ -33,7 +33,12 @@ pub fn backends_under_test() -> Vec<(BackendKind, Result<(), String>)> {
     };
     chosen
         .into_iter()
-        .map(|kind| (kind, runtime_open_kind(kind).map(drop).map_err(|e| e.to_string())))
+        .map(|kind| {
+            (
+                kind,
+                runtime_open_kind(kind).map(drop).map_err(|e| e.to_string()),
+            )
+        })
         .collect()
 }
 

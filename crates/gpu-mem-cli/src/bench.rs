@@ -43,7 +43,10 @@ struct Report {
 }
 
 fn size_arg(name: &'static str, value: &str) -> Result<u64> {
-    gpu_mem::sim::parse_size(value).map_err(|_| Error::InvalidArgument { name, reason: format!("{value:?} is not a size") })
+    gpu_mem::sim::parse_size(value).map_err(|_| Error::InvalidArgument {
+        name,
+        reason: format!("{value:?} is not a size"),
+    })
 }
 
 /// Runs `op` repeatedly for about `budget` (at least 3 times) and returns GiB/s.
@@ -56,13 +59,19 @@ fn measure(bytes: u64, budget: Duration, mut op: impl FnMut() -> Result<()>) -> 
         iterations += 1;
     }
     let seconds = start.elapsed().as_secs_f64();
-    Ok((bytes as f64 * iterations as f64 / seconds / (1u64 << 30) as f64, iterations))
+    Ok((
+        bytes as f64 * iterations as f64 / seconds / (1u64 << 30) as f64,
+        iterations,
+    ))
 }
 
 pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
     let (min, max) = (size_arg("--min", &args.min)?, size_arg("--max", &args.max)?);
     if min > max || min < 4 {
-        return Err(Error::InvalidArgument { name: "--min", reason: "must be at least 4 bytes and at most --max".into() });
+        return Err(Error::InvalidArgument {
+            name: "--min",
+            reason: "must be at least 4 bytes and at most --max".into(),
+        });
     }
     let runtime = Runtime::open(choice)?;
     let dev = runtime.device(args.device)?;
@@ -85,46 +94,103 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
         let mut pinned = dev.pinned_array::<u32>(&[n], Order::C)?;
         let mut mapped = dev.mapped_array::<u32>(&[n], Order::C, MapFlags::default())?;
         let mut push = |direction, memory, result: (f64, u32)| {
-            rows.push(Row { direction, memory, bytes, gib_per_s: result.0, iterations: result.1 });
+            rows.push(Row {
+                direction,
+                memory,
+                bytes,
+                gib_per_s: result.0,
+                iterations: result.1,
+            });
             if progress {
                 eprint!("\r  measuring: {}/{} ", rows.len(), total);
                 let _ = std::io::stderr().flush();
             }
         };
-        push("H2D", "pageable", measure(bytes, budget, || d.copy_from_host(&pageable))?);
-        push("D2H", "pageable", measure(bytes, budget, || d.copy_to_host_into(&mut pageable))?);
-        push("H2D", "pinned", measure(bytes, budget, || {
-            stream.copy_from_host(&mut d, &pinned)?;
-            stream.synchronize()
-        })?);
-        push("D2H", "pinned", measure(bytes, budget, || {
-            stream.copy_to_host(&d, &mut pinned)?;
-            stream.synchronize()
-        })?);
-        push("H2D", "mapped", measure(bytes, budget, || {
-            stream.copy_from_host(&mut d, &mapped)?;
-            stream.synchronize()
-        })?);
-        push("D2H", "mapped", measure(bytes, budget, || {
-            stream.copy_to_host(&d, &mut mapped)?;
-            stream.synchronize()
-        })?);
-        push("D2D", "device", measure(bytes, budget, || d2.copy_from_device(&d))?);
+        push(
+            "H2D",
+            "pageable",
+            measure(bytes, budget, || d.copy_from_host(&pageable))?,
+        );
+        push(
+            "D2H",
+            "pageable",
+            measure(bytes, budget, || d.copy_to_host_into(&mut pageable))?,
+        );
+        push(
+            "H2D",
+            "pinned",
+            measure(bytes, budget, || {
+                stream.copy_from_host(&mut d, &pinned)?;
+                stream.synchronize()
+            })?,
+        );
+        push(
+            "D2H",
+            "pinned",
+            measure(bytes, budget, || {
+                stream.copy_to_host(&d, &mut pinned)?;
+                stream.synchronize()
+            })?,
+        );
+        push(
+            "H2D",
+            "mapped",
+            measure(bytes, budget, || {
+                stream.copy_from_host(&mut d, &mapped)?;
+                stream.synchronize()
+            })?,
+        );
+        push(
+            "D2H",
+            "mapped",
+            measure(bytes, budget, || {
+                stream.copy_to_host(&d, &mut mapped)?;
+                stream.synchronize()
+            })?,
+        );
+        push(
+            "D2D",
+            "device",
+            measure(bytes, budget, || d2.copy_from_device(&d))?,
+        );
     }
     if progress {
         eprintln!();
     }
     let info = dev.info()?;
-    let report = Report { backend: runtime.kind().name(), device: info.name, rows };
+    let report = Report {
+        backend: runtime.kind().name(),
+        device: info.name,
+        rows,
+    };
     if args.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| Error::InvalidArgument { name: "json", reason: e.to_string() })?;
+        let text = serde_json::to_string_pretty(&report).map_err(|e| Error::InvalidArgument {
+            name: "json",
+            reason: e.to_string(),
+        })?;
         println!("{text}");
         return Ok(());
     }
-    println!("gpu-mem bandwidth: {} backend, {}", report.backend, report.device);
-    println!("{:>10}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}", "size", "H2D pageable", "D2H pageable", "H2D pinned", "D2H pinned", "H2D mapped", "D2H mapped", "D2D");
+    println!(
+        "gpu-mem bandwidth: {} backend, {}",
+        report.backend, report.device
+    );
+    println!(
+        "{:>10}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}",
+        "size",
+        "H2D pageable",
+        "D2H pageable",
+        "H2D pinned",
+        "D2H pinned",
+        "H2D mapped",
+        "D2H mapped",
+        "D2D"
+    );
     for chunk in report.rows.chunks(7) {
-        let cells: Vec<String> = chunk.iter().map(|r| format!("{:>8.2} GiB/s", r.gib_per_s)).collect();
+        let cells: Vec<String> = chunk
+            .iter()
+            .map(|r| format!("{:>8.2} GiB/s", r.gib_per_s))
+            .collect();
         println!("{:>10}  {}", human(chunk[0].bytes), cells.join("  "));
     }
     Ok(())

@@ -59,7 +59,13 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
             Ok(backend) => (true, None, devices(backend)?),
             Err(error) => (false, Some(error.to_string()), Vec::new()),
         };
-        reports.push(BackendReport { backend: status.kind.name(), compiled: status.compiled, available, reason, devices: devs });
+        reports.push(BackendReport {
+            backend: status.kind.name(),
+            compiled: status.compiled,
+            available,
+            reason,
+            devices: devs,
+        });
     }
     let selected = Runtime::open(choice);
     let report = Report {
@@ -68,7 +74,11 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
         backends: reports,
     };
     if json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| gpu_mem::Error::InvalidArgument { name: "json", reason: e.to_string() })?;
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| gpu_mem::Error::InvalidArgument {
+                name: "json",
+                reason: e.to_string(),
+            })?;
         println!("{text}");
         return Ok(());
     }
@@ -81,17 +91,36 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
         if b.available {
             println!("\n{}: available, {} device(s)", b.backend, b.devices.len());
         } else {
-            println!("\n{}: unavailable: {}", b.backend, b.reason.as_deref().unwrap_or("unknown reason"));
+            println!(
+                "\n{}: unavailable: {}",
+                b.backend,
+                b.reason.as_deref().unwrap_or("unknown reason")
+            );
         }
         for d in &b.devices {
             println!("  device {}: {} ({})", d.ordinal, d.name, d.arch);
-            println!("    memory: {} free of {}", human(d.free_memory), human(d.total_memory));
-            println!("    warp size: {}, max threads/block: {}, shared memory/block: {}", d.warp_size, d.max_threads_per_block, human(d.max_shared_memory_per_block as u64));
-            println!("    maps host memory: {}", if d.can_map_host_memory { "yes" } else { "no" });
+            println!(
+                "    memory: {} free of {}",
+                human(d.free_memory),
+                human(d.total_memory)
+            );
+            println!(
+                "    warp size: {}, max threads/block: {}, shared memory/block: {}",
+                d.warp_size,
+                d.max_threads_per_block,
+                human(d.max_shared_memory_per_block as u64)
+            );
+            println!(
+                "    maps host memory: {}",
+                if d.can_map_host_memory { "yes" } else { "no" }
+            );
         }
     }
     if selected.is_err() {
-        return Err(gpu_mem::Error::BackendUnavailable { backend: gpu_mem::BackendKind::Sim, reason: report.selection_error.unwrap_or_default() });
+        return Err(gpu_mem::Error::BackendUnavailable {
+            backend: gpu_mem::BackendKind::Sim,
+            reason: report.selection_error.unwrap_or_default(),
+        });
     }
     Ok(())
 }
@@ -104,5 +133,9 @@ pub fn human(bytes: u64) -> String {
         value /= 1024.0;
         unit += 1;
     }
-    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
 }

@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "gpu-mem", version, about = "GPU memory management over CUDA, ROCm and a CPU simulator")]
+#[command(
+    name = "gpu-mem",
+    version,
+    about = "GPU memory management over CUDA, ROCm and a CPU simulator"
+)]
 struct Cli {
     /// Backend to use (auto, cuda, roc, sim); default: $GPU_MEM_BACKEND or auto.
     #[arg(long, global = true)]

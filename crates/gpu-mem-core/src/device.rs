@@ -33,7 +33,11 @@ impl Device {
     pub fn new(backend: Arc<dyn Backend>, ordinal: usize) -> Result<Device> {
         let count = backend.device_count();
         if ordinal >= count {
-            return Err(Error::NoSuchDevice { backend: backend.kind(), device: ordinal, count });
+            return Err(Error::NoSuchDevice {
+                backend: backend.kind(),
+                device: ordinal,
+                count,
+            });
         }
         Ok(Device {
             shared: Arc::new(DeviceShared {
@@ -85,7 +89,11 @@ impl Device {
         if self.same_as(other) {
             Ok(())
         } else {
-            Err(Error::DeviceMismatch { what, expected: self.ordinal(), found: other.ordinal() })
+            Err(Error::DeviceMismatch {
+                what,
+                expected: self.ordinal(),
+                found: other.ordinal(),
+            })
         }
     }
 
@@ -111,9 +119,10 @@ impl Device {
         let errors = self.take_release_errors();
         match errors.first() {
             None => Ok(()),
-            Some(first) => {
-                Err(Error::DeferredRelease { count: errors.len(), first: first.to_string() })
-            }
+            Some(first) => Err(Error::DeferredRelease {
+                count: errors.len(),
+                first: first.to_string(),
+            }),
         }
     }
 }

@@ -21,7 +21,12 @@ impl Event {
     /// [`Event::elapsed_since`]).
     pub fn new(device: &Device, timing: bool) -> Result<Event> {
         let handle = device.backend().event_create(device.ordinal(), timing)?;
-        Ok(Event { device: device.clone(), handle, timing, recorded: AtomicBool::new(false) })
+        Ok(Event {
+            device: device.clone(),
+            handle,
+            timing,
+            recorded: AtomicBool::new(false),
+        })
     }
 
     /// The device the event belongs to.
@@ -42,7 +47,9 @@ impl Event {
     /// Records the event at the current end of `stream`.
     pub fn record(&self, stream: &Stream) -> Result<()> {
         self.device.check_same(stream.device(), "stream")?;
-        self.device.backend().event_record(self.device.ordinal(), self.handle, stream.handle())?;
+        self.device
+            .backend()
+            .event_record(self.device.ordinal(), self.handle, stream.handle())?;
         self.recorded.store(true, Ordering::Release);
         Ok(())
     }
@@ -54,12 +61,16 @@ impl Event {
 
     /// `true` when the recorded work has completed (or the event was never recorded).
     pub fn query(&self) -> Result<bool> {
-        self.device.backend().event_query(self.device.ordinal(), self.handle)
+        self.device
+            .backend()
+            .event_query(self.device.ordinal(), self.handle)
     }
 
     /// Blocks until the recorded work has completed.
     pub fn synchronize(&self) -> Result<()> {
-        self.device.backend().event_synchronize(self.device.ordinal(), self.handle)
+        self.device
+            .backend()
+            .event_synchronize(self.device.ordinal(), self.handle)
     }
 
     /// Milliseconds from `start` to `self` (Numba's `start.elapsed_time(end)` is
@@ -67,19 +78,29 @@ impl Event {
     pub fn elapsed_since(&self, start: &Event) -> Result<f32> {
         self.device.check_same(start.device(), "event")?;
         if !self.timing || !start.timing {
-            return Err(Error::EventTiming { reason: "an event was created with timing disabled" });
+            return Err(Error::EventTiming {
+                reason: "an event was created with timing disabled",
+            });
         }
         if !self.recorded.load(Ordering::Acquire) || !start.recorded.load(Ordering::Acquire) {
-            return Err(Error::EventTiming { reason: "an event has not been recorded" });
+            return Err(Error::EventTiming {
+                reason: "an event has not been recorded",
+            });
         }
-        self.device.backend().event_elapsed_ms(self.device.ordinal(), start.handle, self.handle)
+        self.device
+            .backend()
+            .event_elapsed_ms(self.device.ordinal(), start.handle, self.handle)
     }
 }
 
 impl Drop for Event {
     fn drop(&mut self) {
         // SAFETY: the handle came from `event_create` on this device and is destroyed once, here.
-        let result = unsafe { self.device.backend().event_destroy(self.device.ordinal(), self.handle) };
+        let result = unsafe {
+            self.device
+                .backend()
+                .event_destroy(self.device.ordinal(), self.handle)
+        };
         if let Err(error) = result {
             self.device.report_release_error("event destroy", error);
         }

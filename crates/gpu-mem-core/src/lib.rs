@@ -27,6 +27,8 @@ pub use device::Device;
 pub use element::Element;
 pub use error::{BackendKind, Error, Result};
 pub use event::Event;
-pub use host::{HostDestination, HostSource, MapFlags, MappedArray, PinnedArray, Registered, Rejected};
+pub use host::{
+    HostDestination, HostSource, MapFlags, MappedArray, PinnedArray, Registered, Rejected,
+};
 pub use layout::{Layout, Order, ReshapeOrder};
 pub use stream::{AutoSynchronize, Stream};

@@ -55,7 +55,9 @@ impl StreamInner {
 
     pub(crate) fn synchronize(&self) -> Result<()> {
         let target = self.submitted.load(Ordering::Acquire);
-        self.device.backend().stream_synchronize(self.device.ordinal(), self.handle)?;
+        self.device
+            .backend()
+            .stream_synchronize(self.device.ordinal(), self.handle)?;
         self.completed.fetch_max(target, Ordering::AcqRel);
         self.release_completed(target);
         Ok(())
@@ -64,8 +66,9 @@ impl StreamInner {
     fn release_completed(&self, upto: u64) {
         let released: Vec<(u64, KeepAlive)> = {
             let mut list = self.lock_keep_alive();
-            let (done, still): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut *list).into_iter().partition(|(t, _)| *t <= upto);
+            let (done, still): (Vec<_>, Vec<_>) = std::mem::take(&mut *list)
+                .into_iter()
+                .partition(|(t, _)| *t <= upto);
             *list = still;
             done
         };
@@ -132,7 +135,11 @@ impl Stream {
     /// `cuStreamQuery`). Does not block.
     pub fn query(&self) -> Result<bool> {
         let target = self.inner.submitted.load(Ordering::Acquire);
-        let done = self.inner.device.backend().stream_query(self.inner.device.ordinal(), self.inner.handle)?;
+        let done = self
+            .inner
+            .device
+            .backend()
+            .stream_query(self.inner.device.ordinal(), self.inner.handle)?;
         if done {
             self.inner.completed.fetch_max(target, Ordering::AcqRel);
             self.inner.release_completed(target);
@@ -144,7 +151,10 @@ impl Stream {
     /// `auto_synchronize()`); during a panic it does not synchronize, as Numba skips the sync when
     /// the `with` body raises. Call [`AutoSynchronize::finish`] to get the synchronization error.
     pub fn auto_synchronize(&self) -> AutoSynchronize<'_> {
-        AutoSynchronize { stream: self, finished: false }
+        AutoSynchronize {
+            stream: self,
+            finished: false,
+        }
     }
 
     /// Records an event at the current end of the stream (Numba's `event.record(stream)`).
@@ -183,7 +193,9 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         if let Err(error) = self.inner.synchronize() {
-            self.inner.device.report_release_error("stream synchronize", error);
+            self.inner
+                .device
+                .report_release_error("stream synchronize", error);
             // The work may still be running; keep what it uses alive forever rather than free
             // memory under it.
             let leaked = std::mem::take(&mut *self.inner.lock_keep_alive());
@@ -193,7 +205,11 @@ impl Drop for Stream {
         let device = &self.inner.device;
         // SAFETY: the handle came from `stream_create` on this device; the stream was just
         // synchronized and this is the only place it is destroyed.
-        let result = unsafe { device.backend().stream_destroy(device.ordinal(), self.inner.handle) };
+        let result = unsafe {
+            device
+                .backend()
+                .stream_destroy(device.ordinal(), self.inner.handle)
+        };
         if let Err(error) = result {
             device.report_release_error("stream destroy", error);
         }
@@ -233,7 +249,9 @@ impl Drop for AutoSynchronize<'_> {
             return;
         }
         if let Err(error) = self.stream.synchronize() {
-            self.stream.device().report_release_error("auto_synchronize", error);
+            self.stream
+                .device()
+                .report_release_error("auto_synchronize", error);
         }
     }
 }

@@ -40,14 +40,19 @@ impl Stream {
     /// Records an enqueued operation's use of mapped device memory on its host buffer.
     fn record_storage_use(&self, storage: &Storage, ticket: u64, access: Access) {
         if let Some(buffer) = storage.host_buffer() {
-            buffer.pending().record(Arc::downgrade(self.inner()), ticket, access);
+            buffer
+                .pending()
+                .record(Arc::downgrade(self.inner()), ticket, access);
         }
     }
 
     /// Copies `host` to a new device array on this stream (Numba's `to_device(ary, stream)`).
     /// The device array has the host array's shape and strides; the host array must be
     /// contiguous once broadcast axes are removed.
-    pub fn to_device<T: Element, H: HostSource<T> + ?Sized>(&self, host: &H) -> Result<DeviceArray<T>> {
+    pub fn to_device<T: Element, H: HostSource<T> + ?Sized>(
+        &self,
+        host: &H,
+    ) -> Result<DeviceArray<T>> {
         match host.host_memory()? {
             HostMemory::Locked(locked) => {
                 self.check_buffer(locked.buffer)?;
@@ -62,7 +67,9 @@ impl Stream {
             HostMemory::Pageable(view) => {
                 let layout = Layout::with_strides(view.shape(), view.strides())?;
                 let core = core_view(&view);
-                let core_slice = core.as_slice_memory_order().ok_or_else(|| non_contiguous(&layout))?;
+                let core_slice = core
+                    .as_slice_memory_order()
+                    .ok_or_else(|| non_contiguous(&layout))?;
                 let mut array = DeviceArray::<T>::allocate(self.device(), layout)?;
                 let staging = self.stage(bytemuck::cast_slice(core_slice))?;
                 let start = staging.base().as_ptr().cast_const();
@@ -140,8 +147,10 @@ impl Stream {
                     return Ok(());
                 }
                 let start = locked.span_start::<T>();
-                let keep: Vec<KeepAlive> =
-                    vec![src.storage.keep_alive(), Box::new(Arc::clone(locked.buffer))];
+                let keep: Vec<KeepAlive> = vec![
+                    src.storage.keep_alive(),
+                    Box::new(Arc::clone(locked.buffer)),
+                ];
                 let device = self.device().clone();
                 // The host buffer must not be touched until the copy is done: wait for earlier
                 // users first (host code cannot touch it meanwhile: it is borrowed mutably here).
@@ -150,10 +159,19 @@ impl Stream {
                     // keeps alive and host code cannot access until this ticket completes; the
                     // source span lies in storage kept alive by the stream.
                     unsafe {
-                        device.backend().copy_dtoh_async(device.ordinal(), start, src_ptr, bytes, stream)
+                        device.backend().copy_dtoh_async(
+                            device.ordinal(),
+                            start,
+                            src_ptr,
+                            bytes,
+                            stream,
+                        )
                     }
                 })?;
-                locked.buffer.pending().record(Arc::downgrade(self.inner()), ticket, Access::Write);
+                locked
+                    .buffer
+                    .pending()
+                    .record(Arc::downgrade(self.inner()), ticket, Access::Write);
                 self.record_storage_use(&src.storage, ticket, Access::Read);
                 Ok(())
             }
@@ -163,22 +181,36 @@ impl Stream {
                 if bytes == 0 || src.layout.size() == 0 {
                     return Ok(());
                 }
-                let staging = Arc::new(HostBuffer::allocate(self.device(), bytes, HostAllocFlags::default())?);
+                let staging = Arc::new(HostBuffer::allocate(
+                    self.device(),
+                    bytes,
+                    HostAllocFlags::default(),
+                )?);
                 let start = staging.base().as_ptr();
-                let keep: Vec<KeepAlive> = vec![src.storage.keep_alive(), Box::new(Arc::clone(&staging))];
+                let keep: Vec<KeepAlive> =
+                    vec![src.storage.keep_alive(), Box::new(Arc::clone(&staging))];
                 let device = self.device().clone();
                 self.submit(keep, |stream| {
                     // SAFETY: the staging buffer has `bytes` bytes, is kept alive by the stream and
                     // is read below only after the stream is synchronized.
                     unsafe {
-                        device.backend().copy_dtoh_async(device.ordinal(), start, src_ptr, bytes, stream)
+                        device.backend().copy_dtoh_async(
+                            device.ordinal(),
+                            start,
+                            src_ptr,
+                            bytes,
+                            stream,
+                        )
                     }
                 })?;
                 self.synchronize()?;
                 // SAFETY: the copy into the staging buffer has completed; it holds `bytes`
                 // initialised bytes, suitably aligned for `T` (page aligned).
                 let span: &[T] = unsafe {
-                    std::slice::from_raw_parts(staging.base().as_ptr().cast::<T>(), bytes / T::itemsize())
+                    std::slice::from_raw_parts(
+                        staging.base().as_ptr().cast::<T>(),
+                        bytes / T::itemsize(),
+                    )
                 };
                 let base = src.layout.min_offset();
                 for (slot, offset) in view.iter_mut().zip(src.layout.logical_offsets()) {
@@ -190,7 +222,11 @@ impl Stream {
     }
 
     /// Copies one device array into another on this stream (Numba's `copy_to_device(d, stream)`).
-    pub fn copy_from_device<T: Element>(&self, dst: &mut DeviceArray<T>, src: &DeviceArray<T>) -> Result<()> {
+    pub fn copy_from_device<T: Element>(
+        &self,
+        dst: &mut DeviceArray<T>,
+        src: &DeviceArray<T>,
+    ) -> Result<()> {
         self.check_array(dst)?;
         self.check_array(src)?;
         if src.is_empty() {
@@ -212,7 +248,11 @@ impl Stream {
         let device = self.device().clone();
         let ticket = self.submit(keep, |stream| {
             // SAFETY: both spans lie in storage the stream keeps alive until completion.
-            unsafe { device.backend().copy_dtod_async(device.ordinal(), dst_ptr, src_ptr, bytes, stream) }
+            unsafe {
+                device
+                    .backend()
+                    .copy_dtod_async(device.ordinal(), dst_ptr, src_ptr, bytes, stream)
+            }
         })?;
         self.record_storage_use(&dst.storage, ticket, Access::Write);
         self.record_storage_use(&src.storage, ticket, Access::Read);
@@ -232,7 +272,11 @@ impl Stream {
         let device = self.device().clone();
         let ticket = self.submit(vec![dst.storage.keep_alive()], |stream| {
             // SAFETY: the span lies in storage the stream keeps alive until completion.
-            unsafe { device.backend().memset_d8_async(device.ordinal(), ptr, value, bytes, stream) }
+            unsafe {
+                device
+                    .backend()
+                    .memset_d8_async(device.ordinal(), ptr, value, bytes, stream)
+            }
         })?;
         self.record_storage_use(&dst.storage, ticket, Access::Write);
         Ok(())
@@ -262,7 +306,10 @@ impl Stream {
             return Ok(());
         }
         if buffer.bytes() < bytes {
-            return Err(Error::IncompatibleShape { expected: dst.shape().to_vec(), found: vec![buffer.bytes() / T::itemsize()] });
+            return Err(Error::IncompatibleShape {
+                expected: dst.shape().to_vec(),
+                found: vec![buffer.bytes() / T::itemsize()],
+            });
         }
         let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), Box::new(Arc::clone(buffer))];
         let device = self.device().clone();
@@ -270,9 +317,15 @@ impl Stream {
             // SAFETY: the source lies in a page-locked buffer the stream keeps alive and host code
             // may not write until this ticket completes; the destination span lies in storage the
             // stream keeps alive.
-            unsafe { device.backend().copy_htod_async(device.ordinal(), dst_ptr, src, bytes, stream) }
+            unsafe {
+                device
+                    .backend()
+                    .copy_htod_async(device.ordinal(), dst_ptr, src, bytes, stream)
+            }
         })?;
-        buffer.pending().record(Arc::downgrade(self.inner()), ticket, Access::Read);
+        buffer
+            .pending()
+            .record(Arc::downgrade(self.inner()), ticket, Access::Read);
         self.record_storage_use(&dst.storage, ticket, Access::Write);
         Ok(())
     }

@@ -146,10 +146,11 @@ impl SimStream {
     /// Finishes the queued work and stops the worker.
     pub(crate) fn shut_down(&self) {
         self.sender.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(worker) = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            if worker.join().is_err() {
-                tracing::error!("a simulated stream worker panicked");
-            }
+        let worker = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(worker) = worker
+            && worker.join().is_err()
+        {
+            tracing::error!("a simulated stream worker panicked");
         }
     }
 }

@@ -37,3 +37,8 @@ pub mod prelude {
     };
     pub use ndarray::s;
 }
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

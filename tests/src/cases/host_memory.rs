@@ -17,28 +17,60 @@ pub fn cases() -> Vec<Case> {
 
 fn pinned_array_behaves_like_host_memory(rt: &Runtime) -> Result<(), String> {
     let dev = rt.device(0).map_err(fail("device"))?;
-    let mut p = dev.pinned_array::<f64>(&[2, 3], Order::C).map_err(fail("pinned_array"))?;
-    ensure!(p.view().map_err(fail("view"))?.iter().all(|v| *v == 0.0), "starts zeroed");
-    p.view_mut().map_err(fail("view_mut"))?.assign(&array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]);
-    let d = dev.to_device(&p.view().map_err(fail("view"))?).map_err(fail("to_device"))?;
-    ensure!(d.copy_to_host().map_err(fail("copy"))? == array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]].into_dyn(), "round trip");
-    let f = dev.pinned_array::<f32>(&[2, 3], Order::F).map_err(fail("pinned F"))?;
+    let mut p = dev
+        .pinned_array::<f64>(&[2, 3], Order::C)
+        .map_err(fail("pinned_array"))?;
+    ensure!(
+        p.view().map_err(fail("view"))?.iter().all(|v| *v == 0.0),
+        "starts zeroed"
+    );
+    p.view_mut()
+        .map_err(fail("view_mut"))?
+        .assign(&array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]);
+    let d = dev
+        .to_device(&p.view().map_err(fail("view"))?)
+        .map_err(fail("to_device"))?;
+    ensure!(
+        d.copy_to_host().map_err(fail("copy"))?
+            == array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]].into_dyn(),
+        "round trip"
+    );
+    let f = dev
+        .pinned_array::<f32>(&[2, 3], Order::F)
+        .map_err(fail("pinned F"))?;
     ensure!(f.layout().is_f_contiguous(), "F order pinned array");
     Ok(())
 }
 
 fn mapped_array_is_shared_with_the_device(rt: &Runtime) -> Result<(), String> {
     let dev = rt.device(0).map_err(fail("device"))?;
-    for flags in [MapFlags::default(), MapFlags { portable: true, write_combined: true }] {
-        let mut m = dev.mapped_array::<u32>(&[8], Order::C, flags).map_err(fail("mapped_array"))?;
+    for flags in [
+        MapFlags::default(),
+        MapFlags {
+            portable: true,
+            write_combined: true,
+        },
+    ] {
+        let mut m = dev
+            .mapped_array::<u32>(&[8], Order::C, flags)
+            .map_err(fail("mapped_array"))?;
         m.write(&Array::from_iter(0..8u32)).map_err(fail("write"))?;
         let mut dv = m.device_view();
         ensure!(dv.is_mapped(), "device view is mapped memory");
-        ensure!(dv.copy_to_host().map_err(fail("copy"))? == Array::from_iter(0..8u32).into_dyn(), "device sees host writes");
+        ensure!(
+            dv.copy_to_host().map_err(fail("copy"))? == Array::from_iter(0..8u32).into_dyn(),
+            "device sees host writes"
+        );
         dv.memset(0).map_err(fail("memset"))?;
-        ensure!(m.read().map_err(fail("read"))?.iter().all(|v| *v == 0), "host sees device memset");
+        ensure!(
+            m.read().map_err(fail("read"))?.iter().all(|v| *v == 0),
+            "host sees device memset"
+        );
         dv.set(&[3], 33).map_err(fail("set"))?;
-        ensure!(m.read().map_err(fail("read"))?[[3]] == 33, "host sees a device element write");
+        ensure!(
+            m.read().map_err(fail("read"))?[[3]] == 33,
+            "host sees a device element write"
+        );
     }
     Ok(())
 }
@@ -50,34 +82,63 @@ fn pinned_guard_registers_and_returns_the_array(rt: &Runtime) -> Result<(), Stri
     let stream = dev.stream().map_err(fail("stream"))?;
     let d = stream.to_device(&pinned).map_err(fail("async to_device"))?;
     stream.synchronize().map_err(fail("sync"))?;
-    ensure!(d.copy_to_host().map_err(fail("copy"))? == Array::from_iter(0..1000i32).into_dyn(), "async from pinned");
+    ensure!(
+        d.copy_to_host().map_err(fail("copy"))? == Array::from_iter(0..1000i32).into_dyn(),
+        "async from pinned"
+    );
     let back = pinned.into_inner().map_err(fail("into_inner"))?;
     // Numba unpins immediately, so the same array can be pinned again at once.
     let again = dev.register(back).map_err(fail("register again"))?;
     again.deregister().map_err(fail("deregister"))?;
-    let empty = dev.pinned(Array::<f32, _>::zeros(0)).map_err(fail("pinned empty"))?;
-    ensure!(empty.into_inner().map_err(fail("into_inner"))?.is_empty(), "empty arrays pin trivially");
+    let empty = dev
+        .pinned(Array::<f32, _>::zeros(0))
+        .map_err(fail("pinned empty"))?;
+    ensure!(
+        empty.into_inner().map_err(fail("into_inner"))?.is_empty(),
+        "empty arrays pin trivially"
+    );
     Ok(())
 }
 
 fn mapped_guard_gives_zero_copy_device_views(rt: &Runtime) -> Result<(), String> {
     let dev = rt.device(0).map_err(fail("device"))?;
-    let a = dev.mapped(Array::from_iter(0..5i64)).map_err(fail("mapped"))?;
-    let b = dev.mapped(Array::<f64, _>::zeros((2, 3))).map_err(fail("mapped"))?;
+    let a = dev
+        .mapped(Array::from_iter(0..5i64))
+        .map_err(fail("mapped"))?;
+    let b = dev
+        .mapped(Array::<f64, _>::zeros((2, 3)))
+        .map_err(fail("mapped"))?;
     let da = a.device_view().map_err(fail("device_view"))?;
     let mut db = b.device_view().map_err(fail("device_view"))?;
-    ensure!(da.byte_strides() == [8] && db.byte_strides() == [24, 8], "views keep host layout");
-    ensure!(da.copy_to_host().map_err(fail("copy"))? == Array::from_iter(0..5i64).into_dyn(), "device reads host data");
+    ensure!(
+        da.byte_strides() == [8] && db.byte_strides() == [24, 8],
+        "views keep host layout"
+    );
+    ensure!(
+        da.copy_to_host().map_err(fail("copy"))? == Array::from_iter(0..5i64).into_dyn(),
+        "device reads host data"
+    );
     db.memset(0xff).map_err(fail("memset"))?;
-    ensure!(b.view().map_err(fail("view"))?.iter().all(|v| v.is_nan()), "host sees device writes");
+    ensure!(
+        b.view().map_err(fail("view"))?.iter().all(|v| v.is_nan()),
+        "host sees device writes"
+    );
     let b = match b.into_inner() {
         Err(rejected) => rejected.value,
         Ok(_) => return Err("into_inner must refuse while a device view exists".into()),
     };
     drop(db);
-    ensure!(b.into_inner().is_ok(), "into_inner works once views are gone");
-    let pinned_only = dev.pinned(Array::from_iter(0..3u8)).map_err(fail("pinned"))?;
-    ensure!(pinned_only.device_view().is_err(), "a pinned (not mapped) array has no device view");
+    ensure!(
+        b.into_inner().is_ok(),
+        "into_inner works once views are gone"
+    );
+    let pinned_only = dev
+        .pinned(Array::from_iter(0..3u8))
+        .map_err(fail("pinned"))?;
+    ensure!(
+        pinned_only.device_view().is_err(),
+        "a pinned (not mapped) array has no device view"
+    );
     drop(da);
     drop(a);
     Ok(())
@@ -85,12 +146,22 @@ fn mapped_guard_gives_zero_copy_device_views(rt: &Runtime) -> Result<(), String>
 
 fn double_registration_is_refused(rt: &Runtime) -> Result<(), String> {
     let dev = rt.device(0).map_err(fail("device"))?;
-    let mut first = dev.pinned(Array::from_iter(0..16u64)).map_err(fail("pinned"))?;
-    ensure!(first.view_mut().map_err(fail("view_mut"))?.len() == 16, "view of registered array");
+    let mut first = dev
+        .pinned(Array::from_iter(0..16u64))
+        .map_err(fail("pinned"))?;
+    ensure!(
+        first.view_mut().map_err(fail("view_mut"))?.len() == 16,
+        "view of registered array"
+    );
     // A fresh array never overlaps, so registering it succeeds: the backend's overlap rule is
     // exercised by the simulator's own tests; here only the error type is checked on a bad
     // registration (zero-size handled by the core without a backend call).
-    let err = Error::HostRegistration { address: 0, bytes: 0, reason: "x" }.to_string();
+    let err = Error::HostRegistration {
+        address: 0,
+        bytes: 0,
+        reason: "x",
+    }
+    .to_string();
     ensure!(err.contains("host memory"), "error text {err}");
     first.into_inner().map_err(fail("into_inner"))?;
     Ok(())

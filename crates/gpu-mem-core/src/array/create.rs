@@ -58,20 +58,29 @@ impl Device {
         }
         let device = DeviceArray::<S::Elem>::allocate(self, layout)?;
         if device.alloc_size() > 0 {
-            let src = core.as_slice_memory_order().ok_or_else(|| non_contiguous(&core_layout))?;
+            let src = core
+                .as_slice_memory_order()
+                .ok_or_else(|| non_contiguous(&core_layout))?;
             let (dst, bytes) = device.span();
             let src: &[u8] = bytemuck::cast_slice(src);
             let bytes = bytes.min(src.len());
             // SAFETY: `src` is a live host slice of at least `bytes` bytes; the destination is the
             // new array's span inside its fresh allocation.
-            unsafe { self.backend().copy_htod(self.ordinal(), dst, src.as_ptr(), bytes)? };
+            unsafe {
+                self.backend()
+                    .copy_htod(self.ordinal(), dst, src.as_ptr(), bytes)?
+            };
         }
         Ok(device)
     }
 
     /// Allocates an uninitialised device array (Numba's `cuda.device_array(shape, dtype,
     /// order=...)`). The simulator fills new memory with zeros; GPUs leave it undefined.
-    pub fn device_array<T: Element>(&self, shape: &[usize], order: Order) -> Result<DeviceArray<T>> {
+    pub fn device_array<T: Element>(
+        &self,
+        shape: &[usize],
+        order: Order,
+    ) -> Result<DeviceArray<T>> {
         DeviceArray::allocate(self, Layout::contiguous(shape, order)?)
     }
 

@@ -52,7 +52,12 @@ impl<T: Element> DeviceArray<T> {
 
     /// A new array over the same memory.
     pub(crate) fn with_layout(&self, layout: Layout, offset: usize) -> DeviceArray<T> {
-        DeviceArray { storage: self.storage.clone(), offset, layout, _element: PhantomData }
+        DeviceArray {
+            storage: self.storage.clone(),
+            offset,
+            layout,
+            _element: PhantomData,
+        }
     }
 
     /// The device holding the memory.
@@ -92,10 +97,14 @@ impl<T: Element> DeviceArray<T> {
 
     /// Length of the first axis; an error for a 0-d array, like Numba's `len()`.
     pub fn len(&self) -> Result<usize> {
-        self.layout.shape().first().copied().ok_or(Error::InvalidArgument {
-            name: "array",
-            reason: "len() of a 0-d array".into(),
-        })
+        self.layout
+            .shape()
+            .first()
+            .copied()
+            .ok_or(Error::InvalidArgument {
+                name: "array",
+                reason: "len() of a 0-d array".into(),
+            })
     }
 
     /// `true` when the array has no elements.
@@ -157,15 +166,21 @@ impl<T: Element> DeviceArray<T> {
             return (DevicePtr::NULL, 0);
         }
         let low = self.offset as i64 + self.layout.min_offset() as i64 * T::itemsize() as i64;
-        (DevicePtr(self.storage.base().0.wrapping_add(low as u64)), bytes)
+        (
+            DevicePtr(self.storage.base().0.wrapping_add(low as u64)),
+            bytes,
+        )
     }
 }
 
 /// Bytes needed to hold `layout`'s span of `T`s.
 pub(crate) fn span_bytes<T: Element>(layout: &Layout) -> Result<usize> {
-    layout.span_len().checked_mul(T::itemsize()).ok_or_else(|| Error::Overflow {
-        what: format!("bytes for {} elements of {}", layout.span_len(), T::dtype()),
-    })
+    layout
+        .span_len()
+        .checked_mul(T::itemsize())
+        .ok_or_else(|| Error::Overflow {
+            what: format!("bytes for {} elements of {}", layout.span_len(), T::dtype()),
+        })
 }
 
 /// Byte offset of the first logical element from the lowest address the layout reaches.

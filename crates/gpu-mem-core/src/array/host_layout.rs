@@ -54,7 +54,8 @@ pub(crate) fn array_from_span<T: Element>(span: Vec<T>, layout: &Layout) -> Resu
     }
     if !layout.is_broadcast() {
         let abs: Vec<usize> = layout.strides().iter().map(|s| s.unsigned_abs()).collect();
-        if let Ok(mut array) = ArrayD::from_shape_vec(shape.clone().strides(IxDyn(&abs)), span.clone())
+        if let Ok(mut array) =
+            ArrayD::from_shape_vec(shape.clone().strides(IxDyn(&abs)), span.clone())
         {
             for (axis, stride) in layout.strides().iter().enumerate() {
                 if *stride < 0 {
@@ -67,7 +68,11 @@ pub(crate) fn array_from_span<T: Element>(span: Vec<T>, layout: &Layout) -> Resu
     let base = layout.min_offset();
     let values: Vec<T> = layout
         .logical_offsets()
-        .map(|offset| span.get((offset - base) as usize).copied().unwrap_or_else(T::zeroed))
+        .map(|offset| {
+            span.get((offset - base) as usize)
+                .copied()
+                .unwrap_or_else(T::zeroed)
+        })
         .collect();
     ArrayD::from_shape_vec(shape, values).map_err(|e| crate::Error::InvalidShape {
         shape: crate::error::fmt_dims(layout.shape()),

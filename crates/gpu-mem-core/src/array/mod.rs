@@ -15,6 +15,6 @@ mod views;
 
 pub use create::LayoutSource;
 pub use device_array::DeviceArray;
-pub use record::DeviceRecord;
 pub(crate) use device_array::span_bytes as span_bytes_of;
+pub use record::DeviceRecord;
 pub(crate) use storage::Storage;

@@ -2,14 +2,19 @@
 //! setitem of single elements, memset), with Numba's checks in Numba's order.
 
 use crate::array::DeviceArray;
-use crate::array::host_layout::{array_from_span, contiguous_c, contiguous_f, core_view, layout_of};
+use crate::array::host_layout::{
+    array_from_span, contiguous_c, contiguous_f, core_view, layout_of,
+};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, check_compatible};
 use ndarray::{ArrayBase, ArrayD, Data, DataMut, Dimension};
 
 pub(crate) fn non_contiguous(layout: &Layout) -> Error {
-    Error::NonContiguous { shape: layout.shape().to_vec(), strides: layout.strides().to_vec() }
+    Error::NonContiguous {
+        shape: layout.shape().to_vec(),
+        strides: layout.strides().to_vec(),
+    }
 }
 
 impl<T: Element> DeviceArray<T> {
@@ -41,11 +46,11 @@ impl<T: Element> DeviceArray<T> {
         if self.layout.size() == 0 {
             return Ok(());
         }
-        if self.layout.span_len() == self.layout.size() {
-            if let Some(slice) = target.as_slice_memory_order_mut() {
-                // Same dense layout on both sides: one direct copy.
-                return self.read_span_into(slice);
-            }
+        if self.layout.span_len() == self.layout.size()
+            && let Some(slice) = target.as_slice_memory_order_mut()
+        {
+            // Same dense layout on both sides: one direct copy.
+            return self.read_span_into(slice);
         }
         let span = self.read_span()?;
         let base = self.layout.min_offset();
@@ -92,7 +97,11 @@ impl<T: Element> DeviceArray<T> {
         let device = self.device();
         // SAFETY: `src` is a live host slice of at least `bytes` bytes; `dst..dst+bytes` is this
         // array's span, inside its live storage.
-        unsafe { device.backend().copy_htod(device.ordinal(), dst, src.as_ptr(), bytes) }
+        unsafe {
+            device
+                .backend()
+                .copy_htod(device.ordinal(), dst, src.as_ptr(), bytes)
+        }
     }
 
     /// Copies another device array into this one (Numba's `copy_to_device(ary)` with a device
@@ -117,7 +126,11 @@ impl<T: Element> DeviceArray<T> {
         let bytes = bytes.min(src_bytes);
         let device = self.device();
         // SAFETY: both spans lie inside live storage of this device.
-        unsafe { device.backend().copy_dtod(device.ordinal(), dst, src, bytes) }
+        unsafe {
+            device
+                .backend()
+                .copy_dtod(device.ordinal(), dst, src, bytes)
+        }
     }
 
     /// Sets every byte of the array to `value` (Numba's `driver.device_memset`). The array must
@@ -132,7 +145,11 @@ impl<T: Element> DeviceArray<T> {
         }
         let device = self.device();
         // SAFETY: the span lies inside live storage of this device.
-        unsafe { device.backend().memset_d8(device.ordinal(), dst, value, bytes) }
+        unsafe {
+            device
+                .backend()
+                .memset_d8(device.ordinal(), dst, value, bytes)
+        }
     }
 
     /// Reads one element (Numba's `d[i, j]` with integers only). Negative indices count from the
@@ -172,7 +189,9 @@ impl<T: Element> DeviceArray<T> {
     fn element_ptr(&self, index: &[isize]) -> Result<crate::backend::DevicePtr> {
         let offset = self.layout.offset_of(index)?;
         let byte = self.offset as i64 + offset as i64 * T::itemsize() as i64;
-        Ok(crate::backend::DevicePtr(self.storage.base().0.wrapping_add(byte as u64)))
+        Ok(crate::backend::DevicePtr(
+            self.storage.base().0.wrapping_add(byte as u64),
+        ))
     }
 
     /// The elements of the array's span, lowest address first.
@@ -198,7 +217,11 @@ impl<T: Element> DeviceArray<T> {
         let device = self.device();
         // SAFETY: `dst` is a live, exclusively borrowed buffer of exactly `bytes` bytes; the
         // source span lies inside live storage of this device.
-        unsafe { device.backend().copy_dtoh(device.ordinal(), dst.as_mut_ptr(), src, bytes) }
+        unsafe {
+            device
+                .backend()
+                .copy_dtoh(device.ordinal(), dst.as_mut_ptr(), src, bytes)
+        }
     }
 }
 

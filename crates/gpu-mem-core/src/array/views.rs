@@ -13,7 +13,9 @@ impl<T: Element> DeviceArray<T> {
             .checked_mul(T::itemsize() as isize)
             .and_then(|bytes| (self.offset as isize).checked_add(bytes))
             .and_then(|bytes| usize::try_from(bytes).ok())
-            .ok_or_else(|| Error::Overflow { what: "view offset".into() })?;
+            .ok_or_else(|| Error::Overflow {
+                what: "view offset".into(),
+            })?;
         Ok(self.with_layout(layout, offset))
     }
 
@@ -66,13 +68,19 @@ impl<T: Element> DeviceArray<T> {
 
     /// The same memory seen as another element type (Numba's `view(dtype)`).
     pub fn view_as<U: Element>(&self) -> Result<DeviceArray<U>> {
-        let layout = self.layout.view_as(T::itemsize(), U::itemsize()).map_err(|e| match e {
-            Error::ViewAs { shape, reason, .. } => {
-                Error::ViewAs { from: T::dtype(), to: U::dtype(), shape, reason }
-            }
-            other => other,
-        })?;
-        if self.offset % std::mem::align_of::<U>() != 0 {
+        let layout = self
+            .layout
+            .view_as(T::itemsize(), U::itemsize())
+            .map_err(|e| match e {
+                Error::ViewAs { shape, reason, .. } => Error::ViewAs {
+                    from: T::dtype(),
+                    to: U::dtype(),
+                    shape,
+                    reason,
+                },
+                other => other,
+            })?;
+        if !self.offset.is_multiple_of(std::mem::align_of::<U>()) {
             return Err(Error::ViewAs {
                 from: T::dtype(),
                 to: U::dtype(),
@@ -112,6 +120,9 @@ impl<T: Element> DeviceArray<T> {
             // Let the layout module word the refusal.
             self.layout.transposed_2d()?;
         }
-        Err(Error::InvalidArgument { name: "axes", reason: format!("invalid axes list {axes:?}") })
+        Err(Error::InvalidArgument {
+            name: "axes",
+            reason: format!("invalid axes list {axes:?}"),
+        })
     }
 }

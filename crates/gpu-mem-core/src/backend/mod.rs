@@ -57,8 +57,12 @@ pub trait Backend: Send + Sync + Debug {
     // ----- host memory ---------------------------------------------------------------------
 
     /// Allocates page-locked host memory (`bytes` > 0), optionally mapped into the device.
-    fn host_alloc(&self, device: usize, bytes: usize, flags: HostAllocFlags)
-    -> Result<HostAllocation>;
+    fn host_alloc(
+        &self,
+        device: usize,
+        bytes: usize,
+        flags: HostAllocFlags,
+    ) -> Result<HostAllocation>;
 
     /// Frees memory from [`Backend::host_alloc`].
     ///
@@ -92,29 +96,49 @@ pub trait Backend: Send + Sync + Debug {
     ///
     /// # Safety
     /// `src..src+bytes` is readable host memory; `dst..dst+bytes` lies in a live allocation.
-    unsafe fn copy_htod(&self, device: usize, dst: DevicePtr, src: *const u8, bytes: usize)
-    -> Result<()>;
+    unsafe fn copy_htod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+    ) -> Result<()>;
 
     /// Copies `bytes` device bytes to the host, synchronously.
     ///
     /// # Safety
     /// `dst..dst+bytes` is writable host memory not aliased elsewhere; `src` range is live.
-    unsafe fn copy_dtoh(&self, device: usize, dst: *mut u8, src: DevicePtr, bytes: usize)
-    -> Result<()>;
+    unsafe fn copy_dtoh(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()>;
 
     /// Copies `bytes` between device allocations, synchronously.
     ///
     /// # Safety
     /// Both ranges lie in live allocations of this device.
-    unsafe fn copy_dtod(&self, device: usize, dst: DevicePtr, src: DevicePtr, bytes: usize)
-    -> Result<()>;
+    unsafe fn copy_dtod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()>;
 
     /// Sets `bytes` device bytes to `value`, synchronously.
     ///
     /// # Safety
     /// The range lies in a live allocation of this device.
-    unsafe fn memset_d8(&self, device: usize, dst: DevicePtr, value: u8, bytes: usize)
-    -> Result<()>;
+    unsafe fn memset_d8(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+    ) -> Result<()>;
 
     /// Enqueues a host-to-device copy on `stream`.
     ///
@@ -188,8 +212,12 @@ pub trait Backend: Send + Sync + Debug {
     fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool>;
 
     /// Makes later work on `stream` wait until `event`'s recorded work has completed.
-    fn stream_wait_event(&self, device: usize, stream: StreamHandle, event: EventHandle)
-    -> Result<()>;
+    fn stream_wait_event(
+        &self,
+        device: usize,
+        stream: StreamHandle,
+        event: EventHandle,
+    ) -> Result<()>;
 
     // ----- events --------------------------------------------------------------------------
 

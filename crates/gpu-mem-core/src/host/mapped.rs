@@ -55,12 +55,19 @@ impl Device {
                 reason: "the driver returned no device address for the mapped allocation".into(),
             });
         }
-        Ok(MappedArray { buffer: Arc::new(buffer), layout, _element: PhantomData })
+        Ok(MappedArray {
+            buffer: Arc::new(buffer),
+            layout,
+            _element: PhantomData,
+        })
     }
 }
 
 /// A device array over mapped host memory.
-pub(crate) fn device_view_of<T: Element>(buffer: &Arc<HostBuffer>, layout: &Layout) -> DeviceArray<T> {
+pub(crate) fn device_view_of<T: Element>(
+    buffer: &Arc<HostBuffer>,
+    layout: &Layout,
+) -> DeviceArray<T> {
     DeviceArray {
         storage: Storage::Mapped(Arc::clone(buffer)),
         offset: 0,
@@ -103,7 +110,10 @@ impl<T: Element> MappedArray<T> {
 
     /// Overwrites the contents with `values` (same shape), after waiting for in-flight stream
     /// operations that use the memory.
-    pub fn write<S: Data<Elem = T>, D: Dimension>(&mut self, values: &ArrayBase<S, D>) -> Result<()> {
+    pub fn write<S: Data<Elem = T>, D: Dimension>(
+        &mut self,
+        values: &ArrayBase<S, D>,
+    ) -> Result<()> {
         if values.shape() != self.layout.shape() {
             return Err(Error::IncompatibleShape {
                 expected: self.layout.shape().to_vec(),

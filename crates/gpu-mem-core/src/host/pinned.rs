@@ -1,11 +1,11 @@
 //! [`PinnedArray`]: an ndarray-like host array in page-locked memory.
 
+use crate::backend::HostAllocFlags;
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::Result;
 use crate::layout::{Layout, Order};
 use crate::memory::{Access, HostBuffer};
-use crate::backend::HostAllocFlags;
 use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -23,10 +23,18 @@ pub struct PinnedArray<T: Element> {
 impl Device {
     /// Allocates a zero-filled page-locked host array (Numba's `cuda.pinned_array(shape, dtype,
     /// order=...)`).
-    pub fn pinned_array<T: Element>(&self, shape: &[usize], order: Order) -> Result<PinnedArray<T>> {
+    pub fn pinned_array<T: Element>(
+        &self,
+        shape: &[usize],
+        order: Order,
+    ) -> Result<PinnedArray<T>> {
         let layout = Layout::contiguous(shape, order)?;
         let buffer = allocate_zeroed::<T>(self, &layout, HostAllocFlags::default())?;
-        Ok(PinnedArray { buffer: Arc::new(buffer), layout, _element: PhantomData })
+        Ok(PinnedArray {
+            buffer: Arc::new(buffer),
+            layout,
+            _element: PhantomData,
+        })
     }
 }
 
@@ -50,7 +58,10 @@ pub(crate) fn allocate_zeroed<T: Element>(
 ///
 /// # Safety
 /// `buffer` holds `layout.size()` initialised `T`s, and no one writes them while the view lives.
-pub(crate) unsafe fn view_of<'a, T: Element>(buffer: &'a HostBuffer, layout: &Layout) -> ArrayViewD<'a, T> {
+pub(crate) unsafe fn view_of<'a, T: Element>(
+    buffer: &'a HostBuffer,
+    layout: &Layout,
+) -> ArrayViewD<'a, T> {
     let shape = IxDyn(layout.shape()).strides(IxDyn(&to_usize(layout.strides())));
     // SAFETY: per the caller's contract; the layout is dense and non-negative so every element
     // lies inside the buffer, which is aligned for `T` (page aligned or an ndarray allocation).

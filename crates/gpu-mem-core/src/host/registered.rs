@@ -30,7 +30,9 @@ pub struct Rejected<A> {
 
 impl<A> fmt::Debug for Rejected<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Rejected").field("error", &self.error).finish_non_exhaustive()
+        f.debug_struct("Rejected")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
     }
 }
 
@@ -100,7 +102,14 @@ impl Device {
         &self,
         array: Array<T, D>,
     ) -> std::result::Result<Registered<T, D>, Rejected<Array<T, D>>> {
-        Registered::new(self, array, HostRegisterFlags { portable: false, mapped: true })
+        Registered::new(
+            self,
+            array,
+            HostRegisterFlags {
+                portable: false,
+                mapped: true,
+            },
+        )
     }
 }
 
@@ -112,14 +121,22 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
     ) -> std::result::Result<Self, Rejected<Array<T, D>>> {
         let layout = match layout_of(&array) {
             Ok(layout) => layout,
-            Err(error) => return Err(Rejected { error, value: array }),
+            Err(error) => {
+                return Err(Rejected {
+                    error,
+                    value: array,
+                });
+            }
         };
         let first = array.as_mut_ptr();
         let low = first.wrapping_offset(layout.min_offset());
         let bytes = layout.span_len() * T::itemsize();
         let (Some(first), Some(low)) = (NonNull::new(first), NonNull::new(low.cast::<u8>())) else {
             return Err(Rejected {
-                error: Error::InvalidArgument { name: "array", reason: "null data pointer".into() },
+                error: Error::InvalidArgument {
+                    name: "array",
+                    reason: "null data pointer".into(),
+                },
                 value: array,
             });
         };
@@ -129,10 +146,18 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
         // move when the `Array` value moves into the `Arc`, and which `keep` keeps alive for as
         // long as the registration exists.
         match unsafe { HostBuffer::register(device, keep, low, bytes, flags) } {
-            Ok(buffer) => Ok(Registered { buffer: Arc::new(buffer), array, first, layout }),
+            Ok(buffer) => Ok(Registered {
+                buffer: Arc::new(buffer),
+                array,
+                first,
+                layout,
+            }),
             Err((error, keep)) => {
                 drop(keep);
-                Err(Rejected { error, value: Arc::unwrap_or_clone(array) })
+                Err(Rejected {
+                    error,
+                    value: Arc::unwrap_or_clone(array),
+                })
             }
         }
     }
@@ -152,7 +177,8 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
         if !self.is_mapped() {
             return Err(Error::InvalidArgument {
                 name: "registration",
-                reason: "the array was pinned, not mapped; use Device::mapped for a device view".into(),
+                reason: "the array was pinned, not mapped; use Device::mapped for a device view"
+                    .into(),
             });
         }
         let mut view = device_view_of::<T>(&self.buffer, &self.layout);
@@ -179,8 +205,12 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
     }
 
     fn ndarray_shape(&self) -> Result<ndarray::StrideShape<D>> {
-        let dim = D::from_dimension(&ndarray::IxDyn(self.layout.shape()))
-            .ok_or_else(|| Error::InvalidArgument { name: "array", reason: "dimension mismatch".into() })?;
+        let dim = D::from_dimension(&ndarray::IxDyn(self.layout.shape())).ok_or_else(|| {
+            Error::InvalidArgument {
+                name: "array",
+                reason: "dimension mismatch".into(),
+            }
+        })?;
         let mut strides = dim.clone();
         for (slot, stride) in strides.slice_mut().iter_mut().zip(self.layout.strides()) {
             // ndarray encodes negative strides as their two's complement in `usize`.
@@ -191,11 +221,19 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
 
     /// Unregisters now and returns the array (Numba's `deregister`). Waits for in-flight copies.
     /// Fails — handing the guard back — while device views of a mapped array still exist.
+    // The error hands the guard back by value (like `Arc::try_unwrap`), so it is as large as
+    // the guard; boxing it would only add an allocation to a rare path.
+    #[allow(clippy::result_large_err)]
     pub fn into_inner(self) -> std::result::Result<Array<T, D>, Rejected<Self>> {
         if let Err(error) = self.buffer.pending().wait_for_host(Access::Write) {
             return Err(Rejected { error, value: self });
         }
-        let Registered { buffer, array, first, layout } = self;
+        let Registered {
+            buffer,
+            array,
+            first,
+            layout,
+        } = self;
         match Arc::try_unwrap(buffer) {
             // Dropping the buffer unregisters the memory and releases its clone of the array.
             Ok(buffer) => drop(buffer),
@@ -206,7 +244,12 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
                         reason: "device views of the mapped array or in-flight work still use it"
                             .into(),
                     },
-                    value: Registered { buffer, array, first, layout },
+                    value: Registered {
+                        buffer,
+                        array,
+                        first,
+                        layout,
+                    },
                 });
             }
         }

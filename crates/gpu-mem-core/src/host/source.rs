@@ -67,24 +67,40 @@ pub trait HostDestination<T: Element>: sealed::Sealed {
 impl<T: Element> sealed::Sealed for PinnedArray<T> {}
 impl<T: Element> HostSource<T> for PinnedArray<T> {
     fn host_memory(&self) -> Result<HostMemory<'_, T>> {
-        Ok(HostMemory::Locked(LockedMemory { buffer: &self.buffer, first: 0, layout: self.layout.clone() }))
+        Ok(HostMemory::Locked(LockedMemory {
+            buffer: &self.buffer,
+            first: 0,
+            layout: self.layout.clone(),
+        }))
     }
 }
 impl<T: Element> HostDestination<T> for PinnedArray<T> {
     fn host_memory_mut(&mut self) -> Result<HostMemoryMut<'_, T>> {
-        Ok(HostMemoryMut::Locked(LockedMemory { buffer: &self.buffer, first: 0, layout: self.layout.clone() }))
+        Ok(HostMemoryMut::Locked(LockedMemory {
+            buffer: &self.buffer,
+            first: 0,
+            layout: self.layout.clone(),
+        }))
     }
 }
 
 impl<T: Element> sealed::Sealed for MappedArray<T> {}
 impl<T: Element> HostSource<T> for MappedArray<T> {
     fn host_memory(&self) -> Result<HostMemory<'_, T>> {
-        Ok(HostMemory::Locked(LockedMemory { buffer: &self.buffer, first: 0, layout: self.layout.clone() }))
+        Ok(HostMemory::Locked(LockedMemory {
+            buffer: &self.buffer,
+            first: 0,
+            layout: self.layout.clone(),
+        }))
     }
 }
 impl<T: Element> HostDestination<T> for MappedArray<T> {
     fn host_memory_mut(&mut self) -> Result<HostMemoryMut<'_, T>> {
-        Ok(HostMemoryMut::Locked(LockedMemory { buffer: &self.buffer, first: 0, layout: self.layout.clone() }))
+        Ok(HostMemoryMut::Locked(LockedMemory {
+            buffer: &self.buffer,
+            first: 0,
+            layout: self.layout.clone(),
+        }))
     }
 }
 

@@ -27,7 +27,11 @@ impl DeviceAlloc {
         } else {
             device.backend().alloc(device.ordinal(), bytes)?
         };
-        Ok(DeviceAlloc { device: device.clone(), ptr, bytes })
+        Ok(DeviceAlloc {
+            device: device.clone(),
+            ptr,
+            bytes,
+        })
     }
 
     pub(crate) fn device(&self) -> &Device {

@@ -59,7 +59,9 @@ impl HostBuffer {
         let (base, device_ptr) = if bytes == 0 {
             (None, None)
         } else {
-            let alloc = device.backend().host_alloc(device.ordinal(), bytes, flags)?;
+            let alloc = device
+                .backend()
+                .host_alloc(device.ordinal(), bytes, flags)?;
             (Some(alloc.host), alloc.device)
         };
         Ok(HostBuffer {
@@ -90,7 +92,11 @@ impl HostBuffer {
         } else {
             // SAFETY: the caller guarantees the range is valid memory that stays allocated (it is
             // owned by `owner`, which this buffer keeps until after `host_unregister`).
-            match unsafe { device.backend().host_register(device.ordinal(), base, bytes, flags) } {
+            match unsafe {
+                device
+                    .backend()
+                    .host_register(device.ordinal(), base, bytes, flags)
+            } {
                 Ok(device_ptr) => (Some(base), device_ptr),
                 Err(error) => return Err((error, owner)),
             }
@@ -131,7 +137,6 @@ impl HostBuffer {
     pub(crate) fn pending(&self) -> &PendingUses {
         &self.pending
     }
-
 }
 
 impl Drop for HostBuffer {
@@ -139,14 +144,17 @@ impl Drop for HostBuffer {
         // Streams hold an Arc while they use the buffer, so nothing is in flight here; waiting is
         // still cheap and keeps the invariant local.
         if let Err(error) = self.pending.wait_for_host(crate::memory::Access::Write) {
-            self.device.report_release_error("waiting for host buffer users", error);
+            self.device
+                .report_release_error("waiting for host buffer users", error);
         }
         let Some(base) = self.base else { return };
         let device = self.device.ordinal();
         let result = match self.kind {
             // SAFETY: `base` came from `host_alloc` on this device and is freed once, here, after
             // every use has completed.
-            HostBufferKind::Allocated(_) => unsafe { self.device.backend().host_free(device, base) },
+            HostBufferKind::Allocated(_) => unsafe {
+                self.device.backend().host_free(device, base)
+            },
             // SAFETY: `base` was registered on this device by `register` and is unregistered once,
             // here, before the owner in `self.owner` is dropped (fields drop after this body).
             HostBufferKind::Registered(_) => unsafe {
@@ -154,7 +162,8 @@ impl Drop for HostBuffer {
             },
         };
         if let Err(error) = result {
-            self.device.report_release_error("host memory release", error);
+            self.device
+                .report_release_error("host memory release", error);
         }
     }
 }

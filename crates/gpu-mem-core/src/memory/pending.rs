@@ -38,7 +38,11 @@ impl PendingUses {
         let mut uses = self.lock();
         // Drop entries that are already complete so the list stays short.
         uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
-        uses.push(Use { stream, ticket, access });
+        uses.push(Use {
+            stream,
+            ticket,
+            access,
+        });
     }
 
     /// Waits until host code may access the buffer: for a read, until no stream may still write
@@ -46,16 +50,17 @@ impl PendingUses {
     pub(crate) fn wait_for_host(&self, host_access: Access) -> Result<()> {
         let pending: Vec<Use> = {
             let mut uses = self.lock();
-            let (conflicting, keep): (Vec<Use>, Vec<Use>) =
-                std::mem::take(&mut *uses).into_iter().partition(|u| {
-                    host_access == Access::Write || u.access == Access::Write
-                });
+            let (conflicting, keep): (Vec<Use>, Vec<Use>) = std::mem::take(&mut *uses)
+                .into_iter()
+                .partition(|u| host_access == Access::Write || u.access == Access::Write);
             *uses = keep;
             conflicting
         };
         let mut pending = pending.into_iter();
         while let Some(u) = pending.next() {
-            let Some(stream) = u.stream.upgrade() else { continue };
+            let Some(stream) = u.stream.upgrade() else {
+                continue;
+            };
             if let Err(error) = stream.wait_ticket(u.ticket) {
                 // Keep what was not waited for: the host must still not touch the buffer.
                 let mut uses = self.lock();
@@ -68,6 +73,8 @@ impl PendingUses {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Use>> {
-        self.uses.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.uses
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

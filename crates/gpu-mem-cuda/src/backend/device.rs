@@ -3,6 +3,7 @@
 
 use crate::driver::CudaDriver;
 use crate::driver::sys::{CUcontext, CUdevice_attribute, CUdevice_v1};
+use crate::nvrtc::ComputeCapability;
 use gpu_mem_core::backend::DeviceInfo;
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::sync::OnceLock;
@@ -12,6 +13,7 @@ use std::sync::OnceLock;
 pub struct DeviceFacts {
     pub handle: CUdevice_v1,
     pub info: DeviceInfo,
+    pub capability: ComputeCapability,
     /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` and the driver exports the stream-ordered
     /// allocator: `alloc` / `free` use `cuMemAllocAsync` / `cuMemFreeAsync`.
     pub stream_ordered_alloc: bool,
@@ -53,9 +55,11 @@ impl DeviceFacts {
         let stream_ordered_alloc =
             pools && driver.has("cuMemAllocAsync") && driver.has("cuMemFreeAsync");
         tracing::debug!(ordinal, name = %info.name, arch = %info.arch, stream_ordered_alloc, "CUDA device");
+        let capability = ComputeCapability::new(non_negative(major), non_negative(minor));
         Ok(DeviceFacts {
             handle,
             info,
+            capability,
             stream_ordered_alloc,
         })
     }

@@ -34,6 +34,9 @@
 //!   export), `cuEventDestroy_v2`.
 //! * **Memory info**: `cuMemGetInfo_v2`; **synchronize**: `cuCtxSynchronize`.
 //! * Failures reported by a stream or event synchronisation are [`Error::AsyncFailure`].
+//! * **Kernels** (inherent methods, not yet in the trait): NVRTC for the device's compute
+//!   capability (see [`crate::nvrtc::choose_target`]), `cuModuleLoadData`,
+//!   `cuModuleGetFunction`, `cuLaunchKernel`, `cuModuleUnload`.
 //!
 //! Handles: a [`StreamHandle`] / [`EventHandle`] holds the `CUstream` / `CUevent` address.
 //!
@@ -43,10 +46,14 @@
 
 mod device;
 mod flags;
+mod kernels;
 mod registry;
+
+pub use kernels::{FunctionHandle, LaunchConfig, ModuleHandle};
 
 use crate::driver::CudaDriver;
 use crate::driver::sys::{CUevent, CUresult, CUstream};
+use crate::nvrtc::Nvrtc;
 use device::{DeviceFacts, DeviceSlot};
 use gpu_mem_core::backend::{
     DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
@@ -56,6 +63,7 @@ use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use registry::{AllocKind, Registry};
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 /// The alignment the trait promises for device allocations.
 const DEVICE_ALIGNMENT: u64 = 256;
@@ -69,6 +77,8 @@ pub struct CudaBackend {
     registrations: Registry<usize>,
     /// Events: handle → created with timing.
     events: Registry<bool>,
+    /// NVRTC for kernel compilation, loaded on first use.
+    nvrtc: Mutex<Option<Arc<Nvrtc>>>,
     // Last: the contexts above are released in Drop before the library unloads.
     driver: CudaDriver,
 }
@@ -140,6 +150,7 @@ impl CudaBackend {
             allocations: Registry::new(),
             registrations: Registry::new(),
             events: Registry::new(),
+            nvrtc: Mutex::new(None),
             driver,
         })
     }
@@ -401,24 +412,28 @@ impl Backend for CudaBackend {
     unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.current(device)?;
         let address = host.as_ptr() as usize;
-        let bytes = self
-            .registrations
-            .remove(device, address as u64)
-            .unwrap_or(0);
         // SAFETY: the caller guarantees `host` is the registered base and unused by enqueued work.
         let result = unsafe {
             self.driver
                 .mem_host_unregister(host.as_ptr().cast::<c_void>())
         };
         match result {
+            Ok(()) => {
+                self.registrations.remove(device, address as u64);
+                Ok(())
+            }
             Err(err) if is_code(&err, CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) => {
+                let bytes = self
+                    .registrations
+                    .remove(device, address as u64)
+                    .unwrap_or(0);
                 Err(Error::HostRegistration {
                     address,
                     bytes,
                     reason: "not registered",
                 })
             }
-            other => other,
+            Err(err) => Err(err),
         }
     }
 

@@ -152,3 +152,111 @@ fn with_context(err: Error, name: &str, capability: ComputeCapability) -> Error 
         other => other,
     }
 }
+
+/// Chooses what to compile for a device, given what NVRTC and the driver support:
+///
+/// * a cubin for the device's own architecture when NVRTC can target it exactly — no JIT, and it
+///   needs only a driver of NVRTC's major release (CUDA minor-version compatibility);
+/// * otherwise PTX for the newest virtual architecture NVRTC has that is not newer than the
+///   device, which the driver JIT-compiles — and a driver can only JIT PTX from an NVRTC that is
+///   not newer than itself.
+///
+/// `driver_version` and the NVRTC version use CUDA's encoding (13050 = 13.5).
+pub fn choose_target(
+    device: ComputeCapability,
+    nvrtc_archs: &[i32],
+    nvrtc_version: (i32, i32),
+    driver_version: i32,
+) -> Result<(CodeKind, ComputeCapability)> {
+    let nvrtc_encoded = nvrtc_version.0 * 1000 + nvrtc_version.1 * 10;
+    let wanted = i32::try_from(device.major * 10 + device.minor).unwrap_or(i32::MAX);
+    let unsupported = |reason: String| Error::NotSupportedByBackend {
+        backend: gpu_mem_core::BackendKind::Cuda,
+        feature: "kernel compilation",
+        reason,
+    };
+    if nvrtc_archs.contains(&wanted) {
+        if driver_version / 1000 < nvrtc_version.0 {
+            return Err(unsupported(format!(
+                "the driver supports CUDA {}.{}, older than NVRTC {}.{}'s major release",
+                driver_version / 1000,
+                driver_version % 1000 / 10,
+                nvrtc_version.0,
+                nvrtc_version.1
+            )));
+        }
+        return Ok((CodeKind::Cubin, device));
+    }
+    let best = nvrtc_archs.iter().copied().filter(|&a| a <= wanted).max().ok_or_else(|| {
+        unsupported(format!(
+            "NVRTC {}.{} cannot target compute capability {device} (it supports {nvrtc_archs:?})",
+            nvrtc_version.0, nvrtc_version.1
+        ))
+    })?;
+    if driver_version < nvrtc_encoded {
+        return Err(unsupported(format!(
+            "compute capability {device} needs PTX, and the driver (CUDA {}.{}) cannot JIT PTX from the newer NVRTC {}.{}",
+            driver_version / 1000,
+            driver_version % 1000 / 10,
+            nvrtc_version.0,
+            nvrtc_version.1
+        )));
+    }
+    let virtual_cc = ComputeCapability::new((best / 10) as u32, (best % 10) as u32);
+    Ok((CodeKind::Ptx, virtual_cc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARCHS: [i32; 6] = [75, 80, 86, 89, 90, 120];
+
+    #[test]
+    fn exact_architecture_gets_a_cubin() {
+        let got = choose_target(ComputeCapability::new(8, 6), &ARCHS, (13, 5), 13000);
+        assert_eq!(
+            got.ok(),
+            Some((CodeKind::Cubin, ComputeCapability::new(8, 6)))
+        );
+    }
+
+    #[test]
+    fn unknown_architecture_gets_ptx_for_the_nearest_older_one() {
+        // 8.7 is not in the list: PTX for 8.6, which the (new enough) driver JITs.
+        let got = choose_target(ComputeCapability::new(8, 7), &ARCHS, (13, 5), 13050);
+        assert_eq!(
+            got.ok(),
+            Some((CodeKind::Ptx, ComputeCapability::new(8, 6)))
+        );
+    }
+
+    #[test]
+    fn ptx_from_a_newer_nvrtc_than_the_driver_is_refused() {
+        let got = choose_target(ComputeCapability::new(8, 7), &ARCHS, (13, 5), 13020);
+        assert!(
+            matches!(got, Err(Error::NotSupportedByBackend { .. })),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn cubin_needs_the_same_major_release() {
+        let got = choose_target(ComputeCapability::new(9, 0), &ARCHS, (13, 5), 12080);
+        assert!(
+            matches!(got, Err(Error::NotSupportedByBackend { .. })),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn too_old_devices_are_refused_with_the_supported_list() {
+        let got = choose_target(ComputeCapability::new(7, 0), &ARCHS, (13, 5), 13050);
+        match got {
+            Err(Error::NotSupportedByBackend { reason, .. }) => {
+                assert!(reason.contains("75"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -16,4 +16,4 @@ mod api;
 mod compile;
 
 pub use api::{NVRTC_LIBRARY, Nvrtc};
-pub use compile::{CodeKind, Compiled, ComputeCapability, PRELUDE, PRELUDE_NAME};
+pub use compile::{CodeKind, Compiled, ComputeCapability, PRELUDE, PRELUDE_NAME, choose_target};

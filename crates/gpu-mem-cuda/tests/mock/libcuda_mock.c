@@ -17,6 +17,7 @@
  * -DMOCK_OLD_DRIVER builds a driver from before CUDA 11: no stream-ordered allocator and only
  * the 7.0 export of cuDevicePrimaryCtxRelease.
  */
+#define _GNU_SOURCE /* memmem */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,6 +36,8 @@ typedef void *CUevent;
 #define E_OUT_OF_MEMORY 2
 #define E_NOT_INITIALIZED 3
 #define E_INVALID_DEVICE 101
+#define E_INVALID_IMAGE 200
+#define E_NOT_FOUND 500
 #define E_INVALID_CONTEXT 201
 #define E_INVALID_HANDLE 400
 #define E_NOT_READY 600
@@ -175,6 +178,8 @@ static CUresult describe(CUresult error, const char **out, int which) {
     if (!out) return E_INVALID_VALUE;
     if (error >= 0 && error <= 3) { *out = names[error][which]; return OK; }
     switch (error) {
+        case E_INVALID_IMAGE: *out = which ? "device kernel image is invalid" : "CUDA_ERROR_INVALID_IMAGE"; return OK;
+        case E_NOT_FOUND: *out = which ? "named symbol not found" : "CUDA_ERROR_NOT_FOUND"; return OK;
         case E_INVALID_CONTEXT: *out = which ? "invalid device context" : "CUDA_ERROR_INVALID_CONTEXT"; return OK;
         case E_INVALID_HANDLE: *out = which ? "invalid resource handle" : "CUDA_ERROR_INVALID_HANDLE"; return OK;
         case E_NOT_READY: *out = which ? "device not ready" : "CUDA_ERROR_NOT_READY"; return OK;
@@ -541,6 +546,80 @@ CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
     return OK;
 }
 
-/* ----- modules: not simulated -------------------------------------------------------- */
+/* ----- modules and launch: images are kept, launches recorded, nothing runs --------------- */
 
-CUresult cuModuleLoadData(void *m, const void *image) { (void)m; (void)image; return E_NOT_SUPPORTED; }
+struct module { int magic; size_t size; char *image; };
+struct function { int magic; struct module *module; };
+#define MODULE_MAGIC 0x30D
+#define FUNCTION_MAGIC 0xF00
+
+static unsigned last_launch[8]; /* grid x y z, block x y z, shared bytes, launch count */
+static unsigned long long last_param0;
+
+unsigned mock_last_launch(int i) { return i >= 0 && i < 8 ? last_launch[i] : 0; }
+unsigned long long mock_last_param0(void) { return last_param0; }
+
+CUresult cuModuleLoadData(void **m, const void *image) {
+    NEED_CONTEXT();
+    if (!m || !image) return E_INVALID_VALUE;
+    const unsigned char *p = image;
+    size_t size;
+    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F') {
+        /* ELF64: the section header table ends the file. */
+        uint64_t shoff;
+        uint16_t shentsize, shnum;
+        memcpy(&shoff, p + 0x28, 8);
+        memcpy(&shentsize, p + 0x3A, 2);
+        memcpy(&shnum, p + 0x3C, 2);
+        size = shoff + (size_t)shentsize * shnum;
+    } else if (strstr(image, ".version") && strstr(image, ".entry")) {
+        size = strlen(image) + 1; /* PTX must be NUL-terminated text */
+    } else {
+        return E_INVALID_IMAGE;
+    }
+    struct module *mod = calloc(1, sizeof *mod);
+    mod->magic = MODULE_MAGIC;
+    mod->size = size;
+    mod->image = malloc(size);
+    memcpy(mod->image, image, size);
+    *m = mod;
+    return OK;
+}
+
+static int module_ok(void *m) { return m && ((struct module *)m)->magic == MODULE_MAGIC; }
+
+CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
+    NEED_CONTEXT();
+    if (!f || !name) return E_INVALID_VALUE;
+    if (!module_ok(m)) return E_INVALID_HANDLE;
+    struct module *mod = m;
+    if (!memmem(mod->image, mod->size, name, strlen(name))) return E_NOT_FOUND;
+    struct function *fn = calloc(1, sizeof *fn);
+    fn->magic = FUNCTION_MAGIC;
+    fn->module = mod;
+    *f = fn;
+    return OK;
+}
+
+CUresult cuModuleUnload(void *m) {
+    NEED_CONTEXT();
+    if (!module_ok(m)) return E_INVALID_HANDLE;
+    struct module *mod = m;
+    mod->magic = 0;
+    free(mod->image);
+    free(mod);
+    return OK;
+}
+
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared, CUstream s, void **params, void **extra) {
+    NEED_CONTEXT();
+    if (!f || ((struct function *)f)->magic != FUNCTION_MAGIC) return E_INVALID_HANDLE;
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    if (!params || extra) return E_INVALID_VALUE;
+    if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024) return E_INVALID_VALUE;
+    unsigned values[8] = {gx, gy, gz, bx, by, bz, shared, last_launch[7] + 1};
+    memcpy(last_launch, values, sizeof values);
+    memcpy(&last_param0, params[0], sizeof last_param0);
+    return OK;
+}

@@ -1,0 +1,154 @@
+//! Kernels on the CUDA backend, outside the `Backend` trait (which has no launch yet): NVRTC
+//! compilation for a device, module loading, function lookup and `cuLaunchKernel`.
+//!
+//! Like the rest of the backend this has not run on hardware; the stand-in driver of the tests
+//! checks argument order and handle use only.
+
+use super::CudaBackend;
+use crate::nvrtc::{CodeKind, Compiled, ComputeCapability, Nvrtc, choose_target};
+use gpu_mem_core::backend::StreamHandle;
+use gpu_mem_core::{Error, Result};
+use std::ffi::{CString, c_void};
+use std::sync::Arc;
+
+/// A loaded module (the `CUmodule` address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ModuleHandle(pub u64);
+
+/// Grid and block shape and dynamic shared memory of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LaunchConfig {
+    /// Blocks per grid, x / y / z.
+    pub grid: [u32; 3],
+    /// Threads per block, x / y / z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block in bytes (what `gm_dynamic_shared` sees).
+    pub shared_bytes: u32,
+}
+
+/// A kernel of a loaded module (the `CUfunction` address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FunctionHandle(pub u64);
+
+impl CudaBackend {
+    /// NVRTC, loaded on first use (`GPU_MEM_NVRTC_LIBRARY` or the usual sonames) unless one
+    /// was given with [`CudaBackend::use_nvrtc`].
+    pub fn nvrtc(&self) -> Result<Arc<Nvrtc>> {
+        let mut slot = self.nvrtc.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(nvrtc) = slot.as_ref() {
+            return Ok(Arc::clone(nvrtc));
+        }
+        let nvrtc = Arc::new(Nvrtc::load()?);
+        *slot = Some(Arc::clone(&nvrtc));
+        Ok(nvrtc)
+    }
+
+    /// Uses `nvrtc` for later compilations (e.g. one loaded from an explicit path).
+    pub fn use_nvrtc(&self, nvrtc: Arc<Nvrtc>) {
+        *self.nvrtc.lock().unwrap_or_else(|p| p.into_inner()) = Some(nvrtc);
+    }
+
+    /// What [`CudaBackend::compile_kernel`] produces for `device` (see
+    /// [`choose_target`]).
+    pub fn kernel_target(&self, device: usize) -> Result<(CodeKind, ComputeCapability)> {
+        let capability = self.slot(device)?.facts.capability;
+        let nvrtc = self.nvrtc()?;
+        choose_target(
+            capability,
+            &nvrtc.supported_archs()?,
+            nvrtc.version()?,
+            self.driver.driver_get_version()?,
+        )
+    }
+
+    /// Compiles portable kernel source (with `gpu_mem.h`) for `device`.
+    pub fn compile_kernel(&self, device: usize, source: &str, name: &str) -> Result<Compiled> {
+        let (kind, capability) = self.kernel_target(device)?;
+        self.nvrtc()?.compile(source, name, capability, kind, &[])
+    }
+
+    /// `cuModuleLoadData` of compiled code into the device's primary context.
+    pub fn module_load(&self, device: usize, code: &Compiled) -> Result<ModuleHandle> {
+        self.current(device)?;
+        let image = match code.kind {
+            // PTX is handed over as NUL-terminated text.
+            CodeKind::Ptx => CString::new(code.code.clone())
+                .map_err(|_| Error::InvalidArgument {
+                    name: "code",
+                    reason: "PTX contains a NUL byte".into(),
+                })?
+                .into_bytes_with_nul(),
+            CodeKind::Cubin => code.code.clone(),
+        };
+        // SAFETY: `image` is a complete PTX text with its NUL or a complete cubin, alive for
+        // the call (the driver copies what it keeps).
+        let module = unsafe {
+            self.driver
+                .module_load_data(image.as_ptr().cast::<c_void>())
+        }?;
+        Ok(ModuleHandle(module as usize as u64))
+    }
+
+    /// `cuModuleUnload`.
+    ///
+    /// # Safety
+    /// `module` came from [`CudaBackend::module_load`] on `device`, is unloaded once, and none
+    /// of its kernels is still running or used afterwards.
+    pub unsafe fn module_unload(&self, device: usize, module: ModuleHandle) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: guaranteed by the caller.
+        unsafe { self.driver.module_unload(module.0 as usize as _) }
+    }
+
+    /// `cuModuleGetFunction`: the `extern "C"` kernel `name` of `module`.
+    pub fn module_function(
+        &self,
+        device: usize,
+        module: ModuleHandle,
+        name: &str,
+    ) -> Result<FunctionHandle> {
+        self.current(device)?;
+        let name_c = CString::new(name).map_err(|_| Error::InvalidArgument {
+            name: "name",
+            reason: "contains a NUL byte".into(),
+        })?;
+        // SAFETY: module handles come from module_load and stay loaded until module_unload,
+        // which the caller does not call concurrently with this lookup.
+        let function = unsafe {
+            self.driver
+                .module_get_function(module.0 as usize as _, &name_c)
+        }?;
+        Ok(FunctionHandle(function as usize as u64))
+    }
+
+    /// `cuLaunchKernel(function, grid, block, shared bytes, stream, params, NULL)`.
+    ///
+    /// # Safety
+    /// `function` belongs to a module still loaded on `device`; `stream` is live (or the null
+    /// handle for the legacy default stream); `params` holds one pointer per kernel parameter,
+    /// each to a value with that parameter's exact size and layout (for `gm_array<T, N>`:
+    /// `#[repr(C)] { u64 data, [i64; N] shape, [i64; N] strides }`); every buffer the kernel
+    /// touches stays valid and unaliased until the stream passes the launch.
+    pub unsafe fn launch(
+        &self,
+        device: usize,
+        function: FunctionHandle,
+        config: LaunchConfig,
+        stream: StreamHandle,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        self.current(device)?;
+        // SAFETY: guaranteed by the caller; the driver reads exactly as many parameter
+        // pointers as the kernel has parameters.
+        unsafe {
+            self.driver.launch_kernel(
+                function.0 as usize as _,
+                config.grid,
+                config.block,
+                config.shared_bytes,
+                stream.0 as usize as _,
+                params.as_mut_ptr(),
+            )
+        }
+    }
+}

@@ -11,8 +11,11 @@
 //! [`Error::BackendUnavailable`] when `hsa_init` fails (on a machine without `/dev/kfd` the
 //! reason starts with "no AMD GPU driver (/dev/kfd missing)" and carries the HSA status text).
 
+mod backend;
 pub mod driver;
 pub mod hiprtc;
+
+pub use backend::RocBackend;
 
 use driver::Hsa;
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
@@ -28,16 +31,16 @@ pub fn open() -> Result<Arc<dyn Backend>> {
     if let Err(error) = hsa.init() {
         return Err(init_failure(&error));
     }
-    // Give back the runtime reference `hsa_init` took; the backend is not usable yet.
-    if let Err(e) = hsa.shut_down() {
-        tracing::warn!(error = %e, "hsa_shut_down after a failed backend setup");
+    match RocBackend::new(Arc::clone(&hsa)) {
+        Ok(backend) => Ok(Arc::new(backend)),
+        Err(error) => {
+            // Give back the runtime reference `hsa_init` took; the backend is not usable.
+            if let Err(e) = hsa.shut_down() {
+                tracing::warn!(error = %e, "hsa_shut_down after a failed backend setup");
+            }
+            Err(error)
+        }
     }
-    Err(Error::BackendUnavailable {
-        backend: BackendKind::Roc,
-        reason:
-            "the HSA runtime initialised, but the ROC backend's operations are not implemented yet"
-                .into(),
-    })
 }
 
 /// The error `open` reports when `hsa_init` fails. ROCr maps every load failure, including

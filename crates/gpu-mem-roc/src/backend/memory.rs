@@ -1,0 +1,352 @@
+//! Device allocations, host allocations and registrations, and the address bookkeeping that
+//! turns a host pointer into the address a GPU copy engine may use.
+//!
+//! * Device memory: `hsa_amd_memory_pool_allocate` on the GPU's coarse-grained pool; the pool's
+//!   allocation alignment (a page in ROCr) exceeds the 256 bytes the trait promises.
+//! * Pinned / mapped host memory: `hsa_amd_memory_pool_allocate` on the fine-grained system pool,
+//!   then `hsa_amd_agents_allow_access` for this device's GPU (all GPUs when `portable`). The GPU
+//!   uses the host address itself. ROCr has no write-combined host memory: the flag is accepted
+//!   and has no effect (documented in the backend docs).
+//! * Registration: `hsa_amd_memory_lock_to_pool` with the fine-grained system pool (as HIP's
+//!   `hipHostRegister` does), falling back to `hsa_amd_memory_lock`; the returned **agent
+//!   pointer** is what the GPU must use, and may differ from the host address.
+//!   `hsa_memory_register` is not used: in ROCr it does not page-lock anything.
+
+use super::RocBackend;
+use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostAllocation, HostRegisterFlags};
+use gpu_mem_core::{BackendKind, Error, Result};
+use gpu_mem_hsa_sys as sys;
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// A device allocation.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceAlloc {
+    pub device: usize,
+    pub bytes: usize,
+}
+
+/// A host allocation from the system pool.
+#[derive(Debug, Clone, Copy)]
+pub struct HostAlloc {
+    pub device: usize,
+    pub bytes: usize,
+}
+
+/// A page-locked (registered) host range.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration {
+    pub device: usize,
+    pub bytes: usize,
+    /// The address GPUs use for the range's first byte.
+    pub agent_ptr: usize,
+}
+
+/// Address-keyed bookkeeping.
+#[derive(Debug, Default)]
+pub struct Registry {
+    pub device: Mutex<BTreeMap<u64, DeviceAlloc>>,
+    pub host: Mutex<BTreeMap<usize, HostAlloc>>,
+    pub registered: Mutex<BTreeMap<usize, Registration>>,
+}
+
+/// Locks a registry map; a poisoned lock only means a panic elsewhere, the map stays valid.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The entry whose range `[base, base + len)` contains `[addr, addr + bytes)`.
+fn containing<V: Copy>(
+    map: &BTreeMap<usize, V>,
+    addr: usize,
+    bytes: usize,
+    len: impl Fn(&V) -> usize,
+) -> Option<(usize, V)> {
+    let (base, v) = map.range(..=addr).next_back()?;
+    let end = base.checked_add(len(v))?;
+    (addr.checked_add(bytes)? <= end).then_some((*base, *v))
+}
+
+impl Registry {
+    /// The address GPUs may use for host bytes `[addr, addr + bytes)` when the whole range lies
+    /// in one host allocation (same address) or one registration (agent pointer + offset).
+    pub fn gpu_address_of_host(&self, addr: usize, bytes: usize) -> Option<usize> {
+        if containing(&lock(&self.host), addr, bytes, |a| a.bytes).is_some() {
+            return Some(addr);
+        }
+        containing(&lock(&self.registered), addr, bytes, |r| r.bytes)
+            .map(|(base, r)| r.agent_ptr + (addr - base))
+    }
+
+    /// Device bytes still free by this process' own accounting.
+    pub fn device_bytes_in_use(&self, device: usize) -> u64 {
+        lock(&self.device)
+            .values()
+            .filter(|a| a.device == device)
+            .map(|a| a.bytes as u64)
+            .sum()
+    }
+}
+
+impl RocBackend {
+    pub(super) fn alloc_device(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
+        let gpu = self.gpu(device)?;
+        if bytes == 0 {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "device allocations must be larger than 0 bytes".into(),
+            });
+        }
+        let ptr = match self.hsa.memory_pool_allocate(gpu.device_pool.pool, bytes) {
+            Ok(p) => p,
+            Err(Error::Native { code, .. })
+                if code == i64::from(sys::HSA_STATUS_ERROR_OUT_OF_RESOURCES)
+                    || code == i64::from(sys::HSA_STATUS_ERROR_INVALID_ALLOCATION) =>
+            {
+                let info = self.memory_info(device)?;
+                return Err(Error::OutOfMemory {
+                    backend: BackendKind::Roc,
+                    device,
+                    requested: bytes as u64,
+                    free: info.free,
+                    total: info.total,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let address = ptr as u64;
+        if !address.is_multiple_of(256) {
+            // Cannot happen with ROCr's page-aligned pools; refuse rather than break the promise.
+            // SAFETY: `ptr` was just allocated and nothing uses it.
+            let _ = unsafe { self.hsa.memory_pool_free(ptr) };
+            return Err(Error::InvalidPointer {
+                kind: "device",
+                address,
+                bytes: bytes as u64,
+                reason: "the pool returned memory aligned to less than 256 bytes",
+            });
+        }
+        lock(&self.registry.device).insert(address, DeviceAlloc { device, bytes });
+        Ok(DevicePtr(address))
+    }
+
+    /// # Safety
+    /// As `Backend::free`.
+    pub(super) unsafe fn free_device(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        self.gpu(device)?;
+        let entry = lock(&self.registry.device).get(&ptr.0).copied();
+        match entry {
+            Some(a) if a.device == device => {}
+            _ => {
+                return Err(Error::InvalidPointer {
+                    kind: "device",
+                    address: ptr.0,
+                    bytes: 0,
+                    reason: "not the base of a live allocation of this device",
+                });
+            }
+        }
+        // SAFETY: the base of a live pool allocation, unused by enqueued work (caller).
+        unsafe { self.hsa.memory_pool_free(ptr.0 as *mut c_void) }?;
+        lock(&self.registry.device).remove(&ptr.0);
+        Ok(())
+    }
+
+    /// The GPU agents a host allocation or registration is made accessible to.
+    fn host_agents(&self, device: usize, portable: bool) -> Vec<sys::hsa_agent_t> {
+        if portable {
+            self.topology
+                .gpus
+                .iter()
+                .filter(|g| g.host_pool_access)
+                .map(|g| g.agent)
+                .collect()
+        } else {
+            self.topology
+                .gpus
+                .get(device)
+                .map(|g| g.agent)
+                .into_iter()
+                .collect()
+        }
+    }
+
+    pub(super) fn alloc_host(
+        &self,
+        device: usize,
+        bytes: usize,
+        flags: HostAllocFlags,
+    ) -> Result<HostAllocation> {
+        let gpu = self.gpu(device)?;
+        if bytes == 0 {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "host allocations must be larger than 0 bytes".into(),
+            });
+        }
+        if !gpu.host_pool_access {
+            return Err(Error::NotSupportedByBackend {
+                backend: BackendKind::Roc,
+                feature: "page-locked host memory",
+                reason: format!("GPU {device} may never access the system memory pool"),
+            });
+        }
+        if flags.write_combined {
+            tracing::debug!(
+                "write-combined host memory does not exist on ROCr; allocating fine-grained memory"
+            );
+        }
+        let ptr = self
+            .hsa
+            .memory_pool_allocate(self.topology.host.pool.pool, bytes)?;
+        let agents = self.host_agents(device, flags.portable);
+        // SAFETY: `ptr` is the base of the allocation just made.
+        if let Err(e) = unsafe { self.hsa.agents_allow_access(&agents, ptr) } {
+            // SAFETY: just allocated, nothing uses it.
+            let _ = unsafe { self.hsa.memory_pool_free(ptr) };
+            return Err(e);
+        }
+        let host = NonNull::new(ptr.cast::<u8>()).ok_or(Error::InvalidPointer {
+            kind: "host",
+            address: 0,
+            bytes: bytes as u64,
+            reason: "the system pool returned a null pointer",
+        })?;
+        lock(&self.registry.host).insert(ptr as usize, HostAlloc { device, bytes });
+        let device_ptr = flags.mapped.then_some(DevicePtr(ptr as u64));
+        Ok(HostAllocation {
+            host,
+            device: device_ptr,
+        })
+    }
+
+    /// # Safety
+    /// As `Backend::host_free`.
+    pub(super) unsafe fn free_host(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        self.gpu(device)?;
+        let address = host.as_ptr() as usize;
+        let known = lock(&self.registry.host).get(&address).copied();
+        if known.is_none_or(|a| a.device != device) {
+            return Err(Error::InvalidPointer {
+                kind: "host",
+                address: address as u64,
+                bytes: 0,
+                reason: "not the base of a host allocation of this device",
+            });
+        }
+        // SAFETY: the base of a live system-pool allocation, unused by enqueued work (caller).
+        unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) }?;
+        lock(&self.registry.host).remove(&address);
+        Ok(())
+    }
+
+    /// # Safety
+    /// As `Backend::host_register`.
+    pub(super) unsafe fn register_host(
+        &self,
+        device: usize,
+        host: NonNull<u8>,
+        bytes: usize,
+        flags: HostRegisterFlags,
+    ) -> Result<Option<DevicePtr>> {
+        self.gpu(device)?;
+        let address = host.as_ptr() as usize;
+        if bytes == 0 {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "cannot register an empty host range".into(),
+            });
+        }
+        if lock(&self.registry.registered).contains_key(&address) {
+            return Err(Error::HostRegistration {
+                address,
+                bytes,
+                reason: "already registered",
+            });
+        }
+        let agents = self.host_agents(device, flags.portable);
+        let host_ptr = host.as_ptr().cast::<c_void>();
+        // SAFETY: the range is valid host memory until host_unregister (caller).
+        let locked = unsafe {
+            self.hsa
+                .memory_lock_to_pool(host_ptr, bytes, &agents, self.topology.host.pool.pool)
+        };
+        let agent_ptr = match locked {
+            Ok(p) => p,
+            Err(Error::MissingSymbol { .. }) => {
+                // SAFETY: as above.
+                unsafe { self.hsa.memory_lock(host_ptr, bytes, &agents) }?
+            }
+            Err(e) => return Err(e),
+        };
+        let agent_ptr = agent_ptr as usize;
+        lock(&self.registry.registered).insert(
+            address,
+            Registration {
+                device,
+                bytes,
+                agent_ptr,
+            },
+        );
+        Ok(flags.mapped.then_some(DevicePtr(agent_ptr as u64)))
+    }
+
+    /// # Safety
+    /// As `Backend::host_unregister`.
+    pub(super) unsafe fn unregister_host(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        self.gpu(device)?;
+        let address = host.as_ptr() as usize;
+        let entry = lock(&self.registry.registered).get(&address).copied();
+        let Some(registration) = entry.filter(|r| r.device == device) else {
+            return Err(Error::HostRegistration {
+                address,
+                bytes: 0,
+                reason: "not registered on this device",
+            });
+        };
+        // SAFETY: `host` was locked by register_host, is still allocated and unused (caller).
+        unsafe { self.hsa.memory_unlock(host.as_ptr().cast()) }?;
+        lock(&self.registry.registered).remove(&address);
+        tracing::trace!(address, bytes = registration.bytes, "unlocked host range");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HostAlloc, Registration, Registry, lock};
+
+    #[test]
+    fn host_addresses_translate_through_allocations_and_registrations() {
+        let r = Registry::default();
+        lock(&r.host).insert(
+            0x10_000,
+            HostAlloc {
+                device: 0,
+                bytes: 0x1000,
+            },
+        );
+        lock(&r.registered).insert(
+            0x50_000,
+            Registration {
+                device: 0,
+                bytes: 0x2000,
+                agent_ptr: 0x7f_0000,
+            },
+        );
+        // Pool memory: the GPU uses the host address itself.
+        assert_eq!(r.gpu_address_of_host(0x10_000, 0x1000), Some(0x10_000));
+        assert_eq!(r.gpu_address_of_host(0x10_800, 0x10), Some(0x10_800));
+        // Past the end of the allocation.
+        assert_eq!(r.gpu_address_of_host(0x10_800, 0x801), None);
+        // Registered memory: agent pointer plus offset.
+        assert_eq!(r.gpu_address_of_host(0x50_000, 1), Some(0x7f_0000));
+        assert_eq!(r.gpu_address_of_host(0x51_000, 0x1000), Some(0x7f_1000));
+        assert_eq!(r.gpu_address_of_host(0x51_000, 0x1001), None);
+        // Unknown (pageable) memory.
+        assert_eq!(r.gpu_address_of_host(0x30_000, 8), None);
+        assert_eq!(r.gpu_address_of_host(0x0f_fff, 2), None);
+    }
+}

@@ -1,0 +1,505 @@
+//! [`RocBackend`]: `gpu_mem_core::Backend` on the HSA runtime (DESIGN.md §4).
+//!
+//! **Not yet run on hardware.** This module was written against the HSA runtime specification
+//! and ROCr's `hsa_ext_amd.h` (5.2.3) on machines without an AMD GPU; only what needs no GPU is
+//! tested here (loading, `hsa_init` failing, hiprtc). Running the conformance suite with
+//! `GPU_MEM_BACKEND=roc` on a machine with an AMD GPU is its first real test.
+//!
+//! # Mapping
+//!
+//! * **Devices** are the GPU agents; see `topology` for how pools are chosen.
+//! * **Memory** (`memory`): device memory from the GPU's coarse-grained global pool; pinned and
+//!   mapped host memory from the fine-grained system pool with `hsa_amd_agents_allow_access`
+//!   (the host pointer is the device pointer; *write-combined is accepted and ignored*: ROCr has
+//!   no such memory); `host_register` page-locks with `hsa_amd_memory_lock_to_pool` /
+//!   `hsa_amd_memory_lock` and reports the returned agent pointer as the device address.
+//! * **Copies and fills** (`transfer`): `hsa_amd_memory_async_copy` with completion signals;
+//!   `hsa_amd_memory_fill` with byte handling at unaligned ends.
+//! * **Streams** (`stream`): ordered chains of completion signals, each operation depending on
+//!   the previous one's signal; no AQL queue is created until kernel dispatch exists in the
+//!   trait. **Events** (`event`): the signals a stream had reached when recorded; timing from
+//!   async-copy profiling timestamps (enabled at start-up) or the system clock.
+//! * **Memory info**: the total is the device pool's size. HSA 5.2.3 has no free-memory query;
+//!   `HSA_AMD_AGENT_INFO_MEMORY_AVAIL` (0xA015, ROCm 6.x) is probed and used when it answers,
+//!   otherwise "free" is the total minus what this backend has allocated (other processes'
+//!   use is invisible then).
+//! * **Synchronous calls** first drain every stream of the device, oldest operation first, so
+//!   they are ordered after all enqueued work as the trait requires.
+//! * Failed asynchronous work sets its signal negative; the stream is then poisoned and reports
+//!   [`Error::AsyncFailure`] at its next synchronisation (signals the runtime may still wait on
+//!   are leaked, never destroyed).
+//!
+//! Handles: [`StreamHandle`] and [`EventHandle`] are numbers this backend hands out.
+//!
+//! `RocBackend` is `Send + Sync` without unsafe code: it holds the loaded library, agent and
+//! pool handles (plain integers), addresses as `usize`, and mutex-guarded maps; the HSA runtime
+//! is thread safe.
+
+mod event;
+mod memory;
+mod signal;
+mod stream;
+mod topology;
+mod transfer;
+
+use crate::driver::Hsa;
+use event::{Event, Recorded};
+use gpu_mem_core::backend::{
+    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
+    StreamHandle,
+};
+use gpu_mem_core::{Backend, BackendKind, Error, Result};
+use memory::{Registry, lock};
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use stream::Stream;
+use topology::{Gpu, Topology};
+
+/// The HSA runtime as a gpu-mem backend.
+#[derive(Debug)]
+pub struct RocBackend {
+    hsa: Arc<Hsa>,
+    topology: Topology,
+    registry: Registry,
+    streams: Mutex<HashMap<u64, Arc<Mutex<Stream>>>>,
+    events: Mutex<HashMap<u64, Event>>,
+    next_handle: AtomicU64,
+    /// Whether async-copy timestamps were enabled.
+    copy_timing: bool,
+}
+
+impl RocBackend {
+    /// Discovers devices and pools; `hsa` must have been initialised (`hsa_init`) by the caller,
+    /// and this backend calls `hsa_shut_down` once when dropped.
+    pub fn new(hsa: Arc<Hsa>) -> Result<RocBackend> {
+        let topology = Topology::discover(&hsa)?;
+        let copy_timing = match hsa.profiling_async_copy_enable(true) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::info!(error = %e, "async-copy timestamps unavailable; events time with the system clock");
+                false
+            }
+        };
+        for gpu in &topology.gpus {
+            tracing::info!(ordinal = gpu.info.ordinal, name = %gpu.info.name, arch = %gpu.info.arch,
+                total = gpu.info.total_memory, "ROC device");
+        }
+        Ok(RocBackend {
+            hsa,
+            topology,
+            registry: Registry::default(),
+            streams: Mutex::new(HashMap::new()),
+            events: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+            copy_timing,
+        })
+    }
+
+    fn gpu(&self, device: usize) -> Result<&Gpu> {
+        self.topology.gpus.get(device).ok_or(Error::NoSuchDevice {
+            backend: BackendKind::Roc,
+            device,
+            count: self.topology.gpus.len(),
+        })
+    }
+
+    /// How long one blocking wait lasts before dependencies are re-checked: 100 ms.
+    fn wait_tick(&self) -> u64 {
+        (self.topology.timestamp_frequency / 10).max(1)
+    }
+
+    fn stream(&self, device: usize, handle: StreamHandle) -> Result<Arc<Mutex<Stream>>> {
+        self.gpu(device)?;
+        let streams = lock(&self.streams);
+        match streams.get(&handle.0) {
+            Some(s) if lock(s).device == device => Ok(Arc::clone(s)),
+            _ => Err(Error::InvalidHandle {
+                kind: "stream",
+                handle: handle.0,
+            }),
+        }
+    }
+
+    fn streams_of(&self, device: usize) -> Vec<Arc<Mutex<Stream>>> {
+        lock(&self.streams)
+            .values()
+            .filter(|s| lock(s).device == device)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits for everything enqueued on the device so a synchronous call runs after it. A
+    /// failed stream's remaining work never runs, so it does not delay anything; its failure is
+    /// left for that stream's own synchronisation.
+    fn drain_device_for_ordering(&self, device: usize) {
+        for s in self.streams_of(device) {
+            if let Err(e) = lock(&s).drain(self.wait_tick()) {
+                tracing::debug!(error = %e, "stream failure seen while ordering a synchronous call");
+            }
+        }
+    }
+
+    fn memory_info(&self, device: usize) -> Result<MemInfo> {
+        let gpu = self.gpu(device)?;
+        let total = gpu.info.total_memory;
+        let free = topology::probe_memory_avail(&self.hsa, gpu.agent)
+            .unwrap_or_else(|| total.saturating_sub(self.registry.device_bytes_in_use(device)));
+        Ok(MemInfo {
+            free: free.min(total),
+            total,
+        })
+    }
+
+    fn new_handle(&self) -> u64 {
+        self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn with_event<T>(
+        &self,
+        device: usize,
+        event: EventHandle,
+        f: impl FnOnce(&mut Event) -> Result<T>,
+    ) -> Result<T> {
+        self.gpu(device)?;
+        let mut events = lock(&self.events);
+        match events.get_mut(&event.0) {
+            Some(e) if e.device == device => f(e),
+            _ => Err(Error::InvalidHandle {
+                kind: "event",
+                handle: event.0,
+            }),
+        }
+    }
+
+    /// The recorded state of an event (cloned so waits happen without the events lock).
+    fn recorded(&self, device: usize, event: EventHandle) -> Result<Option<Recorded>> {
+        self.with_event(device, event, |e| Ok(e.recorded.clone()))
+    }
+
+    /// System-clock ticks at which the event's work completed.
+    fn completion_ticks(&self, recorded: &Recorded) -> Result<u64> {
+        if recorded.signals.is_empty() {
+            return Ok(recorded.recorded_at);
+        }
+        if !self.copy_timing {
+            return Err(Error::EventTiming {
+                reason: "the HSA runtime did not enable async-copy timestamps",
+            });
+        }
+        let mut latest = 0u64;
+        for s in &recorded.signals {
+            if !s.is_copy {
+                return Err(Error::EventTiming {
+                    reason: "the event follows work that records no timestamps",
+                });
+            }
+            // SAFETY: the signal is live (held by `recorded`) and its copy completed (the caller
+            // waited for the event).
+            let (_, end) = unsafe { self.hsa.profiling_get_async_copy_time(s.raw()) }?;
+            latest = latest.max(end);
+        }
+        Ok(latest)
+    }
+
+    fn now_ticks(&self) -> Result<u64> {
+        // SAFETY: HSA_SYSTEM_INFO_TIMESTAMP is a uint64_t.
+        unsafe {
+            self.hsa
+                .system_get_info(gpu_mem_hsa_sys::HSA_SYSTEM_INFO_TIMESTAMP)
+        }
+    }
+}
+
+impl Drop for RocBackend {
+    fn drop(&mut self) {
+        // Streams and events first: their signals must be destroyed while the runtime is up.
+        let streams: Vec<_> = lock(&self.streams).drain().map(|(_, s)| s).collect();
+        for s in streams {
+            if let Err(e) = lock(&s).drain(self.wait_tick()) {
+                tracing::warn!(error = %e, "stream failure while dropping the ROC backend");
+            }
+        }
+        lock(&self.events).clear();
+        if let Err(e) = self.hsa.shut_down() {
+            tracing::warn!(error = %e, "hsa_shut_down failed");
+        }
+    }
+}
+
+impl Backend for RocBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Roc
+    }
+
+    fn device_count(&self) -> usize {
+        self.topology.gpus.len()
+    }
+
+    fn device_info(&self, device: usize) -> Result<DeviceInfo> {
+        Ok(self.gpu(device)?.info.clone())
+    }
+
+    fn mem_info(&self, device: usize) -> Result<MemInfo> {
+        self.memory_info(device)
+    }
+
+    fn synchronize(&self, device: usize) -> Result<()> {
+        self.gpu(device)?;
+        let mut first_error = None;
+        for s in self.streams_of(device) {
+            if let Err(e) = lock(&s).drain(self.wait_tick()) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
+        self.alloc_device(device, bytes)
+    }
+
+    unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_device(device, ptr) }
+    }
+
+    fn host_alloc(
+        &self,
+        device: usize,
+        bytes: usize,
+        flags: HostAllocFlags,
+    ) -> Result<HostAllocation> {
+        self.alloc_host(device, bytes, flags)
+    }
+
+    unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_host(device, host) }
+    }
+
+    unsafe fn host_register(
+        &self,
+        device: usize,
+        host: NonNull<u8>,
+        bytes: usize,
+        flags: HostRegisterFlags,
+    ) -> Result<Option<DevicePtr>> {
+        // SAFETY: forwarded contract.
+        unsafe { self.register_host(device, host, bytes, flags) }
+    }
+
+    unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.unregister_host(device, host) }
+    }
+
+    unsafe fn copy_htod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.htod(device, dst, src, bytes) }
+    }
+
+    unsafe fn copy_dtoh(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.dtoh(device, dst, src, bytes) }
+    }
+
+    unsafe fn copy_dtod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.dtod(device, dst, src, bytes) }
+    }
+
+    unsafe fn memset_d8(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.memset(device, dst, value, bytes) }
+    }
+
+    unsafe fn copy_htod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.htod_async(device, dst, src, bytes, stream) }
+    }
+
+    unsafe fn copy_dtoh_async(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.dtoh_async(device, dst, src, bytes, stream) }
+    }
+
+    unsafe fn copy_dtod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.dtod_async(device, dst, src, bytes, stream) }
+    }
+
+    unsafe fn memset_d8_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.memset_async(device, dst, value, bytes, stream) }
+    }
+
+    fn stream_create(&self, device: usize) -> Result<StreamHandle> {
+        self.gpu(device)?;
+        let handle = self.new_handle();
+        lock(&self.streams).insert(handle, Arc::new(Mutex::new(Stream::new(device, handle))));
+        Ok(StreamHandle(handle))
+    }
+
+    unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        let s = self.stream(device, stream)?;
+        // Destroying waits for the stream's work (its signals must outlive it); a failure is
+        // reported, and the stream is gone either way.
+        let drained = lock(&s).drain(self.wait_tick());
+        lock(&self.streams).remove(&stream.0);
+        drained
+    }
+
+    fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        let s = self.stream(device, stream)?;
+        let mut s = lock(&s);
+        s.drain(self.wait_tick())
+    }
+
+    fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
+        let s = self.stream(device, stream)?;
+        let mut s = lock(&s);
+        s.is_idle()
+    }
+
+    fn stream_wait_event(
+        &self,
+        device: usize,
+        stream: StreamHandle,
+        event: EventHandle,
+    ) -> Result<()> {
+        let s = self.stream(device, stream)?;
+        // An event never recorded has nothing to wait for (as in CUDA).
+        if let Some(recorded) = self.recorded(device, event)? {
+            lock(&s).wait_for(&recorded.signals);
+        }
+        Ok(())
+    }
+
+    fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
+        self.gpu(device)?;
+        let handle = self.new_handle();
+        lock(&self.events).insert(
+            handle,
+            Event {
+                device,
+                timing,
+                recorded: None,
+            },
+        );
+        Ok(EventHandle(handle))
+    }
+
+    unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()> {
+        self.with_event(device, event, |_| Ok(()))?;
+        // Dropping the captured signals only releases references; streams hold their own.
+        lock(&self.events).remove(&event.0);
+        Ok(())
+    }
+
+    fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
+        let s = self.stream(device, stream)?;
+        let signals = lock(&s).marker()?;
+        let recorded_at = self.now_ticks()?;
+        self.with_event(device, event, |e| {
+            e.recorded = Some(Recorded {
+                signals,
+                recorded_at,
+                stream: stream.0,
+            });
+            Ok(())
+        })
+    }
+
+    fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
+        match self.recorded(device, event)? {
+            None => Ok(true),
+            Some(r) => r.is_complete(),
+        }
+    }
+
+    fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
+        match self.recorded(device, event)? {
+            None => Ok(()),
+            Some(r) => r.wait(self.wait_tick()),
+        }
+    }
+
+    fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32> {
+        let timed = |e: EventHandle| -> Result<Recorded> {
+            let (timing, recorded) =
+                self.with_event(device, e, |ev| Ok((ev.timing, ev.recorded.clone())))?;
+            if !timing {
+                return Err(Error::EventTiming {
+                    reason: "the event was created without timing",
+                });
+            }
+            let recorded = recorded.ok_or(Error::EventTiming {
+                reason: "the event was never recorded",
+            })?;
+            if !recorded.is_complete()? {
+                return Err(Error::EventTiming {
+                    reason: "the event's work has not completed yet",
+                });
+            }
+            Ok(recorded)
+        };
+        let (start, end) = (timed(start)?, timed(end)?);
+        let (t0, t1) = (self.completion_ticks(&start)?, self.completion_ticks(&end)?);
+        let ticks = t1 as f64 - t0 as f64;
+        Ok((ticks * 1000.0 / self.topology.timestamp_frequency as f64) as f32)
+    }
+}

@@ -1,0 +1,171 @@
+//! Completion signals with the dependencies they were enqueued behind.
+//!
+//! Every asynchronous operation gets a fresh signal created at 1; the runtime decrements it to 0
+//! when the operation is done, or sets it negative when it failed (hsa_ext_amd.h, async copy).
+//!
+//! Lifetime rule: the runtime may still read a signal while any operation that *depends* on it
+//! has not started. So a [`Signal`] owns `Arc`s of the signals it depends on and releases them
+//! only once it is itself observed complete; a signal is destroyed (`hsa_signal_destroy`) when
+//! its last `Arc` goes. An operation whose dependency failed never starts, so the runtime keeps
+//! its dependencies forever: such signals are leaked on purpose ([`Signal::leak`]), never
+//! destroyed.
+
+use crate::driver::Hsa;
+use gpu_mem_core::Result;
+use gpu_mem_hsa_sys as sys;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What a signal's value says about its operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Still 1 (or more): not finished, or waiting for a dependency.
+    Pending,
+    /// 0: finished successfully.
+    Done,
+    /// Negative: the runtime reported a failure.
+    Failed(i64),
+}
+
+fn state_of(value: sys::hsa_signal_value_t) -> State {
+    match value {
+        v if v < 0 => State::Failed(v),
+        0 => State::Done,
+        _ => State::Pending,
+    }
+}
+
+/// One HSA signal, destroyed when the last `Arc` drops.
+#[derive(Debug)]
+pub struct Signal {
+    hsa: Arc<Hsa>,
+    raw: sys::hsa_signal_t,
+    /// What the operation was (for failure messages).
+    pub operation: &'static str,
+    /// Whether the operation was an async copy (its timestamps can be read back).
+    pub is_copy: bool,
+    /// Signals this operation waits on; cleared once it completed.
+    deps: Mutex<Vec<Arc<Signal>>>,
+}
+
+impl Signal {
+    /// Creates a signal at 1 that any agent may wait on, remembering `deps`.
+    pub fn new(
+        hsa: &Arc<Hsa>,
+        operation: &'static str,
+        is_copy: bool,
+        deps: Vec<Arc<Signal>>,
+    ) -> Result<Arc<Signal>> {
+        let raw = hsa.signal_create(1, &[])?;
+        Ok(Arc::new(Signal {
+            hsa: Arc::clone(hsa),
+            raw,
+            operation,
+            is_copy,
+            deps: Mutex::new(deps),
+        }))
+    }
+
+    /// The raw handle.
+    pub fn raw(&self) -> sys::hsa_signal_t {
+        self.raw
+    }
+
+    /// The current state (`hsa_signal_load_scacquire`, so a `Done` read also acquires the
+    /// operation's results). A completed signal drops its dependencies.
+    pub fn state(&self) -> Result<State> {
+        // SAFETY: `raw` is live for as long as `self` exists.
+        let value = unsafe { self.hsa.signal_load_scacquire(self.raw) }?;
+        let state = state_of(value);
+        if state == State::Done {
+            self.release_deps();
+        }
+        Ok(state)
+    }
+
+    /// Blocks for at most `timeout_ticks` system-timestamp ticks until the value drops below 1.
+    pub fn wait_for(&self, timeout_ticks: u64) -> Result<State> {
+        // SAFETY: `raw` is live for as long as `self` exists.
+        let value = unsafe {
+            self.hsa.signal_wait_scacquire(
+                self.raw,
+                sys::HSA_SIGNAL_CONDITION_LT,
+                1,
+                timeout_ticks,
+                sys::HSA_WAIT_STATE_BLOCKED,
+            )
+        }?;
+        let state = state_of(value);
+        if state == State::Done {
+            self.release_deps();
+        }
+        Ok(state)
+    }
+
+    fn release_deps(&self) {
+        let released =
+            std::mem::take(&mut *self.deps.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(released);
+    }
+
+    /// The first failed signal this one (transitively) waits on, if any: then this operation
+    /// can never start.
+    pub fn failed_dependency(&self) -> Result<Option<(&'static str, i64)>> {
+        let deps: Vec<Arc<Signal>> = self
+            .deps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for dep in deps {
+            match dep.state()? {
+                State::Failed(v) => return Ok(Some((dep.operation, v))),
+                State::Done => {}
+                State::Pending => {
+                    if let Some(found) = dep.failed_dependency()? {
+                        return Ok(Some(found));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Never destroys this signal: the runtime may wait on it forever (a dependency failed).
+    pub fn leak(signal: Arc<Signal>) {
+        tracing::warn!(
+            operation = signal.operation,
+            handle = signal.raw.handle,
+            "leaking an HSA signal the runtime may still reference after a failure"
+        );
+        std::mem::forget(signal);
+    }
+}
+
+impl Drop for Signal {
+    fn drop(&mut self) {
+        // SAFETY: the last reference is gone, and by the lifetime rule above no pending
+        // operation depends on this signal any more.
+        if let Err(e) = unsafe { self.hsa.signal_destroy(self.raw) } {
+            tracing::warn!(error = %e, "hsa_signal_destroy failed");
+        }
+    }
+}
+
+/// Waits until `signal` completes or fails, or one of its dependencies fails (in which case it
+/// never would). `tick` is how long each wait lasts before dependencies are re-checked.
+pub fn wait(signal: &Signal, tick: u64) -> Result<State> {
+    loop {
+        match signal.wait_for(tick)? {
+            State::Pending => {
+                if let Some((operation, value)) = signal.failed_dependency()? {
+                    tracing::debug!(
+                        operation,
+                        value,
+                        "dependency failed; operation will never run"
+                    );
+                    return Ok(State::Failed(value));
+                }
+            }
+            done_or_failed => return Ok(done_or_failed),
+        }
+    }
+}

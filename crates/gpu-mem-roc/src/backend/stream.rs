@@ -1,0 +1,151 @@
+//! A stream: an ordered chain of completion signals.
+//!
+//! Each operation enqueued on a stream depends on the completion signal of the one before it
+//! (and on the events the stream was told to wait for), so the runtime runs them in order
+//! without any host involvement. Completed signals are reaped from the front; a failure poisons
+//! the stream: everything behind it can never run, is leaked (see `signal`), and every later
+//! synchronisation reports the failure.
+
+use super::signal::{self, Signal, State};
+use gpu_mem_core::{Error, Result};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Reap completed signals once this many are pending (the runtime slows down, and Numba saw
+/// hangs, with very long dependency chains).
+const REAP_THRESHOLD: usize = 64;
+
+/// The host-side state of one stream.
+#[derive(Debug)]
+pub struct Stream {
+    /// Device ordinal.
+    pub device: usize,
+    /// The handle value, for messages.
+    pub handle: u64,
+    /// Enqueued operations not yet observed complete, oldest first.
+    pending: VecDeque<Arc<Signal>>,
+    /// Signals the next operation must also wait for (from `stream_wait_event`).
+    waits: Vec<Arc<Signal>>,
+    /// Set once an operation failed; later work never runs.
+    failure: Option<String>,
+}
+
+impl Stream {
+    pub fn new(device: usize, handle: u64) -> Stream {
+        Stream {
+            device,
+            handle,
+            pending: VecDeque::new(),
+            waits: Vec::new(),
+            failure: None,
+        }
+    }
+
+    fn failure_error(&self, reason: String) -> Error {
+        Error::AsyncFailure {
+            operation: "stream work",
+            stream: self.handle,
+            reason,
+        }
+    }
+
+    /// The signals the next operation must wait on: the newest pending one (which itself
+    /// waits for everything before it) and the event waits. Fails on a poisoned stream.
+    pub fn dependencies(&mut self) -> Result<Vec<Arc<Signal>>> {
+        if let Some(reason) = &self.failure {
+            return Err(self.failure_error(reason.clone()));
+        }
+        if self.pending.len() >= REAP_THRESHOLD {
+            self.reap()?;
+        }
+        let mut deps: Vec<Arc<Signal>> = self.pending.back().cloned().into_iter().collect();
+        deps.extend(self.waits.iter().cloned());
+        Ok(deps)
+    }
+
+    /// Records that `signal` (created with [`Stream::dependencies`]) was enqueued.
+    pub fn push(&mut self, signal: Arc<Signal>) {
+        self.waits.clear();
+        self.pending.push_back(signal);
+    }
+
+    /// Adds signals the next operation must wait for.
+    pub fn wait_for(&mut self, signals: &[Arc<Signal>]) {
+        self.waits.extend(signals.iter().cloned());
+    }
+
+    /// Every signal a marker recorded now must wait for (newest pending plus event waits).
+    pub fn marker(&mut self) -> Result<Vec<Arc<Signal>>> {
+        self.reap()?;
+        self.dependencies()
+    }
+
+    /// Drops completed signals from the front without blocking; poisons on failure.
+    pub fn reap(&mut self) -> Result<()> {
+        while let Some(front) = self.pending.front() {
+            match front.state()? {
+                State::Done => {
+                    self.pending.pop_front();
+                }
+                State::Failed(value) => {
+                    let reason = format!("{} failed (signal value {value})", front.operation);
+                    self.poison(reason.clone());
+                    return Err(self.failure_error(reason));
+                }
+                State::Pending => break,
+            }
+        }
+        // Event waits whose signals completed need not be carried along.
+        let mut kept = Vec::with_capacity(self.waits.len());
+        for w in self.waits.drain(..) {
+            if w.state()? != State::Done {
+                kept.push(w);
+            }
+        }
+        self.waits = kept;
+        Ok(())
+    }
+
+    /// `true` when nothing is pending (reaps first).
+    pub fn is_idle(&mut self) -> Result<bool> {
+        if let Some(reason) = &self.failure {
+            return Err(self.failure_error(reason.clone()));
+        }
+        self.reap()?;
+        Ok(self.pending.is_empty())
+    }
+
+    /// Blocks until every enqueued operation completed, oldest first (a failed operation stops
+    /// the wait: nothing behind it can run).
+    pub fn drain(&mut self, tick: u64) -> Result<()> {
+        if let Some(reason) = &self.failure {
+            return Err(self.failure_error(reason.clone()));
+        }
+        while let Some(front) = self.pending.front().cloned() {
+            match signal::wait(&front, tick)? {
+                State::Done => {
+                    self.pending.pop_front();
+                }
+                State::Failed(value) => {
+                    let reason = format!("{} failed (signal value {value})", front.operation);
+                    self.poison(reason.clone());
+                    return Err(self.failure_error(reason));
+                }
+                State::Pending => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the stream failed and leaks every signal the runtime may still wait on.
+    fn poison(&mut self, reason: String) {
+        tracing::error!(stream = self.handle, %reason, "stream failed");
+        // Pending operations behind the failure never start, so the runtime keeps waiting on
+        // their dependencies: leak them. Event waits were not handed to the runtime yet.
+        for signal in self.pending.drain(..) {
+            Signal::leak(signal);
+        }
+        self.waits.clear();
+        self.failure = Some(reason);
+    }
+}

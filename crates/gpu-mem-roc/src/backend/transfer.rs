@@ -1,0 +1,516 @@
+//! Copies and fills.
+//!
+//! * Asynchronous copies: `hsa_amd_memory_async_copy` with a fresh completion signal that
+//!   depends on the stream's previous signal (and pending event waits). The host side must be
+//!   GPU-accessible already: memory from `host_alloc` (used as is) or `host_register` (its agent
+//!   pointer); async copies do no implicit page-locking, so any other host pointer is refused.
+//! * Synchronous copies: first every stream of the device is drained (the trait orders them
+//!   after all enqueued work), then the same async copy with no dependencies, then a wait.
+//!   Pageable host memory is page-locked for the duration (`hsa_amd_memory_lock`) and unlocked
+//!   once the copy's signal says it is finished.
+//! * Fills: `hsa_amd_memory_fill` writes whole, 4-byte-aligned 32-bit words and is synchronous.
+//!   A byte fill writes the aligned middle with the byte replicated into a word and the unaligned
+//!   head and tail (at most 3 bytes each) by read-modify-write of their words through
+//!   `hsa_memory_copy`. The neighbouring bytes of those words are rewritten with the values just
+//!   read, so device work racing on them (already undefined for the caller) could be undone.
+//!   `memset_d8_async` waits for the stream's earlier work, fills, and returns when done (HSA
+//!   5.2.3 has no asynchronous fill); ordering is kept, overlap is not.
+
+use super::RocBackend;
+use super::memory::lock;
+use super::signal::{self, Signal, State};
+use gpu_mem_core::backend::{DevicePtr, StreamHandle};
+use gpu_mem_core::{Error, Result};
+use gpu_mem_hsa_sys as sys;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// One side of a copy: the address the copy engine uses and the agent it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Side {
+    pub address: usize,
+    pub agent: sys::hsa_agent_t,
+}
+
+/// Host memory page-locked only for one synchronous copy.
+struct TemporaryLock<'a> {
+    backend: &'a RocBackend,
+    host: *mut c_void,
+}
+
+impl Drop for TemporaryLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: locked by `host_side_for_sync`; the copy that used it has finished (the
+        // guard is dropped only after its completion signal was observed done or failed).
+        if let Err(e) = unsafe { self.backend.hsa.memory_unlock(self.host) } {
+            tracing::warn!(error = %e, "hsa_amd_memory_unlock after a synchronous copy failed");
+        }
+    }
+}
+
+impl RocBackend {
+    fn device_side(&self, device: usize, ptr: DevicePtr, bytes: usize) -> Result<Side> {
+        let gpu = self.gpu(device)?;
+        let end = ptr.checked_add(bytes as u64).ok_or(Error::InvalidPointer {
+            kind: "device",
+            address: ptr.0,
+            bytes: bytes as u64,
+            reason: "range overflows the address space",
+        })?;
+        let allocs = lock(&self.registry.device);
+        let inside = allocs
+            .range(..=ptr.0)
+            .next_back()
+            .is_some_and(|(base, a)| a.device == device && end.0 <= base + a.bytes as u64);
+        if !inside {
+            return Err(Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: bytes as u64,
+                reason: "not inside a live allocation of this device",
+            });
+        }
+        Ok(Side {
+            address: ptr.0 as usize,
+            agent: gpu.agent,
+        })
+    }
+
+    /// The host side of an asynchronous copy: must already be GPU-accessible.
+    fn host_side_for_async(&self, ptr: usize, bytes: usize) -> Result<Side> {
+        let address =
+            self.registry
+                .gpu_address_of_host(ptr, bytes)
+                .ok_or(Error::InvalidPointer {
+                    kind: "host",
+                    address: ptr as u64,
+                    bytes: bytes as u64,
+                    reason: "asynchronous copies need host memory from host_alloc or host_register",
+                })?;
+        Ok(Side {
+            address,
+            agent: self.topology.host.agent,
+        })
+    }
+
+    /// The host side of a synchronous copy, page-locking pageable memory for its duration.
+    fn host_side_for_sync(
+        &self,
+        device: usize,
+        ptr: usize,
+        bytes: usize,
+    ) -> Result<(Side, Option<TemporaryLock<'_>>)> {
+        if let Some(address) = self.registry.gpu_address_of_host(ptr, bytes) {
+            return Ok((
+                Side {
+                    address,
+                    agent: self.topology.host.agent,
+                },
+                None,
+            ));
+        }
+        let agent = self.gpu(device)?.agent;
+        let host = ptr as *mut c_void;
+        // SAFETY: the trait guarantees the range is valid host memory for the duration of this
+        // synchronous call; it is unlocked (guard) before the call returns.
+        let agent_ptr = unsafe { self.hsa.memory_lock(host, bytes, &[agent]) }?;
+        let guard = TemporaryLock {
+            backend: self,
+            host,
+        };
+        Ok((
+            Side {
+                address: agent_ptr as usize,
+                agent: self.topology.host.agent,
+            },
+            Some(guard),
+        ))
+    }
+
+    /// Starts `dst <- src` behind `deps`, returning its completion signal.
+    ///
+    /// # Safety
+    /// Both sides are accessible to the copy agents and stay valid until the signal completes.
+    unsafe fn start_copy(
+        &self,
+        dst: Side,
+        src: Side,
+        bytes: usize,
+        deps: Vec<Arc<Signal>>,
+        operation: &'static str,
+    ) -> Result<Arc<Signal>> {
+        let raw_deps: Vec<sys::hsa_signal_t> = deps.iter().map(|d| d.raw()).collect();
+        let completion = Signal::new(&self.hsa, operation, true, deps)?;
+        // SAFETY: guaranteed by the caller; the dependency signals are kept alive by
+        // `completion` until it completes.
+        unsafe {
+            self.hsa.memory_async_copy(
+                dst.address as *mut c_void,
+                dst.agent,
+                src.address as *const c_void,
+                src.agent,
+                bytes,
+                &raw_deps,
+                completion.raw(),
+            )
+        }?;
+        Ok(completion)
+    }
+
+    /// Synchronous copy: drain the device, copy, wait.
+    ///
+    /// # Safety
+    /// Both sides are accessible to the copy agents and valid for the call.
+    unsafe fn copy_now(
+        &self,
+        device: usize,
+        dst: Side,
+        src: Side,
+        bytes: usize,
+        op: &'static str,
+    ) -> Result<()> {
+        self.drain_device_for_ordering(device);
+        // SAFETY: forwarded from the caller; this function waits for the copy to finish.
+        let completion = unsafe { self.start_copy(dst, src, bytes, Vec::new(), op) }?;
+        match signal::wait(&completion, self.wait_tick())? {
+            State::Done | State::Pending => Ok(()),
+            State::Failed(value) => Err(Error::AsyncFailure {
+                operation: op,
+                stream: 0,
+                reason: format!(
+                    "hsa_amd_memory_async_copy reported failure (signal value {value})"
+                ),
+            }),
+        }
+    }
+
+    /// # Safety
+    /// As `Backend::copy_htod`.
+    pub(super) unsafe fn htod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let dst = self.device_side(device, dst, bytes)?;
+        let (src, _lock) = self.host_side_for_sync(device, src as usize, bytes)?;
+        // SAFETY: both sides are GPU-accessible (pool memory or locked) and valid (caller).
+        unsafe { self.copy_now(device, dst, src, bytes, "host-to-device copy") }
+    }
+
+    /// # Safety
+    /// As `Backend::copy_dtoh`.
+    pub(super) unsafe fn dtoh(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let src = self.device_side(device, src, bytes)?;
+        let (dst, _lock) = self.host_side_for_sync(device, dst as usize, bytes)?;
+        // SAFETY: as in `htod`.
+        unsafe { self.copy_now(device, dst, src, bytes, "device-to-host copy") }
+    }
+
+    /// # Safety
+    /// As `Backend::copy_dtod`.
+    pub(super) unsafe fn dtod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let dst = self.device_side(device, dst, bytes)?;
+        let src = self.device_side(device, src, bytes)?;
+        // SAFETY: both are live allocations of this GPU (checked) for the call (caller).
+        unsafe { self.copy_now(device, dst, src, bytes, "device-to-device copy") }
+    }
+
+    /// Enqueues a copy on `stream`.
+    ///
+    /// # Safety
+    /// Both sides stay valid and GPU-accessible until the stream passes the copy.
+    unsafe fn enqueue_copy(
+        &self,
+        device: usize,
+        stream: StreamHandle,
+        dst: Side,
+        src: Side,
+        bytes: usize,
+        op: &'static str,
+    ) -> Result<()> {
+        let stream = self.stream(device, stream)?;
+        let mut stream = lock(&stream);
+        let deps = stream.dependencies()?;
+        // SAFETY: forwarded from the caller.
+        let completion = unsafe { self.start_copy(dst, src, bytes, deps, op) }?;
+        stream.push(completion);
+        Ok(())
+    }
+
+    /// # Safety
+    /// As `Backend::copy_htod_async`.
+    pub(super) unsafe fn htod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return self.stream(device, stream).map(drop);
+        }
+        let dst = self.device_side(device, dst, bytes)?;
+        let src = self.host_side_for_async(src as usize, bytes)?;
+        // SAFETY: checked accessible; validity until completion is the caller's guarantee.
+        unsafe {
+            self.enqueue_copy(
+                device,
+                stream,
+                dst,
+                src,
+                bytes,
+                "asynchronous host-to-device copy",
+            )
+        }
+    }
+
+    /// # Safety
+    /// As `Backend::copy_dtoh_async`.
+    pub(super) unsafe fn dtoh_async(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return self.stream(device, stream).map(drop);
+        }
+        let src = self.device_side(device, src, bytes)?;
+        let dst = self.host_side_for_async(dst as usize, bytes)?;
+        // SAFETY: as in `htod_async`.
+        unsafe {
+            self.enqueue_copy(
+                device,
+                stream,
+                dst,
+                src,
+                bytes,
+                "asynchronous device-to-host copy",
+            )
+        }
+    }
+
+    /// # Safety
+    /// As `Backend::copy_dtod_async`.
+    pub(super) unsafe fn dtod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return self.stream(device, stream).map(drop);
+        }
+        let dst = self.device_side(device, dst, bytes)?;
+        let src = self.device_side(device, src, bytes)?;
+        // SAFETY: as in `htod_async`.
+        unsafe {
+            self.enqueue_copy(
+                device,
+                stream,
+                dst,
+                src,
+                bytes,
+                "asynchronous device-to-device copy",
+            )
+        }
+    }
+
+    /// # Safety
+    /// As `Backend::memset_d8`.
+    pub(super) unsafe fn memset(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.device_side(device, dst, bytes)?;
+        self.drain_device_for_ordering(device);
+        // SAFETY: the range is inside a live allocation (checked) and no earlier work is pending.
+        unsafe { self.fill_bytes(dst.0 as usize, value, bytes) }
+    }
+
+    /// # Safety
+    /// As `Backend::memset_d8_async`.
+    pub(super) unsafe fn memset_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let handle = self.stream(device, stream)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.device_side(device, dst, bytes)?;
+        let mut stream = lock(&handle);
+        stream.drain(self.wait_tick())?;
+        // SAFETY: inside a live allocation (checked); the stream's earlier work has completed
+        // and the stream stays locked, so nothing later on it starts before the fill is done.
+        unsafe { self.fill_bytes(dst.0 as usize, value, bytes) }
+    }
+
+    /// Byte fill of `[dst, dst + bytes)` from 32-bit word fills plus read-modify-write of the
+    /// partial words at either end.
+    ///
+    /// # Safety
+    /// The range lies in one live device allocation (whose base is word aligned) and no device
+    /// work touches it.
+    unsafe fn fill_bytes(&self, dst: usize, value: u8, bytes: usize) -> Result<()> {
+        let plan = FillPlan::new(dst, bytes);
+        if let Some((from, to)) = plan.head {
+            // SAFETY: forwarded.
+            unsafe { self.patch_bytes(from, to, value) }?;
+        }
+        if let Some((start, words)) = plan.words {
+            let word = u32::from_ne_bytes([value; 4]);
+            // SAFETY: `start` is 4-byte aligned and the words lie inside the allocation.
+            unsafe { self.hsa.memory_fill(start as *mut c_void, word, words) }?;
+        }
+        if let Some((from, to)) = plan.tail {
+            // SAFETY: forwarded.
+            unsafe { self.patch_bytes(from, to, value) }?;
+        }
+        Ok(())
+    }
+
+    /// Sets `[from, to)` (within at most two words) to `value` by reading the enclosing words,
+    /// patching them and writing them back (`hsa_memory_copy`, synchronous).
+    ///
+    /// # Safety
+    /// The enclosing words lie in a live device allocation that no device work touches. Words
+    /// never extend past the allocation: its base is page aligned and its size a multiple of the
+    /// pool granule.
+    unsafe fn patch_bytes(&self, from: usize, to: usize, value: u8) -> Result<()> {
+        let lo = from & !3;
+        let hi = to.next_multiple_of(4);
+        let mut words = [0u8; 8];
+        let len = hi - lo;
+        if len > words.len() || to <= from {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: format!("internal fill split produced {from:#x}..{to:#x}"),
+            });
+        }
+        // SAFETY: `words` is writable host memory for `len` bytes; the device words are live.
+        unsafe {
+            self.hsa
+                .memory_copy(words.as_mut_ptr().cast(), lo as *const c_void, len)
+        }?;
+        words[from - lo..to - lo].fill(value);
+        // SAFETY: as above, in the other direction.
+        unsafe {
+            self.hsa
+                .memory_copy(lo as *mut c_void, words.as_ptr().cast(), len)
+        }
+    }
+}
+
+/// How a byte fill of `[dst, dst + bytes)` splits into whole aligned words and partial ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FillPlan {
+    /// Bytes before the first whole word (or the whole range when it contains no whole word).
+    pub head: Option<(usize, usize)>,
+    /// First aligned word address and word count.
+    pub words: Option<(usize, usize)>,
+    /// Bytes after the last whole word.
+    pub tail: Option<(usize, usize)>,
+}
+
+impl FillPlan {
+    /// Splits a non-empty range.
+    pub fn new(dst: usize, bytes: usize) -> FillPlan {
+        let end = dst + bytes;
+        let body_start = dst.next_multiple_of(4);
+        let body_end = end & !3;
+        if body_start >= body_end {
+            return FillPlan {
+                head: Some((dst, end)),
+                words: None,
+                tail: None,
+            };
+        }
+        FillPlan {
+            head: (dst < body_start).then_some((dst, body_start)),
+            words: Some((body_start, (body_end - body_start) / 4)),
+            tail: (body_end < end).then_some((body_end, end)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FillPlan;
+
+    /// Every byte of the range is covered exactly once, words are aligned, and each partial
+    /// piece fits in the (at most two) words `patch_bytes` reads.
+    #[test]
+    fn fill_plan_covers_each_byte_once() {
+        for dst in 4096..4096 + 9 {
+            for bytes in 1..40 {
+                let plan = FillPlan::new(dst, bytes);
+                let mut covered = vec![0u8; bytes];
+                let mut mark = |from: usize, to: usize| {
+                    for a in from..to {
+                        covered[a - dst] += 1;
+                    }
+                };
+                for (from, to) in [plan.head, plan.tail].into_iter().flatten() {
+                    assert!(from < to, "{plan:?}");
+                    assert!(to.next_multiple_of(4) - (from & !3) <= 8, "{plan:?}");
+                    mark(from, to);
+                }
+                if let Some((start, words)) = plan.words {
+                    assert_eq!(start % 4, 0, "{plan:?}");
+                    assert!(words > 0, "{plan:?}");
+                    mark(start, start + 4 * words);
+                    // Whole words exist exactly when the range contains an aligned word.
+                }
+                assert!(
+                    covered.iter().all(|c| *c == 1),
+                    "dst {dst} bytes {bytes}: {plan:?}"
+                );
+                let has_whole_word = dst.next_multiple_of(4) + 4 <= dst + bytes;
+                assert_eq!(
+                    plan.words.is_some(),
+                    has_whole_word,
+                    "dst {dst} bytes {bytes}"
+                );
+            }
+        }
+    }
+}

@@ -57,13 +57,18 @@ use std::sync::{Arc, Mutex};
 use stream::Stream;
 use topology::{Gpu, Topology};
 
+/// A registered stream: its device and its shared state.
+type StreamEntry = (usize, Arc<Mutex<Stream>>);
+
 /// The HSA runtime as a gpu-mem backend.
 #[derive(Debug)]
 pub struct RocBackend {
     hsa: Arc<Hsa>,
     topology: Topology,
     registry: Registry,
-    streams: Mutex<HashMap<u64, Arc<Mutex<Stream>>>>,
+    /// Stream handle → (device, stream); the device is kept outside the stream's own lock so
+    /// looking a stream up never waits for another thread draining it.
+    streams: Mutex<HashMap<u64, StreamEntry>>,
     events: Mutex<HashMap<u64, Event>>,
     next_handle: AtomicU64,
     /// Whether async-copy timestamps were enabled.
@@ -114,7 +119,7 @@ impl RocBackend {
         self.gpu(device)?;
         let streams = lock(&self.streams);
         match streams.get(&handle.0) {
-            Some(s) if lock(s).device == device => Ok(Arc::clone(s)),
+            Some((owner, s)) if *owner == device => Ok(Arc::clone(s)),
             _ => Err(Error::InvalidHandle {
                 kind: "stream",
                 handle: handle.0,
@@ -125,8 +130,8 @@ impl RocBackend {
     fn streams_of(&self, device: usize) -> Vec<Arc<Mutex<Stream>>> {
         lock(&self.streams)
             .values()
-            .filter(|s| lock(s).device == device)
-            .cloned()
+            .filter(|(owner, _)| *owner == device)
+            .map(|(_, s)| Arc::clone(s))
             .collect()
     }
 
@@ -215,7 +220,7 @@ impl RocBackend {
 impl Drop for RocBackend {
     fn drop(&mut self) {
         // Streams and events first: their signals must be destroyed while the runtime is up.
-        let streams: Vec<_> = lock(&self.streams).drain().map(|(_, s)| s).collect();
+        let streams: Vec<_> = lock(&self.streams).drain().map(|(_, (_, s))| s).collect();
         for s in streams {
             if let Err(e) = lock(&s).drain(self.wait_tick()) {
                 tracing::warn!(error = %e, "stream failure while dropping the ROC backend");
@@ -390,7 +395,8 @@ impl Backend for RocBackend {
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
         self.gpu(device)?;
         let handle = self.new_handle();
-        lock(&self.streams).insert(handle, Arc::new(Mutex::new(Stream::new(device, handle))));
+        let stream = Arc::new(Mutex::new(Stream::new(handle)));
+        lock(&self.streams).insert(handle, (device, stream));
         Ok(StreamHandle(handle))
     }
 

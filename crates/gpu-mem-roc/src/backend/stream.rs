@@ -18,8 +18,6 @@ const REAP_THRESHOLD: usize = 64;
 /// The host-side state of one stream.
 #[derive(Debug)]
 pub struct Stream {
-    /// Device ordinal.
-    pub device: usize,
     /// The handle value, for messages.
     pub handle: u64,
     /// Enqueued operations not yet observed complete, oldest first.
@@ -31,9 +29,8 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub fn new(device: usize, handle: u64) -> Stream {
+    pub fn new(handle: u64) -> Stream {
         Stream {
-            device,
             handle,
             pending: VecDeque::new(),
             waits: Vec::new(),

@@ -727,3 +727,65 @@ fn first_difference(old: &str, new: &str) -> String {
     }
     format!("{} vs. {} lines", old.lines().count(), new.lines().count())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extern_block_becomes_pointer_types() {
+        let text = "pub struct X;\nunsafe extern \"C\" {\n    pub fn nvrtcVersion(\n        major: *mut c_int,\n        minor: *mut c_int,\n    ) -> nvrtcResult;\n    pub fn nvrtcGetPTX(prog: nvrtcProgram, ptx: *mut c_char) -> nvrtcResult;\n}\npub type Y = u8;\n";
+        let out = functions_to_pointer_types(text).expect("rewrite");
+        assert!(out.starts_with("pub struct X;\n"), "{out}");
+        assert!(out.ends_with("\npub type Y = u8;\n"), "{out}");
+        assert!(!out.contains("extern \"C\" {"), "{out}");
+        assert!(
+            out.contains(
+                "pub type PFN_nvrtcVersion = ::core::option::Option<unsafe extern \"C\" fn("
+            ),
+            "{out}"
+        );
+        assert!(out.contains("major: *mut c_int"), "{out}");
+        assert!(out.contains(
+            "pub type PFN_nvrtcGetPTX = ::core::option::Option<unsafe extern \"C\" fn(prog: nvrtcProgram, ptx: *mut c_char) -> nvrtcResult>;"
+        ), "{out}");
+    }
+
+    #[test]
+    fn missing_extern_block_is_an_error() {
+        assert!(functions_to_pointer_types("pub struct X;").is_err());
+    }
+
+    #[test]
+    fn symbol_table_lists_every_entry_with_its_exports() {
+        let table = symbol_table("driver", "cuda_driver_symbols", DRIVER_SYMBOLS);
+        for s in DRIVER_SYMBOLS {
+            let names: Vec<String> = s.exported.iter().map(|n| format!("\"{n}\"")).collect();
+            let line = format!(
+                "{}: $crate::driver::{} = [{}]",
+                s.field,
+                s.pfn,
+                names.join(", ")
+            );
+            assert!(table.contains(&line), "missing {line}");
+        }
+        assert!(table.contains("macro_rules! cuda_driver_symbols"));
+    }
+
+    #[test]
+    fn elapsed_time_is_bound_at_the_cuda_2_export() {
+        // cuda.h 13.x maps cuEventElapsedTime to the 12.8-only _v2; the binding must not.
+        let entry = DRIVER_SYMBOLS
+            .iter()
+            .find(|s| s.field == "cuEventElapsedTime")
+            .expect("entry");
+        assert_eq!(entry.exported, ["cuEventElapsedTime"]);
+        assert_eq!(entry.pfn, "PFN_cuEventElapsedTime_v2000");
+    }
+
+    #[test]
+    fn matching_close_handles_nesting() {
+        assert_eq!(matching_close("(a(b)c)", 0, '(', ')'), Some(6));
+        assert_eq!(matching_close("(a(b", 0, '(', ')'), None);
+    }
+}

@@ -13,7 +13,8 @@
  *   shared       GM_SHARED T name[N][M];  (static)                                [shared.array]
  *                T* p = gm_dynamic_shared<T>();  (size given at launch)           [shape 0]
  *   local        T name[N];  (an ordinary local array)                             [local.array]
- *   barriers     barrier(GM_FENCE_LOCAL)   all threads of the block, block fence  [syncthreads]
+ *   barriers     syncthreads()             = barrier(GM_FENCE_LOCAL)               [syncthreads]
+ *                barrier(GM_FENCE_LOCAL)   all threads of the block, block fence  [roc.barrier]
  *                barrier(GM_FENCE_GLOBAL)  device-wide fence, then the barrier    [roc.barrier]
  *                wavebarrier()             the threads of one warp / wavefront    [roc.wavebarrier]
  *   lanes        gm_lane_id(), gm_warp_size()
@@ -128,6 +129,9 @@ GM_DEVICE void barrier(int fence) {
     }
     __syncthreads();
 }
+
+/* Numba CUDA's spelling of barrier(GM_FENCE_LOCAL). */
+GM_DEVICE void syncthreads() { __syncthreads(); }
 
 /* Barrier among the threads of one warp (CUDA) or wavefront (AMD), with memory ordering among
  * them. HIP 5.2 has no __syncwarp; a wavefront executes in lockstep, so the AMDGPU wave

@@ -16,7 +16,8 @@ pub struct Opened {
     pub path: String,
 }
 
-/// Opens `library` from `$env_override` or the first acceptable entry of `candidates`.
+/// Opens `library` from `$env_override` (ignored when empty) or the first acceptable entry of
+/// `candidates`.
 ///
 /// `accept` may reject a library that opened (returning why), e.g. one lacking a key symbol.
 pub fn open_first(
@@ -25,9 +26,13 @@ pub fn open_first(
     candidates: &[&str],
     accept: impl Fn(&Library) -> std::result::Result<(), String>,
 ) -> Result<Opened> {
-    let list: Vec<String> = match std::env::var(env_override) {
-        Ok(path) if !path.is_empty() => vec![path],
-        _ => candidates.iter().map(|c| (*c).to_string()).collect(),
+    let from_env = match env_override {
+        "" => None,
+        name => std::env::var(name).ok().filter(|p| !p.is_empty()),
+    };
+    let list: Vec<String> = match from_env {
+        Some(path) => vec![path],
+        None => candidates.iter().map(|c| (*c).to_string()).collect(),
     };
     let mut tried = Vec::with_capacity(list.len());
     let mut last_reason = String::from("no candidates");

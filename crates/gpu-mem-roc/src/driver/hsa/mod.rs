@@ -70,7 +70,16 @@ static SHARED: OnceLock<Arc<Hsa>> = OnceLock::new();
 impl Hsa {
     /// Opens the library and resolves its functions (a fresh handle each call).
     pub fn load() -> Result<Hsa> {
-        let Opened { library, path } = open_first(LIBRARY, ENV_OVERRIDE, CANDIDATES, |lib| {
+        Hsa::open(ENV_OVERRIDE, CANDIDATES)
+    }
+
+    /// Opens exactly `path` (no environment override), e.g. a stand-in runtime in tests.
+    pub fn load_from(path: &str) -> Result<Hsa> {
+        Hsa::open("", &[path])
+    }
+
+    fn open(env_override: &str, candidates: &[&str]) -> Result<Hsa> {
+        let Opened { library, path } = open_first(LIBRARY, env_override, candidates, |lib| {
             // SAFETY: only checks the symbol's presence; the pointer is not called.
             match unsafe { lib.get::<sys::PFN_hsa_init>("hsa_init") } {
                 Ok(_) => Ok(()),

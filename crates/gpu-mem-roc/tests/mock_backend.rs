@@ -1,0 +1,652 @@
+//! `RocBackend` against a stand-in HSA runtime (tests/mock/libhsa_mock.c), built here with `cc`.
+//!
+//! The stand-in is host memory and threads, not a GPU: these tests check the backend's side of
+//! the HSA contract (copies only on GPU-accessible memory, agent pointers of locked memory, the
+//! signal chain ordering a stream, signals never destroyed while an operation depends on them,
+//! failures poisoning a stream, 4-byte fills with byte edges, balanced locks and init/shutdown),
+//! never anything about hardware. Without a C compiler or the HSA headers the trials are ignored.
+
+use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags, StreamHandle};
+use gpu_mem_core::{Backend, Error};
+use gpu_mem_roc::RocBackend;
+use gpu_mem_roc::driver::Hsa;
+use libtest_mimic::{Arguments, Failed, Trial};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mock/libhsa_mock.c");
+const MIB: usize = 1 << 20;
+/// The stand-in's VRAM size and agent-pointer offset (see the C file).
+const VRAM_BYTES: u64 = 64 << 20;
+const AGENT_OFFSET: u64 = 1 << 44;
+
+/// Mirrors `mock_stats_t`.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Stats {
+    init_count: i32,
+    live_signals: i32,
+    violations: i32,
+    live_vram: i32,
+    live_system: i32,
+    live_locks: i32,
+    copies_started: i32,
+    vram_used: u64,
+}
+
+struct Mock {
+    path: PathBuf,
+    control: libloading::Library,
+}
+
+impl Mock {
+    fn stats(&self) -> Result<Stats, Failed> {
+        let mut s = Stats::default();
+        // SAFETY: the stand-in exports `void mock_hsa_stats(mock_stats_t*)`, mirrored by Stats.
+        let f = unsafe {
+            self.control
+                .get::<unsafe extern "C" fn(*mut Stats)>("mock_hsa_stats")
+        }
+        .map_err(|e| e.to_string())?;
+        // SAFETY: `s` is a valid, writable Stats.
+        unsafe { f(&mut s) };
+        Ok(s)
+    }
+
+    fn fail_next_copy(&self) -> Result<(), Failed> {
+        // SAFETY: the stand-in exports `void mock_hsa_fail_next_copy(void)`.
+        let f = unsafe {
+            self.control
+                .get::<unsafe extern "C" fn()>("mock_hsa_fail_next_copy")
+        }
+        .map_err(|e| e.to_string())?;
+        // SAFETY: no arguments.
+        unsafe { f() };
+        Ok(())
+    }
+
+    /// A fresh backend on the stand-in (its own `hsa_init`).
+    fn backend(&self) -> Result<RocBackend, Failed> {
+        let path = self.path.to_str().ok_or("non-UTF-8 temp path")?;
+        let hsa = Arc::new(Hsa::load_from(path)?);
+        hsa.init()?;
+        Ok(RocBackend::new(hsa)?)
+    }
+}
+
+fn build(dir: &Path) -> Result<PathBuf, String> {
+    if !Path::new("/usr/include/hsa/hsa_ext_amd.h").exists() {
+        return Err(
+            "HSA headers not installed (libhsa-runtime-dev; .ci/install-rocm-parts.sh)".into(),
+        );
+    }
+    let out = dir.join("libhsa-mock.so");
+    let status = std::process::Command::new("cc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-std=c11",
+            "-D_DEFAULT_SOURCE",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(SOURCE)
+        .arg("-lpthread")
+        .output()
+        .map_err(|e| format!("cannot run cc: {e}"))?;
+    if !status.status.success() {
+        return Err(format!(
+            "cc failed: {}",
+            String::from_utf8_lossy(&status.stderr)
+        ));
+    }
+    Ok(out)
+}
+
+fn ensure(cond: bool, msg: impl FnOnce() -> String) -> Result<(), Failed> {
+    if cond {
+        Ok(())
+    } else {
+        Err(Failed::from(msg()))
+    }
+}
+
+type TestFn = fn(&Mock) -> Result<(), Failed>;
+
+fn main() {
+    let mut args = Arguments::from_args();
+    // The stand-in's state (statistics, the fail-next-copy switch) is process-wide.
+    args.test_threads = Some(1);
+    let dir = std::env::temp_dir().join(format!("gpu-mem-roc-mock-{}", std::process::id()));
+    let mock = std::fs::create_dir_all(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| build(&dir))
+        .and_then(|path| {
+            // SAFETY: the stand-in has no initialisers with side effects.
+            let control = unsafe { libloading::Library::new(&path) }.map_err(|e| e.to_string())?;
+            Ok(Arc::new(Mock { path, control }))
+        });
+    let tests: &[(&str, TestFn)] = &[
+        ("device_info_and_memory_info", device_info_and_memory_info),
+        (
+            "sync_roundtrip_through_pageable_memory",
+            sync_roundtrip_pageable,
+        ),
+        ("async_chain_keeps_stream_order", async_chain_in_order),
+        (
+            "async_copies_refuse_pageable_memory",
+            async_refuses_pageable,
+        ),
+        (
+            "registered_memory_uses_the_agent_pointer",
+            registered_memory,
+        ),
+        ("memset_handles_unaligned_edges", memset_unaligned),
+        (
+            "memset_async_runs_after_earlier_stream_work",
+            memset_async_ordered,
+        ),
+        ("events_order_streams_and_time_copies", events),
+        ("a_failed_copy_poisons_its_stream", failure_poisons_stream),
+        (
+            "signals_outlive_the_operations_waiting_on_them",
+            signals_outlive_dependents,
+        ),
+    ];
+    let trials = tests
+        .iter()
+        .map(|(name, f)| {
+            let f = *f;
+            match &mock {
+                Ok(m) => {
+                    let m = Arc::clone(m);
+                    Trial::test(format!("mock_hsa::{name}"), move || run_checked(&m, f))
+                }
+                Err(reason) => {
+                    let reason = reason.clone();
+                    Trial::test(format!("mock_hsa::{name}"), move || {
+                        println!("    ignored: cannot build the stand-in HSA runtime: {reason}");
+                        Ok(())
+                    })
+                    .with_ignored_flag(true)
+                }
+            }
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    let _ = std::fs::remove_dir_all(&dir);
+    conclusion.exit();
+}
+
+/// Runs one test, then checks the stand-in saw no contract violation, and that dropping the
+/// backend released every signal (except ones leaked on purpose after a failure), lock and
+/// `hsa_init` reference it took.
+fn run_checked(mock: &Mock, test: TestFn) -> Result<(), Failed> {
+    let before = mock.stats()?;
+    test(mock)?;
+    let after = mock.stats()?;
+    ensure(after.violations == before.violations, || {
+        format!(
+            "{} HSA contract violation(s) (destroyed signal used or still depended on, bad unlock/free)",
+            after.violations - before.violations
+        )
+    })?;
+    ensure(after.init_count == before.init_count, || {
+        format!("hsa_init/shut_down unbalanced: {before:?} -> {after:?}")
+    })?;
+    ensure(after.live_locks == before.live_locks, || {
+        format!("locks left behind: {before:?} -> {after:?}")
+    })?;
+    ensure(
+        after.live_vram == before.live_vram && after.live_system == before.live_system,
+        || format!("allocations left behind: {before:?} -> {after:?}"),
+    )?;
+    Ok(())
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn device_info_and_memory_info(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    ensure(b.device_count() == 1, || {
+        format!("{} devices", b.device_count())
+    })?;
+    let info = b.device_info(0)?;
+    ensure(
+        info.name == "Mock Instinct MI210" && info.arch == "gfx90a",
+        || format!("{info:?}"),
+    )?;
+    ensure(
+        info.warp_size == 64 && info.max_threads_per_block == 1024,
+        || format!("{info:?}"),
+    )?;
+    ensure(
+        info.max_shared_memory_per_block == 65536 && info.total_memory == VRAM_BYTES,
+        || format!("{info:?}"),
+    )?;
+    ensure(info.can_map_host_memory, || format!("{info:?}"))?;
+    let m0 = b.mem_info(0)?;
+    ensure(m0.total == VRAM_BYTES && m0.free == VRAM_BYTES, || {
+        format!("{m0:?}")
+    })?;
+    let p = b.alloc(0, MIB + 1)?;
+    ensure(p.0 % 256 == 0, || format!("{p:?} not 256-aligned"))?;
+    let m1 = b.mem_info(0)?;
+    ensure(m1.free == VRAM_BYTES - (MIB + 1) as u64, || {
+        format!("after 1 MiB + 1: {m1:?}")
+    })?;
+    match b.alloc(0, 128 * MIB) {
+        Err(Error::OutOfMemory {
+            requested, total, ..
+        }) => ensure(
+            requested == (128 * MIB) as u64 && total == VRAM_BYTES,
+            || "wrong sizes".into(),
+        )?,
+        other => return Err(format!("expected OutOfMemory, got {other:?}").into()),
+    }
+    match b.device_info(1) {
+        Err(Error::NoSuchDevice { count: 1, .. }) => {}
+        other => return Err(format!("expected NoSuchDevice, got {other:?}").into()),
+    }
+    // SAFETY: `p` came from alloc and nothing uses it.
+    unsafe { b.free(0, p) }?;
+    // SAFETY: freeing twice must be refused, not reach the runtime.
+    ensure(unsafe { b.free(0, p) }.is_err(), || {
+        "double free accepted".into()
+    })?;
+    Ok(())
+}
+
+fn sync_roundtrip_pageable(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 4096 + 13;
+    let src = pattern(n, 7);
+    let mut back = vec![0u8; n];
+    let d = b.alloc(0, n)?;
+    let d2 = b.alloc(0, n)?;
+    // SAFETY: the vectors and allocations are valid for `n` bytes.
+    unsafe {
+        b.copy_htod(0, d, src.as_ptr(), n)?;
+        b.copy_dtod(0, d2, d, n)?;
+        b.copy_dtoh(0, back.as_mut_ptr(), d2, n)?;
+    }
+    ensure(back == src, || {
+        "round trip through pageable memory changed the data".into()
+    })?;
+    ensure(mock.stats()?.live_locks == 0, || {
+        "temporary locks not released".into()
+    })?;
+    // SAFETY: from alloc, unused.
+    unsafe {
+        b.free(0, d)?;
+        b.free(0, d2)?;
+    }
+    Ok(())
+}
+
+fn pinned(b: &RocBackend, n: usize, mapped: bool) -> Result<NonNull<u8>, Failed> {
+    let a = b.host_alloc(
+        0,
+        n,
+        HostAllocFlags {
+            mapped,
+            ..Default::default()
+        },
+    )?;
+    ensure(a.device.is_some() == mapped, || {
+        format!("mapped {mapped} but device {:?}", a.device)
+    })?;
+    if let Some(d) = a.device {
+        ensure(d.0 == a.host.as_ptr() as u64, || {
+            "system-pool memory must keep its address".into()
+        })?;
+    }
+    Ok(a.host)
+}
+
+fn async_chain_in_order(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 64 * 1024;
+    let a = pinned(&b, n, false)?;
+    let c = pinned(&b, n, true)?;
+    let expected = pattern(n, 3);
+    // SAFETY: `a` and `c` are live host allocations of `n` bytes, not otherwise aliased.
+    unsafe {
+        std::ptr::copy_nonoverlapping(expected.as_ptr(), a.as_ptr(), n);
+        std::ptr::write_bytes(c.as_ptr(), 0, n);
+    }
+    let d1 = b.alloc(0, n)?;
+    let d2 = b.alloc(0, n)?;
+    let s = b.stream_create(0)?;
+    // SAFETY: all buffers stay alive and untouched until the stream is synchronised below.
+    unsafe {
+        b.copy_htod_async(0, d1, a.as_ptr(), n, s)?;
+        b.copy_dtod_async(0, d2, d1, n, s)?;
+        b.copy_dtoh_async(0, c.as_ptr(), d2, n, s)?;
+    }
+    b.stream_synchronize(0, s)?;
+    ensure(b.stream_query(0, s)?, || {
+        "stream busy after synchronize".into()
+    })?;
+    // SAFETY: the stream finished; `c` holds `n` initialised bytes.
+    let got = unsafe { std::slice::from_raw_parts(c.as_ptr(), n) };
+    ensure(got == expected.as_slice(), || {
+        "H2D -> D2D -> D2H chain ran out of order".into()
+    })?;
+    // SAFETY: the stream is idle; everything is freed once.
+    unsafe {
+        b.stream_destroy(0, s)?;
+        b.free(0, d1)?;
+        b.free(0, d2)?;
+        b.host_free(0, a)?;
+        b.host_free(0, c)?;
+    }
+    let live_before_drop = mock.stats()?.live_signals;
+    drop(b);
+    let live_after_drop = mock.stats()?.live_signals;
+    ensure(live_after_drop <= live_before_drop, || {
+        "signals created by dropping".into()
+    })?;
+    Ok(())
+}
+
+fn async_refuses_pageable(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let v = pattern(4096, 1);
+    let d = b.alloc(0, 4096)?;
+    let s = b.stream_create(0)?;
+    // SAFETY: must be refused before anything is enqueued.
+    match unsafe { b.copy_htod_async(0, d, v.as_ptr(), 4096, s) } {
+        Err(Error::InvalidPointer { kind: "host", .. }) => {}
+        other => return Err(format!("expected InvalidPointer, got {other:?}").into()),
+    }
+    let bogus = StreamHandle(0xdead);
+    ensure(
+        matches!(
+            b.stream_synchronize(0, bogus),
+            Err(Error::InvalidHandle { .. })
+        ),
+        || "bogus stream accepted".into(),
+    )?;
+    // SAFETY: idle stream, live allocation.
+    unsafe {
+        b.stream_destroy(0, s)?;
+        b.free(0, d)?;
+    }
+    Ok(())
+}
+
+fn registered_memory(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 3 * 4096 + 100;
+    let mut host = pattern(n, 9);
+    let expected = host.clone();
+    let ptr = NonNull::new(host.as_mut_ptr()).ok_or("null vec")?;
+    let flags = HostRegisterFlags {
+        mapped: true,
+        portable: false,
+    };
+    // SAFETY: `host` stays alive and unmoved until unregistered below.
+    let dev = unsafe { b.host_register(0, ptr, n, flags) }?
+        .ok_or("mapped registration without a device address")?;
+    ensure(dev.0 == ptr.as_ptr() as u64 + AGENT_OFFSET, || {
+        format!("device address {:#x} is not the agent pointer", dev.0)
+    })?;
+    // SAFETY: registering the same base again must be refused (nothing is locked twice).
+    let again = unsafe { b.host_register(0, ptr, n, flags) };
+    ensure(matches!(again, Err(Error::HostRegistration { .. })), || {
+        "double registration accepted".into()
+    })?;
+    let d = b.alloc(0, n)?;
+    let s = b.stream_create(0)?;
+    let mut back = vec![0u8; n];
+    // SAFETY: registered source (async needs it) and pageable destination (sync path).
+    unsafe {
+        b.copy_htod_async(0, d, ptr.as_ptr().add(100), n - 100, s)?;
+    }
+    b.stream_synchronize(0, s)?;
+    // SAFETY: `back` is writable for n - 100 bytes.
+    unsafe { b.copy_dtoh(0, back.as_mut_ptr(), d, n - 100) }?;
+    ensure(back[..n - 100] == expected[100..], || {
+        "copy through the agent pointer moved the wrong bytes".into()
+    })?;
+    // SAFETY: registered above, no work in flight.
+    unsafe { b.host_unregister(0, ptr) }?;
+    // SAFETY: a second unregister must be refused before reaching the runtime.
+    let again = unsafe { b.host_unregister(0, ptr) };
+    ensure(matches!(again, Err(Error::HostRegistration { .. })), || {
+        "double unregistration accepted".into()
+    })?;
+    // SAFETY: idle stream, live allocation.
+    unsafe {
+        b.stream_destroy(0, s)?;
+        b.free(0, d)?;
+    }
+    drop(host);
+    Ok(())
+}
+
+fn memset_unaligned(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 96;
+    let d = b.alloc(0, n)?;
+    let mut model = pattern(n, 5);
+    // SAFETY: `model` has n bytes.
+    unsafe { b.copy_htod(0, d, model.as_ptr(), n) }?;
+    let cases: &[(usize, usize, u8)] = &[
+        (1, 2, 0x11),
+        (3, 6, 0x22),
+        (8, 8, 0x33),
+        (17, 1, 0x44),
+        (21, 30, 0x55),
+        (60, 36, 0x66),
+        (0, 3, 0x77),
+    ];
+    for &(offset, len, value) in cases {
+        let dst = d.checked_add(offset as u64).ok_or("overflow")?;
+        // SAFETY: inside the allocation.
+        unsafe { b.memset_d8(0, dst, value, len) }?;
+        model[offset..offset + len].fill(value);
+        let mut back = vec![0u8; n];
+        // SAFETY: `back` has n bytes.
+        unsafe { b.copy_dtoh(0, back.as_mut_ptr(), d, n) }?;
+        ensure(back == model, || {
+            format!("after memset({offset}, {len}, {value:#x}): {back:?} != {model:?}")
+        })?;
+    }
+    // SAFETY: from alloc, unused.
+    unsafe { b.free(0, d) }?;
+    Ok(())
+}
+
+fn memset_async_ordered(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 4096;
+    let src = pinned(&b, n, false)?;
+    let expected_src = pattern(n, 11);
+    // SAFETY: live allocation of n bytes.
+    unsafe { std::ptr::copy_nonoverlapping(expected_src.as_ptr(), src.as_ptr(), n) };
+    let d = b.alloc(0, n)?;
+    let s = b.stream_create(0)?;
+    // SAFETY: buffers outlive the stream work (synchronised below).
+    unsafe {
+        b.copy_htod_async(0, d, src.as_ptr(), n, s)?;
+        b.memset_d8_async(0, DevicePtr(d.0 + 5), 0xEE, 1000, s)?;
+    }
+    b.stream_synchronize(0, s)?;
+    let mut back = vec![0u8; n];
+    // SAFETY: `back` has n bytes.
+    unsafe { b.copy_dtoh(0, back.as_mut_ptr(), d, n) }?;
+    let mut expected = expected_src.clone();
+    expected[5..1005].fill(0xEE);
+    ensure(back == expected, || {
+        "memset_d8_async did not run after the stream's earlier copy".into()
+    })?;
+    // SAFETY: idle, freed once.
+    unsafe {
+        b.stream_destroy(0, s)?;
+        b.free(0, d)?;
+        b.host_free(0, src)?;
+    }
+    Ok(())
+}
+
+fn events(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = MIB;
+    let src = pinned(&b, n, false)?;
+    let dst = pinned(&b, n, false)?;
+    let expected = pattern(n, 13);
+    // SAFETY: live allocations of n bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(expected.as_ptr(), src.as_ptr(), n);
+        std::ptr::write_bytes(dst.as_ptr(), 0, n);
+    }
+    let d = b.alloc(0, n)?;
+    let (s1, s2) = (b.stream_create(0)?, b.stream_create(0)?);
+    let (e0, e1) = (b.event_create(0, true)?, b.event_create(0, true)?);
+    let untimed = b.event_create(0, false)?;
+    ensure(b.event_query(0, e1)?, || {
+        "an unrecorded event must count as complete".into()
+    })?;
+    b.event_record(0, e0, s1)?;
+    // SAFETY: buffers outlive the work (synchronised below).
+    unsafe { b.copy_htod_async(0, d, src.as_ptr(), n, s1) }?;
+    b.event_record(0, e1, s1)?;
+    b.event_record(0, untimed, s1)?;
+    // s2 reads what s1 writes: only correct if s2 waits for e1.
+    b.stream_wait_event(0, s2, e1)?;
+    // SAFETY: as above.
+    unsafe { b.copy_dtoh_async(0, dst.as_ptr(), d, n, s2) }?;
+    b.stream_synchronize(0, s2)?;
+    // SAFETY: s2 finished; dst holds n bytes.
+    let got = unsafe { std::slice::from_raw_parts(dst.as_ptr(), n) };
+    ensure(got == expected.as_slice(), || {
+        "stream_wait_event did not order s2 after s1".into()
+    })?;
+    b.event_synchronize(0, e1)?;
+    ensure(b.event_query(0, e1)?, || {
+        "event not complete after synchronize".into()
+    })?;
+    let ms = b.event_elapsed_ms(0, e0, e1)?;
+    // The stand-in spends at least 3 ms in each copy.
+    ensure((2.5..10_000.0).contains(&ms), || {
+        format!("elapsed {ms} ms for a copy that takes >= 3 ms")
+    })?;
+    ensure(
+        matches!(
+            b.event_elapsed_ms(0, e0, untimed),
+            Err(Error::EventTiming { .. })
+        ),
+        || "timing an untimed event must fail".into(),
+    )?;
+    // SAFETY: everything idle, destroyed once.
+    unsafe {
+        b.event_destroy(0, e0)?;
+        b.event_destroy(0, e1)?;
+        b.event_destroy(0, untimed)?;
+        b.stream_destroy(0, s1)?;
+        b.stream_destroy(0, s2)?;
+        b.free(0, d)?;
+        b.host_free(0, src)?;
+        b.host_free(0, dst)?;
+    }
+    Ok(())
+}
+
+fn failure_poisons_stream(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 4096;
+    let h = pinned(&b, n, false)?;
+    let d = b.alloc(0, n)?;
+    let s = b.stream_create(0)?;
+    mock.fail_next_copy()?;
+    // SAFETY: buffers outlive the stream work; the second copy never runs (its dependency fails).
+    unsafe {
+        b.copy_htod_async(0, d, h.as_ptr(), n, s)?;
+        b.copy_dtoh_async(0, h.as_ptr(), d, n, s)?;
+    }
+    match b.stream_synchronize(0, s) {
+        Err(Error::AsyncFailure { stream, reason, .. }) => {
+            ensure(stream == s.0 && reason.contains("host-to-device"), || {
+                format!("stream {stream:#x}: {reason}")
+            })?
+        }
+        other => return Err(format!("expected AsyncFailure, got {other:?}").into()),
+    }
+    ensure(b.stream_query(0, s).is_err(), || {
+        "a failed stream must keep reporting".into()
+    })?;
+    // SAFETY: must be refused on the failed stream (nothing is enqueued).
+    let refused = unsafe { b.copy_htod_async(0, d, h.as_ptr(), n, s) };
+    ensure(matches!(refused, Err(Error::AsyncFailure { .. })), || {
+        "work accepted on a failed stream".into()
+    })?;
+    ensure(b.synchronize(0).is_err(), || {
+        "device synchronize must report the failed stream".into()
+    })?;
+    // Synchronous work on the device still runs (the failed stream's rest never will).
+    let v = pattern(n, 17);
+    let mut back = vec![0u8; n];
+    // SAFETY: live buffers of n bytes.
+    unsafe {
+        b.copy_htod(0, d, v.as_ptr(), n)?;
+        b.copy_dtoh(0, back.as_mut_ptr(), d, n)?;
+    }
+    ensure(back == v, || {
+        "synchronous copies broken after a stream failure".into()
+    })?;
+    // SAFETY: the stream is failed; destroying it reports the failure and forgets it.
+    ensure(unsafe { b.stream_destroy(0, s) }.is_err(), || {
+        "destroying a failed stream hides the failure".into()
+    })?;
+    // SAFETY: no work that can still run uses them.
+    unsafe {
+        b.free(0, d)?;
+        b.host_free(0, h)?;
+    }
+    Ok(())
+}
+
+/// A completed signal reaped from its stream must stay alive while a later operation that waits
+/// on it (and on something slower) has not started; the stand-in counts destroying it as a
+/// violation.
+fn signals_outlive_dependents(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 4096;
+    let h = pinned(&b, n, false)?;
+    let (d1, d2, d3) = (b.alloc(0, n)?, b.alloc(0, n)?, b.alloc(0, n)?);
+    let (slow, s) = (b.stream_create(0)?, b.stream_create(0)?);
+    let e = b.event_create(0, false)?;
+    // SAFETY: all buffers outlive the work (synchronised below).
+    unsafe {
+        for _ in 0..4 {
+            b.copy_htod_async(0, d1, h.as_ptr(), n, slow)?;
+        }
+        b.event_record(0, e, slow)?;
+        b.copy_htod_async(0, d2, h.as_ptr(), n, s)?;
+        b.stream_wait_event(0, s, e)?;
+        b.copy_dtod_async(0, d3, d2, n, s)?;
+    }
+    // Let the first copy on `s` finish while the slow stream is still busy, then reap.
+    std::thread::sleep(std::time::Duration::from_millis(6));
+    let _ = b.stream_query(0, s)?;
+    b.synchronize(0)?;
+    // SAFETY: everything idle, released once.
+    unsafe {
+        b.event_destroy(0, e)?;
+        b.stream_destroy(0, slow)?;
+        b.stream_destroy(0, s)?;
+        b.free(0, d1)?;
+        b.free(0, d2)?;
+        b.free(0, d3)?;
+        b.host_free(0, h)?;
+    }
+    Ok(())
+}

@@ -1,9 +1,11 @@
 //! [`RocBackend`]: `gpu_mem_core::Backend` on the HSA runtime (DESIGN.md §4).
 //!
 //! **Not yet run on hardware.** This module was written against the HSA runtime specification
-//! and ROCr's `hsa_ext_amd.h` (5.2.3) on machines without an AMD GPU; only what needs no GPU is
-//! tested here (loading, `hsa_init` failing, hiprtc). Running the conformance suite with
-//! `GPU_MEM_BACKEND=roc` on a machine with an AMD GPU is its first real test.
+//! and ROCr's `hsa_ext_amd.h` (5.2.3) on machines without an AMD GPU. What runs without one:
+//! the real runtime loading and `hsa_init` failing (tests/native), and this backend's logic
+//! against a stand-in runtime made of host memory and threads (tests/mock_backend.rs: stream
+//! order, agent pointers, signal lifetimes, fills, events, failures). Running the conformance
+//! suite with `GPU_MEM_BACKEND=roc` on a machine with an AMD GPU is its first real test.
 //!
 //! # Mapping
 //!

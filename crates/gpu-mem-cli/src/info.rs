@@ -116,13 +116,8 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
             );
         }
     }
-    if selected.is_err() {
-        return Err(gpu_mem::Error::BackendUnavailable {
-            backend: gpu_mem::BackendKind::Sim,
-            reason: report.selection_error.unwrap_or_default(),
-        });
-    }
-    Ok(())
+    // Exit non-zero when the requested backend cannot be opened, with its own error.
+    selected.map(drop)
 }
 
 pub fn human(bytes: u64) -> String {

@@ -23,6 +23,10 @@ mod stream_ops;
 
 pub use array::{DeviceArray, DeviceRecord, LayoutSource};
 pub use backend::Backend;
+
+/// The portable kernel prelude `gpu_mem.h` (DESIGN.md §5): thread indices, shared and local
+/// arrays, barriers and the array argument type, for kernel source compiled by NVRTC or hiprtc.
+pub const KERNEL_PRELUDE: &str = include_str!("../include/gpu_mem.h");
 pub use device::Device;
 pub use element::Element;
 pub use error::{BackendKind, Error, Result};

@@ -165,9 +165,12 @@ fn same_size_shape(size: usize, ndim: usize, seeds: &[Seed]) -> Vec<usize> {
 }
 
 proptest! {
+    // Under Miri (`cargo +nightly miri test`) the interpreter is ~1000x slower and isolated from
+    // the file system, so run a few cases and keep no failure-persistence file.
     #![proptest_config(ProptestConfig {
-        cases: 512,
+        cases: if cfg!(miri) { 4 } else { 512 },
         max_global_rejects: 200_000,
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
         ..ProptestConfig::default()
     })]
 

@@ -7,7 +7,7 @@ use std::fmt;
 use std::time::Instant;
 
 /// The portable kernel prelude (DESIGN.md §5), shipped by gpu-mem-core.
-pub const PRELUDE: &str = include_str!("../../../gpu-mem-core/include/gpu_mem.h");
+pub const PRELUDE: &str = gpu_mem_core::KERNEL_PRELUDE;
 
 /// The name kernel sources include the prelude by: `#include "gpu_mem.h"`.
 pub const PRELUDE_NAME: &str = "gpu_mem.h";

@@ -318,6 +318,38 @@ pub enum Error {
         /// What was being computed.
         what: String,
     },
+    /// A launch configuration or argument list the backend cannot run.
+    #[error("cannot launch kernel `{kernel}`: {reason}")]
+    InvalidLaunch {
+        /// Kernel name.
+        kernel: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A simulated thread did something a GPU would trap on (out-of-bounds access, wrong
+    /// argument type, a panic in the kernel body).
+    #[error("kernel `{kernel}` faulted in block {block:?}, thread {thread:?}: {message}")]
+    KernelFault {
+        /// Kernel name.
+        kernel: String,
+        /// Block index (x, y, z).
+        block: [u32; 3],
+        /// Thread index within the block (x, y, z).
+        thread: [u32; 3],
+        /// What happened, with the index or value involved.
+        message: String,
+    },
+    /// Threads of a block did not meet at the same barrier (some exited, or waited at another
+    /// barrier): on a GPU this hangs or is undefined; the simulator reports it.
+    #[error("barrier divergence in kernel `{kernel}`, block {block:?}: {detail}")]
+    BarrierDivergence {
+        /// Kernel name.
+        kernel: String,
+        /// Block index (x, y, z).
+        block: [u32; 3],
+        /// Which threads were where.
+        detail: String,
+    },
     /// Errors that happened in `Drop` and were kept for a later check.
     #[error("{count} error(s) happened while releasing resources; first: {first}")]
     DeferredRelease {

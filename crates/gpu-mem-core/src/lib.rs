@@ -16,6 +16,7 @@ pub mod element;
 pub mod error;
 mod event;
 pub mod host;
+pub mod kernel;
 pub mod layout;
 mod memory;
 mod stream;
@@ -34,5 +35,6 @@ pub use event::Event;
 pub use host::{
     HostDestination, HostSource, MapFlags, MappedArray, PinnedArray, Registered, Rejected,
 };
+pub use kernel::{Dim3, Fence, In, InOut, Kernel, KernelArg, LaunchConfig, Out, Scalar, ThreadCtx};
 pub use layout::{Layout, Order, ReshapeOrder};
 pub use stream::{AutoSynchronize, Stream};

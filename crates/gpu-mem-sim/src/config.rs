@@ -5,6 +5,7 @@
 //!   `512M`, `1G`, `64KiB`); default 4 GiB. Memory is only taken from the host when allocated.
 //! * `GPU_MEM_SIM_WARP_SIZE` — threads per warp: 32 (default) or 64, or a comma-separated list
 //!   giving each device its own (`32,64`).
+//! * `GPU_MEM_SIM_SHARED_MEMORY` — shared memory per block (default `48KiB`).
 
 use gpu_mem_core::{Error, Result};
 
@@ -22,18 +23,30 @@ pub struct SimDeviceConfig {
     pub memory: u64,
     /// Warp (wavefront) size: 32 or 64.
     pub warp_size: u32,
+    /// Shared memory a block may use, in bytes (static + dynamic).
+    pub shared_memory: usize,
 }
 
 /// Default capacity of a simulated device.
 pub const DEFAULT_MEMORY: u64 = 4 << 30;
 
+/// Default shared memory per block (48 KiB, as CUDA).
+pub const DEFAULT_SHARED_MEMORY: usize = 48 << 10;
+
+impl Default for SimDeviceConfig {
+    fn default() -> Self {
+        SimDeviceConfig {
+            memory: DEFAULT_MEMORY,
+            warp_size: 32,
+            shared_memory: DEFAULT_SHARED_MEMORY,
+        }
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            devices: vec![SimDeviceConfig {
-                memory: DEFAULT_MEMORY,
-                warp_size: 32,
-            }],
+            devices: vec![SimDeviceConfig::default()],
         }
     }
 }
@@ -45,7 +58,7 @@ impl SimConfig {
             devices: vec![
                 SimDeviceConfig {
                     memory,
-                    warp_size: 32
+                    ..SimDeviceConfig::default()
                 };
                 count
             ],
@@ -67,10 +80,21 @@ impl SimConfig {
             Some(v) => parse_warps(&v)?,
             None => vec![32],
         };
+        let shared_memory = match var("GPU_MEM_SIM_SHARED_MEMORY") {
+            Some(v) => usize::try_from(parse_size(&v)?).map_err(|_| {
+                invalid(
+                    "GPU_MEM_SIM_SHARED_MEMORY",
+                    &v,
+                    "a size that fits in memory",
+                )
+            })?,
+            None => DEFAULT_SHARED_MEMORY,
+        };
         let devices = (0..count)
             .map(|i| SimDeviceConfig {
                 memory,
                 warp_size: *warps.get(i).or(warps.last()).unwrap_or(&32),
+                shared_memory,
             })
             .collect();
         Ok(SimConfig { devices })

@@ -16,16 +16,18 @@
 mod config;
 mod event;
 mod host;
+mod kernel;
 mod memory;
 mod stream;
 
-pub use config::{SimConfig, SimDeviceConfig, parse_size};
+pub use config::{DEFAULT_SHARED_MEMORY, SimConfig, SimDeviceConfig, parse_size};
 
 use event::SimEvent;
 use gpu_mem_core::backend::{
     DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
     StreamHandle,
 };
+use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use host::{HostTable, Pinned, RegisteredRange};
 use memory::{AddressSpace, Range};
@@ -35,12 +37,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use stream::{DeviceActivity, Job, SimStream};
 
-/// Largest shared memory per block the simulator reports by default (48 KiB, as CUDA).
-pub const DEFAULT_SHARED_MEMORY: usize = 48 << 10;
-
 struct SimDevice {
     ordinal: usize,
     warp_size: u32,
+    shared_memory: usize,
     memory: AddressSpace,
     activity: Arc<DeviceActivity>,
     streams: Mutex<HashMap<u64, Arc<SimStream>>>,
@@ -87,6 +87,7 @@ impl SimBackend {
             .map(|(ordinal, c)| SimDevice {
                 ordinal,
                 warp_size: c.warp_size,
+                shared_memory: c.shared_memory,
                 memory: AddressSpace::new(ordinal, c.memory),
                 activity: Arc::new(DeviceActivity::default()),
                 streams: Mutex::new(HashMap::new()),
@@ -237,7 +238,7 @@ impl Backend for SimBackend {
             total_memory: d.memory.capacity(),
             warp_size: d.warp_size,
             max_threads_per_block: 1024,
-            max_shared_memory_per_block: DEFAULT_SHARED_MEMORY,
+            max_shared_memory_per_block: d.shared_memory,
             can_map_host_memory: true,
         })
     }
@@ -651,6 +652,47 @@ impl Backend for SimBackend {
             _ => Err(Error::EventTiming {
                 reason: "an event has not completed (synchronize it first)",
             }),
+        }
+    }
+
+    unsafe fn launch(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        let d = self.device(device)?;
+        let body = kernel
+            .sim_body()
+            .cloned()
+            .ok_or_else(|| Error::NotSupportedByBackend {
+                backend: BackendKind::Sim,
+                feature: "kernels without a simulator form",
+                reason: format!(
+                    "kernel `{}` has no Rust closure (add one with Kernel::with_sim)",
+                    kernel.name()
+                ),
+            })?;
+        kernel::check_config(kernel, config, d.shared_memory)?;
+        let resolved = kernel::resolve_args(&d.memory, kernel.name(), args)?;
+        let name = kernel.name().to_string();
+        let (config, warp, shared) = (*config, d.warp_size, d.shared_memory);
+        match stream {
+            None => {
+                d.activity.wait_idle();
+                kernel::run_grid(&name, body.as_ref(), &resolved, &config, warp, shared)
+            }
+            Some(stream) => self.enqueue(
+                d,
+                stream,
+                "kernel launch",
+                Box::new(move || {
+                    kernel::run_grid(&name, body.as_ref(), &resolved, &config, warp, shared)
+                        .map_err(|e| e.to_string())
+                }),
+            ),
         }
     }
 }

@@ -21,7 +21,8 @@ mod types;
 
 pub use types::*;
 
-use crate::error::{BackendKind, Result};
+use crate::error::{BackendKind, Error, Result};
+use crate::kernel::{Kernel, LaunchArg, LaunchConfig};
 use std::fmt::Debug;
 use std::ptr::NonNull;
 
@@ -242,4 +243,30 @@ pub trait Backend: Send + Sync + Debug {
 
     /// Milliseconds between two completed, timed events.
     fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32>;
+
+    // ----- kernels -------------------------------------------------------------------------
+
+    /// Launches `kernel` over `config`'s grid with `args`. With `stream: None` the launch is
+    /// synchronous — ordered after all work on the device's streams, and returning the kernel's
+    /// errors — as Numba's launches on the default stream are; with a stream it is enqueued and
+    /// failures surface at the stream's next synchronization.
+    ///
+    /// # Safety
+    /// The memory of every argument stays valid until the kernel has completed (the core keeps
+    /// it alive for stream launches), and the kernel's accesses stay inside its arguments.
+    unsafe fn launch(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        let _ = (device, config, args, stream);
+        Err(Error::NotSupportedByBackend {
+            backend: self.kind(),
+            feature: "kernel launch",
+            reason: format!("this backend cannot launch kernel `{}` yet", kernel.name()),
+        })
+    }
 }

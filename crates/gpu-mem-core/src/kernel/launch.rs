@@ -1,0 +1,94 @@
+//! Launching: [`Device::launch`] (synchronous, Numba's default stream) and [`Stream::launch`].
+
+use crate::device::Device;
+use crate::error::Result;
+use crate::kernel::{Kernel, KernelArg, LaunchArg, LaunchConfig, Prepared};
+use crate::memory::Access;
+use crate::stream::Stream;
+use std::sync::Arc;
+
+fn prepare_all(device: &Device, args: &mut [&mut dyn KernelArg]) -> Result<Vec<Prepared>> {
+    args.iter_mut().map(|arg| arg.prepare(device)).collect()
+}
+
+fn finish_all(args: &mut [&mut dyn KernelArg], prepared: Vec<Prepared>) -> Result<()> {
+    // Every argument is finished even if one fails, so no copy-back is lost; the first error wins.
+    let mut first = Ok(());
+    for (arg, prepared) in args.iter_mut().zip(prepared) {
+        let result = arg.finish(prepared);
+        if first.is_ok() {
+            first = result;
+        }
+    }
+    first
+}
+
+impl Device {
+    /// Runs `kernel` and waits for it (Numba's `kernel[grid, block](args...)` on the default
+    /// stream): host-array arguments are copied back before this returns, and a fault in the
+    /// kernel is this call's error.
+    ///
+    /// # Safety
+    /// The kernel's memory accesses are not checked by the compiler: it must stay within its
+    /// arguments and not race with other work on the same memory. (The simulator checks bounds
+    /// and barriers and reports violations as errors.)
+    pub unsafe fn launch(
+        &self,
+        kernel: &Kernel,
+        config: LaunchConfig,
+        args: &mut [&mut dyn KernelArg],
+    ) -> Result<()> {
+        let prepared = prepare_all(self, args)?;
+        let launch_args: Vec<LaunchArg> = prepared.iter().map(|p| p.arg.clone()).collect();
+        // SAFETY: the prepared arguments (and their staged copies) live until after this
+        // synchronous launch returns; the kernel's accesses are the caller's contract.
+        unsafe {
+            self.backend()
+                .launch(self.ordinal(), kernel, &config, &launch_args, None)?
+        };
+        finish_all(args, prepared)
+    }
+}
+
+impl Stream {
+    /// Enqueues `kernel` on this stream (Numba's `kernel[grid, block, stream](args...)`). Device
+    /// memory used by the arguments stays alive until the kernel has run. Host-array arguments
+    /// must be copied back, so with any of them this call waits for the stream before returning.
+    ///
+    /// # Safety
+    /// As [`Device::launch`].
+    pub unsafe fn launch(
+        &self,
+        kernel: &Kernel,
+        config: LaunchConfig,
+        args: &mut [&mut dyn KernelArg],
+    ) -> Result<()> {
+        let device = self.device().clone();
+        let mut prepared = prepare_all(&device, args)?;
+        let launch_args: Vec<LaunchArg> = prepared.iter().map(|p| p.arg.clone()).collect();
+        let keep = prepared.iter_mut().filter_map(|p| p.keep.take()).collect();
+        let ticket = self.submit(keep, |stream| {
+            // SAFETY: the stream keeps every argument's device memory alive until the kernel
+            // completes; the kernel's accesses are the caller's contract.
+            unsafe {
+                device.backend().launch(
+                    device.ordinal(),
+                    kernel,
+                    &config,
+                    &launch_args,
+                    Some(stream),
+                )
+            }
+        })?;
+        for mapped in prepared.iter().filter_map(|p| p.mapped.as_ref()) {
+            mapped
+                .pending()
+                .record(Arc::downgrade(self.inner()), ticket, Access::Write);
+        }
+        if args.iter().any(|arg| arg.needs_finish()) {
+            self.synchronize()?;
+            finish_all(args, prepared)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! Block-shared and thread-local arrays of a simulated kernel: [`SharedArray`] and
+//! [`LocalArray`], C-ordered, with compile-time rank and bounds-checked indexing.
+
+use crate::element::Element;
+use crate::kernel::ThreadCtx;
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+/// Row-major offset of `index` in `shape`, or `None` when out of bounds.
+fn c_offset<const N: usize>(shape: &[usize; N], index: &[usize; N]) -> Option<usize> {
+    let mut offset = 0usize;
+    for axis in 0..N {
+        if index[axis] >= shape[axis] {
+            return None;
+        }
+        offset = offset * shape[axis] + index[axis];
+    }
+    Some(offset)
+}
+
+/// A shared (group) memory array: one per block, seen by every thread of it.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedArray<'a, T: Element, const N: usize> {
+    ctx: &'a ThreadCtx<'a>,
+    base: *mut T,
+    shape: [usize; N],
+    _element: PhantomData<T>,
+}
+
+impl<'a, T: Element, const N: usize> SharedArray<'a, T, N> {
+    /// # Safety
+    /// `base` addresses a block-wide buffer of `shape`'s element count of `T`, valid while the
+    /// block runs.
+    pub(crate) unsafe fn new(ctx: &'a ThreadCtx<'a>, base: *mut T, shape: [usize; N]) -> Self {
+        SharedArray {
+            ctx,
+            base,
+            shape,
+            _element: PhantomData,
+        }
+    }
+
+    pub(crate) fn empty(ctx: &'a ThreadCtx<'a>, mut shape: [usize; N]) -> Self {
+        shape.iter_mut().for_each(|d| *d = 0);
+        SharedArray {
+            ctx,
+            base: std::ptr::null_mut(),
+            shape,
+            _element: PhantomData,
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> [usize; N] {
+        self.shape
+    }
+
+    fn slot(&self, index: [usize; N]) -> Option<*mut T> {
+        match c_offset(&self.shape, &index) {
+            // The offset is within the buffer's element count.
+            Some(offset) => Some(self.base.wrapping_add(offset)),
+            None => {
+                self.ctx.fault(format!(
+                    "shared array index {index:?} is out of bounds for shape {:?}",
+                    self.shape
+                ));
+                None
+            }
+        }
+    }
+
+    /// Reads `s[index]`.
+    pub fn get(&self, index: [usize; N]) -> T {
+        match self.slot(index) {
+            // SAFETY: the index is in bounds of the block-wide buffer; the block's threads run one
+            // at a time, so no other thread accesses it concurrently.
+            Some(ptr) => unsafe { ptr.read() },
+            None => T::zeroed(),
+        }
+    }
+
+    /// Writes `s[index] = value`.
+    pub fn set(&self, index: [usize; N], value: T) {
+        if let Some(ptr) = self.slot(index) {
+            // SAFETY: as in `get`.
+            unsafe { ptr.write(value) }
+        }
+    }
+}
+
+/// A per-thread array (Numba's `cuda.local.array`).
+#[derive(Debug)]
+pub struct LocalArray<'a, T: Element, const N: usize> {
+    ctx: &'a ThreadCtx<'a>,
+    data: RefCell<Vec<T>>,
+    shape: [usize; N],
+}
+
+impl<'a, T: Element, const N: usize> LocalArray<'a, T, N> {
+    pub(crate) fn new(ctx: &'a ThreadCtx<'a>, shape: [usize; N]) -> Self {
+        let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+        let data = match count {
+            Some(n) if n <= (1 << 24) => vec![T::zeroed(); n],
+            _ => {
+                ctx.fault(format!("local array shape {shape:?} is too large"));
+                Vec::new()
+            }
+        };
+        let shape = if data.is_empty() { [0; N] } else { shape };
+        LocalArray {
+            ctx,
+            data: RefCell::new(data),
+            shape,
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> [usize; N] {
+        self.shape
+    }
+
+    fn offset(&self, index: [usize; N]) -> Option<usize> {
+        let offset = c_offset(&self.shape, &index);
+        if offset.is_none() {
+            self.ctx.fault(format!(
+                "local array index {index:?} is out of bounds for shape {:?}",
+                self.shape
+            ));
+        }
+        offset
+    }
+
+    /// Reads `l[index]`.
+    pub fn get(&self, index: [usize; N]) -> T {
+        self.offset(index)
+            .and_then(|o| self.data.borrow().get(o).copied())
+            .unwrap_or_else(T::zeroed)
+    }
+
+    /// Writes `l[index] = value`.
+    pub fn set(&self, index: [usize; N], value: T) {
+        if let Some(o) = self.offset(index)
+            && let Some(slot) = self.data.borrow_mut().get_mut(o)
+        {
+            *slot = value;
+        }
+    }
+}

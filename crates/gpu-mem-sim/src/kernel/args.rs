@@ -1,0 +1,144 @@
+//! Turning launch arguments (device addresses) into what simulated threads index (host
+//! addresses of the simulated device memory), validating every range.
+
+use crate::memory::{AddressSpace, Range};
+use gpu_mem_core::kernel::{ArgView, LaunchArg};
+use gpu_mem_core::{Error, Result};
+
+/// One argument, resolved: owns what its view borrows and keeps its memory alive.
+#[derive(Debug)]
+pub(crate) enum Resolved {
+    Array {
+        base: *mut u8,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+        elem: std::any::TypeId,
+        dtype: &'static str,
+        _range: Option<Range>,
+    },
+    Record {
+        ptr: *mut u8,
+        elem: std::any::TypeId,
+        dtype: &'static str,
+        _range: Range,
+    },
+    Scalar {
+        bytes: Vec<u8>,
+        elem: std::any::TypeId,
+        dtype: &'static str,
+    },
+}
+
+// SAFETY: the raw pointers address simulated device memory kept alive by the `Range`s; the
+// launch contract (unsafe, caller-checked) makes concurrent access the caller's responsibility.
+unsafe impl Send for Resolved {}
+// SAFETY: as above.
+unsafe impl Sync for Resolved {}
+
+/// Resolves every argument against the device's address space.
+pub(crate) fn resolve(
+    memory: &AddressSpace,
+    kernel: &str,
+    args: &[LaunchArg],
+) -> Result<Vec<Resolved>> {
+    args.iter()
+        .enumerate()
+        .map(|(index, arg)| {
+            resolve_one(memory, arg).map_err(|e| Error::InvalidLaunch {
+                kernel: kernel.to_string(),
+                reason: format!("argument {index} ({}): {e}", arg.describe()),
+            })
+        })
+        .collect()
+}
+
+fn resolve_one(memory: &AddressSpace, arg: &LaunchArg) -> Result<Resolved> {
+    Ok(match arg {
+        LaunchArg::Array {
+            ptr,
+            shape,
+            strides,
+            min_offset,
+            span_len,
+            itemsize,
+            elem,
+            dtype,
+        } => {
+            let (base, range) = if *span_len == 0 || shape.contains(&0) {
+                // Nothing can be indexed; any access is out of bounds and caught before use.
+                (
+                    std::ptr::NonNull::<u64>::dangling().as_ptr().cast::<u8>(),
+                    None,
+                )
+            } else {
+                let low_bytes = min_offset.unsigned_abs() * itemsize;
+                let low = gpu_mem_core::backend::DevicePtr(ptr.0.wrapping_sub(low_bytes as u64));
+                let range = memory.resolve(low, span_len * itemsize)?;
+                let base = range.region.host_ptr(range.offset).wrapping_add(low_bytes);
+                (base, Some(range))
+            };
+            Resolved::Array {
+                base,
+                shape: shape.clone(),
+                strides: strides.clone(),
+                elem: *elem,
+                dtype,
+                _range: range,
+            }
+        }
+        LaunchArg::Record {
+            ptr,
+            itemsize,
+            elem,
+            dtype,
+        } => {
+            let range = memory.resolve(*ptr, *itemsize)?;
+            Resolved::Record {
+                ptr: range.region.host_ptr(range.offset),
+                elem: *elem,
+                dtype,
+                _range: range,
+            }
+        }
+        LaunchArg::Scalar { bytes, elem, dtype } => Resolved::Scalar {
+            bytes: bytes.clone(),
+            elem: *elem,
+            dtype,
+        },
+    })
+}
+
+/// Views of the resolved arguments, as threads see them.
+pub(crate) fn views(resolved: &[Resolved]) -> Vec<ArgView<'_>> {
+    resolved
+        .iter()
+        .map(|r| match r {
+            Resolved::Array {
+                base,
+                shape,
+                strides,
+                elem,
+                dtype,
+                ..
+            } => ArgView::Array {
+                base: *base,
+                shape,
+                strides,
+                elem: *elem,
+                dtype,
+            },
+            Resolved::Record {
+                ptr, elem, dtype, ..
+            } => ArgView::Record {
+                ptr: *ptr,
+                elem: *elem,
+                dtype,
+            },
+            Resolved::Scalar { bytes, elem, dtype } => ArgView::Scalar {
+                bytes,
+                elem: *elem,
+                dtype,
+            },
+        })
+        .collect()
+}

@@ -1,0 +1,101 @@
+//! Running a grid: blocks spread over all cores, the error of the lowest failing block kept.
+
+use super::args::{Resolved, views};
+use super::block::Block;
+use super::shared::SharedMemory;
+use gpu_mem_core::kernel::{Dim3, LaunchConfig, SimKernelFn};
+use gpu_mem_core::{Error, Result};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The argument views, shared by the worker threads.
+struct Views<'a>(Vec<gpu_mem_core::kernel::ArgView<'a>>);
+
+// SAFETY: the views hold raw pointers into simulated device memory that stays alive for the
+// launch; concurrent access from several blocks is governed by the launch's unsafe contract, as
+// on a GPU.
+unsafe impl Sync for Views<'_> {}
+
+impl<'a> Views<'a> {
+    // A method (not a field access) so closures capture the whole `Sync` wrapper.
+    fn get(&self) -> &[gpu_mem_core::kernel::ArgView<'a>] {
+        &self.0
+    }
+}
+
+fn block_index(linear: u64, grid: Dim3) -> Dim3 {
+    let (gx, gy) = (grid.x as u64, grid.y as u64);
+    Dim3::new(
+        (linear % gx) as u32,
+        ((linear / gx) % gy) as u32,
+        (linear / (gx * gy)) as u32,
+    )
+}
+
+/// Runs every block of `config`'s grid; returns the error of the lowest-numbered failing block.
+pub(crate) fn run_grid(
+    kernel: &str,
+    body: &SimKernelFn,
+    args: &[Resolved],
+    config: &LaunchConfig,
+    warp_size: u32,
+    shared_limit: usize,
+) -> Result<()> {
+    if cfg!(miri) {
+        return Err(Error::NotSupportedByBackend {
+            backend: gpu_mem_core::BackendKind::Sim,
+            feature: "kernel launch under Miri",
+            reason: "simulated threads are stackful coroutines, whose context switches Miri cannot interpret".into(),
+        });
+    }
+    let views = Views(views(args));
+    let total = config.grid.count();
+    let next = AtomicU64::new(0);
+    // (block number, error) of the lowest failing block so far; blocks above it are skipped.
+    let failure: Mutex<Option<(u64, Error)>> = Mutex::new(None);
+    let lowest_failure = AtomicU64::new(u64::MAX);
+    let work = || {
+        loop {
+            let linear = next.fetch_add(1, Ordering::Relaxed);
+            if linear >= total || linear > lowest_failure.load(Ordering::Acquire) {
+                return;
+            }
+            let shared = SharedMemory::new(shared_limit, config.shared_bytes);
+            let block = Block::new(
+                kernel,
+                body,
+                views.get(),
+                block_index(linear, config.grid),
+                config.block,
+                config.grid,
+                warp_size,
+                shared,
+            );
+            if let Err(error) = block.run() {
+                let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
+                    *slot = Some((linear, error));
+                    lowest_failure.fetch_min(linear, Ordering::AcqRel);
+                }
+            }
+        }
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(total as usize)
+        .max(1);
+    if workers == 1 {
+        work();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 1..workers {
+                scope.spawn(work);
+            }
+            work();
+        });
+    }
+    match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some((_, error)) => Err(error),
+        None => Ok(()),
+    }
+}

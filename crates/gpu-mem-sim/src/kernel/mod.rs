@@ -1,0 +1,71 @@
+//! Kernel execution on the simulator.
+//!
+//! Every simulated thread is a stackful coroutine running the kernel closure. The threads of a
+//! block run cooperatively on one OS thread: a barrier suspends the thread, and once every thread
+//! of the block (or, for a wave barrier, of the warp) waits at the same barrier they all resume,
+//! so a barrier really waits for the whole block. Blocks run in parallel on all cores. A barrier
+//! reached by only part of a block, or threads waiting at different barriers, is reported as
+//! [`Error::BarrierDivergence`] instead of hanging; out-of-bounds accesses and panics in the
+//! kernel body are [`Error::KernelFault`]s naming the kernel, block and thread.
+//!
+//! Miri cannot run the coroutines' context switches (inline assembly), so under Miri kernel
+//! launches return an error saying so.
+
+mod args;
+mod block;
+mod grid;
+mod shared;
+
+pub(crate) use args::resolve as resolve_args;
+pub(crate) use grid::run_grid;
+
+use gpu_mem_core::kernel::{Kernel, LaunchConfig};
+use gpu_mem_core::{Error, Result};
+
+/// Largest block, per dimension and in total (CUDA's limits).
+pub(crate) const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
+/// Largest number of threads in a block.
+pub(crate) const MAX_THREADS_PER_BLOCK: u64 = 1024;
+/// Largest grid, per dimension.
+pub(crate) const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
+/// Checks a launch configuration against the simulated device's limits.
+pub(crate) fn check_config(
+    kernel: &Kernel,
+    config: &LaunchConfig,
+    max_shared: usize,
+) -> Result<()> {
+    let invalid = |reason: String| Error::InvalidLaunch {
+        kernel: kernel.name().to_string(),
+        reason,
+    };
+    let block = config.block.to_array();
+    let grid = config.grid.to_array();
+    if block.contains(&0) || grid.contains(&0) {
+        return Err(invalid(format!(
+            "grid {} and block {} must not be empty",
+            config.grid, config.block
+        )));
+    }
+    if block.iter().zip(MAX_BLOCK).any(|(b, m)| *b > m)
+        || config.block.count() > MAX_THREADS_PER_BLOCK
+    {
+        return Err(invalid(format!(
+            "block {} exceeds the limit of {MAX_THREADS_PER_BLOCK} threads ({:?} per dimension); try reducing the block size",
+            config.block, MAX_BLOCK
+        )));
+    }
+    if grid.iter().zip(MAX_GRID).any(|(g, m)| *g > m) {
+        return Err(invalid(format!(
+            "grid {} exceeds the limits {MAX_GRID:?}",
+            config.grid
+        )));
+    }
+    if config.shared_bytes > max_shared {
+        return Err(invalid(format!(
+            "{} bytes of dynamic shared memory requested; the block limit is {max_shared} bytes",
+            config.shared_bytes
+        )));
+    }
+    Ok(())
+}

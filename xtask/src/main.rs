@@ -2,21 +2,27 @@
 //!
 //! * `bindgen [cuda|hsa|hip|all] [--check]` — regenerate the committed FFI declarations from the
 //!   pinned headers (or, with `--check`, verify the committed files match).
+//! * `hw-matrix [--json] [--require <kind>]... [--release]` — run the conformance suite once per
+//!   backend this machine has and print the hardware matrix (see `hw_matrix`).
 
 mod bindgen;
+mod hw_matrix;
 
 use std::process::ExitCode;
 
 fn usage() -> &'static str {
     "usage: cargo xtask <command>\n\
      commands:\n  \
-       bindgen [cuda|hsa|hip|all] [--check]   regenerate (or check) the committed FFI bindings\n"
+       bindgen [cuda|hsa|hip|all] [--check]   regenerate (or check) the committed FFI bindings\n  \
+       hw-matrix [--json] [--require <kind>]... [--release]\n                                          \
+       run the conformance suite on every backend here and print the matrix\n"
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("bindgen") => bindgen::run(&args[1..]),
+        Some("hw-matrix") => hw_matrix::run(&args[1..]),
         Some("-h" | "--help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;

@@ -19,6 +19,7 @@ pub mod host;
 pub mod kernel;
 pub mod layout;
 mod memory;
+pub mod smart;
 mod stream;
 mod stream_ops;
 
@@ -37,4 +38,5 @@ pub use host::{
 };
 pub use kernel::{Dim3, Fence, In, InOut, Kernel, KernelArg, LaunchConfig, Out, Scalar, ThreadCtx};
 pub use layout::{Layout, Order, ReshapeOrder};
+pub use smart::{SmartArray, Where};
 pub use stream::{AutoSynchronize, Stream};

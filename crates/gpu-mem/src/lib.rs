@@ -19,6 +19,7 @@
 //! default). [`backends`] reports each backend with its availability and the reason when it is
 //! unavailable.
 
+pub mod kernels;
 mod runtime;
 
 pub use gpu_mem_core::*;
@@ -32,8 +33,9 @@ pub use gpu_mem_sim as sim;
 pub mod prelude {
     pub use crate::runtime::{BackendChoice, Runtime, backends};
     pub use gpu_mem_core::{
-        Device, DeviceArray, DeviceRecord, Element, Error, Event, MapFlags, MappedArray, Order,
-        PinnedArray, Registered, ReshapeOrder, Result, Stream,
+        Device, DeviceArray, DeviceRecord, Element, Error, Event, Fence, In, InOut, Kernel,
+        LaunchConfig, MapFlags, MappedArray, Order, Out, PinnedArray, Registered, ReshapeOrder,
+        Result, Scalar, SmartArray, Stream, ThreadCtx, Where,
     };
     pub use ndarray::s;
 }

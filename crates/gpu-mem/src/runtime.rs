@@ -87,6 +87,11 @@ pub fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
     Ok(backend)
 }
 
+// Unused only when every backend is compiled in.
+#[cfg_attr(
+    all(feature = "cuda", feature = "roc", feature = "sim"),
+    allow(dead_code)
+)]
 fn not_compiled(kind: BackendKind) -> Error {
     Error::BackendUnavailable {
         backend: kind,

@@ -9,12 +9,13 @@
 //! with the memory it is given. Everything around it is checked: argument types and shapes on
 //! the simulator, out-of-bounds indices, barrier divergence, shared-memory limits.
 
-mod args;
+pub(crate) mod args;
 mod config;
 mod device_arrays;
 mod launch;
 mod launch_arg;
 mod local_arrays;
+pub mod portable;
 mod program;
 mod thread;
 

@@ -148,6 +148,7 @@ const HSA: Target = Target {
         "hsa_amd_signal_attribute_t",
         "hsa_amd_pointer_type_t",
         "hsa_queue_feature_t",
+        "hsa_queue_type_t",
     ],
     vars: &[
         "HSA_STATUS_.*",

@@ -299,6 +299,14 @@ pub type PFN_hsa_signal_wait_relaxed = unsafe extern "C" fn(
     timeout_hint: u64,
     wait_state_hint: hsa_wait_state_t,
 ) -> hsa_signal_value_t;
+#[doc = " Queue supports multiple producers. Use of multiproducer queue mechanics is\n required."]
+pub const HSA_QUEUE_TYPE_MULTI: hsa_queue_type_t = 0;
+#[doc = " Queue only supports a single producer. In some scenarios, the application\n may want to limit the submission of AQL packets to a single agent. Queues\n that support a single producer may be more efficient than queues supporting\n multiple producers. Use of multiproducer queue mechanics is not supported."]
+pub const HSA_QUEUE_TYPE_SINGLE: hsa_queue_type_t = 1;
+#[doc = " Queue supports multiple producers and cooperative dispatches. Cooperative\n dispatches are able to use GWS synchronization. Queues of this type may be\n limited in number. The runtime may return the same queue to serve multiple\n ::hsa_queue_create calls when this type is given. Callers must inspect the\n returned queue to discover queue size. Queues of this type are reference\n counted and require a matching number of ::hsa_queue_destroy calls to\n release. Use of multiproducer queue mechanics is required. See\n ::HSA_AMD_AGENT_INFO_COOPERATIVE_QUEUES to query agent support for this\n type."]
+pub const HSA_QUEUE_TYPE_COOPERATIVE: hsa_queue_type_t = 2;
+#[doc = " @brief Queue type. Intended to be used for dynamic queue protocol\n determination."]
+pub type hsa_queue_type_t = ::core::ffi::c_uint;
 #[doc = " @brief A fixed-size type used to represent ::hsa_queue_type_t constants."]
 pub type hsa_queue_type32_t = u32;
 #[doc = " Queue supports kernel dispatch packets."]

@@ -19,6 +19,36 @@ pub struct Case {
     pub name: &'static str,
     /// The check; `Err` carries the failure message.
     pub run: fn(&Runtime) -> Result<(), String>,
+    /// Why the case cannot run on some backends or tools, if it cannot.
+    pub requires: Requires,
+}
+
+/// What a case needs beyond the memory API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requires {
+    /// Nothing: runs everywhere.
+    Nothing,
+    /// Kernel launches with kernels that have both forms (simulator closure and portable
+    /// source); not under Miri, which cannot run the simulator's coroutines.
+    Kernels,
+    /// Simulator-only kernels (closures without portable source) or simulator settings.
+    Simulator,
+}
+
+impl Requires {
+    /// Why a case with this requirement is skipped on `kind` (`None`: it runs).
+    pub fn skip_reason(self, kind: BackendKind) -> Option<&'static str> {
+        match self {
+            Requires::Nothing => None,
+            Requires::Kernels | Requires::Simulator if cfg!(miri) => {
+                Some("kernels do not run under Miri (the simulator's threads are coroutines)")
+            }
+            Requires::Simulator if kind != BackendKind::Sim => {
+                Some("simulator-only case (its kernels have no portable source)")
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The backends this run covers, each with the runtime or the reason it is unavailable.

@@ -1,25 +1,35 @@
 //! Runs every conformance case on every backend under test (see `gpu_mem_conformance`).
+//! Cases that cannot run somewhere are reported as ignored, and the reasons are printed.
 
 use gpu_mem_conformance::{backends_under_test, cases, fresh_runtime};
 use libtest_mimic::{Arguments, Failed, Trial};
+use std::collections::BTreeMap;
 
 fn main() {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
+    let mut skipped: BTreeMap<(String, &'static str), usize> = BTreeMap::new();
     for (kind, availability) in backends_under_test() {
         if let Err(reason) = &availability {
             println!("skipping the {kind} backend: {reason}");
         }
         for case in cases::all() {
             let run = case.run;
+            let skip = case.requires.skip_reason(kind);
+            if let (Ok(()), Some(reason)) = (&availability, skip) {
+                *skipped.entry((kind.to_string(), reason)).or_default() += 1;
+            }
             let trial = Trial::test(format!("{kind}::{}", case.name), move || {
                 let runtime = fresh_runtime(kind).map_err(Failed::from)?;
                 run(&runtime).map_err(Failed::from)
             })
             .with_kind(kind.name())
-            .with_ignored_flag(availability.is_err());
+            .with_ignored_flag(availability.is_err() || skip.is_some());
             trials.push(trial);
         }
+    }
+    for ((kind, reason), count) in skipped {
+        println!("skipping {count} case(s) on {kind}: {reason}");
     }
     libtest_mimic::run(&args, trials).exit();
 }

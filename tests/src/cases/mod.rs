@@ -2,6 +2,8 @@
 
 mod arrays;
 mod host_memory;
+mod kernels;
+mod smart;
 mod streams;
 mod transfers;
 
@@ -14,6 +16,8 @@ pub fn all() -> Vec<Case> {
     cases.extend(transfers::cases());
     cases.extend(host_memory::cases());
     cases.extend(streams::cases());
+    cases.extend(kernels::cases());
+    cases.extend(smart::cases());
     cases
 }
 
@@ -21,6 +25,13 @@ pub fn all() -> Vec<Case> {
 #[macro_export]
 macro_rules! cases {
     ($prefix:literal: $($name:ident),* $(,)?) => {
-        vec![$($crate::Case { name: concat!($prefix, "::", stringify!($name)), run: $name }),*]
+        $crate::cases![$prefix, $crate::Requires::Nothing; $($name),*]
+    };
+    ($prefix:literal, $requires:path; $($name:ident),* $(,)?) => {
+        vec![$($crate::Case {
+            name: concat!($prefix, "::", stringify!($name)),
+            run: $name,
+            requires: $requires,
+        }),*]
     };
 }

@@ -152,7 +152,8 @@ impl<'a> Block<'a> {
             }
             // An unfinished coroutine (after divergence) is unwound by its drop.
         }
-        result?;
+        // A fault is the root cause of any divergence that follows it (a thread that panicked
+        // never reaches the next barrier), so it is reported first.
         match self.fault.borrow_mut().take() {
             Some((thread, message)) => Err(Error::KernelFault {
                 kernel: self.kernel.to_string(),
@@ -160,7 +161,7 @@ impl<'a> Block<'a> {
                 thread: thread.to_array(),
                 message,
             }),
-            None => Ok(()),
+            None => result,
         }
     }
 

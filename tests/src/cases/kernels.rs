@@ -218,6 +218,7 @@ fn host_arguments_in_out_inout(rt: &Runtime) -> Result<(), String> {
     .map_err(fail("launch"))?;
     ensure!(untouched.iter().all(|v| *v == 7.0), "In is not copied back");
     let strided = Array1::from_elem(2 * n, 1.0f32);
+    // SAFETY: refused before launching (non-contiguous host argument).
     let result = unsafe {
         dev.launch(
             &block_sum(),
@@ -511,6 +512,8 @@ fn wrong_argument_types_are_faults(rt: &Runtime) -> Result<(), String> {
     Ok(())
 }
 
+// The kernel body panics on purpose: the simulator must turn it into a fault.
+#[allow(clippy::panic)]
 fn kernel_panics_are_faults(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let kernel = Kernel::sim("panicky", |t| {

@@ -64,7 +64,7 @@ const DEVICE_BYTES: usize = if cfg!(miri) { 512 } else { 128 << 10 };
 const PINNED_BUFFERS: usize = if cfg!(miri) { 2 } else { 8 };
 const MAX_PINNED_BYTES: usize = if cfg!(miri) { 128 } else { 32 << 10 };
 const DEFAULT_OPS: usize = if cfg!(miri) { 40 } else { 10_000 };
-const DEFAULT_SEED: u64 = 0x5eed_0f_50a6;
+const DEFAULT_SEED: u64 = 0x5eed_50a6;
 
 /// A buffer an operation uses, for handing work over between streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

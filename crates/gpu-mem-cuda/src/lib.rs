@@ -4,8 +4,10 @@
 //!
 //! * [`driver`] — `libcuda.so.1` loaded with `libloading`, every symbol optional, one thin
 //!   function per driver call returning `Result`.
-//! * [`backend`] — [`CudaBackend`], the `gpu_mem_core::Backend` implementation (not yet run
-//!   on hardware; see its module docs).
+//! * [`backend`] — [`CudaBackend`], the `gpu_mem_core::Backend` implementation: memory,
+//!   streams, events, and kernel launch (NVRTC-compiled portable source, modules cached per
+//!   kernel and device, `gm_array` parameters, `cuLaunchKernel`). **Not yet run on a GPU**:
+//!   tested against a stand-in driver and the real NVRTC only; see its module docs.
 //! * [`nvrtc`] — NVRTC loaded the same way; compiles kernel source with the portable prelude
 //!   `gpu_mem.h` to PTX or a cubin.
 //!

@@ -5,18 +5,18 @@
 //! flags, handle use, error translation, context release), never anything about hardware.
 //! Without a C compiler the trials are reported as ignored.
 
-use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags, StreamHandle};
+#[path = "support/mock.rs"]
+mod mock;
+
+use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags};
 use gpu_mem_core::{Backend, BackendKind, Error};
-use gpu_mem_cuda::backend::LaunchConfig;
-use gpu_mem_cuda::nvrtc::{CodeKind, ComputeCapability, Nvrtc};
-use gpu_mem_cuda::{CudaBackend, CudaDriver};
 use libtest_mimic::{Arguments, Failed, Trial};
+use mock::{Mock, build, ensure};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mock/libcuda_mock.c");
 const CHILD_VAR: &str = "GPU_MEM_CUDA_MOCK_TEST_CHILD";
 const GIB: u64 = 1 << 30;
 
@@ -114,26 +114,6 @@ fn main() {
             None => trial,
         });
     }
-    let nvrtc = wheel_nvrtc();
-    let nvrtc_reason = reason.clone().or_else(|| {
-        nvrtc.is_none().then(|| {
-            "libnvrtc not found (run .ci/install-cuda-parts.sh or set GPU_MEM_NVRTC_LIBRARY)"
-                .to_string()
-        })
-    });
-    let library = current.clone();
-    let nvrtc_path = nvrtc.unwrap_or_default();
-    let trial = Trial::test("kernels_compile_load_and_launch", move || {
-        kernels_compile_load_and_launch(&Mock::copy_of(&library, "kernels")?, &nvrtc_path)
-    });
-    trials.push(match &nvrtc_reason {
-        Some(r) => {
-            println!("ignoring kernels_compile_load_and_launch: {r}");
-            trial.with_ignored_flag(true)
-        }
-        None => trial,
-    });
-
     let library = current;
     let trial = Trial::test("open_through_gpu_mem_cuda_library", move || {
         open_through_env(&library)
@@ -146,95 +126,6 @@ fn main() {
     // The mock copies are scratch files of this run only.
     let _ = std::fs::remove_dir_all(&dir);
     conclusion.exit();
-}
-
-/// libnvrtc from `GPU_MEM_NVRTC_LIBRARY` or the pinned wheel.
-fn wheel_nvrtc() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("GPU_MEM_NVRTC_LIBRARY") {
-        return Some(PathBuf::from(p));
-    }
-    let prefix = std::env::var_os("GPU_MEM_CUDA_WHEELS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpu-mem/cuda-wheels"))
-        })?;
-    let path = prefix.join("nvidia/cu13/lib/libnvrtc.so.13");
-    path.is_file().then_some(path)
-}
-
-fn build(dir: &Path, name: &str, defines: &[&str]) -> Result<PathBuf, String> {
-    let out = dir.join(format!("libcuda_mock_{name}.so"));
-    let status = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .args(defines)
-        .arg(SOURCE)
-        .arg("-lpthread")
-        .status()
-        .map_err(|e| format!("cc: {e}"))?;
-    if status.success() {
-        Ok(out)
-    } else {
-        Err(format!("cc exited with {status}"))
-    }
-}
-
-/// One private copy of the mock (its own file, so its own global state) and a handle to it
-/// that keeps it loaded while the backend comes and goes.
-struct Mock {
-    path: PathBuf,
-    library: libloading::Library,
-}
-
-impl Mock {
-    fn copy_of(built: &Path, test: &str) -> Result<Mock, Failed> {
-        let path = built.with_file_name(format!("libcuda_{test}.so"));
-        std::fs::copy(built, &path)?;
-        // SAFETY: the mock's initialisers are trivial (static data only).
-        let library = unsafe { libloading::Library::new(&path) }?;
-        Ok(Mock { path, library })
-    }
-
-    fn call<T>(&self, name: &str) -> Result<T, Failed> {
-        // SAFETY: every mock_* introspection function takes no arguments and returns T.
-        let f = unsafe { self.library.get::<unsafe extern "C" fn() -> T>(name) }?;
-        // SAFETY: as above.
-        Ok(unsafe { f() })
-    }
-
-    fn call_with(&self, name: &str, arg: i32) -> Result<i32, Failed> {
-        // SAFETY: the mock_* functions called here take one int and return an int (or void,
-        // whose value is then ignored by the caller).
-        let f = unsafe { self.library.get::<unsafe extern "C" fn(i32) -> i32>(name) }?;
-        // SAFETY: as above.
-        Ok(unsafe { f(arg) })
-    }
-
-    fn set_pools(&self, on: bool) -> Result<(), Failed> {
-        // SAFETY: mock_set_pools_supported(int) returns nothing.
-        let f = unsafe {
-            self.library
-                .get::<unsafe extern "C" fn(i32)>("mock_set_pools_supported")
-        }?;
-        // SAFETY: as above.
-        unsafe { f(i32::from(on)) };
-        Ok(())
-    }
-
-    fn backend(&self) -> Result<CudaBackend, Failed> {
-        let driver = CudaDriver::load_from(&self.path)?;
-        driver.init(0)?;
-        let count = usize::try_from(driver.device_get_count()?)?;
-        Ok(CudaBackend::new(driver, count)?)
-    }
-}
-
-fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), Failed> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message().into())
-    }
 }
 
 fn device_info_translates_attributes(mock: &Mock) -> Result<(), Failed> {
@@ -672,117 +563,4 @@ fn child_open_through_env(library: &Path) -> Result<(), Failed> {
         probe.library == library.to_string_lossy() && probe.device_count == 2,
         || format!("{probe:?}"),
     )
-}
-
-/// NVRTC compiles for the (mock) device's compute capability, the module loads, the kernel is
-/// found by its `extern "C"` name, and `cuLaunchKernel` receives the launch shape and the
-/// parameter block unchanged. Nothing executes: the mock only records the launch.
-fn kernels_compile_load_and_launch(mock: &Mock, nvrtc_path: &Path) -> Result<(), Failed> {
-    let b = mock.backend()?;
-    b.use_nvrtc(Arc::new(Nvrtc::load_from(nvrtc_path)?));
-    let (kind, capability) = b.kernel_target(0)?;
-    ensure(
-        kind == CodeKind::Cubin && capability == ComputeCapability::new(9, 0),
-        || {
-            format!(
-                "a 9.0 device with NVRTC supporting sm_90 should get an sm_90 cubin, got {kind:?} {capability}"
-            )
-        },
-    )?;
-    let source = include_str!("../../gpu-mem-core/kernels/block_sum.cu");
-    let cubin = b.compile_kernel(0, source, "block_sum.cu")?;
-    ensure(cubin.code.starts_with(b"\x7fELF"), || "not a cubin".into())?;
-    let module = b.module_load(0, &cubin)?;
-    let function = b.module_function(0, module, "block_sum")?;
-    match b.module_function(0, module, "no_such_kernel") {
-        Err(Error::Native {
-            code: 500,
-            code_name,
-            ..
-        }) if code_name == "CUDA_ERROR_NOT_FOUND" => {}
-        other => return Err(format!("missing kernel lookup: {other:?}").into()),
-    }
-
-    // gm_array<float, 1> as the launcher lays it out: data, shape[1], strides[1].
-    #[repr(C)]
-    struct Array1 {
-        data: u64,
-        shape: [i64; 1],
-        strides: [i64; 1],
-    }
-    let input = b.alloc(0, 1024 * 4)?;
-    let partial = b.alloc(0, 4 * 4)?;
-    let mut a = Array1 {
-        data: input.0,
-        shape: [1024],
-        strides: [1],
-    };
-    let mut p = Array1 {
-        data: partial.0,
-        shape: [4],
-        strides: [1],
-    };
-    let mut params = [(&raw mut a).cast::<std::ffi::c_void>(), (&raw mut p).cast()];
-    let stream = b.stream_create(0)?;
-    let config = LaunchConfig {
-        grid: [4, 1, 1],
-        block: [256, 1, 1],
-        shared_bytes: 256 * 4,
-    };
-    // SAFETY: the mock records the launch without running it; the parameter values outlive
-    // the call.
-    unsafe { b.launch(0, function, config, stream, &mut params)? };
-    let recorded: Vec<u32> = (0..8)
-        .map(|i| mock.call_with("mock_last_launch", i).map(|v| v as u32))
-        .collect::<Result<_, _>>()?;
-    ensure(recorded == [4, 1, 1, 256, 1, 1, 1024, 1], || {
-        format!("launch recorded as {recorded:?}")
-    })?;
-    let param0: u64 = mock.call("mock_last_param0")?;
-    ensure(param0 == input.0, || {
-        format!(
-            "first parameter's data pointer {param0:#x}, expected {:#x}",
-            input.0
-        )
-    })?;
-    // SAFETY: the legacy stream (null handle) is always valid; the mock records it.
-    unsafe {
-        b.launch(
-            0,
-            function,
-            LaunchConfig {
-                grid: [1, 2, 3],
-                block: [32, 4, 2],
-                shared_bytes: 0,
-            },
-            StreamHandle(0),
-            &mut params,
-        )?
-    };
-    let recorded: Vec<u32> = (0..8)
-        .map(|i| mock.call_with("mock_last_launch", i).map(|v| v as u32))
-        .collect::<Result<_, _>>()?;
-    ensure(recorded == [1, 2, 3, 32, 4, 2, 0, 2], || {
-        format!("second launch recorded as {recorded:?}")
-    })?;
-
-    // The PTX path: NUL-terminated text is what cuModuleLoadData gets.
-    let ptx = b.nvrtc()?.compile(
-        source,
-        "block_sum.cu",
-        ComputeCapability::new(9, 0),
-        CodeKind::Ptx,
-        &[],
-    )?;
-    let ptx_module = b.module_load(0, &ptx)?;
-    b.module_function(0, ptx_module, "block_sum")?;
-    // SAFETY: nothing runs in the mock; all handles are live and released once.
-    unsafe {
-        b.module_unload(0, ptx_module)?;
-        b.module_unload(0, module)?;
-        b.stream_destroy(0, stream)?;
-        b.free(0, input)?;
-        b.free(0, partial)?;
-    }
-    Ok(())
 }

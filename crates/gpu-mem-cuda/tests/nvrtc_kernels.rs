@@ -5,9 +5,17 @@
 //! `GPU_MEM_NVRTC_LIBRARY`) but no GPU. Without NVRTC (or ptxas) the trials are reported as
 //! ignored, with the reason printed.
 
+#[path = "support/ptx_params.rs"]
+mod ptx_params;
+
 use gpu_mem_core::Error;
+use gpu_mem_core::backend::DevicePtr;
+use gpu_mem_core::kernel::LaunchArg;
+use gpu_mem_cuda::backend::KernelParams;
 use gpu_mem_cuda::nvrtc::{CodeKind, ComputeCapability, Nvrtc};
 use libtest_mimic::{Arguments, Failed, Trial};
+use ptx_params::{PtxParam, entry_params};
+use std::any::TypeId;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -175,6 +183,13 @@ fn main() {
             "gm_array_layout_matches_the_launcher".into(),
             &nvrtc_reason,
             Box::new(move || array_layout(&*need(n)?)),
+        );
+        let n = shared.clone();
+        add(
+            &mut trials,
+            "launch_parameters_match_what_nvrtc_compiled".into(),
+            &nvrtc_reason,
+            Box::new(move || launch_parameters(&*need(n)?)),
         );
         let n = shared;
         add(
@@ -426,6 +441,72 @@ fn array_layout(nvrtc: &Nvrtc) -> Result<(), Failed> {
     // The kernel parameter is one 40-byte, 8-aligned struct for N = 2.
     if !ptx.contains(".param .align 8 .b8 layout_probe_param_0[40]") {
         return Err(format!("unexpected parameter declaration:\n{ptx}").into());
+    }
+    Ok(())
+}
+
+/// Every kind of argument the launcher encodes has exactly the size and alignment NVRTC gives
+/// the corresponding C parameter (read from the `.entry` parameter list of the PTX).
+fn launch_parameters(nvrtc: &Nvrtc) -> Result<(), Failed> {
+    let source = r#"#include "gpu_mem.h"
+struct Rec { double a; int b; };
+extern "C" __global__ void param_probe(gm_array<float, 2> a, Rec* r, int i, double d, char c,
+                                       short s, gm_array<double, 3> b, float f,
+                                       unsigned long long u, gm_array<int, 1> v) {
+    if (i) { a(0, 0) = f; r->b = c + s; b(0, 0, 0) = d + (double)u; v(0) = 1; }
+}
+"#;
+    let array = |shape: Vec<usize>, itemsize: usize| LaunchArg::Array {
+        ptr: DevicePtr(0x1000),
+        strides: vec![1; shape.len()],
+        shape,
+        min_offset: 0,
+        span_len: 1,
+        itemsize,
+        elem: TypeId::of::<u8>(),
+        dtype: "test",
+    };
+    let scalar = |bytes: Vec<u8>| LaunchArg::Scalar {
+        bytes,
+        elem: TypeId::of::<u8>(),
+        dtype: "test",
+    };
+    let args = [
+        array(vec![2, 3], 4),
+        LaunchArg::Record {
+            ptr: DevicePtr(0x2000),
+            itemsize: 16,
+            elem: TypeId::of::<u8>(),
+            dtype: "Rec",
+        },
+        scalar(7i32.to_ne_bytes().to_vec()),
+        scalar(1.5f64.to_ne_bytes().to_vec()),
+        scalar(vec![3u8]),
+        scalar(9i16.to_ne_bytes().to_vec()),
+        array(vec![2, 3, 4], 8),
+        scalar(2.5f32.to_ne_bytes().to_vec()),
+        scalar(u64::MAX.to_ne_bytes().to_vec()),
+        array(vec![5], 4),
+    ];
+    let launcher = KernelParams::build("param_probe", &args)?;
+    let produced: Vec<PtxParam> = (0..launcher.len())
+        .map(|i| PtxParam {
+            size: launcher.bytes(i).map_or(0, <[u8]>::len),
+            align: launcher.alignment(i).unwrap_or(0),
+        })
+        .collect();
+    for cc in CAPABILITIES {
+        let compiled = nvrtc.compile(source, "param_probe.cu", cc, CodeKind::Ptx, &[])?;
+        let ptx = compiled.ptx_text().ok_or("PTX is not UTF-8")?;
+        let declared = entry_params(ptx, "param_probe")?;
+        println!("sm_{}: NVRTC declares {declared:?}", cc.digits());
+        if declared != produced {
+            return Err(format!(
+                "sm_{}: launcher produces {produced:?}, NVRTC declares {declared:?}\n{ptx}",
+                cc.digits()
+            )
+            .into());
+        }
     }
     Ok(())
 }

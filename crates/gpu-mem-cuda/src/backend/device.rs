@@ -1,6 +1,7 @@
 //! Per-device state: static facts read once, and the device's primary context, retained on
 //! first use and made current on whichever thread calls.
 
+use super::limits::LaunchLimits;
 use crate::driver::CudaDriver;
 use crate::driver::sys::{CUcontext, CUdevice_attribute, CUdevice_v1};
 use crate::nvrtc::ComputeCapability;
@@ -17,6 +18,8 @@ pub struct DeviceFacts {
     /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` and the driver exports the stream-ordered
     /// allocator: `alloc` / `free` use `cuMemAllocAsync` / `cuMemFreeAsync`.
     pub stream_ordered_alloc: bool,
+    /// Grid, block and shared-memory limits for kernel launches.
+    pub limits: LaunchLimits,
 }
 
 impl DeviceFacts {
@@ -56,11 +59,13 @@ impl DeviceFacts {
             pools && driver.has("cuMemAllocAsync") && driver.has("cuMemFreeAsync");
         tracing::debug!(ordinal, name = %info.name, arch = %info.arch, stream_ordered_alloc, "CUDA device");
         let capability = ComputeCapability::new(non_negative(major), non_negative(minor));
+        let limits = LaunchLimits::query(driver, handle)?;
         Ok(DeviceFacts {
             handle,
             info,
             capability,
             stream_ordered_alloc,
+            limits,
         })
     }
 }

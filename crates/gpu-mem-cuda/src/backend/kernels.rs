@@ -1,12 +1,14 @@
-//! Kernels on the CUDA backend, outside the `Backend` trait (which has no launch yet): NVRTC
-//! compilation for a device, module loading, function lookup and `cuLaunchKernel`.
+//! The kernel building blocks under `Backend::launch`, public for callers that manage modules
+//! themselves: NVRTC compilation for a device, module loading and unloading, function lookup
+//! and a raw `cuLaunchKernel`.
 //!
-//! Like the rest of the backend this has not run on hardware; the stand-in driver of the tests
-//! checks argument order and handle use only.
+//! Like the rest of the backend this has not run on a GPU; the stand-in driver of the tests
+//! checks argument order, handle use and the parameter bytes only.
 
 use super::CudaBackend;
 use crate::nvrtc::{CodeKind, Compiled, ComputeCapability, Nvrtc, choose_target};
 use gpu_mem_core::backend::StreamHandle;
+use gpu_mem_core::kernel::LaunchConfig;
 use gpu_mem_core::{Error, Result};
 use std::ffi::{CString, c_void};
 use std::sync::Arc;
@@ -14,17 +16,6 @@ use std::sync::Arc;
 /// A loaded module (the `CUmodule` address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ModuleHandle(pub u64);
-
-/// Grid and block shape and dynamic shared memory of one launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LaunchConfig {
-    /// Blocks per grid, x / y / z.
-    pub grid: [u32; 3],
-    /// Threads per block, x / y / z.
-    pub block: [u32; 3],
-    /// Dynamic shared memory per block in bytes (what `gm_dynamic_shared` sees).
-    pub shared_bytes: u32,
-}
 
 /// A kernel of a loaded module (the `CUfunction` address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -121,7 +112,8 @@ impl CudaBackend {
         Ok(FunctionHandle(function as usize as u64))
     }
 
-    /// `cuLaunchKernel(function, grid, block, shared bytes, stream, params, NULL)`.
+    /// `cuLaunchKernel(function, grid, block, shared bytes, stream, params, NULL)`, with no
+    /// checks of its own (`Backend::launch` validates the configuration and builds `params`).
     ///
     /// # Safety
     /// `function` belongs to a module still loaded on `device`; `stream` is live (or the null
@@ -129,23 +121,28 @@ impl CudaBackend {
     /// each to a value with that parameter's exact size and layout (for `gm_array<T, N>`:
     /// `#[repr(C)] { u64 data, [i64; N] shape, [i64; N] strides }`); every buffer the kernel
     /// touches stays valid and unaliased until the stream passes the launch.
-    pub unsafe fn launch(
+    pub unsafe fn launch_function(
         &self,
         device: usize,
         function: FunctionHandle,
-        config: LaunchConfig,
+        config: &LaunchConfig,
         stream: StreamHandle,
         params: &mut [*mut c_void],
     ) -> Result<()> {
+        let shared_bytes =
+            u32::try_from(config.shared_bytes).map_err(|_| Error::InvalidArgument {
+                name: "shared_bytes",
+                reason: format!("{} does not fit 32 bits", config.shared_bytes),
+            })?;
         self.current(device)?;
         // SAFETY: guaranteed by the caller; the driver reads exactly as many parameter
         // pointers as the kernel has parameters.
         unsafe {
             self.driver.launch_kernel(
                 function.0 as usize as _,
-                config.grid,
-                config.block,
-                config.shared_bytes,
+                config.grid.to_array(),
+                config.block.to_array(),
+                shared_bytes,
                 stream.0 as usize as _,
                 params.as_mut_ptr(),
             )

@@ -2,8 +2,9 @@
 //!
 //! **Not yet run on hardware.** This module was written against the CUDA driver API reference
 //! on machines without an NVIDIA GPU; only the parts that need no device (loading, missing
-//! driver, flag translation, bookkeeping) are tested here. The conformance suite under
-//! `GPU_MEM_BACKEND=cuda` on a GPU machine is its first real test.
+//! driver, flag translation, bookkeeping) are tested here, plus everything up to the driver
+//! call against a stand-in `libcuda` (tests/mock) with the real NVRTC compiling the kernels.
+//! The conformance suite under `GPU_MEM_BACKEND=cuda` on a GPU machine is its first real test.
 //!
 //! # Contract and mapping
 //!
@@ -34,9 +35,25 @@
 //!   export), `cuEventDestroy_v2`.
 //! * **Memory info**: `cuMemGetInfo_v2`; **synchronize**: `cuCtxSynchronize`.
 //! * Failures reported by a stream or event synchronisation are [`Error::AsyncFailure`].
-//! * **Kernels** (inherent methods, not yet in the trait): NVRTC for the device's compute
-//!   capability (see [`crate::nvrtc::choose_target`]), `cuModuleLoadData`,
-//!   `cuModuleGetFunction`, `cuLaunchKernel`, `cuModuleUnload`.
+//! * **Kernel launch** (`Backend::launch`, see `launch.rs` for the full contract): a kernel
+//!   needs portable source (otherwise [`Error::NotSupportedByBackend`]: simulator only). The
+//!   grid, block and dynamic shared memory are checked against the device's
+//!   [`LaunchLimits`] ([`Error::InvalidLaunch`] naming the kernel); the source is compiled with
+//!   the `gpu_mem.h` prelude by NVRTC for the device's compute capability (a cubin, or PTX the
+//!   driver JITs; see [`crate::nvrtc::choose_target`]), loaded with `cuModuleLoadData`, and
+//!   its entry found with `cuModuleGetFunction` — once per (kernel, device): the module is
+//!   cached and unloaded (`cuModuleUnload`) when the backend is dropped. Arguments become one
+//!   parameter buffer each ([`KernelParams`]): an array is `gm_array<T, N>` by value (data
+//!   pointer, `N` 64-bit extents, `N` 64-bit strides in elements), a record a `T*`, a scalar
+//!   its bytes. `cuLaunchKernel` gets `sharedMemBytes = shared_bytes` and the stream; without
+//!   a stream it is the legacy default stream, which is then synchronised so the kernel's
+//!   failure is the launch's error. The parameter layout is checked against what NVRTC
+//!   compiles (PTX `.param` declarations) and the launch against a stand-in driver; **no
+//!   kernel launched by this code has run on a GPU yet.**
+//! * The building blocks are public for callers managing modules themselves:
+//!   [`CudaBackend::compile_kernel`], [`CudaBackend::module_load`],
+//!   [`CudaBackend::module_function`], [`CudaBackend::launch_function`],
+//!   [`CudaBackend::module_unload`].
 //!
 //! Handles: a [`StreamHandle`] / [`EventHandle`] holds the `CUstream` / `CUevent` address.
 //!
@@ -47,9 +64,15 @@
 mod device;
 mod flags;
 mod kernels;
+mod launch;
+mod limits;
+mod module_cache;
+mod params;
 mod registry;
 
-pub use kernels::{FunctionHandle, LaunchConfig, ModuleHandle};
+pub use kernels::{FunctionHandle, ModuleHandle};
+pub use limits::LaunchLimits;
+pub use params::KernelParams;
 
 use crate::driver::CudaDriver;
 use crate::driver::sys::{CUevent, CUresult, CUstream};
@@ -59,7 +82,9 @@ use gpu_mem_core::backend::{
     DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
     StreamHandle,
 };
+use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
+use module_cache::ModuleCache;
 use registry::{AllocKind, Registry};
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -79,6 +104,8 @@ pub struct CudaBackend {
     events: Registry<bool>,
     /// NVRTC for kernel compilation, loaded on first use.
     nvrtc: Mutex<Option<Arc<Nvrtc>>>,
+    /// Kernel modules compiled and loaded by launches, per (kernel, device).
+    modules: ModuleCache,
     // Last: the contexts above are released in Drop before the library unloads.
     driver: CudaDriver,
 }
@@ -151,6 +178,7 @@ impl CudaBackend {
             registrations: Registry::new(),
             events: Registry::new(),
             nvrtc: Mutex::new(None),
+            modules: ModuleCache::default(),
             driver,
         })
     }
@@ -158,6 +186,11 @@ impl CudaBackend {
     /// The driver this backend calls.
     pub fn driver(&self) -> &CudaDriver {
         &self.driver
+    }
+
+    /// The launch limits of `device`.
+    pub fn launch_limits(&self, device: usize) -> Result<LaunchLimits> {
+        Ok(self.slot(device)?.facts.limits)
     }
 
     /// Whether `alloc` on `device` uses the stream-ordered allocator.
@@ -241,6 +274,8 @@ impl Drop for CudaBackend {
                 "CUDA backend dropped with device allocations still live"
             );
         }
+        // Modules belong to the contexts, so they go first.
+        self.unload_kernel_modules();
         for slot in &mut self.devices {
             slot.release(&self.driver);
         }
@@ -664,6 +699,20 @@ impl Backend for CudaBackend {
             }
             other => other,
         }
+    }
+
+    // ----- kernels -------------------------------------------------------------------------
+
+    unsafe fn launch(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        // SAFETY: the caller upholds Backend::launch's contract, which launch_kernel shares.
+        unsafe { self.launch_kernel(device, kernel, config, args, stream) }
     }
 }
 

@@ -11,8 +11,12 @@
  *     cuMemFreeAsync;
  *   - registering twice gives 712, unregistering an unknown base gives 713, and
  *     cuMemHostGetDevicePointer needs memory allocated / registered with DEVICEMAP;
- *   - cuEventElapsedTime fails with CUDA_ERROR_INVALID_HANDLE for untimed or unrecorded events.
- * Flags passed in are recorded for inspection through the mock_* functions.
+ *   - cuEventElapsedTime fails with CUDA_ERROR_INVALID_HANDLE for untimed or unrecorded events;
+ *   - cuLaunchKernel checks the launch shape against the device limits it reports.
+ * Flags passed in are recorded for inspection through the mock_* functions. Launches run
+ * nothing: the mock records their shape, stream and parameter bytes (the test says how many
+ * bytes each parameter has, as the real driver knows from the compiled function), and numbers
+ * every launch and stream synchronisation so the order can be checked.
  *
  * -DMOCK_OLD_DRIVER builds a driver from before CUDA 11: no stream-ordered allocator and only
  * the 7.0 export of cuDevicePrimaryCtxRelease.
@@ -44,6 +48,7 @@ typedef void *CUevent;
 #define E_ALREADY_REGISTERED 712
 #define E_NOT_REGISTERED 713
 #define E_NOT_SUPPORTED 801
+#define E_ILLEGAL_ADDRESS 700
 
 #define DEVICES 2
 #define TOTAL_MEMORY (1ull << 30)
@@ -186,6 +191,7 @@ static CUresult describe(CUresult error, const char **out, int which) {
         case E_ALREADY_REGISTERED: *out = which ? "part or all of the requested memory range is already mapped" : "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"; return OK;
         case E_NOT_REGISTERED: *out = which ? "pointer does not correspond to a registered memory region" : "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"; return OK;
         case E_NOT_SUPPORTED: *out = which ? "operation not supported" : "CUDA_ERROR_NOT_SUPPORTED"; return OK;
+        case E_ILLEGAL_ADDRESS: *out = which ? "an illegal memory access was encountered" : "CUDA_ERROR_ILLEGAL_ADDRESS"; return OK;
         default: return E_INVALID_VALUE;
     }
 }
@@ -223,6 +229,12 @@ CUresult cuDeviceGetAttribute(int *v, int attribute, CUdevice d) {
     if (d < 0 || d >= DEVICES) return E_INVALID_DEVICE;
     switch (attribute) {
         case 1: *v = 1024; return OK;   /* MAX_THREADS_PER_BLOCK */
+        case 2: *v = 1024; return OK;   /* MAX_BLOCK_DIM_X */
+        case 3: *v = 1024; return OK;   /* MAX_BLOCK_DIM_Y */
+        case 4: *v = 64; return OK;     /* MAX_BLOCK_DIM_Z */
+        case 5: *v = 2147483647; return OK; /* MAX_GRID_DIM_X */
+        case 6: *v = 65535; return OK;  /* MAX_GRID_DIM_Y */
+        case 7: *v = 65535; return OK;  /* MAX_GRID_DIM_Z */
         case 8: *v = 49152; return OK;  /* MAX_SHARED_MEMORY_PER_BLOCK */
         case 10: *v = 32; return OK;    /* WARP_SIZE */
         case 19: *v = 1; return OK;     /* CAN_MAP_HOST_MEMORY */
@@ -494,7 +506,26 @@ CUresult cuStreamDestroy_v2(CUstream s) {
     return OK;
 }
 
-CUresult cuStreamSynchronize(CUstream s) { NEED_CONTEXT(); return stream_ok(s) ? OK : E_INVALID_HANDLE; }
+/* Sequence numbers shared by launches and stream synchronisations. */
+static unsigned long long sequence;
+static unsigned long long last_sync_seq;
+static CUstream last_sync_stream = (CUstream)(uintptr_t)-1;
+static CUresult next_sync_failure;
+
+unsigned long long mock_last_sync_seq(void) { return last_sync_seq; }
+unsigned long long mock_last_sync_stream(void) { return (unsigned long long)(uintptr_t)last_sync_stream; }
+/* The next cuStreamSynchronize returns `code` once (a kernel fault reported at the sync). */
+void mock_fail_next_sync(int code) { next_sync_failure = code; }
+
+CUresult cuStreamSynchronize(CUstream s) {
+    NEED_CONTEXT();
+    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    last_sync_seq = ++sequence;
+    last_sync_stream = s;
+    CUresult r = next_sync_failure;
+    next_sync_failure = OK;
+    return r;
+}
 CUresult cuStreamQuery(CUstream s) { NEED_CONTEXT(); return stream_ok(s) ? OK : E_INVALID_HANDLE; }
 
 static int event_ok(CUevent e) { return e && ((struct event *)e)->magic == EVENT_MAGIC; }
@@ -555,9 +586,40 @@ struct function { int magic; struct module *module; };
 
 static unsigned last_launch[8]; /* grid x y z, block x y z, shared bytes, launch count */
 static unsigned long long last_param0;
+static unsigned long long last_launch_seq;
+static CUstream last_launch_stream;
+static int module_loads, live_modules;
+
+#define MAX_PARAMS 16
+#define MAX_PARAM_BYTES 256
+static size_t param_sizes[MAX_PARAMS];
+static int param_count;
+static unsigned char param_bytes[MAX_PARAMS][MAX_PARAM_BYTES];
 
 unsigned mock_last_launch(int i) { return i >= 0 && i < 8 ? last_launch[i] : 0; }
 unsigned long long mock_last_param0(void) { return last_param0; }
+unsigned long long mock_last_launch_seq(void) { return last_launch_seq; }
+unsigned long long mock_last_launch_stream(void) { return (unsigned long long)(uintptr_t)last_launch_stream; }
+int mock_module_loads(void) { return module_loads; }
+int mock_live_modules(void) { return live_modules; }
+
+/* The parameter sizes of the kernel the next launches use; 0 parameters = record none. */
+int mock_set_param_sizes(int n, const size_t *sizes) {
+    if (n < 0 || n > MAX_PARAMS) return -1;
+    for (int i = 0; i < n; ++i) {
+        if (sizes[i] > MAX_PARAM_BYTES) return -1;
+        param_sizes[i] = sizes[i];
+    }
+    param_count = n;
+    return 0;
+}
+
+/* Copies the recorded bytes of parameter i of the last launch into out; returns their count. */
+size_t mock_param_bytes(int i, unsigned char *out, size_t cap) {
+    if (i < 0 || i >= param_count || cap < param_sizes[i]) return 0;
+    memcpy(out, param_bytes[i], param_sizes[i]);
+    return param_sizes[i];
+}
 
 CUresult cuModuleLoadData(void **m, const void *image) {
     NEED_CONTEXT();
@@ -583,6 +645,8 @@ CUresult cuModuleLoadData(void **m, const void *image) {
     mod->image = malloc(size);
     memcpy(mod->image, image, size);
     *m = mod;
+    ++module_loads;
+    ++live_modules;
     return OK;
 }
 
@@ -608,6 +672,7 @@ CUresult cuModuleUnload(void *m) {
     mod->magic = 0;
     free(mod->image);
     free(mod);
+    --live_modules;
     return OK;
 }
 
@@ -618,8 +683,14 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     if (!stream_ok(s)) return E_INVALID_HANDLE;
     if (!params || extra) return E_INVALID_VALUE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024) return E_INVALID_VALUE;
+    if (bx > 1024 || by > 1024 || bz > 64 || gx > 2147483647u || gy > 65535 || gz > 65535) return E_INVALID_VALUE;
+    if (shared > 49152) return E_INVALID_VALUE;
     unsigned values[8] = {gx, gy, gz, bx, by, bz, shared, last_launch[7] + 1};
     memcpy(last_launch, values, sizeof values);
-    memcpy(&last_param0, params[0], sizeof last_param0);
+    last_param0 = 0;
+    if (param_count > 0) memcpy(&last_param0, params[0], param_sizes[0] < 8 ? param_sizes[0] : 8);
+    for (int i = 0; i < param_count; ++i) memcpy(param_bytes[i], params[i], param_sizes[i]);
+    last_launch_stream = s;
+    last_launch_seq = ++sequence;
     return OK;
 }

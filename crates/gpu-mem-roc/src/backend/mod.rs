@@ -38,6 +38,7 @@
 //! is thread safe.
 
 mod event;
+mod launch;
 mod memory;
 mod signal;
 mod stream;
@@ -50,7 +51,9 @@ use gpu_mem_core::backend::{
     DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
     StreamHandle,
 };
+use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
+use launch::Launcher;
 use memory::{Registry, lock};
 use std::collections::HashMap;
 use std::ptr::NonNull;
@@ -75,6 +78,8 @@ pub struct RocBackend {
     next_handle: AtomicU64,
     /// Whether async-copy timestamps were enabled.
     copy_timing: bool,
+    /// AQL queues and loaded kernels.
+    launcher: Launcher,
 }
 
 impl RocBackend {
@@ -101,6 +106,7 @@ impl RocBackend {
             events: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             copy_timing,
+            launcher: Launcher::default(),
         })
     }
 
@@ -223,12 +229,17 @@ impl Drop for RocBackend {
     fn drop(&mut self) {
         // Streams and events first: their signals must be destroyed while the runtime is up.
         let streams: Vec<_> = lock(&self.streams).drain().map(|(_, (_, s))| s).collect();
+        let mut healthy = true;
         for s in streams {
             if let Err(e) = lock(&s).drain(self.wait_tick()) {
                 tracing::warn!(error = %e, "stream failure while dropping the ROC backend");
+                healthy = false;
             }
         }
         lock(&self.events).clear();
+        // Queues and executables after the streams (their dispatches completed), before
+        // the runtime goes.
+        self.launcher.release(healthy);
         if let Err(e) = self.hsa.shut_down() {
             tracing::warn!(error = %e, "hsa_shut_down failed");
         }
@@ -392,6 +403,18 @@ impl Backend for RocBackend {
     ) -> Result<()> {
         // SAFETY: forwarded contract.
         unsafe { self.memset_async(device, dst, value, bytes, stream) }
+    }
+
+    unsafe fn launch(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_kernel(device, kernel, config, args, stream) }
     }
 
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {

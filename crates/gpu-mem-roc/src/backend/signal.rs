@@ -9,11 +9,22 @@
 //! its last `Arc` goes. An operation whose dependency failed never starts, so the runtime keeps
 //! its dependencies forever: such signals are leaked on purpose ([`Signal::leak`]), never
 //! destroyed.
+//!
+//! A kernel dispatch's signal also carries what the dispatch needs until it has run (its
+//! kernarg buffer, its loaded code object): released together with the dependencies, once the
+//! signal is observed complete, so nothing the packet processor may read is freed early. It
+//! also knows its AQL queue, so a wait notices when the runtime reported the queue broken (the
+//! signal then never completes).
 
+use super::launch::QueueHealth;
 use crate::driver::Hsa;
 use gpu_mem_core::Result;
 use gpu_mem_hsa_sys as sys;
+use std::any::Any;
 use std::sync::{Arc, Mutex, PoisonError};
+
+/// Something an operation needs until it has completed (released with the dependencies).
+pub type KeepAlive = Box<dyn Any + Send + Sync>;
 
 /// What a signal's value says about its operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +56,10 @@ pub struct Signal {
     pub is_copy: bool,
     /// Signals this operation waits on; cleared once it completed.
     deps: Mutex<Vec<Arc<Signal>>>,
+    /// For a kernel dispatch: the queue it was submitted to.
+    queue: Option<Arc<QueueHealth>>,
+    /// Resources the operation uses until it completed; dropped with `deps`.
+    keep: Mutex<Option<KeepAlive>>,
 }
 
 impl Signal {
@@ -62,7 +77,39 @@ impl Signal {
             operation,
             is_copy,
             deps: Mutex::new(deps),
+            queue: None,
+            keep: Mutex::new(None),
         }))
+    }
+
+    /// A signal at 1 for a kernel dispatch on `queue`, keeping `keep` until it completed.
+    pub fn for_dispatch(
+        hsa: &Arc<Hsa>,
+        operation: &'static str,
+        deps: Vec<Arc<Signal>>,
+        queue: Arc<QueueHealth>,
+        keep: KeepAlive,
+    ) -> Result<Arc<Signal>> {
+        let raw = hsa.signal_create(1, &[])?;
+        Ok(Arc::new(Signal {
+            hsa: Arc::clone(hsa),
+            raw,
+            operation,
+            is_copy: false,
+            deps: Mutex::new(deps),
+            queue: Some(queue),
+            keep: Mutex::new(Some(keep)),
+        }))
+    }
+
+    /// The id of the AQL queue this signal's dispatch was submitted to, if it is one.
+    pub fn queue_id(&self) -> Option<u64> {
+        self.queue.as_ref().map(|q| q.id())
+    }
+
+    /// The error status the runtime reported for this dispatch's queue, if any.
+    fn queue_failure(&self) -> Option<u32> {
+        self.queue.as_ref().and_then(|q| q.failure())
     }
 
     /// The raw handle.
@@ -105,6 +152,12 @@ impl Signal {
         let released =
             std::mem::take(&mut *self.deps.lock().unwrap_or_else(PoisonError::into_inner));
         drop(released);
+        let kept = self
+            .keep
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(kept);
     }
 
     /// The first failed signal this one (transitively) waits on, if any: then this operation
@@ -150,12 +203,24 @@ impl Drop for Signal {
     }
 }
 
+/// The value [`wait`] reports for a dispatch whose queue the runtime reported broken (its
+/// signal never completes then).
+pub const QUEUE_FAILED: i64 = -1;
+
 /// Waits until `signal` completes or fails, or one of its dependencies fails (in which case it
 /// never would). `tick` is how long each wait lasts before dependencies are re-checked.
 pub fn wait(signal: &Signal, tick: u64) -> Result<State> {
     loop {
         match signal.wait_for(tick)? {
             State::Pending => {
+                if let Some(status) = signal.queue_failure() {
+                    tracing::debug!(
+                        operation = signal.operation,
+                        status,
+                        "the runtime reported the dispatch's queue broken"
+                    );
+                    return Ok(State::Failed(QUEUE_FAILED));
+                }
                 if let Some((operation, value)) = signal.failed_dependency()? {
                     tracing::debug!(
                         operation,

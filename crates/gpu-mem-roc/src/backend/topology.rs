@@ -7,6 +7,8 @@
 //!   allows runtime allocation (the "system" pool; one without the kernarg flag is preferred),
 //!   made accessible to GPUs with `hsa_amd_agents_allow_access`.
 //! * The per-block shared-memory limit is the size of the GPU's group-segment pool (LDS).
+//! * Kernel arguments come from the CPU agent's fine-grained global pool flagged
+//!   `KERNARG_INIT` (the "kernarg pool"), or the host pool when the runtime has none.
 
 use crate::driver::Hsa;
 use crate::driver::hsa::PoolInfo;
@@ -38,6 +40,8 @@ pub struct Host {
     pub agent: sys::hsa_agent_t,
     /// The fine-grained global pool host allocations come from.
     pub pool: PoolInfo,
+    /// The fine-grained global pool flagged for kernel arguments, if the runtime has one.
+    pub kernarg_pool: Option<PoolInfo>,
 }
 
 /// Everything discovered at start-up.
@@ -85,7 +89,12 @@ impl Topology {
             match device_type(hsa, agent)? {
                 sys::HSA_DEVICE_TYPE_GPU => gpu_agents.push(agent),
                 sys::HSA_DEVICE_TYPE_CPU if host.is_none() => {
-                    host = host_pool(hsa, agent)?.map(|pool| Host { agent, pool });
+                    let (pool, kernarg_pool) = host_pools(hsa, agent)?;
+                    host = pool.map(|pool| Host {
+                        agent,
+                        pool,
+                        kernarg_pool,
+                    });
                 }
                 _ => {}
             }
@@ -115,19 +124,24 @@ impl Topology {
 }
 
 /// The CPU agent's fine-grained, allocatable global pool (preferring one that is not the
-/// kernarg pool).
-fn host_pool(hsa: &Hsa, agent: sys::hsa_agent_t) -> Result<Option<PoolInfo>> {
+/// kernarg pool), and its kernarg pool.
+fn host_pools(hsa: &Hsa, agent: sys::hsa_agent_t) -> Result<(Option<PoolInfo>, Option<PoolInfo>)> {
     let fine = sys::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED;
     let kernarg = sys::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT;
     let candidates: Vec<PoolInfo> = pools(hsa, agent)?
         .into_iter()
         .filter(|p| p.alloc_allowed && p.is_global_with(fine))
         .collect();
-    Ok(candidates
+    let host = candidates
         .iter()
         .find(|p| p.global_flags & kernarg == 0)
         .or_else(|| candidates.first())
-        .copied())
+        .copied();
+    let kernarg_pool = candidates
+        .iter()
+        .find(|p| p.global_flags & kernarg != 0)
+        .copied();
+    Ok((host, kernarg_pool))
 }
 
 fn describe_gpu(hsa: &Hsa, ordinal: usize, agent: sys::hsa_agent_t, host: &Host) -> Result<Gpu> {

@@ -37,7 +37,7 @@ pub struct IsaList {
 
 /// The processor part of an ISA name: `gfx90a` for `gfx90a:xnack-` or
 /// `amdgcn-amd-amdhsa--gfx90a:sramecc+`.
-fn processor(isa: &str) -> &str {
+pub fn processor(isa: &str) -> &str {
     let isa = isa.rsplit("--").next().unwrap_or(isa);
     isa.split(':').next().unwrap_or(isa)
 }

@@ -1,0 +1,152 @@
+//! Portable kernel source → hiprtc code object for the agent's ISA → HSA executable → kernel
+//! symbol.
+//!
+//! Loading follows the HSA runtime specification, "Executables" / "Code object readers":
+//! `hsa_code_object_reader_create_from_memory` (the bytes must outlive the reader, so they are
+//! kept here), `hsa_executable_create_alt` with the agent's profile and the default rounding
+//! mode, `hsa_executable_load_agent_code_object`, `hsa_executable_freeze`, then the kernel's
+//! descriptor symbol `<entry>.kd` (code object v3+ naming) and its kernel object, kernarg
+//! segment size and alignment, group and private segment sizes. Executable and reader are
+//! destroyed when the last user of a [`LoadedKernel`] goes; dispatches in flight hold one.
+
+use super::kernargs::code_object_abi_version;
+use crate::driver::{Hip, Hsa};
+use crate::hiprtc;
+use gpu_mem_core::kernel::KernelSource;
+use gpu_mem_core::{KERNEL_PRELUDE, Result};
+use gpu_mem_hsa_sys as sys;
+use std::sync::Arc;
+
+/// The name kernel sources include the prelude by.
+pub const PRELUDE_NAME: &str = "gpu_mem.h";
+
+/// An executable holding one code object for one agent; destroyed on drop.
+#[derive(Debug)]
+struct Executable {
+    hsa: Arc<Hsa>,
+    executable: Option<sys::hsa_executable_t>,
+    reader: Option<sys::hsa_code_object_reader_t>,
+    /// The code object the reader refers to (not copied by the runtime).
+    code: Arc<[u8]>,
+}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        if let Some(exe) = self.executable.take() {
+            // SAFETY: created by `load`, destroyed once; no dispatch of its kernels is in flight
+            // (each holds the `LoadedKernel` owning this).
+            if let Err(e) = unsafe { self.hsa.executable_destroy(exe) } {
+                tracing::warn!(error = %e, "hsa_executable_destroy failed");
+            }
+        }
+        if let Some(reader) = self.reader.take() {
+            // SAFETY: created by `load`, destroyed once, after the executable using it.
+            if let Err(e) = unsafe { self.hsa.code_object_reader_destroy(reader) } {
+                tracing::warn!(error = %e, "hsa_code_object_reader_destroy failed");
+            }
+        }
+    }
+}
+
+/// A kernel ready to dispatch on one agent.
+#[derive(Debug)]
+pub struct LoadedKernel {
+    _executable: Executable,
+    /// The entry point's name.
+    pub entry: String,
+    /// `HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT`: the packet's `kernel_object`.
+    pub kernel_object: u64,
+    /// Bytes of the kernarg segment, hidden arguments included.
+    pub kernarg_size: u32,
+    /// Required alignment of the kernarg segment.
+    pub kernarg_alignment: u32,
+    /// Static group segment (LDS) bytes per work-group.
+    pub group_size: u32,
+    /// Private segment (scratch) bytes per work-item.
+    pub private_size: u32,
+    /// The code object's ELF ABI version (2 = v4, 3 = v5), when recognised.
+    pub abi_version: Option<u8>,
+}
+
+/// The complete translation unit hiprtc compiles: the prelude, then the kernel source with its
+/// own line numbers (`#include "gpu_mem.h"` in it is a no-op thanks to the include guard).
+pub fn translation_unit(source: &KernelSource, file: &str) -> String {
+    format!("{KERNEL_PRELUDE}\n#line 1 \"{file}\"\n{}", source.code)
+}
+
+/// Compiles `source` for `arch` (an agent name such as `gfx90a`).
+pub fn compile(kernel_name: &str, source: &KernelSource, arch: &str) -> Result<Vec<u8>> {
+    let hip = Hip::shared()?;
+    let file = format!("{kernel_name}.hip");
+    let code = hiprtc::compile(
+        &hip,
+        &translation_unit(source, &file),
+        &file,
+        hiprtc::processor(arch),
+        &[(PRELUDE_NAME, KERNEL_PRELUDE)],
+        &[],
+    )?;
+    if !code.log.is_empty() {
+        tracing::debug!(kernel = kernel_name, log = %code.log, "hiprtc warnings");
+    }
+    Ok(code.code)
+}
+
+/// Loads `code` for `agent` and looks up `entry`.
+pub fn load(
+    hsa: &Arc<Hsa>,
+    agent: sys::hsa_agent_t,
+    code: Vec<u8>,
+    entry: &str,
+) -> Result<LoadedKernel> {
+    let abi_version = code_object_abi_version(&code);
+    let mut exe = Executable {
+        hsa: Arc::clone(hsa),
+        executable: None,
+        reader: None,
+        code: code.into(),
+    };
+    // SAFETY: the bytes live in `exe.code` until after the reader is destroyed (Drop order).
+    let reader = unsafe { hsa.code_object_reader_create_from_memory(&exe.code) }?;
+    exe.reader = Some(reader);
+    // SAFETY: HSA_AGENT_INFO_PROFILE is an hsa_profile_t (u32 enum).
+    let profile: u32 = unsafe { hsa.agent_get_info(agent, sys::HSA_AGENT_INFO_PROFILE, 0u32) }?;
+    let executable =
+        hsa.executable_create_alt(profile, sys::HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT)?;
+    exe.executable = Some(executable);
+    // SAFETY: the executable is new (not frozen) and the reader live.
+    unsafe { hsa.executable_load_agent_code_object(executable, agent, reader) }?;
+    // SAFETY: live executable.
+    unsafe { hsa.executable_freeze(executable) }?;
+    // SAFETY: live, frozen executable.
+    let symbol =
+        unsafe { hsa.executable_get_symbol_by_name(executable, &format!("{entry}.kd"), agent) }?;
+    // Each attribute is read with the C type hsa.h gives it: KERNEL_OBJECT uint64_t, the
+    // segment sizes and the kernarg alignment uint32_t.
+    // SAFETY: see above; the symbol belongs to the live executable.
+    let info = |attribute| unsafe { hsa.executable_symbol_get_info::<u32>(symbol, attribute) };
+    // SAFETY: as above.
+    let kernel_object: u64 = unsafe {
+        hsa.executable_symbol_get_info(symbol, sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT)
+    }?;
+    let loaded = LoadedKernel {
+        entry: entry.to_string(),
+        kernel_object,
+        kernarg_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE)?,
+        kernarg_alignment: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT)?,
+        group_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE)?,
+        private_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE)?,
+        abi_version,
+        _executable: exe,
+    };
+    tracing::debug!(
+        entry,
+        kernel_object = format_args!("{:#x}", loaded.kernel_object),
+        kernarg = loaded.kernarg_size,
+        group = loaded.group_size,
+        private = loaded.private_size,
+        abi = ?loaded.abi_version,
+        "loaded kernel"
+    );
+    Ok(loaded)
+}

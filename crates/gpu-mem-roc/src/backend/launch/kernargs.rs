@@ -1,0 +1,340 @@
+//! The kernarg segment: how [`LaunchArg`]s are laid out in it, the implicit arguments newer code
+//! objects read, and the buffer it lives in.
+//!
+//! # Layout (the AMDGPU kernel ABI: arguments in declaration order, each at its alignment)
+//!
+//! * `Array` → the prelude's `gm_array<T, N>` by value: 8-byte data pointer, `N` 64-bit shape
+//!   entries, `N` 64-bit strides in elements; 8-byte aligned, `8 + 16 N` bytes.
+//! * `Record` → a pointer: 8 bytes, 8-byte aligned.
+//! * `Scalar` → its bytes, aligned to the largest power of two (at most 8) dividing its size.
+//!
+//! The explicit arguments must fit in the kernel symbol's kernarg segment size
+//! (`HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE`); a longer list means the arguments
+//! do not match the kernel and is refused. The rest of the segment holds the *hidden*
+//! arguments the compiler appended, starting at the explicit size rounded up to 8:
+//!
+//! * code object v3/v4 (ELF ABI version 1/2): global offsets, printf / hostcall / queue pointers.
+//!   All zero here: a zero global offset is what a launch means, and the pointers are only read
+//!   by kernels calling `printf`, `malloc` or device-side enqueue, which the prelude does not
+//!   offer.
+//! * code object v5+ (ELF ABI version 3+): a fixed 256-byte block that kernels *do* read for
+//!   `blockDim` and `gridDim`: block counts (u32 ×3, offset 0), work-group sizes (u16 ×3, 12),
+//!   remainders (u16 ×3, 18; zero, grids are whole blocks), grid dimensions (u16, 64) and the
+//!   dynamic group segment size (u32, 120) (LLVM AMDGPUUsage, "Code Object V5 Metadata",
+//!   hidden arguments). Those fields are filled; the rest stays zero.
+
+use crate::driver::Hsa;
+use gpu_mem_core::kernel::{Dim3, LaunchArg};
+use gpu_mem_core::{Error, Result};
+use gpu_mem_hsa_sys as sys;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// `ELFOSABI_AMDGPU_HSA`, the OS/ABI byte of AMD GPU code objects.
+const ELFOSABI_AMDGPU_HSA: u8 = 64;
+/// `ELFABIVERSION_AMDGPU_HSA_V5`: the first code object version with the fixed implicit block.
+const ABI_VERSION_V5: u8 = 3;
+
+/// The ELF ABI version byte of an AMD GPU code object (2 = code object v4, 3 = v5, 4 = v6).
+pub fn code_object_abi_version(code: &[u8]) -> Option<u8> {
+    let is_hsa_elf = code.len() > 8 && code[..4] == *b"\x7fELF" && code[7] == ELFOSABI_AMDGPU_HSA;
+    is_hsa_elf.then(|| code[8])
+}
+
+fn invalid(kernel: &str, reason: String) -> Error {
+    Error::InvalidLaunch {
+        kernel: kernel.to_string(),
+        reason,
+    }
+}
+
+/// The alignment of a by-value scalar of `len` bytes.
+fn scalar_alignment(len: usize) -> usize {
+    [8, 4, 2, 1]
+        .into_iter()
+        .find(|a| len.is_multiple_of(*a))
+        .unwrap_or(1)
+}
+
+fn put(bytes: &mut Vec<u8>, align: usize, value: &[u8]) {
+    bytes.resize(bytes.len().next_multiple_of(align), 0);
+    bytes.extend_from_slice(value);
+}
+
+/// The explicit arguments, laid out as the module docs describe.
+pub fn pack(kernel: &str, args: &[LaunchArg]) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    for (index, arg) in args.iter().enumerate() {
+        match arg {
+            LaunchArg::Array {
+                ptr,
+                shape,
+                strides,
+                ..
+            } => {
+                if shape.is_empty() || shape.len() != strides.len() {
+                    return Err(invalid(
+                        kernel,
+                        format!(
+                            "argument {index} ({}) has {} shape and {} stride entries; \
+                             gm_array needs N >= 1 of each",
+                            arg.describe(),
+                            shape.len(),
+                            strides.len()
+                        ),
+                    ));
+                }
+                put(&mut bytes, 8, &ptr.0.to_ne_bytes());
+                for extent in shape {
+                    let extent = i64::try_from(*extent).map_err(|_| {
+                        invalid(kernel, format!("argument {index}: extent {extent} > i64"))
+                    })?;
+                    put(&mut bytes, 8, &extent.to_ne_bytes());
+                }
+                for stride in strides {
+                    put(&mut bytes, 8, &(*stride as i64).to_ne_bytes());
+                }
+            }
+            LaunchArg::Record { ptr, .. } => put(&mut bytes, 8, &ptr.0.to_ne_bytes()),
+            LaunchArg::Scalar { bytes: value, .. } => {
+                if value.is_empty() {
+                    return Err(invalid(
+                        kernel,
+                        format!(
+                            "argument {index} ({}) is a zero-sized scalar",
+                            arg.describe()
+                        ),
+                    ));
+                }
+                put(&mut bytes, scalar_alignment(value.len()), value);
+            }
+        }
+    }
+    Ok(bytes)
+}
+
+/// What the implicit v5 block describes.
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchShape {
+    /// Blocks (work-groups) per dimension.
+    pub grid: Dim3,
+    /// Threads (work-items) per block.
+    pub block: Dim3,
+    /// 1, 2 or 3.
+    pub dims: u16,
+    /// Dynamic group segment bytes.
+    pub dynamic_group: u32,
+}
+
+/// The whole kernarg segment: `explicit` padded to `segment_size` bytes (zero hidden
+/// arguments), with the v5 implicit block filled when `abi_version` says so.
+pub fn segment(
+    kernel: &str,
+    explicit: &[u8],
+    segment_size: usize,
+    abi_version: Option<u8>,
+    shape: DispatchShape,
+) -> Result<Vec<u8>> {
+    if explicit.len() > segment_size {
+        return Err(invalid(
+            kernel,
+            format!(
+                "the arguments take {} bytes but the kernel's kernarg segment has {segment_size}: \
+                 the number or the types of the arguments do not match the kernel's parameters",
+                explicit.len()
+            ),
+        ));
+    }
+    let mut bytes = explicit.to_vec();
+    bytes.resize(segment_size, 0);
+    if abi_version.is_some_and(|v| v >= ABI_VERSION_V5) {
+        let base = explicit.len().next_multiple_of(8);
+        let mut field = |offset: usize, value: &[u8]| {
+            let at = base + offset;
+            if let Some(slot) = bytes.get_mut(at..at + value.len()) {
+                slot.copy_from_slice(value);
+            }
+        };
+        let (grid, block) = (shape.grid.to_array(), shape.block.to_array());
+        for axis in 0..3 {
+            field(4 * axis, &grid[axis].to_ne_bytes());
+            // Block sizes were checked against the 16-bit work-group limits before.
+            field(12 + 2 * axis, &(block[axis] as u16).to_ne_bytes());
+        }
+        field(64, &shape.dims.to_ne_bytes());
+        field(120, &shape.dynamic_group.to_ne_bytes());
+    }
+    Ok(bytes)
+}
+
+/// A kernarg buffer from the kernarg pool, freed on drop (which the owner arranges to happen
+/// only after the dispatch using it completed).
+#[derive(Debug)]
+pub struct KernargBuffer {
+    hsa: Arc<Hsa>,
+    address: usize,
+}
+
+impl KernargBuffer {
+    /// Allocates `bytes.len()` bytes (at least 1) from `pool`, grants `agent` access when the
+    /// pool does not allow it by default, and copies `bytes` in.
+    pub fn new(
+        hsa: &Arc<Hsa>,
+        pool: sys::hsa_amd_memory_pool_t,
+        grant: Option<sys::hsa_agent_t>,
+        bytes: &[u8],
+    ) -> Result<KernargBuffer> {
+        let ptr = hsa.memory_pool_allocate(pool, bytes.len().max(1))?;
+        let buffer = KernargBuffer {
+            hsa: Arc::clone(hsa),
+            address: ptr as usize,
+        };
+        if let Some(agent) = grant {
+            // SAFETY: `ptr` is the base of the allocation just made.
+            unsafe { hsa.agents_allow_access(&[agent], ptr) }?;
+        }
+        // SAFETY: the kernarg pool is host memory (fine-grained system memory) of at least
+        // `bytes.len()` bytes, not yet shared with any agent.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>(), bytes.len()) };
+        Ok(buffer)
+    }
+
+    /// The address the packet's `kernarg_address` takes.
+    pub fn address(&self) -> usize {
+        self.address
+    }
+}
+
+impl Drop for KernargBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `new`, freed once; the owner drops the buffer only after the
+        // dispatch reading it completed (or was never submitted).
+        if let Err(e) = unsafe { self.hsa.memory_pool_free(self.address as *mut c_void) } {
+            tracing::warn!(error = %e, "freeing a kernarg buffer failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DispatchShape, code_object_abi_version, pack, segment};
+    use gpu_mem_core::Error;
+    use gpu_mem_core::backend::DevicePtr;
+    use gpu_mem_core::kernel::{Dim3, LaunchArg};
+    use std::any::TypeId;
+
+    fn array(ptr: u64, shape: &[usize], strides: &[isize]) -> LaunchArg {
+        LaunchArg::Array {
+            ptr: DevicePtr(ptr),
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            min_offset: 0,
+            span_len: 0,
+            itemsize: 4,
+            elem: TypeId::of::<f32>(),
+            dtype: "f32",
+        }
+    }
+
+    fn scalar(bytes: &[u8]) -> LaunchArg {
+        LaunchArg::Scalar {
+            bytes: bytes.to_vec(),
+            elem: TypeId::of::<u8>(),
+            dtype: "bytes",
+        }
+    }
+
+    fn word(bytes: &[u8], at: usize) -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_ne_bytes(w)
+    }
+
+    #[test]
+    fn arrays_records_and_scalars_follow_the_c_layout() {
+        let args = [
+            scalar(&[7]),
+            array(0x1000, &[3, 5], &[5, -1]),
+            scalar(&2.5f32.to_ne_bytes()),
+            LaunchArg::Record {
+                ptr: DevicePtr(0x2000),
+                itemsize: 12,
+                elem: TypeId::of::<u8>(),
+                dtype: "rec",
+            },
+            scalar(&[1, 2]),
+            scalar(&[9, 9, 9, 9, 9, 9]),
+        ];
+        let b = pack("k", &args).unwrap();
+        // u8 at 0; gm_array<float, 2> at 8 (40 bytes); f32 at 48; pointer at 56; u16 at 64;
+        // a 6-byte value aligned to 2 at 66.
+        assert_eq!(b[0], 7);
+        assert_eq!(&b[1..8], &[0; 7]);
+        assert_eq!(word(&b, 8), 0x1000);
+        assert_eq!(word(&b, 16), 3);
+        assert_eq!(word(&b, 24), 5);
+        assert_eq!(word(&b, 32), 5);
+        assert_eq!(word(&b, 40) as i64, -1);
+        assert_eq!(&b[48..52], &2.5f32.to_ne_bytes());
+        assert_eq!(word(&b, 56), 0x2000);
+        assert_eq!(&b[64..66], &[1, 2]);
+        assert_eq!(&b[66..72], &[9; 6]);
+        assert_eq!(b.len(), 72);
+    }
+
+    #[test]
+    fn malformed_arguments_are_refused() {
+        for bad in [array(0, &[], &[]), array(0, &[2, 2], &[1]), scalar(&[])] {
+            match pack("kern", &[bad]) {
+                Err(Error::InvalidLaunch { kernel, .. }) => assert_eq!(kernel, "kern"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn segment_checks_the_size_and_fills_v5_implicit_arguments() {
+        let explicit = pack("k", &[array(0x10, &[4], &[1]), scalar(&[1, 0, 0, 0])]).unwrap();
+        assert_eq!(explicit.len(), 28);
+        let shape = DispatchShape {
+            grid: Dim3::new(6, 2, 1),
+            block: Dim3::new(64, 4, 1),
+            dims: 2,
+            dynamic_group: 512,
+        };
+        // Too small a segment: the arguments do not match the kernel.
+        assert!(matches!(
+            segment("k", &explicit, 24, Some(2), shape),
+            Err(Error::InvalidLaunch { .. })
+        ));
+        // Code object v4: hidden arguments stay zero.
+        let v4 = segment("k", &explicit, 32 + 56, Some(2), shape).unwrap();
+        assert_eq!(v4.len(), 88);
+        assert_eq!(&v4[..28], &explicit[..]);
+        assert!(v4[28..].iter().all(|b| *b == 0));
+        // Code object v5: the implicit block starts at 32.
+        let v5 = segment("k", &explicit, 32 + 256, Some(3), shape).unwrap();
+        let u32_at = |at: usize| u32::from_ne_bytes(v5[at..at + 4].try_into().unwrap());
+        let u16_at = |at: usize| u16::from_ne_bytes(v5[at..at + 2].try_into().unwrap());
+        assert_eq!([u32_at(32), u32_at(36), u32_at(40)], [6, 2, 1]);
+        assert_eq!([u16_at(44), u16_at(46), u16_at(48)], [64, 4, 1]);
+        assert_eq!([u16_at(50), u16_at(52), u16_at(54)], [0, 0, 0]);
+        assert_eq!(u16_at(32 + 64), 2);
+        assert_eq!(u32_at(32 + 120), 512);
+        // A v5 kernel that uses no implicit arguments has no block: nothing written past it.
+        let bare = segment("k", &explicit, 32, Some(3), shape).unwrap();
+        assert_eq!(bare.len(), 32);
+    }
+
+    #[test]
+    fn abi_version_comes_from_the_elf_header() {
+        let mut header = vec![0u8; 64];
+        header[..4].copy_from_slice(b"\x7fELF");
+        header[7] = 64;
+        header[8] = 2;
+        assert_eq!(code_object_abi_version(&header), Some(2));
+        header[7] = 0;
+        assert_eq!(code_object_abi_version(&header), None);
+        assert_eq!(code_object_abi_version(b"\x7fELF"), None);
+    }
+}

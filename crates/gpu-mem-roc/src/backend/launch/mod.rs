@@ -1,0 +1,348 @@
+//! `Backend::launch` on HSA: hiprtc-compiled portable source dispatched through an AQL queue.
+//!
+//! **Not yet run on AMD hardware.** Checked here: the real hiprtc compiling for the agent's ISA,
+//! and every step after it against the stand-in runtime of tests/mock_backend.rs, whose packet
+//! processor reads the packets this module writes, honours barrier-AND dependencies and
+//! completes signals (it runs no GPU code).
+//!
+//! # Steps
+//!
+//! 1. **Code** (`code`): the kernel's portable source with the `gpu_mem.h` prelude compiled by
+//!    hiprtc for the agent's ISA (its `HSA_AGENT_INFO_NAME`, e.g. `gfx90a`), loaded into an
+//!    executable; the kernel descriptor symbol `<entry>.kd` gives the kernel object and segment
+//!    sizes. Cached per (kernel id, device); a kernel compiles and loads once per device.
+//! 2. **Checks** (`limits`): the block and grid against the agent's work-group and grid limits,
+//!    static plus dynamic shared memory against the group segment (LDS) size:
+//!    [`Error::InvalidLaunch`] naming the kernel otherwise.
+//! 3. **Arguments** (`kernargs`): packed as the prelude's C layout, checked against the
+//!    symbol's kernarg segment size, hidden arguments zeroed (code object v4) or filled
+//!    (v5+), copied into a buffer from the kernarg pool (the system pool flagged
+//!    `KERNARG_INIT`), one buffer per launch.
+//! 4. **Dispatch** (`queue`): one AQL queue per device, created at its first launch. The
+//!    packet: setup dimensions, work-group sizes = block, grid sizes = grid × block work-items
+//!    per dimension, group segment = static + dynamic bytes, private segment, kernel object,
+//!    kernarg address, a fresh completion signal; header (type, barrier bit, system-scope
+//!    acquire and release fences) published last, then the doorbell.
+//!
+//! # Ordering
+//!
+//! * **Stream launch**: the dispatch waits for the stream's previous work and its pending event
+//!   waits. Signals of earlier dispatches on the same queue need nothing more (the barrier bit
+//!   waits for every earlier packet of the queue); any other signal (an async copy's, another
+//!   device's dispatch) is waited for by barrier-AND packets (five signals each) placed right
+//!   before the dispatch. The dispatch's completion signal becomes the stream's newest signal.
+//! * **Synchronous launch** (`stream: None`): every stream of the device is drained first, then
+//!   the dispatch is submitted and waited for; a failure is returned.
+//! * Because of the barrier bit and the single queue, kernels of one device never overlap, even
+//!   from different streams (copies still overlap with kernels).
+//!
+//! # Lifetimes
+//!
+//! The completion signal owns the kernarg buffer and the loaded kernel until it is observed
+//! complete (see `signal`): the buffer is freed, and the executable destroyed, only after the
+//! packet processor is done with them. Each dispatch also depends on the queue's previous
+//! dispatch, so a dispatch stuck behind failed work (a failed copy it waits on, a queue the
+//! runtime reported broken) is reported as failed instead of being waited on forever. Such work
+//! never runs and keeps the queue blocked: its signals, buffers and the queue are leaked,
+//! never freed under the runtime.
+//!
+//! Not supported: kernels calling `printf` or `malloc` (their hidden buffer pointers are null),
+//! cooperative launches, kernel timing through events (dispatch timestamps are not enabled).
+
+mod code;
+mod kernargs;
+mod limits;
+mod queue;
+
+pub use queue::QueueHealth;
+
+use super::RocBackend;
+use super::memory::lock;
+use super::signal::{self, QUEUE_FAILED, Signal, State};
+use crate::driver::hsa::PoolInfo;
+use code::LoadedKernel;
+use gpu_mem_core::backend::StreamHandle;
+use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig};
+use gpu_mem_core::{BackendKind, Error, Result};
+use gpu_mem_hsa_sys as sys;
+use kernargs::{DispatchShape, KernargBuffer};
+use limits::{Geometry, Limits};
+use queue::AqlQueue;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// What one device needs to dispatch.
+#[derive(Debug)]
+struct DeviceLaunch {
+    limits: Limits,
+    queue: AqlQueue,
+    kernarg_pool: PoolInfo,
+    /// The GPU agent to grant access to kernarg buffers, when the pool does not by default.
+    kernarg_grant: Option<sys::hsa_agent_t>,
+    /// The last dispatch submitted to the queue (the next one waits for it: barrier bit).
+    tail: Mutex<Option<Arc<Signal>>>,
+}
+
+/// The backend's launch state: queues per device, loaded kernels per (kernel id, device).
+#[derive(Debug, Default)]
+pub struct Launcher {
+    devices: Mutex<HashMap<usize, Arc<DeviceLaunch>>>,
+    kernels: Mutex<HashMap<(u64, usize), Arc<LoadedKernel>>>,
+}
+
+impl Launcher {
+    /// Destroys queues and executables when every stream drained cleanly (`healthy`); leaks
+    /// them otherwise (failed work may still sit in a queue, naming its kernel objects).
+    pub fn release(&self, healthy: bool) {
+        let kernels: Vec<_> = lock(&self.kernels).drain().map(|(_, k)| k).collect();
+        let devices: Vec<_> = lock(&self.devices).drain().map(|(_, d)| d).collect();
+        if healthy {
+            for d in &devices {
+                lock(&d.tail).take();
+            }
+            drop(kernels);
+            drop(devices);
+        } else if !devices.is_empty() {
+            tracing::warn!(
+                queues = devices.len(),
+                "leaking AQL queues and loaded kernels: failed work may still reference them"
+            );
+            std::mem::forget(kernels);
+            std::mem::forget(devices);
+        }
+    }
+}
+
+impl RocBackend {
+    /// # Safety
+    /// As `Backend::launch`.
+    pub(super) unsafe fn launch_kernel(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        self.gpu(device)?;
+        let source = kernel
+            .source()
+            .ok_or_else(|| Error::NotSupportedByBackend {
+                backend: BackendKind::Roc,
+                feature: "kernel launch",
+                reason: format!(
+                    "kernel `{}` has no portable GPU source (the ROC backend compiles source with \
+                 hiprtc; a simulator closure cannot run on a GPU)",
+                    kernel.name()
+                ),
+            })?;
+        let stream = stream.map(|h| self.stream(device, h)).transpose()?;
+        let dev = self.device_launch(device)?;
+        let loaded = self.loaded_kernel(device, kernel, source)?;
+        let geometry = limits::check(kernel.name(), config, &dev.limits, loaded.group_size)?;
+        let explicit = kernargs::pack(kernel.name(), args)?;
+        let shape = DispatchShape {
+            grid: config.grid,
+            block: config.block,
+            dims: geometry.dims,
+            dynamic_group: u32::try_from(config.shared_bytes).unwrap_or(u32::MAX),
+        };
+        let segment = kernargs::segment(
+            kernel.name(),
+            &explicit,
+            loaded.kernarg_size as usize,
+            loaded.abi_version,
+            shape,
+        )?;
+        if loaded.kernarg_alignment as usize > dev.kernarg_pool.alignment.max(16) {
+            return Err(Error::InvalidLaunch {
+                kernel: kernel.name().to_string(),
+                reason: format!(
+                    "its kernarg segment needs {}-byte alignment; the kernarg pool gives {}",
+                    loaded.kernarg_alignment, dev.kernarg_pool.alignment
+                ),
+            });
+        }
+        let buffer = KernargBuffer::new(
+            &self.hsa,
+            dev.kernarg_pool.pool,
+            dev.kernarg_grant,
+            &segment,
+        )?;
+        match stream {
+            None => self.dispatch_now(device, &dev, loaded, buffer, geometry),
+            Some(s) => {
+                let mut s = lock(&s);
+                let deps = s.dependencies()?;
+                let completion = self.dispatch(&dev, loaded, buffer, geometry, deps)?;
+                s.push(completion);
+                Ok(())
+            }
+        }
+    }
+
+    /// The device's queue and limits, set up at its first launch.
+    fn device_launch(&self, device: usize) -> Result<Arc<DeviceLaunch>> {
+        let mut devices = lock(&self.launcher.devices);
+        if let Some(d) = devices.get(&device) {
+            return Ok(Arc::clone(d));
+        }
+        let gpu = self.gpu(device)?;
+        let limits = Limits::read(
+            &self.hsa,
+            gpu.agent,
+            gpu.info.max_shared_memory_per_block as u64,
+        )?;
+        let host = &self.topology.host;
+        let kernarg_pool = host.kernarg_pool.unwrap_or(host.pool);
+        // SAFETY: HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS is an hsa_amd_memory_pool_access_t (u32).
+        let access: u32 = unsafe {
+            self.hsa.agent_memory_pool_get_info(
+                gpu.agent,
+                kernarg_pool.pool,
+                sys::HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+            )
+        }?;
+        if access == sys::HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED {
+            return Err(Error::NotSupportedByBackend {
+                backend: BackendKind::Roc,
+                feature: "kernel launch",
+                reason: format!("GPU {device} may never access the kernarg memory pool"),
+            });
+        }
+        let kernarg_grant =
+            (access != sys::HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT).then_some(gpu.agent);
+        let queue = AqlQueue::create(&self.hsa, gpu.agent)?;
+        let launch = Arc::new(DeviceLaunch {
+            limits,
+            queue,
+            kernarg_pool,
+            kernarg_grant,
+            tail: Mutex::new(None),
+        });
+        devices.insert(device, Arc::clone(&launch));
+        Ok(launch)
+    }
+
+    /// The kernel compiled and loaded for `device`, from the cache or now. The cache lock is
+    /// held while compiling so concurrent first launches load once.
+    fn loaded_kernel(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        source: &KernelSource,
+    ) -> Result<Arc<LoadedKernel>> {
+        let mut kernels = lock(&self.launcher.kernels);
+        if let Some(k) = kernels.get(&(kernel.id(), device)) {
+            return Ok(Arc::clone(k));
+        }
+        let gpu = self.gpu(device)?;
+        let started = std::time::Instant::now();
+        let code = code::compile(kernel.name(), source, &gpu.info.arch)?;
+        let bytes = code.len();
+        let loaded = Arc::new(code::load(&self.hsa, gpu.agent, code, &source.entry)?);
+        tracing::debug!(
+            kernel = kernel.name(),
+            arch = %gpu.info.arch,
+            bytes,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "kernel compiled and loaded"
+        );
+        kernels.insert((kernel.id(), device), Arc::clone(&loaded));
+        Ok(loaded)
+    }
+
+    /// Submits the dispatch behind `deps` and returns its completion signal.
+    fn dispatch(
+        &self,
+        dev: &DeviceLaunch,
+        loaded: Arc<LoadedKernel>,
+        buffer: KernargBuffer,
+        geometry: Geometry,
+        mut deps: Vec<Arc<Signal>>,
+    ) -> Result<Arc<Signal>> {
+        let mut tail = lock(&dev.tail);
+        let queue_id = dev.queue.health().id();
+        // Earlier dispatches of this queue are covered by the barrier bit; the rest need
+        // barrier-AND packets.
+        let waits: Vec<sys::hsa_signal_t> = deps
+            .iter()
+            .filter(|d| d.queue_id() != Some(queue_id))
+            .map(|d| d.raw())
+            .collect();
+        if let Some(previous) = tail.as_ref()
+            && !deps.iter().any(|d| Arc::ptr_eq(d, previous))
+        {
+            deps.push(Arc::clone(previous));
+        }
+        let kernarg_address = buffer.address();
+        let (kernel_object, private_size) = (loaded.kernel_object, loaded.private_size);
+        let completion = Signal::for_dispatch(
+            &self.hsa,
+            "kernel dispatch",
+            deps,
+            Arc::clone(dev.queue.health()),
+            Box::new((buffer, loaded)),
+        )?;
+        let packet = sys::hsa_kernel_dispatch_packet_t {
+            setup: geometry.dims << sys::HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS,
+            workgroup_size_x: geometry.workgroup[0],
+            workgroup_size_y: geometry.workgroup[1],
+            workgroup_size_z: geometry.workgroup[2],
+            grid_size_x: geometry.grid[0],
+            grid_size_y: geometry.grid[1],
+            grid_size_z: geometry.grid[2],
+            private_segment_size: private_size,
+            group_segment_size: geometry.group_segment,
+            kernel_object,
+            kernarg_address: kernarg_address as *mut std::ffi::c_void,
+            completion_signal: completion.raw(),
+            ..Default::default()
+        };
+        let mut packets = queue::barrier_packets(&waits);
+        packets.push(queue::dispatch_packet(packet));
+        // SAFETY: the completion signal owns the kernarg buffer and the loaded kernel (kernel
+        // object) and the signals it waits on, releasing them only once observed complete; the
+        // queue lives in `dev`, which the backend keeps until its work completed.
+        unsafe { dev.queue.submit(&packets) }?;
+        *tail = Some(Arc::clone(&completion));
+        Ok(completion)
+    }
+
+    /// A synchronous launch: after all enqueued work of the device, waited for.
+    fn dispatch_now(
+        &self,
+        device: usize,
+        dev: &DeviceLaunch,
+        loaded: Arc<LoadedKernel>,
+        buffer: KernargBuffer,
+        geometry: Geometry,
+    ) -> Result<()> {
+        self.drain_device_for_ordering(device);
+        let entry = loaded.entry.clone();
+        let completion = self.dispatch(dev, loaded, buffer, geometry, Vec::new())?;
+        match signal::wait(&completion, self.wait_tick())? {
+            State::Done | State::Pending => Ok(()),
+            State::Failed(value) => {
+                // The packet may stay in the queue forever: keep what it names alive.
+                Signal::leak(completion);
+                if let Some(status) = dev.queue.health().failure() {
+                    return Err(self.hsa.native_error("kernel dispatch", status));
+                }
+                let reason = if value == QUEUE_FAILED {
+                    "the runtime reported an error on the device's dispatch queue".to_string()
+                } else {
+                    format!(
+                        "`{entry}` cannot run: work it waits for on the device's queue failed \
+                         (signal value {value})"
+                    )
+                };
+                Err(Error::AsyncFailure {
+                    operation: "kernel launch",
+                    stream: 0,
+                    reason,
+                })
+            }
+        }
+    }
+}

@@ -1,4 +1,5 @@
-//! `cargo xtask hw-matrix [--json] [--require <kind>]... [--release]`: the hardware CI matrix.
+//! `cargo xtask hw-matrix [--json] [--json-file <path>] [--require <kind>]... [--release]`: the
+//! hardware CI matrix.
 //!
 //! 1. Finds the backends and devices this machine has, through `gpu_mem::backends()` (this
 //!    xtask is built with every backend feature, so "unavailable" means the machine lacks it,
@@ -7,7 +8,8 @@
 //!    `cargo test -p gpu-mem-conformance --features gpu-mem/<kind> --test conformance` with
 //!    `GPU_MEM_BACKEND=<kind>`, and reads libtest's summary line from its output.
 //! 3. Prints one table (or, with `--json`, one JSON document): backend, devices, passed, failed,
-//!    skipped, and for each unavailable backend the reason.
+//!    skipped, and for each unavailable backend the reason. `--json-file` also writes the JSON
+//!    document to a file (a CI artifact) while the table is printed.
 //!
 //! The exit status is non-zero when any available backend fails (a failed case, no summary,
 //! nothing passed), when no backend is available at all, or when a backend named by
@@ -27,6 +29,7 @@ use std::time::Instant;
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Options {
     json: bool,
+    json_file: Option<String>,
     release: bool,
     require: Vec<BackendKind>,
 }
@@ -38,6 +41,10 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         match arg.as_str() {
             "--json" => options.json = true,
             "--release" => options.release = true,
+            "--json-file" => {
+                let path = args.next().ok_or("--json-file needs a path")?;
+                options.json_file = Some(path.clone());
+            }
             "--require" => {
                 let name = args
                     .next()
@@ -74,6 +81,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         row.suite = Some(run_suite(&root, &row.backend, options.release));
     }
     let matrix = Matrix::new(rows);
+    if let Some(path) = &options.json_file {
+        std::fs::write(path, matrix.to_json()? + "\n")
+            .map_err(|e| format!("cannot write {path}: {e}"))?;
+    }
     if options.json {
         println!("{}", matrix.to_json()?);
     } else {
@@ -228,10 +239,21 @@ mod tests {
             parse_args(&strings(&["--json", "--require", "cuda", "--require=rocm"])).unwrap(),
             Options {
                 json: true,
+                json_file: None,
                 release: false,
                 require: vec![BackendKind::Cuda, BackendKind::Roc],
             }
         );
+        assert_eq!(
+            parse_args(&strings(&["--json-file", "m.json", "--release"])).unwrap(),
+            Options {
+                json: false,
+                json_file: Some("m.json".to_string()),
+                release: true,
+                require: Vec::new(),
+            }
+        );
+        assert!(parse_args(&strings(&["--json-file"])).is_err());
         assert!(parse_args(&strings(&["--require"])).is_err());
         assert!(parse_args(&strings(&["--require", "auto"])).is_err());
         assert!(parse_args(&strings(&["--require", "vulkan"])).is_err());

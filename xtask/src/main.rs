@@ -2,10 +2,12 @@
 //!
 //! * `bindgen [cuda|hsa|hip|all] [--check]` — regenerate the committed FFI declarations from the
 //!   pinned headers (or, with `--check`, verify the committed files match).
-//! * `hw-matrix [--json] [--require <kind>]... [--release]` — run the conformance suite once per
+//! * `hw-matrix [--json] [--json-file <path>] [--require <kind>]... [--release]` — run the conformance suite once per
 //!   backend this machine has and print the hardware matrix (see `hw_matrix`).
+//! * `doc-links [<book dir>]` — check the relative links of the mdBook (default `docs`).
 
 mod bindgen;
+mod doc_links;
 mod hw_matrix;
 
 use std::process::ExitCode;
@@ -14,8 +16,9 @@ fn usage() -> &'static str {
     "usage: cargo xtask <command>\n\
      commands:\n  \
        bindgen [cuda|hsa|hip|all] [--check]   regenerate (or check) the committed FFI bindings\n  \
-       hw-matrix [--json] [--require <kind>]... [--release]\n                                          \
-       run the conformance suite on every backend here and print the matrix\n"
+       hw-matrix [--json] [--json-file <path>] [--require <kind>]... [--release]\n                                          \
+       run the conformance suite on every backend here and print the matrix\n  \
+       doc-links [<book dir>]                 check the mdBook's relative links (default docs)\n"
 }
 
 fn main() -> ExitCode {
@@ -23,6 +26,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("bindgen") => bindgen::run(&args[1..]),
         Some("hw-matrix") => hw_matrix::run(&args[1..]),
+        Some("doc-links") => doc_links::run(&args[1..]),
         Some("-h" | "--help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;

@@ -5,6 +5,7 @@
 
 mod bench;
 mod info;
+mod selftest;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -34,6 +35,12 @@ enum Command {
     /// Measures host-to-device, device-to-host and device-to-device bandwidth for pageable,
     /// pinned and mapped host memory (like CUDA's bandwidthTest).
     Bench(bench::BenchArgs),
+    /// Runs a quick end-to-end check of the backend: transfers, streams, mapped memory, a kernel.
+    Selftest {
+        /// Device ordinal.
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -52,6 +59,7 @@ fn main() -> ExitCode {
     let result = choice.and_then(|choice| match cli.command {
         Command::Info { json } => info::run(choice, json),
         Command::Bench(args) => bench::run(choice, &args),
+        Command::Selftest { device } => selftest::run(choice, device),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

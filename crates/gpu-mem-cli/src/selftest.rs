@@ -49,7 +49,7 @@ fn streams(dev: &Device) -> gpu_mem::Result<()> {
 }
 
 fn mapped(dev: &Device) -> gpu_mem::Result<()> {
-    let mut m = dev.mapped_array::<u8>(&[4096], Order::C, MapFlags::default())?;
+    let m = dev.mapped_array::<u8>(&[4096], Order::C, MapFlags::default())?;
     m.device_view().memset(0x5a)?;
     if m.read()?.iter().any(|v| *v != 0x5a) {
         return Err(fail(

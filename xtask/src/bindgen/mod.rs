@@ -20,6 +20,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
             rocm::run_hsa(check)?;
             rocm::run_hip(check)
         }
-        other => Err(format!("unknown bindgen target `{other}` (cuda, hsa, hip, all)")),
+        other => Err(format!(
+            "unknown bindgen target `{other}` (cuda, hsa, hip, all)"
+        )),
     }
 }

@@ -6,6 +6,9 @@
 //! failures poisoning a stream, 4-byte fills with byte edges, balanced locks and init/shutdown),
 //! never anything about hardware. Without a C compiler or the HSA headers the trials are ignored.
 
+#[path = "mock/launch.rs"]
+mod launch;
+
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags, StreamHandle};
 use gpu_mem_core::{Backend, Error};
 use gpu_mem_roc::RocBackend;
@@ -33,6 +36,26 @@ struct Stats {
     live_locks: i32,
     copies_started: i32,
     vram_used: u64,
+    live_kernarg: i32,
+    executables_loaded: i32,
+    live_executables: i32,
+    live_readers: i32,
+    live_queues: i32,
+    barrier_packets: i32,
+    dispatches: i32,
+    reserved: i32,
+}
+
+/// Mirrors `mock_dispatch_t`: one kernel dispatch the stand-in's packet processor took.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Dispatch {
+    packet: [u8; 64],
+    kernarg: [u8; 512],
+    kernarg_size: u32,
+    barriers_before: u32,
+    start_ns: u64,
+    end_ns: u64,
 }
 
 struct Mock {
@@ -64,6 +87,45 @@ impl Mock {
         // SAFETY: no arguments.
         unsafe { f() };
         Ok(())
+    }
+
+    fn control<T: Copy>(&self, name: &str) -> Result<T, Failed> {
+        // SAFETY: only used with the exported names and C signatures of the stand-in
+        // (mock_hsa_* in tests/mock/libhsa_mock.c), mirrored by `T` at each call site.
+        let symbol = unsafe { self.control.get::<T>(name.as_bytes()) }
+            .map_err(|e| format!("{name}: {e}"))?;
+        Ok(*symbol)
+    }
+
+    fn fail_next_dispatch(&self) -> Result<(), Failed> {
+        let f: unsafe extern "C" fn() = self.control("mock_hsa_fail_next_dispatch")?;
+        // SAFETY: no arguments.
+        unsafe { f() };
+        Ok(())
+    }
+
+    /// The `index`-th dispatch the packet processor took, if it exists.
+    fn dispatch(&self, index: i32) -> Result<Option<Dispatch>, Failed> {
+        let f: unsafe extern "C" fn(i32, *mut Dispatch) -> i32 =
+            self.control("mock_hsa_dispatch")?;
+        let mut d = Dispatch {
+            packet: [0; 64],
+            kernarg: [0; 512],
+            kernarg_size: 0,
+            barriers_before: 0,
+            start_ns: 0,
+            end_ns: 0,
+        };
+        // SAFETY: `d` is a valid, writable mirror of mock_dispatch_t.
+        let found = unsafe { f(index, &mut d) };
+        Ok((found != 0).then_some(d))
+    }
+
+    /// When the `index`-th async copy finished (CLOCK_MONOTONIC ns), 0 if not yet.
+    fn copy_end_ns(&self, index: i32) -> Result<u64, Failed> {
+        let f: unsafe extern "C" fn(i32) -> u64 = self.control("mock_hsa_copy_end_ns")?;
+        // SAFETY: plain integer argument.
+        Ok(unsafe { f(index) })
     }
 
     /// A fresh backend on the stand-in (its own `hsa_init`).
@@ -155,19 +217,49 @@ fn main() {
             signals_outlive_dependents,
         ),
     ];
-    let trials = tests
-        .iter()
-        .map(|(name, f)| {
-            let f = *f;
-            match &mock {
-                Ok(m) => {
+    let launch_tests: &[(&str, TestFn)] = &[
+        (
+            "launch_writes_the_dispatch_packet_and_kernargs",
+            launch::dispatch_packet_and_kernargs,
+        ),
+        (
+            "launch_on_a_stream_keeps_order_and_lifetimes",
+            launch::stream_order_and_lifetimes,
+        ),
+        (
+            "launch_refuses_invalid_configurations",
+            launch::invalid_launches_are_refused,
+        ),
+        (
+            "launch_reports_a_queue_error",
+            launch::queue_error_fails_the_launch,
+        ),
+    ];
+    // Launch tests also need the real hiprtc to compile the kernel.
+    let no_hiprtc = launch::unavailable();
+    let entries = tests.iter().map(|(name, f)| (*name, *f, None)).chain(
+        launch_tests
+            .iter()
+            .map(|(name, f)| (*name, *f, no_hiprtc.clone())),
+    );
+    let trials = entries
+        .map(|(name, f, missing)| {
+            let skip = match (&mock, missing) {
+                (Err(reason), _) => {
+                    Some(format!("cannot build the stand-in HSA runtime: {reason}"))
+                }
+                (Ok(_), Some(reason)) => Some(reason),
+                (Ok(_), None) => None,
+            };
+            match (&mock, skip) {
+                (Ok(m), None) => {
                     let m = Arc::clone(m);
                     Trial::test(format!("mock_hsa::{name}"), move || run_checked(&m, f))
                 }
-                Err(reason) => {
-                    let reason = reason.clone();
+                (_, skip) => {
+                    let reason = skip.unwrap_or_default();
                     Trial::test(format!("mock_hsa::{name}"), move || {
-                        println!("    ignored: cannot build the stand-in HSA runtime: {reason}");
+                        println!("    ignored: {reason}");
                         Ok(())
                     })
                     .with_ignored_flag(true)

@@ -10,9 +10,18 @@
  *     from the host address here (host + 2^44) so that using the host address is caught;
  *   - signals are never really freed: using a destroyed one is counted as a violation, and so is
  *     destroying a signal a pending copy still depends on;
- *   - hsa_amd_memory_fill needs 4-byte alignment inside VRAM.
+ *   - hsa_amd_memory_fill needs 4-byte alignment inside VRAM;
+ *   - code objects: the reader must be handed an AMD GPU ELF; the executable keeps a copy and
+ *     answers kernel symbol queries from the real kernel descriptor `<name>.kd` in it (group,
+ *     private and kernarg segment sizes), so hiprtc's own output drives the backend;
+ *   - AQL queues: a ring of 64-byte packets and a "packet processor" thread per queue that takes
+ *     packets in order once their header is valid and the doorbell covers them, waits for
+ *     barrier-AND dependencies, logs each kernel dispatch (packet bytes, kernarg bytes, times),
+ *     runs no code, then retires the packet and completes its signal. Freeing a kernarg buffer
+ *     that a valid packet still names counts as a violation.
  * Built by the test with `cc -shared -fPIC`; uses the real HSA headers for the ABI.
  */
+#include <elf.h>
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 
@@ -34,6 +43,10 @@
 #define AGENT_OFFSET ((uintptr_t)1 << 44)
 #define MAX_SIGNALS 65536
 #define MAX_RANGES 4096
+#define MAX_QUEUES 8
+#define MAX_DISPATCH_LOG 64
+#define KERNARG_LOG_BYTES 512
+#define MAX_COPY_LOG 4096
 
 typedef struct {
   _Atomic int64_t value;
@@ -47,7 +60,7 @@ typedef struct {
 typedef struct {
   uintptr_t base;
   size_t size;
-  int kind; /* 1 vram, 2 system, 3 locked */
+  int kind; /* 1 vram, 2 system, 3 locked, 4 kernarg */
   int gpu_allowed;
   uintptr_t agent_base; /* locked: address the GPU uses */
   int live;
@@ -64,6 +77,24 @@ static atomic_int copies_started = 0;
 static atomic_int profiling = 0;
 static size_t vram_used = 0;
 static atomic_int delay_us = 3000;
+static atomic_int dispatch_delay_us = 2000;
+static atomic_int fail_next_dispatch = 0;
+static atomic_int executables_loaded = 0;
+static atomic_int live_executables = 0;
+static atomic_int live_readers = 0;
+static atomic_int live_queues = 0;
+static atomic_int barrier_packets = 0;
+static atomic_int dispatches = 0;
+static uint64_t copy_end_ns[MAX_COPY_LOG];
+
+typedef struct {
+  uint8_t packet[64];
+  uint8_t kernarg[KERNARG_LOG_BYTES];
+  uint32_t kernarg_size;
+  uint32_t barriers_before; /* barrier-AND packets processed before it on its queue */
+  uint64_t start_ns, end_ns;
+} mock_dispatch_t;
+static mock_dispatch_t dispatch_log[MAX_DISPATCH_LOG];
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -76,10 +107,21 @@ typedef struct {
   int32_t init_count, live_signals, violations, live_vram, live_system, live_locks;
   int32_t copies_started;
   uint64_t vram_used;
+  int32_t live_kernarg, executables_loaded, live_executables, live_readers, live_queues;
+  int32_t barrier_packets, dispatches, reserved;
 } mock_stats_t;
 
 void mock_hsa_fail_next_copy(void) { atomic_store(&fail_next_copy, 1); }
 void mock_hsa_set_delay_us(int us) { atomic_store(&delay_us, us); }
+void mock_hsa_fail_next_dispatch(void) { atomic_store(&fail_next_dispatch, 1); }
+/* The i-th kernel dispatch processed (0-based); 0 when it does not exist (yet). */
+int mock_hsa_dispatch(int i, mock_dispatch_t *out) {
+  if (i < 0 || i >= atomic_load(&dispatches) || i >= MAX_DISPATCH_LOG) return 0;
+  *out = dispatch_log[i];
+  return 1;
+}
+/* When the i-th async copy (in start order) finished, in ns of CLOCK_MONOTONIC. */
+uint64_t mock_hsa_copy_end_ns(int i) { return i >= 0 && i < MAX_COPY_LOG ? copy_end_ns[i] : 0; }
 void mock_hsa_stats(mock_stats_t *s) {
   memset(s, 0, sizeof *s);
   s->init_count = atomic_load(&init_count);
@@ -94,9 +136,16 @@ void mock_hsa_stats(mock_stats_t *s) {
     if (ranges[i].kind == 1) s->live_vram++;
     if (ranges[i].kind == 2) s->live_system++;
     if (ranges[i].kind == 3) s->live_locks++;
+    if (ranges[i].kind == 4) s->live_kernarg++;
   }
   s->vram_used = vram_used;
   pthread_mutex_unlock(&lock);
+  s->executables_loaded = atomic_load(&executables_loaded);
+  s->live_executables = atomic_load(&live_executables);
+  s->live_readers = atomic_load(&live_readers);
+  s->live_queues = atomic_load(&live_queues);
+  s->barrier_packets = atomic_load(&barrier_packets);
+  s->dispatches = atomic_load(&dispatches);
 }
 
 /* ---- helpers ------------------------------------------------------------------------- */
@@ -111,13 +160,15 @@ static int add_range(uintptr_t base, size_t size, int kind, uintptr_t agent_base
   pthread_mutex_lock(&lock);
   for (int i = 0; i < MAX_RANGES; i++)
     if (!ranges[i].live) {
-      ranges[i] = (range){base, size, kind, kind == 1, agent_base, 1};
+      ranges[i] = (range){base, size, kind, kind == 1 || kind == 4, agent_base, 1};
       pthread_mutex_unlock(&lock);
       return 1;
     }
   pthread_mutex_unlock(&lock);
   return 0;
 }
+
+static int kernarg_in_use(uintptr_t base, size_t size); /* with the queues below */
 
 static range *find_base(uintptr_t base, int kind) {
   for (int i = 0; i < MAX_RANGES; i++)
@@ -133,7 +184,7 @@ static uintptr_t gpu_access(uintptr_t addr, size_t size) {
   for (int i = 0; i < MAX_RANGES && !out; i++) {
     range *r = &ranges[i];
     if (!r->live) continue;
-    if ((r->kind == 1 || r->kind == 2) && r->gpu_allowed && addr >= r->base &&
+    if ((r->kind == 1 || r->kind == 2 || r->kind == 4) && r->gpu_allowed && addr >= r->base &&
         addr + size <= r->base + r->size)
       out = addr;
     if (r->kind == 3 && addr >= r->agent_base && addr + size <= r->agent_base + r->size)
@@ -181,6 +232,11 @@ hsa_status_t hsa_agent_get_info(hsa_agent_t agent, hsa_agent_info_t attribute, v
   case HSA_AMD_AGENT_INFO_PRODUCT_NAME: memset(value, 0, 64); strcpy(value, gpu ? "Mock Instinct MI210" : "Mock CPU"); return HSA_STATUS_SUCCESS;
   case HSA_AGENT_INFO_WAVEFRONT_SIZE: *(uint32_t *)value = 64; return HSA_STATUS_SUCCESS;
   case HSA_AGENT_INFO_WORKGROUP_MAX_SIZE: *(uint32_t *)value = 1024; return HSA_STATUS_SUCCESS;
+  case HSA_AGENT_INFO_WORKGROUP_MAX_DIM: { uint16_t *d = value; d[0] = d[1] = d[2] = 1024; return HSA_STATUS_SUCCESS; }
+  case HSA_AGENT_INFO_GRID_MAX_SIZE: *(uint32_t *)value = UINT32_MAX; return HSA_STATUS_SUCCESS;
+  case HSA_AGENT_INFO_GRID_MAX_DIM: { uint32_t *d = value; d[0] = d[1] = d[2] = UINT32_MAX; return HSA_STATUS_SUCCESS; }
+  case HSA_AGENT_INFO_QUEUE_MAX_SIZE: *(uint32_t *)value = gpu ? 131072 : 0; return HSA_STATUS_SUCCESS;
+  case HSA_AGENT_INFO_PROFILE: *(uint32_t *)value = HSA_PROFILE_BASE; return HSA_STATUS_SUCCESS;
   default: return HSA_STATUS_ERROR_INVALID_ARGUMENT; /* e.g. 0xA015, unknown to 5.2.3 */
   }
 }
@@ -228,7 +284,7 @@ hsa_status_t hsa_amd_agent_memory_pool_get_info(hsa_agent_t agent, hsa_amd_memor
 hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t pool, size_t size, uint32_t flags, void **ptr) {
   if (size == 0 || flags != 0 || !ptr) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   size_t rounded = (size + 4095) & ~(size_t)4095;
-  int kind = pool.handle == POOL_VRAM ? 1 : (pool.handle == POOL_SYSTEM || pool.handle == POOL_KERNARG) ? 2 : 0;
+  int kind = pool.handle == POOL_VRAM ? 1 : pool.handle == POOL_SYSTEM ? 2 : pool.handle == POOL_KERNARG ? 4 : 0;
   if (!kind) return HSA_STATUS_ERROR_INVALID_ALLOCATION;
   if (kind == 1) {
     pthread_mutex_lock(&lock);
@@ -248,7 +304,9 @@ hsa_status_t hsa_amd_memory_pool_free(void *ptr) {
   pthread_mutex_lock(&lock);
   range *r = find_base((uintptr_t)ptr, 1);
   if (!r) r = find_base((uintptr_t)ptr, 2);
+  if (!r) r = find_base((uintptr_t)ptr, 4);
   if (!r) { pthread_mutex_unlock(&lock); atomic_fetch_add(&violations, 1); return HSA_STATUS_ERROR_INVALID_ARGUMENT; }
+  if (r->kind == 4 && kernarg_in_use((uintptr_t)ptr, r->size)) atomic_fetch_add(&violations, 1);
   if (r->kind == 1) vram_used -= r->size;
   r->live = 0;
   pthread_mutex_unlock(&lock);
@@ -259,9 +317,10 @@ hsa_status_t hsa_amd_agents_allow_access(uint32_t n, const hsa_agent_t *agents, 
   (void)flags;
   pthread_mutex_lock(&lock);
   range *r = find_base((uintptr_t)ptr, 2);
+  if (!r) r = find_base((uintptr_t)ptr, 4);
   if (!r) r = find_base((uintptr_t)ptr, 1);
   if (!r) { pthread_mutex_unlock(&lock); return HSA_STATUS_ERROR_INVALID_ARGUMENT; }
-  if (r->kind == 2) {
+  if (r->kind == 2 || r->kind == 4) {
     r->gpu_allowed = 0; /* the list replaces the access set */
     for (uint32_t i = 0; i < n; i++) if (agents[i].handle == GPU_AGENT) r->gpu_allowed = 1;
   }
@@ -360,6 +419,7 @@ typedef struct {
   uint32_t ndeps;
   hsa_signal_t deps[64];
   hsa_signal_t done;
+  int log_index;
 } copy_job;
 
 static void *copy_thread(void *arg) {
@@ -379,6 +439,7 @@ static void *copy_thread(void *arg) {
   usleep((useconds_t)atomic_load(&delay_us));
   if (!job->fail) memcpy((void *)job->dst, (const void *)job->src, job->size);
   done->end = now_ns();
+  if (job->log_index < MAX_COPY_LOG) copy_end_ns[job->log_index] = done->end;
   atomic_store(&done->timed, atomic_load(&profiling));
   if (job->fail) atomic_store(&done->value, -1);
   else atomic_fetch_sub(&done->value, 1);
@@ -401,7 +462,7 @@ hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const v
     job->deps[i] = deps[i];
     atomic_fetch_add(&signals[deps[i].handle - 1].waited_on_by_pending, 1);
   }
-  atomic_fetch_add(&copies_started, 1);
+  job->log_index = atomic_fetch_add(&copies_started, 1);
   pthread_t t;
   pthread_create(&t, NULL, copy_thread, job);
   pthread_detach(t);
@@ -432,4 +493,338 @@ hsa_status_t hsa_amd_profiling_get_async_copy_time(hsa_signal_t s, hsa_amd_profi
   if (!m || !atomic_load(&m->timed)) return HSA_STATUS_ERROR;
   t->start = m->start; t->end = m->end;
   return HSA_STATUS_SUCCESS;
+}
+
+/* ---- code objects and executables ------------------------------------------------------- */
+typedef struct {
+  const uint8_t *code;
+  size_t size;
+  int live;
+} mock_reader;
+
+typedef struct {
+  uint8_t *code; /* the executable's own copy, as a loader's */
+  size_t size;
+  int loaded, frozen, live;
+} mock_executable;
+
+#define MAX_EXECUTABLES 256
+static mock_reader readers[MAX_EXECUTABLES];
+static mock_executable executables[MAX_EXECUTABLES];
+static atomic_int next_reader = 0, next_executable = 0;
+
+static int is_amdgpu_elf(const uint8_t *p, size_t n) {
+  if (n < sizeof(Elf64_Ehdr) || memcmp(p, ELFMAG, SELFMAG) != 0 || p[EI_CLASS] != ELFCLASS64) return 0;
+  const Elf64_Ehdr *h = (const Elf64_Ehdr *)p;
+  return h->e_machine == EM_AMDGPU;
+}
+
+/* The file offset of symbol `name`'s bytes, or 0. */
+static size_t find_symbol(const uint8_t *p, size_t n, const char *name) {
+  const Elf64_Ehdr *h = (const Elf64_Ehdr *)p;
+  if (h->e_shoff == 0 || h->e_shoff + (size_t)h->e_shnum * sizeof(Elf64_Shdr) > n) return 0;
+  const Elf64_Shdr *sh = (const Elf64_Shdr *)(p + h->e_shoff);
+  for (int i = 0; i < h->e_shnum; i++) {
+    if (sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM) continue;
+    if (sh[i].sh_link >= h->e_shnum) continue;
+    const Elf64_Shdr *strtab = &sh[sh[i].sh_link];
+    size_t count = sh[i].sh_size / sizeof(Elf64_Sym);
+    if (sh[i].sh_offset + sh[i].sh_size > n || strtab->sh_offset + strtab->sh_size > n) continue;
+    const Elf64_Sym *syms = (const Elf64_Sym *)(p + sh[i].sh_offset);
+    for (size_t k = 0; k < count; k++) {
+      if (syms[k].st_name >= strtab->sh_size) continue;
+      if (strcmp((const char *)p + strtab->sh_offset + syms[k].st_name, name) != 0) continue;
+      if (syms[k].st_shndx == SHN_UNDEF || syms[k].st_shndx >= h->e_shnum) return 0;
+      const Elf64_Shdr *sec = &sh[syms[k].st_shndx];
+      size_t off = sec->sh_offset + (syms[k].st_value - sec->sh_addr);
+      return off + 64 <= n ? off : 0;
+    }
+  }
+  return 0;
+}
+
+hsa_status_t hsa_code_object_reader_create_from_memory(const void *code, size_t size, hsa_code_object_reader_t *out) {
+  if (!code || !out) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  if (!is_amdgpu_elf(code, size)) return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+  int i = atomic_fetch_add(&next_reader, 1);
+  if (i >= MAX_EXECUTABLES) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+  readers[i] = (mock_reader){code, size, 1};
+  atomic_fetch_add(&live_readers, 1);
+  out->handle = (uint64_t)i + 1;
+  return HSA_STATUS_SUCCESS;
+}
+static mock_reader *reader_of(hsa_code_object_reader_t r) {
+  if (r.handle == 0 || r.handle > (uint64_t)atomic_load(&next_reader)) return NULL;
+  mock_reader *m = &readers[r.handle - 1];
+  return m->live ? m : NULL;
+}
+hsa_status_t hsa_code_object_reader_destroy(hsa_code_object_reader_t r) {
+  mock_reader *m = reader_of(r);
+  if (!m) { atomic_fetch_add(&violations, 1); return HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER; }
+  m->live = 0;
+  atomic_fetch_sub(&live_readers, 1);
+  return HSA_STATUS_SUCCESS;
+}
+static mock_executable *executable_of(hsa_executable_t e) {
+  if (e.handle == 0 || e.handle > (uint64_t)atomic_load(&next_executable)) return NULL;
+  mock_executable *m = &executables[e.handle - 1];
+  return m->live ? m : NULL;
+}
+hsa_status_t hsa_executable_create_alt(hsa_profile_t profile, hsa_default_float_rounding_mode_t rounding,
+                                       const char *options, hsa_executable_t *out) {
+  (void)options;
+  if (profile != HSA_PROFILE_BASE || rounding != HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT || !out)
+    return HSA_STATUS_ERROR_INVALID_ARGUMENT; /* the GPU agent is a base-profile agent */
+  int i = atomic_fetch_add(&next_executable, 1);
+  if (i >= MAX_EXECUTABLES) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+  executables[i] = (mock_executable){NULL, 0, 0, 0, 1};
+  atomic_fetch_add(&live_executables, 1);
+  out->handle = (uint64_t)i + 1;
+  return HSA_STATUS_SUCCESS;
+}
+hsa_status_t hsa_executable_load_agent_code_object(hsa_executable_t e, hsa_agent_t agent, hsa_code_object_reader_t r,
+                                                   const char *options, hsa_loaded_code_object_t *loaded) {
+  (void)options; (void)loaded;
+  mock_executable *m = executable_of(e);
+  mock_reader *rd = reader_of(r);
+  if (!m) return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+  if (!rd) return HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER;
+  if (agent.handle != GPU_AGENT) return HSA_STATUS_ERROR_INVALID_AGENT;
+  if (m->frozen) return HSA_STATUS_ERROR_FROZEN_EXECUTABLE;
+  if (!is_amdgpu_elf(rd->code, rd->size)) { atomic_fetch_add(&violations, 1); return HSA_STATUS_ERROR_INVALID_CODE_OBJECT; }
+  m->code = malloc(rd->size);
+  memcpy(m->code, rd->code, rd->size);
+  m->size = rd->size;
+  m->loaded = 1;
+  atomic_fetch_add(&executables_loaded, 1);
+  return HSA_STATUS_SUCCESS;
+}
+hsa_status_t hsa_executable_freeze(hsa_executable_t e, const char *options) {
+  (void)options;
+  mock_executable *m = executable_of(e);
+  if (!m) return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+  m->frozen = 1;
+  return HSA_STATUS_SUCCESS;
+}
+/* A symbol handle: executable index in the high 32 bits, descriptor file offset in the low. */
+hsa_status_t hsa_executable_get_symbol_by_name(hsa_executable_t e, const char *name, const hsa_agent_t *agent,
+                                               hsa_executable_symbol_t *out) {
+  mock_executable *m = executable_of(e);
+  if (!m) return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+  if (!m->frozen || !m->loaded) { atomic_fetch_add(&violations, 1); return HSA_STATUS_ERROR_INVALID_EXECUTABLE; }
+  if (!agent || agent->handle != GPU_AGENT) return HSA_STATUS_ERROR_INVALID_AGENT;
+  size_t len = strlen(name);
+  if (len < 3 || strcmp(name + len - 3, ".kd") != 0) return HSA_STATUS_ERROR_INVALID_SYMBOL_NAME;
+  size_t off = find_symbol(m->code, m->size, name);
+  if (!off) return HSA_STATUS_ERROR_INVALID_SYMBOL_NAME;
+  out->handle = (e.handle << 32) | off;
+  return HSA_STATUS_SUCCESS;
+}
+hsa_status_t hsa_executable_symbol_get_info(hsa_executable_symbol_t s, hsa_executable_symbol_info_t attr, void *value) {
+  hsa_executable_t e = {s.handle >> 32};
+  mock_executable *m = executable_of(e);
+  if (!m) { atomic_fetch_add(&violations, 1); return HSA_STATUS_ERROR_INVALID_EXECUTABLE_SYMBOL; }
+  const uint8_t *kd = m->code + (s.handle & 0xffffffffu);
+  /* The kernel descriptor (AMDGPUUsage): group segment size at 0, private at 4, kernarg at 8. */
+  switch ((int)attr) {
+  case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT: *(uint64_t *)value = (uint64_t)(uintptr_t)kd; return HSA_STATUS_SUCCESS;
+  case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE: memcpy(value, kd, 4); return HSA_STATUS_SUCCESS;
+  case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE: memcpy(value, kd + 4, 4); return HSA_STATUS_SUCCESS;
+  case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE: memcpy(value, kd + 8, 4); return HSA_STATUS_SUCCESS;
+  case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT: *(uint32_t *)value = 16; return HSA_STATUS_SUCCESS;
+  default: return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  }
+}
+hsa_status_t hsa_executable_destroy(hsa_executable_t e) {
+  mock_executable *m = executable_of(e);
+  if (!m) { atomic_fetch_add(&violations, 1); return HSA_STATUS_ERROR_INVALID_EXECUTABLE; }
+  m->live = 0; /* the code copy is kept: a late dispatch reading its descriptor is caught below */
+  atomic_fetch_sub(&live_executables, 1);
+  return HSA_STATUS_SUCCESS;
+}
+static int kernel_object_live(uint64_t object) {
+  int n = atomic_load(&next_executable);
+  for (int i = 0; i < n && i < MAX_EXECUTABLES; i++) {
+    mock_executable *m = &executables[i];
+    if (m->live && m->code && object >= (uintptr_t)m->code && object + 64 <= (uintptr_t)m->code + m->size) return 1;
+  }
+  return 0;
+}
+
+/* ---- AQL queues and the packet processor ------------------------------------------------ */
+typedef struct {
+  hsa_queue_t q; /* first: the runtime hands out a pointer to it */
+  _Atomic uint64_t read, write;
+  atomic_int stop;
+  int live;
+  pthread_t thread;
+  void (*callback)(hsa_status_t, hsa_queue_t *, void *);
+  void *data;
+  uint32_t barriers_seen;
+} mock_queue;
+
+static mock_queue queues[MAX_QUEUES];
+static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+
+#define PACKET_TYPE(h) ((h) & 0xff)
+
+static uint16_t header_at(const uint8_t *slot) { return __atomic_load_n((const uint16_t *)slot, __ATOMIC_ACQUIRE); }
+
+/* Whether a packet still valid in some ring names a kernarg buffer in [base, base + size). */
+static int kernarg_in_use(uintptr_t base, size_t size) {
+  int used = 0;
+  pthread_mutex_lock(&qlock);
+  for (int i = 0; i < MAX_QUEUES && !used; i++) {
+    mock_queue *mq = &queues[i];
+    if (!mq->live) continue;
+    for (uint32_t k = 0; k < mq->q.size && !used; k++) {
+      const uint8_t *slot = (const uint8_t *)mq->q.base_address + 64 * (size_t)k;
+      if (PACKET_TYPE(header_at(slot)) != HSA_PACKET_TYPE_KERNEL_DISPATCH) continue;
+      const hsa_kernel_dispatch_packet_t *p = (const hsa_kernel_dispatch_packet_t *)slot;
+      uintptr_t a = (uintptr_t)p->kernarg_address;
+      if (a >= base && a < base + size) used = 1;
+    }
+  }
+  pthread_mutex_unlock(&qlock);
+  return used;
+}
+
+/* Waits until `s` is 0 (a negative value never is: the packet waits forever, as on ROCr) or the
+ * queue stops. Returns 0 when stopped. */
+static int wait_zero(mock_queue *mq, hsa_signal_t s) {
+  mock_signal *m = sig(s);
+  if (!m) { atomic_fetch_add(&violations, 1); return 1; }
+  while (atomic_load(&m->value) != 0) {
+    if (atomic_load(&mq->stop)) return 0;
+    usleep(50);
+  }
+  return 1;
+}
+
+static void *packet_processor(void *arg) {
+  mock_queue *mq = arg;
+  const uint64_t mask = mq->q.size - 1;
+  for (;;) {
+    uint64_t r = atomic_load(&mq->read);
+    uint8_t *slot = (uint8_t *)mq->q.base_address + 64 * (size_t)(r & mask);
+    uint16_t h = header_at(slot);
+    if (PACKET_TYPE(h) == HSA_PACKET_TYPE_INVALID) {
+      if (atomic_load(&mq->stop)) return NULL;
+      usleep(50);
+      continue;
+    }
+    /* The producer must ring the doorbell with an index covering this packet. */
+    uint64_t deadline = now_ns() + 1000000000ull;
+    while (hsa_signal_load_scacquire(mq->q.doorbell_signal) < (int64_t)r) {
+      if (atomic_load(&mq->stop)) return NULL;
+      if (now_ns() > deadline) { atomic_fetch_add(&violations, 1); break; }
+      usleep(50);
+    }
+    hsa_signal_t completion = {0};
+    if (PACKET_TYPE(h) == HSA_PACKET_TYPE_BARRIER_AND) {
+      hsa_barrier_and_packet_t *p = (hsa_barrier_and_packet_t *)slot;
+      if (p->reserved0 || p->reserved1 || p->reserved2) atomic_fetch_add(&violations, 1);
+      for (int i = 0; i < 5; i++) {
+        if (p->dep_signal[i].handle == 0) continue;
+        atomic_fetch_add(&signals[p->dep_signal[i].handle - 1].waited_on_by_pending, 1);
+        int ok = wait_zero(mq, p->dep_signal[i]);
+        atomic_fetch_sub(&signals[p->dep_signal[i].handle - 1].waited_on_by_pending, 1);
+        if (!ok) return NULL;
+      }
+      completion = p->completion_signal;
+      mq->barriers_seen++;
+      atomic_fetch_add(&barrier_packets, 1);
+    } else if (PACKET_TYPE(h) == HSA_PACKET_TYPE_KERNEL_DISPATCH) {
+      hsa_kernel_dispatch_packet_t *p = (hsa_kernel_dispatch_packet_t *)slot;
+      int index = atomic_load(&dispatches);
+      mock_dispatch_t *log = index < MAX_DISPATCH_LOG ? &dispatch_log[index] : NULL;
+      if (!kernel_object_live(p->kernel_object)) atomic_fetch_add(&violations, 1);
+      uint32_t kernarg_size = 0;
+      if (p->kernel_object) memcpy(&kernarg_size, (const uint8_t *)(uintptr_t)p->kernel_object + 8, 4);
+      if (kernarg_size && !gpu_access((uintptr_t)p->kernarg_address, kernarg_size)) atomic_fetch_add(&violations, 1);
+      if (log) {
+        memcpy(log->packet, slot, 64);
+        log->kernarg_size = kernarg_size;
+        size_t n = kernarg_size < KERNARG_LOG_BYTES ? kernarg_size : KERNARG_LOG_BYTES;
+        if (p->kernarg_address && n) memcpy(log->kernarg, p->kernarg_address, n);
+        log->barriers_before = mq->barriers_seen;
+        log->start_ns = now_ns();
+      }
+      if (atomic_exchange(&fail_next_dispatch, 0)) {
+        /* A fault: the runtime reports it through the queue callback; the packet never completes. */
+        if (mq->callback) mq->callback((hsa_status_t)HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, &mq->q, mq->data);
+        while (!atomic_load(&mq->stop)) usleep(100);
+        return NULL;
+      }
+      usleep((useconds_t)atomic_load(&dispatch_delay_us));
+      if (log) log->end_ns = now_ns();
+      completion = p->completion_signal;
+      atomic_fetch_add(&dispatches, 1);
+    } else {
+      atomic_fetch_add(&violations, 1); /* this backend only writes the two packet types */
+    }
+    /* Retire: the slot becomes INVALID and reusable, then the completion signal drops. */
+    __atomic_store_n((uint16_t *)slot, (uint16_t)HSA_PACKET_TYPE_INVALID, __ATOMIC_RELEASE);
+    atomic_store(&mq->read, r + 1);
+    if (completion.handle) {
+      mock_signal *m = sig(completion);
+      if (m) atomic_fetch_sub(&m->value, 1);
+    }
+  }
+}
+
+hsa_status_t hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32_t type,
+                              void (*callback)(hsa_status_t, hsa_queue_t *, void *), void *data,
+                              uint32_t private_segment_size, uint32_t group_segment_size, hsa_queue_t **out) {
+  (void)private_segment_size; (void)group_segment_size;
+  if (agent.handle != GPU_AGENT) return HSA_STATUS_ERROR_INVALID_AGENT;
+  if (!out || size == 0 || (size & (size - 1)) || size > 131072 || type > HSA_QUEUE_TYPE_COOPERATIVE)
+    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&qlock);
+  mock_queue *mq = NULL;
+  for (int i = 0; i < MAX_QUEUES && !mq; i++) if (!queues[i].live) mq = &queues[i];
+  if (!mq) { pthread_mutex_unlock(&qlock); return HSA_STATUS_ERROR_OUT_OF_RESOURCES; }
+  void *ring = aligned_alloc(64, (size_t)size * 64);
+  for (uint32_t k = 0; k < size; k++) ((uint16_t *)ring)[k * 32] = HSA_PACKET_TYPE_INVALID;
+  memset(mq, 0, sizeof *mq);
+  mq->q.type = type;
+  mq->q.features = HSA_QUEUE_FEATURE_KERNEL_DISPATCH;
+  mq->q.base_address = ring;
+  new_signal(-1, &mq->q.doorbell_signal); /* no packet is covered before the first ring */
+  mq->q.size = size;
+  mq->q.id = (uint64_t)(mq - queues) + 100;
+  mq->callback = callback;
+  mq->data = data;
+  mq->live = 1;
+  pthread_mutex_unlock(&qlock);
+  pthread_create(&mq->thread, NULL, packet_processor, mq);
+  atomic_fetch_add(&live_queues, 1);
+  *out = &mq->q;
+  return HSA_STATUS_SUCCESS;
+}
+static mock_queue *queue_of(const hsa_queue_t *q) {
+  for (int i = 0; i < MAX_QUEUES; i++) if (&queues[i].q == q && queues[i].live) return &queues[i];
+  atomic_fetch_add(&violations, 1);
+  return NULL;
+}
+hsa_status_t hsa_queue_destroy(hsa_queue_t *q) {
+  mock_queue *mq = queue_of(q);
+  if (!mq) return HSA_STATUS_ERROR_INVALID_QUEUE;
+  atomic_store(&mq->stop, 1);
+  pthread_join(mq->thread, NULL);
+  pthread_mutex_lock(&qlock);
+  mq->live = 0;
+  free(mq->q.base_address);
+  pthread_mutex_unlock(&qlock);
+  hsa_signal_destroy(mq->q.doorbell_signal);
+  atomic_fetch_sub(&live_queues, 1);
+  return HSA_STATUS_SUCCESS;
+}
+uint64_t hsa_queue_add_write_index_scacq_screl(const hsa_queue_t *q, uint64_t n) {
+  mock_queue *mq = queue_of(q);
+  return mq ? atomic_fetch_add(&mq->write, n) : 0;
+}
+uint64_t hsa_queue_load_read_index_scacquire(const hsa_queue_t *q) {
+  mock_queue *mq = queue_of(q);
+  return mq ? atomic_load(&mq->read) : 0;
 }

@@ -91,12 +91,14 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    /// Destroys queues and executables when every stream drained cleanly (`healthy`); leaks
-    /// them otherwise (failed work may still sit in a queue, naming its kernel objects).
+    /// Destroys queues and executables when every stream drained cleanly (`healthy`) and no
+    /// queue reported an error; leaks them otherwise (failed work may still sit in a queue,
+    /// naming its kernel objects and kernargs).
     pub fn release(&self, healthy: bool) {
         let kernels: Vec<_> = lock(&self.kernels).drain().map(|(_, k)| k).collect();
         let devices: Vec<_> = lock(&self.devices).drain().map(|(_, d)| d).collect();
-        if healthy {
+        let broken = devices.iter().any(|d| d.queue.health().failure().is_some());
+        if healthy && !broken {
             for d in &devices {
                 lock(&d.tail).take();
             }

@@ -1,0 +1,387 @@
+//! `Backend::launch` against the stand-in runtime: the kernel is compiled by the real hiprtc
+//! for the stand-in GPU's ISA (gfx90a); loading, kernel symbols, kernarg buffers, the AQL queue
+//! and its packet processor are the stand-in's, which logs every packet it takes (it runs no
+//! GPU code, so results in memory are not checked: the packet is).
+
+use super::{Dispatch, Mock, ensure};
+use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, StreamHandle};
+use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
+use gpu_mem_core::{Backend, Error};
+use libtest_mimic::Failed;
+use std::any::TypeId;
+
+/// Why launch tests cannot run here (no hiprtc, or one that cannot target gfx90a), if so.
+pub fn unavailable() -> Option<String> {
+    if let Err(e) = gpu_mem_roc::driver::Hip::shared() {
+        return Some(format!("hiprtc not installed: {e}"));
+    }
+    match gpu_mem_roc::hiprtc::supported_isas() {
+        Ok(list) if list.isas.iter().any(|i| i == "gfx90a") => None,
+        Ok(list) => Some(format!("hiprtc cannot target gfx90a ({:?})", list.isas)),
+        Err(e) => Some(format!("cannot list hiprtc's ISAs: {e}")),
+    }
+}
+
+/// A kernel with a 2-d array, a record pointer, a scalar and 256 bytes of static LDS.
+const SOURCE: &str = r#"
+#include "gpu_mem.h"
+extern "C" __global__ void scale2d(gm_array<float, 2> a, const float* factor, float offset) {
+    GM_SHARED float tile[64];
+    float* extra = gm_dynamic_shared<float>();
+    gm_idx2 p = grid(2);
+    int t = threadIdx.x % 64;
+    tile[t] = factor[0];
+    extra[t] = offset;
+    syncthreads();
+    if (p.y < a.shape[0] && p.x < a.shape[1]) {
+        a(p.y, p.x) = a(p.y, p.x) * tile[t] + extra[t];
+    }
+}
+"#;
+
+/// Header of every packet: type, barrier bit, system-scope acquire and release fences.
+const DISPATCH_HEADER: u16 = 2 | 1 << 8 | 2 << 9 | 2 << 11;
+
+fn kernel() -> Kernel {
+    Kernel::new("scale2d").with_source(SOURCE, "scale2d")
+}
+
+fn args(array: DevicePtr, record: DevicePtr) -> Vec<LaunchArg> {
+    vec![
+        LaunchArg::Array {
+            ptr: array,
+            shape: vec![16, 40],
+            strides: vec![40, 1],
+            min_offset: 0,
+            span_len: 640,
+            itemsize: 4,
+            elem: TypeId::of::<f32>(),
+            dtype: "f32",
+        },
+        LaunchArg::Record {
+            ptr: record,
+            itemsize: 4,
+            elem: TypeId::of::<f32>(),
+            dtype: "f32",
+        },
+        LaunchArg::Scalar {
+            bytes: 1.5f32.to_ne_bytes().to_vec(),
+            elem: TypeId::of::<f32>(),
+            dtype: "f32",
+        },
+    ]
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_ne_bytes([b[at], b[at + 1]])
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_ne_bytes(w)
+}
+
+/// The kernel descriptor fields (group, private, kernarg sizes) at the packet's kernel object.
+fn descriptor(d: &Dispatch) -> Result<(u32, u32, u32), Failed> {
+    let object = u64_at(&d.packet, 32);
+    ensure(object != 0, || "null kernel object".into())?;
+    let mut kd = [0u8; 12];
+    // SAFETY: the stand-in runs in this process and its kernel objects point into code-object
+    // copies it never frees; the first 12 bytes of a kernel descriptor are three u32.
+    unsafe { std::ptr::copy_nonoverlapping(object as usize as *const u8, kd.as_mut_ptr(), 12) };
+    Ok((u32_at(&kd, 0), u32_at(&kd, 4), u32_at(&kd, 8)))
+}
+
+fn next_dispatch(mock: &Mock, index: i32) -> Result<Dispatch, Failed> {
+    mock.dispatch(index)?
+        .ok_or_else(|| Failed::from(format!("dispatch {index} was not processed")))
+}
+
+/// A synchronous launch writes a complete, correct dispatch packet and kernarg segment, and
+/// frees the kernarg buffer once it has completed.
+pub fn dispatch_packet_and_kernargs(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let before = mock.stats()?;
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    let config = LaunchConfig::new((3, 2), (16, 8)).with_shared_bytes(256);
+    // SAFETY: the stand-in runs no code; the arguments are live allocations.
+    unsafe { b.launch(0, &kernel(), &config, &args(array, record), None) }?;
+    let after = mock.stats()?;
+    ensure(after.dispatches == before.dispatches + 1, || {
+        format!(
+            "{} dispatches processed",
+            after.dispatches - before.dispatches
+        )
+    })?;
+    ensure(after.live_kernarg == before.live_kernarg, || {
+        "the kernarg buffer of a finished synchronous launch is still allocated".into()
+    })?;
+    let d = next_dispatch(mock, before.dispatches)?;
+    let p = &d.packet;
+    ensure(u16_at(p, 0) == DISPATCH_HEADER, || {
+        format!("header {:#x}, expected {DISPATCH_HEADER:#x}", u16_at(p, 0))
+    })?;
+    ensure(u16_at(p, 2) == 2, || {
+        format!("setup {} (dimensions)", u16_at(p, 2))
+    })?;
+    let workgroup = [u16_at(p, 4), u16_at(p, 6), u16_at(p, 8)];
+    ensure(workgroup == [16, 8, 1], || {
+        format!("workgroup {workgroup:?}")
+    })?;
+    // HSA grid sizes are in work-items: blocks x block size.
+    let grid = [u32_at(p, 12), u32_at(p, 16), u32_at(p, 20)];
+    ensure(grid == [48, 16, 1], || format!("grid {grid:?} work-items"))?;
+    let (kd_group, kd_private, kd_kernarg) = descriptor(&d)?;
+    ensure(kd_group >= 256, || {
+        format!("static LDS {kd_group} < the kernel's 256-byte tile: not hiprtc's descriptor")
+    })?;
+    ensure(u32_at(p, 28) == kd_group + 256, || {
+        format!(
+            "group segment {} != static {kd_group} + 256 dynamic",
+            u32_at(p, 28)
+        )
+    })?;
+    ensure(u32_at(p, 24) == kd_private, || {
+        format!("private segment {} != {kd_private}", u32_at(p, 24))
+    })?;
+    ensure(u64_at(p, 40) != 0 && u64_at(p, 56) != 0, || {
+        "kernarg address and completion signal must be set".into()
+    })?;
+    ensure(u16_at(p, 10) == 0 && u64_at(p, 48) == 0, || {
+        "reserved fields must be 0".into()
+    })?;
+    // Kernargs: gm_array<float, 2> (data, shape[2], strides[2]), the record pointer, the f32.
+    ensure(d.kernarg_size == kd_kernarg && kd_kernarg >= 52, || {
+        format!(
+            "kernarg segment {} / descriptor {kd_kernarg}",
+            d.kernarg_size
+        )
+    })?;
+    let k = &d.kernarg;
+    let expected = [
+        (0, array.0),
+        (8, 16),
+        (16, 40),
+        (24, 40),
+        (32, 1),
+        (40, record.0),
+    ];
+    for (at, value) in expected {
+        ensure(u64_at(k, at) == value, || {
+            format!(
+                "kernarg bytes {at}..{}: {:#x}, expected {value:#x}",
+                at + 8,
+                u64_at(k, at)
+            )
+        })?;
+    }
+    ensure(k[48..52] == 1.5f32.to_ne_bytes(), || {
+        format!("scalar bytes {:?}", &k[48..52])
+    })?;
+    println!(
+        "    hiprtc descriptor: kernarg segment {kd_kernarg} B, static LDS {kd_group} B, private \
+         {kd_private} B; dispatch took the mock {} us",
+        (d.end_ns - d.start_ns) / 1000
+    );
+    let hidden = &k[52..(d.kernarg_size as usize).min(k.len())];
+    ensure(hidden.iter().all(|b| *b == 0), || {
+        "code object v4 hidden arguments must be zero".into()
+    })?;
+    // SAFETY: unused allocations.
+    unsafe {
+        b.free(0, array)?;
+        b.free(0, record)?;
+    }
+    Ok(())
+}
+
+/// A stream launch waits (barrier-AND) for the stream's earlier async copy, a following
+/// launch on the same stream relies on the queue's barrier bit, a following copy waits for the
+/// kernels; kernarg buffers live until completion; the kernel loads once; dropping the backend
+/// destroys its queue and executable.
+pub fn stream_order_and_lifetimes(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let s0 = mock.stats()?;
+    let n = 640 * 4;
+    let host = b.host_alloc(0, n, HostAllocFlags::default())?.host;
+    let (array, record) = (b.alloc(0, n)?, b.alloc(0, 4)?);
+    let s = b.stream_create(0)?;
+    let k = kernel();
+    let config = LaunchConfig::new((3, 2), (16, 8));
+    // SAFETY: everything stays alive until the stream is synchronised below.
+    unsafe {
+        b.copy_htod_async(0, array, host.as_ptr(), n, s)?;
+        b.launch(0, &k, &config, &args(array, record), Some(s))?;
+        b.launch(0, &k, &config, &args(array, record), Some(s))?;
+        b.copy_dtoh_async(0, host.as_ptr(), array, n, s)?;
+    }
+    let pending = mock.stats()?;
+    ensure(pending.live_kernarg == s0.live_kernarg + 2, || {
+        format!(
+            "{} kernarg buffers alive while both launches are pending",
+            pending.live_kernarg - s0.live_kernarg
+        )
+    })?;
+    b.stream_synchronize(0, s)?;
+    let done = mock.stats()?;
+    ensure(done.dispatches == s0.dispatches + 2, || {
+        "two dispatches".into()
+    })?;
+    ensure(done.barrier_packets == s0.barrier_packets + 1, || {
+        format!(
+            "{} barrier-AND packets: one for the copy, none between the two launches",
+            done.barrier_packets - s0.barrier_packets
+        )
+    })?;
+    ensure(done.executables_loaded == s0.executables_loaded + 1, || {
+        format!(
+            "{} loads for two launches",
+            done.executables_loaded - s0.executables_loaded
+        )
+    })?;
+    ensure(done.live_kernarg == s0.live_kernarg, || {
+        "kernarg buffers not freed after the stream completed".into()
+    })?;
+    let (first, second) = (
+        next_dispatch(mock, s0.dispatches)?,
+        next_dispatch(mock, s0.dispatches + 1)?,
+    );
+    let copy_in = mock.copy_end_ns(s0.copies_started)?;
+    let copy_out = mock.copy_end_ns(s0.copies_started + 1)?;
+    ensure(copy_in != 0 && first.start_ns >= copy_in, || {
+        format!(
+            "the kernel started {} ns before the copy it waits for ended",
+            copy_in.saturating_sub(first.start_ns)
+        )
+    })?;
+    ensure(second.start_ns >= first.end_ns, || {
+        "the second kernel overlapped the first".into()
+    })?;
+    ensure(copy_out >= second.end_ns, || {
+        "the copy after the kernels finished before them".into()
+    })?;
+    // SAFETY: idle stream, unused memory.
+    unsafe {
+        b.stream_destroy(0, s)?;
+        b.free(0, array)?;
+        b.free(0, record)?;
+        b.host_free(0, host)?;
+    }
+    drop(b);
+    let end = mock.stats()?;
+    ensure(
+        end.live_executables == s0.live_executables
+            && end.live_readers == s0.live_readers
+            && end.live_queues == s0.live_queues,
+        || format!("executables / readers / queues left after drop: {s0:?} -> {end:?}"),
+    )?;
+    Ok(())
+}
+
+/// Configurations past the agent's limits, mismatched arguments, kernels without source and
+/// bad streams are refused before anything is dispatched.
+pub fn invalid_launches_are_refused(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    let good = args(array, record);
+    let before = mock.stats()?;
+    let too_many: Vec<LaunchArg> = (0..40)
+        .map(|_| LaunchArg::Scalar {
+            bytes: vec![0; 8],
+            elem: TypeId::of::<u64>(),
+            dtype: "u64",
+        })
+        .collect();
+    let cases: Vec<(LaunchConfig, &[LaunchArg], &str)> = vec![
+        (LaunchConfig::new(1, 2048), &good, "Try reducing group-size"),
+        (LaunchConfig::new(1, (8, 8, 32)), &good, "1024 per block"),
+        (
+            LaunchConfig::new(1, 64).with_shared_bytes(64 * 1024),
+            &good,
+            "shared memory",
+        ),
+        (LaunchConfig::new((0, 1), 64), &good, "at least 1"),
+        (LaunchConfig::new(1, 64), &too_many, "kernarg segment"),
+    ];
+    for (config, launch_args, needle) in cases {
+        // SAFETY: refused before any dispatch.
+        match unsafe { b.launch(0, &kernel(), &config, launch_args, None) } {
+            Err(Error::InvalidLaunch { kernel, reason }) => {
+                ensure(kernel == "scale2d" && reason.contains(needle), || {
+                    format!("{config:?}: {kernel}: {reason}")
+                })?
+            }
+            other => {
+                return Err(format!("{config:?}: expected InvalidLaunch, got {other:?}").into());
+            }
+        }
+    }
+    let sim_only = Kernel::sim("sim_only", |_| {});
+    // SAFETY: refused.
+    match unsafe { b.launch(0, &sim_only, &LaunchConfig::new(1, 1), &[], None) } {
+        Err(Error::NotSupportedByBackend { reason, .. }) => {
+            ensure(reason.contains("sim_only"), || reason.clone())?
+        }
+        other => return Err(format!("expected NotSupportedByBackend, got {other:?}").into()),
+    }
+    // SAFETY: refused.
+    let bogus = unsafe {
+        b.launch(
+            0,
+            &kernel(),
+            &LaunchConfig::new(1, 1),
+            &good,
+            Some(StreamHandle(0xbad)),
+        )
+    };
+    ensure(matches!(bogus, Err(Error::InvalidHandle { .. })), || {
+        format!("bogus stream: {bogus:?}")
+    })?;
+    let after = mock.stats()?;
+    ensure(
+        after.dispatches == before.dispatches && after.live_kernarg == before.live_kernarg,
+        || format!("refused launches dispatched or allocated: {before:?} -> {after:?}"),
+    )?;
+    // SAFETY: unused allocations.
+    unsafe {
+        b.free(0, array)?;
+        b.free(0, record)?;
+    }
+    Ok(())
+}
+
+/// A queue error the runtime reports (a kernel fault) fails the synchronous launch instead of
+/// waiting forever for a signal that never completes.
+pub fn queue_error_fails_the_launch(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    mock.fail_next_dispatch()?;
+    // SAFETY: the stand-in runs no code.
+    let result = unsafe {
+        b.launch(
+            0,
+            &kernel(),
+            &LaunchConfig::new(1, 64),
+            &args(array, record),
+            None,
+        )
+    };
+    match result {
+        Err(Error::Native {
+            code, code_name, ..
+        }) => ensure(
+            code == 0x29 && code_name == "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION",
+            || format!("{code:#x} {code_name}"),
+        )?,
+        other => return Err(format!("expected the queue's error, got {other:?}").into()),
+    }
+    // SAFETY: the failed kernel never ran; nothing else uses the memory.
+    unsafe {
+        b.free(0, array)?;
+        b.free(0, record)?;
+    }
+    Ok(())
+}

@@ -2,10 +2,12 @@
 //!
 //! **Not yet run on hardware.** This module was written against the HSA runtime specification
 //! and ROCr's `hsa_ext_amd.h` (5.2.3) on machines without an AMD GPU. What runs without one:
-//! the real runtime loading and `hsa_init` failing (tests/native), and this backend's logic
-//! against a stand-in runtime made of host memory and threads (tests/mock_backend.rs: stream
-//! order, agent pointers, signal lifetimes, fills, events, failures). Running the conformance
-//! suite with `GPU_MEM_BACKEND=roc` on a machine with an AMD GPU is its first real test.
+//! the real runtime loading and `hsa_init` failing (tests/native), the real hiprtc compiling
+//! kernels for gfx90a, and this backend's logic against a stand-in runtime made of host memory
+//! and threads (tests/mock_backend.rs: stream order, agent pointers, signal lifetimes, fills,
+//! events, failures, and kernel dispatch packets read by a stand-in packet processor that runs
+//! no code). Running the conformance suite with `GPU_MEM_BACKEND=roc` on a machine with an AMD
+//! GPU is its first real test.
 //!
 //! # Mapping
 //!
@@ -18,9 +20,13 @@
 //! * **Copies and fills** (`transfer`): `hsa_amd_memory_async_copy` with completion signals;
 //!   `hsa_amd_memory_fill` with byte handling at unaligned ends.
 //! * **Streams** (`stream`): ordered chains of completion signals, each operation depending on
-//!   the previous one's signal; no AQL queue is created until kernel dispatch exists in the
-//!   trait. **Events** (`event`): the signals a stream had reached when recorded; timing from
-//!   async-copy profiling timestamps (enabled at start-up) or the system clock.
+//!   the previous one's signal. **Events** (`event`): the signals a stream had reached when
+//!   recorded; timing from async-copy profiling timestamps (enabled at start-up) or the system
+//!   clock (an event behind a kernel cannot be timed: dispatch timestamps are not enabled).
+//! * **Kernels** (`launch`): portable source compiled by hiprtc for the agent's ISA, loaded into
+//!   an HSA executable (cached per kernel and device), dispatched as AQL packets on one queue
+//!   per device, created at the device's first launch; a stream launch waits for the stream's
+//!   earlier work through barrier-AND packets and its signal joins the stream's chain.
 //! * **Memory info**: the total is the device pool's size. HSA 5.2.3 has no free-memory query;
 //!   `HSA_AMD_AGENT_INFO_MEMORY_AVAIL` (0xA015, ROCm 6.x) is probed and used when it answers,
 //!   otherwise "free" is the total minus what this backend has allocated (other processes'

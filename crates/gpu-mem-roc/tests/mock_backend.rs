@@ -231,6 +231,10 @@ fn main() {
             launch::invalid_launches_are_refused,
         ),
         (
+            "launch_dispatches_the_library_kernels",
+            launch::library_kernels_dispatch,
+        ),
+        (
             "launch_reports_a_queue_error",
             launch::queue_error_fails_the_launch,
         ),

@@ -385,3 +385,89 @@ pub fn queue_error_fails_the_launch(mock: &Mock) -> Result<(), Failed> {
     }
     Ok(())
 }
+
+fn f32_array(ptr: DevicePtr, shape: &[usize]) -> LaunchArg {
+    let mut strides = vec![1isize; shape.len()];
+    for axis in (0..shape.len().saturating_sub(1)).rev() {
+        strides[axis] = strides[axis + 1] * shape[axis + 1] as isize;
+    }
+    LaunchArg::Array {
+        ptr,
+        shape: shape.to_vec(),
+        strides,
+        min_offset: 0,
+        span_len: shape.iter().product(),
+        itemsize: 4,
+        elem: TypeId::of::<f32>(),
+        dtype: "f32",
+    }
+}
+
+/// gpu-mem's own portable kernels go through the launch path (compile with the prelude, load,
+/// `<entry>.kd` lookup, dispatch): each packet's group segment is the static shared arrays the
+/// source declares plus the dynamic bytes asked for.
+pub fn library_kernels_dispatch(mock: &Mock) -> Result<(), Failed> {
+    use gpu_mem_core::kernel::portable::{BARRIER_WAVE, BLOCK_SUM, MATMUL_TILED};
+    let b = mock.backend()?;
+    let buffer = b.alloc(0, 64 * 64 * 4)?;
+    // (source, entry, arguments, launch, static shared bytes the source declares)
+    let cases = [
+        (
+            MATMUL_TILED,
+            "matmul_tiled",
+            vec![
+                f32_array(buffer, &[40, 24]),
+                f32_array(buffer, &[24, 33]),
+                f32_array(buffer, &[40, 33]),
+            ],
+            LaunchConfig::new((3, 3), (16, 16)),
+            2 * 16 * 16 * 4usize,
+        ),
+        (
+            BLOCK_SUM,
+            "block_sum",
+            vec![f32_array(buffer, &[1000]), f32_array(buffer, &[4])],
+            LaunchConfig::new(4, 256).with_shared_bytes(256 * 4),
+            0,
+        ),
+        (
+            BARRIER_WAVE,
+            "barrier_wave",
+            vec![f32_array(buffer, &[500]), f32_array(buffer, &[500])],
+            LaunchConfig::new(2, 256),
+            2 * 256 * 4,
+        ),
+    ];
+    for (source, entry, launch_args, config, static_shared) in cases {
+        let before = mock.stats()?;
+        let kernel = Kernel::new(entry).with_source(source, entry);
+        // SAFETY: the stand-in runs no code.
+        unsafe { b.launch(0, &kernel, &config, &launch_args, None) }
+            .map_err(|e| format!("{entry}: {e}"))?;
+        let d = next_dispatch(mock, before.dispatches)?;
+        let (kd_group, _, kd_kernarg) = descriptor(&d)?;
+        let group = u32_at(&d.packet, 28);
+        ensure(
+            kd_group as usize == static_shared
+                && group as usize == static_shared + config.shared_bytes,
+            || format!("{entry}: descriptor LDS {kd_group}, packet group segment {group}"),
+        )?;
+        let explicit: usize = launch_args
+            .iter()
+            .map(|a| match a {
+                LaunchArg::Array { shape, .. } => 8 + 16 * shape.len(),
+                _ => 8,
+            })
+            .sum();
+        ensure(kd_kernarg as usize >= explicit, || {
+            format!("{entry}: kernarg segment {kd_kernarg} < {explicit} bytes of gm_array")
+        })?;
+        println!(
+            "    {entry}: LDS {kd_group} + {} B, kernarg segment {kd_kernarg} B",
+            config.shared_bytes
+        );
+    }
+    // SAFETY: unused.
+    unsafe { b.free(0, buffer) }?;
+    Ok(())
+}

@@ -46,6 +46,35 @@
 //! never runs and keeps the queue blocked: its signals, buffers and the queue are leaked,
 //! never freed under the runtime.
 //!
+//! # HSA rules followed
+//!
+//! From the HSA Runtime Programmer's Reference Manual (1.2) and ROCr's `hsa.h` /
+//! `hsa_ext_amd.h` 5.2.3, cited by section name:
+//!
+//! * *Queues*: a multi-producer queue; slots reserved by an atomic add on the write index; a
+//!   slot reused only once the read index has passed it; the doorbell rung with the index of
+//!   the last packet written; the size a power of two not above `HSA_AGENT_INFO_QUEUE_MAX_SIZE`.
+//! * *Architected Queuing Language packets — Packet header*: the header (with `setup`, one
+//!   32-bit word) stored last, atomically, with release semantics, so the packet processor never
+//!   reads a half-written packet; the barrier bit orders a packet after every earlier packet of
+//!   the queue; acquire and release fences of system scope (kernargs are written by the host,
+//!   results read by the host and by copy engines).
+//! * *Kernel dispatch packet*: `setup` holds the number of dimensions and unused dimensions are
+//!   1; work-group sizes are work-items per work-group; grid sizes are work-items per dimension
+//!   (never smaller than the work-group size); the group segment size covers static plus
+//!   dynamic group memory; reserved fields are 0.
+//! * *Barrier-AND packet*: up to five dependency signals, a 0 handle being a satisfied
+//!   dependency; the packet completes when all are 0.
+//! * *Signals*: a completion signal starts at 1 and the packet processor decrements it; waits
+//!   use `hsa_signal_wait_scacquire` so the kernel's results are visible after them.
+//! * *Code object readers* and *Executables*: the reader's memory outlives the reader; the
+//!   executable is frozen before symbols are queried; it is destroyed only when no dispatch of
+//!   its kernels is in flight. Kernel symbols are the kernel descriptors `<name>.kd` (AMDGPU
+//!   code object v3 and later).
+//! * *Memory* (`hsa_ext_amd.h`): kernarg buffers come from the pool flagged
+//!   `HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT`, with access granted to the GPU when the
+//!   pool is not accessible to it by default.
+//!
 //! Not supported: kernels calling `printf` or `malloc` (their hidden buffer pointers are null),
 //! cooperative launches, kernel timing through events (dispatch timestamps are not enabled).
 

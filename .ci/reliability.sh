@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Reliability checks beyond `cargo test` (the soak, out-of-memory and stream-order tests run
+# there already):
+#   1. Miri on gpu-mem-core (layout math, element types, the core's unsafe code);
+#   2. Miri on the conformance suite over the simulator, whose streams are worker threads, so
+#      Miri also sees how buffers are handed between the host and the streams;
+#   3. `cargo xtask hw-matrix`: the conformance suite once per backend this machine has.
+#
+# Miri needs a nightly toolchain. If there is none, Miri is skipped with a message saying so and
+# the script goes on (and exits 0 only if everything else passed); if nightly exists but lacks
+# the Miri component, the component is installed. Miri builds use their own target directory
+# (GPU_MEM_MIRI_TARGET_DIR, default target/miri) so they never invalidate the normal build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+start=$(date +%s)
+step() { echo; echo "== reliability: $* ($(( $(date +%s) - start ))s)"; }
+
+miri_target="${GPU_MEM_MIRI_TARGET_DIR:-$PWD/target/miri}"
+
+have_nightly() {
+    command -v rustup >/dev/null 2>&1 && rustup toolchain list 2>/dev/null | grep -q '^nightly'
+}
+
+run_miri() {
+    if ! cargo +nightly miri --version >/dev/null 2>&1; then
+        step "installing Miri for the nightly toolchain"
+        rustup component add --toolchain nightly miri rust-src
+    fi
+    # Builds Miri's sysroot once (quietly); later runs reuse it.
+    cargo +nightly miri setup >/dev/null 2>&1 || cargo +nightly miri setup
+
+    step "Miri: gpu-mem-core"
+    CARGO_TARGET_DIR="$miri_target" cargo +nightly miri test -p gpu-mem-core
+
+    step "Miri: conformance suite on the simulator"
+    # The simulator's streams are threads and its events read the clock: isolation must be off.
+    CARGO_TARGET_DIR="$miri_target" GPU_MEM_BACKEND=sim MIRIFLAGS=-Zmiri-disable-isolation \
+        cargo +nightly miri test -p gpu-mem-conformance --test conformance
+}
+
+if have_nightly; then
+    run_miri
+else
+    step "Miri SKIPPED"
+    echo "Miri was skipped: no nightly toolchain is installed (rustup toolchain list shows none)."
+    echo "Install one with: rustup toolchain install nightly --component miri rust-src"
+fi
+
+step "hardware matrix"
+cargo xtask hw-matrix
+
+step "done"

@@ -196,7 +196,9 @@ impl Matrix {
             text.push('\n');
         };
         line(header);
-        let rule = widths.map(|w| "-".repeat(w));
+        // The status column holds whole error messages; its rule need not span the longest.
+        let mut rule = widths.map(|w| "-".repeat(w));
+        rule[5] = "-".repeat(widths[5].min(40));
         line([&rule[0], &rule[1], &rule[2], &rule[3], &rule[4], &rule[5]]);
         for row in &rows {
             line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]);

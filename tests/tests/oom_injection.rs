@@ -230,6 +230,9 @@ impl Sequence<'_> {
                 let s = self.rng.below(self.streams.len());
                 let value = self.rng.next() as u8;
                 let context = format!("{}: stream memset", self.context);
+                // Another stream may still be writing the array (its upload, a fill): two
+                // unordered writers race on a GPU too, so order after all earlier work.
+                self.dev().synchronize().unwrap();
                 let held = &mut self.held[h];
                 self.streams[s]
                     .memset(&mut held.array, value)

@@ -8,7 +8,7 @@
 #
 # Miri needs a nightly toolchain. If there is none, Miri is skipped with a message saying so and
 # the script goes on (and exits 0 only if everything else passed); if nightly exists but lacks
-# the Miri component, the component is installed. Miri builds use their own target directory
+# the Miri or rust-src component, they are installed. Miri builds use their own target directory
 # (GPU_MEM_MIRI_TARGET_DIR, default target/miri) so they never invalidate the normal build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +24,10 @@ have_nightly() {
 }
 
 run_miri() {
-    if ! cargo +nightly miri --version >/dev/null 2>&1; then
-        step "installing Miri for the nightly toolchain"
+    local installed
+    installed="$(rustup component list --toolchain nightly --installed 2>/dev/null || true)"
+    if ! grep -q '^miri' <<<"$installed" || ! grep -q '^rust-src' <<<"$installed"; then
+        step "installing Miri and rust-src for the nightly toolchain"
         rustup component add --toolchain nightly miri rust-src
     fi
     # Builds Miri's sysroot once (quietly); later runs reuse it.

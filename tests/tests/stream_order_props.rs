@@ -272,23 +272,11 @@ proptest! {
 /// A pinned buffer read by an upload on one stream and then written by a download on another.
 ///
 /// DESIGN.md §6: no safe call may let host memory be written while an asynchronous operation
-/// still reads it. `Stream::copy_to_host` into page-locked memory records its own use but does
-/// not wait for (or make its stream wait for) the buffer's earlier in-flight users on other
-/// streams, so the download below can overwrite the buffer while the upload on `s0` is still
-/// reading it — on the simulator that is a data race between two worker threads on host
-/// memory. Reproduction (fails in roughly a third of runs):
-///
-/// ```text
-/// s0.copy_from_host(&mut d, &pinned)?;      // s0 reads pinned (zeros)
-/// s1.copy_to_host(&other, &mut pinned)?;    // s1 writes pinned (7s), not ordered after s0
-/// s0.synchronize()?; s1.synchronize()?;
-/// d.copy_to_host()? == [7, 7, ...]          // the upload saw the later write
-/// ```
-///
-/// The symmetric case (an upload from a buffer that another stream's download is still
-/// writing) has the same cause: `enqueue_htod` does not wait for in-flight writers either.
+/// still reads it. A stream operation on page-locked memory first waits for the conflicting
+/// in-flight uses of that memory on other streams (a download waits for every use, an upload
+/// for writers), so the download below cannot overwrite the buffer while the upload on `s0`
+/// still reads it. Before that rule existed this failed in about a third of runs.
 #[test]
-#[ignore = "bug: an async D2H into a pinned buffer is not ordered after another stream's in-flight H2D from it"]
 fn a_pinned_buffer_used_by_two_streams_is_not_overwritten_while_read() {
     for attempt in 0..50 {
         let world = World::new();

@@ -37,6 +37,15 @@ impl Stream {
         self.device().check_same(buffer.device(), "host buffer")
     }
 
+    /// Waits for other streams' conflicting in-flight uses of mapped memory an operation is about
+    /// to use (device memory proper is ordered by the device; mapped memory is host memory).
+    fn wait_storage(&self, storage: &Storage, access: Access) -> Result<()> {
+        match storage.host_buffer() {
+            Some(buffer) => buffer.pending().wait_for_stream(access, self.inner()),
+            None => Ok(()),
+        }
+    }
+
     /// Records an enqueued operation's use of mapped device memory on its host buffer.
     fn record_storage_use(&self, storage: &Storage, ticket: u64, access: Access) {
         if let Some(buffer) = storage.host_buffer() {
@@ -152,8 +161,13 @@ impl Stream {
                     Box::new(Arc::clone(locked.buffer)),
                 ];
                 let device = self.device().clone();
-                // The host buffer must not be touched until the copy is done: wait for earlier
-                // users first (host code cannot touch it meanwhile: it is borrowed mutably here).
+                // Other streams' in-flight copies from or into this buffer must finish before this
+                // one writes it (host code cannot touch it meanwhile: it is borrowed mutably here).
+                locked
+                    .buffer
+                    .pending()
+                    .wait_for_stream(Access::Write, self.inner())?;
+                self.wait_storage(&src.storage, Access::Read)?;
                 let ticket = self.submit(keep, |stream| {
                     // SAFETY: the destination span lies in the page-locked buffer, which the stream
                     // keeps alive and host code cannot access until this ticket completes; the
@@ -244,6 +258,8 @@ impl Stream {
         let (dst_ptr, dst_bytes) = dst.span();
         let (src_ptr, src_bytes) = src.span();
         let bytes = dst_bytes.min(src_bytes);
+        self.wait_storage(&dst.storage, Access::Write)?;
+        self.wait_storage(&src.storage, Access::Read)?;
         let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), src.storage.keep_alive()];
         let device = self.device().clone();
         let ticket = self.submit(keep, |stream| {
@@ -269,6 +285,7 @@ impl Stream {
         if bytes == 0 {
             return Ok(());
         }
+        self.wait_storage(&dst.storage, Access::Write)?;
         let device = self.device().clone();
         let ticket = self.submit(vec![dst.storage.keep_alive()], |stream| {
             // SAFETY: the span lies in storage the stream keeps alive until completion.
@@ -311,6 +328,11 @@ impl Stream {
                 found: vec![buffer.bytes() / T::itemsize()],
             });
         }
+        // Other streams' in-flight copies into this buffer must finish before this one reads it.
+        buffer
+            .pending()
+            .wait_for_stream(Access::Read, self.inner())?;
+        self.wait_storage(&dst.storage, Access::Write)?;
         let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), Box::new(Arc::clone(buffer))];
         let device = self.device().clone();
         let ticket = self.submit(keep, |stream| {

@@ -237,6 +237,49 @@ impl Runtime {
 mod tests {
     use super::*;
 
+    /// Each backend whose feature is off must say so, whether asked for by name or probed.
+    #[test]
+    fn backends_not_compiled_in_say_so() {
+        for kind in BackendKind::ALL {
+            let status = backends().into_iter().find(|s| s.kind == kind);
+            let Some(status) = status else {
+                panic!("backends() omits {kind}")
+            };
+            assert_eq!(status.compiled, compiled(kind));
+            if !compiled(kind) {
+                let err = Runtime::open(BackendChoice::Only(kind))
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    err.contains("not compiled in") && err.contains(kind.name()),
+                    "{err}"
+                );
+                assert!(
+                    status
+                        .reason()
+                        .is_some_and(|r| r.contains("not compiled in"))
+                );
+            }
+        }
+    }
+
+    #[cfg(feature = "sim")]
+    #[test]
+    fn the_simulator_always_opens() {
+        let runtime = Runtime::open(BackendChoice::Only(BackendKind::Sim)).unwrap();
+        assert_eq!(runtime.kind(), BackendKind::Sim);
+        assert!(runtime.device_count() >= 1);
+    }
+
+    #[cfg(not(any(feature = "cuda", feature = "roc", feature = "sim")))]
+    #[test]
+    fn auto_with_no_backend_compiled_in_explains_each() {
+        let err = Runtime::open(BackendChoice::Auto).unwrap_err().to_string();
+        for kind in BackendKind::ALL {
+            assert!(err.contains(&format!("{kind}:")), "{err}");
+        }
+    }
+
     #[test]
     fn parses_backend_names() {
         assert_eq!(

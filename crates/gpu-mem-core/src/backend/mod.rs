@@ -15,7 +15,7 @@
 //!   the user — guarantees that every buffer an enqueued operation touches stays allocated and
 //!   unaliased by host code until that operation has completed (see `crate::fence`).
 //! * Errors are returned, never panicked; work that fails after it was enqueued is reported by the
-//!   next synchronization of that stream as [`Error::AsyncFailure`](crate::Error::AsyncFailure).
+//!   next synchronization of that stream as [`Error::AsyncFailure`].
 
 mod types;
 

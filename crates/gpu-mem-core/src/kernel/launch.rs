@@ -65,6 +65,12 @@ impl Stream {
     ) -> Result<()> {
         let device = self.device().clone();
         let mut prepared = prepare_all(&device, args)?;
+        for mapped in prepared.iter().filter_map(|p| p.mapped.as_ref()) {
+            // The kernel may write mapped memory: other streams' uses must be done first.
+            mapped
+                .pending()
+                .wait_for_stream(Access::Write, self.inner())?;
+        }
         let launch_args: Vec<LaunchArg> = prepared.iter().map(|p| p.arg.clone()).collect();
         let keep = prepared.iter_mut().filter_map(|p| p.keep.take()).collect();
         let ticket = self.submit(keep, |stream| {

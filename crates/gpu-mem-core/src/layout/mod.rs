@@ -28,7 +28,7 @@
 //! - [`extent`]: reachable offsets (`min_offset`, `span_len`), byte strides, logical iteration.
 //! - [`squeeze`]: `core` (drop broadcast axes), `squeeze`, `squeeze_axes`.
 //! - [`reshape`]: `ravel` and `reshape`, including numpy's no-copy reshape test.
-//! - [`slice`]: ndarray-style slicing and full integer indexing.
+//! - [`slice`](mod@slice): ndarray-style slicing and full integer indexing.
 //! - [`split`]: splitting a unit-stride 1-d layout into contiguous pieces.
 //! - [`view_as`]: reinterpreting the element size.
 //! - [`like`]: `device_array_like` strides, Numba's copying 2-d transpose, identity axes.

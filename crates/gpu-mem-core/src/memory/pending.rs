@@ -8,7 +8,7 @@
 
 use crate::error::Result;
 use crate::stream::StreamInner;
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 /// How an enqueued operation uses a host buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +68,25 @@ impl PendingUses {
                 uses.extend(pending);
                 return Err(error);
             }
+        }
+        Ok(())
+    }
+
+    /// Waits until an operation about to be enqueued on `stream` may use the buffer: every
+    /// conflicting use (one of them writes) on *another* stream must have completed. Uses on
+    /// `stream` itself are ordered by the stream and need no wait.
+    pub(crate) fn wait_for_stream(&self, access: Access, stream: &Arc<StreamInner>) -> Result<()> {
+        let others: Vec<(Arc<StreamInner>, u64)> = {
+            let mut uses = self.lock();
+            uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
+            uses.iter()
+                .filter(|u| access == Access::Write || u.access == Access::Write)
+                .filter_map(|u| u.stream.upgrade().map(|s| (s, u.ticket)))
+                .filter(|(s, _)| !Arc::ptr_eq(s, stream))
+                .collect()
+        };
+        for (other, ticket) in others {
+            other.wait_ticket(ticket)?;
         }
         Ok(())
     }

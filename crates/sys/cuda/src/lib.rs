@@ -45,6 +45,7 @@
 /// CUDA driver API types, constants and `PFN_*` function-pointer types (from `cuda.h` and
 /// `cudaTypedefs.h`).
 #[allow(
+    missing_docs,
     missing_debug_implementations,
     rustdoc::all,
     clippy::all,
@@ -57,6 +58,7 @@ pub mod driver {
 
 /// NVRTC types and `PFN_*` function-pointer types (from `nvrtc.h`).
 #[allow(
+    missing_docs,
     missing_debug_implementations,
     rustdoc::all,
     clippy::all,

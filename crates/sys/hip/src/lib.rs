@@ -13,6 +13,7 @@
 
 #![no_std]
 #![allow(
+    missing_docs,
     non_camel_case_types,
     non_snake_case,
     non_upper_case_globals,

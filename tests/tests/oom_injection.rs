@@ -266,7 +266,7 @@ impl Sequence<'_> {
                 if self.pinned.len() < 3 {
                     let len = 1 + self.rng.below(512);
                     let data = self.rng.bytes(len);
-                    let mut pinned = self.dev().pinned_array::<u8>(&[len], Order::C).unwrap();
+                    let mut pinned = self.dev().pinned_array::<u8>(&[len]).unwrap();
                     pinned
                         .view_mut()
                         .unwrap()
@@ -455,9 +455,7 @@ fn memory_held_by_in_flight_work_is_returned_after_the_stream_finishes() {
     let small = small_device(capacity);
     let dev = &small.device;
     let stream = dev.stream().unwrap();
-    let mut pinned = dev
-        .pinned_array::<u8>(&[capacity as usize], Order::C)
-        .unwrap();
+    let mut pinned = dev.pinned_array::<u8>(&[capacity as usize]).unwrap();
     let a = stream.to_device(&pinned).unwrap();
     stream.copy_to_host(&a, &mut pinned).unwrap();
     // Dropped while the stream may still use it: the stream keeps it until it synchronizes.

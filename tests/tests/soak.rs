@@ -116,7 +116,7 @@ impl Soak {
                 1 => 7,
                 _ => rng.between(1, MAX_PINNED_BYTES),
             };
-            let mut array = device.pinned_array::<u8>(&[len], Order::C).unwrap();
+            let mut array = device.pinned_array::<u8>(&[len]).unwrap();
             let mut model = vec![0u8; len];
             rng.fill(&mut model);
             array

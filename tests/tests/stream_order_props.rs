@@ -181,7 +181,7 @@ impl World {
                 seed,
             } => {
                 let bytes = pattern(seed, len);
-                let mut pinned = self.device.pinned_array::<u8>(&[len], Order::C).unwrap();
+                let mut pinned = self.device.pinned_array::<u8>(&[len]).unwrap();
                 pinned
                     .view_mut()
                     .unwrap()
@@ -200,7 +200,7 @@ impl World {
                 let src = self.buffers[buffer]
                     .slice(ndarray::s![start..start + len])
                     .unwrap();
-                let mut pinned = self.device.pinned_array::<u8>(&[len], Order::C).unwrap();
+                let mut pinned = self.device.pinned_array::<u8>(&[len]).unwrap();
                 stream.copy_to_host(&src, &mut pinned).unwrap();
                 let expected = self.model[buffer][start..start + len].to_vec();
                 self.downloads.push((pinned, expected));
@@ -282,7 +282,7 @@ fn a_pinned_buffer_used_by_two_streams_is_not_overwritten_while_read() {
         let world = World::new();
         let dev = &world.device;
         let (s0, s1) = (dev.stream().unwrap(), dev.stream().unwrap());
-        let mut pinned = dev.pinned_array::<u8>(&[4096], Order::C).unwrap();
+        let mut pinned = dev.pinned_array::<u8>(&[4096]).unwrap();
         let mut d = dev.device_array::<u8>(&[4096], Order::C).unwrap();
         let other = dev
             .to_device(&ndarray::Array1::from(vec![7u8; 4096]))

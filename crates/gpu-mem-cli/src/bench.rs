@@ -91,8 +91,8 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
         let mut d = dev.device_array::<u32>(&[n], Order::C)?;
         let mut d2 = dev.device_array::<u32>(&[n], Order::C)?;
         let mut pageable = ndarray::Array1::<u32>::from_elem(n, 1);
-        let mut pinned = dev.pinned_array::<u32>(&[n], Order::C)?;
-        let mut mapped = dev.mapped_array::<u32>(&[n], Order::C, MapFlags::default())?;
+        let mut pinned = dev.pinned_array::<u32>(&[n])?;
+        let mut mapped = dev.mapped_array::<u32>(&[n], MapFlags::default())?;
         let mut push = |direction, memory, result: (f64, u32)| {
             rows.push(Row {
                 direction,

@@ -30,14 +30,14 @@ fn transfers(dev: &Device) -> gpu_mem::Result<()> {
 
 fn streams(dev: &Device) -> gpu_mem::Result<()> {
     let stream = dev.stream()?;
-    let mut src = dev.pinned_array::<u32>(&[1 << 16], Order::C)?;
+    let mut src = dev.pinned_array::<u32>(&[1 << 16])?;
     src.view_mut()?
         .iter_mut()
         .enumerate()
         .for_each(|(i, v)| *v = i as u32);
     let start = stream.record_event()?;
     let d = stream.to_device(&src)?;
-    let mut back = dev.pinned_array::<u32>(&[1 << 16], Order::C)?;
+    let mut back = dev.pinned_array::<u32>(&[1 << 16])?;
     stream.copy_to_host(&d, &mut back)?;
     let end = stream.record_event()?;
     stream.synchronize()?;
@@ -49,7 +49,7 @@ fn streams(dev: &Device) -> gpu_mem::Result<()> {
 }
 
 fn mapped(dev: &Device) -> gpu_mem::Result<()> {
-    let m = dev.mapped_array::<u8>(&[4096], Order::C, MapFlags::default())?;
+    let m = dev.mapped_array::<u8>(&[4096], MapFlags::default())?;
     m.device_view().memset(0x5a)?;
     if m.read()?.iter().any(|v| *v != 0x5a) {
         return Err(fail(

@@ -18,7 +18,7 @@ pub fn cases() -> Vec<Case> {
 fn pinned_array_behaves_like_host_memory(rt: &Runtime) -> Result<(), String> {
     let dev = rt.device(0).map_err(fail("device"))?;
     let mut p = dev
-        .pinned_array::<f64>(&[2, 3], Order::C)
+        .pinned_array::<f64>(&[2, 3])
         .map_err(fail("pinned_array"))?;
     ensure!(
         p.view().map_err(fail("view"))?.iter().all(|v| *v == 0.0),
@@ -36,7 +36,7 @@ fn pinned_array_behaves_like_host_memory(rt: &Runtime) -> Result<(), String> {
         "round trip"
     );
     let f = dev
-        .pinned_array::<f32>(&[2, 3], Order::F)
+        .pinned_array_with_order::<f32>(&[2, 3], Order::F)
         .map_err(fail("pinned F"))?;
     ensure!(f.layout().is_f_contiguous(), "F order pinned array");
     Ok(())
@@ -52,7 +52,7 @@ fn mapped_array_is_shared_with_the_device(rt: &Runtime) -> Result<(), String> {
         },
     ] {
         let mut m = dev
-            .mapped_array::<u32>(&[8], Order::C, flags)
+            .mapped_array::<u32>(&[8], flags)
             .map_err(fail("mapped_array"))?;
         m.write(&Array::from_iter(0..8u32)).map_err(fail("write"))?;
         let mut dv = m.device_view();

@@ -152,7 +152,7 @@ fn stream_launch_keeps_arguments_alive(rt: &Runtime) -> Result<(), String> {
     }
     drop(d_input); // freed only after the launches have run
     let mut out = dev
-        .pinned_array::<f32>(&[n / 256], Order::C)
+        .pinned_array::<f32>(&[n / 256])
         .map_err(fail("pinned"))?;
     stream
         .copy_to_host(&partial, &mut out)
@@ -637,7 +637,7 @@ fn records_scalars_and_mapped_arrays(rt: &Runtime) -> Result<(), String> {
         .to_device_record(&Particle { x: 1.0, v: 2.0 })
         .map_err(fail("record"))?;
     let mut mapped = dev
-        .mapped_array::<f32>(&[32], Order::C, MapFlags::default())
+        .mapped_array::<f32>(&[32], MapFlags::default())
         .map_err(fail("mapped"))?;
     let kernel = Kernel::sim("step", |t| {
         let p = t.record::<Particle>(0);

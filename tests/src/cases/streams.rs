@@ -23,18 +23,14 @@ const N: usize = if cfg!(miri) { 256 } else { 1 << 20 };
 fn async_round_trip_through_pinned_memory(rt: &Runtime) -> Result<(), String> {
     let dev = rt.device(0).map_err(fail("device"))?;
     let stream = dev.stream().map_err(fail("stream"))?;
-    let mut src = dev
-        .pinned_array::<f32>(&[N], Order::C)
-        .map_err(fail("pinned"))?;
+    let mut src = dev.pinned_array::<f32>(&[N]).map_err(fail("pinned"))?;
     src.view_mut()
         .map_err(fail("view"))?
         .iter_mut()
         .enumerate()
         .for_each(|(i, v)| *v = i as f32);
     let d = stream.to_device(&src).map_err(fail("to_device"))?;
-    let mut dst = dev
-        .pinned_array::<f32>(&[N], Order::C)
-        .map_err(fail("pinned"))?;
+    let mut dst = dev.pinned_array::<f32>(&[N]).map_err(fail("pinned"))?;
     stream
         .copy_to_host(&d, &mut dst)
         .map_err(fail("copy_to_host"))?;
@@ -79,9 +75,7 @@ fn host_access_waits_for_in_flight_copies(rt: &Runtime) -> Result<(), String> {
     let d = dev
         .to_device(&Array::from_elem(N, 3u32))
         .map_err(fail("to_device"))?;
-    let mut dst = dev
-        .pinned_array::<u32>(&[N], Order::C)
-        .map_err(fail("pinned"))?;
+    let mut dst = dev.pinned_array::<u32>(&[N]).map_err(fail("pinned"))?;
     for _ in 0..4 {
         stream
             .copy_to_host(&d, &mut dst)
@@ -126,9 +120,7 @@ fn auto_synchronize_and_query(rt: &Runtime) -> Result<(), String> {
     let d = dev
         .to_device(&Array::from_elem(N, 1.5f64))
         .map_err(fail("to_device"))?;
-    let mut dst = dev
-        .pinned_array::<f64>(&[N], Order::C)
-        .map_err(fail("pinned"))?;
+    let mut dst = dev.pinned_array::<f64>(&[N]).map_err(fail("pinned"))?;
     {
         let s = stream.auto_synchronize();
         s.copy_to_host(&d, &mut dst).map_err(fail("copy"))?;
@@ -160,17 +152,13 @@ fn events_order_streams_and_time_work(rt: &Runtime) -> Result<(), String> {
     let mut a = dev
         .device_array::<u32>(&[N], Order::C)
         .map_err(fail("alloc"))?;
-    let src = dev
-        .pinned_array::<u32>(&[N], Order::C)
-        .map_err(fail("pinned"))?;
+    let src = dev.pinned_array::<u32>(&[N]).map_err(fail("pinned"))?;
     s1.memset(&mut a, 7).map_err(fail("memset"))?;
     s1.copy_from_host(&mut a, &src).map_err(fail("copy"))?;
     s1.memset(&mut a, 2).map_err(fail("memset"))?;
     let end = s1.record_event().map_err(fail("record"))?;
     s2.wait_event(&end).map_err(fail("wait"))?;
-    let mut out = dev
-        .pinned_array::<u32>(&[N], Order::C)
-        .map_err(fail("pinned"))?;
+    let mut out = dev.pinned_array::<u32>(&[N]).map_err(fail("pinned"))?;
     s2.copy_to_host(&a, &mut out).map_err(fail("copy"))?;
     s2.synchronize().map_err(fail("sync"))?;
     ensure!(
@@ -204,9 +192,7 @@ fn many_operations_in_order(rt: &Runtime) -> Result<(), String> {
     let mut d = dev
         .device_array::<i32>(&[1024], Order::C)
         .map_err(fail("alloc"))?;
-    let mut stage = dev
-        .pinned_array::<i32>(&[1024], Order::C)
-        .map_err(fail("pinned"))?;
+    let mut stage = dev.pinned_array::<i32>(&[1024]).map_err(fail("pinned"))?;
     for round in 0..50 {
         stage.view_mut().map_err(fail("view"))?.fill(round);
         stream

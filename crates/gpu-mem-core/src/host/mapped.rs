@@ -34,8 +34,18 @@ pub struct MappedArray<T: Element> {
 }
 
 impl Device {
-    /// Allocates a zero-filled mapped host array.
+    /// Allocates a zero-filled, C-ordered mapped host array (Numba's `cuda.mapped_array(shape,
+    /// dtype, portable=, wc=)`).
     pub fn mapped_array<T: Element>(
+        &self,
+        shape: &[usize],
+        flags: MapFlags,
+    ) -> Result<MappedArray<T>> {
+        self.mapped_array_with_order(shape, Order::C, flags)
+    }
+
+    /// Allocates a zero-filled mapped host array in C or Fortran order.
+    pub fn mapped_array_with_order<T: Element>(
         &self,
         shape: &[usize],
         order: Order,

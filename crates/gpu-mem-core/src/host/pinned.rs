@@ -21,9 +21,15 @@ pub struct PinnedArray<T: Element> {
 }
 
 impl Device {
-    /// Allocates a zero-filled page-locked host array (Numba's `cuda.pinned_array(shape, dtype,
-    /// order=...)`).
-    pub fn pinned_array<T: Element>(
+    /// Allocates a zero-filled, C-ordered page-locked host array (Numba's
+    /// `cuda.pinned_array(shape, dtype)`).
+    pub fn pinned_array<T: Element>(&self, shape: &[usize]) -> Result<PinnedArray<T>> {
+        self.pinned_array_with_order(shape, Order::C)
+    }
+
+    /// Allocates a zero-filled page-locked host array in C or Fortran order (Numba's
+    /// `order=`).
+    pub fn pinned_array_with_order<T: Element>(
         &self,
         shape: &[usize],
         order: Order,

@@ -48,3 +48,20 @@ pub mod prelude {
 #[cfg(all(doctest, feature = "sim"))]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
+
+/// The book's guide pages, whose examples are compiled and run as doctests.
+#[cfg(all(doctest, feature = "sim"))]
+mod book_doctests {
+    #[doc = include_str!("../../../docs/src/guide/getting-started.md")]
+    struct GettingStarted;
+    #[doc = include_str!("../../../docs/src/guide/choosing-a-backend.md")]
+    struct ChoosingABackend;
+    #[doc = include_str!("../../../docs/src/guide/arrays-and-transfers.md")]
+    struct ArraysAndTransfers;
+    #[doc = include_str!("../../../docs/src/guide/host-memory.md")]
+    struct HostMemory;
+    #[doc = include_str!("../../../docs/src/guide/streams-and-events.md")]
+    struct StreamsAndEvents;
+    #[doc = include_str!("../../../docs/src/guide/kernels.md")]
+    struct Kernels;
+}

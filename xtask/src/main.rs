@@ -5,7 +5,9 @@
 //! * `hw-matrix [--json] [--json-file <path>] [--require <kind>]... [--release]` — run the conformance suite once per
 //!   backend this machine has and print the hardware matrix (see `hw_matrix`).
 //! * `doc-links [<book dir>]` — check the relative links of the mdBook (default `docs`).
+//! * `bench [kernels|transfers]...` — run the benchmarks that check the speed targets.
 
+mod bench;
 mod bindgen;
 mod doc_links;
 mod hw_matrix;
@@ -18,7 +20,8 @@ fn usage() -> &'static str {
        bindgen [cuda|hsa|hip|all] [--check]   regenerate (or check) the committed FFI bindings\n  \
        hw-matrix [--json] [--json-file <path>] [--require <kind>]... [--release]\n                                          \
        run the conformance suite on every backend here and print the matrix\n  \
-       doc-links [<book dir>]                 check the mdBook's relative links (default docs)\n"
+       doc-links [<book dir>]                 check the mdBook's relative links (default docs)\n  \
+       bench [kernels|transfers]...           run the benchmarks behind the speed targets\n"
 }
 
 fn main() -> ExitCode {
@@ -27,6 +30,7 @@ fn main() -> ExitCode {
         Some("bindgen") => bindgen::run(&args[1..]),
         Some("hw-matrix") => hw_matrix::run(&args[1..]),
         Some("doc-links") => doc_links::run(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;

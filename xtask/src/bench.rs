@@ -1,0 +1,46 @@
+//! `cargo xtask bench`: the project's speed targets, measured by its benchmarks.
+//!
+//! * `kernels` (`cargo bench -p gpu-mem --bench kernels`): the simulator's kernels beside Numba's
+//!   CUDA simulator (target: 1000x faster) and the tiled matmul beside a plain Rust loop
+//!   (target: within 20x).
+//! * `transfers` (`cargo bench -p gpu-mem-sim --bench transfers`): the simulator's 64 MiB
+//!   host-to-device copy beside `memcpy` (target: at least 80%) and a 64-byte `to_device`
+//!   (target: under 2 µs).
+
+use std::process::Command;
+
+const BENCHES: [(&str, &[&str]); 2] = [
+    ("kernels", &["bench", "-p", "gpu-mem", "--bench", "kernels"]),
+    (
+        "transfers",
+        &["bench", "-p", "gpu-mem-sim", "--bench", "transfers"],
+    ),
+];
+
+/// Runs the named benchmarks (all of them without arguments).
+pub fn run(args: &[String]) -> Result<(), String> {
+    let unknown: Vec<&String> = args
+        .iter()
+        .filter(|a| !BENCHES.iter().any(|(name, _)| name == a))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown benchmark(s) {unknown:?}: choose from kernels, transfers"
+        ));
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    for (name, cargo_args) in BENCHES {
+        if !args.is_empty() && !args.iter().any(|a| a == name) {
+            continue;
+        }
+        println!("== {name}: cargo {}", cargo_args.join(" "));
+        let status = Command::new(&cargo)
+            .args(cargo_args)
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!("the {name} benchmark failed ({status})"));
+        }
+    }
+    Ok(())
+}

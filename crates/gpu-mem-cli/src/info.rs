@@ -57,6 +57,10 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
     for status in backends() {
         let (available, reason, devs) = match &status.backend {
             Ok(backend) => (true, None, devices(backend)?),
+            // "unavailable" is already said by the line; keep only the reason.
+            Err(gpu_mem::Error::BackendUnavailable { reason, .. }) => {
+                (false, Some(reason.clone()), Vec::new())
+            }
             Err(error) => (false, Some(error.to_string()), Vec::new()),
         };
         reports.push(BackendReport {

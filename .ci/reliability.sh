@@ -36,6 +36,9 @@ run_miri() {
     step "Miri: gpu-mem-core"
     CARGO_TARGET_DIR="$miri_target" cargo +nightly miri test -p gpu-mem-core
 
+    step "Miri: gpu-mem-sim (the raw Backend trait)"
+    CARGO_TARGET_DIR="$miri_target" cargo +nightly miri test -p gpu-mem-sim
+
     step "Miri: conformance suite on the simulator"
     # The simulator's streams are threads and its events read the clock: isolation must be off.
     CARGO_TARGET_DIR="$miri_target" GPU_MEM_BACKEND=sim MIRIFLAGS=-Zmiri-disable-isolation \

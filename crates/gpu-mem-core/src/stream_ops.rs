@@ -147,7 +147,7 @@ impl Stream {
         host: &mut H,
     ) -> Result<()> {
         self.check_array(src)?;
-        let (src_ptr, bytes) = src.span();
+        let bytes = src.alloc_size();
         match host.host_memory_mut()? {
             HostMemoryMut::Locked(locked) => {
                 self.check_buffer(locked.buffer)?;
@@ -156,38 +156,7 @@ impl Stream {
                     return Ok(());
                 }
                 let start = locked.span_start::<T>();
-                let keep: Vec<KeepAlive> = vec![
-                    src.storage.keep_alive(),
-                    Box::new(Arc::clone(locked.buffer)),
-                ];
-                let device = self.device().clone();
-                // Other streams' in-flight copies from or into this buffer must finish before this
-                // one writes it (host code cannot touch it meanwhile: it is borrowed mutably here).
-                locked
-                    .buffer
-                    .pending()
-                    .wait_for_stream(Access::Write, self.inner())?;
-                self.wait_storage(&src.storage, Access::Read)?;
-                let ticket = self.submit(keep, |stream| {
-                    // SAFETY: the destination span lies in the page-locked buffer, which the stream
-                    // keeps alive and host code cannot access until this ticket completes; the
-                    // source span lies in storage kept alive by the stream.
-                    unsafe {
-                        device.backend().copy_dtoh_async(
-                            device.ordinal(),
-                            start,
-                            src_ptr,
-                            bytes,
-                            stream,
-                        )
-                    }
-                })?;
-                locked
-                    .buffer
-                    .pending()
-                    .record(Arc::downgrade(self.inner()), ticket, Access::Write);
-                self.record_storage_use(&src.storage, ticket, Access::Read);
-                Ok(())
+                self.enqueue_dtoh(src, locked.buffer, start)
             }
             HostMemoryMut::Pageable(mut view) => {
                 let layout = Layout::with_strides(view.shape(), view.strides())?;
@@ -200,23 +169,7 @@ impl Stream {
                     bytes,
                     HostAllocFlags::default(),
                 )?);
-                let start = staging.base().as_ptr();
-                let keep: Vec<KeepAlive> =
-                    vec![src.storage.keep_alive(), Box::new(Arc::clone(&staging))];
-                let device = self.device().clone();
-                self.submit(keep, |stream| {
-                    // SAFETY: the staging buffer has `bytes` bytes, is kept alive by the stream and
-                    // is read below only after the stream is synchronized.
-                    unsafe {
-                        device.backend().copy_dtoh_async(
-                            device.ordinal(),
-                            start,
-                            src_ptr,
-                            bytes,
-                            stream,
-                        )
-                    }
-                })?;
+                self.enqueue_dtoh(src, &staging, staging.base().as_ptr())?;
                 self.synchronize()?;
                 // SAFETY: the copy into the staging buffer has completed; it holds `bytes`
                 // initialised bytes, suitably aligned for `T` (page aligned).
@@ -310,6 +263,41 @@ impl Stream {
             };
         }
         Ok(Arc::new(staging))
+    }
+
+    /// Enqueues a copy of `src`'s span into `dst`, inside the page-locked `buffer`, and records
+    /// the write on the buffer.
+    fn enqueue_dtoh<T: Element>(
+        &self,
+        src: &DeviceArray<T>,
+        buffer: &Arc<HostBuffer>,
+        dst: *mut u8,
+    ) -> Result<()> {
+        let (src_ptr, bytes) = src.span();
+        // Other streams' in-flight copies from or into this buffer must finish before this one
+        // writes it (host code cannot touch it meanwhile: it is borrowed mutably by the caller,
+        // or is a staging buffer nobody else has).
+        buffer
+            .pending()
+            .wait_for_stream(Access::Write, self.inner())?;
+        self.wait_storage(&src.storage, Access::Read)?;
+        let keep: Vec<KeepAlive> = vec![src.storage.keep_alive(), Box::new(Arc::clone(buffer))];
+        let device = self.device().clone();
+        let ticket = self.submit(keep, |stream| {
+            // SAFETY: the destination span lies in the page-locked buffer, which the stream keeps
+            // alive and host code cannot access until this ticket completes; the source span lies
+            // in storage kept alive by the stream.
+            unsafe {
+                device
+                    .backend()
+                    .copy_dtoh_async(device.ordinal(), dst, src_ptr, bytes, stream)
+            }
+        })?;
+        buffer
+            .pending()
+            .record(Arc::downgrade(self.inner()), ticket, Access::Write);
+        self.record_storage_use(&src.storage, ticket, Access::Read);
+        Ok(())
     }
 
     fn enqueue_htod<T: Element>(

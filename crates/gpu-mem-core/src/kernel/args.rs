@@ -257,10 +257,10 @@ where
     D: Dimension,
 {
     fn prepare(&mut self, device: &Device) -> Result<Prepared> {
-        stage_in(self, device)
+        InOut(self).prepare(device)
     }
     fn finish(&mut self, prepared: Prepared) -> Result<()> {
-        copy_back(self, prepared)
+        InOut(self).finish(prepared)
     }
     fn needs_finish(&self) -> bool {
         true

@@ -101,9 +101,11 @@ impl Device {
     /// kept for [`Device::check_release_errors`].
     pub(crate) fn report_release_error(&self, what: &'static str, error: Error) {
         tracing::error!(backend = %self.kind(), device = self.ordinal(), "{what} failed during drop: {error}");
-        if let Ok(mut errors) = self.shared.release_errors.lock() {
-            errors.push(error);
-        }
+        self.shared
+            .release_errors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(error);
     }
 
     /// Takes the errors that happened while releasing resources in `Drop`.

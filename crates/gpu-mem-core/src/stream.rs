@@ -8,8 +8,9 @@
 
 use crate::backend::StreamHandle;
 use crate::device::Device;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::memory::{Access, PendingUses};
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +28,8 @@ pub(crate) struct StreamInner {
     completed: AtomicU64,
     /// Resources used by in-flight work, with the ticket after which they may be released.
     keep_alive: Mutex<Vec<(u64, KeepAlive)>>,
+    /// The latest failure of enqueued work not yet returned by [`Stream::synchronize`].
+    unreported: Mutex<Option<String>>,
 }
 
 impl fmt::Debug for StreamInner {
@@ -54,13 +57,32 @@ impl StreamInner {
     }
 
     pub(crate) fn synchronize(&self) -> Result<()> {
-        let target = self.submitted.load(Ordering::Acquire);
-        self.device
+        // Read the target under the submission lock: an operation whose uses are already
+        // recorded on host buffers is then counted, so waiting for its ticket cannot return
+        // before it was enqueued.
+        let target = {
+            let _submitting = self.lock_keep_alive();
+            self.submitted.load(Ordering::Acquire)
+        };
+        let result = self
+            .device
             .backend()
-            .stream_synchronize(self.device.ordinal(), self.handle)?;
-        self.completed.fetch_max(target, Ordering::AcqRel);
-        self.release_completed(target);
-        Ok(())
+            .stream_synchronize(self.device.ordinal(), self.handle);
+        match &result {
+            // A failure of enqueued work is reported once that work has finished: the stream is
+            // idle either way, so what it kept alive can go.
+            Ok(()) | Err(Error::AsyncFailure { .. }) => {
+                self.completed.fetch_max(target, Ordering::AcqRel);
+                self.release_completed(target);
+            }
+            Err(_) => {}
+        }
+        if let Err(Error::AsyncFailure { reason, .. }) = &result {
+            // Whoever synchronized (perhaps host code reaching a buffer) gets the error; keep it
+            // for the stream's owner too, so `Stream::synchronize` does not report success.
+            *self.unreported.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+        }
+        result
     }
 
     fn release_completed(&self, upto: u64) {
@@ -108,6 +130,7 @@ impl Stream {
                 submitted: AtomicU64::new(0),
                 completed: AtomicU64::new(0),
                 keep_alive: Mutex::new(Vec::new()),
+                unreported: Mutex::new(None),
             }),
         })
     }
@@ -128,7 +151,21 @@ impl Stream {
 
     /// Blocks until all enqueued work has completed, then releases what it kept alive.
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.synchronize()
+        let result = self.inner.synchronize();
+        let unreported = self
+            .inner
+            .unreported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        match (result, unreported) {
+            (Ok(()), Some(reason)) => Err(Error::AsyncFailure {
+                operation: "earlier work",
+                stream: self.inner.handle.0,
+                reason,
+            }),
+            (result, _) => result,
+        }
     }
 
     /// `true` when all enqueued work has completed (Numba's `Stream.query`, CUDA's
@@ -174,17 +211,30 @@ impl Stream {
         )
     }
 
-    /// Runs `enqueue` (which enqueues exactly one operation on this stream) and keeps `keep` alive
-    /// until that operation has completed. Returns the operation's ticket.
+    /// Runs `enqueue` (which enqueues exactly one operation on this stream), records the
+    /// operation's `uses` of host buffers first (so no host access can slip in between), and keeps
+    /// `keep` alive until the operation has completed. Returns the operation's ticket.
     pub(crate) fn submit(
         &self,
         keep: Vec<KeepAlive>,
+        uses: &[(&PendingUses, Access)],
         enqueue: impl FnOnce(StreamHandle) -> Result<()>,
     ) -> Result<u64> {
-        // Hold the list lock across enqueue + ticket so tickets follow enqueue order.
+        // Hold the list lock across record + enqueue + ticket so tickets follow enqueue order and
+        // `synchronize` never sees a recorded use without its submission.
         let mut list = self.inner.lock_keep_alive();
-        enqueue(self.inner.handle)?;
-        let ticket = self.inner.submitted.fetch_add(1, Ordering::AcqRel) + 1;
+        let ticket = self.inner.submitted.load(Ordering::Acquire) + 1;
+        let me = Arc::downgrade(&self.inner);
+        for (pending, access) in uses {
+            pending.record(me.clone(), ticket, *access);
+        }
+        if let Err(error) = enqueue(self.inner.handle) {
+            for (pending, _) in uses {
+                pending.forget(&me, ticket);
+            }
+            return Err(error);
+        }
+        self.inner.submitted.store(ticket, Ordering::Release);
         list.extend(keep.into_iter().map(|k| (ticket, k)));
         Ok(ticket)
     }
@@ -192,15 +242,22 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if let Err(error) = self.inner.synchronize() {
-            self.inner
-                .device
-                .report_release_error("stream synchronize", error);
-            // The work may still be running; keep what it uses alive forever rather than free
-            // memory under it.
-            let leaked = std::mem::take(&mut *self.inner.lock_keep_alive());
-            std::mem::forget(leaked);
-            return;
+        match self.synchronize() {
+            Ok(()) => {}
+            // The work failed but has finished: report the failure and release as usual.
+            Err(error @ Error::AsyncFailure { .. }) => {
+                self.inner.device.report_release_error("stream work", error);
+            }
+            Err(error) => {
+                self.inner
+                    .device
+                    .report_release_error("stream synchronize", error);
+                // The work may still be running: keep the stream's bookkeeping (and so every
+                // host buffer's wait on it) and what the work uses alive for good rather than
+                // free memory under it.
+                std::mem::forget(Arc::clone(&self.inner));
+                return;
+            }
         }
         let device = &self.inner.device;
         // SAFETY: the handle came from `stream_create` on this device; the stream was just

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::host::source::{HostMemory, HostMemoryMut, LockedMemory};
 use crate::host::{HostDestination, HostSource};
 use crate::layout::{Layout, Order, check_compatible};
-use crate::memory::{Access, HostBuffer};
+use crate::memory::{Access, HostBuffer, PendingUses};
 use crate::stream::Stream;
 use std::any::Any;
 use std::sync::Arc;
@@ -46,13 +46,12 @@ impl Stream {
         }
     }
 
-    /// Records an enqueued operation's use of mapped device memory on its host buffer.
-    fn record_storage_use(&self, storage: &Storage, ticket: u64, access: Access) {
-        if let Some(buffer) = storage.host_buffer() {
-            buffer
-                .pending()
-                .record(Arc::downgrade(self.inner()), ticket, access);
-        }
+    /// The use of mapped memory an operation makes through `storage`, to record at submission
+    /// (device memory proper needs no record: the host never touches it directly).
+    fn storage_use(storage: &Storage, access: Access) -> Option<(&PendingUses, Access)> {
+        storage
+            .host_buffer()
+            .map(|buffer| (buffer.pending(), access))
     }
 
     /// Copies `host` to a new device array on this stream (Numba's `to_device(ary, stream)`).
@@ -215,7 +214,14 @@ impl Stream {
         self.wait_storage(&src.storage, Access::Read)?;
         let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), src.storage.keep_alive()];
         let device = self.device().clone();
-        let ticket = self.submit(keep, |stream| {
+        let uses: Vec<(&PendingUses, Access)> = [
+            Self::storage_use(&dst.storage, Access::Write),
+            Self::storage_use(&src.storage, Access::Read),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        self.submit(keep, &uses, |stream| {
             // SAFETY: both spans lie in storage the stream keeps alive until completion.
             unsafe {
                 device
@@ -223,8 +229,6 @@ impl Stream {
                     .copy_dtod_async(device.ordinal(), dst_ptr, src_ptr, bytes, stream)
             }
         })?;
-        self.record_storage_use(&dst.storage, ticket, Access::Write);
-        self.record_storage_use(&src.storage, ticket, Access::Read);
         Ok(())
     }
 
@@ -240,7 +244,10 @@ impl Stream {
         }
         self.wait_storage(&dst.storage, Access::Write)?;
         let device = self.device().clone();
-        let ticket = self.submit(vec![dst.storage.keep_alive()], |stream| {
+        let uses: Vec<(&PendingUses, Access)> = Self::storage_use(&dst.storage, Access::Write)
+            .into_iter()
+            .collect();
+        self.submit(vec![dst.storage.keep_alive()], &uses, |stream| {
             // SAFETY: the span lies in storage the stream keeps alive until completion.
             unsafe {
                 device
@@ -248,7 +255,6 @@ impl Stream {
                     .memset_d8_async(device.ordinal(), ptr, value, bytes, stream)
             }
         })?;
-        self.record_storage_use(&dst.storage, ticket, Access::Write);
         Ok(())
     }
 
@@ -283,7 +289,10 @@ impl Stream {
         self.wait_storage(&src.storage, Access::Read)?;
         let keep: Vec<KeepAlive> = vec![src.storage.keep_alive(), Box::new(Arc::clone(buffer))];
         let device = self.device().clone();
-        let ticket = self.submit(keep, |stream| {
+        let uses: Vec<(&PendingUses, Access)> = std::iter::once((buffer.pending(), Access::Write))
+            .chain(Self::storage_use(&src.storage, Access::Read))
+            .collect();
+        self.submit(keep, &uses, |stream| {
             // SAFETY: the destination span lies in the page-locked buffer, which the stream keeps
             // alive and host code cannot access until this ticket completes; the source span lies
             // in storage kept alive by the stream.
@@ -293,10 +302,6 @@ impl Stream {
                     .copy_dtoh_async(device.ordinal(), dst, src_ptr, bytes, stream)
             }
         })?;
-        buffer
-            .pending()
-            .record(Arc::downgrade(self.inner()), ticket, Access::Write);
-        self.record_storage_use(&src.storage, ticket, Access::Read);
         Ok(())
     }
 
@@ -323,7 +328,10 @@ impl Stream {
         self.wait_storage(&dst.storage, Access::Write)?;
         let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), Box::new(Arc::clone(buffer))];
         let device = self.device().clone();
-        let ticket = self.submit(keep, |stream| {
+        let uses: Vec<(&PendingUses, Access)> = std::iter::once((buffer.pending(), Access::Read))
+            .chain(Self::storage_use(&dst.storage, Access::Write))
+            .collect();
+        self.submit(keep, &uses, |stream| {
             // SAFETY: the source lies in a page-locked buffer the stream keeps alive and host code
             // may not write until this ticket completes; the destination span lies in storage the
             // stream keeps alive.
@@ -333,10 +341,6 @@ impl Stream {
                     .copy_htod_async(device.ordinal(), dst_ptr, src, bytes, stream)
             }
         })?;
-        buffer
-            .pending()
-            .record(Arc::downgrade(self.inner()), ticket, Access::Read);
-        self.record_storage_use(&dst.storage, ticket, Access::Write);
         Ok(())
     }
 }

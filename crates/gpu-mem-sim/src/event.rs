@@ -35,11 +35,26 @@ impl SimEvent {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts a new record; returns its generation, to be passed to [`SimEvent::complete`].
-    pub(crate) fn begin_record(&self) -> u64 {
+    /// Records the event: bumps the generation and runs `enqueue` (which enqueues the job that
+    /// calls [`SimEvent::complete`] with it) while holding the state, so a concurrent
+    /// `stream_wait_event` sees either the old generation or the new one with its job enqueued —
+    /// never a generation that nothing will complete yet.
+    pub(crate) fn record_with<E>(
+        &self,
+        enqueue: impl FnOnce(u64) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut state = self.lock();
         state.recorded += 1;
-        state.recorded
+        let generation = state.recorded;
+        let result = enqueue(generation);
+        if result.is_err() {
+            // Nothing will complete this record; do not leave waiters hanging.
+            state.completed = state.completed.max(generation);
+            state.time = Some(Instant::now());
+        }
+        drop(state);
+        self.changed.notify_all();
+        result
     }
 
     /// Marks record `generation` complete (run on the recording stream).

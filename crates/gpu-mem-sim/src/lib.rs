@@ -30,7 +30,7 @@ use gpu_mem_core::backend::{
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use host::{HostTable, Pinned, RegisteredRange};
-use memory::{AddressSpace, Range};
+use memory::{AddressSpace, Range, Region};
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -160,25 +160,47 @@ impl SimBackend {
     }
 }
 
-/// Copies host bytes into a device range.
-///
-/// # Safety
-/// `src` is readable for `range.len` bytes and does not overlap the region's memory.
-unsafe fn write_range(range: &Range, src: *const u8) {
-    let _guard = range.region.lock();
-    // SAFETY: the range was validated against the region, whose lock is held; the caller
-    // guarantees the source.
-    unsafe { std::ptr::copy_nonoverlapping(src, range.region.host_ptr(range.offset), range.len) };
+/// Locks a device range's region and, when the host side of a copy lies in mapped memory, that
+/// window's region too (in address order, so two opposite copies cannot deadlock).
+fn lock_pair<'a>(
+    range: &'a Range,
+    host_window: Option<&'a Arc<Region>>,
+) -> (MutexGuard<'a, ()>, Option<MutexGuard<'a, ()>>) {
+    match host_window {
+        Some(window) if !Arc::ptr_eq(window, &range.region) => {
+            if window.start() < range.region.start() {
+                let w = window.lock();
+                (range.region.lock(), Some(w))
+            } else {
+                let r = range.region.lock();
+                (r, Some(window.lock()))
+            }
+        }
+        _ => (range.region.lock(), None),
+    }
 }
 
-/// Copies a device range into host bytes.
+/// Copies host bytes into a device range. The host side may be mapped memory (even the same
+/// memory as the device range), so the copy allows overlap and holds both regions' locks.
 ///
 /// # Safety
-/// `dst` is writable for `range.len` bytes and does not overlap the region's memory.
-unsafe fn read_range(range: &Range, dst: *mut u8) {
-    let _guard = range.region.lock();
+/// `src` is readable for `range.len` bytes.
+unsafe fn write_range(range: &Range, src: *const u8, host_window: Option<&Arc<Region>>) {
+    let _guards = lock_pair(range, host_window);
+    // SAFETY: the range was validated against the region, whose lock is held (and the mapped
+    // window's, when the host side is mapped); `copy` allows the two sides to overlap; the caller
+    // guarantees the source.
+    unsafe { std::ptr::copy(src, range.region.host_ptr(range.offset), range.len) };
+}
+
+/// Copies a device range into host bytes (see [`write_range`]).
+///
+/// # Safety
+/// `dst` is writable for `range.len` bytes.
+unsafe fn read_range(range: &Range, dst: *mut u8, host_window: Option<&Arc<Region>>) {
+    let _guards = lock_pair(range, host_window);
     // SAFETY: as in `write_range`.
-    unsafe { std::ptr::copy_nonoverlapping(range.region.host_ptr(range.offset), dst, range.len) };
+    unsafe { std::ptr::copy(range.region.host_ptr(range.offset), dst, range.len) };
 }
 
 /// Copies between two device ranges of equal length (possibly in the same region).
@@ -258,16 +280,20 @@ impl Backend for SimBackend {
             .iter()
             .map(|(h, s)| (*h, Arc::clone(s)))
             .collect();
+        // Every stream is waited for, even after a failure; the first failure is returned.
+        let mut first = Ok(());
         for (handle, stream) in streams {
-            stream
-                .synchronize()
-                .map_err(|(operation, reason)| Error::AsyncFailure {
+            if let Err((operation, reason)) = stream.synchronize()
+                && first.is_ok()
+            {
+                first = Err(Error::AsyncFailure {
                     operation,
                     stream: handle,
                     reason,
-                })?;
+                });
+            }
         }
-        Ok(())
+        first
     }
 
     fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
@@ -373,9 +399,10 @@ impl Backend for SimBackend {
     ) -> Result<()> {
         let d = self.device(device)?;
         let range = d.memory.resolve(dst, bytes)?;
+        let window = d.memory.host_window(src, bytes);
         d.activity.wait_idle();
         // SAFETY: the caller guarantees `src` is readable for `bytes` bytes.
-        unsafe { write_range(&range, src) };
+        unsafe { write_range(&range, src, window.as_ref()) };
         Ok(())
     }
 
@@ -388,9 +415,10 @@ impl Backend for SimBackend {
     ) -> Result<()> {
         let d = self.device(device)?;
         let range = d.memory.resolve(src, bytes)?;
+        let window = d.memory.host_window(dst, bytes);
         d.activity.wait_idle();
         // SAFETY: the caller guarantees `dst` is writable for `bytes` bytes.
-        unsafe { read_range(&range, dst) };
+        unsafe { read_range(&range, dst, window.as_ref()) };
         Ok(())
     }
 
@@ -433,6 +461,7 @@ impl Backend for SimBackend {
     ) -> Result<()> {
         let d = self.device(device)?;
         let range = d.memory.resolve(dst, bytes)?;
+        let window = d.memory.host_window(src, bytes);
         let src = HostPtr(src.cast_mut());
         self.enqueue(
             d,
@@ -441,7 +470,7 @@ impl Backend for SimBackend {
             Box::new(move || {
                 let src = src;
                 // SAFETY: the caller keeps the source alive and unwritten until the job completes.
-                unsafe { write_range(&range, src.0) };
+                unsafe { write_range(&range, src.0, window.as_ref()) };
                 Ok(())
             }),
         )
@@ -457,6 +486,7 @@ impl Backend for SimBackend {
     ) -> Result<()> {
         let d = self.device(device)?;
         let range = d.memory.resolve(src, bytes)?;
+        let window = d.memory.host_window(dst, bytes);
         let dst = HostPtr(dst);
         self.enqueue(
             d,
@@ -465,7 +495,7 @@ impl Backend for SimBackend {
             Box::new(move || {
                 let dst = dst;
                 // SAFETY: the caller keeps the destination alive and untouched until the job completes.
-                unsafe { read_range(&range, dst.0) };
+                unsafe { read_range(&range, dst.0, window.as_ref()) };
                 Ok(())
             }),
         )
@@ -602,22 +632,18 @@ impl Backend for SimBackend {
     fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
         let d = self.device(device)?;
         let event = self.event(d, event)?;
-        let generation = event.begin_record();
         let job_event = Arc::clone(&event);
-        let result = self.enqueue(
-            d,
-            stream,
-            "event record",
-            Box::new(move || {
-                job_event.complete(generation);
-                Ok(())
-            }),
-        );
-        if result.is_err() {
-            // Nothing will complete this record; do not leave waiters hanging.
-            event.complete(generation);
-        }
-        result
+        event.record_with(|generation| {
+            self.enqueue(
+                d,
+                stream,
+                "event record",
+                Box::new(move || {
+                    job_event.complete(generation);
+                    Ok(())
+                }),
+            )
+        })
     }
 
     fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {

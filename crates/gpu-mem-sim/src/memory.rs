@@ -75,6 +75,9 @@ pub(crate) struct AddressSpace {
     used: AtomicU64,
     next: AtomicU64,
     regions: RwLock<BTreeMap<u64, Arc<Region>>>,
+    /// Mapped host windows by host address, so a copy whose host side lies in mapped memory
+    /// can take that window's lock too.
+    host_windows: RwLock<BTreeMap<usize, Arc<Region>>>,
 }
 
 impl AddressSpace {
@@ -87,6 +90,7 @@ impl AddressSpace {
             used: AtomicU64::new(0),
             next: AtomicU64::new(base),
             regions: RwLock::new(BTreeMap::new()),
+            host_windows: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -213,9 +217,26 @@ impl AddressSpace {
     /// Removes a mapping made by [`AddressSpace::map_host`].
     pub(crate) fn unmap_host(&self, ptr: DevicePtr) {
         let mut regions = self.write();
-        if regions.get(&ptr.0).is_some_and(|r| r.owned.is_none()) {
+        if let Some(region) = regions.get(&ptr.0).filter(|r| r.owned.is_none()).cloned() {
             regions.remove(&ptr.0);
+            let mut windows = self.host_windows.write().unwrap_or_else(|p| p.into_inner());
+            let host = region.ptr.as_ptr() as usize;
+            if windows.get(&host).is_some_and(|w| Arc::ptr_eq(w, &region)) {
+                windows.remove(&host);
+            }
         }
+    }
+
+    /// The mapped host window overlapping host memory `ptr..ptr+len`, if any.
+    pub(crate) fn host_window(&self, ptr: *const u8, len: usize) -> Option<Arc<Region>> {
+        let start = ptr as usize;
+        let end = start.saturating_add(len.max(1));
+        let windows = self.host_windows.read().unwrap_or_else(|p| p.into_inner());
+        windows
+            .range(..end)
+            .next_back()
+            .filter(|(host, region)| **host + region.len > start)
+            .map(|(_, region)| Arc::clone(region))
     }
 
     /// Validates `ptr..ptr+len` and returns the region holding it.

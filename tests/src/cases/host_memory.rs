@@ -102,10 +102,10 @@ fn pinned_guard_registers_and_returns_the_array(rt: &Runtime) -> Result<(), Stri
 
 fn mapped_guard_gives_zero_copy_device_views(rt: &Runtime) -> Result<(), String> {
     let dev = rt.device(0).map_err(fail("device"))?;
-    let a = dev
+    let mut a = dev
         .mapped(Array::from_iter(0..5i64))
         .map_err(fail("mapped"))?;
-    let b = dev
+    let mut b = dev
         .mapped(Array::<f64, _>::zeros((2, 3)))
         .map_err(fail("mapped"))?;
     let da = a.device_view().map_err(fail("device_view"))?;
@@ -120,19 +120,29 @@ fn mapped_guard_gives_zero_copy_device_views(rt: &Runtime) -> Result<(), String>
     );
     db.memset(0xff).map_err(fail("memset"))?;
     ensure!(
-        b.view().map_err(fail("view"))?.iter().all(|v| v.is_nan()),
-        "host sees device writes"
+        b.view().is_err(),
+        "no host view while a device view may write the memory"
+    );
+    ensure!(
+        db.copy_to_host()
+            .map_err(fail("copy"))?
+            .iter()
+            .all(|v| v.is_nan()),
+        "the device write is in the host memory"
     );
     let b = match b.into_inner() {
         Err(rejected) => rejected.value,
         Ok(_) => return Err("into_inner must refuse while a device view exists".into()),
     };
     drop(db);
+    let host = b
+        .into_inner()
+        .map_err(fail("into_inner once views are gone"))?;
     ensure!(
-        b.into_inner().is_ok(),
-        "into_inner works once views are gone"
+        host.iter().all(|v| v.is_nan()),
+        "host sees the device writes"
     );
-    let pinned_only = dev
+    let mut pinned_only = dev
         .pinned(Array::from_iter(0..3u8))
         .map_err(fail("pinned"))?;
     ensure!(

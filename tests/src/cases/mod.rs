@@ -4,6 +4,7 @@ mod arrays;
 mod host_memory;
 mod kernels;
 mod smart;
+mod soundness;
 mod streams;
 mod transfers;
 
@@ -18,6 +19,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(streams::cases());
     cases.extend(kernels::cases());
     cases.extend(smart::cases());
+    cases.extend(soundness::cases());
     cases
 }
 

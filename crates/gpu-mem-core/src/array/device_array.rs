@@ -39,6 +39,16 @@ impl<T: Element> fmt::Debug for DeviceArray<T> {
 impl<T: Element> DeviceArray<T> {
     /// Allocates uninitialised (zeroed on the simulator) device memory for `layout`.
     pub(crate) fn allocate(device: &Device, layout: Layout) -> Result<Self> {
+        if std::mem::align_of::<T>() > DEVICE_ALIGN {
+            return Err(Error::InvalidArgument {
+                name: "element type",
+                reason: format!(
+                    "{} needs {}-byte alignment; device allocations are aligned to {DEVICE_ALIGN} bytes",
+                    T::dtype(),
+                    std::mem::align_of::<T>()
+                ),
+            });
+        }
         let bytes = span_bytes::<T>(&layout)?;
         let alloc = crate::memory::DeviceAlloc::new(device, bytes)?;
         let offset = first_element_offset::<T>(&layout);
@@ -172,6 +182,9 @@ impl<T: Element> DeviceArray<T> {
         )
     }
 }
+
+/// Alignment every backend guarantees for device allocations.
+pub(crate) const DEVICE_ALIGN: usize = 256;
 
 /// Bytes needed to hold `layout`'s span of `T`s.
 pub(crate) fn span_bytes<T: Element>(layout: &Layout) -> Result<usize> {

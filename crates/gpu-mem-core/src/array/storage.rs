@@ -46,4 +46,15 @@ impl Storage {
             Storage::Mapped(buffer) => Some(buffer),
         }
     }
+
+    /// Whether the byte at `offset` is aligned to `align` at its device address and, for mapped
+    /// memory, at its host address too (the simulator and the host side access it there).
+    pub(crate) fn is_aligned(&self, offset: usize, align: usize) -> bool {
+        let device = (self.base().0 as usize).wrapping_add(offset);
+        let host = match self {
+            Storage::Device(_) => 0,
+            Storage::Mapped(buffer) => (buffer.base().as_ptr() as usize).wrapping_add(offset),
+        };
+        device.is_multiple_of(align) && host.is_multiple_of(align)
+    }
 }

@@ -80,7 +80,10 @@ impl<T: Element> DeviceArray<T> {
                 },
                 other => other,
             })?;
-        if !self.offset.is_multiple_of(std::mem::align_of::<U>()) {
+        if !self
+            .storage
+            .is_aligned(self.offset, std::mem::align_of::<U>())
+        {
             return Err(Error::ViewAs {
                 from: T::dtype(),
                 to: U::dtype(),

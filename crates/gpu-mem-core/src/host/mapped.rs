@@ -108,18 +108,14 @@ impl<T: Element> MappedArray<T> {
         device_view_of(&self.buffer, &self.layout)
     }
 
-    /// Copies the current contents to a new host array, after waiting for in-flight stream
-    /// operations that write the memory.
+    /// Copies the current contents to a new host array. The copy goes through the backend, so
+    /// it is ordered after the device's stream work and never races with device writes.
     pub fn read(&self) -> Result<ArrayD<T>> {
-        self.buffer.pending().wait_for_host(Access::Read)?;
-        // SAFETY: writers enqueued through streams were waited for; the view lives only for the
-        // copy below, during which this thread runs no device work.
-        let view = unsafe { view_of::<T>(&self.buffer, &self.layout) };
-        Ok(view.to_owned())
+        self.device_view().copy_to_host()
     }
 
-    /// Overwrites the contents with `values` (same shape), after waiting for in-flight stream
-    /// operations that use the memory.
+    /// Overwrites the contents with `values` (same shape), through the backend like
+    /// [`MappedArray::read`].
     pub fn write<S: Data<Elem = T>, D: Dimension>(
         &mut self,
         values: &ArrayBase<S, D>,
@@ -130,12 +126,7 @@ impl<T: Element> MappedArray<T> {
                 found: values.shape().to_vec(),
             });
         }
-        self.buffer.pending().wait_for_host(Access::Write)?;
-        // SAFETY: every user enqueued through streams was waited for; the view lives only for
-        // the assignment below.
-        let mut view = unsafe { view_mut_of::<T>(&self.buffer, &self.layout) };
-        view.assign(values);
-        Ok(())
+        self.device_view().copy_from_host(values)
     }
 
     /// A zero-copy host view.

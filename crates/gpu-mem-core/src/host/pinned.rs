@@ -44,6 +44,19 @@ impl Device {
     }
 }
 
+/// Alignment every backend guarantees for page-locked allocations.
+pub(crate) const PAGE_ALIGN: usize = 4096;
+
+/// The first element of a dense buffer: its base, or a dangling (never dereferenced) pointer
+/// aligned for `T` when it holds nothing.
+fn first_element<T: Element>(buffer: &HostBuffer, layout: &Layout) -> *mut T {
+    if layout.size() == 0 {
+        std::ptr::NonNull::<T>::dangling().as_ptr()
+    } else {
+        buffer.base().as_ptr().cast::<T>()
+    }
+}
+
 /// Allocates page-locked memory for `layout` and zero-fills it (fresh host memory is
 /// uninitialised on GPUs, and reading uninitialised memory is undefined behaviour in Rust).
 pub(crate) fn allocate_zeroed<T: Element>(
@@ -51,6 +64,16 @@ pub(crate) fn allocate_zeroed<T: Element>(
     layout: &Layout,
     flags: HostAllocFlags,
 ) -> Result<HostBuffer> {
+    if std::mem::align_of::<T>() > PAGE_ALIGN {
+        return Err(crate::Error::InvalidArgument {
+            name: "element type",
+            reason: format!(
+                "{} needs {}-byte alignment; page-locked memory is aligned to {PAGE_ALIGN} bytes",
+                T::dtype(),
+                std::mem::align_of::<T>()
+            ),
+        });
+    }
     let bytes = crate::array::span_bytes_of::<T>(layout)?;
     let buffer = HostBuffer::allocate(device, bytes, flags)?;
     if bytes > 0 {
@@ -71,7 +94,7 @@ pub(crate) unsafe fn view_of<'a, T: Element>(
     let shape = IxDyn(layout.shape()).strides(IxDyn(&to_usize(layout.strides())));
     // SAFETY: per the caller's contract; the layout is dense and non-negative so every element
     // lies inside the buffer, which is aligned for `T` (page aligned or an ndarray allocation).
-    unsafe { ArrayViewD::from_shape_ptr(shape, buffer.base().as_ptr().cast::<T>().cast_const()) }
+    unsafe { ArrayViewD::from_shape_ptr(shape, first_element::<T>(buffer, layout).cast_const()) }
 }
 
 /// A mutable ndarray view of a dense buffer with `layout`.
@@ -84,7 +107,7 @@ pub(crate) unsafe fn view_mut_of<'a, T: Element>(
 ) -> ArrayViewMutD<'a, T> {
     let shape = IxDyn(layout.shape()).strides(IxDyn(&to_usize(layout.strides())));
     // SAFETY: per the caller's contract, as in `view_of`.
-    unsafe { ArrayViewMutD::from_shape_ptr(shape, buffer.base().as_ptr().cast::<T>()) }
+    unsafe { ArrayViewMutD::from_shape_ptr(shape, first_element::<T>(buffer, layout)) }
 }
 
 fn to_usize(strides: &[isize]) -> Vec<usize> {

@@ -75,7 +75,9 @@ impl<T: Element, D: Dimension> fmt::Debug for Registered<T, D> {
 // SAFETY: the guard owns the array; `first` points into it and is only dereferenced under the
 // same borrow rules as the array itself (`&self` reads, `&mut self` writes).
 unsafe impl<T: Element, D: Dimension> Send for Registered<T, D> {}
-// SAFETY: shared access only creates read-only views after waiting for device writers.
+// SAFETY: shared access only creates read-only views, after waiting for stream writers and
+// (for a mapped registration) only while no device view exists; device views are made through
+// `&mut self`.
 unsafe impl<T: Element, D: Dimension> Sync for Registered<T, D> {}
 
 impl Device {
@@ -173,7 +175,10 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
     }
 
     /// The zero-copy device side of a mapped array; an error for a pinned-only registration.
-    pub fn device_view(&self) -> Result<DeviceArray<T>> {
+    /// While device views exist the host side is reachable only through the device view
+    /// ([`Registered::view`] and [`Registered::view_mut`] refuse), because the device may write
+    /// the memory at any time.
+    pub fn device_view(&mut self) -> Result<DeviceArray<T>> {
         if !self.is_mapped() {
             return Err(Error::InvalidArgument {
                 name: "registration",
@@ -186,22 +191,49 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
         Ok(view)
     }
 
-    /// A read-only view of the array; waits for in-flight copies into it first.
-    pub fn view(&self) -> Result<ArrayView<'_, T, D>> {
-        self.buffer.pending().wait_for_host(Access::Read)?;
-        let shape = self.ndarray_shape()?;
-        // SAFETY: `first` and the layout describe the owned array's elements; writers enqueued on
-        // streams were waited for and new ones need `&mut self`.
-        Ok(unsafe { ArrayView::from_shape_ptr(shape, self.first.as_ptr().cast_const()) })
+    /// Refuses host access while device views of a mapped registration exist (after waiting for
+    /// stream work, whose hold on the buffer ends with it).
+    fn check_no_device_views(&self) -> Result<()> {
+        if !self.is_mapped() {
+            return Ok(());
+        }
+        self.buffer.pending().wait_for_host(Access::Write)?;
+        if Arc::strong_count(&self.buffer) > 1 {
+            return Err(Error::InvalidArgument {
+                name: "registration",
+                reason: "device views of the mapped array exist; drop them (or copy through them) \
+                         before viewing it from the host"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
-    /// A mutable view of the array; waits for every in-flight copy that uses it first.
+    /// A read-only view of the array; waits for in-flight copies into it first. For a mapped
+    /// registration, an error while device views of it exist.
+    pub fn view(&self) -> Result<ArrayView<'_, T, D>> {
+        self.buffer.pending().wait_for_host(Access::Read)?;
+        self.check_no_device_views()?;
+        let shape = self.ndarray_shape()?;
+        // SAFETY: `lowest()` and the non-negative strides describe the owned array's elements
+        // (axes with negative strides are flipped back below); writers enqueued on streams were
+        // waited for and new ones need `&mut self`.
+        let mut view = unsafe { ArrayView::from_shape_ptr(shape, self.lowest().cast_const()) };
+        self.flip_negative_axes(|axis| view.invert_axis(axis));
+        Ok(view)
+    }
+
+    /// A mutable view of the array; waits for every in-flight copy that uses it first. For a
+    /// mapped registration, an error while device views of it exist.
     pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, T, D>> {
         self.buffer.pending().wait_for_host(Access::Write)?;
+        self.check_no_device_views()?;
         let shape = self.ndarray_shape()?;
         // SAFETY: as in `view`, and all in-flight users were waited for; `&mut self` excludes
         // other views and new device work.
-        Ok(unsafe { ArrayViewMut::from_shape_ptr(shape, self.first.as_ptr()) })
+        let mut view = unsafe { ArrayViewMut::from_shape_ptr(shape, self.lowest()) };
+        self.flip_negative_axes(|axis| view.invert_axis(axis));
+        Ok(view)
     }
 
     fn ndarray_shape(&self) -> Result<ndarray::StrideShape<D>> {
@@ -213,10 +245,33 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
         })?;
         let mut strides = dim.clone();
         for (slot, stride) in strides.slice_mut().iter_mut().zip(self.layout.strides()) {
-            // ndarray encodes negative strides as their two's complement in `usize`.
-            *slot = *stride as usize;
+            // `from_shape_ptr` takes non-negative strides from the lowest address; negative axes
+            // are inverted afterwards.
+            *slot = stride.unsigned_abs();
         }
         Ok(dim.strides(strides))
+    }
+
+    /// The lowest-addressed element of the array.
+    fn lowest(&self) -> *mut T {
+        self.first
+            .as_ptr()
+            .wrapping_offset(self.layout.min_offset())
+    }
+
+    /// Calls `invert` for every axis with a negative stride (and more than one element).
+    fn flip_negative_axes(&self, mut invert: impl FnMut(ndarray::Axis)) {
+        for (axis, (&stride, &len)) in self
+            .layout
+            .strides()
+            .iter()
+            .zip(self.layout.shape())
+            .enumerate()
+        {
+            if stride < 0 && len > 1 {
+                invert(ndarray::Axis(axis));
+            }
+        }
     }
 
     /// Unregisters now and returns the array (Numba's `deregister`). Waits for in-flight copies.

@@ -3,9 +3,8 @@
 use crate::device::Device;
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelArg, LaunchArg, LaunchConfig, Prepared};
-use crate::memory::Access;
+use crate::memory::{Access, PendingUses};
 use crate::stream::Stream;
-use std::sync::Arc;
 
 fn prepare_all(device: &Device, args: &mut [&mut dyn KernelArg]) -> Result<Vec<Prepared>> {
     args.iter_mut().map(|arg| arg.prepare(device)).collect()
@@ -72,8 +71,17 @@ impl Stream {
                 .wait_for_stream(Access::Write, self.inner())?;
         }
         let launch_args: Vec<LaunchArg> = prepared.iter().map(|p| p.arg.clone()).collect();
-        let keep = prepared.iter_mut().filter_map(|p| p.keep.take()).collect();
-        let ticket = self.submit(keep, |stream| {
+        let mut keep: Vec<Box<dyn std::any::Any + Send + Sync>> =
+            prepared.iter_mut().filter_map(|p| p.keep.take()).collect();
+        // The kernel's code (a closure that may own device memory) is dropped on a host thread
+        // when the stream releases it, never on a backend worker inside the launch.
+        keep.push(Box::new(kernel.clone()));
+        let uses: Vec<(&PendingUses, Access)> = prepared
+            .iter()
+            .filter_map(|p| p.mapped.as_ref())
+            .map(|buffer| (buffer.pending(), Access::Write))
+            .collect();
+        self.submit(keep, &uses, |stream| {
             // SAFETY: the stream keeps every argument's device memory alive until the kernel
             // completes; the kernel's accesses are the caller's contract.
             unsafe {
@@ -86,11 +94,6 @@ impl Stream {
                 )
             }
         })?;
-        for mapped in prepared.iter().filter_map(|p| p.mapped.as_ref()) {
-            mapped
-                .pending()
-                .record(Arc::downgrade(self.inner()), ticket, Access::Write);
-        }
         if args.iter().any(|arg| arg.needs_finish()) {
             self.synchronize()?;
             finish_all(args, prepared)?;

@@ -45,29 +45,33 @@ impl PendingUses {
         });
     }
 
+    /// Forgets a use recorded for an operation that was then not enqueued.
+    pub(crate) fn forget(&self, stream: &Weak<StreamInner>, ticket: u64) {
+        self.lock()
+            .retain(|u| !(u.ticket == ticket && Weak::ptr_eq(&u.stream, stream)));
+    }
+
+    /// The in-flight uses that conflict with `access`, leaving them recorded (so every other
+    /// host or stream user keeps seeing them until they are known to be complete).
+    fn conflicting(
+        &self,
+        access: Access,
+        except: Option<&Arc<StreamInner>>,
+    ) -> Vec<(Arc<StreamInner>, u64)> {
+        let mut uses = self.lock();
+        uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
+        uses.iter()
+            .filter(|u| access == Access::Write || u.access == Access::Write)
+            .filter_map(|u| u.stream.upgrade().map(|s| (s, u.ticket)))
+            .filter(|(s, _)| except.is_none_or(|e| !Arc::ptr_eq(s, e)))
+            .collect()
+    }
+
     /// Waits until host code may access the buffer: for a read, until no stream may still write
     /// it; for a write, until no stream may use it at all.
     pub(crate) fn wait_for_host(&self, host_access: Access) -> Result<()> {
-        let pending: Vec<Use> = {
-            let mut uses = self.lock();
-            let (conflicting, keep): (Vec<Use>, Vec<Use>) = std::mem::take(&mut *uses)
-                .into_iter()
-                .partition(|u| host_access == Access::Write || u.access == Access::Write);
-            *uses = keep;
-            conflicting
-        };
-        let mut pending = pending.into_iter();
-        while let Some(u) = pending.next() {
-            let Some(stream) = u.stream.upgrade() else {
-                continue;
-            };
-            if let Err(error) = stream.wait_ticket(u.ticket) {
-                // Keep what was not waited for: the host must still not touch the buffer.
-                let mut uses = self.lock();
-                uses.push(u);
-                uses.extend(pending);
-                return Err(error);
-            }
+        for (stream, ticket) in self.conflicting(host_access, None) {
+            stream.wait_ticket(ticket)?;
         }
         Ok(())
     }
@@ -76,16 +80,7 @@ impl PendingUses {
     /// conflicting use (one of them writes) on *another* stream must have completed. Uses on
     /// `stream` itself are ordered by the stream and need no wait.
     pub(crate) fn wait_for_stream(&self, access: Access, stream: &Arc<StreamInner>) -> Result<()> {
-        let others: Vec<(Arc<StreamInner>, u64)> = {
-            let mut uses = self.lock();
-            uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
-            uses.iter()
-                .filter(|u| access == Access::Write || u.access == Access::Write)
-                .filter_map(|u| u.stream.upgrade().map(|s| (s, u.ticket)))
-                .filter(|(s, _)| !Arc::ptr_eq(s, stream))
-                .collect()
-        };
-        for (other, ticket) in others {
+        for (other, ticket) in self.conflicting(access, Some(stream)) {
             other.wait_ticket(ticket)?;
         }
         Ok(())

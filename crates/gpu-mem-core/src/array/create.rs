@@ -74,6 +74,11 @@ impl Device {
         Ok(device)
     }
 
+    /// Copies a slice to a new 1-d device array (Numba's `cuda.to_device(list)`).
+    pub fn to_device_slice<T: Element>(&self, values: &[T]) -> Result<DeviceArray<T>> {
+        self.to_device(&ndarray::ArrayView1::from(values))
+    }
+
     /// Allocates an uninitialised device array (Numba's `cuda.device_array(shape, dtype,
     /// order=...)`). The simulator fills new memory with zeros; GPUs leave it undefined.
     pub fn device_array<T: Element>(

@@ -34,14 +34,18 @@ impl<T: Element> DeviceArray<T> {
 
     /// The same memory with a new shape (Numba's `reshape`): one entry may be negative (inferred).
     /// Never copies; a non-contiguous array is refused ([`Error::Unsupported`]) as in Numba.
-    pub fn reshape(&self, shape: &[isize], order: ReshapeOrder) -> Result<DeviceArray<T>> {
-        let layout = self.layout.reshape(shape, order)?;
+    pub fn reshape(
+        &self,
+        shape: &[isize],
+        order: impl Into<ReshapeOrder>,
+    ) -> Result<DeviceArray<T>> {
+        let layout = self.layout.reshape(shape, order.into())?;
         Ok(self.with_layout(layout, self.offset))
     }
 
     /// A 1-d view of every element (Numba's `ravel`); refused for non-contiguous arrays.
-    pub fn ravel(&self, order: ReshapeOrder) -> Result<DeviceArray<T>> {
-        let layout = self.layout.ravel(order)?;
+    pub fn ravel(&self, order: impl Into<ReshapeOrder>) -> Result<DeviceArray<T>> {
+        let layout = self.layout.ravel(order.into())?;
         Ok(self.with_layout(layout, self.offset))
     }
 

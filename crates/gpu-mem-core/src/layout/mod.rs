@@ -72,6 +72,15 @@ pub enum ReshapeOrder {
     A,
 }
 
+impl From<Order> for ReshapeOrder {
+    fn from(order: Order) -> ReshapeOrder {
+        match order {
+            Order::C => ReshapeOrder::C,
+            Order::F => ReshapeOrder::F,
+        }
+    }
+}
+
 /// Shape and element strides of an n-dimensional array, relative to its first logical element.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layout {

@@ -51,9 +51,17 @@ fn to_device_keeps_layout(rt: &Runtime) -> Result<(), String> {
         "copy_to_host keeps F strides: {:?}",
         host.strides()
     );
-    let from_slice = dev.to_device_slice(&[1.5f32, 2.5]).map_err(fail("to_device_slice"))?;
-    ensure!(from_slice.copy_to_host().map_err(fail("copy"))? == ndarray::arr1(&[1.5f32, 2.5]).into_dyn(), "slice round trip");
-    let f_view = d.reshape(&[6], Order::F).map_err(fail("reshape with Order"))?;
+    let from_slice = dev
+        .to_device_slice(&[1.5f32, 2.5])
+        .map_err(fail("to_device_slice"))?;
+    ensure!(
+        from_slice.copy_to_host().map_err(fail("copy"))?
+            == ndarray::arr1(&[1.5f32, 2.5]).into_dyn(),
+        "slice round trip"
+    );
+    let f_view = d
+        .reshape(&[6], Order::F)
+        .map_err(fail("reshape with Order"))?;
     ensure!(f_view.shape() == [6], "Order converts into ReshapeOrder");
     let readonly = Array1::from(vec![1u8, 2, 3]);
     let view = readonly.view();

@@ -64,5 +64,32 @@ fn small_to_device(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, big_copies, small_to_device);
+fn small_stream_round_trip(c: &mut Criterion) {
+    let dev = device();
+    let stream = match dev.stream() {
+        Ok(stream) => stream,
+        Err(error) => panic!("stream: {error}"),
+    };
+    let pinned = dev
+        .pinned_array::<u8>(&[4096])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut d = dev
+        .device_array::<u8>(&[4096], Order::C)
+        .unwrap_or_else(|e| panic!("{e}"));
+    c.bench_function("stream_copy_4KiB_and_sync", |b| {
+        b.iter(|| {
+            stream
+                .copy_from_host(&mut d, &pinned)
+                .unwrap_or_else(|e| panic!("{e}"));
+            stream.synchronize().unwrap_or_else(|e| panic!("{e}"));
+        })
+    });
+}
+
+criterion_group!(
+    benches,
+    big_copies,
+    small_to_device,
+    small_stream_round_trip
+);
 criterion_main!(benches);

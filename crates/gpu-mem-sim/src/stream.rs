@@ -1,9 +1,11 @@
 //! Simulated streams: each stream is a worker thread that runs its jobs in order, so stream
 //! work really is asynchronous and a missing synchronization shows up as a race, as on a GPU.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// A unit of stream work; an `Err` is reported at the next synchronization.
 pub(crate) type Job = Box<dyn FnOnce() -> Result<(), String> + Send>;
@@ -54,6 +56,29 @@ struct Progress {
 struct Shared {
     progress: Mutex<Progress>,
     changed: Condvar,
+    /// `progress.completed`, readable without the lock, for short spin-waits.
+    completed: AtomicU64,
+}
+
+/// How long a waiter spins before it sleeps: stream work is often a few microseconds, far less
+/// than a thread wake-up, so a short spin keeps small transfers fast (a GPU's stream latency is a
+/// few microseconds too) without burning a core on long waits.
+const SPIN: Duration = Duration::from_micros(20);
+
+/// Spins for at most [`SPIN`] until `ready()`; returns whether it became ready.
+fn spin_until(mut ready: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= SPIN {
+            return ready();
+        }
+    }
 }
 
 impl Shared {
@@ -80,10 +105,30 @@ impl SimStream {
         let worker = std::thread::Builder::new()
             .name(name)
             .spawn(move || {
-                for (what, job) in receiver {
+                loop {
+                    // More work often follows at once: look for it briefly before sleeping.
+                    let mut next = None;
+                    spin_until(|| match receiver.try_recv() {
+                        Ok(item) => {
+                            next = Some(item);
+                            true
+                        }
+                        Err(mpsc::TryRecvError::Empty) => false,
+                        Err(mpsc::TryRecvError::Disconnected) => true,
+                    });
+                    let (what, job) = match next {
+                        Some(item) => item,
+                        None => match receiver.recv() {
+                            Ok(item) => item,
+                            Err(_) => break,
+                        },
+                    };
                     let result = job();
                     let mut progress = worker_shared.lock();
                     progress.completed += 1;
+                    worker_shared
+                        .completed
+                        .store(progress.completed, Ordering::Release);
                     if let Err(message) = result {
                         tracing::warn!("simulated stream job {what} failed: {message}");
                         progress.error.get_or_insert((what, message));
@@ -122,8 +167,9 @@ impl SimStream {
 
     /// Waits for every job enqueued so far; returns (and clears) the first failure.
     pub(crate) fn synchronize(&self) -> Result<(), (&'static str, String)> {
+        let target = self.shared.lock().submitted;
+        spin_until(|| self.shared.completed.load(Ordering::Acquire) >= target);
         let mut progress = self.shared.lock();
-        let target = progress.submitted;
         while progress.completed < target {
             progress = self
                 .shared

@@ -163,11 +163,11 @@ impl CudaBackend {
             stream = handle.0,
             "cuLaunchKernel"
         );
-        // SAFETY: `function` is loaded on `device` (cached until the backend drops); the stream
-        // is live (caller) or the legacy stream; `pointers` holds one pointer per argument to a
-        // buffer with the parameter's exact bytes (params module contract), alive in `params`
-        // across the call — the driver copies them before returning; the caller keeps the
-        // memory the arguments point to valid until the kernel completes.
+        // The driver copies the parameter bytes before returning; the caller keeps the memory the
+        // arguments point to valid until the kernel completes.
+        // SAFETY: `function` is loaded on `device` (cached until the backend drops); the stream is
+        // live (caller) or the legacy one; `pointers` holds one pointer per argument to a buffer
+        // with the parameter's exact bytes (params module contract), alive in `params`.
         unsafe { self.launch_function(device, function, config, handle, &mut pointers) }
             .map_err(|e| in_kernel(e, kernel))?;
         if stream.is_none() {

@@ -250,10 +250,10 @@ impl AqlQueue {
         let mask = u64::from(self.size) - 1;
         let slot = |index: u64| (self.base + ((index & mask) as usize) * PACKET_BYTES) as *mut u8;
         for (index, packet) in (first..).zip(packets) {
-            // SAFETY: the slot is inside the ring (index masked by its power-of-two size), was
-            // reserved for this packet above and consumed by the packet processor before (read
-            // index checked), and the processor ignores it while its header says INVALID; bytes
-            // 4..64 are written, the header word last.
+            // Bytes 4..64 are written here; the header word is published last, below.
+            // SAFETY: the slot is inside the ring (index masked by its power-of-two size), reserved
+            // for this packet above, consumed before (read index checked), and ignored by the
+            // packet processor while its header says INVALID.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     packet.body.as_ptr(),

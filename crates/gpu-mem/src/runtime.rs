@@ -65,9 +65,13 @@ impl BackendStatus {
         self.backend.is_ok()
     }
 
-    /// Why the backend is unavailable (`None` when it is available).
+    /// Why the backend is unavailable (`None` when it is available), without repeating that it
+    /// is unavailable.
     pub fn reason(&self) -> Option<String> {
-        self.backend.as_ref().err().map(|e| e.to_string())
+        self.backend.as_ref().err().map(|error| match error {
+            Error::BackendUnavailable { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        })
     }
 }
 

@@ -39,6 +39,7 @@ pub fn cases() -> Vec<Case> {
         warp_size_64_device,
         stream_kernel_failure_surfaces_at_synchronize,
         barriers_really_wait_for_the_block,
+        atomics_are_exact_across_blocks,
     ]);
     cases
 }
@@ -783,6 +784,54 @@ fn barriers_really_wait_for_the_block(rt: &Runtime) -> Result<(), String> {
     ensure!(
         (0..256).all(|t| out[[0, t]] == ((t + 1) % 256) as i32 + 1 && out[[1, t]] == out[[0, t]]),
         "ring after barrier"
+    );
+    Ok(())
+}
+
+fn atomics_are_exact_across_blocks(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let mut totals = dev
+        .to_device(&Array1::from(vec![0u64, 0]))
+        .map_err(fail("totals"))?;
+    let mut extremes = dev
+        .to_device(&Array1::from(vec![f32::MIN, f32::MAX]))
+        .map_err(fail("extremes"))?;
+    let mut sum = dev
+        .to_device(&Array1::from(vec![0.0f64]))
+        .map_err(fail("sum"))?;
+    let kernel = Kernel::sim("atomics", |t| {
+        let (totals, extremes, sum) = (t.array::<u64>(0), t.array::<f32>(1), t.array::<f64>(2));
+        let i = t.grid1() as u64;
+        totals.atomic_add([0], 1);
+        totals.atomic_add([1], i);
+        extremes.atomic_max([0], i as f32);
+        extremes.atomic_min([1], i as f32);
+        sum.atomic_add([0], 0.5);
+    });
+    let (blocks, threads) = (64u32, 128u32);
+    // SAFETY: every access is an atomic on an in-bounds element.
+    unsafe {
+        dev.launch(
+            &kernel,
+            LaunchConfig::new(blocks, threads),
+            &mut [&mut totals, &mut extremes, &mut sum],
+        )
+    }
+    .map_err(fail("launch"))?;
+    let n = (blocks * threads) as u64;
+    let totals = totals.copy_to_host().map_err(fail("copy"))?;
+    ensure!(
+        totals[[0]] == n && totals[[1]] == n * (n - 1) / 2,
+        "atomic adds lost updates: {totals:?}"
+    );
+    let extremes = extremes.copy_to_host().map_err(fail("copy"))?;
+    ensure!(
+        extremes[[0]] == (n - 1) as f32 && extremes[[1]] == 0.0,
+        "atomic max/min: {extremes:?}"
+    );
+    ensure!(
+        sum.copy_to_host().map_err(fail("copy"))?[[0]] == n as f64 * 0.5,
+        "atomic float add"
     );
     Ok(())
 }

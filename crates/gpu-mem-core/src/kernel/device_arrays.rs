@@ -6,6 +6,7 @@
 
 use crate::element::Element;
 use crate::kernel::ThreadCtx;
+use crate::kernel::atomics::AtomicElement;
 use std::marker::PhantomData;
 
 /// An array argument inside a simulated kernel.
@@ -107,6 +108,46 @@ impl<'a, T: Element> GlobalArray<'a, T> {
         if let Some(offset) = self.offset(index.as_ref()) {
             // SAFETY: as in `get`.
             unsafe { self.base.offset(offset).write(value) }
+        }
+    }
+
+    /// Atomically adds `value` to `A[index]` and returns the old value (Numba's
+    /// `cuda.atomic.add(A, index, value)`); safe to race with other threads and blocks.
+    pub fn atomic_add(&self, index: impl AsRef<[usize]>, value: T) -> T
+    where
+        T: AtomicElement,
+    {
+        match self.offset(index.as_ref()) {
+            // SAFETY: the index was checked against the shape; device memory is aligned for `T`
+            // (allocation alignment, checked view offsets); concurrent accesses to the element
+            // through this method are atomic (mixing them with plain writes is the kernel's
+            // responsibility, as on a GPU).
+            Some(offset) => unsafe { T::atomic_add(self.base.offset(offset), value) },
+            None => T::zeroed(),
+        }
+    }
+
+    /// Atomically stores `max(A[index], value)` and returns the old value (`cuda.atomic.max`).
+    pub fn atomic_max(&self, index: impl AsRef<[usize]>, value: T) -> T
+    where
+        T: AtomicElement,
+    {
+        match self.offset(index.as_ref()) {
+            // SAFETY: as in `atomic_add`.
+            Some(offset) => unsafe { T::atomic_max(self.base.offset(offset), value) },
+            None => T::zeroed(),
+        }
+    }
+
+    /// Atomically stores `min(A[index], value)` and returns the old value (`cuda.atomic.min`).
+    pub fn atomic_min(&self, index: impl AsRef<[usize]>, value: T) -> T
+    where
+        T: AtomicElement,
+    {
+        match self.offset(index.as_ref()) {
+            // SAFETY: as in `atomic_add`.
+            Some(offset) => unsafe { T::atomic_min(self.base.offset(offset), value) },
+            None => T::zeroed(),
         }
     }
 

@@ -10,6 +10,7 @@
 //! the simulator, out-of-bounds indices, barrier divergence, shared-memory limits.
 
 pub(crate) mod args;
+mod atomics;
 mod config;
 mod device_arrays;
 mod launch;
@@ -20,6 +21,7 @@ mod program;
 mod thread;
 
 pub use args::{In, InOut, KernelArg, Out, Prepared, Scalar};
+pub use atomics::AtomicElement;
 pub use config::{Dim3, LaunchConfig};
 pub use device_arrays::{GlobalArray, GlobalRecord};
 pub use launch_arg::LaunchArg;

@@ -118,10 +118,9 @@ impl<'a, T: Element> GlobalArray<'a, T> {
         T: AtomicElement,
     {
         match self.offset(index.as_ref()) {
-            // SAFETY: the index was checked against the shape; device memory is aligned for `T`
-            // (allocation alignment, checked view offsets); concurrent accesses to the element
-            // through this method are atomic (mixing them with plain writes is the kernel's
-            // responsibility, as on a GPU).
+            // Mixing atomics with plain writes to one element is the kernel's responsibility.
+            // SAFETY: the index was checked against the shape; the memory is aligned for `T`
+            // (allocation alignment, checked view offsets); accesses through here are atomic.
             Some(offset) => unsafe { T::atomic_add(self.base.offset(offset), value) },
             None => T::zeroed(),
         }

@@ -203,14 +203,21 @@ impl AddressSpace {
     /// Maps `len` bytes of host memory at `host` into the address space.
     pub(crate) fn map_host(&self, host: NonNull<u8>, len: usize) -> DevicePtr {
         let start = self.reserve_address(len);
-        let region = Region {
+        let region = Arc::new(Region {
             start,
             len,
             ptr: host,
             owned: None,
             lock: Mutex::new(()),
-        };
-        self.write().insert(start, Arc::new(region));
+        });
+        // The window is known by its host address too, so a copy whose host side lies in this
+        // memory (or a host access through the simulator) takes the same lock as device-side
+        // accesses through the mapping.
+        self.host_windows
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(host.as_ptr() as usize, Arc::clone(&region));
+        self.write().insert(start, region);
         DevicePtr(start)
     }
 

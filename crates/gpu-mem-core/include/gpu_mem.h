@@ -1,27 +1,35 @@
 /*
  * gpu_mem.h — the portable kernel prelude of gpu-mem.
  *
- * One kernel source, two compilers: NVRTC (CUDA) and hiprtc (HIP 5.2+, clang). This header
- * needs no system header (NVRTC has no <cstdint> by default) and only the built-ins both
- * compilers provide without includes (threadIdx, __syncthreads, __shared__, ...).
+ * One kernel source, three compilers: NVRTC (CUDA), hiprtc (HIP 5.2+, clang) and the host C++
+ * compiler of gpu-mem's simulator (C++17, GM_SIM defined), which runs every simulated thread of
+ * the kernel as a coroutine. On the GPU compilers this header needs no system header (NVRTC has
+ * no <cstdint> by default) and only the built-ins both provide without includes.
  *
  * Vocabulary (Numba's names in brackets):
- *   indices      gm_thread_idx(), gm_block_idx(), gm_block_dim(), gm_grid_dim()  [threadIdx ...]
- *                (CUDA's threadIdx.x etc. also work unchanged under both compilers)
+ *   indices      threadIdx, blockIdx, blockDim, gridDim, warpSize (CUDA's names, all backends)
+ *                gm_thread_idx(), gm_block_idx(), gm_block_dim(), gm_grid_dim()  [cuda.threadIdx ...]
  *   grid(n)      grid(1) -> long long; grid(2) -> gm_idx2; grid(3) -> gm_idx3     [cuda.grid]
  *   gridsize(n)  total threads per axis, same shapes                              [cuda.gridsize]
- *   shared       GM_SHARED T name[N][M];  (static)                                [shared.array]
+ *   shared       GM_SHARED T name[N][M];  (static; __shared__ works too)         [shared.array]
  *                T* p = gm_dynamic_shared<T>();  (size given at launch)           [shape 0]
  *   local        T name[N];  (an ordinary local array)                             [local.array]
  *   barriers     syncthreads()             = barrier(GM_FENCE_LOCAL)               [syncthreads]
  *                barrier(GM_FENCE_LOCAL)   all threads of the block, block fence  [roc.barrier]
  *                barrier(GM_FENCE_GLOBAL)  device-wide fence, then the barrier    [roc.barrier]
  *                wavebarrier()             the threads of one warp / wavefront    [roc.wavebarrier]
- *   lanes        gm_lane_id(), gm_warp_size()
+ *                syncthreads_count(p), syncthreads_and(p), syncthreads_or(p)      [same names]
+ *   atomics      CUDA's atomicAdd, atomicSub, atomicExch, atomicCAS, atomicMin, atomicMax,
+ *                atomicAnd, atomicOr, atomicXor, atomicInc, atomicDec on global and shared
+ *                memory (32/64-bit integers; float/double add and float exchange)  [cuda.atomic]
+ *   warps        __shfl_sync, __shfl_up_sync, __shfl_down_sync, __shfl_xor_sync,
+ *                __ballot_sync, __all_sync, __any_sync (CUDA's names; HIP maps them to its
+ *                wave intrinsics); gm_lane_id(), gm_warp_size()                   [cuda.shfl_sync ...]
  *   arrays       gm_array<T, N>: what the launcher passes for a DeviceArray; a(i, j) indexes
+ *                (bounds-checked on the simulator: an index outside the shape is a fault)
  *
- * gm_array<T, N> layout (C, 8 + 16*N bytes, 8-byte aligned), matching the Rust launcher:
- *   offset 0        T*        data     device address of element (0, ..., 0)
+ * gm_array<T, N> layout (C, 8 + 16*N bytes, 8-byte aligned), matching the Rust launchers:
+ *   offset 0        T*        data     address of element (0, ..., 0)
  *   offset 8        long long shape[N]
  *   offset 8 + 8*N  long long strides[N]   in ELEMENTS (not bytes); may be negative
  */
@@ -32,12 +40,11 @@
 #define GM_CUDA 1
 #elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__) || defined(__HIP__)
 #define GM_HIP 1
+#elif defined(GM_SIM)
+#define GM_HOST 1
 #else
-#error "gpu_mem.h must be compiled by NVRTC (CUDA) or hiprtc (HIP)"
+#error "gpu_mem.h must be compiled by NVRTC (CUDA), hiprtc (HIP) or gpu-mem's simulator (GM_SIM)"
 #endif
-
-#define GM_DEVICE __device__ __forceinline__
-#define GM_SHARED __shared__
 
 /* Fixed-width integers without <cstdint>. */
 typedef signed char gm_i8;
@@ -48,6 +55,317 @@ typedef int gm_i32;
 typedef unsigned int gm_u32;
 typedef long long gm_i64;
 typedef unsigned long long gm_u64;
+
+/* Fence flags (OpenCL's CLK_LOCAL_MEM_FENCE / CLK_GLOBAL_MEM_FENCE values). */
+#define GM_FENCE_LOCAL 1
+#define GM_FENCE_GLOBAL 2
+
+
+/* ======================================================================================== */
+/* The simulator's host branch: CUDA's keywords and built-ins on a host C++17 compiler.      */
+/* Every simulated thread runs the kernel as a coroutine; indices, barriers, warp            */
+/* collectives and faults go to the simulator's executor through gm_sim_rt.                  */
+/* ======================================================================================== */
+#if defined(GM_HOST)
+
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+/* One instance per block: the threads of a block run on one OS thread, one block at a time. */
+#define __shared__ static thread_local
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+
+#define GM_DEVICE inline
+#define GM_SHARED __shared__
+/* Barriers and collectives carry their call site, so divergence reports name the line. */
+#define GM_SITE , const char *gm_file = __builtin_FILE(), int gm_line = __builtin_LINE()
+#define GM_SITE_ONLY const char *gm_file = __builtin_FILE(), int gm_line = __builtin_LINE()
+
+struct gm_uint3 {
+    unsigned int x, y, z;
+};
+typedef gm_uint3 uint3;
+typedef gm_uint3 dim3;
+
+/* What the executor tells a thread about itself (C layout shared with the simulator). */
+struct gm_sim_thread {
+    gm_uint3 thread_idx;
+    gm_uint3 block_idx;
+    gm_uint3 block_dim;
+    gm_uint3 grid_dim;
+    unsigned int warp_size;
+    unsigned int lane;
+};
+
+/* Collective operations (values shared with the simulator). */
+#define GM_SIM_SCOPE_BLOCK 0
+#define GM_SIM_SCOPE_WARP 1
+#define GM_SIM_OP_SHFL 1
+#define GM_SIM_OP_SHFL_UP 2
+#define GM_SIM_OP_SHFL_DOWN 3
+#define GM_SIM_OP_SHFL_XOR 4
+#define GM_SIM_OP_BALLOT 5
+#define GM_SIM_OP_ALL 6
+#define GM_SIM_OP_ANY 7
+#define GM_SIM_OP_SYNC_COUNT 8
+#define GM_SIM_OP_SYNC_AND 9
+#define GM_SIM_OP_SYNC_OR 10
+
+/* The executor's entry points, installed once by gm_sim_init (C layout shared with Rust). */
+struct gm_sim_runtime {
+    unsigned int abi;
+    const gm_sim_thread *(*self)(void);
+    void (*barrier)(int scope, int fence, unsigned long long mask, const char *file, int line);
+    unsigned long long (*collective)(int op, unsigned long long mask, unsigned long long value,
+                                     long long arg, int width, const char *file, int line);
+    void *(*dynamic_shared)(unsigned long long *bytes);
+    void *(*index_fault)(int ndim, const long long *index, const long long *shape,
+                         unsigned long long itemsize);
+    void (*fault)(const char *message);
+    void (*progress)(void);
+};
+#define GM_SIM_ABI 1
+
+static gm_sim_runtime gm_sim_rt;
+
+static inline const gm_sim_thread *gm_sim_self() { return gm_sim_rt.self(); }
+
+#define threadIdx (gm_sim_self()->thread_idx)
+#define blockIdx (gm_sim_self()->block_idx)
+#define blockDim (gm_sim_self()->block_dim)
+#define gridDim (gm_sim_self()->grid_dim)
+#define warpSize ((int)gm_sim_self()->warp_size)
+
+inline void __syncthreads(GM_SITE_ONLY) {
+    gm_sim_rt.barrier(GM_SIM_SCOPE_BLOCK, GM_FENCE_LOCAL, ~0ull, gm_file, gm_line);
+}
+inline void __syncwarp(unsigned long long mask = ~0ull GM_SITE) {
+    gm_sim_rt.barrier(GM_SIM_SCOPE_WARP, GM_FENCE_LOCAL, mask, gm_file, gm_line);
+}
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* A hint that lets the other threads of the block run (spin-wait loops). */
+inline void __nanosleep(unsigned int) { gm_sim_rt.progress(); }
+
+inline int __syncthreads_count(int predicate GM_SITE) {
+    return (int)gm_sim_rt.collective(GM_SIM_OP_SYNC_COUNT, ~0ull, predicate != 0, 0, 0, gm_file,
+                                     gm_line);
+}
+inline int __syncthreads_and(int predicate GM_SITE) {
+    return (int)gm_sim_rt.collective(GM_SIM_OP_SYNC_AND, ~0ull, predicate != 0, 0, 0, gm_file,
+                                     gm_line);
+}
+inline int __syncthreads_or(int predicate GM_SITE) {
+    return (int)gm_sim_rt.collective(GM_SIM_OP_SYNC_OR, ~0ull, predicate != 0, 0, 0, gm_file,
+                                     gm_line);
+}
+
+/* ----- warp collectives (values up to 8 bytes travel as bits) ---------------------------- */
+
+template <typename T>
+inline unsigned long long gm_sim_bits(T value) {
+    static_assert(sizeof(T) <= 8, "warp shuffles move values of at most 8 bytes");
+    unsigned long long bits = 0;
+    std::memcpy(&bits, &value, sizeof(T));
+    return bits;
+}
+template <typename T>
+inline T gm_sim_from_bits(unsigned long long bits) {
+    T value;
+    std::memcpy(&value, &bits, sizeof(T));
+    return value;
+}
+
+template <typename T>
+inline T __shfl_sync(unsigned long long mask, T var, int src_lane, int width = warpSize GM_SITE) {
+    return gm_sim_from_bits<T>(gm_sim_rt.collective(GM_SIM_OP_SHFL, mask, gm_sim_bits(var),
+                                                    src_lane, width, gm_file, gm_line));
+}
+template <typename T>
+inline T __shfl_up_sync(unsigned long long mask, T var, unsigned int delta,
+                        int width = warpSize GM_SITE) {
+    return gm_sim_from_bits<T>(gm_sim_rt.collective(GM_SIM_OP_SHFL_UP, mask, gm_sim_bits(var),
+                                                    delta, width, gm_file, gm_line));
+}
+template <typename T>
+inline T __shfl_down_sync(unsigned long long mask, T var, unsigned int delta,
+                          int width = warpSize GM_SITE) {
+    return gm_sim_from_bits<T>(gm_sim_rt.collective(GM_SIM_OP_SHFL_DOWN, mask, gm_sim_bits(var),
+                                                    delta, width, gm_file, gm_line));
+}
+template <typename T>
+inline T __shfl_xor_sync(unsigned long long mask, T var, int lane_mask,
+                         int width = warpSize GM_SITE) {
+    return gm_sim_from_bits<T>(gm_sim_rt.collective(GM_SIM_OP_SHFL_XOR, mask, gm_sim_bits(var),
+                                                    lane_mask, width, gm_file, gm_line));
+}
+/* One bit per lane (64 bits, for warps of 64 lanes). */
+inline unsigned long long __ballot_sync(unsigned long long mask, int predicate GM_SITE) {
+    return gm_sim_rt.collective(GM_SIM_OP_BALLOT, mask, predicate != 0, 0, 0, gm_file, gm_line);
+}
+inline int __all_sync(unsigned long long mask, int predicate GM_SITE) {
+    return (int)gm_sim_rt.collective(GM_SIM_OP_ALL, mask, predicate != 0, 0, 0, gm_file, gm_line);
+}
+inline int __any_sync(unsigned long long mask, int predicate GM_SITE) {
+    return (int)gm_sim_rt.collective(GM_SIM_OP_ANY, mask, predicate != 0, 0, 0, gm_file, gm_line);
+}
+
+/* ----- atomics (CUDA's names and overloads) ---------------------------------------------- */
+/* Every atomic first lets the executor switch threads now and then, so a thread spinning on a */
+/* flag that another warp of its block sets makes progress (Volta-style forward progress).   */
+
+#define GM_SIM_ATOMIC_INT(name, builtin, type)                                                \
+    inline type name(type *address, type value) {                                             \
+        gm_sim_rt.progress();                                                                 \
+        return builtin(address, value, __ATOMIC_SEQ_CST);                                     \
+    }
+#define GM_SIM_ATOMIC_INTS(name, builtin)                                                      \
+    GM_SIM_ATOMIC_INT(name, builtin, int)                                                     \
+    GM_SIM_ATOMIC_INT(name, builtin, unsigned int)                                            \
+    GM_SIM_ATOMIC_INT(name, builtin, unsigned long long)
+GM_SIM_ATOMIC_INTS(atomicAdd, __atomic_fetch_add)
+GM_SIM_ATOMIC_INT(atomicAdd, __atomic_fetch_add, long long)
+GM_SIM_ATOMIC_INT(atomicSub, __atomic_fetch_sub, int)
+GM_SIM_ATOMIC_INT(atomicSub, __atomic_fetch_sub, unsigned int)
+GM_SIM_ATOMIC_INTS(atomicExch, __atomic_exchange_n)
+GM_SIM_ATOMIC_INT(atomicExch, __atomic_exchange_n, long long)
+GM_SIM_ATOMIC_INTS(atomicAnd, __atomic_fetch_and)
+GM_SIM_ATOMIC_INTS(atomicOr, __atomic_fetch_or)
+GM_SIM_ATOMIC_INTS(atomicXor, __atomic_fetch_xor)
+GM_SIM_ATOMIC_INT(atomicAnd, __atomic_fetch_and, long long)
+GM_SIM_ATOMIC_INT(atomicOr, __atomic_fetch_or, long long)
+GM_SIM_ATOMIC_INT(atomicXor, __atomic_fetch_xor, long long)
+#undef GM_SIM_ATOMIC_INTS
+#undef GM_SIM_ATOMIC_INT
+
+/* Read-modify-write through compare-and-swap on the value's bits. */
+template <typename T, typename F>
+inline T gm_sim_atomic_update(T *address, F update) {
+    gm_sim_rt.progress();
+    T old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
+    while (!__atomic_compare_exchange_n(address, &old, update(old), false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+    }
+    return old;
+}
+template <typename T, typename Bits, typename F>
+inline T gm_sim_atomic_update_float(T *address, F update) {
+    static_assert(sizeof(T) == sizeof(Bits), "bit pattern of the same size");
+    gm_sim_rt.progress();
+    Bits *bits = reinterpret_cast<Bits *>(address);
+    Bits old = __atomic_load_n(bits, __ATOMIC_SEQ_CST);
+    for (;;) {
+        T value;
+        std::memcpy(&value, &old, sizeof(T));
+        T next = update(value);
+        Bits next_bits;
+        std::memcpy(&next_bits, &next, sizeof(T));
+        if (__atomic_compare_exchange_n(bits, &old, next_bits, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+            return value;
+        }
+    }
+}
+
+inline float atomicAdd(float *address, float value) {
+    return gm_sim_atomic_update_float<float, unsigned int>(address,
+                                                           [=](float v) { return v + value; });
+}
+inline double atomicAdd(double *address, double value) {
+    return gm_sim_atomic_update_float<double, unsigned long long>(
+        address, [=](double v) { return v + value; });
+}
+inline float atomicExch(float *address, float value) {
+    return gm_sim_atomic_update_float<float, unsigned int>(address, [=](float) { return value; });
+}
+
+#define GM_SIM_ATOMIC_MINMAX(type)                                                            \
+    inline type atomicMin(type *address, type value) {                                        \
+        return gm_sim_atomic_update(address, [=](type v) { return value < v ? value : v; });  \
+    }                                                                                         \
+    inline type atomicMax(type *address, type value) {                                        \
+        return gm_sim_atomic_update(address, [=](type v) { return value > v ? value : v; });  \
+    }
+GM_SIM_ATOMIC_MINMAX(int)
+GM_SIM_ATOMIC_MINMAX(unsigned int)
+GM_SIM_ATOMIC_MINMAX(long long)
+GM_SIM_ATOMIC_MINMAX(unsigned long long)
+#undef GM_SIM_ATOMIC_MINMAX
+
+/* ((old >= value) ? 0 : old + 1) and (((old == 0) || (old > value)) ? value : old - 1). */
+inline unsigned int atomicInc(unsigned int *address, unsigned int value) {
+    return gm_sim_atomic_update(address,
+                                [=](unsigned int v) { return v >= value ? 0u : v + 1u; });
+}
+inline unsigned int atomicDec(unsigned int *address, unsigned int value) {
+    return gm_sim_atomic_update(
+        address, [=](unsigned int v) { return (v == 0u || v > value) ? value : v - 1u; });
+}
+
+#define GM_SIM_ATOMIC_CAS(type)                                                               \
+    inline type atomicCAS(type *address, type compare, type value) {                          \
+        gm_sim_rt.progress();                                                                 \
+        __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST,        \
+                                    __ATOMIC_SEQ_CST);                                        \
+        return compare;                                                                       \
+    }
+GM_SIM_ATOMIC_CAS(int)
+GM_SIM_ATOMIC_CAS(unsigned int)
+GM_SIM_ATOMIC_CAS(unsigned long long)
+GM_SIM_ATOMIC_CAS(unsigned short)
+#undef GM_SIM_ATOMIC_CAS
+
+#endif /* GM_HOST */
+
+/* ======================================================================================== */
+/* GPU branches: the macros the shared part uses.                                             */
+/* ======================================================================================== */
+#if !defined(GM_HOST)
+#define GM_DEVICE __device__ __forceinline__
+#define GM_SHARED __shared__
+#define GM_SITE
+#define GM_SITE_ONLY
+#endif
+
+#if defined(GM_HIP)
+/* HIP 5.2 has the wave intrinsics without CUDA's _sync names and masks: a wavefront runs in
+ * lockstep, so the mask only names lanes that take part anyway. */
+template <typename T>
+GM_DEVICE T __shfl_sync(unsigned long long, T var, int src_lane, int width = warpSize) {
+    return __shfl(var, src_lane, width);
+}
+template <typename T>
+GM_DEVICE T __shfl_up_sync(unsigned long long, T var, unsigned int delta, int width = warpSize) {
+    return __shfl_up(var, delta, width);
+}
+template <typename T>
+GM_DEVICE T __shfl_down_sync(unsigned long long, T var, unsigned int delta,
+                             int width = warpSize) {
+    return __shfl_down(var, delta, width);
+}
+template <typename T>
+GM_DEVICE T __shfl_xor_sync(unsigned long long, T var, int lane_mask, int width = warpSize) {
+    return __shfl_xor(var, lane_mask, width);
+}
+GM_DEVICE unsigned long long __ballot_sync(unsigned long long, int predicate) {
+    return __ballot(predicate);
+}
+GM_DEVICE int __all_sync(unsigned long long, int predicate) { return __all(predicate); }
+GM_DEVICE int __any_sync(unsigned long long, int predicate) { return __any(predicate); }
+#endif
+
+/* ======================================================================================== */
+/* The vocabulary, the same on every backend.                                                */
+/* ======================================================================================== */
 
 /* ----- indices ------------------------------------------------------------------------- */
 
@@ -95,11 +413,11 @@ GM_DEVICE gm_idx3 gm_gridsize3() {
 /* ----- warps / wavefronts -------------------------------------------------------------- */
 
 GM_DEVICE int gm_warp_size() {
-#if defined(GM_CUDA) || !defined(__AMDGCN_WAVEFRONT_SIZE)
-    return warpSize;
-#else
+#if defined(GM_HIP) && defined(__AMDGCN_WAVEFRONT_SIZE)
     /* clang's target macro: 64 on gfx9 (wave64), 32 on wave32 targets. */
     return __AMDGCN_WAVEFRONT_SIZE;
+#else
+    return warpSize;
 #endif
 }
 
@@ -108,39 +426,75 @@ GM_DEVICE int gm_lane_id() {
     unsigned int lane;
     asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
     return (int)lane;
-#else
+#elif defined(GM_HIP)
     return (int)__builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
+#else
+    return (int)gm_sim_self()->lane;
 #endif
 }
 
 /* ----- barriers ------------------------------------------------------------------------ */
 
-/* Fence flags (OpenCL's CLK_LOCAL_MEM_FENCE / CLK_GLOBAL_MEM_FENCE values). */
-#define GM_FENCE_LOCAL 1
-#define GM_FENCE_GLOBAL 2
-
 /* Block barrier. GM_FENCE_LOCAL: shared-memory writes before it are seen by the block after it
  * (__syncthreads). GM_FENCE_GLOBAL additionally makes this thread's global-memory writes
  * visible device-wide first (__threadfence), as Numba ROC's barrier(CLK_GLOBAL_MEM_FENCE)
  * promised. Every thread of the block must reach the same barrier. */
-GM_DEVICE void barrier(int fence) {
+GM_DEVICE void barrier(int fence GM_SITE) {
+#if defined(GM_HOST)
+    if (fence & GM_FENCE_GLOBAL) {
+        __threadfence();
+    }
+    gm_sim_rt.barrier(GM_SIM_SCOPE_BLOCK, fence, ~0ull, gm_file, gm_line);
+#else
     if (fence & GM_FENCE_GLOBAL) {
         __threadfence();
     }
     __syncthreads();
+#endif
 }
 
 /* Numba CUDA's spelling of barrier(GM_FENCE_LOCAL). */
-GM_DEVICE void syncthreads() { __syncthreads(); }
+GM_DEVICE void syncthreads(GM_SITE_ONLY) {
+#if defined(GM_HOST)
+    __syncthreads(gm_file, gm_line);
+#else
+    __syncthreads();
+#endif
+}
+
+/* Numba's syncthreads_count / _and / _or: a block barrier that also reduces a predicate. */
+GM_DEVICE int syncthreads_count(int predicate GM_SITE) {
+#if defined(GM_HOST)
+    return __syncthreads_count(predicate, gm_file, gm_line);
+#else
+    return __syncthreads_count(predicate);
+#endif
+}
+GM_DEVICE int syncthreads_and(int predicate GM_SITE) {
+#if defined(GM_HOST)
+    return __syncthreads_and(predicate, gm_file, gm_line);
+#else
+    return __syncthreads_and(predicate);
+#endif
+}
+GM_DEVICE int syncthreads_or(int predicate GM_SITE) {
+#if defined(GM_HOST)
+    return __syncthreads_or(predicate, gm_file, gm_line);
+#else
+    return __syncthreads_or(predicate);
+#endif
+}
 
 /* Barrier among the threads of one warp (CUDA) or wavefront (AMD), with memory ordering among
  * them. HIP 5.2 has no __syncwarp; a wavefront executes in lockstep, so the AMDGPU wave
  * barrier (a scheduling barrier) is its equivalent. */
-GM_DEVICE void wavebarrier() {
+GM_DEVICE void wavebarrier(GM_SITE_ONLY) {
 #if defined(GM_CUDA)
     __syncwarp();
-#else
+#elif defined(GM_HIP)
     __builtin_amdgcn_wave_barrier();
+#else
+    __syncwarp(~0ull, gm_file, gm_line);
 #endif
 }
 
@@ -155,10 +509,14 @@ template <typename T>
 GM_DEVICE T* gm_dynamic_shared() {
 #if defined(GM_CUDA)
     extern __shared__ __align__(16) unsigned char gm_dynamic_shared_bytes[];
-#else
-    extern __shared__ __attribute__((aligned(16))) unsigned char gm_dynamic_shared_bytes[];
-#endif
     return reinterpret_cast<T*>(gm_dynamic_shared_bytes);
+#elif defined(GM_HIP)
+    extern __shared__ __attribute__((aligned(16))) unsigned char gm_dynamic_shared_bytes[];
+    return reinterpret_cast<T*>(gm_dynamic_shared_bytes);
+#else
+    unsigned long long bytes = 0;
+    return reinterpret_cast<T*>(gm_sim_rt.dynamic_shared(&bytes));
+#endif
 }
 
 /* ----- device arrays ------------------------------------------------------------------- */
@@ -178,15 +536,125 @@ struct gm_array {
         return n;
     }
 
-    /* a(i, j, ...): exactly N indices, no bounds check (like CUDA C). */
+    /* a(i, j, ...): exactly N indices. No bounds check on a GPU (like CUDA C); on the
+     * simulator an index outside the shape is a fault naming the index and the shape, and
+     * the access goes to a zeroed scratch element instead. */
     template <typename... I>
     GM_DEVICE T& operator()(I... index) const {
         static_assert(sizeof...(I) == N, "gm_array: give one index per dimension");
         const long long ix[N] = {(long long)index...};
         long long offset = 0;
-        for (int d = 0; d < N; ++d) offset += ix[d] * strides[d];
+        for (int d = 0; d < N; ++d) {
+#if defined(GM_HOST)
+            if (ix[d] < 0 || ix[d] >= shape[d]) {
+                return *static_cast<T*>(gm_sim_rt.index_fault(N, ix, shape, sizeof(T)));
+            }
+#endif
+            offset += ix[d] * strides[d];
+        }
         return data[offset];
     }
 };
+
+/* ======================================================================================== */
+/* The simulator's launch glue: describes and calls one entry point (used by the wrapper    */
+/* the simulator generates after the kernel's source).                                      */
+/* ======================================================================================== */
+#if defined(GM_HOST)
+
+/* One parameter as the compiler sees it (C layout shared with the simulator). */
+struct gm_sim_param {
+    int kind;                     /* 0 value, 1 gm_array<T, N>, 2 pointer */
+    int elem_kind;                /* 0 other, 1 signed, 2 unsigned, 3 floating, 4 bool */
+    unsigned long long elem_size; /* sizeof(T) (0 for void) */
+    int ndim;                     /* N of gm_array */
+    unsigned long long size;      /* sizeof the parameter */
+    const char* type_name;        /* the compiler's spelling, for messages */
+};
+
+template <typename T>
+struct gm_sim_shape {
+    static constexpr int kind = 0;
+    static constexpr int ndim = 0;
+    typedef T elem;
+};
+template <typename T, int N>
+struct gm_sim_shape<gm_array<T, N> > {
+    static constexpr int kind = 1;
+    static constexpr int ndim = N;
+    typedef T elem;
+};
+template <typename T>
+struct gm_sim_shape<T*> {
+    static constexpr int kind = 2;
+    static constexpr int ndim = 0;
+    typedef T elem;
+};
+
+template <typename T>
+constexpr int gm_sim_elem_kind() {
+    typedef typename std::remove_cv<T>::type U;
+    return std::is_same<U, bool>::value            ? 4
+           : std::is_floating_point<U>::value      ? 3
+           : (std::is_integral<U>::value && std::is_signed<U>::value) ? 1
+           : std::is_integral<U>::value            ? 2
+                                                   : 0;
+}
+template <typename T>
+constexpr unsigned long long gm_sim_size_of() {
+    if constexpr (std::is_void<T>::value) {
+        return 0;
+    } else {
+        return sizeof(T);
+    }
+}
+template <typename T>
+const char* gm_sim_type_name() {
+    return __PRETTY_FUNCTION__;
+}
+
+template <typename P>
+gm_sim_param gm_sim_describe_one() {
+    typedef typename std::remove_cv<typename std::remove_reference<P>::type>::type V;
+    typedef gm_sim_shape<V> S;
+    gm_sim_param p = {S::kind,
+                      gm_sim_elem_kind<typename S::elem>(),
+                      gm_sim_size_of<typename std::remove_cv<typename S::elem>::type>(),
+                      S::ndim,
+                      sizeof(V),
+                      gm_sim_type_name<V>()};
+    return p;
+}
+
+template <typename... P>
+const gm_sim_param* gm_sim_describe(void (*)(P...), int* count) {
+    static const gm_sim_param params[sizeof...(P) + 1] = {gm_sim_describe_one<P>()...,
+                                                          gm_sim_param{}};
+    *count = (int)sizeof...(P);
+    return params;
+}
+
+template <typename... P, unsigned long... I>
+void gm_sim_call(void (*entry)(P...), void* const* args, std::integer_sequence<unsigned long, I...>) {
+    entry(*static_cast<typename std::remove_cv<typename std::remove_reference<P>::type>::type*>(
+        args[I])...);
+}
+
+/* Runs the entry with the launcher's argument buffers; 0 on return, 1 if a C++ exception
+ * reached it (it never escapes into the simulator). */
+template <typename... P>
+int gm_sim_invoke(void (*entry)(P...), void* const* args) {
+    try {
+        gm_sim_call(entry, args, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+        return 0;
+    } catch (...) {
+        gm_sim_rt.fault("a C++ exception escaped the kernel");
+        return 1;
+    }
+}
+
+#define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+#endif /* GM_HOST */
 
 #endif /* GPU_MEM_H */

@@ -350,6 +350,49 @@ pub enum Error {
         /// Which threads were where.
         detail: String,
     },
+    /// A simulated kernel called a blocking gpu-mem operation from inside itself (device code
+    /// cannot call the host API; in the simulator the call would wait for its own kernel).
+    #[error(
+        "`{call}` was called from inside simulated kernel `{kernel}`: kernels cannot call blocking gpu-mem operations (it would wait for the kernel itself); make the call after the launch instead"
+    )]
+    CalledFromKernel {
+        /// The operation that was refused.
+        call: &'static str,
+        /// The kernel that made the call.
+        kernel: String,
+    },
+    /// Host memory (ordinary or page-locked) could not be allocated.
+    #[error("out of host memory: {what} needs {requested} bytes: {reason}")]
+    HostOutOfMemory {
+        /// What the memory was for.
+        what: String,
+        /// Bytes asked for (saturated at `u64::MAX` when the size itself overflows).
+        requested: u64,
+        /// Why it failed (the allocator refused, or a configured limit).
+        reason: String,
+    },
+    /// Kernel source that the backend's compiler rejected (NVRTC, hiprtc, or the host C++
+    /// compiler of the simulator); `log` is the compiler's message, naming the kernel's file and
+    /// line.
+    #[error("kernel `{kernel}` does not compile with {compiler}:\n{log}")]
+    KernelCompile {
+        /// Kernel name.
+        kernel: String,
+        /// The compiler (program and version, or library).
+        compiler: String,
+        /// The compiler's output.
+        log: String,
+    },
+    /// No compiler for the kernel's source could be found or run.
+    #[error("no compiler for kernel source: {reason} (set {variable}; tried {})", .tried.join(", "))]
+    CompilerUnavailable {
+        /// The environment variable that names the compiler.
+        variable: &'static str,
+        /// What was tried, in order.
+        tried: Vec<String>,
+        /// Why none could be used.
+        reason: String,
+    },
     /// Errors that happened in `Drop` and were kept for a later check.
     #[error("{count} error(s) happened while releasing resources; first: {first}")]
     DeferredRelease {
@@ -358,6 +401,24 @@ pub enum Error {
         /// The first one's message.
         first: String,
     },
+}
+
+/// `err` and its sources, joined with `": "`. Loader errors need this: libloading's own message
+/// is only "dlopen failed", and the dynamic loader's explanation (`dlerror`) is its source. Every
+/// backend reports [`Error::LibraryLoad`] reasons with it.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        let next = inner.to_string();
+        // Some errors repeat their source's message in their own; say it once.
+        if !text.ends_with(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = inner.source();
+    }
+    text
 }
 
 /// `Result` with gpu-mem's [`Error`].

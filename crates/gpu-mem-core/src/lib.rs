@@ -27,7 +27,8 @@ pub use array::{DeviceArray, DeviceRecord, LayoutSource};
 pub use backend::Backend;
 
 /// The portable kernel prelude `gpu_mem.h` (DESIGN.md §5): thread indices, shared and local
-/// arrays, barriers and the array argument type, for kernel source compiled by NVRTC or hiprtc.
+/// arrays, barriers, atomics, warp collectives and the array argument type, for kernel source
+/// compiled by NVRTC (CUDA), hiprtc (ROC) or the host C++ compiler (the simulator's branch).
 pub const KERNEL_PRELUDE: &str = include_str!("../include/gpu_mem.h");
 pub use device::Device;
 pub use element::Element;
@@ -36,7 +37,7 @@ pub use event::Event;
 pub use host::{
     HostDestination, HostSource, MapFlags, MappedArray, PinnedArray, Registered, Rejected,
 };
-pub use kernel::{Dim3, Fence, In, InOut, Kernel, KernelArg, LaunchConfig, Out, Scalar, ThreadCtx};
+pub use kernel::{Dim3, In, InOut, Kernel, KernelArg, LaunchConfig, Out, Scalar};
 pub use layout::{Layout, Order, ReshapeOrder};
 pub use smart::{SmartArray, Where};
 pub use stream::{AutoSynchronize, Stream};

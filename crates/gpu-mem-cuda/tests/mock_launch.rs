@@ -182,7 +182,7 @@ fn declared_sizes(nvrtc: &Path, code: &str, entry: &str) -> Result<Vec<usize>, F
 
 fn kernel_without_source_is_not_supported(mock: &Mock) -> Result<(), Failed> {
     let b = mock.backend()?;
-    let kernel = Kernel::sim("only_simulated", |_| {});
+    let kernel = Kernel::new("only_simulated").with_sim_form(std::sync::Arc::new(()));
     // SAFETY: rejected before anything reaches the driver.
     let result = unsafe { b.launch(0, &kernel, &LaunchConfig::new(1, 32), &[], None) };
     match result {
@@ -324,7 +324,8 @@ fn launch_passes_the_exact_parameter_bytes(mock: &Mock, nvrtc: &Path) -> Result<
     ensure(sync_seq < launch_seq, || {
         "a stream launch synchronised".into()
     })?;
-    b.stream_synchronize(0, stream)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_synchronize(0, stream) }?;
     // SAFETY: nothing runs in the mock; handles are released once.
     unsafe {
         b.stream_destroy(0, stream)?;

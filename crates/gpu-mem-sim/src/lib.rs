@@ -18,9 +18,16 @@ mod event;
 mod host;
 mod kernel;
 mod memory;
+mod reentry;
+mod source;
 mod stream;
+pub mod thread;
 
-pub use config::{DEFAULT_SHARED_MEMORY, SimConfig, SimDeviceConfig, parse_size};
+pub use thread::{SimKernel, ThreadCtx};
+pub use config::{
+    DEFAULT_PINNED_LIMIT, DEFAULT_SHARED_MEMORY, SimConfig, SimDeviceConfig, parse_size,
+    parse_size_of,
+};
 
 use event::SimEvent;
 use gpu_mem_core::backend::{
@@ -92,7 +99,7 @@ impl SimBackend {
                 activity: Arc::new(DeviceActivity::default()),
                 streams: Mutex::new(HashMap::new()),
                 events: Mutex::new(HashMap::new()),
-                host: Mutex::new(HostTable::default()),
+                host: Mutex::new(HostTable::new(ordinal, c.pinned_limit)),
             })
             .collect();
         SimBackend {
@@ -242,7 +249,12 @@ fn fill_range(range: &Range, value: u8) {
     unsafe { std::ptr::write_bytes(range.region.host_ptr(range.offset), value, range.len) };
 }
 
-impl Backend for SimBackend {
+// SAFETY: the simulator keeps the trait's promises: the device count is fixed at construction;
+// device ranges come from an address space that never reuses an address; host allocations are
+// fresh, page-aligned, zeroed `std::alloc` memory owned by the caller until `host_free`; every
+// synchronization waits for the stream worker to finish the jobs before it (`SimStream`), and
+// synchronous operations wait for the whole device (`DeviceActivity::wait_idle`) first.
+unsafe impl Backend for SimBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Sim
     }
@@ -275,6 +287,7 @@ impl Backend for SimBackend {
     }
 
     fn synchronize(&self, device: usize) -> Result<()> {
+        reentry::refuse_in_kernel("synchronize")?;
         let d = self.device(device)?;
         let streams: Vec<(u64, Arc<SimStream>)> = lock(&d.streams)
             .iter()
@@ -308,6 +321,7 @@ impl Backend for SimBackend {
     }
 
     unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        reentry::refuse_in_kernel("free of device memory")?;
         let d = self.device(device)?;
         // cuMemFree synchronizes with outstanding work; so does the simulator.
         d.activity.wait_idle();
@@ -328,10 +342,12 @@ impl Backend for SimBackend {
         Ok(HostAllocation {
             host: ptr,
             device: mapped,
+            zeroed: true,
         })
     }
 
     unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        reentry::refuse_in_kernel("free of page-locked memory")?;
         let d = self.device(device)?;
         d.activity.wait_idle();
         let pinned = lock(&d.host).remove_pinned(host)?;
@@ -381,6 +397,7 @@ impl Backend for SimBackend {
     }
 
     unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        reentry::refuse_in_kernel("host memory unregistration")?;
         let d = self.device(device)?;
         d.activity.wait_idle();
         let range = lock(&d.host).unregister(host.as_ptr() as usize)?;
@@ -397,6 +414,7 @@ impl Backend for SimBackend {
         src: *const u8,
         bytes: usize,
     ) -> Result<()> {
+        reentry::refuse_in_kernel("host-to-device copy")?;
         let d = self.device(device)?;
         let range = d.memory.resolve(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
@@ -413,6 +431,7 @@ impl Backend for SimBackend {
         src: DevicePtr,
         bytes: usize,
     ) -> Result<()> {
+        reentry::refuse_in_kernel("device-to-host copy")?;
         let d = self.device(device)?;
         let range = d.memory.resolve(src, bytes)?;
         let window = d.memory.host_window(dst, bytes);
@@ -429,6 +448,7 @@ impl Backend for SimBackend {
         src: DevicePtr,
         bytes: usize,
     ) -> Result<()> {
+        reentry::refuse_in_kernel("device-to-device copy")?;
         let d = self.device(device)?;
         let to = d.memory.resolve(dst, bytes)?;
         let from = d.memory.resolve(src, bytes)?;
@@ -444,6 +464,7 @@ impl Backend for SimBackend {
         value: u8,
         bytes: usize,
     ) -> Result<()> {
+        reentry::refuse_in_kernel("memset")?;
         let d = self.device(device)?;
         let range = d.memory.resolve(dst, bytes)?;
         d.activity.wait_idle();
@@ -561,6 +582,7 @@ impl Backend for SimBackend {
     }
 
     unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        reentry::refuse_in_kernel("stream destruction")?;
         let d = self.device(device)?;
         let removed = lock(&d.streams).remove(&stream.0);
         match removed {
@@ -575,7 +597,8 @@ impl Backend for SimBackend {
         }
     }
 
-    fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
+    unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        reentry::refuse_in_kernel("stream synchronize")?;
         let d = self.device(device)?;
         self.stream(d, stream)?
             .synchronize()
@@ -586,12 +609,12 @@ impl Backend for SimBackend {
             })
     }
 
-    fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
+    unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
         let d = self.device(device)?;
         Ok(self.stream(d, stream)?.is_idle())
     }
 
-    fn stream_wait_event(
+    unsafe fn stream_wait_event(
         &self,
         device: usize,
         stream: StreamHandle,
@@ -629,7 +652,7 @@ impl Backend for SimBackend {
             })
     }
 
-    fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
+    unsafe fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
         let d = self.device(device)?;
         let event = self.event(d, event)?;
         let job_event = Arc::clone(&event);
@@ -646,19 +669,20 @@ impl Backend for SimBackend {
         })
     }
 
-    fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
+    unsafe fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
         let d = self.device(device)?;
         Ok(self.event(d, event)?.is_complete())
     }
 
-    fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
+    unsafe fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
+        reentry::refuse_in_kernel("event synchronize")?;
         let d = self.device(device)?;
         let event = self.event(d, event)?;
         event.wait_for(event.current_generation());
         Ok(())
     }
 
-    fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32> {
+    unsafe fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32> {
         let d = self.device(device)?;
         let (start, end) = (self.event(d, start)?, self.event(d, end)?);
         if !start.timing || !end.timing {
@@ -690,35 +714,76 @@ impl Backend for SimBackend {
         stream: Option<StreamHandle>,
     ) -> Result<()> {
         let d = self.device(device)?;
-        let body = kernel
-            .sim_body()
-            .cloned()
-            .ok_or_else(|| Error::NotSupportedByBackend {
-                backend: BackendKind::Sim,
-                feature: "kernels without a simulator form",
-                reason: format!(
-                    "kernel `{}` has no Rust closure (add one with Kernel::with_sim)",
-                    kernel.name()
-                ),
-            })?;
-        kernel::check_config(kernel, config, d.shared_memory)?;
+        // Portable source is what a GPU runs, so it is preferred; the closure form is for
+        // kernels written only for the simulator.
+        let code = LaunchCode::of(kernel)?;
+        if let LaunchCode::Source(program) = &code {
+            program.check_args(kernel.name(), args)?;
+        }
+        kernel::check_config(kernel, config, d.shared_memory, code.static_shared())?;
         let resolved = kernel::resolve_args(&d.memory, kernel.name(), args)?;
         let name = kernel.name().to_string();
         let (config, warp, shared) = (*config, d.warp_size, d.shared_memory);
         match stream {
             None => {
+                reentry::refuse_in_kernel("synchronous kernel launch")?;
                 d.activity.wait_idle();
-                kernel::run_grid(&name, body.as_ref(), &resolved, &config, warp, shared)
+                kernel::run_grid(&name, code.code(), &resolved, &config, warp, shared)
             }
             Some(stream) => self.enqueue(
                 d,
                 stream,
                 "kernel launch",
                 Box::new(move || {
-                    kernel::run_grid(&name, body.as_ref(), &resolved, &config, warp, shared)
+                    kernel::run_grid(&name, code.code(), &resolved, &config, warp, shared)
                         .map_err(|e| e.to_string())
                 }),
             ),
+        }
+    }
+}
+
+/// What a launch runs, owned so that a stream can keep it until the kernel has run.
+enum LaunchCode {
+    /// Compiled portable source.
+    Source(Arc<source::SourceProgram>),
+    /// The kernel, for its closure form.
+    Closure(Kernel),
+}
+
+impl LaunchCode {
+    fn of(kernel: &Kernel) -> Result<LaunchCode> {
+        if let Some(source) = kernel.source() {
+            return Ok(LaunchCode::Source(source::program(kernel, source)?));
+        }
+        if thread::closure_of(kernel).is_some() {
+            return Ok(LaunchCode::Closure(kernel.clone()));
+        }
+        Err(Error::NotSupportedByBackend {
+            backend: BackendKind::Sim,
+            feature: "kernels without code",
+            reason: format!(
+                "kernel `{}` has neither portable source (Kernel::with_source) nor a closure (SimKernel::sim)",
+                kernel.name()
+            ),
+        })
+    }
+
+    fn static_shared(&self) -> usize {
+        match self {
+            LaunchCode::Source(program) => program.static_shared,
+            LaunchCode::Closure(_) => 0,
+        }
+    }
+
+    fn code(&self) -> kernel::Code<'_> {
+        match self {
+            LaunchCode::Source(program) => kernel::Code::Source(program),
+            LaunchCode::Closure(kernel) => match thread::closure_of(kernel) {
+                Some(closure) => kernel::Code::Closure(closure),
+                // `of` only makes this variant for a kernel with a closure.
+                None => kernel::Code::Closure(&|_| {}),
+            },
         }
     }
 }

@@ -1,15 +1,17 @@
-//! [`Kernel`]: a kernel's code in each backend's form.
+//! [`Kernel`]: a kernel's code: portable source for every backend, and optionally a Rust
+//! closure for the simulator.
 
-use crate::kernel::ThreadCtx;
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The simulator's form of a kernel: run once per simulated thread.
-pub type SimKernelFn = dyn Fn(&ThreadCtx<'_>) + Send + Sync;
+/// The simulator's closure form of a kernel, which the core carries without interpreting it
+/// (the simulator crate's `SimKernel` trait makes and reads it).
+pub type SimForm = Arc<dyn Any + Send + Sync>;
 
 /// Portable GPU source: compiled with the `gpu_mem.h` prelude ([`crate::KERNEL_PRELUDE`]) by
-/// NVRTC (CUDA) or hiprtc (ROC).
+/// NVRTC (CUDA), hiprtc (ROC) and the host C++ compiler (the simulator).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSource {
     /// The source text (without the prelude, which the backend adds).
@@ -19,11 +21,15 @@ pub struct KernelSource {
 }
 
 /// A kernel: a name, and its code for the backends that can run it.
+///
+/// Portable source ([`Kernel::with_source`]) runs on every backend; the simulator's closure form
+/// (`gpu_mem::prelude::SimKernel`) is for kernels written in Rust that only the simulator runs.
+/// Where a kernel has both, the simulator runs the source.
 #[derive(Clone)]
 pub struct Kernel {
     id: u64,
     name: String,
-    sim: Option<Arc<SimKernelFn>>,
+    sim: Option<SimForm>,
     source: Option<Arc<KernelSource>>,
 }
 
@@ -40,8 +46,7 @@ impl fmt::Debug for Kernel {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Kernel {
-    /// A kernel with no code yet; add forms with [`Kernel::with_sim`] and
-    /// [`Kernel::with_source`].
+    /// A kernel with no code yet; add its source with [`Kernel::with_source`].
     pub fn new(name: impl Into<String>) -> Kernel {
         Kernel {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -51,17 +56,16 @@ impl Kernel {
         }
     }
 
-    /// A simulator kernel from a closure run once per thread.
-    pub fn sim(
-        name: impl Into<String>,
-        body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static,
-    ) -> Kernel {
-        Kernel::new(name).with_sim(body)
+    /// A kernel from portable source (`entry` is the `extern "C" __global__` function); the
+    /// kernel's name is the entry's.
+    pub fn from_source(code: impl Into<String>, entry: impl Into<String>) -> Kernel {
+        let entry = entry.into();
+        Kernel::new(entry.clone()).with_source(code, entry)
     }
 
-    /// Adds the simulator form.
-    pub fn with_sim(mut self, body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static) -> Kernel {
-        self.sim = Some(Arc::new(body));
+    /// Adds the simulator's closure form (used by the simulator crate's `SimKernel` trait).
+    pub fn with_sim_form(mut self, form: SimForm) -> Kernel {
+        self.sim = Some(form);
         self
     }
 
@@ -84,9 +88,9 @@ impl Kernel {
         &self.name
     }
 
-    /// The simulator form, if any.
-    pub fn sim_body(&self) -> Option<&Arc<SimKernelFn>> {
-        self.sim.as_ref()
+    /// The simulator's closure form, if any.
+    pub fn sim_form(&self) -> Option<&(dyn Any + Send + Sync)> {
+        self.sim.as_deref()
     }
 
     /// The portable source, if any.

@@ -225,7 +225,8 @@ pub fn stream_order_and_lifetimes(mock: &Mock) -> Result<(), Failed> {
             pending.live_kernarg - s0.live_kernarg
         )
     })?;
-    b.stream_synchronize(0, s)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_synchronize(0, s) }?;
     let done = mock.stats()?;
     ensure(done.dispatches == s0.dispatches + 2, || {
         "two dispatches".into()
@@ -319,7 +320,7 @@ pub fn invalid_launches_are_refused(mock: &Mock) -> Result<(), Failed> {
             }
         }
     }
-    let sim_only = Kernel::sim("sim_only", |_| {});
+    let sim_only = Kernel::new("sim_only").with_sim_form(std::sync::Arc::new(()));
     // SAFETY: refused.
     match unsafe { b.launch(0, &sim_only, &LaunchConfig::new(1, 1), &[], None) } {
         Err(Error::NotSupportedByBackend { reason, .. }) => {

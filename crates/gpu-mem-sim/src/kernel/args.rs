@@ -2,7 +2,8 @@
 //! addresses of the simulated device memory), validating every range.
 
 use crate::memory::{AddressSpace, Range};
-use gpu_mem_core::kernel::{ArgView, LaunchArg};
+use crate::thread::ArgView;
+use gpu_mem_core::kernel::LaunchArg;
 use gpu_mem_core::{Error, Result};
 
 /// One argument, resolved: owns what its view borrows and keeps its memory alive.
@@ -139,6 +140,36 @@ pub(crate) fn views(resolved: &[Resolved]) -> Vec<ArgView<'_>> {
                 elem: *elem,
                 dtype,
             },
+        })
+        .collect()
+}
+
+/// Each argument as compiled code receives it, in 8-byte words: an array as `gm_array<T, N>`
+/// (data pointer, `shape[N]`, `strides[N]` in elements, all 64-bit), a record as `T*`, a scalar
+/// as its bytes — the layout the CUDA and ROC launchers use, with host addresses of the
+/// simulated device memory in place of device addresses.
+pub(crate) fn encode(resolved: &[Resolved]) -> Vec<Box<[u64]>> {
+    resolved
+        .iter()
+        .map(|r| match r {
+            Resolved::Array {
+                base,
+                shape,
+                strides,
+                ..
+            } => std::iter::once(base.expose_provenance() as u64)
+                .chain(shape.iter().map(|&d| d as u64))
+                .chain(strides.iter().map(|&s| s as i64 as u64))
+                .collect(),
+            Resolved::Record { ptr, .. } => vec![ptr.expose_provenance() as u64].into_boxed_slice(),
+            Resolved::Scalar { bytes, .. } => bytes
+                .chunks(8)
+                .map(|chunk| {
+                    let mut word = [0u8; 8];
+                    word[..chunk.len()].copy_from_slice(chunk);
+                    u64::from_ne_bytes(word)
+                })
+                .collect(),
         })
         .collect()
 }

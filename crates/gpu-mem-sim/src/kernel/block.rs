@@ -1,19 +1,31 @@
 //! Running one block: its threads as coroutines on the current OS thread, released together at
-//! barriers, with divergence and faults turned into errors.
+//! barriers and warp collectives, with divergence and faults turned into errors.
+//!
+//! A thread runs until it suspends: at a barrier or collective ([`Suspend::Wait`]), or to let
+//! the others run ([`Suspend::Progress`], from atomics and spin-wait hints). When every thread
+//! that a barrier needs waits at it, the barrier releases them together; when nothing can
+//! proceed, the launch fails with [`Error::BarrierDivergence`] describing who waits where.
 
+use super::body::{Body, GmSimThread};
 use super::shared::SharedMemory;
+use crate::thread::{ArgView, BarrierScope, Collective, Fence, Site, ThreadCtx, ThreadOps};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use gpu_mem_core::Error;
-use gpu_mem_core::kernel::{ArgView, BarrierScope, Dim3, Fence, SimKernelFn, ThreadCtx, ThreadOps};
+use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, RefCell};
-use std::panic::{AssertUnwindSafe, Location};
+use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 
 /// Stack size of a simulated thread.
 const STACK_SIZE: usize = 256 << 10;
 /// How many idle stacks are kept for reuse.
 const POOLED_STACKS: usize = 8192;
+/// A thread lets the others run at every this many atomics / spin hints.
+const PROGRESS_EVERY: u32 = 16;
+/// Rounds in which threads only spun (no barrier reached, nothing finished) before the launch is
+/// declared stuck.
+const MAX_IDLE_ROUNDS: u32 = 1 << 20;
 
 static STACKS: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
 
@@ -32,11 +44,21 @@ fn return_stack(stack: DefaultStack) {
 }
 
 /// Where a suspended thread waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Wait {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Wait {
     scope: BarrierScope,
     fence: Fence,
-    at: &'static Location<'static>,
+    /// Lanes of the warp that must take part (warp scope).
+    mask: u64,
+    at: Site,
+    op: Option<Collective>,
+}
+
+/// Why a thread's coroutine suspended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Suspend {
+    Wait(Wait),
+    Progress,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,16 +68,26 @@ enum State {
     Done,
 }
 
+/// A thread's operands and result of a collective.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    value: u64,
+    arg: i64,
+    width: u32,
+    result: u64,
+}
+
 /// Everything the threads of one block share.
 pub(crate) struct Block<'a> {
     pub(crate) kernel: &'a str,
-    pub(crate) body: &'a SimKernelFn,
+    pub(crate) body: Body<'a>,
     pub(crate) args: &'a [ArgView<'a>],
     pub(crate) block_idx: Dim3,
     pub(crate) block_dim: Dim3,
     pub(crate) grid_dim: Dim3,
     pub(crate) warp_size: u32,
     pub(crate) shared: SharedMemory,
+    slots: RefCell<Vec<Slot>>,
     /// First fault of the block: thread index and message.
     fault: RefCell<Option<(Dim3, String)>>,
 }
@@ -64,7 +96,7 @@ impl<'a> Block<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         kernel: &'a str,
-        body: &'a SimKernelFn,
+        body: Body<'a>,
         args: &'a [ArgView<'a>],
         block_idx: Dim3,
         block_dim: Dim3,
@@ -81,6 +113,7 @@ impl<'a> Block<'a> {
             grid_dim,
             warp_size,
             shared,
+            slots: RefCell::new(vec![Slot::default(); block_dim.count() as usize]),
             fault: RefCell::new(None),
         }
     }
@@ -90,7 +123,7 @@ impl<'a> Block<'a> {
         Dim3::new(linear % bx, (linear / bx) % by, linear / (bx * by))
     }
 
-    fn record_fault(&self, thread: Dim3, message: String) {
+    pub(crate) fn record_fault(&self, thread: Dim3, message: String) {
         let mut fault = self.fault.borrow_mut();
         if fault.is_none() {
             *fault = Some((thread, message));
@@ -116,41 +149,38 @@ impl<'a> Block<'a> {
             })?;
             let block: &Block<'_> = self;
             let thread = self.thread_index(linear);
-            let body = move |yielder: &Yielder<(), Wait>, ()| {
-                let ops = SimThread {
+            let body = move |yielder: &Yielder<(), Suspend>, ()| {
+                let me = SimThread {
                     block,
                     thread,
+                    linear,
+                    info: GmSimThread::new(block, thread, linear),
                     shared_calls: Cell::new(0),
+                    atomics: Cell::new(0),
                     yielder,
                 };
-                // SAFETY: the arguments' views were built by `grid::run_grid` from validated device
-                // ranges kept alive for the whole launch; shared memory lives in `block`.
-                let ctx = unsafe {
-                    ThreadCtx::new(
-                        &ops,
-                        block.args,
-                        thread,
-                        block.block_idx,
-                        block.block_dim,
-                        block.grid_dim,
-                        block.warp_size,
-                    )
-                };
-                (block.body)(&ctx);
+                me.run();
             };
             // SAFETY: the coroutine borrows `self` (and through it the arguments and the kernel
-            // body), all of which outlive it: every coroutine is run to completion or dropped
-            // (unwinding it) before this function returns.
+            // body), all of which outlive it: every coroutine is run to completion, unwound or
+            // reset before this function returns.
             fibers.push(Some(unsafe {
                 Coroutine::with_stack_unchecked(stack, body)
             }));
         }
         let result = self.schedule(&mut fibers);
-        for fiber in fibers.into_iter().flatten() {
+        for mut fiber in fibers.into_iter().flatten() {
+            if !fiber.done() && self.body.is_compiled() {
+                // Compiled frames must not be unwound (no Rust panic crosses C++ frames): the
+                // suspended thread's stack is discarded instead. Nothing on it owns resources:
+                // no borrow or lock is held across a suspension.
+                // SAFETY: see above; the coroutine is not resumed again.
+                unsafe { fiber.force_reset() };
+            }
             if fiber.done() {
                 return_stack(fiber.into_stack());
             }
-            // An unfinished coroutine (after divergence) is unwound by its drop.
+            // An unfinished closure thread (after divergence) is unwound by its drop.
         }
         // A fault is the root cause of any divergence that follows it (a thread that panicked
         // never reaches the next barrier), so it is reported first.
@@ -167,12 +197,15 @@ impl<'a> Block<'a> {
 
     fn schedule(
         &self,
-        fibers: &mut [Option<Coroutine<(), Wait, (), DefaultStack>>],
+        fibers: &mut [Option<Coroutine<(), Suspend, (), DefaultStack>>],
     ) -> Result<(), Error> {
         let count = fibers.len();
         let mut states = vec![State::Ready; count];
         let warp = self.warp_size.max(1) as usize;
+        let mut idle_rounds = 0u32;
         loop {
+            let mut advanced = false;
+            let mut spinning = false;
             for (index, fiber) in fibers.iter_mut().enumerate() {
                 if states[index] != State::Ready {
                     continue;
@@ -182,7 +215,11 @@ impl<'a> Block<'a> {
                 };
                 let step = std::panic::catch_unwind(AssertUnwindSafe(|| coroutine.resume(())));
                 states[index] = match step {
-                    Ok(CoroutineResult::Yield(wait)) => State::Waiting(wait),
+                    Ok(CoroutineResult::Yield(Suspend::Wait(wait))) => State::Waiting(wait),
+                    Ok(CoroutineResult::Yield(Suspend::Progress)) => {
+                        spinning = true;
+                        State::Ready
+                    }
                     Ok(CoroutineResult::Return(())) => State::Done,
                     Err(payload) => {
                         let message = panic_message(payload.as_ref());
@@ -193,16 +230,27 @@ impl<'a> Block<'a> {
                         State::Done
                     }
                 };
+                advanced |= states[index] != State::Ready;
             }
             if states.iter().all(|s| *s == State::Done) {
                 return Ok(());
             }
             let mut released = false;
             for (w, members) in states.chunks_mut(warp).enumerate() {
-                released |= self.release_warp(w, members)?;
+                released |= self.release_warp(w * warp, members)?;
             }
             released |= self.release_block(&mut states)?;
-            if !released {
+            if released || advanced {
+                idle_rounds = 0;
+            } else if spinning {
+                idle_rounds += 1;
+                if idle_rounds > MAX_IDLE_ROUNDS {
+                    return Err(self.divergence(format!(
+                        "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run; {}",
+                        describe_states(&states, |i| self.thread_index(i as u32))
+                    )));
+                }
+            } else {
                 return Err(
                     self.divergence(describe_states(&states, |i| self.thread_index(i as u32)))
                 );
@@ -210,68 +258,167 @@ impl<'a> Block<'a> {
         }
     }
 
-    /// Releases a warp whose live threads all wait at the same wave barrier.
-    fn release_warp(&self, warp: usize, members: &mut [State]) -> Result<bool, Error> {
-        let waits: Vec<Wait> = members
-            .iter()
-            .filter_map(|s| match s {
-                State::Waiting(w) if w.scope == BarrierScope::Warp => Some(*w),
-                _ => None,
+    /// Releases the groups of a warp's lanes that wait at the same warp barrier or collective
+    /// once every lane its mask names is there.
+    fn release_warp(&self, base: usize, members: &mut [State]) -> Result<bool, Error> {
+        let lanes = members.len();
+        let existing = if lanes >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << lanes) - 1
+        };
+        let mut visited = 0u64;
+        let mut released = false;
+        for first in 0..lanes {
+            let State::Waiting(wait) = members[first] else {
+                continue;
+            };
+            if wait.scope != BarrierScope::Warp || visited & (1 << first) != 0 {
+                continue;
+            }
+            let mut here = 0u64;
+            for (lane, state) in members.iter().enumerate() {
+                if matches!(state, State::Waiting(w) if w.scope == BarrierScope::Warp && w.at == wait.at)
+                {
+                    here |= 1 << lane;
+                }
+            }
+            visited |= here;
+            let missing = wait.mask & existing & !here;
+            if missing == 0 {
+                if let Some(op) = wait.op {
+                    self.combine_warp(op, base, here, lanes);
+                }
+                for lane in 0..lanes {
+                    if here & (1 << lane) != 0 {
+                        members[lane] = State::Ready;
+                    }
+                }
+                released = true;
+                continue;
+            }
+            let exited = (0..lanes)
+                .filter(|&lane| missing & (1 << lane) != 0 && members[lane] == State::Done)
+                .count();
+            if exited > 0 {
+                let what = match wait.op {
+                    Some(op) => op.name().to_string(),
+                    None => "wave barrier".to_string(),
+                };
+                return Err(self.divergence(format!(
+                    "{what} at {} reached by {} of the {lanes} threads of warp {}; {exited} lane(s) it waits for exited",
+                    wait.at,
+                    here.count_ones(),
+                    base / self.warp_size.max(1) as usize,
+                )));
+            }
+        }
+        Ok(released)
+    }
+
+    /// Computes every participant's result of a warp collective.
+    fn combine_warp(&self, op: Collective, base: usize, here: u64, lanes: usize) {
+        let mut slots = self.slots.borrow_mut();
+        let warp = &mut slots[base..base + lanes];
+        let nonzero = |lane: usize| warp[lane].value != 0;
+        let participants = (0..lanes).filter(|&l| here & (1 << l) != 0);
+        let results: Vec<(usize, u64)> = participants
+            .clone()
+            .map(|lane| {
+                let slot = warp[lane];
+                let result = match op {
+                    Collective::Ballot => participants
+                        .clone()
+                        .filter(|&l| nonzero(l))
+                        .fold(0u64, |bits, l| bits | 1 << l),
+                    Collective::All => participants.clone().all(nonzero).into(),
+                    Collective::Any => participants.clone().any(nonzero).into(),
+                    _ => {
+                        let source = shuffle_source(op, lane, slot.arg, slot.width, lanes);
+                        match source {
+                            Some(src) if here & (1 << src) != 0 => warp[src].value,
+                            _ => slot.value,
+                        }
+                    }
+                };
+                (lane, result)
             })
             .collect();
-        let live = members.iter().filter(|s| **s != State::Done).count();
-        if waits.is_empty() || waits.len() != live {
-            return Ok(false);
+        for (lane, result) in results {
+            warp[lane].result = result;
         }
-        if live < members.len() {
-            return Err(self.divergence(format!(
-                "wave barrier at {} reached by {live} of the {} threads of warp {warp}; the others exited",
-                waits[0].at,
-                members.len()
-            )));
-        }
-        if let Some(other) = waits.iter().find(|w| w.at != waits[0].at) {
-            return Err(self.divergence(format!(
-                "threads of warp {warp} wait at different wave barriers: {} and {}",
-                waits[0].at, other.at
-            )));
-        }
-        members.iter_mut().for_each(|s| *s = State::Ready);
-        Ok(true)
     }
 
     /// Releases the block when all its live threads wait at the same block barrier.
     fn release_block(&self, states: &mut [State]) -> Result<bool, Error> {
         let live = states.iter().filter(|s| **s != State::Done).count();
-        let waits: Vec<Wait> = states
-            .iter()
-            .filter_map(|s| match s {
-                State::Waiting(w) if w.scope == BarrierScope::Block => Some(*w),
-                _ => None,
-            })
-            .collect();
-        if waits.is_empty() || waits.len() != live {
-            return Ok(false);
+        let mut first: Option<Wait> = None;
+        for state in states.iter() {
+            match state {
+                State::Waiting(w) if w.scope == BarrierScope::Block => match first {
+                    None => first = Some(*w),
+                    Some(f) if f.at != w.at => {
+                        if states.iter().all(|s| {
+                            matches!(s, State::Done)
+                                || matches!(s, State::Waiting(x) if x.scope == BarrierScope::Block)
+                        }) {
+                            return Err(self.divergence(format!(
+                                "threads wait at different barriers: {} and {}",
+                                f.at, w.at
+                            )));
+                        }
+                        return Ok(false);
+                    }
+                    Some(_) => {}
+                },
+                State::Done => {}
+                _ => return Ok(false),
+            }
         }
+        let Some(wait) = first else {
+            return Ok(false);
+        };
         if live < states.len() {
             return Err(self.divergence(format!(
                 "barrier at {} reached by {live} of {} threads; the others exited",
-                waits[0].at,
+                wait.at,
                 states.len()
             )));
         }
-        if let Some(other) = waits.iter().find(|w| w.at != waits[0].at) {
-            return Err(self.divergence(format!(
-                "threads wait at different barriers: {} and {}",
-                waits[0].at, other.at
-            )));
+        if let Some(op) = wait.op {
+            let mut slots = self.slots.borrow_mut();
+            let count = slots.iter().filter(|s| s.value != 0).count() as u64;
+            let result = match op {
+                Collective::SyncCount => count,
+                Collective::SyncAnd => u64::from(count == slots.len() as u64),
+                _ => u64::from(count > 0),
+            };
+            slots.iter_mut().for_each(|s| s.result = result);
         }
-        if waits.iter().any(|w| w.fence == Fence::Global) {
+        if wait.fence == Fence::Global {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         }
         states.iter_mut().for_each(|s| *s = State::Ready);
         Ok(true)
     }
+}
+
+/// The lane a shuffle reads for `lane`, or `None` when it reads its own value (CUDA: a source
+/// outside the lane's group of `width` lanes).
+fn shuffle_source(op: Collective, lane: usize, arg: i64, width: u32, lanes: usize) -> Option<usize> {
+    let width = (width as usize).clamp(1, lanes.max(1));
+    let group = lane - lane % width;
+    let end = group + width;
+    let src = match op {
+        Collective::Shfl => group as i64 + arg.rem_euclid(width as i64),
+        Collective::ShflUp => lane as i64 - arg,
+        Collective::ShflDown => lane as i64 + arg,
+        Collective::ShflXor => (lane as i64) ^ arg,
+        _ => return None,
+    };
+    usize::try_from(src)
+        .ok()
+        .filter(|&s| s >= group && s < end && s < lanes)
 }
 
 fn describe_states(states: &[State], index: impl Fn(usize) -> Dim3) -> String {
@@ -280,19 +427,27 @@ fn describe_states(states: &[State], index: impl Fn(usize) -> Dim3) -> String {
     if done > 0 {
         parts.push(format!("{done} thread(s) exited"));
     }
+    let spinning = states.iter().filter(|s| **s == State::Ready).count();
+    if spinning > 0 {
+        parts.push(format!("{spinning} thread(s) spin"));
+    }
     let mut seen: Vec<(Wait, usize, Dim3)> = Vec::new();
     for (i, s) in states.iter().enumerate() {
         if let State::Waiting(w) = s {
-            match seen.iter_mut().find(|(x, _, _)| x == w) {
+            match seen
+                .iter_mut()
+                .find(|(x, _, _)| x.at == w.at && x.scope == w.scope)
+            {
                 Some(entry) => entry.1 += 1,
                 None => seen.push((*w, 1, index(i))),
             }
         }
     }
     for (w, n, first) in seen {
-        let kind = match w.scope {
-            BarrierScope::Block => "barrier",
-            BarrierScope::Warp => "wave barrier",
+        let kind = match (w.op, w.scope) {
+            (Some(op), _) => op.name(),
+            (None, BarrierScope::Block) => "barrier",
+            (None, BarrierScope::Warp) => "wave barrier",
         };
         parts.push(format!(
             "{n} thread(s) wait at the {kind} at {} (first: thread {first})",
@@ -313,16 +468,93 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// One simulated thread's view of the executor.
-struct SimThread<'b, 'a> {
-    block: &'b Block<'a>,
-    thread: Dim3,
+pub(crate) struct SimThread<'b, 'a> {
+    pub(crate) block: &'b Block<'a>,
+    pub(crate) thread: Dim3,
+    linear: u32,
+    /// What compiled kernels read through `threadIdx` & co.
+    pub(crate) info: GmSimThread,
     shared_calls: Cell<usize>,
-    yielder: &'b Yielder<(), Wait>,
+    atomics: Cell<u32>,
+    yielder: &'b Yielder<(), Suspend>,
+}
+
+impl SimThread<'_, '_> {
+    fn run(&self) {
+        match self.block.body {
+            Body::Closure(body) => {
+                // SAFETY: the arguments' views were built by `grid::run_grid` from validated
+                // device ranges kept alive for the whole launch; shared memory lives in `block`.
+                let ctx = unsafe {
+                    ThreadCtx::new(
+                        self,
+                        self.block.args,
+                        self.thread,
+                        self.block.block_idx,
+                        self.block.block_dim,
+                        self.block.grid_dim,
+                        self.block.warp_size,
+                    )
+                };
+                body(&ctx);
+            }
+            Body::Compiled(entry) => entry.run_thread(self),
+        }
+    }
+
+    fn suspend(&self, why: Suspend) {
+        self.yielder.suspend(why);
+        // Other threads ran meanwhile: compiled code finds this thread again.
+        if self.block.body.is_compiled() {
+            super::body::make_current(self);
+        }
+    }
 }
 
 impl ThreadOps for SimThread<'_, '_> {
-    fn barrier(&self, scope: BarrierScope, fence: Fence, at: &'static Location<'static>) {
-        self.yielder.suspend(Wait { scope, fence, at });
+    fn barrier(&self, scope: BarrierScope, fence: Fence, mask: u64, at: Site) {
+        self.suspend(Suspend::Wait(Wait {
+            scope,
+            fence,
+            mask,
+            at,
+            op: None,
+        }));
+    }
+
+    fn collective(
+        &self,
+        op: Collective,
+        mask: u64,
+        value: u64,
+        arg: i64,
+        width: u32,
+        at: Site,
+    ) -> u64 {
+        let linear = self.linear as usize;
+        {
+            let mut slots = self.block.slots.borrow_mut();
+            let slot = &mut slots[linear];
+            slot.value = value;
+            slot.arg = arg;
+            slot.width = width;
+        }
+        self.suspend(Suspend::Wait(Wait {
+            scope: op.scope(),
+            fence: Fence::Local,
+            mask,
+            at,
+            op: Some(op),
+        }));
+        self.block.slots.borrow()[linear].result
+    }
+
+    fn progress(&self) {
+        let n = self.atomics.get().wrapping_add(1);
+        self.atomics.set(n);
+        if n.is_multiple_of(PROGRESS_EVERY) {
+            self.suspend(Suspend::Progress);
+        }
     }
 
     fn shared(&self, bytes: usize, align: usize, dtype: &'static str) -> Option<*mut u8> {

@@ -1,15 +1,28 @@
 //! Running a grid: blocks spread over all cores, the error of the lowest failing block kept.
 
-use super::args::{Resolved, views};
+use super::args::{Resolved, encode, views};
 use super::block::Block;
+use super::body::{Body, CompiledLaunch};
 use super::shared::SharedMemory;
-use gpu_mem_core::kernel::{Dim3, LaunchConfig, SimKernelFn};
+use crate::reentry::enter_kernel;
+use crate::source::SourceProgram;
+use crate::thread::SimKernelFn;
+use gpu_mem_core::kernel::{Dim3, LaunchConfig};
 use gpu_mem_core::{Error, Result};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The code of a launch, in either form.
+#[derive(Clone, Copy)]
+pub(crate) enum Code<'a> {
+    /// A closure kernel.
+    Closure(&'a SimKernelFn),
+    /// Compiled portable source (its parameters already checked against the arguments).
+    Source(&'a SourceProgram),
+}
+
 /// The argument views, shared by the worker threads.
-struct Views<'a>(Vec<gpu_mem_core::kernel::ArgView<'a>>);
+struct Views<'a>(Vec<crate::thread::ArgView<'a>>);
 
 // SAFETY: the views hold raw pointers into simulated device memory that stays alive for the
 // launch; concurrent access from several blocks is governed by the launch's unsafe contract, as
@@ -18,7 +31,7 @@ unsafe impl Sync for Views<'_> {}
 
 impl<'a> Views<'a> {
     // A method (not a field access) so closures capture the whole `Sync` wrapper.
-    fn get(&self) -> &[gpu_mem_core::kernel::ArgView<'a>] {
+    fn get(&self) -> &[crate::thread::ArgView<'a>] {
         &self.0
     }
 }
@@ -35,7 +48,7 @@ fn block_index(linear: u64, grid: Dim3) -> Dim3 {
 /// Runs every block of `config`'s grid; returns the error of the lowest-numbered failing block.
 pub(crate) fn run_grid(
     kernel: &str,
-    body: &SimKernelFn,
+    code: Code<'_>,
     args: &[Resolved],
     config: &LaunchConfig,
     warp_size: u32,
@@ -49,12 +62,30 @@ pub(crate) fn run_grid(
         });
     }
     let views = Views(views(args));
+    // Compiled code receives one buffer per parameter, laid out as the C parameter.
+    let buffers;
+    let compiled;
+    let body = match code {
+        Code::Closure(closure) => Body::Closure(closure),
+        Code::Source(program) => {
+            buffers = encode(args);
+            compiled = CompiledLaunch {
+                program,
+                args: buffers
+                    .iter()
+                    .map(|b| b.as_ptr().cast::<std::ffi::c_void>().cast_mut())
+                    .collect(),
+            };
+            Body::Compiled(&compiled)
+        }
+    };
     let total = config.grid.count();
     let next = AtomicU64::new(0);
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
     let failure: Mutex<Option<(u64, Error)>> = Mutex::new(None);
     let lowest_failure = AtomicU64::new(u64::MAX);
     let work = || {
+        let _in_kernel = enter_kernel(kernel);
         loop {
             let linear = next.fetch_add(1, Ordering::Relaxed);
             if linear >= total || linear > lowest_failure.load(Ordering::Acquire) {

@@ -1,6 +1,7 @@
-//! Kernel execution on the simulator.
+//! Kernel execution on the simulator: the executor.
 //!
-//! Every simulated thread is a stackful coroutine running the kernel closure. The threads of a
+//! Every simulated thread is a stackful coroutine running the kernel: the compiled entry point
+//! of its portable source (`crate::source`), or a Rust closure (`crate::thread`). The threads of a
 //! block run cooperatively on one OS thread: a barrier suspends the thread, and once every thread
 //! of the block (or, for a wave barrier, of the warp) waits at the same barrier they all resume,
 //! so a barrier really waits for the whole block. Blocks run in parallel on all cores. A barrier
@@ -13,11 +14,12 @@
 
 mod args;
 mod block;
+pub(crate) mod body;
 mod grid;
 mod shared;
 
 pub(crate) use args::resolve as resolve_args;
-pub(crate) use grid::run_grid;
+pub(crate) use grid::{Code, run_grid};
 
 use gpu_mem_core::kernel::{Kernel, LaunchConfig};
 use gpu_mem_core::{Error, Result};
@@ -30,10 +32,13 @@ pub(crate) const MAX_THREADS_PER_BLOCK: u64 = 1024;
 pub(crate) const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
 
 /// Checks a launch configuration against the simulated device's limits.
+/// `static_shared` is what the kernel's code declares (compiled source), counted with the
+/// launch's dynamic shared memory against the block limit.
 pub(crate) fn check_config(
     kernel: &Kernel,
     config: &LaunchConfig,
     max_shared: usize,
+    static_shared: usize,
 ) -> Result<()> {
     let invalid = |reason: String| Error::InvalidLaunch {
         kernel: kernel.name().to_string(),
@@ -61,9 +66,13 @@ pub(crate) fn check_config(
             config.grid
         )));
     }
-    if config.shared_bytes > max_shared {
+    if config.shared_bytes.saturating_add(static_shared) > max_shared {
+        let statics = match static_shared {
+            0 => String::new(),
+            n => format!(" (plus {n} bytes of static __shared__ arrays)"),
+        };
         return Err(invalid(format!(
-            "{} bytes of dynamic shared memory requested; the block limit is {max_shared} bytes",
+            "{} bytes of dynamic shared memory requested{statics}; the block limit is {max_shared} bytes",
             config.shared_bytes
         )));
     }

@@ -1,10 +1,158 @@
 //! [`ThreadCtx`]: what a simulated thread sees — its indices, its arguments, shared and local
-//! arrays, barriers — and [`ThreadOps`], what an executor provides behind it.
+//! arrays, barriers, warp collectives — and [`ThreadOps`], what an executor provides behind it.
 
-use crate::element::Element;
-use crate::kernel::{Dim3, GlobalArray, GlobalRecord, LocalArray, SharedArray};
+use crate::thread::{GlobalArray, GlobalRecord, LocalArray, SharedArray};
+use gpu_mem_core::Element;
+use gpu_mem_core::kernel::Dim3;
 use std::any::TypeId;
+use std::ffi::{CStr, c_char};
+use std::fmt;
 use std::panic::Location;
+
+/// Where a barrier or collective stands in the kernel's code. Two threads wait at "the same
+/// barrier" when their sites are equal; reports name the site.
+#[derive(Debug, Clone, Copy)]
+pub struct Site {
+    file: SiteFile,
+    line: u32,
+    column: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum SiteFile {
+    Rust(&'static str),
+    /// A NUL-terminated file name inside a loaded kernel library (never unloaded).
+    C(*const c_char),
+}
+
+impl Site {
+    /// The site of a Rust call (`#[track_caller]`).
+    pub fn rust(location: &'static Location<'static>) -> Site {
+        Site {
+            file: SiteFile::Rust(location.file()),
+            line: location.line(),
+            column: location.column(),
+        }
+    }
+
+    /// The site of a call in compiled kernel source.
+    ///
+    /// # Safety
+    /// `file` is null or a NUL-terminated string that stays valid for the rest of the process.
+    pub(crate) unsafe fn c(file: *const c_char, line: i32) -> Site {
+        Site {
+            file: SiteFile::C(file),
+            line: u32::try_from(line).unwrap_or(0),
+            column: 0,
+        }
+    }
+
+    fn file_name(&self) -> std::borrow::Cow<'static, str> {
+        match self.file {
+            SiteFile::Rust(file) => file.into(),
+            SiteFile::C(file) if file.is_null() => "<unknown>".into(),
+            // SAFETY: `Site::c`'s contract: a NUL-terminated string valid for the process.
+            SiteFile::C(file) => unsafe { CStr::from_ptr(file) }
+                .to_string_lossy()
+                .into_owned()
+                .into(),
+        }
+    }
+}
+
+impl PartialEq for Site {
+    fn eq(&self, other: &Site) -> bool {
+        if self.line != other.line || self.column != other.column {
+            return false;
+        }
+        // Cheap first: the same string at the same address (the common case).
+        let same_address = match (self.file, other.file) {
+            (SiteFile::Rust(a), SiteFile::Rust(b)) => std::ptr::eq(a, b),
+            (SiteFile::C(a), SiteFile::C(b)) => a == b,
+            _ => false,
+        };
+        same_address || self.file_name() == other.file_name()
+    }
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.column {
+            0 => write!(f, "{}:{}", self.file_name(), self.line),
+            column => write!(f, "{}:{}:{column}", self.file_name(), self.line),
+        }
+    }
+}
+
+/// A collective operation: a barrier of a warp (or block) that also exchanges values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// `__shfl_sync`: the value of lane `arg` (within groups of `width` lanes).
+    Shfl,
+    /// `__shfl_up_sync`: the value of lane `lane - arg`.
+    ShflUp,
+    /// `__shfl_down_sync`: the value of lane `lane + arg`.
+    ShflDown,
+    /// `__shfl_xor_sync`: the value of lane `lane ^ arg`.
+    ShflXor,
+    /// `__ballot_sync`: one bit per lane whose value is non-zero.
+    Ballot,
+    /// `__all_sync`: 1 when every lane's value is non-zero.
+    All,
+    /// `__any_sync`: 1 when some lane's value is non-zero.
+    Any,
+    /// `syncthreads_count`: the block's number of non-zero values.
+    SyncCount,
+    /// `syncthreads_and`: 1 when every value of the block is non-zero.
+    SyncAnd,
+    /// `syncthreads_or`: 1 when some value of the block is non-zero.
+    SyncOr,
+}
+
+impl Collective {
+    /// The barrier scope the operation synchronizes.
+    pub fn scope(self) -> BarrierScope {
+        match self {
+            Collective::SyncCount | Collective::SyncAnd | Collective::SyncOr => {
+                BarrierScope::Block
+            }
+            _ => BarrierScope::Warp,
+        }
+    }
+
+    /// The operation for the prelude's `GM_SIM_OP_*` code.
+    pub(crate) fn from_code(code: i32) -> Option<Collective> {
+        Some(match code {
+            1 => Collective::Shfl,
+            2 => Collective::ShflUp,
+            3 => Collective::ShflDown,
+            4 => Collective::ShflXor,
+            5 => Collective::Ballot,
+            6 => Collective::All,
+            7 => Collective::Any,
+            8 => Collective::SyncCount,
+            9 => Collective::SyncAnd,
+            10 => Collective::SyncOr,
+            _ => return None,
+        })
+    }
+
+    /// The spelling in kernel source, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::Shfl => "__shfl_sync",
+            Collective::ShflUp => "__shfl_up_sync",
+            Collective::ShflDown => "__shfl_down_sync",
+            Collective::ShflXor => "__shfl_xor_sync",
+            Collective::Ballot => "__ballot_sync",
+            Collective::All => "__all_sync",
+            Collective::Any => "__any_sync",
+            Collective::SyncCount => "syncthreads_count",
+            Collective::SyncAnd => "syncthreads_and",
+            Collective::SyncOr => "syncthreads_or",
+        }
+    }
+}
 
 /// The memory a barrier orders (ROC's `CLK_LOCAL_MEM_FENCE` / `CLK_GLOBAL_MEM_FENCE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,7 +214,7 @@ impl ArgView<'_> {
             ArgView::Array { dtype, shape, .. } => {
                 format!(
                     "an array of {dtype} with shape {}",
-                    crate::error::fmt_dims(shape)
+                    gpu_mem_core::error::fmt_dims(shape)
                 )
             }
             ArgView::Record { dtype, .. } => format!("a record of {dtype}"),
@@ -78,8 +226,23 @@ impl ArgView<'_> {
 /// What an executor provides to the threads it runs.
 pub trait ThreadOps {
     /// Waits until every thread of `scope` has reached a barrier (then, for [`Fence::Global`],
-    /// orders global memory). `at` identifies the barrier for divergence reports.
-    fn barrier(&self, scope: BarrierScope, fence: Fence, at: &'static Location<'static>);
+    /// orders global memory). For a warp barrier, `mask` names the lanes that must take part.
+    /// `at` identifies the barrier for divergence reports.
+    fn barrier(&self, scope: BarrierScope, fence: Fence, mask: u64, at: Site);
+    /// A barrier of `op`'s scope that also combines the participants' `value`s (see
+    /// [`Collective`]); returns this thread's result.
+    fn collective(
+        &self,
+        op: Collective,
+        mask: u64,
+        value: u64,
+        arg: i64,
+        width: u32,
+        at: Site,
+    ) -> u64;
+    /// Lets the other threads of the block run for a while (atomics and spin-waits call it, so
+    /// a thread waiting for another one's write makes progress).
+    fn progress(&self);
     /// The block's next static shared buffer in this thread's call order, `bytes` long and
     /// aligned to `align`; `None` after recording a fault (size mismatch, over the limit).
     fn shared(&self, bytes: usize, align: usize, dtype: &'static str) -> Option<*mut u8>;
@@ -307,7 +470,7 @@ impl<'a> ThreadCtx<'a> {
     }
 
     /// The block's dynamic shared memory as a 1-d array of `T` (CUDA's `extern __shared__`,
-    /// Numba's `cuda.shared.array(0, dtype)`), sized by [`LaunchConfig::shared_bytes`](crate::kernel::LaunchConfig).
+    /// Numba's `cuda.shared.array(0, dtype)`), sized by [`LaunchConfig::shared_bytes`](gpu_mem_core::kernel::LaunchConfig).
     pub fn dynamic_shared<T: Element>(&self) -> SharedArray<'_, T, 1> {
         let (ptr, bytes) = self.ops.dynamic_shared();
         if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
@@ -332,23 +495,158 @@ impl<'a> ThreadCtx<'a> {
     /// Waits for every thread of the block (`cuda.syncthreads()`).
     #[track_caller]
     pub fn syncthreads(&self) {
-        self.ops
-            .barrier(BarrierScope::Block, Fence::Local, Location::caller());
+        self.ops.barrier(
+            BarrierScope::Block,
+            Fence::Local,
+            u64::MAX,
+            Site::rust(Location::caller()),
+        );
     }
 
     /// ROC's `barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)`: a block barrier that also
     /// orders global memory for [`Fence::Global`].
     #[track_caller]
     pub fn barrier(&self, fence: Fence) {
-        self.ops
-            .barrier(BarrierScope::Block, fence, Location::caller());
+        self.ops.barrier(
+            BarrierScope::Block,
+            fence,
+            u64::MAX,
+            Site::rust(Location::caller()),
+        );
     }
 
     /// Waits for the threads of the caller's warp (ROC's `wavebarrier()`, CUDA's `__syncwarp()`).
     #[track_caller]
     pub fn wavebarrier(&self) {
+        self.ops.barrier(
+            BarrierScope::Warp,
+            Fence::Local,
+            u64::MAX,
+            Site::rust(Location::caller()),
+        );
+    }
+
+    /// Numba's `syncthreads_count(predicate)`: a block barrier returning how many threads of
+    /// the block passed `true`.
+    #[track_caller]
+    pub fn syncthreads_count(&self, predicate: bool) -> u32 {
+        let site = Site::rust(Location::caller());
+        let count = self
+            .ops
+            .collective(Collective::SyncCount, u64::MAX, predicate.into(), 0, 0, site);
+        u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
+    /// Numba's `syncthreads_and(predicate)`: a block barrier returning whether every thread
+    /// passed `true`.
+    #[track_caller]
+    pub fn syncthreads_and(&self, predicate: bool) -> bool {
+        let site = Site::rust(Location::caller());
         self.ops
-            .barrier(BarrierScope::Warp, Fence::Local, Location::caller());
+            .collective(Collective::SyncAnd, u64::MAX, predicate.into(), 0, 0, site)
+            != 0
+    }
+
+    /// Numba's `syncthreads_or(predicate)`: a block barrier returning whether some thread
+    /// passed `true`.
+    #[track_caller]
+    pub fn syncthreads_or(&self, predicate: bool) -> bool {
+        let site = Site::rust(Location::caller());
+        self.ops
+            .collective(Collective::SyncOr, u64::MAX, predicate.into(), 0, 0, site)
+            != 0
+    }
+
+    #[track_caller]
+    fn shuffle<T: Element>(&self, op: Collective, mask: u64, value: T, arg: i64) -> T {
+        let site = Site::rust(Location::caller());
+        let size = std::mem::size_of::<T>();
+        if size > 8 {
+            self.fault(format!(
+                "{} moves values of at most 8 bytes; {} has {size}",
+                op.name(),
+                T::dtype()
+            ));
+            return value;
+        }
+        let mut bits = [0u8; 8];
+        bits[..size].copy_from_slice(bytemuck::bytes_of(&value));
+        let out = self.ops.collective(
+            op,
+            mask,
+            u64::from_ne_bytes(bits),
+            arg,
+            self.warp_size,
+            site,
+        );
+        bytemuck::pod_read_unaligned(&out.to_ne_bytes()[..size])
+    }
+
+    /// `__shfl_sync(mask, value, src_lane)` (Numba's `shfl_sync`): the value of lane
+    /// `src_lane` of the caller's warp.
+    #[track_caller]
+    pub fn shfl_sync<T: Element>(&self, mask: u64, value: T, src_lane: u32) -> T {
+        self.shuffle(Collective::Shfl, mask, value, src_lane.into())
+    }
+
+    /// `__shfl_up_sync`: the value of lane `lane - delta` (own value below lane `delta`).
+    #[track_caller]
+    pub fn shfl_up_sync<T: Element>(&self, mask: u64, value: T, delta: u32) -> T {
+        self.shuffle(Collective::ShflUp, mask, value, delta.into())
+    }
+
+    /// `__shfl_down_sync`: the value of lane `lane + delta` (own value past the warp's end).
+    #[track_caller]
+    pub fn shfl_down_sync<T: Element>(&self, mask: u64, value: T, delta: u32) -> T {
+        self.shuffle(Collective::ShflDown, mask, value, delta.into())
+    }
+
+    /// `__shfl_xor_sync`: the value of lane `lane ^ lane_mask`.
+    #[track_caller]
+    pub fn shfl_xor_sync<T: Element>(&self, mask: u64, value: T, lane_mask: u32) -> T {
+        self.shuffle(Collective::ShflXor, mask, value, lane_mask.into())
+    }
+
+    /// `__ballot_sync(mask, predicate)`: bit `l` is set when lane `l` passed `true`.
+    #[track_caller]
+    pub fn ballot_sync(&self, mask: u64, predicate: bool) -> u64 {
+        let site = Site::rust(Location::caller());
+        self.ops.collective(
+            Collective::Ballot,
+            mask,
+            predicate.into(),
+            0,
+            self.warp_size,
+            site,
+        )
+    }
+
+    /// `__all_sync(mask, predicate)`: whether every participating lane passed `true`.
+    #[track_caller]
+    pub fn all_sync(&self, mask: u64, predicate: bool) -> bool {
+        let site = Site::rust(Location::caller());
+        self.ops
+            .collective(Collective::All, mask, predicate.into(), 0, self.warp_size, site)
+            != 0
+    }
+
+    /// `__any_sync(mask, predicate)`: whether some participating lane passed `true`.
+    #[track_caller]
+    pub fn any_sync(&self, mask: u64, predicate: bool) -> bool {
+        let site = Site::rust(Location::caller());
+        self.ops
+            .collective(Collective::Any, mask, predicate.into(), 0, self.warp_size, site)
+            != 0
+    }
+
+    /// Lets the other threads of the block run (a spin-wait hint, CUDA's `__nanosleep`).
+    pub fn nanosleep(&self) {
+        self.ops.progress();
+    }
+
+    /// Tells the executor an atomic operation is about to run (forward progress).
+    pub(crate) fn progress(&self) {
+        self.ops.progress();
     }
 
     /// Records a fault (used by the array types).

@@ -1,8 +1,8 @@
 //! Block-shared and thread-local arrays of a simulated kernel: [`SharedArray`] and
 //! [`LocalArray`], C-ordered, with compile-time rank and bounds-checked indexing.
 
-use crate::element::Element;
-use crate::kernel::ThreadCtx;
+use gpu_mem_core::Element;
+use crate::thread::ThreadCtx;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
@@ -86,6 +86,16 @@ impl<'a, T: Element, const N: usize> SharedArray<'a, T, N> {
             unsafe { ptr.write(value) }
         }
     }
+
+    fn atomic_slot(&self, index: [usize; N]) -> Option<*mut T> {
+        self.slot(index)
+    }
+
+    crate::thread::atomics::atomic_methods!([usize; N]);
+}
+
+impl<const N: usize> SharedArray<'_, u32, N> {
+    crate::thread::atomics::atomic_inc_dec!([usize; N]);
 }
 
 /// A per-thread array (Numba's `cuda.local.array`).

@@ -4,9 +4,8 @@
 //! the index and the shape (the launch then fails naming the kernel and thread), and the access
 //! does nothing (reads give zero) — where a GPU would trap.
 
-use crate::element::Element;
-use crate::kernel::ThreadCtx;
-use crate::kernel::atomics::AtomicElement;
+use gpu_mem_core::Element;
+use crate::thread::ThreadCtx;
 use std::marker::PhantomData;
 
 /// An array argument inside a simulated kernel.
@@ -111,44 +110,13 @@ impl<'a, T: Element> GlobalArray<'a, T> {
         }
     }
 
-    /// Atomically adds `value` to `A[index]` and returns the old value (Numba's
-    /// `cuda.atomic.add(A, index, value)`); safe to race with other threads and blocks.
-    pub fn atomic_add(&self, index: impl AsRef<[usize]>, value: T) -> T
-    where
-        T: AtomicElement,
-    {
-        match self.offset(index.as_ref()) {
-            // Mixing atomics with plain writes to one element is the kernel's responsibility.
-            // SAFETY: the index was checked against the shape; the memory is aligned for `T`
-            // (allocation alignment, checked view offsets); accesses through here are atomic.
-            Some(offset) => unsafe { T::atomic_add(self.base.offset(offset), value) },
-            None => T::zeroed(),
-        }
+    fn atomic_slot(&self, index: impl AsRef<[usize]>) -> Option<*mut T> {
+        // The offset was checked against the shape: the element lies inside the argument.
+        self.offset(index.as_ref())
+            .map(|offset| self.base.wrapping_offset(offset))
     }
 
-    /// Atomically stores `max(A[index], value)` and returns the old value (`cuda.atomic.max`).
-    pub fn atomic_max(&self, index: impl AsRef<[usize]>, value: T) -> T
-    where
-        T: AtomicElement,
-    {
-        match self.offset(index.as_ref()) {
-            // SAFETY: as in `atomic_add`.
-            Some(offset) => unsafe { T::atomic_max(self.base.offset(offset), value) },
-            None => T::zeroed(),
-        }
-    }
-
-    /// Atomically stores `min(A[index], value)` and returns the old value (`cuda.atomic.min`).
-    pub fn atomic_min(&self, index: impl AsRef<[usize]>, value: T) -> T
-    where
-        T: AtomicElement,
-    {
-        match self.offset(index.as_ref()) {
-            // SAFETY: as in `atomic_add`.
-            Some(offset) => unsafe { T::atomic_min(self.base.offset(offset), value) },
-            None => T::zeroed(),
-        }
-    }
+    crate::thread::atomics::atomic_methods!(impl AsRef<[usize]>);
 
     /// `A[index] = f(A[index])`; returns the new value.
     pub fn update(&self, index: impl AsRef<[usize]>, f: impl FnOnce(T) -> T) -> T {
@@ -166,6 +134,10 @@ impl<'a, T: Element> GlobalArray<'a, T> {
             None => T::zeroed(),
         }
     }
+}
+
+impl GlobalArray<'_, u32> {
+    crate::thread::atomics::atomic_inc_dec!(impl AsRef<[usize]>);
 }
 
 /// A record argument (`DeviceRecord`) inside a simulated kernel.

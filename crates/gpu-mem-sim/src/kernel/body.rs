@@ -1,0 +1,258 @@
+//! What each simulated thread runs: a Rust closure, or the compiled entry point of portable
+//! source. For compiled code, this module is the other side of the prelude's host branch
+//! (`gpu_mem.h`, `GM_HOST`): the `gm_sim_runtime` table of C callbacks through which
+//! `threadIdx`, barriers, collectives, dynamic shared memory and faults reach the executor.
+//!
+//! The callbacks find the calling thread through a thread-local pointer that a thread sets
+//! whenever it (re)starts running; a block's threads share one OS thread and only one of them
+//! runs at a time. No callback unwinds: they record faults instead of panicking.
+
+use super::block::{Block, SimThread};
+use crate::source::SourceProgram;
+use crate::thread::{BarrierScope, Collective, Fence, Site, SimKernelFn, ThreadOps};
+use gpu_mem_core::kernel::Dim3;
+use std::cell::{Cell, RefCell};
+use std::ffi::{CStr, c_char, c_int, c_void};
+
+/// The code a launch runs in every thread.
+#[derive(Clone, Copy)]
+pub(crate) enum Body<'a> {
+    /// A closure kernel.
+    Closure(&'a SimKernelFn),
+    /// Compiled portable source with the launch's argument buffers.
+    Compiled(&'a CompiledLaunch<'a>),
+}
+
+impl Body<'_> {
+    pub(crate) fn is_compiled(&self) -> bool {
+        matches!(self, Body::Compiled(_))
+    }
+}
+
+/// A compiled entry point and the argument buffers of one launch (`void* args[]`, one pointer
+/// per parameter to bytes laid out as the kernel's C parameter).
+pub(crate) struct CompiledLaunch<'a> {
+    pub(crate) program: &'a SourceProgram,
+    pub(crate) args: Vec<*mut c_void>,
+}
+
+// SAFETY: the argument buffers are only read (each thread copies its parameters out of them)
+// and outlive the launch; the program's functions may be called from any thread.
+unsafe impl Sync for CompiledLaunch<'_> {}
+
+impl CompiledLaunch<'_> {
+    /// Runs the entry point as `thread`.
+    pub(crate) fn run_thread(&self, thread: &SimThread<'_, '_>) {
+        make_current(thread);
+        // SAFETY: the program was compiled from the kernel's source with the prelude's host
+        // branch, its parameters were checked against the launch's arguments, and `args` holds
+        // one buffer of each parameter's exact layout, alive for the launch.
+        let status = unsafe { (self.program.run)(self.args.as_ptr()) };
+        if status != 0 {
+            thread.block.record_fault(
+                thread.thread,
+                "a C++ exception escaped the kernel".to_string(),
+            );
+        }
+    }
+}
+
+/// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GmSimThread {
+    thread_idx: [u32; 3],
+    block_idx: [u32; 3],
+    block_dim: [u32; 3],
+    grid_dim: [u32; 3],
+    warp_size: u32,
+    lane: u32,
+}
+
+impl GmSimThread {
+    pub(crate) fn new(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
+        GmSimThread {
+            thread_idx: thread.to_array(),
+            block_idx: block.block_idx.to_array(),
+            block_dim: block.block_dim.to_array(),
+            grid_dim: block.grid_dim.to_array(),
+            warp_size: block.warp_size,
+            lane: linear % block.warp_size.max(1),
+        }
+    }
+}
+
+/// `gm_sim_runtime`: the executor's entry points for compiled code (the prelude's layout).
+#[repr(C)]
+pub(crate) struct GmSimRuntime {
+    abi: u32,
+    this: extern "C" fn() -> *const GmSimThread,
+    barrier: extern "C" fn(c_int, c_int, u64, *const c_char, c_int),
+    collective: extern "C" fn(c_int, u64, u64, i64, c_int, *const c_char, c_int) -> u64,
+    dynamic_shared: extern "C" fn(*mut u64) -> *mut c_void,
+    index_fault: extern "C" fn(c_int, *const i64, *const i64, u64) -> *mut c_void,
+    fault: extern "C" fn(*const c_char),
+    progress: extern "C" fn(),
+}
+
+/// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
+pub(crate) const ABI: u32 = 1;
+
+/// The table handed to every compiled program's `gm_sim_init`.
+pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
+    abi: ABI,
+    this: rt_self,
+    barrier: rt_barrier,
+    collective: rt_collective,
+    dynamic_shared: rt_dynamic_shared,
+    index_fault: rt_index_fault,
+    fault: rt_fault,
+    progress: rt_progress,
+};
+
+thread_local! {
+    /// The simulated thread running on this OS thread (a `SimThread`), or null.
+    static CURRENT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+    /// Where out-of-bounds accesses of compiled code go (zeroed at every fault).
+    static SCRATCH: RefCell<Vec<u128>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes `thread` the one compiled code's callbacks act for.
+pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
+    CURRENT.set(std::ptr::from_ref(thread).cast::<()>());
+}
+
+/// Runs `f` with the current simulated thread; `None` outside one.
+fn with_current<R>(f: impl FnOnce(&SimThread<'_, '_>) -> R) -> Option<R> {
+    let ptr = CURRENT.get();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `make_current` stored a pointer to a `SimThread` that lives on its coroutine's
+    // stack for as long as that coroutine runs compiled code; callbacks only come from that
+    // code, on this OS thread, while the thread runs.
+    let thread = unsafe { &*ptr.cast::<SimThread<'_, '_>>() };
+    Some(f(thread))
+}
+
+static OUTSIDE: GmSimThread = GmSimThread {
+    thread_idx: [0; 3],
+    block_idx: [0; 3],
+    block_dim: [1; 3],
+    grid_dim: [1; 3],
+    warp_size: 1,
+    lane: 0,
+};
+
+extern "C" fn rt_self() -> *const GmSimThread {
+    with_current(|t| std::ptr::from_ref(&t.info)).unwrap_or(&raw const OUTSIDE)
+}
+
+fn site(file: *const c_char, line: c_int) -> Site {
+    // SAFETY: `file` comes from `__builtin_FILE()` in a loaded program, a string literal that
+    // stays valid because programs are never unloaded.
+    unsafe { Site::c(file, line) }
+}
+
+extern "C" fn rt_barrier(scope: c_int, fence: c_int, mask: u64, file: *const c_char, line: c_int) {
+    let scope = if scope == 1 {
+        BarrierScope::Warp
+    } else {
+        BarrierScope::Block
+    };
+    let fence = if fence & 2 != 0 {
+        Fence::Global
+    } else {
+        Fence::Local
+    };
+    with_current(|t| t.barrier(scope, fence, mask, site(file, line)));
+}
+
+extern "C" fn rt_collective(
+    op: c_int,
+    mask: u64,
+    value: u64,
+    arg: i64,
+    width: c_int,
+    file: *const c_char,
+    line: c_int,
+) -> u64 {
+    with_current(|t| match Collective::from_code(op) {
+        Some(op) => t.collective(
+            op,
+            mask,
+            value,
+            arg,
+            u32::try_from(width).unwrap_or(0),
+            site(file, line),
+        ),
+        None => {
+            t.fault(format!("unknown collective operation {op}"));
+            value
+        }
+    })
+    .unwrap_or(value)
+}
+
+extern "C" fn rt_dynamic_shared(bytes: *mut u64) -> *mut c_void {
+    let (ptr, len) = with_current(|t| t.dynamic_shared()).unwrap_or((std::ptr::null_mut(), 0));
+    if !bytes.is_null() {
+        // SAFETY: the prelude passes the address of a local `unsigned long long`.
+        unsafe { bytes.write(len as u64) };
+    }
+    ptr.cast()
+}
+
+extern "C" fn rt_index_fault(
+    ndim: c_int,
+    index: *const i64,
+    shape: *const i64,
+    itemsize: u64,
+) -> *mut c_void {
+    let n = usize::try_from(ndim).unwrap_or(0);
+    let read = |p: *const i64| -> Vec<i64> {
+        if p.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: the prelude passes arrays of `ndim` `long long`s (the index and the shape).
+        unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
+    };
+    let (index, shape) = (read(index), read(shape));
+    with_current(|t| {
+        t.fault(format!(
+            "index ({}) is out of bounds for a gm_array of shape ({})",
+            join(&index),
+            join(&shape)
+        ))
+    });
+    let words = usize::try_from(itemsize).unwrap_or(0).div_ceil(16).max(1);
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.clear();
+        scratch.resize(words, 0);
+        scratch.as_mut_ptr().cast()
+    })
+}
+
+fn join(values: &[i64]) -> String {
+    values
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+extern "C" fn rt_fault(message: *const c_char) {
+    let text = if message.is_null() {
+        "(no message)".to_string()
+    } else {
+        // SAFETY: the prelude passes NUL-terminated string literals.
+        unsafe { CStr::from_ptr(message) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    with_current(|t| t.fault(text));
+}
+
+extern "C" fn rt_progress() {
+    with_current(|t| t.progress());
+}

@@ -1,0 +1,56 @@
+//! The on-disk cache of compiled kernels: `GPU_MEM_CACHE_DIR` (default the user's cache
+//! directory, `$XDG_CACHE_HOME/gpu-mem` or `~/.cache/gpu-mem`), keyed by a SHA-256 of everything
+//! that affects the output. Files appear by rename only, so concurrent processes never see a
+//! half-written library.
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The variable naming the cache directory.
+pub(crate) const VARIABLE: &str = "GPU_MEM_CACHE_DIR";
+
+/// `<cache>/sim-kernels`.
+pub(crate) fn directory() -> PathBuf {
+    let env = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let root = env(VARIABLE)
+        .or_else(|| env("XDG_CACHE_HOME").map(|p| p.join("gpu-mem")))
+        .or_else(|| env("HOME").map(|p| p.join(".cache").join("gpu-mem")))
+        .unwrap_or_else(|| std::env::temp_dir().join("gpu-mem-cache"));
+    root.join("sim-kernels")
+}
+
+/// The hex SHA-256 of `parts`, each length-prefixed so that no two lists collide.
+pub(crate) fn key(parts: &[&[u8]]) -> String {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    hash.finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A fresh private directory inside `dir` for one compile (removed by the caller).
+pub(crate) fn scratch_dir(dir: &Path) -> std::io::Result<PathBuf> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let name = format!(
+            "build-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = dir.join(name);
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}

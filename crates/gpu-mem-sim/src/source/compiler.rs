@@ -1,0 +1,140 @@
+//! Finding and running the host C++ compiler (`GPU_MEM_SIM_CXX`, default `c++`, then `g++`,
+//! then `clang++` on `PATH`).
+
+use gpu_mem_core::{Error, Result};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// The environment variable naming the compiler.
+pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_CXX";
+/// Tried in order when the variable is unset.
+const DEFAULTS: [&str; 3] = ["c++", "g++", "clang++"];
+
+/// Flags of every compile: C++17, optimised, position-independent, the prelude's host branch;
+/// only the program's entry points are exported, so kernels loaded side by side never share
+/// symbols (or `__shared__` variables).
+pub(crate) const FLAGS: [&str; 9] = [
+    "-std=c++17",
+    "-O2",
+    "-fPIC",
+    "-shared",
+    "-fno-strict-aliasing",
+    "-fvisibility=hidden",
+    "-fvisibility-inlines-hidden",
+    "-DGM_SIM=1",
+    "-w",
+];
+
+/// A usable compiler: where it is and what it says it is.
+#[derive(Debug, Clone)]
+pub(crate) struct Compiler {
+    pub(crate) path: PathBuf,
+    /// The first line of `--version`, part of the cache key and of messages.
+    pub(crate) version: String,
+}
+
+impl Compiler {
+    /// The compiler named by `GPU_MEM_SIM_CXX`, or the first default found on `PATH`.
+    pub(crate) fn from_env() -> Result<Compiler> {
+        let named = std::env::var(VARIABLE)
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        let candidates: Vec<String> = match &named {
+            Some(name) => vec![name.trim().to_string()],
+            None => DEFAULTS.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut tried = Vec::new();
+        for candidate in &candidates {
+            match resolve(candidate) {
+                Some(path) => return identify(path, &candidates),
+                None => tried.push(candidate.clone()),
+            }
+        }
+        Err(Error::CompilerUnavailable {
+            variable: VARIABLE,
+            tried,
+            reason: match named {
+                Some(name) => format!("{VARIABLE}={name} is not an executable program"),
+                None => "none of the default C++ compilers is on PATH; install one (e.g. Debian's g++) to run portable-source kernels on the simulator".to_string(),
+            },
+        })
+    }
+
+    /// Compiles `source_file` into the shared library `output`; the compiler's message on
+    /// failure.
+    pub(crate) fn compile(&self, source_file: &Path, output: &Path) -> std::result::Result<(), String> {
+        let run = Command::new(&self.path)
+            .args(FLAGS)
+            .arg("-o")
+            .arg(output)
+            .arg(source_file)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
+        if run.status.success() {
+            Ok(())
+        } else {
+            let mut log = String::from_utf8_lossy(&run.stderr).into_owned();
+            log.push_str(&String::from_utf8_lossy(&run.stdout));
+            Err(log.trim_end().to_string())
+        }
+    }
+
+    /// How messages name the compiler.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} ({})", self.path.display(), self.version)
+    }
+}
+
+/// `name` as an executable file: a path as given, or the first match on `PATH`.
+fn resolve(name: &str) -> Option<PathBuf> {
+    let is_program = |p: &Path| {
+        p.is_file() && {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                p.metadata().is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+            }
+            #[cfg(not(unix))]
+            true
+        }
+    };
+    if name.contains(std::path::MAIN_SEPARATOR) {
+        let path = PathBuf::from(name);
+        return is_program(&path).then_some(path);
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(name))
+        .find(|p| is_program(p))
+}
+
+/// Versions already asked for, so a process asks each compiler once.
+static VERSIONS: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
+
+fn identify(path: PathBuf, candidates: &[String]) -> Result<Compiler> {
+    let mut versions = VERSIONS.lock().unwrap_or_else(|p| p.into_inner());
+    let known = versions.get_or_insert_with(HashMap::new);
+    if let Some(version) = known.get(&path) {
+        return Ok(Compiler {
+            version: version.clone(),
+            path,
+        });
+    }
+    let output = Command::new(&path).arg("--version").output().map_err(|e| {
+        Error::CompilerUnavailable {
+            variable: VARIABLE,
+            tried: candidates.to_vec(),
+            reason: format!("{} does not run: {e}", path.display()),
+        }
+    })?;
+    let version = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .next()
+        .unwrap_or("unknown version")
+        .trim()
+        .to_string();
+    known.insert(path.clone(), version.clone());
+    Ok(Compiler { path, version })
+}

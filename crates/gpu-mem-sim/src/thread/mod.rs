@@ -1,0 +1,60 @@
+//! What runs inside a simulated thread: the device-side vocabulary of closure kernels.
+//!
+//! [`ThreadCtx`] is what a Rust closure kernel sees — its indices, its arguments as
+//! [`GlobalArray`]s, shared and local arrays, barriers, warp collectives and atomics — and
+//! [`ThreadOps`] is what the executor (`crate::kernel`) provides behind it. Kernels written as
+//! portable source reach the same executor through the prelude's host branch
+//! (`crate::source::runtime`), so both forms have the same semantics.
+//!
+//! The closure form is the Rust-native way to write simulator-only kernels; a kernel that must
+//! also run on a GPU is written once as portable source ([`gpu_mem_core::Kernel::with_source`]).
+
+mod atomics;
+mod ctx;
+mod global;
+mod local;
+
+pub use atomics::{AtomicElement, AtomicInteger};
+pub use ctx::{ArgView, BarrierScope, Collective, Fence, Site, ThreadCtx, ThreadOps};
+pub use global::{GlobalArray, GlobalRecord};
+pub use local::{LocalArray, SharedArray};
+
+use gpu_mem_core::Kernel;
+use std::sync::Arc;
+
+/// The simulator's closure form of a kernel: run once per simulated thread.
+pub type SimKernelFn = dyn Fn(&ThreadCtx<'_>) + Send + Sync;
+
+/// The closure as a [`Kernel`] carries it (the core does not interpret it).
+pub(crate) struct ClosureBody(pub(crate) Box<SimKernelFn>);
+
+/// Closure kernels: `Kernel::sim(name, |t| ...)` (bring this trait into scope, as
+/// `gpu_mem::prelude` does).
+pub trait SimKernel: Sized {
+    /// A simulator kernel from a closure run once per simulated thread.
+    fn sim(name: impl Into<String>, body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static)
+    -> Self;
+    /// Adds (or replaces) the closure form.
+    fn with_sim(self, body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static) -> Self;
+}
+
+impl SimKernel for Kernel {
+    fn sim(
+        name: impl Into<String>,
+        body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static,
+    ) -> Kernel {
+        Kernel::new(name).with_sim(body)
+    }
+
+    fn with_sim(self, body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static) -> Kernel {
+        self.with_sim_form(Arc::new(ClosureBody(Box::new(body))))
+    }
+}
+
+/// The closure form of `kernel`, if it has one.
+pub(crate) fn closure_of(kernel: &Kernel) -> Option<&SimKernelFn> {
+    kernel
+        .sim_form()
+        .and_then(|form| form.downcast_ref::<ClosureBody>())
+        .map(|body| body.0.as_ref())
+}

@@ -102,7 +102,12 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
                 iterations: result.1,
             });
             if progress {
-                eprint!("\r  measuring: {}/{} ", rows.len(), total);
+                let _ = write!(
+                    std::io::stderr(),
+                    "\r  measuring: {}/{} ",
+                    rows.len(),
+                    total
+                );
                 let _ = std::io::stderr().flush();
             }
         };
@@ -155,7 +160,7 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
         );
     }
     if progress {
-        eprintln!();
+        errln!("");
     }
     let info = dev.info()?;
     let report = Report {
@@ -168,14 +173,15 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
             name: "json",
             reason: e.to_string(),
         })?;
-        println!("{text}");
+        outln!("{text}");
         return Ok(());
     }
-    println!(
+    outln!(
         "gpu-mem bandwidth: {} backend, {}",
-        report.backend, report.device
+        report.backend,
+        report.device
     );
-    println!(
+    outln!(
         "{:>10}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}",
         "size",
         "H2D pageable",
@@ -191,7 +197,7 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
             .iter()
             .map(|r| format!("{:>8.2} GiB/s", r.gib_per_s))
             .collect();
-        println!("{:>10}  {}", human(chunk[0].bytes), cells.join("  "));
+        outln!("{:>10}  {}", human(chunk[0].bytes), cells.join("  "));
     }
     Ok(())
 }

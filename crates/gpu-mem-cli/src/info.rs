@@ -83,38 +83,38 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
                 name: "json",
                 reason: e.to_string(),
             })?;
-        println!("{text}");
+        outln!("{text}");
         return Ok(());
     }
     match (&report.selected, &report.selection_error) {
-        (Some(name), _) => println!("selected backend: {name} (GPU_MEM_BACKEND={choice:?})"),
-        (None, Some(error)) => println!("selected backend: none: {error}"),
+        (Some(name), _) => outln!("selected backend: {name} (GPU_MEM_BACKEND={choice})"),
+        (None, Some(error)) => outln!("selected backend: none: {error}"),
         _ => {}
     }
     for b in &report.backends {
         if b.available {
-            println!("\n{}: available, {} device(s)", b.backend, b.devices.len());
+            outln!("\n{}: available, {} device(s)", b.backend, b.devices.len());
         } else {
-            println!(
+            outln!(
                 "\n{}: unavailable: {}",
                 b.backend,
                 b.reason.as_deref().unwrap_or("unknown reason")
             );
         }
         for d in &b.devices {
-            println!("  device {}: {} ({})", d.ordinal, d.name, d.arch);
-            println!(
+            outln!("  device {}: {} ({})", d.ordinal, d.name, d.arch);
+            outln!(
                 "    memory: {} free of {}",
                 human(d.free_memory),
                 human(d.total_memory)
             );
-            println!(
+            outln!(
                 "    warp size: {}, max threads/block: {}, shared memory/block: {}",
                 d.warp_size,
                 d.max_threads_per_block,
                 human(d.max_shared_memory_per_block as u64)
             );
-            println!(
+            outln!(
                 "    maps host memory: {}",
                 if d.can_map_host_memory { "yes" } else { "no" }
             );

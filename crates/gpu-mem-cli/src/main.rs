@@ -3,8 +3,24 @@
 //! The backend is chosen as the library does: `GPU_MEM_BACKEND=auto|cuda|roc|sim` (default
 //! `auto`), or `--backend`.
 
+/// `println!` that never panics: a closed stdout (`gpu-mem info | head -3`) ends the program
+/// quietly with success, and any other write error ends it with a message and failure.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::line(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that never panics: a message nobody can read is dropped.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::error_line(format_args!($($arg)*))
+    };
+}
+
 mod bench;
 mod info;
+mod output;
 mod selftest;
 
 use clap::{Parser, Subcommand};
@@ -64,7 +80,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("gpu-mem: {error}");
+            errln!("gpu-mem: {error}");
             ExitCode::FAILURE
         }
     }

@@ -87,7 +87,7 @@ fn kernel(dev: &Device) -> gpu_mem::Result<()> {
 pub fn run(choice: BackendChoice, device: usize) -> gpu_mem::Result<()> {
     let runtime = Runtime::open(choice)?;
     let dev = runtime.device(device)?;
-    println!(
+    outln!(
         "selftest on {} device {device}: {}",
         runtime.kind(),
         dev.info()?.name
@@ -101,15 +101,15 @@ pub fn run(choice: BackendChoice, device: usize) -> gpu_mem::Result<()> {
     let mut failed = 0;
     for (name, check) in checks {
         match check(&dev) {
-            Ok(()) => println!("  ok    {name}"),
+            Ok(()) => outln!("  ok    {name}"),
             Err(error) => {
                 failed += 1;
-                println!("  FAIL  {name}: {error}");
+                outln!("  FAIL  {name}: {error}");
             }
         }
     }
     dev.check_release_errors()?;
-    println!("{} passed, {failed} failed", checks.len() - failed);
+    outln!("{} passed, {failed} failed", checks.len() - failed);
     if failed > 0 {
         return Err(fail(&format!("{failed} check(s) failed")));
     }

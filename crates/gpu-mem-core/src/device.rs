@@ -48,8 +48,15 @@ impl Device {
         })
     }
 
-    /// The backend behind this device.
-    pub fn backend(&self) -> &Arc<dyn Backend> {
+    /// The backend behind this device. Crate-private: the core's types own every handle they
+    /// pass to it, so no safe code outside the core can hand the backend an unchecked handle.
+    ///
+    /// ```compile_fail,E0624
+    /// # fn f(dev: &gpu_mem_core::Device) {
+    /// let _ = dev.backend();
+    /// # }
+    /// ```
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
         &self.shared.backend
     }
 

@@ -47,9 +47,15 @@ impl Event {
     /// Records the event at the current end of `stream`.
     pub fn record(&self, stream: &Stream) -> Result<()> {
         self.device.check_same(stream.device(), "stream")?;
-        self.device
-            .backend()
-            .event_record(self.device.ordinal(), self.handle, stream.handle())?;
+        // SAFETY: the event's handle lives as long as `self`, the stream's as long as `stream`
+        // (both borrowed here), and both belong to this device (checked above).
+        unsafe {
+            self.device.backend().event_record(
+                self.device.ordinal(),
+                self.handle,
+                stream.handle(),
+            )?
+        };
         self.recorded.store(true, Ordering::Release);
         Ok(())
     }
@@ -61,16 +67,23 @@ impl Event {
 
     /// `true` when the recorded work has completed (or the event was never recorded).
     pub fn query(&self) -> Result<bool> {
-        self.device
-            .backend()
-            .event_query(self.device.ordinal(), self.handle)
+        // SAFETY: the handle came from `event_create` on this device and is destroyed only when
+        // `self` drops.
+        unsafe {
+            self.device
+                .backend()
+                .event_query(self.device.ordinal(), self.handle)
+        }
     }
 
     /// Blocks until the recorded work has completed.
     pub fn synchronize(&self) -> Result<()> {
-        self.device
-            .backend()
-            .event_synchronize(self.device.ordinal(), self.handle)
+        // SAFETY: as in `query`.
+        unsafe {
+            self.device
+                .backend()
+                .event_synchronize(self.device.ordinal(), self.handle)
+        }
     }
 
     /// Milliseconds from `start` to `self` (Numba's `start.elapsed_time(end)` is
@@ -87,9 +100,13 @@ impl Event {
                 reason: "an event has not been recorded",
             });
         }
-        self.device
-            .backend()
-            .event_elapsed_ms(self.device.ordinal(), start.handle, self.handle)
+        // SAFETY: both handles live as long as their (borrowed) events, on this device (checked
+        // above).
+        unsafe {
+            self.device
+                .backend()
+                .event_elapsed_ms(self.device.ordinal(), start.handle, self.handle)
+        }
     }
 }
 

@@ -64,10 +64,13 @@ impl StreamInner {
             let _submitting = self.lock_keep_alive();
             self.submitted.load(Ordering::Acquire)
         };
-        let result = self
-            .device
-            .backend()
-            .stream_synchronize(self.device.ordinal(), self.handle);
+        // SAFETY: `handle` came from `stream_create` on this device and is destroyed only when
+        // this inner value is dropped.
+        let result = unsafe {
+            self.device
+                .backend()
+                .stream_synchronize(self.device.ordinal(), self.handle)
+        };
         match &result {
             // A failure of enqueued work is reported once that work has finished: the stream is
             // idle either way, so what it kept alive can go.
@@ -172,11 +175,13 @@ impl Stream {
     /// `cuStreamQuery`). Does not block.
     pub fn query(&self) -> Result<bool> {
         let target = self.inner.submitted.load(Ordering::Acquire);
-        let done = self
-            .inner
-            .device
-            .backend()
-            .stream_query(self.inner.device.ordinal(), self.inner.handle)?;
+        // SAFETY: the handle is live for as long as `inner` is (see `StreamInner::synchronize`).
+        let done = unsafe {
+            self.inner
+                .device
+                .backend()
+                .stream_query(self.inner.device.ordinal(), self.inner.handle)?
+        };
         if done {
             self.inner.completed.fetch_max(target, Ordering::AcqRel);
             self.inner.release_completed(target);
@@ -204,11 +209,15 @@ impl Stream {
     /// Makes later work on this stream wait for `event` (Numba's `event.wait(stream)`).
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         self.device().check_same(event.device(), "event")?;
-        self.inner.device.backend().stream_wait_event(
-            self.inner.device.ordinal(),
-            self.inner.handle,
-            event.handle(),
-        )
+        // SAFETY: both handles are live (each is destroyed only when its owner drops, and both
+        // owners are borrowed here) and belong to this device (checked above).
+        unsafe {
+            self.inner.device.backend().stream_wait_event(
+                self.inner.device.ordinal(),
+                self.inner.handle,
+                event.handle(),
+            )
+        }
     }
 
     /// Runs `enqueue` (which enqueues exactly one operation on this stream), records the

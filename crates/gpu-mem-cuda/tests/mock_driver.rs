@@ -371,7 +371,8 @@ fn streams_and_events(mock: &Mock) -> Result<(), Failed> {
     let flags: u32 = mock.call("mock_last_event_flags")?;
     ensure(flags == 0, || format!("timed event flags {flags:#x}"))?;
 
-    match b.event_elapsed_ms(0, start, end) {
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    match unsafe { b.event_elapsed_ms(0, start, end) } {
         Err(Error::EventTiming { reason }) if reason.contains("never recorded") => {}
         other => return Err(format!("elapsed before recording: {other:?}").into()),
     }
@@ -388,21 +389,28 @@ fn streams_and_events(mock: &Mock) -> Result<(), Failed> {
         b.copy_dtoh_async(0, pinned.host.as_ptr(), dev, 512, stream)?;
         b.event_record(0, end, stream)?;
     }
-    b.stream_wait_event(0, stream, end)?;
-    b.stream_synchronize(0, stream)?;
-    ensure(b.stream_query(0, stream)? && b.event_query(0, end)?, || {
-        "idle stream reported busy".into()
-    })?;
-    b.event_synchronize(0, end)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_wait_event(0, stream, end) }?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_synchronize(0, stream) }?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    ensure(
+        unsafe { b.stream_query(0, stream) }? && unsafe { b.event_query(0, end) }?,
+        || "idle stream reported busy".into(),
+    )?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.event_synchronize(0, end) }?;
     // SAFETY: the stream is synchronised; 512 bytes of pinned memory.
     let back = unsafe { std::slice::from_raw_parts(pinned.host.as_ptr(), 512) };
     ensure(
         back[..256].iter().all(|&x| x == 0x3C) && back[256..].iter().all(|&x| x == 0x11),
         || "async copies / memset gave wrong bytes".into(),
     )?;
-    let ms = b.event_elapsed_ms(0, start, end)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    let ms = unsafe { b.event_elapsed_ms(0, start, end) }?;
     ensure(ms >= 0.0, || format!("negative elapsed time {ms}"))?;
-    match b.event_elapsed_ms(0, start, untimed) {
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    match unsafe { b.event_elapsed_ms(0, start, untimed) } {
         Err(Error::EventTiming { reason }) if reason.contains("without timing") => {}
         other => return Err(format!("elapsed with an untimed event: {other:?}").into()),
     }

@@ -426,8 +426,10 @@ fn async_chain_in_order(mock: &Mock) -> Result<(), Failed> {
         b.copy_dtod_async(0, d2, d1, n, s)?;
         b.copy_dtoh_async(0, c.as_ptr(), d2, n, s)?;
     }
-    b.stream_synchronize(0, s)?;
-    ensure(b.stream_query(0, s)?, || {
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_synchronize(0, s) }?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    ensure(unsafe { b.stream_query(0, s) }?, || {
         "stream busy after synchronize".into()
     })?;
     // SAFETY: the stream finished; `c` holds `n` initialised bytes.
@@ -465,7 +467,9 @@ fn async_refuses_pageable(mock: &Mock) -> Result<(), Failed> {
     let bogus = StreamHandle(0xdead);
     ensure(
         matches!(
-            b.stream_synchronize(0, bogus),
+            // SAFETY: deliberately breaks the contract: the ROC backend looks every handle up in
+            // its own table (and must refuse this one), so nothing unsound can follow.
+            unsafe { b.stream_synchronize(0, bogus) },
             Err(Error::InvalidHandle { .. })
         ),
         || "bogus stream accepted".into(),
@@ -506,7 +510,8 @@ fn registered_memory(mock: &Mock) -> Result<(), Failed> {
     unsafe {
         b.copy_htod_async(0, d, ptr.as_ptr().add(100), n - 100, s)?;
     }
-    b.stream_synchronize(0, s)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_synchronize(0, s) }?;
     // SAFETY: `back` is writable for n - 100 bytes.
     unsafe { b.copy_dtoh(0, back.as_mut_ptr(), d, n - 100) }?;
     ensure(back[..n - 100] == expected[100..], || {
@@ -575,7 +580,8 @@ fn memset_async_ordered(mock: &Mock) -> Result<(), Failed> {
         b.copy_htod_async(0, d, src.as_ptr(), n, s)?;
         b.memset_d8_async(0, DevicePtr(d.0 + 5), 0xEE, 1000, s)?;
     }
-    b.stream_synchronize(0, s)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_synchronize(0, s) }?;
     let mut back = vec![0u8; n];
     // SAFETY: `back` has n bytes.
     unsafe { b.copy_dtoh(0, back.as_mut_ptr(), d, n) }?;
@@ -608,36 +614,46 @@ fn events(mock: &Mock) -> Result<(), Failed> {
     let (s1, s2) = (b.stream_create(0)?, b.stream_create(0)?);
     let (e0, e1) = (b.event_create(0, true)?, b.event_create(0, true)?);
     let untimed = b.event_create(0, false)?;
-    ensure(b.event_query(0, e1)?, || {
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    ensure(unsafe { b.event_query(0, e1) }?, || {
         "an unrecorded event must count as complete".into()
     })?;
-    b.event_record(0, e0, s1)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.event_record(0, e0, s1) }?;
     // SAFETY: buffers outlive the work (synchronised below).
     unsafe { b.copy_htod_async(0, d, src.as_ptr(), n, s1) }?;
-    b.event_record(0, e1, s1)?;
-    b.event_record(0, untimed, s1)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.event_record(0, e1, s1) }?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.event_record(0, untimed, s1) }?;
     // s2 reads what s1 writes: only correct if s2 waits for e1.
-    b.stream_wait_event(0, s2, e1)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_wait_event(0, s2, e1) }?;
     // SAFETY: as above.
     unsafe { b.copy_dtoh_async(0, dst.as_ptr(), d, n, s2) }?;
-    b.stream_synchronize(0, s2)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_synchronize(0, s2) }?;
     // SAFETY: s2 finished; dst holds n bytes.
     let got = unsafe { std::slice::from_raw_parts(dst.as_ptr(), n) };
     ensure(got == expected.as_slice(), || {
         "stream_wait_event did not order s2 after s1".into()
     })?;
-    b.event_synchronize(0, e1)?;
-    ensure(b.event_query(0, e1)?, || {
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.event_synchronize(0, e1) }?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    ensure(unsafe { b.event_query(0, e1) }?, || {
         "event not complete after synchronize".into()
     })?;
-    let ms = b.event_elapsed_ms(0, e0, e1)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    let ms = unsafe { b.event_elapsed_ms(0, e0, e1) }?;
     // The stand-in spends at least 3 ms in each copy.
     ensure((2.5..10_000.0).contains(&ms), || {
         format!("elapsed {ms} ms for a copy that takes >= 3 ms")
     })?;
     ensure(
         matches!(
-            b.event_elapsed_ms(0, e0, untimed),
+            // SAFETY: the handles came from this backend on device 0 and are live.
+            unsafe { b.event_elapsed_ms(0, e0, untimed) },
             Err(Error::EventTiming { .. })
         ),
         || "timing an untimed event must fail".into(),
@@ -668,7 +684,8 @@ fn failure_poisons_stream(mock: &Mock) -> Result<(), Failed> {
         b.copy_htod_async(0, d, h.as_ptr(), n, s)?;
         b.copy_dtoh_async(0, h.as_ptr(), d, n, s)?;
     }
-    match b.stream_synchronize(0, s) {
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    match unsafe { b.stream_synchronize(0, s) } {
         Err(Error::AsyncFailure { stream, reason, .. }) => {
             ensure(stream == s.0 && reason.contains("host-to-device"), || {
                 format!("stream {stream:#x}: {reason}")
@@ -676,7 +693,8 @@ fn failure_poisons_stream(mock: &Mock) -> Result<(), Failed> {
         }
         other => return Err(format!("expected AsyncFailure, got {other:?}").into()),
     }
-    ensure(b.stream_query(0, s).is_err(), || {
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    ensure(unsafe { b.stream_query(0, s) }.is_err(), || {
         "a failed stream must keep reporting".into()
     })?;
     // SAFETY: must be refused on the failed stream (nothing is enqueued).
@@ -732,7 +750,8 @@ fn signals_outlive_dependents(mock: &Mock) -> Result<(), Failed> {
     }
     // Let the first copy on `s` finish while the slow stream is still busy, then reap.
     std::thread::sleep(std::time::Duration::from_millis(6));
-    let _ = b.stream_query(0, s)?;
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    let _ = unsafe { b.stream_query(0, s) }?;
     b.synchronize(0)?;
     // SAFETY: everything idle, released once.
     unsafe {

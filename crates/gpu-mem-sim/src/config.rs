@@ -2,7 +2,12 @@
 //!
 //! * `GPU_MEM_SIM_DEVICES` — number of simulated devices (default 1, at most 64).
 //! * `GPU_MEM_SIM_MEMORY` — capacity of each device: bytes, or with a unit (`256MiB`, `4GiB`,
-//!   `512M`, `1G`, `64KiB`); default 4 GiB. Memory is only taken from the host when allocated.
+//!   `512M`, `1G`, `64KiB`, `1TiB`, `1PiB`); default 4 GiB, at most 1 PiB. Memory is only taken
+//!   from the host when allocated.
+//! * `GPU_MEM_SIM_PINNED_LIMIT` — page-locked host memory (pinned and mapped allocations and
+//!   registrations) each device may hold at once, same units; default 4 GiB. Page-locked memory
+//!   cannot be swapped out, so a real driver refuses what the machine cannot lock; past the limit
+//!   the simulator refuses with [`Error::HostOutOfMemory`] instead of letting the host run out.
 //! * `GPU_MEM_SIM_WARP_SIZE` — threads per warp: 32 (default) or 64, or a comma-separated list
 //!   giving each device its own (`32,64`).
 //! * `GPU_MEM_SIM_SHARED_MEMORY` — shared memory per block (default `48KiB`).
@@ -25,6 +30,8 @@ pub struct SimDeviceConfig {
     pub warp_size: u32,
     /// Shared memory a block may use, in bytes (static + dynamic).
     pub shared_memory: usize,
+    /// Page-locked host memory the device may hold at once, in bytes.
+    pub pinned_limit: u64,
 }
 
 /// Default capacity of a simulated device.
@@ -33,12 +40,16 @@ pub const DEFAULT_MEMORY: u64 = 4 << 30;
 /// Default shared memory per block (48 KiB, as CUDA).
 pub const DEFAULT_SHARED_MEMORY: usize = 48 << 10;
 
+/// Default page-locked host memory per device (4 GiB).
+pub const DEFAULT_PINNED_LIMIT: u64 = 4 << 30;
+
 impl Default for SimDeviceConfig {
     fn default() -> Self {
         SimDeviceConfig {
             memory: DEFAULT_MEMORY,
             warp_size: 32,
             shared_memory: DEFAULT_SHARED_MEMORY,
+            pinned_limit: DEFAULT_PINNED_LIMIT,
         }
     }
 }
@@ -65,7 +76,8 @@ impl SimConfig {
         }
     }
 
-    /// Reads `GPU_MEM_SIM_DEVICES`, `GPU_MEM_SIM_MEMORY` and `GPU_MEM_SIM_WARP_SIZE`.
+    /// Reads `GPU_MEM_SIM_DEVICES`, `GPU_MEM_SIM_MEMORY`, `GPU_MEM_SIM_WARP_SIZE`,
+    /// `GPU_MEM_SIM_SHARED_MEMORY` and `GPU_MEM_SIM_PINNED_LIMIT`.
     pub fn from_env() -> Result<SimConfig> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let count = match var("GPU_MEM_SIM_DEVICES") {
@@ -73,21 +85,27 @@ impl SimConfig {
             None => 1,
         };
         let memory = match var("GPU_MEM_SIM_MEMORY") {
-            Some(v) => parse_size(&v)?,
+            Some(v) => parse_size_of("GPU_MEM_SIM_MEMORY", &v)?,
             None => DEFAULT_MEMORY,
+        };
+        let pinned_limit = match var("GPU_MEM_SIM_PINNED_LIMIT") {
+            Some(v) => parse_size_of("GPU_MEM_SIM_PINNED_LIMIT", &v)?,
+            None => DEFAULT_PINNED_LIMIT,
         };
         let warps = match var("GPU_MEM_SIM_WARP_SIZE") {
             Some(v) => parse_warps(&v)?,
             None => vec![32],
         };
         let shared_memory = match var("GPU_MEM_SIM_SHARED_MEMORY") {
-            Some(v) => usize::try_from(parse_size(&v)?).map_err(|_| {
-                invalid(
-                    "GPU_MEM_SIM_SHARED_MEMORY",
-                    &v,
-                    "a size that fits in memory",
-                )
-            })?,
+            Some(v) => {
+                usize::try_from(parse_size_of("GPU_MEM_SIM_SHARED_MEMORY", &v)?).map_err(|_| {
+                    invalid(
+                        "GPU_MEM_SIM_SHARED_MEMORY",
+                        &v,
+                        "a size that fits in memory",
+                    )
+                })?
+            }
             None => DEFAULT_SHARED_MEMORY,
         };
         let devices = (0..count)
@@ -95,6 +113,7 @@ impl SimConfig {
                 memory,
                 warp_size: *warps.get(i).or(warps.last()).unwrap_or(&32),
                 shared_memory,
+                pinned_limit,
             })
             .collect();
         Ok(SimConfig { devices })
@@ -133,32 +152,34 @@ fn parse_warps(value: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
-/// Parses `4096`, `64KiB`, `256MiB`, `4GiB`, `512M`, `1G`, `1.5GiB`.
+/// Parses `4096`, `64KiB`, `256MiB`, `4GiB`, `512M`, `1G`, `1.5GiB`, `2TiB`, `1PiB`: a number
+/// of bytes from 1 byte to 1 PiB, with an optional binary unit (`K`/`KB`/`KiB` = 1024 bytes, up
+/// to `P`/`PB`/`PiB`; case-insensitive). Errors name `GPU_MEM_SIM_MEMORY`; see [`parse_size_of`].
 pub fn parse_size(value: &str) -> Result<u64> {
+    parse_size_of("GPU_MEM_SIM_MEMORY", value)
+}
+
+/// [`parse_size`], with errors naming the setting `name` the value came from.
+pub fn parse_size_of(name: &'static str, value: &str) -> Result<u64> {
     let text = value.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let expected = "a size such as 268435456, 256MiB or 4GiB";
-    let number: f64 = number
-        .parse()
-        .map_err(|_| invalid("GPU_MEM_SIM_MEMORY", value, expected))?;
+    let number: f64 = number.parse().map_err(|_| invalid(name, value, expected))?;
     let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(invalid("GPU_MEM_SIM_MEMORY", value, expected)),
+        "p" | "pb" | "pib" => 1 << 50,
+        _ => return Err(invalid(name, value, expected)),
     };
     let bytes = number * scale as f64;
     if !bytes.is_finite() || bytes < 1.0 || bytes > (1u64 << 50) as f64 {
-        return Err(invalid(
-            "GPU_MEM_SIM_MEMORY",
-            value,
-            "a size from 1 byte to 1 PiB",
-        ));
+        return Err(invalid(name, value, "a size from 1 byte to 1 PiB"));
     }
     Ok(bytes as u64)
 }
@@ -177,6 +198,32 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert!(parse_size("12XB").is_err());
         assert!(parse_size("0").is_err());
+        // The documented range goes up to 1 PiB, in any unit.
+        assert_eq!(parse_size("1PiB").unwrap(), 1 << 50);
+        assert_eq!(parse_size("1p").unwrap(), 1 << 50);
+        assert_eq!(parse_size("2TiB").unwrap(), 2 << 40);
+        assert_eq!(parse_size("1024TiB").unwrap(), 1 << 50);
+        assert!(parse_size("2PiB").is_err());
+    }
+
+    #[test]
+    fn size_errors_name_their_setting() {
+        let err = parse_size_of("GPU_MEM_SIM_SHARED_MEMORY", "lots").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidArgument {
+                    name: "GPU_MEM_SIM_SHARED_MEMORY",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = parse_size_of("GPU_MEM_SIM_PINNED_LIMIT", "0").unwrap_err();
+        assert!(
+            err.to_string().contains("GPU_MEM_SIM_PINNED_LIMIT"),
+            "{err}"
+        );
     }
 
     #[test]

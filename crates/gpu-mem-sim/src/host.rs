@@ -24,25 +24,70 @@ pub(crate) struct RegisteredRange {
 }
 
 /// Page-locked and registered host memory of one device.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HostTable {
+    device: usize,
     pinned: BTreeMap<usize, Pinned>,
     registered: BTreeMap<usize, RegisteredRange>,
+    /// Bytes page-locked now (allocations and registrations).
+    locked: u64,
+    /// The most that may be page-locked at once.
+    limit: u64,
 }
 
 impl HostTable {
-    /// Allocates `len` zeroed page-aligned bytes.
+    pub(crate) fn new(device: usize, limit: u64) -> HostTable {
+        HostTable {
+            device,
+            pinned: BTreeMap::new(),
+            registered: BTreeMap::new(),
+            locked: 0,
+            limit,
+        }
+    }
+
+    /// Refuses to page-lock `len` more bytes past the limit.
+    fn check_limit(&self, len: usize, what: &str) -> Result<()> {
+        let requested = len as u64;
+        if self
+            .locked
+            .checked_add(requested)
+            .is_some_and(|total| total <= self.limit)
+        {
+            return Ok(());
+        }
+        Err(Error::HostOutOfMemory {
+            what: format!("{what} on simulator device {}", self.device),
+            requested,
+            reason: format!(
+                "the simulator's page-locked limit is {} bytes and {} are locked already \
+                 (GPU_MEM_SIM_PINNED_LIMIT raises it)",
+                self.limit, self.locked
+            ),
+        })
+    }
+
+    /// Allocates `len` zeroed page-aligned bytes, within the page-locked limit. The memory is
+    /// accounted from here on; hand it to [`HostTable::insert_pinned`].
     pub(crate) fn allocate(&mut self, len: usize) -> Result<(NonNull<u8>, AllocLayout)> {
+        let what = "page-locked allocation";
         let layout =
-            AllocLayout::from_size_align(len.max(1), PAGE).map_err(|_| Error::Overflow {
-                what: format!("host allocation of {len} bytes"),
+            AllocLayout::from_size_align(len.max(1), PAGE).map_err(|_| Error::HostOutOfMemory {
+                what: format!("{what} on simulator device {}", self.device),
+                requested: len as u64,
+                reason: "the size is larger than any allocation can be".into(),
             })?;
-        // SAFETY: the layout has a non-zero size.
+        self.check_limit(layout.size(), what)?;
+        // SAFETY: the layout has a non-zero size. Zeroed memory comes from the allocator
+        // (for large sizes, fresh zero pages that cost nothing until touched), so the core need
+        // not fill it again.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or(Error::InvalidArgument {
-            name: "bytes",
-            reason: format!("the host could not allocate {len} page-locked bytes"),
+        let ptr = NonNull::new(raw).ok_or_else(|| Error::HostOutOfMemory {
+            what: format!("{what} on simulator device {}", self.device),
+            requested: len as u64,
+            reason: "the host allocator refused".into(),
         })?;
+        self.locked += layout.size() as u64;
         Ok((ptr, layout))
     }
 
@@ -51,20 +96,29 @@ impl HostTable {
     }
 
     pub(crate) fn remove_pinned(&mut self, ptr: NonNull<u8>) -> Result<Pinned> {
-        self.pinned
+        let pinned = self
+            .pinned
             .remove(&(ptr.as_ptr() as usize))
             .ok_or(Error::InvalidPointer {
                 kind: "host",
                 address: ptr.as_ptr() as u64,
                 bytes: 0,
                 reason: "not a page-locked allocation of this device (double free?)",
-            })
+            })?;
+        self.locked = self.locked.saturating_sub(pinned.layout.size() as u64);
+        Ok(pinned)
     }
 
     /// Registers `start..start+len`; overlapping an existing registration is an error, as
     /// CUDA's `CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`.
     pub(crate) fn register(&mut self, start: usize, range: RegisteredRange) -> Result<()> {
-        let end = start + range.len;
+        let end = start
+            .checked_add(range.len)
+            .ok_or(Error::HostRegistration {
+                address: start,
+                bytes: range.len,
+                reason: "the range runs past the end of the address space",
+            })?;
         let overlaps_before = self
             .registered
             .range(..=start)
@@ -78,18 +132,23 @@ impl HostTable {
                 reason: "already registered (part of the range is registered)",
             });
         }
+        self.check_limit(range.len, "host memory registration")?;
+        self.locked += range.len as u64;
         self.registered.insert(start, range);
         Ok(())
     }
 
     pub(crate) fn unregister(&mut self, start: usize) -> Result<RegisteredRange> {
-        self.registered
+        let range = self
+            .registered
             .remove(&start)
             .ok_or(Error::HostRegistration {
                 address: start,
                 bytes: 0,
                 reason: "not registered (unregister takes the address given to register)",
-            })
+            })?;
+        self.locked = self.locked.saturating_sub(range.len as u64);
+        Ok(range)
     }
 
     /// Number of live page-locked allocations and registrations (for leak checks).

@@ -23,11 +23,11 @@ mod source;
 mod stream;
 pub mod thread;
 
-pub use thread::{SimKernel, ThreadCtx};
 pub use config::{
     DEFAULT_PINNED_LIMIT, DEFAULT_SHARED_MEMORY, SimConfig, SimDeviceConfig, parse_size,
     parse_size_of,
 };
+pub use thread::{SimKernel, ThreadCtx};
 
 use event::SimEvent;
 use gpu_mem_core::backend::{
@@ -652,7 +652,12 @@ unsafe impl Backend for SimBackend {
             })
     }
 
-    unsafe fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
+    unsafe fn event_record(
+        &self,
+        device: usize,
+        event: EventHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
         let d = self.device(device)?;
         let event = self.event(d, event)?;
         let job_event = Arc::clone(&event);
@@ -682,7 +687,12 @@ unsafe impl Backend for SimBackend {
         Ok(())
     }
 
-    unsafe fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32> {
+    unsafe fn event_elapsed_ms(
+        &self,
+        device: usize,
+        start: EventHandle,
+        end: EventHandle,
+    ) -> Result<f32> {
         let d = self.device(device)?;
         let (start, end) = (self.event(d, start)?, self.event(d, end)?);
         if !start.timing || !end.timing {

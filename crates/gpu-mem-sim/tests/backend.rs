@@ -158,7 +158,8 @@ fn streams_run_in_order_and_events_complete() {
     let e1 = b.event_create(0, true).unwrap();
     let p = b.alloc(0, 8).unwrap();
     let host = b.host_alloc(0, 8, HostAllocFlags::default()).unwrap();
-    b.event_record(0, e0, s).unwrap();
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.event_record(0, e0, s) }.unwrap();
     // SAFETY: the page-locked buffer and the allocation outlive the stream work (synchronized
     // below before they are freed).
     unsafe {
@@ -167,14 +168,19 @@ fn streams_run_in_order_and_events_complete() {
         }
         b.copy_dtoh_async(0, host.host.as_ptr(), p, 8, s).unwrap();
     }
-    b.event_record(0, e1, s).unwrap();
-    b.stream_synchronize(0, s).unwrap();
-    assert!(b.stream_query(0, s).unwrap());
-    assert!(b.event_query(0, e1).unwrap());
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.event_record(0, e1, s) }.unwrap();
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    unsafe { b.stream_synchronize(0, s) }.unwrap();
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    assert!(unsafe { b.stream_query(0, s) }.unwrap());
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    assert!(unsafe { b.event_query(0, e1) }.unwrap());
     // SAFETY: the copy has completed; the buffer holds 8 initialised bytes.
     let bytes = unsafe { std::slice::from_raw_parts(host.host.as_ptr(), 8) };
     assert_eq!(bytes, &[5; 8], "last memset wins");
-    assert!(b.event_elapsed_ms(0, e0, e1).unwrap() >= 0.0);
+    // SAFETY: the handles came from this backend on device 0 and are live.
+    assert!(unsafe { b.event_elapsed_ms(0, e0, e1) }.unwrap() >= 0.0);
     // SAFETY: every handle came from this backend and is destroyed once, after its work.
     unsafe {
         b.free(0, p).unwrap();

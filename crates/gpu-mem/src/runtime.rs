@@ -35,6 +35,17 @@ impl FromStr for BackendChoice {
     }
 }
 
+/// The choice as a user writes it in `GPU_MEM_BACKEND`: `auto`, `cuda`, `roc`, `sim` (what
+/// [`FromStr`] reads back).
+impl fmt::Display for BackendChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendChoice::Auto => f.write_str("auto"),
+            BackendChoice::Only(kind) => f.write_str(kind.name()),
+        }
+    }
+}
+
 impl BackendChoice {
     /// Reads `GPU_MEM_BACKEND` (unset or empty means `auto`).
     pub fn from_env() -> Result<BackendChoice> {
@@ -239,6 +250,19 @@ impl Runtime {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn choices_display_as_a_user_writes_them() {
+        for (choice, text) in [
+            (BackendChoice::Auto, "auto"),
+            (BackendChoice::Only(BackendKind::Cuda), "cuda"),
+            (BackendChoice::Only(BackendKind::Roc), "roc"),
+            (BackendChoice::Only(BackendKind::Sim), "sim"),
+        ] {
+            assert_eq!(choice.to_string(), text);
+            assert_eq!(text.parse::<BackendChoice>().ok(), Some(choice));
+        }
+    }
+
     use super::*;
 
     /// Each backend whose feature is off must say so, whether asked for by name or probed.

@@ -14,6 +14,10 @@
 //! * `*_async` methods enqueue on a stream and return at once. The caller — the core types, not
 //!   the user — guarantees that every buffer an enqueued operation touches stays allocated and
 //!   unaliased by host code until that operation has completed (see `crate::fence`).
+//! * Handles are checked by no one but their creator: every method taking a [`StreamHandle`] or
+//!   [`EventHandle`] is `unsafe`, and requires a live handle this backend made for the device.
+//!   The core owns every handle inside a [`Stream`](crate::Stream) or [`Event`](crate::Event),
+//!   so safe code never passes one.
 //! * Errors are returned, never panicked; work that fails after it was enqueued is reported by the
 //!   next synchronization of that stream as [`Error::AsyncFailure`].
 
@@ -27,7 +31,46 @@ use std::fmt::Debug;
 use std::ptr::NonNull;
 
 /// One GPU API (CUDA, ROC, the simulator) seen through the operations a memory HAL needs.
-pub trait Backend: Send + Sync + Debug {
+///
+/// # Safety
+///
+/// The core's `unsafe` code trusts what a backend returns, so implementing this trait is
+/// `unsafe`: an implementation must uphold every point below, for every device ordinal it
+/// accepts, whatever the caller does with the safe methods.
+///
+/// * **Device count.** [`Backend::device_count`] returns the same number for the backend's whole
+///   life, and every method taking a device ordinal below it acts on that device (or returns an
+///   error); ordinals at or past it are refused with an error.
+/// * **Device memory.** [`Backend::alloc`] returns, on `Ok`, the start of a range of `bytes`
+///   device bytes that overlaps no other live allocation of the device, and stays valid until it
+///   is passed to [`Backend::free`].
+/// * **Host memory.** [`Backend::host_alloc`] returns, on `Ok`, a host pointer aligned to at least
+///   4096 bytes to `bytes` bytes of host memory that the caller exclusively owns, readable and
+///   writable from any thread, which stays valid (and is not accessed by the backend except for
+///   operations the caller enqueues or calls) until it is passed to [`Backend::host_free`]. When
+///   `device` is `Some`, it is the device address of that same memory. The memory may be
+///   uninitialised unless [`HostAllocation::zeroed`] is `true`, in which case every byte reads as
+///   zero.
+/// * **Completion.** [`Backend::synchronize`], [`Backend::stream_synchronize`] and
+///   [`Backend::event_synchronize`] return `Ok` only once the work they wait for has completed:
+///   every read and write of host and device memory made by that work has happened and is
+///   visible to the calling thread. [`Backend::stream_query`] and [`Backend::event_query`]
+///   return `Ok(true)` only under the same condition. A synchronous method (one without a
+///   stream) returns only once its own accesses have completed. The core frees and reuses
+///   memory on the strength of these answers.
+/// * **Memory accesses.** A method touches host memory only inside the ranges its caller passes
+///   (and only while its contract says the caller keeps them valid) and never writes through a
+///   `*const` source.
+/// * **Errors.** Failures are returned as [`Error`]s; no method unwinds across the trait.
+///
+/// A backend written without `unsafe` is therefore refused by the compiler:
+///
+/// ```compile_fail,E0200
+/// #[derive(Debug)]
+/// struct Careless;
+/// impl gpu_mem_core::Backend for Careless {}
+/// ```
+pub unsafe trait Backend: Send + Sync + Debug {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
 
@@ -146,6 +189,7 @@ pub trait Backend: Send + Sync + Debug {
     /// # Safety
     /// As [`Backend::copy_htod`], and both ranges stay valid and the host range unwritten until
     /// the operation completes. `src` is page-locked (from `host_alloc` or `host_register`).
+    /// `stream` came from [`Backend::stream_create`] on this device and is not destroyed.
     unsafe fn copy_htod_async(
         &self,
         device: usize,
@@ -160,6 +204,7 @@ pub trait Backend: Send + Sync + Debug {
     /// # Safety
     /// As [`Backend::copy_dtoh`], and both ranges stay valid and the host range otherwise
     /// untouched until the operation completes. `dst` is page-locked.
+    /// `stream` came from [`Backend::stream_create`] on this device and is not destroyed.
     unsafe fn copy_dtoh_async(
         &self,
         device: usize,
@@ -173,6 +218,7 @@ pub trait Backend: Send + Sync + Debug {
     ///
     /// # Safety
     /// As [`Backend::copy_dtod`], and both ranges stay valid until the operation completes.
+    /// `stream` came from [`Backend::stream_create`] on this device and is not destroyed.
     unsafe fn copy_dtod_async(
         &self,
         device: usize,
@@ -186,6 +232,7 @@ pub trait Backend: Send + Sync + Debug {
     ///
     /// # Safety
     /// The range stays valid until the operation completes.
+    /// `stream` came from [`Backend::stream_create`] on this device and is not destroyed.
     unsafe fn memset_d8_async(
         &self,
         device: usize,
@@ -203,17 +250,28 @@ pub trait Backend: Send + Sync + Debug {
     /// Destroys a stream after its work has completed.
     ///
     /// # Safety
-    /// `stream` came from `stream_create` on this device and is destroyed once.
+    /// `stream` came from `stream_create` on this device and is destroyed once; no other call
+    /// uses it concurrently or afterwards.
     unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()>;
 
     /// Blocks until all work enqueued on `stream` has completed.
-    fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()>;
+    ///
+    /// # Safety
+    /// `stream` came from [`Backend::stream_create`] on this device and is not destroyed.
+    unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()>;
 
     /// `true` when all work enqueued on `stream` has completed.
-    fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool>;
+    ///
+    /// # Safety
+    /// As [`Backend::stream_synchronize`].
+    unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool>;
 
     /// Makes later work on `stream` wait until `event`'s recorded work has completed.
-    fn stream_wait_event(
+    ///
+    /// # Safety
+    /// `stream` came from [`Backend::stream_create`] and `event` from [`Backend::event_create`]
+    /// on this device, and neither is destroyed.
+    unsafe fn stream_wait_event(
         &self,
         device: usize,
         stream: StreamHandle,
@@ -228,21 +286,44 @@ pub trait Backend: Send + Sync + Debug {
     /// Destroys an event.
     ///
     /// # Safety
-    /// `event` came from `event_create` on this device and is destroyed once.
+    /// `event` came from `event_create` on this device and is destroyed once; no other call
+    /// uses it concurrently or afterwards.
     unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()>;
 
     /// Records `event` at the current end of `stream`.
-    fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()>;
+    ///
+    /// # Safety
+    /// As [`Backend::stream_wait_event`].
+    unsafe fn event_record(
+        &self,
+        device: usize,
+        event: EventHandle,
+        stream: StreamHandle,
+    ) -> Result<()>;
 
     /// `true` when the work before the event's last record has completed (or it was never
     /// recorded).
-    fn event_query(&self, device: usize, event: EventHandle) -> Result<bool>;
+    ///
+    /// # Safety
+    /// `event` came from [`Backend::event_create`] on this device and is not destroyed.
+    unsafe fn event_query(&self, device: usize, event: EventHandle) -> Result<bool>;
 
     /// Blocks until the event's recorded work has completed.
-    fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()>;
+    ///
+    /// # Safety
+    /// As [`Backend::event_query`].
+    unsafe fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()>;
 
     /// Milliseconds between two completed, timed events.
-    fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32>;
+    ///
+    /// # Safety
+    /// Both events came from [`Backend::event_create`] on this device and are not destroyed.
+    unsafe fn event_elapsed_ms(
+        &self,
+        device: usize,
+        start: EventHandle,
+        end: EventHandle,
+    ) -> Result<f32>;
 
     // ----- kernels -------------------------------------------------------------------------
 
@@ -254,6 +335,7 @@ pub trait Backend: Send + Sync + Debug {
     /// # Safety
     /// The memory of every argument stays valid until the kernel has completed (the core keeps
     /// it alive for stream launches), and the kernel's accesses stay inside its arguments.
+    /// A `Some(stream)` came from [`Backend::stream_create`] on this device and is not destroyed.
     unsafe fn launch(
         &self,
         device: usize,

@@ -87,4 +87,7 @@ pub struct HostAllocation {
     pub host: NonNull<u8>,
     /// The device address of the same memory when it was mapped.
     pub device: Option<DevicePtr>,
+    /// `true` when the backend guarantees every byte reads as zero (the core then skips its own
+    /// zero-fill); `false` when the memory may be uninitialised.
+    pub zeroed: bool,
 }

@@ -76,7 +76,7 @@ pub(crate) fn allocate_zeroed<T: Element>(
     }
     let bytes = crate::array::span_bytes_of::<T>(layout)?;
     let buffer = HostBuffer::allocate(device, bytes, flags)?;
-    if bytes > 0 {
+    if bytes > 0 && !buffer.is_zeroed() {
         // SAFETY: the buffer was just allocated with `bytes` bytes and nothing else refers to it.
         unsafe { std::ptr::write_bytes(buffer.base().as_ptr(), 0, bytes) };
     }

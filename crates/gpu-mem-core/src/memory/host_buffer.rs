@@ -28,6 +28,8 @@ pub(crate) struct HostBuffer {
     base: Option<NonNull<u8>>,
     bytes: usize,
     device_ptr: Option<DevicePtr>,
+    /// The backend guaranteed the memory reads as zero when it was allocated.
+    zeroed: bool,
     kind: HostBufferKind,
     /// Keeps registered memory alive; dropped after the memory is unregistered.
     _owner: Option<Box<dyn Any + Send>>,
@@ -56,19 +58,20 @@ unsafe impl Sync for HostBuffer {}
 impl HostBuffer {
     /// Allocates page-locked host memory; `bytes == 0` allocates nothing.
     pub(crate) fn allocate(device: &Device, bytes: usize, flags: HostAllocFlags) -> Result<Self> {
-        let (base, device_ptr) = if bytes == 0 {
-            (None, None)
+        let (base, device_ptr, zeroed) = if bytes == 0 {
+            (None, None, true)
         } else {
             let alloc = device
                 .backend()
                 .host_alloc(device.ordinal(), bytes, flags)?;
-            (Some(alloc.host), alloc.device)
+            (Some(alloc.host), alloc.device, alloc.zeroed)
         };
         Ok(HostBuffer {
             device: device.clone(),
             base,
             bytes,
             device_ptr,
+            zeroed,
             kind: HostBufferKind::Allocated(flags),
             _owner: None,
             pending: PendingUses::default(),
@@ -106,6 +109,7 @@ impl HostBuffer {
             base,
             bytes,
             device_ptr,
+            zeroed: false,
             kind: HostBufferKind::Registered(flags),
             _owner: Some(owner),
             pending: PendingUses::default(),
@@ -114,6 +118,11 @@ impl HostBuffer {
 
     pub(crate) fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// `true` when the backend handed out the memory already zero-filled.
+    pub(crate) fn is_zeroed(&self) -> bool {
+        self.zeroed
     }
 
     /// Start of the memory; dangling (never dereferenced) for an empty buffer.

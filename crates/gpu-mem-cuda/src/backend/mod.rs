@@ -282,7 +282,12 @@ impl Drop for CudaBackend {
     }
 }
 
-impl Backend for CudaBackend {
+// SAFETY: the driver keeps the trait's promises: cuMemAlloc ranges never overlap while live;
+// cuMemHostAlloc returns page-aligned memory owned by the caller until cuMemFreeHost; the
+// synchronize and query calls are cuCtxSynchronize / cuStreamSynchronize / cuEventSynchronize,
+// which return success only once the work has completed; the device count is read once at
+// start-up.
+unsafe impl Backend for CudaBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
     }
@@ -372,13 +377,18 @@ impl Backend for CudaBackend {
             reason: "cuMemHostAlloc succeeded but returned a null pointer",
         })?;
         if !flags.mapped {
-            return Ok(HostAllocation { host, device: None });
+            return Ok(HostAllocation {
+                host,
+                device: None,
+                zeroed: false,
+            });
         }
         // SAFETY: `raw` is a live allocation made with CU_MEMHOSTALLOC_DEVICEMAP just above.
         match unsafe { self.driver.mem_host_get_device_pointer(raw) } {
             Ok(device_ptr) => Ok(HostAllocation {
                 host,
                 device: Some(DevicePtr(device_ptr)),
+                zeroed: false,
             }),
             Err(err) => {
                 // SAFETY: `raw` came from cuMemHostAlloc above and nothing else has seen it.
@@ -605,30 +615,30 @@ impl Backend for CudaBackend {
         unsafe { self.driver.stream_destroy(raw_stream(stream)) }
     }
 
-    fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
+    unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
         self.current(device)?;
-        // SAFETY: stream handles given to the backend come from stream_create and stay live
-        // until stream_destroy (the core's Stream owns them).
+        // SAFETY: the caller guarantees the stream came from stream_create on this device and
+        // is not destroyed (the trait's contract).
         unsafe { self.driver.stream_synchronize(raw_stream(stream)) }
             .map_err(|e| as_async_failure(e, "stream work", stream.0))
     }
 
-    fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
+    unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
         self.current(device)?;
         // SAFETY: as in stream_synchronize.
         unsafe { self.driver.stream_query(raw_stream(stream)) }
             .map_err(|e| as_async_failure(e, "stream work", stream.0))
     }
 
-    fn stream_wait_event(
+    unsafe fn stream_wait_event(
         &self,
         device: usize,
         stream: StreamHandle,
         event: EventHandle,
     ) -> Result<()> {
         self.current(device)?;
-        // SAFETY: stream and event handles come from this backend's create calls and stay live
-        // until destroyed by their owners.
+        // SAFETY: the caller guarantees both handles came from this backend's create calls on
+        // this device and are not destroyed (the trait's contract).
         unsafe {
             self.driver
                 .stream_wait_event(raw_stream(stream), raw_event(event))
@@ -652,30 +662,41 @@ impl Backend for CudaBackend {
         unsafe { self.driver.event_destroy(raw_event(event)) }
     }
 
-    fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
+    unsafe fn event_record(
+        &self,
+        device: usize,
+        event: EventHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
         self.current(device)?;
-        // SAFETY: handles come from this backend and stay live until destroyed by their owners.
+        // SAFETY: the caller guarantees both handles came from this backend on this device and
+        // are not destroyed (the trait's contract).
         unsafe {
             self.driver
                 .event_record(raw_event(event), raw_stream(stream))
         }
     }
 
-    fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
+    unsafe fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
         self.current(device)?;
         // SAFETY: as in event_record. A never-recorded event reports complete (CUDA_SUCCESS).
         unsafe { self.driver.event_query(raw_event(event)) }
             .map_err(|e| as_async_failure(e, "work before an event", 0))
     }
 
-    fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
+    unsafe fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
         self.current(device)?;
         // SAFETY: as in event_record.
         unsafe { self.driver.event_synchronize(raw_event(event)) }
             .map_err(|e| as_async_failure(e, "work before an event", 0))
     }
 
-    fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32> {
+    unsafe fn event_elapsed_ms(
+        &self,
+        device: usize,
+        start: EventHandle,
+        end: EventHandle,
+    ) -> Result<f32> {
         self.current(device)?;
         for event in [start, end] {
             if self.events.get(device, event.0) == Some(false) {

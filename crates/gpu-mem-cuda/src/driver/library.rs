@@ -3,12 +3,14 @@
 //! # Contract
 //!
 //! * An override variable (`GPU_MEM_CUDA_LIBRARY`, `GPU_MEM_NVRTC_LIBRARY`), when set, is the only
-//!   path tried: a user who names a file wants that file, not a silent fallback.
+//!   path tried: a user who names a file wants that file, not a silent fallback. Set to an empty
+//!   (or blank) value it counts as unset.
 //! * Otherwise the candidates (sonames, resolved by the dynamic loader's usual search) are tried
 //!   in order and the first that opens wins.
 //! * Failure is [`Error::LibraryLoad`] naming the library, every candidate and the loader's last
 //!   message. Nothing here panics.
 
+use gpu_mem_core::error::error_chain;
 use gpu_mem_core::{Error, Result};
 use std::ffi::OsString;
 use std::path::Path;
@@ -44,6 +46,8 @@ impl LoadedLibrary {
     }
 
     fn open_with_override(spec: &LibrarySpec, forced: Option<OsString>) -> Result<LoadedLibrary> {
+        // An empty (or blank) override means unset: `dlopen("")` would open the program itself.
+        let forced = forced.filter(|path| !path.to_string_lossy().trim().is_empty());
         let candidates: Vec<(OsString, String)> = match forced {
             Some(path) => {
                 let shown = format!("{} (from {})", path.to_string_lossy(), spec.override_var);
@@ -114,15 +118,42 @@ impl LoadedLibrary {
     }
 }
 
-/// `err` and its sources, joined: libloading's own message is only "dlopen failed" and the
-/// loader's explanation (`dlerror`) is its source.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MISSING: LibrarySpec = LibrarySpec {
+        library: "a library that does not exist",
+        override_var: "GPU_MEM_TEST_LIBRARY",
+        candidates: &["libgpu-mem-definitely-missing.so.9"],
+    };
+
+    /// An empty override means "unset": `dlopen("")` would open the program itself.
+    #[test]
+    fn an_empty_override_is_unset() {
+        for empty in ["", "  "] {
+            match LoadedLibrary::open_with_override(&MISSING, Some(OsString::from(empty))) {
+                Err(Error::LibraryLoad { tried, .. }) => {
+                    assert_eq!(
+                        tried,
+                        vec!["libgpu-mem-definitely-missing.so.9".to_string()]
+                    );
+                }
+                other => panic!("an empty override was used as a path: {other:?}"),
+            }
+        }
     }
-    text
+
+    #[test]
+    fn load_errors_carry_the_loaders_reason() {
+        match LoadedLibrary::open(&MISSING) {
+            Err(Error::LibraryLoad { reason, .. }) => {
+                assert!(
+                    reason.contains("libgpu-mem-definitely-missing.so.9"),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected a load error, got {other:?}"),
+        }
+    }
 }

@@ -219,6 +219,7 @@ impl RocBackend {
         Ok(HostAllocation {
             host,
             device: device_ptr,
+            zeroed: false,
         })
     }
 

@@ -252,7 +252,12 @@ impl Drop for RocBackend {
     }
 }
 
-impl Backend for RocBackend {
+// SAFETY: the HSA runtime keeps the trait's promises: pool allocations never overlap while live;
+// host allocations come from the fine-grained system pool, page aligned and owned by the caller
+// until freed; synchronization waits on the completion signals of the work (which the runtime
+// sets only after the copies and dispatches have finished); the agent list is read once at
+// start-up.
+unsafe impl Backend for RocBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Roc
     }
@@ -440,19 +445,19 @@ impl Backend for RocBackend {
         drained
     }
 
-    fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
+    unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
         let s = self.stream(device, stream)?;
         let mut s = lock(&s);
         s.drain(self.wait_tick())
     }
 
-    fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
+    unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
         let s = self.stream(device, stream)?;
         let mut s = lock(&s);
         s.is_idle()
     }
 
-    fn stream_wait_event(
+    unsafe fn stream_wait_event(
         &self,
         device: usize,
         stream: StreamHandle,
@@ -487,7 +492,12 @@ impl Backend for RocBackend {
         Ok(())
     }
 
-    fn event_record(&self, device: usize, event: EventHandle, stream: StreamHandle) -> Result<()> {
+    unsafe fn event_record(
+        &self,
+        device: usize,
+        event: EventHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
         let s = self.stream(device, stream)?;
         let signals = lock(&s).marker()?;
         let recorded_at = self.now_ticks()?;
@@ -501,21 +511,26 @@ impl Backend for RocBackend {
         })
     }
 
-    fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
+    unsafe fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
         match self.recorded(device, event)? {
             None => Ok(true),
             Some(r) => r.is_complete(),
         }
     }
 
-    fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
+    unsafe fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
         match self.recorded(device, event)? {
             None => Ok(()),
             Some(r) => r.wait(self.wait_tick()),
         }
     }
 
-    fn event_elapsed_ms(&self, device: usize, start: EventHandle, end: EventHandle) -> Result<f32> {
+    unsafe fn event_elapsed_ms(
+        &self,
+        device: usize,
+        start: EventHandle,
+        end: EventHandle,
+    ) -> Result<f32> {
         let timed = |e: EventHandle| -> Result<Recorded> {
             let (timing, recorded) =
                 self.with_event(device, e, |ev| Ok((ev.timing, ev.recorded.clone())))?;

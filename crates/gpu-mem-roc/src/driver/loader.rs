@@ -4,6 +4,7 @@
 //! at one exact file); otherwise each candidate is tried in order. The first one that opens *and*
 //! passes the caller's check wins. Failure lists every candidate with the reason it was rejected.
 
+use gpu_mem_core::error::error_chain;
 use gpu_mem_core::{Error, Result};
 use libloading::Library;
 
@@ -28,7 +29,7 @@ pub fn open_first(
 ) -> Result<Opened> {
     let from_env = match env_override {
         "" => None,
-        name => std::env::var(name).ok().filter(|p| !p.is_empty()),
+        name => std::env::var(name).ok().filter(|p| !p.trim().is_empty()),
     };
     let list: Vec<String> = match from_env {
         Some(path) => vec![path],
@@ -57,7 +58,8 @@ pub fn open_first(
             },
             Err(e) => {
                 tracing::debug!(library, path = %candidate, error = %e, "cannot open");
-                last_reason = e.to_string();
+                // libloading's message is only "dlopen failed"; the loader's reason is its source.
+                last_reason = error_chain(&e);
                 tried.push(candidate);
             }
         }
@@ -67,4 +69,34 @@ pub fn open_first(
         tried,
         reason: last_reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library that cannot be opened is reported with the dynamic loader's reason, as the
+    /// CUDA backend does, not only "dlopen failed".
+    #[test]
+    fn load_errors_carry_the_loaders_reason() {
+        match open_first(
+            "libnothing",
+            "",
+            &["libgpu-mem-definitely-missing.so.9"],
+            |_| Ok(()),
+        ) {
+            Err(Error::LibraryLoad { tried, reason, .. }) => {
+                assert_eq!(
+                    tried,
+                    vec!["libgpu-mem-definitely-missing.so.9".to_string()]
+                );
+                assert!(
+                    reason.contains("libgpu-mem-definitely-missing.so.9")
+                        && reason.len() > "dlopen failed".len(),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected a load error, got {other:?}"),
+        }
+    }
 }

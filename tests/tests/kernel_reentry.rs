@@ -1,0 +1,83 @@
+//! Regression test for issue 9, item 4: a simulator kernel that calls back into gpu-mem from
+//! inside itself (`Device::synchronize()`, `copy_to_host`) used to deadlock on a stream launch,
+//! and every later synchronous call on the device hung behind it. Now each such call is an error
+//! that names the call and the kernel, and the device keeps working.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use gpu_mem::prelude::*;
+use gpu_mem::sim::{SimBackend, SimConfig};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Runs `scenario` on its own thread and fails the test (instead of hanging it) if it does not
+/// finish in time.
+fn within_a_minute<T: Send + 'static>(scenario: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, outcome) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(scenario());
+    });
+    match outcome.recv_timeout(Duration::from_secs(60)) {
+        Ok(value) => value,
+        Err(_) => panic!("deadlock: the scenario did not finish within 60 s"),
+    }
+}
+
+fn record(log: &Mutex<Vec<String>>, result: Result<()>) {
+    let line = match result {
+        Ok(()) => "ok".to_string(),
+        Err(error) => error.to_string(),
+    };
+    log.lock().unwrap().push(line);
+}
+
+#[test]
+fn a_kernel_calling_back_into_gpu_mem_gets_errors_not_a_deadlock() {
+    let log = within_a_minute(|| {
+        let rt = Runtime::with_backend(Arc::new(SimBackend::new(SimConfig::uniform(1, 1 << 20))));
+        let dev = rt.device(0).unwrap();
+        let data = dev.to_device(&ndarray::array![1u32, 2, 3]).unwrap();
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let kernel = {
+            let dev = dev.clone();
+            let inner = dev.to_device(&ndarray::array![4u32, 5]).unwrap();
+            let log = Arc::clone(&log);
+            Kernel::sim("calls_back", move |ctx: &ThreadCtx<'_>| {
+                if ctx.thread_idx().x == 0 && ctx.block_idx().x == 0 {
+                    record(&log, dev.synchronize());
+                    record(&log, inner.copy_to_host().map(drop));
+                }
+            })
+        };
+        let stream = dev.stream().unwrap();
+        // SAFETY: the kernel touches no launch arguments.
+        unsafe { stream.launch(&kernel, LaunchConfig::new(2u32, 4u32), &mut []) }.unwrap();
+        stream.synchronize().unwrap();
+        // The device still works after the refused calls.
+        dev.synchronize().unwrap();
+        assert_eq!(
+            data.copy_to_host().unwrap(),
+            ndarray::array![1u32, 2, 3].into_dyn()
+        );
+        // A synchronous launch makes the same calls on the caller's thread: refused too.
+        // SAFETY: as above.
+        unsafe { dev.launch(&kernel, LaunchConfig::new(1u32, 1u32), &mut []) }.unwrap();
+        drop(kernel);
+        dev.synchronize().unwrap();
+        // After the kernel, the same thread may call the API again.
+        assert!(dev.synchronize().is_ok());
+        let lines = log.lock().unwrap().clone();
+        lines
+    });
+    assert_eq!(log.len(), 4, "{log:?}");
+    for (line, call) in log
+        .iter()
+        .zip(["synchronize", "device-to-host copy"].iter().cycle())
+    {
+        assert!(
+            line.contains(&format!("`{call}`")) && line.contains("`calls_back`"),
+            "expected an error naming `{call}` and the kernel, got: {line}"
+        );
+    }
+}

@@ -28,10 +28,11 @@ pub struct Case {
 pub enum Requires {
     /// Nothing: runs everywhere.
     Nothing,
-    /// Kernel launches with kernels that have both forms (simulator closure and portable
-    /// source); not under Miri, which cannot run the simulator's coroutines.
+    /// Kernel launches of portable-source kernels, which every backend runs; not under Miri,
+    /// which cannot run the simulator's coroutines or compiled kernels.
     Kernels,
-    /// Simulator-only kernels (closures without portable source) or simulator settings.
+    /// Closure kernels (which only the simulator runs), the simulator's diagnostics, or its
+    /// settings.
     Simulator,
 }
 
@@ -44,7 +45,7 @@ impl Requires {
                 Some("kernels do not run under Miri (the simulator's threads are coroutines)")
             }
             Requires::Simulator if kind != BackendKind::Sim => {
-                Some("simulator-only case (its kernels have no portable source)")
+                Some("simulator-only case (closure kernels or the simulator's diagnostics)")
             }
             _ => None,
         }

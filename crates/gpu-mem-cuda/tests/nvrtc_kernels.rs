@@ -169,6 +169,15 @@ fn main() {
             Box::new(move || cubin(&*need(n)?, kernel, ComputeCapability::new(9, 0))),
         );
     }
+    for cc in CAPABILITIES {
+        let n = shared.clone();
+        add(
+            &mut trials,
+            format!("ptx::conformance_kernels::sm_{}", cc.digits()),
+            &nvrtc_reason,
+            Box::new(move || conformance_kernels(&*need(n)?, cc)),
+        );
+    }
     {
         let n = shared.clone();
         add(
@@ -231,6 +240,48 @@ fn version_and_archs(nvrtc: &Nvrtc) -> Result<(), Failed> {
         if !archs.contains(&digits) {
             return Err(format!("NVRTC does not list {digits} among {archs:?}").into());
         }
+    }
+    Ok(())
+}
+
+/// Every `.cu` of the conformance suite (`tests/kernels`) compiles to PTX with an entry for each
+/// `__global__` function: the same source the simulator's host compiler builds.
+fn conformance_kernels(nvrtc: &Nvrtc, cc: ComputeCapability) -> Result<(), Failed> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/kernels");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(format!("no .cu files in {}", dir.display()).into());
+    }
+    for path in files {
+        let source =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("kernel.cu");
+        let compiled = nvrtc.compile(&source, name, cc, CodeKind::Ptx, &[])?;
+        let ptx = compiled.ptx_text().ok_or("PTX is not UTF-8")?;
+        let entries: Vec<&str> = source
+            .split("__global__ void ")
+            .skip(1)
+            .filter_map(|rest| rest.split('(').next())
+            .collect();
+        for entry in &entries {
+            if !ptx.contains(&format!(".entry {entry}(")) {
+                return Err(format!("{name}: no `.entry {entry}(` in the PTX").into());
+            }
+        }
+        println!(
+            "{name} sm_{}: {} entries, {} bytes of PTX",
+            cc.digits(),
+            entries.len(),
+            ptx.len()
+        );
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! Kernel launches (issue: kernels on the simulator; NUMBA_BEHAVIOUR.md §6, §7.3).
 //!
-//! The first group uses the ready-made kernels, which have a portable form, and runs on every
-//! backend; the rest use simulator closures and check the simulator's execution model and its
-//! error reports.
+//! The first group uses the ready-made kernels, written once as portable source, and runs on
+//! every backend; the rest use closure kernels (the Rust-native form only the simulator runs)
+//! and check the simulator's execution model and its error reports for them. Portable-source
+//! counterparts of these checks are in `source_kernels`.
 
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::kernels::{
@@ -614,14 +615,23 @@ fn invalid_launch_configurations(rt: &Runtime) -> Result<(), String> {
 
 fn kernels_need_their_backend_form(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
+    // No code at all: refused with a message saying what to add.
+    let empty = Kernel::new("no_code");
+    // SAFETY: nothing is touched.
+    let result = unsafe { dev.launch(&empty, LaunchConfig::new(1, 1), &mut []) };
+    match result {
+        Err(Error::NotSupportedByBackend { reason, .. }) => ensure!(
+            reason.contains("no_code") && reason.contains("with_source"),
+            "{reason}"
+        ),
+        other => return Err(format!("expected NotSupportedByBackend, got {other:?}")),
+    }
+    // Portable source alone runs on the simulator, compiled by the host compiler.
     let source_only = Kernel::new("gpu_only")
         .with_source("extern \"C\" __global__ void gpu_only() {}", "gpu_only");
     // SAFETY: nothing is touched.
-    let result = unsafe { dev.launch(&source_only, LaunchConfig::new(1, 1), &mut []) };
-    ensure!(
-        matches!(result, Err(Error::NotSupportedByBackend { .. })),
-        "{result:?}"
-    );
+    unsafe { dev.launch(&source_only, LaunchConfig::new(1, 1), &mut []) }
+        .map_err(fail("source-only kernel"))?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@ mod host_memory;
 mod kernels;
 mod smart;
 mod soundness;
+pub mod source_kernels;
 mod streams;
 mod transfers;
 
@@ -18,6 +19,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(host_memory::cases());
     cases.extend(streams::cases());
     cases.extend(kernels::cases());
+    cases.extend(source_kernels::cases());
     cases.extend(smart::cases());
     cases.extend(soundness::cases());
     cases

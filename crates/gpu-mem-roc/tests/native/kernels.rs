@@ -274,8 +274,8 @@ pub fn broken_kernel_reports_log() -> Outcome {
     }
 }
 
-/// Compiles every portable kernel (`crates/gpu-mem-core/kernels/*.cu` with the `gpu_mem.h`
-/// prelude) for `arch` and checks each code object.
+/// Compiles every portable kernel (`crates/gpu-mem-core/kernels/*.cu` and `tests/kernels/*.cu`
+/// with the `gpu_mem.h` prelude) for `arch` and checks each code object.
 pub fn portable_kernels_compile(arch: &'static str) -> impl FnOnce() -> Outcome + Send + 'static {
     move || {
         let core = crates_dir().join("gpu-mem-core");
@@ -294,11 +294,18 @@ pub fn portable_kernels_compile(arch: &'static str) -> impl FnOnce() -> Outcome 
         };
         let prelude = std::fs::read_to_string(&prelude_path)
             .map_err(|e| format!("{}: {e}", prelude_path.display()))?;
-        let mut sources: Vec<_> = std::fs::read_dir(&kernel_dir)
-            .map_err(|e| format!("{}: {e}", kernel_dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "cu"))
-            .collect();
+        // The library's kernels and the conformance suite's (`tests/kernels`): the same sources
+        // the simulator's host compiler builds.
+        let conformance = crates_dir().join("..").join("tests").join("kernels");
+        let mut sources = Vec::new();
+        for dir in [&kernel_dir, &conformance] {
+            sources.extend(
+                std::fs::read_dir(dir)
+                    .map_err(|e| format!("{}: {e}", dir.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "cu")),
+            );
+        }
         sources.sort();
         ensure(!sources.is_empty(), || {
             format!("no .cu files in {}", kernel_dir.display())

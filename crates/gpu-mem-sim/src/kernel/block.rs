@@ -289,9 +289,9 @@ impl<'a> Block<'a> {
                 if let Some(op) = wait.op {
                     self.combine_warp(op, base, here, lanes);
                 }
-                for lane in 0..lanes {
+                for (lane, state) in members.iter_mut().enumerate() {
                     if here & (1 << lane) != 0 {
-                        members[lane] = State::Ready;
+                        *state = State::Ready;
                     }
                 }
                 released = true;
@@ -405,7 +405,13 @@ impl<'a> Block<'a> {
 
 /// The lane a shuffle reads for `lane`, or `None` when it reads its own value (CUDA: a source
 /// outside the lane's group of `width` lanes).
-fn shuffle_source(op: Collective, lane: usize, arg: i64, width: u32, lanes: usize) -> Option<usize> {
+fn shuffle_source(
+    op: Collective,
+    lane: usize,
+    arg: i64,
+    width: u32,
+    lanes: usize,
+) -> Option<usize> {
     let width = (width as usize).clamp(1, lanes.max(1));
     let group = lane - lane % width;
     let end = group + width;

@@ -146,10 +146,13 @@ macro_rules! atomic_methods {
         where
             T: $crate::thread::AtomicElement,
         {
-            // SAFETY (for every atomic below): the slot was bounds-checked, the memory is
-            // aligned for `T` (allocation alignment, checked view offsets), and mixing atomics
-            // with plain accesses of one element is the kernel's responsibility, as on a GPU.
-            self.atomic_with(index, |p| unsafe { T::atomic_add(p, value) })
+            self.atomic_with(index, |p| {
+                // SAFETY: the slot was bounds-checked, the memory is aligned for `T` (allocation
+                // alignment, checked view offsets), and mixing atomics with plain accesses of
+                // one element is the kernel's responsibility, as on a GPU (so for every atomic
+                // below).
+                unsafe { T::atomic_add(p, value) }
+            })
         }
 
         /// `atomicSub` (Numba's `cuda.atomic.sub`): subtracts `value`, returns the old value.
@@ -158,7 +161,9 @@ macro_rules! atomic_methods {
             T: $crate::thread::AtomicElement,
         {
             // SAFETY: as in `atomic_add`.
-            self.atomic_with(index, |p| unsafe { T::atomic_update(p, |old| old.sub(value)) })
+            self.atomic_with(index, |p| unsafe {
+                T::atomic_update(p, |old| old.sub(value))
+            })
         }
 
         /// `atomicExch` (Numba's `cuda.atomic.exch`): stores `value`, returns the old value.
@@ -252,7 +257,11 @@ macro_rules! atomic_inc_dec {
             // SAFETY: as in `atomic_add`.
             self.atomic_with(index, |p| unsafe {
                 <u32 as $crate::thread::AtomicElement>::atomic_update(p, |old| {
-                    if old == 0 || old > limit { limit } else { old - 1 }
+                    if old == 0 || old > limit {
+                        limit
+                    } else {
+                        old - 1
+                    }
                 })
             })
         }

@@ -8,6 +8,7 @@
 
 use super::body::{Body, GmSimThread};
 use super::shared::SharedMemory;
+use super::stack;
 use crate::thread::{ArgView, BarrierScope, Collective, Fence, Site, ThreadCtx, ThreadOps};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -15,33 +16,12 @@ use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
-use std::sync::Mutex;
 
-/// Stack size of a simulated thread.
-const STACK_SIZE: usize = 256 << 10;
-/// How many idle stacks are kept for reuse.
-const POOLED_STACKS: usize = 8192;
 /// A thread lets the others run at every this many atomics / spin hints.
 const PROGRESS_EVERY: u32 = 16;
 /// Rounds in which threads only spun (no barrier reached, nothing finished) before the launch is
 /// declared stuck.
 const MAX_IDLE_ROUNDS: u32 = 1 << 20;
-
-static STACKS: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
-
-fn take_stack() -> Result<DefaultStack, String> {
-    if let Some(stack) = STACKS.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-        return Ok(stack);
-    }
-    DefaultStack::new(STACK_SIZE).map_err(|e| format!("cannot allocate a thread stack: {e}"))
-}
-
-fn return_stack(stack: DefaultStack) {
-    let mut pool = STACKS.lock().unwrap_or_else(|p| p.into_inner());
-    if pool.len() < POOLED_STACKS {
-        pool.push(stack);
-    }
-}
 
 /// Where a suspended thread waits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -142,11 +122,13 @@ impl<'a> Block<'a> {
     pub(crate) fn run(&self) -> Result<(), Error> {
         let count = self.block_dim.count() as u32;
         let mut fibers = Vec::with_capacity(count as usize);
+        let mut limits = Vec::with_capacity(count as usize);
         for linear in 0..count {
-            let stack = take_stack().map_err(|reason| Error::InvalidLaunch {
+            let stack = stack::take().map_err(|reason| Error::InvalidLaunch {
                 kernel: self.kernel.to_string(),
                 reason,
             })?;
+            limits.push(stack::limit(&stack));
             let block: &Block<'_> = self;
             let thread = self.thread_index(linear);
             let body = move |yielder: &Yielder<(), Suspend>, ()| {
@@ -168,7 +150,7 @@ impl<'a> Block<'a> {
                 Coroutine::with_stack_unchecked(stack, body)
             }));
         }
-        let result = self.schedule(&mut fibers);
+        let result = self.schedule(&mut fibers, &limits);
         for mut fiber in fibers.into_iter().flatten() {
             if !fiber.done() && self.body.is_compiled() {
                 // Compiled frames must not be unwound (no Rust panic crosses C++ frames): the
@@ -178,7 +160,7 @@ impl<'a> Block<'a> {
                 unsafe { fiber.force_reset() };
             }
             if fiber.done() {
-                return_stack(fiber.into_stack());
+                stack::give_back(fiber.into_stack());
             }
             // An unfinished closure thread (after divergence) is unwound by its drop.
         }
@@ -198,6 +180,7 @@ impl<'a> Block<'a> {
     fn schedule(
         &self,
         fibers: &mut [Option<Coroutine<(), Suspend, (), DefaultStack>>],
+        limits: &[usize],
     ) -> Result<(), Error> {
         let count = fibers.len();
         let mut states = vec![State::Ready; count];
@@ -213,7 +196,9 @@ impl<'a> Block<'a> {
                 let Some(coroutine) = fiber.as_mut() else {
                     continue;
                 };
+                stack::entering(limits[index], self.kernel);
                 let step = std::panic::catch_unwind(AssertUnwindSafe(|| coroutine.resume(())));
+                stack::left();
                 states[index] = match step {
                     Ok(CoroutineResult::Yield(Suspend::Wait(wait))) => State::Waiting(wait),
                     Ok(CoroutineResult::Yield(Suspend::Progress)) => {

@@ -9,7 +9,7 @@
 
 use super::block::{Block, SimThread};
 use crate::source::SourceProgram;
-use crate::thread::{BarrierScope, Collective, Fence, Site, SimKernelFn, ThreadOps};
+use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, c_char, c_int, c_void};

@@ -17,6 +17,7 @@ mod block;
 pub(crate) mod body;
 mod grid;
 mod shared;
+mod stack;
 
 pub(crate) use args::resolve as resolve_args;
 pub(crate) use grid::{Code, run_grid};

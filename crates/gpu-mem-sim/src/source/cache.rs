@@ -31,10 +31,7 @@ pub(crate) fn key(parts: &[&[u8]]) -> String {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part);
     }
-    hash.finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A fresh private directory inside `dir` for one compile (removed by the caller).

@@ -12,10 +12,10 @@ pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_CXX";
 /// Tried in order when the variable is unset.
 const DEFAULTS: [&str; 3] = ["c++", "g++", "clang++"];
 
-/// Flags of every compile: C++17, optimised, position-independent, the prelude's host branch;
-/// only the program's entry points are exported, so kernels loaded side by side never share
+/// Flags of every compile: C++17, optimised, position-independent, the prelude's host branch,
+/// stack probes; only the program's entry points are exported, so kernels loaded side by side never share
 /// symbols (or `__shared__` variables).
-pub(crate) const FLAGS: [&str; 9] = [
+pub(crate) const FLAGS: [&str; 10] = [
     "-std=c++17",
     "-O2",
     "-fPIC",
@@ -24,6 +24,8 @@ pub(crate) const FLAGS: [&str; 9] = [
     "-fvisibility=hidden",
     "-fvisibility-inlines-hidden",
     "-DGM_SIM=1",
+    // Large frames touch their pages in order, so a stack overflow hits the guard page.
+    "-fstack-clash-protection",
     "-w",
 ];
 
@@ -64,7 +66,11 @@ impl Compiler {
 
     /// Compiles `source_file` into the shared library `output`; the compiler's message on
     /// failure.
-    pub(crate) fn compile(&self, source_file: &Path, output: &Path) -> std::result::Result<(), String> {
+    pub(crate) fn compile(
+        &self,
+        source_file: &Path,
+        output: &Path,
+    ) -> std::result::Result<(), String> {
         let run = Command::new(&self.path)
             .args(FLAGS)
             .arg("-o")
@@ -94,7 +100,8 @@ fn resolve(name: &str) -> Option<PathBuf> {
             #[cfg(unix)]
             {
                 use std::os::unix::fs::PermissionsExt;
-                p.metadata().is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+                p.metadata()
+                    .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
             }
             #[cfg(not(unix))]
             true
@@ -122,13 +129,15 @@ fn identify(path: PathBuf, candidates: &[String]) -> Result<Compiler> {
             path,
         });
     }
-    let output = Command::new(&path).arg("--version").output().map_err(|e| {
-        Error::CompilerUnavailable {
-            variable: VARIABLE,
-            tried: candidates.to_vec(),
-            reason: format!("{} does not run: {e}", path.display()),
-        }
-    })?;
+    let output =
+        Command::new(&path)
+            .arg("--version")
+            .output()
+            .map_err(|e| Error::CompilerUnavailable {
+                variable: VARIABLE,
+                tried: candidates.to_vec(),
+                reason: format!("{} does not run: {e}", path.display()),
+            })?;
     let version = String::from_utf8_lossy(&output.stdout)
         .lines()
         .next()

@@ -9,7 +9,11 @@ pub(crate) fn tls_size(bytes: &[u8]) -> Option<u64> {
     if bytes.get(..4)? != b"\x7fELF" || *bytes.get(4)? != 2 || *bytes.get(5)? != 1 {
         return None;
     }
-    let u16_at = |at: usize| bytes.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u16_at = |at: usize| {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
     let u32_at = |at: usize| {
         bytes
             .get(at..at + 4)

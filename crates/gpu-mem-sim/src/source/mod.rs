@@ -93,10 +93,7 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
     if !wrapper::is_identifier(&source.entry) {
         return Err(Error::InvalidLaunch {
             kernel: kernel.name().to_string(),
-            reason: format!(
-                "the entry point `{}` is not a C identifier",
-                source.entry
-            ),
+            reason: format!("the entry point `{}` is not a C identifier", source.entry),
         });
     }
     let compiler = Compiler::from_env()?;
@@ -127,7 +124,13 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
     Ok(program)
 }
 
-fn cache_error(kernel: &str, compiler: &Compiler, what: &str, path: &Path, e: impl std::fmt::Display) -> Error {
+fn cache_error(
+    kernel: &str,
+    compiler: &Compiler,
+    what: &str,
+    path: &Path,
+    e: impl std::fmt::Display,
+) -> Error {
     Error::KernelCompile {
         kernel: kernel.to_string(),
         compiler: compiler.describe(),
@@ -162,7 +165,10 @@ fn build(kernel: &str, compiler: &Compiler, unit: &str, key: &str) -> Result<Sou
     load(&library).map_err(|reason| Error::KernelCompile {
         kernel: kernel.to_string(),
         compiler: compiler.describe(),
-        log: format!("the compiled library {} does not load: {reason}", library.display()),
+        log: format!(
+            "the compiled library {} does not load: {reason}",
+            library.display()
+        ),
     })
 }
 
@@ -174,11 +180,13 @@ fn compile_into(
     dir: &Path,
     library: &Path,
 ) -> Result<()> {
-    let scratch = cache::scratch_dir(dir).map_err(|e| cache_error(kernel, compiler, "write to", dir, e))?;
+    let scratch =
+        cache::scratch_dir(dir).map_err(|e| cache_error(kernel, compiler, "write to", dir, e))?;
     let result = (|| {
         let write = |name: &str, text: &str| -> Result<PathBuf> {
             let path = scratch.join(name);
-            std::fs::write(&path, text).map_err(|e| cache_error(kernel, compiler, "write", &path, e))?;
+            std::fs::write(&path, text)
+                .map_err(|e| cache_error(kernel, compiler, "write", &path, e))?;
             Ok(path)
         };
         write("gpu_mem.h", KERNEL_PRELUDE)?;
@@ -212,10 +220,18 @@ fn load(path: &Path) -> std::result::Result<SourceProgram, String> {
     type Run = unsafe extern "C" fn(*const *mut c_void) -> c_int;
     // SAFETY: the symbols are the wrapper's `extern "C"` functions with exactly these types.
     let (abi, init, params, run) = unsafe {
-        let abi = *library.get::<Abi>(b"gm_sim_abi\0").map_err(|e| e.to_string())?;
-        let init = *library.get::<Init>(b"gm_sim_init\0").map_err(|e| e.to_string())?;
-        let params = *library.get::<Params>(b"gm_sim_params\0").map_err(|e| e.to_string())?;
-        let run = *library.get::<Run>(b"gm_sim_run\0").map_err(|e| e.to_string())?;
+        let abi = *library
+            .get::<Abi>(b"gm_sim_abi\0")
+            .map_err(|e| e.to_string())?;
+        let init = *library
+            .get::<Init>(b"gm_sim_init\0")
+            .map_err(|e| e.to_string())?;
+        let params = *library
+            .get::<Params>(b"gm_sim_params\0")
+            .map_err(|e| e.to_string())?;
+        let run = *library
+            .get::<Run>(b"gm_sim_run\0")
+            .map_err(|e| e.to_string())?;
         (abi, init, params, run)
     };
     // SAFETY: calling the wrapper's functions as declared; `RUNTIME` is a static in the prelude's
@@ -232,7 +248,9 @@ fn load(path: &Path) -> std::result::Result<SourceProgram, String> {
         if table.is_null() && count > 0 {
             return Err("no parameter table".to_string());
         }
-        (0..count).map(|i| Param::from_raw(&*table.add(i))).collect()
+        (0..count)
+            .map(|i| Param::from_raw(&*table.add(i)))
+            .collect()
     };
     Ok(SourceProgram {
         _library: library,

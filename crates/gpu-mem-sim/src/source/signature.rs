@@ -118,8 +118,7 @@ fn rust_kind(dtype: &str) -> Option<ElemKind> {
 /// `Ok` when `param` can receive `arg`; otherwise why not.
 fn accepts(param: &Param, arg: &LaunchArg) -> Result<(), String> {
     let element_ok = |dtype: &str, itemsize: usize| {
-        param.elem_size == itemsize
-            && rust_kind(dtype).is_none_or(|kind| kind == param.elem_kind)
+        param.elem_size == itemsize && rust_kind(dtype).is_none_or(|kind| kind == param.elem_kind)
     };
     match arg {
         LaunchArg::Array {
@@ -241,7 +240,11 @@ mod tests {
             elem_kind,
             elem_size,
             ndim,
-            size: if kind == ParamKind::Array { 8 + 16 * ndim } else { elem_size },
+            size: if kind == ParamKind::Array {
+                8 + 16 * ndim
+            } else {
+                elem_size
+            },
             type_name: "T".into(),
         }
     }
@@ -264,7 +267,10 @@ mod tests {
         let p = param(ParamKind::Array, ElemKind::Float, 4, 2);
         assert!(check(std::slice::from_ref(&p), &[array("f32", 4, 2)]).is_ok());
         let wrong_rank = check(std::slice::from_ref(&p), &[array("f32", 4, 1)]).unwrap_err();
-        assert!(wrong_rank.contains("1 dimension(s), the parameter 2"), "{wrong_rank}");
+        assert!(
+            wrong_rank.contains("1 dimension(s), the parameter 2"),
+            "{wrong_rank}"
+        );
         let wrong_kind = check(std::slice::from_ref(&p), &[array("i32", 4, 2)]).unwrap_err();
         assert!(wrong_kind.contains("i32"), "{wrong_kind}");
         // A struct element is described by its size alone.

@@ -15,7 +15,13 @@ pub(crate) fn is_identifier(name: &str) -> bool {
 pub(crate) fn file_name(kernel: &str) -> String {
     let clean: String = kernel
         .chars()
-        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     format!("{clean}.cu")
 }

@@ -1,0 +1,210 @@
+//! Simulated threads' stacks: their size (`GPU_MEM_SIM_STACK_SIZE`, default 256 KiB), a pool of
+//! idle stacks, and what happens when a thread overflows its stack.
+//!
+//! Every stack has a guard page below it, and Rust code and the compiled kernels (built with
+//! `-fstack-clash-protection`) touch every page of a large frame in order, so an overflow always
+//! faults in the guard page. A signal handler recognises that fault — the running thread's
+//! guard page is recorded before each switch to it — and ends the process with a message that
+//! names the kernel and the setting to raise, instead of a bare SIGSEGV. (Unwinding out of a
+//! signal handler, or resuming the launch, cannot be done soundly.) Other faults go to the
+//! handler that was installed before.
+
+use corosensei::stack::{DefaultStack, Stack};
+use std::cell::Cell;
+use std::sync::{Mutex, OnceLock};
+
+/// Default stack size of a simulated thread.
+pub(crate) const DEFAULT_STACK_SIZE: usize = 256 << 10;
+/// The variable that sets it.
+pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_STACK_SIZE";
+/// How many idle stacks are kept for reuse.
+const POOLED_STACKS: usize = 8192;
+
+static STACKS: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
+
+/// The configured stack size (read once per process).
+pub(crate) fn stack_size() -> Result<usize, String> {
+    static SIZE: OnceLock<Result<usize, String>> = OnceLock::new();
+    SIZE.get_or_init(|| match std::env::var(VARIABLE) {
+        Ok(value) if !value.trim().is_empty() => crate::config::parse_size(&value)
+            .map_err(|e| format!("{VARIABLE}: {e}"))
+            .and_then(|bytes| {
+                usize::try_from(bytes)
+                    .ok()
+                    .filter(|b| (16 << 10..=1 << 30).contains(b))
+                    .ok_or_else(|| format!("{VARIABLE}={value}: give 16KiB to 1GiB"))
+            }),
+        _ => Ok(DEFAULT_STACK_SIZE),
+    })
+    .clone()
+}
+
+/// A stack from the pool, or a new one.
+pub(crate) fn take() -> Result<DefaultStack, String> {
+    let size = stack_size()?;
+    if let Some(stack) = STACKS.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+        return Ok(stack);
+    }
+    install_handler();
+    DefaultStack::new(size)
+        .map_err(|e| format!("cannot allocate a thread stack of {size} bytes: {e}"))
+}
+
+/// Gives a stack back to the pool.
+pub(crate) fn give_back(stack: DefaultStack) {
+    let mut pool = STACKS.lock().unwrap_or_else(|p| p.into_inner());
+    if pool.len() < POOLED_STACKS {
+        pool.push(stack);
+    }
+}
+
+/// The lowest address of `stack`, which corosensei's `limit` counts from the start of its guard
+/// page (the page at `[limit, limit + page)`).
+pub(crate) fn limit(stack: &DefaultStack) -> usize {
+    stack.limit().get()
+}
+
+thread_local! {
+    /// The guard page of the simulated thread running on this OS thread: `[start, end)`.
+    static GUARD: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The running kernel's name (pointer, length), for the message.
+    static KERNEL: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// Records, before switching to a thread whose stack has `limit`, where its guard page is.
+pub(crate) fn entering(limit: usize, kernel: &str) {
+    GUARD.set((limit, limit.saturating_add(page_size())));
+    KERNEL.set((kernel.as_ptr() as usize, kernel.len()));
+}
+
+/// Back on the OS thread's own stack.
+pub(crate) fn left() {
+    GUARD.set((0, 0));
+}
+
+fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *PAGE.get_or_init(|| {
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+    })
+}
+
+#[cfg(all(unix, not(miri)))]
+fn install_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (signal, previous) in [
+            (libc::SIGSEGV, &PREVIOUS_SEGV),
+            (libc::SIGBUS, &PREVIOUS_BUS),
+        ] {
+            // SAFETY: a zeroed sigaction is a valid starting point; the handler only reads
+            // thread-locals with constant initialisers, calls `write` and `abort` (both
+            // async-signal-safe) or the previous handler.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_fault as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(signal, &action, &mut old) == 0 {
+                    *previous.lock().unwrap_or_else(|p| p.into_inner()) = Some(Previous(old));
+                }
+            }
+        }
+    });
+}
+
+#[cfg(not(all(unix, not(miri))))]
+fn install_handler() {}
+
+/// The handler that was installed before ours (Rust's own stack-overflow handler, usually).
+#[cfg(all(unix, not(miri)))]
+struct Previous(libc::sigaction);
+// SAFETY: a plain C struct of a function address, flags and a signal mask.
+#[cfg(all(unix, not(miri)))]
+unsafe impl Send for Previous {}
+
+#[cfg(all(unix, not(miri)))]
+static PREVIOUS_SEGV: Mutex<Option<Previous>> = Mutex::new(None);
+#[cfg(all(unix, not(miri)))]
+static PREVIOUS_BUS: Mutex<Option<Previous>> = Mutex::new(None);
+
+#[cfg(all(unix, not(miri)))]
+extern "C" fn on_fault(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let address = unsafe { (*info).si_addr() } as usize;
+    let (start, end) = GUARD.get();
+    if start < end && (start..end).contains(&address) {
+        report_overflow();
+    }
+    let previous = if signal == libc::SIGBUS {
+        &PREVIOUS_BUS
+    } else {
+        &PREVIOUS_SEGV
+    };
+    // `try_lock`: never block in a signal handler (the lock is only taken at install time).
+    let old = previous
+        .try_lock()
+        .ok()
+        .and_then(|p| p.as_ref().map(|p| p.0));
+    // SAFETY: calling or restoring the previous disposition, as a chained handler must.
+    unsafe {
+        match old {
+            Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
+                if old.sa_flags & libc::SA_SIGINFO != 0 {
+                    let handler: extern "C" fn(
+                        libc::c_int,
+                        *mut libc::siginfo_t,
+                        *mut libc::c_void,
+                    ) = std::mem::transmute(old.sa_sigaction);
+                    handler(signal, info, context);
+                } else {
+                    let handler: extern "C" fn(libc::c_int) = std::mem::transmute(old.sa_sigaction);
+                    handler(signal);
+                }
+            }
+            _ => {
+                // Default action: returning re-executes the faulting access, which now kills
+                // the process as it would have without us.
+                libc::signal(signal, libc::SIG_DFL);
+            }
+        }
+    }
+}
+
+/// Writes the message and aborts (async-signal-safe: no allocation, no locks).
+#[cfg(all(unix, not(miri)))]
+fn report_overflow() -> ! {
+    let write = |bytes: &[u8]| {
+        // SAFETY: writing a valid buffer to stderr.
+        unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
+    };
+    write(b"\ngpu-mem simulator: stack overflow in a simulated thread of kernel `");
+    let (ptr, len) = KERNEL.get();
+    if ptr != 0 {
+        // SAFETY: `entering` recorded the name of the kernel whose launch is running on this
+        // thread; it outlives the launch.
+        write(unsafe { std::slice::from_raw_parts(ptr as *const u8, len) });
+    }
+    write(b"`: each simulated thread has a stack of ");
+    let mut digits = [0u8; 20];
+    let mut n = stack_size().unwrap_or(DEFAULT_STACK_SIZE) >> 10;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    write(&digits[at..]);
+    write(b" KiB (large local arrays need more): set GPU_MEM_SIM_STACK_SIZE, e.g. GPU_MEM_SIM_STACK_SIZE=4MiB\n");
+    // SAFETY: abort is async-signal-safe and never returns.
+    unsafe { libc::abort() }
+}

@@ -1,0 +1,111 @@
+#![cfg(not(miri))]
+//! The host compiler behind portable-source kernels: a missing one is a clear error, and a
+//! kernel launched again in the same process touches neither the compiler nor the disk.
+//!
+//! Each check runs in a child process (this test binary, re-run with one test selected), so
+//! that it can set `GPU_MEM_SIM_CXX` and `GPU_MEM_CACHE_DIR` without racing other tests.
+
+use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
+use gpu_mem_core::{Backend, Error, Kernel};
+use gpu_mem_sim::{SimBackend, SimConfig};
+use std::process::Command;
+
+const CHILD: &str = "GPU_MEM_SIM_TEST_CHILD";
+const SOURCE: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void nothing() {}\n";
+
+/// Runs test `name` of this binary in a child with `env`; returns its output.
+fn in_child(name: &str, env: &[(&str, &str)]) -> String {
+    let exe = std::env::current_exe().unwrap();
+    let mut command = Command::new(exe);
+    command
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "child {name} failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "child {name} ran no test:\n{text}"
+    );
+    text
+}
+
+fn launch(backend: &SimBackend, kernel: &Kernel) -> gpu_mem_core::Result<()> {
+    let args: [LaunchArg; 0] = [];
+    // SAFETY: the kernel touches no memory.
+    unsafe { backend.launch(0, kernel, &LaunchConfig::new(1, 1), &args, None) }
+}
+
+#[test]
+fn a_missing_compiler_is_a_clear_error() {
+    if std::env::var_os(CHILD).is_none() {
+        let cache = tempdir("missing");
+        in_child(
+            "a_missing_compiler_is_a_clear_error",
+            &[
+                ("GPU_MEM_SIM_CXX", "/nonexistent/bin/c++"),
+                ("GPU_MEM_CACHE_DIR", cache.to_str().unwrap()),
+            ],
+        );
+        return;
+    }
+    let backend = SimBackend::new(SimConfig::default());
+    let result = launch(&backend, &Kernel::from_source(SOURCE, "nothing"));
+    match result {
+        Err(Error::CompilerUnavailable {
+            variable, tried, ..
+        }) => {
+            assert_eq!(variable, "GPU_MEM_SIM_CXX");
+            assert_eq!(tried, vec!["/nonexistent/bin/c++".to_string()]);
+        }
+        other => panic!("expected CompilerUnavailable, got {other:?}"),
+    }
+    let message = launch(&backend, &Kernel::from_source(SOURCE, "nothing"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("GPU_MEM_SIM_CXX") && message.contains("/nonexistent/bin/c++"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_second_launch_needs_neither_compiler_nor_disk() {
+    if std::env::var_os(CHILD).is_none() {
+        let cache = tempdir("second");
+        in_child(
+            "a_second_launch_needs_neither_compiler_nor_disk",
+            &[("GPU_MEM_CACHE_DIR", cache.to_str().unwrap())],
+        );
+        assert!(!cache.exists(), "the child removed its cache");
+        return;
+    }
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = Kernel::from_source(SOURCE, "nothing");
+    launch(&backend, &kernel).unwrap();
+    let cache = std::path::PathBuf::from(std::env::var_os("GPU_MEM_CACHE_DIR").unwrap());
+    let built: Vec<_> = std::fs::read_dir(cache.join("sim-kernels"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .collect();
+    assert_eq!(built.len(), 1, "one library in the cache: {built:?}");
+    std::fs::remove_dir_all(&cache).unwrap();
+    // SAFETY: this child process runs a single test on one thread.
+    unsafe { std::env::set_var("GPU_MEM_SIM_CXX", "/nonexistent/bin/c++") };
+    launch(&backend, &kernel).unwrap();
+    assert!(!cache.exists(), "nothing was written again");
+}
+
+fn tempdir(tag: &str) -> std::path::PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("gpu-mem-sim-compiler-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}

@@ -1,0 +1,78 @@
+//! What the simulator says about broken kernels, all written as portable source: barrier
+//! divergence, an out-of-bounds index, a wrong argument and a compile error. Each launch must
+//! fail with the expected error; the example prints the messages (the "Debugging a kernel on the
+//! simulator" page of the book shows them).
+//!
+//! `cargo run -p gpu-mem --example diagnostics`
+
+use gpu_mem::prelude::*;
+use gpu_mem::{BackendKind, Error};
+
+const SOURCE: &str = r#"#include "gpu_mem.h"
+
+extern "C" __global__ void half_barrier(gm_array<float, 1> a) {
+    if (threadIdx.x < 16) {
+        syncthreads();
+    }
+    a(threadIdx.x) = 1.0f;
+}
+
+extern "C" __global__ void past_the_end(gm_array<float, 1> a) {
+    a(grid(1) + 1) = 1.0f;
+}
+"#;
+
+const BROKEN: &str = r#"#include "gpu_mem.h"
+
+extern "C" __global__ void broken(gm_array<float, 1> a) {
+    a(0) = undefined_name;
+}
+"#;
+
+fn main() -> gpu_mem::Result<()> {
+    let dev = Runtime::open(BackendChoice::Only(BackendKind::Sim))?.device(0)?;
+    let mut a = dev.device_array::<f32>(&[32], Order::C)?;
+    let mut wrong = dev.device_array::<f64>(&[32], Order::C)?;
+    let config = LaunchConfig::new(1, 32);
+    let mut failures = 0;
+    let mut show = |what: &str, result: gpu_mem::Result<()>, ok: fn(&Error) -> bool| match result {
+        Err(error) if ok(&error) => println!("{what}:\n  {error}\n"),
+        other => {
+            failures += 1;
+            println!("{what}: unexpected {other:?}\n");
+        }
+    };
+    // SAFETY (all launches below): the simulator checks what these broken kernels do.
+    let divergence = Kernel::from_source(SOURCE, "half_barrier");
+    show(
+        "barrier divergence",
+        unsafe { dev.launch(&divergence, config, &mut [&mut a]) },
+        |e| matches!(e, Error::BarrierDivergence { .. }),
+    );
+    let oob = Kernel::from_source(SOURCE, "past_the_end");
+    show(
+        "out-of-bounds index",
+        unsafe { dev.launch(&oob, config, &mut [&mut a]) },
+        |e| matches!(e, Error::KernelFault { .. }),
+    );
+    show(
+        "wrong argument",
+        unsafe { dev.launch(&oob, config, &mut [&mut wrong]) },
+        |e| matches!(e, Error::InvalidLaunch { .. }),
+    );
+    let broken = Kernel::from_source(BROKEN, "broken");
+    show(
+        "compile error",
+        unsafe { dev.launch(&broken, config, &mut [&mut a]) },
+        |e| matches!(e, Error::KernelCompile { .. }),
+    );
+    println!("result: {}", if failures == 0 { "correct" } else { "WRONG" });
+    if failures == 0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            name: "diagnostics",
+            reason: format!("{failures} launch(es) did not fail as expected"),
+        })
+    }
+}

@@ -123,13 +123,31 @@ impl<T: Element> SmartArray<T> {
         }
         let host = match self.host.take() {
             Some(host) => host,
-            None => match self.order {
-                Order::C => ArrayD::from_elem(IxDyn(&self.shape), T::zeroed()),
-                Order::F => {
-                    let shape: Vec<usize> = self.shape.iter().rev().copied().collect();
-                    ArrayD::from_elem(IxDyn(&shape), T::zeroed()).reversed_axes()
+            None => {
+                let size = self
+                    .shape
+                    .iter()
+                    .try_fold(1usize, |n, &len| n.checked_mul(len))
+                    .ok_or_else(|| crate::Error::Overflow {
+                        what: format!("element count of shape {:?}", self.shape),
+                    })?;
+                let values = crate::memory::zeroed_vec::<T>(size, "the host side of a SmartArray")?;
+                let shape_error = |e: ndarray::ShapeError| crate::Error::InvalidShape {
+                    shape: crate::error::fmt_dims(&self.shape),
+                    reason: e.to_string(),
+                };
+                match self.order {
+                    Order::C => {
+                        ArrayD::from_shape_vec(IxDyn(&self.shape), values).map_err(shape_error)?
+                    }
+                    Order::F => {
+                        let shape: Vec<usize> = self.shape.iter().rev().copied().collect();
+                        ArrayD::from_shape_vec(IxDyn(&shape), values)
+                            .map_err(shape_error)?
+                            .reversed_axes()
+                    }
                 }
-            },
+            }
         };
         let mut host = host;
         if let Some(device) = &self.on_device {

@@ -124,10 +124,10 @@ impl Stream {
                 let core = core_view(&view);
                 let (data, layout) = if dst_core.is_c_contiguous() {
                     let layout = Layout::contiguous(core.shape(), Order::C)?;
-                    (contiguous_c(core), layout)
+                    (contiguous_c(core)?, layout)
                 } else {
                     let layout = Layout::contiguous(core.shape(), Order::F)?;
-                    (contiguous_f(core), layout)
+                    (contiguous_f(core)?, layout)
                 };
                 check_compatible(&dst_core, &layout, T::itemsize())?;
                 let staging = self.stage(bytemuck::cast_slice(&data))?;

@@ -3,6 +3,7 @@
 use crate::element::Element;
 use crate::error::Result;
 use crate::layout::Layout;
+use crate::memory::{try_collect, zeroed_vec};
 use ndarray::{ArrayBase, ArrayD, ArrayViewD, Axis, Data, Dimension, IxDyn, RawData, ShapeBuilder};
 use std::borrow::Cow;
 
@@ -27,36 +28,57 @@ where
 }
 
 /// `view` laid out contiguously in C order (borrowed when it already is).
-pub(crate) fn contiguous_c<'a, T: Element>(view: ArrayViewD<'a, T>) -> Cow<'a, [T]> {
+pub(crate) fn contiguous_c<'a, T: Element>(view: ArrayViewD<'a, T>) -> Result<Cow<'a, [T]>> {
     if let Some(slice) = view.to_slice() {
-        return Cow::Borrowed(slice);
+        return Ok(Cow::Borrowed(slice));
     }
-    Cow::Owned(view.iter().copied().collect())
+    Ok(Cow::Owned(try_collect(
+        view.iter().copied(),
+        "a contiguous copy of a host array",
+    )?))
 }
 
 /// `view` laid out contiguously in Fortran order (borrowed when it already is).
-pub(crate) fn contiguous_f<'a, T: Element>(view: ArrayViewD<'a, T>) -> Cow<'a, [T]> {
+pub(crate) fn contiguous_f<'a, T: Element>(view: ArrayViewD<'a, T>) -> Result<Cow<'a, [T]>> {
     let reversed = view.reversed_axes();
     if let Some(slice) = reversed.to_slice() {
-        return Cow::Borrowed(slice);
+        return Ok(Cow::Borrowed(slice));
     }
-    Cow::Owned(reversed.iter().copied().collect())
+    Ok(Cow::Owned(try_collect(
+        reversed.iter().copied(),
+        "a contiguous copy of a host array",
+    )?))
+}
+
+fn shape_error(layout: &Layout, error: ndarray::ShapeError) -> crate::Error {
+    crate::Error::InvalidShape {
+        shape: crate::error::fmt_dims(layout.shape()),
+        reason: error.to_string(),
+    }
 }
 
 /// Builds a host array with `layout` from the elements of its memory span (`span[0]` is the
 /// lowest-addressed element). Keeps the device strides like Numba's `copy_to_host`, so gaps of a
 /// strided array are carried along; negative strides become reversed axes; broadcast layouts,
-/// which an owned ndarray cannot alias, are materialised.
+/// which an owned ndarray cannot alias, are materialised (allocated fallibly: a broadcast can
+/// stand for more elements than the host can hold, which is an [`Error::HostOutOfMemory`]).
+///
+/// [`Error::HostOutOfMemory`]: crate::Error::HostOutOfMemory
 pub(crate) fn array_from_span<T: Element>(span: Vec<T>, layout: &Layout) -> Result<ArrayD<T>> {
     let shape = IxDyn(layout.shape());
     if layout.size() == 0 {
-        return Ok(ArrayD::from_elem(shape, T::zeroed()));
+        return ArrayD::from_shape_vec(shape, Vec::new()).map_err(|e| shape_error(layout, e));
     }
-    if !layout.is_broadcast() {
+    // A stride of isize::MIN has no magnitude in isize; such an axis has length 1 and takes the
+    // materialising path below.
+    let keeps_strides = !layout.is_broadcast() && layout.strides().iter().all(|&s| s != isize::MIN);
+    if keeps_strides {
         let abs: Vec<usize> = layout.strides().iter().map(|s| s.unsigned_abs()).collect();
-        if let Ok(mut array) =
-            ArrayD::from_shape_vec(shape.clone().strides(IxDyn(&abs)), span.clone())
-        {
+        let strided = shape.clone().strides(IxDyn(&abs));
+        // Checked on a borrowed view first, so the span is only moved when it will be used.
+        if ndarray::ArrayViewD::from_shape(strided.clone(), &span).is_ok() {
+            let mut array =
+                ArrayD::from_shape_vec(strided, span).map_err(|e| shape_error(layout, e))?;
             for (axis, stride) in layout.strides().iter().enumerate() {
                 if *stride < 0 {
                     array.invert_axis(Axis(axis));
@@ -66,16 +88,14 @@ pub(crate) fn array_from_span<T: Element>(span: Vec<T>, layout: &Layout) -> Resu
         }
     }
     let base = layout.min_offset();
-    let values: Vec<T> = layout
-        .logical_offsets()
-        .map(|offset| {
-            span.get((offset - base) as usize)
-                .copied()
-                .unwrap_or_else(T::zeroed)
-        })
-        .collect();
-    ArrayD::from_shape_vec(shape, values).map_err(|e| crate::Error::InvalidShape {
-        shape: crate::error::fmt_dims(layout.shape()),
-        reason: e.to_string(),
-    })
+    let mut values = zeroed_vec::<T>(layout.size(), "a copy of a device array on the host")?;
+    for (slot, offset) in values.iter_mut().zip(layout.logical_offsets()) {
+        if let Some(value) = usize::try_from(offset - base)
+            .ok()
+            .and_then(|i| span.get(i))
+        {
+            *slot = *value;
+        }
+    }
+    ArrayD::from_shape_vec(shape, values).map_err(|e| shape_error(layout, e))
 }

@@ -80,10 +80,10 @@ impl<T: Element> DeviceArray<T> {
         let core = core_view(source);
         let (data, layout) = if self_core.is_c_contiguous() {
             let layout = Layout::contiguous(core.shape(), crate::layout::Order::C)?;
-            (contiguous_c(core), layout)
+            (contiguous_c(core)?, layout)
         } else {
             let layout = Layout::contiguous(core.shape(), crate::layout::Order::F)?;
-            (contiguous_f(core), layout)
+            (contiguous_f(core)?, layout)
         };
         check_compatible(&self_core, &layout, T::itemsize())?;
         let (dst, bytes) = self.span();
@@ -196,7 +196,10 @@ impl<T: Element> DeviceArray<T> {
 
     /// The elements of the array's span, lowest address first.
     pub(crate) fn read_span(&self) -> Result<Vec<T>> {
-        let mut span: Vec<T> = vec![T::zeroed(); self.layout.span_len()];
+        let mut span: Vec<T> = crate::memory::zeroed_vec(
+            self.layout.span_len(),
+            "a copy of a device array on the host",
+        )?;
         self.read_span_into(&mut span)?;
         Ok(span)
     }

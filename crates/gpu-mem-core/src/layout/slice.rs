@@ -165,7 +165,12 @@ fn slice_axis(
     };
     // numpy's stride * step. It can only overflow when the result has one element (otherwise
     // it is bounded by the input's extent), and then it is never used: fall back to ndarray's 0.
-    let new_stride = stride.checked_mul(step).unwrap_or(0);
+    // isize::MIN (e.g. a step of isize::MIN on a length-1 axis) has no magnitude in isize, which
+    // strides must have: it is treated the same way.
+    let new_stride = stride
+        .checked_mul(step)
+        .filter(|&s| s != isize::MIN)
+        .unwrap_or(0);
     Some(AxisCut {
         len: new_len,
         stride: new_stride,

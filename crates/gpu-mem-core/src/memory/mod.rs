@@ -3,8 +3,10 @@
 
 mod device_alloc;
 mod host_buffer;
+mod host_vec;
 mod pending;
 
 pub(crate) use device_alloc::DeviceAlloc;
 pub(crate) use host_buffer::{HostBuffer, HostBufferKind};
+pub(crate) use host_vec::{try_collect, zeroed_vec};
 pub(crate) use pending::{Access, PendingUses};

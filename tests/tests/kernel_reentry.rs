@@ -67,8 +67,7 @@ fn a_kernel_calling_back_into_gpu_mem_gets_errors_not_a_deadlock() {
         dev.synchronize().unwrap();
         // After the kernel, the same thread may call the API again.
         assert!(dev.synchronize().is_ok());
-        let lines = log.lock().unwrap().clone();
-        lines
+        log.lock().unwrap().clone()
     });
     assert_eq!(log.len(), 4, "{log:?}");
     for (line, call) in log

@@ -1,4 +1,5 @@
 #![cfg(not(miri))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The host compiler behind portable-source kernels: a missing one is a clear error, and a
 //! kernel launched again in the same process touches neither the compiler nor the disk.
 //!

@@ -113,9 +113,8 @@ fn compile_costs(device: &Device) -> gpu_mem::Result<(f64, f64, f64)> {
     let unique = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let source = format!(
-        "#include \"gpu_mem.h\"\n// {unique}\nextern \"C\" __global__ void empty() {{}}\n"
-    );
+    let source =
+        format!("#include \"gpu_mem.h\"\n// {unique}\nextern \"C\" __global__ void empty() {{}}\n");
     let launch = |kernel: &Kernel| -> gpu_mem::Result<f64> {
         let start = Instant::now();
         // SAFETY: the kernel touches no memory.

@@ -42,31 +42,37 @@ fn main() -> gpu_mem::Result<()> {
             println!("{what}: unexpected {other:?}\n");
         }
     };
-    // SAFETY (all launches below): the simulator checks what these broken kernels do.
     let divergence = Kernel::from_source(SOURCE, "half_barrier");
     show(
         "barrier divergence",
+        // SAFETY: the simulator checks what this broken kernel does.
         unsafe { dev.launch(&divergence, config, &mut [&mut a]) },
         |e| matches!(e, Error::BarrierDivergence { .. }),
     );
     let oob = Kernel::from_source(SOURCE, "past_the_end");
     show(
         "out-of-bounds index",
+        // SAFETY: the simulator checks what this broken kernel does.
         unsafe { dev.launch(&oob, config, &mut [&mut a]) },
         |e| matches!(e, Error::KernelFault { .. }),
     );
     show(
         "wrong argument",
+        // SAFETY: the simulator checks what this broken kernel does.
         unsafe { dev.launch(&oob, config, &mut [&mut wrong]) },
         |e| matches!(e, Error::InvalidLaunch { .. }),
     );
     let broken = Kernel::from_source(BROKEN, "broken");
     show(
         "compile error",
+        // SAFETY: the simulator checks what this broken kernel does.
         unsafe { dev.launch(&broken, config, &mut [&mut a]) },
         |e| matches!(e, Error::KernelCompile { .. }),
     );
-    println!("result: {}", if failures == 0 { "correct" } else { "WRONG" });
+    println!(
+        "result: {}",
+        if failures == 0 { "correct" } else { "WRONG" }
+    );
     if failures == 0 {
         Ok(())
     } else {

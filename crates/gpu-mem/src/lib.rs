@@ -36,9 +36,9 @@ pub use gpu_mem_sim as sim;
 pub mod prelude {
     pub use crate::runtime::{BackendChoice, Runtime, backends};
     pub use gpu_mem_core::{
-        Device, DeviceArray, DeviceRecord, Element, Error, Event, In, InOut, Kernel,
-        LaunchConfig, MapFlags, MappedArray, Order, Out, PinnedArray, Registered, ReshapeOrder,
-        Result, Scalar, SmartArray, Stream, Where,
+        Device, DeviceArray, DeviceRecord, Element, Error, Event, In, InOut, Kernel, LaunchConfig,
+        MapFlags, MappedArray, Order, Out, PinnedArray, Registered, ReshapeOrder, Result, Scalar,
+        SmartArray, Stream, Where,
     };
     /// Closure kernels, which only the simulator runs.
     #[cfg(feature = "sim")]

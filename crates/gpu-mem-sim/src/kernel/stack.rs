@@ -84,9 +84,10 @@ pub(crate) fn left() {
 
 fn page_size() -> usize {
     static PAGE: OnceLock<usize> = OnceLock::new();
-    // SAFETY: sysconf has no preconditions.
     *PAGE.get_or_init(|| {
-        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(page).unwrap_or(4096)
     })
 }
 

@@ -113,9 +113,7 @@ impl Collective {
     /// The barrier scope the operation synchronizes.
     pub fn scope(self) -> BarrierScope {
         match self {
-            Collective::SyncCount | Collective::SyncAnd | Collective::SyncOr => {
-                BarrierScope::Block
-            }
+            Collective::SyncCount | Collective::SyncAnd | Collective::SyncOr => BarrierScope::Block,
             _ => BarrierScope::Warp,
         }
     }
@@ -531,9 +529,14 @@ impl<'a> ThreadCtx<'a> {
     #[track_caller]
     pub fn syncthreads_count(&self, predicate: bool) -> u32 {
         let site = Site::rust(Location::caller());
-        let count = self
-            .ops
-            .collective(Collective::SyncCount, u64::MAX, predicate.into(), 0, 0, site);
+        let count = self.ops.collective(
+            Collective::SyncCount,
+            u64::MAX,
+            predicate.into(),
+            0,
+            0,
+            site,
+        );
         u32::try_from(count).unwrap_or(u32::MAX)
     }
 
@@ -625,18 +628,28 @@ impl<'a> ThreadCtx<'a> {
     #[track_caller]
     pub fn all_sync(&self, mask: u64, predicate: bool) -> bool {
         let site = Site::rust(Location::caller());
-        self.ops
-            .collective(Collective::All, mask, predicate.into(), 0, self.warp_size, site)
-            != 0
+        self.ops.collective(
+            Collective::All,
+            mask,
+            predicate.into(),
+            0,
+            self.warp_size,
+            site,
+        ) != 0
     }
 
     /// `__any_sync(mask, predicate)`: whether some participating lane passed `true`.
     #[track_caller]
     pub fn any_sync(&self, mask: u64, predicate: bool) -> bool {
         let site = Site::rust(Location::caller());
-        self.ops
-            .collective(Collective::Any, mask, predicate.into(), 0, self.warp_size, site)
-            != 0
+        self.ops.collective(
+            Collective::Any,
+            mask,
+            predicate.into(),
+            0,
+            self.warp_size,
+            site,
+        ) != 0
     }
 
     /// Lets the other threads of the block run (a spin-wait hint, CUDA's `__nanosleep`).

@@ -4,8 +4,8 @@
 //! the index and the shape (the launch then fails naming the kernel and thread), and the access
 //! does nothing (reads give zero) — where a GPU would trap.
 
-use gpu_mem_core::Element;
 use crate::thread::ThreadCtx;
+use gpu_mem_core::Element;
 use std::marker::PhantomData;
 
 /// An array argument inside a simulated kernel.

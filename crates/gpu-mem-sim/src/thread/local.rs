@@ -1,8 +1,8 @@
 //! Block-shared and thread-local arrays of a simulated kernel: [`SharedArray`] and
 //! [`LocalArray`], C-ordered, with compile-time rank and bounds-checked indexing.
 
-use gpu_mem_core::Element;
 use crate::thread::ThreadCtx;
+use gpu_mem_core::Element;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 

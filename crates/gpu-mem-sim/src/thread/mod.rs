@@ -32,8 +32,7 @@ pub(crate) struct ClosureBody(pub(crate) Box<SimKernelFn>);
 /// `gpu_mem::prelude` does).
 pub trait SimKernel: Sized {
     /// A simulator kernel from a closure run once per simulated thread.
-    fn sim(name: impl Into<String>, body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static)
-    -> Self;
+    fn sim(name: impl Into<String>, body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static) -> Self;
     /// Adds (or replaces) the closure form.
     fn with_sim(self, body: impl Fn(&ThreadCtx<'_>) + Send + Sync + 'static) -> Self;
 }

@@ -257,7 +257,13 @@ fn run(start: Start, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let order = if fortran { Order::F } else { Order::C };
                 if let Ok(view) = array.reshape(&shape, order) {
                     prop_assert_eq!(view.size(), host.len());
-                    if view.shape() == array.shape() {
+                    // Numba returns the array unchanged only for its own shape, given verbatim.
+                    let verbatim = shape.len() == array.ndim()
+                        && shape
+                            .iter()
+                            .zip(array.shape())
+                            .all(|(&a, &b)| a == b as isize);
+                    if verbatim {
                         array = view;
                         continue;
                     }

@@ -23,6 +23,83 @@ const PROGRESS_EVERY: u32 = 16;
 /// declared stuck.
 const MAX_IDLE_ROUNDS: u32 = 1 << 20;
 
+/// A coroutine that runs simulated threads one after another on one OS thread: created once,
+/// reused across blocks and launches.
+type Fiber = Coroutine<Start, Suspend, (), DefaultStack>;
+
+/// What a fiber runs next: thread `linear` of the block at `block` (its lifetime erased; see
+/// [`run_thread`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Start {
+    block: *const Block<'static>,
+    linear: u32,
+}
+
+struct PooledFiber {
+    fiber: Fiber,
+    /// Its stack's limit, for the overflow report.
+    limit: usize,
+}
+
+/// Idle fibers are kept up to the largest block.
+const MAX_POOLED_FIBERS: usize = super::MAX_THREADS_PER_BLOCK as usize;
+
+thread_local! {
+    /// This OS thread's idle fibers, each suspended at [`Suspend::Exit`] (or never started).
+    static FIBERS: RefCell<Vec<PooledFiber>> = const { RefCell::new(Vec::new()) };
+}
+
+fn new_fiber() -> Result<PooledFiber, String> {
+    let stack = stack::take()?;
+    let limit = stack::limit(&stack);
+    let fiber = Fiber::with_stack(stack, |yielder: &Yielder<Start, Suspend>, first: Start| {
+        let mut start = first;
+        loop {
+            // SAFETY: `Block::run` resumes a fiber with a `Start` naming itself, and only while
+            // it is alive; the thread's frames are gone (returned, unwound or reset) before the
+            // fiber is handed to another block.
+            unsafe { run_thread(yielder, start) };
+            start = yielder.suspend(Suspend::Exit);
+        }
+    });
+    Ok(PooledFiber { fiber, limit })
+}
+
+/// Puts fibers back into this OS thread's pool; finished ones (a panic, a reset) give their
+/// stacks back instead.
+fn give_back(fibers: Vec<PooledFiber>) {
+    FIBERS.with_borrow_mut(|pool| {
+        for fiber in fibers {
+            if fiber.fiber.done() {
+                stack::give_back(fiber.fiber.into_stack());
+            } else if pool.len() < MAX_POOLED_FIBERS {
+                pool.push(fiber);
+            }
+        }
+    });
+}
+
+/// Runs one simulated thread on the calling fiber.
+///
+/// # Safety
+/// `start.block` points to a live `Block` for as long as this thread runs (the block resumes
+/// it, and ends it before it goes away).
+unsafe fn run_thread(yielder: &Yielder<Start, Suspend>, start: Start) {
+    // SAFETY: the caller's contract.
+    let block: &Block<'_> = unsafe { &*start.block };
+    let thread = block.thread_index(start.linear);
+    let me = SimThread {
+        block,
+        thread,
+        linear: start.linear,
+        info: GmSimThread::new(block, thread, start.linear),
+        shared_calls: Cell::new(0),
+        atomics: Cell::new(0),
+        yielder,
+    };
+    me.run();
+}
+
 /// Where a suspended thread waits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Wait {
@@ -39,6 +116,8 @@ pub(crate) struct Wait {
 pub(crate) enum Suspend {
     Wait(Wait),
     Progress,
+    /// The thread's code returned; the fiber waits for its next thread.
+    Exit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -118,52 +197,44 @@ impl<'a> Block<'a> {
         }
     }
 
-    /// Runs every thread of the block to completion.
+    /// Runs every thread of the block to completion, on fibers of this OS thread's pool.
     pub(crate) fn run(&self) -> Result<(), Error> {
-        let count = self.block_dim.count() as u32;
-        let mut fibers = Vec::with_capacity(count as usize);
-        let mut limits = Vec::with_capacity(count as usize);
-        for linear in 0..count {
-            let stack = stack::take().map_err(|reason| Error::InvalidLaunch {
-                kernel: self.kernel.to_string(),
-                reason,
-            })?;
-            limits.push(stack::limit(&stack));
-            let block: &Block<'_> = self;
-            let thread = self.thread_index(linear);
-            let body = move |yielder: &Yielder<(), Suspend>, ()| {
-                let me = SimThread {
-                    block,
-                    thread,
-                    linear,
-                    info: GmSimThread::new(block, thread, linear),
-                    shared_calls: Cell::new(0),
-                    atomics: Cell::new(0),
-                    yielder,
-                };
-                me.run();
-            };
-            // SAFETY: the coroutine borrows `self` (and through it the arguments and the kernel
-            // body), all of which outlive it: every coroutine is run to completion, unwound or
-            // reset before this function returns.
-            fibers.push(Some(unsafe {
-                Coroutine::with_stack_unchecked(stack, body)
-            }));
+        let count = self.block_dim.count() as usize;
+        let mut fibers: Vec<PooledFiber> = FIBERS.with_borrow_mut(|pool| {
+            let keep = pool.len().saturating_sub(count);
+            pool.split_off(keep)
+        });
+        while fibers.len() < count {
+            match new_fiber() {
+                Ok(fiber) => fibers.push(fiber),
+                Err(reason) => {
+                    give_back(fibers);
+                    return Err(Error::InvalidLaunch {
+                        kernel: self.kernel.to_string(),
+                        reason,
+                    });
+                }
+            }
         }
-        let result = self.schedule(&mut fibers, &limits);
-        for mut fiber in fibers.into_iter().flatten() {
-            if !fiber.done() && self.body.is_compiled() {
+        let mut states = vec![State::Ready; count];
+        let result = self.schedule(&mut fibers, &mut states);
+        for (fiber, state) in fibers.iter_mut().zip(&states) {
+            if *state == State::Done || fiber.fiber.done() {
+                continue;
+            }
+            // A thread left waiting (divergence, or another thread's fault) is ended.
+            if self.body.is_compiled() {
                 // Compiled frames must not be unwound (no Rust panic crosses C++ frames): the
                 // suspended thread's stack is discarded instead. Nothing on it owns resources:
                 // no borrow or lock is held across a suspension.
-                // SAFETY: see above; the coroutine is not resumed again.
-                unsafe { fiber.force_reset() };
+                // SAFETY: see above; the fiber is not resumed again.
+                unsafe { fiber.fiber.force_reset() };
+            } else {
+                // Unwinds the closure's frames, running their destructors.
+                fiber.fiber.force_unwind();
             }
-            if fiber.done() {
-                stack::give_back(fiber.into_stack());
-            }
-            // An unfinished closure thread (after divergence) is unwound by its drop.
         }
+        give_back(fibers);
         // A fault is the root cause of any divergence that follows it (a thread that panicked
         // never reaches the next barrier), so it is reported first.
         match self.fault.borrow_mut().take() {
@@ -177,54 +248,74 @@ impl<'a> Block<'a> {
         }
     }
 
-    fn schedule(
-        &self,
-        fibers: &mut [Option<Coroutine<(), Suspend, (), DefaultStack>>],
-        limits: &[usize],
-    ) -> Result<(), Error> {
+    fn schedule(&self, fibers: &mut [PooledFiber], states: &mut [State]) -> Result<(), Error> {
         let count = fibers.len();
-        let mut states = vec![State::Ready; count];
         let warp = self.warp_size.max(1) as usize;
+        let this = std::ptr::from_ref(self).cast::<Block<'static>>();
         let mut idle_rounds = 0u32;
         loop {
             let mut advanced = false;
             let mut spinning = false;
+            let mut done = 0usize;
+            let mut at_block = 0usize;
+            let mut block_wait: Option<Wait> = None;
+            let mut one_site = true;
             for (index, fiber) in fibers.iter_mut().enumerate() {
-                if states[index] != State::Ready {
-                    continue;
+                if states[index] == State::Ready {
+                    let start = Start {
+                        block: this,
+                        linear: index as u32,
+                    };
+                    stack::entering(fiber.limit, self.kernel);
+                    let step =
+                        std::panic::catch_unwind(AssertUnwindSafe(|| fiber.fiber.resume(start)));
+                    stack::left();
+                    states[index] = match step {
+                        Ok(CoroutineResult::Yield(Suspend::Wait(wait))) => State::Waiting(wait),
+                        Ok(CoroutineResult::Yield(Suspend::Progress)) => {
+                            spinning = true;
+                            State::Ready
+                        }
+                        Ok(CoroutineResult::Yield(Suspend::Exit)) => State::Done,
+                        // The fiber's body never returns; a panic ends the fiber.
+                        Ok(CoroutineResult::Return(())) => State::Done,
+                        Err(payload) => {
+                            let message = panic_message(payload.as_ref());
+                            self.record_fault(
+                                self.thread_index(index as u32),
+                                format!("the kernel panicked: {message}"),
+                            );
+                            State::Done
+                        }
+                    };
+                    advanced |= states[index] != State::Ready;
                 }
-                let Some(coroutine) = fiber.as_mut() else {
-                    continue;
-                };
-                stack::entering(limits[index], self.kernel);
-                let step = std::panic::catch_unwind(AssertUnwindSafe(|| coroutine.resume(())));
-                stack::left();
-                states[index] = match step {
-                    Ok(CoroutineResult::Yield(Suspend::Wait(wait))) => State::Waiting(wait),
-                    Ok(CoroutineResult::Yield(Suspend::Progress)) => {
-                        spinning = true;
-                        State::Ready
+                match states[index] {
+                    State::Done => done += 1,
+                    State::Waiting(wait) if wait.scope == BarrierScope::Block => {
+                        at_block += 1;
+                        match block_wait {
+                            None => block_wait = Some(wait),
+                            Some(first) => one_site &= first.at == wait.at,
+                        }
                     }
-                    Ok(CoroutineResult::Return(())) => State::Done,
-                    Err(payload) => {
-                        let message = panic_message(payload.as_ref());
-                        self.record_fault(
-                            self.thread_index(index as u32),
-                            format!("the kernel panicked: {message}"),
-                        );
-                        State::Done
-                    }
-                };
-                advanced |= states[index] != State::Ready;
+                    _ => {}
+                }
             }
-            if states.iter().all(|s| *s == State::Done) {
+            if done == count {
                 return Ok(());
             }
-            let mut released = false;
-            for (w, members) in states.chunks_mut(warp).enumerate() {
-                released |= self.release_warp(w * warp, members)?;
-            }
-            released |= self.release_block(&mut states)?;
+            // The common case: every thread waits at the same block barrier.
+            let released = if let (Some(wait), true, 0) = (block_wait, one_site, done) {
+                if at_block == count {
+                    self.release_block_now(wait, states);
+                    true
+                } else {
+                    self.release_general(states, warp)?
+                }
+            } else {
+                self.release_general(states, warp)?
+            };
             if released || advanced {
                 idle_rounds = 0;
             } else if spinning {
@@ -232,15 +323,24 @@ impl<'a> Block<'a> {
                 if idle_rounds > MAX_IDLE_ROUNDS {
                     return Err(self.divergence(format!(
                         "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run; {}",
-                        describe_states(&states, |i| self.thread_index(i as u32))
+                        describe_states(states, |i| self.thread_index(i as u32))
                     )));
                 }
             } else {
                 return Err(
-                    self.divergence(describe_states(&states, |i| self.thread_index(i as u32)))
+                    self.divergence(describe_states(states, |i| self.thread_index(i as u32)))
                 );
             }
         }
+    }
+
+    /// Warp barriers and collectives, then a block barrier with its checks.
+    fn release_general(&self, states: &mut [State], warp: usize) -> Result<bool, Error> {
+        let mut released = false;
+        for (w, members) in states.chunks_mut(warp).enumerate() {
+            released |= self.release_warp(w * warp, members)?;
+        }
+        Ok(self.release_block(states)? || released)
     }
 
     /// Releases the groups of a warp's lanes that wait at the same warp barrier or collective
@@ -370,6 +470,13 @@ impl<'a> Block<'a> {
                 states.len()
             )));
         }
+        self.release_block_now(wait, states);
+        Ok(true)
+    }
+
+    /// Releases every thread of the block from `wait`, a block barrier or collective they all
+    /// wait at.
+    fn release_block_now(&self, wait: Wait, states: &mut [State]) {
         if let Some(op) = wait.op {
             let mut slots = self.slots.borrow_mut();
             let count = slots.iter().filter(|s| s.value != 0).count() as u64;
@@ -384,7 +491,6 @@ impl<'a> Block<'a> {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         }
         states.iter_mut().for_each(|s| *s = State::Ready);
-        Ok(true)
     }
 }
 
@@ -467,7 +573,7 @@ pub(crate) struct SimThread<'b, 'a> {
     pub(crate) info: GmSimThread,
     shared_calls: Cell<usize>,
     atomics: Cell<u32>,
-    yielder: &'b Yielder<(), Suspend>,
+    yielder: &'b Yielder<Start, Suspend>,
 }
 
 impl SimThread<'_, '_> {

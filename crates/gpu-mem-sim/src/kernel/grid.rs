@@ -1,4 +1,5 @@
-//! Running a grid: blocks spread over all cores, the error of the lowest failing block kept.
+//! Running a grid: blocks spread over the simulator's worker threads (`super::workers`), the
+//! error of the lowest failing block kept.
 
 use super::args::{Resolved, encode, views};
 use super::block::Block;
@@ -111,20 +112,9 @@ pub(crate) fn run_grid(
             }
         }
     };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(total as usize)
-        .max(1);
-    if workers == 1 {
-        work();
-    } else {
-        std::thread::scope(|scope| {
-            for _ in 1..workers {
-                scope.spawn(work);
-            }
-            work();
-        });
-    }
+    // The launching thread runs blocks too; the process's worker threads help with the rest.
+    let helpers = usize::try_from(total.saturating_sub(1)).unwrap_or(usize::MAX);
+    super::workers::run_parallel(helpers, &work);
     match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some((_, error)) => Err(error),
         None => Ok(()),

@@ -18,6 +18,7 @@ pub(crate) mod body;
 mod grid;
 mod shared;
 mod stack;
+mod workers;
 
 pub(crate) use args::resolve as resolve_args;
 pub(crate) use grid::{Code, run_grid};

@@ -1,0 +1,165 @@
+//! The simulator's worker threads, started once per process: they help the launching thread run
+//! the blocks of a grid, so a launch spawns no thread and asks the system nothing.
+//!
+//! `GPU_MEM_SIM_WORKERS` sets how many threads run blocks (default: the number of cores, read
+//! once); the launching thread is one of them. One launch at a time gets helpers; a launch that
+//! starts while another one has them runs on its own thread.
+//!
+//! Soundness: a launch hands its work to helpers as a pointer to a closure on its own stack.
+//! A helper only dereferences it after registering itself (under the pool's lock) while the
+//! launch still offers it, and the launch withdraws the offer and waits until every registered
+//! helper is done before it returns, so the closure outlives every use.
+
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+
+/// The variable that sets the number of threads running blocks.
+pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_WORKERS";
+
+/// Threads that run blocks, the launching one included (at least 1).
+pub(crate) fn worker_count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        let from_env = std::env::var(VARIABLE)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n >= 1);
+        match from_env {
+            Some(n) => n.min(1024),
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    })
+}
+
+/// The work of one launch, with its lifetime erased (see the module's soundness note).
+#[derive(Clone, Copy)]
+struct Offer {
+    work: *const (dyn Fn() + Sync + 'static),
+    generation: u64,
+}
+
+// SAFETY: the pointee is `Sync` and outlives every helper's use of it (module docs).
+unsafe impl Send for Offer {}
+
+struct State {
+    offer: Option<Offer>,
+    /// Helpers the current offer still wants.
+    wanted: usize,
+    /// Helpers running the current offer's work.
+    running: usize,
+    generation: u64,
+}
+
+struct Pool {
+    state: Mutex<State>,
+    /// Helpers wait here for an offer.
+    offered: Condvar,
+    /// The launch waits here for its helpers to finish.
+    finished: Condvar,
+}
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<&'static Pool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let pool: &'static Pool = Box::leak(Box::new(Pool {
+            state: Mutex::new(State {
+                offer: None,
+                wanted: 0,
+                running: 0,
+                generation: 0,
+            }),
+            offered: Condvar::new(),
+            finished: Condvar::new(),
+        }));
+        for index in 1..worker_count() {
+            let spawned = std::thread::Builder::new()
+                .name(format!("gpu-mem-sim-worker-{index}"))
+                .spawn(move || helper(pool));
+            if let Err(error) = spawned {
+                tracing::warn!(
+                    "cannot start simulator worker {index}: {error}; fewer threads run blocks"
+                );
+            }
+        }
+        pool
+    })
+}
+
+fn helper(pool: &'static Pool) {
+    let mut seen = 0u64;
+    loop {
+        let offer = {
+            let mut state = pool.lock();
+            loop {
+                match state.offer {
+                    Some(offer) if offer.generation != seen && state.wanted > 0 => {
+                        state.wanted -= 1;
+                        state.running += 1;
+                        seen = offer.generation;
+                        break offer;
+                    }
+                    _ => {
+                        state = pool.offered.wait(state).unwrap_or_else(|p| p.into_inner());
+                    }
+                }
+            }
+        };
+        // SAFETY: registered as running while the offer stood, so the launch waits for this
+        // call to end before the closure goes away (module docs).
+        let work = unsafe { &*offer.work };
+        // A panic cannot escape `work` (the executor catches kernel panics per thread); if it
+        // did, the count must still go down or the launch would wait forever.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+        let mut state = pool.lock();
+        state.running -= 1;
+        if state.running == 0 {
+            pool.finished.notify_all();
+        }
+    }
+}
+
+/// Runs `work` on this thread and on up to `helpers` worker threads at once; returns when every
+/// run of it has returned. `work` is expected to take its share of a common queue and return
+/// when the queue is empty.
+pub(crate) fn run_parallel(helpers: usize, work: &(dyn Fn() + Sync)) {
+    let helpers = helpers.min(worker_count() - 1);
+    let offered = helpers > 0 && {
+        let pool = pool();
+        let mut state = pool.lock();
+        if state.offer.is_none() && state.running == 0 {
+            state.generation += 1;
+            // SAFETY: only the lifetime is erased; see the module docs for why the pointer is
+            // never used after this function returns.
+            let work: *const (dyn Fn() + Sync + 'static) = unsafe {
+                std::mem::transmute::<
+                    *const (dyn Fn() + Sync + '_),
+                    *const (dyn Fn() + Sync + 'static),
+                >(work)
+            };
+            state.offer = Some(Offer {
+                work,
+                generation: state.generation,
+            });
+            state.wanted = helpers;
+            pool.offered.notify_all();
+            true
+        } else {
+            false
+        }
+    };
+    work();
+    if offered {
+        let pool = pool();
+        let mut state = pool.lock();
+        state.offer = None;
+        state.wanted = 0;
+        while state.running > 0 {
+            state = pool.finished.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}

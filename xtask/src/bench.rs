@@ -1,16 +1,22 @@
 //! `cargo xtask bench`: the project's speed targets, measured by its benchmarks.
 //!
-//! * `kernels` (`cargo bench -p gpu-mem --bench kernels`): the simulator's kernels beside Numba's
-//!   CUDA simulator (target: 1000x faster) and the tiled matmul beside a plain Rust loop
-//!   (target: within 20x).
+//! * `kernels` (`cargo bench -p gpu-mem --bench kernels`): the simulator's kernels, from portable
+//!   source, beside Numba's CUDA simulator (target: 10,000x faster) and the tiled matmul beside a
+//!   plain i-k-j Rust loop (target: within 10x); compile costs.
+//! * `executor` (`cargo bench -p gpu-mem-sim --bench executor`): launch, thread and barrier
+//!   costs for source and closure kernels, and block scaling over one and two workers.
 //! * `transfers` (`cargo bench -p gpu-mem-sim --bench transfers`): the simulator's 64 MiB
 //!   host-to-device copy beside `memcpy` (target: at least 80%) and a 64-byte `to_device`
 //!   (target: under 2 µs).
 
 use std::process::Command;
 
-const BENCHES: [(&str, &[&str]); 2] = [
+const BENCHES: [(&str, &[&str]); 3] = [
     ("kernels", &["bench", "-p", "gpu-mem", "--bench", "kernels"]),
+    (
+        "executor",
+        &["bench", "-p", "gpu-mem-sim", "--bench", "executor"],
+    ),
     (
         "transfers",
         &["bench", "-p", "gpu-mem-sim", "--bench", "transfers"],
@@ -25,7 +31,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .collect();
     if !unknown.is_empty() {
         return Err(format!(
-            "unknown benchmark(s) {unknown:?}: choose from kernels, transfers"
+            "unknown benchmark(s) {unknown:?}: choose from kernels, executor, transfers"
         ));
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

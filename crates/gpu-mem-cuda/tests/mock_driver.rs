@@ -397,7 +397,9 @@ fn streams_and_events(mock: &Mock) -> Result<(), Failed> {
     let stream_idle = unsafe { b.stream_query(0, stream) }?;
     // SAFETY: as above.
     let event_done = unsafe { b.event_query(0, end) }?;
-    ensure(stream_idle && event_done, || "idle stream reported busy".into())?;
+    ensure(stream_idle && event_done, || {
+        "idle stream reported busy".into()
+    })?;
     // SAFETY: the handles came from this backend on device 0 and are live.
     unsafe { b.event_synchronize(0, end) }?;
     // SAFETY: the stream is synchronised; 512 bytes of pinned memory.

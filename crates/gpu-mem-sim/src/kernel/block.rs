@@ -10,7 +10,6 @@ use super::body::{Body, GmSimThread};
 use super::shared::SharedMemory;
 use super::stack;
 use crate::thread::{ArgView, BarrierScope, Collective, Fence, Site, ThreadCtx, ThreadOps};
-use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
@@ -25,7 +24,7 @@ const MAX_IDLE_ROUNDS: u32 = 1 << 20;
 
 /// A coroutine that runs simulated threads one after another on one OS thread: created once,
 /// reused across blocks and launches.
-type Fiber = Coroutine<Start, Suspend, (), DefaultStack>;
+type Fiber = Coroutine<Start, Suspend, (), stack::ColoredStack>;
 
 /// What a fiber runs next: thread `linear` of the block at `block` (its lifetime erased; see
 /// [`run_thread`]).
@@ -252,6 +251,8 @@ impl<'a> Block<'a> {
         let count = fibers.len();
         let warp = self.warp_size.max(1) as usize;
         let this = std::ptr::from_ref(self).cast::<Block<'static>>();
+        let compiled = self.body.is_compiled();
+        stack::running(self.kernel);
         let mut idle_rounds = 0u32;
         loop {
             let mut advanced = false;
@@ -266,10 +267,13 @@ impl<'a> Block<'a> {
                         block: this,
                         linear: index as u32,
                     };
-                    stack::entering(fiber.limit, self.kernel);
-                    let step =
-                        std::panic::catch_unwind(AssertUnwindSafe(|| fiber.fiber.resume(start)));
-                    stack::left();
+                    stack::entering(fiber.limit);
+                    // Compiled code cannot panic (its callbacks never unwind); closures can.
+                    let step = if compiled {
+                        Ok(fiber.fiber.resume(start))
+                    } else {
+                        std::panic::catch_unwind(AssertUnwindSafe(|| fiber.fiber.resume(start)))
+                    };
                     states[index] = match step {
                         Ok(CoroutineResult::Yield(Suspend::Wait(wait))) => State::Waiting(wait),
                         Ok(CoroutineResult::Yield(Suspend::Progress)) => {

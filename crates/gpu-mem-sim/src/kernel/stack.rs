@@ -9,9 +9,54 @@
 //! signal handler, or resuming the launch, cannot be done soundly.) Other faults go to the
 //! handler that was installed before.
 
-use corosensei::stack::{DefaultStack, Stack};
+use corosensei::stack::{DefaultStack, Stack, StackPointer};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+/// Largest offset of a stack's starting point (see [`ColoredStack`]).
+const MAX_COLOR: usize = 16 << 10;
+
+/// A stack whose starting point is moved down by a per-stack offset ("color"). Stacks are
+/// allocated at page-multiple distances, so without it the hot top of every simulated thread's
+/// stack falls into the same cache sets and a block's threads evict each other at every
+/// switch; spreading them over the cache's sets removes most of those misses.
+pub(crate) struct ColoredStack {
+    inner: DefaultStack,
+    color: usize,
+}
+
+// SAFETY: `base` is the inner stack's base moved down by `color` (a multiple of 64, so still
+// aligned to STACK_ALIGNMENT) and stays above `limit`, which is the inner stack's, guard page
+// included; the memory between is the inner stack's own.
+unsafe impl Stack for ColoredStack {
+    fn base(&self) -> StackPointer {
+        let base = self.inner.base().get() - self.color;
+        StackPointer::new(base).unwrap_or(self.inner.base())
+    }
+
+    fn limit(&self) -> StackPointer {
+        self.inner.limit()
+    }
+
+    #[cfg(windows)]
+    fn teb_fields(&self) -> corosensei::stack::StackTebFields {
+        self.inner.teb_fields()
+    }
+
+    #[cfg(windows)]
+    fn update_teb_fields(&mut self, stack_limit: usize, guaranteed_stack_bytes: usize) {
+        self.inner
+            .update_teb_fields(stack_limit, guaranteed_stack_bytes)
+    }
+}
+
+/// The next stack's color: 256 offsets 64 bytes apart, visited in a scattered order.
+fn next_color() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let k = NEXT.fetch_add(1, Ordering::Relaxed);
+    (k.wrapping_mul(37) % (MAX_COLOR / 64)) * 64
+}
 
 /// Default stack size of a simulated thread.
 pub(crate) const DEFAULT_STACK_SIZE: usize = 256 << 10;
@@ -20,7 +65,7 @@ pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_STACK_SIZE";
 /// How many idle stacks are kept for reuse.
 const POOLED_STACKS: usize = 8192;
 
-static STACKS: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
+static STACKS: Mutex<Vec<ColoredStack>> = Mutex::new(Vec::new());
 
 /// The configured stack size (read once per process).
 pub(crate) fn stack_size() -> Result<usize, String> {
@@ -40,18 +85,23 @@ pub(crate) fn stack_size() -> Result<usize, String> {
 }
 
 /// A stack from the pool, or a new one.
-pub(crate) fn take() -> Result<DefaultStack, String> {
+pub(crate) fn take() -> Result<ColoredStack, String> {
     let size = stack_size()?;
     if let Some(stack) = STACKS.lock().unwrap_or_else(|p| p.into_inner()).pop() {
         return Ok(stack);
     }
     install_handler();
-    DefaultStack::new(size)
-        .map_err(|e| format!("cannot allocate a thread stack of {size} bytes: {e}"))
+    // The color comes out of the allocation, so `size` bytes stay usable.
+    let inner = DefaultStack::new(size + MAX_COLOR)
+        .map_err(|e| format!("cannot allocate a thread stack of {size} bytes: {e}"))?;
+    Ok(ColoredStack {
+        inner,
+        color: next_color(),
+    })
 }
 
 /// Gives a stack back to the pool.
-pub(crate) fn give_back(stack: DefaultStack) {
+pub(crate) fn give_back(stack: ColoredStack) {
     let mut pool = STACKS.lock().unwrap_or_else(|p| p.into_inner());
     if pool.len() < POOLED_STACKS {
         pool.push(stack);
@@ -60,30 +110,35 @@ pub(crate) fn give_back(stack: DefaultStack) {
 
 /// The lowest address of `stack`, which corosensei's `limit` counts from the start of its guard
 /// page (the page at `[limit, limit + page)`).
-pub(crate) fn limit(stack: &DefaultStack) -> usize {
+pub(crate) fn limit(stack: &ColoredStack) -> usize {
     stack.limit().get()
 }
 
 thread_local! {
-    /// The guard page of the simulated thread running on this OS thread: `[start, end)`.
-    static GUARD: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The stack limit of the simulated thread last switched to on this OS thread: its guard
+    /// page is `[limit, limit + page)`.
+    static GUARD: Cell<usize> = const { Cell::new(0) };
     /// The running kernel's name (pointer, length), for the message.
     static KERNEL: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
-/// Records, before switching to a thread whose stack has `limit`, where its guard page is.
-pub(crate) fn entering(limit: usize, kernel: &str) {
-    GUARD.set((limit, limit.saturating_add(page_size())));
+/// Records the kernel whose block this OS thread runs now.
+pub(crate) fn running(kernel: &str) {
     KERNEL.set((kernel.as_ptr() as usize, kernel.len()));
+    // Read once outside the signal handler, which then finds it initialised.
+    page_size();
 }
 
-/// Back on the OS thread's own stack.
-pub(crate) fn left() {
-    GUARD.set((0, 0));
+/// Records, before switching to a thread whose stack has `limit`, where its guard page is. (It
+/// is not cleared afterwards: only code running on that stack can fault in its guard page.)
+#[inline]
+pub(crate) fn entering(limit: usize) {
+    GUARD.set(limit);
 }
+
+static PAGE: OnceLock<usize> = OnceLock::new();
 
 fn page_size() -> usize {
-    static PAGE: OnceLock<usize> = OnceLock::new();
     *PAGE.get_or_init(|| {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -139,8 +194,9 @@ extern "C" fn on_fault(
 ) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let address = unsafe { (*info).si_addr() } as usize;
-    let (start, end) = GUARD.get();
-    if start < end && (start..end).contains(&address) {
+    let start = GUARD.get();
+    let end = start.saturating_add(PAGE.get().copied().unwrap_or(4096));
+    if start != 0 && (start..end).contains(&address) {
         report_overflow();
     }
     let previous = if signal == libc::SIGBUS {

@@ -1,0 +1,153 @@
+//! The simulator's executor: what a launch, a simulated thread and a barrier cost, for closure
+//! kernels and for kernels compiled from portable source, and how blocks scale over workers.
+//!
+//! `cargo bench -p gpu-mem-sim --bench executor` prints medians and the targets:
+//! * a 1x1 empty launch: at most 5 us;
+//! * 1 block x 1024 empty threads: at most 20 ns per thread;
+//! * one barrier in 1024 blocks x 256 threads: at most 15 ns per thread and barrier
+//!   (the launch with no barrier subtracted);
+//! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
+//!   (each measured in a child process with `GPU_MEM_SIM_WORKERS` set).
+
+use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
+use gpu_mem_core::{Backend, Kernel};
+use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
+use std::time::Instant;
+
+const EMPTY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty() {}\n";
+const ONE_BARRIER: &str =
+    "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
+const SPIN: &str = "#include \"gpu_mem.h\"\n\
+extern \"C\" __global__ void spin(gm_array<float, 1> out) {\n\
+    float x = threadIdx.x;\n\
+    for (int i = 0; i < 2000; ++i) x = x * 0.999f + 1.0f;\n\
+    if (threadIdx.x == 0) out(blockIdx.x) = x;\n\
+}\n";
+
+fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut samples: Vec<f64> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn launch(backend: &SimBackend, kernel: &Kernel, config: LaunchConfig, args: &[LaunchArg]) {
+    // SAFETY: the benchmark's kernels stay inside their arguments.
+    let result = unsafe { backend.launch(0, kernel, &config, args, None) };
+    if let Err(error) = result {
+        eprintln!("launch of {} failed: {error}", kernel.name());
+        std::process::exit(1);
+    }
+}
+
+fn forms(name: &str, source: &str, closure: Kernel) -> [(&'static str, Kernel); 2] {
+    [
+        ("source", Kernel::from_source(source, name)),
+        ("closure", closure),
+    ]
+}
+
+/// Seconds for 1024 blocks of the compute-bound kernel (run in a child with the workers set).
+fn scaling_child(backend: &SimBackend) -> f64 {
+    let out = backend.alloc(0, 1024 * 4).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    let arg = LaunchArg::Array {
+        ptr: out,
+        shape: vec![1024],
+        strides: vec![1],
+        min_offset: 0,
+        span_len: 1024,
+        itemsize: 4,
+        elem: std::any::TypeId::of::<f32>(),
+        dtype: "f32",
+    };
+    let kernel = Kernel::from_source(SPIN, "spin");
+    median_secs(5, || {
+        launch(
+            backend,
+            &kernel,
+            LaunchConfig::new(1024, 64),
+            std::slice::from_ref(&arg),
+        )
+    })
+}
+
+fn scaling(workers: usize) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let output = std::process::Command::new(exe)
+        .env("GPU_MEM_SIM_WORKERS", workers.to_string())
+        .env("GPU_MEM_BENCH_SCALING_CHILD", "1")
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("seconds ")?.trim().parse().ok())
+}
+
+fn main() {
+    let backend = SimBackend::new(SimConfig::default());
+    if std::env::var_os("GPU_MEM_BENCH_SCALING_CHILD").is_some() {
+        println!("seconds {}", scaling_child(&backend));
+        return;
+    }
+    let mut ok = true;
+    println!("gpu-mem simulator executor, medians\n");
+    for (form, kernel) in forms("empty", EMPTY, Kernel::sim("empty", |_| {})) {
+        let one = median_secs(2001, || {
+            launch(&backend, &kernel, LaunchConfig::new(1, 1), &[])
+        });
+        let block = median_secs(201, || {
+            launch(&backend, &kernel, LaunchConfig::new(1, 1024), &[])
+        });
+        let per_thread = (block - one) / 1023.0;
+        ok &= one <= 5e-6 && per_thread <= 20e-9;
+        println!(
+            "{form:<8} 1x1 empty launch {:>8.2} us (target <= 5 us); 1x1024 empty threads {:>6.1} ns/thread (target <= 20 ns)",
+            one * 1e6,
+            per_thread * 1e9
+        );
+    }
+    let barrier_forms = forms(
+        "one_barrier",
+        ONE_BARRIER,
+        Kernel::sim("one_barrier", |t| t.syncthreads()),
+    );
+    let empty_forms = forms("empty", EMPTY, Kernel::sim("empty", |_| {}));
+    for ((form, with), (_, without)) in barrier_forms.iter().zip(&empty_forms) {
+        let grid = LaunchConfig::new(1024, 256);
+        let a = median_secs(5, || launch(&backend, with, grid, &[]));
+        let b = median_secs(5, || launch(&backend, without, grid, &[]));
+        let per = (a - b) / (1024.0 * 256.0);
+        ok &= per <= 15e-9;
+        println!(
+            "{form:<8} barrier in 1024x256: {:>6.1} ns per thread and barrier (target <= 15 ns); the launch {:.1} ms, without the barrier {:.1} ms",
+            per * 1e9,
+            a * 1e3,
+            b * 1e3
+        );
+    }
+    match (scaling(1), scaling(2)) {
+        (Some(one), Some(two)) => {
+            let speedup = one / two;
+            ok &= speedup >= 1.7;
+            println!(
+                "1024 compute-bound blocks: 1 worker {:.1} ms, 2 workers {:.1} ms: {speedup:.2}x (target >= 1.7x)",
+                one * 1e3,
+                two * 1e3
+            );
+        }
+        _ => {
+            ok = false;
+            println!("worker scaling: the child runs failed");
+        }
+    }
+    println!("\ntargets {}", if ok { "met" } else { "NOT met" });
+}

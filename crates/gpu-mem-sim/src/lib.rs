@@ -5,6 +5,11 @@
 //! * device memory is separate from host memory, at synthetic addresses, with a capacity
 //!   (`GPU_MEM_SIM_MEMORY`); allocations past it fail with `OutOfMemory`, and accesses outside a
 //!   live allocation fail with `InvalidPointer`;
+//! * device memory stays resident, as a GPU's: the host memory of a freed allocation is kept
+//!   (up to the capacity or 1 GiB, [`SimBackend::cached_memory`]) and backs the next allocation
+//!   of about its size, so a new array costs no page faults; new allocations read as zero, but
+//!   a reused block is only zeroed where it is not about to be overwritten (never, for
+//!   `to_device`), and a freed address stays invalid however its block is reused;
 //! * each stream is a worker thread, so stream work runs asynchronously to the host;
 //!   synchronous operations first wait for all streams of the device (the CUDA legacy default
 //!   stream rule);
@@ -125,6 +130,20 @@ impl SimBackend {
         Ok(self.device(device)?.memory.live_allocations())
     }
 
+    /// Host memory `device` keeps cached for reuse by new allocations: the blocks of freed
+    /// allocations, at most the device's capacity or 1 GiB. It is not device memory in use
+    /// (`mem_info` does not count it), and a freed address stays invalid however its block is
+    /// reused.
+    pub fn cached_memory(&self, device: usize) -> Result<u64> {
+        Ok(self.device(device)?.memory.cached())
+    }
+
+    /// Gives every host block cached by `device` back to the host allocator.
+    pub fn trim_memory_cache(&self, device: usize) -> Result<()> {
+        self.device(device)?.memory.trim_cache();
+        Ok(())
+    }
+
     /// Live page-locked allocations and host registrations on `device`.
     pub fn live_host_memory(&self, device: usize) -> Result<(usize, usize)> {
         Ok(lock(&self.device(device)?.host).counts())
@@ -193,7 +212,8 @@ fn lock_pair<'a>(
 /// # Safety
 /// `src` is readable for `range.len` bytes.
 unsafe fn write_range(range: &Range, src: *const u8, host_window: Option<&Arc<Region>>) {
-    let _guards = lock_pair(range, host_window);
+    let (guard, _window) = lock_pair(range, host_window);
+    range.region.prepare_write(&guard, range.offset, range.len);
     // SAFETY: the range was validated against the region, whose lock is held (and the mapped
     // window's, when the host side is mapped); `copy` allows the two sides to overlap; the caller
     // guarantees the source.
@@ -213,7 +233,8 @@ unsafe fn read_range(range: &Range, dst: *mut u8, host_window: Option<&Arc<Regio
 /// Copies between two device ranges of equal length (possibly in the same region).
 fn copy_ranges(dst: &Range, src: &Range) {
     if Arc::ptr_eq(&dst.region, &src.region) {
-        let _guard = dst.region.lock();
+        let guard = dst.region.lock();
+        dst.region.prepare_write(&guard, dst.offset, dst.len);
         // SAFETY: both ranges were validated inside this region, whose lock is held; `copy`
         // allows overlap.
         unsafe {
@@ -226,13 +247,14 @@ fn copy_ranges(dst: &Range, src: &Range) {
         return;
     }
     // Lock in address order so two opposite copies cannot deadlock.
-    let (first, second) = if dst.region.start() < src.region.start() {
-        (dst, src)
+    let (dst_guard, _src_guard) = if dst.region.start() < src.region.start() {
+        let d = dst.region.lock();
+        (d, src.region.lock())
     } else {
-        (src, dst)
+        let s = src.region.lock();
+        (dst.region.lock(), s)
     };
-    let _a = first.region.lock();
-    let _b = second.region.lock();
+    dst.region.prepare_write(&dst_guard, dst.offset, dst.len);
     // SAFETY: both ranges were validated in distinct regions whose locks are held.
     unsafe {
         std::ptr::copy_nonoverlapping(
@@ -244,13 +266,15 @@ fn copy_ranges(dst: &Range, src: &Range) {
 }
 
 fn fill_range(range: &Range, value: u8) {
-    let _guard = range.region.lock();
+    let guard = range.region.lock();
+    range.region.prepare_write(&guard, range.offset, range.len);
     // SAFETY: the range was validated against the region, whose lock is held.
     unsafe { std::ptr::write_bytes(range.region.host_ptr(range.offset), value, range.len) };
 }
 
 // SAFETY: the simulator keeps the trait's promises: the device count is fixed at construction;
-// device ranges come from an address space that never reuses an address; host allocations are
+// device ranges come from an address space that never reuses an address (only the host blocks
+// behind freed ranges are reused, once nothing refers to them); host allocations are
 // fresh, page-aligned, zeroed `std::alloc` memory owned by the caller until `host_free`; every
 // synchronization waits for the stream worker to finish the jobs before it (`SimStream`), and
 // synchronous operations wait for the whole device (`DeviceActivity::wait_idle`) first.
@@ -416,7 +440,7 @@ unsafe impl Backend for SimBackend {
     ) -> Result<()> {
         reentry::refuse_in_kernel("host-to-device copy")?;
         let d = self.device(device)?;
-        let range = d.memory.resolve(dst, bytes)?;
+        let range = d.memory.resolve_write(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
         d.activity.wait_idle();
         // SAFETY: the caller guarantees `src` is readable for `bytes` bytes.
@@ -450,7 +474,7 @@ unsafe impl Backend for SimBackend {
     ) -> Result<()> {
         reentry::refuse_in_kernel("device-to-device copy")?;
         let d = self.device(device)?;
-        let to = d.memory.resolve(dst, bytes)?;
+        let to = d.memory.resolve_write(dst, bytes)?;
         let from = d.memory.resolve(src, bytes)?;
         d.activity.wait_idle();
         copy_ranges(&to, &from);
@@ -466,7 +490,7 @@ unsafe impl Backend for SimBackend {
     ) -> Result<()> {
         reentry::refuse_in_kernel("memset")?;
         let d = self.device(device)?;
-        let range = d.memory.resolve(dst, bytes)?;
+        let range = d.memory.resolve_write(dst, bytes)?;
         d.activity.wait_idle();
         fill_range(&range, value);
         Ok(())
@@ -481,7 +505,7 @@ unsafe impl Backend for SimBackend {
         stream: StreamHandle,
     ) -> Result<()> {
         let d = self.device(device)?;
-        let range = d.memory.resolve(dst, bytes)?;
+        let range = d.memory.resolve_write(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
         let src = HostPtr(src.cast_mut());
         self.enqueue(
@@ -531,7 +555,7 @@ unsafe impl Backend for SimBackend {
         stream: StreamHandle,
     ) -> Result<()> {
         let d = self.device(device)?;
-        let to = d.memory.resolve(dst, bytes)?;
+        let to = d.memory.resolve_write(dst, bytes)?;
         let from = d.memory.resolve(src, bytes)?;
         self.enqueue(
             d,
@@ -553,7 +577,7 @@ unsafe impl Backend for SimBackend {
         stream: StreamHandle,
     ) -> Result<()> {
         let d = self.device(device)?;
-        let range = d.memory.resolve(dst, bytes)?;
+        let range = d.memory.resolve_write(dst, bytes)?;
         self.enqueue(
             d,
             stream,

@@ -1,21 +1,165 @@
-//! Simulated device memory: an address space of regions, each a separate host allocation (or,
-//! for mapped host memory, a window onto host memory), with a capacity.
+//! Simulated device memory: an address space of regions, each backed by its own block of host
+//! memory (or, for mapped host memory, a window onto host memory), with a capacity.
 //!
 //! Device addresses are synthetic (they are not host addresses), so a device pointer used as a
 //! host pointer, an access past the end of an allocation, or a use after free is reported as an
 //! error instead of silently touching host memory. Every access to a region holds its lock, so
 //! racing operations from several streams are serialised rather than undefined.
+//!
+//! Like a GPU's memory, the host blocks behind device allocations stay resident: a freed
+//! allocation's block goes to a per-device [`BlockCache`] and backs a later allocation of (about)
+//! the same size, so a new array does not pay for the host kernel faulting in and zeroing fresh
+//! pages. Only the block is reused, never the address: a freed range stays invalid for every
+//! access. New allocations read as zero, as they always have on the simulator, but a reused
+//! block is zeroed lazily and only where it is not about to be overwritten: a copy that covers
+//! the whole allocation (`to_device`) never zeroes it at all.
 
 use gpu_mem_core::backend::DevicePtr;
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::alloc::Layout as AllocLayout;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Alignment of device allocations (CUDA guarantees at least 256 bytes).
 pub(crate) const DEVICE_ALIGN: usize = 256;
+
+/// The most host memory a device keeps cached for reuse (less when its capacity is smaller).
+pub(crate) const CACHE_LIMIT: u64 = 1 << 30;
+
+/// A cached block may back an allocation up to this fraction (1/8) smaller than itself.
+const REUSE_SLACK_SHIFT: u32 = 3;
+
+/// A block of host memory that backed a device allocation: `std::alloc` memory of `layout`.
+#[derive(Debug)]
+struct Block {
+    ptr: NonNull<u8>,
+    layout: AllocLayout,
+}
+
+// SAFETY: a cached block is owned by the cache alone (no region refers to it), so it may be
+// handed to, and freed by, any thread.
+unsafe impl Send for Block {}
+
+impl Block {
+    fn free(self) {
+        // SAFETY: `ptr` was allocated with exactly `layout` and is owned by this block alone.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    bytes: u64,
+    /// Blocks by size.
+    blocks: BTreeMap<usize, Vec<Block>>,
+}
+
+impl CacheState {
+    /// Removes the largest cached block.
+    fn pop_largest(&mut self) -> Option<Block> {
+        let mut entry = self.blocks.last_entry()?;
+        let block = entry.get_mut().pop();
+        if entry.get().is_empty() {
+            entry.remove();
+        }
+        if let Some(block) = &block {
+            self.bytes -= block.layout.size() as u64;
+        }
+        block
+    }
+
+    /// Removes blocks (largest first) until at most `keep` bytes are cached.
+    fn evict_to(&mut self, keep: u64) -> Vec<Block> {
+        let mut evicted = Vec::new();
+        while self.bytes > keep {
+            match self.pop_largest() {
+                Some(block) => evicted.push(block),
+                None => break,
+            }
+        }
+        evicted
+    }
+}
+
+/// Host blocks of freed device allocations, kept (up to a limit) to back new allocations.
+#[derive(Debug)]
+pub(crate) struct BlockCache {
+    limit: u64,
+    state: Mutex<CacheState>,
+}
+
+impl BlockCache {
+    fn new(limit: u64) -> BlockCache {
+        BlockCache {
+            limit,
+            state: Mutex::new(CacheState::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, CacheState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A cached block of at least `size` bytes (and not much more), if there is one.
+    fn take(&self, size: usize) -> Option<Block> {
+        let most = size.saturating_add(size >> REUSE_SLACK_SHIFT);
+        let mut state = self.lock();
+        let found = *state.blocks.range(size..=most).next()?.0;
+        let blocks = state.blocks.get_mut(&found)?;
+        let block = blocks.pop();
+        if blocks.is_empty() {
+            state.blocks.remove(&found);
+        }
+        if let Some(block) = &block {
+            state.bytes -= block.layout.size() as u64;
+        }
+        block
+    }
+
+    /// Keeps a block for reuse, or frees it (or older blocks) past the limit.
+    fn put(&self, block: Block) {
+        let size = block.layout.size() as u64;
+        if size > self.limit {
+            block.free();
+            return;
+        }
+        let evicted = {
+            let mut state = self.lock();
+            let evicted = state.evict_to(self.limit - size);
+            state.bytes += size;
+            state
+                .blocks
+                .entry(block.layout.size())
+                .or_default()
+                .push(block);
+            evicted
+        };
+        evicted.into_iter().for_each(Block::free);
+    }
+
+    /// Frees cached blocks until at most `keep` bytes remain cached.
+    fn trim(&self, keep: u64) {
+        let evicted = self.lock().evict_to(keep);
+        evicted.into_iter().for_each(Block::free);
+    }
+
+    /// Bytes cached now.
+    fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+}
+
+impl Drop for BlockCache {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut state.blocks)
+            .into_values()
+            .flatten()
+            .for_each(Block::free);
+    }
+}
 
 /// One allocation (or mapped window) in the device address space.
 #[derive(Debug)]
@@ -23,13 +167,23 @@ pub(crate) struct Region {
     start: u64,
     len: usize,
     ptr: NonNull<u8>,
-    /// `Some` when the region owns its memory (freed on drop).
-    owned: Option<AllocLayout>,
+    /// `Some` when the region owns its memory (returned to the cache on drop).
+    owned: Option<Owned>,
+    /// The memory must read as zero but has not been zeroed yet (a reused block): zeroed, except
+    /// where a write is about to cover it, on first access (under `lock`).
+    unzeroed: AtomicBool,
     lock: Mutex<()>,
 }
 
-// SAFETY: the region's memory is only accessed while holding `lock` (or, for owned memory, when
-// the last reference is dropped), so sharing the pointer between threads is safe.
+#[derive(Debug)]
+struct Owned {
+    layout: AllocLayout,
+    cache: Arc<BlockCache>,
+}
+
+// SAFETY: the region's memory is only accessed while holding `lock` (or, by kernels, through a
+// range resolved with `AddressSpace::resolve`, under the launch contract), or when the last
+// reference is dropped, so sharing the pointer between threads is safe.
 unsafe impl Send for Region {}
 // SAFETY: as above: all access is serialised by `lock`.
 unsafe impl Sync for Region {}
@@ -47,14 +201,45 @@ impl Region {
     pub(crate) fn host_ptr(&self, offset: usize) -> *mut u8 {
         self.ptr.as_ptr().wrapping_add(offset)
     }
+
+    /// Zeroes `offset..offset+len` of the region's memory.
+    fn zero(&self, _guard: &MutexGuard<'_, ()>, offset: usize, len: usize) {
+        if len > 0 {
+            // SAFETY: callers pass a range inside the region (checked by `prepare_write`'s and
+            // `materialize`'s arithmetic against `self.len`), and the region's lock is held.
+            unsafe { std::ptr::write_bytes(self.host_ptr(offset), 0, len) };
+        }
+    }
+
+    /// Makes sure the memory reads as zero where it was never written (call under the lock).
+    fn materialize(&self, guard: &MutexGuard<'_, ()>) {
+        if self.unzeroed.load(Ordering::Acquire) {
+            self.zero(guard, 0, self.len);
+            self.unzeroed.store(false, Ordering::Release);
+        }
+    }
+
+    /// Prepares `offset..offset+len` (inside the region) to be overwritten: a region not zeroed
+    /// yet is zeroed everywhere else, so the write leaves it fully defined. Call under the lock.
+    pub(crate) fn prepare_write(&self, guard: &MutexGuard<'_, ()>, offset: usize, len: usize) {
+        if self.unzeroed.load(Ordering::Acquire) {
+            let end = offset.saturating_add(len).min(self.len);
+            let offset = offset.min(end);
+            self.zero(guard, 0, offset);
+            self.zero(guard, end, self.len - end);
+            self.unzeroed.store(false, Ordering::Release);
+        }
+    }
 }
 
 impl Drop for Region {
     fn drop(&mut self) {
-        if let Some(layout) = self.owned {
-            // SAFETY: `ptr` was allocated with exactly `layout` in `AddressSpace::allocate` and
-            // this is the last reference to the region.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        if let Some(owned) = self.owned.take() {
+            // This is the last reference to the region, so the block is unused from here on.
+            owned.cache.put(Block {
+                ptr: self.ptr,
+                layout: owned.layout,
+            });
         }
     }
 }
@@ -78,6 +263,14 @@ pub(crate) struct AddressSpace {
     /// Mapped host windows by host address, so a copy whose host side lies in mapped memory
     /// can take that window's lock too.
     host_windows: RwLock<BTreeMap<usize, Arc<Region>>>,
+    /// Host blocks of freed allocations, for reuse.
+    cache: Arc<BlockCache>,
+}
+
+/// Size of the host block behind an allocation of `len` bytes.
+fn block_layout(len: usize) -> Option<AllocLayout> {
+    let size = len.max(1).checked_next_multiple_of(DEVICE_ALIGN)?;
+    AllocLayout::from_size_align(size, DEVICE_ALIGN).ok()
 }
 
 impl AddressSpace {
@@ -91,6 +284,7 @@ impl AddressSpace {
             next: AtomicU64::new(base),
             regions: RwLock::new(BTreeMap::new()),
             host_windows: RwLock::new(BTreeMap::new()),
+            cache: Arc::new(BlockCache::new(capacity.min(CACHE_LIMIT))),
         }
     }
 
@@ -100,6 +294,16 @@ impl AddressSpace {
 
     pub(crate) fn used(&self) -> u64 {
         self.used.load(Ordering::Acquire)
+    }
+
+    /// Host memory kept for reuse by freed allocations (not counted as used device memory).
+    pub(crate) fn cached(&self) -> u64 {
+        self.cache.bytes()
+    }
+
+    /// Frees every cached host block.
+    pub(crate) fn trim_cache(&self) {
+        self.cache.trim(0);
     }
 
     /// Number of live device allocations (mapped windows not included).
@@ -122,7 +326,31 @@ impl AddressSpace {
             .fetch_add(step + DEVICE_ALIGN as u64, Ordering::AcqRel)
     }
 
-    /// Allocates `len` zeroed bytes, failing with `OutOfMemory` past the capacity.
+    fn out_of_memory(&self, request: u64, used: u64) -> Error {
+        Error::OutOfMemory {
+            backend: BackendKind::Sim,
+            device: self.device,
+            requested: request,
+            free: self.capacity.saturating_sub(used),
+            total: self.capacity,
+        }
+    }
+
+    /// A fresh zeroed host block, freeing cached blocks first so that the device's resident
+    /// memory (live plus cached) stays within its capacity.
+    fn fresh_block(&self, layout: AllocLayout) -> Option<NonNull<u8>> {
+        self.cache.trim(self.capacity.saturating_sub(self.used()));
+        // SAFETY: the layout has a non-zero size (`block_layout` makes at least one byte).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        NonNull::new(raw).or_else(|| {
+            // The host is short of memory: give back everything cached and try once more.
+            self.cache.trim(0);
+            // SAFETY: as above.
+            NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+        })
+    }
+
+    /// Allocates `len` bytes that read as zero, failing with `OutOfMemory` past the capacity.
     pub(crate) fn allocate(&self, len: usize) -> Result<DevicePtr> {
         let request = len as u64;
         let mut used = self.used.load(Ordering::Acquire);
@@ -131,13 +359,7 @@ impl AddressSpace {
                 .checked_add(request)
                 .is_some_and(|total| total <= self.capacity);
             if !fits {
-                return Err(Error::OutOfMemory {
-                    backend: BackendKind::Sim,
-                    device: self.device,
-                    requested: request,
-                    free: self.capacity.saturating_sub(used),
-                    total: self.capacity,
-                });
+                return Err(self.out_of_memory(request, used));
             }
             match self.used.compare_exchange(
                 used,
@@ -149,46 +371,50 @@ impl AddressSpace {
                 Err(now) => used = now,
             }
         }
-        let layout = match AllocLayout::from_size_align(len.max(1), DEVICE_ALIGN) {
-            Ok(layout) => layout,
-            Err(_) => {
-                self.used.fetch_sub(request, Ordering::AcqRel);
-                return Err(Error::Overflow {
-                    what: format!("device allocation of {len} bytes"),
-                });
-            }
-        };
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
+        let Some(layout) = block_layout(len) else {
             self.used.fetch_sub(request, Ordering::AcqRel);
-            return Err(Error::OutOfMemory {
-                backend: BackendKind::Sim,
-                device: self.device,
-                requested: request,
-                free: self.capacity.saturating_sub(self.used()),
-                total: self.capacity,
+            return Err(Error::Overflow {
+                what: format!("device allocation of {len} bytes"),
             });
+        };
+        // A cached block is resident already but holds a freed allocation's bytes, so it is
+        // zeroed on first use; a fresh block is zero already.
+        let (ptr, layout, unzeroed) = match self.cache.take(layout.size()) {
+            Some(block) => (block.ptr, block.layout, true),
+            None => match self.fresh_block(layout) {
+                Some(ptr) => (ptr, layout, false),
+                None => {
+                    self.used.fetch_sub(request, Ordering::AcqRel);
+                    return Err(self.out_of_memory(request, self.used()));
+                }
+            },
         };
         let start = self.reserve_address(len);
         let region = Region {
             start,
             len,
             ptr,
-            owned: Some(layout),
+            owned: Some(Owned {
+                layout,
+                cache: Arc::clone(&self.cache),
+            }),
+            unzeroed: AtomicBool::new(unzeroed),
             lock: Mutex::new(()),
         };
         self.write().insert(start, Arc::new(region));
         Ok(DevicePtr(start))
     }
 
-    /// Frees an allocation made by [`AddressSpace::allocate`].
+    /// Frees an allocation made by [`AddressSpace::allocate`]. Its address is invalid from here
+    /// on; its host block goes back to the cache once the last in-flight use of it is done.
     pub(crate) fn free(&self, ptr: DevicePtr) -> Result<()> {
         let mut regions = self.write();
         match regions.get(&ptr.0) {
             Some(region) if region.owned.is_some() => {
                 self.used.fetch_sub(region.len as u64, Ordering::AcqRel);
-                regions.remove(&ptr.0);
+                let region = regions.remove(&ptr.0);
+                drop(regions);
+                drop(region);
                 Ok(())
             }
             _ => Err(Error::InvalidPointer {
@@ -208,6 +434,7 @@ impl AddressSpace {
             len,
             ptr: host,
             owned: None,
+            unzeroed: AtomicBool::new(false),
             lock: Mutex::new(()),
         });
         // The window is known by its host address too, so a copy whose host side lies in this
@@ -246,8 +473,20 @@ impl AddressSpace {
             .map(|(_, region)| Arc::clone(region))
     }
 
-    /// Validates `ptr..ptr+len` and returns the region holding it.
+    /// Validates `ptr..ptr+len` and returns the region holding it, its memory defined (zeroed
+    /// where never written), so the range may be read, or accessed without the region's lock.
     pub(crate) fn resolve(&self, ptr: DevicePtr, len: usize) -> Result<Range> {
+        let range = self.resolve_write(ptr, len)?;
+        if range.region.unzeroed.load(Ordering::Acquire) {
+            let guard = range.region.lock();
+            range.region.materialize(&guard);
+        }
+        Ok(range)
+    }
+
+    /// Validates `ptr..ptr+len` for a write made under the region's lock, after
+    /// [`Region::prepare_write`] (so a write covering a whole reused block never zeroes it).
+    pub(crate) fn resolve_write(&self, ptr: DevicePtr, len: usize) -> Result<Range> {
         let invalid = |reason| Error::InvalidPointer {
             kind: "device",
             address: ptr.0,

@@ -3,7 +3,9 @@
 //!
 //! `cargo bench -p gpu-mem-sim --bench executor` prints medians and the targets:
 //! * a 1x1 empty launch: at most 5 us;
-//! * 1 block x 1024 empty threads: at most 20 ns per thread;
+//! * 1 block x 1024 empty threads: at most 20 ns per thread (a source kernel that names no
+//!   barrier, collective or atomic runs its threads as plain calls; one that does, and every
+//!   closure kernel, as coroutines: both are shown);
 //! * one barrier in 1024 blocks x 256 threads: at most 15 ns per thread and barrier
 //!   (the launch with no barrier subtracted);
 //! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
@@ -15,6 +17,8 @@ use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::time::Instant;
 
 const EMPTY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty() {}\n";
+/// Empty too, but with a barrier it never reaches, so its threads run as coroutines.
+const EMPTY_COROUTINES: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty_co() { if (blockDim.x == 0) syncthreads(); }\n";
 const ONE_BARRIER: &str =
     "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
 const SPIN: &str = "#include \"gpu_mem.h\"\n\
@@ -100,7 +104,15 @@ fn main() {
     }
     let mut ok = true;
     println!("gpu-mem simulator executor, medians\n");
-    for (form, kernel) in forms("empty", EMPTY, Kernel::sim("empty", |_| {})) {
+    let mut empties = forms("empty", EMPTY, Kernel::sim("empty", |_| {})).to_vec();
+    empties.insert(
+        1,
+        (
+            "source, as coroutines",
+            Kernel::from_source(EMPTY_COROUTINES, "empty_co"),
+        ),
+    );
+    for (form, kernel) in empties {
         let one = median_secs(2001, || {
             launch(&backend, &kernel, LaunchConfig::new(1, 1), &[])
         });
@@ -110,7 +122,7 @@ fn main() {
         let per_thread = (block - one) / 1023.0;
         ok &= one <= 5e-6 && per_thread <= 20e-9;
         println!(
-            "{form:<8} 1x1 empty launch {:>8.2} us (target <= 5 us); 1x1024 empty threads {:>6.1} ns/thread (target <= 20 ns)",
+            "{form:<21} 1x1 empty launch {:>8.2} us (target <= 5 us); 1x1024 empty threads {:>6.1} ns/thread (target <= 20 ns)",
             one * 1e6,
             per_thread * 1e9
         );
@@ -120,7 +132,10 @@ fn main() {
         ONE_BARRIER,
         Kernel::sim("one_barrier", |t| t.syncthreads()),
     );
-    let empty_forms = forms("empty", EMPTY, Kernel::sim("empty", |_| {}));
+    let empty_forms = [
+        ("source", Kernel::from_source(EMPTY_COROUTINES, "empty_co")),
+        ("closure", Kernel::sim("empty", |_| {})),
+    ];
     for ((form, with), (_, without)) in barrier_forms.iter().zip(&empty_forms) {
         let grid = LaunchConfig::new(1024, 256);
         let a = median_secs(5, || launch(&backend, with, grid, &[]));
@@ -128,7 +143,7 @@ fn main() {
         let per = (a - b) / (1024.0 * 256.0);
         ok &= per <= 15e-9;
         println!(
-            "{form:<8} barrier in 1024x256: {:>6.1} ns per thread and barrier (target <= 15 ns); the launch {:.1} ms, without the barrier {:.1} ms",
+            "{form:<21} barrier in 1024x256: {:>6.1} ns per thread and barrier (target <= 15 ns); the launch {:.1} ms, without the barrier {:.1} ms",
             per * 1e9,
             a * 1e3,
             b * 1e3

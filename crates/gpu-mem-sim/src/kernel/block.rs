@@ -94,7 +94,7 @@ unsafe fn run_thread(yielder: &Yielder<Start, Suspend>, start: Start) {
         info: GmSimThread::new(block, thread, start.linear),
         shared_calls: Cell::new(0),
         atomics: Cell::new(0),
-        yielder,
+        yielder: Some(yielder),
     };
     me.run();
 }
@@ -198,6 +198,11 @@ impl<'a> Block<'a> {
 
     /// Runs every thread of the block to completion, on fibers of this OS thread's pool.
     pub(crate) fn run(&self) -> Result<(), Error> {
+        if let Body::Compiled(launch) = self.body
+            && !launch.program.waits
+        {
+            return self.run_direct();
+        }
         let count = self.block_dim.count() as usize;
         let mut fibers: Vec<PooledFiber> = FIBERS.with_borrow_mut(|pool| {
             let keep = pool.len().saturating_sub(count);
@@ -244,6 +249,38 @@ impl<'a> Block<'a> {
                 message,
             }),
             None => result,
+        }
+    }
+
+    /// Runs the threads one after another as plain calls on this OS thread: for compiled
+    /// kernels that never wait for each other (no barrier, collective or atomic in their source),
+    /// where any order is a valid schedule.
+    fn run_direct(&self) -> Result<(), Error> {
+        let count = self.block_dim.count() as u32;
+        for linear in 0..count {
+            let thread = self.thread_index(linear);
+            let me = SimThread {
+                block: self,
+                thread,
+                linear,
+                info: GmSimThread::new(self, thread, linear),
+                shared_calls: Cell::new(0),
+                atomics: Cell::new(0),
+                yielder: None,
+            };
+            me.run();
+            if self.fault.borrow().is_some() {
+                break;
+            }
+        }
+        match self.fault.borrow_mut().take() {
+            Some((thread, message)) => Err(Error::KernelFault {
+                kernel: self.kernel.to_string(),
+                block: self.block_idx.to_array(),
+                thread: thread.to_array(),
+                message,
+            }),
+            None => Ok(()),
         }
     }
 
@@ -577,7 +614,9 @@ pub(crate) struct SimThread<'b, 'a> {
     pub(crate) info: GmSimThread,
     shared_calls: Cell<usize>,
     atomics: Cell<u32>,
-    yielder: &'b Yielder<Start, Suspend>,
+    /// The fiber's yielder; `None` for a thread run as a plain call (a compiled kernel that
+    /// never waits for other threads).
+    yielder: Option<&'b Yielder<Start, Suspend>>,
 }
 
 impl SimThread<'_, '_> {
@@ -604,7 +643,17 @@ impl SimThread<'_, '_> {
     }
 
     fn suspend(&self, why: Suspend) {
-        self.yielder.suspend(why);
+        let Some(yielder) = self.yielder else {
+            // Only kernels whose source names no barrier, collective or atomic run without a
+            // coroutine; reaching here means the source check missed one.
+            if !matches!(why, Suspend::Progress) {
+                self.fault(
+                    "the kernel waited for other threads, but its source names no barrier, collective or atomic the simulator recognises".to_string(),
+                );
+            }
+            return;
+        };
+        yielder.suspend(why);
         // Other threads ran meanwhile: compiled code finds this thread again.
         if self.block.body.is_compiled() {
             super::body::make_current(self);

@@ -39,6 +39,9 @@ pub(crate) struct SourceProgram {
     params: Vec<Param>,
     /// Bytes of static `__shared__` arrays per block.
     pub(crate) static_shared: usize,
+    /// Whether its threads may wait for each other (the source names a barrier, collective,
+    /// atomic or spin hint): such threads run as coroutines, the others as plain calls.
+    pub(crate) waits: bool,
 }
 
 impl std::fmt::Debug for SourceProgram {
@@ -115,7 +118,9 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
         None => {
             // Compiling under the lock keeps two threads from building the same kernel; other
             // processes are kept apart by the rename.
-            let program = Arc::new(build(kernel.name(), &compiler, &unit, &key)?);
+            let mut program = build(kernel.name(), &compiler, &unit, &key)?;
+            program.waits = wrapper::may_wait(&source.code);
+            let program = Arc::new(program);
             programs.by_key.insert(key, program.clone());
             program
         }
@@ -257,5 +262,6 @@ fn load(path: &Path) -> std::result::Result<SourceProgram, String> {
         run,
         params,
         static_shared: usize::try_from(tls).unwrap_or(usize::MAX),
+        waits: true,
     })
 }

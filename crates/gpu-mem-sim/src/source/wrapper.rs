@@ -2,6 +2,27 @@
 //! kernel's source with its own file name and line numbers, and the entry points the simulator
 //! loads (`gm_sim_abi`, `gm_sim_init`, `gm_sim_params`, `gm_sim_run`).
 
+/// The prelude's names through which a thread can wait for another one: barriers, warp and block
+/// collectives, atomics (a spin-wait on a flag) and the spin hint.
+const WAITING_VOCABULARY: [&str; 9] = [
+    "sync",
+    "barrier",
+    "__shfl",
+    "ballot",
+    "__all",
+    "__any",
+    "atomic",
+    "nanosleep",
+    "gm_sim_rt",
+];
+
+/// Whether `code` may make its threads wait for each other. Conservative: any occurrence of the
+/// vocabulary, even in a comment or a longer name, counts; a kernel for which this is `false`
+/// runs its threads as plain calls in any order.
+pub(crate) fn may_wait(code: &str) -> bool {
+    WAITING_VOCABULARY.iter().any(|word| code.contains(word))
+}
+
 /// `true` for a C identifier (the entry's name is pasted into generated code).
 pub(crate) fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
@@ -46,6 +67,29 @@ pub(crate) fn translation_unit(kernel: &str, code: &str, entry: &str) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_vocabulary() {
+        assert!(!may_wait(
+            "extern \"C\" __global__ void add(gm_array<float, 1> a) { a(0) = 1; }"
+        ));
+        for code in [
+            "syncthreads();",
+            "__syncthreads();",
+            "barrier(GM_FENCE_GLOBAL);",
+            "wavebarrier();",
+            "__syncwarp();",
+            "int v = __shfl_down_sync(~0ull, x, 1);",
+            "__ballot_sync(m, p)",
+            "__all_sync(m, p)",
+            "__any_sync(m, p)",
+            "syncthreads_count(p)",
+            "atomicAdd(&a(0), 1);",
+            "__nanosleep(100);",
+        ] {
+            assert!(may_wait(code), "{code}");
+        }
+    }
 
     #[test]
     fn identifiers() {

@@ -20,8 +20,8 @@
 
 mod config;
 mod event;
+mod executor;
 mod host;
-mod kernel;
 mod memory;
 mod reentry;
 mod source;
@@ -754,22 +754,22 @@ unsafe impl Backend for SimBackend {
         if let LaunchCode::Source(program) = &code {
             program.check_args(kernel.name(), args)?;
         }
-        kernel::check_config(kernel, config, d.shared_memory, code.static_shared())?;
-        let resolved = kernel::resolve_args(&d.memory, kernel.name(), args)?;
+        executor::check_config(kernel, config, d.shared_memory, code.static_shared())?;
+        let resolved = executor::resolve_args(&d.memory, kernel.name(), args)?;
         let name = kernel.name().to_string();
         let (config, warp, shared) = (*config, d.warp_size, d.shared_memory);
         match stream {
             None => {
                 reentry::refuse_in_kernel("synchronous kernel launch")?;
                 d.activity.wait_idle();
-                kernel::run_grid(&name, code.code(), &resolved, &config, warp, shared)
+                executor::run_grid(&name, code.code(), &resolved, &config, warp, shared)
             }
             Some(stream) => self.enqueue(
                 d,
                 stream,
                 "kernel launch",
                 Box::new(move || {
-                    kernel::run_grid(&name, code.code(), &resolved, &config, warp, shared)
+                    executor::run_grid(&name, code.code(), &resolved, &config, warp, shared)
                         .map_err(|e| e.to_string())
                 }),
             ),
@@ -810,13 +810,13 @@ impl LaunchCode {
         }
     }
 
-    fn code(&self) -> kernel::Code<'_> {
+    fn code(&self) -> executor::Code<'_> {
         match self {
-            LaunchCode::Source(program) => kernel::Code::Source(program),
+            LaunchCode::Source(program) => executor::Code::Source(program),
             LaunchCode::Closure(kernel) => match thread::closure_of(kernel) {
-                Some(closure) => kernel::Code::Closure(closure),
+                Some(closure) => executor::Code::Closure(closure),
                 // `of` only makes this variant for a kernel with a closure.
-                None => kernel::Code::Closure(&|_| {}),
+                None => executor::Code::Closure(&|_| {}),
             },
         }
     }

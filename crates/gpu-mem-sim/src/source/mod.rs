@@ -1,6 +1,6 @@
 //! Portable-source kernels on the simulator: the kernel's `gpu_mem.h` source is built by the
 //! host C++ compiler into a shared library (prelude host branch, see `include/gpu_mem.h`), and
-//! every simulated thread runs its entry point on the executor (`crate::kernel`).
+//! every simulated thread runs its entry point on the executor (`crate::executor`).
 //!
 //! Guarantees:
 //! * a compile error is [`Error::KernelCompile`] with the compiler's message, naming the
@@ -20,7 +20,7 @@ mod elf;
 mod signature;
 mod wrapper;
 
-use crate::kernel::body::{ABI, RUNTIME};
+use crate::executor::body::{ABI, RUNTIME};
 use compiler::Compiler;
 use gpu_mem_core::kernel::{KernelSource, LaunchArg};
 use gpu_mem_core::{BackendKind, Error, KERNEL_PRELUDE, Kernel, Result};
@@ -220,7 +220,7 @@ fn load(path: &Path) -> std::result::Result<SourceProgram, String> {
     // it runs only the C++ runtime's and the kernel's static initialisers.
     let library = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
     type Abi = unsafe extern "C" fn() -> u32;
-    type Init = unsafe extern "C" fn(*const crate::kernel::body::GmSimRuntime);
+    type Init = unsafe extern "C" fn(*const crate::executor::body::GmSimRuntime);
     type Params = unsafe extern "C" fn(*mut c_int) -> *const RawParam;
     type Run = unsafe extern "C" fn(*const *mut c_void) -> c_int;
     // SAFETY: the symbols are the wrapper's `extern "C"` functions with exactly these types.

@@ -2,7 +2,7 @@
 //!
 //! [`ThreadCtx`] is what a Rust closure kernel sees — its indices, its arguments as
 //! [`GlobalArray`]s, shared and local arrays, barriers, warp collectives and atomics — and
-//! [`ThreadOps`] is what the executor (`crate::kernel`) provides behind it. Kernels written as
+//! [`ThreadOps`] is what the executor (`crate::executor`) provides behind it. Kernels written as
 //! portable source reach the same executor through the prelude's host branch
 //! (`crate::source::runtime`), so both forms have the same semantics.
 //!

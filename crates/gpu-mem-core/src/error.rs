@@ -393,6 +393,20 @@ pub enum Error {
         /// Why none could be used.
         reason: String,
     },
+    /// A device fault (an illegal address, an illegal instruction, ...) destroyed the device's
+    /// context for the whole process: every later call on the device fails with this error,
+    /// naming the original fault, until the device is reset.
+    #[error("{backend} device {device} is lost: {fault}; to recover: {recovery}")]
+    DeviceLost {
+        /// Backend.
+        backend: BackendKind,
+        /// The device ordinal.
+        device: usize,
+        /// The original fault.
+        fault: String,
+        /// What the user can do about it.
+        recovery: &'static str,
+    },
     /// Errors that happened in `Drop` and were kept for a later check.
     #[error("{count} error(s) happened while releasing resources; first: {first}")]
     DeferredRelease {

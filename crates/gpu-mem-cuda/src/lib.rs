@@ -42,10 +42,10 @@ pub struct CudaProbe {
 /// Loads the driver, initialises it and counts devices, without creating any context.
 pub fn probe() -> Result<CudaProbe> {
     let driver = CudaDriver::load()?;
-    probe_driver(&driver)
+    probe_driver(driver)
 }
 
-fn probe_driver(driver: &CudaDriver) -> Result<CudaProbe> {
+fn probe_driver(driver: &'static CudaDriver) -> Result<CudaProbe> {
     driver.init(0)?;
     let driver_version = driver.driver_get_version()?;
     let count = driver.device_get_count()?;
@@ -65,7 +65,7 @@ fn probe_driver(driver: &CudaDriver) -> Result<CudaProbe> {
 /// [`Error::BackendUnavailable`] when it reports zero devices.
 pub fn open() -> Result<Arc<dyn Backend>> {
     let driver = CudaDriver::load()?;
-    let found = probe_driver(&driver)?;
+    let found = probe_driver(driver)?;
     if found.device_count == 0 {
         return Err(Error::BackendUnavailable {
             backend: BackendKind::Cuda,

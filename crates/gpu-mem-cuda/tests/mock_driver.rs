@@ -97,6 +97,31 @@ fn main() {
             native_errors_carry_driver_text,
         ),
         ("old_driver_without_pools_or_v2_release", true, old_driver),
+        (
+            "device_fault_loses_the_device_until_reset",
+            false,
+            device_fault_loses_the_device_until_reset,
+        ),
+        (
+            "misuse_at_synchronisation_is_not_an_async_failure",
+            false,
+            misuse_at_synchronisation_is_not_an_async_failure,
+        ),
+        (
+            "callers_context_is_restored",
+            false,
+            callers_context_is_restored,
+        ),
+        (
+            "host_register_unsupported_is_reported",
+            false,
+            host_register_unsupported_is_reported,
+        ),
+        (
+            "driver_is_loaded_once_per_process",
+            false,
+            driver_is_loaded_once,
+        ),
     ];
     let mut trials = Vec::new();
     for &(name, use_old, test) in tests {
@@ -573,4 +598,185 @@ fn child_open_through_env(library: &Path) -> Result<(), Failed> {
         probe.library == library.to_string_lossy() && probe.device_count == 2,
         || format!("{probe:?}"),
     )
+}
+
+fn lost_fault(result: Result<impl std::fmt::Debug, Error>, what: &str) -> Result<String, Failed> {
+    match result {
+        Err(Error::DeviceLost {
+            device: 0,
+            fault,
+            recovery,
+            ..
+        }) if recovery.contains("reset_device") => Ok(fault),
+        other => Err(format!("{what}: expected DeviceLost on device 0, got {other:?}").into()),
+    }
+}
+
+/// CUDA_ERROR_ILLEGAL_ADDRESS at a stream synchronisation destroys the context: the stream
+/// reports an async failure (its work will never run, so its buffers may go), every later call
+/// on the device is DeviceLost naming the original fault (not a bare 700), releases still
+/// succeed, the other device is unaffected, and a reset brings the device back.
+fn device_fault_loses_the_device_until_reset(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let stream = b.stream_create(0)?;
+    let event = b.event_create(0, false)?;
+    let dev = b.alloc(0, 256)?;
+    let pinned = b.host_alloc(0, 256, HostAllocFlags::default())?;
+    let other = b.alloc(1, 256)?;
+    mock.call_with("mock_fail_next_sync", 700)?;
+    // SAFETY: the stream came from this backend on device 0 and is live.
+    match unsafe { b.stream_synchronize(0, stream) } {
+        Err(Error::AsyncFailure { reason, .. })
+            if reason.contains("CUDA_ERROR_ILLEGAL_ADDRESS") => {}
+        other => return Err(format!("the faulting synchronisation gave {other:?}").into()),
+    }
+    ensure(b.device_lost(0)?.is_some(), || {
+        "device 0 not marked lost".into()
+    })?;
+    let fault = lost_fault(b.alloc(0, 64), "alloc after the fault")?;
+    ensure(
+        fault.contains("cuStreamSynchronize") && fault.contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+        || format!("the fault does not name the original error: {fault}"),
+    )?;
+    lost_fault(b.mem_info(0), "mem_info after the fault")?;
+    lost_fault(b.stream_create(0), "stream_create after the fault")?;
+    // Synchronisations keep reporting the fault as the work's failure.
+    // SAFETY: as above.
+    match unsafe { b.stream_synchronize(0, stream) } {
+        Err(Error::AsyncFailure { reason, .. }) if reason.contains("is lost") => {}
+        other => return Err(format!("a later synchronisation gave {other:?}").into()),
+    }
+    ensure(b.device_lost(1)?.is_none(), || {
+        "device 1 marked lost too".into()
+    })?;
+    // SAFETY: device 1's allocation is live; freed once.
+    unsafe { b.free(1, other)? };
+    // A reset is refused while objects of the old context are alive.
+    // SAFETY: nothing else in this test process uses device 0 of this mock copy.
+    match unsafe { b.reset_device(0) } {
+        Err(Error::InvalidArgument { reason, .. }) if reason.contains("alive") => {}
+        other => return Err(format!("reset with live objects: {other:?}").into()),
+    }
+    // Releases succeed without the driver (the dead context took the objects with it).
+    // SAFETY: each handle is released once.
+    unsafe {
+        b.free(0, dev)?;
+        b.host_free(0, pinned.host)?;
+        b.event_destroy(0, event)?;
+        b.stream_destroy(0, stream)?;
+    }
+    // SAFETY: as above.
+    unsafe { b.reset_device(0)? };
+    ensure(mock.call_with("mock_resets", 0)? == 1, || {
+        "cuDevicePrimaryCtxReset was not called once".into()
+    })?;
+    ensure(b.device_lost(0)?.is_none(), || {
+        "still lost after reset".into()
+    })?;
+    let p = b.alloc(0, 64)?;
+    // SAFETY: allocated just above.
+    unsafe { b.free(0, p)? };
+    Ok(())
+}
+
+/// Errors that say nothing about the stream's work (misuse, a destroyed context) are not
+/// async failures: core then keeps the work's buffers alive rather than free them under it.
+fn misuse_at_synchronisation_is_not_an_async_failure(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let stream = b.stream_create(0)?;
+    for code in [709, 4] {
+        mock.call_with("mock_fail_next_sync", code)?;
+        // SAFETY: the stream is live.
+        match unsafe { b.stream_synchronize(0, stream) } {
+            Err(Error::Native { code: c, .. }) if c == i64::from(code) => {}
+            other => return Err(format!("code {code} at synchronisation gave {other:?}").into()),
+        }
+    }
+    ensure(b.device_lost(0)?.is_none(), || {
+        "a non-fault marked the device lost".into()
+    })?;
+    // SAFETY: destroyed once.
+    unsafe { b.stream_destroy(0, stream)? };
+    Ok(())
+}
+
+/// A caller's own current context is put back after every backend call.
+fn callers_context_is_restored(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let driver = b.driver();
+    // The caller's context: device 1's primary context, retained by the caller itself.
+    let handle = driver.device_get(1)?;
+    let theirs = driver.primary_ctx_retain(handle)?;
+    // SAFETY: retained just above.
+    unsafe { driver.ctx_set_current(theirs)? };
+    let p = b.alloc(0, 64)?;
+    let now = driver.ctx_get_current()?;
+    ensure(now == theirs, || {
+        format!("alloc left context {now:?} current instead of the caller's {theirs:?}")
+    })?;
+    // SAFETY: allocated above on device 0.
+    unsafe { b.free(0, p)? };
+    ensure(driver.ctx_get_current()? == theirs, || {
+        "free did not restore the caller's context".into()
+    })?;
+    // A thread without a context keeps the device's, so the next call needs no switch.
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<(), String> {
+            let p = b.alloc(0, 64).map_err(|e| e.to_string())?;
+            let current = driver.ctx_get_current().map_err(|e| e.to_string())?;
+            // SAFETY: allocated above on device 0.
+            unsafe { b.free(0, p) }.map_err(|e| e.to_string())?;
+            if current.is_null() {
+                Err("no context left current on a thread that had none".into())
+            } else {
+                Ok(())
+            }
+        })
+        .join()
+        .map_err(|_| "worker panicked".to_string())?
+    })?;
+    // SAFETY: balances the caller's retain; unbinding first.
+    unsafe {
+        driver.ctx_set_current(std::ptr::null_mut())?;
+        driver.primary_ctx_release(handle)?;
+    }
+    Ok(())
+}
+
+fn host_register_unsupported_is_reported(mock: &Mock) -> Result<(), Failed> {
+    // SAFETY: mock_set_host_register_supported(int) returns nothing.
+    let set = unsafe {
+        mock.library
+            .get::<unsafe extern "C" fn(i32)>("mock_set_host_register_supported")
+    }?;
+    // SAFETY: as above.
+    unsafe { set(0) };
+    let b = mock.backend()?;
+    let mut host = vec![0u8; 4096];
+    let ptr = NonNull::new(host.as_mut_ptr()).ok_or("null vec")?;
+    // SAFETY: the vector outlives the (refused) registration.
+    match unsafe { b.host_register(0, ptr, 4096, HostRegisterFlags::default()) } {
+        Err(Error::NotSupportedByBackend { reason, .. })
+            if reason.contains("HOST_REGISTER_SUPPORTED") => {}
+        other => return Err(format!("register on an unsupported device: {other:?}").into()),
+    }
+    ensure(
+        mock.call::<u32>("mock_last_register_flags")? == u32::MAX,
+        || "cuMemHostRegister was called anyway".into(),
+    )
+}
+
+/// Every backend over one library shares one driver: opened once, never unloaded.
+fn driver_is_loaded_once(mock: &Mock) -> Result<(), Failed> {
+    let first = gpu_mem_cuda::CudaDriver::load_from(&mock.path)?;
+    let second = gpu_mem_cuda::CudaDriver::load_from(&mock.path)?;
+    ensure(std::ptr::eq(first, second), || {
+        "two driver instances for one library".into()
+    })?;
+    let a = mock.backend()?;
+    drop(a);
+    let b = mock.backend()?;
+    ensure(std::ptr::eq(b.driver(), first), || {
+        "a backend got its own driver instance".into()
+    })
 }

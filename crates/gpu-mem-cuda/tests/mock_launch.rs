@@ -463,25 +463,28 @@ fn synchronous_launch_waits_and_reports_failures(mock: &Mock, nvrtc: &Path) -> R
         format!("launch #{launch_seq}, synchronisation #{sync_seq}: not waited for right after")
     })?;
 
-    // A fault the driver reports at the synchronisation is this call's error.
+    // A fault the driver reports at the synchronisation is this call's error: the device is
+    // lost, and the error names the fault and the kernel.
     mock.call_with("mock_fail_next_sync", 700)?;
     // SAFETY: as above.
     match unsafe { b.launch(0, &kernel, &config, &args, None) } {
-        Err(Error::Native {
-            call: "cuStreamSynchronize",
-            code: 700,
-            code_name,
-            description,
-            ..
+        Err(Error::DeviceLost {
+            device: 0, fault, ..
         }) => ensure(
-            code_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
-                && description.contains("kernel `scale`")
-                && description.contains("illegal memory access"),
-            || format!("{code_name}: {description}"),
+            fault.contains("CUDA_ERROR_ILLEGAL_ADDRESS")
+                && fault.contains("kernel `scale`")
+                && fault.contains("cuStreamSynchronize"),
+            || fault.clone(),
         )?,
-        other => return Err(format!("expected the synchronisation's error, got {other:?}").into()),
+        other => return Err(format!("expected the synchronisation's fault, got {other:?}").into()),
     }
-    // SAFETY: nothing runs in the mock.
+    // The next launch does not reach the driver: the same fault, not a bare code.
+    // SAFETY: as above.
+    match unsafe { b.launch(0, &kernel, &config, &args, None) } {
+        Err(Error::DeviceLost { fault, .. }) if fault.contains("CUDA_ERROR_ILLEGAL_ADDRESS") => {}
+        other => return Err(format!("second launch after the fault: {other:?}").into()),
+    }
+    // SAFETY: nothing runs in the mock; the lost context took the buffer with it.
     unsafe { b.free(0, data)? };
     Ok(())
 }

@@ -343,6 +343,30 @@ const DRIVER_SYMBOLS: &[Symbol] = &[
         &["cuFuncSetAttribute"],
         "9.0",
     ),
+    sym(
+        "cuFuncGetAttribute",
+        "PFN_cuFuncGetAttribute_v2020",
+        &["cuFuncGetAttribute"],
+        "2.2",
+    ),
+    sym(
+        "cuFuncGetParamInfo",
+        "PFN_cuFuncGetParamInfo_v12040",
+        &["cuFuncGetParamInfo"],
+        "12.4",
+    ),
+    sym(
+        "cuModuleLoadDataEx",
+        "PFN_cuModuleLoadDataEx_v2010",
+        &["cuModuleLoadDataEx"],
+        "2.1",
+    ),
+    sym(
+        "cuDevicePrimaryCtxReset",
+        "PFN_cuDevicePrimaryCtxReset_v11000",
+        &["cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset"],
+        "11.0 (falls back to the 7.0 export)",
+    ),
 ];
 
 /// Driver API types and constants bound besides what the `PFN_` types pull in.
@@ -351,6 +375,7 @@ const DRIVER_TYPES: &[&str] = &[
     "CUstream_flags",
     "CUevent_flags",
     "CUfunction_attribute",
+    "CUjit_option",
 ];
 const DRIVER_VARS: &[&str] = &[
     "CUDA_VERSION",

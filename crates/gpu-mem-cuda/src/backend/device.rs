@@ -6,8 +6,8 @@ use crate::driver::CudaDriver;
 use crate::driver::sys::{CUcontext, CUdevice_attribute, CUdevice_v1};
 use crate::nvrtc::ComputeCapability;
 use gpu_mem_core::backend::DeviceInfo;
-use gpu_mem_core::{BackendKind, Error, Result};
-use std::sync::OnceLock;
+use gpu_mem_core::{Error, Result};
+use std::sync::{Mutex, PoisonError};
 
 /// Facts about one device that do not need a context.
 #[derive(Debug, Clone)]
@@ -20,6 +20,9 @@ pub struct DeviceFacts {
     pub stream_ordered_alloc: bool,
     /// Grid, block and shared-memory limits for kernel launches.
     pub limits: LaunchLimits,
+    /// `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED` (drivers too old to know the attribute
+    /// predate devices without it: taken as supported).
+    pub host_register: bool,
 }
 
 impl DeviceFacts {
@@ -60,7 +63,10 @@ impl DeviceFacts {
         tracing::debug!(ordinal, name = %info.name, arch = %info.arch, stream_ordered_alloc, "CUDA device");
         let capability = ComputeCapability::new(non_negative(major), non_negative(minor));
         let limits = LaunchLimits::query(driver, handle)?;
+        let host_register =
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED).unwrap_or(1) != 0;
         Ok(DeviceFacts {
+            host_register,
             handle,
             info,
             capability,
@@ -70,71 +76,97 @@ impl DeviceFacts {
     }
 }
 
-/// A retained primary context. Stored as an address because `CUcontext` is a raw pointer;
-/// the driver API lets any thread make a context current, so sharing the value is sound.
-#[derive(Debug)]
-pub struct PrimaryContext {
-    context: usize,
-}
-
-impl PrimaryContext {
-    pub fn raw(&self) -> CUcontext {
-        self.context as CUcontext
-    }
-}
-
-/// One device: its facts and its lazily retained primary context.
+/// One device: its facts and its lazily retained primary context (an address: the driver API
+/// lets any thread make a context current, so sharing the value is sound). `None` until first
+/// use, and again after [`DeviceSlot::forget_context`].
 #[derive(Debug)]
 pub struct DeviceSlot {
     pub facts: DeviceFacts,
-    context: OnceLock<PrimaryContext>,
+    context: Mutex<Option<usize>>,
+}
+
+/// The calling thread's context before a backend call, put back when the call ends.
+///
+/// A caller that had its own context current (another library's, or a context it made with
+/// `cuCtxCreate`) gets it back; a thread that had none keeps the device's primary context
+/// current, so the next call finds it already set (one `cuCtxGetCurrent`, no switch).
+#[must_use = "the previous context is restored when this is dropped"]
+#[derive(Debug)]
+pub struct Current<'a> {
+    driver: &'a CudaDriver,
+    restore: Option<usize>,
+}
+
+impl Drop for Current<'_> {
+    fn drop(&mut self) {
+        if let Some(previous) = self.restore {
+            // SAFETY: `previous` was current on this thread when the call began, so the caller
+            // keeps it alive (it is theirs); setting it back is what they had.
+            if let Err(err) = unsafe { self.driver.ctx_set_current(previous as CUcontext) } {
+                tracing::warn!(%err, "restoring the caller's CUDA context failed");
+            }
+        }
+    }
 }
 
 impl DeviceSlot {
     pub fn new(facts: DeviceFacts) -> DeviceSlot {
         DeviceSlot {
             facts,
-            context: OnceLock::new(),
+            context: Mutex::new(None),
         }
     }
 
-    /// Makes the device's primary context current on the calling thread, retaining it the
-    /// first time. Every backend call that needs a context goes through here.
-    pub fn make_current(&self, driver: &CudaDriver) -> Result<()> {
-        let context = match self.context.get() {
-            Some(c) => c,
-            None => {
-                let retained = driver.primary_ctx_retain(self.facts.handle)?;
-                let fresh = PrimaryContext {
-                    context: retained as usize,
-                };
-                if self.context.set(fresh).is_err() {
-                    // Another thread retained it first; the primary context is reference
-                    // counted, so give back this thread's extra reference.
-                    // SAFETY: balances the retain just above; the context stays alive through
-                    // the reference the winning thread stored.
-                    if let Err(err) = unsafe { driver.primary_ctx_release(self.facts.handle) } {
-                        tracing::warn!(%err, "releasing a duplicate primary-context reference failed");
-                    }
-                }
-                self.context
-                    .get()
-                    .ok_or_else(|| Error::BackendUnavailable {
-                        backend: BackendKind::Cuda,
-                        reason: "the primary context vanished while being retained".to_string(),
-                    })?
-            }
-        };
-        // SAFETY: the context is a retained primary context, alive until `release` runs in
-        // the backend's Drop, after which no method can be called.
-        unsafe { driver.ctx_set_current(context.raw()) }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<usize>> {
+        // Single assignments only: a poisoned lock is still consistent.
+        self.context.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Releases the primary context if it was retained (called once, from the backend's Drop).
-    pub fn release(&mut self, driver: &CudaDriver) {
-        if self.context.take().is_some() {
-            // SAFETY: balances the one retain this slot kept; nothing of the backend uses
-            // the context afterwards (this runs in Drop).
+    /// Makes the device's primary context current on the calling thread, retaining it the
+    /// first time; the returned guard puts the caller's own context back. Every backend call
+    /// that needs a context goes through here.
+    pub fn make_current<'a>(&self, driver: &'a CudaDriver) -> Result<Current<'a>> {
+        let context = {
+            let mut slot = self.lock();
+            match *slot {
+                Some(context) => context,
+                None => {
+                    let retained = driver.primary_ctx_retain(self.facts.handle)?;
+                    driver.note_primary_context(retained, self.facts.handle);
+                    *slot = Some(retained as usize);
+                    retained as usize
+                }
+            }
+        };
+        let previous = driver.ctx_get_current()? as usize;
+        if previous == context {
+            return Ok(Current {
+                driver,
+                restore: None,
+            });
+        }
+        // SAFETY: the context is a retained primary context, alive until `release` (backend
+        // Drop, or a reset, which first checks nothing of the backend uses the device).
+        unsafe { driver.ctx_set_current(context as CUcontext) }?;
+        Ok(Current {
+            driver,
+            restore: (previous != 0).then_some(previous),
+        })
+    }
+
+    /// Releases the primary context if it was retained (from the backend's Drop or a reset).
+    pub fn release(&self, driver: &CudaDriver) {
+        let retained = self.lock().take();
+        if let Some(context) = retained {
+            // A thread left with the released context current would use a dead handle later.
+            if driver.ctx_get_current().ok().map(|c| c as usize) == Some(context) {
+                // SAFETY: null unbinds the thread's context.
+                if let Err(err) = unsafe { driver.ctx_set_current(std::ptr::null_mut()) } {
+                    tracing::warn!(%err, "unbinding the primary context failed");
+                }
+            }
+            // SAFETY: balances the one retain this slot kept; the slot no longer hands the
+            // context out.
             if let Err(err) = unsafe { driver.primary_ctx_release(self.facts.handle) } {
                 tracing::warn!(%err, device = self.facts.info.ordinal, "cuDevicePrimaryCtxRelease failed");
             }

@@ -60,7 +60,7 @@ impl CudaBackend {
 
     /// `cuModuleLoadData` of compiled code into the device's primary context.
     pub fn module_load(&self, device: usize, code: &Compiled) -> Result<ModuleHandle> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         let image = match code.kind {
             // PTX is handed over as NUL-terminated text.
             CodeKind::Ptx => CString::new(code.code.clone())
@@ -86,7 +86,7 @@ impl CudaBackend {
     /// `module` came from [`CudaBackend::module_load`] on `device`, is unloaded once, and none
     /// of its kernels is still running or used afterwards.
     pub unsafe fn module_unload(&self, device: usize, module: ModuleHandle) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: guaranteed by the caller.
         unsafe { self.driver.module_unload(module.0 as usize as _) }
     }
@@ -98,7 +98,7 @@ impl CudaBackend {
         module: ModuleHandle,
         name: &str,
     ) -> Result<FunctionHandle> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         let name_c = CString::new(name).map_err(|_| Error::InvalidArgument {
             name: "name",
             reason: "contains a NUL byte".into(),
@@ -134,7 +134,7 @@ impl CudaBackend {
                 name: "shared_bytes",
                 reason: format!("{} does not fit 32 bits", config.shared_bytes),
             })?;
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: guaranteed by the caller; the driver reads exactly as many parameter
         // pointers as the kernel has parameters.
         unsafe {

@@ -64,6 +64,17 @@ fn in_kernel(err: Error, kernel: &Kernel) -> Error {
             code_name,
             description: format!("kernel `{}`: {description}", kernel.name()),
         },
+        Error::DeviceLost {
+            backend,
+            device,
+            fault,
+            recovery,
+        } => Error::DeviceLost {
+            backend,
+            device,
+            fault: format!("kernel `{}`: {fault}", kernel.name()),
+            recovery,
+        },
         other => other,
     }
 }
@@ -186,7 +197,7 @@ impl CudaBackend {
     /// so no kernel is still running from them.
     pub(super) fn unload_kernel_modules(&self) {
         for (device, module) in self.modules.take_all() {
-            let unloaded = self.current(device).and_then(|_| {
+            let unloaded = self.current(device).and_then(|_cx| {
                 if let Err(err) = self.driver.ctx_synchronize() {
                     tracing::warn!(%err, device, "waiting for kernels before unloading failed");
                 }

@@ -10,7 +10,22 @@
 //!
 //! * **Contexts**: each device's primary context is retained on first use
 //!   (`cuDevicePrimaryCtxRetain`) and made current on the calling thread (`cuCtxSetCurrent`)
-//!   at the start of every method; it is released when the backend is dropped.
+//!   at the start of every method; a context the caller had current is put back when the
+//!   method returns (a thread that had none keeps the primary context current). It is released
+//!   when the backend is dropped.
+//! * **Device faults** (`CUDA_ERROR_ILLEGAL_ADDRESS`, illegal instruction, misaligned address,
+//!   hardware stack error, launch failure, ...: [`crate::driver::is_device_fault`]) destroy the
+//!   primary context for the whole process. The driver layer records the fault for the device
+//!   whose context was current; from then on every call on the device returns
+//!   [`Error::DeviceLost`] naming the original fault, synchronisations report it as
+//!   [`Error::AsyncFailure`] (the work will never run, so what it used may be released), and
+//!   releases (free, destroy, unregister) only update the bookkeeping. Recovery: drop
+//!   everything of the device and call [`CudaBackend::reset_device`]
+//!   (`cuDevicePrimaryCtxReset`), or start a new process. Other errors at a synchronisation
+//!   (misuse, `CUDA_ERROR_DEINITIALIZED`, `CUDA_ERROR_CONTEXT_IS_DESTROYED`) stay
+//!   [`Error::Native`]: they say nothing about the work, so its buffers are kept alive.
+//! * **Registration** needs `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`; without it
+//!   `host_register` is [`Error::NotSupportedByBackend`].
 //! * **Device memory**: where the device reports `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`
 //!   and the driver exports the calls, `alloc` is `cuMemAllocAsync` on the legacy default
 //!   stream and `free` is `cuMemFreeAsync` there; otherwise `cuMemAlloc_v2` / `cuMemFree_v2`.
@@ -34,7 +49,6 @@
 //!   `cuEventRecord`, `cuEventQuery`, `cuEventSynchronize`, `cuEventElapsedTime` (the 2.0
 //!   export), `cuEventDestroy_v2`.
 //! * **Memory info**: `cuMemGetInfo_v2`; **synchronize**: `cuCtxSynchronize`.
-//! * Failures reported by a stream or event synchronisation are [`Error::AsyncFailure`].
 //! * **Kernel launch** (`Backend::launch`, see `launch.rs` for the full contract): a kernel
 //!   needs portable source (otherwise [`Error::NotSupportedByBackend`]: simulator only). The
 //!   grid, block and dynamic shared memory are checked against the device's
@@ -77,7 +91,7 @@ pub use params::KernelParams;
 use crate::driver::CudaDriver;
 use crate::driver::sys::{CUevent, CUresult, CUstream};
 use crate::nvrtc::Nvrtc;
-use device::{DeviceFacts, DeviceSlot};
+use device::{Current, DeviceFacts, DeviceSlot};
 use gpu_mem_core::backend::{
     DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
     StreamHandle,
@@ -102,12 +116,16 @@ pub struct CudaBackend {
     registrations: Registry<usize>,
     /// Events: handle → created with timing.
     events: Registry<bool>,
+    /// Page-locked host allocations: base address → bytes.
+    host_allocs: Registry<usize>,
+    /// Streams created and not yet destroyed.
+    streams: Registry<()>,
     /// NVRTC for kernel compilation, loaded on first use.
     nvrtc: Mutex<Option<Arc<Nvrtc>>>,
     /// Kernel modules compiled and loaded by launches, per (kernel, device).
     modules: ModuleCache,
-    // Last: the contexts above are released in Drop before the library unloads.
-    driver: CudaDriver,
+    /// The process's driver, shared with every other backend over the same library.
+    driver: &'static CudaDriver,
 }
 
 fn legacy_stream() -> CUstream {
@@ -144,39 +162,37 @@ fn nonzero_bytes(bytes: usize) -> Result<()> {
     }
 }
 
-/// Work that failed after it was enqueued surfaces at synchronisation; argument errors do not
-/// count as such.
+/// What a synchronisation reports. A device fault ([`Error::DeviceLost`], now or earlier) is
+/// the stream's work failing: the context is dead, so nothing of it runs any more and what the
+/// work used may be released ([`Error::AsyncFailure`]). Every other error (misuse, a
+/// deinitialised driver, a destroyed context) says nothing about whether the work finished and
+/// stays as it is, so core keeps the work's buffers alive.
 fn as_async_failure(err: Error, operation: &'static str, stream: u64) -> Error {
-    let misuse = [
-        CUresult::CUDA_ERROR_INVALID_HANDLE,
-        CUresult::CUDA_ERROR_INVALID_CONTEXT,
-        CUresult::CUDA_ERROR_INVALID_VALUE,
-        CUresult::CUDA_ERROR_NOT_INITIALIZED,
-    ];
-    if native_code(&err).is_some() && !misuse.iter().any(|c| is_code(&err, *c)) {
-        Error::AsyncFailure {
+    match err {
+        lost @ Error::DeviceLost { .. } => Error::AsyncFailure {
             operation,
             stream,
-            reason: err.to_string(),
-        }
-    } else {
-        err
+            reason: lost.to_string(),
+        },
+        other => other,
     }
 }
 
 impl CudaBackend {
     /// Builds the backend over an initialised driver (`cuInit` succeeded) with `device_count`
     /// devices, reading every device's attributes. Contexts are created lazily.
-    pub fn new(driver: CudaDriver, device_count: usize) -> Result<CudaBackend> {
+    pub fn new(driver: &'static CudaDriver, device_count: usize) -> Result<CudaBackend> {
         let mut devices = Vec::with_capacity(device_count);
         for ordinal in 0..device_count {
-            devices.push(DeviceSlot::new(DeviceFacts::query(&driver, ordinal)?));
+            devices.push(DeviceSlot::new(DeviceFacts::query(driver, ordinal)?));
         }
         Ok(CudaBackend {
             devices,
             allocations: Registry::new(),
             registrations: Registry::new(),
             events: Registry::new(),
+            host_allocs: Registry::new(),
+            streams: Registry::new(),
             nvrtc: Mutex::new(None),
             modules: ModuleCache::default(),
             driver,
@@ -184,8 +200,56 @@ impl CudaBackend {
     }
 
     /// The driver this backend calls.
-    pub fn driver(&self) -> &CudaDriver {
-        &self.driver
+    pub fn driver(&self) -> &'static CudaDriver {
+        self.driver
+    }
+
+    /// Whether a device fault destroyed `device`'s primary context (see
+    /// [`CudaBackend::reset_device`]).
+    pub fn device_lost(&self, device: usize) -> Result<Option<String>> {
+        Ok(self.driver.fault(self.slot(device)?.facts.handle))
+    }
+
+    /// Recovers a device after a fault: resets its primary context (`cuDevicePrimaryCtxReset`),
+    /// which destroys everything the old context held, and forgets the fault, so the next call
+    /// starts a fresh context. Refused with [`Error::InvalidArgument`] while anything this
+    /// backend made on the device (arrays, pinned or registered host memory, streams, events)
+    /// is still alive; compiled kernels are recompiled on their next launch.
+    ///
+    /// # Safety
+    /// Nothing else in the process (another runtime, another library) still uses an object of
+    /// the device's primary context: the reset destroys them all.
+    pub unsafe fn reset_device(&self, device: usize) -> Result<()> {
+        let slot = self.slot(device)?;
+        let live = [
+            ("device allocations", self.allocations.count(device)),
+            ("host allocations", self.host_allocs.count(device)),
+            ("host registrations", self.registrations.count(device)),
+            ("streams", self.streams.count(device)),
+            ("events", self.events.count(device)),
+        ];
+        let alive: Vec<String> = live
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(what, n)| format!("{n} {what}"))
+            .collect();
+        if !alive.is_empty() {
+            return Err(Error::InvalidArgument {
+                name: "device",
+                reason: format!(
+                    "device {device} cannot be reset while {} of it are alive; drop them first",
+                    alive.join(", ")
+                ),
+            });
+        }
+        let forgotten = self.modules.forget_device(device);
+        tracing::info!(device, forgotten, "resetting the CUDA primary context");
+        slot.release(self.driver);
+        // SAFETY: this backend holds nothing of the device (checked above, modules forgotten,
+        // its context reference released); the caller guarantees nobody else does.
+        unsafe { self.driver.primary_ctx_reset(slot.facts.handle) }?;
+        self.driver.clear_fault(slot.facts.handle);
+        Ok(())
     }
 
     /// The launch limits of `device`.
@@ -206,11 +270,26 @@ impl CudaBackend {
         })
     }
 
-    /// The device's slot, with its primary context current on this thread.
-    fn current(&self, device: usize) -> Result<&DeviceSlot> {
+    /// Makes the device's primary context current on this thread until the guard drops (which
+    /// restores the caller's own context). A lost device is [`Error::DeviceLost`] naming the
+    /// original fault.
+    fn current(&self, device: usize) -> Result<Current<'static>> {
         let slot = self.slot(device)?;
-        slot.make_current(&self.driver)?;
-        Ok(slot)
+        if let Some(fault) = self.driver.fault(slot.facts.handle) {
+            return Err(self.driver.lost(slot.facts.handle, fault));
+        }
+        slot.make_current(self.driver)
+    }
+
+    /// As [`CudaBackend::current`] for calls that release something: `None` when the device is
+    /// lost, because its dead context took the object with it (the call then only updates the
+    /// bookkeeping; a reset reclaims the memory).
+    fn current_unless_lost(&self, device: usize) -> Result<Option<Current<'static>>> {
+        match self.current(device) {
+            Ok(current) => Ok(Some(current)),
+            Err(Error::DeviceLost { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     fn out_of_memory(&self, device: usize, bytes: usize, err: Error) -> Error {
@@ -276,8 +355,8 @@ impl Drop for CudaBackend {
         }
         // Modules belong to the contexts, so they go first.
         self.unload_kernel_modules();
-        for slot in &mut self.devices {
-            slot.release(&self.driver);
+        for slot in &self.devices {
+            slot.release(self.driver);
         }
     }
 }
@@ -301,7 +380,7 @@ unsafe impl Backend for CudaBackend {
     }
 
     fn mem_info(&self, device: usize) -> Result<MemInfo> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         let (free, total) = self.driver.mem_get_info()?;
         Ok(MemInfo {
             free: free as u64,
@@ -310,7 +389,9 @@ unsafe impl Backend for CudaBackend {
     }
 
     fn synchronize(&self, device: usize) -> Result<()> {
-        self.current(device)?;
+        let _cx = self
+            .current(device)
+            .map_err(|e| as_async_failure(e, "device work", 0))?;
         self.driver
             .ctx_synchronize()
             .map_err(|e| as_async_failure(e, "device work", 0))
@@ -320,7 +401,8 @@ unsafe impl Backend for CudaBackend {
 
     fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
         nonzero_bytes(bytes)?;
-        let slot = self.current(device)?;
+        let slot = self.slot(device)?;
+        let _cx = self.current(device)?;
         if slot.facts.stream_ordered_alloc
             && let Some(ptr) = self.alloc_stream_ordered(device, bytes)?
         {
@@ -337,8 +419,13 @@ unsafe impl Backend for CudaBackend {
     }
 
     unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
-        self.current(device)?;
-        match self.allocations.remove(device, ptr.0) {
+        let cx = self.current_unless_lost(device)?;
+        let kind = self.allocations.remove(device, ptr.0);
+        if cx.is_none() && kind.is_some() {
+            // The lost context took the allocation with it.
+            return Ok(());
+        }
+        match kind {
             // SAFETY: the pointer came from cuMemAllocAsync on this device (registry) and the
             // caller guarantees no enqueued work still uses it; the legacy stream orders the
             // free after all earlier work of blocking streams anyway.
@@ -366,7 +453,7 @@ unsafe impl Backend for CudaBackend {
         flags: HostAllocFlags,
     ) -> Result<HostAllocation> {
         nonzero_bytes(bytes)?;
-        self.current(device)?;
+        let _cx = self.current(device)?;
         let raw = self
             .driver
             .mem_host_alloc(bytes, flags::host_alloc_flags(flags))?;
@@ -376,6 +463,7 @@ unsafe impl Backend for CudaBackend {
             bytes: bytes as u64,
             reason: "cuMemHostAlloc succeeded but returned a null pointer",
         })?;
+        self.host_allocs.insert(device, host.as_ptr() as u64, bytes);
         if !flags.mapped {
             return Ok(HostAllocation {
                 host,
@@ -391,6 +479,7 @@ unsafe impl Backend for CudaBackend {
                 zeroed: false,
             }),
             Err(err) => {
+                self.host_allocs.remove(device, host.as_ptr() as u64);
                 // SAFETY: `raw` came from cuMemHostAlloc above and nothing else has seen it.
                 if let Err(free_err) = unsafe { self.driver.mem_free_host(raw) } {
                     tracing::warn!(%free_err, "freeing an unmappable host allocation failed");
@@ -401,7 +490,12 @@ unsafe impl Backend for CudaBackend {
     }
 
     unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        self.current(device)?;
+        let cx = self.current_unless_lost(device)?;
+        self.host_allocs.remove(device, host.as_ptr() as u64);
+        if cx.is_none() {
+            // The lost context's page-locked memory goes with it at the reset.
+            return Ok(());
+        }
         // SAFETY: the caller guarantees `host` came from host_alloc, is freed once and unused.
         unsafe { self.driver.mem_free_host(host.as_ptr().cast::<c_void>()) }
     }
@@ -414,7 +508,16 @@ unsafe impl Backend for CudaBackend {
         flags: HostRegisterFlags,
     ) -> Result<Option<DevicePtr>> {
         nonzero_bytes(bytes)?;
-        self.current(device)?;
+        if !self.slot(device)?.facts.host_register {
+            return Err(Error::NotSupportedByBackend {
+                backend: BackendKind::Cuda,
+                feature: "registering host memory",
+                reason: format!(
+                    "device {device} reports CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED = 0; use pinned_array instead"
+                ),
+            });
+        }
+        let _cx = self.current(device)?;
         let raw = host.as_ptr().cast::<c_void>();
         let address = host.as_ptr() as usize;
         // SAFETY: the caller guarantees the range is valid host memory that outlives the
@@ -455,8 +558,12 @@ unsafe impl Backend for CudaBackend {
     }
 
     unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        self.current(device)?;
+        let cx = self.current_unless_lost(device)?;
         let address = host.as_ptr() as usize;
+        if cx.is_none() && self.registrations.remove(device, address as u64).is_some() {
+            // The lost context's registrations end with it.
+            return Ok(());
+        }
         // SAFETY: the caller guarantees `host` is the registered base and unused by enqueued work.
         let result = unsafe {
             self.driver
@@ -491,7 +598,7 @@ unsafe impl Backend for CudaBackend {
         src: *const u8,
         bytes: usize,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees both ranges; the count is in bytes.
         unsafe { self.driver.memcpy_htod(dst.0, src.cast::<c_void>(), bytes) }
     }
@@ -503,7 +610,7 @@ unsafe impl Backend for CudaBackend {
         src: DevicePtr,
         bytes: usize,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees both ranges; cuMemcpyDtoH returns once the data is in
         // host memory.
         unsafe { self.driver.memcpy_dtoh(dst.cast::<c_void>(), src.0, bytes) }
@@ -516,7 +623,7 @@ unsafe impl Backend for CudaBackend {
         src: DevicePtr,
         bytes: usize,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees both device ranges.
         unsafe { self.driver.memcpy_dtod(dst.0, src.0, bytes) }?;
         self.wait_legacy_stream()
@@ -529,7 +636,7 @@ unsafe impl Backend for CudaBackend {
         value: u8,
         bytes: usize,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees the device range; the count is in bytes.
         unsafe { self.driver.memset_d8(dst.0, value, bytes) }?;
         self.wait_legacy_stream()
@@ -543,7 +650,7 @@ unsafe impl Backend for CudaBackend {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees the ranges stay valid, `src` is page-locked and
         // unwritten until the stream passes the copy, and the stream is live.
         unsafe {
@@ -560,7 +667,7 @@ unsafe impl Backend for CudaBackend {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees the ranges stay valid, `dst` is page-locked and
         // untouched until the stream passes the copy, and the stream is live.
         unsafe {
@@ -577,7 +684,7 @@ unsafe impl Backend for CudaBackend {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
         unsafe {
             self.driver
@@ -593,7 +700,7 @@ unsafe impl Backend for CudaBackend {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees the range stays valid until the fill completes.
         unsafe {
             self.driver
@@ -604,19 +711,26 @@ unsafe impl Backend for CudaBackend {
     // ----- streams -------------------------------------------------------------------------
 
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         let stream = self.driver.stream_create(flags::stream_flags())?;
+        self.streams.insert(device, stream as usize as u64, ());
         Ok(StreamHandle(stream as usize as u64))
     }
 
     unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
-        self.current(device)?;
+        let cx = self.current_unless_lost(device)?;
+        self.streams.remove(device, stream.0);
+        if cx.is_none() {
+            return Ok(());
+        }
         // SAFETY: the caller guarantees the stream came from stream_create and is destroyed once.
         unsafe { self.driver.stream_destroy(raw_stream(stream)) }
     }
 
     unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
-        self.current(device)?;
+        let _cx = self
+            .current(device)
+            .map_err(|e| as_async_failure(e, "stream work", stream.0))?;
         // SAFETY: the caller guarantees the stream came from stream_create on this device and
         // is not destroyed (the trait's contract).
         unsafe { self.driver.stream_synchronize(raw_stream(stream)) }
@@ -624,7 +738,9 @@ unsafe impl Backend for CudaBackend {
     }
 
     unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
-        self.current(device)?;
+        let _cx = self
+            .current(device)
+            .map_err(|e| as_async_failure(e, "stream work", stream.0))?;
         // SAFETY: as in stream_synchronize.
         unsafe { self.driver.stream_query(raw_stream(stream)) }
             .map_err(|e| as_async_failure(e, "stream work", stream.0))
@@ -636,7 +752,7 @@ unsafe impl Backend for CudaBackend {
         stream: StreamHandle,
         event: EventHandle,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees both handles came from this backend's create calls on
         // this device and are not destroyed (the trait's contract).
         unsafe {
@@ -648,7 +764,7 @@ unsafe impl Backend for CudaBackend {
     // ----- events --------------------------------------------------------------------------
 
     fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         let event = self.driver.event_create(flags::event_flags(timing))?;
         let handle = event as usize as u64;
         self.events.insert(device, handle, timing);
@@ -656,8 +772,11 @@ unsafe impl Backend for CudaBackend {
     }
 
     unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()> {
-        self.current(device)?;
+        let cx = self.current_unless_lost(device)?;
         self.events.remove(device, event.0);
+        if cx.is_none() {
+            return Ok(());
+        }
         // SAFETY: the caller guarantees the event came from event_create and is destroyed once.
         unsafe { self.driver.event_destroy(raw_event(event)) }
     }
@@ -668,7 +787,7 @@ unsafe impl Backend for CudaBackend {
         event: EventHandle,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         // SAFETY: the caller guarantees both handles came from this backend on this device and
         // are not destroyed (the trait's contract).
         unsafe {
@@ -678,14 +797,18 @@ unsafe impl Backend for CudaBackend {
     }
 
     unsafe fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
-        self.current(device)?;
+        let _cx = self
+            .current(device)
+            .map_err(|e| as_async_failure(e, "work before an event", 0))?;
         // SAFETY: as in event_record. A never-recorded event reports complete (CUDA_SUCCESS).
         unsafe { self.driver.event_query(raw_event(event)) }
             .map_err(|e| as_async_failure(e, "work before an event", 0))
     }
 
     unsafe fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
-        self.current(device)?;
+        let _cx = self
+            .current(device)
+            .map_err(|e| as_async_failure(e, "work before an event", 0))?;
         // SAFETY: as in event_record.
         unsafe { self.driver.event_synchronize(raw_event(event)) }
             .map_err(|e| as_async_failure(e, "work before an event", 0))
@@ -697,7 +820,7 @@ unsafe impl Backend for CudaBackend {
         start: EventHandle,
         end: EventHandle,
     ) -> Result<f32> {
-        self.current(device)?;
+        let _cx = self.current(device)?;
         for event in [start, end] {
             if self.events.get(device, event.0) == Some(false) {
                 return Err(Error::EventTiming {
@@ -761,22 +884,29 @@ mod tests {
     }
 
     #[test]
-    fn device_faults_become_async_failures_but_misuse_does_not() {
-        let fault = as_async_failure(
-            native(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
-            "stream work",
-            7,
-        );
-        assert!(
-            matches!(fault, Error::AsyncFailure { stream: 7, .. }),
-            "{fault:?}"
-        );
-        let misuse = as_async_failure(
-            native(CUresult::CUDA_ERROR_INVALID_HANDLE),
-            "stream work",
-            7,
-        );
-        assert!(matches!(misuse, Error::Native { .. }), "{misuse:?}");
+    fn only_device_faults_become_async_failures() {
+        let lost = Error::DeviceLost {
+            backend: BackendKind::Cuda,
+            device: 0,
+            fault: "cuStreamSynchronize failed with CUDA_ERROR_ILLEGAL_ADDRESS (700)".into(),
+            recovery: crate::driver::DEVICE_LOST_RECOVERY,
+        };
+        match as_async_failure(lost, "stream work", 7) {
+            Error::AsyncFailure {
+                stream: 7, reason, ..
+            } => assert!(reason.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        // Misuse, deinitialisation and destroyed contexts say nothing about the work.
+        for code in [
+            CUresult::CUDA_ERROR_INVALID_HANDLE,
+            CUresult::CUDA_ERROR_DEINITIALIZED,
+            CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED,
+            CUresult::CUDA_ERROR_INVALID_CONTEXT,
+        ] {
+            let kept = as_async_failure(native(code), "stream work", 7);
+            assert!(matches!(kept, Error::Native { .. }), "{kept:?}");
+        }
         let other = as_async_failure(Error::EventTiming { reason: "x" }, "stream work", 7);
         assert!(matches!(other, Error::EventTiming { .. }));
     }

@@ -88,6 +88,20 @@ impl ModuleCache {
             .count()
     }
 
+    /// Removes the entries of `device`, returning how many modules were loaded (after a context
+    /// reset, which destroyed them).
+    pub fn forget_device(&self, device: usize) -> usize {
+        let mut entries = lock(&self.entries);
+        let keys: Vec<(u64, usize)> = entries.keys().filter(|k| k.1 == device).copied().collect();
+        let mut loaded = 0;
+        for key in keys {
+            for entry in entries.remove(&key).unwrap_or_default() {
+                loaded += usize::from(lock(&entry.slot).take().is_some());
+            }
+        }
+        loaded
+    }
+
     /// Removes every loaded module, returning `(device, module)` pairs for unloading.
     pub fn take_all(&self) -> Vec<(usize, ModuleHandle)> {
         let mut out = Vec::new();

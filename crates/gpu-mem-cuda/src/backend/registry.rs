@@ -50,6 +50,11 @@ impl<V: Copy> Registry<V> {
     pub fn len(&self) -> usize {
         self.lock().len()
     }
+
+    /// Entries of `device`.
+    pub fn count(&self, device: usize) -> usize {
+        self.lock().keys().filter(|(d, _)| *d == device).count()
+    }
 }
 
 #[cfg(test)]

@@ -11,8 +11,14 @@
 //!   library path and the feature that needs it; the rest of the driver stays usable.
 //! * Methods that dereference caller pointers or use handles are `unsafe`; their `# Safety`
 //!   sections state what the driver requires.
+//! * One [`CudaDriver`] per library per process: [`CudaDriver::load`] opens `libcuda` once (the
+//!   shared loader never unloads it; unloading after `cuInit` is undefined territory) and every
+//!   runtime of the process shares the same `&'static CudaDriver`. Besides the symbol table it
+//!   keeps the one piece of process-wide state the driver has: which devices' primary contexts
+//!   were destroyed by a device fault ([`CudaDriver::record_fault`]), because a primary context
+//!   is shared by everything in the process that uses the device.
 
-use super::library::{LibrarySpec, LoadedLibrary};
+use super::library::{self, LibrarySpec, LoadedLibrary};
 use super::result::ErrorText;
 use super::symbols::driver::Symbols;
 use gpu_mem_core::{Error, Result};
@@ -20,8 +26,10 @@ use gpu_mem_cuda_sys::driver::{
     CUcontext, CUdevice_attribute, CUdevice_v1, CUdeviceptr_v2, CUevent, CUfunction,
     CUfunction_attribute, CUmodule, CUresult, CUstream,
 };
+use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 /// How `libcuda` is found: `GPU_MEM_CUDA_LIBRARY`, else the driver's soname. The unversioned
 /// `libcuda.so` is deliberately not tried: on machines without a driver it is usually the
@@ -36,14 +44,45 @@ pub const CUDA_DRIVER_LIBRARY: LibrarySpec = LibrarySpec {
 pub struct CudaDriver {
     symbols: Symbols,
     errors: ErrorText,
-    // Declared last so the function pointers above are never used after the library unloads.
-    library: LoadedLibrary,
+    /// Opened once per process and never unloaded, so the pointers above stay valid.
+    library: &'static LoadedLibrary,
+    /// Devices whose primary context a device fault destroyed: device → the fault's message.
+    faults: Mutex<HashMap<CUdevice_v1, String>>,
+    /// Retained primary contexts (address) → their device, so a fault reported while a
+    /// context is current is charged to its device.
+    contexts: Mutex<HashMap<usize, CUdevice_v1>>,
 }
+
+/// What a user can do once a device is lost (see [`CudaDriver::record_fault`]).
+pub const DEVICE_LOST_RECOVERY: &str = "drop every array, stream, event and kernel of the device, \
+     then call CudaBackend::reset_device (cuDevicePrimaryCtxReset), or start a new process";
+
+/// The codes after which the context is unusable for the rest of the process (CUDA's
+/// "sticky" errors: the device faulted while running work).
+pub fn is_device_fault(code: CUresult) -> bool {
+    matches!(
+        code,
+        CUresult::CUDA_ERROR_ECC_UNCORRECTABLE
+            | CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUresult::CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUresult::CUDA_ERROR_ASSERT
+            | CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUresult::CUDA_ERROR_INVALID_PC
+            | CUresult::CUDA_ERROR_LAUNCH_FAILED
+    )
+}
+
+/// Every driver opened in this process (one per library path).
+static DRIVERS: Mutex<Vec<&'static CudaDriver>> = Mutex::new(Vec::new());
 
 impl std::fmt::Debug for CudaDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaDriver")
             .field("path", &self.library.path())
+            .field("faults", &self.faults)
             .field("symbols", &self.symbols)
             .finish()
     }
@@ -60,23 +99,33 @@ macro_rules! get {
 }
 
 impl CudaDriver {
-    /// Loads the driver (`GPU_MEM_CUDA_LIBRARY` or `libcuda.so.1`) and resolves its symbols.
-    pub fn load() -> Result<CudaDriver> {
-        Ok(Self::from_library(LoadedLibrary::open(
-            &CUDA_DRIVER_LIBRARY,
-        )?))
+    /// The process's driver (`GPU_MEM_CUDA_LIBRARY` or `libcuda.so.1`): loaded and resolved on
+    /// the first call, shared by every later one.
+    pub fn load() -> Result<&'static CudaDriver> {
+        Ok(Self::shared(library::open(&CUDA_DRIVER_LIBRARY)?))
     }
 
-    /// Loads the driver from exactly `path`.
-    pub fn load_from(path: &Path) -> Result<CudaDriver> {
-        Ok(Self::from_library(LoadedLibrary::open_path(
+    /// The process's driver from exactly `path` (loaded once per path).
+    pub fn load_from(path: &Path) -> Result<&'static CudaDriver> {
+        Ok(Self::shared(library::open_path(
             &CUDA_DRIVER_LIBRARY,
             path,
         )?))
     }
 
-    fn from_library(library: LoadedLibrary) -> CudaDriver {
-        let symbols = Symbols::resolve(&library);
+    fn shared(library: &'static LoadedLibrary) -> &'static CudaDriver {
+        // Only complete entries are pushed, so a poisoned lock is still consistent.
+        let mut drivers = DRIVERS.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(driver) = drivers.iter().find(|d| std::ptr::eq(d.library, library)) {
+            return driver;
+        }
+        let driver: &'static CudaDriver = Box::leak(Box::new(Self::from_library(library)));
+        drivers.push(driver);
+        driver
+    }
+
+    fn from_library(library: &'static LoadedLibrary) -> CudaDriver {
+        let symbols = Symbols::resolve(library);
         let missing: Vec<&str> = symbols
             .presence()
             .into_iter()
@@ -98,7 +147,52 @@ impl CudaDriver {
             symbols,
             errors,
             library,
+            faults: Mutex::new(HashMap::new()),
+            contexts: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Notes that `context` is `device`'s primary context (faults seen while it is current are
+    /// charged to `device`).
+    pub fn note_primary_context(&self, context: CUcontext, device: CUdevice_v1) {
+        self.contexts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(context as usize, device);
+    }
+
+    /// The device whose primary context is current on this thread, if it is one we retained.
+    fn current_device(&self) -> Option<CUdevice_v1> {
+        let context = self.ctx_get_current().ok()?;
+        self.contexts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(context as usize))
+            .copied()
+    }
+
+    /// Records that a device fault destroyed `device`'s primary context; returns the fault that
+    /// is kept (the first one: later errors are consequences of it).
+    pub fn record_fault(&self, device: CUdevice_v1, fault: String) -> String {
+        let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        faults.entry(device).or_insert(fault).clone()
+    }
+
+    /// The fault that destroyed `device`'s primary context, if one did.
+    pub fn fault(&self, device: CUdevice_v1) -> Option<String> {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&device)
+            .cloned()
+    }
+
+    /// Forgets `device`'s fault (after its primary context was reset).
+    pub fn clear_fault(&self, device: CUdevice_v1) {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&device);
     }
 
     /// The path or soname the driver was loaded from.
@@ -134,8 +228,29 @@ impl CudaDriver {
         }
     }
 
+    /// `Ok` for success; a device fault is recorded for the current context's device and
+    /// becomes [`Error::DeviceLost`]; anything else is [`Error::Native`].
     fn check(&self, call: &'static str, code: CUresult) -> Result<()> {
-        self.errors.check(call, code)
+        let result = self.errors.check(call, code);
+        if is_device_fault(code)
+            && let Err(native) = &result
+            && let Some(device) = self.current_device()
+        {
+            let fault = self.record_fault(device, native.to_string());
+            tracing::error!(device, %fault, "CUDA device fault: the primary context is lost");
+            return Err(self.lost(device, fault));
+        }
+        result
+    }
+
+    /// The [`Error::DeviceLost`] of `device`.
+    pub fn lost(&self, device: CUdevice_v1, fault: String) -> Error {
+        Error::DeviceLost {
+            backend: gpu_mem_core::BackendKind::Cuda,
+            device: usize::try_from(device).unwrap_or(usize::MAX),
+            fault,
+            recovery: DEVICE_LOST_RECOVERY,
+        }
     }
 
     /// The [`Error::Native`] the driver's error functions give for `code` from `call`.
@@ -241,6 +356,18 @@ impl CudaDriver {
         let f = get!(self.cuDevicePrimaryCtxRelease, "primary contexts");
         // SAFETY: the caller balances a retain; the driver validates the device.
         self.check("cuDevicePrimaryCtxRelease", unsafe { f(device) })
+    }
+
+    /// `cuDevicePrimaryCtxReset(_v2)`: destroys every allocation and all state of the device's
+    /// primary context in this process; the next retain starts a fresh context.
+    ///
+    /// # Safety
+    /// Nothing in the process still uses an object (memory, stream, event, module) of the old
+    /// context.
+    pub unsafe fn primary_ctx_reset(&self, device: CUdevice_v1) -> Result<()> {
+        let f = get!(self.cuDevicePrimaryCtxReset, "device reset after a fault");
+        // SAFETY: guaranteed by the caller; the driver validates the device.
+        self.check("cuDevicePrimaryCtxReset", unsafe { f(device) })
     }
 
     /// `cuCtxSetCurrent`: binds `context` to the calling thread.
@@ -676,6 +803,110 @@ impl CudaDriver {
         // SAFETY: the out-pointer is a live local; the image is guaranteed by the caller.
         self.check("cuModuleLoadData", unsafe { f(&mut module, image) })?;
         Ok(module)
+    }
+
+    /// `cuModuleLoadDataEx(image)` with the JIT's info and error logs captured: returns the
+    /// module, or the error and the error log (empty when the JIT wrote none). The info log
+    /// (e.g. spill warnings) is returned with the module.
+    ///
+    /// # Safety
+    /// `image` points to a complete PTX text (NUL-terminated) or cubin image.
+    pub unsafe fn module_load_data_ex(
+        &self,
+        image: *const c_void,
+    ) -> std::result::Result<(CUmodule, String), (Error, String)> {
+        use gpu_mem_cuda_sys::driver::CUjit_option as O;
+        const LOG: usize = 16 * 1024;
+        let Some(f) = self.symbols.cuModuleLoadDataEx else {
+            // Old drivers: the plain call, without logs.
+            // SAFETY: guaranteed by the caller.
+            return unsafe { self.module_load_data(image) }
+                .map(|m| (m, String::new()))
+                .map_err(|e| (e, String::new()));
+        };
+        let mut info = vec![0u8; LOG];
+        let mut error = vec![0u8; LOG];
+        let mut options = [
+            O::CU_JIT_INFO_LOG_BUFFER,
+            O::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            O::CU_JIT_ERROR_LOG_BUFFER,
+            O::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            O::CU_JIT_LOG_VERBOSE,
+        ];
+        // Option values are passed in pointer-sized slots: buffers as pointers, sizes and
+        // flags as integers cast to pointers (the driver writes the filled sizes back).
+        let mut values: [*mut c_void; 5] = [
+            info.as_mut_ptr().cast(),
+            std::ptr::without_provenance_mut(LOG),
+            error.as_mut_ptr().cast(),
+            std::ptr::without_provenance_mut(LOG),
+            std::ptr::without_provenance_mut(1),
+        ];
+        let mut module: CUmodule = std::ptr::null_mut();
+        // SAFETY: the option and value arrays have the same length, the log buffers are live
+        // and LOG bytes long; the image is guaranteed by the caller.
+        let code = unsafe {
+            f(
+                &mut module,
+                image,
+                options.len() as c_uint,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        let text = |buffer: &[u8]| {
+            let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
+            String::from_utf8_lossy(&buffer[..end])
+                .trim_end()
+                .to_string()
+        };
+        match self.check("cuModuleLoadDataEx", code) {
+            Ok(()) => Ok((module, text(&info))),
+            Err(err) => Err((err, text(&error))),
+        }
+    }
+
+    /// `cuFuncGetAttribute(attribute, function)`.
+    ///
+    /// # Safety
+    /// `function` is live.
+    pub unsafe fn func_get_attribute(
+        &self,
+        function: CUfunction,
+        attribute: CUfunction_attribute,
+    ) -> Result<i32> {
+        let f = get!(self.cuFuncGetAttribute, "kernel attributes");
+        let mut value: c_int = 0;
+        // SAFETY: the out-pointer is a live local; the function is guaranteed by the caller.
+        self.check("cuFuncGetAttribute", unsafe {
+            f(&mut value, attribute, function)
+        })?;
+        Ok(value)
+    }
+
+    /// The byte size of every parameter of `function` (`cuFuncGetParamInfo`, CUDA 12.4+):
+    /// `Ok(None)` when the driver lacks the call.
+    ///
+    /// # Safety
+    /// `function` is live.
+    pub unsafe fn func_param_sizes(&self, function: CUfunction) -> Result<Option<Vec<usize>>> {
+        let Some(f) = self.symbols.cuFuncGetParamInfo else {
+            return Ok(None);
+        };
+        let mut sizes = Vec::new();
+        // A kernel has at most 32 764 bytes of parameters, so at most that many parameters.
+        for index in 0..32_768usize {
+            let (mut offset, mut size) = (0usize, 0usize);
+            // SAFETY: both out-pointers are live locals; the function is guaranteed by the caller.
+            let code = unsafe { f(function, index, &mut offset, &mut size) };
+            if code == CUresult::CUDA_ERROR_INVALID_VALUE {
+                // Past the last parameter.
+                return Ok(Some(sizes));
+            }
+            self.check("cuFuncGetParamInfo", code)?;
+            sizes.push(size);
+        }
+        Ok(Some(sizes))
     }
 
     /// `cuModuleGetFunction(module, name)`.

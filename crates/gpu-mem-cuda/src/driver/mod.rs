@@ -19,5 +19,5 @@ pub mod library;
 mod result;
 pub(crate) mod symbols;
 
-pub use api::{CUDA_DRIVER_LIBRARY, CudaDriver};
+pub use api::{CUDA_DRIVER_LIBRARY, CudaDriver, DEVICE_LOST_RECOVERY, is_device_fault};
 pub use gpu_mem_cuda_sys::driver as sys;

@@ -1,6 +1,6 @@
 //! [`Nvrtc`]: the loaded NVRTC library and one thin function per NVRTC call.
 
-use crate::driver::library::{LibrarySpec, LoadedLibrary};
+use crate::driver::library::{self, LibrarySpec, LoadedLibrary};
 use crate::driver::symbols::nvrtc::Symbols;
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_cuda_sys::nvrtc::{nvrtcProgram, nvrtcResult};
@@ -22,8 +22,8 @@ pub const NVRTC_LIBRARY: LibrarySpec = LibrarySpec {
 /// One loaded NVRTC library.
 pub struct Nvrtc {
     symbols: Symbols,
-    // Declared last so the function pointers above are never used after the library unloads.
-    library: LoadedLibrary,
+    /// Opened once per process and never unloaded, so the pointers above stay valid.
+    library: &'static LoadedLibrary,
 }
 
 impl std::fmt::Debug for Nvrtc {
@@ -54,20 +54,20 @@ macro_rules! get {
 impl Nvrtc {
     /// Loads NVRTC (`GPU_MEM_NVRTC_LIBRARY` or the usual sonames).
     pub fn load() -> Result<Nvrtc> {
-        Ok(Self::from_library(LoadedLibrary::open(&NVRTC_LIBRARY)?))
+        Ok(Self::from_library(library::open(&NVRTC_LIBRARY)?))
     }
 
     /// Loads NVRTC from exactly `path`.
     pub fn load_from(path: &Path) -> Result<Nvrtc> {
-        Ok(Self::from_library(LoadedLibrary::open_path(
+        Ok(Self::from_library(library::open_path(
             &NVRTC_LIBRARY,
             path,
         )?))
     }
 
-    fn from_library(library: LoadedLibrary) -> Nvrtc {
+    fn from_library(library: &'static LoadedLibrary) -> Nvrtc {
         Nvrtc {
-            symbols: Symbols::resolve(&library),
+            symbols: Symbols::resolve(library),
             library,
         }
     }

@@ -49,6 +49,7 @@ typedef void *CUevent;
 #define E_NOT_REGISTERED 713
 #define E_NOT_SUPPORTED 801
 #define E_ILLEGAL_ADDRESS 700
+#define E_CONTEXT_IS_DESTROYED 709
 
 #define DEVICES 2
 #define TOTAL_MEMORY (1ull << 30)
@@ -77,6 +78,11 @@ static unsigned long long used[DEVICES];
 static int primary_refs[DEVICES];
 static char contexts[DEVICES];
 static __thread CUcontext current;
+/* A device fault that destroyed the device's context: every later call with that context
+ * current returns it, as the real driver's "sticky" errors do, until cuDevicePrimaryCtxReset. */
+static CUresult sticky[DEVICES];
+static int resets[DEVICES];
+static int host_register_supported = 1;
 
 static unsigned last_stream_flags = 0xFFFFFFFFu;
 static unsigned last_event_flags = 0xFFFFFFFFu;
@@ -87,6 +93,8 @@ static int calls_plain_free, calls_async_free;
 /* ----- introspection for the tests ---------------------------------------------------- */
 
 void mock_set_pools_supported(int on) { pools_supported = on; }
+void mock_set_host_register_supported(int on) { host_register_supported = on; }
+int mock_resets(int device) { return resets[device]; }
 unsigned mock_last_stream_flags(void) { return last_stream_flags; }
 unsigned mock_last_event_flags(void) { return last_event_flags; }
 unsigned mock_last_host_alloc_flags(void) { return last_host_alloc_flags; }
@@ -126,7 +134,10 @@ int mock_live_device_allocations(void) {
 /* ----- helpers ------------------------------------------------------------------------- */
 
 #define NEED_INIT() do { if (!initialized) return E_NOT_INITIALIZED; } while (0)
-#define NEED_CONTEXT() do { NEED_INIT(); if (!current) return E_INVALID_CONTEXT; } while (0)
+#define NEED_CONTEXT() do { NEED_INIT(); if (!current) return E_INVALID_CONTEXT; \
+    if (sticky[current_device()]) return sticky[current_device()]; } while (0)
+
+static int is_sticky(CUresult r) { return r == 214 || r == 700 || r == 702 || r == 710 || (r >= 714 && r <= 719); }
 
 static double now_ms(void) {
     struct timespec t;
@@ -192,6 +203,7 @@ static CUresult describe(CUresult error, const char **out, int which) {
         case E_NOT_REGISTERED: *out = which ? "pointer does not correspond to a registered memory region" : "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"; return OK;
         case E_NOT_SUPPORTED: *out = which ? "operation not supported" : "CUDA_ERROR_NOT_SUPPORTED"; return OK;
         case E_ILLEGAL_ADDRESS: *out = which ? "an illegal memory access was encountered" : "CUDA_ERROR_ILLEGAL_ADDRESS"; return OK;
+        case E_CONTEXT_IS_DESTROYED: *out = which ? "context is destroyed" : "CUDA_ERROR_CONTEXT_IS_DESTROYED"; return OK;
         default: return E_INVALID_VALUE;
     }
 }
@@ -238,6 +250,8 @@ CUresult cuDeviceGetAttribute(int *v, int attribute, CUdevice d) {
         case 8: *v = 49152; return OK;  /* MAX_SHARED_MEMORY_PER_BLOCK */
         case 10: *v = 32; return OK;    /* WARP_SIZE */
         case 19: *v = 1; return OK;     /* CAN_MAP_HOST_MEMORY */
+        case 97: *v = 232448; return OK; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (227 KiB) */
+        case 99: *v = host_register_supported; return OK; /* HOST_REGISTER_SUPPORTED */
         case 75: *v = 9; return OK;     /* COMPUTE_CAPABILITY_MAJOR */
         case 76: *v = 0; return OK;     /* COMPUTE_CAPABILITY_MINOR */
 #ifndef MOCK_OLD_DRIVER
@@ -290,6 +304,18 @@ static CUresult release(CUdevice d) {
 CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return release(d); }
 #else
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { return release(d); }
+#endif
+
+#ifndef MOCK_OLD_DRIVER
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
+    NEED_INIT();
+    if (d < 0 || d >= DEVICES) return E_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    sticky[d] = OK;
+    resets[d] += 1;
+    pthread_mutex_unlock(&lock);
+    return OK;
+}
 #endif
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
@@ -524,6 +550,7 @@ CUresult cuStreamSynchronize(CUstream s) {
     last_sync_stream = s;
     CUresult r = next_sync_failure;
     next_sync_failure = OK;
+    if (is_sticky(r)) sticky[current_device()] = r;
     return r;
 }
 CUresult cuStreamQuery(CUstream s) { NEED_CONTEXT(); return stream_ok(s) ? OK : E_INVALID_HANDLE; }

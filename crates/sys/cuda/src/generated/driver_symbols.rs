@@ -57,6 +57,10 @@
 /// | `cuModuleUnload` | `cuModuleUnload` | 2.0 |
 /// | `cuLaunchKernel` | `cuLaunchKernel` | 4.0 |
 /// | `cuFuncSetAttribute` | `cuFuncSetAttribute` | 9.0 |
+/// | `cuFuncGetAttribute` | `cuFuncGetAttribute` | 2.2 |
+/// | `cuFuncGetParamInfo` | `cuFuncGetParamInfo` | 12.4 |
+/// | `cuModuleLoadDataEx` | `cuModuleLoadDataEx` | 2.1 |
+/// | `cuDevicePrimaryCtxReset` | `cuDevicePrimaryCtxReset_v2`, `cuDevicePrimaryCtxReset` | 11.0 (falls back to the 7.0 export) |
 #[macro_export]
 macro_rules! cuda_driver_symbols {
     ($m:ident) => {
@@ -111,6 +115,10 @@ macro_rules! cuda_driver_symbols {
             cuModuleUnload: $crate::driver::PFN_cuModuleUnload_v2000 = ["cuModuleUnload"], "2.0";
             cuLaunchKernel: $crate::driver::PFN_cuLaunchKernel_v4000 = ["cuLaunchKernel"], "4.0";
             cuFuncSetAttribute: $crate::driver::PFN_cuFuncSetAttribute_v9000 = ["cuFuncSetAttribute"], "9.0";
+            cuFuncGetAttribute: $crate::driver::PFN_cuFuncGetAttribute_v2020 = ["cuFuncGetAttribute"], "2.2";
+            cuFuncGetParamInfo: $crate::driver::PFN_cuFuncGetParamInfo_v12040 = ["cuFuncGetParamInfo"], "12.4";
+            cuModuleLoadDataEx: $crate::driver::PFN_cuModuleLoadDataEx_v2010 = ["cuModuleLoadDataEx"], "2.1";
+            cuDevicePrimaryCtxReset: $crate::driver::PFN_cuDevicePrimaryCtxReset_v11000 = ["cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset"], "11.0 (falls back to the 7.0 export)";
         }
     };
 }

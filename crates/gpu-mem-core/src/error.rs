@@ -150,6 +150,32 @@ pub enum Error {
         /// The axis.
         axis: usize,
     },
+    /// Assignment (`d[key] = value`) of a value with more axes than the target (Numba's wording).
+    #[error("Can't assign {value_ndim}-D array to {target_ndim}-D self")]
+    AssignRank {
+        /// Axes of the value.
+        value_ndim: usize,
+        /// Axes of the target.
+        target_ndim: usize,
+    },
+    /// Assignment of a value whose shape does not broadcast to the target's (Numba's wording;
+    /// `axis` counts the target's axes, the value's shape padded with leading 1s).
+    #[error("Can't copy sequence with size {size} to array axis {axis} with dimension {dimension}")]
+    AssignShape {
+        /// The value's length along the axis.
+        size: usize,
+        /// The axis.
+        axis: usize,
+        /// The target's length along the axis.
+        dimension: usize,
+    },
+    /// `transpose(axes)` of a 2-d array with axes that are not a permutation (Numba's wording,
+    /// the axes as a Python tuple).
+    #[error("invalid axes list {}", fmt_dims(.axes))]
+    InvalidAxes {
+        /// The axes as given.
+        axes: Vec<usize>,
+    },
     /// An argument is outside what the operation accepts.
     #[error("invalid argument `{name}`: {reason}")]
     InvalidArgument {

@@ -23,7 +23,7 @@ pub mod smart;
 mod stream;
 mod stream_ops;
 
-pub use array::{DeviceArray, DeviceRecord, LayoutSource};
+pub use array::{DeviceArray, DeviceRecord, Field, LayoutSource};
 pub use backend::Backend;
 
 /// The portable kernel prelude `gpu_mem.h` (DESIGN.md §5): thread indices, shared and local

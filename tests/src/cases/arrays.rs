@@ -448,6 +448,23 @@ fn transpose_is_a_copy(rt: &Runtime) -> Result<(), String> {
     );
     let one = dev.to_device(&arange(3)).map_err(fail("to_device"))?;
     ensure!(one.t().is_err(), "T of 1-d is refused as in Numba");
+    for axes in [[0usize, 0], [0, 2]] {
+        let err = d.transpose(&axes).err().map(|e| e.to_string());
+        let want = format!("invalid axes list ({}, {})", axes[0], axes[1]);
+        ensure!(
+            err.as_deref() == Some(want.as_str()),
+            "transpose({axes:?}): {err:?}"
+        );
+    }
+    let three = dev
+        .device_array::<f32>(&[2, 3, 4], Order::C)
+        .map_err(fail("alloc"))?;
+    let err = three.transpose(&[2, 1, 0]).err().map(|e| e.to_string());
+    ensure!(
+        err.as_deref()
+            .is_some_and(|e| e.contains("transposing a non-2D DeviceNDArray isn't supported")),
+        "transpose((2,1,0)) of 3-d: {err:?}"
+    );
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 use crate::{Case, ensure, fail};
 use gpu_mem::prelude::*;
 use gpu_mem::{Error, Runtime};
-use ndarray::{Array, array};
+use ndarray::{Array, ShapeBuilder, array};
 
 pub fn cases() -> Vec<Case> {
     crate::cases!["host_memory":
@@ -12,6 +12,7 @@ pub fn cases() -> Vec<Case> {
         pinned_guard_registers_and_returns_the_array,
         mapped_guard_gives_zero_copy_device_views,
         double_registration_is_refused,
+        pinned_and_mapped_array_like,
     ]
 }
 
@@ -174,5 +175,57 @@ fn double_registration_is_refused(rt: &Runtime) -> Result<(), String> {
     .to_string();
     ensure!(err.contains("host memory"), "error text {err}");
     first.into_inner().map_err(fail("into_inner"))?;
+    Ok(())
+}
+
+fn pinned_and_mapped_array_like(rt: &Runtime) -> Result<(), String> {
+    let dev = rt.device(0).map_err(fail("device"))?;
+    // Numba §1.3's stride rule: C stays C, F stays F, gapped and transposed views keep their axis
+    // order without gaps (zeros((10,12))[::2, ::2].T gives strides (8, 48) for f8).
+    let c = Array::<f64, _>::zeros((3, 4));
+    let p = dev
+        .pinned_array_like(&c)
+        .map_err(fail("pinned_array_like"))?;
+    ensure!(
+        p.shape() == [3, 4] && p.layout().strides() == [4, 1],
+        "C: {:?}",
+        p.layout()
+    );
+    let f = Array::<f32, _>::zeros((3, 4).f());
+    let m = dev
+        .mapped_array_like(&f, MapFlags::default())
+        .map_err(fail("mapped_array_like"))?;
+    ensure!(m.layout().strides() == [1, 3], "F: {:?}", m.layout());
+    let big = Array::<f64, _>::zeros((10, 12));
+    let gapped = big.slice(ndarray::s![..;2, ..;2]);
+    let gapped_t = gapped.t();
+    let p = dev.pinned_array_like(&gapped_t).map_err(fail("like .T"))?;
+    ensure!(
+        p.shape() == [6, 5] && p.layout().byte_strides(8) == [8, 48],
+        "gapped .T: {:?}",
+        p.layout()
+    );
+    // Like a device array, and usable: a mapped array like d is written by the device.
+    let d = dev
+        .to_device(&array![[1i32, 2], [3, 4]])
+        .map_err(fail("to_device"))?;
+    let mut m = dev
+        .mapped_array_like(&d, MapFlags::default())
+        .map_err(fail("mapped_array_like(d)"))?;
+    m.device_view()
+        .copy_from_device(&d)
+        .map_err(fail("copy into mapped"))?;
+    ensure!(
+        m.read().map_err(fail("read"))? == array![[1i32, 2], [3, 4]].into_dyn(),
+        "mapped_array_like is shared with the device"
+    );
+    let mut p = dev
+        .pinned_array_like(&d)
+        .map_err(fail("pinned_array_like(d)"))?;
+    ensure!(
+        p.view_mut().map_err(fail("view_mut"))?.shape() == [2, 2],
+        "pinned view"
+    );
+    let _ = m.write(&array![[0i32, 0], [0, 0]]);
     Ok(())
 }

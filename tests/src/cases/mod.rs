@@ -1,8 +1,10 @@
 //! The conformance cases, one module per area of Numba's memory-management API.
 
 mod arrays;
+mod assign;
 mod host_memory;
 mod kernels;
+mod records;
 mod smart;
 mod soundness;
 pub mod source_kernels;
@@ -15,6 +17,8 @@ use crate::Case;
 pub fn all() -> Vec<Case> {
     let mut cases = Vec::new();
     cases.extend(arrays::cases());
+    cases.extend(assign::cases());
+    cases.extend(records::cases());
     cases.extend(transfers::cases());
     cases.extend(host_memory::cases());
     cases.extend(streams::cases());

@@ -5,6 +5,7 @@
 //! (slices, reshapes, splits, `view_as`) share the storage; the memory is released when the last
 //! array and the last in-flight operation using it are gone.
 
+mod assign;
 mod create;
 mod device_array;
 pub(crate) mod host_layout;
@@ -16,5 +17,5 @@ mod views;
 pub use create::LayoutSource;
 pub use device_array::DeviceArray;
 pub(crate) use device_array::span_bytes as span_bytes_of;
-pub use record::DeviceRecord;
+pub use record::{DeviceRecord, Field};
 pub(crate) use storage::Storage;

@@ -115,7 +115,9 @@ impl<T: Element> DeviceArray<T> {
     }
 
     /// Numba's `transpose(axes)`: the identity permutation gives a view of `self`; any other
-    /// permutation of a 2-d array gives [`DeviceArray::t`]'s copy; other cases are refused.
+    /// permutation of a 2-d array gives [`DeviceArray::t`]'s copy; other axes of a 2-d array are
+    /// [`Error::InvalidAxes`] ("invalid axes list (0, 0)"), other dimensions
+    /// [`Error::Unsupported`] ("transposing a non-2D DeviceNDArray isn't supported").
     pub fn transpose(&self, axes: &[usize]) -> Result<DeviceArray<T>> {
         if self.layout.is_identity_axes(axes) {
             return Ok(self.view());
@@ -127,9 +129,8 @@ impl<T: Element> DeviceArray<T> {
             // Let the layout module word the refusal.
             self.layout.transposed_2d()?;
         }
-        Err(Error::InvalidArgument {
-            name: "axes",
-            reason: format!("invalid axes list {axes:?}"),
+        Err(Error::InvalidAxes {
+            axes: axes.to_vec(),
         })
     }
 }

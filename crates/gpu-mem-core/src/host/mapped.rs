@@ -1,6 +1,6 @@
 //! [`MappedArray`]: page-locked host memory mapped into the device address space.
 
-use crate::array::{DeviceArray, Storage};
+use crate::array::{DeviceArray, LayoutSource, Storage};
 use crate::backend::HostAllocFlags;
 use crate::device::Device;
 use crate::element::Element;
@@ -51,7 +51,26 @@ impl Device {
         order: Order,
         flags: MapFlags,
     ) -> Result<MappedArray<T>> {
-        let layout = Layout::contiguous(shape, order)?;
+        self.mapped_array_with_layout(Layout::contiguous(shape, order)?, flags)
+    }
+
+    /// Allocates a zero-filled mapped host array shaped like `like`, a host or device array
+    /// (Numba's `cuda.mapped_array_like(ary, portable=, wc=)`), with the strides
+    /// `device_array_like` gives.
+    pub fn mapped_array_like<L: LayoutSource>(
+        &self,
+        like: &L,
+        flags: MapFlags,
+    ) -> Result<MappedArray<L::Elem>> {
+        self.mapped_array_with_layout(like.source_layout()?.like(), flags)
+    }
+
+    /// `layout` is dense with non-negative strides.
+    fn mapped_array_with_layout<T: Element>(
+        &self,
+        layout: Layout,
+        flags: MapFlags,
+    ) -> Result<MappedArray<T>> {
         let alloc_flags = HostAllocFlags {
             portable: flags.portable,
             mapped: true,

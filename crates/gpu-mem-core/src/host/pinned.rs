@@ -1,5 +1,6 @@
 //! [`PinnedArray`]: an ndarray-like host array in page-locked memory.
 
+use crate::array::LayoutSource;
 use crate::backend::HostAllocFlags;
 use crate::device::Device;
 use crate::element::Element;
@@ -34,7 +35,18 @@ impl Device {
         shape: &[usize],
         order: Order,
     ) -> Result<PinnedArray<T>> {
-        let layout = Layout::contiguous(shape, order)?;
+        self.pinned_array_with_layout(Layout::contiguous(shape, order)?)
+    }
+
+    /// Allocates a zero-filled page-locked host array shaped like `like`, a host or device array
+    /// (Numba's `cuda.pinned_array_like(ary)`): same shape and element type, and the strides
+    /// `device_array_like` gives (C, F, or the source's axis order without its gaps).
+    pub fn pinned_array_like<L: LayoutSource>(&self, like: &L) -> Result<PinnedArray<L::Elem>> {
+        self.pinned_array_with_layout(like.source_layout()?.like())
+    }
+
+    /// `layout` is dense with non-negative strides.
+    fn pinned_array_with_layout<T: Element>(&self, layout: Layout) -> Result<PinnedArray<T>> {
         let buffer = allocate_zeroed::<T>(self, &layout, HostAllocFlags::default())?;
         Ok(PinnedArray {
             buffer: Arc::new(buffer),

@@ -82,6 +82,14 @@ fn main() {
             missing_entry_point_is_an_invalid_launch,
         ),
         (
+            "arguments_are_checked_against_the_compiled_function",
+            arguments_are_checked_against_the_compiled_function,
+        ),
+        (
+            "shared_memory_above_48k_opts_in_and_counts_static",
+            shared_memory_above_48k_opts_in_and_counts_static,
+        ),
+        (
             "compile_errors_point_into_the_kernel_code",
             compile_errors_point_into_the_kernel_code,
         ),
@@ -226,7 +234,7 @@ fn invalid_launches_are_rejected_before_compiling(mock: &Mock) -> Result<(), Fai
         ),
         (LaunchConfig::new(0, 32), "empty"),
         (
-            LaunchConfig::new(1, 32).with_shared_bytes(49153),
+            LaunchConfig::new(1, 32).with_shared_bytes(232449),
             "shared memory",
         ),
     ];
@@ -633,5 +641,107 @@ fn kernels_compile_load_and_launch(mock: &Mock, nvrtc_path: &Path) -> Result<(),
         b.free(0, input)?;
         b.free(0, partial)?;
     }
+    Ok(())
+}
+
+fn scale_args(data: DevicePtr) -> Vec<LaunchArg> {
+    vec![
+        array(data, &[2, 2], &[2, 1], 4),
+        LaunchArg::Record {
+            ptr: data,
+            itemsize: 4,
+            elem: TypeId::of::<f32>(),
+            dtype: "f32",
+        },
+        scalar(1i32.to_ne_bytes(), "i32"),
+        scalar(2.0f64.to_ne_bytes(), "f64"),
+        scalar([1u8], "i8"),
+    ]
+}
+
+/// With cuFuncGetParamInfo, a wrong argument count or size is an error before cuLaunchKernel
+/// (which would otherwise read past the parameter buffers).
+fn arguments_are_checked_against_the_compiled_function(
+    mock: &Mock,
+    nvrtc: &Path,
+) -> Result<(), Failed> {
+    let b = backend_with_nvrtc(mock, nvrtc)?;
+    mock.set_param_sizes(&declared_sizes(nvrtc, SCALE, "scale")?)?;
+    let data = b.alloc(0, 16)?;
+    let kernel = scale_kernel();
+    let config = LaunchConfig::new(1, 4);
+    let mut short = scale_args(data);
+    short.pop();
+    // SAFETY: rejected before the driver launches; the mock runs nothing anyway.
+    match unsafe { b.launch(0, &kernel, &config, &short, None) } {
+        Err(Error::InvalidLaunch { reason, .. })
+            if reason.contains("takes 5 parameter(s), 4 argument(s)") => {}
+        other => return Err(format!("four arguments for five parameters: {other:?}").into()),
+    }
+    let mut narrow = scale_args(data);
+    narrow[3] = scalar(2.0f32.to_ne_bytes(), "f32"); // the kernel takes a double
+    // SAFETY: as above.
+    match unsafe { b.launch(0, &kernel, &config, &narrow, None) } {
+        Err(Error::InvalidLaunch { reason, .. })
+            if reason.contains("argument 3 has 4 bytes") && reason.contains("has 8") => {}
+        other => return Err(format!("a float for a double: {other:?}").into()),
+    }
+    ensure(launches(mock)? == 0, || {
+        "a bad launch reached the driver".into()
+    })?;
+    // SAFETY: as above.
+    unsafe { b.launch(0, &kernel, &config, &scale_args(data), None)? };
+    ensure(launches(mock)? == 1, || {
+        "the good launch did not run".into()
+    })?;
+    // SAFETY: nothing runs in the mock.
+    unsafe { b.free(0, data)? };
+    Ok(())
+}
+
+/// Dynamic shared memory above the 48 KiB default opts in (cuFuncSetAttribute) up to the
+/// device's maximum; the function's static shared memory counts towards both limits.
+fn shared_memory_above_48k_opts_in_and_counts_static(
+    mock: &Mock,
+    nvrtc: &Path,
+) -> Result<(), Failed> {
+    let b = backend_with_nvrtc(mock, nvrtc)?;
+    mock.set_param_sizes(&declared_sizes(nvrtc, SCALE, "scale")?)?;
+    mock.call_with("mock_set_static_shared", 16 * 1024)?;
+    let data = b.alloc(0, 16)?;
+    let kernel = scale_kernel();
+    let args = scale_args(data);
+    // 40 KiB dynamic + 16 KiB static > 48 KiB: needs the opt-in.
+    let big = LaunchConfig::new(1, 32).with_shared_bytes(40 * 1024);
+    // SAFETY: the mock runs nothing; the buffer outlives the launches.
+    unsafe { b.launch(0, &kernel, &big, &args, None)? };
+    ensure(mock.call::<i32>("mock_set_attribute_calls")? == 1, || {
+        "no cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) before the launch".into()
+    })?;
+    ensure(mock.call_with("mock_last_launch", 6)? == 40 * 1024, || {
+        "the launch did not get 40 KiB".into()
+    })?;
+    // The same size again needs no second opt-in; 200 KiB does.
+    // SAFETY: as above.
+    unsafe { b.launch(0, &kernel, &big, &args, None)? };
+    let huge = LaunchConfig::new(1, 32).with_shared_bytes(200 * 1024);
+    // SAFETY: as above.
+    unsafe { b.launch(0, &kernel, &huge, &args, None)? };
+    ensure(mock.call::<i32>("mock_set_attribute_calls")? == 2, || {
+        "opt-in calls: expected one per size increase".into()
+    })?;
+    // 212 KiB dynamic fits the 227 KiB maximum alone, not with 16 KiB static.
+    let too_much = LaunchConfig::new(1, 32).with_shared_bytes(212 * 1024);
+    // SAFETY: rejected before the launch.
+    match unsafe { b.launch(0, &kernel, &too_much, &args, None) } {
+        Err(Error::InvalidLaunch { reason, .. })
+            if reason.contains("16384 bytes of static") && reason.contains("232448") => {}
+        other => return Err(format!("static + dynamic over the maximum: {other:?}").into()),
+    }
+    ensure(launches(mock)? == 3, || {
+        "the rejected launch reached the driver".into()
+    })?;
+    // SAFETY: nothing runs in the mock.
+    unsafe { b.free(0, data)? };
     Ok(())
 }

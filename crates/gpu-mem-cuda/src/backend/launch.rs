@@ -18,16 +18,34 @@
 //!    stream the launch is only enqueued; failures surface at the stream's synchronisation.
 //! 5. Driver errors stay [`Error::Native`] (call, code and code name from the driver), with the
 //!    kernel's name added to the description.
+//! 6. Once compiled, the function itself is checked before `cuLaunchKernel`: where the driver
+//!    has `cuFuncGetParamInfo` (CUDA 12.4+), a wrong argument count or an argument whose size
+//!    differs from the compiled parameter's is [`Error::InvalidLaunch`] (older drivers would
+//!    read past the buffers); the function's static shared memory (`cuFuncGetAttribute
+//!    SHARED_SIZE_BYTES`) plus the dynamic request must fit the device's opt-in maximum, and
+//!    where they exceed the default 48 KiB the kernel opts in with
+//!    `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)` (once per size increase).
 
 use super::kernels::FunctionHandle;
 use super::module_cache::LoadedKernel;
 use super::params::KernelParams;
 use super::{CudaBackend, legacy_stream};
-use crate::driver::sys::CUresult;
+use crate::driver::sys::{CUfunction_attribute, CUresult};
 use crate::nvrtc::PRELUDE_NAME;
 use gpu_mem_core::backend::StreamHandle;
 use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig};
 use gpu_mem_core::{BackendKind, Error, Result};
+
+/// What the compiled function says about itself, read once after loading.
+#[derive(Debug, Clone, Default)]
+pub struct FunctionInfo {
+    /// Byte size of each parameter (`None`: the driver cannot say).
+    pub param_sizes: Option<Vec<usize>>,
+    /// Static shared memory in bytes.
+    pub static_shared: usize,
+    /// Dynamic shared memory the function has been opted in to (0: the default).
+    pub dynamic_opt_in: usize,
+}
 
 /// What NVRTC calls the kernel's source in messages: the kernel name, made safe for a `#line`
 /// directive.
@@ -114,7 +132,16 @@ impl CudaBackend {
             .module_load(device, &compiled)
             .map_err(|e| in_kernel(e, kernel))?;
         match self.module_function(device, module, &source.entry) {
-            Ok(function) => Ok(LoadedKernel { module, function }),
+            Ok(function) => {
+                let info = self
+                    .function_info(device, function)
+                    .map_err(|e| in_kernel(e, kernel))?;
+                self.functions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(function.0, info);
+                Ok(LoadedKernel { module, function })
+            }
             Err(err) => {
                 // SAFETY: the module was loaded just above and nothing has used it.
                 if let Err(unload) = unsafe { self.module_unload(device, module) } {
@@ -136,6 +163,88 @@ impl CudaBackend {
                 })
             }
         }
+    }
+
+    fn function_info(&self, device: usize, function: FunctionHandle) -> Result<FunctionInfo> {
+        let _cx = self.current(device)?;
+        let raw = function.0 as usize as _;
+        // SAFETY: the function was just looked up in a module loaded on this device.
+        let param_sizes = unsafe { self.driver.func_param_sizes(raw) }?;
+        // SAFETY: as above.
+        let static_shared = unsafe {
+            self.driver.func_get_attribute(
+                raw,
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+            )
+        }?;
+        Ok(FunctionInfo {
+            param_sizes,
+            static_shared: usize::try_from(static_shared).unwrap_or(0),
+            dynamic_opt_in: 0,
+        })
+    }
+
+    /// Checks the arguments and shared memory against the compiled function, opting in to
+    /// more dynamic shared memory where needed (module contract, point 6).
+    fn check_function(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        function: FunctionHandle,
+        params: &KernelParams,
+        config: &LaunchConfig,
+    ) -> Result<()> {
+        let invalid = |reason: String| Error::InvalidLaunch {
+            kernel: kernel.name().to_string(),
+            reason,
+        };
+        let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(info) = functions.get_mut(&function.0) else {
+            return Ok(());
+        };
+        if let Some(sizes) = &info.param_sizes {
+            if sizes.len() != params.len() {
+                return Err(invalid(format!(
+                    "the compiled kernel takes {} parameter(s), {} argument(s) given",
+                    sizes.len(),
+                    params.len()
+                )));
+            }
+            for (index, want) in sizes.iter().enumerate() {
+                let got = params.bytes(index).map_or(0, <[u8]>::len);
+                if got != *want {
+                    return Err(invalid(format!(
+                        "argument {index} has {got} bytes, the compiled parameter {index} has {want}"
+                    )));
+                }
+            }
+        }
+        let limits = self.slot(device)?.facts.limits;
+        let (fixed, dynamic) = (info.static_shared, config.shared_bytes);
+        let total = fixed.saturating_add(dynamic);
+        if total > limits.max_shared_optin {
+            return Err(invalid(format!(
+                "{fixed} bytes of static and {dynamic} bytes of dynamic shared memory exceed the device's {} bytes per block",
+                limits.max_shared_optin
+            )));
+        }
+        if total > limits.max_shared_per_block && dynamic > info.dynamic_opt_in {
+            let value = i32::try_from(dynamic)
+                .map_err(|_| invalid(format!("{dynamic} bytes of shared memory")))?;
+            let _cx = self.current(device)?;
+            // SAFETY: the function belongs to a module loaded on this device (cached until the
+            // backend drops); the value fits the opt-in maximum (checked above).
+            unsafe {
+                self.driver.func_set_attribute(
+                    function.0 as usize as _,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    value,
+                )
+            }
+            .map_err(|e| in_kernel(e, kernel))?;
+            info.dynamic_opt_in = dynamic;
+        }
+        Ok(())
     }
 
     /// The body of `Backend::launch` (see the module contract).
@@ -163,6 +272,7 @@ impl CudaBackend {
         slot.facts.limits.check(kernel.name(), config)?;
         let mut params = KernelParams::build(kernel.name(), args)?;
         let function = self.kernel_function(device, kernel, source)?;
+        self.check_function(device, kernel, function, &params, config)?;
         let mut pointers = params.pointers();
         let handle = stream.unwrap_or(StreamHandle(legacy_stream() as usize as u64));
         tracing::trace!(

@@ -3,12 +3,14 @@
 //! # Contract
 //!
 //! * The limits are the device attributes `MAX_THREADS_PER_BLOCK`, `MAX_BLOCK_DIM_{X,Y,Z}`,
-//!   `MAX_GRID_DIM_{X,Y,Z}` and `MAX_SHARED_MEMORY_PER_BLOCK` (the per-block limit without the
-//!   `cuFuncSetAttribute` opt-in, which is what a plain launch gets), read once per device.
+//!   `MAX_GRID_DIM_{X,Y,Z}`, `MAX_SHARED_MEMORY_PER_BLOCK` (what a launch gets without opting
+//!   in, 48 KiB) and `MAX_SHARED_MEMORY_PER_BLOCK_OPTIN` (the most a kernel may opt in to with
+//!   `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`, e.g. 227 KiB on sm_90), read once.
 //! * [`LaunchLimits::check`] rejects empty or oversized grids and blocks and dynamic shared
-//!   memory above the per-block limit with [`Error::InvalidLaunch`] naming the kernel, before
-//!   anything is compiled or enqueued. What only the compiled function knows (registers, its
-//!   static shared memory) is left to `cuLaunchKernel`, whose error then carries the code.
+//!   memory above the opt-in maximum with [`Error::InvalidLaunch`] naming the kernel, before
+//!   anything is compiled or enqueued. The compiled function's static shared memory is added
+//!   after compilation (see `launch.rs`), which also opts in where static + dynamic exceed the
+//!   default.
 
 use crate::driver::CudaDriver;
 use crate::driver::sys::{CUdevice_attribute, CUdevice_v1};
@@ -26,6 +28,8 @@ pub struct LaunchLimits {
     pub max_grid: [u32; 3],
     /// Shared memory per block in bytes (without opting in to more).
     pub max_shared_per_block: usize,
+    /// Shared memory per block in bytes a kernel may opt in to (at least the default).
+    pub max_shared_optin: usize,
 }
 
 impl LaunchLimits {
@@ -36,6 +40,7 @@ impl LaunchLimits {
             // Negative values do not occur for these attributes; treat one as "nothing allowed".
             Ok(u32::try_from(driver.device_get_attribute(a, device)?).unwrap_or(0))
         };
+        let default_shared = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as usize;
         Ok(LaunchLimits {
             max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
             max_block: [
@@ -48,8 +53,10 @@ impl LaunchLimits {
                 attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
                 attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ],
-            max_shared_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?
-                as usize,
+            max_shared_per_block: default_shared,
+            // Drivers before CUDA 9 do not know the attribute: no opt-in there.
+            max_shared_optin: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+                .map_or(default_shared, |v| (v as usize).max(default_shared)),
         })
     }
 
@@ -88,10 +95,10 @@ impl LaunchLimits {
                 config.grid, self.max_grid
             )));
         }
-        if config.shared_bytes > self.max_shared_per_block {
+        if config.shared_bytes > self.max_shared_optin {
             return Err(invalid(format!(
-                "{} bytes of dynamic shared memory requested; the device allows {} bytes per block",
-                config.shared_bytes, self.max_shared_per_block
+                "{} bytes of dynamic shared memory requested; the device allows {} bytes per block (with opt-in)",
+                config.shared_bytes, self.max_shared_optin
             )));
         }
         u32::try_from(config.shared_bytes).map_err(|_| {
@@ -114,6 +121,7 @@ mod tests {
         max_block: [1024, 1024, 64],
         max_grid: [i32::MAX as u32, 65535, 65535],
         max_shared_per_block: 48 * 1024,
+        max_shared_optin: 227 * 1024,
     };
 
     fn reason_of(config: LaunchConfig) -> String {
@@ -126,8 +134,8 @@ mod tests {
     #[test]
     fn limits_themselves_are_allowed() {
         let edge = LaunchConfig::new(Dim3::new(i32::MAX as u32, 65535, 65535), (1024, 1, 1))
-            .with_shared_bytes(48 * 1024);
-        assert_eq!(LIMITS.check("k", &edge).ok(), Some(48 * 1024));
+            .with_shared_bytes(227 * 1024);
+        assert_eq!(LIMITS.check("k", &edge).ok(), Some(227 * 1024));
         let z = LaunchConfig::new(1, Dim3::new(4, 4, 64));
         assert_eq!(LIMITS.check("k", &z).ok(), Some(0));
     }
@@ -140,8 +148,8 @@ mod tests {
         assert!(
             reason_of(LaunchConfig::new(Dim3::new(1, 1, 65536), 1)).contains("grid dimensions")
         );
-        let shared = LaunchConfig::new(1, 32).with_shared_bytes(48 * 1024 + 1);
-        assert!(reason_of(shared).contains("49153 bytes"));
+        let shared = LaunchConfig::new(1, 32).with_shared_bytes(227 * 1024 + 1);
+        assert!(reason_of(shared).contains("232449 bytes"));
     }
 
     #[test]

@@ -100,6 +100,7 @@ use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use module_cache::ModuleCache;
 use registry::{AllocKind, Registry};
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
@@ -124,6 +125,8 @@ pub struct CudaBackend {
     nvrtc: Mutex<Option<Arc<Nvrtc>>>,
     /// Kernel modules compiled and loaded by launches, per (kernel, device).
     modules: ModuleCache,
+    /// What each loaded function says about itself (parameters, static shared memory).
+    functions: Mutex<HashMap<u64, launch::FunctionInfo>>,
     /// The process's driver, shared with every other backend over the same library.
     driver: &'static CudaDriver,
 }
@@ -195,6 +198,7 @@ impl CudaBackend {
             streams: Registry::new(),
             nvrtc: Mutex::new(None),
             modules: ModuleCache::default(),
+            functions: Mutex::new(HashMap::new()),
             driver,
         })
     }

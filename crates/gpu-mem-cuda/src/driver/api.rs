@@ -903,6 +903,10 @@ impl CudaDriver {
                 // Past the last parameter.
                 return Ok(Some(sizes));
             }
+            if code == CUresult::CUDA_ERROR_NOT_SUPPORTED {
+                // The driver cannot describe this function's parameters.
+                return Ok(None);
+            }
             self.check("cuFuncGetParamInfo", code)?;
             sizes.push(size);
         }

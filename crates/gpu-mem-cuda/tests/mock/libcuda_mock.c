@@ -607,7 +607,7 @@ CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
 /* ----- modules and launch: images are kept, launches recorded, nothing runs --------------- */
 
 struct module { int magic; size_t size; char *image; };
-struct function { int magic; struct module *module; };
+struct function { int magic; struct module *module; int max_dynamic_shared; };
 #define MODULE_MAGIC 0x30D
 #define FUNCTION_MAGIC 0xF00
 
@@ -621,6 +621,13 @@ static int module_loads, live_modules;
 #define MAX_PARAM_BYTES 256
 static size_t param_sizes[MAX_PARAMS];
 static int param_count;
+static int param_info_known; /* set by mock_set_param_sizes: cuFuncGetParamInfo answers */
+static int static_shared;    /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES of every function */
+static int set_attribute_calls;
+#define DEFAULT_SHARED 49152
+#define OPTIN_SHARED 232448
+void mock_set_static_shared(int bytes) { static_shared = bytes; }
+int mock_set_attribute_calls(void) { return set_attribute_calls; }
 static unsigned char param_bytes[MAX_PARAMS][MAX_PARAM_BYTES];
 
 unsigned mock_last_launch(int i) { return i >= 0 && i < 8 ? last_launch[i] : 0; }
@@ -638,6 +645,7 @@ int mock_set_param_sizes(int n, const size_t *sizes) {
         param_sizes[i] = sizes[i];
     }
     param_count = n;
+    param_info_known = 1;
     return 0;
 }
 
@@ -692,6 +700,42 @@ CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
     return OK;
 }
 
+static int function_ok(void *f) { return f && ((struct function *)f)->magic == FUNCTION_MAGIC; }
+
+#ifndef MOCK_OLD_DRIVER
+CUresult cuFuncGetParamInfo(void *f, size_t index, size_t *offset, size_t *size) {
+    NEED_CONTEXT();
+    if (!function_ok(f)) return E_INVALID_HANDLE;
+    if (!param_info_known) return E_NOT_SUPPORTED;
+    if ((int)index >= param_count || !offset || !size) return E_INVALID_VALUE;
+    size_t at = 0;
+    for (size_t i = 0; i < index; ++i) at += param_sizes[i];
+    *offset = at;
+    *size = param_sizes[index];
+    return OK;
+}
+#endif
+
+CUresult cuFuncGetAttribute(int *v, int attribute, void *f) {
+    NEED_CONTEXT();
+    if (!v || !function_ok(f)) return E_INVALID_HANDLE;
+    struct function *fn = f;
+    switch (attribute) {
+        case 1: *v = static_shared; return OK; /* SHARED_SIZE_BYTES */
+        case 8: *v = fn->max_dynamic_shared ? fn->max_dynamic_shared : DEFAULT_SHARED - static_shared; return OK;
+        default: return E_INVALID_VALUE;
+    }
+}
+
+CUresult cuFuncSetAttribute(void *f, int attribute, int value) {
+    NEED_CONTEXT();
+    if (!function_ok(f)) return E_INVALID_HANDLE;
+    if (attribute != 8 || value < 0 || static_shared + value > OPTIN_SHARED) return E_INVALID_VALUE;
+    ((struct function *)f)->max_dynamic_shared = value;
+    ++set_attribute_calls;
+    return OK;
+}
+
 CUresult cuModuleUnload(void *m) {
     NEED_CONTEXT();
     if (!module_ok(m)) return E_INVALID_HANDLE;
@@ -711,7 +755,11 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     if (!params || extra) return E_INVALID_VALUE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024) return E_INVALID_VALUE;
     if (bx > 1024 || by > 1024 || bz > 64 || gx > 2147483647u || gy > 65535 || gz > 65535) return E_INVALID_VALUE;
-    if (shared > 49152) return E_INVALID_VALUE;
+    {
+        struct function *fn = f;
+        int allowed = fn->max_dynamic_shared ? fn->max_dynamic_shared : DEFAULT_SHARED - static_shared;
+        if ((long long)shared > allowed || static_shared + (long long)shared > OPTIN_SHARED) return E_INVALID_VALUE;
+    }
     unsigned values[8] = {gx, gy, gz, bx, by, bz, shared, last_launch[7] + 1};
     memcpy(last_launch, values, sizeof values);
     last_param0 = 0;

@@ -82,6 +82,10 @@ fn main() {
             missing_entry_point_is_an_invalid_launch,
         ),
         (
+            "kernels_carry_line_info_and_jit_logs_reach_errors",
+            kernels_carry_line_info_and_jit_logs_reach_errors,
+        ),
+        (
             "arguments_are_checked_against_the_compiled_function",
             arguments_are_checked_against_the_compiled_function,
         ),
@@ -741,6 +745,57 @@ fn shared_memory_above_48k_opts_in_and_counts_static(
     ensure(launches(mock)? == 3, || {
         "the rejected launch reached the driver".into()
     })?;
+    // SAFETY: nothing runs in the mock.
+    unsafe { b.free(0, data)? };
+    Ok(())
+}
+
+/// NVRTC compiles with -lineinfo (the loaded image carries line information), and a module the
+/// JIT refuses is a KernelCompile error carrying the JIT's error log.
+fn kernels_carry_line_info_and_jit_logs_reach_errors(
+    mock: &Mock,
+    nvrtc: &Path,
+) -> Result<(), Failed> {
+    let b = backend_with_nvrtc(mock, nvrtc)?;
+    let data = b.alloc(0, 16)?;
+    // SAFETY: the mock runs nothing; the buffer outlives the launch.
+    unsafe {
+        b.launch(
+            0,
+            &scale_kernel(),
+            &LaunchConfig::new(1, 4),
+            &scale_args(data),
+            None,
+        )?
+    };
+    let contains = |needle: &str| -> Result<bool, Failed> {
+        let needle = std::ffi::CString::new(needle)?;
+        // SAFETY: mock_last_image_contains(const char*) reads a NUL-terminated string.
+        let f = unsafe {
+            mock.library
+                .get::<unsafe extern "C" fn(*const std::ffi::c_char) -> i32>(
+                    "mock_last_image_contains",
+                )
+        }?;
+        // SAFETY: `needle` is NUL-terminated and alive for the call.
+        Ok(unsafe { f(needle.as_ptr()) } != 0)
+    };
+    ensure(contains(".loc")? || contains(".debug_line")?, || {
+        "the loaded image has no line information (-lineinfo missing)".into()
+    })?;
+    let refused = gpu_mem_cuda::nvrtc::Compiled {
+        code: b".version 9.0\n.target sm_90\n.entry gpu_mem_mock_jit_error() { ret; }\n".to_vec(),
+        kind: CodeKind::Ptx,
+        capability: ComputeCapability::new(9, 0),
+        log: String::new(),
+    };
+    match b.module_load(0, &refused) {
+        Err(Error::KernelCompile { compiler, log, .. })
+            if compiler.contains("JIT")
+                && log.contains("CUDA_ERROR_INVALID_PTX")
+                && log.contains("mock JIT refusal") => {}
+        other => return Err(format!("a refused module: {other:?}").into()),
+    }
     // SAFETY: nothing runs in the mock.
     unsafe { b.free(0, data)? };
     Ok(())

@@ -13,6 +13,9 @@ use gpu_mem_core::{Error, Result};
 use std::ffi::{CString, c_void};
 use std::sync::Arc;
 
+/// The NVRTC option that keeps source line information in the generated code.
+pub const NVRTC_LINE_INFO: &str = "-lineinfo";
+
 /// A loaded module (the `CUmodule` address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ModuleHandle(pub u64);
@@ -52,13 +55,17 @@ impl CudaBackend {
         )
     }
 
-    /// Compiles portable kernel source (with `gpu_mem.h`) for `device`.
+    /// Compiles portable kernel source (with `gpu_mem.h`) for `device`, with line information
+    /// (`-lineinfo`) so profilers and compute-sanitizer point at the kernel's source lines.
     pub fn compile_kernel(&self, device: usize, source: &str, name: &str) -> Result<Compiled> {
         let (kind, capability) = self.kernel_target(device)?;
-        self.nvrtc()?.compile(source, name, capability, kind, &[])
+        self.nvrtc()?
+            .compile(source, name, capability, kind, &[NVRTC_LINE_INFO])
     }
 
-    /// `cuModuleLoadData` of compiled code into the device's primary context.
+    /// `cuModuleLoadDataEx` of compiled code into the device's primary context; a refusal the
+    /// JIT explains in its error log is [`Error::KernelCompile`] carrying that log (its kernel
+    /// name is empty here; launches fill it in).
     pub fn module_load(&self, device: usize, code: &Compiled) -> Result<ModuleHandle> {
         let _cx = self.current(device)?;
         let image = match code.kind {
@@ -73,11 +80,33 @@ impl CudaBackend {
         };
         // SAFETY: `image` is a complete PTX text with its NUL or a complete cubin, alive for
         // the call (the driver copies what it keeps).
-        let module = unsafe {
+        let loaded = unsafe {
             self.driver
-                .module_load_data(image.as_ptr().cast::<c_void>())
-        }?;
-        Ok(ModuleHandle(module as usize as u64))
+                .module_load_data_ex(image.as_ptr().cast::<c_void>())
+        };
+        match loaded {
+            Ok((module, info)) => {
+                if !info.is_empty() {
+                    tracing::info!(device, log = %info, "CUDA JIT info log");
+                }
+                Ok(ModuleHandle(module as usize as u64))
+            }
+            // The JIT explained why it refused the code: that is a compile error.
+            Err((err @ Error::Native { .. }, log)) if !log.is_empty() => {
+                Err(Error::KernelCompile {
+                    kernel: String::new(),
+                    compiler: format!(
+                        "the CUDA driver's JIT (cuModuleLoadDataEx, {} code)",
+                        match code.kind {
+                            CodeKind::Ptx => "PTX",
+                            CodeKind::Cubin => "cubin",
+                        }
+                    ),
+                    log: format!("{err}\n{log}"),
+                })
+            }
+            Err((err, _)) => Err(err),
+        }
     }
 
     /// `cuModuleUnload`.

@@ -128,9 +128,14 @@ impl CudaBackend {
             bytes = compiled.code.len(),
             "compiled kernel"
         );
-        let module = self
-            .module_load(device, &compiled)
-            .map_err(|e| in_kernel(e, kernel))?;
+        let module = self.module_load(device, &compiled).map_err(|e| match e {
+            Error::KernelCompile { compiler, log, .. } => Error::KernelCompile {
+                kernel: kernel.name().to_string(),
+                compiler,
+                log,
+            },
+            other => in_kernel(other, kernel),
+        })?;
         match self.module_function(device, module, &source.entry) {
             Ok(function) => {
                 let info = self

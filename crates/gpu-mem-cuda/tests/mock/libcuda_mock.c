@@ -202,6 +202,7 @@ static CUresult describe(CUresult error, const char **out, int which) {
         case E_ALREADY_REGISTERED: *out = which ? "part or all of the requested memory range is already mapped" : "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"; return OK;
         case E_NOT_REGISTERED: *out = which ? "pointer does not correspond to a registered memory region" : "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"; return OK;
         case E_NOT_SUPPORTED: *out = which ? "operation not supported" : "CUDA_ERROR_NOT_SUPPORTED"; return OK;
+        case 218: *out = which ? "a PTX JIT compilation failed" : "CUDA_ERROR_INVALID_PTX"; return OK;
         case E_ILLEGAL_ADDRESS: *out = which ? "an illegal memory access was encountered" : "CUDA_ERROR_ILLEGAL_ADDRESS"; return OK;
         case E_CONTEXT_IS_DESTROYED: *out = which ? "context is destroyed" : "CUDA_ERROR_CONTEXT_IS_DESTROYED"; return OK;
         default: return E_INVALID_VALUE;
@@ -656,6 +657,8 @@ size_t mock_param_bytes(int i, unsigned char *out, size_t cap) {
     return param_sizes[i];
 }
 
+static struct module *last_module_loaded;
+
 CUresult cuModuleLoadData(void **m, const void *image) {
     NEED_CONTEXT();
     if (!m || !image) return E_INVALID_VALUE;
@@ -680,9 +683,43 @@ CUresult cuModuleLoadData(void **m, const void *image) {
     mod->image = malloc(size);
     memcpy(mod->image, image, size);
     *m = mod;
+    last_module_loaded = mod;
     ++module_loads;
     ++live_modules;
     return OK;
+}
+
+/* The last image loaded contains `needle` (e.g. line information: ".loc" / ".debug_line"). */
+int mock_last_image_contains(const char *needle) {
+    struct module *m = last_module_loaded;
+    return m && m->magic == MODULE_MAGIC && memmem(m->image, m->size, needle, strlen(needle)) != NULL;
+}
+
+#define E_INVALID_PTX 218
+/* cuModuleLoadDataEx with the JIT's logs: PTX naming `gpu_mem_mock_jit_error` is refused with an
+ * error log, as ptxas would explain a bad PTX file. */
+CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *options, void **values) {
+    NEED_CONTEXT();
+    char *error_log = NULL, *info_log = NULL;
+    size_t error_size = 0, info_size = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        switch (options[i]) {
+            case 3: info_log = values[i]; break;
+            case 4: info_size = (size_t)(uintptr_t)values[i]; break;
+            case 5: error_log = values[i]; break;
+            case 6: error_size = (size_t)(uintptr_t)values[i]; break;
+            default: break;
+        }
+    }
+    if (info_log && info_size) info_log[0] = 0;
+    if (image && strstr(image, "gpu_mem_mock_jit_error")) {
+        if (error_log && error_size) {
+            strncpy(error_log, "ptxas application ptx input, line 3; error   : mock JIT refusal", error_size - 1);
+            error_log[error_size - 1] = 0;
+        }
+        return E_INVALID_PTX;
+    }
+    return cuModuleLoadData(m, image);
 }
 
 static int module_ok(void *m) { return m && ((struct module *)m)->magic == MODULE_MAGIC; }
@@ -741,6 +778,7 @@ CUresult cuModuleUnload(void *m) {
     if (!module_ok(m)) return E_INVALID_HANDLE;
     struct module *mod = m;
     mod->magic = 0;
+    if (mod == last_module_loaded) last_module_loaded = NULL;
     free(mod->image);
     free(mod);
     --live_modules;

@@ -4,7 +4,7 @@ use crate::info::human;
 use gpu_mem::prelude::*;
 use gpu_mem::{BackendChoice, Error};
 use serde::Serialize;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -15,10 +15,10 @@ pub struct BenchArgs {
     /// Device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
-    /// Smallest transfer (bytes or with a unit: 4KiB).
+    /// Smallest transfer: bytes, or with a unit from KiB to PiB (4KiB, 1.5MiB).
     #[arg(long, default_value = "4KiB")]
     min: String,
-    /// Largest transfer.
+    /// Largest transfer, in the same units.
     #[arg(long, default_value = "256MiB")]
     max: String,
     /// Time spent per measurement, in milliseconds.
@@ -42,12 +42,75 @@ struct Report {
     rows: Vec<Row>,
 }
 
+/// A size argument, in the units and with the message of the `GPU_MEM_SIM_MEMORY` variable
+/// (`4096`, `4KiB`, `1.5MiB`, up to `1PiB`).
 fn size_arg(name: &'static str, value: &str) -> Result<u64> {
-    gpu_mem::sim::parse_size(value).map_err(|_| Error::InvalidArgument {
-        name,
-        reason: format!("{value:?} is not a size"),
-    })
+    gpu_mem::sim::parse_size_of(name, value)
 }
+
+/// Progress on stderr: a bar on a terminal, plain lines otherwise (a log, a pipe, CI).
+enum Progress {
+    Bar(indicatif::ProgressBar),
+    Lines { total: usize },
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        if std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(total as u64),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{spinner} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            Progress::Bar(bar)
+        } else {
+            Progress::Lines { total }
+        }
+    }
+
+    /// About to measure step `done + 1` of the total.
+    fn step(&self, done: usize, what: &str) {
+        match self {
+            Progress::Bar(bar) => {
+                bar.set_position(done as u64);
+                bar.set_message(what.to_string());
+            }
+            // One line per transfer size: enough to see it move, few enough to read in a log.
+            Progress::Lines { total } if done.is_multiple_of(KINDS.len()) => {
+                errln!("gpu-mem bench: measuring {what} ({}/{total})", done + 1);
+            }
+            Progress::Lines { .. } => {}
+        }
+    }
+
+    /// Prints a line of output without tearing the bar.
+    fn print(&self, line: &str) {
+        match self {
+            Progress::Bar(bar) => bar.suspend(|| outln!("{line}")),
+            Progress::Lines { .. } => outln!("{line}"),
+        }
+    }
+
+    fn finish(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+const KINDS: [(&str, &str); 7] = [
+    ("H2D", "pageable"),
+    ("D2H", "pageable"),
+    ("H2D", "pinned"),
+    ("D2H", "pinned"),
+    ("H2D", "mapped"),
+    ("D2H", "mapped"),
+    ("D2D", "device"),
+];
 
 /// Runs `op` repeatedly for about `budget` (at least 3 times) and returns GiB/s.
 fn measure(bytes: u64, budget: Duration, mut op: impl FnMut() -> Result<()>) -> Result<(f64, u32)> {
@@ -82,9 +145,21 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
         sizes.push(size);
         size *= 4;
     }
-    let progress = std::io::stderr().is_terminal() && !args.json;
-    let total = sizes.len() * 7;
-    let mut rows = Vec::new();
+    let info = dev.info()?;
+    let backend = runtime.kind().name();
+    let progress = Progress::new(sizes.len() * KINDS.len());
+    if !args.json {
+        progress.print(&format!(
+            "gpu-mem bandwidth: {backend} backend, {}",
+            info.name
+        ));
+        let mut header = format!("{:>10}", "size");
+        for (direction, memory) in KINDS {
+            header.push_str(&format!("  {:>14}", format!("{direction} {memory}")));
+        }
+        progress.print(header.trim_end());
+    }
+    let mut rows: Vec<Row> = Vec::new();
     let stream = dev.stream()?;
     for &bytes in &sizes {
         let n = (bytes / 4) as usize;
@@ -93,111 +168,73 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
         let mut pageable = ndarray::Array1::<u32>::from_elem(n, 1);
         let mut pinned = dev.pinned_array::<u32>(&[n])?;
         let mut mapped = dev.mapped_array::<u32>(&[n], MapFlags::default())?;
-        let mut push = |direction, memory, result: (f64, u32)| {
-            rows.push(Row {
+        let mut row = Vec::with_capacity(KINDS.len());
+        for (direction, memory) in KINDS {
+            let what = if row.is_empty() {
+                format!("{} transfers", human(bytes))
+            } else {
+                format!("{} {direction} {memory}", human(bytes))
+            };
+            progress.step(rows.len() + row.len(), &what);
+            let result = match (direction, memory) {
+                ("H2D", "pageable") => measure(bytes, budget, || d.copy_from_host(&pageable)),
+                ("D2H", "pageable") => {
+                    measure(bytes, budget, || d.copy_to_host_into(&mut pageable))
+                }
+                ("H2D", "pinned") => measure(bytes, budget, || {
+                    stream.copy_from_host(&mut d, &pinned)?;
+                    stream.synchronize()
+                }),
+                ("D2H", "pinned") => measure(bytes, budget, || {
+                    stream.copy_to_host(&d, &mut pinned)?;
+                    stream.synchronize()
+                }),
+                ("H2D", "mapped") => measure(bytes, budget, || {
+                    stream.copy_from_host(&mut d, &mapped)?;
+                    stream.synchronize()
+                }),
+                ("D2H", "mapped") => measure(bytes, budget, || {
+                    stream.copy_to_host(&d, &mut mapped)?;
+                    stream.synchronize()
+                }),
+                _ => measure(bytes, budget, || d2.copy_from_device(&d)),
+            };
+            let (gib_per_s, iterations) = match result {
+                Ok(result) => result,
+                Err(error) => {
+                    progress.finish();
+                    return Err(error);
+                }
+            };
+            row.push(Row {
                 direction,
                 memory,
                 bytes,
-                gib_per_s: result.0,
-                iterations: result.1,
+                gib_per_s,
+                iterations,
             });
-            if progress {
-                let _ = write!(
-                    std::io::stderr(),
-                    "\r  measuring: {}/{} ",
-                    rows.len(),
-                    total
-                );
-                let _ = std::io::stderr().flush();
-            }
-        };
-        push(
-            "H2D",
-            "pageable",
-            measure(bytes, budget, || d.copy_from_host(&pageable))?,
-        );
-        push(
-            "D2H",
-            "pageable",
-            measure(bytes, budget, || d.copy_to_host_into(&mut pageable))?,
-        );
-        push(
-            "H2D",
-            "pinned",
-            measure(bytes, budget, || {
-                stream.copy_from_host(&mut d, &pinned)?;
-                stream.synchronize()
-            })?,
-        );
-        push(
-            "D2H",
-            "pinned",
-            measure(bytes, budget, || {
-                stream.copy_to_host(&d, &mut pinned)?;
-                stream.synchronize()
-            })?,
-        );
-        push(
-            "H2D",
-            "mapped",
-            measure(bytes, budget, || {
-                stream.copy_from_host(&mut d, &mapped)?;
-                stream.synchronize()
-            })?,
-        );
-        push(
-            "D2H",
-            "mapped",
-            measure(bytes, budget, || {
-                stream.copy_to_host(&d, &mut mapped)?;
-                stream.synchronize()
-            })?,
-        );
-        push(
-            "D2D",
-            "device",
-            measure(bytes, budget, || d2.copy_from_device(&d))?,
-        );
+        }
+        if !args.json {
+            let cells: Vec<String> = row
+                .iter()
+                .map(|r| format!("{:>8.2} GiB/s", r.gib_per_s))
+                .collect();
+            progress.print(&format!("{:>10}  {}", human(bytes), cells.join("  ")));
+        }
+        rows.extend(row);
     }
-    if progress {
-        errln!("");
-    }
-    let info = dev.info()?;
-    let report = Report {
-        backend: runtime.kind().name(),
-        device: info.name,
-        rows,
-    };
+    progress.finish();
     if args.json {
+        let report = Report {
+            backend,
+            device: info.name,
+            rows,
+        };
         let text = serde_json::to_string_pretty(&report).map_err(|e| Error::InvalidArgument {
             name: "json",
             reason: e.to_string(),
         })?;
         outln!("{text}");
-        return Ok(());
-    }
-    outln!(
-        "gpu-mem bandwidth: {} backend, {}",
-        report.backend,
-        report.device
-    );
-    outln!(
-        "{:>10}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}",
-        "size",
-        "H2D pageable",
-        "D2H pageable",
-        "H2D pinned",
-        "D2H pinned",
-        "H2D mapped",
-        "D2H mapped",
-        "D2D"
-    );
-    for chunk in report.rows.chunks(7) {
-        let cells: Vec<String> = chunk
-            .iter()
-            .map(|r| format!("{:>8.2} GiB/s", r.gib_per_s))
-            .collect();
-        outln!("{:>10}  {}", human(chunk[0].bytes), cells.join("  "));
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `gpu-mem info`.
 
-use gpu_mem::{BackendChoice, Result, Runtime, backends};
+use crate::Selection;
+use gpu_mem::{Result, Runtime, backends};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -28,6 +29,10 @@ struct BackendReport {
 #[derive(Serialize)]
 struct Report {
     selected: Option<&'static str>,
+    /// The choice as written (`auto`, `cuda`, `roc`, `sim`).
+    choice: String,
+    /// What set it: `flag`, `environment` or `default`.
+    choice_source: &'static str,
     selection_error: Option<String>,
     backends: Vec<BackendReport>,
 }
@@ -52,7 +57,7 @@ fn devices(backend: &std::sync::Arc<dyn gpu_mem::Backend>) -> Result<Vec<DeviceR
         .collect()
 }
 
-pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
+pub fn run(selected: Selection, json: bool) -> Result<()> {
     let mut reports = Vec::new();
     for status in backends() {
         let (available, reason, devs) = match &status.backend {
@@ -71,10 +76,16 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
             devices: devs,
         });
     }
-    let selected = Runtime::open(choice);
+    let opened = Runtime::open(selected.choice);
     let report = Report {
-        selected: selected.as_ref().ok().map(|r| r.kind().name()),
-        selection_error: selected.as_ref().err().map(|e| e.to_string()),
+        selected: opened.as_ref().ok().map(|r| r.kind().name()),
+        choice: selected.choice.to_string(),
+        choice_source: match selected.source {
+            crate::Source::Flag => "flag",
+            crate::Source::Environment => "environment",
+            crate::Source::Default => "default",
+        },
+        selection_error: opened.as_ref().err().map(|e| e.to_string()),
         backends: reports,
     };
     if json {
@@ -87,8 +98,8 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
         return Ok(());
     }
     match (&report.selected, &report.selection_error) {
-        (Some(name), _) => outln!("selected backend: {name} (GPU_MEM_BACKEND={choice})"),
-        (None, Some(error)) => outln!("selected backend: none: {error}"),
+        (Some(name), _) => outln!("selected backend: {name} ({selected})"),
+        (None, Some(error)) => outln!("selected backend: none ({selected}): {error}"),
         _ => {}
     }
     for b in &report.backends {
@@ -121,20 +132,10 @@ pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
         }
     }
     // Exit non-zero when the requested backend cannot be opened, with its own error.
-    selected.map(drop)
+    opened.map(drop)
 }
 
+/// A byte count as a user reads it (`256.0 MiB`), in binary units.
 pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
+    bytesize::ByteSize::b(bytes).display().iec().to_string()
 }

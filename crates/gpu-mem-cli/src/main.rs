@@ -1,7 +1,7 @@
 //! `gpu-mem`: backend and device information, and a bandwidth benchmark.
 //!
 //! The backend is chosen as the library does: `GPU_MEM_BACKEND=auto|cuda|roc|sim` (default
-//! `auto`), or `--backend`.
+//! `auto`), or `--backend`, which wins over the environment.
 
 /// `println!` that never panics: a closed stdout (`gpu-mem info | head -3`) ends the program
 /// quietly with success, and any other write error ends it with a message and failure.
@@ -33,11 +33,91 @@ use std::process::ExitCode;
     about = "GPU memory management over CUDA, ROCm and a CPU simulator"
 )]
 struct Cli {
-    /// Backend to use (auto, cuda, roc, sim); default: $GPU_MEM_BACKEND or auto.
-    #[arg(long, global = true)]
-    backend: Option<String>,
+    /// Backend to use; default: $GPU_MEM_BACKEND, or auto when it is unset.
+    #[arg(long, global = true, value_enum)]
+    backend: Option<BackendArg>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The `--backend` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendArg {
+    /// The first available of cuda, roc, sim.
+    Auto,
+    /// NVIDIA CUDA.
+    Cuda,
+    /// AMD ROCm (HSA).
+    Roc,
+    /// The CPU simulator.
+    Sim,
+}
+
+impl From<BackendArg> for gpu_mem::BackendChoice {
+    fn from(arg: BackendArg) -> Self {
+        use gpu_mem::{BackendChoice, BackendKind};
+        match arg {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Cuda => BackendChoice::Only(BackendKind::Cuda),
+            BackendArg::Roc => BackendChoice::Only(BackendKind::Roc),
+            BackendArg::Sim => BackendChoice::Only(BackendKind::Sim),
+        }
+    }
+}
+
+/// The backend choice and what set it.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection {
+    /// The choice.
+    pub choice: gpu_mem::BackendChoice,
+    /// Where it came from.
+    pub source: Source,
+}
+
+/// What set the backend choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `--backend`.
+    Flag,
+    /// `GPU_MEM_BACKEND`.
+    Environment,
+    /// Neither: `auto`.
+    Default,
+}
+
+impl std::fmt::Display for Selection {
+    /// As a user would write it, and who did: `set by the environment: GPU_MEM_BACKEND=auto`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.source {
+            Source::Flag => write!(f, "set by the flag: --backend {}", self.choice),
+            Source::Environment => {
+                write!(f, "set by the environment: GPU_MEM_BACKEND={}", self.choice)
+            }
+            Source::Default => write!(
+                f,
+                "default: {}, as neither --backend nor GPU_MEM_BACKEND is set",
+                self.choice
+            ),
+        }
+    }
+}
+
+fn selection(flag: Option<BackendArg>) -> gpu_mem::Result<Selection> {
+    if let Some(arg) = flag {
+        return Ok(Selection {
+            choice: arg.into(),
+            source: Source::Flag,
+        });
+    }
+    let source = if std::env::var_os("GPU_MEM_BACKEND").is_some() {
+        Source::Environment
+    } else {
+        Source::Default
+    };
+    Ok(Selection {
+        choice: gpu_mem::BackendChoice::from_env()?,
+        source,
+    })
 }
 
 #[derive(Subcommand, Debug)]
@@ -68,14 +148,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let choice = match cli.backend.as_deref() {
-        Some(name) => name.parse(),
-        None => gpu_mem::BackendChoice::from_env(),
-    };
-    let result = choice.and_then(|choice| match cli.command {
-        Command::Info { json } => info::run(choice, json),
-        Command::Bench(args) => bench::run(choice, &args),
-        Command::Selftest { device } => selftest::run(choice, device),
+    let result = selection(cli.backend).and_then(|selected| match cli.command {
+        Command::Info { json } => info::run(selected, json),
+        Command::Bench(args) => bench::run(selected.choice, &args),
+        Command::Selftest { device } => selftest::run(selected.choice, device),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

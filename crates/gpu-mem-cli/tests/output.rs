@@ -59,3 +59,111 @@ fn info_prints_the_backend_choice_as_written() {
         assert!(!text.contains("Only(") && !text.contains("Auto"), "{text}");
     }
 }
+
+/// `info` says which source set the backend: the flag wins over the environment.
+#[test]
+fn info_names_the_source_of_the_backend_choice() {
+    let flag = gpu_mem()
+        .env("GPU_MEM_BACKEND", "auto")
+        .args(["--backend", "sim", "info"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&flag.stdout);
+    assert!(text.contains("set by the flag: --backend sim"), "{text}");
+    let env = gpu_mem().arg("info").output().unwrap();
+    let text = String::from_utf8_lossy(&env.stdout);
+    assert!(
+        text.contains("set by the environment: GPU_MEM_BACKEND=sim"),
+        "{text}"
+    );
+    let unset = gpu_mem()
+        .env_remove("GPU_MEM_BACKEND")
+        .arg("info")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&unset.stdout);
+    assert!(text.contains("default: auto"), "{text}");
+    // A wrong flag value is clap's error listing the values.
+    let bad = gpu_mem()
+        .args(["--backend", "cpu", "info"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && text.contains("auto, cuda, roc, sim"),
+        "{text}"
+    );
+}
+
+/// `bench` into a pipe: plain progress lines on stderr, the table on stdout (one row per size,
+/// printed as measured), and `bench | head -2` ends quietly.
+#[test]
+fn bench_reports_progress_and_rows_into_a_pipe() {
+    let output = gpu_mem()
+        .args(["bench", "--max", "16KiB", "--millis", "1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "title, header and two sizes: {stdout}");
+    assert!(lines[2].trim_start().starts_with("4.0 KiB"), "{stdout}");
+    assert!(lines[3].trim_start().starts_with("16.0 KiB"), "{stdout}");
+    assert!(
+        stderr.contains("measuring 4.0 KiB transfers (1/14)")
+            && stderr.contains("measuring 16.0 KiB transfers (8/14)"),
+        "{stderr}"
+    );
+    let mut child = gpu_mem()
+        .args(["bench", "--max", "64KiB", "--millis", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success() && !stderr.contains("panicked"), "{stderr}");
+}
+
+/// Size arguments take the environment variables' units and give their message.
+#[test]
+fn bench_sizes_take_units_and_bad_ones_say_why() {
+    for (value, message) in [
+        (
+            "4XB",
+            "--min`: \"4XB\" is not a size such as 268435456, 256MiB or 4GiB",
+        ),
+        ("0", "--min`: \"0\" is not a size from 1 byte to 1 PiB"),
+    ] {
+        let output = gpu_mem().args(["bench", "--min", value]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains(message),
+            "{value}: {stderr}"
+        );
+    }
+    let output = gpu_mem()
+        .args([
+            "bench", "--min", "1KiB", "--max", "0.001MiB", "--millis", "1", "--json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("\"bytes\": 1024"), "{stdout}");
+}

@@ -14,14 +14,12 @@ pub mod backend;
 mod device;
 pub mod element;
 pub mod error;
-mod event;
 pub mod host;
 pub mod kernel;
 pub mod layout;
 mod memory;
 pub mod smart;
 mod stream;
-mod stream_ops;
 
 pub use array::{DeviceArray, DeviceRecord, Field, LayoutSource};
 pub use backend::Backend;
@@ -33,11 +31,10 @@ pub const KERNEL_PRELUDE: &str = include_str!("../include/gpu_mem.h");
 pub use device::Device;
 pub use element::Element;
 pub use error::{BackendKind, Error, Result};
-pub use event::Event;
 pub use host::{
     HostDestination, HostSource, MapFlags, MappedArray, PinnedArray, Registered, Rejected,
 };
 pub use kernel::{Dim3, In, InOut, Kernel, KernelArg, LaunchConfig, Out, Scalar};
 pub use layout::{Layout, Order, ReshapeOrder};
 pub use smart::{SmartArray, Where};
-pub use stream::{AutoSynchronize, Stream};
+pub use stream::{AutoSynchronize, Event, Stream};

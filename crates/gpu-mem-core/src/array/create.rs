@@ -104,16 +104,6 @@ impl Device {
     pub fn device_array_like<L: LayoutSource>(&self, like: &L) -> Result<DeviceArray<L::Elem>> {
         DeviceArray::allocate(self, like.source_layout()?.like())
     }
-
-    /// Creates a stream on this device (Numba's `cuda.stream()`).
-    pub fn stream(&self) -> Result<crate::Stream> {
-        crate::Stream::new(self)
-    }
-
-    /// Creates an event (Numba's `cuda.event(timing)`).
-    pub fn event(&self, timing: bool) -> Result<crate::Event> {
-        crate::Event::new(self, timing)
-    }
 }
 
 impl<T: Element> DeviceArray<T> {

@@ -3,7 +3,7 @@
 use crate::backend::DevicePtr;
 use crate::device::Device;
 use crate::memory::{DeviceAlloc, HostBuffer};
-use std::any::Any;
+use crate::stream::KeepAlive;
 use std::sync::Arc;
 
 /// Shared memory behind one or more arrays.
@@ -32,7 +32,7 @@ impl Storage {
     }
 
     /// A handle that keeps the memory alive while enqueued work uses it.
-    pub(crate) fn keep_alive(&self) -> Box<dyn Any + Send + Sync> {
+    pub(crate) fn keep_alive(&self) -> KeepAlive {
         match self {
             Storage::Device(alloc) => Box::new(Arc::clone(alloc)),
             Storage::Mapped(buffer) => Box::new(Arc::clone(buffer)),

@@ -16,9 +16,10 @@ use crate::error::{Error, Result};
 use crate::host::MappedArray;
 use crate::kernel::LaunchArg;
 use crate::memory::HostBuffer;
+use crate::stream::KeepAlive;
 use crate::{DeviceRecord, array::Storage};
 use ndarray::{ArrayBase, Data, DataMut, Dimension};
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::sync::Arc;
 
 /// One prepared argument: what the backend receives, and what must stay alive or be copied back.
@@ -26,11 +27,11 @@ use std::sync::Arc;
 pub struct Prepared {
     pub(crate) arg: LaunchArg,
     /// Keeps device memory alive while a stream launch is in flight.
-    pub(crate) keep: Option<Box<dyn Any + Send + Sync>>,
+    pub(crate) keep: Option<KeepAlive>,
     /// Mapped host memory the kernel may write.
     pub(crate) mapped: Option<Arc<HostBuffer>>,
     /// A temporary device copy of a host argument (a `DeviceArray<T>`).
-    pub(crate) staged: Option<Box<dyn Any + Send + Sync>>,
+    pub(crate) staged: Option<KeepAlive>,
 }
 
 impl Prepared {

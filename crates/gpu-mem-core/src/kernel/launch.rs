@@ -4,7 +4,7 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelArg, LaunchArg, LaunchConfig, Prepared};
 use crate::memory::{Access, PendingUses};
-use crate::stream::Stream;
+use crate::stream::{KeepAlive, Stream};
 
 fn prepare_all(device: &Device, args: &mut [&mut dyn KernelArg]) -> Result<Vec<Prepared>> {
     args.iter_mut().map(|arg| arg.prepare(device)).collect()
@@ -71,8 +71,7 @@ impl Stream {
                 .wait_for_stream(Access::Write, self.inner())?;
         }
         let launch_args: Vec<LaunchArg> = prepared.iter().map(|p| p.arg.clone()).collect();
-        let mut keep: Vec<Box<dyn std::any::Any + Send + Sync>> =
-            prepared.iter_mut().filter_map(|p| p.keep.take()).collect();
+        let mut keep: Vec<KeepAlive> = prepared.iter_mut().filter_map(|p| p.keep.take()).collect();
         // The kernel's code (a closure that may own device memory) is dropped on a host thread
         // when the stream releases it, never on a backend worker inside the launch.
         keep.push(Box::new(kernel.clone()));

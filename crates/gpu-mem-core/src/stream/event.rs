@@ -1,10 +1,9 @@
 //! [`Event`]: a marker in a stream's work, for ordering between streams and for timing
 //! (Numba's `cuda.event()`).
 
-use crate::backend::EventHandle;
+use crate::backend::{EventHandle, StreamHandle};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::stream::Stream;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A marker recorded into a stream.
@@ -44,25 +43,20 @@ impl Event {
         self.timing
     }
 
-    /// Records the event at the current end of `stream`.
-    pub fn record(&self, stream: &Stream) -> Result<()> {
-        self.device.check_same(stream.device(), "stream")?;
-        // SAFETY: the event's handle lives as long as `self`, the stream's as long as `stream`
-        // (both borrowed here), and both belong to this device (checked above).
+    /// Records the event at the current end of the stream `stream` (see `Event::record`).
+    ///
+    /// # Safety
+    /// `stream` is a live stream handle of this event's device.
+    pub(crate) unsafe fn record_on(&self, stream: StreamHandle) -> Result<()> {
+        // SAFETY: the event's handle lives as long as `self` and belongs to this device; the
+        // stream handle is the caller's contract.
         unsafe {
-            self.device.backend().event_record(
-                self.device.ordinal(),
-                self.handle,
-                stream.handle(),
-            )?
+            self.device
+                .backend()
+                .event_record(self.device.ordinal(), self.handle, stream)?
         };
         self.recorded.store(true, Ordering::Release);
         Ok(())
-    }
-
-    /// Makes `stream` wait for this event (Numba's `event.wait(stream)`).
-    pub fn wait(&self, stream: &Stream) -> Result<()> {
-        stream.wait_event(self)
     }
 
     /// `true` when the recorded work has completed (or the event was never recorded).

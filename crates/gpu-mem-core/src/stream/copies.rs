@@ -14,11 +14,8 @@ use crate::host::source::{HostMemory, HostMemoryMut, LockedMemory};
 use crate::host::{HostDestination, HostSource};
 use crate::layout::{Layout, Order, check_compatible};
 use crate::memory::{Access, HostBuffer, PendingUses};
-use crate::stream::Stream;
-use std::any::Any;
+use crate::stream::{KeepAlive, Stream};
 use std::sync::Arc;
-
-type KeepAlive = Box<dyn Any + Send + Sync>;
 
 impl LockedMemory<'_> {
     /// Host address of the lowest byte of the array's span.

@@ -1,4 +1,8 @@
-//! [`Stream`]: an ordered queue of device work, and the bookkeeping that makes async copies sound.
+//! Streams: [`Stream`], an ordered queue of device work, with the bookkeeping that makes async
+//! copies sound; the asynchronous copies enqueued on it (`copies`); and [`Event`]s, markers in a
+//! stream's work (`event`). The device constructors `Device::stream` and `Device::event` are here
+//! too. `event` knows nothing of streams: recording into and waiting on a stream are written here,
+//! so the dependency runs one way.
 //!
 //! Every operation enqueued through a `Stream` gets a ticket (the stream's submission count after
 //! it). The stream keeps what the operation touches — device allocations, page-locked host
@@ -9,14 +13,32 @@
 use crate::backend::StreamHandle;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::event::Event;
 use crate::memory::{Access, PendingUses};
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-type KeepAlive = Box<dyn Any + Send + Sync>;
+mod copies;
+mod event;
+
+pub use event::Event;
+
+/// Something enqueued work needs alive until it completes (device memory, a host buffer, a
+/// kernel's code): held by the stream, dropped on a host thread once the work is known complete.
+pub(crate) type KeepAlive = Box<dyn Any + Send + Sync>;
+
+impl Device {
+    /// Creates a stream on this device (Numba's `cuda.stream()`).
+    pub fn stream(&self) -> Result<Stream> {
+        Stream::new(self)
+    }
+
+    /// Creates an event (Numba's `cuda.event(timing)`).
+    pub fn event(&self, timing: bool) -> Result<Event> {
+        Event::new(self, timing)
+    }
+}
 
 /// The shared part of a stream: handle, tickets and what in-flight work keeps alive.
 pub(crate) struct StreamInner {
@@ -279,6 +301,21 @@ impl Drop for Stream {
         if let Err(error) = result {
             device.report_release_error("stream destroy", error);
         }
+    }
+}
+
+impl Event {
+    /// Records the event at the current end of `stream` (Numba's `event.record(stream)`).
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        self.device().check_same(stream.device(), "stream")?;
+        // SAFETY: the event's handle lives as long as `self`, the stream's as long as `stream`
+        // (both borrowed here), and both belong to this device (checked above).
+        unsafe { self.record_on(stream.handle()) }
+    }
+
+    /// Makes `stream` wait for this event (Numba's `event.wait(stream)`).
+    pub fn wait(&self, stream: &Stream) -> Result<()> {
+        stream.wait_event(self)
     }
 }
 

@@ -36,8 +36,8 @@ gpu_mem_hip_sys::gpu_mem_comgr_sys_functions!(comgr_table);
 pub struct Comgr {
     functions: ComgrFunctions,
     path: String,
-    // Declared last so it is dropped after nothing can call through `functions` any more.
-    _library: libloading::Library,
+    // Opened once per process and never unloaded, so the pointers in `functions` stay valid.
+    _library: &'static libloading::Library,
 }
 
 impl std::fmt::Debug for Comgr {
@@ -62,7 +62,7 @@ impl Comgr {
         })?;
         // SAFETY: the library is comgr (it exports amd_comgr_get_isa_count); the declarations
         // come from its 5.2.3 header and these four functions kept their signatures since 2.0.
-        let functions = unsafe { ComgrFunctions::resolve(&library) };
+        let functions = unsafe { ComgrFunctions::resolve(library) };
         Ok(Comgr {
             functions,
             path,

@@ -1,18 +1,23 @@
-//! Opening a shared library from an ordered list of candidates.
+//! Opening a shared library from an ordered list of candidates, through the loader shared with
+//! the CUDA backend (`gpu-mem-loader`): each library is opened once per process and never
+//! unloaded (unloading ROCr after `hsa_init`, or libamdhip64/comgr at all, is unsafe: LLVM
+//! aborts when loaded twice).
 //!
 //! An environment variable, when set, replaces the candidate list (so a test or a user can point
 //! at one exact file); otherwise each candidate is tried in order. The first one that opens *and*
-//! passes the caller's check wins. Failure lists every candidate with the reason it was rejected.
+//! passes the caller's check wins. Failure lists every candidate, with the dynamic loader's
+//! reason (or the check's) for the last one.
 
-use gpu_mem_core::error::error_chain;
 use gpu_mem_core::{Error, Result};
+use gpu_mem_loader::LibrarySpec;
 use libloading::Library;
+use std::path::Path;
 
 /// A library that was opened, with the name or path it was opened by.
 #[derive(Debug)]
 pub struct Opened {
-    /// The library handle; dropping it unloads the library.
-    pub library: Library,
+    /// The library handle, valid for the rest of the process (never unloaded).
+    pub library: &'static Library,
     /// The candidate that opened (a soname such as `libhsa-runtime64.so.1`, or the override path).
     pub path: String,
 }
@@ -23,45 +28,49 @@ pub struct Opened {
 /// `accept` may reject a library that opened (returning why), e.g. one lacking a key symbol.
 pub fn open_first(
     library: &'static str,
-    env_override: &str,
+    env_override: &'static str,
     candidates: &[&str],
     accept: impl Fn(&Library) -> std::result::Result<(), String>,
 ) -> Result<Opened> {
+    let spec = LibrarySpec {
+        library,
+        override_var: env_override,
+        candidates: &[],
+    };
     let from_env = match env_override {
         "" => None,
         name => std::env::var(name).ok().filter(|p| !p.trim().is_empty()),
     };
-    let list: Vec<String> = match from_env {
-        Some(path) => vec![path],
-        None => candidates.iter().map(|c| (*c).to_string()).collect(),
+    if let Some(path) = from_env {
+        let opened = gpu_mem_loader::open_path(&spec, Path::new(&path), &accept)?;
+        return Ok(Opened {
+            library: opened.raw(),
+            path: opened.path().to_string(),
+        });
+    }
+    let plain = LibrarySpec {
+        override_var: "",
+        ..spec
     };
-    let mut tried = Vec::with_capacity(list.len());
+    let mut tried = Vec::with_capacity(candidates.len());
     let mut last_reason = String::from("no candidates");
-    for candidate in list {
-        // SAFETY: loading runs the library's initialisers. The candidates are the ROCm runtime
-        // libraries (or a file the user named explicitly through the override), whose
-        // initialisers only set up process-local state.
-        match unsafe { Library::new(candidate.as_str()) } {
-            Ok(lib) => match accept(&lib) {
-                Ok(()) => {
-                    tracing::debug!(library, path = %candidate, "loaded");
-                    return Ok(Opened {
-                        library: lib,
-                        path: candidate,
-                    });
-                }
-                Err(reason) => {
-                    tracing::debug!(library, path = %candidate, %reason, "rejected");
-                    last_reason = format!("{candidate}: {reason}");
-                    tried.push(candidate);
-                }
-            },
-            Err(e) => {
-                tracing::debug!(library, path = %candidate, error = %e, "cannot open");
-                // libloading's message is only "dlopen failed"; the loader's reason is its source.
-                last_reason = error_chain(&e);
-                tried.push(candidate);
+    for candidate in candidates {
+        match gpu_mem_loader::open_path(&plain, Path::new(candidate), &accept) {
+            Ok(opened) => {
+                return Ok(Opened {
+                    library: opened.raw(),
+                    path: opened.path().to_string(),
+                });
             }
+            Err(Error::LibraryLoad {
+                tried: mut t,
+                reason,
+                ..
+            }) => {
+                tried.append(&mut t);
+                last_reason = reason;
+            }
+            Err(other) => return Err(other),
         }
     }
     Err(Error::LibraryLoad {
@@ -97,6 +106,17 @@ mod tests {
                 );
             }
             other => panic!("expected a load error, got {other:?}"),
+        }
+    }
+
+    /// Opening the same library twice gives the same handle: it is loaded once per process.
+    #[test]
+    fn libraries_are_opened_once() {
+        let a = open_first("the C library (roc test)", "", &["libc.so.6"], |_| Ok(()));
+        let b = open_first("the C library (roc test)", "", &["libc.so.6"], |_| Ok(()));
+        match (a, b) {
+            (Ok(a), Ok(b)) => assert!(std::ptr::eq(a.library, b.library)),
+            other => panic!("libc did not open: {other:?}"),
         }
     }
 }

@@ -50,8 +50,8 @@ sys::gpu_mem_hip_sys_functions!(hip_table);
 pub struct Hip {
     functions: HipFunctions,
     path: String,
-    // Declared last so it is dropped after nothing can call through `functions` any more.
-    _library: libloading::Library,
+    // Opened once per process and never unloaded, so the pointers in `functions` stay valid.
+    _library: &'static libloading::Library,
 }
 
 impl std::fmt::Debug for Hip {
@@ -75,7 +75,7 @@ impl Hip {
         })?;
         // SAFETY: the library exports hiprtc; the generated declarations are those of its
         // ROCm 5.2.3 headers, whose signatures later versions keep.
-        let functions = unsafe { HipFunctions::resolve(&library) };
+        let functions = unsafe { HipFunctions::resolve(library) };
         Ok(Hip {
             functions,
             path,

@@ -52,8 +52,8 @@ sys::gpu_mem_hsa_sys_functions!(hsa_table);
 pub struct Hsa {
     functions: HsaFunctions,
     path: String,
-    // Declared last so it is dropped after nothing can call through `functions` any more.
-    _library: libloading::Library,
+    // Opened once per process and never unloaded, so the pointers in `functions` stay valid.
+    _library: &'static libloading::Library,
 }
 
 impl std::fmt::Debug for Hsa {
@@ -78,7 +78,7 @@ impl Hsa {
         Hsa::open("", &[path])
     }
 
-    fn open(env_override: &str, candidates: &[&str]) -> Result<Hsa> {
+    fn open(env_override: &'static str, candidates: &[&str]) -> Result<Hsa> {
         let Opened { library, path } = open_first(LIBRARY, env_override, candidates, |lib| {
             // SAFETY: only checks the symbol's presence; the pointer is not called.
             match unsafe { lib.get::<sys::PFN_hsa_init>("hsa_init") } {
@@ -89,7 +89,7 @@ impl Hsa {
         // SAFETY: the library is an HSA runtime (it exports hsa_init); the generated
         // declarations are those of its ROCm 5.2.3 headers, and later versions keep them
         // ABI-compatible (HSA only adds functions and enum values).
-        let functions = unsafe { HsaFunctions::resolve(&library) };
+        let functions = unsafe { HsaFunctions::resolve(library) };
         let missing: Vec<&str> = functions
             .entries()
             .into_iter()

@@ -271,7 +271,7 @@ proptest! {
 
 /// A pinned buffer read by an upload on one stream and then written by a download on another.
 ///
-/// DESIGN.md §6: no safe call may let host memory be written while an asynchronous operation
+/// The soundness rules: no safe call may let host memory be written while an asynchronous operation
 /// still reads it. A stream operation on page-locked memory first waits for the conflicting
 /// in-flight uses of that memory on other streams (a download waits for every use, an upload
 /// for writers), so the download below cannot overwrite the buffer while the upload on `s0`

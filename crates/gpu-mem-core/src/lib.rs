@@ -5,7 +5,7 @@
 //! [`Device`], [`DeviceArray`], [`DeviceRecord`], [`PinnedArray`], [`MappedArray`],
 //! [`Registered`], [`Stream`] and [`Event`].
 //!
-//! Soundness rules (DESIGN.md §6): no safe call lets host memory be freed, moved or written while
+//! Soundness rules (the book's soundness chapter): no safe call lets host memory be freed, moved or written while
 //! an asynchronous operation still uses it, and device memory dropped while a stream still uses
 //! it is freed only after that work.
 
@@ -21,10 +21,13 @@ mod memory;
 pub mod smart;
 mod stream;
 
+/// The `ndarray` version this crate's host arrays are made of.
+pub use ndarray;
+
 pub use array::{DeviceArray, DeviceRecord, Field, LayoutSource};
 pub use backend::Backend;
 
-/// The portable kernel prelude `gpu_mem.h` (DESIGN.md §5): thread indices, shared and local
+/// The portable kernel prelude `gpu_mem.h` (the book's kernels chapter): thread indices, shared and local
 /// arrays, barriers, atomics, warp collectives and the array argument type, for kernel source
 /// compiled by NVRTC (CUDA), hiprtc (ROC) or the host C++ compiler (the simulator's branch).
 pub const KERNEL_PRELUDE: &str = include_str!("../include/gpu_mem.h");

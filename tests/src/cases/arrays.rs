@@ -1,5 +1,4 @@
-//! Allocation, attributes and layout operations of device arrays (NUMBA_BEHAVIOUR.md §1.2, §1.3,
-//! §2.1, §2.2, §2.5–§2.11, §2.14).
+//! Allocation, attributes and layout operations of device arrays.
 
 use crate::{Case, ensure, fail};
 use gpu_mem::prelude::*;

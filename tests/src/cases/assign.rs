@@ -1,4 +1,4 @@
-//! Assignment to views (Numba's `d[key] = value`, NUMBA_BEHAVIOUR.md §2.9): scalars, host and
+//! Assignment to views (Numba's `d[key] = value`): scalars, host and
 //! device arrays, broadcasting, strided and reversed targets, and Numba's error wording.
 
 use crate::{Case, Requires, ensure, fail};

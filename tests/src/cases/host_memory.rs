@@ -1,4 +1,4 @@
-//! Pinned, mapped and registered host memory (NUMBA_BEHAVIOUR.md §1.4–§1.6, §4.1, §4.2, §7.1).
+//! Pinned, mapped and registered host memory.
 
 use crate::{Case, ensure, fail};
 use gpu_mem::prelude::*;

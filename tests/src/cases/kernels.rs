@@ -1,4 +1,4 @@
-//! Kernel launches (issue: kernels on the simulator; NUMBA_BEHAVIOUR.md §6, §7.3).
+//! Kernel launches (Numba's kernel-argument rules).
 //!
 //! The first group uses the ready-made kernels, written once as portable source, and runs on
 //! every backend; the rest use closure kernels (the Rust-native form only the simulator runs)

@@ -1,4 +1,4 @@
-//! Fields of device records and record arrays (NUMBA_BEHAVIOUR.md §3): `rec['f']`,
+//! Fields of device records and record arrays: `rec['f']`,
 //! `rec['f'] = v`, nested records, subarray fields, `d_struct[i]` and `ary['f']`.
 
 use crate::{Case, Requires, ensure, fail};

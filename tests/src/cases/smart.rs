@@ -1,4 +1,4 @@
-//! SmartArray (NUMBA_BEHAVIOUR.md §5): data moves only when the side asked for is stale.
+//! SmartArray: data moves only when the side asked for is stale.
 
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::Runtime;

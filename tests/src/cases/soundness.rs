@@ -1,4 +1,4 @@
-//! Regression cases for the soundness rules of DESIGN.md §6: host memory is never read while a
+//! Regression cases for the soundness rules (the book's soundness chapter): host memory is never read while a
 //! stream may write it, nor written while one may use it; mapped memory is reached from the
 //! host only by copy or `unsafe` views; nothing leaks and no failure is lost.
 

@@ -1,6 +1,6 @@
 //! Kernels written once as portable source (`tests/kernels/*.cu`) and launched on every backend
 //! that can launch kernels: the simulator compiles them with the host C++ compiler, CUDA with
-//! NVRTC, ROC with hiprtc (DESIGN.md §5). The second group checks the simulator's diagnostics on
+//! NVRTC, ROC with hiprtc (the book's kernels chapter). The second group checks the simulator's diagnostics on
 //! the same source: faults, divergence, wrong arguments, compile errors, shared-memory limits.
 
 use crate::{Case, Requires, ensure, fail};

@@ -1,4 +1,4 @@
-//! Streams and events (NUMBA_BEHAVIOUR.md §4.3, §4.4; DESIGN.md §6 soundness rules).
+//! Streams and events (with the soundness rules of the book's soundness chapter).
 
 use crate::{Case, ensure, fail};
 use gpu_mem::Runtime;

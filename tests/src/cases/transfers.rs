@@ -1,4 +1,4 @@
-//! Synchronous transfers with Numba's checks (NUMBA_BEHAVIOUR.md §1.1, §2.3, §2.4).
+//! Synchronous transfers with Numba's checks.
 
 use crate::{Case, ensure, fail};
 use gpu_mem::prelude::*;

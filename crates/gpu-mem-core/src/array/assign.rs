@@ -1,7 +1,7 @@
 //! Assignment to any view (Numba's `d[key] = value`, `d.setitem(key, value)`): a scalar, a host
 //! array or a device array, broadcast to the target's shape, into a target of any strides.
 //!
-//! Numba's rules, in Numba's order (NUMBA_BEHAVIOUR §2.9): a value with more axes than the target
+//! Numba's rules, in Numba's order: a value with more axes than the target
 //! is [`Error::AssignRank`] ("Can't assign 3-D array to 1-D self", even for leading size-1 axes);
 //! the value's shape, padded with leading 1s, must equal the target's on every axis where it is
 //! not 1, else [`Error::AssignShape`] ("Can't copy sequence with size 2 to array axis 0 with

@@ -13,7 +13,7 @@
 //!   device's streams (the CUDA legacy-default-stream rule, which Numba relies on).
 //! * `*_async` methods enqueue on a stream and return at once. The caller — the core types, not
 //!   the user — guarantees that every buffer an enqueued operation touches stays allocated and
-//!   unaliased by host code until that operation has completed (see `crate::fence`).
+//!   unaliased by host code until that operation has completed (see the `stream` module: each [`Stream`](crate::Stream) keeps what its work uses alive).
 //! * Handles are checked by no one but their creator: every method taking a [`StreamHandle`] or
 //!   [`EventHandle`] is `unsafe`, and requires a live handle this backend made for the device.
 //!   The core owns every handle inside a [`Stream`](crate::Stream) or [`Event`](crate::Event),

@@ -3,7 +3,7 @@
 //! `register()` guards over existing arrays).
 //!
 //! These are what the asynchronous stream operations accept, because their memory is
-//! page-locked and its lifetime is shared with the stream (DESIGN.md §6): a stream keeps the
+//! page-locked and its lifetime is shared with the stream (the book's soundness chapter): a stream keeps the
 //! buffer alive until its work is done, and host access waits for that work.
 //!
 //! Mapped memory is also visible to the device while the host holds it, so its host side is

@@ -1,5 +1,5 @@
 //! [`KernelArg`]: what can be passed to a kernel, and how each kind travels (Numba's
-//! argument handling, NUMBA_BEHAVIOUR.md §6).
+//! argument handling).
 //!
 //! * Device arrays, records and mapped arrays are passed as they are: no copy.
 //! * [`Scalar`] values are passed by copy.

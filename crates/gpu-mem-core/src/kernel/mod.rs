@@ -1,4 +1,4 @@
-//! What a kernel launch carries, on every backend (DESIGN.md §5): the [`Kernel`] (its name, its
+//! What a kernel launch carries, on every backend (the book's kernels chapter): the [`Kernel`] (its name, its
 //! portable source, and the simulator's optional closure form), the [`LaunchConfig`] with its
 //! [`Dim3`]s, the arguments a user passes ([`KernelArg`]: device arrays, records, [`Scalar`]s,
 //! host arrays with [`In`] / [`Out`] / [`InOut`]) and what a backend receives for them

@@ -1,4 +1,4 @@
-//! Numba's `check_array_compatibility`, without the dtype part (NUMBA_BEHAVIOUR §1.1, §2.4).
+//! Numba's `check_array_compatibility`, without the dtype part.
 //!
 //! Guarantees: two layouts pass when, after dropping length-1 axes, they have the same shape and
 //! (only if there are elements) the same byte strides, so a copy between them is a plain copy

@@ -1,7 +1,7 @@
 //! Contiguity and stride-pattern tests.
 //!
 //! Guarantees: C/F contiguity follows numpy's relaxed rules, which Numba's `is_c_contiguous()` /
-//! `is_f_contiguous()` document (NUMBA_BEHAVIOUR §2.2): axes of length 1 are ignored (their
+//! `is_f_contiguous()` document: axes of length 1 are ignored (their
 //! stride never matters), a zero-size layout is both C and F, a 0-d layout is both, and an axis
 //! of length > 1 with stride 0 (a broadcast axis) makes the layout neither. A layout that is
 //! contiguous has every reachable element at offsets `0..size` from its first logical element.

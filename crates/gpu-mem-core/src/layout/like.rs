@@ -2,7 +2,7 @@
 //!
 //! Guarantees: [`Layout::like`] has the same shape and dense strides (every element at a
 //! distinct offset in `0..size`, no negative strides), following Numba's
-//! `_contiguous_strides_like_array` (NUMBA_BEHAVIOUR §1.3). [`Layout::transposed_2d`] is the
+//! `_contiguous_strides_like_array`. [`Layout::transposed_2d`] is the
 //! layout of the **new** C-contiguous array Numba's `T` copies into (§2.10); it is not a view.
 
 use super::{Layout, Order};

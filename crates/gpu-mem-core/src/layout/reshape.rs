@@ -1,4 +1,4 @@
-//! `ravel` and `reshape`, Numba's way (NUMBA_BEHAVIOUR §2.5, §2.6).
+//! `ravel` and `reshape`, Numba's way.
 //!
 //! Guarantees: neither ever describes a copy. The result keeps the first logical element of the
 //! input, so it is a view of the same memory. Only contiguous layouts are reshaped, because

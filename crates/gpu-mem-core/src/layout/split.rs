@@ -1,4 +1,4 @@
-//! Numba's `split(section)` (NUMBA_BEHAVIOUR §2.7).
+//! Numba's `split(section)`.
 //!
 //! Guarantees: only a 1-d layout with unit stride is split; the pieces are contiguous views,
 //! in order, each `section` long except a shorter last one, and together they cover the input

@@ -1,4 +1,4 @@
-//! Reinterpreting the element size: Numba's `view(dtype)` (NUMBA_BEHAVIOUR §2.11).
+//! Reinterpreting the element size: Numba's `view(dtype)`.
 //!
 //! Guarantees: the result covers the same bytes starting at the same first byte. With the same
 //! element size any layout is returned unchanged. Otherwise the layout must be C-contiguous,

@@ -1,5 +1,5 @@
 //! Ownership of device and host memory, and the tracking that keeps it alive and untouched while
-//! asynchronous work uses it (DESIGN.md §6).
+//! asynchronous work uses it (the book's soundness chapter).
 
 mod device_alloc;
 mod host_buffer;

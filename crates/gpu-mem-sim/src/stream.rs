@@ -1,7 +1,19 @@
 //! Simulated streams: each stream is a worker thread that runs its jobs in order, so stream
 //! work really is asynchronous and a missing synchronization shows up as a race, as on a GPU.
+//!
+//! Hand-offs are built for latency, like a GPU's (a few microseconds from enqueue to a
+//! synchronize returning): jobs go through a lock-free channel, completion is an atomic counter,
+//! and nobody takes a lock or sleeps on the fast path. The worker takes a job after a short
+//! launch latency ([`PICKUP_DELAY`]); a thread that synchronizes before then runs the job itself
+//! (it would only wait otherwise), so a small copy plus `synchronize` costs no hand-off at all.
+//! A worker that finishes a job keeps looking for the next one for a while (more work usually
+//! follows at once), and a waiter spins while the work it waits for runs. Spinning is bounded
+//! ([`SPIN_LIMIT`]), after which the thread sleeps, so an idle stream or a long kernel never
+//! burns a core; after the first [`SPIN_TIGHT`] a spinning thread yields between checks, so on a
+//! machine with fewer cores than busy threads it does not keep the thread it waits for off the
+//! CPU.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -10,80 +22,238 @@ use std::time::{Duration, Instant};
 /// A unit of stream work; an `Err` is reported at the next synchronization.
 pub(crate) type Job = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
+/// How long a spinning thread only spins, checking as fast as it can.
+const SPIN_TIGHT: Duration = Duration::from_micros(if cfg!(miri) { 0 } else { 50 });
+
+/// How long a thread spins in all (yielding between checks after [`SPIN_TIGHT`]) before it
+/// sleeps: longer than most small transfers, far shorter than a wake-up matters for long work.
+/// (Under Miri, whose clock advances with every step it interprets, spinning is kept short.)
+const SPIN_LIMIT: Duration = Duration::from_micros(if cfg!(miri) { 20 } else { 250 });
+
+/// Spins until `ready()` for at most [`SPIN_LIMIT`], checking about every `pauses` spin-loop
+/// hints; returns whether it became ready.
+fn spin_until(pauses: u32, mut ready: impl FnMut() -> bool) -> bool {
+    if ready() {
+        return true;
+    }
+    let start = Instant::now();
+    loop {
+        for _ in 0..32 {
+            for _ in 0..pauses {
+                std::hint::spin_loop();
+            }
+            if ready() {
+                return true;
+            }
+        }
+        let spun = start.elapsed();
+        if spun >= SPIN_LIMIT {
+            return ready();
+        }
+        if spun >= SPIN_TIGHT {
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Where threads sleep until a condition on atomics holds, after spinning for it. The fast path
+/// (the condition holds, or comes true while spinning) takes no lock; the lock and condition
+/// variable are only used once a thread has gone to sleep.
+#[derive(Debug, Default)]
+struct Parking {
+    sleepers: AtomicU32,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
+
+impl Parking {
+    /// Returns once `ready()` holds: spins first, then sleeps. `ready` must read the atomics it
+    /// checks with `SeqCst`, and whoever makes it true must call [`Parking::notify`] after a
+    /// `SeqCst` write.
+    fn wait_until(&self, pauses: u32, ready: impl Fn() -> bool) {
+        if spin_until(pauses, &ready) {
+            return;
+        }
+        // Announce the sleeper before the last check, so a notifier either sees it or made
+        // `ready()` true before that check (both are `SeqCst`): no wake-up is lost.
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        let mut guard = lock(&self.lock);
+        while !ready() {
+            guard = self.wake.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(guard);
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes the sleepers, if any (call after the `SeqCst` write that may satisfy them).
+    fn notify(&self) {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            // Taking the lock orders this notification after a sleeper's last check.
+            drop(lock(&self.lock));
+            self.wake.notify_all();
+        }
+    }
+}
+
 /// Counts work in flight on a whole device, for the legacy-default-stream rule (synchronous
 /// operations wait for every stream of the device).
 #[derive(Debug, Default)]
 pub(crate) struct DeviceActivity {
-    in_flight: Mutex<u64>,
-    idle: Condvar,
+    in_flight: AtomicU64,
+    idle: Parking,
 }
 
 impl DeviceActivity {
-    fn lock(&self) -> MutexGuard<'_, u64> {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn begin(&self) {
-        *self.lock() += 1;
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
     }
 
     fn end(&self) {
-        let mut n = self.lock();
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            self.idle.notify_all();
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify();
         }
     }
 
     /// Blocks until no stream of the device has work in flight.
     pub(crate) fn wait_idle(&self) {
-        let mut n = self.lock();
-        while *n > 0 {
-            n = self.idle.wait(n).unwrap_or_else(|p| p.into_inner());
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            self.idle
+                .wait_until(1, || self.in_flight.load(Ordering::SeqCst) == 0);
         }
     }
 }
 
-#[derive(Debug, Default)]
-struct Progress {
-    submitted: u64,
-    completed: u64,
-    /// First failure since the last synchronization.
-    error: Option<(&'static str, String)>,
-}
+/// Jobs waiting to run; holding the lock is the right to run them, so the worker and a
+/// synchronizing host thread (see [`SimStream::synchronize`]) never run two jobs of one stream at
+/// once or out of order.
+type Queue = Mutex<mpsc::Receiver<(&'static str, Job)>>;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
-    progress: Mutex<Progress>,
-    changed: Condvar,
-    /// `progress.completed`, readable without the lock, for short spin-waits.
+    submitted: AtomicU64,
     completed: AtomicU64,
-}
-
-/// How long a waiter spins before it sleeps: stream work is often a few microseconds, far less
-/// than a thread wake-up, so a short spin keeps small transfers fast (a GPU's stream latency is a
-/// few microseconds too) without burning a core on long waits.
-const SPIN: Duration = Duration::from_micros(20);
-
-/// Spins for at most [`SPIN`] until `ready()`; returns whether it became ready.
-fn spin_until(mut ready: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        for _ in 0..64 {
-            if ready() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        if start.elapsed() >= SPIN {
-            return ready();
-        }
-    }
+    /// Set once the stream is shut down (no job is enqueued after it).
+    closed: AtomicBool,
+    queue: Queue,
+    /// Whether some thread holds `queue` (readable without trying the lock).
+    running: AtomicBool,
+    /// Where the worker sleeps when it has had no work for a while.
+    work: Parking,
+    /// Where synchronizing threads sleep when the work they wait for is long.
+    done: Parking,
+    activity: Arc<DeviceActivity>,
+    /// First failure since the last synchronization.
+    error: Mutex<Option<(&'static str, String)>>,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    fn pending(&self) -> bool {
+        self.completed.load(Ordering::SeqCst) < self.submitted.load(Ordering::SeqCst)
+    }
+
+    /// Runs one job (its caller holds the queue) and reports its completion.
+    fn run(&self, what: &'static str, job: Job) {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+            .unwrap_or_else(|_| Err("the operation panicked".into()));
+        if let Err(message) = result {
+            tracing::warn!("simulated stream job {what} failed: {message}");
+            lock(&self.error).get_or_insert((what, message));
+        }
+        self.completed.fetch_add(1, Ordering::SeqCst);
+        self.done.notify();
+        self.activity.end();
+    }
+
+    /// The queue, unless another thread is running jobs from it.
+    fn try_queue(&self) -> Option<QueueGuard<'_>> {
+        let queue = match self.queue.try_lock() {
+            Ok(queue) => queue,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        self.running.store(true, Ordering::SeqCst);
+        Some(QueueGuard {
+            shared: self,
+            queue,
+        })
+    }
+}
+
+/// The right to run a stream's jobs; releasing it wakes a worker waiting for it.
+struct QueueGuard<'a> {
+    shared: &'a Shared,
+    queue: MutexGuard<'a, mpsc::Receiver<(&'static str, Job)>>,
+}
+
+impl QueueGuard<'_> {
+    /// Runs queued jobs until `target` have completed or the queue is empty.
+    fn drain(&self, target: u64) {
+        let shared = self.shared;
+        while shared.completed.load(Ordering::SeqCst) < target {
+            match self.queue.try_recv() {
+                Ok((what, job)) => shared.run(what, job),
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+impl Drop for QueueGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.running.store(false, Ordering::SeqCst);
+        self.shared.done.notify();
+    }
+}
+
+/// How long a job waits in the queue before the worker takes it, unless a thread synchronizing
+/// with the stream takes it first. A GPU's launch latency is a few microseconds too; the host
+/// thread that enqueues a small copy and synchronizes at once runs it itself, instead of paying
+/// for two hand-offs between threads (which would make a small page-locked copy slower than a
+/// pageable one).
+const PICKUP_DELAY: Duration = Duration::from_micros(2);
+
+/// Spin-loop hints between two looks of an idle worker for new work: each look takes the
+/// counters' cache line from the host thread that writes them, which would slow the host down.
+const IDLE_PAUSES: u32 = 16;
+
+/// The worker: runs jobs in order until the stream is shut down and its queue is empty.
+fn work(shared: &Shared) {
+    loop {
+        // More work often follows at once: `wait_until` looks for it for a while before sleeping.
+        shared.work.wait_until(IDLE_PAUSES, || {
+            shared.pending() || shared.closed.load(Ordering::SeqCst)
+        });
+        if !shared.pending() {
+            if shared.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            continue;
+        }
+        let seen = Instant::now();
+        while shared.pending() && seen.elapsed() < PICKUP_DELAY {
+            for _ in 0..IDLE_PAUSES {
+                std::hint::spin_loop();
+            }
+        }
+        if !shared.pending() {
+            continue;
+        }
+        match shared.try_queue() {
+            Some(queue) => queue.drain(u64::MAX),
+            None => {
+                // A synchronizing thread is running the jobs: wait until it makes progress or
+                // lets go of the queue (it runs only the jobs it waits for).
+                let now = shared.completed.load(Ordering::SeqCst);
+                shared.done.wait_until(1, || {
+                    shared.completed.load(Ordering::SeqCst) != now
+                        || !shared.running.load(Ordering::SeqCst)
+                });
+            }
+        }
     }
 }
 
@@ -92,92 +262,70 @@ impl Shared {
 pub(crate) struct SimStream {
     sender: Mutex<Option<mpsc::Sender<(&'static str, Job)>>>,
     shared: Arc<Shared>,
-    activity: Arc<DeviceActivity>,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl SimStream {
     pub(crate) fn spawn(name: String, activity: Arc<DeviceActivity>) -> Result<SimStream, String> {
         let (sender, receiver) = mpsc::channel::<(&'static str, Job)>();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            submitted: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            queue: Mutex::new(receiver),
+            running: AtomicBool::new(false),
+            work: Parking::default(),
+            done: Parking::default(),
+            activity,
+            error: Mutex::new(None),
+        });
         let worker_shared = Arc::clone(&shared);
-        let worker_activity = Arc::clone(&activity);
         let worker = std::thread::Builder::new()
             .name(name)
-            .spawn(move || {
-                loop {
-                    // More work often follows at once: look for it briefly before sleeping.
-                    let mut next = None;
-                    spin_until(|| match receiver.try_recv() {
-                        Ok(item) => {
-                            next = Some(item);
-                            true
-                        }
-                        Err(mpsc::TryRecvError::Empty) => false,
-                        Err(mpsc::TryRecvError::Disconnected) => true,
-                    });
-                    let (what, job) = match next {
-                        Some(item) => item,
-                        None => match receiver.recv() {
-                            Ok(item) => item,
-                            Err(_) => break,
-                        },
-                    };
-                    let result = job();
-                    let mut progress = worker_shared.lock();
-                    progress.completed += 1;
-                    worker_shared
-                        .completed
-                        .store(progress.completed, Ordering::Release);
-                    if let Err(message) = result {
-                        tracing::warn!("simulated stream job {what} failed: {message}");
-                        progress.error.get_or_insert((what, message));
-                    }
-                    drop(progress);
-                    worker_shared.changed.notify_all();
-                    worker_activity.end();
-                }
-            })
+            .spawn(move || work(&worker_shared))
             .map_err(|e| format!("cannot start a stream worker thread: {e}"))?;
         Ok(SimStream {
             sender: Mutex::new(Some(sender)),
             shared,
-            activity,
             worker: Mutex::new(Some(worker)),
         })
     }
 
     /// Enqueues a job.
     pub(crate) fn enqueue(&self, what: &'static str, job: Job) -> Result<(), String> {
-        let sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
+        let sender = lock(&self.sender);
         let Some(sender) = sender.as_ref() else {
             return Err("the stream was destroyed".into());
         };
-        self.shared.lock().submitted += 1;
-        self.activity.begin();
+        let shared = &*self.shared;
+        shared.activity.begin();
+        shared.submitted.fetch_add(1, Ordering::SeqCst);
         if sender.send((what, job)).is_err() {
-            let mut progress = self.shared.lock();
-            progress.submitted -= 1;
-            drop(progress);
-            self.activity.end();
-            return Err("the stream's worker thread has stopped".into());
+            // Unreachable while the sender exists (the queue lives as long as the stream).
+            shared.submitted.fetch_sub(1, Ordering::SeqCst);
+            shared.activity.end();
+            return Err("the stream's queue is gone".into());
         }
+        shared.work.notify();
         Ok(())
     }
 
     /// Waits for every job enqueued so far; returns (and clears) the first failure.
+    ///
+    /// Jobs the worker has not started yet are run by the calling thread, which would only wait
+    /// otherwise: in order, one at a time, exactly as the worker would have run them.
     pub(crate) fn synchronize(&self) -> Result<(), (&'static str, String)> {
-        let target = self.shared.lock().submitted;
-        spin_until(|| self.shared.completed.load(Ordering::Acquire) >= target);
-        let mut progress = self.shared.lock();
-        while progress.completed < target {
-            progress = self
-                .shared
-                .changed
-                .wait(progress)
-                .unwrap_or_else(|p| p.into_inner());
+        let shared = &*self.shared;
+        let target = shared.submitted.load(Ordering::SeqCst);
+        if shared.completed.load(Ordering::SeqCst) < target {
+            if let Some(queue) = shared.try_queue() {
+                queue.drain(target);
+            }
+            shared
+                .done
+                .wait_until(1, || shared.completed.load(Ordering::SeqCst) >= target);
         }
-        match progress.error.take() {
+        match lock(&shared.error).take() {
             Some(error) => Err(error),
             None => Ok(()),
         }
@@ -185,14 +333,15 @@ impl SimStream {
 
     /// `true` when every job enqueued so far has completed.
     pub(crate) fn is_idle(&self) -> bool {
-        let progress = self.shared.lock();
-        progress.completed >= progress.submitted
+        !self.shared.pending()
     }
 
     /// Finishes the queued work and stops the worker.
     pub(crate) fn shut_down(&self) {
-        self.sender.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let worker = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        lock(&self.sender).take();
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.work.notify();
+        let worker = lock(&self.worker).take();
         if let Some(worker) = worker
             && worker.join().is_err()
         {

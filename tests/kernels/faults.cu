@@ -22,3 +22,12 @@ extern "C" __global__ void lane_vote(gm_array<int, 1> a) {
     }
     a(grid(1)) = v;
 }
+
+extern "C" __global__ void two_barriers(gm_array<float, 1> a) {
+    if (threadIdx.x % 2 == 0) {
+        syncthreads();
+    } else {
+        barrier(GM_FENCE_GLOBAL);
+    }
+    a(0) = 0.0f;
+}

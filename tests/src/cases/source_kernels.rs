@@ -18,9 +18,10 @@ const ATOMICS: &str = include_str!("../../kernels/atomics.cu");
 const SPIN_WAIT: &str = include_str!("../../kernels/spin_wait.cu");
 const LOCAL_AND_ARGS: &str = include_str!("../../kernels/local_and_args.cu");
 const FAULTS: &str = include_str!("../../kernels/faults.cu");
+const RING: &str = include_str!("../../kernels/ring.cu");
 
 /// Every `.cu` file of the conformance suite, for the compile checks of each backend's compiler.
-pub const SOURCES: [(&str, &str); 8] = [
+pub const SOURCES: [(&str, &str); 9] = [
     ("indices", INDICES),
     ("transpose", TRANSPOSE),
     ("warp_reduce", WARP_REDUCE),
@@ -29,6 +30,7 @@ pub const SOURCES: [(&str, &str); 8] = [
     ("spin_wait", SPIN_WAIT),
     ("local_and_args", LOCAL_AND_ARGS),
     ("faults", FAULTS),
+    ("ring", RING),
 ];
 
 /// The cases of this module.
@@ -42,12 +44,16 @@ pub fn cases() -> Vec<Case> {
         spin_wait_across_warps_finishes,
         local_arrays_records_scalars_strided_views,
         smart_and_mapped_arrays_as_arguments,
+        barriers_really_wait_for_the_block,
+        stream_launches_run_in_order,
     ];
     cases.extend(crate::cases!["source", Requires::Simulator;
         warp_of_64_lanes,
         out_of_bounds_index_is_a_fault,
         divergence_names_the_line,
         collective_divergence_is_an_error,
+        different_barriers_are_an_error,
+        stream_kernel_fault_surfaces_at_synchronize,
         wrong_arguments_are_refused_before_running,
         compile_errors_carry_the_line,
         static_shared_memory_counts_against_the_limit,
@@ -569,5 +575,108 @@ fn static_shared_memory_counts_against_the_limit(rt: &Runtime) -> Result<(), Str
         }
         other => return Err(format!("expected InvalidLaunch, got {other:?}")),
     }
+    Ok(())
+}
+
+fn barriers_really_wait_for_the_block(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let kernel = Kernel::from_source(RING, "ring");
+    for block in [256usize, 96, 1024] {
+        let mut out = dev
+            .device_array::<i32>(&[3, block], Order::C)
+            .map_err(fail("out"))?;
+        // SAFETY: the kernel stays inside its argument.
+        unsafe { dev.launch(&kernel, LaunchConfig::new(3, block as u32), &mut [&mut out]) }
+            .map_err(fail("launch"))?;
+        let out = out.copy_to_host().map_err(fail("copy"))?;
+        for ((_, t), v) in out
+            .view()
+            .into_dimensionality::<ndarray::Ix2>()
+            .map_err(fail("dims"))?
+            .indexed_iter()
+        {
+            let want = ((t + 1) % block + 1) as i32;
+            ensure!(*v == want, "block size {block}, thread {t}: {v} != {want}");
+        }
+    }
+    Ok(())
+}
+
+fn stream_launches_run_in_order(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let stream = dev.stream().map_err(fail("stream"))?;
+    let kernel = Kernel::from_source(ATOMICS, "atomics");
+    let n = 512usize;
+    let mut keys = dev
+        .to_device(&Array1::from_shape_fn(n, |i| (i % 16) as i32))
+        .map_err(fail("keys"))?;
+    let mut hist = dev
+        .to_device(&Array1::<u32>::zeros(16))
+        .map_err(fail("hist"))?;
+    let mut acc = dev
+        .to_device(&Array1::<u32>::zeros(11))
+        .map_err(fail("acc"))?;
+    let mut facc = dev
+        .to_device(&Array1::<f32>::zeros(1))
+        .map_err(fail("facc"))?;
+    let mut dacc = dev
+        .to_device(&Array1::<f64>::zeros(1))
+        .map_err(fail("dacc"))?;
+    for _ in 0..3 {
+        // SAFETY: the kernel checks its bounds; the stream keeps the arrays alive.
+        unsafe {
+            stream.launch(
+                &kernel,
+                LaunchConfig::for_items(n, 128),
+                &mut [&mut keys, &mut hist, &mut acc, &mut facc, &mut dacc],
+            )
+        }
+        .map_err(fail("enqueue"))?;
+    }
+    stream.synchronize().map_err(fail("synchronize"))?;
+    let hist = hist.copy_to_host().map_err(fail("hist"))?;
+    ensure!(
+        hist.iter().all(|&c| c == 3 * (n / 16) as u32),
+        "three launches counted: {hist:?}"
+    );
+    Ok(())
+}
+
+fn different_barriers_are_an_error(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let mut a = dev.device_array::<f32>(&[1], Order::C).map_err(fail("a"))?;
+    let kernel = Kernel::from_source(FAULTS, "two_barriers");
+    // SAFETY: the simulator reports the divergence.
+    let result = unsafe { dev.launch(&kernel, LaunchConfig::new(1, 32), &mut [&mut a]) };
+    let message = result.err().map(|e| e.to_string()).unwrap_or_default();
+    ensure!(
+        message.contains("two_barriers")
+            && message.contains("different barriers")
+            && message.contains("two_barriers.cu:"),
+        "{message}"
+    );
+    Ok(())
+}
+
+fn stream_kernel_fault_surfaces_at_synchronize(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let stream = dev.stream().map_err(fail("stream"))?;
+    let mut a = dev.device_array::<f32>(&[8], Order::C).map_err(fail("a"))?;
+    let kernel = Kernel::from_source(FAULTS, "past_the_end");
+    // SAFETY: the out-of-bounds write is caught by the simulator.
+    unsafe { stream.launch(&kernel, LaunchConfig::new(1, 8), &mut [&mut a]) }
+        .map_err(fail("enqueue"))?;
+    let message = stream
+        .synchronize()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    ensure!(
+        message.contains("past_the_end") && message.contains("index (8)"),
+        "{message}"
+    );
+    stream
+        .synchronize()
+        .map_err(fail("the failure is reported once"))?;
     Ok(())
 }

@@ -20,19 +20,6 @@ const LOCAL_AND_ARGS: &str = include_str!("../../kernels/local_and_args.cu");
 const FAULTS: &str = include_str!("../../kernels/faults.cu");
 const RING: &str = include_str!("../../kernels/ring.cu");
 
-/// Every `.cu` file of the conformance suite, for the compile checks of each backend's compiler.
-pub const SOURCES: [(&str, &str); 9] = [
-    ("indices", INDICES),
-    ("transpose", TRANSPOSE),
-    ("warp_reduce", WARP_REDUCE),
-    ("votes", VOTES),
-    ("atomics", ATOMICS),
-    ("spin_wait", SPIN_WAIT),
-    ("local_and_args", LOCAL_AND_ARGS),
-    ("faults", FAULTS),
-    ("ring", RING),
-];
-
 /// The cases of this module.
 pub fn cases() -> Vec<Case> {
     let mut cases = crate::cases!["source", Requires::Kernels;

@@ -219,6 +219,26 @@ fn warp_and_block_votes(rt: &Runtime) -> Result<(), String> {
     Ok(())
 }
 
+/// The accumulators of `atomics.cu` (after `keys` and `hist`): acc, facc, dacc, zeroed but for
+/// `acc(3)` and `acc(4)` when `min_and` (the min and and accumulators start at all ones).
+fn atomic_accumulators(
+    dev: &gpu_mem::Device,
+    min_and: bool,
+) -> Result<(DeviceArray<u32>, DeviceArray<f32>, DeviceArray<f64>), String> {
+    let mut start = Array1::<u32>::zeros(11);
+    if min_and {
+        start[3] = u32::MAX;
+        start[4] = u32::MAX;
+    }
+    Ok((
+        dev.to_device(&start).map_err(fail("acc"))?,
+        dev.to_device(&Array1::<f32>::zeros(1))
+            .map_err(fail("facc"))?,
+        dev.to_device(&Array1::<f64>::zeros(1))
+            .map_err(fail("dacc"))?,
+    ))
+}
+
 fn every_atomic_on_global_and_shared_memory(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let n = 3000usize;
@@ -227,16 +247,7 @@ fn every_atomic_on_global_and_shared_memory(rt: &Runtime) -> Result<(), String> 
     let mut hist = dev
         .to_device(&Array1::<u32>::zeros(16))
         .map_err(fail("hist"))?;
-    let mut start = Array1::<u32>::zeros(11);
-    start[3] = u32::MAX;
-    start[4] = u32::MAX;
-    let mut acc = dev.to_device(&start).map_err(fail("acc"))?;
-    let mut facc = dev
-        .to_device(&Array1::<f32>::zeros(1))
-        .map_err(fail("facc"))?;
-    let mut dacc = dev
-        .to_device(&Array1::<f64>::zeros(1))
-        .map_err(fail("dacc"))?;
+    let (mut acc, mut facc, mut dacc) = atomic_accumulators(&dev, true)?;
     let kernel = Kernel::from_source(ATOMICS, "atomics");
     // SAFETY: the kernel checks its bounds.
     unsafe {
@@ -382,15 +393,7 @@ fn smart_and_mapped_arrays_as_arguments(rt: &Runtime) -> Result<(), String> {
         .map_err(fail("mapped"))?;
     hist.write(&Array1::<u32>::zeros(16).into_dyn())
         .map_err(fail("zero"))?;
-    let mut acc = dev
-        .to_device(&Array1::<u32>::zeros(11))
-        .map_err(fail("acc"))?;
-    let mut facc = dev
-        .to_device(&Array1::<f32>::zeros(1))
-        .map_err(fail("facc"))?;
-    let mut dacc = dev
-        .to_device(&Array1::<f64>::zeros(1))
-        .map_err(fail("dacc"))?;
+    let (mut acc, mut facc, mut dacc) = atomic_accumulators(&dev, false)?;
     let kernel = Kernel::from_source(ATOMICS, "atomics");
     // SAFETY: the kernel checks its bounds.
     unsafe {
@@ -600,15 +603,7 @@ fn stream_launches_run_in_order(rt: &Runtime) -> Result<(), String> {
     let mut hist = dev
         .to_device(&Array1::<u32>::zeros(16))
         .map_err(fail("hist"))?;
-    let mut acc = dev
-        .to_device(&Array1::<u32>::zeros(11))
-        .map_err(fail("acc"))?;
-    let mut facc = dev
-        .to_device(&Array1::<f32>::zeros(1))
-        .map_err(fail("facc"))?;
-    let mut dacc = dev
-        .to_device(&Array1::<f64>::zeros(1))
-        .map_err(fail("dacc"))?;
+    let (mut acc, mut facc, mut dacc) = atomic_accumulators(&dev, false)?;
     for _ in 0..3 {
         // SAFETY: the kernel checks its bounds; the stream keeps the arrays alive.
         unsafe {

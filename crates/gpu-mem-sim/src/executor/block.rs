@@ -239,8 +239,13 @@ impl<'a> Block<'a> {
             }
         }
         give_back(fibers);
-        // A fault is the root cause of any divergence that follows it (a thread that panicked
-        // never reaches the next barrier), so it is reported first.
+        self.fault_or(result)
+    }
+
+    /// The block's first fault, if any, else `result`. A fault is the root cause of any
+    /// divergence that follows it (a thread that panicked never reaches the next barrier), so
+    /// it is reported first.
+    fn fault_or(&self, result: Result<(), Error>) -> Result<(), Error> {
         match self.fault.borrow_mut().take() {
             Some((thread, message)) => Err(Error::KernelFault {
                 kernel: self.kernel.to_string(),
@@ -273,15 +278,7 @@ impl<'a> Block<'a> {
                 break;
             }
         }
-        match self.fault.borrow_mut().take() {
-            Some((thread, message)) => Err(Error::KernelFault {
-                kernel: self.kernel.to_string(),
-                block: self.block_idx.to_array(),
-                thread: thread.to_array(),
-                message,
-            }),
-            None => Ok(()),
-        }
+        self.fault_or(Ok(()))
     }
 
     fn schedule(&self, fibers: &mut [PooledFiber], states: &mut [State]) -> Result<(), Error> {

@@ -1,7 +1,7 @@
 //! The CPU simulator backend of gpu-mem: the embedded default, and the reference the
 //! conformance suite is checked against.
 //!
-//! It behaves like a GPU, not like a shortcut (DESIGN.md §7):
+//! It behaves like a GPU, not like a shortcut:
 //! * device memory is separate from host memory, at synthetic addresses, with a capacity
 //!   (`GPU_MEM_SIM_MEMORY`); allocations past it fail with `OutOfMemory`, and accesses outside a
 //!   live allocation fail with `InvalidPointer`;

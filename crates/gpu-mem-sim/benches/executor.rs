@@ -103,6 +103,7 @@ fn main() {
         return;
     }
     let mut ok = true;
+    let mut figures: Vec<(String, f64)> = Vec::new();
     println!("gpu-mem simulator executor, medians\n");
     let mut empties = forms("empty", EMPTY, Kernel::sim("empty", |_| {})).to_vec();
     empties.insert(
@@ -121,6 +122,9 @@ fn main() {
         });
         let per_thread = (block - one) / 1023.0;
         ok &= one <= 5e-6 && per_thread <= 20e-9;
+        let key = form.replace([' ', ','], "_");
+        figures.push((format!("{key}_launch_1x1_seconds"), one));
+        figures.push((format!("{key}_empty_thread_seconds"), per_thread));
         println!(
             "{form:<21} 1x1 empty launch {:>8.2} us (target <= 5 us); 1x1024 empty threads {:>6.1} ns/thread (target <= 20 ns)",
             one * 1e6,
@@ -142,6 +146,7 @@ fn main() {
         let b = median_secs(5, || launch(&backend, without, grid, &[]));
         let per = (a - b) / (1024.0 * 256.0);
         ok &= per <= 15e-9;
+        figures.push((format!("{form}_barrier_per_thread_seconds"), per));
         println!(
             "{form:<21} barrier in 1024x256: {:>6.1} ns per thread and barrier (target <= 15 ns); the launch {:.1} ms, without the barrier {:.1} ms",
             per * 1e9,
@@ -153,6 +158,7 @@ fn main() {
         (Some(one), Some(two)) => {
             let speedup = one / two;
             ok &= speedup >= 1.7;
+            figures.push(("two_worker_speedup".to_string(), speedup));
             println!(
                 "1024 compute-bound blocks: 1 worker {:.1} ms, 2 workers {:.1} ms: {speedup:.2}x (target >= 1.7x)",
                 one * 1e3,
@@ -165,4 +171,16 @@ fn main() {
         }
     }
     println!("\ntargets {}", if ok { "met" } else { "NOT met" });
+    if std::env::args().any(|a| a == "--json")
+        || std::env::var_os("GPU_MEM_BENCH_JSON").is_some_and(|v| v == "1")
+    {
+        let fields: Vec<String> = figures
+            .iter()
+            .map(|(name, value)| format!("\"{name}\":{value:e}"))
+            .collect();
+        println!(
+            "{{\"bench\":\"executor\",{},\"targets_met\":{ok}}}",
+            fields.join(",")
+        );
+    }
 }

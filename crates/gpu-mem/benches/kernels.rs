@@ -1,19 +1,21 @@
 //! The simulator's kernel speed beside Numba's CUDA simulator and a plain Rust loop.
 //!
 //! `cargo bench -p gpu-mem --bench kernels` runs the library kernels from their portable source
-//! (compiled by the host C++ compiler) and prints gpu-mem's median time next to the figures
-//! measured on this machine class with Numba 0.68.1 + numba-cuda 0.30.4 in its CUDA simulator
-//! (the lower end of the measured range; target: at least 10,000 times faster), the tiled
-//! matmul at n = 256 next to a plain single-threaded i-k-j loop measured in the same run
-//! (target: within 10 times), and what compiling costs: a cold compile into an empty cache, a
-//! new kernel object with the same source, and a relaunch. Each kernel's result is checked
-//! before it is timed.
+//! (compiled by the host C++ compiler) and, side by side, the same kernels written as Rust
+//! closures (this file's twins), for the tiled matmul at n = 32..512 and the block sum of
+//! 2^14..2^22 `f32`. It prints each median next to a plain single-threaded i-k-j loop (matmul)
+//! and the figures measured on this machine class with Numba 0.68.1 + numba-cuda 0.30.4 in its
+//! CUDA simulator (the lower end of the measured ranges), the scaling exponent of each series,
+//! and what compiling costs. Targets: at least 10,000x Numba's simulator (matmul n=64, block sum
+//! 65,536), and the source matmul at n=256 within 10x the plain loop. Each kernel's result is
+//! checked before it is timed. `-- --json` (or `GPU_MEM_BENCH_JSON=1`) adds one JSON object with
+//! every figure.
 
 use gpu_mem::kernels::{TPB, block_sum, matmul_tiled};
 use gpu_mem::prelude::*;
 use ndarray::{Array1, Array2};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Numba 0.68.1 + numba-cuda 0.30.4 CUDA simulator on this machine class, seconds (lower end
 /// of the measured ranges: matmul n=64 5.3-8.4 s, block-sum 87-115 s).
@@ -21,20 +23,84 @@ const NUMBA_MATMUL_32: f64 = 1.38;
 const NUMBA_MATMUL_64: f64 = 5.3;
 const NUMBA_BLOCK_SUM_65536: f64 = 87.0;
 
-fn median(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64()
-}
-
 fn time(runs: usize, mut f: impl FnMut() -> gpu_mem::Result<()>) -> gpu_mem::Result<f64> {
-    f()?; // warm-up: thread stacks, caches
+    f()?; // warm-up: compile, thread stacks, caches
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
         f()?;
-        samples.push(start.elapsed());
+        samples.push(start.elapsed().as_secs_f64());
     }
-    Ok(median(samples))
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+fn wrong(name: &'static str, reason: String) -> gpu_mem::Error {
+    gpu_mem::Error::InvalidArgument { name, reason }
+}
+
+/// The closure twin of `matmul_tiled.cu` (simulator only).
+fn matmul_closure() -> Kernel {
+    Kernel::sim("matmul_tiled_closure", |t| {
+        let (a, b, c) = (t.array::<f32>(0), t.array::<f32>(1), t.array::<f32>(2));
+        let sa = t.shared_array::<f32, 2>([TPB, TPB]);
+        let sb = t.shared_array::<f32, 2>([TPB, TPB]);
+        let (x, y) = t.grid2();
+        let (tx, ty) = (t.thread_idx().x as usize, t.thread_idx().y as usize);
+        let (rows, inner, cols) = (a.shape()[0], a.shape()[1], b.shape()[1]);
+        let mut acc = 0.0f32;
+        for i in 0..inner.div_ceil(TPB) {
+            let (col, row) = (tx + i * TPB, ty + i * TPB);
+            sa.set(
+                [ty, tx],
+                if y < rows && col < inner {
+                    a.get([y, col])
+                } else {
+                    0.0
+                },
+            );
+            sb.set(
+                [ty, tx],
+                if x < cols && row < inner {
+                    b.get([row, x])
+                } else {
+                    0.0
+                },
+            );
+            t.syncthreads();
+            for j in 0..TPB {
+                acc += sa.get([ty, j]) * sb.get([j, tx]);
+            }
+            t.syncthreads();
+        }
+        if y < c.shape()[0] && x < c.shape()[1] {
+            c.set([y, x], acc);
+        }
+    })
+}
+
+/// The closure twin of `block_sum.cu` (simulator only).
+fn block_sum_closure() -> Kernel {
+    Kernel::sim("block_sum_closure", |t| {
+        let (input, partial) = (t.array::<f32>(0), t.array::<f32>(1));
+        let cache = t.dynamic_shared::<f32>();
+        let tid = t.thread_idx().x as usize;
+        let i = t.grid1();
+        cache.set([tid], if i < input.len() { input.get([i]) } else { 0.0 });
+        t.syncthreads();
+        let mut stride = t.block_dim().x as usize / 2;
+        while stride > 0 {
+            if tid < stride {
+                cache.set([tid], cache.get([tid]) + cache.get([tid + stride]));
+            }
+            t.syncthreads();
+            stride /= 2;
+        }
+        let block = t.block_idx().x as usize;
+        if tid == 0 && block < partial.len() {
+            partial.set([block], cache.get([0]));
+        }
+    })
 }
 
 fn inputs(n: usize) -> (Array2<f32>, Array2<f32>) {
@@ -43,53 +109,50 @@ fn inputs(n: usize) -> (Array2<f32>, Array2<f32>) {
     (a, b)
 }
 
-fn matmul_time(device: &Device, n: usize, runs: usize) -> gpu_mem::Result<f64> {
+fn matmul_time(device: &Device, kernel: &Kernel, n: usize, runs: usize) -> gpu_mem::Result<f64> {
     let (a, b) = inputs(n);
     let (mut da, mut db) = (device.to_device(&a)?, device.to_device(&b)?);
     let mut dc = device.device_array::<f32>(&[n, n], Order::C)?;
-    let kernel = matmul_tiled();
     let blocks = n.div_ceil(TPB) as u32;
     let config = LaunchConfig::new((blocks, blocks), (TPB as u32, TPB as u32));
     // SAFETY: the kernel stays inside A, B and C (bounds-checked by the simulator).
-    unsafe { device.launch(&kernel, config, &mut [&mut da, &mut db, &mut dc])? };
+    unsafe { device.launch(kernel, config, &mut [&mut da, &mut db, &mut dc])? };
     let expected = a.dot(&b).into_dyn();
-    if dc
-        .copy_to_host()?
-        .iter()
+    let c = dc.copy_to_host()?;
+    if c.iter()
         .zip(expected.iter())
         .any(|(x, y)| (x - y).abs() > 1e-3 * y.abs().max(1.0))
     {
-        return Err(gpu_mem::Error::InvalidArgument {
-            name: "matmul",
-            reason: "wrong result".into(),
-        });
+        return Err(wrong(
+            "matmul",
+            format!("{}: wrong result at n={n}", kernel.name()),
+        ));
     }
     // SAFETY: as above.
     time(runs, || unsafe {
-        device.launch(&kernel, config, &mut [&mut da, &mut db, &mut dc])
+        device.launch(kernel, config, &mut [&mut da, &mut db, &mut dc])
     })
 }
 
-fn block_sum_time(device: &Device, n: usize, runs: usize) -> gpu_mem::Result<f64> {
+fn block_sum_time(device: &Device, kernel: &Kernel, n: usize, runs: usize) -> gpu_mem::Result<f64> {
     let block = 256u32;
     let input = Array1::from_shape_fn(n, |i| (i % 17) as f32);
     let mut d_input = device.to_device(&input)?;
     let mut partial = device.device_array::<f32>(&[n.div_ceil(256)], Order::C)?;
-    let kernel = block_sum();
     let config = LaunchConfig::for_items(n, block).with_shared_bytes(block as usize * 4);
     // SAFETY: the kernel stays inside its arguments (bounds-checked by the simulator).
-    unsafe { device.launch(&kernel, config, &mut [&mut d_input, &mut partial])? };
+    unsafe { device.launch(kernel, config, &mut [&mut d_input, &mut partial])? };
     let total: f64 = partial.copy_to_host()?.iter().map(|v| *v as f64).sum();
     let expected: f64 = input.iter().map(|v| *v as f64).sum();
     if (total - expected).abs() > 1e-6 * expected {
-        return Err(gpu_mem::Error::InvalidArgument {
-            name: "block_sum",
-            reason: format!("{total} != {expected}"),
-        });
+        return Err(wrong(
+            "block_sum",
+            format!("{}: {total} != {expected}", kernel.name()),
+        ));
     }
     // SAFETY: as above.
     time(runs, || unsafe {
-        device.launch(&kernel, config, &mut [&mut d_input, &mut partial])
+        device.launch(kernel, config, &mut [&mut d_input, &mut partial])
     })
 }
 
@@ -105,6 +168,21 @@ fn ikj_loop(a: &[f32], b: &[f32], c: &mut [f32], n: usize) {
             }
         }
     }
+}
+
+fn plain_time(n: usize, runs: usize) -> gpu_mem::Result<f64> {
+    let (a, b) = inputs(n);
+    let (a, b) = (
+        a.as_standard_layout().to_owned(),
+        b.as_standard_layout().to_owned(),
+    );
+    let (a, b) = (a.as_slice().unwrap_or(&[]), b.as_slice().unwrap_or(&[]));
+    let mut c = vec![0.0f32; n * n];
+    time(runs, || {
+        ikj_loop(black_box(a), black_box(b), &mut c, n);
+        black_box(&c);
+        Ok(())
+    })
 }
 
 /// A cold compile (first launch of a new source into an empty cache), a new kernel object with
@@ -128,65 +206,141 @@ fn compile_costs(device: &Device) -> gpu_mem::Result<(f64, f64, f64)> {
     Ok((cold, same_source, relaunch))
 }
 
+/// The slope of log(time) against log(size) between the first and last point.
+fn exponent(points: &[(usize, f64)]) -> f64 {
+    match (points.first(), points.last()) {
+        (Some(&(n0, t0)), Some(&(n1, t1))) if n1 > n0 && t0 > 0.0 => {
+            (t1 / t0).ln() / (n1 as f64 / n0 as f64).ln()
+        }
+        _ => f64::NAN,
+    }
+}
+
+fn json_series(points: &[(usize, f64)]) -> String {
+    let items: Vec<String> = points
+        .iter()
+        .map(|(n, t)| format!("{{\"n\":{n},\"seconds\":{t:e}}}"))
+        .collect();
+    format!("[{}]", items.join(","))
+}
+
 fn main() -> gpu_mem::Result<()> {
-    // `cargo bench` passes `--bench`; a filter argument is accepted and ignored.
+    // `cargo bench` passes `--bench`; `--json` (or GPU_MEM_BENCH_JSON=1, what `cargo xtask
+    // bench --json` sets) adds a JSON summary; other arguments are ignored.
+    let json = std::env::args().any(|a| a == "--json")
+        || std::env::var_os("GPU_MEM_BENCH_JSON").is_some_and(|v| v == "1");
     let runtime = Runtime::open(BackendChoice::Only(gpu_mem::BackendKind::Sim))?;
     let device = runtime.device(0)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("gpu-mem simulator kernels ({cores} cores), median of several runs\n");
     println!(
-        "{:<34} {:>12} {:>14} {:>10}",
-        "kernel", "gpu-mem", "Numba sim", "speed-up"
+        "gpu-mem simulator kernels ({cores} cores), medians; source = portable source (C++), closure = Rust closure twin\n"
     );
-    let rows = [
+
+    let (source_mm, closure_mm) = (matmul_tiled(), matmul_closure());
+    let mut mm_source = Vec::new();
+    let mut mm_closure = Vec::new();
+    let mut mm_plain = Vec::new();
+    println!(
+        "{:<16} {:>12} {:>12} {:>12} {:>10} {:>10}",
+        "tiled matmul", "source", "closure", "i-k-j loop", "src/loop", "cl/loop"
+    );
+    for n in [32usize, 64, 128, 256, 512] {
+        let runs = if n >= 256 { 3 } else { 9 };
+        let s = matmul_time(&device, &source_mm, n, runs)?;
+        let c = matmul_time(&device, &closure_mm, n, runs)?;
+        let p = plain_time(n, runs)?;
+        println!(
+            "{:<16} {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>9.1}x {:>9.1}x",
+            format!("n={n}"),
+            s * 1e3,
+            c * 1e3,
+            p * 1e3,
+            s / p,
+            c / p
+        );
+        mm_source.push((n, s));
+        mm_closure.push((n, c));
+        mm_plain.push((n, p));
+    }
+    println!(
+        "scaling exponent (time ~ n^e): source {:.2}, closure {:.2}, loop {:.2}\n",
+        exponent(&mm_source),
+        exponent(&mm_closure),
+        exponent(&mm_plain)
+    );
+
+    let (source_bs, closure_bs) = (block_sum(), block_sum_closure());
+    let mut bs_source = Vec::new();
+    let mut bs_closure = Vec::new();
+    println!("{:<16} {:>12} {:>12}", "block sum f32", "source", "closure");
+    for log in [14u32, 16, 18, 20, 22] {
+        let n = 1usize << log;
+        let runs = if log >= 20 { 3 } else { 7 };
+        let s = block_sum_time(&device, &source_bs, n, runs)?;
+        let c = block_sum_time(&device, &closure_bs, n, runs)?;
+        println!(
+            "{:<16} {:>9.3} ms {:>9.3} ms",
+            format!("2^{log}"),
+            s * 1e3,
+            c * 1e3
+        );
+        bs_source.push((n, s));
+        bs_closure.push((n, c));
+    }
+    println!(
+        "scaling exponent: source {:.2}, closure {:.2}\n",
+        exponent(&bs_source),
+        exponent(&bs_closure)
+    );
+
+    let find = |points: &[(usize, f64)], n: usize| {
+        points
+            .iter()
+            .find(|(m, _)| *m == n)
+            .map_or(f64::NAN, |(_, t)| *t)
+    };
+    let numba = [
         (
             "tiled matmul n=32",
-            matmul_time(&device, 32, 21)?,
+            find(&mm_source, 32),
             NUMBA_MATMUL_32,
+            false,
         ),
         (
             "tiled matmul n=64",
-            matmul_time(&device, 64, 11)?,
+            find(&mm_source, 64),
             NUMBA_MATMUL_64,
+            true,
         ),
         (
-            "block-sum 65,536 f32, 256/block",
-            block_sum_time(&device, 65_536, 11)?,
+            "block-sum 65,536 f32",
+            find(&bs_source, 1 << 16),
             NUMBA_BLOCK_SUM_65536,
+            true,
         ),
     ];
     let mut ok = true;
-    for (name, ours, numba) in rows {
-        let speedup = numba / ours;
-        ok &= speedup >= 10_000.0 || name.contains("n=32");
+    println!(
+        "{:<24} {:>12} {:>14} {:>10}",
+        "vs Numba's simulator", "source", "Numba sim", "speed-up"
+    );
+    for (name, ours, theirs, target) in numba {
+        let speedup = theirs / ours;
+        if target {
+            ok &= speedup >= 10_000.0;
+        }
         println!(
-            "{name:<34} {:>9.3} ms {:>12.2} s {:>9.0}x",
+            "{name:<24} {:>9.3} ms {:>12.2} s {:>9.0}x{}",
             ours * 1e3,
-            numba,
-            speedup
+            theirs,
+            speedup,
+            if target { " (target >= 10,000x)" } else { "" }
         );
     }
-    let n = 256;
-    let sim = matmul_time(&device, n, 5)?;
-    let (a, b) = inputs(n);
-    let (a, b) = (
-        a.as_standard_layout().to_owned(),
-        b.as_standard_layout().to_owned(),
-    );
-    let (a, b) = (a.as_slice().unwrap_or(&[]), b.as_slice().unwrap_or(&[]));
-    let mut c = vec![0.0f32; n * n];
-    let plain = time(5, || {
-        ikj_loop(black_box(a), black_box(b), &mut c, n);
-        black_box(&c);
-        Ok(())
-    })?;
-    let ratio = sim / plain;
-    ok &= ratio <= 10.0;
-    println!(
-        "\ntiled matmul n=256 from source: {:.1} ms; plain single-threaded i-k-j loop: {:.1} ms; ratio {ratio:.1}x (target <= 10x)",
-        sim * 1e3,
-        plain * 1e3
-    );
+    let ratio_256 = find(&mm_source, 256) / find(&mm_plain, 256);
+    ok &= ratio_256 <= 10.0;
+    println!("tiled matmul n=256 from source: {ratio_256:.1}x the plain loop (target <= 10x)");
+
     let (cold, same_source, relaunch) = compile_costs(&device)?;
     println!(
         "\nsource kernels: cold compile + load {:.0} ms; new kernel object, same source {:.3} ms; relaunch of a 1x1 kernel {:.1} us",
@@ -195,5 +349,17 @@ fn main() -> gpu_mem::Result<()> {
         relaunch * 1e6
     );
     println!("\ntargets {}", if ok { "met" } else { "NOT met" });
+    if json {
+        println!(
+            "{{\"bench\":\"kernels\",\"matmul\":{{\"source\":{},\"closure\":{},\"ikj_loop\":{}}},\"block_sum\":{{\"source\":{},\"closure\":{}}},\"matmul_256_ratio\":{ratio_256:e},\"numba_speedup_matmul_64\":{:e},\"numba_speedup_block_sum_65536\":{:e},\"compile_cold_seconds\":{cold:e},\"compile_same_source_seconds\":{same_source:e},\"relaunch_seconds\":{relaunch:e},\"targets_met\":{ok}}}",
+            json_series(&mm_source),
+            json_series(&mm_closure),
+            json_series(&mm_plain),
+            json_series(&bs_source),
+            json_series(&bs_closure),
+            NUMBA_MATMUL_64 / find(&mm_source, 64),
+            NUMBA_BLOCK_SUM_65536 / find(&bs_source, 1 << 16),
+        );
+    }
     Ok(())
 }

@@ -257,6 +257,26 @@ fn work(shared: &Shared) {
     }
 }
 
+/// Asks the scheduler to treat the calling (worker) thread as a batch thread: one that does not
+/// preempt the thread that wakes it. Otherwise, on a machine with fewer free cores than busy
+/// threads, a worker woken by an enqueue can take the enqueuing thread's core just when that
+/// thread is about to run the job itself (see [`SimStream::synchronize`]), and the round trip
+/// costs a scheduler time slice instead of a microsecond. Best effort: elsewhere, or if refused,
+/// the worker keeps the default policy.
+fn batch_scheduling() {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `sched_setscheduler` reads `param`, a valid `sched_param`, and changes only
+        // the calling thread's policy (pid 0); SCHED_BATCH keeps its nice value and needs no
+        // privilege.
+        let status = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+        if status != 0 {
+            tracing::debug!("a stream worker keeps the default scheduling policy");
+        }
+    }
+}
+
 /// One simulated stream.
 #[derive(Debug)]
 pub(crate) struct SimStream {
@@ -282,7 +302,10 @@ impl SimStream {
         let worker_shared = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
             .name(name)
-            .spawn(move || work(&worker_shared))
+            .spawn(move || {
+                batch_scheduling();
+                work(&worker_shared)
+            })
             .map_err(|e| format!("cannot start a stream worker thread: {e}"))?;
         Ok(SimStream {
             sender: Mutex::new(Some(sender)),

@@ -3,7 +3,8 @@
 //! * `GPU_MEM_SIM_DEVICES` — number of simulated devices (default 1, at most 64).
 //! * `GPU_MEM_SIM_MEMORY` — capacity of each device: bytes, or with a unit (`256MiB`, `4GiB`,
 //!   `512M`, `1G`, `64KiB`, `1TiB`, `1PiB`); default 4 GiB, at most 1 PiB. Memory is only taken
-//!   from the host when allocated.
+//!   from the host when allocated; freed memory stays resident for reuse, up to the capacity or
+//!   1 GiB (`SimBackend::cached_memory`, `SimBackend::trim_memory_cache`).
 //! * `GPU_MEM_SIM_PINNED_LIMIT` — page-locked host memory (pinned and mapped allocations and
 //!   registrations) each device may hold at once, same units; default 4 GiB. Page-locked memory
 //!   cannot be swapped out, so a real driver refuses what the machine cannot lock; past the limit

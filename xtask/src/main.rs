@@ -4,12 +4,16 @@
 //!   pinned headers (or, with `--check`, verify the committed files match).
 //! * `hw-matrix [--json] [--json-file <path>] [--require <kind>]... [--release]` — run the conformance suite once per
 //!   backend this machine has and print the hardware matrix (see `hw_matrix`).
+//! * `hw-bundle --out DIR` — build the hardware bundle: stripped release binaries (CLI, conformance
+//!   suite, native tests, examples, hw-bench) and `run.sh`, for a GPU machine without Rust (see
+//!   `hw_bundle`).
 //! * `doc-links [<book dir>]` — check the relative links of the mdBook (default `docs`).
-//! * `bench [kernels|transfers]...` — run the benchmarks that check the speed targets.
+//! * `bench [kernels|executor|transfers]... [--json]` — run the benchmarks that check the speed targets.
 
 mod bench;
 mod bindgen;
 mod doc_links;
+mod hw_bundle;
 mod hw_matrix;
 
 use std::process::ExitCode;
@@ -20,8 +24,9 @@ fn usage() -> &'static str {
        bindgen [cuda|hsa|hip|all] [--check]   regenerate (or check) the committed FFI bindings\n  \
        hw-matrix [--json] [--json-file <path>] [--require <kind>]... [--release]\n                                          \
        run the conformance suite on every backend here and print the matrix\n  \
+       hw-bundle --out DIR                    build the hardware bundle (run.sh + stripped binaries)\n  \
        doc-links [<book dir>]                 check the mdBook's relative links (default docs)\n  \
-       bench [kernels|transfers]...           run the benchmarks behind the speed targets\n"
+       bench [kernels|executor|transfers]... [--json]  the benchmarks behind the speed targets\n"
 }
 
 fn main() -> ExitCode {
@@ -29,6 +34,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("bindgen") => bindgen::run(&args[1..]),
         Some("hw-matrix") => hw_matrix::run(&args[1..]),
+        Some("hw-bundle") => hw_bundle::run(&args[1..]),
         Some("doc-links") => doc_links::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help") | None => {

@@ -247,7 +247,11 @@ fn version_and_archs(nvrtc: &Nvrtc) -> Result<(), Failed> {
 /// Every `.cu` of the conformance suite (`tests/kernels`) compiles to PTX with an entry for each
 /// `__global__` function: the same source the simulator's host compiler builds.
 fn conformance_kernels(nvrtc: &Nvrtc, cc: ComputeCapability) -> Result<(), Failed> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/kernels");
+    // The hardware bundle ships the sources under $GPU_MEM_SOURCE_ROOT (no workspace there).
+    let dir = match std::env::var_os("GPU_MEM_SOURCE_ROOT") {
+        Some(root) => PathBuf::from(root).join("tests/kernels"),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/kernels"),
+    };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))

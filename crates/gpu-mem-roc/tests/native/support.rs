@@ -67,9 +67,13 @@ pub fn llvm_objdump() -> Option<PathBuf> {
     candidates.iter().map(PathBuf::from).find(|p| p.exists())
 }
 
-/// The workspace's `crates/` directory.
+/// The workspace's `crates/` directory: `$GPU_MEM_SOURCE_ROOT/crates` where that is set (the
+/// hardware bundle ships the kernel sources without the workspace), else the build's.
 pub fn crates_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    match std::env::var_os("GPU_MEM_SOURCE_ROOT") {
+        Some(root) => PathBuf::from(root).join("crates"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+    }
 }
 
 /// `Err(Failed)` with `message` unless `condition`.

@@ -196,6 +196,10 @@ fn main() {
             "sync_roundtrip_through_pageable_memory",
             sync_roundtrip_pageable,
         ),
+        (
+            "pageable_sync_copies_lock_no_user_pages",
+            pageable_sync_copies_lock_nothing,
+        ),
         ("async_chain_keeps_stream_order", async_chain_in_order),
         (
             "async_copies_refuse_pageable_memory",
@@ -384,6 +388,69 @@ fn sync_roundtrip_pageable(mock: &Mock) -> Result<(), Failed> {
         b.free(0, d2)?;
     }
     Ok(())
+}
+
+/// Synchronous copies of pageable memory go through the backend's page-locked bounce buffers:
+/// the user's pages are never locked, so two threads copying neighbouring buffers that share a
+/// page cannot unpin each other's page mid-copy (the stand-in counts lock calls, and an unlock
+/// under another live lock of the same page as a violation). Copies larger than one bounce
+/// buffer arrive whole.
+fn pageable_sync_copies_lock_nothing(mock: &Mock) -> Result<(), Failed> {
+    let lock_calls: unsafe extern "C" fn() -> i32 = mock.control("mock_hsa_lock_calls")?;
+    // SAFETY: no arguments.
+    let locks_before = unsafe { lock_calls() };
+    let b = Arc::new(mock.backend()?);
+    // One page holds both threads' buffers: [0, 1000) and [1000, 2000) of a page-aligned block.
+    let mut page = vec![0u8; 3 * 4096];
+    let offset = page.as_ptr().align_offset(4096);
+    let base = page[offset..].as_mut_ptr() as usize;
+    let threads: Vec<_> = (0..2u8)
+        .map(|t| {
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || -> Result<(), String> {
+                let n = 1000;
+                let host = (base + usize::from(t) * n) as *mut u8;
+                let d = b.alloc(0, n).map_err(|e| e.to_string())?;
+                for round in 0..8u8 {
+                    let src = pattern(n, t.wrapping_mul(31).wrapping_add(round));
+                    // SAFETY: `host` is this thread's own 1000 bytes of `page`, which outlives
+                    // the threads (joined below); `d` is a live allocation of `n` bytes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(src.as_ptr(), host, n);
+                        b.copy_htod(0, d, host, n).map_err(|e| e.to_string())?;
+                        std::ptr::write_bytes(host, 0, n);
+                        b.copy_dtoh(0, host, d, n).map_err(|e| e.to_string())?;
+                        if std::slice::from_raw_parts(host, n) != src.as_slice() {
+                            return Err(format!("thread {t} round {round}: data changed"));
+                        }
+                    }
+                }
+                // SAFETY: from alloc, unused.
+                unsafe { b.free(0, d) }.map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().map_err(|_| "copy thread panicked")??;
+    }
+    // Larger than several bounce buffers, not a multiple of their size.
+    let n = 9 * MIB + 5;
+    let src = pattern(n, 3);
+    let mut back = vec![0u8; n];
+    let d = b.alloc(0, n)?;
+    // SAFETY: the vectors and the allocation are valid for `n` bytes.
+    unsafe {
+        b.copy_htod(0, d, src.as_ptr(), n)?;
+        b.copy_dtoh(0, back.as_mut_ptr(), d, n)?;
+        b.free(0, d)?;
+    }
+    ensure(back == src, || "a multi-chunk copy changed the data".into())?;
+    drop(page);
+    // SAFETY: no arguments.
+    let locks = unsafe { lock_calls() } - locks_before;
+    ensure(locks == 0, || {
+        format!("synchronous pageable copies locked user pages {locks} time(s)")
+    })
 }
 
 fn pinned(b: &RocBackend, n: usize, mapped: bool) -> Result<NonNull<u8>, Failed> {

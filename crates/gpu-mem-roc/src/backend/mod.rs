@@ -86,6 +86,8 @@ pub struct RocBackend {
     copy_timing: bool,
     /// AQL queues and loaded kernels.
     launcher: Launcher,
+    /// Page-locked bounce buffers for synchronous copies of pageable memory.
+    bounce: transfer::BouncePool,
 }
 
 impl RocBackend {
@@ -113,6 +115,7 @@ impl RocBackend {
             next_handle: AtomicU64::new(1),
             copy_timing,
             launcher: Launcher::default(),
+            bounce: transfer::BouncePool::default(),
         })
     }
 
@@ -246,6 +249,7 @@ impl Drop for RocBackend {
         // Queues and executables after the streams (their dispatches completed), before
         // the runtime goes.
         self.launcher.release(healthy);
+        self.bounce.release(&self.hsa);
         if let Err(e) = self.hsa.shut_down() {
             tracing::warn!(error = %e, "hsa_shut_down failed");
         }

@@ -6,8 +6,13 @@
 //!   pointer); async copies do no implicit page-locking, so any other host pointer is refused.
 //! * Synchronous copies: first every stream of the device is drained (the trait orders them
 //!   after all enqueued work), then the same async copy with no dependencies, then a wait.
-//!   Pageable host memory is page-locked for the duration (`hsa_amd_memory_lock`) and unlocked
-//!   once the copy's signal says it is finished.
+//!   Pageable host memory is never page-locked: the copy goes through a page-locked bounce
+//!   buffer of [`BOUNCE_BYTES`] (system-pool memory every GPU may access) in chunks, the host
+//!   side of each chunk copied by the CPU. Locking the user's pages per copy (what
+//!   `hsa_memory_copy` does) pins whole pages, so two threads copying neighbouring buffers of
+//!   one page would take overlapping locks, and the first unlock could unpin the page under the
+//!   other's copy. Bounce buffers are kept for reuse (one per concurrent copy) and freed with
+//!   the backend.
 //! * Fills: `hsa_amd_memory_fill` writes whole, 4-byte-aligned 32-bit words and is synchronous.
 //!   A byte fill writes the aligned middle with the byte replicated into a word and the unaligned
 //!   head and tail (at most 3 bytes each) by read-modify-write of their words through
@@ -23,7 +28,7 @@ use gpu_mem_core::backend::{DevicePtr, StreamHandle};
 use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// One side of a copy: the address the copy engine uses and the agent it belongs to.
 #[derive(Debug, Clone, Copy)]
@@ -32,19 +37,39 @@ pub struct Side {
     pub agent: sys::hsa_agent_t,
 }
 
-/// Host memory page-locked only for one synchronous copy.
-struct TemporaryLock<'a> {
-    backend: &'a RocBackend,
-    host: *mut c_void,
+/// Size of one bounce buffer: synchronous copies of pageable memory move in chunks of this.
+pub const BOUNCE_BYTES: usize = 4 << 20;
+
+/// Idle page-locked bounce buffers (addresses of system-pool allocations of [`BOUNCE_BYTES`]
+/// that every GPU with system-pool access may use).
+#[derive(Debug, Default)]
+pub struct BouncePool {
+    idle: Mutex<Vec<usize>>,
 }
 
-impl Drop for TemporaryLock<'_> {
-    fn drop(&mut self) {
-        // SAFETY: locked by `host_side_for_sync`; the copy that used it has finished (the
-        // guard is dropped only after its completion signal was observed done or failed).
-        if let Err(e) = unsafe { self.backend.hsa.memory_unlock(self.host) } {
-            tracing::warn!(error = %e, "hsa_amd_memory_unlock after a synchronous copy failed");
+impl BouncePool {
+    /// Frees every idle buffer (the backend is going away: none is in use).
+    pub fn release(&self, hsa: &crate::driver::Hsa) {
+        for address in std::mem::take(&mut *lock(&self.idle)) {
+            // SAFETY: a pool allocation made by `RocBackend::bounce`, idle (in the list), freed
+            // once (taken out of the list).
+            if let Err(e) = unsafe { hsa.memory_pool_free(address as *mut c_void) } {
+                tracing::warn!(error = %e, "freeing a bounce buffer failed");
+            }
         }
+    }
+}
+
+/// A bounce buffer taken for one synchronous copy; back to the pool when dropped (after the
+/// copy's completion signal was observed, or the copy was never started).
+struct Bounce<'a> {
+    pool: &'a BouncePool,
+    address: usize,
+}
+
+impl Drop for Bounce<'_> {
+    fn drop(&mut self) {
+        lock(&self.pool.idle).push(self.address);
     }
 }
 
@@ -93,38 +118,43 @@ impl RocBackend {
         })
     }
 
-    /// The host side of a synchronous copy, page-locking pageable memory for its duration.
-    fn host_side_for_sync(
-        &self,
-        device: usize,
-        ptr: usize,
-        bytes: usize,
-    ) -> Result<(Side, Option<TemporaryLock<'_>>)> {
-        if let Some(address) = self.registry.gpu_address_of_host(ptr, bytes) {
-            return Ok((
-                Side {
-                    address,
-                    agent: self.topology.host.agent,
-                },
-                None,
-            ));
-        }
-        let agent = self.gpu(device)?.agent;
-        let host = ptr as *mut c_void;
-        // SAFETY: the trait guarantees the range is valid host memory for the duration of this
-        // synchronous call; it is unlocked (guard) before the call returns.
-        let agent_ptr = unsafe { self.hsa.memory_lock(host, bytes, &[agent]) }?;
-        let guard = TemporaryLock {
-            backend: self,
-            host,
-        };
-        Ok((
-            Side {
-                address: agent_ptr as usize,
+    /// The host side of a synchronous copy when `ptr` is already GPU-accessible (host_alloc
+    /// or host_register memory); `None` for pageable memory.
+    fn host_side_if_accessible(&self, ptr: usize, bytes: usize) -> Option<Side> {
+        self.registry
+            .gpu_address_of_host(ptr, bytes)
+            .map(|address| Side {
+                address,
                 agent: self.topology.host.agent,
-            },
-            Some(guard),
-        ))
+            })
+    }
+
+    /// An idle bounce buffer, or a new one.
+    fn bounce(&self) -> Result<Bounce<'_>> {
+        let pool = &self.bounce;
+        if let Some(address) = lock(&pool.idle).pop() {
+            return Ok(Bounce { pool, address });
+        }
+        let ptr = self
+            .hsa
+            .memory_pool_allocate(self.topology.host.pool.pool, BOUNCE_BYTES)?;
+        let agents: Vec<sys::hsa_agent_t> = self
+            .topology
+            .gpus
+            .iter()
+            .filter(|g| g.host_pool_access)
+            .map(|g| g.agent)
+            .collect();
+        // SAFETY: `ptr` is the base of the allocation just made.
+        if let Err(e) = unsafe { self.hsa.agents_allow_access(&agents, ptr) } {
+            // SAFETY: just allocated, nothing uses it.
+            let _ = unsafe { self.hsa.memory_pool_free(ptr) };
+            return Err(e);
+        }
+        Ok(Bounce {
+            pool,
+            address: ptr as usize,
+        })
     }
 
     /// Starts `dst <- src` behind `deps`, returning its completion signal.
@@ -170,6 +200,21 @@ impl RocBackend {
         op: &'static str,
     ) -> Result<()> {
         self.drain_device_for_ordering(device);
+        // SAFETY: forwarded from the caller.
+        unsafe { self.copy_and_wait(dst, src, bytes, op) }
+    }
+
+    /// Copies and waits, without draining the device first (the caller did).
+    ///
+    /// # Safety
+    /// As `copy_now`.
+    unsafe fn copy_and_wait(
+        &self,
+        dst: Side,
+        src: Side,
+        bytes: usize,
+        op: &'static str,
+    ) -> Result<()> {
         // SAFETY: forwarded from the caller; this function waits for the copy to finish.
         let completion = unsafe { self.start_copy(dst, src, bytes, Vec::new(), op) }?;
         match signal::wait(&completion, self.wait_tick())? {
@@ -197,9 +242,34 @@ impl RocBackend {
             return Ok(());
         }
         let dst = self.device_side(device, dst, bytes)?;
-        let (src, _lock) = self.host_side_for_sync(device, src as usize, bytes)?;
-        // SAFETY: both sides are GPU-accessible (pool memory or locked) and valid (caller).
-        unsafe { self.copy_now(device, dst, src, bytes, "host-to-device copy") }
+        const OP: &str = "host-to-device copy";
+        if let Some(src) = self.host_side_if_accessible(src as usize, bytes) {
+            // SAFETY: both sides are GPU-accessible (pool memory) and valid (caller).
+            return unsafe { self.copy_now(device, dst, src, bytes, OP) };
+        }
+        let bounce = self.bounce()?;
+        self.drain_device_for_ordering(device);
+        for offset in (0..bytes).step_by(BOUNCE_BYTES) {
+            let len = BOUNCE_BYTES.min(bytes - offset);
+            // SAFETY: the caller guarantees `src` is readable for `bytes`; the bounce buffer is
+            // ours alone for this call and `len <= BOUNCE_BYTES`; the previous chunk's copy
+            // out of it has finished (waited below).
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.add(offset), bounce.address as *mut u8, len)
+            };
+            let chunk_dst = Side {
+                address: dst.address + offset,
+                agent: dst.agent,
+            };
+            let chunk_src = Side {
+                address: bounce.address,
+                agent: self.topology.host.agent,
+            };
+            // SAFETY: the bounce buffer is GPU-accessible pool memory, the device range is
+            // inside a live allocation (checked above); both stay valid until the wait returns.
+            unsafe { self.copy_and_wait(chunk_dst, chunk_src, len, OP) }?;
+        }
+        Ok(())
     }
 
     /// # Safety
@@ -215,9 +285,32 @@ impl RocBackend {
             return Ok(());
         }
         let src = self.device_side(device, src, bytes)?;
-        let (dst, _lock) = self.host_side_for_sync(device, dst as usize, bytes)?;
-        // SAFETY: as in `htod`.
-        unsafe { self.copy_now(device, dst, src, bytes, "device-to-host copy") }
+        const OP: &str = "device-to-host copy";
+        if let Some(dst) = self.host_side_if_accessible(dst as usize, bytes) {
+            // SAFETY: as in `htod`.
+            return unsafe { self.copy_now(device, dst, src, bytes, OP) };
+        }
+        let bounce = self.bounce()?;
+        self.drain_device_for_ordering(device);
+        for offset in (0..bytes).step_by(BOUNCE_BYTES) {
+            let len = BOUNCE_BYTES.min(bytes - offset);
+            let chunk_src = Side {
+                address: src.address + offset,
+                agent: src.agent,
+            };
+            let chunk_dst = Side {
+                address: bounce.address,
+                agent: self.topology.host.agent,
+            };
+            // SAFETY: as in `htod`.
+            unsafe { self.copy_and_wait(chunk_dst, chunk_src, len, OP) }?;
+            // SAFETY: the chunk's copy into the bounce buffer has finished (waited above); the
+            // caller guarantees `dst` is writable for `bytes`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bounce.address as *const u8, dst.add(offset), len)
+            };
+        }
+        Ok(())
     }
 
     /// # Safety

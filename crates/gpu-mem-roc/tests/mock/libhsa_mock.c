@@ -328,9 +328,31 @@ hsa_status_t hsa_amd_agents_allow_access(uint32_t n, const hsa_agent_t *agents, 
   return HSA_STATUS_SUCCESS;
 }
 
-/* ---- locking ---------------------------------------------------------------------------- */
+/* ---- locking ----------------------------------------------------------------------------
+ * ROCr pins whole pages: two locks of neighbouring buffers on one page overlap, and unlocking
+ * one unpins the shared page under the other (counted as a violation while the other lock is
+ * live). Every lock call is counted, so a test can require that synchronous copies lock nothing. */
+static atomic_int lock_calls = 0;
+static atomic_int overlapping_locks = 0;
+int mock_hsa_lock_calls(void) { return atomic_load(&lock_calls); }
+int mock_hsa_overlapping_locks(void) { return atomic_load(&overlapping_locks); }
+#define PAGE_FLOOR(a) ((uintptr_t)(a) & ~(uintptr_t)4095)
+#define PAGE_CEIL(a) (((uintptr_t)(a) + 4095) & ~(uintptr_t)4095)
+/* Another live lock sharing a page with [base, base+size); call with `lock` held. */
+static int shares_a_locked_page(uintptr_t base, size_t size, const range *self) {
+  for (int i = 0; i < MAX_RANGES; i++) {
+    const range *r = &ranges[i];
+    if (r == self || !r->live || r->kind != 3) continue;
+    if (PAGE_FLOOR(r->base) < PAGE_CEIL(base + size) && PAGE_FLOOR(base) < PAGE_CEIL(r->base + r->size)) return 1;
+  }
+  return 0;
+}
 static hsa_status_t do_lock(void *host, size_t size, hsa_agent_t *agents, int n, void **agent_ptr) {
   if (!host || !size || !agent_ptr || (agents && n <= 0) || (!agents && n != 0)) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  atomic_fetch_add(&lock_calls, 1);
+  pthread_mutex_lock(&lock);
+  if (shares_a_locked_page((uintptr_t)host, size, NULL)) atomic_fetch_add(&overlapping_locks, 1);
+  pthread_mutex_unlock(&lock);
   int gpu = !agents;
   for (int i = 0; i < n; i++) if (agents[i].handle == GPU_AGENT) gpu = 1;
   uintptr_t agent_base = gpu ? (uintptr_t)host + AGENT_OFFSET : 0;
@@ -350,6 +372,7 @@ hsa_status_t hsa_amd_memory_lock_to_pool(void *host, size_t size, hsa_agent_t *a
 hsa_status_t hsa_amd_memory_unlock(void *host) {
   pthread_mutex_lock(&lock);
   range *r = find_base((uintptr_t)host, 3);
+  if (r && shares_a_locked_page(r->base, r->size, r)) atomic_fetch_add(&violations, 1); /* unpins a page another lock uses */
   if (r) r->live = 0;
   pthread_mutex_unlock(&lock);
   if (!r) atomic_fetch_add(&violations, 1); /* undefined behaviour in ROCr */

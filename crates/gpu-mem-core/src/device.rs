@@ -92,6 +92,47 @@ impl Device {
                 && self.shared.ordinal == other.shared.ordinal)
     }
 
+    /// `true` when `other` is a device of the same backend instance (so the two can copy to
+    /// each other directly and may address each other's memory).
+    pub(crate) fn same_backend(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.shared.backend, &other.shared.backend)
+    }
+
+    /// `true` when this device can address `peer`'s memory directly once peer access is enabled
+    /// (Numba's `Device.can_access_peer`, `cuDeviceCanAccessPeer`). A device can always access
+    /// itself; devices of different backends never can.
+    pub fn can_access_peer(&self, peer: &Device) -> Result<bool> {
+        if self.same_as(peer) {
+            return Ok(true);
+        }
+        if !self.same_backend(peer) {
+            return Ok(false);
+        }
+        self.shared
+            .backend
+            .can_access_peer(self.ordinal(), peer.ordinal())
+    }
+
+    /// Lets this device's kernels address `peer`'s memory (`cuCtxEnablePeerAccess`; HSA: allow
+    /// access to the peer's pool). Enabling it again is not an error; enabling it for the device
+    /// itself is a no-op. Peer copies ([`DeviceArray::copy_from_device`](crate::DeviceArray::copy_from_device)
+    /// between devices) work without it.
+    pub fn enable_peer_access(&self, peer: &Device) -> Result<()> {
+        if self.same_as(peer) {
+            return Ok(());
+        }
+        if !self.same_backend(peer) {
+            return Err(Error::DeviceMismatch {
+                what: "peer device (another backend)",
+                expected: self.ordinal(),
+                found: peer.ordinal(),
+            });
+        }
+        self.shared
+            .backend
+            .enable_peer_access(self.ordinal(), peer.ordinal())
+    }
+
     pub(crate) fn check_same(&self, other: &Device, what: &'static str) -> Result<()> {
         if self.same_as(other) {
             Ok(())

@@ -15,16 +15,18 @@ mod device;
 pub mod element;
 pub mod error;
 pub mod host;
+pub mod ipc;
 pub mod kernel;
 pub mod layout;
 mod memory;
+pub mod pool;
 pub mod smart;
 mod stream;
 
 /// The `ndarray` version this crate's host arrays are made of.
 pub use ndarray;
 
-pub use array::{DeviceArray, DeviceRecord, Field, LayoutSource};
+pub use array::{DeviceArray, DeviceRecord, ExternalUse, Field, LayoutSource, RawParts};
 pub use backend::Backend;
 
 /// The portable kernel prelude `gpu_mem.h` (the book's kernels chapter): thread indices, shared and local
@@ -35,9 +37,12 @@ pub use device::Device;
 pub use element::Element;
 pub use error::{BackendKind, Error, Result};
 pub use host::{
-    HostDestination, HostSource, MapFlags, MappedArray, PinnedArray, Registered, Rejected,
+    HostDestination, HostSource, ManagedArray, MapFlags, MappedArray, PinnedArray, Registered,
+    Rejected,
 };
+pub use ipc::IpcArrayHandle;
 pub use kernel::{Dim3, In, InOut, Kernel, KernelArg, LaunchConfig, Out, Scalar};
 pub use layout::{Layout, Order, ReshapeOrder};
+pub use pool::MemoryPool;
 pub use smart::{SmartArray, Where};
 pub use stream::{AutoSynchronize, Event, Stream};

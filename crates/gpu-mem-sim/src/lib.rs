@@ -22,6 +22,7 @@ mod config;
 mod event;
 mod executor;
 mod host;
+mod ipc;
 mod memory;
 mod reentry;
 mod source;
@@ -36,8 +37,8 @@ pub use thread::{SimKernel, ThreadCtx};
 
 use event::SimEvent;
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
-    StreamHandle,
+    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags,
+    IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
@@ -53,7 +54,7 @@ struct SimDevice {
     ordinal: usize,
     warp_size: u32,
     shared_memory: usize,
-    memory: AddressSpace,
+    memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
     streams: Mutex<HashMap<u64, Arc<SimStream>>>,
     events: Mutex<HashMap<u64, Arc<SimEvent>>>,
@@ -100,7 +101,7 @@ impl SimBackend {
                 ordinal,
                 warp_size: c.warp_size,
                 shared_memory: c.shared_memory,
-                memory: AddressSpace::new(ordinal, c.memory),
+                memory: Arc::new(AddressSpace::new(ordinal, c.memory)),
                 activity: Arc::new(DeviceActivity::default()),
                 streams: Mutex::new(HashMap::new()),
                 events: Mutex::new(HashMap::new()),
@@ -142,6 +143,11 @@ impl SimBackend {
     pub fn trim_memory_cache(&self, device: usize) -> Result<()> {
         self.device(device)?.memory.trim_cache();
         Ok(())
+    }
+
+    /// Open mappings of memory exported by other processes (`open_ipc_array`) on `device`.
+    pub fn live_ipc_mappings(&self, device: usize) -> Result<usize> {
+        Ok(self.device(device)?.memory.live_imports())
     }
 
     /// Live page-locked allocations and host registrations on `device`.
@@ -737,6 +743,157 @@ unsafe impl Backend for SimBackend {
                 reason: "an event has not completed (synchronize it first)",
             }),
         }
+    }
+
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
+        self.device(device)?;
+        self.device(peer)?;
+        Ok(true)
+    }
+
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
+        let d = self.device(device)?;
+        let p = self.device(peer)?;
+        if device != peer {
+            d.memory.enable_peer(peer, p.memory.shared_regions());
+        }
+        Ok(())
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        reentry::refuse_in_kernel("peer copy")?;
+        let (d, s) = (self.device(dst_device)?, self.device(src_device)?);
+        let to = d.memory.resolve_own(dst, bytes)?;
+        let from = s.memory.resolve_own(src, bytes)?;
+        d.activity.wait_idle();
+        s.activity.wait_idle();
+        copy_ranges(&to, &from);
+        Ok(())
+    }
+
+    unsafe fn copy_peer_async(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let (d, s) = (self.device(dst_device)?, self.device(src_device)?);
+        let to = d.memory.resolve_own(dst, bytes)?;
+        let from = s.memory.resolve_own(src, bytes)?;
+        self.enqueue(
+            d,
+            stream,
+            "peer copy",
+            Box::new(move || {
+                copy_ranges(&to, &from);
+                Ok(())
+            }),
+        )
+    }
+
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+        reentry::refuse_in_kernel("IPC handle export")?;
+        let d = self.device(device)?;
+        let region = d.memory.allocation(ptr)?;
+        // The block's bytes move onto a shared file: nothing may be writing them meanwhile, and
+        // a block not zeroed yet is zeroed first (`resolve` does it).
+        d.activity.wait_idle();
+        d.memory.resolve(ptr, region.len())?;
+        ipc::export(&region)
+    }
+
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+        let d = self.device(device)?;
+        let (mapping, ptr) = ipc::import(handle)?;
+        let len = usize::try_from(handle.bytes).map_err(|_| Error::Overflow {
+            what: format!("an IPC mapping of {} bytes", handle.bytes),
+        })?;
+        Ok(d.memory.insert_imported(mapping, ptr, len))
+    }
+
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        reentry::refuse_in_kernel("IPC handle close")?;
+        let d = self.device(device)?;
+        d.activity.wait_idle();
+        d.memory.remove_imported(ptr)
+    }
+
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
+        let d = self.device(device)?;
+        if bytes == 0 {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "managed allocations must be non-empty".into(),
+            });
+        }
+        let (ptr, host) = d.memory.allocate_managed(bytes)?;
+        Ok(HostAllocation {
+            host,
+            device: Some(ptr),
+            zeroed: true,
+        })
+    }
+
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        reentry::refuse_in_kernel("free of managed memory")?;
+        let d = self.device(device)?;
+        d.activity.wait_idle();
+        d.memory.free_managed(host)
+    }
+
+    unsafe fn alloc_async(
+        &self,
+        device: usize,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<DevicePtr> {
+        let d = self.device(device)?;
+        // The stream must exist; the block is taken from the pool (the cache) at once, which
+        // work enqueued later on the stream may use.
+        self.stream(d, stream)?;
+        self.alloc(device, bytes)
+    }
+
+    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()> {
+        let d = self.device(device)?;
+        d.memory.allocation(ptr)?;
+        let memory = Arc::clone(&d.memory);
+        self.enqueue(
+            d,
+            stream,
+            "stream-ordered free",
+            Box::new(move || memory.free(ptr).map_err(|e| e.to_string())),
+        )
+    }
+
+    fn pool_usage(&self, device: usize) -> Result<PoolUsage> {
+        let d = self.device(device)?;
+        let used = d.memory.used();
+        Ok(PoolUsage {
+            used,
+            reserved: used + d.memory.cached(),
+            release_threshold: d.memory.cache_limit(),
+        })
+    }
+
+    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()> {
+        self.device(device)?.memory.set_cache_limit(bytes);
+        Ok(())
+    }
+
+    fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
+        self.device(device)?.memory.trim_cache_to(keep);
+        Ok(())
     }
 
     unsafe fn launch(

@@ -86,14 +86,15 @@ impl CacheState {
 /// Host blocks of freed device allocations, kept (up to a limit) to back new allocations.
 #[derive(Debug)]
 pub(crate) struct BlockCache {
-    limit: u64,
+    /// The release threshold: most bytes kept (also bounded by the device's capacity).
+    limit: AtomicU64,
     state: Mutex<CacheState>,
 }
 
 impl BlockCache {
     fn new(limit: u64) -> BlockCache {
         BlockCache {
-            limit,
+            limit: AtomicU64::new(limit),
             state: Mutex::new(CacheState::default()),
         }
     }
@@ -121,13 +122,14 @@ impl BlockCache {
     /// Keeps a block for reuse, or frees it (or older blocks) past the limit.
     fn put(&self, block: Block) {
         let size = block.layout.size() as u64;
-        if size > self.limit {
+        let limit = self.limit.load(Ordering::Acquire);
+        if size > limit {
             block.free();
             return;
         }
         let evicted = {
             let mut state = self.lock();
-            let evicted = state.evict_to(self.limit - size);
+            let evicted = state.evict_to(limit - size);
             state.bytes += size;
             state
                 .blocks
@@ -143,6 +145,16 @@ impl BlockCache {
     fn trim(&self, keep: u64) {
         let evicted = self.lock().evict_to(keep);
         evicted.into_iter().for_each(Block::free);
+    }
+
+    /// Changes the release threshold, freeing what is cached past it.
+    fn set_limit(&self, limit: u64) {
+        self.limit.store(limit, Ordering::Release);
+        self.trim(limit);
+    }
+
+    fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Acquire)
     }
 
     /// Bytes cached now.
@@ -173,12 +185,20 @@ pub(crate) struct Region {
     /// where a write is about to cover it, on first access (under `lock`).
     unzeroed: AtomicBool,
     lock: Mutex<()>,
+    /// Managed memory: the host reaches it too (it is also a host window).
+    managed: bool,
+    /// The memory file the block was moved onto when it was exported to other processes.
+    shared: Mutex<Option<crate::ipc::SharedFile>>,
+    /// Memory of another process mapped here by `ipc_open_handle` (unmapped on drop).
+    imported: Option<crate::ipc::Mapping>,
 }
 
 #[derive(Debug)]
 struct Owned {
     layout: AllocLayout,
-    cache: Arc<BlockCache>,
+    /// Where the block goes when the region is dropped; `None`: freed (managed memory, whose
+    /// page-aligned blocks are not interchangeable with device blocks).
+    cache: Option<Arc<BlockCache>>,
 }
 
 // SAFETY: the region's memory is only accessed while holding `lock` (or, by kernels, through a
@@ -189,8 +209,47 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
+    fn new(
+        start: u64,
+        len: usize,
+        ptr: NonNull<u8>,
+        owned: Option<Owned>,
+        unzeroed: bool,
+    ) -> Region {
+        Region {
+            start,
+            len,
+            ptr,
+            owned,
+            unzeroed: AtomicBool::new(unzeroed),
+            lock: Mutex::new(()),
+            managed: false,
+            shared: Mutex::new(None),
+            imported: None,
+        }
+    }
+
     pub(crate) fn start(&self) -> u64 {
         self.start
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Size and alignment of the host block behind an owned region.
+    pub(crate) fn block_layout(&self) -> Option<AllocLayout> {
+        self.owned.as_ref().map(|o| o.layout)
+    }
+
+    /// The memory file this region was exported through, if it was.
+    pub(crate) fn shared(&self) -> MutexGuard<'_, Option<crate::ipc::SharedFile>> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start of the region's host memory.
+    pub(crate) fn base_ptr(&self) -> NonNull<u8> {
+        self.ptr
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, ()> {
@@ -234,12 +293,30 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        let shared = self
+            .shared
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(file) = shared {
+            // The block's pages are the shared file's: give it private memory again before the
+            // block is reused or freed, so other processes never see what it holds next.
+            let size = self.owned.as_ref().map_or(0, |o| o.layout.size());
+            if !file.unshare(self.ptr, size) {
+                // Still shared: never reuse or free it (leaked rather than exposed).
+                self.owned = None;
+            }
+        }
         if let Some(owned) = self.owned.take() {
-            // This is the last reference to the region, so the block is unused from here on.
-            owned.cache.put(Block {
+            let block = Block {
                 ptr: self.ptr,
                 layout: owned.layout,
-            });
+            };
+            // This is the last reference to the region, so the block is unused from here on.
+            match owned.cache {
+                Some(cache) => cache.put(block),
+                None => block.free(),
+            }
         }
     }
 }
@@ -259,7 +336,9 @@ pub(crate) struct AddressSpace {
     capacity: u64,
     used: AtomicU64,
     next: AtomicU64,
-    regions: RwLock<BTreeMap<u64, Arc<Region>>>,
+    regions: Arc<RwLock<RegionMap>>,
+    /// Address spaces of peer devices this device may address (`enable_peer_access`).
+    peers: RwLock<Vec<(usize, Arc<RwLock<RegionMap>>)>>,
     /// Mapped host windows by host address, so a copy whose host side lies in mapped memory
     /// can take that window's lock too.
     host_windows: RwLock<BTreeMap<usize, Arc<Region>>>,
@@ -267,22 +346,59 @@ pub(crate) struct AddressSpace {
     cache: Arc<BlockCache>,
 }
 
+/// The regions of one device, by start address.
+pub(crate) type RegionMap = BTreeMap<u64, Arc<Region>>;
+
+/// Host page size: blocks of at least a page are whole, page-aligned pages (so they can be moved
+/// onto a memory file and shared with another process).
+pub(crate) const PAGE: usize = 4096;
+
 /// Size of the host block behind an allocation of `len` bytes.
 fn block_layout(len: usize) -> Option<AllocLayout> {
-    let size = len.max(1).checked_next_multiple_of(DEVICE_ALIGN)?;
-    AllocLayout::from_size_align(size, DEVICE_ALIGN).ok()
+    let align = if len >= PAGE { PAGE } else { DEVICE_ALIGN };
+    let size = len.max(1).checked_next_multiple_of(align)?;
+    AllocLayout::from_size_align(size, align).ok()
+}
+
+/// The region holding `ptr..ptr+len` in `regions`: `None` when no region starts at or before
+/// `ptr` close enough to contain its start.
+fn find(
+    regions: &RegionMap,
+    ptr: DevicePtr,
+    len: usize,
+) -> Option<std::result::Result<Range, &'static str>> {
+    let (_, region) = regions.range(..=ptr.0).next_back()?;
+    let offset = ptr.0 - region.start;
+    if offset > region.len as u64 {
+        return None;
+    }
+    let offset = offset as usize;
+    if offset.checked_add(len).is_none_or(|end| end > region.len) {
+        return Some(Err("the access runs past the end of its allocation"));
+    }
+    Some(Ok(Range {
+        region: Arc::clone(region),
+        offset,
+        len,
+    }))
+}
+
+/// First address of device `device`'s window.
+fn window_base(device: usize) -> u64 {
+    0x7f00_0000_0000u64 + ((device as u64) << 40)
 }
 
 impl AddressSpace {
     pub(crate) fn new(device: usize, capacity: u64) -> AddressSpace {
         // Each device gets its own 1 TiB window, starting well away from zero.
-        let base = 0x7f00_0000_0000u64 + ((device as u64) << 40);
+        let base = window_base(device);
         AddressSpace {
             device,
             capacity,
             used: AtomicU64::new(0),
             next: AtomicU64::new(base),
-            regions: RwLock::new(BTreeMap::new()),
+            regions: Arc::new(RwLock::new(BTreeMap::new())),
+            peers: RwLock::new(Vec::new()),
             host_windows: RwLock::new(BTreeMap::new()),
             cache: Arc::new(BlockCache::new(capacity.min(CACHE_LIMIT))),
         }
@@ -306,16 +422,52 @@ impl AddressSpace {
         self.cache.trim(0);
     }
 
+    /// Frees cached host blocks until at most `keep` bytes remain cached.
+    pub(crate) fn trim_cache_to(&self, keep: u64) {
+        self.cache.trim(keep);
+    }
+
+    /// The most freed memory kept cached.
+    pub(crate) fn cache_limit(&self) -> u64 {
+        self.cache.limit()
+    }
+
+    /// Sets the most freed memory kept cached (never more than the capacity).
+    pub(crate) fn set_cache_limit(&self, bytes: u64) {
+        self.cache.set_limit(bytes.min(self.capacity));
+    }
+
+    /// This device's regions, for a peer that may address them.
+    pub(crate) fn shared_regions(&self) -> Arc<RwLock<RegionMap>> {
+        Arc::clone(&self.regions)
+    }
+
+    /// Lets accesses through this address space reach `peer`'s regions.
+    pub(crate) fn enable_peer(&self, peer: usize, regions: Arc<RwLock<RegionMap>>) {
+        let mut peers = self.peers.write().unwrap_or_else(|p| p.into_inner());
+        if !peers.iter().any(|(d, _)| *d == peer) {
+            peers.push((peer, regions));
+        }
+    }
+
     /// Number of live device allocations (mapped windows not included).
     pub(crate) fn live_allocations(&self) -> usize {
         self.read().values().filter(|r| r.owned.is_some()).count()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<u64, Arc<Region>>> {
+    /// Open mappings of other processes' memory.
+    pub(crate) fn live_imports(&self) -> usize {
+        self.read()
+            .values()
+            .filter(|r| r.imported.is_some())
+            .count()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, RegionMap> {
         self.regions.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<u64, Arc<Region>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, RegionMap> {
         self.regions.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -390,19 +542,139 @@ impl AddressSpace {
             },
         };
         let start = self.reserve_address(len);
-        let region = Region {
-            start,
-            len,
-            ptr,
-            owned: Some(Owned {
-                layout,
-                cache: Arc::clone(&self.cache),
-            }),
-            unzeroed: AtomicBool::new(unzeroed),
-            lock: Mutex::new(()),
+        let owned = Owned {
+            layout,
+            cache: Some(Arc::clone(&self.cache)),
         };
+        let region = Region::new(start, len, ptr, Some(owned), unzeroed);
         self.write().insert(start, Arc::new(region));
         Ok(DevicePtr(start))
+    }
+
+    /// Reserves `len` bytes of the capacity.
+    fn reserve(&self, len: usize) -> Result<()> {
+        let request = len as u64;
+        let mut used = self.used.load(Ordering::Acquire);
+        loop {
+            let fits = used
+                .checked_add(request)
+                .is_some_and(|total| total <= self.capacity);
+            if !fits {
+                return Err(self.out_of_memory(request, used));
+            }
+            match self.used.compare_exchange(
+                used,
+                used + request,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// Allocates `len` bytes of managed memory: a zeroed, page-aligned block counted against the
+    /// capacity, at a device address, and known as a host window by its host address (so copies
+    /// whose host side lies in it take its lock). Freed with [`AddressSpace::free_managed`].
+    pub(crate) fn allocate_managed(&self, len: usize) -> Result<(DevicePtr, NonNull<u8>)> {
+        self.reserve(len)?;
+        let layout = len
+            .max(1)
+            .checked_next_multiple_of(PAGE)
+            .and_then(|size| AllocLayout::from_size_align(size, PAGE).ok());
+        let Some(layout) = layout else {
+            self.used.fetch_sub(len as u64, Ordering::AcqRel);
+            return Err(Error::Overflow {
+                what: format!("managed allocation of {len} bytes"),
+            });
+        };
+        let Some(ptr) = self.fresh_block(layout) else {
+            self.used.fetch_sub(len as u64, Ordering::AcqRel);
+            return Err(self.out_of_memory(len as u64, self.used()));
+        };
+        let start = self.reserve_address(len);
+        let owned = Owned {
+            layout,
+            cache: None,
+        };
+        let mut region = Region::new(start, len, ptr, Some(owned), false);
+        region.managed = true;
+        let region = Arc::new(region);
+        self.host_windows
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ptr.as_ptr() as usize, Arc::clone(&region));
+        self.write().insert(start, region);
+        Ok((DevicePtr(start), ptr))
+    }
+
+    /// Frees managed memory by its host address.
+    pub(crate) fn free_managed(&self, host: NonNull<u8>) -> Result<()> {
+        let key = host.as_ptr() as usize;
+        let region = {
+            let mut windows = self.host_windows.write().unwrap_or_else(|p| p.into_inner());
+            match windows.get(&key) {
+                Some(region) if region.managed => windows.remove(&key),
+                _ => None,
+            }
+        };
+        let Some(region) = region else {
+            return Err(Error::InvalidPointer {
+                kind: "managed",
+                address: key as u64,
+                bytes: 0,
+                reason: "not the start of a live managed allocation (double free?)",
+            });
+        };
+        self.free(DevicePtr(region.start))
+    }
+
+    /// Inserts memory of another process (mapped by the caller) as a region; returns its address.
+    pub(crate) fn insert_imported(
+        &self,
+        mapping: crate::ipc::Mapping,
+        ptr: NonNull<u8>,
+        len: usize,
+    ) -> DevicePtr {
+        let start = self.reserve_address(len);
+        let mut region = Region::new(start, len, ptr, None, false);
+        region.imported = Some(mapping);
+        self.write().insert(start, Arc::new(region));
+        DevicePtr(start)
+    }
+
+    /// Removes a region made by [`AddressSpace::insert_imported`]; its memory is unmapped once
+    /// the last in-flight use of it is done.
+    pub(crate) fn remove_imported(&self, ptr: DevicePtr) -> Result<()> {
+        let mut regions = self.write();
+        match regions.get(&ptr.0) {
+            Some(region) if region.imported.is_some() => {
+                let region = regions.remove(&ptr.0);
+                drop(regions);
+                drop(region);
+                Ok(())
+            }
+            _ => Err(Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: 0,
+                reason: "not an open IPC mapping (closed twice?)",
+            }),
+        }
+    }
+
+    /// The live owned region starting at `ptr` (an allocation made by `allocate`).
+    pub(crate) fn allocation(&self, ptr: DevicePtr) -> Result<Arc<Region>> {
+        match self.read().get(&ptr.0) {
+            Some(region) if region.owned.is_some() && !region.managed => Ok(Arc::clone(region)),
+            _ => Err(Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: 0,
+                reason: "not the start of a live device allocation",
+            }),
+        }
     }
 
     /// Frees an allocation made by [`AddressSpace::allocate`]. Its address is invalid from here
@@ -411,6 +683,13 @@ impl AddressSpace {
         let mut regions = self.write();
         match regions.get(&ptr.0) {
             Some(region) if region.owned.is_some() => {
+                if region.managed {
+                    // Managed memory leaves the host windows too (`free_managed` did that).
+                    self.host_windows
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .retain(|_, w| !Arc::ptr_eq(w, region));
+                }
                 self.used.fetch_sub(region.len as u64, Ordering::AcqRel);
                 let region = regions.remove(&ptr.0);
                 drop(regions);
@@ -429,14 +708,7 @@ impl AddressSpace {
     /// Maps `len` bytes of host memory at `host` into the address space.
     pub(crate) fn map_host(&self, host: NonNull<u8>, len: usize) -> DevicePtr {
         let start = self.reserve_address(len);
-        let region = Arc::new(Region {
-            start,
-            len,
-            ptr: host,
-            owned: None,
-            unzeroed: AtomicBool::new(false),
-            lock: Mutex::new(()),
-        });
+        let region = Arc::new(Region::new(start, len, host, None, false));
         // The window is known by its host address too, so a copy whose host side lies in this
         // memory (or a host access through the simulator) takes the same lock as device-side
         // accesses through the mapping.
@@ -451,7 +723,11 @@ impl AddressSpace {
     /// Removes a mapping made by [`AddressSpace::map_host`].
     pub(crate) fn unmap_host(&self, ptr: DevicePtr) {
         let mut regions = self.write();
-        if let Some(region) = regions.get(&ptr.0).filter(|r| r.owned.is_none()).cloned() {
+        if let Some(region) = regions
+            .get(&ptr.0)
+            .filter(|r| r.owned.is_none() && r.imported.is_none())
+            .cloned()
+        {
             regions.remove(&ptr.0);
             let mut windows = self.host_windows.write().unwrap_or_else(|p| p.into_inner());
             let host = region.ptr.as_ptr() as usize;
@@ -493,23 +769,48 @@ impl AddressSpace {
             bytes: len as u64,
             reason,
         };
-        let regions = self.read();
-        let (_, region) = regions
-            .range(..=ptr.0)
-            .next_back()
-            .ok_or_else(|| invalid("not inside any live device allocation"))?;
-        let offset = ptr.0 - region.start;
-        if offset > region.len as u64 {
-            return Err(invalid("not inside any live device allocation"));
+        if let Some(found) = find(&self.read(), ptr, len) {
+            return found.map_err(invalid);
         }
-        let offset = offset as usize;
-        if offset.checked_add(len).is_none_or(|end| end > region.len) {
-            return Err(invalid("the access runs past the end of its allocation"));
+        let peers = self.peers.read().unwrap_or_else(|p| p.into_inner());
+        for (_, regions) in peers.iter() {
+            let regions = regions.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(found) = find(&regions, ptr, len) {
+                return found.map_err(invalid);
+            }
         }
-        Ok(Range {
-            region: Arc::clone(region),
-            offset,
-            len,
-        })
+        // Name the owner when the address lies in another device's window.
+        let owner = (ptr.0 >> 40).checked_sub(window_base(0) >> 40);
+        if owner.is_some_and(|d| d != self.device as u64 && d < 64) {
+            return Err(invalid(
+                "memory of another simulated device: enable peer access to it first",
+            ));
+        }
+        Err(invalid("not inside any live device allocation"))
+    }
+
+    /// Validates `ptr..ptr+len` in this device's own regions only (peers not consulted).
+    pub(crate) fn resolve_own(&self, ptr: DevicePtr, len: usize) -> Result<Range> {
+        let range = match find(&self.read(), ptr, len) {
+            Some(found) => found.map_err(|reason| Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: len as u64,
+                reason,
+            })?,
+            None => {
+                return Err(Error::InvalidPointer {
+                    kind: "device",
+                    address: ptr.0,
+                    bytes: len as u64,
+                    reason: "not inside any live allocation of this device",
+                });
+            }
+        };
+        if range.region.unzeroed.load(Ordering::Acquire) {
+            let guard = range.region.lock();
+            range.region.materialize(&guard);
+        }
+        Ok(range)
     }
 }

@@ -63,8 +63,8 @@ pub mod prelude {
     pub use crate::runtime::{BackendChoice, Runtime, backends};
     pub use gpu_mem_core::{
         Device, DeviceArray, DeviceRecord, Element, Error, Event, In, InOut, Kernel, LaunchConfig,
-        MapFlags, MappedArray, Order, Out, PinnedArray, Registered, ReshapeOrder, Result, Scalar,
-        SmartArray, Stream, Where,
+        ManagedArray, MapFlags, MappedArray, MemoryPool, Order, Out, PinnedArray, Registered,
+        ReshapeOrder, Result, Scalar, SmartArray, Stream, Where,
     };
     /// Closure kernels, which only the simulator runs.
     #[cfg(feature = "sim")]

@@ -219,12 +219,12 @@ fn warp_and_block_votes(rt: &Runtime) -> Result<(), String> {
     Ok(())
 }
 
+/// The accumulators of `atomics.cu`: acc, facc, dacc.
+type Accumulators = (DeviceArray<u32>, DeviceArray<f32>, DeviceArray<f64>);
+
 /// The accumulators of `atomics.cu` (after `keys` and `hist`): acc, facc, dacc, zeroed but for
 /// `acc(3)` and `acc(4)` when `min_and` (the min and and accumulators start at all ones).
-fn atomic_accumulators(
-    dev: &gpu_mem::Device,
-    min_and: bool,
-) -> Result<(DeviceArray<u32>, DeviceArray<f32>, DeviceArray<f64>), String> {
+fn atomic_accumulators(dev: &gpu_mem::Device, min_and: bool) -> Result<Accumulators, String> {
     let mut start = Array1::<u32>::zeros(11);
     if min_and {
         start[3] = u32::MAX;

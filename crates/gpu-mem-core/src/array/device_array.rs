@@ -155,18 +155,20 @@ impl<T: Element> DeviceArray<T> {
         DevicePtr(self.storage.base().0 + self.offset as u64)
     }
 
-    /// `true` when the memory is host memory mapped into the device (zero copy).
+    /// `true` when the memory is host memory mapped into the device (zero copy), or managed
+    /// memory.
     pub fn is_mapped(&self) -> bool {
         matches!(self.storage, Storage::Mapped(_))
     }
 
+    /// `true` when the memory is managed memory ([`Device::managed_array`]).
+    pub fn is_managed(&self) -> bool {
+        matches!(&self.storage, Storage::Mapped(b) if b.kind() == crate::memory::HostBufferKind::Managed)
+    }
+
     /// `true` when `self` and `other` share memory.
     pub fn shares_memory_with<U: Element>(&self, other: &DeviceArray<U>) -> bool {
-        match (&self.storage, &other.storage) {
-            (Storage::Device(a), Storage::Device(b)) => std::sync::Arc::ptr_eq(a, b),
-            (Storage::Mapped(a), Storage::Mapped(b)) => std::sync::Arc::ptr_eq(a, b),
-            _ => false,
-        }
+        self.storage.same_as(&other.storage)
     }
 
     /// Device address of the lowest byte the array spans, and the span's length in bytes.

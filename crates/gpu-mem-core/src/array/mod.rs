@@ -7,8 +7,9 @@
 
 mod assign;
 mod create;
-mod device_array;
+pub(crate) mod device_array;
 pub(crate) mod host_layout;
+mod raw;
 mod record;
 mod storage;
 pub(crate) mod transfer;
@@ -17,5 +18,6 @@ mod views;
 pub use create::LayoutSource;
 pub use device_array::DeviceArray;
 pub(crate) use device_array::span_bytes as span_bytes_of;
+pub use raw::{ExternalUse, RawParts};
 pub use record::{DeviceRecord, Field};
 pub(crate) use storage::Storage;

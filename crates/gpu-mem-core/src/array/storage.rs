@@ -2,7 +2,7 @@
 
 use crate::backend::DevicePtr;
 use crate::device::Device;
-use crate::memory::{DeviceAlloc, HostBuffer};
+use crate::memory::{DeviceAlloc, ForeignMemory, HostBuffer};
 use crate::stream::KeepAlive;
 use std::sync::Arc;
 
@@ -13,6 +13,8 @@ pub(crate) enum Storage {
     Device(Arc<DeviceAlloc>),
     /// Page-locked host memory mapped into the device address space (zero copy).
     Mapped(Arc<HostBuffer>),
+    /// Device memory owned elsewhere (raw pointers, DLPack, IPC).
+    Foreign(Arc<ForeignMemory>),
 }
 
 impl Storage {
@@ -20,6 +22,7 @@ impl Storage {
         match self {
             Storage::Device(alloc) => alloc.device(),
             Storage::Mapped(buffer) => buffer.device(),
+            Storage::Foreign(memory) => memory.device(),
         }
     }
 
@@ -28,6 +31,7 @@ impl Storage {
         match self {
             Storage::Device(alloc) => alloc.ptr(),
             Storage::Mapped(buffer) => buffer.device_ptr().unwrap_or(DevicePtr::NULL),
+            Storage::Foreign(memory) => memory.ptr(),
         }
     }
 
@@ -36,14 +40,25 @@ impl Storage {
         match self {
             Storage::Device(alloc) => Box::new(Arc::clone(alloc)),
             Storage::Mapped(buffer) => Box::new(Arc::clone(buffer)),
+            Storage::Foreign(memory) => Box::new(Arc::clone(memory)),
         }
     }
 
     /// The host buffer, for mapped memory (whose host side must wait for device work).
     pub(crate) fn host_buffer(&self) -> Option<&Arc<HostBuffer>> {
         match self {
-            Storage::Device(_) => None,
+            Storage::Device(_) | Storage::Foreign(_) => None,
             Storage::Mapped(buffer) => Some(buffer),
+        }
+    }
+
+    /// `true` when both are the same memory.
+    pub(crate) fn same_as(&self, other: &Storage) -> bool {
+        match (self, other) {
+            (Storage::Device(a), Storage::Device(b)) => Arc::ptr_eq(a, b),
+            (Storage::Mapped(a), Storage::Mapped(b)) => Arc::ptr_eq(a, b),
+            (Storage::Foreign(a), Storage::Foreign(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 
@@ -52,7 +67,7 @@ impl Storage {
     pub(crate) fn is_aligned(&self, offset: usize, align: usize) -> bool {
         let device = (self.base().0 as usize).wrapping_add(offset);
         let host = match self {
-            Storage::Device(_) => 0,
+            Storage::Device(_) | Storage::Foreign(_) => 0,
             Storage::Mapped(buffer) => (buffer.base().as_ptr() as usize).wrapping_add(offset),
         };
         device.is_multiple_of(align) && host.is_multiple_of(align)

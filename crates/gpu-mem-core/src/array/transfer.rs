@@ -107,11 +107,14 @@ impl<T: Element> DeviceArray<T> {
     /// Copies another device array into this one (Numba's `copy_to_device(ary)` with a device
     /// array). Both must be contiguous and have the same layout (C into F is rejected with
     /// [`Error::IncompatibleStrides`], as in Numba).
+    ///
+    /// The source may live on another device: devices of one backend copy directly (a peer copy,
+    /// `cuMemcpyPeer`, ordered after the work of both devices), and where the backend has no peer
+    /// copy, or the devices belong to different backends, the bytes go through host memory.
     pub fn copy_from_device(&mut self, source: &DeviceArray<T>) -> Result<()> {
         if source.is_empty() {
             return Ok(());
         }
-        self.device().check_same(source.device(), "source array")?;
         let self_core = self.layout.core();
         if !self_core.is_contiguous() {
             return Err(non_contiguous(&self.layout));
@@ -125,11 +128,42 @@ impl<T: Element> DeviceArray<T> {
         let (src, src_bytes) = source.span();
         let bytes = bytes.min(src_bytes);
         let device = self.device();
-        // SAFETY: both spans lie inside live storage of this device.
+        let from = source.device();
+        if device.same_as(from) {
+            // SAFETY: both spans lie inside live storage of this device.
+            return unsafe {
+                device
+                    .backend()
+                    .copy_dtod(device.ordinal(), dst, src, bytes)
+            };
+        }
+        if device.same_backend(from) {
+            // SAFETY: each span lies inside live storage of its device.
+            let peer = unsafe {
+                device
+                    .backend()
+                    .copy_peer(device.ordinal(), dst, from.ordinal(), src, bytes)
+            };
+            match peer {
+                Err(Error::NotSupportedByBackend { .. }) => {}
+                other => return other,
+            }
+        }
+        // Through the host: the source's span, then into this array's span.
+        let mut staging: Vec<u8> =
+            crate::memory::zeroed_vec(bytes, "a peer copy staged on the host")?;
+        // SAFETY: `staging` is a live, exclusively borrowed buffer of `bytes` bytes; the source
+        // span lies inside live storage of its device.
+        unsafe {
+            from.backend()
+                .copy_dtoh(from.ordinal(), staging.as_mut_ptr(), src, bytes)?;
+        }
+        // SAFETY: `staging` holds `bytes` bytes; the destination span lies inside live storage
+        // of this device.
         unsafe {
             device
                 .backend()
-                .copy_dtod(device.ordinal(), dst, src, bytes)
+                .copy_htod(device.ordinal(), dst, staging.as_ptr(), bytes)
         }
     }
 

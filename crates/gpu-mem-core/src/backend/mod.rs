@@ -325,6 +325,165 @@ pub unsafe trait Backend: Send + Sync + Debug {
         end: EventHandle,
     ) -> Result<f32>;
 
+    // ----- several devices -----------------------------------------------------------------
+    //
+    // Every method below has a default that returns `Error::NotSupportedByBackend` naming the
+    // feature, so a backend that lacks it still compiles and reports the gap at run time.
+
+    /// `true` when kernels and copies on `device` can address memory of `peer` directly
+    /// (`cuDeviceCanAccessPeer`; HSA: the peer's pool is accessible to the agent).
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
+        let _ = (device, peer);
+        Err(unsupported(self.kind(), "peer access"))
+    }
+
+    /// Lets `device` address memory of `peer` (`cuCtxEnablePeerAccess`; HSA:
+    /// `hsa_amd_agents_allow_access` on the peer's allocations). Enabling it twice is not an
+    /// error.
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
+        let _ = (device, peer);
+        Err(unsupported(self.kind(), "peer access"))
+    }
+
+    /// Copies `bytes` from `src` on `src_device` to `dst` on `dst_device`, synchronously, ordered
+    /// after all work on both devices (`cuMemcpyPeer`; HSA: `hsa_amd_memory_async_copy` between
+    /// the agents, waited for).
+    ///
+    /// # Safety
+    /// `dst..dst+bytes` lies in a live allocation of `dst_device` and `src..src+bytes` in one of
+    /// `src_device`.
+    unsafe fn copy_peer(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        let _ = (dst_device, dst, src_device, src, bytes);
+        Err(unsupported(self.kind(), "peer copies"))
+    }
+
+    /// Enqueues a copy of `bytes` from `src` on `src_device` to `dst` on `dst_device` on
+    /// `stream`, a stream of `dst_device` (`cuMemcpyPeerAsync`). It is ordered after earlier work
+    /// on `stream` only.
+    ///
+    /// # Safety
+    /// As [`Backend::copy_peer`], and both ranges stay valid until the operation completes.
+    /// `stream` came from [`Backend::stream_create`] on `dst_device` and is not destroyed.
+    unsafe fn copy_peer_async(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let _ = (dst_device, dst, src_device, src, bytes, stream);
+        Err(unsupported(self.kind(), "peer copies"))
+    }
+
+    // ----- inter-process sharing -----------------------------------------------------------
+
+    /// A handle another process can open to map the device allocation starting at `ptr`
+    /// (`cuIpcGetMemHandle`; HSA: `hsa_amd_ipc_memory_create`).
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+        let _ = (device, ptr);
+        Err(unsupported(self.kind(), "IPC memory handles"))
+    }
+
+    /// Maps an allocation exported by another process into `device`'s address space, returning
+    /// its address there (`cuIpcOpenMemHandle`; HSA: `hsa_amd_ipc_memory_attach`). The mapping
+    /// stays valid until [`Backend::ipc_close_handle`].
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+        let _ = (device, handle);
+        Err(unsupported(self.kind(), "IPC memory handles"))
+    }
+
+    /// Unmaps memory opened with [`Backend::ipc_open_handle`] (`cuIpcCloseMemHandle`; HSA:
+    /// `hsa_amd_ipc_memory_detach`).
+    ///
+    /// # Safety
+    /// `ptr` came from `ipc_open_handle` on this device, is closed once, and no enqueued work
+    /// still uses it.
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        let _ = (device, ptr);
+        Err(unsupported(self.kind(), "IPC memory handles"))
+    }
+
+    // ----- managed memory ------------------------------------------------------------------
+
+    /// Allocates `bytes` (> 0) of managed (unified) memory, reachable from the host at `host` and
+    /// from the device at `device` of the result (`cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL)`,
+    /// where both addresses are equal; HSA: fine-grained system memory with
+    /// `hsa_amd_agents_allow_access`, or SVM). The same promises as [`Backend::host_alloc`] hold
+    /// for the host side.
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
+        let _ = (device, bytes);
+        Err(unsupported(self.kind(), "managed memory"))
+    }
+
+    /// Frees memory from [`Backend::managed_alloc`].
+    ///
+    /// # Safety
+    /// `host` came from `managed_alloc` on this device, is freed once, and no enqueued work uses
+    /// it.
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        let _ = (device, host);
+        Err(unsupported(self.kind(), "managed memory"))
+    }
+
+    // ----- memory pool ---------------------------------------------------------------------
+
+    /// Allocates `bytes` (> 0) of device memory from the device's pool, ordered on `stream`: the
+    /// memory may be used by work enqueued on `stream` after this call (`cuMemAllocAsync`; HSA
+    /// has no stream-ordered allocation).
+    ///
+    /// # Safety
+    /// `stream` came from [`Backend::stream_create`] on this device and is not destroyed.
+    unsafe fn alloc_async(
+        &self,
+        device: usize,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<DevicePtr> {
+        let _ = (device, bytes, stream);
+        Err(unsupported(self.kind(), "stream-ordered allocation"))
+    }
+
+    /// Returns memory to the device's pool once the work enqueued on `stream` before this call
+    /// has completed (`cuMemFreeAsync`).
+    ///
+    /// # Safety
+    /// `ptr` came from [`Backend::alloc`] or [`Backend::alloc_async`] on this device and is freed
+    /// once; no work enqueued on other streams still uses it; `stream` is a live stream of this
+    /// device.
+    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()> {
+        let _ = (device, ptr, stream);
+        Err(unsupported(self.kind(), "stream-ordered allocation"))
+    }
+
+    /// How much memory the device's pool holds and how much of it is in use.
+    fn pool_usage(&self, device: usize) -> Result<PoolUsage> {
+        let _ = device;
+        Err(unsupported(self.kind(), "memory pools"))
+    }
+
+    /// Sets how much freed memory the pool keeps for reuse instead of releasing it
+    /// (`cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)`).
+    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()> {
+        let _ = (device, bytes);
+        Err(unsupported(self.kind(), "memory pools"))
+    }
+
+    /// Releases freed memory the pool keeps until at most `keep` bytes remain reserved beyond
+    /// what is in use (`cuMemPoolTrimTo`).
+    fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
+        let _ = (device, keep);
+        Err(unsupported(self.kind(), "memory pools"))
+    }
+
     // ----- kernels -------------------------------------------------------------------------
 
     /// Launches `kernel` over `config`'s grid with `args`. With `stream: None` the launch is
@@ -350,5 +509,14 @@ pub unsafe trait Backend: Send + Sync + Debug {
             feature: "kernel launch",
             reason: format!("this backend cannot launch kernel `{}` yet", kernel.name()),
         })
+    }
+}
+
+/// The error a [`Backend`] default method returns for a feature the backend does not provide.
+fn unsupported(backend: BackendKind, feature: &'static str) -> Error {
+    Error::NotSupportedByBackend {
+        backend,
+        feature,
+        reason: format!("the {backend} backend does not provide {feature} yet"),
     }
 }

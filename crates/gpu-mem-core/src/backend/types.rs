@@ -91,3 +91,26 @@ pub struct HostAllocation {
     /// zero-fill); `false` when the memory may be uninitialised.
     pub zeroed: bool,
 }
+
+/// A device allocation exported for another process (CUDA's `CUipcMemHandle`, HSA's
+/// `hsa_amd_ipc_memory_t`, the simulator's shared-memory file): plain bytes, meaningful only to
+/// the backend kind that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpcMemHandle {
+    /// Size of the exported allocation in bytes.
+    pub bytes: u64,
+    /// The backend's opaque handle.
+    pub data: Vec<u8>,
+}
+
+/// What a device's memory pool holds (`cuMemPoolGetAttribute`'s reserved and used memory, the
+/// simulator's block cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUsage {
+    /// Device memory in use by live allocations.
+    pub used: u64,
+    /// Memory the pool holds: in use plus freed memory kept for reuse.
+    pub reserved: u64,
+    /// Freed memory the pool keeps before releasing any (`u64::MAX`: keeps everything).
+    pub release_threshold: u64,
+}

@@ -76,7 +76,7 @@ impl Device {
             mapped: true,
             write_combined: flags.write_combined,
         };
-        let buffer = allocate_zeroed::<T>(self, &layout, alloc_flags)?;
+        let buffer = allocate_zeroed::<T>(self, &layout, Some(alloc_flags))?;
         if buffer.bytes() > 0 && buffer.device_ptr().is_none() {
             return Err(Error::NotSupportedByBackend {
                 backend: self.kind(),

@@ -10,11 +10,13 @@
 //! reached by copying ([`MappedArray::read`], [`MappedArray::write`]) or through `unsafe`
 //! views whose contract is that no device work touches the memory meanwhile.
 
+pub(crate) mod managed;
 pub(crate) mod mapped;
 pub(crate) mod pinned;
 mod registered;
 pub(crate) mod source;
 
+pub use managed::ManagedArray;
 pub use mapped::{MapFlags, MappedArray};
 pub use pinned::PinnedArray;
 pub use registered::{Registered, Rejected};

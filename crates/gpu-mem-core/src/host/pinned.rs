@@ -47,7 +47,7 @@ impl Device {
 
     /// `layout` is dense with non-negative strides.
     fn pinned_array_with_layout<T: Element>(&self, layout: Layout) -> Result<PinnedArray<T>> {
-        let buffer = allocate_zeroed::<T>(self, &layout, HostAllocFlags::default())?;
+        let buffer = allocate_zeroed::<T>(self, &layout, Some(HostAllocFlags::default()))?;
         Ok(PinnedArray {
             buffer: Arc::new(buffer),
             layout,
@@ -74,7 +74,7 @@ fn first_element<T: Element>(buffer: &HostBuffer, layout: &Layout) -> *mut T {
 pub(crate) fn allocate_zeroed<T: Element>(
     device: &Device,
     layout: &Layout,
-    flags: HostAllocFlags,
+    flags: Option<HostAllocFlags>,
 ) -> Result<HostBuffer> {
     if std::mem::align_of::<T>() > PAGE_ALIGN {
         return Err(crate::Error::InvalidArgument {
@@ -87,7 +87,10 @@ pub(crate) fn allocate_zeroed<T: Element>(
         });
     }
     let bytes = crate::array::span_bytes_of::<T>(layout)?;
-    let buffer = HostBuffer::allocate(device, bytes, flags)?;
+    let buffer = match flags {
+        Some(flags) => HostBuffer::allocate(device, bytes, flags)?,
+        None => HostBuffer::allocate_managed(device, bytes)?,
+    };
     if bytes > 0 && !buffer.is_zeroed() {
         // SAFETY: the buffer was just allocated with `bytes` bytes and nothing else refers to it.
         unsafe { std::ptr::write_bytes(buffer.base().as_ptr(), 0, bytes) };

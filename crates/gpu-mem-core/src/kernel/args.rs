@@ -13,7 +13,7 @@ use crate::array::host_layout::layout_of;
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::host::MappedArray;
+use crate::host::{ManagedArray, MappedArray};
 use crate::kernel::LaunchArg;
 use crate::memory::HostBuffer;
 use crate::stream::KeepAlive;
@@ -84,13 +84,19 @@ pub(crate) fn prepare_array<T: Element>(
     array: &DeviceArray<T>,
     device: &Device,
 ) -> Result<Prepared> {
-    array.check_device(device)?;
+    // An array of another device of the same backend is the backend's to accept or refuse: it
+    // can be addressed once peer access is enabled (`Device::enable_peer_access`).
+    let peer = device.same_backend(array.device())
+        && device.can_access_peer(array.device()).unwrap_or(false);
+    if !peer {
+        array.check_device(device)?;
+    }
     Ok(Prepared {
         arg: array_arg(array),
         keep: Some(array.storage.keep_alive()),
         mapped: match &array.storage {
             Storage::Mapped(buffer) => Some(Arc::clone(buffer)),
-            Storage::Device(_) => None,
+            Storage::Device(_) | Storage::Foreign(_) => None,
         },
         staged: None,
     })
@@ -103,6 +109,12 @@ impl<T: Element> KernelArg for DeviceArray<T> {
 }
 
 impl<T: Element> KernelArg for MappedArray<T> {
+    fn prepare(&mut self, device: &Device) -> Result<Prepared> {
+        prepare_array(&self.device_view(), device)
+    }
+}
+
+impl<T: Element> KernelArg for ManagedArray<T> {
     fn prepare(&mut self, device: &Device) -> Result<Prepared> {
         prepare_array(&self.device_view(), device)
     }

@@ -7,6 +7,7 @@
 use crate::backend::DevicePtr;
 use crate::device::Device;
 use crate::error::Result;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Device memory owned by gpu-mem.
 #[derive(Debug)]
@@ -16,6 +17,8 @@ pub(crate) struct DeviceAlloc {
     /// Size, for diagnostics.
     #[allow(dead_code)]
     bytes: usize,
+    /// Freed another way (a stream-ordered free): dropping frees nothing.
+    disarmed: AtomicBool,
 }
 
 impl DeviceAlloc {
@@ -31,7 +34,24 @@ impl DeviceAlloc {
             device: device.clone(),
             ptr,
             bytes,
+            disarmed: AtomicBool::new(false),
         })
+    }
+
+    /// Takes ownership of `bytes` bytes at `ptr`, allocated by the backend on `device` (a
+    /// stream-ordered allocation), to be freed on drop like any other.
+    pub(crate) fn adopt(device: &Device, ptr: DevicePtr, bytes: usize) -> DeviceAlloc {
+        DeviceAlloc {
+            device: device.clone(),
+            ptr,
+            bytes,
+            disarmed: AtomicBool::new(false),
+        }
+    }
+
+    /// Forgets the memory (it was freed another way): dropping frees nothing.
+    pub(crate) fn disarm(&self) {
+        self.disarmed.store(true, Ordering::Release);
     }
 
     pub(crate) fn device(&self) -> &Device {
@@ -45,7 +65,7 @@ impl DeviceAlloc {
 
 impl Drop for DeviceAlloc {
     fn drop(&mut self) {
-        if self.ptr.is_null() {
+        if self.ptr.is_null() || self.disarmed.load(Ordering::Acquire) {
             return;
         }
         // SAFETY: `ptr` came from `alloc` on this device and is freed only here, once. Every

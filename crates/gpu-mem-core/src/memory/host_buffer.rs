@@ -19,6 +19,8 @@ pub(crate) enum HostBufferKind {
     Allocated(HostAllocFlags),
     /// `host_register` over memory owned by `owner`: unregistered, then the owner is dropped.
     Registered(HostRegisterFlags),
+    /// `managed_alloc`: freed with `managed_free`.
+    Managed,
 }
 
 /// Page-locked host memory with its in-flight uses.
@@ -73,6 +75,26 @@ impl HostBuffer {
             device_ptr,
             zeroed,
             kind: HostBufferKind::Allocated(flags),
+            _owner: None,
+            pending: PendingUses::default(),
+        })
+    }
+
+    /// Allocates managed memory; `bytes == 0` allocates nothing.
+    pub(crate) fn allocate_managed(device: &Device, bytes: usize) -> Result<Self> {
+        let (base, device_ptr, zeroed) = if bytes == 0 {
+            (None, None, true)
+        } else {
+            let alloc = device.backend().managed_alloc(device.ordinal(), bytes)?;
+            (Some(alloc.host), alloc.device, alloc.zeroed)
+        };
+        Ok(HostBuffer {
+            device: device.clone(),
+            base,
+            bytes,
+            device_ptr,
+            zeroed,
+            kind: HostBufferKind::Managed,
             _owner: None,
             pending: PendingUses::default(),
         })
@@ -164,6 +186,9 @@ impl Drop for HostBuffer {
             HostBufferKind::Allocated(_) => unsafe {
                 self.device.backend().host_free(device, base)
             },
+            // SAFETY: `base` came from `managed_alloc` on this device and is freed once, here,
+            // after every use has completed.
+            HostBufferKind::Managed => unsafe { self.device.backend().managed_free(device, base) },
             // SAFETY: `base` was registered on this device by `register` and is unregistered once,
             // here, before the owner in `self.owner` is dropped (fields drop after this body).
             HostBufferKind::Registered(_) => unsafe {

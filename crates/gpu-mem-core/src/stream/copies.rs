@@ -185,13 +185,22 @@ impl Stream {
     }
 
     /// Copies one device array into another on this stream (Numba's `copy_to_device(d, stream)`).
+    ///
+    /// `dst` must be on this stream's device; `src` may be on another device of the same backend
+    /// (a peer copy, `cuMemcpyPeerAsync`): it is ordered after earlier work on this stream only,
+    /// so work on `src`'s device that writes it must be waited for first (an event recorded
+    /// there and [`Stream::wait_event`] here, or a synchronize). A backend without asynchronous
+    /// peer copies makes this call synchronize the stream and copy synchronously.
     pub fn copy_from_device<T: Element>(
         &self,
         dst: &mut DeviceArray<T>,
         src: &DeviceArray<T>,
     ) -> Result<()> {
         self.check_array(dst)?;
-        self.check_array(src)?;
+        let peer = !self.device().same_as(src.device());
+        if peer && !self.device().same_backend(src.device()) {
+            self.check_array(src)?;
+        }
         if src.is_empty() {
             return Ok(());
         }
@@ -218,15 +227,38 @@ impl Stream {
         .into_iter()
         .flatten()
         .collect();
-        self.submit(keep, &uses, |stream| {
-            // SAFETY: both spans lie in storage the stream keeps alive until completion.
+        let src_device = src.device().ordinal();
+        let submitted = self.submit(keep, &uses, |stream| {
+            // SAFETY: both spans lie in storage the stream keeps alive until completion; a peer
+            // source lies on `src_device` of the same backend.
             unsafe {
-                device
-                    .backend()
-                    .copy_dtod_async(device.ordinal(), dst_ptr, src_ptr, bytes, stream)
+                if peer {
+                    device.backend().copy_peer_async(
+                        device.ordinal(),
+                        dst_ptr,
+                        src_device,
+                        src_ptr,
+                        bytes,
+                        stream,
+                    )
+                } else {
+                    device.backend().copy_dtod_async(
+                        device.ordinal(),
+                        dst_ptr,
+                        src_ptr,
+                        bytes,
+                        stream,
+                    )
+                }
             }
-        })?;
-        Ok(())
+        });
+        match submitted {
+            Err(Error::NotSupportedByBackend { .. }) if peer => {
+                self.synchronize()?;
+                dst.copy_from_device(src)
+            }
+            other => other.map(drop),
+        }
     }
 
     /// Sets every byte of a dense array to `value` on this stream.

@@ -123,6 +123,17 @@ impl StreamInner {
         drop(released);
     }
 
+    /// How many of the resources kept for in-flight work are `alloc`.
+    pub(crate) fn holds(&self, alloc: &Arc<crate::memory::DeviceAlloc>) -> usize {
+        self.lock_keep_alive()
+            .iter()
+            .filter(|(_, k)| {
+                k.downcast_ref::<Arc<crate::memory::DeviceAlloc>>()
+                    .is_some_and(|a| Arc::ptr_eq(a, alloc))
+            })
+            .count()
+    }
+
     fn lock_keep_alive(&self) -> MutexGuard<'_, Vec<(u64, KeepAlive)>> {
         self.keep_alive.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -1,0 +1,137 @@
+//! [`ManagedArray`]: managed (unified) memory, one allocation the host and the device both
+//! address (Numba's `cuda.managed_array`).
+//!
+//! Backends: CUDA `cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL)` (the host and device addresses are
+//! the same); ROC: fine-grained system memory every agent may access; the simulator: a device
+//! allocation counted against the device's capacity whose memory the host reaches too.
+//!
+//! The soundness rules are those of mapped memory: the device may read and write the memory at
+//! any time while work is in flight, so the host side is reached by copying
+//! ([`ManagedArray::read`], [`ManagedArray::write`], ordered after the device's work) or through
+//! `unsafe` views whose contract is that no device work touches the memory meanwhile. Kernels and
+//! stream copies use it through [`ManagedArray::device_view`], or take the array itself as a
+//! launch argument.
+
+use crate::array::{DeviceArray, LayoutSource};
+use crate::device::Device;
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::host::mapped::device_view_of;
+use crate::host::pinned::{allocate_zeroed, view_mut_of, view_of};
+use crate::layout::{Layout, Order};
+use crate::memory::{Access, HostBuffer};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Data, Dimension};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// An array in managed memory, reachable from the host and from kernels at once (Numba's
+/// `cuda.managed_array`).
+#[derive(Debug)]
+pub struct ManagedArray<T: Element> {
+    pub(crate) buffer: Arc<HostBuffer>,
+    pub(crate) layout: Layout,
+    _element: PhantomData<T>,
+}
+
+impl Device {
+    /// Allocates a zero-filled, C-ordered managed array (Numba's `cuda.managed_array(shape,
+    /// dtype)`, with `attach_global=True`).
+    pub fn managed_array<T: Element>(&self, shape: &[usize]) -> Result<ManagedArray<T>> {
+        self.managed_array_with_order(shape, Order::C)
+    }
+
+    /// Allocates a zero-filled managed array in C or Fortran order.
+    pub fn managed_array_with_order<T: Element>(
+        &self,
+        shape: &[usize],
+        order: Order,
+    ) -> Result<ManagedArray<T>> {
+        self.managed_array_with_layout(Layout::contiguous(shape, order)?)
+    }
+
+    /// Allocates a zero-filled managed array shaped like `like` (a host or device array), with
+    /// the strides `device_array_like` gives.
+    pub fn managed_array_like<L: LayoutSource>(&self, like: &L) -> Result<ManagedArray<L::Elem>> {
+        self.managed_array_with_layout(like.source_layout()?.like())
+    }
+
+    fn managed_array_with_layout<T: Element>(&self, layout: Layout) -> Result<ManagedArray<T>> {
+        let buffer = allocate_zeroed::<T>(self, &layout, None)?;
+        if buffer.bytes() > 0 && buffer.device_ptr().is_none() {
+            return Err(Error::NotSupportedByBackend {
+                backend: self.kind(),
+                feature: "managed memory",
+                reason: "the driver returned no device address for the managed allocation".into(),
+            });
+        }
+        Ok(ManagedArray {
+            buffer: Arc::new(buffer),
+            layout,
+            _element: PhantomData,
+        })
+    }
+}
+
+impl<T: Element> ManagedArray<T> {
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.layout.shape()
+    }
+
+    /// Shape and strides.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The device the memory was allocated for.
+    pub fn device(&self) -> &Device {
+        self.buffer.device()
+    }
+
+    /// The device side: a [`DeviceArray`] over the same memory (no copy), which keeps the memory
+    /// alive on its own.
+    pub fn device_view(&self) -> DeviceArray<T> {
+        device_view_of(&self.buffer, &self.layout)
+    }
+
+    /// Copies the current contents to a new host array, ordered after the device's work.
+    pub fn read(&self) -> Result<ArrayD<T>> {
+        self.device_view().copy_to_host()
+    }
+
+    /// Overwrites the contents with `values` (same shape), ordered after the device's work.
+    pub fn write<S: Data<Elem = T>, D: Dimension>(
+        &mut self,
+        values: &ArrayBase<S, D>,
+    ) -> Result<()> {
+        if values.shape() != self.layout.shape() {
+            return Err(Error::IncompatibleShape {
+                expected: self.layout.shape().to_vec(),
+                found: values.shape().to_vec(),
+            });
+        }
+        self.device_view().copy_from_host(values)
+    }
+
+    /// A zero-copy host view.
+    ///
+    /// # Safety
+    /// No device work (kernels, copies through [`ManagedArray::device_view`], work enqueued
+    /// before this call and not yet complete) may write the memory while the view lives: call
+    /// [`Device::synchronize`] first if kernels may be running.
+    pub unsafe fn host_view(&self) -> Result<ArrayViewD<'_, T>> {
+        self.buffer.pending().wait_for_host(Access::Read)?;
+        // SAFETY: stream writers were waited for; the caller excludes other device writers.
+        Ok(unsafe { view_of(&self.buffer, &self.layout) })
+    }
+
+    /// A zero-copy mutable host view.
+    ///
+    /// # Safety
+    /// No device work may read or write the memory while the view lives.
+    pub unsafe fn host_view_mut(&mut self) -> Result<ArrayViewMutD<'_, T>> {
+        self.buffer.pending().wait_for_host(Access::Write)?;
+        // SAFETY: stream users were waited for; the caller excludes other device users.
+        Ok(unsafe { view_mut_of(&self.buffer, &self.layout) })
+    }
+}

@@ -1,0 +1,98 @@
+//! Device memory gpu-mem did not allocate: a range another library owns (a DLPack producer, a
+//! raw pointer with its owner or deleter), or an allocation of another process opened through an
+//! IPC handle. Arrays share it through an `Arc` like their own allocations, so streams keep it
+//! alive until their work is done, and it is released (the owner dropped, the deleter run, the
+//! IPC mapping closed) only after the last user.
+
+use crate::backend::DevicePtr;
+use crate::device::Device;
+use std::any::Any;
+use std::fmt;
+
+/// How foreign memory is given back when the last array over it is gone.
+pub(crate) enum Release {
+    /// Dropping this value releases the memory (or keeps it alive until then).
+    Owner(#[allow(dead_code)] Box<dyn Any + Send + Sync>),
+    /// Called once with the range's base address.
+    Deleter(Box<dyn FnOnce(DevicePtr) + Send + Sync>),
+    /// An allocation of another process mapped with `ipc_open_handle`: closed with
+    /// `ipc_close_handle`.
+    IpcMapping,
+}
+
+/// A device range owned elsewhere.
+pub(crate) struct ForeignMemory {
+    device: Device,
+    /// Lowest address of the range.
+    base: DevicePtr,
+    bytes: usize,
+    release: Option<Release>,
+}
+
+impl fmt::Debug for ForeignMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = match &self.release {
+            Some(Release::Owner(_)) => "owner",
+            Some(Release::Deleter(_)) => "deleter",
+            Some(Release::IpcMapping) => "ipc mapping",
+            None => "released",
+        };
+        f.debug_struct("ForeignMemory")
+            .field("base", &format_args!("{:#x}", self.base.0))
+            .field("bytes", &self.bytes)
+            .field("release", &how)
+            .finish()
+    }
+}
+
+impl ForeignMemory {
+    pub(crate) fn new(
+        device: &Device,
+        base: DevicePtr,
+        bytes: usize,
+        release: Release,
+    ) -> ForeignMemory {
+        ForeignMemory {
+            device: device.clone(),
+            base,
+            bytes,
+            release: Some(release),
+        }
+    }
+
+    pub(crate) fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub(crate) fn ptr(&self) -> DevicePtr {
+        self.base
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for ForeignMemory {
+    fn drop(&mut self) {
+        match self.release.take() {
+            Some(Release::Owner(owner)) => drop(owner),
+            Some(Release::Deleter(deleter)) => deleter(self.base),
+            Some(Release::IpcMapping) => {
+                // SAFETY: `base` came from `ipc_open_handle` on this device (the only place that
+                // makes this kind) and is closed here, once; every enqueued operation using it
+                // holds an `Arc` of this value, so none is in flight.
+                let result = unsafe {
+                    self.device
+                        .backend()
+                        .ipc_close_handle(self.device.ordinal(), self.base)
+                };
+                if let Err(error) = result {
+                    self.device.report_release_error("IPC handle close", error);
+                }
+            }
+            None => {}
+        }
+    }
+}

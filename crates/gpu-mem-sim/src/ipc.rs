@@ -1,0 +1,286 @@
+//! Device memory shared between processes (the simulator's `cuIpcGetMemHandle` /
+//! `cuIpcOpenMemHandle`).
+//!
+//! Exporting an allocation moves its host block onto a memory file (`memfd_create`): the
+//! block's contents are written to the file, and the file is mapped over the block's own pages
+//! (`MAP_FIXED`), so every pointer to the block stays valid and now addresses shared pages. The
+//! handle names the exporting process, its descriptor of the file and the file's identity
+//! (device and inode); another process opens `/proc/<pid>/fd/<fd>`, checks the identity and maps
+//! the file, so both processes address the same memory. When the exporting allocation is freed,
+//! private pages are mapped over the block again before it is reused, so an importer never sees
+//! what the block holds next. Linux only (and not under Miri); blocks under a page cannot be
+//! exported, since they share their page with other allocations.
+
+use crate::memory::{PAGE, Region};
+use gpu_mem_core::backend::IpcMemHandle;
+use gpu_mem_core::{BackendKind, Error, Result};
+use std::ptr::NonNull;
+
+fn unsupported(reason: impl Into<String>) -> Error {
+    Error::NotSupportedByBackend {
+        backend: BackendKind::Sim,
+        feature: "IPC memory handles",
+        reason: reason.into(),
+    }
+}
+
+/// The memory file an exported block lives on.
+#[derive(Debug)]
+pub(crate) struct SharedFile {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fd: std::os::fd::OwnedFd,
+    dev: u64,
+    ino: u64,
+}
+
+/// Memory of another process mapped into this one.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    size: usize,
+}
+
+const HANDLE_LEN: usize = 32;
+
+fn encode(pid: u32, fd: i32, dev: u64, ino: u64, size: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HANDLE_LEN);
+    out.extend_from_slice(&pid.to_le_bytes());
+    out.extend_from_slice(&fd.to_le_bytes());
+    out.extend_from_slice(&dev.to_le_bytes());
+    out.extend_from_slice(&ino.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out
+}
+
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
+fn decode(data: &[u8]) -> Result<(u32, i32, u64, u64, u64)> {
+    let bad = || Error::InvalidArgument {
+        name: "IPC handle",
+        reason: format!(
+            "a simulator handle has {HANDLE_LEN} bytes, this one {}",
+            data.len()
+        ),
+    };
+    if data.len() != HANDLE_LEN {
+        return Err(bad());
+    }
+    let u32_at = |i: usize| data.get(i..i + 4).and_then(|b| b.try_into().ok());
+    let u64_at = |i: usize| data.get(i..i + 8).and_then(|b| b.try_into().ok());
+    let pid = u32::from_le_bytes(u32_at(0).ok_or_else(bad)?);
+    let fd = i32::from_le_bytes(u32_at(4).ok_or_else(bad)?);
+    let dev = u64::from_le_bytes(u64_at(8).ok_or_else(bad)?);
+    let ino = u64::from_le_bytes(u64_at(16).ok_or_else(bad)?);
+    let size = u64::from_le_bytes(u64_at(24).ok_or_else(bad)?);
+    Ok((pid, fd, dev, ino, size))
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+mod os {
+    use super::*;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    fn last_error(what: &str) -> Error {
+        unsupported(format!("{what}: {}", std::io::Error::last_os_error()))
+    }
+
+    fn identity(fd: &OwnedFd) -> Result<(u64, u64)> {
+        // SAFETY: `stat` is plain data; all-zero is a valid value that `fstat` overwrites.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is an open descriptor and `st` a writable `stat`.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(last_error("fstat of the shared memory file"));
+        }
+        Ok((st.st_dev, st.st_ino))
+    }
+
+    /// Moves `region`'s block onto a memory file (once) and returns the handle.
+    pub(crate) fn export(region: &Region) -> Result<IpcMemHandle> {
+        let layout = region
+            .block_layout()
+            .ok_or_else(|| unsupported("only device allocations can be exported"))?;
+        let size = layout.size();
+        if layout.align() < PAGE || !size.is_multiple_of(PAGE) {
+            return Err(unsupported(format!(
+                "allocations under {PAGE} bytes share their page with others and cannot be \
+                 exported on the simulator ({} bytes)",
+                region.len()
+            )));
+        }
+        let mut shared = region.shared();
+        if shared.is_none() {
+            let _guard = region.lock();
+            let base = region.base_ptr();
+            // SAFETY: the name is a NUL-terminated string; the flags are valid.
+            let raw = unsafe { libc::memfd_create(c"gpu-mem-sim-ipc".as_ptr(), libc::MFD_CLOEXEC) };
+            if raw < 0 {
+                return Err(last_error("memfd_create"));
+            }
+            // SAFETY: `raw` is a fresh descriptor this function owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            // SAFETY: `fd` is open; the size fits `off_t` (it is a live allocation's).
+            if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
+                return Err(last_error("ftruncate of the shared memory file"));
+            }
+            let mut done = 0usize;
+            while done < size {
+                // SAFETY: `base..base+size` is the region's block (its lock is held, so no copy
+                // writes it meanwhile); the descriptor is open.
+                let n = unsafe {
+                    libc::pwrite(
+                        fd.as_raw_fd(),
+                        base.as_ptr().add(done).cast::<libc::c_void>(),
+                        size - done,
+                        done as libc::off_t,
+                    )
+                };
+                if n <= 0 {
+                    return Err(last_error("writing the shared memory file"));
+                }
+                done += n as usize;
+            }
+            // SAFETY: the block `base..base+size` is page-aligned whole pages owned by this
+            // region; mapping the file (which now holds the same bytes) over it keeps every
+            // pointer into it valid.
+            let mapped = unsafe {
+                libc::mmap(
+                    base.as_ptr().cast::<libc::c_void>(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if mapped == libc::MAP_FAILED {
+                return Err(last_error("mapping the shared memory file"));
+            }
+            let (dev, ino) = identity(&fd)?;
+            *shared = Some(SharedFile { fd, dev, ino });
+        }
+        let file = shared
+            .as_ref()
+            .ok_or_else(|| unsupported("the shared memory file vanished"))?;
+        Ok(IpcMemHandle {
+            bytes: region.len() as u64,
+            data: encode(
+                std::process::id(),
+                file.fd.as_raw_fd(),
+                file.dev,
+                file.ino,
+                size as u64,
+            ),
+        })
+    }
+
+    /// Opens another process's exported block and maps it here.
+    pub(crate) fn import(handle: &IpcMemHandle) -> Result<(Mapping, NonNull<u8>)> {
+        let (pid, fd, dev, ino, size) = decode(&handle.data)?;
+        if pid == std::process::id() {
+            return Err(Error::InvalidArgument {
+                name: "IPC handle",
+                reason: "opened in the process that exported it (CUDA refuses this too; use the \
+                         array itself)"
+                    .into(),
+            });
+        }
+        let size = usize::try_from(size).map_err(|_| unsupported("the mapping is too large"))?;
+        if handle.bytes as usize > size {
+            return Err(unsupported("the handle's size exceeds its memory file"));
+        }
+        let path = format!("/proc/{pid}/fd/{fd}");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| {
+                unsupported(format!(
+                    "cannot open {path} (has the exporting process freed the array or exited?): {e}"
+                ))
+            })?;
+        let file = OwnedFd::from(file);
+        if identity(&file)? != (dev, ino) {
+            return Err(unsupported(format!(
+                "{path} is no longer the exported memory (the exporting process freed it)"
+            )));
+        }
+        // SAFETY: mapping a fresh range of `size` bytes of an open file; the kernel picks the
+        // address.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(last_error("mapping the exported memory"));
+        }
+        let ptr =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| unsupported("mmap returned null"))?;
+        Ok((Mapping { ptr, size }, ptr))
+    }
+
+    impl SharedFile {
+        /// Maps private pages over the block again; `false` if that failed (the block must then
+        /// never be reused).
+        pub(crate) fn unshare(self, base: NonNull<u8>, size: usize) -> bool {
+            // SAFETY: `base..base+size` is the block this file was mapped over, whole pages, and
+            // no one uses it any more (its region is being dropped).
+            let mapped = unsafe {
+                libc::mmap(
+                    base.as_ptr().cast::<libc::c_void>(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            mapped != libc::MAP_FAILED
+        }
+    }
+
+    impl Drop for Mapping {
+        fn drop(&mut self) {
+            // SAFETY: `ptr..ptr+size` was mapped by `import` and is unmapped once, when the
+            // region holding it is dropped (no range of it is in use any more).
+            unsafe { libc::munmap(self.ptr.as_ptr().cast::<libc::c_void>(), self.size) };
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+mod os {
+    use super::*;
+
+    pub(crate) fn export(_region: &Region) -> Result<IpcMemHandle> {
+        let _ = (PAGE, encode(0, 0, 0, 0, 0));
+        Err(unsupported(
+            "the simulator shares memory between processes on Linux only",
+        ))
+    }
+
+    pub(crate) fn import(_handle: &IpcMemHandle) -> Result<(Mapping, NonNull<u8>)> {
+        Err(unsupported(
+            "the simulator shares memory between processes on Linux only",
+        ))
+    }
+
+    impl SharedFile {
+        pub(crate) fn unshare(self, _base: NonNull<u8>, _size: usize) -> bool {
+            let _ = (self.dev, self.ino);
+            true
+        }
+    }
+
+    impl Drop for Mapping {
+        fn drop(&mut self) {
+            let _ = (self.ptr, self.size);
+        }
+    }
+}
+
+pub(crate) use os::{export, import};

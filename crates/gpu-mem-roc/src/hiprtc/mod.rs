@@ -16,6 +16,10 @@
 //! * Compiles are serialised process-wide: concurrent `hiprtcCompileProgram` calls crash
 //!   hiprtc 5.2.3 (SIGSEGV inside the library when two threads compile at once).
 
+mod bundle;
+
+pub use bundle::{code_object_for, make_bundle};
+
 use crate::driver::{Comgr, Hip};
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hip_sys as sys;
@@ -179,6 +183,8 @@ pub fn compile(
             description: "hiprtc reported success but returned an empty code object".to_string(),
         });
     }
+    // Older hiprtc returns the code object itself, newer a clang offload bundle holding it.
+    let code = code_object_for(code, arch)?;
     Ok(CodeObject {
         arch: arch.to_string(),
         code,

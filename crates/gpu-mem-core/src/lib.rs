@@ -12,6 +12,8 @@
 pub mod array;
 pub mod backend;
 mod device;
+#[cfg(feature = "dlpack")]
+pub mod dlpack;
 pub mod element;
 pub mod error;
 pub mod host;

@@ -163,26 +163,38 @@ pub fn parse_size(value: &str) -> Result<u64> {
 /// [`parse_size`], with errors naming the setting `name` the value came from.
 pub fn parse_size_of(name: &'static str, value: &str) -> Result<u64> {
     let text = value.trim();
+    let expected = "a size such as 268435456, 256MiB or 4GiB";
+    // GPU memory sizes are binary: a bare K, M, G, T or P (with or without B) means KiB, MiB,
+    // ... as in the environment variables' documentation; the `bytesize` crate does the rest.
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let expected = "a size such as 268435456, 256MiB or 4GiB";
-    let number: f64 = number.parse().map_err(|_| invalid(name, value, expected))?;
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        "p" | "pb" | "pib" => 1 << 50,
-        _ => return Err(invalid(name, value, expected)),
+    let unit = unit.trim();
+    let binary_unit = match unit.to_ascii_lowercase().as_str() {
+        "k" | "kb" => "KiB",
+        "m" | "mb" => "MiB",
+        "g" | "gb" => "GiB",
+        "t" | "tb" => "TiB",
+        "p" | "pb" => "PiB",
+        _ => unit,
     };
-    let bytes = number * scale as f64;
-    if !bytes.is_finite() || bytes < 1.0 || bytes > (1u64 << 50) as f64 {
+    if number.is_empty()
+        || !matches!(
+            binary_unit.to_ascii_lowercase().as_str(),
+            "" | "b" | "kib" | "mib" | "gib" | "tib" | "pib"
+        )
+    {
+        return Err(invalid(name, value, expected));
+    }
+    let size: bytesize::ByteSize = format!("{number}{binary_unit}")
+        .parse()
+        .map_err(|_| invalid(name, value, expected))?;
+    let bytes = size.as_u64();
+    if bytes < 1 || bytes > 1 << 50 {
         return Err(invalid(name, value, "a size from 1 byte to 1 PiB"));
     }
-    Ok(bytes as u64)
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -58,8 +58,10 @@ impl DeviceFacts {
         // means "no pools".
         let pools =
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED).unwrap_or(0) != 0;
-        let stream_ordered_alloc =
-            pools && driver.has("cuMemAllocAsync") && driver.has("cuMemFreeAsync");
+        let stream_ordered_alloc = pools
+            && driver.has("cuMemAllocAsync")
+            && driver.has("cuMemFreeAsync")
+            && pool_requested()?;
         tracing::debug!(ordinal, name = %info.name, arch = %info.arch, stream_ordered_alloc, "CUDA device");
         let capability = ComputeCapability::new(non_negative(major), non_negative(minor));
         let limits = LaunchLimits::query(driver, handle)?;
@@ -171,5 +173,31 @@ impl DeviceSlot {
                 tracing::warn!(%err, device = self.facts.info.ordinal, "cuDevicePrimaryCtxRelease failed");
             }
         }
+    }
+}
+
+/// The environment variable choosing the device allocator: `plain` (the default) or `pool`.
+pub const ALLOCATOR_ENV: &str = "GPU_MEM_CUDA_ALLOCATOR";
+
+/// Whether `GPU_MEM_CUDA_ALLOCATOR=pool` asks for the stream-ordered pool.
+///
+/// The default is `cuMemAlloc` / `cuMemFree`, as Numba does: the default pool through
+/// `cuMemAllocAsync` on the legacy stream orders every allocation and free against the work of
+/// every blocking stream (a cross-stream barrier), and with the pool's default release threshold
+/// of 0 its memory goes back to the OS at every synchronize, so a loop that allocates, works
+/// and synchronizes pays the OS round trip each time. Raising the threshold needs
+/// `cuMemPoolSetAttribute`, which the committed bindings do not declare yet. `hw-bench alloc`
+/// in the hardware bundle measures both.
+fn pool_requested() -> Result<bool> {
+    match std::env::var(ALLOCATOR_ENV) {
+        Err(_) => Ok(false),
+        Ok(value) => match value.trim() {
+            "" | "plain" => Ok(false),
+            "pool" => Ok(true),
+            other => Err(Error::InvalidArgument {
+                name: ALLOCATOR_ENV,
+                reason: format!("{other:?}: expected plain (cuMemAlloc, the default) or pool"),
+            }),
+        },
     }
 }

@@ -26,9 +26,12 @@
 //!   [`Error::Native`]: they say nothing about the work, so its buffers are kept alive.
 //! * **Registration** needs `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`; without it
 //!   `host_register` is [`Error::NotSupportedByBackend`].
-//! * **Device memory**: where the device reports `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`
-//!   and the driver exports the calls, `alloc` is `cuMemAllocAsync` on the legacy default
-//!   stream and `free` is `cuMemFreeAsync` there; otherwise `cuMemAlloc_v2` / `cuMemFree_v2`.
+//! * **Device memory**: `cuMemAlloc_v2` / `cuMemFree_v2`, as Numba does. With
+//!   `GPU_MEM_CUDA_ALLOCATOR=pool`, where the device reports
+//!   `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` and the driver exports the calls, `alloc` is
+//!   `cuMemAllocAsync` on the legacy default stream and `free` is `cuMemFreeAsync` there (a
+//!   cross-stream barrier, and the default pool's release threshold 0 returns its memory to
+//!   the OS at every synchronize: why it is not the default; see `device::pool_requested`).
 //!   Each pointer remembers which allocator made it and is freed by the matching call. The
 //!   legacy stream orders both after (and before) the work of every stream gpu-mem creates,
 //!   because those streams are created with flags 0 (blocking). `CUDA_ERROR_OUT_OF_MEMORY` becomes

@@ -232,9 +232,18 @@ impl Stream {
         }
     }
 
-    /// Records an event at the current end of the stream (Numba's `event.record(stream)`).
+    /// Records a new timing event at the current end of the stream (Numba's
+    /// `cuda.event()`, whose default is `timing=True`, then `event.record(stream)`): one that
+    /// [`Event::elapsed_since`] can measure from.
     pub fn record_event(&self) -> Result<Event> {
-        let event = Event::new(self.device(), true)?;
+        self.record_event_with(true)
+    }
+
+    /// Records a new event at the current end of the stream, timed only if `timing` (Numba's
+    /// `cuda.event(timing=timing)`). An event used only to order streams or to wait for work
+    /// should not ask for timing: a GPU records it more cheaply.
+    pub fn record_event_with(&self, timing: bool) -> Result<Event> {
+        let event = Event::new(self.device(), timing)?;
         event.record(self)?;
         Ok(event)
     }

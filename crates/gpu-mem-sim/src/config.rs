@@ -191,7 +191,7 @@ pub fn parse_size_of(name: &'static str, value: &str) -> Result<u64> {
         .parse()
         .map_err(|_| invalid(name, value, expected))?;
     let bytes = size.as_u64();
-    if bytes < 1 || bytes > 1 << 50 {
+    if !(1..=1 << 50).contains(&bytes) {
         return Err(invalid(name, value, "a size from 1 byte to 1 PiB"));
     }
     Ok(bytes)

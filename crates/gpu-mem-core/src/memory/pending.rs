@@ -27,6 +27,12 @@ struct Use {
     access: Access,
 }
 
+/// What a stream's entry was before [`PendingUses::record`] merged a use into it (`None`: the
+/// use made the entry).
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub(crate) struct Undo(Option<(u64, Access)>);
+
 /// The set of in-flight uses of one host buffer.
 #[derive(Debug, Default)]
 pub(crate) struct PendingUses {
@@ -34,8 +40,22 @@ pub(crate) struct PendingUses {
 }
 
 impl PendingUses {
-    pub(crate) fn record(&self, stream: Weak<StreamInner>, ticket: u64, access: Access) {
+    /// Records that the operation with `ticket` on `stream` uses the buffer; returns what
+    /// [`PendingUses::forget`] needs to undo it.
+    pub(crate) fn record(&self, stream: Weak<StreamInner>, ticket: u64, access: Access) -> Undo {
         let mut uses = self.lock();
+        // A stream runs its work in order, so a later ticket on the same stream completes after
+        // every earlier one: one entry per stream, with the latest ticket and the strongest
+        // access (a write conflicts with more), says as much as all of them. The list stays as
+        // short as the number of streams using the buffer, however much work is in flight.
+        if let Some(same) = uses.iter_mut().find(|u| Weak::ptr_eq(&u.stream, &stream)) {
+            let before = Undo(Some((same.ticket, same.access)));
+            same.ticket = same.ticket.max(ticket);
+            if access == Access::Write {
+                same.access = Access::Write;
+            }
+            return before;
+        }
         // Drop entries that are already complete so the list stays short.
         uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
         uses.push(Use {
@@ -43,12 +63,28 @@ impl PendingUses {
             ticket,
             access,
         });
+        Undo(None)
     }
 
-    /// Forgets a use recorded for an operation that was then not enqueued.
-    pub(crate) fn forget(&self, stream: &Weak<StreamInner>, ticket: u64) {
-        self.lock()
-            .retain(|u| !(u.ticket == ticket && Weak::ptr_eq(&u.stream, stream)));
+    /// Forgets a use recorded (as `undo` says) for an operation that was then not enqueued:
+    /// the stream's entry goes back to what it was, or goes away if the use made it.
+    pub(crate) fn forget(&self, stream: &Weak<StreamInner>, ticket: u64, undo: Undo) {
+        let mut uses = self.lock();
+        let Some(at) = uses
+            .iter()
+            .position(|u| u.ticket == ticket && Weak::ptr_eq(&u.stream, stream))
+        else {
+            return;
+        };
+        match undo.0 {
+            Some((ticket, access)) => {
+                uses[at].ticket = ticket;
+                uses[at].access = access;
+            }
+            None => {
+                uses.swap_remove(at);
+            }
+        }
     }
 
     /// The in-flight uses that conflict with `access`, leaving them recorded (so every other

@@ -276,12 +276,13 @@ impl Stream {
         let mut list = self.inner.lock_keep_alive();
         let ticket = self.inner.submitted.load(Ordering::Acquire) + 1;
         let me = Arc::downgrade(&self.inner);
-        for (pending, access) in uses {
-            pending.record(me.clone(), ticket, *access);
-        }
+        let undo: Vec<_> = uses
+            .iter()
+            .map(|(pending, access)| pending.record(me.clone(), ticket, *access))
+            .collect();
         if let Err(error) = enqueue(self.inner.handle) {
-            for (pending, _) in uses {
-                pending.forget(&me, ticket);
+            for ((pending, _), undo) in uses.iter().zip(undo) {
+                pending.forget(&me, ticket, undo);
             }
             return Err(error);
         }

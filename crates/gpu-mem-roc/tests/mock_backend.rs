@@ -242,6 +242,10 @@ fn main() {
             "launch_reports_a_queue_error",
             launch::queue_error_fails_the_launch,
         ),
+        (
+            "launch_refuses_kernels_needing_hostcall",
+            launch::hostcall_kernels_are_refused,
+        ),
     ];
     // Launch tests also need the real hiprtc to compile the kernel.
     let no_hiprtc = launch::unavailable();

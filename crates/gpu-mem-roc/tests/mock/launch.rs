@@ -472,3 +472,71 @@ pub fn library_kernels_dispatch(mock: &Mock) -> Result<(), Failed> {
     unsafe { b.free(0, buffer) }?;
     Ok(())
 }
+
+/// A kernel calling `printf` (and one calling `assert`): hiprtc's code object lists
+/// `hidden_hostcall_buffer` (and `hidden_multigrid_sync_arg`) among its hidden arguments. The
+/// backend sets neither up, so the launch is refused before anything is allocated or
+/// dispatched, naming the kernel and the argument, instead of handing the kernel a null buffer.
+pub fn hostcall_kernels_are_refused(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let buffer = b.alloc(0, 256)?;
+    let cases = [
+        (
+            "printer",
+            r#"
+#include "gpu_mem.h"
+extern "C" __global__ void printer(gm_array<float, 1> a) {
+    if (threadIdx.x == 0) printf("a[0] = %f\n", a.data[0]);
+}
+"#,
+        ),
+        (
+            "checker",
+            r#"
+#include "gpu_mem.h"
+#include <cassert>
+extern "C" __global__ void checker(gm_array<float, 1> a) {
+    assert(a.data[threadIdx.x] >= 0.0f);
+}
+"#,
+        ),
+    ];
+    for (entry, source) in cases {
+        let before = mock.stats()?;
+        let kernel = Kernel::new(entry).with_source(source, entry);
+        // SAFETY: refused before any dispatch (and the stand-in runs no code).
+        let result = unsafe {
+            b.launch(
+                0,
+                &kernel,
+                &LaunchConfig::new(1, 64),
+                &[f32_array(buffer, &[64])],
+                None,
+            )
+        };
+        match result {
+            Err(Error::NotSupportedByBackend { reason, .. }) => {
+                ensure(
+                    reason.contains(&format!("`{entry}`"))
+                        && reason.contains("hidden_hostcall_buffer"),
+                    || format!("{entry}: {reason}"),
+                )?;
+                println!("    {entry}: {reason}");
+            }
+            other => {
+                return Err(format!(
+                    "{entry}: expected a refusal naming hidden_hostcall_buffer, got {other:?}"
+                )
+                .into());
+            }
+        }
+        let after = mock.stats()?;
+        ensure(
+            after.dispatches == before.dispatches && after.live_kernarg == before.live_kernarg,
+            || format!("{entry}: refused launch dispatched or allocated: {before:?} -> {after:?}"),
+        )?;
+    }
+    // SAFETY: unused.
+    unsafe { b.free(0, buffer) }?;
+    Ok(())
+}

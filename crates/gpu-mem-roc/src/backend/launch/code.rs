@@ -10,6 +10,7 @@
 //! destroyed when the last user of a [`LoadedKernel`] goes; dispatches in flight hold one.
 
 use super::kernargs::code_object_abi_version;
+use super::metadata::{HiddenArg, hidden_args};
 use crate::driver::{Hip, Hsa};
 use crate::hiprtc;
 use gpu_mem_core::kernel::KernelSource;
@@ -66,6 +67,8 @@ pub struct LoadedKernel {
     pub private_size: u32,
     /// The code object's ELF ABI version (2 = v4, 3 = v5), when recognised.
     pub abi_version: Option<u8>,
+    /// The kernel's hidden arguments from the code object's metadata, when it has any.
+    pub hidden: Option<Vec<HiddenArg>>,
 }
 
 /// The complete translation unit hiprtc compiles: the prelude, then the kernel source with its
@@ -100,6 +103,13 @@ pub fn load(
     entry: &str,
 ) -> Result<LoadedKernel> {
     let abi_version = code_object_abi_version(&code);
+    let hidden = hidden_args(&code, entry);
+    if hidden.is_none() {
+        tracing::warn!(
+            entry,
+            "no AMDGPU metadata for the kernel in its code object: hidden arguments are zeroed"
+        );
+    }
     let mut exe = Executable {
         hsa: Arc::clone(hsa),
         executable: None,
@@ -137,6 +147,7 @@ pub fn load(
         group_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE)?,
         private_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE)?,
         abi_version,
+        hidden,
         _executable: exe,
     };
     tracing::debug!(

@@ -11,7 +11,10 @@
 //! The explicit arguments must fit in the kernel symbol's kernarg segment size
 //! (`HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE`); a longer list means the arguments
 //! do not match the kernel and is refused. The rest of the segment holds the *hidden*
-//! arguments the compiler appended, starting at the explicit size rounded up to 8:
+//! arguments the compiler appended. The code object's metadata lists each one with its kind,
+//! offset and size (`metadata`); they are filled from that list ([`segment`]), and a kernel
+//! needing a host service this backend does not provide (hostcall / printf buffers, the device
+//! heap, multi-grid sync, device-side enqueue) is refused. Without metadata, the fixed layouts:
 //!
 //! * code object v3/v4 (ELF ABI version 1/2): global offsets, printf / hostcall / queue pointers.
 //!   All zero here: a zero global offset is what a launch means, and the pointers are only read
@@ -23,9 +26,10 @@
 //!   dynamic group segment size (u32, 120) (LLVM AMDGPUUsage, "Code Object V5 Metadata",
 //!   hidden arguments). Those fields are filled; the rest stays zero.
 
+use super::metadata::HiddenArg;
 use crate::driver::Hsa;
 use gpu_mem_core::kernel::{Dim3, LaunchArg};
-use gpu_mem_core::{Error, Result};
+use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -126,14 +130,100 @@ pub struct DispatchShape {
     pub dynamic_group: u32,
 }
 
-/// The whole kernarg segment: `explicit` padded to `segment_size` bytes (zero hidden
-/// arguments), with the v5 implicit block filled when `abi_version` says so.
+/// Hidden arguments whose service this backend does not set up, with what needs them.
+const UNSUPPORTED_HIDDEN: &[(&str, &str)] = &[
+    (
+        "hidden_hostcall_buffer",
+        "host calls from device code (printf, assert, malloc on code object v4)",
+    ),
+    ("hidden_printf_buffer", "the device printf buffer"),
+    (
+        "hidden_heap_v1",
+        "the device heap (malloc / free in device code)",
+    ),
+    (
+        "hidden_multigrid_sync_arg",
+        "multi-grid synchronisation (a cooperative multi-device launch)",
+    ),
+    ("hidden_default_queue", "device-side enqueue"),
+    ("hidden_completion_action", "device-side enqueue"),
+    (
+        "hidden_private_base",
+        "aperture bases (a target without aperture registers)",
+    ),
+    (
+        "hidden_shared_base",
+        "aperture bases (a target without aperture registers)",
+    ),
+];
+
+/// The bytes a supported hidden argument takes, or why the kernel cannot be launched.
+fn hidden_value(
+    kernel: &str,
+    kind: &str,
+    shape: &DispatchShape,
+    queue_address: u64,
+) -> Result<Vec<u8>> {
+    let (grid, block) = (shape.grid.to_array(), shape.block.to_array());
+    let axis = |suffix: &str| match suffix {
+        "x" => Some(0),
+        "y" => Some(1),
+        "z" => Some(2),
+        _ => None,
+    };
+    if let Some(a) = kind.strip_prefix("hidden_block_count_").and_then(axis) {
+        return Ok(grid[a].to_ne_bytes().to_vec());
+    }
+    if let Some(a) = kind.strip_prefix("hidden_group_size_").and_then(axis) {
+        // Block sizes were checked against the 16-bit work-group limits before.
+        return Ok((block[a] as u16).to_ne_bytes().to_vec());
+    }
+    // Grids are whole blocks (no partial last block) and launches have no global offset.
+    if kind
+        .strip_prefix("hidden_remainder_")
+        .and_then(axis)
+        .is_some()
+        || kind
+            .strip_prefix("hidden_global_offset_")
+            .and_then(axis)
+            .is_some()
+        || kind == "hidden_none"
+    {
+        return Ok(Vec::new());
+    }
+    match kind {
+        "hidden_grid_dims" => Ok(shape.dims.to_ne_bytes().to_vec()),
+        "hidden_dynamic_lds_size" => Ok(shape.dynamic_group.to_ne_bytes().to_vec()),
+        "hidden_queue_ptr" => Ok(queue_address.to_ne_bytes().to_vec()),
+        _ => {
+            let what = UNSUPPORTED_HIDDEN
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map_or("a hidden argument this backend does not know", |(_, w)| *w);
+            Err(Error::NotSupportedByBackend {
+                backend: BackendKind::Roc,
+                feature: "hidden kernel arguments",
+                reason: format!(
+                    "kernel `{kernel}` needs the hidden argument `{kind}` ({what}), which the ROC \
+                     backend does not set up; launching it would hand the kernel a null pointer"
+                ),
+            })
+        }
+    }
+}
+
+/// The whole kernarg segment: `explicit` padded to `segment_size` bytes, then the hidden
+/// arguments. With the code object's metadata (`hidden`), each listed hidden argument is filled
+/// at its offset or the launch refused (see [`hidden_value`]); without it, hidden arguments are
+/// zero except the v5 implicit block when `abi_version` says so.
 pub fn segment(
     kernel: &str,
     explicit: &[u8],
     segment_size: usize,
     abi_version: Option<u8>,
+    hidden: Option<&[HiddenArg]>,
     shape: DispatchShape,
+    queue_address: u64,
 ) -> Result<Vec<u8>> {
     if explicit.len() > segment_size {
         return Err(invalid(
@@ -147,6 +237,29 @@ pub fn segment(
     }
     let mut bytes = explicit.to_vec();
     bytes.resize(segment_size, 0);
+    if let Some(hidden) = hidden {
+        for arg in hidden {
+            let value = hidden_value(kernel, &arg.kind, &shape, queue_address)?;
+            let end = arg.offset.checked_add(arg.size);
+            let slot = match end {
+                Some(end) if arg.offset >= explicit.len() => bytes.get_mut(arg.offset..end),
+                _ => None,
+            };
+            let Some(slot) = slot else {
+                return Err(invalid(
+                    kernel,
+                    format!(
+                        "its metadata places `{}` at bytes {}..+{}, outside the hidden part of \
+                         its {segment_size}-byte kernarg segment",
+                        arg.kind, arg.offset, arg.size
+                    ),
+                ));
+            };
+            let n = value.len().min(slot.len());
+            slot[..n].copy_from_slice(&value[..n]);
+        }
+        return Ok(bytes);
+    }
     if abi_version.is_some_and(|v| v >= ABI_VERSION_V5) {
         let base = explicit.len().next_multiple_of(8);
         let mut field = |offset: usize, value: &[u8]| {
@@ -304,16 +417,16 @@ mod tests {
         };
         // Too small a segment: the arguments do not match the kernel.
         assert!(matches!(
-            segment("k", &explicit, 24, Some(2), shape),
+            segment("k", &explicit, 24, Some(2), None, shape, 0),
             Err(Error::InvalidLaunch { .. })
         ));
         // Code object v4: hidden arguments stay zero.
-        let v4 = segment("k", &explicit, 32 + 56, Some(2), shape).unwrap();
+        let v4 = segment("k", &explicit, 32 + 56, Some(2), None, shape, 0).unwrap();
         assert_eq!(v4.len(), 88);
         assert_eq!(&v4[..28], &explicit[..]);
         assert!(v4[28..].iter().all(|b| *b == 0));
         // Code object v5: the implicit block starts at 32.
-        let v5 = segment("k", &explicit, 32 + 256, Some(3), shape).unwrap();
+        let v5 = segment("k", &explicit, 32 + 256, Some(3), None, shape, 0).unwrap();
         let u32_at = |at: usize| u32::from_ne_bytes(v5[at..at + 4].try_into().unwrap());
         let u16_at = |at: usize| u16::from_ne_bytes(v5[at..at + 2].try_into().unwrap());
         assert_eq!([u32_at(32), u32_at(36), u32_at(40)], [6, 2, 1]);
@@ -322,8 +435,98 @@ mod tests {
         assert_eq!(u16_at(32 + 64), 2);
         assert_eq!(u32_at(32 + 120), 512);
         // A v5 kernel that uses no implicit arguments has no block: nothing written past it.
-        let bare = segment("k", &explicit, 32, Some(3), shape).unwrap();
+        let bare = segment("k", &explicit, 32, Some(3), None, shape, 0).unwrap();
         assert_eq!(bare.len(), 32);
+    }
+
+    #[test]
+    fn metadata_hidden_arguments_are_filled_at_their_offsets() {
+        use crate::backend::launch::metadata::{hidden_args, tests::code_object};
+        let explicit = pack("k", &[array(0x10, &[4], &[1])]).unwrap();
+        let elf = code_object(
+            "k",
+            &[
+                ("hidden_block_count_x", 24, 4),
+                ("hidden_block_count_y", 28, 4),
+                ("hidden_block_count_z", 32, 4),
+                ("hidden_group_size_x", 36, 2),
+                ("hidden_group_size_y", 38, 2),
+                ("hidden_group_size_z", 40, 2),
+                ("hidden_remainder_x", 42, 2),
+                ("hidden_global_offset_x", 48, 8),
+                ("hidden_grid_dims", 88, 2),
+                ("hidden_dynamic_lds_size", 144, 4),
+                ("hidden_queue_ptr", 224, 8),
+            ],
+        );
+        let hidden = hidden_args(&elf, "k").unwrap();
+        let shape = DispatchShape {
+            grid: Dim3::new(6, 2, 1),
+            block: Dim3::new(64, 4, 1),
+            dims: 2,
+            dynamic_group: 512,
+        };
+        let b = segment("k", &explicit, 280, Some(3), Some(&hidden), shape, 0xabc0).unwrap();
+        let u32_at = |at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap());
+        let u16_at = |at: usize| u16::from_ne_bytes(b[at..at + 2].try_into().unwrap());
+        assert_eq!(&b[..24], &explicit[..]);
+        assert_eq!([u32_at(24), u32_at(28), u32_at(32)], [6, 2, 1]);
+        assert_eq!([u16_at(36), u16_at(38), u16_at(40)], [64, 4, 1]);
+        assert_eq!(u16_at(42), 0);
+        assert_eq!(word(&b, 48), 0);
+        assert_eq!(u16_at(88), 2);
+        assert_eq!(u32_at(144), 512);
+        assert_eq!(word(&b, 224), 0xabc0);
+        // Nothing else written.
+        let written = [24..44, 48..56, 88..90, 144..148, 224..232];
+        for (i, byte) in b.iter().enumerate().skip(24) {
+            if !written.iter().any(|r| r.contains(&i)) {
+                assert_eq!(*byte, 0, "byte {i}");
+            }
+        }
+        // An offset inside the explicit arguments or past the segment is refused.
+        let bad = code_object("k", &[("hidden_grid_dims", 8, 2)]);
+        let bad = hidden_args(&bad, "k").unwrap();
+        assert!(matches!(
+            segment("k", &explicit, 280, Some(3), Some(&bad), shape, 0),
+            Err(Error::InvalidLaunch { .. })
+        ));
+    }
+
+    #[test]
+    fn hidden_arguments_needing_host_services_are_refused_by_name() {
+        use crate::backend::launch::metadata::{hidden_args, tests::code_object};
+        let explicit = pack("k", &[array(0x10, &[4], &[1])]).unwrap();
+        let shape = DispatchShape {
+            grid: Dim3::new(1, 1, 1),
+            block: Dim3::new(64, 1, 1),
+            dims: 1,
+            dynamic_group: 0,
+        };
+        for kind in [
+            "hidden_hostcall_buffer",
+            "hidden_printf_buffer",
+            "hidden_heap_v1",
+            "hidden_multigrid_sync_arg",
+            "hidden_default_queue",
+            "hidden_completion_action",
+            "hidden_something_new",
+        ] {
+            let elf = code_object(
+                "printer",
+                &[("hidden_block_count_x", 24, 4), (kind, 104, 8)],
+            );
+            let hidden = hidden_args(&elf, "printer").unwrap();
+            match segment("printer", &explicit, 280, Some(3), Some(&hidden), shape, 0) {
+                Err(Error::NotSupportedByBackend { reason, .. }) => {
+                    assert!(
+                        reason.contains("`printer`") && reason.contains(kind),
+                        "{reason}"
+                    )
+                }
+                other => panic!("{kind}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -15,8 +15,8 @@
 //!    static plus dynamic shared memory against the group segment (LDS) size:
 //!    [`Error::InvalidLaunch`] naming the kernel otherwise.
 //! 3. **Arguments** (`kernargs`): packed as the prelude's C layout, checked against the
-//!    symbol's kernarg segment size, hidden arguments zeroed (code object v4) or filled
-//!    (v5+), copied into a buffer from the kernarg pool (the system pool flagged
+//!    symbol's kernarg segment size, hidden arguments filled at the offsets the code object's
+//!    metadata gives (`metadata`) or the launch refused, copied into a buffer from the kernarg pool (the system pool flagged
 //!    `KERNARG_INIT`), one buffer per launch.
 //! 4. **Dispatch** (`queue`): one AQL queue per device, created at its first launch. The
 //!    packet: setup dimensions, work-group sizes = block, grid sizes = grid × block work-items
@@ -75,12 +75,15 @@
 //!   `HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT`, with access granted to the GPU when the
 //!   pool is not accessible to it by default.
 //!
-//! Not supported: kernels calling `printf` or `malloc` (their hidden buffer pointers are null),
-//! cooperative launches, kernel timing through events (dispatch timestamps are not enabled).
+//! Not supported: kernels whose metadata lists hidden arguments for host services
+//! (`hidden_hostcall_buffer` for printf / assert / malloc, `hidden_printf_buffer`,
+//! `hidden_heap_v1`, `hidden_multigrid_sync_arg`, device-side enqueue): refused before launch
+//! with [`Error::NotSupportedByBackend`] naming the kernel and the argument; cooperative launches, kernel timing through events (dispatch timestamps are not enabled).
 
 mod code;
 mod kernargs;
 mod limits;
+mod metadata;
 mod queue;
 
 pub use queue::QueueHealth;
@@ -183,7 +186,9 @@ impl RocBackend {
             &explicit,
             loaded.kernarg_size as usize,
             loaded.abi_version,
+            loaded.hidden.as_deref(),
             shape,
+            dev.queue.address(),
         )?;
         if loaded.kernarg_alignment as usize > dev.kernarg_pool.alignment.max(16) {
             return Err(Error::InvalidLaunch {

@@ -211,6 +211,11 @@ impl AqlQueue {
 }
 
 impl AqlQueue {
+    /// The `hsa_queue_t*`, which a kernel's `hidden_queue_ptr` argument receives.
+    pub fn address(&self) -> u64 {
+        self.raw as u64
+    }
+
     /// The health record signals of this queue's dispatches consult.
     pub fn health(&self) -> &Arc<QueueHealth> {
         &self.health

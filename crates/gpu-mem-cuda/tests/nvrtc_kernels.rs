@@ -244,22 +244,33 @@ fn version_and_archs(nvrtc: &Nvrtc) -> Result<(), Failed> {
     Ok(())
 }
 
-/// Every `.cu` of the conformance suite (`tests/kernels`) compiles to PTX with an entry for each
-/// `__global__` function: the same source the simulator's host compiler builds.
+/// Every `.cu` of the repository (`tests/kernels`, `crates/gpu-mem-core/kernels`) compiles to PTX
+/// with an entry for each `__global__` function: the same source the simulator's host compiler
+/// builds.
 fn conformance_kernels(nvrtc: &Nvrtc, cc: ComputeCapability) -> Result<(), Failed> {
     // The hardware bundle ships the sources under $GPU_MEM_SOURCE_ROOT (no workspace there).
-    let dir = match std::env::var_os("GPU_MEM_SOURCE_ROOT") {
-        Some(root) => PathBuf::from(root).join("tests/kernels"),
-        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/kernels"),
+    let root = match std::env::var_os("GPU_MEM_SOURCE_ROOT") {
+        Some(root) => PathBuf::from(root),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
-        .collect();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in [
+        root.join("tests/kernels"),
+        root.join("crates/gpu-mem-core/kernels"),
+    ] {
+        // The bundle may ship only the suite's kernels.
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        files.extend(
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "cu")),
+        );
+    }
     files.sort();
     if files.is_empty() {
-        return Err(format!("no .cu files in {}", dir.display()).into());
+        return Err(format!("no .cu files under {}", root.display()).into());
     }
     for path in files {
         let source =

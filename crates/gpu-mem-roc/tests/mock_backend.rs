@@ -43,6 +43,8 @@ struct Stats {
     live_queues: i32,
     barrier_packets: i32,
     dispatches: i32,
+    doorbell_regressions: i32,
+    fault_aborts: i32,
     reserved: i32,
 }
 
@@ -102,6 +104,21 @@ impl Mock {
         // SAFETY: no arguments.
         unsafe { f() };
         Ok(())
+    }
+
+    #[allow(dead_code)]
+    fn fault_next_dispatch(&self) -> Result<(), Failed> {
+        let f: unsafe extern "C" fn() = self.control("mock_hsa_fault_next_dispatch")?;
+        // SAFETY: no arguments.
+        unsafe { f() };
+        Ok(())
+    }
+
+    /// Sets how long each dispatch runs in the stand-in; returns the previous setting.
+    fn set_dispatch_delay_us(&self, us: i32) -> Result<i32, Failed> {
+        let f: unsafe extern "C" fn(i32) -> i32 = self.control("mock_hsa_set_dispatch_delay_us")?;
+        // SAFETY: plain integer argument.
+        Ok(unsafe { f(us) })
     }
 
     /// The `index`-th dispatch the packet processor took, if it exists.
@@ -246,6 +263,14 @@ fn main() {
             "launch_refuses_kernels_needing_hostcall",
             launch::hostcall_kernels_are_refused,
         ),
+        (
+            "launch_streams_overlap_and_stay_ordered",
+            launch::streams_overlap_and_stay_ordered,
+        ),
+        (
+            "launch_from_concurrent_submitters",
+            launch::concurrent_submitters,
+        ),
     ];
     // Launch tests also need the real hiprtc to compile the kernel.
     let no_hiprtc = launch::unavailable();
@@ -297,6 +322,15 @@ fn run_checked(mock: &Mock, test: TestFn) -> Result<(), Failed> {
             after.violations - before.violations
         )
     })?;
+    ensure(
+        after.doorbell_regressions == before.doorbell_regressions,
+        || {
+            format!(
+                "{} doorbell store(s) lower than an earlier one",
+                after.doorbell_regressions - before.doorbell_regressions
+            )
+        },
+    )?;
     ensure(after.init_count == before.init_count, || {
         format!("hsa_init/shut_down unbalanced: {before:?} -> {after:?}")
     })?;

@@ -102,9 +102,13 @@ impl Signal {
         }))
     }
 
-    /// The id of the AQL queue this signal's dispatch was submitted to, if it is one.
-    pub fn queue_id(&self) -> Option<u64> {
-        self.queue.as_ref().map(|q| q.id())
+    /// Adds a signal this one is held behind (kept alive and checked for failure like the
+    /// dependencies given at creation).
+    pub fn add_dependency(&self, dep: Arc<Signal>) {
+        self.deps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(dep);
     }
 
     /// The error status the runtime reported for this dispatch's queue, if any.

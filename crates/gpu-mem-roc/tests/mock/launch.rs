@@ -39,8 +39,11 @@ extern "C" __global__ void scale2d(gm_array<float, 2> a, const float* factor, fl
 }
 "#;
 
-/// Header of every packet: type, barrier bit, system-scope acquire and release fences.
-const DISPATCH_HEADER: u16 = 2 | 1 << 8 | 2 << 9 | 2 << 11;
+/// Header of a dispatch packet with nothing to wait for: type, system-scope acquire and
+/// release fences, no barrier bit.
+const DISPATCH_HEADER: u16 = 2 | 2 << 9 | 2 << 11;
+/// The barrier bit.
+const BARRIER_BIT: u16 = 1 << 8;
 
 fn kernel() -> Kernel {
     Kernel::new("scale2d").with_source(SOURCE, "scale2d")
@@ -204,13 +207,18 @@ pub fn dispatch_packet_and_kernargs(mock: &Mock) -> Result<(), Failed> {
 /// destroys its queue and executable.
 pub fn stream_order_and_lifetimes(mock: &Mock) -> Result<(), Failed> {
     let b = mock.backend()?;
-    let s0 = mock.stats()?;
+    let start = mock.stats()?;
     let n = 640 * 4;
     let host = b.host_alloc(0, n, HostAllocFlags::default())?.host;
     let (array, record) = (b.alloc(0, n)?, b.alloc(0, 4)?);
     let s = b.stream_create(0)?;
     let k = kernel();
     let config = LaunchConfig::new((3, 2), (16, 8));
+    // Compiled and loaded first, so that the copy is still running when the launch is
+    // submitted (a finished dependency needs no barrier packet).
+    // SAFETY: the stand-in runs no code.
+    unsafe { b.launch(0, &k, &config, &args(array, record), None) }?;
+    let s0 = mock.stats()?;
     // SAFETY: everything stays alive until the stream is synchronised below.
     unsafe {
         b.copy_htod_async(0, array, host.as_ptr(), n, s)?;
@@ -237,9 +245,9 @@ pub fn stream_order_and_lifetimes(mock: &Mock) -> Result<(), Failed> {
             done.barrier_packets - s0.barrier_packets
         )
     })?;
-    ensure(done.executables_loaded == s0.executables_loaded + 1, || {
+    ensure(done.executables_loaded == s0.executables_loaded, || {
         format!(
-            "{} loads for two launches",
+            "{} more loads for two launches of a loaded kernel",
             done.executables_loaded - s0.executables_loaded
         )
     })?;
@@ -261,6 +269,14 @@ pub fn stream_order_and_lifetimes(mock: &Mock) -> Result<(), Failed> {
     ensure(second.start_ns >= first.end_ns, || {
         "the second kernel overlapped the first".into()
     })?;
+    // The first waits for the copy through a barrier-AND packet; the second for the first
+    // through the barrier bit (it is the queue's previous packet).
+    ensure(u16_at(&first.packet, 0) & BARRIER_BIT == 0, || {
+        "the first kernel's packet has the barrier bit".into()
+    })?;
+    ensure(u16_at(&second.packet, 0) & BARRIER_BIT != 0, || {
+        "the second kernel's packet lacks the barrier bit".into()
+    })?;
     ensure(copy_out >= second.end_ns, || {
         "the copy after the kernels finished before them".into()
     })?;
@@ -274,10 +290,10 @@ pub fn stream_order_and_lifetimes(mock: &Mock) -> Result<(), Failed> {
     drop(b);
     let end = mock.stats()?;
     ensure(
-        end.live_executables == s0.live_executables
-            && end.live_readers == s0.live_readers
-            && end.live_queues == s0.live_queues,
-        || format!("executables / readers / queues left after drop: {s0:?} -> {end:?}"),
+        end.live_executables == start.live_executables
+            && end.live_readers == start.live_readers
+            && end.live_queues == start.live_queues,
+        || format!("executables / readers / queues left after drop: {start:?} -> {end:?}"),
     )?;
     Ok(())
 }
@@ -538,5 +554,120 @@ extern "C" __global__ void checker(gm_array<float, 1> a) {
     }
     // SAFETY: unused.
     unsafe { b.free(0, buffer) }?;
+    Ok(())
+}
+
+/// Kernels of different streams overlap (no barrier bit between them), kernels of one stream
+/// do not, and a stream's kernel that is not the queue's previous packet waits for its
+/// predecessor through a barrier-AND packet.
+pub fn streams_overlap_and_stay_ordered(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    let (s1, s2) = (b.stream_create(0)?, b.stream_create(0)?);
+    let k = kernel();
+    let config = LaunchConfig::new((3, 2), (16, 8));
+    // SAFETY: warm-up (compile and load) outside the measured part.
+    unsafe { b.launch(0, &k, &config, &args(array, record), None) }?;
+    let s0 = mock.stats()?;
+    // Kernels long enough that the host submits all three while the first runs.
+    let delay = mock.set_dispatch_delay_us(200_000)?;
+    // SAFETY: the stand-in runs no code; everything lives until the synchronisation below.
+    let submitted = unsafe {
+        b.launch(0, &k, &config, &args(array, record), Some(s1)) // A1
+            .and_then(|()| b.launch(0, &k, &config, &args(array, record), Some(s2))) // B1
+            .and_then(|()| b.launch(0, &k, &config, &args(array, record), Some(s1))) // A2
+            .and_then(|()| b.stream_synchronize(0, s1))
+            .and_then(|()| b.stream_synchronize(0, s2))
+    };
+    mock.set_dispatch_delay_us(delay)?;
+    submitted?;
+    let done = mock.stats()?;
+    ensure(done.dispatches == s0.dispatches + 3, || {
+        "three dispatches".into()
+    })?;
+    let a1 = next_dispatch(mock, s0.dispatches)?;
+    let b1 = next_dispatch(mock, s0.dispatches + 1)?;
+    let a2 = next_dispatch(mock, s0.dispatches + 2)?;
+    ensure(b1.start_ns < a1.end_ns, || {
+        format!(
+            "stream 2's kernel started {} us after stream 1's ended: streams do not overlap",
+            (b1.start_ns - a1.end_ns) / 1000
+        )
+    })?;
+    ensure(u16_at(&b1.packet, 0) & BARRIER_BIT == 0, || {
+        "a kernel of another stream carries the barrier bit".into()
+    })?;
+    ensure(a2.start_ns >= a1.end_ns, || {
+        "stream 1's second kernel overlapped its first".into()
+    })?;
+    ensure(done.barrier_packets == s0.barrier_packets + 1, || {
+        format!(
+            "{} barrier-AND packets; expected one (A2 behind A1, which is not the queue's \
+             previous packet)",
+            done.barrier_packets - s0.barrier_packets
+        )
+    })?;
+    // SAFETY: idle streams, unused memory.
+    unsafe {
+        b.stream_destroy(0, s1)?;
+        b.stream_destroy(0, s2)?;
+        b.free(0, array)?;
+        b.free(0, record)?;
+    }
+    Ok(())
+}
+
+/// Several threads launch on their own streams at once: every dispatch runs, each stream's
+/// kernels stay in order, and the doorbell is never rung lower than before (`run_checked`
+/// compares the stand-in's count of doorbell stores below an earlier one).
+pub fn concurrent_submitters(mock: &Mock) -> Result<(), Failed> {
+    const THREADS: usize = 6;
+    const PER_THREAD: usize = 12;
+    let b = std::sync::Arc::new(mock.backend()?);
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    let k = kernel();
+    let config = LaunchConfig::new(1, 64);
+    // SAFETY: warm-up (compile and load).
+    unsafe { b.launch(0, &k, &config, &args(array, record), None) }?;
+    let s0 = mock.stats()?;
+    let start = std::sync::Arc::new(std::sync::Barrier::new(THREADS));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (b, k, start) = (b.clone(), k.clone(), start.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                let s = b.stream_create(0).map_err(|e| e.to_string())?;
+                start.wait();
+                for _ in 0..PER_THREAD {
+                    // SAFETY: the stand-in runs no code; the memory outlives the threads.
+                    unsafe { b.launch(0, &k, &config, &args(array, record), Some(s)) }
+                        .map_err(|e| e.to_string())?;
+                }
+                // SAFETY: the stream came from this backend.
+                unsafe {
+                    b.stream_synchronize(0, s).map_err(|e| e.to_string())?;
+                    b.stream_destroy(0, s).map_err(|e| e.to_string())
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().map_err(|_| "a submitter panicked")??;
+    }
+    let done = mock.stats()?;
+    ensure(
+        done.dispatches == s0.dispatches + (THREADS * PER_THREAD) as i32,
+        || format!("{} dispatches ran", done.dispatches - s0.dispatches),
+    )?;
+    ensure(done.doorbell_regressions == s0.doorbell_regressions, || {
+        format!(
+            "the doorbell went down {} time(s)",
+            done.doorbell_regressions - s0.doorbell_regressions
+        )
+    })?;
+    // SAFETY: unused.
+    unsafe {
+        b.free(0, array)?;
+        b.free(0, record)?;
+    }
     Ok(())
 }

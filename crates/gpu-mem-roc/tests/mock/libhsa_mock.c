@@ -43,7 +43,8 @@
 #define AGENT_OFFSET ((uintptr_t)1 << 44)
 #define MAX_SIGNALS 65536
 #define MAX_RANGES 4096
-#define MAX_QUEUES 8
+#define MAX_QUEUES 32
+#define MAX_IN_FLIGHT 256
 #define MAX_DISPATCH_LOG 64
 #define KERNARG_LOG_BYTES 512
 #define MAX_COPY_LOG 4096
@@ -55,6 +56,7 @@ typedef struct {
   atomic_int waited_on_by_pending; /* pending copies depending on it */
   uint64_t start, end;
   atomic_int timed;
+  atomic_int doorbell; /* a queue's doorbell: its stores must never go down */
 } mock_signal;
 
 typedef struct {
@@ -84,7 +86,10 @@ static atomic_int live_executables = 0;
 static atomic_int live_readers = 0;
 static atomic_int live_queues = 0;
 static atomic_int barrier_packets = 0;
-static atomic_int dispatches = 0;
+static atomic_int dispatches = 0;          /* completed */
+static atomic_int dispatches_launched = 0; /* log slots handed out */
+static atomic_int doorbell_regressions = 0;
+static atomic_int fault_aborts = 0; /* faults ROCr would have aborted the process for */
 static uint64_t copy_end_ns[MAX_COPY_LOG];
 
 typedef struct {
@@ -108,15 +113,20 @@ typedef struct {
   int32_t copies_started;
   uint64_t vram_used;
   int32_t live_kernarg, executables_loaded, live_executables, live_readers, live_queues;
-  int32_t barrier_packets, dispatches, reserved;
+  int32_t barrier_packets, dispatches, doorbell_regressions;
+  int32_t fault_aborts, reserved;
 } mock_stats_t;
 
 void mock_hsa_fail_next_copy(void) { atomic_store(&fail_next_copy, 1); }
 void mock_hsa_set_delay_us(int us) { atomic_store(&delay_us, us); }
 void mock_hsa_fail_next_dispatch(void) { atomic_store(&fail_next_dispatch, 1); }
+void mock_hsa_fault_next_dispatch(void) { atomic_store(&fail_next_dispatch, 2); }
+/* How long each dispatch "runs"; returns the previous value. */
+int mock_hsa_set_dispatch_delay_us(int us) { return atomic_exchange(&dispatch_delay_us, us); }
 /* The i-th kernel dispatch processed (0-based); 0 when it does not exist (yet). */
 int mock_hsa_dispatch(int i, mock_dispatch_t *out) {
-  if (i < 0 || i >= atomic_load(&dispatches) || i >= MAX_DISPATCH_LOG) return 0;
+  if (i < 0 || i >= atomic_load(&dispatches_launched) || i >= MAX_DISPATCH_LOG) return 0;
+  if (__atomic_load_n(&dispatch_log[i].end_ns, __ATOMIC_ACQUIRE) == 0) return 0; /* not finished */
   *out = dispatch_log[i];
   return 1;
 }
@@ -146,6 +156,8 @@ void mock_hsa_stats(mock_stats_t *s) {
   s->live_queues = atomic_load(&live_queues);
   s->barrier_packets = atomic_load(&barrier_packets);
   s->dispatches = atomic_load(&dispatches);
+  s->doorbell_regressions = atomic_load(&doorbell_regressions);
+  s->fault_aborts = atomic_load(&fault_aborts);
 }
 
 /* ---- helpers ------------------------------------------------------------------------- */
@@ -407,7 +419,14 @@ hsa_status_t hsa_signal_destroy(hsa_signal_t s) {
 }
 hsa_signal_value_t hsa_signal_load_scacquire(hsa_signal_t s) { mock_signal *m = sig(s); return m ? atomic_load(&m->value) : 0; }
 hsa_signal_value_t hsa_signal_load_relaxed(hsa_signal_t s) { return hsa_signal_load_scacquire(s); }
-void hsa_signal_store_screlease(hsa_signal_t s, hsa_signal_value_t v) { mock_signal *m = sig(s); if (m) atomic_store(&m->value, v); }
+void hsa_signal_store_screlease(hsa_signal_t s, hsa_signal_value_t v) {
+  mock_signal *m = sig(s);
+  if (!m) return;
+  hsa_signal_value_t old = atomic_exchange(&m->value, v);
+  /* Doorbells are rung with ever higher packet indices (a lower one after a higher one would
+   * tell the packet processor less work is ready than before). */
+  if (atomic_load(&m->doorbell) && v < old) atomic_fetch_add(&doorbell_regressions, 1);
+}
 void hsa_signal_store_relaxed(hsa_signal_t s, hsa_signal_value_t v) { hsa_signal_store_screlease(s, v); }
 static int satisfied(int64_t v, hsa_signal_condition_t c, int64_t cmp) {
   switch ((int)c) {
@@ -684,6 +703,8 @@ typedef struct {
   void (*callback)(hsa_status_t, hsa_queue_t *, void *);
   void *data;
   uint32_t barriers_seen;
+  atomic_int outstanding;                    /* launched dispatches not yet complete */
+  _Atomic uintptr_t in_flight[MAX_IN_FLIGHT]; /* their kernarg addresses */
 } mock_queue;
 
 static mock_queue queues[MAX_QUEUES];
@@ -707,6 +728,10 @@ static int kernarg_in_use(uintptr_t base, size_t size) {
       uintptr_t a = (uintptr_t)p->kernarg_address;
       if (a >= base && a < base + size) used = 1;
     }
+    for (int k = 0; k < MAX_IN_FLIGHT && !used; k++) {
+      uintptr_t a = atomic_load(&mq->in_flight[k]);
+      if (a && a >= base && a < base + size) used = 1;
+    }
   }
   pthread_mutex_unlock(&qlock);
   return used;
@@ -722,6 +747,71 @@ static int wait_zero(mock_queue *mq, hsa_signal_t s) {
     usleep(50);
   }
   return 1;
+}
+
+/* A launched dispatch "running" on the GPU: its own thread, so that dispatches the packet
+ * processor launched back to back overlap unless a barrier bit orders them. */
+typedef struct {
+  mock_queue *mq;
+  hsa_signal_t completion;
+  int log_index, slot;
+} running_t;
+
+static void *run_dispatch(void *arg) {
+  running_t *r = arg;
+  usleep((useconds_t)atomic_load(&dispatch_delay_us));
+  if (r->log_index < MAX_DISPATCH_LOG) __atomic_store_n(&dispatch_log[r->log_index].end_ns, now_ns(), __ATOMIC_RELEASE);
+  atomic_store(&r->mq->in_flight[r->slot], 0);
+  atomic_fetch_add(&dispatches, 1);
+  atomic_fetch_sub(&r->mq->outstanding, 1);
+  if (r->completion.handle) {
+    mock_signal *m = sig(r->completion);
+    if (m) atomic_fetch_sub(&m->value, 1);
+  }
+  free(r);
+  return NULL;
+}
+
+/* The barrier bit: wait until every dispatch launched before completed. 0 when stopped. */
+static int wait_idle(mock_queue *mq) {
+  while (atomic_load(&mq->outstanding) != 0) {
+    if (atomic_load(&mq->stop)) return 0;
+    usleep(20);
+  }
+  return 1;
+}
+
+/* ---- system event handlers (hsa_amd_register_system_event_handler) ---------------------- */
+#define MAX_EVENT_HANDLERS 8
+static hsa_amd_system_event_callback_t event_handlers[MAX_EVENT_HANDLERS];
+static void *event_data[MAX_EVENT_HANDLERS];
+static atomic_int event_handler_count = 0;
+#define FAULT_ADDRESS 0xdead0000ull
+
+hsa_status_t hsa_amd_register_system_event_handler(hsa_amd_system_event_callback_t callback, void *data) {
+  if (!callback) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&lock);
+  int n = atomic_load(&event_handler_count);
+  if (n >= MAX_EVENT_HANDLERS) { pthread_mutex_unlock(&lock); return HSA_STATUS_ERROR; }
+  event_handlers[n] = callback;
+  event_data[n] = data;
+  atomic_store(&event_handler_count, n + 1);
+  pthread_mutex_unlock(&lock);
+  return HSA_STATUS_SUCCESS;
+}
+
+/* Calls every handler with a GPU memory fault event; 1 when one of them returned SUCCESS. */
+static int report_memory_fault(void) {
+  hsa_amd_event_t event;
+  memset(&event, 0, sizeof event);
+  event.event_type = HSA_AMD_GPU_MEMORY_FAULT_EVENT;
+  event.memory_fault.agent.handle = GPU_AGENT;
+  event.memory_fault.virtual_address = FAULT_ADDRESS;
+  event.memory_fault.fault_reason_mask = HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT;
+  int handled = 0, n = atomic_load(&event_handler_count);
+  for (int i = 0; i < n; i++)
+    if (event_handlers[i](&event, event_data[i]) == HSA_STATUS_SUCCESS) handled = 1;
+  return handled;
 }
 
 static void *packet_processor(void *arg) {
@@ -744,6 +834,9 @@ static void *packet_processor(void *arg) {
       usleep(50);
     }
     hsa_signal_t completion = {0};
+    if ((h >> HSA_PACKET_HEADER_BARRIER) & 1) {
+      if (!wait_idle(mq)) return NULL;
+    }
     if (PACKET_TYPE(h) == HSA_PACKET_TYPE_BARRIER_AND) {
       hsa_barrier_and_packet_t *p = (hsa_barrier_and_packet_t *)slot;
       if (p->reserved0 || p->reserved1 || p->reserved2) atomic_fetch_add(&violations, 1);
@@ -759,30 +852,54 @@ static void *packet_processor(void *arg) {
       atomic_fetch_add(&barrier_packets, 1);
     } else if (PACKET_TYPE(h) == HSA_PACKET_TYPE_KERNEL_DISPATCH) {
       hsa_kernel_dispatch_packet_t *p = (hsa_kernel_dispatch_packet_t *)slot;
-      int index = atomic_load(&dispatches);
-      mock_dispatch_t *log = index < MAX_DISPATCH_LOG ? &dispatch_log[index] : NULL;
       if (!kernel_object_live(p->kernel_object)) atomic_fetch_add(&violations, 1);
       uint32_t kernarg_size = 0;
       if (p->kernel_object) memcpy(&kernarg_size, (const uint8_t *)(uintptr_t)p->kernel_object + 8, 4);
       if (kernarg_size && !gpu_access((uintptr_t)p->kernarg_address, kernarg_size)) atomic_fetch_add(&violations, 1);
+      int failure = atomic_exchange(&fail_next_dispatch, 0);
+      if (failure == 1) {
+        /* A queue error: the runtime reports it through the queue callback; the packet never
+         * completes and the queue processes nothing more. */
+        if (mq->callback) mq->callback((hsa_status_t)HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, &mq->q, mq->data);
+        while (!atomic_load(&mq->stop)) usleep(100);
+        return NULL;
+      }
+      if (failure == 2) {
+        /* A memory fault: ROCr hands it to the registered system event handlers (no queue
+         * callback); without one that returns SUCCESS it prints and aborts the process, counted
+         * here instead. The packet never completes; the queue processes nothing more. */
+        if (!report_memory_fault()) atomic_fetch_add(&fault_aborts, 1);
+        while (!atomic_load(&mq->stop)) usleep(100);
+        return NULL;
+      }
+      int index = atomic_fetch_add(&dispatches_launched, 1);
+      mock_dispatch_t *log = index < MAX_DISPATCH_LOG ? &dispatch_log[index] : NULL;
       if (log) {
         memcpy(log->packet, slot, 64);
         log->kernarg_size = kernarg_size;
         size_t n = kernarg_size < KERNARG_LOG_BYTES ? kernarg_size : KERNARG_LOG_BYTES;
         if (p->kernarg_address && n) memcpy(log->kernarg, p->kernarg_address, n);
         log->barriers_before = mq->barriers_seen;
+        log->end_ns = 0;
         log->start_ns = now_ns();
       }
-      if (atomic_exchange(&fail_next_dispatch, 0)) {
-        /* A fault: the runtime reports it through the queue callback; the packet never completes. */
-        if (mq->callback) mq->callback((hsa_status_t)HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, &mq->q, mq->data);
-        while (!atomic_load(&mq->stop)) usleep(100);
-        return NULL;
+      running_t *run = malloc(sizeof *run);
+      run->mq = mq;
+      run->completion = p->completion_signal;
+      run->log_index = index;
+      run->slot = -1;
+      while (run->slot < 0) {
+        for (int k = 0; k < MAX_IN_FLIGHT && run->slot < 0; k++) {
+          uintptr_t none = 0;
+          uintptr_t a = (uintptr_t)p->kernarg_address;
+          if (atomic_compare_exchange_strong(&mq->in_flight[k], &none, a ? a : 1)) run->slot = k;
+        }
+        if (run->slot < 0) usleep(50);
       }
-      usleep((useconds_t)atomic_load(&dispatch_delay_us));
-      if (log) log->end_ns = now_ns();
-      completion = p->completion_signal;
-      atomic_fetch_add(&dispatches, 1);
+      atomic_fetch_add(&mq->outstanding, 1);
+      pthread_t t;
+      pthread_create(&t, NULL, run_dispatch, run);
+      pthread_detach(t);
     } else {
       atomic_fetch_add(&violations, 1); /* this backend only writes the two packet types */
     }
@@ -814,6 +931,7 @@ hsa_status_t hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32
   mq->q.features = HSA_QUEUE_FEATURE_KERNEL_DISPATCH;
   mq->q.base_address = ring;
   new_signal(-1, &mq->q.doorbell_signal); /* no packet is covered before the first ring */
+  atomic_store(&signals[mq->q.doorbell_signal.handle - 1].doorbell, 1);
   mq->q.size = size;
   mq->q.id = (uint64_t)(mq - queues) + 100;
   mq->callback = callback;
@@ -835,6 +953,7 @@ hsa_status_t hsa_queue_destroy(hsa_queue_t *q) {
   if (!mq) return HSA_STATUS_ERROR_INVALID_QUEUE;
   atomic_store(&mq->stop, 1);
   pthread_join(mq->thread, NULL);
+  while (atomic_load(&mq->outstanding) != 0) usleep(50); /* running dispatches finish */
   pthread_mutex_lock(&qlock);
   mq->live = 0;
   free(mq->q.base_address);

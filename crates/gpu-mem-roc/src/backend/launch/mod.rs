@@ -21,27 +21,33 @@
 //! 4. **Dispatch** (`queue`): one AQL queue per device, created at its first launch. The
 //!    packet: setup dimensions, work-group sizes = block, grid sizes = grid × block work-items
 //!    per dimension, group segment = static + dynamic bytes, private segment, kernel object,
-//!    kernarg address, a fresh completion signal; header (type, barrier bit, system-scope
-//!    acquire and release fences) published last, then the doorbell.
+//!    kernarg address, a fresh completion signal; header (type, barrier bit where ordering
+//!    needs it, system-scope acquire and release fences) published last, then the doorbell.
 //!
 //! # Ordering
 //!
 //! * **Stream launch**: the dispatch waits for the stream's previous work and its pending event
-//!   waits. Signals of earlier dispatches on the same queue need nothing more (the barrier bit
-//!   waits for every earlier packet of the queue); any other signal (an async copy's, another
-//!   device's dispatch) is waited for by barrier-AND packets (five signals each) placed right
-//!   before the dispatch. The dispatch's completion signal becomes the stream's newest signal.
+//!   waits; finished ones need nothing, a failed one refuses the launch. When the queue's
+//!   previous packet is one of them (the stream's previous kernel), the dispatch's barrier bit
+//!   covers it; every other pending signal (an async copy's, another stream's kernel that is
+//!   not the queue's last packet, another device's dispatch) is waited for by barrier-AND
+//!   packets (five signals each) placed right before the dispatch. The dispatch's completion
+//!   signal becomes the stream's newest signal.
+//! * Kernels of different streams carry no ordering between them, so the packet processor may
+//!   run them concurrently; a barrier-AND packet or a barrier bit still holds back every later
+//!   packet of the queue (the packet processor launches in order) until it is satisfied.
 //! * **Synchronous launch** (`stream: None`): every stream of the device is drained first, then
-//!   the dispatch is submitted and waited for; a failure is returned.
-//! * Because of the barrier bit and the single queue, kernels of one device never overlap, even
-//!   from different streams (copies still overlap with kernels).
+//!   the dispatch is submitted (nothing to wait for) and waited for; a failure is returned.
+//! * Several threads may submit at once: slots are reserved under a short lock that also keeps
+//!   the queue's last packet; packets are written and the doorbell rung outside it, the
+//!   doorbell never lower than before (see `queue`).
 //!
 //! # Lifetimes
 //!
 //! The completion signal owns the kernarg buffer and the loaded kernel until it is observed
 //! complete (see `signal`): the buffer is freed, and the executable destroyed, only after the
-//! packet processor is done with them. Each dispatch also depends on the queue's previous
-//! dispatch, so a dispatch stuck behind failed work (a failed copy it waits on, a queue the
+//! packet processor is done with them. Each dispatch also holds the queue's previous
+//! dispatch as a dependency (not an HSA wait: packets launch in order), so a dispatch stuck behind failed work (a failed copy it waits on, a queue the
 //! runtime reported broken) is reported as failed instead of being waited on forever. Such work
 //! never runs and keeps the queue blocked: its signals, buffers and the queue are leaked,
 //! never freed under the runtime.
@@ -52,12 +58,12 @@
 //! `hsa_ext_amd.h` 5.2.3, cited by section name:
 //!
 //! * *Queues*: a multi-producer queue; slots reserved by an atomic add on the write index; a
-//!   slot reused only once the read index has passed it; the doorbell rung with the index of
-//!   the last packet written; the size a power of two not above `HSA_AGENT_INFO_QUEUE_MAX_SIZE`.
+//!   slot reused only once the read index has passed it; the doorbell rung with the highest
+//!   index written, never lower than before; the size a power of two not above `HSA_AGENT_INFO_QUEUE_MAX_SIZE`.
 //! * *Architected Queuing Language packets — Packet header*: the header (with `setup`, one
 //!   32-bit word) stored last, atomically, with release semantics, so the packet processor never
 //!   reads a half-written packet; the barrier bit orders a packet after every earlier packet of
-//!   the queue; acquire and release fences of system scope (kernargs are written by the host,
+//!   the queue, a barrier-AND packet holds back the packets after it; acquire and release fences of system scope (kernargs are written by the host,
 //!   results read by the host and by copy engines).
 //! * *Kernel dispatch packet*: `setup` holds the number of dimensions and unused dimensions are
 //!   1; work-group sizes are work-items per work-group; grid sizes are work-items per dimension
@@ -111,7 +117,7 @@ struct DeviceLaunch {
     kernarg_pool: PoolInfo,
     /// The GPU agent to grant access to kernarg buffers, when the pool does not by default.
     kernarg_grant: Option<sys::hsa_agent_t>,
-    /// The last dispatch submitted to the queue (the next one waits for it: barrier bit).
+    /// The last dispatch submitted to the queue (in write-index order).
     tail: Mutex<Option<Arc<Signal>>>,
 }
 
@@ -295,21 +301,25 @@ impl RocBackend {
         loaded: Arc<LoadedKernel>,
         buffer: KernargBuffer,
         geometry: Geometry,
-        mut deps: Vec<Arc<Signal>>,
+        deps: Vec<Arc<Signal>>,
     ) -> Result<Arc<Signal>> {
-        let mut tail = lock(&dev.tail);
-        let queue_id = dev.queue.health().id();
-        // Earlier dispatches of this queue are covered by the barrier bit; the rest need
-        // barrier-AND packets.
-        let waits: Vec<sys::hsa_signal_t> = deps
-            .iter()
-            .filter(|d| d.queue_id() != Some(queue_id))
-            .map(|d| d.raw())
-            .collect();
-        if let Some(previous) = tail.as_ref()
-            && !deps.iter().any(|d| Arc::ptr_eq(d, previous))
-        {
-            deps.push(Arc::clone(previous));
+        // Finished dependencies need no packet; a failed one means the dispatch could never run.
+        let mut pending = Vec::new();
+        for dep in &deps {
+            match dep.state()? {
+                State::Done => {}
+                State::Failed(value) => {
+                    return Err(Error::AsyncFailure {
+                        operation: "kernel launch",
+                        stream: 0,
+                        reason: format!(
+                            "`{}` cannot run: {} it waits for failed (signal value {value})",
+                            loaded.entry, dep.operation
+                        ),
+                    });
+                }
+                State::Pending => pending.push(Arc::clone(dep)),
+            }
         }
         let kernarg_address = buffer.address();
         let (kernel_object, private_size) = (loaded.kernel_object, loaded.private_size);
@@ -335,13 +345,38 @@ impl RocBackend {
             completion_signal: completion.raw(),
             ..Default::default()
         };
-        let mut packets = queue::barrier_packets(&waits);
-        packets.push(queue::dispatch_packet(packet));
+        // Slots are reserved under the tail lock so that `tail` is exactly the queue's last
+        // packet; writing them and ringing the doorbell happen outside it, concurrently with
+        // other submitters.
+        let (first, packets) = {
+            let mut tail = lock(&dev.tail);
+            // The barrier bit when the queue's previous packet is one this dispatch waits for
+            // (its stream's previous kernel); barrier-AND packets for every other pending one.
+            let barrier = tail
+                .as_ref()
+                .is_some_and(|t| pending.iter().any(|d| Arc::ptr_eq(d, t)));
+            let waits: Vec<sys::hsa_signal_t> = pending
+                .iter()
+                .filter(|d| !(barrier && tail.as_ref().is_some_and(|t| Arc::ptr_eq(d, t))))
+                .map(|d| d.raw())
+                .collect();
+            let mut packets = queue::barrier_packets(&waits);
+            packets.push(queue::dispatch_packet(packet, barrier));
+            // SAFETY: the queue lives in `dev`; the slots are written below.
+            let first = unsafe { dev.queue.reserve(packets.len()) }?;
+            // The packet processor launches packets in order: if the previous packet never
+            // runs (it waits for failed work), neither does this one. Holding it as a
+            // dependency lets a wait notice that.
+            if let Some(previous) = tail.replace(Arc::clone(&completion)) {
+                completion.add_dependency(previous);
+            }
+            (first, packets)
+        };
         // SAFETY: the completion signal owns the kernarg buffer and the loaded kernel (kernel
         // object) and the signals it waits on, releasing them only once observed complete; the
-        // queue lives in `dev`, which the backend keeps until its work completed.
-        unsafe { dev.queue.submit(&packets) }?;
-        *tail = Some(Arc::clone(&completion));
+        // queue lives in `dev`, which the backend keeps until its work completed; the slots
+        // were reserved above for these packets.
+        unsafe { dev.queue.write(first, &packets) }?;
         Ok(completion)
     }
 

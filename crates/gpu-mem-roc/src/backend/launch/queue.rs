@@ -9,12 +9,19 @@
 //! 3. write every packet body (bytes 4..64) while the slot's header still says INVALID;
 //! 4. publish each packet by storing its first 32 bits (header | setup << 16) atomically with
 //!    release semantics, so the processor never sees a valid header before the body;
-//! 5. ring the doorbell with the last packet's index (`hsa_signal_store_screlease`).
+//! 5. ring the doorbell with the highest index written so far: several threads submit to the
+//!    same queue at once, and one that reserved earlier slots may finish writing after one that
+//!    reserved later slots. Under a small lock the doorbell is stored only when the index is
+//!    above the highest one rung, so its value never goes down. (`hsa.h` allows any value on a
+//!    MULTI queue's doorbell, but a lower value after a higher one tells the packet processor
+//!    less work is ready than it already knew; ROCr's own producers never do it.) Packets
+//!    below the rung index whose headers are still INVALID are waited for by the packet
+//!    processor, which never launches a packet before its header is valid.
 //!
-//! Every packet is published with the barrier bit and system-scope acquire and release fences
-//! (host-written kernargs and host-visible results need system scope). The barrier bit makes a
-//! packet wait for every earlier packet of the queue to complete, so all kernels of a device run
-//! one after the other, in submission order, whatever stream launched them.
+//! Packets carry system-scope acquire and release fences (host-written kernargs and
+//! host-visible results need system scope). The barrier bit, which makes a packet wait for
+//! every earlier packet of the queue, is set only where the caller asks for it (see the launch
+//! module's ordering rules), so dispatches of different streams can overlap.
 //!
 //! The runtime reports asynchronous queue errors (a kernel's memory fault, an invalid packet)
 //! through the callback given to `hsa_queue_create`; it is recorded in [`QueueHealth`], which
@@ -24,8 +31,8 @@ use crate::driver::Hsa;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::ffi::c_void;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Packets a queue is asked to hold (the runtime may give more, never fewer than its minimum).
 const PREFERRED_PACKETS: u32 = 1024;
@@ -45,11 +52,6 @@ pub struct QueueHealth {
 }
 
 impl QueueHealth {
-    /// A process-unique id of the queue.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     /// The first asynchronous error status the runtime reported, if any.
     pub fn failure(&self) -> Option<u32> {
         match self.error.load(Ordering::Acquire) {
@@ -90,10 +92,10 @@ pub struct Packet {
     pub body: [u8; PACKET_BYTES - 4],
 }
 
-/// The header every packet of this backend uses.
-fn header(packet_type: u32) -> u16 {
+/// A packet header: the type, the barrier bit when asked for, system-scope fences.
+fn header(packet_type: u32, barrier: bool) -> u16 {
     let bits = packet_type << sys::HSA_PACKET_HEADER_TYPE
-        | 1 << sys::HSA_PACKET_HEADER_BARRIER
+        | u32::from(barrier) << sys::HSA_PACKET_HEADER_BARRIER
         | sys::HSA_FENCE_SCOPE_SYSTEM << sys::HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE
         | sys::HSA_FENCE_SCOPE_SYSTEM << sys::HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE;
     bits as u16
@@ -112,19 +114,21 @@ fn split<T: Copy>(packet: &T) -> Packet {
     }
 }
 
-/// A kernel dispatch packet, header included (published by [`AqlQueue::submit`]).
-pub fn dispatch_packet(mut packet: sys::hsa_kernel_dispatch_packet_t) -> Packet {
-    packet.header = header(sys::HSA_PACKET_TYPE_KERNEL_DISPATCH);
+/// A kernel dispatch packet, header included (published by [`AqlQueue::submit`]); `barrier`:
+/// wait for every earlier packet of the queue to complete first.
+pub fn dispatch_packet(mut packet: sys::hsa_kernel_dispatch_packet_t, barrier: bool) -> Packet {
+    packet.header = header(sys::HSA_PACKET_TYPE_KERNEL_DISPATCH, barrier);
     split(&packet)
 }
 
 /// Barrier-AND packets waiting for `deps` (at most [`BARRIER_DEPS`] each), without
-/// completion signals.
+/// completion signals or barrier bit: the packet processor launches nothing after a barrier-AND
+/// packet until its dependencies are met, and nothing more is needed.
 pub fn barrier_packets(deps: &[sys::hsa_signal_t]) -> Vec<Packet> {
     deps.chunks(BARRIER_DEPS)
         .map(|chunk| {
             let mut packet = sys::hsa_barrier_and_packet_t {
-                header: header(sys::HSA_PACKET_TYPE_BARRIER_AND),
+                header: header(sys::HSA_PACKET_TYPE_BARRIER_AND, false),
                 ..Default::default()
             };
             packet.dep_signal[..chunk.len()].copy_from_slice(chunk);
@@ -143,6 +147,8 @@ pub struct AqlQueue {
     size: u32,
     base: usize,
     doorbell: sys::hsa_signal_t,
+    /// The highest packet index the doorbell was rung with (`None` before the first ring).
+    rung: Mutex<Option<u64>>,
     health: Arc<QueueHealth>,
 }
 
@@ -185,6 +191,7 @@ impl AqlQueue {
             size: view.size,
             base: view.base_address as usize,
             doorbell: view.doorbell_signal,
+            rung: Mutex::new(None),
             health,
         };
         if !queue.size.is_power_of_two()
@@ -221,14 +228,14 @@ impl AqlQueue {
         &self.health
     }
 
-    /// Submits `packets` in order (the protocol of the module docs) and returns the index of the
-    /// last one.
+    /// Reserves `count` consecutive slots (an atomic add on the write index) and returns the
+    /// first index. Every reserved slot must then be written ([`AqlQueue::write`]): the packet
+    /// processor stops at a slot whose header stays INVALID.
     ///
     /// # Safety
-    /// Every signal, kernel object and kernarg address the packets name stays valid until the
-    /// packets completed; the queue is live.
-    pub unsafe fn submit(&self, packets: &[Packet]) -> Result<u64> {
-        let count = packets.len() as u64;
+    /// The queue is live.
+    pub unsafe fn reserve(&self, count: usize) -> Result<u64> {
+        let count = count as u64;
         if count == 0 || count > u64::from(self.size) {
             return Err(Error::InvalidArgument {
                 name: "packets",
@@ -237,8 +244,20 @@ impl AqlQueue {
         }
         let queue = self.raw as *const sys::hsa_queue_t;
         // SAFETY: the queue is live (caller).
-        let first = unsafe { self.hsa.queue_add_write_index_scacq_screl(queue, count) }?;
-        let last = first + count - 1;
+        unsafe { self.hsa.queue_add_write_index_scacq_screl(queue, count) }
+    }
+
+    /// Writes `packets` into the slots reserved from `first` on, publishes them and rings the
+    /// doorbell (module docs); returns the index of the last one.
+    ///
+    /// # Safety
+    /// Every signal, kernel object and kernarg address the packets name stays valid until the
+    /// packets completed; the queue is live; `first` came from [`AqlQueue::reserve`] for
+    /// `packets.len()` slots.
+    pub unsafe fn write(&self, first: u64, packets: &[Packet]) -> Result<u64> {
+        let count = packets.len() as u64;
+        let queue = self.raw as *const sys::hsa_queue_t;
+        let last = first + count.max(1) - 1;
         loop {
             // SAFETY: as above.
             let read = unsafe { self.hsa.queue_load_read_index_scacquire(queue) }?;
@@ -273,9 +292,20 @@ impl AqlQueue {
             let word = unsafe { AtomicU32::from_ptr(slot(index).cast::<u32>()) };
             word.store(packet.first_word, Ordering::Release);
         }
-        // SAFETY: the doorbell signal belongs to the live queue.
-        unsafe { self.hsa.signal_store_screlease(self.doorbell, last as i64) }?;
+        self.ring(last)?;
         Ok(last)
+    }
+
+    /// Rings the doorbell with `index` unless a higher index was rung already (module docs).
+    fn ring(&self, index: u64) -> Result<()> {
+        let mut rung = self.rung.lock().unwrap_or_else(PoisonError::into_inner);
+        if rung.is_some_and(|r| r >= index) {
+            return Ok(());
+        }
+        // SAFETY: the doorbell signal belongs to the live queue.
+        unsafe { self.hsa.signal_store_screlease(self.doorbell, index as i64) }?;
+        *rung = Some(index);
+        Ok(())
     }
 }
 
@@ -296,11 +326,14 @@ mod tests {
 
     #[test]
     fn headers_carry_type_barrier_and_system_fences() {
-        let d = dispatch_packet(sys::hsa_kernel_dispatch_packet_t {
-            setup: 2,
-            workgroup_size_x: 16,
-            ..Default::default()
-        });
+        let d = dispatch_packet(
+            sys::hsa_kernel_dispatch_packet_t {
+                setup: 2,
+                workgroup_size_x: 16,
+                ..Default::default()
+            },
+            true,
+        );
         // type 2 | barrier (bit 8) | acquire system (2 << 9) | release system (2 << 11), setup 2.
         assert_eq!(d.first_word, (2 | 1 << 8 | 2 << 9 | 2 << 11) | 2 << 16);
         assert_eq!(&d.body[..2], &16u16.to_ne_bytes());
@@ -308,7 +341,9 @@ mod tests {
             (1..=7).map(|h| sys::hsa_signal_t { handle: h }).collect();
         let b = barrier_packets(&deps);
         assert_eq!(b.len(), 2);
-        assert_eq!(b[0].first_word, 3 | 1 << 8 | 2 << 9 | 2 << 11);
+        assert_eq!(b[0].first_word, 3 | 2 << 9 | 2 << 11);
+        let unordered = dispatch_packet(Default::default(), false);
+        assert_eq!(unordered.first_word, 2 | 2 << 9 | 2 << 11);
         // dep_signal[0] sits at byte 8, i.e. body offset 4; the second packet holds 6 and 7.
         assert_eq!(&b[1].body[4..12], &6u64.to_ne_bytes());
         assert_eq!(&b[1].body[12..20], &7u64.to_ne_bytes());

@@ -106,7 +106,6 @@ impl Mock {
         Ok(())
     }
 
-    #[allow(dead_code)]
     fn fault_next_dispatch(&self) -> Result<(), Failed> {
         let f: unsafe extern "C" fn() = self.control("mock_hsa_fault_next_dispatch")?;
         // SAFETY: no arguments.
@@ -270,6 +269,10 @@ fn main() {
         (
             "launch_from_concurrent_submitters",
             launch::concurrent_submitters,
+        ),
+        (
+            "launch_memory_fault_fails_its_stream",
+            launch::memory_fault_fails_its_stream,
         ),
     ];
     // Launch tests also need the real hiprtc to compile the kernel.

@@ -130,7 +130,19 @@ impl Signal {
         if state == State::Done {
             self.release_deps();
         }
+        // A dispatch on a queue the runtime reported broken never completes.
+        if state == State::Pending && self.queue_failure().is_some() {
+            return Ok(State::Failed(QUEUE_FAILED));
+        }
         Ok(state)
+    }
+
+    /// Why this operation failed with signal `value`, for error messages.
+    pub fn describe_failure(&self, value: i64) -> String {
+        match self.queue.as_ref().and_then(|q| q.describe()) {
+            Some(reason) => format!("{} failed: {reason}", self.operation),
+            None => format!("{} failed (signal value {value})", self.operation),
+        }
     }
 
     /// Blocks for at most `timeout_ticks` system-timestamp ticks until the value drops below 1.

@@ -85,7 +85,7 @@ impl Stream {
                     self.pending.pop_front();
                 }
                 State::Failed(value) => {
-                    let reason = format!("{} failed (signal value {value})", front.operation);
+                    let reason = front.describe_failure(value);
                     self.poison(reason.clone());
                     return Err(self.failure_error(reason));
                 }
@@ -124,7 +124,7 @@ impl Stream {
                     self.pending.pop_front();
                 }
                 State::Failed(value) => {
-                    let reason = format!("{} failed (signal value {value})", front.operation);
+                    let reason = front.describe_failure(value);
                     self.poison(reason.clone());
                     return Err(self.failure_error(reason));
                 }

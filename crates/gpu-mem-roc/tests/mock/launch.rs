@@ -395,6 +395,24 @@ pub fn queue_error_fails_the_launch(mock: &Mock) -> Result<(), Failed> {
         )?,
         other => return Err(format!("expected the queue's error, got {other:?}").into()),
     }
+    // The broken queue is replaced: later launches run.
+    let before = mock.stats()?;
+    // SAFETY: the stand-in runs no code.
+    unsafe {
+        b.launch(
+            0,
+            &kernel(),
+            &LaunchConfig::new(1, 64),
+            &args(array, record),
+            None,
+        )
+    }
+    .map_err(|e| format!("a launch after the queue error failed: {e}"))?;
+    let after = mock.stats()?;
+    ensure(
+        after.dispatches == before.dispatches + 1 && after.live_queues == before.live_queues + 1,
+        || format!("no new queue ran the later launch: {before:?} -> {after:?}"),
+    )?;
     // SAFETY: the failed kernel never ran; nothing else uses the memory.
     unsafe {
         b.free(0, array)?;
@@ -666,6 +684,81 @@ pub fn concurrent_submitters(mock: &Mock) -> Result<(), Failed> {
     })?;
     // SAFETY: unused.
     unsafe {
+        b.free(0, array)?;
+        b.free(0, record)?;
+    }
+    Ok(())
+}
+
+/// A kernel's memory fault (which ROCr hands to system event handlers, and without one reports
+/// and aborts the process) fails the stream that launched it with the fault's address and
+/// reason; the process goes on, and later work, on that device and on other streams, runs on a
+/// new queue.
+pub fn memory_fault_fails_its_stream(mock: &Mock) -> Result<(), Failed> {
+    let b = std::sync::Arc::new(mock.backend()?);
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    let k = kernel();
+    let config = LaunchConfig::new(1, 64);
+    // SAFETY: warm-up (compile, load, queue).
+    unsafe { b.launch(0, &k, &config, &args(array, record), None) }?;
+    let before = mock.stats()?;
+    mock.fault_next_dispatch()?;
+    let faulting = b.stream_create(0)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let (b, k) = (b.clone(), k.clone());
+        std::thread::spawn(move || {
+            // SAFETY: the stand-in runs no code; the memory outlives the launch.
+            let result = unsafe {
+                b.launch(0, &k, &config, &args(array, record), Some(faulting))
+                    .and_then(|()| b.stream_synchronize(0, faulting))
+            };
+            let _ = tx.send(result);
+        });
+    }
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .map_err(|_| {
+            "the faulting launch's stream did not report anything within 20 s (the fault never \
+             reached the backend)"
+        })?;
+    let after = mock.stats()?;
+    ensure(after.fault_aborts == before.fault_aborts, || {
+        "no handler took the memory fault: ROCr would have aborted the process".into()
+    })?;
+    match result {
+        Err(Error::AsyncFailure { reason, .. }) => ensure(
+            reason.contains("memory fault")
+                && reason.contains("0xdead0000")
+                && reason.contains("page not present"),
+            || format!("the stream's error does not describe the fault: {reason}"),
+        )?,
+        other => return Err(format!("expected the stream to fail, got {other:?}").into()),
+    }
+    // The device still works: a synchronous launch and one on another stream run, on a new
+    // queue.
+    let other = b.stream_create(0)?;
+    // SAFETY: as above.
+    unsafe {
+        b.launch(0, &k, &config, &args(array, record), None)?;
+        b.launch(0, &k, &config, &args(array, record), Some(other))?;
+        b.stream_synchronize(0, other)?;
+    }
+    let end = mock.stats()?;
+    ensure(
+        end.dispatches == before.dispatches + 2 && end.live_queues == before.live_queues + 1,
+        || format!("later work did not run on a new queue: {before:?} -> {end:?}"),
+    )?;
+    // The faulting stream stays failed.
+    // SAFETY: the handle came from this backend.
+    let again = unsafe { b.stream_synchronize(0, faulting) };
+    ensure(matches!(again, Err(Error::AsyncFailure { .. })), || {
+        format!("the faulting stream synchronised after the fault: {again:?}")
+    })?;
+    // SAFETY: idle or failed streams; the memory is unused.
+    unsafe {
+        b.stream_destroy(0, other)?;
+        let _ = b.stream_destroy(0, faulting);
         b.free(0, array)?;
         b.free(0, record)?;
     }

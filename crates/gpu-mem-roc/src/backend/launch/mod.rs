@@ -52,6 +52,15 @@
 //! never runs and keeps the queue blocked: its signals, buffers and the queue are leaked,
 //! never freed under the runtime.
 //!
+//! # Faults and broken queues
+//!
+//! A queue error (the `hsa_queue_create` callback) or a GPU memory fault (the system event
+//! handler, which keeps ROCr from aborting the process) marks the device's queue failed: the
+//! dispatches on it never complete and their waits report the failure (a synchronous launch
+//! returns it; a stream is poisoned with the fault's address and reasons). The next launch on
+//! the device creates a new queue; the broken one is kept, never destroyed. A fault cannot be
+//! traced to one dispatch: every dispatch in flight on the device's queue fails with it.
+//!
 //! # HSA rules followed
 //!
 //! From the HSA Runtime Programmer's Reference Manual (1.2) and ROCr's `hsa.h` /
@@ -109,16 +118,43 @@ use queue::AqlQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// The device's current queue and its last packet.
+#[derive(Debug)]
+struct QueueState {
+    queue: Arc<AqlQueue>,
+    /// The last dispatch submitted to `queue` (in write-index order).
+    tail: Option<Arc<Signal>>,
+}
+
 /// What one device needs to dispatch.
 #[derive(Debug)]
 struct DeviceLaunch {
     limits: Limits,
-    queue: AqlQueue,
+    agent: sys::hsa_agent_t,
+    state: Mutex<QueueState>,
+    /// Queues the runtime reported broken (an error or a memory fault), replaced by a new
+    /// one. Their failed packets never complete and still name kernargs and kernel objects, so
+    /// they are never destroyed.
+    retired: Mutex<Vec<Arc<AqlQueue>>>,
     kernarg_pool: PoolInfo,
     /// The GPU agent to grant access to kernarg buffers, when the pool does not by default.
     kernarg_grant: Option<sys::hsa_agent_t>,
-    /// The last dispatch submitted to the queue (in write-index order).
-    tail: Mutex<Option<Arc<Signal>>>,
+}
+
+impl DeviceLaunch {
+    /// The queue to dispatch to: the current one, or a new one when the runtime reported the
+    /// current one broken (work already on it fails; later work runs on the new one).
+    fn queue(&self, hsa: &Arc<crate::driver::Hsa>) -> Result<Arc<AqlQueue>> {
+        let mut state = lock(&self.state);
+        if let Some(reason) = state.queue.health().describe() {
+            let fresh = Arc::new(AqlQueue::create(hsa, self.agent)?);
+            let broken = std::mem::replace(&mut state.queue, fresh);
+            state.tail = None;
+            tracing::warn!(%reason, "replacing a broken AQL queue with a new one");
+            lock(&self.retired).push(broken);
+        }
+        Ok(Arc::clone(&state.queue))
+    }
 }
 
 /// The backend's launch state: queues per device, loaded kernels per (kernel id, device).
@@ -135,10 +171,18 @@ impl Launcher {
     pub fn release(&self, healthy: bool) {
         let kernels: Vec<_> = lock(&self.kernels).drain().map(|(_, k)| k).collect();
         let devices: Vec<_> = lock(&self.devices).drain().map(|(_, d)| d).collect();
-        let broken = devices.iter().any(|d| d.queue.health().failure().is_some());
+        for d in &devices {
+            // Never destroyed (see `DeviceLaunch::retired`).
+            for queue in lock(&d.retired).drain(..) {
+                std::mem::forget(queue);
+            }
+        }
+        let broken = devices
+            .iter()
+            .any(|d| lock(&d.state).queue.health().failure().is_some());
         if healthy && !broken {
             for d in &devices {
-                lock(&d.tail).take();
+                lock(&d.state).tail.take();
             }
             drop(kernels);
             drop(devices);
@@ -178,6 +222,7 @@ impl RocBackend {
             })?;
         let stream = stream.map(|h| self.stream(device, h)).transpose()?;
         let dev = self.device_launch(device)?;
+        let queue = dev.queue(&self.hsa)?;
         let loaded = self.loaded_kernel(device, kernel, source)?;
         let geometry = limits::check(kernel.name(), config, &dev.limits, loaded.group_size)?;
         let explicit = kernargs::pack(kernel.name(), args)?;
@@ -194,7 +239,7 @@ impl RocBackend {
             loaded.abi_version,
             loaded.hidden.as_deref(),
             shape,
-            dev.queue.address(),
+            queue.address(),
         )?;
         if loaded.kernarg_alignment as usize > dev.kernarg_pool.alignment.max(16) {
             return Err(Error::InvalidLaunch {
@@ -212,11 +257,11 @@ impl RocBackend {
             &segment,
         )?;
         match stream {
-            None => self.dispatch_now(device, &dev, loaded, buffer, geometry),
+            None => self.dispatch_now(device, &dev, &queue, loaded, buffer, geometry),
             Some(s) => {
                 let mut s = lock(&s);
                 let deps = s.dependencies()?;
-                let completion = self.dispatch(&dev, loaded, buffer, geometry, deps)?;
+                let completion = self.dispatch(&dev, &queue, loaded, buffer, geometry, deps)?;
                 s.push(completion);
                 Ok(())
             }
@@ -254,13 +299,14 @@ impl RocBackend {
         }
         let kernarg_grant =
             (access != sys::HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT).then_some(gpu.agent);
-        let queue = AqlQueue::create(&self.hsa, gpu.agent)?;
+        let queue = Arc::new(AqlQueue::create(&self.hsa, gpu.agent)?);
         let launch = Arc::new(DeviceLaunch {
             limits,
-            queue,
+            agent: gpu.agent,
+            state: Mutex::new(QueueState { queue, tail: None }),
+            retired: Mutex::new(Vec::new()),
             kernarg_pool,
             kernarg_grant,
-            tail: Mutex::new(None),
         });
         devices.insert(device, Arc::clone(&launch));
         Ok(launch)
@@ -298,6 +344,7 @@ impl RocBackend {
     fn dispatch(
         &self,
         dev: &DeviceLaunch,
+        queue: &Arc<AqlQueue>,
         loaded: Arc<LoadedKernel>,
         buffer: KernargBuffer,
         geometry: Geometry,
@@ -327,7 +374,7 @@ impl RocBackend {
             &self.hsa,
             "kernel dispatch",
             deps,
-            Arc::clone(dev.queue.health()),
+            Arc::clone(queue.health()),
             Box::new((buffer, loaded)),
         )?;
         let packet = sys::hsa_kernel_dispatch_packet_t {
@@ -349,7 +396,14 @@ impl RocBackend {
         // packet; writing them and ringing the doorbell happen outside it, concurrently with
         // other submitters.
         let (first, packets) = {
-            let mut tail = lock(&dev.tail);
+            let mut state = lock(&dev.state);
+            // A queue replaced meanwhile: its last packet says nothing about `queue`.
+            let same_queue = Arc::ptr_eq(&state.queue, queue);
+            let tail = if same_queue {
+                &mut state.tail
+            } else {
+                &mut None
+            };
             // The barrier bit when the queue's previous packet is one this dispatch waits for
             // (its stream's previous kernel); barrier-AND packets for every other pending one.
             let barrier = tail
@@ -363,7 +417,7 @@ impl RocBackend {
             let mut packets = queue::barrier_packets(&waits);
             packets.push(queue::dispatch_packet(packet, barrier));
             // SAFETY: the queue lives in `dev`; the slots are written below.
-            let first = unsafe { dev.queue.reserve(packets.len()) }?;
+            let first = unsafe { queue.reserve(packets.len()) }?;
             // The packet processor launches packets in order: if the previous packet never
             // runs (it waits for failed work), neither does this one. Holding it as a
             // dependency lets a wait notice that.
@@ -376,7 +430,7 @@ impl RocBackend {
         // object) and the signals it waits on, releasing them only once observed complete; the
         // queue lives in `dev`, which the backend keeps until its work completed; the slots
         // were reserved above for these packets.
-        unsafe { dev.queue.write(first, &packets) }?;
+        unsafe { queue.write(first, &packets) }?;
         Ok(completion)
     }
 
@@ -385,19 +439,31 @@ impl RocBackend {
         &self,
         device: usize,
         dev: &DeviceLaunch,
+        queue: &Arc<AqlQueue>,
         loaded: Arc<LoadedKernel>,
         buffer: KernargBuffer,
         geometry: Geometry,
     ) -> Result<()> {
         self.drain_device_for_ordering(device);
         let entry = loaded.entry.clone();
-        let completion = self.dispatch(dev, loaded, buffer, geometry, Vec::new())?;
+        let completion = self.dispatch(dev, queue, loaded, buffer, geometry, Vec::new())?;
         match signal::wait(&completion, self.wait_tick())? {
             State::Done | State::Pending => Ok(()),
             State::Failed(value) => {
                 // The packet may stay in the queue forever: keep what it names alive.
                 Signal::leak(completion);
-                if let Some(status) = dev.queue.health().failure() {
+                let health = queue.health();
+                if health.failure() == Some(sys::HSA_STATUS_ERROR_MEMORY_FAULT) {
+                    return Err(Error::AsyncFailure {
+                        operation: "kernel launch",
+                        stream: 0,
+                        reason: format!(
+                            "`{entry}` failed: {} (later launches use a new queue)",
+                            health.describe().unwrap_or_default()
+                        ),
+                    });
+                }
+                if let Some(status) = health.failure() {
                     return Err(self.hsa.native_error("kernel dispatch", status));
                 }
                 let reason = if value == QUEUE_FAILED {

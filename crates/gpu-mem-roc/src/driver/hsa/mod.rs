@@ -22,6 +22,7 @@ mod signals;
 mod status;
 
 pub use agents::PoolInfo;
+pub use queues::{AmdEvent, GPU_MEMORY_FAULT_EVENT, GpuMemoryFaultInfo, SystemEventCallback};
 pub use status::status_name;
 
 use super::loader::{Opened, open_first};
@@ -53,7 +54,7 @@ pub struct Hsa {
     functions: HsaFunctions,
     path: String,
     // Opened once per process and never unloaded, so the pointers in `functions` stay valid.
-    _library: &'static libloading::Library,
+    library: &'static libloading::Library,
 }
 
 impl std::fmt::Debug for Hsa {
@@ -102,7 +103,7 @@ impl Hsa {
         Ok(Hsa {
             functions,
             path,
-            _library: library,
+            library,
         })
     }
 

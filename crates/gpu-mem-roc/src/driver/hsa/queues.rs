@@ -103,3 +103,70 @@ impl Hsa {
         Ok(unsafe { f(queue) })
     }
 }
+
+/// `hsa_amd_gpu_memory_fault_info_t` (`hsa_ext_amd.h`, ROCm 5.2.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GpuMemoryFaultInfo {
+    /// The agent where the fault occurred.
+    pub agent: sys::hsa_agent_t,
+    /// The virtual address accessed.
+    pub virtual_address: u64,
+    /// `hsa_amd_memory_fault_reason_t` bits.
+    pub fault_reason_mask: u32,
+}
+
+/// `hsa_amd_event_t`: the event type and, for `HSA_AMD_GPU_MEMORY_FAULT_EVENT` (0), the fault
+/// (the header's anonymous union has that one member).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AmdEvent {
+    /// `hsa_amd_event_type_t`.
+    pub event_type: u32,
+    /// Valid when `event_type` is [`GPU_MEMORY_FAULT_EVENT`].
+    pub memory_fault: GpuMemoryFaultInfo,
+}
+
+/// `HSA_AMD_GPU_MEMORY_FAULT_EVENT`.
+pub const GPU_MEMORY_FAULT_EVENT: u32 = 0;
+
+/// `hsa_amd_system_event_callback_t`.
+pub type SystemEventCallback =
+    unsafe extern "C" fn(event: *const AmdEvent, data: *mut c_void) -> sys::hsa_status_t;
+
+type RegisterSystemEventHandler =
+    unsafe extern "C" fn(SystemEventCallback, *mut c_void) -> sys::hsa_status_t;
+
+impl Hsa {
+    /// An id of the loaded runtime library (loaded once per process, never unloaded).
+    pub fn library_id(&self) -> usize {
+        std::ptr::from_ref(self.library) as usize
+    }
+
+    /// `hsa_amd_register_system_event_handler` (not in the generated declarations; resolved
+    /// here by name with the signature of `hsa_ext_amd.h` 5.2.3).
+    ///
+    /// # Safety
+    /// `data` stays valid for as long as the runtime may call `callback` (for ever: there is
+    /// no way to unregister).
+    pub unsafe fn register_system_event_handler(
+        &self,
+        callback: SystemEventCallback,
+        data: *mut c_void,
+    ) -> Result<()> {
+        // SAFETY: the symbol, when the library exports it, has the signature above.
+        let f = unsafe {
+            self.library
+                .get::<RegisterSystemEventHandler>(b"hsa_amd_register_system_event_handler")
+        }
+        .map(|symbol| *symbol)
+        .map_err(|_| gpu_mem_core::Error::NotSupportedByBackend {
+            backend: gpu_mem_core::BackendKind::Roc,
+            feature: "GPU memory fault reporting",
+            reason: "the HSA runtime does not export hsa_amd_register_system_event_handler".into(),
+        })?;
+        // SAFETY: `callback` is a valid function; `data` as the caller guarantees.
+        let status = unsafe { f(callback, data) };
+        self.check("hsa_amd_register_system_event_handler", status)
+    }
+}

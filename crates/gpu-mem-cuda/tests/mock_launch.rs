@@ -60,6 +60,10 @@ fn main() {
             invalid_launches_are_rejected_before_compiling,
         ),
     ];
+    let with_nvrtc_peer: &[(&str, NvrtcTest)] = &[(
+        "peer_arrays_need_peer_access_enabled",
+        peer_arrays_need_peer_access_enabled,
+    )];
     let with_nvrtc: &[(&str, NvrtcTest)] = &[
         (
             "kernels_compile_load_and_launch",
@@ -114,7 +118,7 @@ fn main() {
         let trial = Trial::test(name, move || test(&Mock::copy_of(&library, name)?));
         push(name, &mock_reason, trial);
     }
-    for &(name, test) in with_nvrtc {
+    for &(name, test) in with_nvrtc.iter().chain(with_nvrtc_peer) {
         let (library, nvrtc) = (library.clone(), nvrtc.clone());
         let trial = Trial::test(name, move || test(&Mock::copy_of(&library, name)?, &nvrtc));
         push(name, &nvrtc_reason, trial);
@@ -188,6 +192,53 @@ fn declared_sizes(nvrtc: &Path, code: &str, entry: &str) -> Result<Vec<usize>, F
         .iter()
         .map(|p| p.size)
         .collect())
+}
+
+/// A kernel on device 0 given an array of device 1 is refused until device 0 enables peer
+/// access to device 1 (the GPU would fault on it), then launched with the peer's address.
+fn peer_arrays_need_peer_access_enabled(mock: &Mock, nvrtc: &Path) -> Result<(), Failed> {
+    let b = backend_with_nvrtc(mock, nvrtc)?;
+    mock.set_param_sizes(&declared_sizes(nvrtc, SCALE, "scale")?)?;
+    let data = b.alloc(1, 6 * 4)?;
+    let out = b.alloc(0, 4)?;
+    let args = [
+        array(data, &[2, 3], &[3, 1], 4),
+        LaunchArg::Record {
+            ptr: out,
+            itemsize: 4,
+            elem: TypeId::of::<f32>(),
+            dtype: "f32",
+        },
+        scalar(1i32.to_ne_bytes(), "i32"),
+        scalar(2.0f64.to_ne_bytes(), "f64"),
+        scalar([1u8], "i8"),
+    ];
+    let config = LaunchConfig::new(1, 1);
+    let before = launches(mock)?;
+    // SAFETY: the mock records launches and runs nothing; the buffers outlive the test.
+    match unsafe { b.launch(0, &scale_kernel(), &config, &args, None) } {
+        Err(Error::InvalidLaunch { kernel, reason }) => ensure(
+            kernel == "scale" && reason.contains("argument 0") && reason.contains("peer access"),
+            || reason.clone(),
+        )?,
+        other => return Err(format!("expected a peer-access refusal, got {other:?}").into()),
+    }
+    ensure(launches(mock)? == before, || {
+        "the refused kernel reached cuLaunchKernel".into()
+    })?;
+    b.enable_peer_access(0, 1)?;
+    // SAFETY: as above.
+    unsafe { b.launch(0, &scale_kernel(), &config, &args, None)? };
+    ensure(launches(mock)? == before + 1, || "not launched".into())?;
+    ensure(mock.call::<u64>("mock_last_param0")? == data.0, || {
+        "the peer's address was not passed".into()
+    })?;
+    // SAFETY: the mock ran nothing; both allocations are unused.
+    unsafe {
+        b.free(1, data)?;
+        b.free(0, out)?;
+    }
+    Ok(())
 }
 
 // ----- mock only -----------------------------------------------------------------------------

@@ -367,6 +367,83 @@ const DRIVER_SYMBOLS: &[Symbol] = &[
         &["cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset"],
         "11.0 (falls back to the 7.0 export)",
     ),
+    // Several devices (peer access and copies).
+    sym(
+        "cuDeviceCanAccessPeer",
+        "PFN_cuDeviceCanAccessPeer_v4000",
+        &["cuDeviceCanAccessPeer"],
+        "4.0",
+    ),
+    sym(
+        "cuCtxEnablePeerAccess",
+        "PFN_cuCtxEnablePeerAccess_v4000",
+        &["cuCtxEnablePeerAccess"],
+        "4.0",
+    ),
+    sym(
+        "cuMemcpyPeer",
+        "PFN_cuMemcpyPeer_v4000",
+        &["cuMemcpyPeer"],
+        "4.0",
+    ),
+    sym(
+        "cuMemcpyPeerAsync",
+        "PFN_cuMemcpyPeerAsync_v4000",
+        &["cuMemcpyPeerAsync"],
+        "4.0",
+    ),
+    // Managed memory.
+    sym(
+        "cuMemAllocManaged",
+        "PFN_cuMemAllocManaged_v6000",
+        &["cuMemAllocManaged"],
+        "6.0",
+    ),
+    // The device's default memory pool.
+    sym(
+        "cuDeviceGetDefaultMemPool",
+        "PFN_cuDeviceGetDefaultMemPool_v11020",
+        &["cuDeviceGetDefaultMemPool"],
+        "11.2",
+    ),
+    sym(
+        "cuMemPoolGetAttribute",
+        "PFN_cuMemPoolGetAttribute_v11020",
+        &["cuMemPoolGetAttribute"],
+        "11.2",
+    ),
+    sym(
+        "cuMemPoolSetAttribute",
+        "PFN_cuMemPoolSetAttribute_v11020",
+        &["cuMemPoolSetAttribute"],
+        "11.2",
+    ),
+    sym(
+        "cuMemPoolTrimTo",
+        "PFN_cuMemPoolTrimTo_v11020",
+        &["cuMemPoolTrimTo"],
+        "11.2",
+    ),
+    // Inter-process sharing. `cuIpcOpenMemHandle_v2` (11.0) and the 4.1 export take the same
+    // arguments.
+    sym(
+        "cuIpcGetMemHandle",
+        "PFN_cuIpcGetMemHandle_v4010",
+        &["cuIpcGetMemHandle"],
+        "4.1",
+    ),
+    sym(
+        "cuIpcOpenMemHandle",
+        "PFN_cuIpcOpenMemHandle_v11000",
+        &["cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"],
+        "11.0 (falls back to the 4.1 export)",
+    ),
+    sym(
+        "cuIpcCloseMemHandle",
+        "PFN_cuIpcCloseMemHandle_v4010",
+        &["cuIpcCloseMemHandle"],
+        "4.1",
+    ),
 ];
 
 /// Driver API types and constants bound besides what the `PFN_` types pull in.
@@ -376,11 +453,15 @@ const DRIVER_TYPES: &[&str] = &[
     "CUevent_flags",
     "CUfunction_attribute",
     "CUjit_option",
+    "CUmemPool_attribute",
+    "CUmemAttach_flags",
+    "CUipcMem_flags",
 ];
 const DRIVER_VARS: &[&str] = &[
     "CUDA_VERSION",
     "CU_MEMHOSTALLOC_.*",
     "CU_MEMHOSTREGISTER_.*",
+    "CU_IPC_HANDLE_SIZE",
 ];
 
 /// NVRTC calls gpu-mem uses (NVRTC has no versioned exports).

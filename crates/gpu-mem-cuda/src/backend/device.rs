@@ -23,6 +23,10 @@ pub struct DeviceFacts {
     /// `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED` (drivers too old to know the attribute
     /// predate devices without it: taken as supported).
     pub host_register: bool,
+    /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` (0 when the driver does not know it).
+    pub pools: bool,
+    /// `CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY` (0 when the driver does not know it).
+    pub managed: bool,
 }
 
 impl DeviceFacts {
@@ -58,6 +62,8 @@ impl DeviceFacts {
         // means "no pools".
         let pools =
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED).unwrap_or(0) != 0;
+        let managed =
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY).unwrap_or(0) != 0;
         let stream_ordered_alloc = pools
             && driver.has("cuMemAllocAsync")
             && driver.has("cuMemFreeAsync")
@@ -69,6 +75,8 @@ impl DeviceFacts {
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED).unwrap_or(1) != 0;
         Ok(DeviceFacts {
             host_register,
+            pools,
+            managed,
             handle,
             info,
             capability,
@@ -124,22 +132,26 @@ impl DeviceSlot {
         self.context.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The device's primary context, retained the first time (it stays retained until
+    /// [`DeviceSlot::release`]). Peer calls name a second device's context this way.
+    pub fn context(&self, driver: &CudaDriver) -> Result<CUcontext> {
+        let mut slot = self.lock();
+        match *slot {
+            Some(context) => Ok(context as CUcontext),
+            None => {
+                let retained = driver.primary_ctx_retain(self.facts.handle)?;
+                driver.note_primary_context(retained, self.facts.handle);
+                *slot = Some(retained as usize);
+                Ok(retained)
+            }
+        }
+    }
+
     /// Makes the device's primary context current on the calling thread, retaining it the
     /// first time; the returned guard puts the caller's own context back. Every backend call
     /// that needs a context goes through here.
     pub fn make_current<'a>(&self, driver: &'a CudaDriver) -> Result<Current<'a>> {
-        let context = {
-            let mut slot = self.lock();
-            match *slot {
-                Some(context) => context,
-                None => {
-                    let retained = driver.primary_ctx_retain(self.facts.handle)?;
-                    driver.note_primary_context(retained, self.facts.handle);
-                    *slot = Some(retained as usize);
-                    retained as usize
-                }
-            }
-        };
+        let context = self.context(driver)? as usize;
         let previous = driver.ctx_get_current()? as usize;
         if previous == context {
             return Ok(Current {
@@ -185,9 +197,9 @@ pub const ALLOCATOR_ENV: &str = "GPU_MEM_CUDA_ALLOCATOR";
 /// `cuMemAllocAsync` on the legacy stream orders every allocation and free against the work of
 /// every blocking stream (a cross-stream barrier), and with the pool's default release threshold
 /// of 0 its memory goes back to the OS at every synchronize, so a loop that allocates, works
-/// and synchronizes pays the OS round trip each time. Raising the threshold needs
-/// `cuMemPoolSetAttribute`, which the committed bindings do not declare yet. `hw-bench alloc`
-/// in the hardware bundle measures both.
+/// and synchronizes pays the OS round trip each time, unless the threshold is raised
+/// (`Backend::pool_set_release_threshold`, `cuMemPoolSetAttribute`). `hw-bench alloc` in the
+/// hardware bundle measures both.
 fn pool_requested() -> Result<bool> {
     match std::env::var(ALLOCATOR_ENV) {
         Err(_) => Ok(false),

@@ -275,6 +275,7 @@ impl CudaBackend {
         })?;
         let slot = self.slot(device)?;
         slot.facts.limits.check(kernel.name(), config)?;
+        self.check_peer_args(device, kernel, args)?;
         let mut params = KernelParams::build(kernel.name(), args)?;
         let function = self.kernel_function(device, kernel, source)?;
         self.check_function(device, kernel, function, &params, config)?;

@@ -79,6 +79,7 @@
 //! any thread make a primary context current.
 
 mod device;
+mod extras;
 mod flags;
 mod kernels;
 mod launch;
@@ -96,14 +97,14 @@ use crate::driver::sys::{CUevent, CUresult, CUstream};
 use crate::nvrtc::Nvrtc;
 use device::{Current, DeviceFacts, DeviceSlot};
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
-    StreamHandle,
+    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags,
+    IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use module_cache::ModuleCache;
-use registry::{AllocKind, Registry};
-use std::collections::HashMap;
+use registry::{AddressMap, AllocKind, Registry};
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
@@ -124,6 +125,14 @@ pub struct CudaBackend {
     host_allocs: Registry<usize>,
     /// Streams created and not yet destroyed.
     streams: Registry<()>,
+    /// Which device owns each device range (allocations and IPC mappings), for launches.
+    owners: AddressMap,
+    /// Managed allocations: base address → bytes.
+    managed: Registry<usize>,
+    /// IPC mappings opened on a device: address → bytes.
+    ipc_mappings: Registry<u64>,
+    /// `(device, peer)` pairs whose peer access was enabled through this backend.
+    peers: Mutex<HashSet<(usize, usize)>>,
     /// NVRTC for kernel compilation, loaded on first use.
     nvrtc: Mutex<Option<Arc<Nvrtc>>>,
     /// Kernel modules compiled and loaded by launches, per (kernel, device).
@@ -199,6 +208,10 @@ impl CudaBackend {
             events: Registry::new(),
             host_allocs: Registry::new(),
             streams: Registry::new(),
+            owners: AddressMap::default(),
+            managed: Registry::new(),
+            ipc_mappings: Registry::new(),
+            peers: Mutex::new(HashSet::new()),
             nvrtc: Mutex::new(None),
             modules: ModuleCache::default(),
             functions: Mutex::new(HashMap::new()),
@@ -234,6 +247,8 @@ impl CudaBackend {
             ("host registrations", self.registrations.count(device)),
             ("streams", self.streams.count(device)),
             ("events", self.events.count(device)),
+            ("managed allocations", self.managed.count(device)),
+            ("IPC mappings", self.ipc_mappings.count(device)),
         ];
         let alive: Vec<String> = live
             .iter()
@@ -252,6 +267,8 @@ impl CudaBackend {
         let forgotten = self.modules.forget_device(device);
         tracing::info!(device, forgotten, "resetting the CUDA primary context");
         slot.release(self.driver);
+        // The reset destroys the context's peer mappings in both directions.
+        self.forget_peers(device);
         // SAFETY: this backend holds nothing of the device (checked above, modules forgotten,
         // its context reference released); the caller guarantees nobody else does.
         unsafe { self.driver.primary_ctx_reset(slot.facts.handle) }?;
@@ -415,6 +432,7 @@ unsafe impl Backend for CudaBackend {
         {
             self.allocations
                 .insert(device, ptr, AllocKind::StreamOrdered);
+            self.owners.insert(ptr, device, bytes as u64);
             return Ok(DevicePtr(ptr));
         }
         let ptr = self
@@ -422,12 +440,16 @@ unsafe impl Backend for CudaBackend {
             .mem_alloc(bytes)
             .map_err(|e| self.out_of_memory(device, bytes, e))?;
         self.allocations.insert(device, ptr, AllocKind::Plain);
+        self.owners.insert(ptr, device, bytes as u64);
         Ok(DevicePtr(ptr))
     }
 
     unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         let cx = self.current_unless_lost(device)?;
         let kind = self.allocations.remove(device, ptr.0);
+        if kind.is_some() {
+            self.owners.remove(ptr.0);
+        }
         if cx.is_none() && kind.is_some() {
             // The lost context took the allocation with it.
             return Ok(());
@@ -850,6 +872,90 @@ unsafe impl Backend for CudaBackend {
             }
             other => other,
         }
+    }
+
+    // ----- several devices, processes, managed memory, pool (see extras.rs) ------------------
+
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
+        self.peer_possible(device, peer)
+    }
+
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
+        self.enable_peer(device, peer)
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: the caller upholds Backend::copy_peer's contract, which peer_copy shares.
+        unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes, None) }
+    }
+
+    unsafe fn copy_peer_async(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: the caller upholds Backend::copy_peer_async's contract, which peer_copy shares.
+        unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes, Some(stream)) }
+    }
+
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+        self.ipc_export(device, ptr)
+    }
+
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+        self.ipc_import(device, handle)
+    }
+
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        // SAFETY: the caller upholds Backend::ipc_close_handle's contract.
+        unsafe { self.ipc_close(device, ptr) }
+    }
+
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
+        self.managed_allocate(device, bytes)
+    }
+
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        // SAFETY: the caller upholds Backend::managed_free's contract.
+        unsafe { self.managed_release(device, host) }
+    }
+
+    unsafe fn alloc_async(
+        &self,
+        device: usize,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<DevicePtr> {
+        // SAFETY: the caller guarantees the stream is a live stream of this device.
+        unsafe { self.pool_alloc(device, bytes, stream) }
+    }
+
+    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()> {
+        // SAFETY: the caller upholds Backend::free_async's contract.
+        unsafe { self.pool_free(device, ptr, stream) }
+    }
+
+    fn pool_usage(&self, device: usize) -> Result<PoolUsage> {
+        self.default_pool_usage(device)
+    }
+
+    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()> {
+        self.default_pool_set_threshold(device, bytes)
+    }
+
+    fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
+        self.default_pool_trim(device, keep)
     }
 
     // ----- kernels -------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 //! (so it is freed by the matching call), which host ranges are registered, and which events
 //! were created with timing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 /// How a device allocation was made; it must be freed the same way.
@@ -57,6 +57,43 @@ impl<V: Copy> Registry<V> {
     }
 }
 
+/// Which device owns each device address range (plain, stream-ordered and IPC-opened memory;
+/// unified addressing makes addresses unique across devices), so a launch can tell a peer's
+/// array from its own.
+#[derive(Debug, Default)]
+pub struct AddressMap {
+    ranges: Mutex<BTreeMap<u64, (usize, u64)>>,
+}
+
+impl AddressMap {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, (usize, u64)>> {
+        // Single inserts and removes: a poisoned lock is still consistent.
+        self.ranges
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn insert(&self, base: u64, device: usize, bytes: u64) {
+        self.lock().insert(base, (device, bytes));
+    }
+
+    pub fn remove(&self, base: u64) {
+        self.lock().remove(&base);
+    }
+
+    /// Bytes of the range starting exactly at `base`.
+    pub fn bytes_at(&self, base: u64) -> Option<u64> {
+        self.lock().get(&base).map(|(_, bytes)| *bytes)
+    }
+
+    /// The device owning the range that contains `address`.
+    pub fn owner(&self, address: u64) -> Option<usize> {
+        let ranges = self.lock();
+        let (base, (device, bytes)) = ranges.range(..=address).next_back()?;
+        (address - base < *bytes).then_some(*device)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +108,20 @@ mod tests {
         assert_eq!(r.remove(0, 0x1000), Some(AllocKind::Plain));
         assert_eq!(r.remove(0, 0x1000), None);
         assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn address_map_finds_the_owner_of_interior_addresses() {
+        let m = AddressMap::default();
+        m.insert(0x1000, 0, 0x100);
+        m.insert(0x2000, 1, 0x10);
+        assert_eq!(m.owner(0x1000), Some(0));
+        assert_eq!(m.owner(0x10ff), Some(0));
+        assert_eq!(m.owner(0x1100), None);
+        assert_eq!(m.owner(0x0fff), None);
+        assert_eq!(m.owner(0x200f), Some(1));
+        assert_eq!(m.bytes_at(0x2000), Some(0x10));
+        m.remove(0x2000);
+        assert_eq!(m.owner(0x2000), None);
     }
 }

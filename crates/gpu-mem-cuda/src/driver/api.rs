@@ -23,8 +23,9 @@ use super::result::ErrorText;
 use super::symbols::driver::Symbols;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_cuda_sys::driver::{
-    CUcontext, CUdevice_attribute, CUdevice_v1, CUdeviceptr_v2, CUevent, CUfunction,
-    CUfunction_attribute, CUmodule, CUresult, CUstream,
+    CU_IPC_HANDLE_SIZE, CUcontext, CUdevice_attribute, CUdevice_v1, CUdeviceptr_v2, CUevent,
+    CUfunction, CUfunction_attribute, CUipcMemHandle_v1, CUmemPool_attribute, CUmemoryPool,
+    CUmodule, CUresult, CUstream,
 };
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
@@ -789,6 +790,190 @@ impl CudaDriver {
         // SAFETY: the out-pointer is a live local; the events are guaranteed by the caller.
         self.check("cuEventElapsedTime", unsafe { f(&mut ms, start, end) })?;
         Ok(ms)
+    }
+
+    // ----- several devices -----------------------------------------------------------------
+
+    /// `cuDeviceCanAccessPeer(&can, device, peer)`.
+    pub fn device_can_access_peer(&self, device: CUdevice_v1, peer: CUdevice_v1) -> Result<bool> {
+        let f = get!(self.cuDeviceCanAccessPeer, "peer access");
+        let mut can: c_int = 0;
+        // SAFETY: the out-pointer is a live local; the driver validates both devices.
+        self.check("cuDeviceCanAccessPeer", unsafe {
+            f(&mut can, device, peer)
+        })?;
+        Ok(can != 0)
+    }
+
+    /// `cuCtxEnablePeerAccess(peer_context, 0)`: lets the current context address the memory
+    /// of `peer_context`. `CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED` is returned as the error it is;
+    /// the backend decides what it means.
+    ///
+    /// # Safety
+    /// `peer_context` is a live context.
+    pub unsafe fn ctx_enable_peer_access(&self, peer_context: CUcontext) -> Result<()> {
+        let f = get!(self.cuCtxEnablePeerAccess, "peer access");
+        // SAFETY: guaranteed by the caller; flags must be 0.
+        self.check("cuCtxEnablePeerAccess", unsafe { f(peer_context, 0) })
+    }
+
+    /// `cuMemcpyPeer(dst, dst_context, src, src_context, bytes)`.
+    ///
+    /// # Safety
+    /// Both contexts are live; `dst..dst+bytes` lies in an allocation of `dst_context` and
+    /// `src..src+bytes` in one of `src_context`.
+    pub unsafe fn memcpy_peer(
+        &self,
+        dst: CUdeviceptr_v2,
+        dst_context: CUcontext,
+        src: CUdeviceptr_v2,
+        src_context: CUcontext,
+        bytes: usize,
+    ) -> Result<()> {
+        let f = get!(self.cuMemcpyPeer, "peer copies");
+        // SAFETY: guaranteed by the caller; the count is in bytes.
+        self.check("cuMemcpyPeer", unsafe {
+            f(dst, dst_context, src, src_context, bytes)
+        })
+    }
+
+    /// `cuMemcpyPeerAsync(dst, dst_context, src, src_context, bytes, stream)`.
+    ///
+    /// # Safety
+    /// As [`CudaDriver::memcpy_peer`], both ranges stay valid until the copy completes, and
+    /// `stream` is live.
+    pub unsafe fn memcpy_peer_async(
+        &self,
+        dst: CUdeviceptr_v2,
+        dst_context: CUcontext,
+        src: CUdeviceptr_v2,
+        src_context: CUcontext,
+        bytes: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        let f = get!(self.cuMemcpyPeerAsync, "peer copies");
+        // SAFETY: guaranteed by the caller; the count is in bytes.
+        self.check("cuMemcpyPeerAsync", unsafe {
+            f(dst, dst_context, src, src_context, bytes, stream)
+        })
+    }
+
+    // ----- managed memory ------------------------------------------------------------------
+
+    /// `cuMemAllocManaged(&ptr, bytes, flags)` in the current context (`CU_MEM_ATTACH_*`).
+    pub fn mem_alloc_managed(&self, bytes: usize, flags: c_uint) -> Result<CUdeviceptr_v2> {
+        let f = get!(self.cuMemAllocManaged, "managed memory");
+        let mut ptr: CUdeviceptr_v2 = 0;
+        // SAFETY: the out-pointer is a live local.
+        self.check("cuMemAllocManaged", unsafe { f(&mut ptr, bytes, flags) })?;
+        Ok(ptr)
+    }
+
+    // ----- memory pools --------------------------------------------------------------------
+
+    /// `cuDeviceGetDefaultMemPool(&pool, device)`.
+    pub fn device_get_default_mem_pool(&self, device: CUdevice_v1) -> Result<CUmemoryPool> {
+        let f = get!(self.cuDeviceGetDefaultMemPool, "memory pools");
+        let mut pool: CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: the out-pointer is a live local; the driver validates the device.
+        self.check("cuDeviceGetDefaultMemPool", unsafe { f(&mut pool, device) })?;
+        Ok(pool)
+    }
+
+    /// `cuMemPoolGetAttribute(pool, attribute, &value)` for the 64-bit attributes
+    /// (`RELEASE_THRESHOLD`, `RESERVED_MEM_*`, `USED_MEM_*`).
+    ///
+    /// # Safety
+    /// `pool` is live and `attribute` is one whose value is a `cuuint64_t`.
+    pub unsafe fn mem_pool_get_attribute_u64(
+        &self,
+        pool: CUmemoryPool,
+        attribute: CUmemPool_attribute,
+    ) -> Result<u64> {
+        let f = get!(self.cuMemPoolGetAttribute, "memory pools");
+        let mut value: u64 = 0;
+        // SAFETY: the value is a live 64-bit local, the size the caller's attribute has.
+        self.check("cuMemPoolGetAttribute", unsafe {
+            f(pool, attribute, (&raw mut value).cast::<c_void>())
+        })?;
+        Ok(value)
+    }
+
+    /// `cuMemPoolSetAttribute(pool, attribute, &value)` for the 64-bit attributes
+    /// (`RELEASE_THRESHOLD`, and 0 to reset the `*_HIGH` watermarks).
+    ///
+    /// # Safety
+    /// `pool` is live and `attribute` is one whose value is a `cuuint64_t`.
+    pub unsafe fn mem_pool_set_attribute_u64(
+        &self,
+        pool: CUmemoryPool,
+        attribute: CUmemPool_attribute,
+        value: u64,
+    ) -> Result<()> {
+        let f = get!(self.cuMemPoolSetAttribute, "memory pools");
+        let mut value = value;
+        // SAFETY: the value is a live 64-bit local, the size the caller's attribute has.
+        self.check("cuMemPoolSetAttribute", unsafe {
+            f(pool, attribute, (&raw mut value).cast::<c_void>())
+        })
+    }
+
+    /// `cuMemPoolTrimTo(pool, keep)`.
+    ///
+    /// # Safety
+    /// `pool` is live.
+    pub unsafe fn mem_pool_trim_to(&self, pool: CUmemoryPool, keep: usize) -> Result<()> {
+        let f = get!(self.cuMemPoolTrimTo, "memory pools");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuMemPoolTrimTo", unsafe { f(pool, keep) })
+    }
+
+    // ----- inter-process sharing -----------------------------------------------------------
+
+    /// `cuIpcGetMemHandle(&handle, ptr)`: the 64 bytes another process opens.
+    ///
+    /// # Safety
+    /// `ptr` is the base of a live `cuMemAlloc` allocation of the current context.
+    pub unsafe fn ipc_get_mem_handle(
+        &self,
+        ptr: CUdeviceptr_v2,
+    ) -> Result<[u8; CU_IPC_HANDLE_SIZE as usize]> {
+        let f = get!(self.cuIpcGetMemHandle, "IPC memory handles");
+        let mut handle = CUipcMemHandle_v1 {
+            reserved: [0; CU_IPC_HANDLE_SIZE as usize],
+        };
+        // SAFETY: the out-pointer is a live local; `ptr` is guaranteed by the caller.
+        self.check("cuIpcGetMemHandle", unsafe { f(&mut handle, ptr) })?;
+        Ok(handle.reserved.map(|b| b as u8))
+    }
+
+    /// `cuIpcOpenMemHandle_v2(&ptr, handle, flags)` (`CU_IPC_MEM_*` flags) in the current
+    /// context.
+    pub fn ipc_open_mem_handle(
+        &self,
+        handle: &[u8; CU_IPC_HANDLE_SIZE as usize],
+        flags: c_uint,
+    ) -> Result<CUdeviceptr_v2> {
+        let f = get!(self.cuIpcOpenMemHandle, "IPC memory handles");
+        let raw = CUipcMemHandle_v1 {
+            reserved: handle.map(|b| b as c_char),
+        };
+        let mut ptr: CUdeviceptr_v2 = 0;
+        // SAFETY: the out-pointer is a live local; the handle is passed by value and the
+        // driver validates it.
+        self.check("cuIpcOpenMemHandle_v2", unsafe { f(&mut ptr, raw, flags) })?;
+        Ok(ptr)
+    }
+
+    /// `cuIpcCloseMemHandle(ptr)`.
+    ///
+    /// # Safety
+    /// `ptr` came from [`CudaDriver::ipc_open_mem_handle`] in the current context, is closed
+    /// once, and no work still uses it.
+    pub unsafe fn ipc_close_mem_handle(&self, ptr: CUdeviceptr_v2) -> Result<()> {
+        let f = get!(self.cuIpcCloseMemHandle, "IPC memory handles");
+        // SAFETY: guaranteed by the caller.
+        self.check("cuIpcCloseMemHandle", unsafe { f(ptr) })
     }
 
     // ----- modules and launch --------------------------------------------------------------

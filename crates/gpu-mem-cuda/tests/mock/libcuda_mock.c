@@ -18,8 +18,22 @@
  * bytes each parameter has, as the real driver knows from the compiled function), and numbers
  * every launch and stream synchronisation so the order can be checked.
  *
- * -DMOCK_OLD_DRIVER builds a driver from before CUDA 11: no stream-ordered allocator and only
- * the 7.0 export of cuDevicePrimaryCtxRelease.
+ * -DMOCK_OLD_DRIVER builds a driver from before CUDA 11: no stream-ordered allocator or pools,
+ * only the 7.0 export of cuDevicePrimaryCtxRelease and the 4.1 export of cuIpcOpenMemHandle.
+ * -DMOCK_NO_PEER builds one without peer access, peer copies and managed memory.
+ *
+ * Peer access, managed memory, the default pool and IPC (issue 14) are strict too:
+ *   - cuCtxEnablePeerAccess needs the peer's retained primary context and flags 0, says
+ *     PEER_ACCESS_ALREADY_ENABLED the second time; cuMemcpyPeer(Async) checks each range
+ *     against its own context's device and the stream against the destination device;
+ *   - cuMemAllocManaged records its flags; managed memory is reachable from every device and
+ *     freed by cuMemFree;
+ *   - cuMemAllocAsync / cuMemFreeAsync need a stream of the current device; the default pool
+ *     keeps freed bytes up to its release threshold at each synchronisation;
+ *   - cuIpcOpenMemHandle insists on CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS and refuses handles of
+ *     its own process (CUDA_ERROR_INVALID_CONTEXT, as CUDA does); mock_ipc_as_foreign() makes a
+ *     handle look foreign. The "mapping" is a snapshot copy of the exporter's bytes at open time,
+ *     not shared memory.
  */
 #define _GNU_SOURCE /* memmem */
 #include <pthread.h>
@@ -27,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -50,12 +65,14 @@ typedef void *CUevent;
 #define E_NOT_SUPPORTED 801
 #define E_ILLEGAL_ADDRESS 700
 #define E_CONTEXT_IS_DESTROYED 709
+#define E_PEER_ACCESS_UNSUPPORTED 217
+#define E_PEER_ALREADY_ENABLED 704
 
 #define DEVICES 2
 #define TOTAL_MEMORY (1ull << 30)
 #define MAX_ITEMS 4096
 
-enum kind { FREE_SLOT = 0, DEVICE_PLAIN, DEVICE_ASYNC, HOST_ALLOC, HOST_REGISTERED };
+enum kind { FREE_SLOT = 0, DEVICE_PLAIN, DEVICE_ASYNC, HOST_ALLOC, HOST_REGISTERED, MANAGED, IPC_MAPPED };
 
 struct item {
     enum kind kind;
@@ -65,7 +82,7 @@ struct item {
     int device;
 };
 
-struct stream { int magic; unsigned flags; };
+struct stream { int magic; unsigned flags; int device; };
 struct event { int magic; unsigned flags; int recorded; double when_ms; };
 #define STREAM_MAGIC 0x5157
 #define EVENT_MAGIC 0xE7E7
@@ -83,6 +100,19 @@ static __thread CUcontext current;
 static CUresult sticky[DEVICES];
 static int resets[DEVICES];
 static int host_register_supported = 1;
+static int managed_supported = 1;
+static int peer_possible = 1;
+static char peer_enabled[DEVICES][DEVICES];
+static unsigned last_managed_flags = 0xFFFFFFFFu;
+static unsigned last_ipc_open_flags = 0xFFFFFFFFu;
+static int peer_copies, peer_async_copies, ctx_syncs;
+static size_t last_peer_bytes;
+static CUstream last_peer_stream = (CUstream)(uintptr_t)-1;
+/* The default pool of each device: freed stream-ordered bytes kept, and the threshold. */
+struct pool { int magic; int device; unsigned long long threshold; unsigned long long cached; };
+#define POOL_MAGIC 0x9001
+static struct pool pools[DEVICES] = {{POOL_MAGIC, 0, 0, 0}, {POOL_MAGIC, 1, 0, 0}};
+static size_t last_trim = (size_t)-1;
 
 static unsigned last_stream_flags = 0xFFFFFFFFu;
 static unsigned last_event_flags = 0xFFFFFFFFu;
@@ -102,6 +132,18 @@ unsigned mock_last_register_flags(void) { return last_register_flags; }
 int mock_primary_refs(int device) { return primary_refs[device]; }
 int mock_plain_frees(void) { return calls_plain_free; }
 int mock_async_frees(void) { return calls_async_free; }
+void mock_set_managed_supported(int on) { managed_supported = on; }
+void mock_set_peer_possible(int on) { peer_possible = on; }
+int mock_peer_enabled(int device, int peer) { return peer_enabled[device][peer]; }
+unsigned mock_last_managed_flags(void) { return last_managed_flags; }
+unsigned mock_last_ipc_open_flags(void) { return last_ipc_open_flags; }
+int mock_peer_copies(void) { return peer_copies; }
+int mock_peer_async_copies(void) { return peer_async_copies; }
+int mock_ctx_syncs(void) { return ctx_syncs; }
+unsigned long long mock_last_peer_bytes(void) { return last_peer_bytes; }
+unsigned long long mock_last_peer_stream(void) { return (unsigned long long)(uintptr_t)last_peer_stream; }
+unsigned long long mock_pool_threshold(int device) { return pools[device].threshold; }
+unsigned long long mock_last_trim(void) { return last_trim; }
 
 static int current_device(void) {
     if (!current) return -1;
@@ -168,8 +210,9 @@ static int device_range_ok(CUdeviceptr p, size_t n) {
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_ITEMS && !ok; ++i) {
         struct item *it = &items[i];
-        int device_mem = (it->kind == DEVICE_PLAIN || it->kind == DEVICE_ASYNC) &&
-                         it->device == current_device();
+        int device_mem = ((it->kind == DEVICE_PLAIN || it->kind == DEVICE_ASYNC ||
+                           it->kind == IPC_MAPPED) && it->device == current_device()) ||
+                         it->kind == MANAGED;
         int mapped = (it->kind == HOST_ALLOC || it->kind == HOST_REGISTERED) && (it->flags & 2);
         if ((device_mem || mapped) && a >= it->base && a + n <= it->base + it->bytes) ok = 1;
     }
@@ -179,6 +222,34 @@ static int device_range_ok(CUdeviceptr p, size_t n) {
 
 static int stream_ok(CUstream s) {
     return s == NULL || ((struct stream *)s)->magic == STREAM_MAGIC;
+}
+
+/* A live stream of `device` (or the legacy stream, which belongs to the current context). */
+static int stream_of(CUstream s, int device) {
+    if (!stream_ok(s)) return 0;
+    return s == NULL ? current_device() == device : ((struct stream *)s)->device == device;
+}
+
+/* Is [p, p+n) inside device memory of `device` (or managed memory)? */
+__attribute__((unused)) static int range_on(int device, CUdeviceptr p, size_t n) {
+    const char *a = (const char *)(uintptr_t)p;
+    int ok = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS && !ok; ++i) {
+        struct item *it = &items[i];
+        int mem = ((it->kind == DEVICE_PLAIN || it->kind == DEVICE_ASYNC || it->kind == IPC_MAPPED) &&
+                   it->device == device) || it->kind == MANAGED;
+        if (mem && a >= it->base && a + n <= it->base + it->bytes) ok = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+/* The device of a retained primary context, or -1. */
+__attribute__((unused)) static int context_device(CUcontext ctx) {
+    if (ctx < (CUcontext)contexts || ctx >= (CUcontext)(contexts + DEVICES)) return -1;
+    int d = (int)((char *)ctx - contexts);
+    return primary_refs[d] > 0 ? d : -1;
 }
 
 /* ----- errors and initialisation ------------------------------------------------------- */
@@ -205,6 +276,9 @@ static CUresult describe(CUresult error, const char **out, int which) {
         case 218: *out = which ? "a PTX JIT compilation failed" : "CUDA_ERROR_INVALID_PTX"; return OK;
         case E_ILLEGAL_ADDRESS: *out = which ? "an illegal memory access was encountered" : "CUDA_ERROR_ILLEGAL_ADDRESS"; return OK;
         case E_CONTEXT_IS_DESTROYED: *out = which ? "context is destroyed" : "CUDA_ERROR_CONTEXT_IS_DESTROYED"; return OK;
+        case E_PEER_ACCESS_UNSUPPORTED: *out = which ? "peer access is not supported between these two devices" : "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"; return OK;
+        case E_PEER_ALREADY_ENABLED: *out = which ? "peer access is already enabled" : "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"; return OK;
+        case E_INVALID_DEVICE: *out = which ? "invalid device ordinal" : "CUDA_ERROR_INVALID_DEVICE"; return OK;
         default: return E_INVALID_VALUE;
     }
 }
@@ -253,6 +327,7 @@ CUresult cuDeviceGetAttribute(int *v, int attribute, CUdevice d) {
         case 19: *v = 1; return OK;     /* CAN_MAP_HOST_MEMORY */
         case 97: *v = 232448; return OK; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (227 KiB) */
         case 99: *v = host_register_supported; return OK; /* HOST_REGISTER_SUPPORTED */
+        case 83: *v = managed_supported; return OK; /* MANAGED_MEMORY */
         case 75: *v = 9; return OK;     /* COMPUTE_CAPABILITY_MAJOR */
         case 76: *v = 0; return OK;     /* COMPUTE_CAPABILITY_MINOR */
 #ifndef MOCK_OLD_DRIVER
@@ -327,7 +402,16 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult cuCtxGetCurrent(CUcontext *ctx) { NEED_INIT(); *ctx = current; return OK; }
-CUresult cuCtxSynchronize(void) { NEED_CONTEXT(); return OK; }
+static void pool_release_to_threshold(int d) {
+    if (pools[d].cached > pools[d].threshold) pools[d].cached = pools[d].threshold;
+}
+
+CUresult cuCtxSynchronize(void) {
+    NEED_CONTEXT();
+    ++ctx_syncs;
+    pool_release_to_threshold(current_device());
+    return OK;
+}
 
 /* ----- device memory ------------------------------------------------------------------- */
 
@@ -359,8 +443,15 @@ static CUresult device_free(CUdeviceptr p, enum kind kind) {
     NEED_CONTEXT();
     pthread_mutex_lock(&lock);
     struct item *it = find_base(kind, (void *)(uintptr_t)p);
+    if (!it && kind == DEVICE_PLAIN && (it = find_base(MANAGED, (void *)(uintptr_t)p))) {
+        free(it->base);
+        it->kind = FREE_SLOT;
+        pthread_mutex_unlock(&lock);
+        return OK;
+    }
     if (it) {
         used[it->device] -= it->bytes;
+        if (kind == DEVICE_ASYNC) pools[it->device].cached += it->bytes;
         free(it->base);
         it->kind = FREE_SLOT;
         if (kind == DEVICE_PLAIN) ++calls_plain_free; else ++calls_async_free;
@@ -375,12 +466,67 @@ CUresult cuMemFree_v2(CUdeviceptr p) { return device_free(p, DEVICE_PLAIN); }
 #ifndef MOCK_OLD_DRIVER
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t bytes, CUstream s) {
     if (!pools_supported) return E_NOT_SUPPORTED;
-    if (!stream_ok(s)) return E_INVALID_HANDLE;
-    return device_alloc(p, bytes, DEVICE_ASYNC);
+    NEED_CONTEXT();
+    if (!stream_of(s, current_device())) return E_INVALID_HANDLE;
+    CUresult r = device_alloc(p, bytes, DEVICE_ASYNC);
+    struct pool *pl = &pools[current_device()];
+    if (r == OK) pl->cached = pl->cached > bytes ? pl->cached - bytes : 0;
+    return r;
 }
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
-    if (!stream_ok(s)) return E_INVALID_HANDLE;
+    NEED_CONTEXT();
+    if (!stream_of(s, current_device())) return E_INVALID_HANDLE;
     return device_free(p, DEVICE_ASYNC);
+}
+
+static struct pool *pool_ok(void *p) {
+    struct pool *pl = p;
+    return pl >= pools && pl < pools + DEVICES && pl->magic == POOL_MAGIC ? pl : NULL;
+}
+
+CUresult cuDeviceGetDefaultMemPool(void **out, CUdevice d) {
+    NEED_INIT();
+    if (d < 0 || d >= DEVICES) return E_INVALID_DEVICE;
+    if (!pools_supported) return E_NOT_SUPPORTED;
+    *out = &pools[d];
+    return OK;
+}
+
+CUresult cuMemPoolGetAttribute(void *p, int attr, void *value) {
+    NEED_INIT();
+    struct pool *pl = pool_ok(p);
+    if (!pl || !value) return E_INVALID_VALUE;
+    unsigned long long used_bytes = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i)
+        if (items[i].kind == DEVICE_ASYNC && items[i].device == pl->device) used_bytes += items[i].bytes;
+    pthread_mutex_unlock(&lock);
+    unsigned long long v;
+    switch (attr) {
+        case 4: v = pl->threshold; break;                 /* RELEASE_THRESHOLD */
+        case 5: v = used_bytes + pl->cached; break;       /* RESERVED_MEM_CURRENT */
+        case 7: v = used_bytes; break;                    /* USED_MEM_CURRENT */
+        default: return E_INVALID_VALUE;
+    }
+    memcpy(value, &v, sizeof v);
+    return OK;
+}
+
+CUresult cuMemPoolSetAttribute(void *p, int attr, void *value) {
+    NEED_INIT();
+    struct pool *pl = pool_ok(p);
+    if (!pl || !value || attr != 4) return E_INVALID_VALUE;
+    memcpy(&pl->threshold, value, sizeof pl->threshold);
+    return OK;
+}
+
+CUresult cuMemPoolTrimTo(void *p, size_t keep) {
+    NEED_INIT();
+    struct pool *pl = pool_ok(p);
+    if (!pl) return E_INVALID_VALUE;
+    last_trim = keep;
+    if (pl->cached > keep) pl->cached = keep;
+    return OK;
 }
 #endif
 
@@ -521,6 +667,7 @@ CUresult cuStreamCreate(CUstream *s, unsigned flags) {
     struct stream *st = calloc(1, sizeof *st);
     st->magic = STREAM_MAGIC;
     st->flags = flags;
+    st->device = current_device();
     *s = st;
     return OK;
 }
@@ -552,6 +699,7 @@ CUresult cuStreamSynchronize(CUstream s) {
     CUresult r = next_sync_failure;
     next_sync_failure = OK;
     if (is_sticky(r)) sticky[current_device()] = r;
+    if (r == OK && s == NULL) pool_release_to_threshold(current_device());
     return r;
 }
 CUresult cuStreamQuery(CUstream s) { NEED_CONTEXT(); return stream_ok(s) ? OK : E_INVALID_HANDLE; }
@@ -806,4 +954,148 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     last_launch_stream = s;
     last_launch_seq = ++sequence;
     return OK;
+}
+
+/* ----- several devices: peer access and copies ----------------------------------------- */
+
+#ifndef MOCK_NO_PEER
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice p) {
+    NEED_INIT();
+    if (!can) return E_INVALID_VALUE;
+    if (d < 0 || d >= DEVICES || p < 0 || p >= DEVICES || d == p) return E_INVALID_DEVICE;
+    *can = peer_possible;
+    return OK;
+}
+
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
+    NEED_CONTEXT();
+    if (flags != 0) return E_INVALID_VALUE;
+    int p = context_device(peer), d = current_device();
+    if (p < 0) return E_INVALID_CONTEXT;
+    if (p == d) return E_INVALID_DEVICE;
+    if (!peer_possible) return E_PEER_ACCESS_UNSUPPORTED;
+    if (peer_enabled[d][p]) return E_PEER_ALREADY_ENABLED;
+    peer_enabled[d][p] = 1;
+    return OK;
+}
+
+static CUresult peer_copy(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n) {
+    int dd = context_device(dc), sd = context_device(sc);
+    if (dd < 0 || sd < 0) return E_INVALID_CONTEXT;
+    if (sticky[dd]) return sticky[dd];
+    if (sticky[sd]) return sticky[sd];
+    if (!range_on(dd, dst, n) || !range_on(sd, src, n)) return E_INVALID_VALUE;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    last_peer_bytes = n;
+    return OK;
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n) {
+    NEED_INIT();
+    CUresult r = peer_copy(dst, dc, src, sc, n);
+    if (r == OK) ++peer_copies;
+    return r;
+}
+
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n,
+                           CUstream s) {
+    NEED_CONTEXT();
+    if (!stream_of(s, context_device(dc))) return E_INVALID_HANDLE;
+    CUresult r = peer_copy(dst, dc, src, sc, n);
+    if (r == OK) { ++peer_async_copies; last_peer_stream = s; }
+    return r;
+}
+
+/* ----- managed memory ------------------------------------------------------------------ */
+
+CUresult cuMemAllocManaged(CUdeviceptr *p, size_t bytes, unsigned flags) {
+    NEED_CONTEXT();
+    last_managed_flags = flags;
+    if (!p || bytes == 0 || (flags != 1 && flags != 2)) return E_INVALID_VALUE;
+    if (!managed_supported) return E_NOT_SUPPORTED;
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    char *mem = aligned_alloc(4096, rounded);
+    if (!mem) return E_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    struct item *it = add_item(MANAGED, mem, bytes, flags);
+    pthread_mutex_unlock(&lock);
+    if (!it) { free(mem); return E_OUT_OF_MEMORY; }
+    *p = (CUdeviceptr)(uintptr_t)mem;
+    return OK;
+}
+#endif
+
+/* ----- inter-process sharing ------------------------------------------------------------ */
+
+struct ipc_handle { char magic[8]; int pid; int device; unsigned long long base; unsigned long long bytes; char pad[32]; };
+typedef struct { char reserved[64]; } CUipcMemHandle;
+_Static_assert(sizeof(struct ipc_handle) == 64, "CUipcMemHandle is 64 bytes");
+
+/* Makes a handle look as if another process had exported it. */
+void mock_ipc_as_foreign(unsigned char *h) {
+    struct ipc_handle x;
+    memcpy(&x, h, sizeof x);
+    x.pid += 1;
+    memcpy(h, &x, sizeof x);
+}
+
+int mock_live_ipc_mappings(void) {
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i) n += items[i].kind == IPC_MAPPED;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
+    NEED_CONTEXT();
+    if (!h) return E_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    struct item *it = find_base(DEVICE_PLAIN, (void *)(uintptr_t)p);
+    struct ipc_handle x = {{'g', 'm', 'm', 'o', 'c', 'k', 'i', 'p'}, getpid(), 0, p, 0, {0}};
+    if (it) { x.device = it->device; x.bytes = it->bytes; }
+    int ok = it && it->device == current_device();
+    pthread_mutex_unlock(&lock);
+    if (!ok) return E_INVALID_VALUE;
+    memcpy(h, &x, sizeof x);
+    return OK;
+}
+
+static CUresult ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
+    NEED_CONTEXT();
+    last_ipc_open_flags = flags;
+    if (!p || flags != 1) return E_INVALID_VALUE; /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
+    struct ipc_handle x;
+    memcpy(&x, &h, sizeof x);
+    if (memcmp(x.magic, "gmmockip", 8) != 0) return E_INVALID_VALUE;
+    if (x.pid == getpid()) return E_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    struct item *src = find_base(DEVICE_PLAIN, (void *)(uintptr_t)x.base);
+    char *mem = src ? malloc(src->bytes) : NULL;
+    struct item *it = NULL;
+    if (mem) {
+        memcpy(mem, src->base, src->bytes);
+        it = add_item(IPC_MAPPED, mem, src->bytes, 0);
+        if (!it) free(mem);
+    }
+    pthread_mutex_unlock(&lock);
+    if (!it) return E_INVALID_VALUE;
+    *p = (CUdeviceptr)(uintptr_t)mem;
+    return OK;
+}
+
+#ifdef MOCK_OLD_DRIVER
+CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) { return ipc_open(p, h, flags); }
+#else
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) { return ipc_open(p, h, flags); }
+#endif
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+    NEED_CONTEXT();
+    pthread_mutex_lock(&lock);
+    struct item *it = find_base(IPC_MAPPED, (void *)(uintptr_t)p);
+    int ok = it && it->device == current_device();
+    if (ok) { free(it->base); it->kind = FREE_SLOT; }
+    pthread_mutex_unlock(&lock);
+    return ok ? OK : E_INVALID_VALUE;
 }

@@ -61,6 +61,18 @@
 /// | `cuFuncGetParamInfo` | `cuFuncGetParamInfo` | 12.4 |
 /// | `cuModuleLoadDataEx` | `cuModuleLoadDataEx` | 2.1 |
 /// | `cuDevicePrimaryCtxReset` | `cuDevicePrimaryCtxReset_v2`, `cuDevicePrimaryCtxReset` | 11.0 (falls back to the 7.0 export) |
+/// | `cuDeviceCanAccessPeer` | `cuDeviceCanAccessPeer` | 4.0 |
+/// | `cuCtxEnablePeerAccess` | `cuCtxEnablePeerAccess` | 4.0 |
+/// | `cuMemcpyPeer` | `cuMemcpyPeer` | 4.0 |
+/// | `cuMemcpyPeerAsync` | `cuMemcpyPeerAsync` | 4.0 |
+/// | `cuMemAllocManaged` | `cuMemAllocManaged` | 6.0 |
+/// | `cuDeviceGetDefaultMemPool` | `cuDeviceGetDefaultMemPool` | 11.2 |
+/// | `cuMemPoolGetAttribute` | `cuMemPoolGetAttribute` | 11.2 |
+/// | `cuMemPoolSetAttribute` | `cuMemPoolSetAttribute` | 11.2 |
+/// | `cuMemPoolTrimTo` | `cuMemPoolTrimTo` | 11.2 |
+/// | `cuIpcGetMemHandle` | `cuIpcGetMemHandle` | 4.1 |
+/// | `cuIpcOpenMemHandle` | `cuIpcOpenMemHandle_v2`, `cuIpcOpenMemHandle` | 11.0 (falls back to the 4.1 export) |
+/// | `cuIpcCloseMemHandle` | `cuIpcCloseMemHandle` | 4.1 |
 #[macro_export]
 macro_rules! cuda_driver_symbols {
     ($m:ident) => {
@@ -119,6 +131,18 @@ macro_rules! cuda_driver_symbols {
             cuFuncGetParamInfo: $crate::driver::PFN_cuFuncGetParamInfo_v12040 = ["cuFuncGetParamInfo"], "12.4";
             cuModuleLoadDataEx: $crate::driver::PFN_cuModuleLoadDataEx_v2010 = ["cuModuleLoadDataEx"], "2.1";
             cuDevicePrimaryCtxReset: $crate::driver::PFN_cuDevicePrimaryCtxReset_v11000 = ["cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset"], "11.0 (falls back to the 7.0 export)";
+            cuDeviceCanAccessPeer: $crate::driver::PFN_cuDeviceCanAccessPeer_v4000 = ["cuDeviceCanAccessPeer"], "4.0";
+            cuCtxEnablePeerAccess: $crate::driver::PFN_cuCtxEnablePeerAccess_v4000 = ["cuCtxEnablePeerAccess"], "4.0";
+            cuMemcpyPeer: $crate::driver::PFN_cuMemcpyPeer_v4000 = ["cuMemcpyPeer"], "4.0";
+            cuMemcpyPeerAsync: $crate::driver::PFN_cuMemcpyPeerAsync_v4000 = ["cuMemcpyPeerAsync"], "4.0";
+            cuMemAllocManaged: $crate::driver::PFN_cuMemAllocManaged_v6000 = ["cuMemAllocManaged"], "6.0";
+            cuDeviceGetDefaultMemPool: $crate::driver::PFN_cuDeviceGetDefaultMemPool_v11020 = ["cuDeviceGetDefaultMemPool"], "11.2";
+            cuMemPoolGetAttribute: $crate::driver::PFN_cuMemPoolGetAttribute_v11020 = ["cuMemPoolGetAttribute"], "11.2";
+            cuMemPoolSetAttribute: $crate::driver::PFN_cuMemPoolSetAttribute_v11020 = ["cuMemPoolSetAttribute"], "11.2";
+            cuMemPoolTrimTo: $crate::driver::PFN_cuMemPoolTrimTo_v11020 = ["cuMemPoolTrimTo"], "11.2";
+            cuIpcGetMemHandle: $crate::driver::PFN_cuIpcGetMemHandle_v4010 = ["cuIpcGetMemHandle"], "4.1";
+            cuIpcOpenMemHandle: $crate::driver::PFN_cuIpcOpenMemHandle_v11000 = ["cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"], "11.0 (falls back to the 4.1 export)";
+            cuIpcCloseMemHandle: $crate::driver::PFN_cuIpcCloseMemHandle_v4010 = ["cuIpcCloseMemHandle"], "4.1";
         }
     };
 }

@@ -52,6 +52,10 @@ pub(crate) struct StreamInner {
     keep_alive: Mutex<Vec<(u64, KeepAlive)>>,
     /// The latest failure of enqueued work not yet returned by [`Stream::synchronize`].
     unreported: Mutex<Option<String>>,
+    /// `Some` for a stream adopted with [`Stream::from_raw_handle`]: what keeps the foreign
+    /// handle alive. Such a handle is never destroyed by gpu-mem; the owner is dropped with this
+    /// value (after the stream's last synchronization), or leaked with it when that failed.
+    owner: Option<KeepAlive>,
 }
 
 impl fmt::Debug for StreamInner {
@@ -61,6 +65,7 @@ impl fmt::Debug for StreamInner {
             .field("handle", &format_args!("{:#x}", self.handle.0))
             .field("submitted", &self.submitted.load(Ordering::Relaxed))
             .field("completed", &self.completed.load(Ordering::Relaxed))
+            .field("borrowed", &self.owner.is_some())
             .finish()
     }
 }
@@ -159,7 +164,42 @@ impl Stream {
     /// Creates a stream on `device`.
     pub fn new(device: &Device) -> Result<Stream> {
         let handle = device.backend().stream_create(device.ordinal())?;
-        Ok(Stream {
+        Ok(Stream::with_handle(device, handle, None))
+    }
+
+    /// A gpu-mem stream over a stream handle another library (or another gpu-mem [`Stream`])
+    /// created, without taking it over: `owner` — an `Arc<cudarc::driver::CudaStream>`, a guard
+    /// of the foreign library, another `Arc<Stream>` — is kept alive exactly as long as the
+    /// returned stream and dropped after it. Everything else is as for [`Stream::new`]: work is
+    /// enqueued on `handle`, what it uses is kept alive until a synchronization shows it done,
+    /// and dropping the stream synchronizes it. Dropping it never destroys `handle`; it then
+    /// drops `owner` (or leaks it, with the stream's bookkeeping, when that last synchronization
+    /// fails with anything but a failure of the work itself, as [`Stream`]'s drop does).
+    ///
+    /// # Safety
+    /// 1. `handle` is a live stream of `device` that `device`'s backend accepts wherever it
+    ///    accepts a handle from its own stream creation: on CUDA any `CUstream` of the device's
+    ///    primary context (the legacy default stream, null, included; the per-thread stream
+    ///    `0x2` is not, since which stream it names depends on the calling thread, and gpu-mem
+    ///    synchronizes and drops from any thread); on ROC and the simulator, a handle created by
+    ///    the same backend instance for the same device (e.g. another `Stream`'s
+    ///    [`Stream::handle`]).
+    /// 2. Nobody destroys the handle before `owner` is dropped (which gpu-mem does only after
+    ///    the returned stream's last synchronization, so none of its work is in flight then).
+    ///
+    /// Work that others enqueue on the same handle is ordered with gpu-mem's by the stream
+    /// itself; gpu-mem's synchronizations also wait for it, and its bookkeeping is not told of
+    /// it (use [`Stream::enqueue_external`] to hand gpu-mem arrays to such work).
+    pub unsafe fn from_raw_handle<O: Any + Send + Sync>(
+        device: &Device,
+        handle: StreamHandle,
+        owner: O,
+    ) -> Stream {
+        Stream::with_handle(device, handle, Some(Box::new(owner)))
+    }
+
+    fn with_handle(device: &Device, handle: StreamHandle, owner: Option<KeepAlive>) -> Stream {
+        Stream {
             inner: Arc::new(StreamInner {
                 device: device.clone(),
                 handle,
@@ -167,8 +207,15 @@ impl Stream {
                 completed: AtomicU64::new(0),
                 keep_alive: Mutex::new(Vec::new()),
                 unreported: Mutex::new(None),
+                owner,
             }),
-        })
+        }
+    }
+
+    /// `false` for a stream adopted with [`Stream::from_raw_handle`], whose handle gpu-mem does
+    /// not destroy.
+    pub fn owns_handle(&self) -> bool {
+        self.inner.owner.is_none()
     }
 
     /// The device the stream belongs to.
@@ -310,6 +357,11 @@ impl Drop for Stream {
                 std::mem::forget(Arc::clone(&self.inner));
                 return;
             }
+        }
+        if self.inner.owner.is_some() {
+            // Adopted: the handle is its owner's to destroy; the owner is dropped with `inner`,
+            // right after this function (the stream's work is complete).
+            return;
         }
         let device = &self.inner.device;
         // SAFETY: the handle came from `stream_create` on this device; the stream was just

@@ -8,6 +8,8 @@
 
 #[path = "mock/launch.rs"]
 mod launch;
+#[path = "mock/multi.rs"]
+mod multi;
 
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags, StreamHandle};
 use gpu_mem_core::{Backend, Error};
@@ -45,6 +47,8 @@ struct Stats {
     dispatches: i32,
     doorbell_regressions: i32,
     fault_aborts: i32,
+    bad_agent_copies: i32,
+    live_ipc_mappings: i32,
     reserved: i32,
 }
 
@@ -236,6 +240,7 @@ fn main() {
             "signals_outlive_the_operations_waiting_on_them",
             signals_outlive_dependents,
         ),
+        ("peer_access_and_copies", multi::peer_access_and_copies),
     ];
     let launch_tests: &[(&str, TestFn)] = &[
         (
@@ -336,6 +341,12 @@ fn run_checked(mock: &Mock, test: TestFn) -> Result<(), Failed> {
     )?;
     ensure(after.init_count == before.init_count, || {
         format!("hsa_init/shut_down unbalanced: {before:?} -> {after:?}")
+    })?;
+    ensure(after.bad_agent_copies == before.bad_agent_copies, || {
+        "an async copy named an agent that does not own its side".into()
+    })?;
+    ensure(after.live_ipc_mappings == before.live_ipc_mappings, || {
+        format!("IPC mappings left attached: {before:?} -> {after:?}")
     })?;
     ensure(after.live_locks == before.live_locks, || {
         format!("locks left behind: {before:?} -> {after:?}")

@@ -80,6 +80,10 @@ const HSA: Target = Target {
         "hsa_amd_memory_async_copy",
         "hsa_amd_memory_fill",
         "hsa_amd_pointer_info",
+        // inter-process sharing
+        "hsa_amd_ipc_memory_create",
+        "hsa_amd_ipc_memory_attach",
+        "hsa_amd_ipc_memory_detach",
         // signals
         "hsa_signal_create",
         "hsa_amd_signal_create",
@@ -147,6 +151,7 @@ const HSA: Target = Target {
         "hsa_default_float_rounding_mode_t",
         "hsa_amd_signal_attribute_t",
         "hsa_amd_pointer_type_t",
+        "hsa_amd_ipc_memory_t",
         "hsa_queue_feature_t",
         "hsa_queue_type_t",
     ],

@@ -26,6 +26,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub struct DeviceAlloc {
     pub device: usize,
     pub bytes: usize,
+    /// Another process's allocation mapped with `hsa_amd_ipc_memory_attach` (closed with
+    /// `ipc_close_handle`, never freed, not counted as this device's memory use).
+    pub imported: bool,
 }
 
 /// A host allocation from the system pool.
@@ -33,6 +36,8 @@ pub struct DeviceAlloc {
 pub struct HostAlloc {
     pub device: usize,
     pub bytes: usize,
+    /// Made by `managed_alloc` (freed by `managed_free` only), else by `host_alloc`.
+    pub managed: bool,
 }
 
 /// A page-locked (registered) host range.
@@ -84,7 +89,7 @@ impl Registry {
     pub fn device_bytes_in_use(&self, device: usize) -> u64 {
         lock(&self.device)
             .values()
-            .filter(|a| a.device == device)
+            .filter(|a| a.device == device && !a.imported)
             .map(|a| a.bytes as u64)
             .sum()
     }
@@ -128,7 +133,28 @@ impl RocBackend {
                 reason: "the pool returned memory aligned to less than 256 bytes",
             });
         }
-        lock(&self.registry.device).insert(address, DeviceAlloc { device, bytes });
+        // Peers that enabled access to this device reach this allocation too. The grant and the
+        // registry insertion happen under the peer-access lock, so `enable_peer_access` either
+        // sees this allocation or has already added its peer to the list used here.
+        let peers = lock(&self.peer_access);
+        let agents = self.peer_agents_of(&peers, device);
+        if !agents.is_empty() {
+            // SAFETY: `ptr` is the base of the pool allocation just made.
+            if let Err(e) = unsafe { self.hsa.agents_allow_access(&agents, ptr) } {
+                // SAFETY: just allocated, nothing uses it.
+                let _ = unsafe { self.hsa.memory_pool_free(ptr) };
+                return Err(e);
+            }
+        }
+        lock(&self.registry.device).insert(
+            address,
+            DeviceAlloc {
+                device,
+                bytes,
+                imported: false,
+            },
+        );
+        drop(peers);
         Ok(DevicePtr(address))
     }
 
@@ -138,7 +164,7 @@ impl RocBackend {
         self.gpu(device)?;
         let entry = lock(&self.registry.device).get(&ptr.0).copied();
         match entry {
-            Some(a) if a.device == device => {}
+            Some(a) if a.device == device && !a.imported => {}
             _ => {
                 return Err(Error::InvalidPointer {
                     kind: "device",
@@ -155,7 +181,7 @@ impl RocBackend {
     }
 
     /// The GPU agents a host allocation or registration is made accessible to.
-    fn host_agents(&self, device: usize, portable: bool) -> Vec<sys::hsa_agent_t> {
+    pub(super) fn host_agents(&self, device: usize, portable: bool) -> Vec<sys::hsa_agent_t> {
         if portable {
             self.topology
                 .gpus
@@ -214,7 +240,14 @@ impl RocBackend {
             bytes: bytes as u64,
             reason: "the system pool returned a null pointer",
         })?;
-        lock(&self.registry.host).insert(ptr as usize, HostAlloc { device, bytes });
+        lock(&self.registry.host).insert(
+            ptr as usize,
+            HostAlloc {
+                device,
+                bytes,
+                managed: false,
+            },
+        );
         let device_ptr = flags.mapped.then_some(DevicePtr(ptr as u64));
         Ok(HostAllocation {
             host,
@@ -229,7 +262,7 @@ impl RocBackend {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
         let known = lock(&self.registry.host).get(&address).copied();
-        if known.is_none_or(|a| a.device != device) {
+        if known.is_none_or(|a| a.device != device || a.managed) {
             return Err(Error::InvalidPointer {
                 kind: "host",
                 address: address as u64,
@@ -327,6 +360,7 @@ mod tests {
             HostAlloc {
                 device: 0,
                 bytes: 0x1000,
+                managed: false,
             },
         );
         lock(&r.registered).insert(

@@ -44,8 +44,11 @@
 //! is thread safe.
 
 mod event;
+mod ipc;
 mod launch;
+mod managed;
 mod memory;
+mod peer;
 mod signal;
 mod stream;
 mod topology;
@@ -61,7 +64,7 @@ use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use launch::Launcher;
 use memory::{Registry, lock};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -88,6 +91,9 @@ pub struct RocBackend {
     launcher: Launcher,
     /// Page-locked bounce buffers for synchronous copies of pageable memory.
     bounce: transfer::BouncePool,
+    /// `(device, peer)` pairs for which `enable_peer_access` granted `device` access to
+    /// `peer`'s memory (see `peer`).
+    peer_access: Mutex<BTreeSet<(usize, usize)>>,
 }
 
 impl RocBackend {
@@ -116,6 +122,7 @@ impl RocBackend {
             copy_timing,
             launcher: Launcher::default(),
             bounce: transfer::BouncePool::default(),
+            peer_access: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -418,6 +425,39 @@ unsafe impl Backend for RocBackend {
     ) -> Result<()> {
         // SAFETY: forwarded contract.
         unsafe { self.memset_async(device, dst, value, bytes, stream) }
+    }
+
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
+        self.peer_accessible(device, peer)
+    }
+
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
+        self.enable_peer(device, peer)
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes) }
+    }
+
+    unsafe fn copy_peer_async(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.peer_copy_async(dst_device, dst, src_device, src, bytes, stream) }
     }
 
     unsafe fn launch(

@@ -111,6 +111,15 @@ impl Signal {
             .push(dep);
     }
 
+    /// Keeps `keep` alive until this operation has completed (with what it already holds).
+    pub fn hold(&self, keep: KeepAlive) {
+        let mut slot = self.keep.lock().unwrap_or_else(PoisonError::into_inner);
+        *slot = Some(match slot.take() {
+            Some(previous) => Box::new((previous, keep)),
+            None => keep,
+        });
+    }
+
     /// The error status the runtime reported for this dispatch's queue, if any.
     fn queue_failure(&self) -> Option<u32> {
         self.queue.as_ref().and_then(|q| q.failure())

@@ -37,6 +37,16 @@ pub struct Side {
     pub agent: sys::hsa_agent_t,
 }
 
+impl Side {
+    /// The same side `bytes` further on.
+    pub fn offset(self, bytes: usize) -> Side {
+        Side {
+            address: self.address + bytes,
+            agent: self.agent,
+        }
+    }
+}
+
 /// Size of one bounce buffer: synchronous copies of pageable memory move in chunks of this.
 pub const BOUNCE_BYTES: usize = 4 << 20;
 
@@ -62,9 +72,16 @@ impl BouncePool {
 
 /// A bounce buffer taken for one synchronous copy; back to the pool when dropped (after the
 /// copy's completion signal was observed, or the copy was never started).
-struct Bounce<'a> {
+pub(super) struct Bounce<'a> {
     pool: &'a BouncePool,
     address: usize,
+}
+
+impl Bounce<'_> {
+    /// The buffer's address (host and GPU address alike).
+    pub(super) fn address(&self) -> usize {
+        self.address
+    }
 }
 
 impl Drop for Bounce<'_> {
@@ -74,7 +91,7 @@ impl Drop for Bounce<'_> {
 }
 
 impl RocBackend {
-    fn device_side(&self, device: usize, ptr: DevicePtr, bytes: usize) -> Result<Side> {
+    pub(super) fn device_side(&self, device: usize, ptr: DevicePtr, bytes: usize) -> Result<Side> {
         let gpu = self.gpu(device)?;
         let end = ptr.checked_add(bytes as u64).ok_or(Error::InvalidPointer {
             kind: "device",
@@ -130,7 +147,7 @@ impl RocBackend {
     }
 
     /// An idle bounce buffer, or a new one.
-    fn bounce(&self) -> Result<Bounce<'_>> {
+    pub(super) fn bounce(&self) -> Result<Bounce<'_>> {
         let pool = &self.bounce;
         if let Some(address) = lock(&pool.idle).pop() {
             return Ok(Bounce { pool, address });
@@ -161,7 +178,7 @@ impl RocBackend {
     ///
     /// # Safety
     /// Both sides are accessible to the copy agents and stay valid until the signal completes.
-    unsafe fn start_copy(
+    pub(super) unsafe fn start_copy(
         &self,
         dst: Side,
         src: Side,
@@ -208,7 +225,7 @@ impl RocBackend {
     ///
     /// # Safety
     /// As `copy_now`.
-    unsafe fn copy_and_wait(
+    pub(super) unsafe fn copy_and_wait(
         &self,
         dst: Side,
         src: Side,

@@ -19,6 +19,12 @@
  *     barrier-AND dependencies, logs each kernel dispatch (packet bytes, kernarg bytes, times),
  *     runs no code, then retires the packet and completes its signal. Freeing a kernarg buffer
  *     that a valid packet still names counts as a violation.
+ *   - several GPUs (mock_hsa_set_gpu_count: 1 or 2, read at agent iteration): each GPU owns its
+ *     VRAM pool; a GPU reaches another's VRAM, or system memory, only once hsa_amd_agents_allow_access
+ *     listed it (the list replaces the access set; an empty list, non-NULL flags or an agent that may
+ *     never access the pool are refused); async copies require each GPU agent named to reach both
+ *     buffers and each agent to own (VRAM) or be the CPU for (host memory) the side it is named for,
+ *     as hsa_ext_amd.h says.
  * Built by the test with `cc -shared -fPIC`; uses the real HSA headers for the ABI.
  */
 #include <elf.h>
@@ -35,10 +41,13 @@
 
 #define CPU_AGENT 1
 #define GPU_AGENT 2
+#define GPU2_AGENT 3
 #define POOL_SYSTEM 11
 #define POOL_KERNARG 12
 #define POOL_VRAM 21
 #define POOL_LDS 22
+#define POOL_VRAM2 31
+#define POOL_LDS2 32
 #define VRAM_BYTES (64u << 20)
 #define AGENT_OFFSET ((uintptr_t)1 << 44)
 #define MAX_SIGNALS 65536
@@ -63,8 +72,9 @@ typedef struct {
   uintptr_t base;
   size_t size;
   int kind; /* 1 vram, 2 system, 3 locked, 4 kernarg */
-  int gpu_allowed;
+  int gpu_allowed;      /* bit (1 << agent handle) per GPU agent that may access it */
   uintptr_t agent_base; /* locked: address the GPU uses */
+  uint64_t owner;       /* VRAM: the GPU agent whose pool it came from */
   int live;
 } range;
 
@@ -77,7 +87,14 @@ static atomic_int violations = 0;
 static atomic_int fail_next_copy = 0;
 static atomic_int copies_started = 0;
 static atomic_int profiling = 0;
-static size_t vram_used = 0;
+static size_t vram_used = 0; /* both GPUs */
+static size_t vram_used_by[2] = {0, 0};
+static atomic_int gpu_count = 1;
+static atomic_int peer_never = 0; /* GPUs may never access each other's VRAM */
+static atomic_int bad_agent_copies = 0; /* async copies naming an agent that does not own its side */
+#define AGENT_BIT(h) (1 << (int)(h))
+#define ALL_GPUS (AGENT_BIT(GPU_AGENT) | AGENT_BIT(GPU2_AGENT))
+static int is_gpu(uint64_t h) { return h == GPU_AGENT || (h == GPU2_AGENT && atomic_load(&gpu_count) >= 2); }
 static atomic_int delay_us = 3000;
 static atomic_int dispatch_delay_us = 2000;
 static atomic_int fail_next_dispatch = 0;
@@ -114,10 +131,17 @@ typedef struct {
   uint64_t vram_used;
   int32_t live_kernarg, executables_loaded, live_executables, live_readers, live_queues;
   int32_t barrier_packets, dispatches, doorbell_regressions;
-  int32_t fault_aborts, reserved;
+  int32_t fault_aborts, bad_agent_copies;
+  int32_t live_ipc_mappings, reserved;
 } mock_stats_t;
 
 void mock_hsa_fail_next_copy(void) { atomic_store(&fail_next_copy, 1); }
+/* How many GPU agents hsa_iterate_agents reports (1 or 2). */
+void mock_hsa_set_gpu_count(int n) { atomic_store(&gpu_count, n >= 2 ? 2 : 1); }
+/* Whether GPUs report NEVER_ALLOWED for each other's VRAM pool. */
+void mock_hsa_set_peer_never(int never) { atomic_store(&peer_never, never); }
+/* Whether `agent` (a handle) may access the allocation containing the address `addr` now. */
+int mock_hsa_can_reach(uint64_t agent, uintptr_t addr);
 void mock_hsa_set_delay_us(int us) { atomic_store(&delay_us, us); }
 void mock_hsa_fail_next_dispatch(void) { atomic_store(&fail_next_dispatch, 1); }
 void mock_hsa_fault_next_dispatch(void) { atomic_store(&fail_next_dispatch, 2); }
@@ -158,6 +182,10 @@ void mock_hsa_stats(mock_stats_t *s) {
   s->dispatches = atomic_load(&dispatches);
   s->doorbell_regressions = atomic_load(&doorbell_regressions);
   s->fault_aborts = atomic_load(&fault_aborts);
+  s->bad_agent_copies = atomic_load(&bad_agent_copies);
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_RANGES; i++) if (ranges[i].live && ranges[i].kind == 5) s->live_ipc_mappings++;
+  pthread_mutex_unlock(&lock);
 }
 
 /* ---- helpers ------------------------------------------------------------------------- */
@@ -168,16 +196,20 @@ static mock_signal *sig(hsa_signal_t s) {
   return m;
 }
 
-static int add_range(uintptr_t base, size_t size, int kind, uintptr_t agent_base) {
+static int add_range_owned(uintptr_t base, size_t size, int kind, uintptr_t agent_base, int access, uint64_t owner) {
   pthread_mutex_lock(&lock);
   for (int i = 0; i < MAX_RANGES; i++)
     if (!ranges[i].live) {
-      ranges[i] = (range){base, size, kind, kind == 1 || kind == 4, agent_base, 1};
+      ranges[i] = (range){base, size, kind, access, agent_base, owner, 1};
       pthread_mutex_unlock(&lock);
       return 1;
     }
   pthread_mutex_unlock(&lock);
   return 0;
+}
+
+static int add_range(uintptr_t base, size_t size, int kind, uintptr_t agent_base) {
+  return add_range_owned(base, size, kind, agent_base, kind == 4 ? ALL_GPUS : 0, 0);
 }
 
 static int kernarg_in_use(uintptr_t base, size_t size); /* with the queues below */
@@ -188,22 +220,38 @@ static range *find_base(uintptr_t base, int kind) {
   return NULL;
 }
 
-/* The host-backed address a GPU access to [addr, addr+size) touches, or 0 when the GPU may not
- * access it. */
-static uintptr_t gpu_access(uintptr_t addr, size_t size) {
+/* The host-backed address an access to [addr, addr+size) by every agent in `agents` (bits)
+ * touches, or 0 when one of them may not access it. *owner_out: the GPU owning VRAM, 0 (host
+ * memory) otherwise. Locked ranges and IPC mappings (kinds 3, 5) are addressed through their
+ * agent address. */
+static uintptr_t access_by(int agents, uintptr_t addr, size_t size, uint64_t *owner_out) {
   uintptr_t out = 0;
   pthread_mutex_lock(&lock);
   for (int i = 0; i < MAX_RANGES && !out; i++) {
     range *r = &ranges[i];
     if (!r->live) continue;
-    if ((r->kind == 1 || r->kind == 2 || r->kind == 4) && r->gpu_allowed && addr >= r->base &&
-        addr + size <= r->base + r->size)
+    int allowed = (r->gpu_allowed & agents) == agents;
+    if ((r->kind == 1 || r->kind == 2 || r->kind == 4) && allowed && addr >= r->base &&
+        addr + size <= r->base + r->size) {
       out = addr;
-    if (r->kind == 3 && addr >= r->agent_base && addr + size <= r->agent_base + r->size)
+      *owner_out = r->kind == 1 ? r->owner : 0;
+    }
+    if ((r->kind == 3 || r->kind == 5) && allowed && r->agent_base && addr >= r->agent_base &&
+        addr + size <= r->agent_base + r->size) {
       out = r->base + (addr - r->agent_base);
+      *owner_out = r->kind == 5 ? r->owner : 0;
+    }
   }
   pthread_mutex_unlock(&lock);
   return out;
+}
+static uintptr_t gpu_access(uintptr_t addr, size_t size) {
+  uint64_t owner;
+  return access_by(AGENT_BIT(GPU_AGENT), addr, size, &owner);
+}
+int mock_hsa_can_reach(uint64_t agent, uintptr_t addr) {
+  uint64_t owner;
+  return access_by(AGENT_BIT(agent), addr, 1, &owner) != 0;
 }
 
 /* ---- runtime, system, agents ------------------------------------------------------------ */
@@ -229,14 +277,16 @@ hsa_status_t hsa_system_get_info(hsa_system_info_t attribute, void *value) {
 }
 hsa_status_t hsa_iterate_agents(hsa_status_t (*cb)(hsa_agent_t, void *), void *data) {
   if (!atomic_load(&init_count)) return HSA_STATUS_ERROR_NOT_INITIALIZED;
-  hsa_agent_t a = {CPU_AGENT}, b = {GPU_AGENT};
+  hsa_agent_t a = {CPU_AGENT}, b = {GPU_AGENT}, c = {GPU2_AGENT};
   hsa_status_t s = cb(a, data);
   if (s != HSA_STATUS_SUCCESS) return s == HSA_STATUS_INFO_BREAK ? HSA_STATUS_SUCCESS : s;
   s = cb(b, data);
+  if (s != HSA_STATUS_SUCCESS || atomic_load(&gpu_count) < 2) return s == HSA_STATUS_INFO_BREAK ? HSA_STATUS_SUCCESS : s;
+  s = cb(c, data);
   return s == HSA_STATUS_INFO_BREAK ? HSA_STATUS_SUCCESS : s;
 }
 hsa_status_t hsa_agent_get_info(hsa_agent_t agent, hsa_agent_info_t attribute, void *value) {
-  int gpu = agent.handle == GPU_AGENT;
+  int gpu = is_gpu(agent.handle);
   if (agent.handle != CPU_AGENT && !gpu) return HSA_STATUS_ERROR_INVALID_AGENT;
   switch ((int)attribute) {
   case HSA_AGENT_INFO_DEVICE: *(uint32_t *)value = gpu ? HSA_DEVICE_TYPE_GPU : HSA_DEVICE_TYPE_CPU; return HSA_STATUS_SUCCESS;
@@ -260,6 +310,7 @@ hsa_status_t hsa_amd_agent_iterate_memory_pools(hsa_agent_t agent,
   uint64_t list[2];
   if (agent.handle == CPU_AGENT) { list[0] = POOL_KERNARG; list[1] = POOL_SYSTEM; }
   else if (agent.handle == GPU_AGENT) { list[0] = POOL_VRAM; list[1] = POOL_LDS; }
+  else if (is_gpu(agent.handle)) { list[0] = POOL_VRAM2; list[1] = POOL_LDS2; }
   else return HSA_STATUS_ERROR_INVALID_AGENT;
   for (int i = 0; i < 2; i++) {
     hsa_amd_memory_pool_t p = {list[i]};
@@ -270,7 +321,8 @@ hsa_status_t hsa_amd_agent_iterate_memory_pools(hsa_agent_t agent,
 }
 hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t pool, hsa_amd_memory_pool_info_t attr, void *value) {
   uint64_t p = pool.handle;
-  int lds = p == POOL_LDS;
+  int lds = p == POOL_LDS || p == POOL_LDS2;
+  if (p == POOL_VRAM2) p = POOL_VRAM;
   switch ((int)attr) {
   case HSA_AMD_MEMORY_POOL_INFO_SEGMENT: *(uint32_t *)value = lds ? HSA_AMD_SEGMENT_GROUP : HSA_AMD_SEGMENT_GLOBAL; return HSA_STATUS_SUCCESS;
   case HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS:
@@ -288,27 +340,33 @@ hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t pool, hsa_amd_me
 hsa_status_t hsa_amd_agent_memory_pool_get_info(hsa_agent_t agent, hsa_amd_memory_pool_t pool,
                                                 hsa_amd_agent_memory_pool_info_t attr, void *value) {
   if (attr != HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  *(uint32_t *)value = (agent.handle == GPU_AGENT && pool.handle == POOL_SYSTEM)
-                           ? HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
-                           : HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT;
+  if (agent.handle != CPU_AGENT && !is_gpu(agent.handle)) return HSA_STATUS_ERROR_INVALID_AGENT;
+  uint64_t owner = pool.handle == POOL_VRAM ? GPU_AGENT : pool.handle == POOL_VRAM2 ? GPU2_AGENT : 0;
+  uint32_t access = HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT;
+  if (is_gpu(agent.handle) && pool.handle == POOL_SYSTEM) access = HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT;
+  if (is_gpu(agent.handle) && owner && owner != agent.handle)
+    access = atomic_load(&peer_never) ? HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED : HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT;
+  *(uint32_t *)value = access;
   return HSA_STATUS_SUCCESS;
 }
 hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t pool, size_t size, uint32_t flags, void **ptr) {
   if (size == 0 || flags != 0 || !ptr) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   size_t rounded = (size + 4095) & ~(size_t)4095;
-  int kind = pool.handle == POOL_VRAM ? 1 : pool.handle == POOL_SYSTEM ? 2 : pool.handle == POOL_KERNARG ? 4 : 0;
+  int vram2 = pool.handle == POOL_VRAM2 && atomic_load(&gpu_count) >= 2;
+  int kind = pool.handle == POOL_VRAM || vram2 ? 1 : pool.handle == POOL_SYSTEM ? 2 : pool.handle == POOL_KERNARG ? 4 : 0;
   if (!kind) return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+  uint64_t owner = kind == 1 ? (vram2 ? GPU2_AGENT : GPU_AGENT) : 0;
   if (kind == 1) {
     pthread_mutex_lock(&lock);
-    int fits = vram_used + rounded <= VRAM_BYTES;
-    if (fits) vram_used += rounded;
+    int fits = vram_used_by[vram2] + rounded <= VRAM_BYTES;
+    if (fits) { vram_used += rounded; vram_used_by[vram2] += rounded; }
     pthread_mutex_unlock(&lock);
     if (!fits) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   }
   void *p = aligned_alloc(4096, rounded);
   if (!p) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   memset(p, 0xCD, rounded);
-  add_range((uintptr_t)p, rounded, kind, 0);
+  add_range_owned((uintptr_t)p, rounded, kind, 0, kind == 1 ? AGENT_BIT(owner) : kind == 4 ? ALL_GPUS : 0, owner);
   *ptr = p;
   return HSA_STATUS_SUCCESS;
 }
@@ -319,23 +377,28 @@ hsa_status_t hsa_amd_memory_pool_free(void *ptr) {
   if (!r) r = find_base((uintptr_t)ptr, 4);
   if (!r) { pthread_mutex_unlock(&lock); atomic_fetch_add(&violations, 1); return HSA_STATUS_ERROR_INVALID_ARGUMENT; }
   if (r->kind == 4 && kernarg_in_use((uintptr_t)ptr, r->size)) atomic_fetch_add(&violations, 1);
-  if (r->kind == 1) vram_used -= r->size;
+  if (r->kind == 1) { vram_used -= r->size; vram_used_by[r->owner == GPU2_AGENT] -= r->size; }
   r->live = 0;
   pthread_mutex_unlock(&lock);
   free(ptr);
   return HSA_STATUS_SUCCESS;
 }
 hsa_status_t hsa_amd_agents_allow_access(uint32_t n, const hsa_agent_t *agents, const uint32_t *flags, const void *ptr) {
-  (void)flags;
+  if (n == 0 || !agents || flags) return HSA_STATUS_ERROR_INVALID_ARGUMENT; /* as hsa_ext_amd.h */
   pthread_mutex_lock(&lock);
   range *r = find_base((uintptr_t)ptr, 2);
   if (!r) r = find_base((uintptr_t)ptr, 4);
   if (!r) r = find_base((uintptr_t)ptr, 1);
   if (!r) { pthread_mutex_unlock(&lock); return HSA_STATUS_ERROR_INVALID_ARGUMENT; }
-  if (r->kind == 2 || r->kind == 4) {
-    r->gpu_allowed = 0; /* the list replaces the access set */
-    for (uint32_t i = 0; i < n; i++) if (agents[i].handle == GPU_AGENT) r->gpu_allowed = 1;
+  int access = r->kind == 1 ? AGENT_BIT(r->owner) : 0; /* the list replaces the access set */
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t h = agents[i].handle;
+    if (h == CPU_AGENT) continue;
+    if (!is_gpu(h)) { pthread_mutex_unlock(&lock); return HSA_STATUS_ERROR_INVALID_AGENT; }
+    if (r->kind == 1 && h != r->owner && atomic_load(&peer_never)) { pthread_mutex_unlock(&lock); return HSA_STATUS_ERROR_INVALID_ARGUMENT; }
+    access |= AGENT_BIT(h);
   }
+  r->gpu_allowed = access;
   pthread_mutex_unlock(&lock);
   return HSA_STATUS_SUCCESS;
 }
@@ -365,10 +428,10 @@ static hsa_status_t do_lock(void *host, size_t size, hsa_agent_t *agents, int n,
   pthread_mutex_lock(&lock);
   if (shares_a_locked_page((uintptr_t)host, size, NULL)) atomic_fetch_add(&overlapping_locks, 1);
   pthread_mutex_unlock(&lock);
-  int gpu = !agents;
-  for (int i = 0; i < n; i++) if (agents[i].handle == GPU_AGENT) gpu = 1;
-  uintptr_t agent_base = gpu ? (uintptr_t)host + AGENT_OFFSET : 0;
-  if (!add_range((uintptr_t)host, size, 3, agent_base)) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+  int gpus = agents ? 0 : ALL_GPUS;
+  for (int i = 0; i < n; i++) if (is_gpu(agents[i].handle)) gpus |= AGENT_BIT(agents[i].handle);
+  uintptr_t agent_base = gpus ? (uintptr_t)host + AGENT_OFFSET : 0;
+  if (!add_range_owned((uintptr_t)host, size, 3, agent_base, gpus, 0)) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   *agent_ptr = (void *)agent_base;
   return HSA_STATUS_SUCCESS;
 }
@@ -491,11 +554,22 @@ static void *copy_thread(void *arg) {
 
 hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const void *src, hsa_agent_t src_agent,
                                        size_t size, uint32_t ndeps, const hsa_signal_t *deps, hsa_signal_t done) {
-  (void)dst_agent; (void)src_agent;
   if (!dst || !src || done.handle == 0 || ndeps > 64) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   if (!sig(done)) return HSA_STATUS_ERROR_INVALID_SIGNAL;
-  uintptr_t d = gpu_access((uintptr_t)dst, size), s = gpu_access((uintptr_t)src, size);
-  if (!d || !s) return HSA_STATUS_ERROR_INVALID_ARGUMENT; /* not accessible to the copy agent */
+  uint64_t da = dst_agent.handle, sa = src_agent.handle;
+  if ((da != CPU_AGENT && !is_gpu(da)) || (sa != CPU_AGENT && !is_gpu(sa))) return HSA_STATUS_ERROR_INVALID_AGENT;
+  /* Each GPU agent named must reach both buffers (hsa_ext_amd.h); with no GPU named, GPU 0's DMA
+   * engine is assumed, as before. */
+  int agents = (is_gpu(da) ? AGENT_BIT(da) : 0) | (is_gpu(sa) ? AGENT_BIT(sa) : 0);
+  if (!agents) agents = AGENT_BIT(GPU_AGENT);
+  uint64_t downer = 0, sowner = 0;
+  uintptr_t d = access_by(agents, (uintptr_t)dst, size, &downer), s = access_by(agents, (uintptr_t)src, size, &sowner);
+  if (!d || !s) return HSA_STATUS_ERROR_INVALID_ARGUMENT; /* not accessible to the copy agents */
+  /* The agent named for a side is the GPU owning it (VRAM) or the CPU (host memory). */
+  if ((downer ? downer : CPU_AGENT) != da || (sowner ? sowner : CPU_AGENT) != sa) {
+    atomic_fetch_add(&bad_agent_copies, 1);
+    return HSA_STATUS_ERROR_INVALID_AGENT;
+  }
   copy_job *job = calloc(1, sizeof *job);
   job->dst = d; job->src = s; job->size = size; job->ndeps = ndeps; job->done = done;
   job->fail = atomic_exchange(&fail_next_copy, 0);

@@ -1209,6 +1209,38 @@ pub type PFN_hsa_amd_pointer_info = unsafe extern "C" fn(
     num_agents_accessible: *mut u32,
     accessible: *mut *mut hsa_agent_t,
 ) -> hsa_status_t;
+#[doc = " @brief 256-bit process independent identifier for a ROCr shared memory\n allocation."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct hsa_amd_ipc_memory_s {
+    pub handle: [u32; 8usize],
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hsa_amd_ipc_memory_s"][::core::mem::size_of::<hsa_amd_ipc_memory_s>() - 32usize];
+    ["Alignment of hsa_amd_ipc_memory_s"][::core::mem::align_of::<hsa_amd_ipc_memory_s>() - 4usize];
+    ["Offset of field: hsa_amd_ipc_memory_s::handle"]
+        [::core::mem::offset_of!(hsa_amd_ipc_memory_s, handle) - 0usize];
+};
+#[doc = " @brief 256-bit process independent identifier for a ROCr shared memory\n allocation."]
+pub type hsa_amd_ipc_memory_t = hsa_amd_ipc_memory_s;
+#[doc = " @brief Prepares an allocation for interprocess sharing and creates a\n handle of type hsa_amd_ipc_memory_t uniquely identifying the allocation.  A\n handle is valid while the allocation it references remains accessible in\n any process.  In general applications should confirm that a shared memory\n region has been attached (via hsa_amd_ipc_memory_attach) in the remote\n process prior to releasing that memory in the local process.\n Repeated calls for the same allocation may, but are not required to, return\n unique handles.\n\n @param[in] ptr Pointer to memory allocated via ROCr APIs to prepare for\n sharing.\n\n @param[in] len Length in bytes of the allocation to share.\n\n @param[out] handle Process independent identifier referencing the shared\n allocation.\n\n @retval HSA_STATUS_SUCCESS allocation is prepared for interprocess sharing.\n\n @retval HSA_STATUS_ERROR_NOT_INITIALIZED if HSA is not initialized\n\n @retval HSA_STATUS_ERROR_OUT_OF_RESOURCES if there is a failure in allocating\n necessary resources\n\n @retval HSA_STATUS_ERROR_INVALID_ARGUMENT @p ptr does not point to the\n first byte of an allocation made through ROCr, or len is not the full length\n of the allocation or handle is NULL."]
+pub type PFN_hsa_amd_ipc_memory_create = unsafe extern "C" fn(
+    ptr: *mut ::core::ffi::c_void,
+    len: usize,
+    handle: *mut hsa_amd_ipc_memory_t,
+) -> hsa_status_t;
+#[doc = " @brief Imports shared memory into the local process and makes it accessible\n by the given agents.  If a shared memory handle is attached multiple times\n in a process each attach may return a different address.  Each returned\n address is refcounted and requires a matching number of calls to\n hsa_amd_ipc_memory_detach to release the shared memory mapping.\n\n @param[in] handle Pointer to the identifier for the shared memory.\n\n @param[in] len Length of the shared memory to import.\n Reserved.  Must be the full length of the shared allocation in this version.\n\n @param[in] num_agents Count of agents in @p mapping_agents.\n May be zero if all agents are to be allowed access.\n\n @param[in] mapping_agents List of agents to access the shared memory.\n Ignored if @p num_agents is zero.\n\n @param[out] mapped_ptr Recieves a process local pointer to the shared memory.\n\n @retval HSA_STATUS_SUCCESS if memory is successfully imported.\n\n @retval HSA_STATUS_ERROR_NOT_INITIALIZED if HSA is not initialized\n\n @retval HSA_STATUS_ERROR_OUT_OF_RESOURCES if there is a failure in allocating\n necessary resources\n\n @retval HSA_STATUS_ERROR_INVALID_ARGUMENT @p handle is not valid, @p len is\n incorrect, @p mapped_ptr is NULL, or some agent for which access was\n requested can not access the shared memory."]
+pub type PFN_hsa_amd_ipc_memory_attach = unsafe extern "C" fn(
+    handle: *const hsa_amd_ipc_memory_t,
+    len: usize,
+    num_agents: u32,
+    mapping_agents: *const hsa_agent_t,
+    mapped_ptr: *mut *mut ::core::ffi::c_void,
+) -> hsa_status_t;
+#[doc = " @brief Decrements the reference count for the shared memory mapping and\n releases access to shared memory imported with hsa_amd_ipc_memory_attach.\n\n @param[in] mapped_ptr Pointer to the first byte of a shared allocation\n imported with hsa_amd_ipc_memory_attach.\n\n @retval HSA_STATUS_SUCCESS if @p mapped_ptr was imported with\n hsa_amd_ipc_memory_attach.\n\n @retval HSA_STATUS_ERROR_NOT_INITIALIZED if HSA is not initialized\n\n @retval HSA_STATUS_ERROR_INVALID_ARGUMENT @p mapped_ptr was not imported\n with hsa_amd_ipc_memory_attach."]
+pub type PFN_hsa_amd_ipc_memory_detach =
+    unsafe extern "C" fn(mapped_ptr: *mut ::core::ffi::c_void) -> hsa_status_t;
 
 /// Names of all functions declared above, in allowlist order.
 pub const FUNCTION_NAMES: &[&str] = &[
@@ -1233,6 +1265,9 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "hsa_amd_memory_async_copy",
     "hsa_amd_memory_fill",
     "hsa_amd_pointer_info",
+    "hsa_amd_ipc_memory_create",
+    "hsa_amd_ipc_memory_attach",
+    "hsa_amd_ipc_memory_detach",
     "hsa_signal_create",
     "hsa_amd_signal_create",
     "hsa_signal_destroy",
@@ -1294,6 +1329,9 @@ hsa_memory_copy: $crate::PFN_hsa_memory_copy,
 hsa_amd_memory_async_copy: $crate::PFN_hsa_amd_memory_async_copy,
 hsa_amd_memory_fill: $crate::PFN_hsa_amd_memory_fill,
 hsa_amd_pointer_info: $crate::PFN_hsa_amd_pointer_info,
+hsa_amd_ipc_memory_create: $crate::PFN_hsa_amd_ipc_memory_create,
+hsa_amd_ipc_memory_attach: $crate::PFN_hsa_amd_ipc_memory_attach,
+hsa_amd_ipc_memory_detach: $crate::PFN_hsa_amd_ipc_memory_detach,
 hsa_signal_create: $crate::PFN_hsa_signal_create,
 hsa_amd_signal_create: $crate::PFN_hsa_amd_signal_create,
 hsa_signal_destroy: $crate::PFN_hsa_signal_destroy,

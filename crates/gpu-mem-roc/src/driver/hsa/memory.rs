@@ -275,3 +275,65 @@ impl Hsa {
         Ok(info)
     }
 }
+
+impl Hsa {
+    /// `hsa_amd_ipc_memory_create(ptr, len, &handle)`: a process-independent handle of the
+    /// allocation starting at `ptr`; `len` must be the allocation's full length.
+    ///
+    /// # Safety
+    /// `ptr` is the base of a live runtime allocation of `len` bytes.
+    pub unsafe fn ipc_memory_create(
+        &self,
+        ptr: *mut c_void,
+        len: usize,
+    ) -> Result<sys::hsa_amd_ipc_memory_t> {
+        let f = self.get(
+            self.functions.hsa_amd_ipc_memory_create,
+            "hsa_amd_ipc_memory_create",
+            "IPC memory handles",
+        )?;
+        let mut handle = sys::hsa_amd_ipc_memory_t::default();
+        // SAFETY: `handle` is a valid out-pointer; the allocation is live (caller).
+        let status = unsafe { f(ptr, len, &mut handle) };
+        self.check("hsa_amd_ipc_memory_create", status)?;
+        Ok(handle)
+    }
+
+    /// `hsa_amd_ipc_memory_attach(handle, len, agents, &mapped)`: maps another process's shared
+    /// allocation of `len` bytes (its full length) for `agents` and returns the local address.
+    pub fn ipc_memory_attach(
+        &self,
+        handle: &sys::hsa_amd_ipc_memory_t,
+        len: usize,
+        agents: &[sys::hsa_agent_t],
+    ) -> Result<*mut c_void> {
+        let f = self.get(
+            self.functions.hsa_amd_ipc_memory_attach,
+            "hsa_amd_ipc_memory_attach",
+            "IPC memory handles",
+        )?;
+        let count = u32::try_from(agents.len()).unwrap_or(u32::MAX);
+        let mut mapped: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the handle, agent array and out-pointer are valid for the call; the runtime
+        // validates the handle's contents and the length.
+        let status = unsafe { f(handle, len, count, agents.as_ptr(), &mut mapped) };
+        self.check("hsa_amd_ipc_memory_attach", status)?;
+        Ok(mapped)
+    }
+
+    /// `hsa_amd_ipc_memory_detach`.
+    ///
+    /// # Safety
+    /// `mapped` came from [`Hsa::ipc_memory_attach`], is detached once per attach, and no agent
+    /// still accesses it.
+    pub unsafe fn ipc_memory_detach(&self, mapped: *mut c_void) -> Result<()> {
+        let f = self.get(
+            self.functions.hsa_amd_ipc_memory_detach,
+            "hsa_amd_ipc_memory_detach",
+            "IPC memory handles",
+        )?;
+        // SAFETY: guaranteed by the caller.
+        let status = unsafe { f(mapped) };
+        self.check("hsa_amd_ipc_memory_detach", status)
+    }
+}

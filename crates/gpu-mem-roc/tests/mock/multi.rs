@@ -1,0 +1,215 @@
+//! Several GPUs, managed memory, IPC and the memory pool against the stand-in runtime (which can
+//! report a second GPU agent with its own VRAM pool, see `mock_hsa_set_gpu_count`). The stand-in
+//! checks the backend's side: access grants per allocation and agent, the agents named for each
+//! side of a copy, the full allocation length for IPC, detaching exactly what was attached.
+
+use super::{Mock, Stats, ensure, pattern, pinned};
+use gpu_mem_core::backend::DevicePtr;
+use gpu_mem_core::{Backend, Error};
+use gpu_mem_roc::RocBackend;
+use libtest_mimic::Failed;
+
+/// The stand-in's GPU agent handles (device 0 and device 1).
+const GPU0_AGENT: u64 = 2;
+const GPU1_AGENT: u64 = 3;
+/// The backend's staging size for copies through host memory.
+const CHUNK: usize = 4 << 20;
+
+/// Two GPUs while alive; back to one (and peer access allowed) when dropped, even on failure.
+struct TwoGpus<'a>(&'a Mock);
+
+impl<'a> TwoGpus<'a> {
+    fn new(mock: &'a Mock) -> Result<TwoGpus<'a>, Failed> {
+        mock.set_gpu_count(2)?;
+        Ok(TwoGpus(mock))
+    }
+}
+
+impl Drop for TwoGpus<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.set_gpu_count(1);
+        let _ = self.0.set_peer_never(false);
+    }
+}
+
+impl Mock {
+    fn set_gpu_count(&self, n: i32) -> Result<(), Failed> {
+        let f: unsafe extern "C" fn(i32) = self.control("mock_hsa_set_gpu_count")?;
+        // SAFETY: plain integer argument.
+        unsafe { f(n) };
+        Ok(())
+    }
+
+    fn set_peer_never(&self, never: bool) -> Result<(), Failed> {
+        let f: unsafe extern "C" fn(i32) = self.control("mock_hsa_set_peer_never")?;
+        // SAFETY: plain integer argument.
+        unsafe { f(i32::from(never)) };
+        Ok(())
+    }
+
+    /// Whether the stand-in lets `agent` access the allocation holding `addr` now.
+    fn can_reach(&self, agent: u64, addr: u64) -> Result<bool, Failed> {
+        let f: unsafe extern "C" fn(u64, usize) -> i32 = self.control("mock_hsa_can_reach")?;
+        // SAFETY: plain integer arguments; the stand-in only looks the address up.
+        Ok(unsafe { f(agent, addr as usize) } != 0)
+    }
+}
+
+/// Fills `n` bytes of device memory with `pattern(n, seed)` through a synchronous copy.
+fn upload(b: &RocBackend, device: usize, n: usize, seed: u8) -> Result<DevicePtr, Failed> {
+    let data = pattern(n, seed);
+    let d = b.alloc(device, n)?;
+    // SAFETY: `d` is a live allocation of `n` bytes; `data` holds `n` bytes.
+    unsafe { b.copy_htod(device, d, data.as_ptr(), n) }?;
+    Ok(d)
+}
+
+/// The `n` bytes at `d` on `device`.
+fn download(b: &RocBackend, device: usize, d: DevicePtr, n: usize) -> Result<Vec<u8>, Failed> {
+    let mut out = vec![0u8; n];
+    // SAFETY: `d` lies in a live allocation of `n` bytes; `out` is writable for `n`.
+    unsafe { b.copy_dtoh(device, out.as_mut_ptr(), d, n) }?;
+    Ok(out)
+}
+
+fn copies(mock: &Mock) -> Result<i32, Failed> {
+    Ok(mock.stats()?.copies_started)
+}
+
+fn no_bad_agents(before: &Stats, mock: &Mock) -> Result<(), Failed> {
+    let after = mock.stats()?;
+    ensure(after.bad_agent_copies == before.bad_agent_copies, || {
+        "an async copy named an agent that does not own its side".into()
+    })
+}
+
+pub fn peer_access_and_copies(mock: &Mock) -> Result<(), Failed> {
+    let _two = TwoGpus::new(mock)?;
+    let start = mock.stats()?;
+    let b = mock.backend()?;
+    ensure(b.device_count() == 2, || {
+        format!("{} devices", b.device_count())
+    })?;
+    ensure(b.can_access_peer(0, 1)? && b.can_access_peer(1, 0)?, || {
+        "peers with DISALLOWED_BY_DEFAULT pools must be reported accessible".into()
+    })?;
+    mock.set_peer_never(true)?;
+    ensure(!b.can_access_peer(0, 1)?, || {
+        "a NEVER_ALLOWED peer pool was reported accessible".into()
+    })?;
+    ensure(b.can_access_peer(0, 0)?, || {
+        "a device reaches its own pool".into()
+    })?;
+    ensure(
+        matches!(
+            b.enable_peer_access(0, 1),
+            Err(Error::NotSupportedByBackend { .. })
+        ),
+        || "enabling a never-allowed peer must be refused".into(),
+    )?;
+    mock.set_peer_never(false)?;
+    ensure(b.can_access_peer(2, 0).is_err(), || {
+        "device 2 does not exist".into()
+    })?;
+
+    // Before any grant: copies between the GPUs are staged through host memory (two copies per
+    // chunk), and neither GPU reaches the other's memory.
+    let n = CHUNK + 12_345; // two chunks
+    let a = upload(&b, 1, n, 7)?;
+    let dst = b.alloc(0, n)?;
+    ensure(!mock.can_reach(GPU0_AGENT, a.0)?, || {
+        "GPU 0 reaches GPU 1's memory without a grant".into()
+    })?;
+    let c0 = copies(mock)?;
+    // SAFETY: both ranges lie in live allocations of their devices.
+    unsafe { b.copy_peer(0, dst, 1, a, n) }?;
+    ensure(copies(mock)? - c0 == 4, || {
+        format!(
+            "staged copy of 2 chunks took {} copies",
+            copies(mock).unwrap_or(-1) - c0
+        )
+    })?;
+    ensure(download(&b, 0, dst, n)? == pattern(n, 7), || {
+        "staged peer copy: wrong data".into()
+    })?;
+
+    // Staged on a stream, then read back on the same stream: the stand-in's copies are slow, so
+    // a missing dependency shows up as wrong data.
+    let host = pinned(&b, n, false)?;
+    let s = b.stream_create(0)?;
+    let a2 = upload(&b, 1, n, 9)?;
+    // SAFETY: the buffers stay alive and untouched until the stream is synchronised.
+    unsafe {
+        b.copy_peer_async(0, dst, 1, a2, n, s)?;
+        b.copy_dtoh_async(0, host.as_ptr(), dst, n, s)?;
+        b.stream_synchronize(0, s)?;
+    }
+    // SAFETY: the stream finished; `host` holds `n` bytes.
+    let got = unsafe { std::slice::from_raw_parts(host.as_ptr(), n) };
+    ensure(got == pattern(n, 9).as_slice(), || {
+        "staged async peer copy ran out of order".into()
+    })?;
+    ensure(mock.stats()?.live_system == start.live_system + 2, || {
+        "the async copy's staging buffer outlived its copies (only the host buffer and the sync bounce buffer should be live)".into()
+    })?;
+
+    // Enabling 0 -> 1 grants GPU 0 every existing and every later allocation of GPU 1, and
+    // nothing of GPU 0 to GPU 1.
+    b.enable_peer_access(0, 1)?;
+    b.enable_peer_access(0, 1)?; // twice is not an error
+    let later = b.alloc(1, 4096)?;
+    for (what, addr) in [("existing", a.0), ("later", later.0)] {
+        ensure(mock.can_reach(GPU0_AGENT, addr)?, || {
+            format!("GPU 0 cannot reach an {what} allocation of GPU 1 after enabling")
+        })?;
+        ensure(mock.can_reach(GPU1_AGENT, addr)?, || {
+            "the grant took the owner's access away".into()
+        })?;
+    }
+    ensure(!mock.can_reach(GPU1_AGENT, dst.0)?, || {
+        "enabling 0 -> 1 granted GPU 1 access to GPU 0".into()
+    })?;
+    // One direction only: still staged (each agent must reach both buffers).
+    let c0 = copies(mock)?;
+    // SAFETY: as above.
+    unsafe { b.copy_peer(0, dst, 1, a, 4096) }?;
+    ensure(copies(mock)? - c0 == 2, || {
+        "one-way access must stage".into()
+    })?;
+
+    // Both directions: one direct copy between the GPU agents, sync and async.
+    b.enable_peer_access(1, 0)?;
+    ensure(mock.can_reach(GPU1_AGENT, dst.0)?, || {
+        "GPU 1 cannot reach GPU 0's existing allocation".into()
+    })?;
+    let c0 = copies(mock)?;
+    // SAFETY: as above.
+    unsafe { b.copy_peer(0, dst, 1, a, n) }?;
+    ensure(copies(mock)? - c0 == 1, || {
+        "mutual access must copy directly".into()
+    })?;
+    ensure(download(&b, 0, dst, n)? == pattern(n, 7), || {
+        "direct peer copy: wrong data".into()
+    })?;
+    // SAFETY: as above.
+    unsafe {
+        b.copy_peer_async(0, dst, 1, a2, n, s)?;
+        b.copy_dtoh_async(0, host.as_ptr(), dst, n, s)?;
+        b.stream_synchronize(0, s)?;
+    }
+    // SAFETY: the stream finished.
+    let got = unsafe { std::slice::from_raw_parts(host.as_ptr(), n) };
+    ensure(got == pattern(n, 9).as_slice(), || {
+        "direct async peer copy ran out of order".into()
+    })?;
+    no_bad_agents(&start, mock)?;
+    // SAFETY: everything is idle and freed once.
+    unsafe {
+        b.stream_destroy(0, s)?;
+        b.host_free(0, host)?;
+        for (d, p) in [(1, a), (1, a2), (1, later), (0, dst)] {
+            b.free(d, p)?;
+        }
+    }
+    Ok(())
+}

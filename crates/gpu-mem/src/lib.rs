@@ -58,6 +58,11 @@ pub use runtime::{BackendChoice, BackendStatus, Runtime, backends};
 #[cfg(feature = "sim")]
 pub use gpu_mem_sim as sim;
 
+/// Interop with the cudarc crate (feature `cudarc`, CUDA only); `gpu_mem::cudarc::driver` is
+/// cudarc's driver module.
+#[cfg(feature = "cudarc")]
+pub use gpu_mem_cuda::cudarc;
+
 /// Everything a typical program needs.
 pub mod prelude {
     pub use crate::runtime::{BackendChoice, Runtime, backends};

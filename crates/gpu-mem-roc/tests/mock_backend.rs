@@ -241,6 +241,12 @@ fn main() {
             signals_outlive_dependents,
         ),
         ("peer_access_and_copies", multi::peer_access_and_copies),
+        (
+            "managed_memory_is_shared_system_memory",
+            multi::managed_memory,
+        ),
+        ("ipc_handles_map_the_full_allocation", multi::ipc_handles),
+        ("no_memory_pool_falls_back_to_alloc", multi::no_memory_pool),
     ];
     let launch_tests: &[(&str, TestFn)] = &[
         (

@@ -57,8 +57,8 @@ mod transfer;
 use crate::driver::Hsa;
 use event::{Event, Recorded};
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags, MemInfo,
-    StreamHandle,
+    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags,
+    IpcMemHandle, MemInfo, StreamHandle,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
@@ -458,6 +458,28 @@ unsafe impl Backend for RocBackend {
     ) -> Result<()> {
         // SAFETY: forwarded contract.
         unsafe { self.peer_copy_async(dst_device, dst, src_device, src, bytes, stream) }
+    }
+
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+        self.ipc_export(device, ptr)
+    }
+
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+        self.ipc_import(device, handle)
+    }
+
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.ipc_close(device, ptr) }
+    }
+
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
+        self.alloc_managed(device, bytes)
+    }
+
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_managed(device, host) }
     }
 
     unsafe fn launch(

@@ -456,6 +456,59 @@ hsa_status_t hsa_amd_memory_unlock(void *host) {
 hsa_status_t hsa_memory_register(void *p, size_t n) { (void)p; (void)n; return HSA_STATUS_SUCCESS; }
 hsa_status_t hsa_memory_deregister(void *p, size_t n) { (void)p; (void)n; return HSA_STATUS_SUCCESS; }
 
+/* ---- IPC --------------------------------------------------------------------------------
+ * A handle names a VRAM range: {magic, range index, base low, base high, size low, size high}.
+ * Creating needs the exact base and the full (granule-rounded) length; attaching needs a live
+ * exported range and its full length, and maps it at a new address (base + 2^45) reachable by the
+ * listed GPUs (all when none are listed); detaching needs exactly an attached address. */
+#define IPC_MAGIC 0x49504331u
+#define IPC_OFFSET ((uintptr_t)1 << 45)
+hsa_status_t hsa_amd_ipc_memory_create(void *ptr, size_t len, hsa_amd_ipc_memory_t *handle) {
+  if (!handle) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&lock);
+  range *r = find_base((uintptr_t)ptr, 1);
+  if (!r || r->size != len) { pthread_mutex_unlock(&lock); return HSA_STATUS_ERROR_INVALID_ARGUMENT; }
+  uint64_t base = r->base, size = r->size;
+  memset(handle, 0, sizeof *handle);
+  handle->handle[0] = IPC_MAGIC;
+  handle->handle[1] = (uint32_t)(r - ranges);
+  handle->handle[2] = (uint32_t)base; handle->handle[3] = (uint32_t)(base >> 32);
+  handle->handle[4] = (uint32_t)size; handle->handle[5] = (uint32_t)(size >> 32);
+  pthread_mutex_unlock(&lock);
+  return HSA_STATUS_SUCCESS;
+}
+hsa_status_t hsa_amd_ipc_memory_attach(const hsa_amd_ipc_memory_t *handle, size_t len, uint32_t n,
+                                       const hsa_agent_t *agents, void **mapped) {
+  if (!handle || !mapped || handle->handle[0] != IPC_MAGIC || handle->handle[1] >= MAX_RANGES)
+    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  uintptr_t base = (uintptr_t)handle->handle[2] | (uintptr_t)handle->handle[3] << 32;
+  size_t size = (size_t)handle->handle[4] | (size_t)handle->handle[5] << 32;
+  int access = n ? 0 : ALL_GPUS;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!is_gpu(agents[i].handle) && agents[i].handle != CPU_AGENT) return HSA_STATUS_ERROR_INVALID_AGENT;
+    if (is_gpu(agents[i].handle)) access |= AGENT_BIT(agents[i].handle);
+  }
+  pthread_mutex_lock(&lock);
+  range *r = &ranges[handle->handle[1]];
+  int ok = r->live && r->kind == 1 && r->base == base && r->size == size && len == size;
+  uint64_t owner = r->owner;
+  pthread_mutex_unlock(&lock);
+  if (!ok) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  if (!add_range_owned(base, size, 5, base + IPC_OFFSET, access, owner)) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+  *mapped = (void *)(base + IPC_OFFSET);
+  return HSA_STATUS_SUCCESS;
+}
+hsa_status_t hsa_amd_ipc_memory_detach(void *mapped) {
+  pthread_mutex_lock(&lock);
+  range *r = NULL;
+  for (int i = 0; i < MAX_RANGES && !r; i++)
+    if (ranges[i].live && ranges[i].kind == 5 && ranges[i].agent_base == (uintptr_t)mapped) r = &ranges[i];
+  if (r) r->live = 0;
+  pthread_mutex_unlock(&lock);
+  if (!r) { atomic_fetch_add(&violations, 1); return HSA_STATUS_ERROR_INVALID_ARGUMENT; }
+  return HSA_STATUS_SUCCESS;
+}
+
 /* ---- signals ---------------------------------------------------------------------------- */
 static hsa_status_t new_signal(hsa_signal_value_t initial, hsa_signal_t *out) {
   int i = atomic_fetch_add(&next_signal, 1);

@@ -47,6 +47,12 @@ impl Mock {
         Ok(())
     }
 
+    fn lock_calls(&self) -> Result<i32, Failed> {
+        let f: unsafe extern "C" fn() -> i32 = self.control("mock_hsa_lock_calls")?;
+        // SAFETY: no arguments.
+        Ok(unsafe { f() })
+    }
+
     /// Whether the stand-in lets `agent` access the allocation holding `addr` now.
     fn can_reach(&self, agent: u64, addr: u64) -> Result<bool, Failed> {
         let f: unsafe extern "C" fn(u64, usize) -> i32 = self.control("mock_hsa_can_reach")?;
@@ -211,5 +217,195 @@ pub fn peer_access_and_copies(mock: &Mock) -> Result<(), Failed> {
             b.free(d, p)?;
         }
     }
+    Ok(())
+}
+
+pub fn managed_memory(mock: &Mock) -> Result<(), Failed> {
+    let _two = TwoGpus::new(mock)?;
+    let b = mock.backend()?;
+    let n = 3 * 4096 + 5;
+    ensure(
+        matches!(b.managed_alloc(0, 0), Err(Error::InvalidArgument { .. })),
+        || "an empty managed allocation must be refused".into(),
+    )?;
+    let m = b.managed_alloc(0, n)?;
+    let addr = m.host.as_ptr() as u64;
+    ensure(m.device == Some(DevicePtr(addr)), || {
+        format!(
+            "managed memory must keep its address: {:?} vs {addr:#x}",
+            m.device
+        )
+    })?;
+    ensure(
+        mock.can_reach(GPU0_AGENT, addr)? && mock.can_reach(GPU1_AGENT, addr)?,
+        || "managed memory must be reachable from every GPU".into(),
+    )?;
+    // Written by the host, read by a copy engine as host memory of the stream's device (no
+    // page-locking needed), and by the other device too.
+    let data = pattern(n, 21);
+    // SAFETY: `m.host` is a live allocation of `n` bytes owned by this test.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), m.host.as_ptr(), n) };
+    let locks = mock.lock_calls()?;
+    for device in [0, 1] {
+        let d = b.alloc(device, n)?;
+        let s = b.stream_create(device)?;
+        // SAFETY: both ranges live and untouched until the stream is synchronised.
+        unsafe {
+            b.copy_htod_async(device, d, m.host.as_ptr(), n, s)?;
+            b.stream_synchronize(device, s)?;
+            b.stream_destroy(device, s)?;
+        }
+        ensure(download(&b, device, d, n)? == data, || {
+            format!("device {device} read wrong managed data")
+        })?;
+        // SAFETY: idle, freed once.
+        unsafe { b.free(device, d) }?;
+    }
+    ensure(mock.lock_calls()? == locks, || {
+        "managed memory must not need page-locking".into()
+    })?;
+    // Each kind of host memory is freed by its own call only.
+    let pinned_mem = pinned(&b, 4096, false)?;
+    // SAFETY: refused calls free nothing; the successful ones free each allocation once.
+    unsafe {
+        ensure(b.host_free(0, m.host).is_err(), || {
+            "host_free accepted managed memory".into()
+        })?;
+        ensure(b.managed_free(0, pinned_mem).is_err(), || {
+            "managed_free accepted host_alloc memory".into()
+        })?;
+        ensure(b.managed_free(1, m.host).is_err(), || {
+            "managed_free accepted another device's allocation".into()
+        })?;
+        b.managed_free(0, m.host)?;
+        b.host_free(0, pinned_mem)?;
+    }
+    Ok(())
+}
+
+pub fn ipc_handles(mock: &Mock) -> Result<(), Failed> {
+    let _two = TwoGpus::new(mock)?;
+    let b = mock.backend()?;
+    b.enable_peer_access(1, 0)?;
+    let n = 10_000; // not a multiple of the 4 KiB granule
+    let a = upload(&b, 0, n, 33)?;
+    let handle = b.ipc_get_handle(0, a)?;
+    ensure(handle.data.len() == 32, || {
+        format!(
+            "{}-byte handle; hsa_amd_ipc_memory_t is 32",
+            handle.data.len()
+        )
+    })?;
+    ensure(handle.bytes == 12_288, || {
+        format!(
+            "handle length {}: must be the full (granule-rounded) allocation",
+            handle.bytes
+        )
+    })?;
+    ensure(b.ipc_get_handle(0, DevicePtr(a.0 + 256)).is_err(), || {
+        "only allocation bases can be exported".into()
+    })?;
+    ensure(b.ipc_get_handle(1, a).is_err(), || {
+        "exported through the wrong device".into()
+    })?;
+    let mapped = b.ipc_open_handle(0, &handle)?;
+    ensure(mapped != a, || "the stand-in maps at a new address".into())?;
+    ensure(mock.stats()?.live_ipc_mappings == 1, || {
+        "one mapping expected".into()
+    })?;
+    ensure(
+        mock.can_reach(GPU0_AGENT, mapped.0)? && mock.can_reach(GPU1_AGENT, mapped.0)?,
+        || "the mapping must be reachable by its device and the peers enabled for it".into(),
+    )?;
+    // The same memory through both addresses.
+    ensure(download(&b, 0, mapped, n)? == pattern(n, 33), || {
+        "mapping reads wrong data".into()
+    })?;
+    let update = pattern(n, 44);
+    // SAFETY: the mapping covers `n` bytes; `update` holds `n`.
+    unsafe { b.copy_htod(0, mapped, update.as_ptr(), n) }?;
+    ensure(download(&b, 0, a, n)? == update, || {
+        "writes through the mapping do not reach the exported allocation".into()
+    })?;
+    // SAFETY: refused calls touch nothing.
+    unsafe {
+        ensure(b.free(0, mapped).is_err(), || {
+            "free accepted an IPC mapping".into()
+        })?;
+        ensure(b.ipc_close_handle(0, a).is_err(), || {
+            "closed an allocation that is not a mapping".into()
+        })?;
+    }
+    let mut short = handle.clone();
+    short.data.truncate(16);
+    ensure(
+        matches!(
+            b.ipc_open_handle(0, &short),
+            Err(Error::InvalidArgument { .. })
+        ),
+        || "a 16-byte handle must be refused".into(),
+    )?;
+    let mut wrong_len = handle.clone();
+    wrong_len.bytes = n as u64;
+    ensure(b.ipc_open_handle(0, &wrong_len).is_err(), || {
+        "attach with less than the full length must fail".into()
+    })?;
+    let memory = b.mem_info(0)?;
+    ensure(memory.total - memory.free == n as u64, || {
+        format!("the mapping counted as device memory use: {memory:?}")
+    })?;
+    // SAFETY: the mapping is idle and closed once; the allocation freed once.
+    unsafe {
+        b.ipc_close_handle(0, mapped)?;
+        ensure(b.ipc_close_handle(0, mapped).is_err(), || {
+            "closed twice".into()
+        })?;
+        b.free(0, a)?;
+    }
+    ensure(mock.stats()?.live_ipc_mappings == 0, || {
+        "mapping left attached".into()
+    })?;
+    Ok(())
+}
+
+/// HSA has no stream-ordered allocator and the backend adds no pool of its own: the pool calls
+/// report `NotSupportedByBackend`, and the core's stream-ordered allocation falls back to an
+/// ordinary `alloc` (checked through the core's own types over this backend).
+pub fn no_memory_pool(mock: &Mock) -> Result<(), Failed> {
+    let b = std::sync::Arc::new(mock.backend()?);
+    let s = b.stream_create(0)?;
+    let unsupported = |r: gpu_mem_core::Result<()>, what: &str| {
+        ensure(
+            matches!(r, Err(Error::NotSupportedByBackend { .. })),
+            || format!("{what}: {r:?}"),
+        )
+    };
+    // SAFETY: `s` is a live stream of device 0; a refused call allocates and frees nothing.
+    unsafe {
+        unsupported(b.alloc_async(0, 4096, s).map(drop), "alloc_async")?;
+        unsupported(b.free_async(0, DevicePtr(4096), s), "free_async")?;
+        b.stream_destroy(0, s)?;
+    }
+    unsupported(b.pool_usage(0).map(drop), "pool_usage")?;
+    unsupported(
+        b.pool_set_release_threshold(0, 0),
+        "pool_set_release_threshold",
+    )?;
+    unsupported(b.pool_trim(0, 0), "pool_trim")?;
+
+    let vram = mock.stats()?.live_vram;
+    let dev = gpu_mem_core::Device::new(b.clone(), 0)?;
+    let stream = dev.stream()?;
+    let array = stream.device_array::<f32>(&[1000], gpu_mem_core::Order::C)?;
+    ensure(mock.stats()?.live_vram == vram + 1, || {
+        "the fallback must allocate from the device pool".into()
+    })?;
+    ensure(!stream.free(array)?, || {
+        "stream.free must report that the memory is freed the ordinary way".into()
+    })?;
+    stream.synchronize()?;
+    ensure(mock.stats()?.live_vram == vram, || {
+        "the fallback allocation was not freed".into()
+    })?;
     Ok(())
 }

@@ -1,0 +1,139 @@
+//! Inter-process sharing of device allocations.
+//!
+//! * `ipc_get_handle`: `hsa_amd_ipc_memory_create` on the allocation's base with its **full
+//!   length** (ROCr refuses any other; the length is the runtime's own size of the allocation
+//!   from `hsa_amd_pointer_info`, which is the requested size rounded up to the pool granule, or
+//!   that rounding when the query is missing). The 32-byte `hsa_amd_ipc_memory_t` (eight
+//!   `uint32_t`, native byte order: both processes run on the same machine) is
+//!   [`IpcMemHandle::data`]; [`IpcMemHandle::bytes`] is that full length.
+//! * `ipc_open_handle`: `hsa_amd_ipc_memory_attach` with the handle and its full length, for this
+//!   device's agent plus every device that enabled peer access to it; the mapping is recorded as
+//!   an imported allocation of the device (copies and kernels may use it; `free` refuses it; it
+//!   does not count as this device's memory use).
+//! * `ipc_close_handle`: drains the device's streams, then `hsa_amd_ipc_memory_detach`.
+
+use super::RocBackend;
+use super::memory::{DeviceAlloc, lock};
+use gpu_mem_core::backend::{DevicePtr, IpcMemHandle};
+use gpu_mem_core::{Error, Result};
+use gpu_mem_hsa_sys as sys;
+use std::ffi::c_void;
+
+/// Size of `hsa_amd_ipc_memory_t` in bytes.
+pub const HANDLE_BYTES: usize = std::mem::size_of::<sys::hsa_amd_ipc_memory_t>();
+
+fn to_bytes(handle: &sys::hsa_amd_ipc_memory_t) -> Vec<u8> {
+    handle.handle.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+fn from_bytes(data: &[u8]) -> Result<sys::hsa_amd_ipc_memory_t> {
+    if data.len() != HANDLE_BYTES {
+        return Err(Error::InvalidArgument {
+            name: "IPC handle",
+            reason: format!(
+                "a ROC IPC handle is {HANDLE_BYTES} bytes (hsa_amd_ipc_memory_t), not {}",
+                data.len()
+            ),
+        });
+    }
+    let mut handle = sys::hsa_amd_ipc_memory_t::default();
+    for (word, chunk) in handle.handle.iter_mut().zip(data.chunks_exact(4)) {
+        let mut raw = [0u8; 4];
+        raw.copy_from_slice(chunk);
+        *word = u32::from_ne_bytes(raw);
+    }
+    Ok(handle)
+}
+
+impl RocBackend {
+    pub(super) fn ipc_export(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+        let gpu = self.gpu(device)?;
+        let entry = lock(&self.registry.device).get(&ptr.0).copied();
+        let Some(alloc) = entry.filter(|a| a.device == device && !a.imported) else {
+            return Err(Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: 0,
+                reason: "not the base of a live allocation of this device",
+            });
+        };
+        let len = match self.hsa.pointer_info(ptr.0 as usize) {
+            Ok(info) if info.sizeInBytes >= alloc.bytes => info.sizeInBytes,
+            _ => alloc.bytes.next_multiple_of(gpu.device_pool.granule.max(1)),
+        };
+        // SAFETY: `ptr` is the base of a live pool allocation of `len` bytes (its full length).
+        let handle = unsafe { self.hsa.ipc_memory_create(ptr.0 as *mut c_void, len) }?;
+        Ok(IpcMemHandle {
+            bytes: len as u64,
+            data: to_bytes(&handle),
+        })
+    }
+
+    pub(super) fn ipc_import(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+        self.gpu(device)?;
+        let raw = from_bytes(&handle.data)?;
+        let len = usize::try_from(handle.bytes)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| Error::InvalidArgument {
+                name: "IPC handle",
+                reason: format!("invalid allocation length {}", handle.bytes),
+            })?;
+        let peers = lock(&self.peer_access);
+        let mut agents = vec![self.gpu(device)?.agent];
+        agents.extend(self.peer_agents_of(&peers, device));
+        let mapped = self.hsa.ipc_memory_attach(&raw, len, &agents)?;
+        let address = mapped as u64;
+        lock(&self.registry.device).insert(
+            address,
+            DeviceAlloc {
+                device,
+                bytes: len,
+                imported: true,
+            },
+        );
+        drop(peers);
+        Ok(DevicePtr(address))
+    }
+
+    /// # Safety
+    /// As `Backend::ipc_close_handle`.
+    pub(super) unsafe fn ipc_close(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        self.gpu(device)?;
+        let entry = lock(&self.registry.device).get(&ptr.0).copied();
+        if !entry.is_some_and(|a| a.device == device && a.imported) {
+            return Err(Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: 0,
+                reason: "not an IPC mapping opened on this device",
+            });
+        }
+        self.drain_device_for_ordering(device);
+        // SAFETY: a mapping from `ipc_memory_attach`, closed once (removed below), unused by
+        // enqueued work (caller; the device was drained too).
+        unsafe { self.hsa.ipc_memory_detach(ptr.0 as *mut c_void) }?;
+        lock(&self.registry.device).remove(&ptr.0);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HANDLE_BYTES, from_bytes, to_bytes};
+    use gpu_mem_hsa_sys as sys;
+
+    #[test]
+    fn handles_round_trip_and_wrong_sizes_are_refused() {
+        let handle = sys::hsa_amd_ipc_memory_t {
+            handle: [1, 2, 3, 0xdead_beef, 5, 6, 7, u32::MAX],
+        };
+        let bytes = to_bytes(&handle);
+        assert_eq!(bytes.len(), HANDLE_BYTES);
+        assert_eq!(HANDLE_BYTES, 32);
+        let back = from_bytes(&bytes).map(|h| h.handle);
+        assert_eq!(back.ok(), Some(handle.handle));
+        assert!(from_bytes(&bytes[..31]).is_err());
+        assert!(from_bytes(&[0u8; 64]).is_err());
+    }
+}

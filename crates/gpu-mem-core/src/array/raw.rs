@@ -59,7 +59,7 @@ impl<T: Element> DeviceArray<T> {
     /// `strides` are in elements, as in ndarray, and may be negative.
     ///
     /// # Safety
-    /// The contract of the [module](self): `ptr` is `device`'s address of the first element,
+    /// `ptr` is `device`'s address of the first element,
     /// aligned for `T`; every element reached lies in memory that stays allocated at least until
     /// `owner` is dropped, which gpu-mem does once, after the last array and enqueued operation
     /// using the memory are gone; other users order their work with gpu-mem's.

@@ -16,8 +16,7 @@ use crate::array::{DeviceArray, LayoutSource};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::host::mapped::device_view_of;
-use crate::host::pinned::{allocate_zeroed, view_mut_of, view_of};
+use crate::host::pinned::allocate_zeroed;
 use crate::layout::{Layout, Order};
 use crate::memory::{Access, HostBuffer};
 use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Data, Dimension};
@@ -72,66 +71,4 @@ impl Device {
     }
 }
 
-impl<T: Element> ManagedArray<T> {
-    /// The shape.
-    pub fn shape(&self) -> &[usize] {
-        self.layout.shape()
-    }
-
-    /// Shape and strides.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    /// The device the memory was allocated for.
-    pub fn device(&self) -> &Device {
-        self.buffer.device()
-    }
-
-    /// The device side: a [`DeviceArray`] over the same memory (no copy), which keeps the memory
-    /// alive on its own.
-    pub fn device_view(&self) -> DeviceArray<T> {
-        device_view_of(&self.buffer, &self.layout)
-    }
-
-    /// Copies the current contents to a new host array, ordered after the device's work.
-    pub fn read(&self) -> Result<ArrayD<T>> {
-        self.device_view().copy_to_host()
-    }
-
-    /// Overwrites the contents with `values` (same shape), ordered after the device's work.
-    pub fn write<S: Data<Elem = T>, D: Dimension>(
-        &mut self,
-        values: &ArrayBase<S, D>,
-    ) -> Result<()> {
-        if values.shape() != self.layout.shape() {
-            return Err(Error::IncompatibleShape {
-                expected: self.layout.shape().to_vec(),
-                found: values.shape().to_vec(),
-            });
-        }
-        self.device_view().copy_from_host(values)
-    }
-
-    /// A zero-copy host view.
-    ///
-    /// # Safety
-    /// No device work (kernels, copies through [`ManagedArray::device_view`], work enqueued
-    /// before this call and not yet complete) may write the memory while the view lives: call
-    /// [`Device::synchronize`] first if kernels may be running.
-    pub unsafe fn host_view(&self) -> Result<ArrayViewD<'_, T>> {
-        self.buffer.pending().wait_for_host(Access::Read)?;
-        // SAFETY: stream writers were waited for; the caller excludes other device writers.
-        Ok(unsafe { view_of(&self.buffer, &self.layout) })
-    }
-
-    /// A zero-copy mutable host view.
-    ///
-    /// # Safety
-    /// No device work may read or write the memory while the view lives.
-    pub unsafe fn host_view_mut(&mut self) -> Result<ArrayViewMutD<'_, T>> {
-        self.buffer.pending().wait_for_host(Access::Write)?;
-        // SAFETY: stream users were waited for; the caller excludes other device users.
-        Ok(unsafe { view_mut_of(&self.buffer, &self.layout) })
-    }
-}
+crate::host::mapped::device_reachable_host_array!(ManagedArray);

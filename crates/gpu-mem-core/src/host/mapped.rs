@@ -5,7 +5,7 @@ use crate::backend::HostAllocFlags;
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::host::pinned::{allocate_zeroed, view_mut_of, view_of};
+use crate::host::pinned::allocate_zeroed;
 use crate::layout::{Layout, Order};
 use crate::memory::{Access, HostBuffer};
 use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Data, Dimension};
@@ -105,67 +105,81 @@ pub(crate) fn device_view_of<T: Element>(
     }
 }
 
-impl<T: Element> MappedArray<T> {
-    /// The shape.
-    pub fn shape(&self) -> &[usize] {
-        self.layout.shape()
-    }
+/// The methods every array of host memory that the device reaches in place shares
+/// ([`MappedArray`], [`ManagedArray`](crate::ManagedArray)): the device side as a view, host
+/// access by copy (ordered after the device's work), and `unsafe` zero-copy host views.
+macro_rules! device_reachable_host_array {
+    ($array:ident) => {
+        impl<T: Element> $array<T> {
+            /// The shape.
+            pub fn shape(&self) -> &[usize] {
+                self.layout.shape()
+            }
 
-    /// Shape and strides.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
+            /// Shape and strides.
+            pub fn layout(&self) -> &Layout {
+                &self.layout
+            }
 
-    /// The device the memory is mapped into.
-    pub fn device(&self) -> &Device {
-        self.buffer.device()
-    }
+            /// The device the memory belongs to.
+            pub fn device(&self) -> &Device {
+                self.buffer.device()
+            }
 
-    /// The device side: a [`DeviceArray`] over the same memory (no copy). It keeps the memory
-    /// alive on its own.
-    pub fn device_view(&self) -> DeviceArray<T> {
-        device_view_of(&self.buffer, &self.layout)
-    }
+            /// The device side: a [`DeviceArray`] over the same memory (no copy). It keeps the
+            /// memory alive on its own.
+            pub fn device_view(&self) -> DeviceArray<T> {
+                $crate::host::mapped::device_view_of(&self.buffer, &self.layout)
+            }
 
-    /// Copies the current contents to a new host array. The copy goes through the backend, so
-    /// it is ordered after the device's stream work and never races with device writes.
-    pub fn read(&self) -> Result<ArrayD<T>> {
-        self.device_view().copy_to_host()
-    }
+            /// Copies the current contents to a new host array. The copy goes through the
+            /// backend, so it is ordered after the device's stream work and never races with
+            /// device writes.
+            pub fn read(&self) -> Result<ArrayD<T>> {
+                self.device_view().copy_to_host()
+            }
 
-    /// Overwrites the contents with `values` (same shape), through the backend like
-    /// [`MappedArray::read`].
-    pub fn write<S: Data<Elem = T>, D: Dimension>(
-        &mut self,
-        values: &ArrayBase<S, D>,
-    ) -> Result<()> {
-        if values.shape() != self.layout.shape() {
-            return Err(Error::IncompatibleShape {
-                expected: self.layout.shape().to_vec(),
-                found: values.shape().to_vec(),
-            });
+            /// Overwrites the contents with `values` (same shape), through the backend like
+            /// [`Self::read`].
+            pub fn write<S: Data<Elem = T>, D: Dimension>(
+                &mut self,
+                values: &ArrayBase<S, D>,
+            ) -> Result<()> {
+                if values.shape() != self.layout.shape() {
+                    return Err(Error::IncompatibleShape {
+                        expected: self.layout.shape().to_vec(),
+                        found: values.shape().to_vec(),
+                    });
+                }
+                self.device_view().copy_from_host(values)
+            }
+
+            /// A zero-copy host view.
+            ///
+            /// # Safety
+            /// No device work (kernels, copies through [`Self::device_view`], work enqueued
+            /// before this call and not yet complete) may write the memory while the view lives:
+            /// call [`Device::synchronize`] first if kernels may be running.
+            pub unsafe fn host_view(&self) -> Result<ArrayViewD<'_, T>> {
+                self.buffer.pending().wait_for_host(Access::Read)?;
+                // SAFETY: stream writers were waited for; the caller excludes other device
+                // writers.
+                Ok(unsafe { $crate::host::pinned::view_of(&self.buffer, &self.layout) })
+            }
+
+            /// A zero-copy mutable host view.
+            ///
+            /// # Safety
+            /// No device work may read or write the memory while the view lives.
+            pub unsafe fn host_view_mut(&mut self) -> Result<ArrayViewMutD<'_, T>> {
+                self.buffer.pending().wait_for_host(Access::Write)?;
+                // SAFETY: stream users were waited for; the caller excludes other device users.
+                Ok(unsafe { $crate::host::pinned::view_mut_of(&self.buffer, &self.layout) })
+            }
         }
-        self.device_view().copy_from_host(values)
-    }
-
-    /// A zero-copy host view.
-    ///
-    /// # Safety
-    /// No device work (kernels, copies through [`MappedArray::device_view`]) may write the memory
-    /// while the view lives.
-    pub unsafe fn host_view(&self) -> Result<ArrayViewD<'_, T>> {
-        self.buffer.pending().wait_for_host(Access::Read)?;
-        // SAFETY: stream writers were waited for; the caller excludes other device writers.
-        Ok(unsafe { view_of(&self.buffer, &self.layout) })
-    }
-
-    /// A zero-copy mutable host view.
-    ///
-    /// # Safety
-    /// No device work may read or write the memory while the view lives.
-    pub unsafe fn host_view_mut(&mut self) -> Result<ArrayViewMutD<'_, T>> {
-        self.buffer.pending().wait_for_host(Access::Write)?;
-        // SAFETY: stream users were waited for; the caller excludes other device users.
-        Ok(unsafe { view_mut_of(&self.buffer, &self.layout) })
-    }
+    };
 }
+
+pub(crate) use device_reachable_host_array;
+
+device_reachable_host_array!(MappedArray);

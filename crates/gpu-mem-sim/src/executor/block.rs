@@ -639,21 +639,31 @@ impl SimThread<'_, '_> {
         }
     }
 
+    #[inline]
     fn suspend(&self, why: Suspend) {
         let Some(yielder) = self.yielder else {
-            // Only kernels whose source names no barrier, collective or atomic run without a
-            // coroutine; reaching here means the source check missed one.
-            if !matches!(why, Suspend::Progress) {
-                self.fault(
-                    "the kernel waited for other threads, but its source names no barrier, collective or atomic the simulator recognises".to_string(),
-                );
-            }
+            self.cannot_suspend(why);
             return;
         };
         yielder.suspend(why);
         // Other threads ran meanwhile: compiled code finds this thread again.
         if self.block.body.is_compiled() {
             super::body::make_current(self);
+        }
+    }
+}
+
+impl SimThread<'_, '_> {
+    /// A thread run as a plain call asked to wait. Only kernels whose source names no barrier,
+    /// collective or atomic run without a coroutine; reaching here means the source check missed
+    /// one.
+    #[cold]
+    #[inline(never)]
+    fn cannot_suspend(&self, why: Suspend) {
+        if !matches!(why, Suspend::Progress) {
+            self.fault(
+                "the kernel waited for other threads, but its source names no barrier, collective or atomic the simulator recognises".to_string(),
+            );
         }
     }
 }

@@ -118,11 +118,13 @@ thread_local! {
 }
 
 /// Makes `thread` the one compiled code's callbacks act for.
+#[inline]
 pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
     CURRENT.set(std::ptr::from_ref(thread).cast::<()>());
 }
 
 /// Runs `f` with the current simulated thread; `None` outside one.
+#[inline]
 fn with_current<R>(f: impl FnOnce(&SimThread<'_, '_>) -> R) -> Option<R> {
     let ptr = CURRENT.get();
     if ptr.is_null() {

@@ -121,7 +121,7 @@ fn view_as_checks_the_host_address_of_mapped_memory(rt: &Runtime) -> Result<(), 
     // alignment), so the view starts where the host address is surely not 4-aligned.
     let bytes = Array1::from_iter(0..68u8);
     let base = bytes.as_ptr() as usize;
-    let skip = (1..4).find(|k| (base + k) % 4 != 0).unwrap_or(1);
+    let skip = (1..4).find(|k| !(base + k).is_multiple_of(4)).unwrap_or(1);
     let odd = bytes.slice_move(s![skip..skip + 64]);
     let mut reg = dev.mapped(odd).map_err(fail("mapped"))?;
     let view = reg.device_view().map_err(fail("device_view"))?;

@@ -253,10 +253,9 @@ impl Device {
             .backend()
             .ipc_open_handle(self.ordinal(), &handle.memory)?;
         let first = DevicePtr(base.0 + handle.offset);
-        // SAFETY: `base` is a live mapping of `handle.memory.bytes` bytes that stays mapped until
-        // `Release::IpcMapping` closes it, after the last array and operation using it; the
-        // array's span was checked to lie inside it, and its first element is aligned (the
-        // backend maps allocations at aligned addresses; the offset was checked above).
+        // `base` maps `handle.memory.bytes` bytes at an aligned address (the offset was checked
+        // above) until `Release::IpcMapping` closes it, after the last array and operation.
+        // SAFETY: as just said; the array's span was checked to lie inside the mapping.
         let array = unsafe {
             DeviceArray::foreign(
                 self,

@@ -184,10 +184,9 @@ pub fn array_from_slice<T: Element>(
     stream
         .synchronize()
         .map_err(|e| driver_error("cuStreamSynchronize", e))?;
-    // SAFETY: `ptr` is the start of a live cudarc allocation of `len` `T`s in the primary
-    // context of `device` (checked), aligned for `T` (cuMemAlloc aligns to 256 bytes); the
-    // slice is the owner: only its drop frees the memory, and gpu-mem drops it after the last
-    // array and stream operation using it; cudarc's pending work on it is complete.
+    // `ptr` starts a live cudarc allocation of `len` `T`s in `device`'s primary context
+    // (checked), 256-byte aligned; cudarc's pending work on it is complete (synchronized).
+    // SAFETY: as just said; the slice is the owner, dropped after the last array and operation.
     unsafe { DeviceArray::from_raw_parts(device, DevicePtr(ptr), &[len], &[1], slice) }
 }
 
@@ -214,10 +213,9 @@ impl<T: Element> Upgraded<T> {
         // `upgrade_device_ptr` creates two events with `unwrap` when event tracking is on: its
         // panic becomes an error.
         let slice = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: `ptr` is the first of `len` contiguous `T`s of a live allocation of the
-            // same primary context (checked), any bit pattern is a valid `T` (`Element: Pod`),
-            // and the slice is never dropped (only leaked, in `Drop`) so cudarc never frees it;
-            // `memory` keeps the allocation alive meanwhile.
+            // `ptr` is the first of `len` contiguous `Pod` `T`s of a live allocation of the same
+            // primary context (checked), kept alive by `memory`.
+            // SAFETY: as just said; the slice is only ever leaked, so cudarc never frees it.
             unsafe { stream.upgrade_device_ptr::<T>(ptr, len) }
         }))
         .map_err(|_| Error::Native {
@@ -347,10 +345,9 @@ pub fn stream_from_cudarc(device: &Device, stream: Arc<CudaStream>) -> Result<St
     if handle == PER_THREAD_STREAM {
         return Err(per_thread_refused());
     }
-    // SAFETY: `handle` is a live `CUstream` of `device`'s primary context (checked) — the
-    // legacy stream when null — and not the per-thread stream (checked); the `Arc` owner keeps
-    // cudarc from destroying it until the gpu-mem stream drops it, after its last
-    // synchronization.
+    // `handle` is a live `CUstream` of `device`'s primary context (checked; null is the legacy
+    // stream), not the per-thread stream (checked).
+    // SAFETY: as just said; the `Arc` owner keeps it alive until the gpu-mem stream's last sync.
     Ok(unsafe { Stream::from_raw_handle(device, StreamHandle(handle as u64), stream) })
 }
 
@@ -413,10 +410,9 @@ pub unsafe fn cudarc_stream_arc(
 ) -> Result<Arc<CudaStream>> {
     check_context(stream.device(), ctx)?;
     let handle = stream.handle().0 as usize;
-    // SAFETY: `handle` is a `CUstream` of the device's primary context — every gpu-mem CUDA
-    // stream is created in it or adopted from it — which is `ctx` (checked); the caller keeps
-    // every clone within the gpu-mem stream's life; cudarc's and gpu-mem's work on it is
-    // ordered by the stream itself.
+    // Every gpu-mem CUDA stream is created in (or adopted from) the primary context, which is
+    // `ctx` (checked); work of both libraries on it is ordered by the stream itself.
+    // SAFETY: as just said; the caller keeps every clone within the gpu-mem stream's life.
     Ok(unsafe { ctx.wrap_borrowed_stream(handle as ::cudarc::driver::sys::CUstream) })
 }
 

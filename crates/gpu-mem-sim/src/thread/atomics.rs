@@ -147,10 +147,9 @@ macro_rules! atomic_methods {
             T: $crate::thread::AtomicElement,
         {
             self.atomic_with(index, |p| {
-                // SAFETY: the slot was bounds-checked, the memory is aligned for `T` (allocation
-                // alignment, checked view offsets), and mixing atomics with plain accesses of
-                // one element is the kernel's responsibility, as on a GPU (so for every atomic
-                // below).
+                // SAFETY: the slot was bounds-checked and is aligned for `T`; mixing atomics with
+                // plain accesses of one element is the kernel's responsibility, as on a GPU (the
+                // same holds for every atomic below).
                 unsafe { T::atomic_add(p, value) }
             })
         }

@@ -426,10 +426,9 @@ impl RocBackend {
             }
             (first, packets)
         };
-        // SAFETY: the completion signal owns the kernarg buffer and the loaded kernel (kernel
-        // object) and the signals it waits on, releasing them only once observed complete; the
-        // queue lives in `dev`, which the backend keeps until its work completed; the slots
-        // were reserved above for these packets.
+        // The completion signal owns the kernargs, the kernel object and the signals waited on
+        // until observed complete; the queue lives in `dev`, kept until its work completed.
+        // SAFETY: as just said; the slots were reserved above for these packets.
         unsafe { queue.write(first, &packets) }?;
         Ok(completion)
     }

@@ -1,19 +1,23 @@
-//! Running one block: its threads as coroutines on the current OS thread, released together at
-//! barriers and warp collectives, with divergence and faults turned into errors.
+//! Running one block: its threads on fibers of the current OS thread (`super::fiber`), released
+//! together at barriers and warp collectives, with divergence and faults turned into errors.
 //!
-//! A thread runs until it suspends: at a barrier or collective ([`Suspend::Wait`]), or to let
-//! the others run ([`Suspend::Progress`], from atomics and spin-wait hints). When every thread
-//! that a barrier needs waits at it, the barrier releases them together; when nothing can
-//! proceed, the launch fails with [`Error::BarrierDivergence`] describing who waits where.
+//! A thread runs until it waits: at a barrier or collective ([`Suspend::Wait`]), or to let the
+//! others run ([`Suspend::Progress`], from atomics and spin-wait hints). The waiting thread
+//! itself picks the next thread to run — the next ready one in index order, or an unstarted one
+//! on a fresh fiber — and switches to it; a thread that ends leaves its fiber to the next
+//! unstarted thread. When the scan reaches the end of the block (a round), what can be released
+//! is released: every thread waiting at one block barrier at once (counted as they arrive), or
+//! the general checks for warp barriers, collectives and mixed waits. When nothing can proceed
+//! the launch fails with [`Error::BarrierDivergence`] describing who waits where.
 
 use super::body::{Body, GmSimThread};
+use super::fiber::{self, Fiber, Target};
 use super::shared::SharedMemory;
 use super::stack;
 use crate::thread::{ArgView, BarrierScope, Collective, Fence, Site, ThreadCtx, ThreadOps};
-use corosensei::{Coroutine, CoroutineResult, Yielder};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::panic::AssertUnwindSafe;
 
 /// A thread lets the others run at every this many atomics / spin hints.
@@ -22,81 +26,34 @@ const PROGRESS_EVERY: u32 = 16;
 /// declared stuck.
 const MAX_IDLE_ROUNDS: u32 = 1 << 20;
 
-/// A coroutine that runs simulated threads one after another on one OS thread: created once,
-/// reused across blocks and launches.
-type Fiber = Coroutine<Start, Suspend, (), stack::ColoredStack>;
-
 /// What a fiber runs next: thread `linear` of the block at `block` (its lifetime erased; see
-/// [`run_thread`]).
+/// [`run_threads`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Start {
     block: *const Block<'static>,
     linear: u32,
 }
 
-struct PooledFiber {
-    fiber: Fiber,
-    /// Its stack's limit, for the overflow report.
-    limit: usize,
-}
+/// The payload that unwinds a closure thread left waiting when its block ends.
+struct Cancelled;
 
-/// Idle fibers are kept up to the largest block.
-const MAX_POOLED_FIBERS: usize = super::MAX_THREADS_PER_BLOCK as usize;
-
-thread_local! {
-    /// This OS thread's idle fibers, each suspended at [`Suspend::Exit`] (or never started).
-    static FIBERS: RefCell<Vec<PooledFiber>> = const { RefCell::new(Vec::new()) };
-}
-
-fn new_fiber() -> Result<PooledFiber, String> {
-    let stack = stack::take()?;
-    let limit = stack::limit(&stack);
-    let fiber = Fiber::with_stack(stack, |yielder: &Yielder<Start, Suspend>, first: Start| {
-        let mut start = first;
-        loop {
-            // SAFETY: `Block::run` resumes a fiber with a `Start` naming itself, and only while
-            // it is alive; the thread's frames are gone (returned, unwound or reset) before the
-            // fiber is handed to another block.
-            unsafe { run_thread(yielder, start) };
-            start = yielder.suspend(Suspend::Exit);
-        }
-    });
-    Ok(PooledFiber { fiber, limit })
-}
-
-/// Puts fibers back into this OS thread's pool; finished ones (a panic, a reset) give their
-/// stacks back instead.
-fn give_back(fibers: Vec<PooledFiber>) {
-    FIBERS.with_borrow_mut(|pool| {
-        for fiber in fibers {
-            if fiber.fiber.done() {
-                stack::give_back(fiber.fiber.into_stack());
-            } else if pool.len() < MAX_POOLED_FIBERS {
-                pool.push(fiber);
-            }
-        }
-    });
-}
-
-/// Runs one simulated thread on the calling fiber.
+/// Runs thread `start.linear`, then, on the same fiber, further unstarted threads of its block,
+/// until the block has none for this fiber; returns where the OS thread goes next. The block is
+/// not touched after the return.
 ///
 /// # Safety
-/// `start.block` points to a live `Block` for as long as this thread runs (the block resumes
-/// it, and ends it before it goes away).
-unsafe fn run_thread(yielder: &Yielder<Start, Suspend>, start: Start) {
+/// `start.block` points to a live `Block` that ends every thread it started before it goes away.
+pub(crate) unsafe fn run_threads(start: Start, fiber: *const Fiber) -> Target {
     // SAFETY: the caller's contract.
     let block: &Block<'_> = unsafe { &*start.block };
-    let thread = block.thread_index(start.linear);
-    let me = SimThread {
-        block,
-        thread,
-        linear: start.linear,
-        info: GmSimThread::new(block, thread, start.linear),
-        shared_calls: Cell::new(0),
-        atomics: Cell::new(0),
-        yielder: Some(yielder),
-    };
-    me.run();
+    let mut linear = start.linear;
+    loop {
+        block.run_thread(linear, fiber);
+        match block.thread_ended(linear, fiber) {
+            Ended::StartHere(next) => linear = next,
+            Ended::Go(target) => return target,
+        }
+    }
 }
 
 /// Where a suspended thread waits.
@@ -110,19 +67,28 @@ pub(crate) struct Wait {
     op: Option<Collective>,
 }
 
-/// Why a thread's coroutine suspended.
+/// Why a thread stopped running.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Suspend {
     Wait(Wait),
     Progress,
-    /// The thread's code returned; the fiber waits for its next thread.
-    Exit,
 }
 
+/// A thread's state as the general release checks see it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
     Ready,
     Waiting(Wait),
+    Done,
+}
+
+/// A thread's state as the scheduler keeps it (the wait itself is in `Schedule::waits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not started yet (always a suffix of the block's threads).
+    Unstarted,
+    Ready,
+    Waiting,
     Done,
 }
 
@@ -133,6 +99,114 @@ struct Slot {
     arg: i64,
     width: u32,
     result: u64,
+}
+
+/// What happens after a thread ended.
+enum Ended {
+    /// Start this unstarted thread on the same fiber.
+    StartHere(u32),
+    Go(Target),
+}
+
+/// What runs next.
+enum Next {
+    /// A started thread (possibly the one asking).
+    Run(usize),
+    /// An unstarted thread, on a fresh fiber.
+    Start(usize),
+    /// The block is finished or stuck: back to `Block::run`.
+    Finish,
+}
+
+/// The block's scheduling state. Touched only by code running on the block's OS thread, in
+/// short stretches that never span a switch or a call into the kernel. Its buffers are kept per
+/// OS thread and reused by the next block.
+struct Schedule {
+    phases: Vec<Phase>,
+    /// Where each `Waiting` thread waits.
+    waits: Vec<Option<Wait>>,
+    /// The fiber of each started thread that has not ended.
+    fibers: Vec<*const Fiber>,
+    /// Fibers of ended threads, idle, for the block's next threads (then the OS thread's pool).
+    spare: Vec<*const Fiber>,
+    next_unstarted: usize,
+    waiting: usize,
+    done: usize,
+    /// Threads waiting at block barriers, the first one's wait, and whether all wait at its site.
+    block_waiting: usize,
+    first_block_wait: Option<Wait>,
+    one_site: bool,
+    /// Since the last round ended: did a thread wait, end or get released; did one spin.
+    progressed: bool,
+    idle_rounds: u32,
+    outcome: Result<(), Error>,
+    /// `Block::run` is ending threads left waiting.
+    cancelling: bool,
+}
+
+impl Default for Schedule {
+    fn default() -> Schedule {
+        Schedule {
+            phases: Vec::new(),
+            waits: Vec::new(),
+            fibers: Vec::new(),
+            spare: Vec::new(),
+            next_unstarted: 0,
+            waiting: 0,
+            done: 0,
+            block_waiting: 0,
+            first_block_wait: None,
+            one_site: true,
+            progressed: false,
+            idle_rounds: 0,
+            outcome: Ok(()),
+            cancelling: false,
+        }
+    }
+}
+
+impl Schedule {
+    /// A schedule for `count` threads, reusing this OS thread's buffers.
+    fn take(count: usize) -> Schedule {
+        let kept = SPARE_SCHEDULE.take().unwrap_or_default();
+        let mut s = Schedule {
+            phases: kept.phases,
+            waits: kept.waits,
+            fibers: kept.fibers,
+            spare: kept.spare,
+            ..Schedule::default()
+        };
+        s.phases.clear();
+        s.phases.resize(count, Phase::Unstarted);
+        s.waits.clear();
+        s.waits.resize(count, None);
+        s.fibers.clear();
+        s.fibers.resize(count, std::ptr::null());
+        s.spare.clear();
+        s
+    }
+
+    /// Keeps the buffers for the next block of this OS thread.
+    fn keep(self) {
+        SPARE_SCHEDULE.set(Some(self));
+    }
+
+    /// The states as the general release checks see them.
+    fn states(&self) -> Vec<State> {
+        self.phases
+            .iter()
+            .zip(&self.waits)
+            .map(|(phase, wait)| match (phase, wait) {
+                (Phase::Waiting, Some(wait)) => State::Waiting(*wait),
+                (Phase::Done, _) => State::Done,
+                _ => State::Ready,
+            })
+            .collect()
+    }
+}
+
+thread_local! {
+    static SPARE_SCHEDULE: Cell<Option<Schedule>> = const { Cell::new(None) };
 }
 
 /// Everything the threads of one block share.
@@ -148,6 +222,16 @@ pub(crate) struct Block<'a> {
     slots: RefCell<Vec<Slot>>,
     /// First fault of the block: thread index and message.
     fault: RefCell<Option<(Dim3, String)>>,
+    schedule: UnsafeCell<Schedule>,
+}
+
+impl Drop for Block<'_> {
+    fn drop(&mut self) {
+        let schedule = std::mem::take(self.schedule.get_mut());
+        if !schedule.phases.is_empty() {
+            schedule.keep();
+        }
+    }
 }
 
 impl<'a> Block<'a> {
@@ -171,13 +255,30 @@ impl<'a> Block<'a> {
             grid_dim,
             warp_size,
             shared,
-            slots: RefCell::new(vec![Slot::default(); block_dim.count() as usize]),
+            // Sized by the first collective.
+            slots: RefCell::new(Vec::new()),
             fault: RefCell::new(None),
+            schedule: UnsafeCell::new(Schedule::default()),
         }
     }
 
+    /// The scheduling state.
+    ///
+    /// # Safety
+    /// No other reference to it is alive: callers hold it only within one function that neither
+    /// switches fibers nor runs kernel code.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn schedule(&self) -> &mut Schedule {
+        // SAFETY: the caller's contract; a block is only touched by its own OS thread.
+        unsafe { &mut *self.schedule.get() }
+    }
+
+    #[inline]
     fn thread_index(&self, linear: u32) -> Dim3 {
         let (bx, by) = (self.block_dim.x, self.block_dim.y);
+        if by == 1 && self.block_dim.z == 1 {
+            return Dim3::new(linear, 0, 0);
+        }
         Dim3::new(linear % bx, (linear / bx) % by, linear / (bx * by))
     }
 
@@ -196,7 +297,7 @@ impl<'a> Block<'a> {
         }
     }
 
-    /// Runs every thread of the block to completion, on fibers of this OS thread's pool.
+    /// Runs every thread of the block to completion, on fibers of this OS thread.
     pub(crate) fn run(&self) -> Result<(), Error> {
         if let Body::Compiled(launch) = self.body
             && !launch.program.waits
@@ -204,42 +305,80 @@ impl<'a> Block<'a> {
             return self.run_direct();
         }
         let count = self.block_dim.count() as usize;
-        let mut fibers: Vec<PooledFiber> = FIBERS.with_borrow_mut(|pool| {
-            let keep = pool.len().saturating_sub(count);
-            pool.split_off(keep)
-        });
-        while fibers.len() < count {
-            match new_fiber() {
-                Ok(fiber) => fibers.push(fiber),
-                Err(reason) => {
-                    give_back(fibers);
-                    return Err(Error::InvalidLaunch {
-                        kernel: self.kernel.to_string(),
-                        reason,
-                    });
-                }
+        // SAFETY: no thread runs yet.
+        let s = unsafe { self.schedule() };
+        *s = Schedule::take(count);
+        // The fibers the block may need, in one go.
+        fiber::take_idle(count, &mut s.spare);
+        let first = match s.spare.pop() {
+            Some(fiber) => fiber,
+            None => fiber::take().map_err(|reason| Error::InvalidLaunch {
+                kernel: self.kernel.to_string(),
+                reason,
+            })?,
+        };
+        stack::running(self.kernel);
+        s.phases[0] = Phase::Ready;
+        s.fibers[0] = first;
+        s.next_unstarted = 1;
+        let this = std::ptr::from_ref(self).cast::<Block<'static>>();
+        // SAFETY: `first` is idle and ours; the block outlives the call, and every thread it
+        // starts has ended (or is ended below) before it returns.
+        unsafe {
+            fiber::assign(
+                first,
+                Start {
+                    block: this,
+                    linear: 0,
+                },
+            );
+            fiber::enter(first);
+        }
+        self.end_waiting_threads();
+        // SAFETY: no thread runs any more.
+        let s = unsafe { self.schedule() };
+        fiber::give_back_all(&mut s.spare);
+        let result = std::mem::replace(&mut s.outcome, Ok(()));
+        self.fault_or(result)
+    }
+
+    /// Ends the threads left waiting (divergence, or another thread's fault): closures are
+    /// unwound, running their destructors; compiled threads are dropped without unwinding.
+    fn end_waiting_threads(&self) {
+        let count = self.block_dim.count() as usize;
+        {
+            // SAFETY: no thread runs while `run` is back on the OS thread's stack.
+            let s = unsafe { self.schedule() };
+            if s.done == count {
+                return;
             }
         }
-        let mut states = vec![State::Ready; count];
-        let result = self.schedule(&mut fibers, &mut states);
-        for (fiber, state) in fibers.iter_mut().zip(&states) {
-            if *state == State::Done || fiber.fiber.done() {
-                continue;
-            }
-            // A thread left waiting (divergence, or another thread's fault) is ended.
+        for linear in 0..count {
+            let fiber = {
+                // SAFETY: as above.
+                let s = unsafe { self.schedule() };
+                if matches!(s.phases[linear], Phase::Done | Phase::Unstarted) {
+                    continue;
+                }
+                s.phases[linear] = Phase::Done;
+                s.cancelling = true;
+                std::mem::replace(&mut s.fibers[linear], std::ptr::null())
+            };
             if self.body.is_compiled() {
                 // Compiled frames must not be unwound (no Rust panic crosses C++ frames): the
                 // suspended thread's stack is discarded instead. Nothing on it owns resources:
                 // no borrow or lock is held across a suspension.
-                // SAFETY: see above; the fiber is not resumed again.
-                unsafe { fiber.fiber.force_reset() };
+                // SAFETY: see above; the fiber is suspended in this block's thread.
+                unsafe { fiber::reset(fiber) };
+                // SAFETY: as above.
+                unsafe { self.schedule() }.spare.push(fiber);
             } else {
-                // Unwinds the closure's frames, running their destructors.
-                fiber.fiber.force_unwind();
+                // The thread's `suspend` sees `cancelling` and unwinds with `Cancelled`, caught
+                // by `run_thread`; its fiber then comes back here.
+                // SAFETY: the fiber is suspended in a thread of this live block.
+                unsafe { fiber::enter(fiber) };
             }
         }
-        give_back(fibers);
-        self.fault_or(result)
     }
 
     /// The block's first fault, if any, else `result`. A fault is the root cause of any
@@ -271,7 +410,7 @@ impl<'a> Block<'a> {
                 info: GmSimThread::new(self, thread, linear),
                 shared_calls: Cell::new(0),
                 atomics: Cell::new(0),
-                yielder: None,
+                fiber: None,
             };
             me.run();
             if self.fault.borrow().is_some() {
@@ -281,95 +420,220 @@ impl<'a> Block<'a> {
         self.fault_or(Ok(()))
     }
 
-    fn schedule(&self, fibers: &mut [PooledFiber], states: &mut [State]) -> Result<(), Error> {
-        let count = fibers.len();
-        let warp = self.warp_size.max(1) as usize;
-        let this = std::ptr::from_ref(self).cast::<Block<'static>>();
+    /// Runs thread `linear` on `fiber` until it ends (a closure's panic becomes a fault).
+    fn run_thread(&self, linear: u32, fiber: *const Fiber) {
+        let thread = self.thread_index(linear);
         let compiled = self.body.is_compiled();
-        stack::running(self.kernel);
-        let mut idle_rounds = 0u32;
-        loop {
-            let mut advanced = false;
-            let mut spinning = false;
-            let mut done = 0usize;
-            let mut at_block = 0usize;
-            let mut block_wait: Option<Wait> = None;
-            let mut one_site = true;
-            for (index, fiber) in fibers.iter_mut().enumerate() {
-                if states[index] == State::Ready {
-                    let start = Start {
-                        block: this,
-                        linear: index as u32,
-                    };
-                    stack::entering(fiber.limit);
-                    // Compiled code cannot panic (its callbacks never unwind); closures can.
-                    let step = if compiled {
-                        Ok(fiber.fiber.resume(start))
-                    } else {
-                        std::panic::catch_unwind(AssertUnwindSafe(|| fiber.fiber.resume(start)))
-                    };
-                    states[index] = match step {
-                        Ok(CoroutineResult::Yield(Suspend::Wait(wait))) => State::Waiting(wait),
-                        Ok(CoroutineResult::Yield(Suspend::Progress)) => {
-                            spinning = true;
-                            State::Ready
-                        }
-                        Ok(CoroutineResult::Yield(Suspend::Exit)) => State::Done,
-                        // The fiber's body never returns; a panic ends the fiber.
-                        Ok(CoroutineResult::Return(())) => State::Done,
-                        Err(payload) => {
-                            let message = panic_message(payload.as_ref());
-                            self.record_fault(
-                                self.thread_index(index as u32),
-                                format!("the kernel panicked: {message}"),
-                            );
-                            State::Done
-                        }
-                    };
-                    advanced |= states[index] != State::Ready;
-                }
-                match states[index] {
-                    State::Done => done += 1,
-                    State::Waiting(wait) if wait.scope == BarrierScope::Block => {
-                        at_block += 1;
-                        match block_wait {
-                            None => block_wait = Some(wait),
-                            Some(first) => one_site &= first.at == wait.at,
+        let me = SimThread {
+            block: self,
+            thread,
+            linear,
+            // Only compiled code reads it.
+            info: if compiled {
+                GmSimThread::new(self, thread, linear)
+            } else {
+                GmSimThread::default()
+            },
+            shared_calls: Cell::new(0),
+            atomics: Cell::new(0),
+            fiber: Some(fiber),
+        };
+        if compiled {
+            // Compiled code cannot panic (its callbacks never unwind).
+            me.run();
+        } else if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| me.run()))
+            && !payload.is::<Cancelled>()
+        {
+            let message = panic_message(payload.as_ref());
+            self.record_fault(thread, format!("the kernel panicked: {message}"));
+        }
+    }
+
+    /// Bookkeeping of a thread that ended on `fiber`: the next unstarted thread runs on the same
+    /// fiber; otherwise the fiber is left for the next thread to run.
+    fn thread_ended(&self, linear: u32, fiber: *const Fiber) -> Ended {
+        // SAFETY: the thread ended; nothing else holds the schedule.
+        let s = unsafe { self.schedule() };
+        let linear = linear as usize;
+        s.fibers[linear] = std::ptr::null();
+        if s.cancelling {
+            s.spare.push(fiber);
+            return Ended::Go(Target::Main);
+        }
+        s.phases[linear] = Phase::Done;
+        s.done += 1;
+        s.progressed = true;
+        if s.next_unstarted < s.phases.len() {
+            let next = s.next_unstarted;
+            s.next_unstarted += 1;
+            s.phases[next] = Phase::Ready;
+            s.fibers[next] = fiber;
+            return Ended::StartHere(next as u32);
+        }
+        // The fiber switches away right after this; only then can a new thread be started on it.
+        s.spare.push(fiber);
+        match self.pick(s, linear) {
+            Next::Run(j) => Ended::Go(Target::Fiber(s.fibers[j])),
+            // Unreachable (no thread is unstarted), but harmless: finish.
+            Next::Start(_) | Next::Finish => Ended::Go(Target::Main),
+        }
+    }
+
+    /// Suspends thread `linear` (running on `fiber`) for `why`, runs the others, and returns
+    /// when the thread may go on (or is being ended: see `cancelling`).
+    fn suspend(&self, linear: u32, fiber: *const Fiber, why: Suspend) {
+        let linear = linear as usize;
+        let (to, start) = {
+            // SAFETY: the thread runs executor code; nothing else holds the schedule.
+            let s = unsafe { self.schedule() };
+            match why {
+                Suspend::Wait(wait) => {
+                    s.phases[linear] = Phase::Waiting;
+                    s.waits[linear] = Some(wait);
+                    s.waiting += 1;
+                    s.progressed = true;
+                    if wait.scope == BarrierScope::Block {
+                        s.block_waiting += 1;
+                        match s.first_block_wait {
+                            None => s.first_block_wait = Some(wait),
+                            Some(first) => s.one_site &= first.at == wait.at,
                         }
                     }
-                    _ => {}
                 }
+                Suspend::Progress => {}
             }
-            if done == count {
-                return Ok(());
+            match self.pick(s, linear) {
+                Next::Run(j) if j == linear => return,
+                Next::Run(j) => (s.fibers[j], None),
+                Next::Start(j) => match s.spare.pop().map_or_else(fiber::take, Ok) {
+                    Ok(fresh) => {
+                        s.fibers[j] = fresh;
+                        (fresh, Some(j as u32))
+                    }
+                    Err(reason) => {
+                        s.outcome = Err(Error::InvalidLaunch {
+                            kernel: self.kernel.to_string(),
+                            reason,
+                        });
+                        (std::ptr::null(), None)
+                    }
+                },
+                Next::Finish => (std::ptr::null(), None),
             }
-            // The common case: every thread waits at the same block barrier.
-            let released = if let (Some(wait), true, 0) = (block_wait, one_site, done) {
-                if at_block == count {
-                    self.release_block_now(wait, states);
-                    true
-                } else {
-                    self.release_general(states, warp)?
-                }
+        };
+        let this = std::ptr::from_ref(self).cast::<Block<'static>>();
+        // SAFETY: we run on `fiber`; `to` is a fiber of this block's OS thread holding a
+        // runnable thread of this block, or an idle one given its first thread; without one,
+        // the block's `run` waits in `enter`.
+        unsafe {
+            if to.is_null() {
+                fiber::to_main(fiber);
             } else {
-                self.release_general(states, warp)?
-            };
-            if released || advanced {
-                idle_rounds = 0;
-            } else if spinning {
-                idle_rounds += 1;
-                if idle_rounds > MAX_IDLE_ROUNDS {
-                    return Err(self.divergence(format!(
-                        "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run; {}",
-                        describe_states(states, |i| self.thread_index(i as u32))
-                    )));
+                if let Some(linear) = start {
+                    fiber::assign(
+                        to,
+                        Start {
+                            block: this,
+                            linear,
+                        },
+                    );
                 }
-            } else {
-                return Err(
-                    self.divergence(describe_states(states, |i| self.thread_index(i as u32)))
-                );
+                fiber::switch(fiber, to);
             }
         }
+    }
+
+    /// The next thread to run after `from`: the next ready or unstarted one in index order; at
+    /// the end of the block, a round ends (see [`Block::end_round`]) and the scan starts over.
+    #[inline]
+    fn pick(&self, s: &mut Schedule, from: usize) -> Next {
+        let count = s.phases.len();
+        let mut i = from + 1;
+        loop {
+            while i < count {
+                match s.phases[i] {
+                    Phase::Ready => return Next::Run(i),
+                    Phase::Unstarted => {
+                        s.phases[i] = Phase::Ready;
+                        s.next_unstarted = i + 1;
+                        return Next::Start(i);
+                    }
+                    _ => i += 1,
+                }
+            }
+            match self.end_round(s) {
+                Ok(true) => i = 0,
+                Ok(false) => return Next::Finish,
+                Err(error) => {
+                    s.outcome = Err(error);
+                    return Next::Finish;
+                }
+            }
+        }
+    }
+
+    /// Ends a round: releases what can be released; `Ok(false)` when every thread has ended,
+    /// an error when no thread can proceed (or threads only spin for too long).
+    #[inline(never)]
+    fn end_round(&self, s: &mut Schedule) -> Result<bool, Error> {
+        let count = s.phases.len();
+        if s.done == count {
+            return Ok(false);
+        }
+        let released = match s.first_block_wait {
+            // The common case: every thread waits at the same block barrier.
+            Some(wait) if s.block_waiting == count && s.one_site => {
+                self.release_block_now(wait);
+                s.phases.fill(Phase::Ready);
+                s.waiting = 0;
+                s.block_waiting = 0;
+                s.first_block_wait = None;
+                s.one_site = true;
+                true
+            }
+            _ if s.waiting > 0 => {
+                let warp = self.warp_size.max(1) as usize;
+                let mut states = s.states();
+                let released = self.release_general(&mut states, warp)?;
+                if released {
+                    for (phase, state) in s.phases.iter_mut().zip(&states) {
+                        if *phase == Phase::Waiting && *state == State::Ready {
+                            *phase = Phase::Ready;
+                        }
+                    }
+                    recount(s);
+                }
+                released
+            }
+            _ => false,
+        };
+        if released {
+            s.progressed = true;
+        }
+        if s.waiting + s.done == count {
+            return Err(self.divergence(describe_states(&s.states(), |i| {
+                self.thread_index(i as u32)
+            })));
+        }
+        if s.progressed {
+            s.idle_rounds = 0;
+        } else {
+            s.idle_rounds += 1;
+            if s.idle_rounds > MAX_IDLE_ROUNDS {
+                return Err(self.divergence(format!(
+                    "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run; {}",
+                    describe_states(&s.states(), |i| self.thread_index(i as u32))
+                )));
+            }
+        }
+        s.progressed = false;
+        Ok(true)
+    }
+
+    /// Whether the block is ending the threads left waiting.
+    fn cancelling(&self) -> bool {
+        // SAFETY: a short read; nothing else holds the schedule while a thread runs.
+        unsafe { self.schedule() }.cancelling
     }
 
     /// Warp barriers and collectives, then a block barrier with its checks.
@@ -508,13 +772,14 @@ impl<'a> Block<'a> {
                 states.len()
             )));
         }
-        self.release_block_now(wait, states);
+        self.release_block_now(wait);
+        states.iter_mut().for_each(|s| *s = State::Ready);
         Ok(true)
     }
 
     /// Releases every thread of the block from `wait`, a block barrier or collective they all
     /// wait at.
-    fn release_block_now(&self, wait: Wait, states: &mut [State]) {
+    fn release_block_now(&self, wait: Wait) {
         if let Some(op) = wait.op {
             let mut slots = self.slots.borrow_mut();
             let count = slots.iter().filter(|s| s.value != 0).count() as u64;
@@ -528,7 +793,26 @@ impl<'a> Block<'a> {
         if wait.fence == Fence::Global {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         }
-        states.iter_mut().for_each(|s| *s = State::Ready);
+    }
+}
+
+/// Recounts the waiting threads after a release.
+fn recount(s: &mut Schedule) {
+    s.waiting = 0;
+    s.block_waiting = 0;
+    s.first_block_wait = None;
+    s.one_site = true;
+    for (phase, wait) in s.phases.iter().zip(&s.waits) {
+        if let (Phase::Waiting, Some(wait)) = (phase, wait) {
+            s.waiting += 1;
+            if wait.scope == BarrierScope::Block {
+                s.block_waiting += 1;
+                match s.first_block_wait {
+                    None => s.first_block_wait = Some(*wait),
+                    Some(first) => s.one_site &= first.at == wait.at,
+                }
+            }
+        }
     }
 }
 
@@ -611,9 +895,9 @@ pub(crate) struct SimThread<'b, 'a> {
     pub(crate) info: GmSimThread,
     shared_calls: Cell<usize>,
     atomics: Cell<u32>,
-    /// The fiber's yielder; `None` for a thread run as a plain call (a compiled kernel that
+    /// The fiber it runs on; `None` for a thread run as a plain call (a compiled kernel that
     /// never waits for other threads).
-    yielder: Option<&'b Yielder<Start, Suspend>>,
+    fiber: Option<*const Fiber>,
 }
 
 impl SimThread<'_, '_> {
@@ -641,14 +925,17 @@ impl SimThread<'_, '_> {
 
     #[inline]
     fn suspend(&self, why: Suspend) {
-        let Some(yielder) = self.yielder else {
+        let Some(fiber) = self.fiber else {
             self.cannot_suspend(why);
             return;
         };
-        yielder.suspend(why);
-        // Other threads ran meanwhile: compiled code finds this thread again.
+        self.block.suspend(self.linear, fiber, why);
         if self.block.body.is_compiled() {
+            // Other threads ran meanwhile: compiled code finds this thread again.
             super::body::make_current(self);
+        } else if self.block.cancelling() {
+            // The block ended while this thread waited: unwind its frames.
+            std::panic::resume_unwind(Box::new(Cancelled));
         }
     }
 }
@@ -691,6 +978,9 @@ impl ThreadOps for SimThread<'_, '_> {
         let linear = self.linear as usize;
         {
             let mut slots = self.block.slots.borrow_mut();
+            if slots.is_empty() {
+                slots.resize(self.block.block_dim.count() as usize, Slot::default());
+            }
             let slot = &mut slots[linear];
             slot.value = value;
             slot.arg = arg;

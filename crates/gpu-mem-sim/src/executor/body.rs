@@ -70,6 +70,7 @@ pub(crate) struct GmSimThread {
 }
 
 impl GmSimThread {
+    #[inline]
     pub(crate) fn new(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
         GmSimThread {
             thread_idx: thread.to_array(),
@@ -77,7 +78,10 @@ impl GmSimThread {
             block_dim: block.block_dim.to_array(),
             grid_dim: block.grid_dim.to_array(),
             warp_size: block.warp_size,
-            lane: linear % block.warp_size.max(1),
+            lane: match block.warp_size {
+                w if w.is_power_of_two() => linear & (w - 1),
+                w => linear % w.max(1),
+            },
         }
     }
 }

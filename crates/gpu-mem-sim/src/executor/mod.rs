@@ -15,6 +15,7 @@
 mod args;
 mod block;
 pub(crate) mod body;
+mod fiber;
 mod grid;
 mod shared;
 mod stack;

@@ -61,6 +61,7 @@ impl Site {
 }
 
 impl PartialEq for Site {
+    #[inline]
     fn eq(&self, other: &Site) -> bool {
         if self.line != other.line || self.column != other.column {
             return false;
@@ -71,7 +72,15 @@ impl PartialEq for Site {
             (SiteFile::C(a), SiteFile::C(b)) => a == b,
             _ => false,
         };
-        same_address || self.file_name() == other.file_name()
+        same_address || self.same_file_name(other)
+    }
+}
+
+impl Site {
+    #[cold]
+    #[inline(never)]
+    fn same_file_name(&self, other: &Site) -> bool {
+        self.file_name() == other.file_name()
     }
 }
 

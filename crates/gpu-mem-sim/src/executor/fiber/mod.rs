@@ -1,0 +1,186 @@
+//! Fibers: the stacks simulated threads run on, and the switches between them.
+//!
+//! A block's threads run on fibers of the OS thread that runs the block, one at a time. A thread
+//! that ends without having waited leaves its fiber to the block's next thread, so threads that
+//! never wait cost a call, not a switch; a thread that waits keeps its fiber until it ends.
+//! Switches are symmetric: a thread that waits hands the OS thread straight to the next thread to
+//! run ([`switch`]), and the thread that finds the block finished (or stuck) hands it back to the
+//! block's caller ([`to_main`]). A barrier costs each thread one switch.
+//!
+//! On x86-64 a switch is a handful of instructions (`native.rs`); elsewhere fibers are corosensei
+//! coroutines and each switch passes through a driver loop on the caller's stack (`portable.rs`),
+//! with the same behaviour. Fibers are kept per OS thread and reused across blocks and launches;
+//! their stacks come from [`super::stack`], which also reports overflows.
+
+use super::block::{self, Start};
+use super::stack;
+use std::cell::{Cell, RefCell};
+
+#[cfg(all(target_arch = "x86_64", not(miri), not(feature = "portable-fibers")))]
+#[path = "native.rs"]
+mod imp;
+#[cfg(not(all(target_arch = "x86_64", not(miri), not(feature = "portable-fibers"))))]
+#[path = "portable.rs"]
+mod imp;
+
+/// A stack on which simulated threads run one after another.
+pub(crate) struct Fiber {
+    context: imp::Context,
+    /// The thread this fiber runs next, set by whoever switches to it while it is idle.
+    mailbox: Cell<Option<Start>>,
+    /// Its stack's lowest address, for the overflow report.
+    limit: usize,
+}
+
+/// Where the OS thread goes when a fiber has no thread left to run.
+#[derive(Clone, Copy)]
+pub(crate) enum Target {
+    /// Another fiber, suspended in a thread that is ready to run.
+    Fiber(*const Fiber),
+    /// Back to the caller of [`enter`].
+    Main,
+}
+
+/// Idle fibers are kept up to the largest block.
+const MAX_FIBERS: usize = super::MAX_THREADS_PER_BLOCK as usize;
+
+thread_local! {
+    /// Every fiber of this OS thread (freed when the OS thread ends, when none runs). Boxed: the
+    /// pointers handed out must stay put while the list grows.
+    #[allow(clippy::vec_box)]
+    static ALL: RefCell<Vec<Box<Fiber>>> = const { RefCell::new(Vec::new()) };
+    /// The idle ones, each waiting for a [`Start`] at the top of its loop.
+    static IDLE: RefCell<Vec<*const Fiber>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An idle fiber of this OS thread, created when none is left.
+pub(crate) fn take() -> Result<*const Fiber, String> {
+    if let Some(fiber) = IDLE.with_borrow_mut(Vec::pop) {
+        return Ok(fiber);
+    }
+    let stack = stack::take()?;
+    let limit = stack::limit(&stack);
+    let fiber = Box::new(Fiber {
+        context: imp::Context::new(stack),
+        mailbox: Cell::new(None),
+        limit,
+    });
+    let pointer: *const Fiber = &*fiber;
+    // SAFETY: the fiber is boxed (its address is stable) and kept in `ALL` until the OS thread
+    // ends, which outlives every use of the pointer its entry point receives.
+    unsafe { fiber.context.prepare(pointer) };
+    ALL.with_borrow_mut(|all| all.push(fiber));
+    Ok(pointer)
+}
+
+/// Moves up to `count` idle fibers of this OS thread into `into`.
+pub(crate) fn take_idle(count: usize, into: &mut Vec<*const Fiber>) {
+    IDLE.with_borrow_mut(|idle| {
+        let keep = idle.len().saturating_sub(count);
+        into.extend(idle.drain(keep..));
+    });
+}
+
+/// Makes `fibers` idle again (emptying the list). Each must be suspended at the top of its loop
+/// (a block keeps the fibers of its ended threads) or freshly [`reset`].
+pub(crate) fn give_back_all(fibers: &mut Vec<*const Fiber>) {
+    IDLE.with_borrow_mut(|idle| {
+        let room = MAX_FIBERS.saturating_sub(idle.len());
+        idle.extend(fibers.drain(..).take(room));
+    });
+    fibers.clear();
+}
+
+/// Gives `start` to the idle `fiber`, which runs it when switched to.
+///
+/// # Safety
+/// `fiber` came from [`take`] on this OS thread and is idle.
+pub(crate) unsafe fn assign(fiber: *const Fiber, start: Start) {
+    // SAFETY: the caller's contract; fibers live until their OS thread ends.
+    unsafe { (*fiber).mailbox.set(Some(start)) };
+}
+
+/// Runs fibers from the OS thread's own stack, starting with `to`, until one of them calls
+/// [`to_main`].
+///
+/// # Safety
+/// Called outside any fiber; `to` is a fiber of this OS thread with work ([`assign`]ed, or a
+/// suspended thread) whose block outlives the call.
+pub(crate) unsafe fn enter(to: *const Fiber) {
+    // SAFETY: the caller's contract.
+    let to = unsafe { &*to };
+    stack::entering(to.limit);
+    // SAFETY: as above.
+    unsafe { imp::enter(to) };
+}
+
+/// Suspends the calling fiber `from` and runs `to`; returns when some fiber switches back.
+///
+/// # Safety
+/// Called on `from`'s stack; `to` is another fiber of this OS thread with work.
+#[inline]
+pub(crate) unsafe fn switch(from: *const Fiber, to: *const Fiber) {
+    // SAFETY: the caller's contract.
+    let (from, to) = unsafe { (&*from, &*to) };
+    stack::entering(to.limit);
+    // SAFETY: as above.
+    unsafe { imp::switch(from, to) };
+}
+
+/// Suspends the calling fiber `from` and returns to the caller of [`enter`].
+///
+/// # Safety
+/// Called on `from`'s stack, inside [`enter`].
+pub(crate) unsafe fn to_main(from: *const Fiber) {
+    // SAFETY: the caller's contract.
+    unsafe { imp::to_main(&*from) };
+}
+
+/// Discards the frames of the thread suspended on `fiber` (without unwinding them): the fiber
+/// starts over at the top of its loop.
+///
+/// # Safety
+/// `fiber` is suspended (not running) and nothing on its stack owns resources or is referred
+/// to from elsewhere: compiled kernel frames and the executor's own, which hold no borrow or lock
+/// across a switch.
+pub(crate) unsafe fn reset(fiber: *const Fiber) {
+    // SAFETY: the caller's contract; the fiber stays at its address.
+    unsafe { (*fiber).context.reset(fiber) };
+}
+
+/// A fiber's life: run the threads it is given, go idle, and wait for the next.
+fn fiber_main(fiber: *const Fiber) -> ! {
+    loop {
+        // SAFETY: fibers live until their OS thread ends.
+        let start = unsafe { (*fiber).mailbox.take() };
+        let Some(start) = start else {
+            abort("a simulator fiber was resumed without work");
+        };
+        // SAFETY: `Block::run` assigns work naming a live block, which ends all its threads
+        // before it goes away.
+        let next = unsafe { block::run_threads(start, fiber) };
+        // The block is not touched past this point: it may be gone once this fiber is resumed.
+        // (The block has kept this fiber for its next threads, or for the OS thread's pool.)
+        match next {
+            // SAFETY: `run_threads` names a fiber with a suspended, runnable thread.
+            Target::Fiber(to) => unsafe { switch(fiber, to) },
+            // SAFETY: fibers run only inside `enter`.
+            Target::Main => unsafe { to_main(fiber) },
+        }
+    }
+}
+
+/// Ends the process on a broken executor invariant: nothing can unwind out of a fiber's root.
+#[cold]
+fn abort(why: &str) -> ! {
+    eprintln!("gpu-mem simulator: internal error: {why}");
+    std::process::abort()
+}
+
+impl Drop for Fiber {
+    fn drop(&mut self) {
+        if let Some(stack) = self.context.take_stack() {
+            stack::give_back(stack);
+        }
+    }
+}

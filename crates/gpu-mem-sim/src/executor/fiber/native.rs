@@ -1,0 +1,133 @@
+//! x86-64 fibers: a switch saves the six callee-saved registers on the current stack, swaps
+//! stack pointers and restores the other fiber's registers (System V and Windows agree on the
+//! registers used here; the MXCSR and x87 control words are never changed by simulated threads,
+//! so they are not switched).
+
+use super::{Fiber, stack};
+use std::cell::Cell;
+
+/// A fiber's saved stack pointer and its stack.
+pub(super) struct Context {
+    /// Where the callee-saved registers of the suspended fiber lie (see [`switch_stacks`]).
+    sp: Cell<*mut u8>,
+    stack: Option<stack::ColoredStack>,
+}
+
+thread_local! {
+    /// The OS thread's own stack pointer while it runs fibers (inside `enter`).
+    static MAIN: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+impl Context {
+    pub(super) fn new(stack: stack::ColoredStack) -> Context {
+        Context {
+            sp: Cell::new(std::ptr::null_mut()),
+            stack: Some(stack),
+        }
+    }
+
+    /// Lays out the stack so that the first switch to it starts `fiber_main(fiber)`.
+    ///
+    /// # Safety
+    /// The fiber is not running and nothing on its stack is in use.
+    pub(super) unsafe fn prepare(&self, fiber: *const Fiber) {
+        let Some(stack) = &self.stack else {
+            return;
+        };
+        use corosensei::stack::Stack;
+        let top = stack.base().get() & !15;
+        // Popped by `switch_stacks`: r15, r14, r13 (the fiber), r12 (the entry), rbx, rbp (0:
+        // frame-pointer walks stop here), then the return address (the trampoline), and a zero
+        // word that keeps the trampoline's frame 16-byte aligned.
+        let words: [usize; 8] = [
+            0,
+            0,
+            fiber as usize,
+            entry as *const () as usize,
+            0,
+            0,
+            trampoline as *const () as usize,
+            0,
+        ];
+        let frame = (top - std::mem::size_of_val(&words)) as *mut usize;
+        // SAFETY: `frame..top` lies in the top of the fiber's own stack (mapped, writable, not
+        // in use per the contract), aligned to 16.
+        unsafe { frame.cast::<[usize; 8]>().write(words) };
+        self.sp.set(frame.cast());
+    }
+
+    /// # Safety
+    /// As [`Context::prepare`].
+    pub(super) unsafe fn reset(&self, fiber: *const Fiber) {
+        // SAFETY: the caller's contract.
+        unsafe { self.prepare(fiber) };
+    }
+
+    pub(super) fn take_stack(&mut self) -> Option<stack::ColoredStack> {
+        self.stack.take()
+    }
+}
+
+/// # Safety
+/// See `super::enter`.
+pub(super) unsafe fn enter(to: &Fiber) {
+    let main = MAIN.with(Cell::as_ptr);
+    // SAFETY: `to.sp` holds a frame laid out by `prepare` or saved by `switch_stacks`; the
+    // current stack's pointer is saved in `MAIN`, where `to_main` finds it.
+    unsafe { switch_stacks(main, to.context.sp.get()) };
+}
+
+/// # Safety
+/// See `super::switch`.
+#[inline]
+pub(super) unsafe fn switch(from: &Fiber, to: &Fiber) {
+    // SAFETY: as in `enter`; `from` is the running fiber, whose pointer is saved for whoever
+    // switches back to it.
+    unsafe { switch_stacks(from.context.sp.as_ptr(), to.context.sp.get()) };
+}
+
+/// # Safety
+/// See `super::to_main`.
+pub(super) unsafe fn to_main(from: &Fiber) {
+    let main = MAIN.get();
+    // SAFETY: `enter` saved the OS thread's stack pointer in `MAIN` and waits there.
+    unsafe { switch_stacks(from.context.sp.as_ptr(), main) };
+}
+
+/// Pushes rbp, rbx, r12-r15, stores the stack pointer at `save`, makes `load` the stack pointer
+/// and pops the registers saved there; the `ret` continues where that stack switched away (or at
+/// the trampoline, for a fresh fiber).
+#[unsafe(naked)]
+unsafe extern "C" fn switch_stacks(save: *mut *mut u8, load: *mut u8) {
+    core::arch::naked_asm!(
+        "push rbp",
+        "push rbx",
+        "push r12",
+        "push r13",
+        "push r14",
+        "push r15",
+        "mov [rdi], rsp",
+        "mov rsp, rsi",
+        "pop r15",
+        "pop r14",
+        "pop r13",
+        "pop r12",
+        "pop rbx",
+        "pop rbp",
+        "ret",
+    )
+}
+
+/// The first code of a fresh fiber: calls `r12(r13)` on an aligned stack. The entry never
+/// returns; the return address it sees lies in this function, which has no unwind information
+/// (naked functions get none) and a zero frame pointer, so unwinders and debuggers stop here.
+#[unsafe(naked)]
+unsafe extern "C" fn trampoline() {
+    core::arch::naked_asm!("and rsp, -16", "mov rdi, r13", "call r12", "ud2",)
+}
+
+/// The root frame of every fiber: nothing may unwind past it.
+extern "C" fn entry(fiber: *const Fiber) -> ! {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::fiber_main(fiber)));
+    super::abort("a panic reached a simulator fiber's root")
+}

@@ -1,0 +1,113 @@
+#![cfg(not(miri))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The executor's fibers: threads left waiting when a block fails are ended (a closure's frames
+//! unwound, its destructors run), and the fibers they leave behind run later launches correctly,
+//! closure and source kernels alike, whatever mix of waits, exits and failures came before.
+
+use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
+use gpu_mem_core::{Backend, Error, Kernel};
+use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const SUM_OF_INDICES: &str = r#"#include "gpu_mem.h"
+extern "C" __global__ void sum_of_indices(gm_array<int, 1> out) {
+    GM_SHARED int total[1];
+    if (threadIdx.x == 0) total[0] = 0;
+    syncthreads();
+    atomicAdd(&total[0], (int)threadIdx.x);
+    syncthreads();
+    if (threadIdx.x == 0) out(blockIdx.x) = total[0];
+}
+"#;
+
+/// Counts drops of the guards that waiting threads hold.
+static DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        DROPPED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn launch(
+    backend: &SimBackend,
+    kernel: &Kernel,
+    config: LaunchConfig,
+    args: &[LaunchArg],
+) -> Result<(), Error> {
+    // SAFETY: the kernels stay inside their arguments (bounds-checked by the simulator).
+    unsafe { backend.launch(0, kernel, &config, args, None) }
+}
+
+/// Launches the source kernel over `blocks` blocks of `threads` and checks every block's sum.
+fn check_sums(backend: &SimBackend, kernel: &Kernel, blocks: u32, threads: u32) {
+    let bytes = blocks as usize * 4;
+    let out = backend.alloc(0, bytes).unwrap();
+    let arg = LaunchArg::Array {
+        ptr: out,
+        shape: vec![blocks as usize],
+        strides: vec![1],
+        min_offset: 0,
+        span_len: blocks as usize,
+        itemsize: 4,
+        elem: std::any::TypeId::of::<i32>(),
+        dtype: "i32",
+    };
+    launch(backend, kernel, LaunchConfig::new(blocks, threads), &[arg]).unwrap();
+    let mut host = vec![0u8; bytes];
+    // SAFETY: `out` holds `bytes` bytes and nothing else uses it.
+    unsafe { backend.copy_dtoh(0, host.as_mut_ptr(), out, bytes) }.unwrap();
+    let expected = (threads * (threads - 1) / 2) as i32;
+    for (block, chunk) in host.chunks_exact(4).enumerate() {
+        let got = i32::from_ne_bytes(chunk.try_into().unwrap());
+        assert_eq!(got, expected, "block {block} of {blocks}x{threads}");
+    }
+    // SAFETY: allocated above, no work pending on it.
+    unsafe { backend.free(0, out) }.unwrap();
+}
+
+#[test]
+fn threads_left_waiting_are_unwound_and_their_fibers_reused() {
+    let backend = SimBackend::new(SimConfig::default());
+    // Half of each block waits at a barrier the other half never reaches: the waiting half is
+    // ended when the block fails, its guards dropped.
+    let diverging = Kernel::sim("diverging", |t| {
+        let _guard = Guard;
+        if t.thread_idx().x % 2 == 0 {
+            t.syncthreads();
+        }
+    });
+    let sums = Kernel::from_source(SUM_OF_INDICES, "sum_of_indices");
+    let faulting = Kernel::sim("faulting", |t| {
+        t.syncthreads();
+        if t.thread_idx().x == 3 {
+            panic!("deliberate");
+        }
+        t.syncthreads();
+    });
+    for round in 0..3 {
+        DROPPED.store(0, Ordering::SeqCst);
+        let error = launch(&backend, &diverging, LaunchConfig::new(4, 64), &[]).unwrap_err();
+        assert!(
+            matches!(error, Error::BarrierDivergence { .. }),
+            "round {round}: {error}"
+        );
+        // Every thread's guard is dropped: 32 exited, 32 unwound, in each block that ran (blocks
+        // after the failing one may be skipped, never half-run).
+        let dropped = DROPPED.load(Ordering::SeqCst);
+        assert!(
+            dropped > 0 && dropped.is_multiple_of(64),
+            "round {round}: {dropped} guards dropped"
+        );
+        check_sums(&backend, &sums, 8, 256);
+        let error = launch(&backend, &faulting, LaunchConfig::new(2, 32), &[]).unwrap_err();
+        assert!(
+            matches!(error, Error::KernelFault { .. }),
+            "round {round}: {error}"
+        );
+        check_sums(&backend, &sums, 3, 1024);
+        check_sums(&backend, &sums, 5, 1);
+    }
+}

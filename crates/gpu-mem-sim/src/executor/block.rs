@@ -1,8 +1,8 @@
 //! Running one block: its threads on fibers of the current OS thread (`super::fiber`), released
 //! together at barriers and warp collectives, with divergence and faults turned into errors.
 //!
-//! A thread runs until it waits: at a barrier or collective ([`Suspend::Wait`]), or to let the
-//! others run ([`Suspend::Progress`], from atomics and spin-wait hints). The waiting thread
+//! A thread runs until it waits: at a barrier or collective ([`Block::wait`]), or to let the
+//! others run ([`Block::yield_now`], from atomics and spin-wait hints). The waiting thread
 //! itself picks the next thread to run — the next ready one in index order, or an unstarted one
 //! on a fresh fiber — and switches to it; a thread that ends leaves its fiber to the next
 //! unstarted thread. When the scan reaches the end of the block (a round), what can be released
@@ -32,6 +32,24 @@ const MAX_IDLE_ROUNDS: u32 = 1 << 20;
 pub(crate) struct Start {
     block: *const Block<'static>,
     linear: u32,
+}
+
+/// Switches from the running `fiber` to `to`: a fiber of the same block's OS thread holding a
+/// runnable thread of the block, or an idle one given its first thread; null to return to the
+/// block's `run`, which waits in `enter`.
+///
+/// # Safety
+/// Called on `fiber`'s stack, by a thread of a block whose schedule named `to`.
+#[inline(always)]
+unsafe fn hand_over(fiber: *const Fiber, to: *const Fiber) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if to.is_null() {
+            fiber::to_main(fiber);
+        } else {
+            fiber::switch(fiber, to);
+        }
+    }
 }
 
 /// The payload that unwinds a closure thread left waiting when its block ends.
@@ -67,11 +85,15 @@ pub(crate) struct Wait {
     op: Option<Collective>,
 }
 
-/// Why a thread stopped running.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Suspend {
-    Wait(Wait),
-    Progress,
+impl Wait {
+    /// A placeholder for threads that do not wait.
+    const NONE: Wait = Wait {
+        scope: BarrierScope::Block,
+        fence: Fence::Local,
+        mask: 0,
+        at: Site::NONE,
+        op: None,
+    };
 }
 
 /// A thread's state as the general release checks see it.
@@ -124,7 +146,7 @@ enum Next {
 struct Schedule {
     phases: Vec<Phase>,
     /// Where each `Waiting` thread waits.
-    waits: Vec<Option<Wait>>,
+    waits: Vec<Wait>,
     /// The fiber of each started thread that has not ended.
     fibers: Vec<*const Fiber>,
     /// Fibers of ended threads, idle, for the block's next threads (then the OS thread's pool).
@@ -178,8 +200,8 @@ impl Schedule {
         };
         s.phases.clear();
         s.phases.resize(count, Phase::Unstarted);
-        s.waits.clear();
-        s.waits.resize(count, None);
+        // Stale entries are harmless: a wait is read only where the phase says `Waiting`.
+        s.waits.resize(count, Wait::NONE);
         s.fibers.clear();
         s.fibers.resize(count, std::ptr::null());
         s.spare.clear();
@@ -196,9 +218,9 @@ impl Schedule {
         self.phases
             .iter()
             .zip(&self.waits)
-            .map(|(phase, wait)| match (phase, wait) {
-                (Phase::Waiting, Some(wait)) => State::Waiting(*wait),
-                (Phase::Done, _) => State::Done,
+            .map(|(phase, wait)| match phase {
+                Phase::Waiting => State::Waiting(*wait),
+                Phase::Done => State::Done,
                 _ => State::Ready,
             })
             .collect()
@@ -479,67 +501,129 @@ impl<'a> Block<'a> {
         }
     }
 
-    /// Suspends thread `linear` (running on `fiber`) for `why`, runs the others, and returns
-    /// when the thread may go on (or is being ended: see `cancelling`).
-    fn suspend(&self, linear: u32, fiber: *const Fiber, why: Suspend) {
+    /// Suspends thread `linear` (running on `fiber`) at a barrier or collective, runs the others,
+    /// and returns when the thread may go on (or is being ended: see `cancelling`). The wait's
+    /// parts come as separate arguments: a `Wait` built on the stack and copied whole stalls on
+    /// store forwarding (its small fields are written as single bytes).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn wait(
+        &self,
+        linear: u32,
+        fiber: *const Fiber,
+        scope: BarrierScope,
+        fence: Fence,
+        mask: u64,
+        at: Site,
+        op: Option<Collective>,
+    ) {
         let linear = linear as usize;
-        let (to, start) = {
+        let to = {
             // SAFETY: the thread runs executor code; nothing else holds the schedule.
             let s = unsafe { self.schedule() };
-            match why {
-                Suspend::Wait(wait) => {
-                    s.phases[linear] = Phase::Waiting;
-                    s.waits[linear] = Some(wait);
-                    s.waiting += 1;
-                    s.progressed = true;
-                    if wait.scope == BarrierScope::Block {
-                        s.block_waiting += 1;
-                        match s.first_block_wait {
-                            None => s.first_block_wait = Some(wait),
-                            Some(first) => s.one_site &= first.at == wait.at,
-                        }
-                    }
-                }
-                Suspend::Progress => {}
+            if linear >= s.phases.len() {
+                return;
             }
-            match self.pick(s, linear) {
-                Next::Run(j) if j == linear => return,
-                Next::Run(j) => (s.fibers[j], None),
-                Next::Start(j) => match s.spare.pop().map_or_else(fiber::take, Ok) {
-                    Ok(fresh) => {
-                        s.fibers[j] = fresh;
-                        (fresh, Some(j as u32))
+            // SAFETY: `linear` is below the length of `phases` and `waits`.
+            unsafe {
+                *s.phases.get_unchecked_mut(linear) = Phase::Waiting;
+                let slot = s.waits.get_unchecked_mut(linear);
+                slot.scope = scope;
+                slot.fence = fence;
+                slot.mask = mask;
+                slot.at = at;
+                slot.op = op;
+            }
+            s.waiting += 1;
+            s.progressed = true;
+            if scope == BarrierScope::Block {
+                s.block_waiting += 1;
+                match &s.first_block_wait {
+                    None => {
+                        s.first_block_wait = Some(Wait {
+                            scope,
+                            fence,
+                            mask,
+                            at,
+                            op,
+                        })
                     }
-                    Err(reason) => {
-                        s.outcome = Err(Error::InvalidLaunch {
-                            kernel: self.kernel.to_string(),
-                            reason,
-                        });
-                        (std::ptr::null(), None)
-                    }
-                },
-                Next::Finish => (std::ptr::null(), None),
+                    Some(first) => s.one_site &= first.at == at,
+                }
+            }
+            match self.next_fiber(s, linear) {
+                Some(to) => to,
+                None => return,
             }
         };
-        let this = std::ptr::from_ref(self).cast::<Block<'static>>();
-        // SAFETY: we run on `fiber`; `to` is a fiber of this block's OS thread holding a
-        // runnable thread of this block, or an idle one given its first thread; without one,
-        // the block's `run` waits in `enter`.
-        unsafe {
-            if to.is_null() {
-                fiber::to_main(fiber);
-            } else {
-                if let Some(linear) = start {
-                    fiber::assign(
-                        to,
-                        Start {
-                            block: this,
-                            linear,
-                        },
-                    );
-                }
-                fiber::switch(fiber, to);
+        // SAFETY: we run on `fiber`; see `Block::hand_over`.
+        unsafe { hand_over(fiber, to) };
+    }
+
+    /// Lets the block's other threads run (thread `linear`, on `fiber`, stays ready).
+    fn yield_now(&self, linear: u32, fiber: *const Fiber) {
+        let linear = linear as usize;
+        let to = {
+            // SAFETY: as in `wait`.
+            let s = unsafe { self.schedule() };
+            if linear >= s.phases.len() {
+                return;
             }
+            match self.next_fiber(s, linear) {
+                Some(to) => to,
+                None => return,
+            }
+        };
+        // SAFETY: we run on `fiber`; see `Block::hand_over`.
+        unsafe { hand_over(fiber, to) };
+    }
+
+    /// The fiber to run after thread `linear` stopped; `None` when it runs on itself.
+    #[inline(always)]
+    fn next_fiber(&self, s: &mut Schedule, linear: usize) -> Option<*const Fiber> {
+        // The common case: the next thread waits to be resumed.
+        let next = linear + 1;
+        if next < s.phases.len() && s.phases[next] == Phase::Ready {
+            Some(s.fibers[next])
+        } else {
+            self.next_after(s, linear)
+        }
+    }
+
+    /// The fiber to switch to after thread `linear` suspended, when it is not simply the next
+    /// thread's: a fresh one for an unstarted thread (given its [`Start`]), null to go back to
+    /// `Block::run`, or `None` when `linear` itself runs on.
+    #[inline(never)]
+    fn next_after(&self, s: &mut Schedule, linear: usize) -> Option<*const Fiber> {
+        match self.pick(s, linear) {
+            Next::Run(j) if j == linear => None,
+            Next::Run(j) => Some(s.fibers[j]),
+            Next::Start(j) => match s.spare.pop().map_or_else(fiber::take, Ok) {
+                Ok(fresh) => {
+                    s.fibers[j] = fresh;
+                    let this = std::ptr::from_ref(self).cast::<Block<'static>>();
+                    // SAFETY: `fresh` is idle and ours; the block ends every thread it starts
+                    // before it goes away.
+                    unsafe {
+                        fiber::assign(
+                            fresh,
+                            Start {
+                                block: this,
+                                linear: j as u32,
+                            },
+                        )
+                    };
+                    Some(fresh)
+                }
+                Err(reason) => {
+                    s.outcome = Err(Error::InvalidLaunch {
+                        kernel: self.kernel.to_string(),
+                        reason,
+                    });
+                    Some(std::ptr::null())
+                }
+            },
+            Next::Finish => Some(std::ptr::null()),
         }
     }
 
@@ -803,7 +887,7 @@ fn recount(s: &mut Schedule) {
     s.first_block_wait = None;
     s.one_site = true;
     for (phase, wait) in s.phases.iter().zip(&s.waits) {
-        if let (Phase::Waiting, Some(wait)) = (phase, wait) {
+        if *phase == Phase::Waiting {
             s.waiting += 1;
             if wait.scope == BarrierScope::Block {
                 s.block_waiting += 1;
@@ -923,15 +1007,23 @@ impl SimThread<'_, '_> {
         }
     }
 
-    #[inline]
-    fn suspend(&self, why: Suspend) {
+    /// Waits at a barrier or collective until the block releases it.
+    #[inline(always)]
+    fn wait(&self, scope: BarrierScope, fence: Fence, mask: u64, at: Site, op: Option<Collective>) {
         let Some(fiber) = self.fiber else {
-            self.cannot_suspend(why);
+            self.cannot_wait();
             return;
         };
-        self.block.suspend(self.linear, fiber, why);
+        self.block
+            .wait(self.linear, fiber, scope, fence, mask, at, op);
+        self.resumed();
+    }
+
+    /// Back from a switch: other threads ran meanwhile.
+    #[inline(always)]
+    fn resumed(&self) {
         if self.block.body.is_compiled() {
-            // Other threads ran meanwhile: compiled code finds this thread again.
+            // Compiled code finds this thread again.
             super::body::make_current(self);
         } else if self.block.cancelling() {
             // The block ended while this thread waited: unwind its frames.
@@ -942,28 +1034,21 @@ impl SimThread<'_, '_> {
 
 impl SimThread<'_, '_> {
     /// A thread run as a plain call asked to wait. Only kernels whose source names no barrier,
-    /// collective or atomic run without a coroutine; reaching here means the source check missed
-    /// one.
+    /// collective or atomic run without a fiber of their own; reaching here means the source
+    /// check missed one.
     #[cold]
     #[inline(never)]
-    fn cannot_suspend(&self, why: Suspend) {
-        if !matches!(why, Suspend::Progress) {
-            self.fault(
-                "the kernel waited for other threads, but its source names no barrier, collective or atomic the simulator recognises".to_string(),
-            );
-        }
+    fn cannot_wait(&self) {
+        self.fault(
+            "the kernel waited for other threads, but its source names no barrier, collective or atomic the simulator recognises".to_string(),
+        );
     }
 }
 
 impl ThreadOps for SimThread<'_, '_> {
+    #[inline]
     fn barrier(&self, scope: BarrierScope, fence: Fence, mask: u64, at: Site) {
-        self.suspend(Suspend::Wait(Wait {
-            scope,
-            fence,
-            mask,
-            at,
-            op: None,
-        }));
+        self.wait(scope, fence, mask, at, None);
     }
 
     fn collective(
@@ -986,21 +1071,18 @@ impl ThreadOps for SimThread<'_, '_> {
             slot.arg = arg;
             slot.width = width;
         }
-        self.suspend(Suspend::Wait(Wait {
-            scope: op.scope(),
-            fence: Fence::Local,
-            mask,
-            at,
-            op: Some(op),
-        }));
+        self.wait(op.scope(), Fence::Local, mask, at, Some(op));
         self.block.slots.borrow()[linear].result
     }
 
     fn progress(&self) {
         let n = self.atomics.get().wrapping_add(1);
         self.atomics.set(n);
-        if n.is_multiple_of(PROGRESS_EVERY) {
-            self.suspend(Suspend::Progress);
+        if n.is_multiple_of(PROGRESS_EVERY)
+            && let Some(fiber) = self.fiber
+        {
+            self.block.yield_now(self.linear, fiber);
+            self.resumed();
         }
     }
 

@@ -13,23 +13,34 @@ use std::panic::Location;
 /// barrier" when their sites are equal; reports name the site.
 #[derive(Debug, Clone, Copy)]
 pub struct Site {
-    file: SiteFile,
+    /// The file name's first byte: a Rust `&'static str`, or a NUL-terminated C string inside a
+    /// loaded kernel library (never unloaded), or null.
+    file: *const u8,
+    /// The Rust file name's length; [`C_FILE`] for a C string.
+    file_len: u32,
     line: u32,
     column: u32,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum SiteFile {
-    Rust(&'static str),
-    /// A NUL-terminated file name inside a loaded kernel library (never unloaded).
-    C(*const c_char),
-}
+/// `Site::file_len` of a C string.
+const C_FILE: u32 = u32::MAX;
 
 impl Site {
+    /// No site (a placeholder).
+    pub(crate) const NONE: Site = Site {
+        file: std::ptr::null(),
+        file_len: C_FILE,
+        line: 0,
+        column: 0,
+    };
+
     /// The site of a Rust call (`#[track_caller]`).
     pub fn rust(location: &'static Location<'static>) -> Site {
+        let file = location.file();
         Site {
-            file: SiteFile::Rust(location.file()),
+            file: file.as_ptr(),
+            // A longer name is cut for display only; sites still compare by address.
+            file_len: u32::try_from(file.len()).unwrap_or(C_FILE - 1),
             line: location.line(),
             column: location.column(),
         }
@@ -41,22 +52,28 @@ impl Site {
     /// `file` is null or a NUL-terminated string that stays valid for the rest of the process.
     pub(crate) unsafe fn c(file: *const c_char, line: i32) -> Site {
         Site {
-            file: SiteFile::C(file),
+            file: file.cast(),
+            file_len: C_FILE,
             line: u32::try_from(line).unwrap_or(0),
             column: 0,
         }
     }
 
     fn file_name(&self) -> std::borrow::Cow<'static, str> {
-        match self.file {
-            SiteFile::Rust(file) => file.into(),
-            SiteFile::C(file) if file.is_null() => "<unknown>".into(),
+        if self.file.is_null() {
+            return "<unknown>".into();
+        }
+        if self.file_len == C_FILE {
             // SAFETY: `Site::c`'s contract: a NUL-terminated string valid for the process.
-            SiteFile::C(file) => unsafe { CStr::from_ptr(file) }
+            return unsafe { CStr::from_ptr(self.file.cast()) }
                 .to_string_lossy()
                 .into_owned()
-                .into(),
+                .into();
         }
+        // SAFETY: `Site::rust` took pointer and length from a `&'static str`.
+        let bytes: &'static [u8] =
+            unsafe { std::slice::from_raw_parts(self.file, self.file_len as usize) };
+        String::from_utf8_lossy(bytes)
     }
 }
 
@@ -67,12 +84,7 @@ impl PartialEq for Site {
             return false;
         }
         // Cheap first: the same string at the same address (the common case).
-        let same_address = match (self.file, other.file) {
-            (SiteFile::Rust(a), SiteFile::Rust(b)) => std::ptr::eq(a, b),
-            (SiteFile::C(a), SiteFile::C(b)) => a == b,
-            _ => false,
-        };
-        same_address || self.same_file_name(other)
+        (self.file == other.file && self.file_len == other.file_len) || self.same_file_name(other)
     }
 }
 

@@ -21,6 +21,8 @@ const EMPTY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty(
 const EMPTY_COROUTINES: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty_co() { if (blockDim.x == 0) syncthreads(); }\n";
 const ONE_BARRIER: &str =
     "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
+/// `k` barriers in a row: the steady cost of a barrier once every thread has its own fiber.
+const BARRIER_LOOP: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void barrier_loop(int k) { for (int i = 0; i < k; ++i) syncthreads(); }\n";
 const SPIN: &str = "#include \"gpu_mem.h\"\n\
 extern \"C\" __global__ void spin(gm_array<float, 1> out) {\n\
     float x = threadIdx.x;\n\
@@ -152,6 +154,24 @@ fn main() {
             per * 1e9,
             a * 1e3,
             b * 1e3
+        );
+    }
+    {
+        let kernel = Kernel::from_source(BARRIER_LOOP, "barrier_loop");
+        let grid = LaunchConfig::new(1024, 256);
+        let scalar = |k: i32| LaunchArg::Scalar {
+            bytes: k.to_ne_bytes().to_vec(),
+            elem: std::any::TypeId::of::<i32>(),
+            dtype: "i32",
+        };
+        let one = median_secs(5, || launch(&backend, &kernel, grid, &[scalar(1)]));
+        let many = median_secs(5, || launch(&backend, &kernel, grid, &[scalar(33)]));
+        let per = (many - one) / (32.0 * 1024.0 * 256.0);
+        figures.push(("source_steady_barrier_per_thread_seconds".to_string(), per));
+        println!(
+            "{:<21} 32 more barriers in 1024x256: {:>6.1} ns per thread and barrier (each thread on its own fiber already; for information)",
+            "source",
+            per * 1e9
         );
     }
     match (scaling(1), scaling(2)) {

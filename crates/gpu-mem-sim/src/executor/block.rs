@@ -10,7 +10,7 @@
 //! the general checks for warp barriers, collectives and mixed waits. When nothing can proceed
 //! the launch fails with [`Error::BarrierDivergence`] describing who waits where.
 
-use super::body::{Body, GmSimThread};
+use super::body::{Body, CompiledLaunch, GmSimThread};
 use super::fiber::{self, Fiber, Target};
 use super::shared::SharedMemory;
 use super::stack;
@@ -444,26 +444,45 @@ impl<'a> Block<'a> {
 
     /// Runs thread `linear` on `fiber` until it ends (a closure's panic becomes a fault).
     fn run_thread(&self, linear: u32, fiber: *const Fiber) {
+        match self.body {
+            Body::Compiled(launch) => self.run_compiled(launch, linear, fiber),
+            Body::Closure(_) => self.run_closure(linear, fiber),
+        }
+    }
+
+    /// Runs a compiled thread. Kept apart from the closure path so that this frame, which every
+    /// waiting thread keeps on its stack, stays small (fewer cache lines per thread).
+    #[inline(never)]
+    fn run_compiled(&self, launch: &CompiledLaunch<'_>, linear: u32, fiber: *const Fiber) {
         let thread = self.thread_index(linear);
-        let compiled = self.body.is_compiled();
+        let me = SimThread {
+            block: self,
+            thread,
+            linear,
+            info: GmSimThread::new(self, thread, linear),
+            shared_calls: Cell::new(0),
+            atomics: Cell::new(0),
+            fiber: Some(fiber),
+        };
+        // Compiled code cannot panic (its callbacks never unwind).
+        launch.run_thread(&me);
+    }
+
+    /// Runs a closure thread; its panic becomes a fault.
+    #[inline]
+    fn run_closure(&self, linear: u32, fiber: *const Fiber) {
+        let thread = self.thread_index(linear);
         let me = SimThread {
             block: self,
             thread,
             linear,
             // Only compiled code reads it.
-            info: if compiled {
-                GmSimThread::new(self, thread, linear)
-            } else {
-                GmSimThread::default()
-            },
+            info: GmSimThread::default(),
             shared_calls: Cell::new(0),
             atomics: Cell::new(0),
             fiber: Some(fiber),
         };
-        if compiled {
-            // Compiled code cannot panic (its callbacks never unwind).
-            me.run();
-        } else if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| me.run()))
+        if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| me.run()))
             && !payload.is::<Cancelled>()
         {
             let message = panic_message(payload.as_ref());
@@ -495,7 +514,10 @@ impl<'a> Block<'a> {
         // The fiber switches away right after this; only then can a new thread be started on it.
         s.spare.push(fiber);
         match self.pick(s, linear) {
-            Next::Run(j) => Ended::Go(Target::Fiber(s.fibers[j])),
+            Next::Run(j) => {
+                prefetch_after(s, j);
+                Ended::Go(Target::Fiber(s.fibers[j]))
+            }
             // Unreachable (no thread is unstarted), but harmless: finish.
             Next::Start(_) | Next::Finish => Ended::Go(Target::Main),
         }
@@ -531,7 +553,7 @@ impl<'a> Block<'a> {
                 slot.scope = scope;
                 slot.fence = fence;
                 slot.mask = mask;
-                slot.at = at;
+                at.store(&mut slot.at);
                 slot.op = op;
             }
             s.waiting += 1;
@@ -581,9 +603,11 @@ impl<'a> Block<'a> {
     /// The fiber to run after thread `linear` stopped; `None` when it runs on itself.
     #[inline(always)]
     fn next_fiber(&self, s: &mut Schedule, linear: usize) -> Option<*const Fiber> {
-        // The common case: the next thread waits to be resumed.
+        // The common case: the next thread waits to be resumed. The one after it will most
+        // likely run next: its stack starts coming into the cache now.
         let next = linear + 1;
         if next < s.phases.len() && s.phases[next] == Phase::Ready {
+            prefetch_after(s, next);
             Some(s.fibers[next])
         } else {
             self.next_after(s, linear)
@@ -600,6 +624,10 @@ impl<'a> Block<'a> {
             Next::Run(j) => Some(s.fibers[j]),
             Next::Start(j) => match s.spare.pop().map_or_else(fiber::take, Ok) {
                 Ok(fresh) => {
+                    if let Some(&following) = s.spare.last() {
+                        // SAFETY: spare fibers are fibers of this OS thread.
+                        unsafe { fiber::prefetch(following) };
+                    }
                     s.fibers[j] = fresh;
                     let this = std::ptr::from_ref(self).cast::<Block<'static>>();
                     // SAFETY: `fresh` is idle and ours; the block ends every thread it starts
@@ -880,6 +908,18 @@ impl<'a> Block<'a> {
     }
 }
 
+/// Starts bringing the stack of the thread after `j` into the cache: it most likely runs after
+/// `j`.
+#[inline(always)]
+fn prefetch_after(s: &Schedule, j: usize) {
+    if let Some(&after) = s.fibers.get(j + 1)
+        && !after.is_null()
+    {
+        // SAFETY: the block's fibers are fibers of this OS thread.
+        unsafe { fiber::prefetch(after) };
+    }
+}
+
 /// Recounts the waiting threads after a release.
 fn recount(s: &mut Schedule) {
     s.waiting = 0;
@@ -1014,18 +1054,21 @@ impl SimThread<'_, '_> {
             self.cannot_wait();
             return;
         };
-        self.block
-            .wait(self.linear, fiber, scope, fence, mask, at, op);
-        self.resumed();
+        // Read before the switch, kept in registers: after it, this thread's own stack (where
+        // `self` lives) is likely out of the cache.
+        let block = self.block;
+        let compiled = block.body.is_compiled();
+        block.wait(self.linear, fiber, scope, fence, mask, at, op);
+        self.resumed(block, compiled);
     }
 
     /// Back from a switch: other threads ran meanwhile.
     #[inline(always)]
-    fn resumed(&self) {
-        if self.block.body.is_compiled() {
+    fn resumed(&self, block: &Block<'_>, compiled: bool) {
+        if compiled {
             // Compiled code finds this thread again.
             super::body::make_current(self);
-        } else if self.block.cancelling() {
+        } else if block.cancelling() {
             // The block ended while this thread waited: unwind its frames.
             std::panic::resume_unwind(Box::new(Cancelled));
         }
@@ -1081,8 +1124,9 @@ impl ThreadOps for SimThread<'_, '_> {
         if n.is_multiple_of(PROGRESS_EVERY)
             && let Some(fiber) = self.fiber
         {
-            self.block.yield_now(self.linear, fiber);
-            self.resumed();
+            let block = self.block;
+            block.yield_now(self.linear, fiber);
+            self.resumed(block, block.body.is_compiled());
         }
     }
 

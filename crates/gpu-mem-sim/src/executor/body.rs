@@ -42,6 +42,7 @@ unsafe impl Sync for CompiledLaunch<'_> {}
 
 impl CompiledLaunch<'_> {
     /// Runs the entry point as `thread`.
+    #[inline(always)]
     pub(crate) fn run_thread(&self, thread: &SimThread<'_, '_>) {
         make_current(thread);
         // SAFETY: the program was compiled from the kernel's source with the prelude's host

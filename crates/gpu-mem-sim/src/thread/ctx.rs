@@ -89,6 +89,20 @@ impl PartialEq for Site {
 }
 
 impl Site {
+    /// Copies `self` into `into` field by field. (A site built in registers and copied whole is
+    /// spilled and reloaded as one 16-byte value, which stalls on store forwarding.)
+    #[inline(always)]
+    pub(crate) fn store(&self, into: &mut Site) {
+        // SAFETY: volatile writes through a valid exclusive reference; volatile only keeps the
+        // compiler from merging the fields into one wide copy.
+        unsafe {
+            std::ptr::write_volatile(&mut into.file, self.file);
+            std::ptr::write_volatile(&mut into.file_len, self.file_len);
+            std::ptr::write_volatile(&mut into.line, self.line);
+            std::ptr::write_volatile(&mut into.column, self.column);
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn same_file_name(&self, other: &Site) -> bool {

@@ -68,6 +68,20 @@ impl Context {
     }
 }
 
+/// Prefetches the first cache lines of the suspended stack (the saved registers, then the
+/// frames the fiber returns into).
+#[inline(always)]
+pub(super) fn prefetch(context: &Context) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    let sp = context.sp.get();
+    for line in 0..4 {
+        // SAFETY: SSE is part of x86-64; a prefetch never faults, whatever the address.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(sp.wrapping_add(line * 64).cast::<i8>().cast_const())
+        };
+    }
+}
+
 /// # Safety
 /// See `super::enter`.
 pub(super) unsafe fn enter(to: &Fiber) {

@@ -136,7 +136,12 @@ struct gm_sim_runtime {
 
 static gm_sim_runtime gm_sim_rt;
 
-static inline const gm_sim_thread *gm_sim_self() { return gm_sim_rt.self(); }
+// The running simulated thread's indices. `const`: within one thread's run of the kernel the
+// answer never changes (after a barrier the same thread is current again), so the compiler asks
+// once per kernel call instead of at every `threadIdx` (noinline keeps the attribute in force).
+__attribute__((const, noinline)) static const gm_sim_thread *gm_sim_self() {
+    return gm_sim_rt.self();
+}
 
 #define threadIdx (gm_sim_self()->thread_idx)
 #define blockIdx (gm_sim_self()->block_idx)

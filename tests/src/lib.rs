@@ -29,7 +29,7 @@ pub enum Requires {
     /// Nothing: runs everywhere.
     Nothing,
     /// Kernel launches of portable-source kernels, which every backend runs; not under Miri,
-    /// which cannot run the simulator's coroutines or compiled kernels.
+    /// which cannot run the simulator's fibers or compiled kernels.
     Kernels,
     /// Closure kernels (which only the simulator runs), the simulator's diagnostics, or its
     /// settings.
@@ -42,7 +42,7 @@ impl Requires {
         match self {
             Requires::Nothing => None,
             Requires::Kernels | Requires::Simulator if cfg!(miri) => {
-                Some("kernels do not run under Miri (the simulator's threads are coroutines)")
+                Some("kernels do not run under Miri (the simulator's threads run on fibers)")
             }
             Requires::Simulator if kind != BackendKind::Sim => {
                 Some("simulator-only case (closure kernels or the simulator's diagnostics)")

@@ -5,7 +5,7 @@
 //! * a 1x1 empty launch: at most 5 us;
 //! * 1 block x 1024 empty threads: at most 20 ns per thread (a source kernel that names no
 //!   barrier, collective or atomic runs its threads as plain calls; one that does, and every
-//!   closure kernel, as coroutines: both are shown);
+//!   closure kernel, on fibers: both are shown);
 //! * one barrier in 1024 blocks x 256 threads: at most 15 ns per thread and barrier
 //!   (the launch with no barrier subtracted);
 //! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
@@ -17,8 +17,8 @@ use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::time::Instant;
 
 const EMPTY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty() {}\n";
-/// Empty too, but with a barrier it never reaches, so its threads run as coroutines.
-const EMPTY_COROUTINES: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty_co() { if (blockDim.x == 0) syncthreads(); }\n";
+/// Empty too, but with a barrier it never reaches, so its threads run on fibers.
+const EMPTY_ON_FIBERS: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty_co() { if (blockDim.x == 0) syncthreads(); }\n";
 const ONE_BARRIER: &str =
     "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
 /// `k` barriers in a row: the steady cost of a barrier once every thread has its own fiber.
@@ -111,8 +111,8 @@ fn main() {
     empties.insert(
         1,
         (
-            "source, as coroutines",
-            Kernel::from_source(EMPTY_COROUTINES, "empty_co"),
+            "source, on fibers",
+            Kernel::from_source(EMPTY_ON_FIBERS, "empty_co"),
         ),
     );
     for (form, kernel) in empties {
@@ -139,7 +139,7 @@ fn main() {
         Kernel::sim("one_barrier", |t| t.syncthreads()),
     );
     let empty_forms = [
-        ("source", Kernel::from_source(EMPTY_COROUTINES, "empty_co")),
+        ("source", Kernel::from_source(EMPTY_ON_FIBERS, "empty_co")),
         ("closure", Kernel::sim("empty", |_| {})),
     ];
     for ((form, with), (_, without)) in barrier_forms.iter().zip(&empty_forms) {

@@ -200,8 +200,11 @@ impl Schedule {
         };
         s.phases.clear();
         s.phases.resize(count, Phase::Unstarted);
-        // Stale entries are harmless: a wait is read only where the phase says `Waiting`.
-        s.waits.resize(count, Wait::NONE);
+        // Stale entries are harmless (a wait is read only where the phase says `Waiting`), so
+        // the buffer only ever grows.
+        if s.waits.len() < count {
+            s.waits.resize(count, Wait::NONE);
+        }
         s.fibers.clear();
         s.fibers.resize(count, std::ptr::null());
         s.spare.clear();

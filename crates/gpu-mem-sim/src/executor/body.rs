@@ -135,8 +135,8 @@ fn with_current<R>(f: impl FnOnce(&SimThread<'_, '_>) -> R) -> Option<R> {
     if ptr.is_null() {
         return None;
     }
-    // SAFETY: `make_current` stored a pointer to a `SimThread` that lives on its coroutine's
-    // stack for as long as that coroutine runs compiled code; callbacks only come from that
+    // SAFETY: `make_current` stored a pointer to a `SimThread` that lives on its fiber's
+    // stack for as long as that fiber runs compiled code; callbacks only come from that
     // code, on this OS thread, while the thread runs.
     let thread = unsafe { &*ptr.cast::<SimThread<'_, '_>>() };
     Some(f(thread))

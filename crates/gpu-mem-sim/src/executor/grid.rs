@@ -59,7 +59,8 @@ pub(crate) fn run_grid(
         return Err(Error::NotSupportedByBackend {
             backend: gpu_mem_core::BackendKind::Sim,
             feature: "kernel launch under Miri",
-            reason: "simulated threads are stackful coroutines, whose context switches Miri cannot interpret".into(),
+            reason: "simulated threads run on fibers, whose stack switches Miri cannot interpret"
+                .into(),
         });
     }
     let views = Views(views(args));

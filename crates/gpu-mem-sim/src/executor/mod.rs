@@ -1,16 +1,19 @@
 //! Kernel execution on the simulator: the executor.
 //!
-//! Every simulated thread is a stackful coroutine running the kernel: the compiled entry point
-//! of its portable source (`crate::source`), or a Rust closure (`crate::thread`). The threads of a
-//! block run cooperatively on one OS thread: a barrier suspends the thread, and once every thread
-//! of the block (or, for a wave barrier, of the warp) waits at the same barrier they all resume,
-//! so a barrier really waits for the whole block. Blocks run in parallel on all cores. A barrier
-//! reached by only part of a block, or threads waiting at different barriers, is reported as
+//! Every simulated thread runs the kernel — the compiled entry point of its portable source
+//! (`crate::source`) or a Rust closure (`crate::thread`) — on a fiber: a stack of its own on which
+//! it can be suspended (`fiber`). The threads of a block run cooperatively on one OS thread: a
+//! barrier suspends the thread and hands the OS thread straight to the next one, and once every
+//! thread of the block (or, for a wave barrier, of the warp) waits at the same barrier they all
+//! go on, so a barrier really waits for the whole block (`block`). A thread that ends without
+//! having waited leaves its fiber to the next thread, so kernels that never wait cost a call per
+//! thread. Blocks run in parallel on all cores (`grid`, `workers`). A barrier reached by only
+//! part of a block, or threads waiting at different barriers, is reported as
 //! [`Error::BarrierDivergence`] instead of hanging; out-of-bounds accesses and panics in the
 //! kernel body are [`Error::KernelFault`]s naming the kernel, block and thread.
 //!
-//! Miri cannot run the coroutines' context switches (inline assembly), so under Miri kernel
-//! launches return an error saying so.
+//! Miri cannot run the fibers' stack switches (inline assembly, or corosensei's), so under Miri
+//! kernel launches return an error saying so.
 
 mod args;
 mod block;

@@ -40,7 +40,7 @@ pub(crate) struct SourceProgram {
     /// Bytes of static `__shared__` arrays per block.
     pub(crate) static_shared: usize,
     /// Whether its threads may wait for each other (the source names a barrier, collective,
-    /// atomic or spin hint): such threads run as coroutines, the others as plain calls.
+    /// atomic or spin hint): such threads may wait on fibers of their own, the others run as plain calls.
     pub(crate) waits: bool,
 }
 

@@ -99,7 +99,7 @@ impl HostTable {
         let pinned = self
             .pinned
             .remove(&(ptr.as_ptr() as usize))
-            .ok_or(Error::InvalidPointer {
+            .ok_or_else(|| Error::InvalidPointer {
                 kind: "host",
                 address: ptr.as_ptr() as u64,
                 bytes: 0,
@@ -114,7 +114,7 @@ impl HostTable {
     pub(crate) fn register(&mut self, start: usize, range: RegisteredRange) -> Result<()> {
         let end = start
             .checked_add(range.len)
-            .ok_or(Error::HostRegistration {
+            .ok_or_else(|| Error::HostRegistration {
                 address: start,
                 bytes: range.len,
                 reason: "the range runs past the end of the address space",
@@ -142,7 +142,7 @@ impl HostTable {
         let range = self
             .registered
             .remove(&start)
-            .ok_or(Error::HostRegistration {
+            .ok_or_else(|| Error::HostRegistration {
                 address: start,
                 bytes: 0,
                 reason: "not registered (unregister takes the address given to register)",

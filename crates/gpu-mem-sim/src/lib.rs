@@ -18,6 +18,7 @@
 //! * `GPU_MEM_SIM_DEVICES` devices, each with its own memory; every allocation is accounted, so
 //!   leaks show in [`SimBackend::live_allocations`] and `mem_info`.
 
+mod bytes;
 mod config;
 mod event;
 mod executor;
@@ -56,8 +57,8 @@ struct SimDevice {
     shared_memory: usize,
     memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
-    streams: Mutex<HashMap<u64, Arc<SimStream>>>,
-    events: Mutex<HashMap<u64, Arc<SimEvent>>>,
+    streams: Mutex<HashMap<u64, Arc<SimStream>, Handles>>,
+    events: Mutex<HashMap<u64, Arc<SimEvent>, Handles>>,
     host: Mutex<HostTable>,
 }
 
@@ -103,8 +104,8 @@ impl SimBackend {
                 shared_memory: c.shared_memory,
                 memory: Arc::new(AddressSpace::new(ordinal, c.memory)),
                 activity: Arc::new(DeviceActivity::default()),
-                streams: Mutex::new(HashMap::new()),
-                events: Mutex::new(HashMap::new()),
+                streams: Mutex::new(HashMap::default()),
+                events: Mutex::new(HashMap::default()),
                 host: Mutex::new(HostTable::new(ordinal, c.pinned_limit)),
             })
             .collect();
@@ -115,7 +116,7 @@ impl SimBackend {
     }
 
     fn device(&self, device: usize) -> Result<&SimDevice> {
-        self.devices.get(device).ok_or(Error::NoSuchDevice {
+        self.devices.get(device).ok_or_else(|| Error::NoSuchDevice {
             backend: BackendKind::Sim,
             device,
             count: self.devices.len(),
@@ -159,7 +160,7 @@ impl SimBackend {
         lock(&device.streams)
             .get(&stream.0)
             .cloned()
-            .ok_or(Error::InvalidHandle {
+            .ok_or_else(|| Error::InvalidHandle {
                 kind: "stream",
                 handle: stream.0,
             })
@@ -169,10 +170,35 @@ impl SimBackend {
         lock(&device.events)
             .get(&event.0)
             .cloned()
-            .ok_or(Error::InvalidHandle {
+            .ok_or_else(|| Error::InvalidHandle {
                 kind: "event",
                 handle: event.0,
             })
+    }
+
+    /// Enqueues a copy or fill of `bytes` bytes; a short one on an idle stream runs at once (see
+    /// [`stream::SimStream::run_if_idle`]).
+    fn enqueue_transfer<F>(
+        &self,
+        device: &SimDevice,
+        stream: StreamHandle,
+        what: &'static str,
+        bytes: usize,
+        job: F,
+    ) -> Result<()>
+    where
+        F: FnOnce() -> std::result::Result<(), String> + Send + 'static,
+    {
+        let job = if bytes <= INLINE_TRANSFER_MAX {
+            let sim_stream = self.stream(device, stream)?;
+            match sim_stream.run_if_idle(what, job) {
+                Ok(()) => return Ok(()),
+                Err(job) => job,
+            }
+        } else {
+            job
+        };
+        self.enqueue(device, stream, what, Box::new(job))
     }
 
     fn enqueue(
@@ -191,6 +217,36 @@ impl SimBackend {
             })
     }
 }
+
+/// Hashing of stream and event handles, which this backend hands out itself (sequential
+/// numbers): a multiplicative hash instead of SipHash, whose resistance to chosen keys buys
+/// nothing here and costs a lookup on every stream operation.
+type Handles = std::hash::BuildHasherDefault<HandleHasher>;
+
+#[derive(Default)]
+struct HandleHasher(u64);
+
+impl std::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// Copies and fills up to this size run at once on the enqueuing thread when their stream is
+/// idle: handing them to the stream's worker (and back) costs more than the copy itself, which
+/// made small page-locked copies slower than pageable ones. Larger ones still overlap with the
+/// host's work, as on a GPU.
+const INLINE_TRANSFER_MAX: usize = 64 << 10;
 
 /// Locks a device range's region and, when the host side of a copy lies in mapped memory, that
 /// window's region too (in address order, so two opposite copies cannot deadlock).
@@ -223,7 +279,7 @@ unsafe fn write_range(range: &Range, src: *const u8, host_window: Option<&Arc<Re
     // SAFETY: the range was validated against the region, whose lock is held (and the mapped
     // window's, when the host side is mapped); `copy` allows the two sides to overlap; the caller
     // guarantees the source.
-    unsafe { std::ptr::copy(src, range.region.host_ptr(range.offset), range.len) };
+    unsafe { bytes::copy(src, range.region.host_ptr(range.offset), range.len) };
 }
 
 /// Copies a device range into host bytes (see [`write_range`]).
@@ -233,7 +289,7 @@ unsafe fn write_range(range: &Range, src: *const u8, host_window: Option<&Arc<Re
 unsafe fn read_range(range: &Range, dst: *mut u8, host_window: Option<&Arc<Region>>) {
     let _guards = lock_pair(range, host_window);
     // SAFETY: as in `write_range`.
-    unsafe { std::ptr::copy(range.region.host_ptr(range.offset), dst, range.len) };
+    unsafe { bytes::copy(range.region.host_ptr(range.offset), dst, range.len) };
 }
 
 /// Copies between two device ranges of equal length (possibly in the same region).
@@ -244,7 +300,7 @@ fn copy_ranges(dst: &Range, src: &Range) {
         // SAFETY: both ranges were validated inside this region, whose lock is held; `copy`
         // allows overlap.
         unsafe {
-            std::ptr::copy(
+            bytes::copy(
                 src.region.host_ptr(src.offset),
                 dst.region.host_ptr(dst.offset),
                 dst.len,
@@ -263,7 +319,7 @@ fn copy_ranges(dst: &Range, src: &Range) {
     dst.region.prepare_write(&dst_guard, dst.offset, dst.len);
     // SAFETY: both ranges were validated in distinct regions whose locks are held.
     unsafe {
-        std::ptr::copy_nonoverlapping(
+        bytes::copy(
             src.region.host_ptr(src.offset),
             dst.region.host_ptr(dst.offset),
             dst.len,
@@ -514,17 +570,12 @@ unsafe impl Backend for SimBackend {
         let range = d.memory.resolve_write(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
         let src = HostPtr(src.cast_mut());
-        self.enqueue(
-            d,
-            stream,
-            "host-to-device copy",
-            Box::new(move || {
-                let src = src;
-                // SAFETY: the caller keeps the source alive and unwritten until the job completes.
-                unsafe { write_range(&range, src.0, window.as_ref()) };
-                Ok(())
-            }),
-        )
+        self.enqueue_transfer(d, stream, "host-to-device copy", bytes, move || {
+            let src = src;
+            // SAFETY: the caller keeps the source alive and unwritten until the job completes.
+            unsafe { write_range(&range, src.0, window.as_ref()) };
+            Ok(())
+        })
     }
 
     unsafe fn copy_dtoh_async(
@@ -539,17 +590,12 @@ unsafe impl Backend for SimBackend {
         let range = d.memory.resolve(src, bytes)?;
         let window = d.memory.host_window(dst, bytes);
         let dst = HostPtr(dst);
-        self.enqueue(
-            d,
-            stream,
-            "device-to-host copy",
-            Box::new(move || {
-                let dst = dst;
-                // SAFETY: the caller keeps the destination alive and untouched until the job completes.
-                unsafe { read_range(&range, dst.0, window.as_ref()) };
-                Ok(())
-            }),
-        )
+        self.enqueue_transfer(d, stream, "device-to-host copy", bytes, move || {
+            let dst = dst;
+            // SAFETY: the caller keeps the destination alive and untouched until the job completes.
+            unsafe { read_range(&range, dst.0, window.as_ref()) };
+            Ok(())
+        })
     }
 
     unsafe fn copy_dtod_async(
@@ -563,15 +609,10 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let to = d.memory.resolve_write(dst, bytes)?;
         let from = d.memory.resolve(src, bytes)?;
-        self.enqueue(
-            d,
-            stream,
-            "device-to-device copy",
-            Box::new(move || {
-                copy_ranges(&to, &from);
-                Ok(())
-            }),
-        )
+        self.enqueue_transfer(d, stream, "device-to-device copy", bytes, move || {
+            copy_ranges(&to, &from);
+            Ok(())
+        })
     }
 
     unsafe fn memset_d8_async(
@@ -584,15 +625,10 @@ unsafe impl Backend for SimBackend {
     ) -> Result<()> {
         let d = self.device(device)?;
         let range = d.memory.resolve_write(dst, bytes)?;
-        self.enqueue(
-            d,
-            stream,
-            "memset",
-            Box::new(move || {
-                fill_range(&range, value);
-                Ok(())
-            }),
-        )
+        self.enqueue_transfer(d, stream, "memset", bytes, move || {
+            fill_range(&range, value);
+            Ok(())
+        })
     }
 
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
@@ -676,7 +712,7 @@ unsafe impl Backend for SimBackend {
         lock(&d.events)
             .remove(&event.0)
             .map(drop)
-            .ok_or(Error::InvalidHandle {
+            .ok_or_else(|| Error::InvalidHandle {
                 kind: "event",
                 handle: event.0,
             })

@@ -333,6 +333,40 @@ impl SimStream {
         Ok(())
     }
 
+    /// Runs `job` on the calling thread at once when the stream has nothing in flight — as the
+    /// worker would have run it next — and gives it back otherwise. For short operations, whose
+    /// hand-off to the worker would cost more than the work: an asynchronous operation may
+    /// complete at any time after it is enqueued, and host code that touches its buffers waits
+    /// for the stream first, so doing it now is one of the orders a GPU could take. A failure is
+    /// kept for the next synchronization, as for queued jobs.
+    pub(crate) fn run_if_idle<F>(&self, what: &'static str, job: F) -> Result<(), F>
+    where
+        F: FnOnce() -> Result<(), String>,
+    {
+        let shared = &*self.shared;
+        if shared.pending() || shared.closed.load(Ordering::SeqCst) {
+            return Err(job);
+        }
+        // Holding the queue keeps the worker and synchronizing threads from running another job
+        // of this stream meanwhile (one enqueued now by another thread waits for this one).
+        let queue = match shared.queue.try_lock() {
+            Ok(queue) => queue,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(job),
+        };
+        if shared.pending() {
+            return Err(job);
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+            .unwrap_or_else(|_| Err("the operation panicked".into()));
+        if let Err(message) = result {
+            tracing::warn!("simulated stream job {what} failed: {message}");
+            lock(&shared.error).get_or_insert((what, message));
+        }
+        drop(queue);
+        Ok(())
+    }
+
     /// Waits for every job enqueued so far; returns (and clears) the first failure.
     ///
     /// Jobs the worker has not started yet are run by the calling thread, which would only wait

@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 /// Errors: [`Error::IncompatibleShape`] (`dst` shape first), [`Error::IncompatibleStrides`]
 /// (`dst` byte strides first).
 pub fn check_compatible(dst: &Layout, src: &Layout, itemsize: usize) -> Result<()> {
+    // The common case, without building squeezed layouts: the same shape and strides.
+    if dst.shape() == src.shape() && (dst.size() == 0 || dst.strides() == src.strides()) {
+        return Ok(());
+    }
     let (dst_sq, src_sq) = (dst.squeeze(), src.squeeze());
     if dst_sq.shape() != src_sq.shape() {
         return Err(Error::IncompatibleShape {

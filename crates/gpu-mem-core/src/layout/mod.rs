@@ -84,9 +84,13 @@ impl From<Order> for ReshapeOrder {
 /// Shape and element strides of an n-dimensional array, relative to its first logical element.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layout {
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    shape: Dims<usize>,
+    strides: Dims<isize>,
 }
+
+/// A layout's per-axis values, inline up to four axes: building and cloning the layouts of the
+/// usual ranks allocates nothing (a copy's checks build several).
+pub(crate) type Dims<T> = smallvec::SmallVec<[T; 4]>;
 
 impl Layout {
     /// A contiguous layout of `shape` in `order`, by the plain product rule: the C strides of
@@ -153,16 +157,16 @@ impl Layout {
             })?;
         }
         Ok(Layout {
-            shape: shape.to_vec(),
-            strides: strides.to_vec(),
+            shape: Dims::from_slice(shape),
+            strides: Dims::from_slice(strides),
         })
     }
 
     /// The 0-d layout: shape `()`, strides `()`, one element.
     pub fn scalar() -> Layout {
         Layout {
-            shape: Vec::new(),
-            strides: Vec::new(),
+            shape: Dims::new(),
+            strides: Dims::new(),
         }
     }
 
@@ -191,8 +195,11 @@ impl Layout {
 
     /// Builds a layout from parts known to satisfy the invariants (they were derived from a
     /// valid layout by operations that cannot grow the count or the extent).
-    fn from_parts(shape: Vec<usize>, strides: Vec<isize>) -> Layout {
-        Layout { shape, strides }
+    fn from_parts(shape: impl Into<Dims<usize>>, strides: impl Into<Dims<isize>>) -> Layout {
+        Layout {
+            shape: shape.into(),
+            strides: strides.into(),
+        }
     }
 }
 

@@ -51,7 +51,7 @@ impl Layout {
             return Ok(self.clone());
         }
         let reshape_err = |reason: &'static str| Error::Reshape {
-            from: self.shape.clone(),
+            from: self.shape.to_vec(),
             to: new_shape.to_vec(),
             reason,
         };

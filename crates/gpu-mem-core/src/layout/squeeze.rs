@@ -5,7 +5,7 @@
 //! length-1 axis; [`Layout::squeeze_axes`] removes exactly the named length-1 axes and refuses
 //! any other with Numba's message. The first logical element stays the same in all three.
 
-use super::Layout;
+use super::{Dims, Layout};
 use crate::error::{Error, Result};
 
 impl Layout {
@@ -65,7 +65,7 @@ impl Layout {
     /// The layout restricted to the axes for which `keep(len, stride)` holds. Removing axes
     /// never grows the element count or the extent, so the invariants hold.
     fn keep_axes(&self, keep: impl Fn(usize, isize) -> bool) -> Layout {
-        let (shape, strides) = self
+        let (shape, strides): (Dims<usize>, Dims<isize>) = self
             .shape
             .iter()
             .zip(&self.strides)

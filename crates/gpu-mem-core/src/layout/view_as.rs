@@ -23,7 +23,7 @@ impl Layout {
         let err = |reason: &'static str| Error::ViewAs {
             from: size_name(old_itemsize),
             to: size_name(new_itemsize),
-            shape: self.shape.clone(),
+            shape: self.shape.to_vec(),
             reason,
         };
         if old_itemsize == 0 || new_itemsize == 0 {

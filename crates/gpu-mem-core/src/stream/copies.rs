@@ -15,6 +15,7 @@ use crate::host::{HostDestination, HostSource};
 use crate::layout::{Layout, Order, check_compatible};
 use crate::memory::{Access, HostBuffer, PendingUses};
 use crate::stream::{KeepAlive, Stream};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 impl LockedMemory<'_> {
@@ -218,9 +219,9 @@ impl Stream {
         let bytes = dst_bytes.min(src_bytes);
         self.wait_storage(&dst.storage, Access::Write)?;
         self.wait_storage(&src.storage, Access::Read)?;
-        let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), src.storage.keep_alive()];
+        let keep = [dst.storage.keep_alive(), src.storage.keep_alive()];
         let device = self.device().clone();
-        let uses: Vec<(&PendingUses, Access)> = [
+        let uses: SmallVec<[(&PendingUses, Access); 2]> = [
             Self::storage_use(&dst.storage, Access::Write),
             Self::storage_use(&src.storage, Access::Read),
         ]
@@ -252,6 +253,8 @@ impl Stream {
                 }
             }
         });
+        // The uses borrow `dst`, which the fallback below copies into.
+        drop(uses);
         match submitted {
             Err(Error::NotSupportedByBackend { .. }) if peer => {
                 self.synchronize()?;
@@ -273,10 +276,11 @@ impl Stream {
         }
         self.wait_storage(&dst.storage, Access::Write)?;
         let device = self.device().clone();
-        let uses: Vec<(&PendingUses, Access)> = Self::storage_use(&dst.storage, Access::Write)
-            .into_iter()
-            .collect();
-        self.submit(vec![dst.storage.keep_alive()], &uses, |stream| {
+        let uses: SmallVec<[(&PendingUses, Access); 1]> =
+            Self::storage_use(&dst.storage, Access::Write)
+                .into_iter()
+                .collect();
+        self.submit([dst.storage.keep_alive()], &uses, |stream| {
             // SAFETY: the span lies in storage the stream keeps alive until completion.
             unsafe {
                 device
@@ -316,11 +320,12 @@ impl Stream {
             .pending()
             .wait_for_stream(Access::Write, self.inner())?;
         self.wait_storage(&src.storage, Access::Read)?;
-        let keep: Vec<KeepAlive> = vec![src.storage.keep_alive(), Box::new(Arc::clone(buffer))];
+        let keep: [KeepAlive; 2] = [src.storage.keep_alive(), Box::new(Arc::clone(buffer))];
         let device = self.device().clone();
-        let uses: Vec<(&PendingUses, Access)> = std::iter::once((buffer.pending(), Access::Write))
-            .chain(Self::storage_use(&src.storage, Access::Read))
-            .collect();
+        let uses: SmallVec<[(&PendingUses, Access); 2]> =
+            std::iter::once((buffer.pending(), Access::Write))
+                .chain(Self::storage_use(&src.storage, Access::Read))
+                .collect();
         self.submit(keep, &uses, |stream| {
             // SAFETY: the destination span lies in the page-locked buffer, which the stream keeps
             // alive and host code cannot access until this ticket completes; the source span lies
@@ -355,11 +360,12 @@ impl Stream {
             .pending()
             .wait_for_stream(Access::Read, self.inner())?;
         self.wait_storage(&dst.storage, Access::Write)?;
-        let keep: Vec<KeepAlive> = vec![dst.storage.keep_alive(), Box::new(Arc::clone(buffer))];
+        let keep: [KeepAlive; 2] = [dst.storage.keep_alive(), Box::new(Arc::clone(buffer))];
         let device = self.device().clone();
-        let uses: Vec<(&PendingUses, Access)> = std::iter::once((buffer.pending(), Access::Read))
-            .chain(Self::storage_use(&dst.storage, Access::Write))
-            .collect();
+        let uses: SmallVec<[(&PendingUses, Access); 2]> =
+            std::iter::once((buffer.pending(), Access::Read))
+                .chain(Self::storage_use(&dst.storage, Access::Write))
+                .collect();
         self.submit(keep, &uses, |stream| {
             // SAFETY: the source lies in a page-locked buffer the stream keeps alive and host code
             // may not write until this ticket completes; the destination span lies in storage the

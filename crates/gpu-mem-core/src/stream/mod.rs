@@ -14,6 +14,7 @@ use crate::backend::StreamHandle;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::memory::{Access, PendingUses};
+use smallvec::SmallVec;
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -116,13 +117,12 @@ impl StreamInner {
     }
 
     fn release_completed(&self, upto: u64) {
-        let released: Vec<(u64, KeepAlive)> = {
+        let released: SmallVec<[(u64, KeepAlive); 4]> = {
             let mut list = self.lock_keep_alive();
-            let (done, still): (Vec<_>, Vec<_>) = std::mem::take(&mut *list)
-                .into_iter()
-                .partition(|(t, _)| *t <= upto);
-            *list = still;
-            done
+            // Entries are pushed in ticket order: the completed ones are a prefix. (The list
+            // keeps its capacity: no allocation per operation.)
+            let done = list.partition_point(|(t, _)| *t <= upto);
+            list.drain(..done).collect()
         };
         // Dropped outside the lock: releasing may free device or host memory.
         drop(released);
@@ -314,7 +314,7 @@ impl Stream {
     /// `keep` alive until the operation has completed. Returns the operation's ticket.
     pub(crate) fn submit(
         &self,
-        keep: Vec<KeepAlive>,
+        keep: impl IntoIterator<Item = KeepAlive>,
         uses: &[(&PendingUses, Access)],
         enqueue: impl FnOnce(StreamHandle) -> Result<()>,
     ) -> Result<u64> {
@@ -323,7 +323,7 @@ impl Stream {
         let mut list = self.inner.lock_keep_alive();
         let ticket = self.inner.submitted.load(Ordering::Acquire) + 1;
         let me = Arc::downgrade(&self.inner);
-        let undo: Vec<_> = uses
+        let undo: SmallVec<[_; 4]> = uses
             .iter()
             .map(|(pending, access)| pending.record(me.clone(), ticket, *access))
             .collect();

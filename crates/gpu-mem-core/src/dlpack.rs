@@ -321,7 +321,7 @@ impl<T: Element> PinnedArray<T> {
             device,
             &self.layout,
             dl_dtype::<T>()?,
-            Box::new(Arc::clone(&self.buffer)),
+            KeepAlive::Host(Arc::clone(&self.buffer)),
         ))
     }
 }
@@ -338,7 +338,7 @@ impl<T: Element> MappedArray<T> {
             device,
             &self.layout,
             dl_dtype::<T>()?,
-            Box::new(Arc::clone(&self.buffer)),
+            KeepAlive::Host(Arc::clone(&self.buffer)),
         ))
     }
 }

@@ -82,7 +82,7 @@ impl HostTable {
         // (for large sizes, fresh zero pages that cost nothing until touched), so the core need
         // not fill it again.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or_else(|| Error::HostOutOfMemory {
+        let ptr = NonNull::new(raw).ok_or(Error::HostOutOfMemory {
             what: format!("{what} on simulator device {}", self.device),
             requested: len as u64,
             reason: "the host allocator refused".into(),
@@ -99,7 +99,7 @@ impl HostTable {
         let pinned = self
             .pinned
             .remove(&(ptr.as_ptr() as usize))
-            .ok_or_else(|| Error::InvalidPointer {
+            .ok_or(Error::InvalidPointer {
                 kind: "host",
                 address: ptr.as_ptr() as u64,
                 bytes: 0,
@@ -114,7 +114,7 @@ impl HostTable {
     pub(crate) fn register(&mut self, start: usize, range: RegisteredRange) -> Result<()> {
         let end = start
             .checked_add(range.len)
-            .ok_or_else(|| Error::HostRegistration {
+            .ok_or(Error::HostRegistration {
                 address: start,
                 bytes: range.len,
                 reason: "the range runs past the end of the address space",
@@ -142,7 +142,7 @@ impl HostTable {
         let range = self
             .registered
             .remove(&start)
-            .ok_or_else(|| Error::HostRegistration {
+            .ok_or(Error::HostRegistration {
                 address: start,
                 bytes: 0,
                 reason: "not registered (unregister takes the address given to register)",

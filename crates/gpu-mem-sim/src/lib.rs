@@ -116,11 +116,16 @@ impl SimBackend {
     }
 
     fn device(&self, device: usize) -> Result<&SimDevice> {
-        self.devices.get(device).ok_or_else(|| Error::NoSuchDevice {
-            backend: BackendKind::Sim,
-            device,
-            count: self.devices.len(),
-        })
+        // A `match`, not `ok_or`: this runs on every operation, and an error built eagerly is
+        // dropped through `Error`'s drop glue even when unused.
+        match self.devices.get(device) {
+            Some(d) => Ok(d),
+            None => Err(Error::NoSuchDevice {
+                backend: BackendKind::Sim,
+                device,
+                count: self.devices.len(),
+            }),
+        }
     }
 
     fn handle(&self) -> u64 {
@@ -157,23 +162,23 @@ impl SimBackend {
     }
 
     fn stream(&self, device: &SimDevice, stream: StreamHandle) -> Result<Arc<SimStream>> {
-        lock(&device.streams)
-            .get(&stream.0)
-            .cloned()
-            .ok_or_else(|| Error::InvalidHandle {
+        match lock(&device.streams).get(&stream.0) {
+            Some(found) => Ok(Arc::clone(found)),
+            None => Err(Error::InvalidHandle {
                 kind: "stream",
                 handle: stream.0,
-            })
+            }),
+        }
     }
 
     fn event(&self, device: &SimDevice, event: EventHandle) -> Result<Arc<SimEvent>> {
-        lock(&device.events)
-            .get(&event.0)
-            .cloned()
-            .ok_or_else(|| Error::InvalidHandle {
+        match lock(&device.events).get(&event.0) {
+            Some(found) => Ok(Arc::clone(found)),
+            None => Err(Error::InvalidHandle {
                 kind: "event",
                 handle: event.0,
-            })
+            }),
+        }
     }
 
     /// Enqueues a copy or fill of `bytes` bytes; a short one on an idle stream runs at once (see
@@ -712,7 +717,7 @@ unsafe impl Backend for SimBackend {
         lock(&d.events)
             .remove(&event.0)
             .map(drop)
-            .ok_or_else(|| Error::InvalidHandle {
+            .ok_or(Error::InvalidHandle {
                 kind: "event",
                 handle: event.0,
             })

@@ -37,11 +37,7 @@ impl Storage {
 
     /// A handle that keeps the memory alive while enqueued work uses it.
     pub(crate) fn keep_alive(&self) -> KeepAlive {
-        match self {
-            Storage::Device(alloc) => Box::new(Arc::clone(alloc)),
-            Storage::Mapped(buffer) => Box::new(Arc::clone(buffer)),
-            Storage::Foreign(memory) => Box::new(Arc::clone(memory)),
-        }
+        KeepAlive::Storage(self.clone())
     }
 
     /// The host buffer, for mapped memory (whose host side must wait for device work).

@@ -31,7 +31,7 @@ pub struct Prepared {
     /// Mapped host memory the kernel may write.
     pub(crate) mapped: Option<Arc<HostBuffer>>,
     /// A temporary device copy of a host argument (a `DeviceArray<T>`).
-    pub(crate) staged: Option<KeepAlive>,
+    pub(crate) staged: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Prepared {

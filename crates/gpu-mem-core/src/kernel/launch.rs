@@ -74,7 +74,7 @@ impl Stream {
         let mut keep: Vec<KeepAlive> = prepared.iter_mut().filter_map(|p| p.keep.take()).collect();
         // The kernel's code (a closure that may own device memory) is dropped on a host thread
         // when the stream releases it, never on a backend worker inside the launch.
-        keep.push(Box::new(kernel.clone()));
+        keep.push(KeepAlive::Other(Box::new(kernel.clone())));
         let uses: Vec<(&PendingUses, Access)> = prepared
             .iter()
             .filter_map(|p| p.mapped.as_ref())

@@ -82,7 +82,7 @@ impl From<Order> for ReshapeOrder {
 }
 
 /// Shape and element strides of an n-dimensional array, relative to its first logical element.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     shape: Dims<usize>,
     strides: Dims<isize>,
@@ -92,6 +92,16 @@ pub struct Layout {
 /// usual ranks allocates nothing (a copy's checks build several).
 pub(crate) type Dims<T> = smallvec::SmallVec<[T; 4]>;
 
+impl Clone for Layout {
+    // By hand: `SmallVec`'s own clone goes element by element through `Extend`.
+    fn clone(&self) -> Layout {
+        Layout {
+            shape: Dims::from_slice(&self.shape),
+            strides: Dims::from_slice(&self.strides),
+        }
+    }
+}
+
 impl Layout {
     /// A contiguous layout of `shape` in `order`, by the plain product rule: the C strides of
     /// `(3, 0, 2)` are `(0, 2, 1)`, as Numba computes them (numpy would give `(2, 2, 1)`).
@@ -99,13 +109,13 @@ impl Layout {
     /// Errors with [`Error::Overflow`] if the element count (of the non-zero lengths) does not
     /// fit in `isize`.
     pub fn contiguous(shape: &[usize], order: Order) -> Result<Layout> {
-        let mut strides = vec![0isize; shape.len()];
+        let mut strides: Dims<isize> = smallvec::smallvec![0; shape.len()];
         let mut acc: isize = 1;
-        let axes: Vec<usize> = match order {
-            Order::C => (0..shape.len()).rev().collect(),
-            Order::F => (0..shape.len()).collect(),
+        let axis_at = |i: usize| match order {
+            Order::C => shape.len() - 1 - i,
+            Order::F => i,
         };
-        for axis in axes {
+        for axis in (0..shape.len()).map(axis_at) {
             strides[axis] = acc;
             let len = isize::try_from(shape[axis]).map_err(|_| overflow_count(shape))?;
             // A zero length makes every later stride 0 by the product rule; the check of the

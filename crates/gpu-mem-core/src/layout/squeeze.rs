@@ -65,13 +65,17 @@ impl Layout {
     /// The layout restricted to the axes for which `keep(len, stride)` holds. Removing axes
     /// never grows the element count or the extent, so the invariants hold.
     fn keep_axes(&self, keep: impl Fn(usize, isize) -> bool) -> Layout {
-        let (shape, strides): (Dims<usize>, Dims<isize>) = self
-            .shape
-            .iter()
-            .zip(&self.strides)
-            .filter(|&(&len, &stride)| keep(len, stride))
-            .map(|(&len, &stride)| (len, stride))
-            .unzip();
+        let pairs = || self.shape.iter().copied().zip(self.strides.iter().copied());
+        if pairs().all(|(len, stride)| keep(len, stride)) {
+            // The usual case (a copy checks several layouts): nothing to drop.
+            return self.clone();
+        }
+        let mut shape = Dims::new();
+        let mut strides = Dims::new();
+        for (len, stride) in pairs().filter(|&(len, stride)| keep(len, stride)) {
+            shape.push(len);
+            strides.push(stride);
+        }
         Layout::from_parts(shape, strides)
     }
 }

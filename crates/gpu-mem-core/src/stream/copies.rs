@@ -221,13 +221,10 @@ impl Stream {
         self.wait_storage(&src.storage, Access::Read)?;
         let keep = [dst.storage.keep_alive(), src.storage.keep_alive()];
         let device = self.device().clone();
-        let uses: SmallVec<[(&PendingUses, Access); 2]> = [
+        let uses = host_uses([
             Self::storage_use(&dst.storage, Access::Write),
             Self::storage_use(&src.storage, Access::Read),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        ]);
         let src_device = src.device().ordinal();
         let submitted = self.submit(keep, &uses, |stream| {
             // SAFETY: both spans lie in storage the stream keeps alive until completion; a peer
@@ -276,10 +273,7 @@ impl Stream {
         }
         self.wait_storage(&dst.storage, Access::Write)?;
         let device = self.device().clone();
-        let uses: SmallVec<[(&PendingUses, Access); 1]> =
-            Self::storage_use(&dst.storage, Access::Write)
-                .into_iter()
-                .collect();
+        let uses = host_uses([Self::storage_use(&dst.storage, Access::Write), None]);
         self.submit([dst.storage.keep_alive()], &uses, |stream| {
             // SAFETY: the span lies in storage the stream keeps alive until completion.
             unsafe {
@@ -320,12 +314,15 @@ impl Stream {
             .pending()
             .wait_for_stream(Access::Write, self.inner())?;
         self.wait_storage(&src.storage, Access::Read)?;
-        let keep: [KeepAlive; 2] = [src.storage.keep_alive(), Box::new(Arc::clone(buffer))];
+        let keep = [
+            src.storage.keep_alive(),
+            KeepAlive::Host(Arc::clone(buffer)),
+        ];
         let device = self.device().clone();
-        let uses: SmallVec<[(&PendingUses, Access); 2]> =
-            std::iter::once((buffer.pending(), Access::Write))
-                .chain(Self::storage_use(&src.storage, Access::Read))
-                .collect();
+        let uses = host_uses([
+            Some((buffer.pending(), Access::Write)),
+            Self::storage_use(&src.storage, Access::Read),
+        ]);
         self.submit(keep, &uses, |stream| {
             // SAFETY: the destination span lies in the page-locked buffer, which the stream keeps
             // alive and host code cannot access until this ticket completes; the source span lies
@@ -360,12 +357,15 @@ impl Stream {
             .pending()
             .wait_for_stream(Access::Read, self.inner())?;
         self.wait_storage(&dst.storage, Access::Write)?;
-        let keep: [KeepAlive; 2] = [dst.storage.keep_alive(), Box::new(Arc::clone(buffer))];
+        let keep = [
+            dst.storage.keep_alive(),
+            KeepAlive::Host(Arc::clone(buffer)),
+        ];
         let device = self.device().clone();
-        let uses: SmallVec<[(&PendingUses, Access); 2]> =
-            std::iter::once((buffer.pending(), Access::Read))
-                .chain(Self::storage_use(&dst.storage, Access::Write))
-                .collect();
+        let uses = host_uses([
+            Some((buffer.pending(), Access::Read)),
+            Self::storage_use(&dst.storage, Access::Write),
+        ]);
         self.submit(keep, &uses, |stream| {
             // SAFETY: the source lies in a page-locked buffer the stream keeps alive and host code
             // may not write until this ticket completes; the destination span lies in storage the
@@ -378,4 +378,14 @@ impl Stream {
         })?;
         Ok(())
     }
+}
+
+/// The host buffers an operation uses (at most two), gathered without `SmallVec`'s `collect`,
+/// which goes element by element through `Extend` (this runs on every copy).
+fn host_uses(items: [Option<(&PendingUses, Access)>; 2]) -> SmallVec<[(&PendingUses, Access); 2]> {
+    let mut uses = SmallVec::new();
+    for item in items.into_iter().flatten() {
+        uses.push(item);
+    }
+    uses
 }

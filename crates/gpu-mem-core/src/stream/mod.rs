@@ -27,7 +27,17 @@ pub use event::Event;
 
 /// Something enqueued work needs alive until it completes (device memory, a host buffer, a
 /// kernel's code): held by the stream, dropped on a host thread once the work is known complete.
-pub(crate) type KeepAlive = Box<dyn Any + Send + Sync>;
+/// The common kinds are reference counts held directly, so keeping them allocates nothing.
+#[derive(Debug)]
+#[allow(dead_code, reason = "the values are held only to be dropped later")]
+pub(crate) enum KeepAlive {
+    /// The memory behind an array.
+    Storage(crate::array::Storage),
+    /// A page-locked host buffer.
+    Host(Arc<crate::memory::HostBuffer>),
+    /// Anything else (a kernel's code, the owner of an adopted stream).
+    Other(Box<dyn Any + Send + Sync>),
+}
 
 impl Device {
     /// Creates a stream on this device (Numba's `cuda.stream()`).
@@ -117,13 +127,16 @@ impl StreamInner {
     }
 
     fn release_completed(&self, upto: u64) {
-        let released: SmallVec<[(u64, KeepAlive); 4]> = {
+        let mut released: SmallVec<[(u64, KeepAlive); 4]> = SmallVec::new();
+        {
             let mut list = self.lock_keep_alive();
             // Entries are pushed in ticket order: the completed ones are a prefix. (The list
             // keeps its capacity: no allocation per operation.)
             let done = list.partition_point(|(t, _)| *t <= upto);
-            list.drain(..done).collect()
-        };
+            for entry in list.drain(..done) {
+                released.push(entry);
+            }
+        }
         // Dropped outside the lock: releasing may free device or host memory.
         drop(released);
     }
@@ -133,8 +146,7 @@ impl StreamInner {
         self.lock_keep_alive()
             .iter()
             .filter(|(_, k)| {
-                k.downcast_ref::<Arc<crate::memory::DeviceAlloc>>()
-                    .is_some_and(|a| Arc::ptr_eq(a, alloc))
+                matches!(k, KeepAlive::Storage(crate::array::Storage::Device(a)) if Arc::ptr_eq(a, alloc))
             })
             .count()
     }
@@ -195,7 +207,7 @@ impl Stream {
         handle: StreamHandle,
         owner: O,
     ) -> Stream {
-        Stream::with_handle(device, handle, Some(Box::new(owner)))
+        Stream::with_handle(device, handle, Some(KeepAlive::Other(Box::new(owner))))
     }
 
     fn with_handle(device: &Device, handle: StreamHandle, owner: Option<KeepAlive>) -> Stream {
@@ -323,10 +335,10 @@ impl Stream {
         let mut list = self.inner.lock_keep_alive();
         let ticket = self.inner.submitted.load(Ordering::Acquire) + 1;
         let me = Arc::downgrade(&self.inner);
-        let undo: SmallVec<[_; 4]> = uses
-            .iter()
-            .map(|(pending, access)| pending.record(me.clone(), ticket, *access))
-            .collect();
+        let mut undo: SmallVec<[_; 4]> = SmallVec::new();
+        for (pending, access) in uses {
+            undo.push(pending.record(me.clone(), ticket, *access));
+        }
         if let Err(error) = enqueue(self.inner.handle) {
             for ((pending, _), undo) in uses.iter().zip(undo) {
                 pending.forget(&me, ticket, undo);

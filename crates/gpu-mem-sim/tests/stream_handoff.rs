@@ -142,3 +142,35 @@ fn a_stream_waiting_for_another_streams_event_is_run_by_its_synchronize() {
         b.stream_destroy(0, s2).unwrap();
     }
 }
+
+/// A small copy may run at once on the enqueuing thread, but only on an idle stream: after a
+/// large job still queued it waits its turn, so stream order holds.
+#[test]
+fn a_small_job_never_overtakes_queued_work() {
+    let b = sim();
+    let s = b.stream_create(0).unwrap();
+    let big = 256 << 10;
+    let p = b.alloc(0, big).unwrap();
+    for round in 0..ROUNDS.min(50) {
+        let value = (round % 250) as u8;
+        let mut out = [0u8; 64];
+        // SAFETY: the allocation and `out` outlive the work (synchronized before both are read
+        // or freed).
+        unsafe {
+            // Queued (too large to run at once), then small ones right behind it.
+            b.memset_d8_async(0, p, value, big, s).unwrap();
+            b.memset_d8_async(0, p, value.wrapping_add(1), 32, s)
+                .unwrap();
+            b.copy_dtoh_async(0, out.as_mut_ptr(), p, 64, s).unwrap();
+            b.stream_synchronize(0, s).unwrap();
+        }
+        let mut expected = [value; 64];
+        expected[..32].fill(value.wrapping_add(1));
+        assert_eq!(out, expected, "round {round}");
+    }
+    // SAFETY: no work is pending; each is freed once.
+    unsafe {
+        b.free(0, p).unwrap();
+        b.stream_destroy(0, s).unwrap();
+    }
+}

@@ -335,30 +335,13 @@ impl<'a> Block<'a> {
         *s = Schedule::take(count);
         // The fibers the block may need, in one go.
         fiber::take_idle(count, &mut s.spare);
-        let first = match s.spare.pop() {
-            Some(fiber) => fiber,
-            None => fiber::take().map_err(|reason| Error::InvalidLaunch {
-                kernel: self.kernel.to_string(),
-                reason,
-            })?,
-        };
+        let first = self.fresh_fiber(s, 0)?;
         stack::running(self.kernel);
         s.phases[0] = Phase::Ready;
-        s.fibers[0] = first;
         s.next_unstarted = 1;
-        let this = std::ptr::from_ref(self).cast::<Block<'static>>();
-        // SAFETY: `first` is idle and ours; the block outlives the call, and every thread it
+        // SAFETY: `first` holds thread 0; the block outlives the call, and every thread it
         // starts has ended (or is ended below) before it returns.
-        unsafe {
-            fiber::assign(
-                first,
-                Start {
-                    block: this,
-                    linear: 0,
-                },
-            );
-            fiber::enter(first);
-        }
+        unsafe { fiber::enter(first) };
         self.end_waiting_threads();
         // SAFETY: no thread runs any more.
         let s = unsafe { self.schedule() };
@@ -625,37 +608,44 @@ impl<'a> Block<'a> {
         match self.pick(s, linear) {
             Next::Run(j) if j == linear => None,
             Next::Run(j) => Some(s.fibers[j]),
-            Next::Start(j) => match s.spare.pop().map_or_else(fiber::take, Ok) {
-                Ok(fresh) => {
-                    if let Some(&following) = s.spare.last() {
-                        // SAFETY: spare fibers are fibers of this OS thread.
-                        unsafe { fiber::prefetch(following) };
-                    }
-                    s.fibers[j] = fresh;
-                    let this = std::ptr::from_ref(self).cast::<Block<'static>>();
-                    // SAFETY: `fresh` is idle and ours; the block ends every thread it starts
-                    // before it goes away.
-                    unsafe {
-                        fiber::assign(
-                            fresh,
-                            Start {
-                                block: this,
-                                linear: j as u32,
-                            },
-                        )
-                    };
-                    Some(fresh)
-                }
-                Err(reason) => {
-                    s.outcome = Err(Error::InvalidLaunch {
-                        kernel: self.kernel.to_string(),
-                        reason,
-                    });
+            Next::Start(j) => match self.fresh_fiber(s, j) {
+                Ok(fresh) => Some(fresh),
+                Err(error) => {
+                    s.outcome = Err(error);
                     Some(std::ptr::null())
                 }
             },
             Next::Finish => Some(std::ptr::null()),
         }
+    }
+
+    /// An idle fiber (the block's spare ones first) given thread `linear` to start.
+    fn fresh_fiber(&self, s: &mut Schedule, linear: usize) -> Result<*const Fiber, Error> {
+        let fresh = match s.spare.pop() {
+            Some(fiber) => fiber,
+            None => fiber::take().map_err(|reason| Error::InvalidLaunch {
+                kernel: self.kernel.to_string(),
+                reason,
+            })?,
+        };
+        if let Some(&following) = s.spare.last() {
+            // SAFETY: spare fibers are fibers of this OS thread.
+            unsafe { fiber::prefetch(following) };
+        }
+        s.fibers[linear] = fresh;
+        let this = std::ptr::from_ref(self).cast::<Block<'static>>();
+        // SAFETY: `fresh` is idle and this block's; the block ends every thread it starts
+        // before it goes away.
+        unsafe {
+            fiber::assign(
+                fresh,
+                Start {
+                    block: this,
+                    linear: linear as u32,
+                },
+            )
+        };
+        Ok(fresh)
     }
 
     /// The next thread to run after `from`: the next ready or unstarted one in index order; at

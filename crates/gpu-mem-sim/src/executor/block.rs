@@ -410,17 +410,7 @@ impl<'a> Block<'a> {
     fn run_direct(&self) -> Result<(), Error> {
         let count = self.block_dim.count() as u32;
         for linear in 0..count {
-            let thread = self.thread_index(linear);
-            let me = SimThread {
-                block: self,
-                thread,
-                linear,
-                info: GmSimThread::new(self, thread, linear),
-                shared_calls: Cell::new(0),
-                atomics: Cell::new(0),
-                fiber: None,
-            };
-            me.run();
+            SimThread::new(self, linear, None).run();
             if self.fault.borrow().is_some() {
                 break;
             }
@@ -440,34 +430,15 @@ impl<'a> Block<'a> {
     /// waiting thread keeps on its stack, stays small (fewer cache lines per thread).
     #[inline(never)]
     fn run_compiled(&self, launch: &CompiledLaunch<'_>, linear: u32, fiber: *const Fiber) {
-        let thread = self.thread_index(linear);
-        let me = SimThread {
-            block: self,
-            thread,
-            linear,
-            info: GmSimThread::new(self, thread, linear),
-            shared_calls: Cell::new(0),
-            atomics: Cell::new(0),
-            fiber: Some(fiber),
-        };
         // Compiled code cannot panic (its callbacks never unwind).
-        launch.run_thread(&me);
+        launch.run_thread(&SimThread::new(self, linear, Some(fiber)));
     }
 
     /// Runs a closure thread; its panic becomes a fault.
     #[inline]
     fn run_closure(&self, linear: u32, fiber: *const Fiber) {
-        let thread = self.thread_index(linear);
-        let me = SimThread {
-            block: self,
-            thread,
-            linear,
-            // Only compiled code reads it.
-            info: GmSimThread::default(),
-            shared_calls: Cell::new(0),
-            atomics: Cell::new(0),
-            fiber: Some(fiber),
-        };
+        let me = SimThread::new(self, linear, Some(fiber));
+        let thread = me.thread;
         if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(|| me.run()))
             && !payload.is::<Cancelled>()
         {
@@ -1017,7 +988,27 @@ pub(crate) struct SimThread<'b, 'a> {
     fiber: Option<*const Fiber>,
 }
 
-impl SimThread<'_, '_> {
+impl<'b, 'a> SimThread<'b, 'a> {
+    /// Thread `linear` of `block`, on `fiber` (`None`: run as a plain call).
+    #[inline(always)]
+    fn new(block: &'b Block<'a>, linear: u32, fiber: Option<*const Fiber>) -> Self {
+        let thread = block.thread_index(linear);
+        SimThread {
+            block,
+            thread,
+            linear,
+            // Only compiled code reads it.
+            info: if block.body.is_compiled() {
+                GmSimThread::new(block, thread, linear)
+            } else {
+                GmSimThread::default()
+            },
+            shared_calls: Cell::new(0),
+            atomics: Cell::new(0),
+            fiber,
+        }
+    }
+
     fn run(&self) {
         match self.block.body {
             Body::Closure(body) => {

@@ -124,7 +124,7 @@ fn main() {
         });
         let per_thread = (block - one) / 1023.0;
         ok &= one <= 5e-6 && per_thread <= 20e-9;
-        let key = form.replace([' ', ','], "_");
+        let key = form.replace(", ", "_").replace(' ', "_");
         figures.push((format!("{key}_launch_1x1_seconds"), one));
         figures.push((format!("{key}_empty_thread_seconds"), per_thread));
         println!(

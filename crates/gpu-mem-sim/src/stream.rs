@@ -148,6 +148,8 @@ struct Shared {
     activity: Arc<DeviceActivity>,
     /// First failure since the last synchronization.
     error: Mutex<Option<(&'static str, String)>>,
+    /// Whether `error` may hold a failure (read without the lock on every synchronize).
+    failed: AtomicBool,
 }
 
 impl Shared {
@@ -162,6 +164,7 @@ impl Shared {
         if let Err(message) = result {
             tracing::warn!("simulated stream job {what} failed: {message}");
             lock(&self.error).get_or_insert((what, message));
+            self.failed.store(true, Ordering::SeqCst);
         }
         self.completed.fetch_add(1, Ordering::SeqCst);
         self.done.notify();
@@ -298,6 +301,7 @@ impl SimStream {
             done: Parking::default(),
             activity,
             error: Mutex::new(None),
+            failed: AtomicBool::new(false),
         });
         let worker_shared = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
@@ -362,6 +366,7 @@ impl SimStream {
         if let Err(message) = result {
             tracing::warn!("simulated stream job {what} failed: {message}");
             lock(&shared.error).get_or_insert((what, message));
+            shared.failed.store(true, Ordering::SeqCst);
         }
         drop(queue);
         Ok(())
@@ -381,6 +386,9 @@ impl SimStream {
             shared
                 .done
                 .wait_until(1, || shared.completed.load(Ordering::SeqCst) >= target);
+        }
+        if !shared.failed.swap(false, Ordering::SeqCst) {
+            return Ok(());
         }
         match lock(&shared.error).take() {
             Some(error) => Err(error),

@@ -98,8 +98,9 @@ impl PendingUses {
         uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
         uses.iter()
             .filter(|u| access == Access::Write || u.access == Access::Write)
+            // The excepted stream's own entry, compared by address: no reference taken.
+            .filter(|u| except.is_none_or(|e| !std::ptr::eq(u.stream.as_ptr(), Arc::as_ptr(e))))
             .filter_map(|u| u.stream.upgrade().map(|s| (s, u.ticket)))
-            .filter(|(s, _)| except.is_none_or(|e| !Arc::ptr_eq(s, e)))
             .collect()
     }
 

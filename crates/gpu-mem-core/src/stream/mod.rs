@@ -17,7 +17,7 @@ use crate::memory::{Access, PendingUses};
 use smallvec::SmallVec;
 use std::any::Any;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod copies;
@@ -63,6 +63,8 @@ pub(crate) struct StreamInner {
     keep_alive: Mutex<Vec<(u64, KeepAlive)>>,
     /// The latest failure of enqueued work not yet returned by [`Stream::synchronize`].
     unreported: Mutex<Option<String>>,
+    /// Whether `unreported` may hold something (read without the lock on every synchronize).
+    has_unreported: AtomicBool,
     /// `Some` for a stream adopted with [`Stream::from_raw_handle`]: what keeps the foreign
     /// handle alive. Such a handle is never destroyed by gpu-mem; the owner is dropped with this
     /// value (after the stream's last synchronization), or leaked with it when that failed.
@@ -122,6 +124,7 @@ impl StreamInner {
             // Whoever synchronized (perhaps host code reaching a buffer) gets the error; keep it
             // for the stream's owner too, so `Stream::synchronize` does not report success.
             *self.unreported.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+            self.has_unreported.store(true, Ordering::Release);
         }
         result
     }
@@ -219,6 +222,7 @@ impl Stream {
                 completed: AtomicU64::new(0),
                 keep_alive: Mutex::new(Vec::new()),
                 unreported: Mutex::new(None),
+                has_unreported: AtomicBool::new(false),
                 owner,
             }),
         }
@@ -247,12 +251,15 @@ impl Stream {
     /// Blocks until all enqueued work has completed, then releases what it kept alive.
     pub fn synchronize(&self) -> Result<()> {
         let result = self.inner.synchronize();
-        let unreported = self
-            .inner
-            .unreported
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let unreported = if self.inner.has_unreported.swap(false, Ordering::AcqRel) {
+            self.inner
+                .unreported
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+        } else {
+            None
+        };
         match (result, unreported) {
             (Ok(()), Some(reason)) => Err(Error::AsyncFailure {
                 operation: "earlier work",

@@ -7,19 +7,30 @@
 //! run ([`switch`]), and the thread that finds the block finished (or stuck) hands it back to the
 //! block's caller ([`to_main`]). A barrier costs each thread one switch.
 //!
-//! On x86-64 a switch is a handful of instructions (`native.rs`); elsewhere fibers are corosensei
-//! coroutines and each switch passes through a driver loop on the caller's stack (`portable.rs`),
-//! with the same behaviour. Fibers are kept per OS thread and reused across blocks and launches;
+//! On x86-64 Unix (the System V ABI) a switch is a handful of instructions (`native.rs`);
+//! elsewhere (Windows, whose ABI saves more registers and keeps stack limits in the thread
+//! block; other architectures) fibers are corosensei coroutines and each switch passes through a
+//! driver loop on the caller's stack (`portable.rs`), with the same behaviour. Fibers are kept per OS thread and reused across blocks and launches;
 //! their stacks come from [`super::stack`], which also reports overflows.
 
 use super::block::{self, Start};
 use super::stack;
 use std::cell::{Cell, RefCell};
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(feature = "portable-fibers")))]
+#[cfg(all(
+    target_arch = "x86_64",
+    unix,
+    not(miri),
+    not(feature = "portable-fibers")
+))]
 #[path = "native.rs"]
 mod imp;
-#[cfg(not(all(target_arch = "x86_64", not(miri), not(feature = "portable-fibers"))))]
+#[cfg(not(all(
+    target_arch = "x86_64",
+    unix,
+    not(miri),
+    not(feature = "portable-fibers")
+)))]
 #[path = "portable.rs"]
 mod imp;
 

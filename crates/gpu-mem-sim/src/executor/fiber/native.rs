@@ -1,7 +1,8 @@
-//! x86-64 fibers: a switch saves the six callee-saved registers on the current stack, swaps
-//! stack pointers and restores the other fiber's registers (System V and Windows agree on the
-//! registers used here; the MXCSR and x87 control words are never changed by simulated threads,
-//! so they are not switched).
+//! x86-64 fibers for the System V ABI (Linux, macOS, the BSDs): a switch saves the six
+//! callee-saved general registers (rbx, rbp, r12-r15) on the current stack, swaps stack pointers
+//! and restores the other fiber's registers. System V has no callee-saved vector registers, and
+//! the MXCSR and x87 control words are never changed by simulated threads, so they are not
+//! switched. (Windows x64 also saves rsi, rdi and xmm6-xmm15: it uses the portable fibers.)
 
 use super::{Fiber, stack};
 use std::cell::Cell;

@@ -157,8 +157,9 @@ impl Shared {
         self.completed.load(Ordering::SeqCst) < self.submitted.load(Ordering::SeqCst)
     }
 
-    /// Runs one job (its caller holds the queue) and reports its completion.
-    fn run(&self, what: &'static str, job: Job) {
+    /// Runs a job (its caller holds the queue), keeping its failure for the next
+    /// synchronization.
+    fn execute(&self, what: &'static str, job: impl FnOnce() -> Result<(), String>) {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
             .unwrap_or_else(|_| Err("the operation panicked".into()));
         if let Err(message) = result {
@@ -166,6 +167,11 @@ impl Shared {
             lock(&self.error).get_or_insert((what, message));
             self.failed.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// Runs one queued job (its caller holds the queue) and reports its completion.
+    fn run(&self, what: &'static str, job: Job) {
+        self.execute(what, job);
         self.completed.fetch_add(1, Ordering::SeqCst);
         self.done.notify();
         self.activity.end();
@@ -361,13 +367,7 @@ impl SimStream {
         if shared.pending() {
             return Err(job);
         }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
-            .unwrap_or_else(|_| Err("the operation panicked".into()));
-        if let Err(message) = result {
-            tracing::warn!("simulated stream job {what} failed: {message}");
-            lock(&shared.error).get_or_insert((what, message));
-            shared.failed.store(true, Ordering::SeqCst);
-        }
+        shared.execute(what, job);
         drop(queue);
         Ok(())
     }

@@ -62,8 +62,8 @@ impl Stream {
         config: LaunchConfig,
         args: &mut [&mut dyn KernelArg],
     ) -> Result<()> {
-        let device = self.device().clone();
-        let mut prepared = prepare_all(&device, args)?;
+        let device = self.device();
+        let mut prepared = prepare_all(device, args)?;
         for mapped in prepared.iter().filter_map(|p| p.mapped.as_ref()) {
             // The kernel may write mapped memory: other streams' uses must be done first.
             mapped

@@ -42,13 +42,14 @@ pub(crate) struct PendingUses {
 impl PendingUses {
     /// Records that the operation with `ticket` on `stream` uses the buffer; returns what
     /// [`PendingUses::forget`] needs to undo it.
-    pub(crate) fn record(&self, stream: Weak<StreamInner>, ticket: u64, access: Access) -> Undo {
+    pub(crate) fn record(&self, stream: &Arc<StreamInner>, ticket: u64, access: Access) -> Undo {
         let mut uses = self.lock();
         // A stream runs its work in order, so a later ticket on the same stream completes after
         // every earlier one: one entry per stream, with the latest ticket and the strongest
         // access (a write conflicts with more), says as much as all of them. The list stays as
         // short as the number of streams using the buffer, however much work is in flight.
-        if let Some(same) = uses.iter_mut().find(|u| Weak::ptr_eq(&u.stream, &stream)) {
+        // (Compared by address: no reference is taken unless a new entry needs one.)
+        if let Some(same) = uses.iter_mut().find(|u| is_stream(u, stream)) {
             let before = Undo(Some((same.ticket, same.access)));
             same.ticket = same.ticket.max(ticket);
             if access == Access::Write {
@@ -57,9 +58,9 @@ impl PendingUses {
             return before;
         }
         // Drop entries that are already complete so the list stays short.
-        uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
+        uses.retain(still_pending);
         uses.push(Use {
-            stream,
+            stream: Arc::downgrade(stream),
             ticket,
             access,
         });
@@ -68,11 +69,11 @@ impl PendingUses {
 
     /// Forgets a use recorded (as `undo` says) for an operation that was then not enqueued:
     /// the stream's entry goes back to what it was, or goes away if the use made it.
-    pub(crate) fn forget(&self, stream: &Weak<StreamInner>, ticket: u64, undo: Undo) {
+    pub(crate) fn forget(&self, stream: &Arc<StreamInner>, ticket: u64, undo: Undo) {
         let mut uses = self.lock();
         let Some(at) = uses
             .iter()
-            .position(|u| u.ticket == ticket && Weak::ptr_eq(&u.stream, stream))
+            .position(|u| u.ticket == ticket && is_stream(u, stream))
         else {
             return;
         };
@@ -95,11 +96,12 @@ impl PendingUses {
         except: Option<&Arc<StreamInner>>,
     ) -> Vec<(Arc<StreamInner>, u64)> {
         let mut uses = self.lock();
-        uses.retain(|u| u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket)));
+        // The excepted stream's own entry is kept as it is, without taking a reference to check
+        // it (it is the stream asking, so its entry is usually the only one).
+        uses.retain(|u| except.is_some_and(|e| is_stream(u, e)) || still_pending(u));
         uses.iter()
             .filter(|u| access == Access::Write || u.access == Access::Write)
-            // The excepted stream's own entry, compared by address: no reference taken.
-            .filter(|u| except.is_none_or(|e| !std::ptr::eq(u.stream.as_ptr(), Arc::as_ptr(e))))
+            .filter(|u| except.is_none_or(|e| !is_stream(u, e)))
             .filter_map(|u| u.stream.upgrade().map(|s| (s, u.ticket)))
             .collect()
     }
@@ -128,4 +130,14 @@ impl PendingUses {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// Whether `u` is an entry of `stream` (by address: no reference is taken).
+fn is_stream(u: &Use, stream: &Arc<StreamInner>) -> bool {
+    std::ptr::eq(u.stream.as_ptr(), Arc::as_ptr(stream))
+}
+
+/// Whether `u`'s stream may still be running it.
+fn still_pending(u: &Use) -> bool {
+    u.stream.upgrade().is_some_and(|s| !s.is_done(u.ticket))
 }

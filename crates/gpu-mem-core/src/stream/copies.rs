@@ -220,7 +220,7 @@ impl Stream {
         self.wait_storage(&dst.storage, Access::Write)?;
         self.wait_storage(&src.storage, Access::Read)?;
         let keep = [dst.storage.keep_alive(), src.storage.keep_alive()];
-        let device = self.device().clone();
+        let device = self.device();
         let uses = host_uses([
             Self::storage_use(&dst.storage, Access::Write),
             Self::storage_use(&src.storage, Access::Read),
@@ -272,7 +272,7 @@ impl Stream {
             return Ok(());
         }
         self.wait_storage(&dst.storage, Access::Write)?;
-        let device = self.device().clone();
+        let device = self.device();
         let uses = host_uses([Self::storage_use(&dst.storage, Access::Write), None]);
         self.submit([dst.storage.keep_alive()], &uses, |stream| {
             // SAFETY: the span lies in storage the stream keeps alive until completion.
@@ -318,7 +318,7 @@ impl Stream {
             src.storage.keep_alive(),
             KeepAlive::Host(Arc::clone(buffer)),
         ];
-        let device = self.device().clone();
+        let device = self.device();
         let uses = host_uses([
             Some((buffer.pending(), Access::Write)),
             Self::storage_use(&src.storage, Access::Read),
@@ -361,7 +361,7 @@ impl Stream {
             dst.storage.keep_alive(),
             KeepAlive::Host(Arc::clone(buffer)),
         ];
-        let device = self.device().clone();
+        let device = self.device();
         let uses = host_uses([
             Some((buffer.pending(), Access::Read)),
             Self::storage_use(&dst.storage, Access::Write),

@@ -341,14 +341,13 @@ impl Stream {
         // `synchronize` never sees a recorded use without its submission.
         let mut list = self.inner.lock_keep_alive();
         let ticket = self.inner.submitted.load(Ordering::Acquire) + 1;
-        let me = Arc::downgrade(&self.inner);
         let mut undo: SmallVec<[_; 4]> = SmallVec::new();
         for (pending, access) in uses {
-            undo.push(pending.record(me.clone(), ticket, *access));
+            undo.push(pending.record(&self.inner, ticket, *access));
         }
         if let Err(error) = enqueue(self.inner.handle) {
             for ((pending, _), undo) in uses.iter().zip(undo) {
-                pending.forget(&me, ticket, undo);
+                pending.forget(&self.inner, ticket, undo);
             }
             return Err(error);
         }

@@ -381,7 +381,9 @@ impl Stream {
 }
 
 /// The host buffers an operation uses (at most two), gathered without `SmallVec`'s `collect`,
-/// which goes element by element through `Extend` (this runs on every copy).
+/// which goes element by element through `Extend` (this runs on every copy). Inlined: passed
+/// through memory, the array is written field by field and read back whole, which stalls.
+#[inline(always)]
 fn host_uses(items: [Option<(&PendingUses, Access)>; 2]) -> SmallVec<[(&PendingUses, Access); 2]> {
     let mut uses = SmallVec::new();
     for item in items.into_iter().flatten() {

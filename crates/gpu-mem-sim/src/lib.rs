@@ -48,7 +48,7 @@ use memory::{AddressSpace, Range, Region};
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use stream::{DeviceActivity, Job, SimStream};
 
 struct SimDevice {
@@ -57,7 +57,8 @@ struct SimDevice {
     shared_memory: usize,
     memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
-    streams: Mutex<HashMap<u64, Arc<SimStream>, Handles>>,
+    /// Read-locked on every stream operation (short ones run under it, see [`SimBackend::with_stream`]).
+    streams: RwLock<HashMap<u64, Arc<SimStream>, Handles>>,
     events: Mutex<HashMap<u64, Arc<SimEvent>, Handles>>,
     host: Mutex<HostTable>,
 }
@@ -104,7 +105,7 @@ impl SimBackend {
                 shared_memory: c.shared_memory,
                 memory: Arc::new(AddressSpace::new(ordinal, c.memory)),
                 activity: Arc::new(DeviceActivity::default()),
-                streams: Mutex::new(HashMap::default()),
+                streams: RwLock::new(HashMap::default()),
                 events: Mutex::new(HashMap::default()),
                 host: Mutex::new(HostTable::new(ordinal, c.pinned_limit)),
             })
@@ -162,8 +163,22 @@ impl SimBackend {
     }
 
     fn stream(&self, device: &SimDevice, stream: StreamHandle) -> Result<Arc<SimStream>> {
-        match lock(&device.streams).get(&stream.0) {
-            Some(found) => Ok(Arc::clone(found)),
+        self.with_stream(device, stream, Arc::clone)
+    }
+
+    /// Runs `f` on the stream under the read lock of the device's stream table: for short work
+    /// (an idle stream's small copy, a check that it is done), which then takes no reference to
+    /// the stream. Anything that may wait takes one with [`SimBackend::stream`] instead, so that
+    /// creating or destroying streams never waits for another stream's work.
+    fn with_stream<R>(
+        &self,
+        device: &SimDevice,
+        stream: StreamHandle,
+        f: impl FnOnce(&Arc<SimStream>) -> R,
+    ) -> Result<R> {
+        let streams = device.streams.read().unwrap_or_else(|p| p.into_inner());
+        match streams.get(&stream.0) {
+            Some(found) => Ok(f(found)),
             None => Err(Error::InvalidHandle {
                 kind: "stream",
                 handle: stream.0,
@@ -195,8 +210,7 @@ impl SimBackend {
         F: FnOnce() -> std::result::Result<(), String> + Send + 'static,
     {
         let job = if bytes <= INLINE_TRANSFER_MAX {
-            let sim_stream = self.stream(device, stream)?;
-            match sim_stream.run_if_idle(what, job) {
+            match self.with_stream(device, stream, |s| s.run_if_idle(what, job))? {
                 Ok(()) => return Ok(()),
                 Err(job) => job,
             }
@@ -380,7 +394,10 @@ unsafe impl Backend for SimBackend {
     fn synchronize(&self, device: usize) -> Result<()> {
         reentry::refuse_in_kernel("synchronize")?;
         let d = self.device(device)?;
-        let streams: Vec<(u64, Arc<SimStream>)> = lock(&d.streams)
+        let streams: Vec<(u64, Arc<SimStream>)> = d
+            .streams
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|(h, s)| (*h, Arc::clone(s)))
             .collect();
@@ -648,14 +665,21 @@ unsafe impl Backend for SimBackend {
             feature: "streams",
             reason,
         })?;
-        lock(&d.streams).insert(handle, Arc::new(stream));
+        d.streams
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(handle, Arc::new(stream));
         Ok(StreamHandle(handle))
     }
 
     unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
         reentry::refuse_in_kernel("stream destruction")?;
         let d = self.device(device)?;
-        let removed = lock(&d.streams).remove(&stream.0);
+        let removed = d
+            .streams
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&stream.0);
         match removed {
             Some(stream) => {
                 stream.shut_down();
@@ -671,13 +695,16 @@ unsafe impl Backend for SimBackend {
     unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
         reentry::refuse_in_kernel("stream synchronize")?;
         let d = self.device(device)?;
-        self.stream(d, stream)?
-            .synchronize()
-            .map_err(|(operation, reason)| Error::AsyncFailure {
-                operation,
-                stream: stream.0,
-                reason,
-            })
+        // Done already (the usual case after small copies): answered under the table's lock.
+        let result = match self.with_stream(d, stream, |s| s.finished())? {
+            Some(result) => result,
+            None => self.stream(d, stream)?.synchronize(),
+        };
+        result.map_err(|(operation, reason)| Error::AsyncFailure {
+            operation,
+            stream: stream.0,
+            reason,
+        })
     }
 
     unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {

@@ -169,6 +169,18 @@ impl Shared {
         }
     }
 
+    /// The first failure since the last call, cleared.
+    fn take_failure(&self) -> Result<(), (&'static str, String)> {
+        // A plain load first: the swap (a locked instruction) only after a failure.
+        if !self.failed.load(Ordering::SeqCst) || !self.failed.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        match lock(&self.error).take() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
     /// Runs one queued job (its caller holds the queue) and reports its completion.
     fn run(&self, what: &'static str, job: Job) {
         self.execute(what, job);
@@ -387,13 +399,17 @@ impl SimStream {
                 .done
                 .wait_until(1, || shared.completed.load(Ordering::SeqCst) >= target);
         }
-        if !shared.failed.swap(false, Ordering::SeqCst) {
-            return Ok(());
+        shared.take_failure()
+    }
+
+    /// What [`SimStream::synchronize`] returns when every job enqueued so far has completed;
+    /// `None` (without waiting) when some has not.
+    pub(crate) fn finished(&self) -> Option<Result<(), (&'static str, String)>> {
+        let shared = &*self.shared;
+        if shared.pending() {
+            return None;
         }
-        match lock(&shared.error).take() {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        Some(shared.take_failure())
     }
 
     /// `true` when every job enqueued so far has completed.

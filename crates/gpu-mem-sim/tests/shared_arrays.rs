@@ -4,24 +4,28 @@
 //! large ones, in several kernels loaded side by side, do not fit the space the C library
 //! reserves for such libraries up front and are reached through its dynamic path. Each block
 //! must still see an instance of its own, never shared with a block running at the same time on
-//! another worker.
+//! another worker, and a value computed before a thread's first access to one must survive it
+//! (glibc before 2.40 clobbers vector registers there when kernels use TLS descriptors).
 
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig};
 
-/// A kernel whose block fills a 16 KiB shared array with its own block index and sums it back.
+/// A kernel whose block fills a 16 KiB shared array with its own block index (plus `tag`) and
+/// sums it back.
 fn kernel(tag: usize) -> Kernel {
     let source = format!(
         r#"#include "gpu_mem.h"
 // kernel {tag}
 extern "C" __global__ void fill_and_sum_{tag}(gm_array<long long, 1> out) {{
-    GM_SHARED int cells[4096];
-    for (int i = threadIdx.x; i < 4096; i += blockDim.x) cells[i] = (int)blockIdx.x + {tag};
+    GM_SHARED float cells[4096];
+    // Computed in a vector register before the thread's first access to `cells`.
+    const float value = (float)blockIdx.x + {tag}.0f;
+    for (int i = threadIdx.x; i < 4096; i += blockDim.x) cells[i] = value;
     syncthreads();
     if (threadIdx.x == 0) {{
         long long total = 0;
-        for (int i = 0; i < 4096; ++i) total += cells[i];
+        for (int i = 0; i < 4096; ++i) total += (long long)cells[i];
         out(blockIdx.x) = total;
     }}
     syncthreads();

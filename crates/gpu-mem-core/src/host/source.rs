@@ -43,7 +43,7 @@ pub struct LockedMemory<'a> {
     pub(crate) buffer: &'a Arc<HostBuffer>,
     /// Byte offset of the array's first logical element from the buffer base.
     pub(crate) first: usize,
-    pub(crate) layout: Layout,
+    pub(crate) layout: &'a Layout,
 }
 
 mod sealed {
@@ -70,7 +70,7 @@ impl<T: Element> HostSource<T> for PinnedArray<T> {
         Ok(HostMemory::Locked(LockedMemory {
             buffer: &self.buffer,
             first: 0,
-            layout: self.layout.clone(),
+            layout: &self.layout,
         }))
     }
 }
@@ -79,7 +79,7 @@ impl<T: Element> HostDestination<T> for PinnedArray<T> {
         Ok(HostMemoryMut::Locked(LockedMemory {
             buffer: &self.buffer,
             first: 0,
-            layout: self.layout.clone(),
+            layout: &self.layout,
         }))
     }
 }
@@ -90,7 +90,7 @@ impl<T: Element> HostSource<T> for MappedArray<T> {
         Ok(HostMemory::Locked(LockedMemory {
             buffer: &self.buffer,
             first: 0,
-            layout: self.layout.clone(),
+            layout: &self.layout,
         }))
     }
 }
@@ -99,7 +99,7 @@ impl<T: Element> HostDestination<T> for MappedArray<T> {
         Ok(HostMemoryMut::Locked(LockedMemory {
             buffer: &self.buffer,
             first: 0,
-            layout: self.layout.clone(),
+            layout: &self.layout,
         }))
     }
 }
@@ -121,7 +121,7 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
         LockedMemory {
             buffer: &self.buffer,
             first: self.layout.min_offset().unsigned_abs() * T::itemsize(),
-            layout: self.layout.clone(),
+            layout: &self.layout,
         }
     }
 }

@@ -12,24 +12,13 @@ use super::Layout;
 impl Layout {
     /// Lowest reachable element offset (<= 0); 0 for a zero-size layout.
     pub fn min_offset(&self) -> isize {
-        if self.size() == 0 {
-            return 0;
-        }
-        self.axes_longer_than_one()
-            .filter(|&(_, stride)| stride < 0)
-            .map(|(len, stride)| last_index(len).saturating_mul(stride))
-            .fold(0isize, isize::saturating_add)
+        self.extents.min_offset
     }
 
     /// Elements from the lowest to the highest reachable offset inclusive; 0 for a zero-size
     /// layout. A broadcast `(4, 3)` with strides `(0, 1)` spans 3.
     pub fn span_len(&self) -> usize {
-        if self.size() == 0 {
-            return 0;
-        }
-        self.axes_longer_than_one()
-            .map(|(len, stride)| last_index(len).saturating_mul(stride).unsigned_abs())
-            .fold(1usize, usize::saturating_add)
+        self.extents.span_len
     }
 
     /// Strides in bytes for elements of `itemsize` bytes (saturating; a layout built for a
@@ -55,7 +44,7 @@ impl Layout {
 }
 
 /// Largest index of an axis of length `len` (>= 1), as `isize`.
-fn last_index(len: usize) -> isize {
+pub(super) fn last_index(len: usize) -> isize {
     isize::try_from(len.saturating_sub(1)).unwrap_or(isize::MAX)
 }
 

@@ -48,6 +48,7 @@ pub use compat::check_compatible;
 pub use ndarray::SliceInfoElem;
 
 use crate::error::{Error, Result, fmt_dims};
+use std::fmt;
 
 /// Memory order of a newly created array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,10 +83,59 @@ impl From<Order> for ReshapeOrder {
 }
 
 /// Shape and element strides of an n-dimensional array, relative to its first logical element.
-#[derive(Debug, PartialEq, Eq, Hash)]
+#[derive(PartialEq, Eq, Hash)]
 pub struct Layout {
     shape: Dims<usize>,
     strides: Dims<isize>,
+    /// What every copy asks for, computed once from `shape` and `strides` (see [`Extents`]).
+    extents: Extents,
+}
+
+/// A layout's element count, lowest reachable offset and span (see the `extent` module), kept
+/// with it: every copy and launch asks for them, and recomputing walks both axis lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Extents {
+    size: usize,
+    min_offset: isize,
+    span_len: usize,
+}
+
+impl Extents {
+    fn of(shape: &[usize], strides: &[isize]) -> Extents {
+        // Cannot overflow (see the module invariants); saturating keeps that a non-panic anyway.
+        let size = shape
+            .iter()
+            .fold(1usize, |acc, &len| acc.saturating_mul(len));
+        if size == 0 {
+            return Extents {
+                size,
+                min_offset: 0,
+                span_len: 0,
+            };
+        }
+        let (mut min_offset, mut span_len) = (0isize, 1usize);
+        for (&len, &stride) in shape.iter().zip(strides).filter(|&(&len, _)| len > 1) {
+            let reach = extent::last_index(len).saturating_mul(stride);
+            if stride < 0 {
+                min_offset = min_offset.saturating_add(reach);
+            }
+            span_len = span_len.saturating_add(reach.unsigned_abs());
+        }
+        Extents {
+            size,
+            min_offset,
+            span_len,
+        }
+    }
+}
+
+impl fmt::Debug for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Layout")
+            .field("shape", &self.shape)
+            .field("strides", &self.strides)
+            .finish()
+    }
 }
 
 /// A layout's per-axis values, inline up to four axes: building and cloning the layouts of the
@@ -98,6 +148,7 @@ impl Clone for Layout {
         Layout {
             shape: Dims::from_slice(&self.shape),
             strides: Dims::from_slice(&self.strides),
+            extents: self.extents,
         }
     }
 }
@@ -166,18 +217,15 @@ impl Layout {
                 ),
             })?;
         }
-        Ok(Layout {
-            shape: Dims::from_slice(shape),
-            strides: Dims::from_slice(strides),
-        })
+        Ok(Layout::from_parts(
+            Dims::from_slice(shape),
+            Dims::from_slice(strides),
+        ))
     }
 
     /// The 0-d layout: shape `()`, strides `()`, one element.
     pub fn scalar() -> Layout {
-        Layout {
-            shape: Dims::new(),
-            strides: Dims::new(),
-        }
+        Layout::from_parts(Dims::new(), Dims::new())
     }
 
     /// Length of every axis.
@@ -197,18 +245,18 @@ impl Layout {
 
     /// Number of elements: the product of the shape, 1 for a 0-d layout.
     pub fn size(&self) -> usize {
-        // Cannot overflow (see the module invariants); saturating keeps that a non-panic anyway.
-        self.shape
-            .iter()
-            .fold(1usize, |acc, &len| acc.saturating_mul(len))
+        self.extents.size
     }
 
     /// Builds a layout from parts known to satisfy the invariants (they were derived from a
     /// valid layout by operations that cannot grow the count or the extent).
     fn from_parts(shape: impl Into<Dims<usize>>, strides: impl Into<Dims<isize>>) -> Layout {
+        let (shape, strides) = (shape.into(), strides.into());
+        let extents = Extents::of(&shape, &strides);
         Layout {
-            shape: shape.into(),
-            strides: strides.into(),
+            shape,
+            strides,
+            extents,
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use crate::error::Result;
 use crate::stream::StreamInner;
+use smallvec::SmallVec;
 use std::sync::{Arc, Mutex, Weak};
 
 /// How an enqueued operation uses a host buffer.
@@ -94,16 +95,25 @@ impl PendingUses {
         &self,
         access: Access,
         except: Option<&Arc<StreamInner>>,
-    ) -> Vec<(Arc<StreamInner>, u64)> {
+    ) -> SmallVec<[(Arc<StreamInner>, u64); 2]> {
+        let mut found = SmallVec::new();
         let mut uses = self.lock();
-        // The excepted stream's own entry is kept as it is, without taking a reference to check
-        // it (it is the stream asking, so its entry is usually the only one).
-        uses.retain(|u| except.is_some_and(|e| is_stream(u, e)) || still_pending(u));
-        uses.iter()
-            .filter(|u| access == Access::Write || u.access == Access::Write)
-            .filter(|u| except.is_none_or(|e| !is_stream(u, e)))
-            .filter_map(|u| u.stream.upgrade().map(|s| (s, u.ticket)))
-            .collect()
+        let excepted = |u: &Use| except.is_some_and(|e| is_stream(u, e));
+        // The usual case, checked without taking references: no entry, or only the asking
+        // stream's own (its uses are ordered by the stream and kept as they are).
+        if uses.iter().all(excepted) {
+            return found;
+        }
+        uses.retain(|u| excepted(u) || still_pending(u));
+        for u in uses.iter() {
+            if (access == Access::Write || u.access == Access::Write)
+                && !excepted(u)
+                && let Some(stream) = u.stream.upgrade()
+            {
+                found.push((stream, u.ticket));
+            }
+        }
+        found
     }
 
     /// Waits until host code may access the buffer: for a read, until no stream may still write

@@ -63,7 +63,7 @@ impl Stream {
             HostMemory::Locked(locked) => {
                 self.check_buffer(locked.buffer)?;
                 if !locked.layout.core().is_contiguous() {
-                    return Err(non_contiguous(&locked.layout));
+                    return Err(non_contiguous(locked.layout));
                 }
                 let mut array = DeviceArray::<T>::allocate(self.device(), locked.layout.clone())?;
                 let start = locked.span_start::<T>();
@@ -94,21 +94,25 @@ impl Stream {
         host: &H,
     ) -> Result<()> {
         self.check_array(dst)?;
-        let dst_core = dst.layout.core();
         match host.host_memory()? {
             HostMemory::Locked(locked) => {
                 if locked.layout.size() == 0 {
                     return Ok(());
                 }
                 self.check_buffer(locked.buffer)?;
-                if !dst_core.is_contiguous() {
-                    return Err(non_contiguous(&dst.layout));
+                // The usual case, the same C-contiguous layout on both sides, needs no squeezing
+                // or comparing of broadcast axes.
+                if !(locked.layout == &dst.layout && dst.layout.is_c_contiguous()) {
+                    let dst_core = dst.layout.core();
+                    if !dst_core.is_contiguous() {
+                        return Err(non_contiguous(&dst.layout));
+                    }
+                    let src_core = locked.layout.core();
+                    if !src_core.is_contiguous() {
+                        return Err(non_contiguous(locked.layout));
+                    }
+                    check_compatible(&dst_core, &src_core, T::itemsize())?;
                 }
-                let src_core = locked.layout.core();
-                if !src_core.is_contiguous() {
-                    return Err(non_contiguous(&locked.layout));
-                }
-                check_compatible(&dst_core, &src_core, T::itemsize())?;
                 let start = locked.span_start::<T>();
                 self.enqueue_htod(dst, locked.buffer, start.cast_const())
             }
@@ -116,6 +120,7 @@ impl Stream {
                 if view.is_empty() {
                     return Ok(());
                 }
+                let dst_core = dst.layout.core();
                 if !dst_core.is_contiguous() {
                     return Err(non_contiguous(&dst.layout));
                 }
@@ -148,7 +153,7 @@ impl Stream {
         match host.host_memory_mut()? {
             HostMemoryMut::Locked(locked) => {
                 self.check_buffer(locked.buffer)?;
-                check_compatible(&src.layout, &locked.layout, T::itemsize())?;
+                check_compatible(&src.layout, locked.layout, T::itemsize())?;
                 if bytes == 0 || src.layout.size() == 0 {
                     return Ok(());
                 }

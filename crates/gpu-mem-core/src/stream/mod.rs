@@ -251,7 +251,10 @@ impl Stream {
     /// Blocks until all enqueued work has completed, then releases what it kept alive.
     pub fn synchronize(&self) -> Result<()> {
         let result = self.inner.synchronize();
-        let unreported = if self.inner.has_unreported.swap(false, Ordering::AcqRel) {
+        // A plain load first: the swap (a locked instruction) only when there is something.
+        let unreported = if self.inner.has_unreported.load(Ordering::Acquire)
+            && self.inner.has_unreported.swap(false, Ordering::AcqRel)
+        {
             self.inner
                 .unreported
                 .lock()

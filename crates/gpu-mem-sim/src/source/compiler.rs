@@ -12,6 +12,12 @@ pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_CXX";
 /// Tried in order when the variable is unset.
 const DEFAULTS: [&str; 3] = ["c++", "g++", "clang++"];
 
+/// Not `-mtls-dialect=gnu2`: TLS descriptors would spare `__shared__` arrays (thread-locals of a
+/// library loaded at run time) a `__tls_get_addr` call per access after a barrier, but glibc
+/// before 2.40 clobbers vector registers the first time a thread reaches such a variable through
+/// one (seen here: a tiled transpose came out wrong on Debian 12's glibc 2.36; the test
+/// `tests/shared_arrays.rs` fails with the flag).
+///
 /// Flags of every compile: C++17, optimised, position-independent, the prelude's host branch,
 /// stack probes; only the program's entry points are exported, so kernels loaded side by side never share
 /// symbols (or `__shared__` variables).
@@ -29,13 +35,6 @@ pub(crate) const FLAGS: [&str; 10] = [
     "-w",
 ];
 
-/// Added for GCC on x86-64: `__shared__` arrays are thread-locals of a library loaded at run time,
-/// which the default TLS model reaches through a `__tls_get_addr` call at every access after a
-/// barrier (6% of a tiled matmul's time); TLS descriptors cost a few instructions and are hoisted
-/// out of loops, with the same meaning. (Clang accepts the flag on x86-64 only from version 19,
-/// so it is not passed to clang.)
-const GCC_X86_64_FLAGS: [&str; 1] = ["-mtls-dialect=gnu2"];
-
 /// A usable compiler: where it is and what it says it is.
 #[derive(Debug, Clone)]
 pub(crate) struct Compiler {
@@ -45,15 +44,6 @@ pub(crate) struct Compiler {
 }
 
 impl Compiler {
-    /// Every flag this compiler is run with ([`FLAGS`] and the target's own).
-    pub(crate) fn flags(&self) -> Vec<&'static str> {
-        let mut flags = FLAGS.to_vec();
-        if cfg!(target_arch = "x86_64") && !self.version.contains("clang") {
-            flags.extend(GCC_X86_64_FLAGS);
-        }
-        flags
-    }
-
     /// The compiler named by `GPU_MEM_SIM_CXX`, or the first default found on `PATH`.
     pub(crate) fn from_env() -> Result<Compiler> {
         let named = std::env::var(VARIABLE)
@@ -88,7 +78,7 @@ impl Compiler {
         output: &Path,
     ) -> std::result::Result<(), String> {
         let run = Command::new(&self.path)
-            .args(self.flags())
+            .args(FLAGS)
             .arg("-o")
             .arg(output)
             .arg(source_file)

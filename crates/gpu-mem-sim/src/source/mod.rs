@@ -101,7 +101,7 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
     }
     let compiler = Compiler::from_env()?;
     let unit = wrapper::translation_unit(kernel.name(), &source.code, &source.entry);
-    let flags = compiler.flags().join(" ");
+    let flags = compiler::FLAGS.join(" ");
     let key = cache::key(&[
         b"gpu-mem-sim kernel",
         &ABI.to_le_bytes(),

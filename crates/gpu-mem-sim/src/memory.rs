@@ -238,16 +238,22 @@ impl Region {
     }
 
     /// Size and alignment of the host block behind an owned region.
+    // Used by the memory-file export (`ipc`), which only Linux outside Miri has.
+    #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
     pub(crate) fn block_layout(&self) -> Option<AllocLayout> {
         self.owned.as_ref().map(|o| o.layout)
     }
 
     /// The memory file this region was exported through, if it was.
+    // Used by the memory-file export (`ipc`), which only Linux outside Miri has.
+    #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
     pub(crate) fn shared(&self) -> MutexGuard<'_, Option<crate::ipc::SharedFile>> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Start of the region's host memory.
+    // Used by the memory-file export (`ipc`), which only Linux outside Miri has.
+    #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
     pub(crate) fn base_ptr(&self) -> NonNull<u8> {
         self.ptr
     }

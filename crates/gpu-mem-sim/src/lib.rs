@@ -57,7 +57,7 @@ struct SimDevice {
     shared_memory: usize,
     memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
-    /// Read-locked on every stream operation (short ones run under it, see [`SimBackend::with_stream`]).
+    /// Read-locked to find a stream (see [`SimBackend::with_stream`]).
     streams: RwLock<HashMap<u64, Arc<SimStream>, Handles>>,
     events: Mutex<HashMap<u64, Arc<SimEvent>, Handles>>,
     host: Mutex<HostTable>,
@@ -166,10 +166,12 @@ impl SimBackend {
         self.with_stream(device, stream, Arc::clone)
     }
 
-    /// Runs `f` on the stream under the read lock of the device's stream table: for short work
-    /// (an idle stream's small copy, a check that it is done), which then takes no reference to
-    /// the stream. Anything that may wait takes one with [`SimBackend::stream`] instead, so that
-    /// creating or destroying streams never waits for another stream's work.
+    /// Runs `f` on the stream under the read lock of the device's stream table, without taking
+    /// a reference to the stream: only for work that never waits (a check of the stream's
+    /// counters). Anything that may wait — a job, even a small copy, can wait for a region's
+    /// lock held by another stream's long copy — takes a reference with [`SimBackend::stream`]
+    /// first, so that creating or destroying streams (and, behind a waiting writer, every other
+    /// lookup) never waits for a stream's work.
     fn with_stream<R>(
         &self,
         device: &SimDevice,
@@ -210,7 +212,7 @@ impl SimBackend {
         F: FnOnce() -> std::result::Result<(), String> + Send + 'static,
     {
         let job = if bytes <= INLINE_TRANSFER_MAX {
-            match self.with_stream(device, stream, |s| s.run_if_idle(what, job))? {
+            match self.stream(device, stream)?.run_if_idle(what, job) {
                 Ok(()) => return Ok(()),
                 Err(job) => job,
             }
@@ -695,11 +697,13 @@ unsafe impl Backend for SimBackend {
     unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
         reentry::refuse_in_kernel("stream synchronize")?;
         let d = self.device(device)?;
-        // Done already (the usual case after small copies): answered under the table's lock.
-        let result = match self.with_stream(d, stream, |s| s.finished())? {
-            Some(result) => result,
-            None => self.stream(d, stream)?.synchronize(),
-        };
+        // Done already (the usual case after small copies): answered under the table's lock;
+        // otherwise the wait happens outside it.
+        let result =
+            match self.with_stream(d, stream, |s| s.finished().ok_or_else(|| Arc::clone(s)))? {
+                Ok(result) => result,
+                Err(running) => running.synchronize(),
+            };
         result.map_err(|(operation, reason)| Error::AsyncFailure {
             operation,
             stream: stream.0,

@@ -881,14 +881,20 @@ fn prefetch_after(s: &Schedule, j: usize) {
 }
 
 /// The index in a block of `dim` of the thread with linear index `linear` (x fastest). Every
-/// thread start asks, so power-of-two extents (the usual ones) take shifts instead of divisions
-/// (three divisions are ~10 ns a thread).
+/// thread start asks. One-dimensional blocks stay a compare inline; the others go out of line,
+/// where power-of-two extents (the usual ones) take shifts instead of three divisions (~10 ns a
+/// thread).
 #[inline]
 fn thread_of(linear: u32, dim: Dim3) -> Dim3 {
-    let (bx, by) = (dim.x, dim.y);
-    if by == 1 && dim.z == 1 {
+    if dim.y == 1 && dim.z == 1 {
         return Dim3::new(linear, 0, 0);
     }
+    thread_of_nd(linear, dim)
+}
+
+#[inline(never)]
+fn thread_of_nd(linear: u32, dim: Dim3) -> Dim3 {
+    let (bx, by) = (dim.x, dim.y);
     if bx.is_power_of_two() && by.is_power_of_two() {
         let (sx, sy) = (bx.trailing_zeros(), by.trailing_zeros());
         return Dim3::new(

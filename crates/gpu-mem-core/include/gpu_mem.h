@@ -631,18 +631,19 @@ gm_sim_param gm_sim_describe_one() {
     return p;
 }
 
-template <typename... P>
-const gm_sim_param* gm_sim_describe(void (*)(P...), int* count) {
+template <typename R, typename... P>
+const gm_sim_param* gm_sim_describe(R (*)(P...), int* count) {
     static const gm_sim_param params[sizeof...(P) + 1] = {gm_sim_describe_one<P>()...,
                                                           gm_sim_param{}};
     *count = (int)sizeof...(P);
     return params;
 }
 
-template <typename... P, unsigned long... I>
-void gm_sim_call(void (*entry)(P...), void* const* args, std::integer_sequence<unsigned long, I...>) {
-    entry(*static_cast<typename std::remove_cv<typename std::remove_reference<P>::type>::type*>(
-        args[I])...);
+template <typename R, typename... P, unsigned long... I>
+R gm_sim_call(R (*entry)(P...), void* const* args, std::integer_sequence<unsigned long, I...>) {
+    return entry(
+        *static_cast<typename std::remove_cv<typename std::remove_reference<P>::type>::type*>(
+            args[I])...);
 }
 
 /* Runs the entry with the launcher's argument buffers; 0 on return, 1 if a C++ exception
@@ -659,6 +660,197 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
 }
 
 #define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+/* ----- stackless threads ----------------------------------------------------------------- */
+/* A kernel whose threads wait only at block barriers is built with GM_SIM_STACKLESS (C++20):  */
+/* the simulator rewrites each __global__ function into a coroutine (`void` becomes           */
+/* gm_sim_task, `return` becomes `co_return`) and the barrier names below into `co_await`.    */
+/* A thread is then a small heap frame instead of a stack: at a barrier it records where it   */
+/* waits in its promise and returns to the executor, which resumes the block's threads one by */
+/* one once all of them wait there. Kernels using anything else that waits (warp collectives, */
+/* atomics, syncthreads_count, a barrier inside a helper function) run on stacks of their own. */
+#if defined(GM_SIM_STACKLESS)
+#include <coroutine>
+#include <cstdlib>
+
+/* Where a suspended thread waits: a block barrier's fence and call site (C layout shared with
+ * the simulator). */
+struct gm_sim_wait {
+    const char* file;
+    int line;
+    int fence;
+};
+
+/* Frames of the running block's threads, one bump arena per OS thread, reset per block. */
+struct gm_sim_frame_chunk {
+    char* base;
+    unsigned long long size;
+};
+struct gm_sim_frame_arena {
+    gm_sim_frame_chunk chunks[64];
+    int count;
+    int current;
+    char* next;
+    char* end;
+};
+/* Trivial, so the allocation's fast path takes one thread-local lookup and no guard. */
+static thread_local gm_sim_frame_arena gm_sim_frames;
+/* Frees the arena's chunks when the OS thread ends; set up by the first chunk. */
+struct gm_sim_frame_owner {
+    bool armed = false;
+    ~gm_sim_frame_owner() {
+        for (int i = 0; i < gm_sim_frames.count; ++i) {
+            std::free(gm_sim_frames.chunks[i].base);
+        }
+        gm_sim_frames.count = 0;
+    }
+};
+static thread_local gm_sim_frame_owner gm_sim_frames_owner;
+
+inline void* gm_sim_frame_alloc(unsigned long long bytes) noexcept {
+    gm_sim_frame_arena& a = gm_sim_frames;
+    bytes = (bytes + 15) & ~15ull;
+    if ((unsigned long long)(a.end - a.next) >= bytes && a.next != nullptr) {
+        void* p = a.next;
+        a.next += bytes;
+        return p;
+    }
+    /* The next chunk that fits (kept from earlier blocks), else a new one. */
+    while (a.current + 1 < a.count) {
+        ++a.current;
+        gm_sim_frame_chunk c = a.chunks[a.current];
+        if (c.size >= bytes) {
+            a.next = c.base + bytes;
+            a.end = c.base + c.size;
+            return c.base;
+        }
+    }
+    if (a.count == 64) {
+        return nullptr;
+    }
+    gm_sim_frames_owner.armed = true;
+    /* Each chunk at least as large as all before it: 64 chunks are never the limit. */
+    unsigned long long size = 1ull << 18;
+    for (int i = 0; i < a.count; ++i) {
+        size += a.chunks[i].size;
+    }
+    if (size < bytes) {
+        size = bytes;
+    }
+    char* base = static_cast<char*>(std::aligned_alloc(16, size));
+    if (base == nullptr) {
+        return nullptr;
+    }
+    a.chunks[a.count] = gm_sim_frame_chunk{base, size};
+    a.current = a.count++;
+    a.next = base + bytes;
+    a.end = base + size;
+    return base;
+}
+
+/* Every frame of the previous block is gone: start over at the first chunk. */
+inline void gm_sim_frames_reset() noexcept {
+    gm_sim_frame_arena& a = gm_sim_frames;
+    a.current = a.count > 0 ? 0 : -1;
+    a.next = a.count > 0 ? a.chunks[0].base : nullptr;
+    a.end = a.count > 0 ? a.chunks[0].base + a.chunks[0].size : nullptr;
+}
+
+struct gm_sim_task {
+    struct promise_type {
+        /* The barrier it waits at (in the frame, until it is resumed). */
+        const gm_sim_wait* wait;
+        gm_sim_task get_return_object() noexcept {
+            return gm_sim_task{std::coroutine_handle<promise_type>::from_promise(*this)};
+        }
+        static gm_sim_task get_return_object_on_allocation_failure() noexcept {
+            return gm_sim_task{};
+        }
+        std::suspend_never initial_suspend() noexcept { return {}; }
+        /* Kept suspended at the end, so the executor sees it finished; then destroyed. */
+        std::suspend_always final_suspend() noexcept { return {}; }
+        void return_void() noexcept {}
+        void unhandled_exception() noexcept {
+            gm_sim_rt.fault("a C++ exception escaped the kernel");
+        }
+        static void* operator new(std::size_t bytes) noexcept { return gm_sim_frame_alloc(bytes); }
+        static void operator delete(void*, std::size_t) noexcept {}
+    };
+    std::coroutine_handle<promise_type> handle;
+};
+typedef std::coroutine_handle<gm_sim_task::promise_type> gm_sim_handle;
+
+/* `co_await gm_sim_block_barrier(fence)`: suspends, leaving where it waits in the promise (a
+ * pointer: the executor reads the fields one by one, so no wide load waits for narrow stores). */
+struct gm_sim_block_barrier {
+    gm_sim_wait at;
+    explicit gm_sim_block_barrier(int fence, const char* file = __builtin_FILE(),
+                                  int line = __builtin_LINE())
+        : at{file, line, fence} {}
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(gm_sim_handle h) const noexcept {
+        if (at.fence & GM_FENCE_GLOBAL) {
+            __threadfence();
+        }
+        h.promise().wait = &at;
+    }
+    void await_resume() const noexcept {}
+};
+
+/* Whether an ended thread's frame holds nothing to destroy: its locals are gone by then, and the
+ * promise is trivial, so only the parameters' copies might have destructors. The memory goes
+ * back with the block's arena. */
+template <typename... P>
+constexpr bool gm_sim_trivial_frame(gm_sim_task (*)(P...)) {
+    return (std::is_trivially_destructible<
+                typename std::remove_cv<typename std::remove_reference<P>::type>::type>::value &&
+            ... && true);
+}
+
+/* 0: the thread waits (`*wait` says where, `*frame` is its frame); 1: it ended; 2: no frame. */
+template <bool Trivial>
+inline int gm_sim_settle(gm_sim_handle h, void** frame, const gm_sim_wait** wait) noexcept {
+    if (h.done()) {
+        if (!Trivial) {
+            h.destroy();
+        }
+        return 1;
+    }
+    *frame = h.address();
+    *wait = h.promise().wait;
+    return 0;
+}
+
+template <typename... P>
+int gm_sim_start_entry(gm_sim_task (*entry)(P...), void* const* args, void** frame,
+                       const gm_sim_wait** wait) {
+    try {
+        gm_sim_task task =
+            gm_sim_call(entry, args, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+        if (!task.handle) {
+            gm_sim_rt.fault("no memory for the thread's frame");
+            return 2;
+        }
+        return gm_sim_settle<gm_sim_trivial_frame(static_cast<gm_sim_task (*)(P...)>(nullptr))>(
+            task.handle, frame, wait);
+    } catch (...) {
+        gm_sim_rt.fault("a C++ exception escaped the kernel");
+        return 2;
+    }
+}
+
+template <bool Trivial>
+inline int gm_sim_resume_frame(void* frame, const gm_sim_wait** wait) noexcept {
+    gm_sim_handle h = gm_sim_handle::from_address(frame);
+    h.resume();
+    return gm_sim_settle<Trivial>(h, &frame, wait);
+}
+
+/* Every function above is defined: from here on the barrier names suspend the coroutine. */
+#define __syncthreads() co_await gm_sim_block_barrier(GM_FENCE_LOCAL)
+#define syncthreads() co_await gm_sim_block_barrier(GM_FENCE_LOCAL)
+#define barrier(fence) co_await gm_sim_block_barrier(fence)
+#endif /* GM_SIM_STACKLESS */
 
 #endif /* GM_HOST */
 

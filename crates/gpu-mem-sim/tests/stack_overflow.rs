@@ -11,12 +11,12 @@ use std::process::{Command, Output};
 
 const CHILD: &str = "GPU_MEM_SIM_TEST_CHILD";
 
-fn child(stack: Option<&str>) -> Output {
+fn child(test: &str, stack: Option<&str>) -> Output {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args([
             "--exact",
-            "big_local_array",
+            test,
             "--include-ignored",
             "--nocapture",
             "--test-threads=1",
@@ -46,9 +46,62 @@ fn big_local_array() {
     println!("deep_locals ran");
 }
 
+/// The child: a kernel from source whose threads wait only at block barriers (so they run
+/// stackless, calling helpers on the block's one fiber) with a 512 KiB array in a helper.
+#[test]
+#[ignore = "run in a child process by a_stackless_kernels_overflow_is_reported_too"]
+fn big_helper_frame() {
+    let source = r#"#include "gpu_mem.h"
+__device__ __noinline__ int deep(int i) {
+    volatile char local[512 << 10];
+    local[i * 1000] = 1;
+    return local[i * 1000];
+}
+extern "C" __global__ void deep_helper(gm_array<int, 1> out) {
+    syncthreads();
+    out(threadIdx.x) = deep(threadIdx.x);
+}
+"#;
+    let kernel = Kernel::from_source(source, "deep_helper");
+    let backend = SimBackend::new(SimConfig::default());
+    let out = backend.alloc(0, 16).unwrap();
+    let args = [LaunchArg::Array {
+        ptr: out,
+        shape: vec![4],
+        strides: vec![1],
+        min_offset: 0,
+        span_len: 4,
+        itemsize: 4,
+        elem: std::any::TypeId::of::<i32>(),
+        dtype: "i32",
+    }];
+    // SAFETY: the kernel writes `out(threadIdx.x)` for 4 threads, inside `out`.
+    unsafe { backend.launch(0, &kernel, &LaunchConfig::new(1, 4), &args, None) }.unwrap();
+    println!("deep_helper ran");
+}
+
+#[test]
+fn a_stackless_kernels_overflow_is_reported_too() {
+    let out = child("big_helper_frame", None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the default 256 KiB stack overflows");
+    assert!(
+        stderr.contains("stack overflow in a simulated thread of kernel `deep_helper`")
+            && stderr.contains("GPU_MEM_SIM_STACK_SIZE"),
+        "{stderr}"
+    );
+    let out = child("big_helper_frame", Some("2MiB"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("deep_helper ran"),
+        "a 2 MiB stack is enough: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn overflow_names_the_kernel_and_the_setting() {
-    let out = child(None);
+    let out = child("big_local_array", None);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the default 256 KiB stack overflows");
     assert!(
@@ -57,7 +110,7 @@ fn overflow_names_the_kernel_and_the_setting() {
             && stderr.contains("GPU_MEM_SIM_STACK_SIZE"),
         "{stderr}"
     );
-    let out = child(Some("2MiB"));
+    let out = child("big_local_array", Some("2MiB"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("deep_locals ran"),

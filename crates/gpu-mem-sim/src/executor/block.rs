@@ -14,6 +14,7 @@ use super::body::{Body, CompiledLaunch, GmSimThread};
 use super::fiber::{self, Fiber, Target};
 use super::shared::SharedMemory;
 use super::stack;
+use crate::source::Entry;
 use crate::thread::{ArgView, BarrierScope, Collective, Fence, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
@@ -64,6 +65,11 @@ struct Cancelled;
 pub(crate) unsafe fn run_threads(start: Start, fiber: *const Fiber) -> Target {
     // SAFETY: the caller's contract.
     let block: &Block<'_> = unsafe { &*start.block };
+    if let Body::Compiled(launch) = block.body
+        && let Entry::Stackless(entry) = launch.program.entry
+    {
+        return block.drive_stackless(launch, entry, fiber);
+    }
     let mut linear = start.linear;
     loop {
         block.run_thread(linear, fiber);
@@ -106,7 +112,7 @@ enum State {
 
 /// A thread's state as the scheduler keeps it (the wait itself is in `Schedule::waits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     /// Not started yet (always a suffix of the block's threads).
     Unstarted,
     Ready,
@@ -143,25 +149,27 @@ enum Next {
 /// The block's scheduling state. Touched only by code running on the block's OS thread, in
 /// short stretches that never span a switch or a call into the kernel. Its buffers are kept per
 /// OS thread and reused by the next block.
-struct Schedule {
-    phases: Vec<Phase>,
+pub(super) struct Schedule {
+    pub(super) phases: Vec<Phase>,
     /// Where each `Waiting` thread waits.
     waits: Vec<Wait>,
     /// The fiber of each started thread that has not ended.
-    fibers: Vec<*const Fiber>,
+    pub(super) fibers: Vec<*const Fiber>,
     /// Fibers of ended threads, idle, for the block's next threads (then the OS thread's pool).
-    spare: Vec<*const Fiber>,
-    next_unstarted: usize,
+    pub(super) spare: Vec<*const Fiber>,
+    /// The frame of each waiting thread of a stackless program (`super::stackless`).
+    pub(super) frames: Vec<*mut std::ffi::c_void>,
+    pub(super) next_unstarted: usize,
     waiting: usize,
-    done: usize,
+    pub(super) done: usize,
     /// Threads waiting at block barriers, the first one's wait, and whether all wait at its site.
     block_waiting: usize,
     first_block_wait: Option<Wait>,
     one_site: bool,
     /// Since the last round ended: did a thread wait, end or get released; did one spin.
-    progressed: bool,
+    pub(super) progressed: bool,
     idle_rounds: u32,
-    outcome: Result<(), Error>,
+    pub(super) outcome: Result<(), Error>,
     /// `Block::run` is ending threads left waiting.
     cancelling: bool,
 }
@@ -173,6 +181,7 @@ impl Default for Schedule {
             waits: Vec::new(),
             fibers: Vec::new(),
             spare: Vec::new(),
+            frames: Vec::new(),
             next_unstarted: 0,
             waiting: 0,
             done: 0,
@@ -189,13 +198,14 @@ impl Default for Schedule {
 
 impl Schedule {
     /// A schedule for `count` threads, reusing this OS thread's buffers.
-    fn take(count: usize) -> Schedule {
+    pub(super) fn take(count: usize) -> Schedule {
         let kept = SPARE_SCHEDULE.take().unwrap_or_default();
         let mut s = Schedule {
             phases: kept.phases,
             waits: kept.waits,
             fibers: kept.fibers,
             spare: kept.spare,
+            frames: kept.frames,
             ..Schedule::default()
         };
         s.phases.clear();
@@ -293,7 +303,7 @@ impl<'a> Block<'a> {
     /// No other reference to it is alive: callers hold it only within one function that neither
     /// switches fibers nor runs kernel code.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn schedule(&self) -> &mut Schedule {
+    pub(super) unsafe fn schedule(&self) -> &mut Schedule {
         // SAFETY: the caller's contract; a block is only touched by its own OS thread.
         unsafe { &mut *self.schedule.get() }
     }
@@ -320,10 +330,13 @@ impl<'a> Block<'a> {
 
     /// Runs every thread of the block to completion, on fibers of this OS thread.
     pub(crate) fn run(&self) -> Result<(), Error> {
-        if let Body::Compiled(launch) = self.body
-            && !launch.program.waits
-        {
-            return self.run_direct();
+        if let Body::Compiled(launch) = self.body {
+            if !launch.program.waits {
+                return self.run_direct();
+            }
+            if let Entry::Stackless(_) = launch.program.entry {
+                return self.run_stackless();
+            }
         }
         let count = self.block_dim.count() as usize;
         // SAFETY: no thread runs yet.
@@ -388,7 +401,7 @@ impl<'a> Block<'a> {
     /// The block's first fault, if any, else `result`. A fault is the root cause of any
     /// divergence that follows it (a thread that panicked never reaches the next barrier), so
     /// it is reported first.
-    fn fault_or(&self, result: Result<(), Error>) -> Result<(), Error> {
+    pub(super) fn fault_or(&self, result: Result<(), Error>) -> Result<(), Error> {
         match self.fault.borrow_mut().take() {
             Some((thread, message)) => Err(Error::KernelFault {
                 kernel: self.kernel.to_string(),
@@ -477,9 +490,7 @@ impl<'a> Block<'a> {
     }
 
     /// Suspends thread `linear` (running on `fiber`) at a barrier or collective, runs the others,
-    /// and returns when the thread may go on (or is being ended: see `cancelling`). The wait's
-    /// parts come as separate arguments: a `Wait` built on the stack and copied whole stalls on
-    /// store forwarding (its small fields are written as single bytes).
+    /// and returns when the thread may go on (or is being ended: see `cancelling`).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn wait(
@@ -496,35 +507,8 @@ impl<'a> Block<'a> {
         let to = {
             // SAFETY: the thread runs executor code; nothing else holds the schedule.
             let s = unsafe { self.schedule() };
-            if linear >= s.phases.len() {
+            if !record_wait(s, linear, scope, fence, mask, at, op) {
                 return;
-            }
-            // SAFETY: `linear` is below the length of `phases` and `waits`.
-            unsafe {
-                *s.phases.get_unchecked_mut(linear) = Phase::Waiting;
-                let slot = s.waits.get_unchecked_mut(linear);
-                slot.scope = scope;
-                slot.fence = fence;
-                slot.mask = mask;
-                at.store(&mut slot.at);
-                slot.op = op;
-            }
-            s.waiting += 1;
-            s.progressed = true;
-            if scope == BarrierScope::Block {
-                s.block_waiting += 1;
-                match &s.first_block_wait {
-                    None => {
-                        s.first_block_wait = Some(Wait {
-                            scope,
-                            fence,
-                            mask,
-                            at,
-                            op,
-                        })
-                    }
-                    Some(first) => s.one_site &= first.at == at,
-                }
             }
             match self.next_fiber(s, linear) {
                 Some(to) => to,
@@ -587,7 +571,11 @@ impl<'a> Block<'a> {
     }
 
     /// An idle fiber (the block's spare ones first) given thread `linear` to start.
-    fn fresh_fiber(&self, s: &mut Schedule, linear: usize) -> Result<*const Fiber, Error> {
+    pub(super) fn fresh_fiber(
+        &self,
+        s: &mut Schedule,
+        linear: usize,
+    ) -> Result<*const Fiber, Error> {
         let fresh = match s.spare.pop() {
             Some(fiber) => fiber,
             None => fiber::take().map_err(|reason| Error::InvalidLaunch {
@@ -647,7 +635,7 @@ impl<'a> Block<'a> {
     /// Ends a round: releases what can be released; `Ok(false)` when every thread has ended,
     /// an error when no thread can proceed (or threads only spin for too long).
     #[inline(never)]
-    fn end_round(&self, s: &mut Schedule) -> Result<bool, Error> {
+    pub(super) fn end_round(&self, s: &mut Schedule) -> Result<bool, Error> {
         let count = s.phases.len();
         if s.done == count {
             return Ok(false);
@@ -868,6 +856,53 @@ impl<'a> Block<'a> {
     }
 }
 
+/// Records that thread `linear` waits (see [`Block::wait`]); `false` when the block has no such
+/// thread. The wait's parts come as separate arguments: a `Wait` built on the stack and copied
+/// whole stalls on store forwarding (its small fields are written as single bytes).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) fn record_wait(
+    s: &mut Schedule,
+    linear: usize,
+    scope: BarrierScope,
+    fence: Fence,
+    mask: u64,
+    at: Site,
+    op: Option<Collective>,
+) -> bool {
+    if linear >= s.phases.len() || linear >= s.waits.len() {
+        return false;
+    }
+    // SAFETY: `linear` is below the length of `phases` and `waits`.
+    unsafe {
+        *s.phases.get_unchecked_mut(linear) = Phase::Waiting;
+        let slot = s.waits.get_unchecked_mut(linear);
+        slot.scope = scope;
+        slot.fence = fence;
+        slot.mask = mask;
+        at.store(&mut slot.at);
+        slot.op = op;
+    }
+    s.waiting += 1;
+    s.progressed = true;
+    if scope == BarrierScope::Block {
+        s.block_waiting += 1;
+        match &s.first_block_wait {
+            None => {
+                s.first_block_wait = Some(Wait {
+                    scope,
+                    fence,
+                    mask,
+                    at,
+                    op,
+                })
+            }
+            Some(first) => s.one_site &= first.at == at,
+        }
+    }
+    true
+}
+
 /// Starts bringing the stack of the thread after `j` into the cache: it most likely runs after
 /// `j`.
 #[inline(always)]
@@ -894,16 +929,22 @@ fn thread_of(linear: u32, dim: Dim3) -> Dim3 {
 
 #[inline(never)]
 fn thread_of_nd(linear: u32, dim: Dim3) -> Dim3 {
+    let (x, y, z) = thread_of_nd_parts(linear, dim);
+    Dim3::new(x, y, z)
+}
+
+#[inline(always)]
+fn thread_of_nd_parts(linear: u32, dim: Dim3) -> (u32, u32, u32) {
     let (bx, by) = (dim.x, dim.y);
     if bx.is_power_of_two() && by.is_power_of_two() {
         let (sx, sy) = (bx.trailing_zeros(), by.trailing_zeros());
-        return Dim3::new(
+        return (
             linear & (bx - 1),
             (linear >> sx) & (by - 1),
             linear >> (sx + sy),
         );
     }
-    Dim3::new(linear % bx, (linear / bx) % by, linear / (bx * by))
+    (linear % bx, (linear / bx) % by, linear / (bx * by))
 }
 
 /// Recounts the waiting threads after a release.
@@ -1011,9 +1052,9 @@ pub(crate) struct SimThread<'b, 'a> {
 }
 
 impl<'b, 'a> SimThread<'b, 'a> {
-    /// Thread `linear` of `block`, on `fiber` (`None`: run as a plain call).
+    /// Thread `linear` of `block`, on `fiber` (`None`: run as a plain call, or stackless).
     #[inline(always)]
-    fn new(block: &'b Block<'a>, linear: u32, fiber: Option<*const Fiber>) -> Self {
+    pub(super) fn new(block: &'b Block<'a>, linear: u32, fiber: Option<*const Fiber>) -> Self {
         let thread = block.thread_index(linear);
         SimThread {
             block,
@@ -1028,6 +1069,25 @@ impl<'b, 'a> SimThread<'b, 'a> {
             shared_calls: Cell::new(0),
             atomics: Cell::new(0),
             fiber,
+        }
+    }
+
+    /// Makes it thread `linear` of the same block (stackless threads share one `SimThread`: one
+    /// of them runs at a time, and what it reads through `threadIdx` & co stays at one address).
+    /// Each path stores its own fields: an index put together in memory and read back whole
+    /// would wait for its parts' narrower stores (a store-forwarding stall, most of this
+    /// function's time when it did).
+    #[inline(always)]
+    pub(super) fn set_linear(&mut self, linear: u32) {
+        self.linear = linear;
+        let dim = self.block.block_dim;
+        if dim.y == 1 && dim.z == 1 {
+            self.thread.x = linear;
+            self.info.set_thread(linear, 0, 0, linear);
+        } else {
+            let (x, y, z) = thread_of_nd_parts(linear, dim);
+            self.thread = Dim3::new(x, y, z);
+            self.info.set_thread(x, y, z, linear);
         }
     }
 

@@ -8,7 +8,7 @@
 //! runs at a time. No callback unwinds: they record faults instead of panicking.
 
 use super::block::{Block, SimThread};
-use crate::source::SourceProgram;
+use crate::source::{Entry, SourceProgram};
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, RefCell};
@@ -45,10 +45,18 @@ impl CompiledLaunch<'_> {
     #[inline(always)]
     pub(crate) fn run_thread(&self, thread: &SimThread<'_, '_>) {
         make_current(thread);
+        let Entry::Calls(run) = self.program.entry else {
+            // `Block::run` runs stackless programs itself.
+            thread.block.record_fault(
+                thread.thread,
+                "a stackless kernel was run as a call".to_string(),
+            );
+            return;
+        };
         // SAFETY: the program was compiled from the kernel's source with the prelude's host
         // branch, its parameters were checked against the launch's arguments, and `args` holds
         // one buffer of each parameter's exact layout, alive for the launch.
-        let status = unsafe { (self.program.run)(self.args.as_ptr()) };
+        let status = unsafe { run(self.args.as_ptr()) };
         if status != 0 {
             thread.block.record_fault(
                 thread.thread,
@@ -79,11 +87,59 @@ impl GmSimThread {
             block_dim: block.block_dim.to_array(),
             grid_dim: block.grid_dim.to_array(),
             warp_size: block.warp_size,
-            lane: match block.warp_size {
-                w if w.is_power_of_two() => linear & (w - 1),
-                w => linear % w.max(1),
-            },
+            lane: lane_of(linear, block.warp_size),
         }
+    }
+
+    /// Makes it describe another thread of the same block.
+    #[inline(always)]
+    pub(crate) fn set_thread(&mut self, x: u32, y: u32, z: u32, linear: u32) {
+        self.thread_idx[0] = x;
+        self.thread_idx[1] = y;
+        self.thread_idx[2] = z;
+        self.lane = lane_of(linear, self.warp_size);
+    }
+}
+
+#[inline(always)]
+fn lane_of(linear: u32, warp_size: u32) -> u32 {
+    match warp_size {
+        w if w.is_power_of_two() => linear & (w - 1),
+        w => linear % w.max(1),
+    }
+}
+
+/// `gm_sim_wait`: the block barrier a stackless thread waits at (the prelude's layout).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GmSimWait {
+    file: *const c_char,
+    line: c_int,
+    fence: c_int,
+}
+
+impl GmSimWait {
+    /// The barrier's fence and call site, as the executor keeps them. Field by field: they were
+    /// just stored one by one, and a wider load would wait for all of them.
+    #[inline(always)]
+    pub(crate) fn parts(&self) -> (Fence, Site) {
+        (fence_of(self.fence), site(self.file, self.line))
+    }
+}
+
+fn barrier_scope(scope: c_int) -> BarrierScope {
+    if scope == 1 {
+        BarrierScope::Warp
+    } else {
+        BarrierScope::Block
+    }
+}
+
+fn fence_of(fence: c_int) -> Fence {
+    if fence & 2 != 0 {
+        Fence::Global
+    } else {
+        Fence::Local
     }
 }
 
@@ -156,22 +212,13 @@ extern "C" fn rt_self() -> *const GmSimThread {
 }
 
 fn site(file: *const c_char, line: c_int) -> Site {
-    // SAFETY: `file` comes from `__builtin_FILE()` in a loaded program, a string literal that
-    // stays valid because programs are never unloaded.
+    // SAFETY: `file` comes from `__builtin_FILE()` in a loaded program (through a callback or a
+    // `gm_sim_wait`), a string literal that stays valid because programs are never unloaded.
     unsafe { Site::c(file, line) }
 }
 
 extern "C" fn rt_barrier(scope: c_int, fence: c_int, mask: u64, file: *const c_char, line: c_int) {
-    let scope = if scope == 1 {
-        BarrierScope::Warp
-    } else {
-        BarrierScope::Block
-    };
-    let fence = if fence & 2 != 0 {
-        Fence::Global
-    } else {
-        Fence::Local
-    };
+    let (scope, fence) = (barrier_scope(scope), fence_of(fence));
     with_current(|t| t.barrier(scope, fence, mask, site(file, line)));
 }
 

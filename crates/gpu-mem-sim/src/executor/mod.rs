@@ -22,6 +22,7 @@ mod fiber;
 mod grid;
 mod shared;
 mod stack;
+mod stackless;
 mod workers;
 
 pub(crate) use args::resolve as resolve_args;

@@ -51,3 +51,15 @@ pub(crate) fn scratch_dir(dir: &Path) -> std::io::Result<PathBuf> {
         }
     }
 }
+
+/// Whether the compiler refused the unit of `key` before (a stackless form; see
+/// [`remember_refusal`]), so this process does not try it again.
+pub(crate) fn refused(key: &str) -> bool {
+    directory().join(format!("{key}.refused")).is_file()
+}
+
+/// Remembers that the compiler refused the unit of `key`. Best effort: without the marker the
+/// next process only tries again. The marker is empty, so a half-written one means the same.
+pub(crate) fn remember_refusal(key: &str) {
+    let _ = std::fs::write(directory().join(format!("{key}.refused")), b"");
+}

@@ -1,6 +1,7 @@
 //! Finding and running the host C++ compiler (`GPU_MEM_SIM_CXX`, default `c++`, then `g++`,
 //! then `clang++` on `PATH`).
 
+use super::wrapper::Threads;
 use gpu_mem_core::{Error, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,11 +19,11 @@ const DEFAULTS: [&str; 3] = ["c++", "g++", "clang++"];
 /// one (seen here: a tiled transpose came out wrong on Debian 12's glibc 2.36; the test
 /// `tests/shared_arrays.rs` fails with the flag).
 ///
-/// Flags of every compile: C++17, optimised, position-independent, the prelude's host branch,
-/// stack probes; only the program's entry points are exported, so kernels loaded side by side never share
-/// symbols (or `__shared__` variables).
-pub(crate) const FLAGS: [&str; 10] = [
-    "-std=c++17",
+/// Flags of every compile (after the language standard, see [`standard`]): optimised,
+/// position-independent, the prelude's host branch, stack probes; only the program's entry
+/// points are exported, so kernels loaded side by side never share symbols (or `__shared__`
+/// variables).
+pub(crate) const FLAGS: [&str; 9] = [
     "-O2",
     "-fPIC",
     "-shared",
@@ -34,6 +35,15 @@ pub(crate) const FLAGS: [&str; 10] = [
     "-fstack-clash-protection",
     "-w",
 ];
+
+/// The language standard of a program: C++17, the dialect kernels are written in, or C++20 for
+/// stackless threads, which are coroutines.
+pub(crate) fn standard(threads: Threads) -> &'static str {
+    match threads {
+        Threads::Calls => "-std=c++17",
+        Threads::Stackless => "-std=c++20",
+    }
+}
 
 /// A usable compiler: where it is and what it says it is.
 #[derive(Debug, Clone)]
@@ -76,8 +86,10 @@ impl Compiler {
         &self,
         source_file: &Path,
         output: &Path,
+        threads: Threads,
     ) -> std::result::Result<(), String> {
         let run = Command::new(&self.path)
+            .arg(standard(threads))
             .args(FLAGS)
             .arg("-o")
             .arg(output)

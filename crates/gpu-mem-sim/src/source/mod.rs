@@ -18,9 +18,10 @@ mod cache;
 mod compiler;
 mod elf;
 mod signature;
+mod stackless;
 mod wrapper;
 
-use crate::executor::body::{ABI, RUNTIME};
+use crate::executor::body::{ABI, GmSimWait, RUNTIME};
 use compiler::Compiler;
 use gpu_mem_core::kernel::{KernelSource, LaunchArg};
 use gpu_mem_core::{BackendKind, Error, KERNEL_PRELUDE, Kernel, Result};
@@ -29,13 +30,38 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+pub(crate) use wrapper::Threads;
+
+/// How the executor runs a program's threads: its entry points.
+#[derive(Clone, Copy)]
+pub(crate) enum Entry {
+    /// `gm_sim_run`: runs the entry with one argument buffer per parameter.
+    Calls(unsafe extern "C" fn(*const *mut c_void) -> c_int),
+    /// The entry points of coroutine threads.
+    Stackless(StacklessEntry),
+}
+
+/// A stackless program's entry points (`wrapper::Threads::Stackless`).
+#[derive(Clone, Copy)]
+pub(crate) struct StacklessEntry {
+    /// `gm_sim_start(args, &frame, &wait)`: runs a new thread until it waits (0, `frame` and
+    /// `wait` set; `wait` points into the frame) or ends (1); 2 when it could not start (a
+    /// fault is recorded).
+    pub(crate) start:
+        unsafe extern "C" fn(*const *mut c_void, *mut *mut c_void, *mut *const GmSimWait) -> c_int,
+    /// `gm_sim_resume(frame, &wait)`: runs a waiting thread on, with the same answers.
+    pub(crate) resume: unsafe extern "C" fn(*mut c_void, *mut *const GmSimWait) -> c_int,
+    /// `gm_sim_destroy(frame)`: ends a waiting thread without running it on.
+    pub(crate) destroy: unsafe extern "C" fn(*mut c_void),
+    /// `gm_sim_begin_block()`: the frames of this OS thread's previous block are all gone.
+    pub(crate) begin_block: unsafe extern "C" fn(),
+}
 
 /// A loaded kernel library.
 pub(crate) struct SourceProgram {
     /// Keeps the code mapped; programs are kept for the life of the process.
     _library: libloading::Library,
-    /// `gm_sim_run`: runs the entry with one argument buffer per parameter.
-    pub(crate) run: unsafe extern "C" fn(*const *mut c_void) -> c_int,
+    pub(crate) entry: Entry,
     params: Vec<Param>,
     /// Bytes of static `__shared__` arrays per block.
     pub(crate) static_shared: usize,
@@ -47,6 +73,7 @@ pub(crate) struct SourceProgram {
 impl std::fmt::Debug for SourceProgram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SourceProgram")
+            .field("stackless", &matches!(self.entry, Entry::Stackless(_)))
             .field("params", &self.params)
             .field("static_shared", &self.static_shared)
             .finish_non_exhaustive()
@@ -100,33 +127,91 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
         });
     }
     let compiler = Compiler::from_env()?;
-    let unit = wrapper::translation_unit(kernel.name(), &source.code, &source.entry);
-    let flags = compiler::FLAGS.join(" ");
-    let key = cache::key(&[
-        b"gpu-mem-sim kernel",
-        &ABI.to_le_bytes(),
-        compiler.path.as_os_str().as_encoded_bytes(),
-        compiler.version.as_bytes(),
-        flags.as_bytes(),
-        KERNEL_PRELUDE.as_bytes(),
-        unit.as_bytes(),
-    ]);
+    let plans = plans(kernel.name(), source, &compiler);
     let mut programs = lock();
     let programs = programs.get_or_insert_with(Programs::default);
-    let program = match programs.by_key.get(&key) {
-        Some(found) => found.clone(),
-        None => {
-            // Compiling under the lock keeps two threads from building the same kernel; other
-            // processes are kept apart by the rename.
-            let mut program = build(kernel.name(), &compiler, &unit, &key)?;
-            program.waits = wrapper::may_wait(&source.code);
-            let program = Arc::new(program);
-            programs.by_key.insert(key, program.clone());
-            program
+    let mut chosen = None;
+    for (i, plan) in plans.iter().enumerate() {
+        if let Some(found) = programs.by_key.get(&plan.key) {
+            chosen = Some(found.clone());
+            break;
         }
-    };
+        let last = i + 1 == plans.len();
+        if !last && cache::refused(&plan.key) {
+            continue;
+        }
+        // Compiling under the lock keeps two threads from building the same kernel; other
+        // processes are kept apart by the rename.
+        match build(kernel.name(), &compiler, plan) {
+            Ok(mut program) => {
+                program.waits = wrapper::may_wait(&source.code);
+                let program = Arc::new(program);
+                programs.by_key.insert(plan.key.clone(), program.clone());
+                chosen = Some(program);
+                break;
+            }
+            Err(Failure::Refused(log)) if !last => {
+                tracing::debug!(kernel = kernel.name(), %log, "kernel runs on stacks: its stackless form does not compile");
+                cache::remember_refusal(&plan.key);
+            }
+            Err(Failure::Refused(log)) => {
+                return Err(Error::KernelCompile {
+                    kernel: kernel.name().to_string(),
+                    compiler: compiler.describe(),
+                    log,
+                });
+            }
+            Err(Failure::Other(error)) => return Err(error),
+        }
+    }
+    let program = chosen.ok_or_else(|| Error::KernelCompile {
+        kernel: kernel.name().to_string(),
+        compiler: compiler.describe(),
+        log: "no way to build the kernel was tried".to_string(),
+    })?;
     programs.by_kernel.insert(kernel.id(), program.clone());
     Ok(program)
+}
+
+/// One way to build a kernel: how its threads run, the translation unit and its cache key.
+struct Plan {
+    threads: Threads,
+    unit: String,
+    key: String,
+}
+
+/// The ways to build `source`, best first: stackless threads when the source allows them, then
+/// ordinary calls (always; the answer when the first is refused).
+fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> {
+    let plan = |threads: Threads, code: &str| {
+        let unit = wrapper::translation_unit(kernel, code, &source.entry, threads);
+        let flags = compiler::FLAGS.join(" ");
+        let key = cache::key(&[
+            b"gpu-mem-sim kernel",
+            &ABI.to_le_bytes(),
+            compiler.path.as_os_str().as_encoded_bytes(),
+            compiler.version.as_bytes(),
+            compiler::standard(threads).as_bytes(),
+            flags.as_bytes(),
+            KERNEL_PRELUDE.as_bytes(),
+            unit.as_bytes(),
+        ]);
+        Plan { threads, unit, key }
+    };
+    let mut plans = Vec::with_capacity(2);
+    if stackless::eligible(&source.code)
+        && let Some(code) = stackless::rewrite(&source.code)
+    {
+        plans.push(plan(Threads::Stackless, &code));
+    }
+    plans.push(plan(Threads::Calls, &source.code));
+    plans
+}
+
+/// Why a build failed: the compiler refused the unit (its message), or something else did.
+enum Failure {
+    Refused(String),
+    Other(Error),
 }
 
 fn cache_error(
@@ -147,14 +232,19 @@ fn cache_error(
     }
 }
 
-/// Loads the cached library for `key`, building it first if the cache lacks it (or holds one
+/// Loads the cached library of `plan`, building it first if the cache lacks it (or holds one
 /// that does not load).
-fn build(kernel: &str, compiler: &Compiler, unit: &str, key: &str) -> Result<SourceProgram> {
+fn build(
+    kernel: &str,
+    compiler: &Compiler,
+    plan: &Plan,
+) -> std::result::Result<SourceProgram, Failure> {
     let dir = cache::directory();
-    std::fs::create_dir_all(&dir).map_err(|e| cache_error(kernel, compiler, "create", &dir, e))?;
-    let library = dir.join(format!("{key}.so"));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::Other(cache_error(kernel, compiler, "create", &dir, e)))?;
+    let library = dir.join(format!("{}.so", plan.key));
     if library.is_file() {
-        match load(&library) {
+        match load(&library, plan.threads) {
             Ok(program) => {
                 tracing::debug!(kernel, path = %library.display(), "simulator kernel from the disk cache");
                 return Ok(program);
@@ -165,55 +255,56 @@ fn build(kernel: &str, compiler: &Compiler, unit: &str, key: &str) -> Result<Sou
         }
     }
     let started = std::time::Instant::now();
-    compile_into(kernel, compiler, unit, &dir, &library)?;
-    tracing::debug!(kernel, elapsed = ?started.elapsed(), compiler = %compiler.describe(), "compiled simulator kernel");
-    load(&library).map_err(|reason| Error::KernelCompile {
-        kernel: kernel.to_string(),
-        compiler: compiler.describe(),
-        log: format!(
-            "the compiled library {} does not load: {reason}",
-            library.display()
-        ),
+    compile_into(kernel, compiler, plan, &dir, &library)?;
+    tracing::debug!(kernel, elapsed = ?started.elapsed(), compiler = %compiler.describe(), threads = ?plan.threads, "compiled simulator kernel");
+    load(&library, plan.threads).map_err(|reason| {
+        Failure::Other(Error::KernelCompile {
+            kernel: kernel.to_string(),
+            compiler: compiler.describe(),
+            log: format!(
+                "the compiled library {} does not load: {reason}",
+                library.display()
+            ),
+        })
     })
 }
 
-/// Compiles `unit` in a private scratch directory and renames the library to `library`.
+/// Compiles `plan`'s unit in a private scratch directory and renames the library to `library`.
 fn compile_into(
     kernel: &str,
     compiler: &Compiler,
-    unit: &str,
+    plan: &Plan,
     dir: &Path,
     library: &Path,
-) -> Result<()> {
-    let scratch =
-        cache::scratch_dir(dir).map_err(|e| cache_error(kernel, compiler, "write to", dir, e))?;
+) -> std::result::Result<(), Failure> {
+    let other = |what: &str, path: &Path, e: std::io::Error| {
+        Failure::Other(cache_error(kernel, compiler, what, path, e))
+    };
+    let scratch = cache::scratch_dir(dir).map_err(|e| other("write to", dir, e))?;
     let result = (|| {
-        let write = |name: &str, text: &str| -> Result<PathBuf> {
+        let write = |name: &str, text: &str| -> std::result::Result<PathBuf, Failure> {
             let path = scratch.join(name);
-            std::fs::write(&path, text)
-                .map_err(|e| cache_error(kernel, compiler, "write", &path, e))?;
+            std::fs::write(&path, text).map_err(|e| other("write", &path, e))?;
             Ok(path)
         };
         write("gpu_mem.h", KERNEL_PRELUDE)?;
-        let source = write(&wrapper::file_name(kernel).replace(".cu", ".cpp"), unit)?;
+        let source = write(
+            &wrapper::file_name(kernel).replace(".cu", ".cpp"),
+            &plan.unit,
+        )?;
         let output = scratch.join("kernel.so");
         compiler
-            .compile(&source, &output)
-            .map_err(|log| Error::KernelCompile {
-                kernel: kernel.to_string(),
-                compiler: compiler.describe(),
-                log,
-            })?;
-        std::fs::rename(&output, library)
-            .map_err(|e| cache_error(kernel, compiler, "write", library, e))
+            .compile(&source, &output, plan.threads)
+            .map_err(Failure::Refused)?;
+        std::fs::rename(&output, library).map_err(|e| other("write", library, e))
     })();
     // Best effort: a leftover scratch directory only takes space.
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
-/// Loads a kernel library and reads its description.
-fn load(path: &Path) -> std::result::Result<SourceProgram, String> {
+/// Loads a kernel library built for `threads` and reads its description.
+fn load(path: &Path, threads: Threads) -> std::result::Result<SourceProgram, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     let tls = elf::tls_size(&bytes).ok_or("not a 64-bit ELF shared library")?;
     // SAFETY: the library was built by `compile_into` from the prelude and one kernel; loading
@@ -222,9 +313,8 @@ fn load(path: &Path) -> std::result::Result<SourceProgram, String> {
     type Abi = unsafe extern "C" fn() -> u32;
     type Init = unsafe extern "C" fn(*const crate::executor::body::GmSimRuntime);
     type Params = unsafe extern "C" fn(*mut c_int) -> *const RawParam;
-    type Run = unsafe extern "C" fn(*const *mut c_void) -> c_int;
     // SAFETY: the symbols are the wrapper's `extern "C"` functions with exactly these types.
-    let (abi, init, params, run) = unsafe {
+    let (abi, init, params) = unsafe {
         let abi = *library
             .get::<Abi>(b"gm_sim_abi\0")
             .map_err(|e| e.to_string())?;
@@ -234,10 +324,27 @@ fn load(path: &Path) -> std::result::Result<SourceProgram, String> {
         let params = *library
             .get::<Params>(b"gm_sim_params\0")
             .map_err(|e| e.to_string())?;
-        let run = *library
-            .get::<Run>(b"gm_sim_run\0")
-            .map_err(|e| e.to_string())?;
-        (abi, init, params, run)
+        (abi, init, params)
+    };
+    // SAFETY: as above, for the entry points of `threads` (`wrapper::translation_unit`).
+    let entry = unsafe {
+        match threads {
+            Threads::Calls => Entry::Calls(
+                *library
+                    .get::<unsafe extern "C" fn(*const *mut c_void) -> c_int>(b"gm_sim_run\0")
+                    .map_err(|e| e.to_string())?,
+            ),
+            Threads::Stackless => Entry::Stackless(StacklessEntry {
+                start: *library.get(b"gm_sim_start\0").map_err(|e| e.to_string())?,
+                resume: *library.get(b"gm_sim_resume\0").map_err(|e| e.to_string())?,
+                destroy: *library
+                    .get(b"gm_sim_destroy\0")
+                    .map_err(|e| e.to_string())?,
+                begin_block: *library
+                    .get(b"gm_sim_begin_block\0")
+                    .map_err(|e| e.to_string())?,
+            }),
+        }
     };
     // SAFETY: calling the wrapper's functions as declared; `RUNTIME` is a static in the prelude's
     // layout, and the parameter table is a static array of `count` entries.
@@ -259,9 +366,50 @@ fn load(path: &Path) -> std::result::Result<SourceProgram, String> {
     };
     Ok(SourceProgram {
         _library: library,
-        run,
+        entry,
         params,
         static_shared: usize::try_from(tls).unwrap_or(usize::MAX),
         waits: true,
     })
+}
+
+#[cfg(all(test, not(miri)))]
+#[allow(clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn threads_of(code: &str) -> Threads {
+        let kernel = Kernel::from_source(code, "k");
+        let program = program(&kernel, kernel.source().expect("a source kernel"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        match program.entry {
+            Entry::Calls(_) => Threads::Calls,
+            Entry::Stackless(_) => Threads::Stackless,
+        }
+    }
+
+    #[test]
+    fn kernels_waiting_only_at_block_barriers_run_stackless() {
+        let body = "extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                    \x20   if (threadIdx.x >= a.shape[0]) return;\n\
+                    \x20   __syncthreads(); a(threadIdx.x) += 1; barrier(GM_FENCE_GLOBAL);\n}\n";
+        assert_eq!(
+            threads_of(&format!("#include \"gpu_mem.h\"\n{body}")),
+            Threads::Stackless
+        );
+        // Refused by the compiler in stackless form: a barrier in a helper, or in a lambda.
+        let helper = "#include \"gpu_mem.h\"\n__device__ void wait() { syncthreads(); }\n\
+                      extern \"C\" __global__ void k(gm_array<int, 1> a) { wait(); a(0) = 1; }\n";
+        assert_eq!(threads_of(helper), Threads::Calls);
+        let lambda = "#include \"gpu_mem.h\"\n\
+                      extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                      \x20   auto step = [&](int i) { syncthreads(); return i; };\n\
+                      \x20   a(0) = step(1);\n}\n";
+        assert_eq!(threads_of(lambda), Threads::Calls);
+        // Not tried: a warp collective needs a stack.
+        let shuffle = "#include \"gpu_mem.h\"\n\
+                       extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                       \x20   syncthreads(); a(0) = __shfl_sync(~0ull, 1, 0);\n}\n";
+        assert_eq!(threads_of(shuffle), Threads::Calls);
+    }
 }

@@ -47,11 +47,43 @@ pub(crate) fn file_name(kernel: &str) -> String {
     format!("{clean}.cu")
 }
 
-/// The whole translation unit; `entry` must be an identifier ([`is_identifier`]).
-pub(crate) fn translation_unit(kernel: &str, code: &str, entry: &str) -> String {
+/// How a program's threads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Threads {
+    /// Each thread a call of the entry (on a stack of its own when it may wait): `gm_sim_run`.
+    Calls,
+    /// Each thread a coroutine of the rewritten entry (`super::stackless`): `gm_sim_start`,
+    /// `gm_sim_resume`, `gm_sim_destroy` and `gm_sim_begin_block`.
+    Stackless,
+}
+
+/// The whole translation unit; `entry` must be an identifier ([`is_identifier`]), `code` the
+/// kernel's source (rewritten by `super::stackless::rewrite` for [`Threads::Stackless`]).
+pub(crate) fn translation_unit(kernel: &str, code: &str, entry: &str, threads: Threads) -> String {
     let file = file_name(kernel);
+    let (mode, run) = match threads {
+        Threads::Calls => (
+            "",
+            format!(
+                "GM_SIM_EXPORT int gm_sim_run(void* const* args) {{ return gm_sim_invoke(&{entry}, args); }}\n"
+            ),
+        ),
+        Threads::Stackless => (
+            "#define GM_SIM_STACKLESS 1\n",
+            format!(
+                "GM_SIM_EXPORT int gm_sim_start(void* const* args, void** frame, const gm_sim_wait** wait) {{\n\
+                 \x20   return gm_sim_start_entry(&{entry}, args, frame, wait);\n\
+                 }}\n\
+                 GM_SIM_EXPORT int gm_sim_resume(void* frame, const gm_sim_wait** wait) {{\n\
+                 \x20   return gm_sim_resume_frame<gm_sim_trivial_frame(&{entry})>(frame, wait);\n\
+                 }}\n\
+                 GM_SIM_EXPORT void gm_sim_destroy(void* frame) {{ gm_sim_handle::from_address(frame).destroy(); }}\n\
+                 GM_SIM_EXPORT void gm_sim_begin_block() {{ gm_sim_frames_reset(); }}\n"
+            ),
+        ),
+    };
     format!(
-        "#include \"gpu_mem.h\"\n\
+        "{mode}#include \"gpu_mem.h\"\n\
          #line 1 \"{file}\"\n\
          {code}\n\
          #line 1 \"gpu-mem-sim-entry.cpp\"\n\
@@ -60,7 +92,7 @@ pub(crate) fn translation_unit(kernel: &str, code: &str, entry: &str) -> String 
          GM_SIM_EXPORT const gm_sim_param* gm_sim_params(int* count) {{\n\
          \x20   return gm_sim_describe(&{entry}, count);\n\
          }}\n\
-         GM_SIM_EXPORT int gm_sim_run(void* const* args) {{ return gm_sim_invoke(&{entry}, args); }}\n"
+         {run}"
     )
 }
 
@@ -102,11 +134,24 @@ mod tests {
 
     #[test]
     fn the_kernel_keeps_its_line_numbers() {
-        let tu = translation_unit("scale", "line one\nline two", "scale");
+        let tu = translation_unit("scale", "line one\nline two", "scale", Threads::Calls);
         let lines: Vec<&str> = tu.lines().collect();
         assert_eq!(lines[1], "#line 1 \"scale.cu\"");
         assert_eq!(lines[2], "line one");
         assert!(tu.contains("gm_sim_invoke(&scale, args)"));
         assert_eq!(file_name("we\"ird name"), "we_ird_name.cu");
+        let tu = translation_unit("scale", "line one", "scale", Threads::Stackless);
+        let lines: Vec<&str> = tu.lines().collect();
+        assert_eq!(
+            lines[..4],
+            [
+                "#define GM_SIM_STACKLESS 1",
+                "#include \"gpu_mem.h\"",
+                "#line 1 \"scale.cu\"",
+                "line one"
+            ]
+        );
+        assert!(tu.contains("gm_sim_start_entry(&scale, args, frame, wait)"));
+        assert!(!tu.contains("gm_sim_run("));
     }
 }

@@ -1,0 +1,311 @@
+//! Stackless threads: which kernels may run their threads as C++20 coroutines instead of on
+//! stacks of their own, and the rewrite that makes their `__global__` functions coroutines (the
+//! prelude's `GM_SIM_STACKLESS` section turns the barrier names into `co_await`s).
+//!
+//! Guarantees:
+//! * only kernels whose threads wait at plain block barriers and nowhere else are chosen
+//!   ([`eligible`]); the test is on the source text and conservative;
+//! * the rewrite keeps every line where it was (all edits stay within their line), so compile
+//!   errors, fault and divergence reports name the user's lines;
+//! * a source the rewrite cannot handle gives `None`, and a rewritten source the compiler refuses
+//!   (a barrier inside a helper function or a lambda, say) is built the ordinary way instead
+//!   (`super::program`): the choice changes speed, never behaviour.
+
+/// Names that make a thread wait other than at a block barrier, or that the rewrite must not
+/// meet: warp collectives, atomics and spin hints (they yield to other threads, which needs a
+/// stack), `syncthreads_count` & co, the runtime table, the user's own coroutines, raw strings.
+const NEEDS_A_STACK: [&str; 13] = [
+    "__shfl",
+    "ballot",
+    "__all",
+    "__any",
+    "atomic",
+    "nanosleep",
+    "gm_sim_",
+    "syncwarp",
+    "wavebarrier",
+    "syncthreads_",
+    "co_",
+    "coroutine",
+    "R\"",
+];
+
+/// Whether `code`'s threads may run stackless: it names barriers (see
+/// [`super::wrapper::may_wait`]) and nothing of [`NEEDS_A_STACK`].
+pub(crate) fn eligible(code: &str) -> bool {
+    super::wrapper::may_wait(code) && !NEEDS_A_STACK.iter().any(|word| code.contains(word))
+}
+
+/// A token of the source: an identifier or one punctuation character, by byte range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Token {
+    start: usize,
+    end: usize,
+    ident: bool,
+}
+
+/// The identifiers and punctuation of `code`, skipping whitespace, comments, string and
+/// character literals, numbers and preprocessor lines. `None` for an unterminated comment or
+/// literal.
+fn tokens(code: &str) -> Option<Vec<Token>> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    // Only whitespace since the last newline: a `#` here starts a directive.
+    let mut line_start = true;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\n' => {
+                line_start = true;
+                i += 1;
+            }
+            c if c.is_ascii_whitespace() => i += 1,
+            b'#' if line_start => {
+                // To the end of the line, following backslash continuations.
+                while i < b.len() && b[i] != b'\n' {
+                    if b[i] == b'\\' && i + 1 < b.len() {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let close = code[i + 2..].find("*/")?;
+                i += 2 + close + 2;
+                line_start = false;
+            }
+            b'"' | b'\'' => {
+                i += 1;
+                loop {
+                    match b.get(i)? {
+                        b'\\' => i += 2,
+                        b'\n' => return None,
+                        &q if q == c => break,
+                        _ => i += 1,
+                    }
+                }
+                i += 1;
+                line_start = false;
+            }
+            c if c.is_ascii_digit()
+                || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) =>
+            {
+                // A preprocessing number: digits, letters, `.`, `'` separators, signed exponents.
+                i += 1;
+                while i < b.len() {
+                    let d = b[i];
+                    let part = d.is_ascii_alphanumeric()
+                        || d == b'_'
+                        || d == b'.'
+                        || (d == b'\'' && b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric))
+                        || ((d == b'+' || d == b'-')
+                            && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P'));
+                    if !part {
+                        break;
+                    }
+                    i += 1;
+                }
+                line_start = false;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                out.push(Token {
+                    start,
+                    end: i,
+                    ident: true,
+                });
+                line_start = false;
+            }
+            _ => {
+                // One byte of punctuation (multi-byte UTF-8 in identifiers is not C++ we accept).
+                out.push(Token {
+                    start: i,
+                    end: i + 1,
+                    ident: false,
+                });
+                i += 1;
+                line_start = false;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// `code` with every `__global__` function made a coroutine: it loses an `extern "C"` before
+/// `__global__`, its `void` return type becomes `gm_sim_task`, each `return` in its body `co_return`, and its body starts with a `co_await`
+/// that never suspends (so that a kernel without a barrier is a coroutine too). `None` when a
+/// `__global__` function has no `void` return type, or the source does not tokenize.
+pub(crate) fn rewrite(code: &str) -> Option<String> {
+    let toks = tokens(code)?;
+    let text = |t: &Token| &code[t.start..t.end];
+    // (byte range replaced, replacement), in source order.
+    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if !(toks[i].ident && text(&toks[i]) == "__global__") {
+            i += 1;
+            continue;
+        }
+        // `extern "C"` goes: the compiler names a coroutine's parts after the function, which
+        // collide under C linkage. The wrapper refers to the entry from the same unit.
+        if i > 0 && toks[i - 1].ident && text(&toks[i - 1]) == "extern" {
+            let between = &code[toks[i - 1].end..toks[i].start];
+            if between.trim() == "\"C\"" && !between.contains('\n') {
+                edits.push((toks[i - 1].start, toks[i].start, ""));
+            }
+        }
+        // The declaration runs to its body's `{` or a `;`, outside parentheses.
+        let mut depth = 0i32;
+        let mut void_at = None;
+        let mut j = i + 1;
+        let end = loop {
+            let t = toks.get(j)?;
+            match text(t) {
+                "(" => depth += 1,
+                ")" => depth -= 1,
+                "{" | ";" if depth == 0 => break j,
+                "void" if depth == 0 && void_at.is_none() => void_at = Some(j),
+                _ => {}
+            }
+            j += 1;
+        };
+        let void_at = void_at?;
+        edits.push((toks[void_at].start, toks[void_at].end, "gm_sim_task"));
+        if text(&toks[end]) == ";" {
+            i = end + 1;
+            continue;
+        }
+        let open = toks[end];
+        edits.push((open.end, open.end, " co_await std::suspend_never{};"));
+        let mut braces = 0i32;
+        let mut k = end;
+        loop {
+            let t = toks.get(k)?;
+            match text(t) {
+                "{" => braces += 1,
+                "}" => {
+                    braces -= 1;
+                    if braces == 0 {
+                        break;
+                    }
+                }
+                "return" if t.ident => edits.push((t.start, t.end, "co_return")),
+                _ => {}
+            }
+            k += 1;
+        }
+        i = k + 1;
+    }
+    if edits.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(code.len() + 64);
+    let mut at = 0;
+    for (start, end, with) in edits {
+        out.push_str(&code[at..start]);
+        out.push_str(with);
+        at = end;
+    }
+    out.push_str(&code[at..]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TILED: &str = r#"#include "gpu_mem.h"
+#define TPB 16
+// a __global__ in a comment, "__global__ void" in a string
+extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
+    __shared__ float s[TPB];
+    if (threadIdx.x >= n) { return; }
+    s[threadIdx.x] = a(0, threadIdx.x) * 1e-3f + 0x1p-2f;
+    __syncthreads();
+    a(0, threadIdx.x) = s[TPB - 1 - threadIdx.x];
+}
+"#;
+
+    #[test]
+    fn kernels_become_coroutines_on_the_same_lines() {
+        let out = rewrite(TILED).unwrap();
+        assert!(out.contains(
+            "\n__global__ gm_sim_task tiled(gm_array<float, 2> a, int n) { co_await std::suspend_never{};"
+        ));
+        assert!(out.contains("{ co_return; }"));
+        assert!(out.contains("// a __global__ in a comment, \"__global__ void\" in a string"));
+        assert_eq!(out.lines().count(), TILED.lines().count());
+        for (before, after) in TILED.lines().zip(out.lines()) {
+            if !before.contains("return") && !before.contains("__global__ void") {
+                assert_eq!(before, after);
+            }
+        }
+    }
+
+    #[test]
+    fn helpers_and_declarations() {
+        let code = "__device__ float twice(float x) { return 2 * x; }\n\
+                    __global__ void k(float* p);\n\
+                    __global__ void __launch_bounds__(256) k(float* p) { p[0] = twice(p[0]); syncthreads(); }\n";
+        let out = rewrite(code).unwrap();
+        // The helper keeps its plain `return`.
+        assert!(out.contains("__device__ float twice(float x) { return 2 * x; }"));
+        assert!(out.contains("__global__ gm_sim_task k(float* p);"));
+        assert!(out.contains(
+            "__global__ gm_sim_task __launch_bounds__(256) k(float* p) { co_await std::suspend_never{}; p[0]"
+        ));
+    }
+
+    #[test]
+    fn what_the_rewrite_refuses() {
+        assert_eq!(rewrite("__device__ void f() {}"), None);
+        assert_eq!(rewrite("__global__ int k() { return 1; }"), None);
+        assert_eq!(rewrite("__global__ void k() { /* unterminated"), None);
+        assert_eq!(rewrite("__global__ void k() { { }"), None);
+        // A directive is not code: the kernel behind the macro is not found.
+        assert_eq!(rewrite("#define K __global__ void \\\n  k()\nK {}"), None);
+    }
+
+    #[test]
+    fn numbers_and_characters_are_not_identifiers() {
+        let t = tokens("x = 1'000 + 'r' + 2e+5 + .5f; return").unwrap();
+        let idents: Vec<&str> = t
+            .iter()
+            .filter(|t| t.ident)
+            .map(|t| &"x = 1'000 + 'r' + 2e+5 + .5f; return"[t.start..t.end])
+            .collect();
+        assert_eq!(idents, ["x", "return"]);
+    }
+
+    #[test]
+    fn only_plain_block_barriers_are_stackless() {
+        assert!(eligible(TILED));
+        assert!(eligible(
+            "__global__ void k() { barrier(GM_FENCE_GLOBAL); }"
+        ));
+        // No barrier at all: plain calls, not coroutines.
+        assert!(!eligible("__global__ void k(float* p) { p[0] = 1; }"));
+        for word in [
+            "__shfl_down_sync(m, v, 1)",
+            "__ballot_sync(m, p)",
+            "atomicAdd(p, 1)",
+            "__nanosleep(10)",
+            "syncthreads_count(p)",
+            "wavebarrier()",
+            "__syncwarp()",
+            "co_yield 1",
+        ] {
+            let code = format!("__global__ void k(int* p) {{ syncthreads(); {word}; }}");
+            assert!(!eligible(&code), "{word}");
+        }
+    }
+}

@@ -846,6 +846,81 @@ inline int gm_sim_resume_frame(void* frame, const gm_sim_wait** wait) noexcept {
     return gm_sim_settle<Trivial>(h, &frame, wait);
 }
 
+/* One round of a block's threads (C layout shared with the simulator): every thread that waits
+ * (or, in the first round, every thread) runs until it waits again or ends. The loop runs here,
+ * in the program, so that resuming a thread is a direct call; the simulator decides what a
+ * round's outcome means (release, end, divergence). */
+struct gm_sim_round {
+    gm_sim_thread* thread;      /* what threadIdx & co read: set to each thread before it runs */
+    void* const* args;          /* the launch's argument buffers (first round) */
+    void** frames;              /* per thread: its frame while it waits, else null */
+    const gm_sim_wait** waits;  /* per thread: where it waits */
+    unsigned int count;         /* threads in the block */
+    unsigned int dim_x, dim_y;  /* the block's extent in x and y */
+    unsigned int warp_size;
+    /* The round's outcome. */
+    unsigned int waiting;       /* threads now waiting */
+    int fence;                  /* the fences of the barriers they wait at, or'ed */
+    int one_site;               /* whether all wait at the first one's barrier (same literal) */
+};
+
+template <bool Start, typename... P>
+void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
+    constexpr bool trivial = gm_sim_trivial_frame(static_cast<gm_sim_task (*)(P...)>(nullptr));
+    /* Copied out: locals can stay in registers across the calls into the threads, `*r` not. */
+    gm_sim_thread* const thread = r->thread;
+    void* const* const args = r->args;
+    void** const frames = r->frames;
+    const gm_sim_wait** const waits = r->waits;
+    const unsigned int count = r->count, dim_x = r->dim_x, dim_y = r->dim_y;
+    const unsigned int warp = r->warp_size == 0 ? 1 : r->warp_size;
+    gm_uint3 index = {0, 0, 0};
+    unsigned int lane = 0;
+    const gm_sim_wait* first = nullptr;
+    unsigned int waiting = 0;
+    int fence = 0, one_site = 1;
+    for (unsigned int i = 0; i < count; ++i) {
+        void* frame = Start ? nullptr : frames[i];
+        if (Start || frame != nullptr) {
+            thread->thread_idx = index;
+            thread->lane = lane;
+            const gm_sim_wait* wait = nullptr;
+            int status;
+            if constexpr (Start) {
+                status = gm_sim_start_entry(entry, args, &frame, &wait);
+            } else {
+                status = gm_sim_resume_frame<trivial>(frame, &wait);
+            }
+            if (status == 0) {
+                frames[i] = frame;
+                waits[i] = wait;
+                ++waiting;
+                fence |= wait->fence;
+                if (first == nullptr) {
+                    first = wait;
+                } else if (wait->line != first->line || wait->file != first->file) {
+                    one_site = 0;
+                }
+            } else {
+                frames[i] = nullptr;
+            }
+        }
+        if (++index.x == dim_x) {
+            index.x = 0;
+            if (++index.y == dim_y) {
+                index.y = 0;
+                ++index.z;
+            }
+        }
+        if (++lane == warp) {
+            lane = 0;
+        }
+    }
+    r->waiting = waiting;
+    r->fence = fence;
+    r->one_site = one_site;
+}
+
 /* Every function above is defined: from here on the barrier names suspend the coroutine. */
 #define __syncthreads() co_await gm_sim_block_barrier(GM_FENCE_LOCAL)
 #define syncthreads() co_await gm_sim_block_barrier(GM_FENCE_LOCAL)

@@ -157,8 +157,10 @@ pub(super) struct Schedule {
     pub(super) fibers: Vec<*const Fiber>,
     /// Fibers of ended threads, idle, for the block's next threads (then the OS thread's pool).
     pub(super) spare: Vec<*const Fiber>,
-    /// The frame of each waiting thread of a stackless program (`super::stackless`).
+    /// The frame of each waiting thread of a stackless program, and where it waits (buffers
+    /// of `super::stackless`, kept here to be reused).
     pub(super) frames: Vec<*mut std::ffi::c_void>,
+    pub(super) wait_at: Vec<*const super::body::GmSimWait>,
     pub(super) next_unstarted: usize,
     waiting: usize,
     pub(super) done: usize,
@@ -182,6 +184,7 @@ impl Default for Schedule {
             fibers: Vec::new(),
             spare: Vec::new(),
             frames: Vec::new(),
+            wait_at: Vec::new(),
             next_unstarted: 0,
             waiting: 0,
             done: 0,
@@ -206,6 +209,7 @@ impl Schedule {
             fibers: kept.fibers,
             spare: kept.spare,
             frames: kept.frames,
+            wait_at: kept.wait_at,
             ..Schedule::default()
         };
         s.phases.clear();
@@ -929,22 +933,16 @@ fn thread_of(linear: u32, dim: Dim3) -> Dim3 {
 
 #[inline(never)]
 fn thread_of_nd(linear: u32, dim: Dim3) -> Dim3 {
-    let (x, y, z) = thread_of_nd_parts(linear, dim);
-    Dim3::new(x, y, z)
-}
-
-#[inline(always)]
-fn thread_of_nd_parts(linear: u32, dim: Dim3) -> (u32, u32, u32) {
     let (bx, by) = (dim.x, dim.y);
     if bx.is_power_of_two() && by.is_power_of_two() {
         let (sx, sy) = (bx.trailing_zeros(), by.trailing_zeros());
-        return (
+        return Dim3::new(
             linear & (bx - 1),
             (linear >> sx) & (by - 1),
             linear >> (sx + sy),
         );
     }
-    (linear % bx, (linear / bx) % by, linear / (bx * by))
+    Dim3::new(linear % bx, (linear / bx) % by, linear / (bx * by))
 }
 
 /// Recounts the waiting threads after a release.
@@ -1043,7 +1041,9 @@ pub(crate) struct SimThread<'b, 'a> {
     pub(crate) thread: Dim3,
     linear: u32,
     /// What compiled kernels read through `threadIdx` & co.
-    pub(crate) info: GmSimThread,
+    /// (A cell: a stackless block's program sets it to each thread it runs, see
+    /// [`SimThread::info_ptr`].)
+    pub(crate) info: UnsafeCell<GmSimThread>,
     shared_calls: Cell<usize>,
     atomics: Cell<u32>,
     /// The fiber it runs on; `None` for a thread run as a plain call (a compiled kernel that
@@ -1061,34 +1061,34 @@ impl<'b, 'a> SimThread<'b, 'a> {
             thread,
             linear,
             // Only compiled code reads it.
-            info: if block.body.is_compiled() {
+            info: UnsafeCell::new(if block.body.is_compiled() {
                 GmSimThread::new(block, thread, linear)
             } else {
                 GmSimThread::default()
-            },
+            }),
             shared_calls: Cell::new(0),
             atomics: Cell::new(0),
             fiber,
         }
     }
 
-    /// Makes it thread `linear` of the same block (stackless threads share one `SimThread`: one
-    /// of them runs at a time, and what it reads through `threadIdx` & co stays at one address).
-    /// Each path stores its own fields: an index put together in memory and read back whole
-    /// would wait for its parts' narrower stores (a store-forwarding stall, most of this
-    /// function's time when it did).
+    /// Makes it thread `linear` of the same block, at `x, y, z` (stackless threads share one
+    /// `SimThread`: one of them runs at a time, and what it reads through `threadIdx` & co stays
+    /// at one address). Field by field: an index put together in memory and read back whole
+    /// would wait for its parts' narrower stores (a store-forwarding stall).
     #[inline(always)]
-    pub(super) fn set_linear(&mut self, linear: u32) {
+    pub(super) fn set_index(&mut self, linear: u32, x: u32, y: u32, z: u32) {
         self.linear = linear;
-        let dim = self.block.block_dim;
-        if dim.y == 1 && dim.z == 1 {
-            self.thread.x = linear;
-            self.info.set_thread(linear, 0, 0, linear);
-        } else {
-            let (x, y, z) = thread_of_nd_parts(linear, dim);
-            self.thread = Dim3::new(x, y, z);
-            self.info.set_thread(x, y, z, linear);
-        }
+        self.thread.x = x;
+        self.thread.y = y;
+        self.thread.z = z;
+        self.info.get_mut().set_thread(x, y, z, linear);
+    }
+
+    /// Where compiled code reads this thread's indices; a stackless block's program writes
+    /// them there for each thread it runs (while no reference to them is held).
+    pub(super) fn info_ptr(&self) -> *mut GmSimThread {
+        self.info.get()
     }
 
     fn run(&self) {
@@ -1213,7 +1213,16 @@ impl ThreadOps for SimThread<'_, '_> {
     }
 
     fn fault(&self, message: String) {
-        self.block.record_fault(self.thread, message);
+        // A stackless block's threads share one `SimThread`, whose `info` the program sets to
+        // the running thread (elsewhere both say the same).
+        let thread = if self.block.body.is_compiled() {
+            // SAFETY: read on the thread's own OS thread, from a callback of the compiled code,
+            // which writes `info` only between threads, never during this call.
+            unsafe { (*self.info.get()).thread_index() }
+        } else {
+            self.thread
+        };
+        self.block.record_fault(thread, message);
     }
 }
 

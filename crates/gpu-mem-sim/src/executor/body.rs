@@ -91,6 +91,13 @@ impl GmSimThread {
         }
     }
 
+    /// The thread it describes.
+    #[inline]
+    pub(crate) fn thread_index(&self) -> Dim3 {
+        let [x, y, z] = self.thread_idx;
+        Dim3::new(x, y, z)
+    }
+
     /// Makes it describe another thread of the same block.
     #[inline(always)]
     pub(crate) fn set_thread(&mut self, x: u32, y: u32, z: u32, linear: u32) {
@@ -107,6 +114,29 @@ fn lane_of(linear: u32, warp_size: u32) -> u32 {
         w if w.is_power_of_two() => linear & (w - 1),
         w => linear % w.max(1),
     }
+}
+
+/// `gm_sim_round`: one round of a block's stackless threads, run by the program (the prelude's
+/// layout; see `super::stackless`).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GmSimRound {
+    /// What compiled code reads through `threadIdx` & co; the program sets it to each thread.
+    pub(crate) thread: *mut GmSimThread,
+    pub(crate) args: *const *mut c_void,
+    /// Per thread: its frame while it waits, else null.
+    pub(crate) frames: *mut *mut c_void,
+    /// Per thread: where it waits.
+    pub(crate) waits: *mut *const GmSimWait,
+    pub(crate) count: u32,
+    pub(crate) dim_x: u32,
+    pub(crate) dim_y: u32,
+    pub(crate) warp_size: u32,
+    /// The round's outcome: threads now waiting, the fences of the barriers waited at (or'ed),
+    /// whether all wait at the first one's barrier.
+    pub(crate) waiting: u32,
+    pub(crate) fence: c_int,
+    pub(crate) one_site: c_int,
 }
 
 /// `gm_sim_wait`: the block barrier a stackless thread waits at (the prelude's layout).
@@ -208,7 +238,7 @@ static OUTSIDE: GmSimThread = GmSimThread {
 };
 
 extern "C" fn rt_self() -> *const GmSimThread {
-    with_current(|t| std::ptr::from_ref(&t.info)).unwrap_or(&raw const OUTSIDE)
+    with_current(|t| t.info.get().cast_const()).unwrap_or(&raw const OUTSIDE)
 }
 
 fn site(file: *const c_char, line: c_int) -> Site {

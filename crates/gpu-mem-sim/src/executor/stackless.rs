@@ -11,16 +11,14 @@
 //! other kernel.
 
 use super::block::{Block, Phase, Schedule, SimThread, record_wait};
-use super::body::{CompiledLaunch, GmSimWait, make_current};
+use super::body::{CompiledLaunch, GmSimRound, GmSimWait, make_current};
 use super::fiber::{self, Fiber, Target};
 use super::stack;
 use crate::source::StacklessEntry;
 use crate::thread::BarrierScope;
 use gpu_mem_core::Error;
+use gpu_mem_core::kernel::Dim3;
 use std::ffi::c_void;
-
-/// `gm_sim_start` / `gm_sim_resume`: the thread waits (frame and wait set).
-const WAITS: i32 = 0;
 
 impl Block<'_> {
     /// Runs every thread of the block to completion, from a fiber of this OS thread.
@@ -47,8 +45,11 @@ impl Block<'_> {
     }
 
     /// The block's threads, run on `fiber` (the driver `run_stackless` entered): started in
-    /// index order, then resumed round by round as the scheduler releases them. Returns where
-    /// the fiber goes next (back to `run_stackless`).
+    /// index order, then resumed round by round while they all wait at one barrier. Each round
+    /// runs in the program (`gm_sim_round`); anything but "every live thread waits at one
+    /// barrier" (threads at different barriers, or some ended while others wait) goes to the
+    /// block's scheduler, which reports it exactly as for threads on fibers. Returns where the
+    /// fiber goes next (back to `run_stackless`).
     pub(super) fn drive_stackless(
         &self,
         launch: &CompiledLaunch<'_>,
@@ -57,104 +58,189 @@ impl Block<'_> {
     ) -> Target {
         let count = self.block_dim.count() as usize;
         // What compiled code reads through `threadIdx` & co: one for all threads, at one address
-        // (a frame may keep a reference across a barrier), set to each thread before it runs.
+        // (a frame may keep a reference across a barrier), set by the program to each thread
+        // before it runs; callbacks (faults) find it as the current thread.
         let mut thread = SimThread::new(self, 0, None);
-        {
+        // Each thread's frame while it waits (null once it ended) and where it waits.
+        let (mut frames, mut waits) = {
             // SAFETY: executor code between kernel calls; nothing else holds the schedule.
             let s = unsafe { self.schedule() };
             s.fibers[0] = std::ptr::null();
-            s.frames.clear();
-            s.frames.resize(count, std::ptr::null_mut());
+            (
+                std::mem::take(&mut s.frames),
+                std::mem::take(&mut s.wait_at),
+            )
+        };
+        frames.clear();
+        frames.resize(count, std::ptr::null_mut());
+        waits.clear();
+        waits.resize(count, std::ptr::null());
+        make_current(&thread);
+        let mut round = GmSimRound {
+            thread: thread.info_ptr(),
+            args: launch.args.as_ptr(),
+            frames: frames.as_mut_ptr(),
+            waits: waits.as_mut_ptr(),
+            count: count as u32,
+            dim_x: self.block_dim.x,
+            dim_y: self.block_dim.y,
+            warp_size: self.warp_size,
+            waiting: 0,
+            fence: 0,
+            one_site: 1,
+        };
+        // SAFETY: the frames of this OS thread's previous block were all destroyed; the program
+        // was compiled from the kernel's source (stackless form), its parameters were checked
+        // against the launch's arguments, `args` holds one buffer of each parameter's exact
+        // layout, alive for the launch, and `frames` and `waits` hold `count` entries.
+        unsafe {
+            (entry.begin_block)();
+            (entry.start_round)(&mut round);
         }
-        // SAFETY: the frames of this OS thread's previous block were all destroyed.
-        unsafe { (entry.begin_block)() };
-        for linear in 0..count {
-            thread.set_linear(linear as u32);
-            make_current(&thread);
-            let mut frame = std::ptr::null_mut();
-            let mut wait = std::ptr::null();
-            // SAFETY: the program was compiled from the kernel's source (stackless form), its
-            // parameters were checked against the launch's arguments, and `args` holds one
-            // buffer of each parameter's exact layout, alive for the launch.
-            let status = unsafe { (entry.start)(launch.args.as_ptr(), &mut frame, &mut wait) };
-            self.settle(linear, status, frame, wait);
-        }
-        loop {
-            {
-                // SAFETY: as above.
-                let s = unsafe { self.schedule() };
-                match self.end_round(s) {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(error) => {
-                        s.outcome = Err(error);
-                        break;
-                    }
+        // Threads that ran in the round (all, at first); those not waiting now have ended.
+        let mut ran = round.count;
+        let outcome = loop {
+            let fence = if round.waiting == 0 {
+                break Ok(());
+            } else if round.waiting == ran && round.one_site != 0 {
+                round.fence
+            } else {
+                match self.schedule_irregular(&frames, &waits) {
+                    Ok(true) => 0,
+                    Ok(false) => break Ok(()),
+                    Err(error) => break Err(error),
                 }
+            };
+            if fence & GLOBAL_FENCE != 0 {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             }
-            for linear in 0..count {
-                let frame = {
-                    // SAFETY: as above.
-                    let s = unsafe { self.schedule() };
-                    if s.phases[linear] != Phase::Ready {
-                        continue;
-                    }
-                    s.frames[linear]
-                };
-                thread.set_linear(linear as u32);
+            ran = round.waiting;
+            // SAFETY: as above; every non-null frame is a suspended thread of this block.
+            unsafe { (entry.resume_round)(&mut round) };
+        };
+        // Threads left waiting (divergence) end without running on: destroying their frames
+        // runs the destructors of what they hold.
+        for (linear, x, y, z) in Indices::of(self.block_dim) {
+            let frame = std::mem::replace(&mut frames[linear], std::ptr::null_mut());
+            if !frame.is_null() {
+                thread.set_index(linear as u32, x, y, z);
                 make_current(&thread);
-                let mut wait = std::ptr::null();
-                // SAFETY: `frame` is the suspended coroutine of this thread, released by the
-                // scheduler (`Ready`), resumed once.
-                let status = unsafe { (entry.resume)(frame, &mut wait) };
-                self.settle(linear, status, frame, wait);
+                // SAFETY: `frame` is this thread's suspended coroutine, destroyed once.
+                unsafe { (entry.destroy)(frame) };
             }
         }
-        self.end_stackless_threads(&mut thread, entry);
-        // SAFETY: as above.
+        // SAFETY: executor code, after the last kernel call.
         let s = unsafe { self.schedule() };
+        s.frames = frames;
+        s.wait_at = waits;
+        if let Err(error) = outcome {
+            s.outcome = Err(error);
+        }
         // The fiber switches back to `run_stackless` right after this and is idle again.
         s.spare.push(fiber);
         Target::Main
     }
 
-    /// Bookkeeping after thread `linear` started or resumed: it waits where `wait` says, in
-    /// `frame`, or it ended.
-    #[inline(always)]
-    fn settle(&self, linear: usize, status: i32, frame: *mut c_void, wait: *const GmSimWait) {
+    /// Hands a round that is not "every live thread waits at one barrier" to the block's
+    /// scheduler: `Ok(true)` when it releases them after all (one barrier seen through two
+    /// copies of its file name), `Ok(false)` when every thread has ended, else the divergence.
+    #[cold]
+    #[inline(never)]
+    fn schedule_irregular(
+        &self,
+        frames: &[*mut c_void],
+        waits: &[*const GmSimWait],
+    ) -> Result<bool, Error> {
+        let count = frames.len();
         // SAFETY: executor code between kernel calls; nothing else holds the schedule.
         let s = unsafe { self.schedule() };
-        if status == WAITS && !wait.is_null() {
-            // SAFETY: a waiting thread's `wait` points into its frame, alive until it resumes.
-            let (fence, at) = unsafe { &*wait }.parts();
-            record_wait(s, linear, BarrierScope::Block, fence, u64::MAX, at, None);
-            s.frames[linear] = frame;
-        } else {
-            s.phases[linear] = Phase::Done;
-            s.frames[linear] = std::ptr::null_mut();
-            s.done += 1;
-            s.progressed = true;
+        let spare = std::mem::take(&mut s.spare);
+        let (kept_frames, kept_waits) = (
+            std::mem::take(&mut s.frames),
+            std::mem::take(&mut s.wait_at),
+        );
+        *s = Schedule::take(count);
+        s.spare = spare;
+        s.frames = kept_frames;
+        s.wait_at = kept_waits;
+        for linear in 0..count {
+            if frames[linear].is_null() {
+                s.phases[linear] = Phase::Done;
+                s.done += 1;
+            } else {
+                // SAFETY: a waiting thread's `wait` points into its frame, alive until it resumes.
+                let (fence, at) = unsafe { &*waits[linear] }.parts();
+                record_wait(s, linear, BarrierScope::Block, fence, u64::MAX, at, None);
+            }
+        }
+        self.end_round(s)
+    }
+}
+
+/// `gm_sim_wait::fence`: the barrier also orders global memory.
+const GLOBAL_FENCE: i32 = 2;
+
+/// A block's threads in index order, each with its linear index and its 3-D one (x fastest),
+/// counted up rather than divided out.
+struct Indices {
+    dim: Dim3,
+    count: usize,
+    linear: usize,
+    x: u32,
+    y: u32,
+    z: u32,
+}
+
+impl Indices {
+    fn of(dim: Dim3) -> Indices {
+        Indices {
+            dim,
+            count: dim.count() as usize,
+            linear: 0,
+            x: 0,
+            y: 0,
+            z: 0,
         }
     }
+}
 
-    /// Ends the threads left waiting (divergence, or another thread's fault) without running
-    /// them on: their frames are destroyed, which runs the destructors of what they hold.
-    fn end_stackless_threads(&self, thread: &mut SimThread<'_, '_>, entry: StacklessEntry) {
-        let count = self.block_dim.count() as usize;
-        for linear in 0..count {
-            let frame = {
-                // SAFETY: executor code between kernel calls; nothing else holds the schedule.
-                let s = unsafe { self.schedule() };
-                if s.phases[linear] != Phase::Waiting {
-                    continue;
-                }
-                s.phases[linear] = Phase::Done;
-                std::mem::replace(&mut s.frames[linear], std::ptr::null_mut())
-            };
-            thread.set_linear(linear as u32);
-            make_current(thread);
-            // SAFETY: `frame` is this thread's suspended coroutine, destroyed once.
-            unsafe { (entry.destroy)(frame) };
+impl Iterator for Indices {
+    type Item = (usize, u32, u32, u32);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.linear >= self.count {
+            return None;
+        }
+        let item = (self.linear, self.x, self.y, self.z);
+        self.linear += 1;
+        self.x += 1;
+        if self.x == self.dim.x {
+            self.x = 0;
+            self.y += 1;
+            if self.y == self.dim.y {
+                self.y = 0;
+                self.z += 1;
+            }
+        }
+        Some(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_count_like_the_division_formula() {
+        for (x, y, z) in [(1, 1, 1), (256, 1, 1), (16, 16, 1), (3, 5, 7), (1, 32, 2)] {
+            let dim = Dim3::new(x, y, z);
+            let all: Vec<_> = Indices::of(dim).collect();
+            assert_eq!(all.len(), (x * y * z) as usize);
+            for (linear, tx, ty, tz) in all {
+                let l = linear as u32;
+                assert_eq!((tx, ty, tz), (l % x, (l / x) % y, l / (x * y)), "{dim}");
+            }
         }
     }
 }

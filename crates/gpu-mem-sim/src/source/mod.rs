@@ -21,7 +21,7 @@ mod signature;
 mod stackless;
 mod wrapper;
 
-use crate::executor::body::{ABI, GmSimWait, RUNTIME};
+use crate::executor::body::{ABI, GmSimRound, RUNTIME};
 use compiler::Compiler;
 use gpu_mem_core::kernel::{KernelSource, LaunchArg};
 use gpu_mem_core::{BackendKind, Error, KERNEL_PRELUDE, Kernel, Result};
@@ -44,13 +44,11 @@ pub(crate) enum Entry {
 /// A stackless program's entry points (`wrapper::Threads::Stackless`).
 #[derive(Clone, Copy)]
 pub(crate) struct StacklessEntry {
-    /// `gm_sim_start(args, &frame, &wait)`: runs a new thread until it waits (0, `frame` and
-    /// `wait` set; `wait` points into the frame) or ends (1); 2 when it could not start (a
-    /// fault is recorded).
-    pub(crate) start:
-        unsafe extern "C" fn(*const *mut c_void, *mut *mut c_void, *mut *const GmSimWait) -> c_int,
-    /// `gm_sim_resume(frame, &wait)`: runs a waiting thread on, with the same answers.
-    pub(crate) resume: unsafe extern "C" fn(*mut c_void, *mut *const GmSimWait) -> c_int,
+    /// `gm_sim_start_round(&round)`: starts every thread of the block; each runs until it waits
+    /// or ends (faults are recorded through the runtime's callbacks).
+    pub(crate) start_round: unsafe extern "C" fn(*mut GmSimRound),
+    /// `gm_sim_resume_round(&round)`: runs every waiting thread on, the same way.
+    pub(crate) resume_round: unsafe extern "C" fn(*mut GmSimRound),
     /// `gm_sim_destroy(frame)`: ends a waiting thread without running it on.
     pub(crate) destroy: unsafe extern "C" fn(*mut c_void),
     /// `gm_sim_begin_block()`: the frames of this OS thread's previous block are all gone.
@@ -335,8 +333,12 @@ fn load(path: &Path, threads: Threads) -> std::result::Result<SourceProgram, Str
                     .map_err(|e| e.to_string())?,
             ),
             Threads::Stackless => Entry::Stackless(StacklessEntry {
-                start: *library.get(b"gm_sim_start\0").map_err(|e| e.to_string())?,
-                resume: *library.get(b"gm_sim_resume\0").map_err(|e| e.to_string())?,
+                start_round: *library
+                    .get(b"gm_sim_start_round\0")
+                    .map_err(|e| e.to_string())?,
+                resume_round: *library
+                    .get(b"gm_sim_resume_round\0")
+                    .map_err(|e| e.to_string())?,
                 destroy: *library
                     .get(b"gm_sim_destroy\0")
                     .map_err(|e| e.to_string())?,

@@ -148,7 +148,7 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
     let toks = tokens(code)?;
     let text = |t: &Token| &code[t.start..t.end];
     // (byte range replaced, replacement), in source order.
-    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut i = 0;
     while i < toks.len() {
         if !(toks[i].ident && text(&toks[i]) == "__global__") {
@@ -160,7 +160,7 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
         if i > 0 && toks[i - 1].ident && text(&toks[i - 1]) == "extern" {
             let between = &code[toks[i - 1].end..toks[i].start];
             if between.trim() == "\"C\"" && !between.contains('\n') {
-                edits.push((toks[i - 1].start, toks[i].start, ""));
+                edits.push((toks[i - 1].start, toks[i].start, String::new()));
             }
         }
         // The declaration runs to its body's `{` or a `;`, outside parentheses.
@@ -179,13 +179,13 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
             j += 1;
         };
         let void_at = void_at?;
-        edits.push((toks[void_at].start, toks[void_at].end, "gm_sim_task"));
+        edits.push((toks[void_at].start, toks[void_at].end, "gm_sim_task".into()));
         if text(&toks[end]) == ";" {
             i = end + 1;
             continue;
         }
         let open = toks[end];
-        edits.push((open.end, open.end, " co_await std::suspend_never{};"));
+        edits.push((open.end, open.end, " co_await std::suspend_never{};".into()));
         let mut braces = 0i32;
         let mut k = end;
         loop {
@@ -198,7 +198,16 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
                         break;
                     }
                 }
-                "return" if t.ident => edits.push((t.start, t.end, "co_return")),
+                "return" if t.ident => edits.push((t.start, t.end, "co_return".into())),
+                "__shared__" | "GM_SHARED" if t.ident => {
+                    if let Some((name, semicolon)) = shared_declaration(code, &toks, k) {
+                        let alias = format!("gm_sim_shared_{}", text(&toks[name]));
+                        edits.push((toks[name].start, toks[name].end, alias.clone()));
+                        let bind = format!(" auto& {} = {alias};", text(&toks[name]));
+                        edits.push((toks[semicolon].end, toks[semicolon].end, bind));
+                        k = semicolon;
+                    }
+                }
                 _ => {}
             }
             k += 1;
@@ -212,11 +221,52 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
     let mut at = 0;
     for (start, end, with) in edits {
         out.push_str(&code[at..start]);
-        out.push_str(with);
+        out.push_str(&with);
         at = end;
     }
     out.push_str(&code[at..]);
     Some(out)
+}
+
+/// For a `__shared__` (or `GM_SHARED`) at token `at` that starts a declaration of one variable
+/// without initializer (`__shared__ float tile[16][16];`), the tokens of its name and of its `;`.
+///
+/// Such a variable is a thread-local of the loaded library (one per block: a block's threads
+/// share an OS thread), which costs a call to find after every barrier in a coroutine; the
+/// rewrite renames it and binds the old name to it once per thread (`auto& tile = ...;`, kept
+/// in the frame). `None` for anything else (`extern` dynamic arrays, several declarators,
+/// initializers), which stays as written.
+fn shared_declaration(code: &str, toks: &[Token], at: usize) -> Option<(usize, usize)> {
+    let text = |t: &Token| &code[t.start..t.end];
+    let before = text(toks.get(at.checked_sub(1)?)?);
+    if !matches!(before, ";" | "{" | "}") {
+        return None;
+    }
+    // Parentheses and brackets nest; a `,` outside them (several declarators, or a template's
+    // arguments: not worth telling apart) and initializers leave the declaration as it is.
+    let mut depth = 0i32;
+    let mut name = None;
+    let mut dimensions = false;
+    let mut k = at + 1;
+    loop {
+        let t = toks.get(k)?;
+        let word = text(t);
+        if word == "[" && depth == 0 {
+            dimensions = true;
+        }
+        match word {
+            "(" | "[" => depth += 1,
+            ")" | "]" => depth -= 1,
+            ";" if depth == 0 => break,
+            "," | "=" | "{" | "}" if depth == 0 => return None,
+            _ if t.ident && depth == 0 && !dimensions => name = Some(k),
+            _ => {}
+        }
+        k += 1;
+    }
+    let name = name?;
+    // The name is not the type: something comes before it.
+    (name > at + 1).then_some((name, k))
 }
 
 #[cfg(test)]
@@ -245,10 +295,34 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
         assert!(out.contains("// a __global__ in a comment, \"__global__ void\" in a string"));
         assert_eq!(out.lines().count(), TILED.lines().count());
         for (before, after) in TILED.lines().zip(out.lines()) {
-            if !before.contains("return") && !before.contains("__global__ void") {
+            if !before.contains("return")
+                && !before.contains("__global__ void")
+                && !before.contains("__shared__")
+            {
                 assert_eq!(before, after);
             }
         }
+    }
+
+    #[test]
+    fn shared_arrays_are_bound_once_per_thread() {
+        let code = "__global__ void k(int n) {\n\
+                    \x20   GM_SHARED float tile[16][TPB + 1];\n\
+                    \x20   __shared__ volatile int count; extern __shared__ float dynamic[];\n\
+                    \x20   __shared__ int a[4], b[4];\n\
+                    \x20   __shared__ gm_pair<int, int> pair;\n\
+                    }\n";
+        let out = rewrite(code).unwrap();
+        assert!(out.contains(
+            "GM_SHARED float gm_sim_shared_tile[16][TPB + 1]; auto& tile = gm_sim_shared_tile;\n"
+        ));
+        assert!(out.contains(
+            "__shared__ volatile int gm_sim_shared_count; auto& count = gm_sim_shared_count; extern __shared__ float dynamic[];\n"
+        ));
+        // Left as written: two declarators; a comma (of a template) outside brackets.
+        assert!(out.contains("    __shared__ int a[4], b[4];\n"));
+        assert!(out.contains("    __shared__ gm_pair<int, int> pair;\n"));
+        assert_eq!(out.lines().count(), code.lines().count());
     }
 
     #[test]

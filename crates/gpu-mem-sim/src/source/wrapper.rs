@@ -52,8 +52,8 @@ pub(crate) fn file_name(kernel: &str) -> String {
 pub(crate) enum Threads {
     /// Each thread a call of the entry (on a stack of its own when it may wait): `gm_sim_run`.
     Calls,
-    /// Each thread a coroutine of the rewritten entry (`super::stackless`): `gm_sim_start`,
-    /// `gm_sim_resume`, `gm_sim_destroy` and `gm_sim_begin_block`.
+    /// Each thread a coroutine of the rewritten entry (`super::stackless`): `gm_sim_start_round`,
+    /// `gm_sim_resume_round`, `gm_sim_destroy` and `gm_sim_begin_block`.
     Stackless,
 }
 
@@ -71,11 +71,11 @@ pub(crate) fn translation_unit(kernel: &str, code: &str, entry: &str, threads: T
         Threads::Stackless => (
             "#define GM_SIM_STACKLESS 1\n",
             format!(
-                "GM_SIM_EXPORT int gm_sim_start(void* const* args, void** frame, const gm_sim_wait** wait) {{\n\
-                 \x20   return gm_sim_start_entry(&{entry}, args, frame, wait);\n\
+                "GM_SIM_EXPORT void gm_sim_start_round(gm_sim_round* round) {{\n\
+                 \x20   gm_sim_run_round<true>(&{entry}, round);\n\
                  }}\n\
-                 GM_SIM_EXPORT int gm_sim_resume(void* frame, const gm_sim_wait** wait) {{\n\
-                 \x20   return gm_sim_resume_frame<gm_sim_trivial_frame(&{entry})>(frame, wait);\n\
+                 GM_SIM_EXPORT void gm_sim_resume_round(gm_sim_round* round) {{\n\
+                 \x20   gm_sim_run_round<false>(&{entry}, round);\n\
                  }}\n\
                  GM_SIM_EXPORT void gm_sim_destroy(void* frame) {{ gm_sim_handle::from_address(frame).destroy(); }}\n\
                  GM_SIM_EXPORT void gm_sim_begin_block() {{ gm_sim_frames_reset(); }}\n"
@@ -151,7 +151,7 @@ mod tests {
                 "line one"
             ]
         );
-        assert!(tu.contains("gm_sim_start_entry(&scale, args, frame, wait)"));
+        assert!(tu.contains("gm_sim_run_round<true>(&scale, round)"));
         assert!(!tu.contains("gm_sim_run("));
     }
 }

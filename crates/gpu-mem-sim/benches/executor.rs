@@ -49,6 +49,26 @@ fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
     samples[samples.len() / 2]
 }
 
+/// Medians of `a` and `b` measured alternately (`runs` each, after one of each to warm up), so
+/// that a slow stretch of the machine hits both alike.
+fn paired_medians(runs: usize, mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
+    a();
+    b();
+    let mut time = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        f();
+        start.elapsed().as_secs_f64()
+    };
+    let (mut xs, mut ys) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for _ in 0..runs {
+        xs.push(time(&mut a));
+        ys.push(time(&mut b));
+    }
+    xs.sort_by(f64::total_cmp);
+    ys.sort_by(f64::total_cmp);
+    (xs[runs / 2], ys[runs / 2])
+}
+
 fn launch(backend: &SimBackend, kernel: &Kernel, config: LaunchConfig, args: &[LaunchArg]) {
     // SAFETY: the benchmark's kernels stay inside their arguments.
     let result = unsafe { backend.launch(0, kernel, &config, args, None) };
@@ -169,8 +189,11 @@ fn main() {
     ];
     for (form, with, without, target) in &barrier_forms {
         let grid = LaunchConfig::new(1024, 256);
-        let a = median_secs(5, || launch(&backend, with, grid, &[]));
-        let b = median_secs(5, || launch(&backend, without, grid, &[]));
+        let (a, b) = paired_medians(
+            9,
+            || launch(&backend, with, grid, &[]),
+            || launch(&backend, without, grid, &[]),
+        );
         let per = (a - b) / (1024.0 * 256.0);
         let goal = if *target {
             ok &= per <= 15e-9;

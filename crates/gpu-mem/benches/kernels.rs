@@ -245,7 +245,13 @@ fn main() -> gpu_mem::Result<()> {
         "tiled matmul", "source", "closure", "i-k-j loop", "src/loop", "cl/loop"
     );
     for n in [32usize, 64, 128, 256, 512] {
-        let runs = if n >= 256 { 3 } else { 9 };
+        // Many runs of the small sizes: a launch of a few hundred microseconds is easily caught
+        // by a moment when another process holds a core.
+        let runs = match n {
+            0..=64 => 31,
+            65..=128 => 9,
+            _ => 3,
+        };
         let s = matmul_time(&device, &source_mm, n, runs)?;
         let c = matmul_time(&device, &closure_mm, n, runs)?;
         let p = plain_time(n, runs)?;
@@ -275,7 +281,11 @@ fn main() -> gpu_mem::Result<()> {
     println!("{:<16} {:>12} {:>12}", "block sum f32", "source", "closure");
     for log in [14u32, 16, 18, 20, 22] {
         let n = 1usize << log;
-        let runs = if log >= 20 { 3 } else { 7 };
+        let runs = match log {
+            0..=16 => 21,
+            17..=18 => 7,
+            _ => 3,
+        };
         let s = block_sum_time(&device, &source_bs, n, runs)?;
         let c = block_sum_time(&device, &closure_bs, n, runs)?;
         println!(

@@ -136,6 +136,11 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
         }
         let last = i + 1 == plans.len();
         if !last && cache::refused(&plan.key) {
+            tracing::debug!(
+                kernel = kernel.name(),
+                threads = ?plan.threads,
+                "not built this way: the compiler refused it before"
+            );
             continue;
         }
         // Compiling under the lock keeps two threads from building the same kernel; other
@@ -149,7 +154,7 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
                 break;
             }
             Err(Failure::Refused(log)) if !last => {
-                tracing::debug!(kernel = kernel.name(), %log, "kernel runs on stacks: its stackless form does not compile");
+                tracing::debug!(kernel = kernel.name(), %log, "kernel runs on stacks: the compiler refuses its stackless form");
                 cache::remember_refusal(&plan.key);
             }
             Err(Failure::Refused(log)) => {
@@ -244,7 +249,7 @@ fn build(
     if library.is_file() {
         match load(&library, plan.threads) {
             Ok(program) => {
-                tracing::debug!(kernel, path = %library.display(), "simulator kernel from the disk cache");
+                tracing::debug!(kernel, path = %library.display(), threads = ?plan.threads, "simulator kernel from the disk cache");
                 return Ok(program);
             }
             Err(reason) => {

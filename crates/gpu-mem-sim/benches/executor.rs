@@ -54,7 +54,7 @@ fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
 fn paired_medians(runs: usize, mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
     a();
     b();
-    let mut time = |f: &mut dyn FnMut()| {
+    let time = |f: &mut dyn FnMut()| {
         let start = Instant::now();
         f();
         start.elapsed().as_secs_f64()

@@ -662,7 +662,8 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
 #define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
 /* ----- stackless threads ----------------------------------------------------------------- */
-/* A kernel whose threads wait only at block barriers is built with GM_SIM_STACKLESS (C++20):  */
+/* A kernel whose threads wait only at block barriers is built with GM_SIM_STACKLESS (and     */
+/* GCC's -fcoroutines):                                                                       */
 /* the simulator rewrites each __global__ function into a coroutine (`void` becomes           */
 /* gm_sim_task, `return` becomes `co_return`) and the barrier names below into `co_await`.    */
 /* A thread is then a small heap frame instead of a stack: at a barrier it records where it   */

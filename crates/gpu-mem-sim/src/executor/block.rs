@@ -1072,19 +1072,6 @@ impl<'b, 'a> SimThread<'b, 'a> {
         }
     }
 
-    /// Makes it thread `linear` of the same block, at `x, y, z` (stackless threads share one
-    /// `SimThread`: one of them runs at a time, and what it reads through `threadIdx` & co stays
-    /// at one address). Field by field: an index put together in memory and read back whole
-    /// would wait for its parts' narrower stores (a store-forwarding stall).
-    #[inline(always)]
-    pub(super) fn set_index(&mut self, linear: u32, x: u32, y: u32, z: u32) {
-        self.linear = linear;
-        self.thread.x = x;
-        self.thread.y = y;
-        self.thread.z = z;
-        self.info.get_mut().set_thread(x, y, z, linear);
-    }
-
     /// Where compiled code reads this thread's indices; a stackless block's program writes
     /// them there for each thread it runs (while no reference to them is held).
     pub(super) fn info_ptr(&self) -> *mut GmSimThread {

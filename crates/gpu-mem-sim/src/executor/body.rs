@@ -97,15 +97,6 @@ impl GmSimThread {
         let [x, y, z] = self.thread_idx;
         Dim3::new(x, y, z)
     }
-
-    /// Makes it describe another thread of the same block.
-    #[inline(always)]
-    pub(crate) fn set_thread(&mut self, x: u32, y: u32, z: u32, linear: u32) {
-        self.thread_idx[0] = x;
-        self.thread_idx[1] = y;
-        self.thread_idx[2] = z;
-        self.lane = lane_of(linear, self.warp_size);
-    }
 }
 
 #[inline(always)]

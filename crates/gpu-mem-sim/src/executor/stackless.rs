@@ -1,5 +1,5 @@
 //! Running a block of a stackless program: a kernel whose threads wait only at block barriers,
-//! compiled with each thread a C++20 coroutine (`crate::source::stackless`).
+//! compiled with each thread a coroutine (`crate::source::stackless`).
 //!
 //! A thread is then a heap frame of the program's, not a stack: started, it runs until its first
 //! barrier, records where it waits and returns here; once every thread of the block waits at the
@@ -17,7 +17,6 @@ use super::stack;
 use crate::source::StacklessEntry;
 use crate::thread::BarrierScope;
 use gpu_mem_core::Error;
-use gpu_mem_core::kernel::Dim3;
 use std::ffi::c_void;
 
 impl Block<'_> {
@@ -60,7 +59,7 @@ impl Block<'_> {
         // What compiled code reads through `threadIdx` & co: one for all threads, at one address
         // (a frame may keep a reference across a barrier), set by the program to each thread
         // before it runs; callbacks (faults) find it as the current thread.
-        let mut thread = SimThread::new(self, 0, None);
+        let thread = SimThread::new(self, 0, None);
         // Each thread's frame while it waits (null once it ended) and where it waits.
         let (mut frames, mut waits) = {
             // SAFETY: executor code between kernel calls; nothing else holds the schedule.
@@ -118,17 +117,9 @@ impl Block<'_> {
             // SAFETY: as above; every non-null frame is a suspended thread of this block.
             unsafe { (entry.resume_round)(&mut round) };
         };
-        // Threads left waiting (divergence) end without running on: destroying their frames
-        // runs the destructors of what they hold.
-        for (linear, x, y, z) in Indices::of(self.block_dim) {
-            let frame = std::mem::replace(&mut frames[linear], std::ptr::null_mut());
-            if !frame.is_null() {
-                thread.set_index(linear as u32, x, y, z);
-                make_current(&thread);
-                // SAFETY: `frame` is this thread's suspended coroutine, destroyed once.
-                unsafe { (entry.destroy)(frame) };
-            }
-        }
+        // Threads left waiting (divergence) end without running on, and without their
+        // destructors, as on fibers (whose stacks are discarded, not unwound): their frames go
+        // with the arena when the OS thread's next block begins.
         // SAFETY: executor code, after the last kernel call.
         let s = unsafe { self.schedule() };
         s.frames = frames;
@@ -179,68 +170,3 @@ impl Block<'_> {
 
 /// `gm_sim_wait::fence`: the barrier also orders global memory.
 const GLOBAL_FENCE: i32 = 2;
-
-/// A block's threads in index order, each with its linear index and its 3-D one (x fastest),
-/// counted up rather than divided out.
-struct Indices {
-    dim: Dim3,
-    count: usize,
-    linear: usize,
-    x: u32,
-    y: u32,
-    z: u32,
-}
-
-impl Indices {
-    fn of(dim: Dim3) -> Indices {
-        Indices {
-            dim,
-            count: dim.count() as usize,
-            linear: 0,
-            x: 0,
-            y: 0,
-            z: 0,
-        }
-    }
-}
-
-impl Iterator for Indices {
-    type Item = (usize, u32, u32, u32);
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.linear >= self.count {
-            return None;
-        }
-        let item = (self.linear, self.x, self.y, self.z);
-        self.linear += 1;
-        self.x += 1;
-        if self.x == self.dim.x {
-            self.x = 0;
-            self.y += 1;
-            if self.y == self.dim.y {
-                self.y = 0;
-                self.z += 1;
-            }
-        }
-        Some(item)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn indices_count_like_the_division_formula() {
-        for (x, y, z) in [(1, 1, 1), (256, 1, 1), (16, 16, 1), (3, 5, 7), (1, 32, 2)] {
-            let dim = Dim3::new(x, y, z);
-            let all: Vec<_> = Indices::of(dim).collect();
-            assert_eq!(all.len(), (x * y * z) as usize);
-            for (linear, tx, ty, tz) in all {
-                let l = linear as u32;
-                assert_eq!((tx, ty, tz), (l % x, (l / x) % y, l / (x * y)), "{dim}");
-            }
-        }
-    }
-}

@@ -36,13 +36,23 @@ pub(crate) const FLAGS: [&str; 9] = [
     "-w",
 ];
 
-/// The language standard of a program: C++17, the dialect kernels are written in, or C++20 for
-/// stackless threads, which are coroutines.
-pub(crate) fn standard(threads: Threads) -> &'static str {
+/// The language of a program: C++17, the dialect kernels are written in, with GCC's coroutines
+/// for stackless threads (the same language otherwise: C++20 would change results, e.g. its
+/// implicit moves on `return`).
+pub(crate) fn standard(threads: Threads) -> &'static [&'static str] {
     match threads {
-        Threads::Calls => "-std=c++17",
-        Threads::Stackless => "-std=c++20",
+        Threads::Calls => &["-std=c++17"],
+        Threads::Stackless => &["-std=c++17", "-fcoroutines"],
     }
+}
+
+/// Why a compile failed.
+#[derive(Debug)]
+pub(crate) enum CompileFailure {
+    /// The compiler ran and refused the unit: its message.
+    Refused(String),
+    /// It did not run to the end (not found, killed by a signal): what happened.
+    DidNotRun(String),
 }
 
 /// A usable compiler: where it is and what it says it is.
@@ -87,22 +97,37 @@ impl Compiler {
         source_file: &Path,
         output: &Path,
         threads: Threads,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), CompileFailure> {
         let run = Command::new(&self.path)
-            .arg(standard(threads))
+            .args(standard(threads))
             .args(FLAGS)
             .arg("-o")
             .arg(output)
             .arg(source_file)
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
+            .map_err(|e| {
+                CompileFailure::DidNotRun(format!("cannot run {}: {e}", self.path.display()))
+            })?;
         if run.status.success() {
-            Ok(())
-        } else {
-            let mut log = String::from_utf8_lossy(&run.stderr).into_owned();
-            log.push_str(&String::from_utf8_lossy(&run.stdout));
-            Err(log.trim_end().to_string())
+            return Ok(());
         }
+        let mut log = String::from_utf8_lossy(&run.stderr).into_owned();
+        log.push_str(&String::from_utf8_lossy(&run.stdout));
+        let log = log.trim_end().to_string();
+        match run.status.code() {
+            Some(_) => Err(CompileFailure::Refused(log)),
+            None => Err(CompileFailure::DidNotRun(format!(
+                "{} ended by a signal ({}){}{log}",
+                self.path.display(),
+                run.status,
+                if log.is_empty() { "" } else { ": " }
+            ))),
+        }
+    }
+
+    /// Whether it is clang, whose coroutines need C++20 (it builds no stackless threads).
+    pub(crate) fn is_clang(&self) -> bool {
+        self.version.contains("clang")
     }
 
     /// How messages name the compiler.

@@ -22,7 +22,7 @@ mod stackless;
 mod wrapper;
 
 use crate::executor::body::{ABI, GmSimRound, RUNTIME};
-use compiler::Compiler;
+use compiler::{CompileFailure, Compiler};
 use gpu_mem_core::kernel::{KernelSource, LaunchArg};
 use gpu_mem_core::{BackendKind, Error, KERNEL_PRELUDE, Kernel, Result};
 use signature::{Param, RawParam};
@@ -49,8 +49,6 @@ pub(crate) struct StacklessEntry {
     pub(crate) start_round: unsafe extern "C" fn(*mut GmSimRound),
     /// `gm_sim_resume_round(&round)`: runs every waiting thread on, the same way.
     pub(crate) resume_round: unsafe extern "C" fn(*mut GmSimRound),
-    /// `gm_sim_destroy(frame)`: ends a waiting thread without running it on.
-    pub(crate) destroy: unsafe extern "C" fn(*mut c_void),
     /// `gm_sim_begin_block()`: the frames of this OS thread's previous block are all gone.
     pub(crate) begin_block: unsafe extern "C" fn(),
 }
@@ -157,6 +155,11 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
                 tracing::debug!(kernel = kernel.name(), %log, "kernel runs on stacks: the compiler refuses its stackless form");
                 cache::remember_refusal(&plan.key);
             }
+            // Not a refusal (the compiler did not run to the end): the next way is tried, and
+            // this one again next time.
+            Err(Failure::Other(error)) if !last => {
+                tracing::debug!(kernel = kernel.name(), %error, "kernel runs on stacks this time: building its stackless form failed");
+            }
             Err(Failure::Refused(log)) => {
                 return Err(Error::KernelCompile {
                     kernel: kernel.name().to_string(),
@@ -194,7 +197,7 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
             &ABI.to_le_bytes(),
             compiler.path.as_os_str().as_encoded_bytes(),
             compiler.version.as_bytes(),
-            compiler::standard(threads).as_bytes(),
+            compiler::standard(threads).join(" ").as_bytes(),
             flags.as_bytes(),
             KERNEL_PRELUDE.as_bytes(),
             unit.as_bytes(),
@@ -202,7 +205,8 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
         Plan { threads, unit, key }
     };
     let mut plans = Vec::with_capacity(2);
-    if stackless::eligible(&source.code)
+    if !compiler.is_clang()
+        && stackless::eligible(&source.code)
         && let Some(code) = stackless::rewrite(&source.code)
     {
         plans.push(plan(Threads::Stackless, &code));
@@ -215,6 +219,19 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
 enum Failure {
     Refused(String),
     Other(Error),
+}
+
+impl Failure {
+    fn of_compile(kernel: &str, compiler: &Compiler, failure: CompileFailure) -> Failure {
+        match failure {
+            CompileFailure::Refused(log) => Failure::Refused(log),
+            CompileFailure::DidNotRun(log) => Failure::Other(Error::KernelCompile {
+                kernel: kernel.to_string(),
+                compiler: compiler.describe(),
+                log,
+            }),
+        }
+    }
 }
 
 fn cache_error(
@@ -298,7 +315,7 @@ fn compile_into(
         let output = scratch.join("kernel.so");
         compiler
             .compile(&source, &output, plan.threads)
-            .map_err(Failure::Refused)?;
+            .map_err(|failure| Failure::of_compile(kernel, compiler, failure))?;
         std::fs::rename(&output, library).map_err(|e| other("write", library, e))
     })();
     // Best effort: a leftover scratch directory only takes space.
@@ -343,9 +360,6 @@ fn load(path: &Path, threads: Threads) -> std::result::Result<SourceProgram, Str
                     .map_err(|e| e.to_string())?,
                 resume_round: *library
                     .get(b"gm_sim_resume_round\0")
-                    .map_err(|e| e.to_string())?,
-                destroy: *library
-                    .get(b"gm_sim_destroy\0")
                     .map_err(|e| e.to_string())?,
                 begin_block: *library
                     .get(b"gm_sim_begin_block\0")

@@ -1,4 +1,4 @@
-//! Stackless threads: which kernels may run their threads as C++20 coroutines instead of on
+//! Stackless threads: which kernels may run their threads as coroutines instead of on
 //! stacks of their own, and the rewrite that makes their `__global__` functions coroutines (the
 //! prelude's `GM_SIM_STACKLESS` section turns the barrier names into `co_await`s).
 //!
@@ -30,13 +30,35 @@ const NEEDS_A_STACK: [&str; 13] = [
     "R\"",
 ];
 
+/// The barrier names the prelude turns into `co_await`s (function-like macros).
+const BARRIERS: [&str; 3] = ["__syncthreads", "syncthreads", "barrier"];
+
 /// Whether `code`'s threads may run stackless: it names barriers (see
-/// [`super::wrapper::may_wait`]) and nothing of [`NEEDS_A_STACK`].
+/// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`], and every barrier name is a
+/// plain call (`(syncthreads)()` or `&syncthreads` would reach the function, which cannot
+/// suspend a coroutine).
 pub(crate) fn eligible(code: &str) -> bool {
-    super::wrapper::may_wait(code) && !NEEDS_A_STACK.iter().any(|word| code.contains(word))
+    if !super::wrapper::may_wait(code) || NEEDS_A_STACK.iter().any(|word| code.contains(word)) {
+        return false;
+    }
+    let Some(toks) = tokens(code) else {
+        return false;
+    };
+    let text = |t: &Token| &code[t.start..t.end];
+    toks.iter().enumerate().all(|(i, t)| {
+        if !(t.ident && BARRIERS.contains(&text(t))) {
+            return true;
+        }
+        let called = toks.get(i + 1).is_some_and(|next| text(next) == "(");
+        let named = i
+            .checked_sub(1)
+            .and_then(|p| toks.get(p))
+            .is_some_and(|prev| matches!(text(prev), "(" | "&" | ":" | "." | ">"));
+        called && !named
+    })
 }
 
-/// A token of the source: an identifier or one punctuation character, by byte range.
+/// A token of the source: an identifier, a number or one punctuation character, by byte range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Token {
     start: usize,
@@ -44,8 +66,8 @@ struct Token {
     ident: bool,
 }
 
-/// The identifiers and punctuation of `code`, skipping whitespace, comments, string and
-/// character literals, numbers and preprocessor lines. `None` for an unterminated comment or
+/// The identifiers, numbers and punctuation of `code`, skipping whitespace, comments, string
+/// and character literals and preprocessor lines. `None` for an unterminated comment or
 /// literal.
 fn tokens(code: &str) -> Option<Vec<Token>> {
     let b = code.as_bytes();
@@ -97,6 +119,7 @@ fn tokens(code: &str) -> Option<Vec<Token>> {
                 || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) =>
             {
                 // A preprocessing number: digits, letters, `.`, `'` separators, signed exponents.
+                let start = i;
                 i += 1;
                 while i < b.len() {
                     let d = b[i];
@@ -111,11 +134,20 @@ fn tokens(code: &str) -> Option<Vec<Token>> {
                     }
                     i += 1;
                 }
+                out.push(Token {
+                    start,
+                    end: i,
+                    ident: false,
+                });
                 line_start = false;
             }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
+            // Bytes of multi-byte characters count as identifier characters, so that every
+            // token starts and ends on a character boundary (and `größe` is one name).
+            c if c.is_ascii_alphabetic() || c == b'_' || !c.is_ascii() => {
                 let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || !b[i].is_ascii())
+                {
                     i += 1;
                 }
                 out.push(Token {
@@ -126,7 +158,7 @@ fn tokens(code: &str) -> Option<Vec<Token>> {
                 line_start = false;
             }
             _ => {
-                // One byte of punctuation (multi-byte UTF-8 in identifiers is not C++ we accept).
+                // One byte of ASCII punctuation.
                 out.push(Token {
                     start: i,
                     end: i + 1,
@@ -147,6 +179,14 @@ fn tokens(code: &str) -> Option<Vec<Token>> {
 pub(crate) fn rewrite(code: &str) -> Option<String> {
     let toks = tokens(code)?;
     let text = |t: &Token| &code[t.start..t.end];
+    // A linkage block (`extern "C" { ... }`: the literal is not a token) would keep its kernels'
+    // C linkage, which coroutines cannot have.
+    if toks
+        .windows(2)
+        .any(|w| w[0].ident && text(&w[0]) == "extern" && text(&w[1]) == "{")
+    {
+        return None;
+    }
     // (byte range replaced, replacement), in source order.
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut i = 0;
@@ -156,11 +196,14 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
             continue;
         }
         // `extern "C"` goes: the compiler names a coroutine's parts after the function, which
-        // collide under C linkage. The wrapper refers to the entry from the same unit.
+        // collide under C linkage. The wrapper refers to the entry from the same unit. Only the
+        // two words go, so line breaks between them stay.
         if i > 0 && toks[i - 1].ident && text(&toks[i - 1]) == "extern" {
             let between = &code[toks[i - 1].end..toks[i].start];
-            if between.trim() == "\"C\"" && !between.contains('\n') {
-                edits.push((toks[i - 1].start, toks[i].start, String::new()));
+            if between.trim() == "\"C\"" {
+                let literal = toks[i - 1].end + between.find('"')?;
+                edits.push((toks[i - 1].start, toks[i - 1].end, String::new()));
+                edits.push((literal, literal + 3, String::new()));
             }
         }
         // The declaration runs to its body's `{` or a `;`, outside parentheses.
@@ -186,6 +229,7 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
         }
         let open = toks[end];
         edits.push((open.end, open.end, " co_await std::suspend_never{};".into()));
+        let bind_shared = !may_observe_references(code, &toks[end..]);
         let mut braces = 0i32;
         let mut k = end;
         loop {
@@ -199,7 +243,7 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
                     }
                 }
                 "return" if t.ident => edits.push((t.start, t.end, "co_return".into())),
-                "__shared__" | "GM_SHARED" if t.ident => {
+                "__shared__" | "GM_SHARED" if t.ident && bind_shared => {
                     if let Some((name, semicolon)) = shared_declaration(code, &toks, k) {
                         let alias = format!("gm_sim_shared_{}", text(&toks[name]));
                         edits.push((toks[name].start, toks[name].end, alias.clone()));
@@ -226,6 +270,21 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
     }
     out.push_str(&code[at..]);
     Some(out)
+}
+
+/// Whether code from `toks` on (a kernel body and what follows) might tell a `__shared__`
+/// variable from a reference bound to it: `decltype` names the reference type, and a lambda
+/// capturing by copy copies the referenced value where a static variable is not captured at all.
+/// (A lambda: `[=`, or a capture list's `]` followed by `(`, `{` or `mutable`; an occasional
+/// subscript caught as well only costs speed.)
+fn may_observe_references(code: &str, toks: &[Token]) -> bool {
+    let text = |t: &Token| &code[t.start..t.end];
+    toks.windows(2).any(|w| {
+        let (a, b) = (text(&w[0]), text(&w[1]));
+        a == "decltype"
+            || (a == "[" && b == "=")
+            || (a == "]" && matches!(b, "(" | "{" | "mutable"))
+    })
 }
 
 /// For a `__shared__` (or `GM_SHARED`) at token `at` that starts a declaration of one variable
@@ -289,8 +348,9 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
     fn kernels_become_coroutines_on_the_same_lines() {
         let out = rewrite(TILED).unwrap();
         assert!(out.contains(
-            "\n__global__ gm_sim_task tiled(gm_array<float, 2> a, int n) { co_await std::suspend_never{};"
+            "  __global__ gm_sim_task tiled(gm_array<float, 2> a, int n) { co_await std::suspend_never{};"
         ));
+        assert!(!out.contains("extern"));
         assert!(out.contains("{ co_return; }"));
         assert!(out.contains("// a __global__ in a comment, \"__global__ void\" in a string"));
         assert_eq!(out.lines().count(), TILED.lines().count());
@@ -340,6 +400,51 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
     }
 
     #[test]
+    fn references_stay_out_where_code_could_tell() {
+        for body in [
+            "auto show = [=](int i) { a(i) = flag; };",
+            "auto show = [flag](int i) { a(i) = flag; };",
+            "decltype(flag) mine = flag;",
+        ] {
+            let code =
+                format!("__global__ void k(gm_array<int, 1> a) {{ __shared__ int flag; {body} }}");
+            let out = rewrite(&code).unwrap();
+            assert!(out.contains("__shared__ int flag;"), "{body}: {out}");
+            assert!(!out.contains("gm_sim_shared_flag"), "{body}");
+        }
+        // A subscript is not a lambda.
+        let code = "__global__ void k(gm_array<int, 1> a) { __shared__ int s[4]; s[a(0)] = 1; }";
+        assert!(
+            rewrite(code)
+                .unwrap()
+                .contains("auto& s = gm_sim_shared_s;")
+        );
+    }
+
+    #[test]
+    fn linkage_and_characters() {
+        // `extern "C"` on its own line: both words go, the line break stays.
+        let code = "extern \"C\"\n__global__ void k() { syncthreads(); }\n";
+        let out = rewrite(code).unwrap();
+        assert_eq!(out.lines().count(), code.lines().count());
+        assert!(!out.contains("extern") && !out.contains("\"C\""), "{out}");
+        // A linkage block keeps C linkage: not rewritten.
+        assert_eq!(
+            rewrite("extern \"C\" {\n__global__ void k() { syncthreads(); }\n}\n"),
+            None
+        );
+        // Non-ASCII names and text never split a character.
+        let out = rewrite(
+            "__global__ void k(gm_array<int, 1> a) { int größe = 1; /* ½ */ syncthreads(); a(0) = größe; }",
+        )
+        .unwrap();
+        assert!(out.contains("int größe = 1; /* ½ */"));
+        assert!(eligible(
+            "__global__ void k() { int größe = 1; syncthreads(); }"
+        ));
+    }
+
+    #[test]
     fn what_the_rewrite_refuses() {
         assert_eq!(rewrite("__device__ void f() {}"), None);
         assert_eq!(rewrite("__global__ int k() { return 1; }"), None);
@@ -377,6 +482,9 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             "wavebarrier()",
             "__syncwarp()",
             "co_yield 1",
+            "(syncthreads)()",
+            "auto f = &syncthreads",
+            "int barrier = 1",
         ] {
             let code = format!("__global__ void k(int* p) {{ syncthreads(); {word}; }}");
             assert!(!eligible(&code), "{word}");

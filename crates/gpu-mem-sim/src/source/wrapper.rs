@@ -53,7 +53,7 @@ pub(crate) enum Threads {
     /// Each thread a call of the entry (on a stack of its own when it may wait): `gm_sim_run`.
     Calls,
     /// Each thread a coroutine of the rewritten entry (`super::stackless`): `gm_sim_start_round`,
-    /// `gm_sim_resume_round`, `gm_sim_destroy` and `gm_sim_begin_block`.
+    /// `gm_sim_resume_round` and `gm_sim_begin_block`.
     Stackless,
 }
 
@@ -77,7 +77,6 @@ pub(crate) fn translation_unit(kernel: &str, code: &str, entry: &str, threads: T
                  GM_SIM_EXPORT void gm_sim_resume_round(gm_sim_round* round) {{\n\
                  \x20   gm_sim_run_round<false>(&{entry}, round);\n\
                  }}\n\
-                 GM_SIM_EXPORT void gm_sim_destroy(void* frame) {{ gm_sim_handle::from_address(frame).destroy(); }}\n\
                  GM_SIM_EXPORT void gm_sim_begin_block() {{ gm_sim_frames_reset(); }}\n"
             ),
         ),

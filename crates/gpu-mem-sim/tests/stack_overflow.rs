@@ -80,41 +80,34 @@ extern "C" __global__ void deep_helper(gm_array<int, 1> out) {
     println!("deep_helper ran");
 }
 
-#[test]
-fn a_stackless_kernels_overflow_is_reported_too() {
-    let out = child("big_helper_frame", None);
+/// Runs child `test` (kernel `kernel`) with the default stack, which must overflow with a
+/// message naming the kernel and the setting, then with 2 MiB, which must be enough.
+fn overflows_then_runs(test: &str, kernel: &str) {
+    let out = child(test, None);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the default 256 KiB stack overflows");
     assert!(
-        stderr.contains("stack overflow in a simulated thread of kernel `deep_helper`")
+        stderr.contains(&format!(
+            "stack overflow in a simulated thread of kernel `{kernel}`"
+        )) && stderr.contains("256 KiB")
             && stderr.contains("GPU_MEM_SIM_STACK_SIZE"),
         "{stderr}"
     );
-    let out = child("big_helper_frame", Some("2MiB"));
+    let out = child(test, Some("2MiB"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && stdout.contains("deep_helper ran"),
+        out.status.success() && stdout.contains(&format!("{kernel} ran")),
         "a 2 MiB stack is enough: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
 
 #[test]
+fn a_stackless_kernels_overflow_is_reported_too() {
+    overflows_then_runs("big_helper_frame", "deep_helper");
+}
+
+#[test]
 fn overflow_names_the_kernel_and_the_setting() {
-    let out = child("big_local_array", None);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the default 256 KiB stack overflows");
-    assert!(
-        stderr.contains("stack overflow in a simulated thread of kernel `deep_locals`")
-            && stderr.contains("256 KiB")
-            && stderr.contains("GPU_MEM_SIM_STACK_SIZE"),
-        "{stderr}"
-    );
-    let out = child("big_local_array", Some("2MiB"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("deep_locals ran"),
-        "a 2 MiB stack is enough: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    overflows_then_runs("big_local_array", "deep_locals");
 }

@@ -11,16 +11,12 @@
 //!   (a barrier inside a helper function or a lambda, say) is built the ordinary way instead
 //!   (`super::program`): the choice changes speed, never behaviour.
 
-/// Names that make a thread wait other than at a block barrier, or that the rewrite must not
-/// meet: warp collectives, atomics and spin hints (they yield to other threads, which needs a
-/// stack), `syncthreads_count` & co, the runtime table, the user's own coroutines, raw strings.
-const NEEDS_A_STACK: [&str; 13] = [
-    "__shfl",
-    "ballot",
-    "__all",
-    "__any",
-    "atomic",
-    "nanosleep",
+use super::wrapper::COLLECTIVES_AND_ATOMICS;
+
+/// Besides [`COLLECTIVES_AND_ATOMICS`], names that make a thread wait other than at a block
+/// barrier, or that the rewrite must not meet: `syncthreads_count` & co, warp barriers, the
+/// runtime table, the user's own coroutines, raw strings.
+const NEEDS_A_STACK: [&str; 7] = [
     "gm_sim_",
     "syncwarp",
     "wavebarrier",
@@ -34,11 +30,16 @@ const NEEDS_A_STACK: [&str; 13] = [
 const BARRIERS: [&str; 3] = ["__syncthreads", "syncthreads", "barrier"];
 
 /// Whether `code`'s threads may run stackless: it names barriers (see
-/// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`], and every barrier name is a
-/// plain call (`(syncthreads)()` or `&syncthreads` would reach the function, which cannot
-/// suspend a coroutine).
+/// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`] or [`COLLECTIVES_AND_ATOMICS`],
+/// and every barrier name is a plain call (`(syncthreads)()` or `&syncthreads` would reach the
+/// function, which cannot suspend a coroutine).
 pub(crate) fn eligible(code: &str) -> bool {
-    if !super::wrapper::may_wait(code) || NEEDS_A_STACK.iter().any(|word| code.contains(word)) {
+    if !super::wrapper::may_wait(code)
+        || NEEDS_A_STACK
+            .iter()
+            .chain(&COLLECTIVES_AND_ATOMICS)
+            .any(|word| code.contains(word))
+    {
         return false;
     }
     let Some(toks) = tokens(code) else {

@@ -2,25 +2,22 @@
 //! kernel's source with its own file name and line numbers, and the entry points the simulator
 //! loads (`gm_sim_abi`, `gm_sim_init`, `gm_sim_params`, `gm_sim_run`).
 
-/// The prelude's names through which a thread can wait for another one: barriers, warp and block
-/// collectives, atomics (a spin-wait on a flag) and the spin hint.
-const WAITING_VOCABULARY: [&str; 9] = [
-    "sync",
-    "barrier",
-    "__shfl",
-    "ballot",
-    "__all",
-    "__any",
-    "atomic",
-    "nanosleep",
-    "gm_sim_rt",
-];
+/// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
+/// `barrier`): warp collectives, atomics (a spin-wait on a flag) and the spin hint. They wait
+/// inside the prelude's functions, so a thread using them needs a stack of its own
+/// (`super::stackless`).
+pub(crate) const COLLECTIVES_AND_ATOMICS: [&str; 6] =
+    ["__shfl", "ballot", "__all", "__any", "atomic", "nanosleep"];
 
-/// Whether `code` may make its threads wait for each other. Conservative: any occurrence of the
-/// vocabulary, even in a comment or a longer name, counts; a kernel for which this is `false`
-/// runs its threads as plain calls in any order.
+/// Whether `code` may make its threads wait for each other: it names a barrier, one of
+/// [`COLLECTIVES_AND_ATOMICS`] or the runtime table. Conservative: any occurrence, even in a
+/// comment or a longer name, counts; a kernel for which this is `false` runs its threads as
+/// plain calls in any order.
 pub(crate) fn may_wait(code: &str) -> bool {
-    WAITING_VOCABULARY.iter().any(|word| code.contains(word))
+    ["sync", "barrier", "gm_sim_rt"]
+        .iter()
+        .chain(&COLLECTIVES_AND_ATOMICS)
+        .any(|word| code.contains(word))
 }
 
 /// `true` for a C identifier (the entry's name is pasted into generated code).

@@ -662,24 +662,36 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
 #define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
 /* ----- stackless threads ----------------------------------------------------------------- */
-/* A kernel whose threads wait only at block barriers is built with GM_SIM_STACKLESS (and     */
-/* GCC's -fcoroutines):                                                                       */
-/* the simulator rewrites each __global__ function into a coroutine (`void` becomes           */
-/* gm_sim_task, `return` becomes `co_return`) and the barrier names below into `co_await`.    */
-/* A thread is then a small heap frame instead of a stack: at a barrier it records where it   */
-/* waits in its promise and returns to the executor, which resumes the block's threads one by */
-/* one once all of them wait there. Kernels using anything else that waits (warp collectives, */
-/* atomics, syncthreads_count, a barrier inside a helper function) run on stacks of their own. */
+/* A kernel whose threads wait only at barriers and collectives called in the kernel itself is */
+/* built with GM_SIM_STACKLESS (and GCC's -fcoroutines): the simulator rewrites each          */
+/* __global__ function into a coroutine (`void` becomes gm_sim_task, `return` becomes         */
+/* `co_return`), and the barrier and collective names below become `co_await`s. A thread is   */
+/* then a small heap frame instead of a stack: where it waits, it leaves the wait in its      */
+/* promise and returns; the simulator decides who goes on (writing collectives' results into  */
+/* the waits) and gm_sim_run_round runs them. Kernels with atomics or spin hints (which let   */
+/* other threads run from inside the functions above) run on stacks of their own.             */
 #if defined(GM_SIM_STACKLESS)
 #include <coroutine>
 #include <cstdlib>
 
-/* Where a suspended thread waits: a block barrier's fence and call site (C layout shared with
- * the simulator). */
+/* Where a suspended thread waits (C layouts shared with the simulator): a block barrier's call
+ * site and fence; for anything else (kind != block barrier) the same head inside a
+ * gm_sim_wait_more, with the warp's mask, the collective's operands and its result, which the
+ * simulator writes before the thread goes on. Block barriers keep to the small one: their
+ * frames stay small. */
 struct gm_sim_wait {
     const char* file;
     int line;
     int fence;
+    int kind; /* GM_SIM_SCOPE_* << 4 | (0: a barrier, else GM_SIM_OP_*) */
+};
+struct gm_sim_wait_more {
+    gm_sim_wait head;
+    unsigned long long mask;  /* lanes of the warp that take part (warp scope) */
+    unsigned long long value; /* the operand's bits */
+    long long arg;            /* a shuffle's lane, delta or lane mask */
+    int width;                /* a shuffle's width */
+    unsigned long long result;
 };
 
 /* Frames of the running block's threads, one bump arena per OS thread, reset per block. */
@@ -760,7 +772,7 @@ inline void gm_sim_frames_reset() noexcept {
 struct gm_sim_task {
     struct promise_type {
         /* The barrier it waits at (in the frame, until it is resumed). */
-        const gm_sim_wait* wait;
+        gm_sim_wait* wait;
         gm_sim_task get_return_object() noexcept {
             return gm_sim_task{std::coroutine_handle<promise_type>::from_promise(*this)};
         }
@@ -781,22 +793,82 @@ struct gm_sim_task {
 };
 typedef std::coroutine_handle<gm_sim_task::promise_type> gm_sim_handle;
 
-/* `co_await gm_sim_block_barrier(fence)`: suspends, leaving where it waits in the promise (a
- * pointer: the executor reads the fields one by one, so no wide load waits for narrow stores). */
-struct gm_sim_block_barrier {
-    gm_sim_wait at;
-    explicit gm_sim_block_barrier(int fence, const char* file = __builtin_FILE(),
-                                  int line = __builtin_LINE())
-        : at{file, line, fence} {}
+/* `co_await gm_sim_waiting{...}`: suspends, leaving where it waits in the promise (a pointer:
+ * the executor reads the fields one by one, so no wide load waits for narrow stores), and
+ * gives the collective's result when the thread goes on. */
+/* `co_await GM_SIM_BLOCK_BARRIER(fence)`: a block barrier. Its wait is a constant of the call
+ * site (one per fence value, in static storage), so suspending stores one pointer: the wait,
+ * left in the promise for the executor. */
+struct gm_sim_barrier_waiting {
+    const gm_sim_wait* at;
     bool await_ready() const noexcept { return false; }
     void await_suspend(gm_sim_handle h) const noexcept {
-        if (at.fence & GM_FENCE_GLOBAL) {
+        if (at->fence & GM_FENCE_GLOBAL) {
             __threadfence();
         }
-        h.promise().wait = &at;
+        /* The executor writes only into waits of other kinds (results). */
+        h.promise().wait = const_cast<gm_sim_wait*>(at);
     }
     void await_resume() const noexcept {}
 };
+#define GM_SIM_BLOCK_BARRIER(fence)                                                           \
+    [](int gm_sim_fence) {                                                                    \
+        static const gm_sim_wait gm_sim_sites[4] = {{__FILE__, __LINE__, 0, 0},               \
+                                                    {__FILE__, __LINE__, 1, 0},               \
+                                                    {__FILE__, __LINE__, 2, 0},               \
+                                                    {__FILE__, __LINE__, 3, 0}};              \
+        return gm_sim_barrier_waiting{&gm_sim_sites[gm_sim_fence & 3]};                       \
+    }(fence)
+
+/* Anything else: warp barriers and collectives, whose result is the await's value. */
+struct gm_sim_waiting {
+    gm_sim_wait_more at;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(gm_sim_handle h) noexcept { h.promise().wait = &at.head; }
+    unsigned long long await_resume() const noexcept { return at.result; }
+};
+inline gm_sim_waiting gm_sim_await_collective(int op, int scope, unsigned long long mask,
+                                              unsigned long long value, long long arg, int width,
+                                              const char* file, int line) {
+    return gm_sim_waiting{gm_sim_wait_more{gm_sim_wait{file, line, GM_FENCE_LOCAL, scope << 4 | op},
+                                           mask, value, arg, width, 0}};
+}
+inline gm_sim_waiting gm_sim_await_warp(unsigned long long mask = ~0ull,
+                                        const char* file = __builtin_FILE(),
+                                        int line = __builtin_LINE()) {
+    return gm_sim_await_collective(0, GM_SIM_SCOPE_WARP, mask, 0, 0, 0, file, line);
+}
+/* syncthreads_count & co: the count or truth value over the block. */
+inline gm_sim_waiting gm_sim_await_vote_block(int op, int predicate,
+                                              const char* file = __builtin_FILE(),
+                                              int line = __builtin_LINE()) {
+    return gm_sim_await_collective(op, GM_SIM_SCOPE_BLOCK, ~0ull, predicate != 0, 0, 0, file,
+                                   line);
+}
+/* __ballot_sync, __all_sync, __any_sync. */
+inline gm_sim_waiting gm_sim_await_vote_warp(int op, unsigned long long mask, int predicate,
+                                             const char* file = __builtin_FILE(),
+                                             int line = __builtin_LINE()) {
+    return gm_sim_await_collective(op, GM_SIM_SCOPE_WARP, mask, predicate != 0, 0, 0, file,
+                                   line);
+}
+
+/* A shuffle: the same wait, and the result read back as the operand's type. */
+template <typename T>
+struct gm_sim_shuffling {
+    gm_sim_waiting waiting;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(gm_sim_handle h) noexcept { waiting.await_suspend(h); }
+    T await_resume() const noexcept { return gm_sim_from_bits<T>(waiting.at.result); }
+};
+template <typename T>
+inline gm_sim_shuffling<T> gm_sim_await_shfl(int op, unsigned long long mask, T var,
+                                             long long arg, int width = warpSize,
+                                             const char* file = __builtin_FILE(),
+                                             int line = __builtin_LINE()) {
+    return gm_sim_shuffling<T>{gm_sim_await_collective(op, GM_SIM_SCOPE_WARP, mask,
+                                                       gm_sim_bits(var), arg, width, file, line)};
+}
 
 /* Whether an ended thread's frame holds nothing to destroy: its locals are gone by then, and the
  * promise is trivial, so only the parameters' copies might have destructors. The memory goes
@@ -810,7 +882,7 @@ constexpr bool gm_sim_trivial_frame(gm_sim_task (*)(P...)) {
 
 /* 0: the thread waits (`*wait` says where, `*frame` is its frame); 1: it ended; 2: no frame. */
 template <bool Trivial>
-inline int gm_sim_settle(gm_sim_handle h, void** frame, const gm_sim_wait** wait) noexcept {
+inline int gm_sim_settle(gm_sim_handle h, void** frame, gm_sim_wait** wait) noexcept {
     if (h.done()) {
         if (!Trivial) {
             h.destroy();
@@ -824,7 +896,7 @@ inline int gm_sim_settle(gm_sim_handle h, void** frame, const gm_sim_wait** wait
 
 template <typename... P>
 int gm_sim_start_entry(gm_sim_task (*entry)(P...), void* const* args, void** frame,
-                       const gm_sim_wait** wait) {
+                       gm_sim_wait** wait) {
     try {
         gm_sim_task task =
             gm_sim_call(entry, args, std::make_integer_sequence<unsigned long, sizeof...(P)>());
@@ -841,7 +913,7 @@ int gm_sim_start_entry(gm_sim_task (*entry)(P...), void* const* args, void** fra
 }
 
 template <bool Trivial>
-inline int gm_sim_resume_frame(void* frame, const gm_sim_wait** wait) noexcept {
+inline int gm_sim_resume_frame(void* frame, gm_sim_wait** wait) noexcept {
     gm_sim_handle h = gm_sim_handle::from_address(frame);
     h.resume();
     return gm_sim_settle<Trivial>(h, &frame, wait);
@@ -855,37 +927,41 @@ struct gm_sim_round {
     gm_sim_thread* thread;      /* what threadIdx & co read: set to each thread before it runs */
     void* const* args;          /* the launch's argument buffers (first round) */
     void** frames;              /* per thread: its frame while it waits, else null */
-    const gm_sim_wait** waits;  /* per thread: where it waits */
+    gm_sim_wait** waits;  /* per thread: where it waits */
     unsigned int count;         /* threads in the block */
     unsigned int dim_x, dim_y;  /* the block's extent in x and y */
     unsigned int warp_size;
     /* The round's outcome. */
     unsigned int waiting;       /* threads now waiting */
     int fence;                  /* the fences of the barriers they wait at, or'ed */
-    int one_site;               /* whether all wait at the first one's barrier (same literal) */
+    int one_site;               /* whether all wait where the first one does (same literal) */
+    int plain;                  /* whether the first one waits at a block barrier */
+    const unsigned char* ready; /* null: every waiting thread goes on; else those marked 1 */
 };
 
-template <bool Start, typename... P>
-void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
+/* One round; `Some`: only the threads `r->ready` marks (otherwise every waiting thread). */
+template <bool Start, bool Some, typename... P>
+void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
     constexpr bool trivial = gm_sim_trivial_frame(static_cast<gm_sim_task (*)(P...)>(nullptr));
     /* Copied out: locals can stay in registers across the calls into the threads, `*r` not. */
     gm_sim_thread* const thread = r->thread;
     void* const* const args = r->args;
     void** const frames = r->frames;
-    const gm_sim_wait** const waits = r->waits;
+    gm_sim_wait** const waits = r->waits;
+    const unsigned char* const ready = r->ready;
     const unsigned int count = r->count, dim_x = r->dim_x, dim_y = r->dim_y;
     const unsigned int warp = r->warp_size == 0 ? 1 : r->warp_size;
     gm_uint3 index = {0, 0, 0};
     unsigned int lane = 0;
-    const gm_sim_wait* first = nullptr;
+    gm_sim_wait* first = nullptr;
     unsigned int waiting = 0;
     int fence = 0, one_site = 1;
     for (unsigned int i = 0; i < count; ++i) {
         void* frame = Start ? nullptr : frames[i];
-        if (Start || frame != nullptr) {
+        if (Start || (frame != nullptr && (!Some || ready[i] != 0))) {
             thread->thread_idx = index;
             thread->lane = lane;
-            const gm_sim_wait* wait = nullptr;
+            gm_sim_wait* wait = nullptr;
             int status;
             if constexpr (Start) {
                 status = gm_sim_start_entry(entry, args, &frame, &wait);
@@ -893,13 +969,17 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
                 status = gm_sim_resume_frame<trivial>(frame, &wait);
             }
             if (status == 0) {
-                frames[i] = frame;
+                if (Start) {
+                    frames[i] = frame; /* a resumed thread keeps its frame */
+                }
                 waits[i] = wait;
                 ++waiting;
                 fence |= wait->fence;
                 if (first == nullptr) {
                     first = wait;
-                } else if (wait->line != first->line || wait->file != first->file) {
+                } else if (wait != first && (wait->line != first->line ||
+                                             wait->kind != first->kind ||
+                                             wait->file != first->file)) {
                     one_site = 0;
                 }
             } else {
@@ -920,12 +1000,37 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
     r->waiting = waiting;
     r->fence = fence;
     r->one_site = one_site;
+    r->plain = first == nullptr || first->kind == GM_SIM_SCOPE_BLOCK << 4;
+}
+
+template <bool Start, typename... P>
+void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
+    if (!Start && r->ready != nullptr) {
+        gm_sim_run_round_of<Start, true>(entry, r);
+    } else {
+        gm_sim_run_round_of<Start, false>(entry, r);
+    }
 }
 
 /* Every function above is defined: from here on the barrier names suspend the coroutine. */
-#define __syncthreads() co_await gm_sim_block_barrier(GM_FENCE_LOCAL)
-#define syncthreads() co_await gm_sim_block_barrier(GM_FENCE_LOCAL)
-#define barrier(fence) co_await gm_sim_block_barrier(fence)
+#define __syncthreads() co_await GM_SIM_BLOCK_BARRIER(GM_FENCE_LOCAL)
+#define syncthreads() co_await GM_SIM_BLOCK_BARRIER(GM_FENCE_LOCAL)
+#define barrier(fence) co_await GM_SIM_BLOCK_BARRIER(fence)
+#define __syncwarp(...) co_await gm_sim_await_warp(__VA_ARGS__)
+#define wavebarrier() co_await gm_sim_await_warp()
+#define __syncthreads_count(p) ((int)co_await gm_sim_await_vote_block(GM_SIM_OP_SYNC_COUNT, (p)))
+#define __syncthreads_and(p) ((int)co_await gm_sim_await_vote_block(GM_SIM_OP_SYNC_AND, (p)))
+#define __syncthreads_or(p) ((int)co_await gm_sim_await_vote_block(GM_SIM_OP_SYNC_OR, (p)))
+#define syncthreads_count(p) __syncthreads_count(p)
+#define syncthreads_and(p) __syncthreads_and(p)
+#define syncthreads_or(p) __syncthreads_or(p)
+#define __ballot_sync(m, p) (co_await gm_sim_await_vote_warp(GM_SIM_OP_BALLOT, (m), (p)))
+#define __all_sync(m, p) ((int)co_await gm_sim_await_vote_warp(GM_SIM_OP_ALL, (m), (p)))
+#define __any_sync(m, p) ((int)co_await gm_sim_await_vote_warp(GM_SIM_OP_ANY, (m), (p)))
+#define __shfl_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL, __VA_ARGS__))
+#define __shfl_up_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_UP, __VA_ARGS__))
+#define __shfl_down_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_DOWN, __VA_ARGS__))
+#define __shfl_xor_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_XOR, __VA_ARGS__))
 #endif /* GM_SIM_STACKLESS */
 
 #endif /* GM_HOST */

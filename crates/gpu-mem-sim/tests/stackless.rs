@@ -220,15 +220,71 @@ extern "C" __global__ void two_sites(gm_array<int, 1> data) {
     );
 }
 
-/// Runs `source` (entry `k`, 4 threads, over 4 i32 zeros) as written and with a never-called
-/// helper naming a warp barrier, which keeps the same kernel on fibers; both must agree.
-fn stackless_and_fibers(source: &str) -> (Result<Vec<i32>, String>, Result<Vec<i32>, String>) {
+/// Runs `source` (entry `k`, one block of `threads`, over as many i32 set to their index) as
+/// written and with a never-called helper naming an atomic, which keeps the same kernel on
+/// fibers; both must agree.
+fn both_ways(source: &str, threads: u32) -> (Result<Vec<i32>, String>, Result<Vec<i32>, String>) {
     let backend = SimBackend::new(SimConfig::default());
-    let on_fibers = format!("{source}\n__device__ void keep_on_fibers() {{ __syncwarp(); }}\n");
+    let on_fibers =
+        format!("{source}\n__device__ void keep_on_fibers(int* p) {{ atomicAdd(p, 1); }}\n");
     let go = |code: &str| {
-        run(&backend, code, "k", LaunchConfig::new(1, 4), 4, |_| 0).map_err(|e| e.to_string())
+        let config = LaunchConfig::new(1, threads);
+        run(&backend, code, "k", config, threads as usize, |i| i as i32).map_err(|e| e.to_string())
     };
     (go(source), go(&on_fibers))
+}
+
+fn stackless_and_fibers(source: &str) -> (Result<Vec<i32>, String>, Result<Vec<i32>, String>) {
+    both_ways(source, 4)
+}
+
+#[test]
+fn collectives_agree_with_fibers() {
+    let cases = [
+        // A warp reduction, votes, block votes, narrow shuffles.
+        r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    int v = a(threadIdx.x);
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(~0ull, v, o);
+    unsigned long long b = __ballot_sync(~0ull, threadIdx.x % 3 == 0);
+    int all = __all_sync(~0ull, v > -1), any = __any_sync(~0ull, threadIdx.x == 7);
+    int c = syncthreads_count(threadIdx.x % 2), n = syncthreads_and(1), o = syncthreads_or(0);
+    __syncwarp();
+    int up = __shfl_up_sync(~0ull, (int)threadIdx.x, 3, 16);
+    int x = __shfl_xor_sync(~0ull, (int)threadIdx.x, 5);
+    int s = __shfl_sync(~0ull, (int)threadIdx.x * 2, 9, 8);
+    syncthreads();
+    a(threadIdx.x) = v + (int)(b % 1000) + all + 10 * any + 100 * c + n + o + up + x + s;
+}"#,
+        // One warp shuffles while the other already waits at the block barrier.
+        r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    int v = a(threadIdx.x);
+    if (threadIdx.x < 32) {
+        v = __shfl_xor_sync(~0ull, v, 1);
+        v += __shfl_down_sync(~0ull, v, 2);
+    }
+    syncthreads();
+    a(threadIdx.x) = v;
+}"#,
+        // A shuffle whose lanes partly exited: divergence, reported the same way.
+        r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    if (threadIdx.x % 32 >= 16) return;
+    a(threadIdx.x) = __shfl_down_sync(~0ull, (int)threadIdx.x, 1);
+}"#,
+        // A warp barrier with a mask, then a block barrier reached by all.
+        r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    if (threadIdx.x % 2 == 0) __syncwarp(0x5555555555555555ull);
+    syncthreads();
+    a(threadIdx.x) = a(63 - threadIdx.x);
+}"#,
+    ];
+    for source in cases {
+        let (stackless, fibers) = both_ways(source, 64);
+        assert_eq!(stackless, fibers, "{source}");
+    }
 }
 
 #[test]

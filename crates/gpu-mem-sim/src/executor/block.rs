@@ -160,7 +160,7 @@ pub(super) struct Schedule {
     /// The frame of each waiting thread of a stackless program, and where it waits (buffers
     /// of `super::stackless`, kept here to be reused).
     pub(super) frames: Vec<*mut std::ffi::c_void>,
-    pub(super) wait_at: Vec<*const super::body::GmSimWait>,
+    pub(super) wait_at: Vec<*mut super::body::GmSimWait>,
     pub(super) next_unstarted: usize,
     waiting: usize,
     pub(super) done: usize,
@@ -317,6 +317,29 @@ impl<'a> Block<'a> {
         thread_of(linear, self.block_dim)
     }
 
+    /// Sets thread `linear`'s operands of a collective (sizing the block's slots first).
+    pub(super) fn set_operands(&self, linear: usize, (value, arg, width): (u64, i64, u32)) {
+        let count = self.block_dim.count() as usize;
+        let mut slots = self.slots.borrow_mut();
+        if slots.len() != count {
+            slots.clear();
+            slots.resize(count, Slot::default());
+        }
+        if let Some(slot) = slots.get_mut(linear) {
+            slot.value = value;
+            slot.arg = arg;
+            slot.width = width;
+        }
+    }
+
+    /// Thread `linear`'s result of the collective it was released from.
+    pub(super) fn result_of(&self, linear: usize) -> u64 {
+        self.slots
+            .borrow()
+            .get(linear)
+            .map_or(0, |slot| slot.result)
+    }
+
     pub(crate) fn record_fault(&self, thread: Dim3, message: String) {
         let mut fault = self.fault.borrow_mut();
         if fault.is_none() {
@@ -324,7 +347,7 @@ impl<'a> Block<'a> {
         }
     }
 
-    fn divergence(&self, detail: String) -> Error {
+    pub(super) fn divergence(&self, detail: String) -> Error {
         Error::BarrierDivergence {
             kernel: self.kernel.to_string(),
             block: self.block_idx.to_array(),

@@ -118,33 +118,119 @@ pub(crate) struct GmSimRound {
     /// Per thread: its frame while it waits, else null.
     pub(crate) frames: *mut *mut c_void,
     /// Per thread: where it waits.
-    pub(crate) waits: *mut *const GmSimWait,
+    pub(crate) waits: *mut *mut GmSimWait,
     pub(crate) count: u32,
     pub(crate) dim_x: u32,
     pub(crate) dim_y: u32,
     pub(crate) warp_size: u32,
     /// The round's outcome: threads now waiting, the fences of the barriers waited at (or'ed),
-    /// whether all wait at the first one's barrier.
+    /// whether all wait where the first one does, whether that is a block barrier.
     pub(crate) waiting: u32,
     pub(crate) fence: c_int,
     pub(crate) one_site: c_int,
+    pub(crate) plain: c_int,
+    /// Null: every waiting thread goes on in the next round; else those marked 1.
+    pub(crate) ready: *const u8,
 }
 
-/// `gm_sim_wait`: the block barrier a stackless thread waits at (the prelude's layout).
+/// `gm_sim_wait`: where a stackless thread waits (the prelude's layout). A block barrier is just
+/// this; anything else is the head of a [`GmSimWaitMore`], which `kind` tells.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct GmSimWait {
     file: *const c_char,
     line: c_int,
     fence: c_int,
+    /// The scope (`GM_SIM_SCOPE_*`) times 16 plus the collective (0: a barrier).
+    kind: c_int,
+}
+
+/// `gm_sim_wait_more`: a warp barrier's or collective's wait (the prelude's layout).
+#[repr(C)]
+#[derive(Debug)]
+struct GmSimWaitMore {
+    head: GmSimWait,
+    mask: u64,
+    value: u64,
+    arg: i64,
+    width: c_int,
+    result: u64,
+}
+
+/// A wait as the block's scheduler keeps it.
+pub(crate) struct WaitParts {
+    pub(crate) scope: BarrierScope,
+    pub(crate) fence: Fence,
+    pub(crate) mask: u64,
+    pub(crate) at: Site,
+    pub(crate) op: Option<Collective>,
 }
 
 impl GmSimWait {
-    /// The barrier's fence and call site, as the executor keeps them. Field by field: they were
-    /// just stored one by one, and a wider load would wait for all of them.
-    #[inline(always)]
-    pub(crate) fn parts(&self) -> (Fence, Site) {
-        (fence_of(self.fence), site(self.file, self.line))
+    /// The rest of the wait, if it has more than the head. A raw pointer throughout: a
+    /// reference to the head would not reach the rest.
+    ///
+    /// # Safety
+    /// `wait` points to a live wait written by the prelude.
+    unsafe fn more(wait: *const GmSimWait) -> Option<*const GmSimWaitMore> {
+        // SAFETY: the caller's contract; any wait of another kind than a block barrier (kind 0)
+        // is the head of a `gm_sim_wait_more`.
+        unsafe { ((*wait).kind != 0).then(|| wait.cast::<GmSimWaitMore>()) }
+    }
+
+    /// The wait as the scheduler keeps it. Field by field: they were just stored one by one,
+    /// and a wider load would wait for all of them.
+    ///
+    /// # Safety
+    /// `wait` points to the wait of a suspended thread (alive until it goes on).
+    #[inline]
+    pub(crate) unsafe fn parts(wait: *const GmSimWait) -> WaitParts {
+        // SAFETY: the caller's contract; `more` is the same wait's rest.
+        unsafe {
+            let kind = (*wait).kind;
+            let scope = barrier_scope(kind >> 4);
+            WaitParts {
+                scope,
+                fence: fence_of((*wait).fence),
+                mask: match (scope, Self::more(wait)) {
+                    (BarrierScope::Warp, Some(more)) => (*more).mask,
+                    _ => u64::MAX,
+                },
+                at: site((*wait).file, (*wait).line),
+                op: Collective::from_code(kind & 15),
+            }
+        }
+    }
+
+    /// A collective's operands: value, argument, width.
+    ///
+    /// # Safety
+    /// As [`GmSimWait::parts`].
+    #[inline]
+    pub(crate) unsafe fn operands(wait: *const GmSimWait) -> Option<(u64, i64, u32)> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Collective::from_code((*wait).kind & 15)?;
+            let more = Self::more(wait)?;
+            Some((
+                (*more).value,
+                (*more).arg,
+                u32::try_from((*more).width).unwrap_or(0),
+            ))
+        }
+    }
+
+    /// Gives a collective its result, which the thread reads when it goes on.
+    ///
+    /// # Safety
+    /// As [`GmSimWait::parts`]; nothing else touches the wait until the thread goes on.
+    pub(crate) unsafe fn set_result(wait: *mut GmSimWait, result: u64) {
+        // SAFETY: the caller's contract; the result lies in the wait's rest.
+        unsafe {
+            if let Some(more) = Self::more(wait) {
+                (*more.cast_mut()).result = result;
+            }
+        }
     }
 }
 

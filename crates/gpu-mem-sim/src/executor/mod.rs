@@ -7,8 +7,8 @@
 //! thread of the block (or, for a wave barrier, of the warp) waits at the same barrier they all
 //! go on, so a barrier really waits for the whole block (`block`). A thread that ends without
 //! having waited leaves its fiber to the next thread, so kernels that never wait cost a call per
-//! thread. A compiled kernel whose threads wait only at block barriers is built with each thread
-//! a coroutine instead, and its block runs round by round without a stack per thread
+//! thread. A compiled kernel whose threads wait only at barriers and collectives is built with
+//! each thread a coroutine instead, and its block runs round by round without a stack per thread
 //! (`stackless`); the same scheduler decides releases and reports divergence. Blocks run in
 //! parallel on all cores (`grid`, `workers`). A barrier reached by only
 //! part of a block, or threads waiting at different barriers, is reported as

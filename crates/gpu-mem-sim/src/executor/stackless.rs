@@ -1,21 +1,21 @@
-//! Running a block of a stackless program: a kernel whose threads wait only at block barriers,
-//! compiled with each thread a coroutine (`crate::source::stackless`).
+//! Running a block of a stackless program: a kernel whose threads wait only at barriers and
+//! collectives, compiled with each thread a coroutine (`crate::source::stackless`).
 //!
-//! A thread is then a heap frame of the program's, not a stack: started, it runs until its first
-//! barrier, records where it waits and returns here; once every thread of the block waits at the
-//! same barrier, the block's scheduler (`super::block`: the same rounds, releases and divergence
-//! reports as for threads on fibers) releases them and each is resumed in turn, in index order.
-//! Where a thread on a fiber pays two stack switches and a stack of its own per barrier, a
-//! stackless one pays a call and a return. The threads run on one fiber of the block's OS
-//! thread, so their calls have the simulated stack size, and an overflow is reported as for any
-//! other kernel.
+//! A thread is then a heap frame of the program's, not a stack: started, it runs until it first
+//! waits, leaves the wait in its frame and returns. The block runs in rounds: the program runs
+//! every thread that may go on (`gm_sim_run_round`, in index order) and reports how many wait,
+//! and whether all at one block barrier; if so, all go on, else the block's scheduler
+//! (`super::block`, the same releases, collective results and divergence reports as for threads
+//! on fibers) says who goes on. Where a thread on a fiber pays two stack switches and a stack
+//! of its own per barrier, a stackless one pays a call and a return. The threads run on one
+//! fiber of the block's OS thread, so their calls have the simulated stack size, and an
+//! overflow is reported as for any other kernel.
 
 use super::block::{Block, Phase, Schedule, SimThread, record_wait};
-use super::body::{CompiledLaunch, GmSimRound, GmSimWait, make_current};
+use super::body::{CompiledLaunch, GmSimRound, GmSimWait, WaitParts, make_current};
 use super::fiber::{self, Fiber, Target};
 use super::stack;
 use crate::source::StacklessEntry;
-use crate::thread::BarrierScope;
 use gpu_mem_core::Error;
 use std::ffi::c_void;
 
@@ -73,7 +73,7 @@ impl Block<'_> {
         frames.clear();
         frames.resize(count, std::ptr::null_mut());
         waits.clear();
-        waits.resize(count, std::ptr::null());
+        waits.resize(count, std::ptr::null_mut());
         make_current(&thread);
         let mut round = GmSimRound {
             thread: thread.info_ptr(),
@@ -87,7 +87,11 @@ impl Block<'_> {
             waiting: 0,
             fence: 0,
             one_site: 1,
+            plain: 1,
+            ready: std::ptr::null(),
         };
+        // Which waiting threads the scheduler released, when it did not release them all.
+        let mut ready: Vec<u8> = Vec::new();
         // SAFETY: the frames of this OS thread's previous block were all destroyed; the program
         // was compiled from the kernel's source (stackless form), its parameters were checked
         // against the launch's arguments, `args` holds one buffer of each parameter's exact
@@ -99,22 +103,42 @@ impl Block<'_> {
         // Threads that ran in the round (all, at first); those not waiting now have ended.
         let mut ran = round.count;
         let outcome = loop {
-            let fence = if round.waiting == 0 {
+            let every_waiting_thread_ran = round.ready.is_null();
+            if round.waiting == 0 && every_waiting_thread_ran {
                 break Ok(());
-            } else if round.waiting == ran && round.one_site != 0 {
-                round.fence
+            }
+            if every_waiting_thread_ran
+                && round.waiting == ran
+                && round.one_site != 0
+                && round.plain != 0
+            {
+                // Every live thread waits at one block barrier: all go on.
+                if round.fence & GLOBAL_FENCE != 0 {
+                    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                }
+                round.ready = std::ptr::null();
+                ran = round.waiting;
             } else {
-                match self.schedule_irregular(&frames, &waits) {
-                    Ok(true) => 0,
-                    Ok(false) => break Ok(()),
+                match self.schedule_general(&frames, &waits, &mut ready) {
+                    // (The scheduler reports a block where no thread can go on; this guard only
+                    // keeps a broken invariant from spinning.)
+                    Ok(Some(0)) => {
+                        break Err(self.divergence("no waiting thread was released".to_string()));
+                    }
+                    Ok(Some(released)) => {
+                        ran = released;
+                        round.ready = if released == live(&frames) {
+                            std::ptr::null()
+                        } else {
+                            ready.as_ptr()
+                        };
+                    }
+                    Ok(None) => break Ok(()),
                     Err(error) => break Err(error),
                 }
-            };
-            if fence & GLOBAL_FENCE != 0 {
-                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             }
-            ran = round.waiting;
-            // SAFETY: as above; every non-null frame is a suspended thread of this block.
+            // SAFETY: as above; every non-null frame is a suspended thread of this block, and
+            // `ready` (when set) holds `count` flags and is not touched during the call.
             unsafe { (entry.resume_round)(&mut round) };
         };
         // Threads left waiting (divergence) end without running on, and without their
@@ -132,16 +156,19 @@ impl Block<'_> {
         Target::Main
     }
 
-    /// Hands a round that is not "every live thread waits at one barrier" to the block's
-    /// scheduler: `Ok(true)` when it releases them after all (one barrier seen through two
-    /// copies of its file name), `Ok(false)` when every thread has ended, else the divergence.
+    /// Hands a round that is not "every live thread waits at one block barrier" to the block's
+    /// scheduler, which releases what it can (warp collectives and barriers, block collectives,
+    /// one barrier seen through two copies of its file name) exactly as for threads on fibers:
+    /// `Ok(Some(n))` when it released `n` threads (marked in `ready`, their collectives' results
+    /// written into their waits), `Ok(None)` when every thread has ended, else the divergence.
     #[cold]
     #[inline(never)]
-    fn schedule_irregular(
+    fn schedule_general(
         &self,
         frames: &[*mut c_void],
-        waits: &[*const GmSimWait],
-    ) -> Result<bool, Error> {
+        waits: &[*mut GmSimWait],
+        ready: &mut Vec<u8>,
+    ) -> Result<Option<u32>, Error> {
         let count = frames.len();
         // SAFETY: executor code between kernel calls; nothing else holds the schedule.
         let s = unsafe { self.schedule() };
@@ -158,14 +185,53 @@ impl Block<'_> {
             if frames[linear].is_null() {
                 s.phases[linear] = Phase::Done;
                 s.done += 1;
-            } else {
-                // SAFETY: a waiting thread's `wait` points into its frame, alive until it resumes.
-                let (fence, at) = unsafe { &*waits[linear] }.parts();
-                record_wait(s, linear, BarrierScope::Block, fence, u64::MAX, at, None);
+                continue;
+            }
+            // SAFETY: a waiting thread's `wait` points into its frame, alive until it resumes.
+            let (operands, parts) = unsafe {
+                (
+                    GmSimWait::operands(waits[linear]),
+                    GmSimWait::parts(waits[linear]),
+                )
+            };
+            if let Some(operands) = operands {
+                self.set_operands(linear, operands);
+            }
+            let WaitParts {
+                scope,
+                fence,
+                mask,
+                at,
+                op,
+            } = parts;
+            record_wait(s, linear, scope, fence, mask, at, op);
+        }
+        if !self.end_round(s)? {
+            return Ok(None);
+        }
+        ready.clear();
+        ready.resize(count, 0);
+        let mut released = 0;
+        for linear in 0..count {
+            if frames[linear].is_null() || s.phases[linear] != Phase::Ready {
+                continue;
+            }
+            ready[linear] = 1;
+            released += 1;
+            // SAFETY: as above; the thread is suspended, so nothing else touches its wait.
+            unsafe {
+                if GmSimWait::operands(waits[linear]).is_some() {
+                    GmSimWait::set_result(waits[linear], self.result_of(linear));
+                }
             }
         }
-        self.end_round(s)
+        Ok(Some(released))
     }
+}
+
+/// The threads still in the block (waiting).
+fn live(frames: &[*mut c_void]) -> u32 {
+    frames.iter().filter(|f| !f.is_null()).count() as u32
 }
 
 /// `gm_sim_wait::fence`: the barrier also orders global memory.

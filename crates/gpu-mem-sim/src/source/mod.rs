@@ -410,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn kernels_waiting_only_at_block_barriers_run_stackless() {
+    fn kernels_waiting_only_at_barriers_and_collectives_run_stackless() {
         let body = "extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                     \x20   if (threadIdx.x >= a.shape[0]) return;\n\
                     \x20   __syncthreads(); a(threadIdx.x) += 1; barrier(GM_FENCE_GLOBAL);\n}\n";
@@ -427,10 +427,15 @@ mod tests {
                       \x20   auto step = [&](int i) { syncthreads(); return i; };\n\
                       \x20   a(0) = step(1);\n}\n";
         assert_eq!(threads_of(lambda), Threads::Calls);
-        // Not tried: a warp collective needs a stack.
+        // Collectives called in the kernel suspend it too.
         let shuffle = "#include \"gpu_mem.h\"\n\
                        extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                        \x20   syncthreads(); a(0) = __shfl_sync(~0ull, 1, 0);\n}\n";
-        assert_eq!(threads_of(shuffle), Threads::Calls);
+        assert_eq!(threads_of(shuffle), Threads::Stackless);
+        // Not tried: an atomic lets other threads run from inside the prelude, on a stack.
+        let atomic = "#include \"gpu_mem.h\"\n\
+                      extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                      \x20   syncthreads(); atomicAdd(&a(0), 1);\n}\n";
+        assert_eq!(threads_of(atomic), Threads::Calls);
     }
 }

@@ -3,43 +3,49 @@
 //! prelude's `GM_SIM_STACKLESS` section turns the barrier names into `co_await`s).
 //!
 //! Guarantees:
-//! * only kernels whose threads wait at plain block barriers and nowhere else are chosen
-//!   ([`eligible`]); the test is on the source text and conservative;
+//! * only kernels whose threads wait at barriers and collectives called in the `__global__`
+//!   function itself are chosen ([`eligible`]; atomics and spin hints need a stack); the test is
+//!   on the source text and conservative;
 //! * the rewrite keeps every line where it was (all edits stay within their line), so compile
 //!   errors, fault and divergence reports name the user's lines;
 //! * a source the rewrite cannot handle gives `None`, and a rewritten source the compiler refuses
 //!   (a barrier inside a helper function or a lambda, say) is built the ordinary way instead
 //!   (`super::program`): the choice changes speed, never behaviour.
 
-use super::wrapper::COLLECTIVES_AND_ATOMICS;
+/// Names through which a thread waits inside a function of the prelude (atomics and the spin
+/// hint let the others run now and then: a stack is needed there), or that the rewrite must not
+/// meet: the runtime table, the user's own coroutines, raw strings.
+const NEEDS_A_STACK: [&str; 6] = ["atomic", "nanosleep", "gm_sim_", "co_", "coroutine", "R\""];
 
-/// Besides [`COLLECTIVES_AND_ATOMICS`], names that make a thread wait other than at a block
-/// barrier, or that the rewrite must not meet: `syncthreads_count` & co, warp barriers, the
-/// runtime table, the user's own coroutines, raw strings.
-const NEEDS_A_STACK: [&str; 7] = [
-    "gm_sim_",
-    "syncwarp",
+/// The names the prelude turns into `co_await`s (function-like macros): barriers, warp
+/// barriers, block and warp collectives.
+const SUSPENDING: [&str; 18] = [
+    "__syncthreads",
+    "syncthreads",
+    "barrier",
+    "__syncwarp",
     "wavebarrier",
-    "syncthreads_",
-    "co_",
-    "coroutine",
-    "R\"",
+    "__syncthreads_count",
+    "__syncthreads_and",
+    "__syncthreads_or",
+    "syncthreads_count",
+    "syncthreads_and",
+    "syncthreads_or",
+    "__shfl_sync",
+    "__shfl_up_sync",
+    "__shfl_down_sync",
+    "__shfl_xor_sync",
+    "__ballot_sync",
+    "__all_sync",
+    "__any_sync",
 ];
 
-/// The barrier names the prelude turns into `co_await`s (function-like macros).
-const BARRIERS: [&str; 3] = ["__syncthreads", "syncthreads", "barrier"];
-
-/// Whether `code`'s threads may run stackless: it names barriers (see
-/// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`] or [`COLLECTIVES_AND_ATOMICS`],
-/// and every barrier name is a plain call (`(syncthreads)()` or `&syncthreads` would reach the
-/// function, which cannot suspend a coroutine).
+/// Whether `code`'s threads may run stackless: it names something that waits (see
+/// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`], and every name of
+/// [`SUSPENDING`] is a plain call (`(syncthreads)()`, `&syncthreads` or
+/// `__shfl_sync<float>(...)` would reach the function, which cannot suspend a coroutine).
 pub(crate) fn eligible(code: &str) -> bool {
-    if !super::wrapper::may_wait(code)
-        || NEEDS_A_STACK
-            .iter()
-            .chain(&COLLECTIVES_AND_ATOMICS)
-            .any(|word| code.contains(word))
-    {
+    if !super::wrapper::may_wait(code) || NEEDS_A_STACK.iter().any(|word| code.contains(word)) {
         return false;
     }
     let Some(toks) = tokens(code) else {
@@ -47,7 +53,7 @@ pub(crate) fn eligible(code: &str) -> bool {
     };
     let text = |t: &Token| &code[t.start..t.end];
     toks.iter().enumerate().all(|(i, t)| {
-        if !(t.ident && BARRIERS.contains(&text(t))) {
+        if !(t.ident && SUSPENDING.contains(&text(t))) {
             return true;
         }
         let called = toks.get(i + 1).is_some_and(|next| text(next) == "(");
@@ -467,21 +473,25 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
     }
 
     #[test]
-    fn only_plain_block_barriers_are_stackless() {
+    fn barriers_and_collectives_called_directly_are_stackless() {
         assert!(eligible(TILED));
-        assert!(eligible(
-            "__global__ void k() { barrier(GM_FENCE_GLOBAL); }"
-        ));
+        for call in [
+            "barrier(GM_FENCE_GLOBAL)",
+            "p[0] = __shfl_down_sync(~0ull, p[0], 1)",
+            "p[0] = __ballot_sync(~0ull, 1)",
+            "p[0] = syncthreads_count(1)",
+            "wavebarrier()",
+            "__syncwarp()",
+        ] {
+            let code = format!("__global__ void k(int* p) {{ {call}; }}");
+            assert!(eligible(&code), "{call}");
+        }
         // No barrier at all: plain calls, not coroutines.
         assert!(!eligible("__global__ void k(float* p) { p[0] = 1; }"));
         for word in [
-            "__shfl_down_sync(m, v, 1)",
-            "__ballot_sync(m, p)",
             "atomicAdd(p, 1)",
             "__nanosleep(10)",
-            "syncthreads_count(p)",
-            "wavebarrier()",
-            "__syncwarp()",
+            "p[0] = __shfl_sync<int>(~0ull, 1, 0)",
             "co_yield 1",
             "(syncthreads)()",
             "auto f = &syncthreads",

@@ -3,10 +3,8 @@
 //! loads (`gm_sim_abi`, `gm_sim_init`, `gm_sim_params`, `gm_sim_run`).
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
-/// `barrier`): warp collectives, atomics (a spin-wait on a flag) and the spin hint. They wait
-/// inside the prelude's functions, so a thread using them needs a stack of its own
-/// (`super::stackless`).
-pub(crate) const COLLECTIVES_AND_ATOMICS: [&str; 6] =
+/// `barrier`): warp collectives, atomics (a spin-wait on a flag) and the spin hint.
+const COLLECTIVES_AND_ATOMICS: [&str; 6] =
     ["__shfl", "ballot", "__all", "__any", "atomic", "nanosleep"];
 
 /// Whether `code` may make its threads wait for each other: it names a barrier, one of

@@ -790,36 +790,35 @@ impl<'a> Block<'a> {
         Ok(released)
     }
 
-    /// Computes every participant's result of a warp collective.
-    fn combine_warp(&self, op: Collective, base: usize, here: u64, lanes: usize) {
+    /// Computes every participant's result of a warp collective (in place: results and
+    /// operands are separate fields of the slots).
+    pub(super) fn combine_warp(&self, op: Collective, base: usize, here: u64, lanes: usize) {
         let mut slots = self.slots.borrow_mut();
-        let warp = &mut slots[base..base + lanes];
-        let nonzero = |lane: usize| warp[lane].value != 0;
-        let participants = (0..lanes).filter(|&l| here & (1 << l) != 0);
-        let results: Vec<(usize, u64)> = participants
-            .clone()
-            .map(|lane| {
-                let slot = warp[lane];
-                let result = match op {
-                    Collective::Ballot => participants
-                        .clone()
-                        .filter(|&l| nonzero(l))
-                        .fold(0u64, |bits, l| bits | 1 << l),
-                    Collective::All => participants.clone().all(nonzero).into(),
-                    Collective::Any => participants.clone().any(nonzero).into(),
-                    _ => {
-                        let source = shuffle_source(op, lane, slot.arg, slot.width, lanes);
-                        match source {
-                            Some(src) if here & (1 << src) != 0 => warp[src].value,
-                            _ => slot.value,
-                        }
+        let Some(warp) = slots.get_mut(base..base + lanes) else {
+            return;
+        };
+        let taking_part = |lane: usize| here & (1 << lane) != 0;
+        // The votes are the same for every participant.
+        let ballot = (0..lanes)
+            .filter(|&l| taking_part(l) && warp[l].value != 0)
+            .fold(0u64, |bits, l| bits | 1 << l);
+        let vote = match op {
+            Collective::Ballot => Some(ballot),
+            Collective::All => Some(u64::from(ballot == here & ballot_mask(lanes))),
+            Collective::Any => Some(u64::from(ballot != 0)),
+            _ => None,
+        };
+        for lane in (0..lanes).filter(|&l| taking_part(l)) {
+            warp[lane].result = match vote {
+                Some(result) => result,
+                None => {
+                    let slot = warp[lane];
+                    match shuffle_source(op, lane, slot.arg, slot.width, lanes) {
+                        Some(src) if taking_part(src) => warp[src].value,
+                        _ => slot.value,
                     }
-                };
-                (lane, result)
-            })
-            .collect();
-        for (lane, result) in results {
-            warp[lane].result = result;
+                }
+            };
         }
     }
 
@@ -868,18 +867,23 @@ impl<'a> Block<'a> {
     /// wait at.
     fn release_block_now(&self, wait: Wait) {
         if let Some(op) = wait.op {
-            let mut slots = self.slots.borrow_mut();
-            let count = slots.iter().filter(|s| s.value != 0).count() as u64;
-            let result = match op {
-                Collective::SyncCount => count,
-                Collective::SyncAnd => u64::from(count == slots.len() as u64),
-                _ => u64::from(count > 0),
-            };
-            slots.iter_mut().for_each(|s| s.result = result);
+            self.combine_block(op);
         }
         if wait.fence == Fence::Global {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         }
+    }
+
+    /// Computes every thread's result of a block collective (`syncthreads_count` & co).
+    pub(super) fn combine_block(&self, op: Collective) {
+        let mut slots = self.slots.borrow_mut();
+        let count = slots.iter().filter(|s| s.value != 0).count() as u64;
+        let result = match op {
+            Collective::SyncCount => count,
+            Collective::SyncAnd => u64::from(count == slots.len() as u64),
+            _ => u64::from(count > 0),
+        };
+        slots.iter_mut().for_each(|s| s.result = result);
     }
 }
 
@@ -966,6 +970,15 @@ fn thread_of_nd(linear: u32, dim: Dim3) -> Dim3 {
         );
     }
     Dim3::new(linear % bx, (linear / bx) % by, linear / (bx * by))
+}
+
+/// The bits of a warp's `lanes` lanes.
+pub(super) fn ballot_mask(lanes: usize) -> u64 {
+    if lanes >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << lanes) - 1
+    }
 }
 
 /// Recounts the waiting threads after a release.

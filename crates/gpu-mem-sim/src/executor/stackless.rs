@@ -11,11 +11,12 @@
 //! fiber of the block's OS thread, so their calls have the simulated stack size, and an
 //! overflow is reported as for any other kernel.
 
-use super::block::{Block, Phase, Schedule, SimThread, record_wait};
+use super::block::{Block, Phase, Schedule, SimThread, ballot_mask, record_wait};
 use super::body::{CompiledLaunch, GmSimRound, GmSimWait, WaitParts, make_current};
 use super::fiber::{self, Fiber, Target};
 use super::stack;
 use crate::source::StacklessEntry;
+use crate::thread::BarrierScope;
 use gpu_mem_core::Error;
 use std::ffi::c_void;
 
@@ -107,15 +108,18 @@ impl Block<'_> {
             if round.waiting == 0 && every_waiting_thread_ran {
                 break Ok(());
             }
-            if every_waiting_thread_ran
-                && round.waiting == ran
-                && round.one_site != 0
-                && round.plain != 0
-            {
+            let uniform = every_waiting_thread_ran && round.waiting == ran && round.one_site != 0;
+            if uniform && round.plain != 0 {
                 // Every live thread waits at one block barrier: all go on.
                 if round.fence & GLOBAL_FENCE != 0 {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
                 }
+                round.ready = std::ptr::null();
+                ran = round.waiting;
+            } else if uniform && round.waiting == round.count {
+                // Every thread of the block waits at one warp barrier or collective: all go on,
+                // with their results.
+                self.release_all_at_one_collective(&waits);
                 round.ready = std::ptr::null();
                 ran = round.waiting;
             } else {
@@ -154,6 +158,40 @@ impl Block<'_> {
         // The fiber switches back to `run_stackless` right after this and is idle again.
         s.spare.push(fiber);
         Target::Main
+    }
+
+    /// Every thread of the block waits at the same warp barrier or collective (one call site,
+    /// so one kind): computes each one's result as the scheduler would (every lane of every warp
+    /// is there, so every group is complete) and writes it into its wait.
+    fn release_all_at_one_collective(&self, waits: &[*mut GmSimWait]) {
+        let Some(&first) = waits.first() else {
+            return;
+        };
+        // SAFETY: every thread waits: each `wait` points into its suspended thread's frame.
+        let op = unsafe { GmSimWait::parts(first) }.op;
+        let Some(op) = op else {
+            // A warp barrier: nothing to compute.
+            return;
+        };
+        for (linear, &wait) in waits.iter().enumerate() {
+            // SAFETY: as above.
+            if let Some(operands) = unsafe { GmSimWait::operands(wait) } {
+                self.set_operands(linear, operands);
+            }
+        }
+        if op.scope() == BarrierScope::Block {
+            self.combine_block(op);
+        } else {
+            let warp = self.warp_size.max(1) as usize;
+            for base in (0..waits.len()).step_by(warp) {
+                let lanes = warp.min(waits.len() - base);
+                self.combine_warp(op, base, ballot_mask(lanes), lanes);
+            }
+        }
+        for (linear, &wait) in waits.iter().enumerate() {
+            // SAFETY: as above; nothing else touches a suspended thread's wait.
+            unsafe { GmSimWait::set_result(wait, self.result_of(linear)) };
+        }
     }
 
     /// Hands a round that is not "every live thread waits at one block barrier" to the block's

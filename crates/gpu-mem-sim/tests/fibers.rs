@@ -1,8 +1,8 @@
-#![cfg(not(miri))]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The executor's fibers: threads left waiting when a block fails are ended (a closure's frames
 //! unwound, its destructors run), and the fibers they leave behind run later launches correctly,
 //! closure and source kernels alike, whatever mix of waits, exits and failures came before.
+#![cfg(not(miri))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Error, Kernel};

@@ -1,11 +1,11 @@
-#![cfg(not(miri))]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `__shared__` arrays of compiled kernels are thread-locals of libraries loaded at run time:
 //! large ones, in several kernels loaded side by side, do not fit the space the C library
 //! reserves for such libraries up front and are reached through its dynamic path. Each block
 //! must still see an instance of its own, never shared with a block running at the same time on
 //! another worker, and a value computed before a thread's first access to one must survive it
 //! (glibc before 2.40 clobbers vector registers there when kernels use TLS descriptors).
+#![cfg(not(miri))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Kernel};

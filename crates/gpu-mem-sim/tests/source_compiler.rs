@@ -1,10 +1,10 @@
-#![cfg(not(miri))]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The host compiler behind portable-source kernels: a missing one is a clear error, and a
 //! kernel launched again in the same process touches neither the compiler nor the disk.
 //!
 //! Each check runs in a child process (this test binary, re-run with one test selected), so
 //! that it can set `GPU_MEM_SIM_CXX` and `GPU_MEM_CACHE_DIR` without racing other tests.
+#![cfg(not(miri))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Error, Kernel};

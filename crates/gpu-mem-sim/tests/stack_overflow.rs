@@ -1,8 +1,8 @@
-#![cfg(all(unix, not(miri)))]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! A simulated thread that overflows its stack ends the process with a message naming the
 //! kernel and `GPU_MEM_SIM_STACK_SIZE` (not a bare SIGSEGV), and a larger stack lets the same
 //! kernel run. Each launch runs in a child process (this binary, one test selected).
+#![cfg(all(unix, not(miri)))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Kernel};

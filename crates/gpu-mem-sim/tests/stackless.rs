@@ -1,9 +1,10 @@
+//! Kernels whose threads wait only at barriers and collectives run as coroutines (stackless
+//! threads): they must compute what threads on fibers compute, and report faults, exceptions and
+//! divergence the same way. Each kernel here is also run in a form that must stay on fibers (a
+//! barrier in a helper function, which the compiler refuses in the stackless form, or a helper
+//! naming an atomic, which keeps it from being tried), and the results compared.
 #![cfg(not(miri))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! Kernels whose threads wait only at block barriers run as coroutines (stackless threads):
-//! they must compute what threads on fibers compute, and report faults, exceptions and divergence
-//! the same way. Each kernel here is also run in a form that must stay on fibers (a barrier in a
-//! helper function, which the stackless form refuses), and the results compared.
 
 use gpu_mem_core::backend::DevicePtr;
 use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};
@@ -272,6 +273,25 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
 extern "C" __global__ void k(gm_array<int, 1> a) {
     if (threadIdx.x % 32 >= 16) return;
     a(threadIdx.x) = __shfl_down_sync(~0ull, (int)threadIdx.x, 1);
+}"#,
+        // A block reduction: every warp shuffles, then the first warp alone.
+        r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    __shared__ int part[2];
+    int v = a(threadIdx.x);
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(~0ull, v, o);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    syncthreads();
+    if (threadIdx.x >= 32) return;
+    v = threadIdx.x < 2 ? part[threadIdx.x] : 0;
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(~0ull, v, o);
+    a(threadIdx.x) = v;
+}"#,
+        // Lanes outside the mask exited: the others still exchange.
+        r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    if (threadIdx.x % 32 >= 16) return;
+    a(threadIdx.x) = __shfl_xor_sync(0xffffull, (int)threadIdx.x, 1);
 }"#,
         // A warp barrier with a mask, then a block barrier reached by all.
         r#"#include "gpu_mem.h"

@@ -108,18 +108,24 @@ impl Block<'_> {
             if round.waiting == 0 && every_waiting_thread_ran {
                 break Ok(());
             }
-            let uniform = every_waiting_thread_ran && round.waiting == ran && round.one_site != 0;
-            if uniform && round.plain != 0 {
+            if every_waiting_thread_ran
+                && round.waiting == ran
+                && round.one_site != 0
+                && round.plain != 0
+            {
                 // Every live thread waits at one block barrier: all go on.
                 if round.fence & GLOBAL_FENCE != 0 {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
                 }
                 round.ready = std::ptr::null();
                 ran = round.waiting;
-            } else if uniform && round.waiting == round.count {
-                // Every thread of the block waits at one warp barrier or collective: all go on,
-                // with their results.
-                self.release_all_at_one_collective(&waits);
+            } else if every_waiting_thread_ran
+                && round.one_site != 0
+                && self.whole_warps_at_one_collective(&frames, &waits, round.waiting == ran)
+            {
+                // Every live thread waits at one warp barrier or collective, in whole warps (or
+                // the whole block, for a block vote): all go on, with their results.
+                self.release_all_at_one_collective(&frames, &waits);
                 round.ready = std::ptr::null();
                 ran = round.waiting;
             } else {
@@ -160,22 +166,51 @@ impl Block<'_> {
         Target::Main
     }
 
-    /// Every thread of the block waits at the same warp barrier or collective (one call site,
-    /// so one kind): computes each one's result as the scheduler would (every lane of every warp
-    /// is there, so every group is complete) and writes it into its wait.
-    fn release_all_at_one_collective(&self, waits: &[*mut GmSimWait]) {
-        let Some(&first) = waits.first() else {
+    /// Whether the waiting threads, all at one call site that is not a block barrier, can all go
+    /// on as the scheduler would let them: a block vote needs every thread of the block; a warp
+    /// barrier or collective needs each warp entirely waiting or entirely ended (no lane it could
+    /// wait for has exited). `none_ended_now`: no thread ended in this round.
+    fn whole_warps_at_one_collective(
+        &self,
+        frames: &[*mut c_void],
+        waits: &[*mut GmSimWait],
+        none_ended_now: bool,
+    ) -> bool {
+        let Some(first) = frames.iter().position(|f| !f.is_null()) else {
+            return false;
+        };
+        // SAFETY: a waiting thread's `wait` points into its suspended frame.
+        let parts = unsafe { GmSimWait::parts(waits[first]) };
+        match parts.scope {
+            BarrierScope::Block => {
+                parts.op.is_some() && none_ended_now && frames.iter().all(|f| !f.is_null())
+            }
+            BarrierScope::Warp => {
+                let warp = self.warp_size.max(1) as usize;
+                frames.chunks(warp).all(|lanes| {
+                    let waiting = lanes.iter().filter(|f| !f.is_null()).count();
+                    waiting == 0 || waiting == lanes.len()
+                })
+            }
+        }
+    }
+
+    /// Every live thread waits at the same warp barrier or collective (one call site, so one
+    /// kind), in whole warps or, for a block vote, the whole block: computes each one's result
+    /// as the scheduler would and writes it into its wait.
+    fn release_all_at_one_collective(&self, frames: &[*mut c_void], waits: &[*mut GmSimWait]) {
+        let Some(first) = frames.iter().position(|f| !f.is_null()) else {
             return;
         };
-        // SAFETY: every thread waits: each `wait` points into its suspended thread's frame.
-        let op = unsafe { GmSimWait::parts(first) }.op;
-        let Some(op) = op else {
+        // SAFETY: a waiting thread's `wait` points into its suspended frame.
+        let Some(op) = (unsafe { GmSimWait::parts(waits[first]) }).op else {
             // A warp barrier: nothing to compute.
             return;
         };
-        for (linear, &wait) in waits.iter().enumerate() {
+        let live = |linear: usize| !frames[linear].is_null();
+        for linear in (0..frames.len()).filter(|&l| live(l)) {
             // SAFETY: as above.
-            if let Some(operands) = unsafe { GmSimWait::operands(wait) } {
+            if let Some(operands) = unsafe { GmSimWait::operands(waits[linear]) } {
                 self.set_operands(linear, operands);
             }
         }
@@ -183,14 +218,16 @@ impl Block<'_> {
             self.combine_block(op);
         } else {
             let warp = self.warp_size.max(1) as usize;
-            for base in (0..waits.len()).step_by(warp) {
-                let lanes = warp.min(waits.len() - base);
-                self.combine_warp(op, base, ballot_mask(lanes), lanes);
+            for base in (0..frames.len()).step_by(warp) {
+                let lanes = warp.min(frames.len() - base);
+                if live(base) {
+                    self.combine_warp(op, base, ballot_mask(lanes), lanes);
+                }
             }
         }
-        for (linear, &wait) in waits.iter().enumerate() {
+        for linear in (0..frames.len()).filter(|&l| live(l)) {
             // SAFETY: as above; nothing else touches a suspended thread's wait.
-            unsafe { GmSimWait::set_result(wait, self.result_of(linear)) };
+            unsafe { GmSimWait::set_result(waits[linear], self.result_of(linear)) };
         }
     }
 

@@ -202,8 +202,19 @@ impl Default for Schedule {
 impl Schedule {
     /// A schedule for `count` threads, reusing this OS thread's buffers.
     pub(super) fn take(count: usize) -> Schedule {
-        let kept = SPARE_SCHEDULE.take().unwrap_or_default();
-        let mut s = Schedule {
+        let mut s = SPARE_SCHEDULE.take().unwrap_or_default();
+        s.restart(count);
+        s.fibers.clear();
+        s.fibers.resize(count, std::ptr::null());
+        s.spare.clear();
+        s
+    }
+
+    /// Starts the scheduling state over: every thread unstarted, nothing counted, the buffers
+    /// and fibers kept (a stackless block does this for a round it hands to the scheduler).
+    pub(super) fn restart(&mut self, count: usize) {
+        let kept = std::mem::take(self);
+        *self = Schedule {
             phases: kept.phases,
             waits: kept.waits,
             fibers: kept.fibers,
@@ -212,17 +223,13 @@ impl Schedule {
             wait_at: kept.wait_at,
             ..Schedule::default()
         };
-        s.phases.clear();
-        s.phases.resize(count, Phase::Unstarted);
+        self.phases.clear();
+        self.phases.resize(count, Phase::Unstarted);
         // Stale entries are harmless (a wait is read only where the phase says `Waiting`), so
         // the buffer only ever grows.
-        if s.waits.len() < count {
-            s.waits.resize(count, Wait::NONE);
+        if self.waits.len() < count {
+            self.waits.resize(count, Wait::NONE);
         }
-        s.fibers.clear();
-        s.fibers.resize(count, std::ptr::null());
-        s.spare.clear();
-        s
     }
 
     /// Keeps the buffers for the next block of this OS thread.

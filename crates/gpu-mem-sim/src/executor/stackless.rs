@@ -35,7 +35,8 @@ impl Block<'_> {
         };
         stack::running(self.kernel);
         // SAFETY: `driver` is idle and assigned this block, which outlives the call; the driver
-        // ends every thread it starts before it returns.
+        // is done with every thread it starts before it returns (threads left waiting at a
+        // divergence are dropped with their frames, which nothing refers to).
         unsafe { fiber::enter(driver) };
         // SAFETY: no thread runs any more.
         let s = unsafe { self.schedule() };
@@ -45,11 +46,11 @@ impl Block<'_> {
     }
 
     /// The block's threads, run on `fiber` (the driver `run_stackless` entered): started in
-    /// index order, then resumed round by round while they all wait at one barrier. Each round
-    /// runs in the program (`gm_sim_round`); anything but "every live thread waits at one
-    /// barrier" (threads at different barriers, or some ended while others wait) goes to the
-    /// block's scheduler, which reports it exactly as for threads on fibers. Returns where the
-    /// fiber goes next (back to `run_stackless`).
+    /// index order, then resumed round by round. Each round runs in the program
+    /// (`gm_sim_round`); after it, all go on when every live thread waits at one block barrier,
+    /// or at one collective in whole warps (with their results); anything else goes to the
+    /// block's scheduler, which releases and reports exactly as for threads on fibers. Returns
+    /// where the fiber goes next (back to `run_stackless`).
     pub(super) fn drive_stackless(
         &self,
         launch: &CompiledLaunch<'_>,
@@ -247,15 +248,7 @@ impl Block<'_> {
         let count = frames.len();
         // SAFETY: executor code between kernel calls; nothing else holds the schedule.
         let s = unsafe { self.schedule() };
-        let spare = std::mem::take(&mut s.spare);
-        let (kept_frames, kept_waits) = (
-            std::mem::take(&mut s.frames),
-            std::mem::take(&mut s.wait_at),
-        );
-        *s = Schedule::take(count);
-        s.spare = spare;
-        s.frames = kept_frames;
-        s.wait_at = kept_waits;
+        s.restart(count);
         for linear in 0..count {
             if frames[linear].is_null() {
                 s.phases[linear] = Phase::Done;

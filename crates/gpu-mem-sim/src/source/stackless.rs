@@ -14,8 +14,11 @@
 
 /// Names through which a thread waits inside a function of the prelude (atomics and the spin
 /// hint let the others run now and then: a stack is needed there), or that the rewrite must not
-/// meet: the runtime table, the user's own coroutines, raw strings.
-const NEEDS_A_STACK: [&str; 6] = ["atomic", "nanosleep", "gm_sim_", "co_", "coroutine", "R\""];
+/// meet: the runtime table, raw strings (which the tokenizer does not read).
+const NEEDS_A_STACK: [&str; 4] = ["atomic", "nanosleep", "gm_sim_", "R\""];
+
+/// The user's own coroutines: a kernel that is one already is left as it is.
+const COROUTINE_KEYWORDS: [&str; 3] = ["co_await", "co_yield", "co_return"];
 
 /// The names the prelude turns into `co_await`s (function-like macros): barriers, warp
 /// barriers, block and warp collectives.
@@ -41,8 +44,8 @@ const SUSPENDING: [&str; 18] = [
 ];
 
 /// Whether `code`'s threads may run stackless: it names something that waits (see
-/// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`], and every name of
-/// [`SUSPENDING`] is a plain call (`(syncthreads)()`, `&syncthreads` or
+/// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`] or [`COROUTINE_KEYWORDS`], and
+/// every name of [`SUSPENDING`] is a plain call (`(syncthreads)()`, `&syncthreads` or
 /// `__shfl_sync<float>(...)` would reach the function, which cannot suspend a coroutine).
 pub(crate) fn eligible(code: &str) -> bool {
     if !super::wrapper::may_wait(code) || NEEDS_A_STACK.iter().any(|word| code.contains(word)) {
@@ -53,6 +56,9 @@ pub(crate) fn eligible(code: &str) -> bool {
     };
     let text = |t: &Token| &code[t.start..t.end];
     toks.iter().enumerate().all(|(i, t)| {
+        if t.ident && COROUTINE_KEYWORDS.contains(&text(t)) {
+            return false;
+        }
         if !(t.ident && SUSPENDING.contains(&text(t))) {
             return true;
         }
@@ -486,6 +492,10 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             let code = format!("__global__ void k(int* p) {{ {call}; }}");
             assert!(eligible(&code), "{call}");
         }
+        // Names that only contain a keyword's letters are names.
+        assert!(eligible(
+            "__global__ void k(int* p) { int co_ord = 1; syncthreads(); }"
+        ));
         // No barrier at all: plain calls, not coroutines.
         assert!(!eligible("__global__ void k(float* p) { p[0] = 1; }"));
         for word in [

@@ -161,7 +161,7 @@ pub(super) struct Schedule {
     /// of `super::stackless`, kept here to be reused).
     pub(super) frames: Vec<*mut std::ffi::c_void>,
     pub(super) wait_at: Vec<*mut super::body::GmSimWait>,
-    pub(super) next_unstarted: usize,
+    next_unstarted: usize,
     waiting: usize,
     pub(super) done: usize,
     /// Threads waiting at block barriers, the first one's wait, and whether all wait at its site.
@@ -169,7 +169,7 @@ pub(super) struct Schedule {
     first_block_wait: Option<Wait>,
     one_site: bool,
     /// Since the last round ended: did a thread wait, end or get released; did one spin.
-    pub(super) progressed: bool,
+    progressed: bool,
     idle_rounds: u32,
     pub(super) outcome: Result<(), Error>,
     /// `Block::run` is ending threads left waiting.

@@ -94,10 +94,11 @@ impl Block<'_> {
         };
         // Which waiting threads the scheduler released, when it did not release them all.
         let mut ready: Vec<u8> = Vec::new();
-        // SAFETY: the frames of this OS thread's previous block were all destroyed; the program
-        // was compiled from the kernel's source (stackless form), its parameters were checked
-        // against the launch's arguments, `args` holds one buffer of each parameter's exact
-        // layout, alive for the launch, and `frames` and `waits` hold `count` entries.
+        // Nothing refers to the frames of this OS thread's previous block any more; the program
+        // was compiled from the kernel's source (stackless form) and its parameters checked
+        // against the launch's arguments.
+        // SAFETY: as just said; `args` holds one buffer of each parameter's exact layout, alive
+        // for the launch, and `frames` and `waits` hold `count` entries.
         unsafe {
             (entry.begin_block)();
             (entry.start_round)(&mut round);

@@ -577,11 +577,25 @@ impl<'a> Block<'a> {
         // The common case: the next thread waits to be resumed. The one after it will most
         // likely run next: its stack starts coming into the cache now.
         let next = linear + 1;
-        if next < s.phases.len() && s.phases[next] == Phase::Ready {
-            prefetch_after(s, next);
-            Some(s.fibers[next])
-        } else {
-            self.next_after(s, linear)
+        match s.phases.get(next) {
+            Some(Phase::Ready) => {
+                prefetch_after(s, next);
+                Some(s.fibers[next])
+            }
+            // A block's first barrier: the next thread starts on a fiber of its own (what
+            // `pick` would choose, without its scan).
+            Some(Phase::Unstarted) => {
+                s.phases[next] = Phase::Ready;
+                s.next_unstarted = next + 1;
+                match self.fresh_fiber(s, next) {
+                    Ok(fresh) => Some(fresh),
+                    Err(error) => {
+                        s.outcome = Err(error);
+                        Some(std::ptr::null())
+                    }
+                }
+            }
+            _ => self.next_after(s, linear),
         }
     }
 

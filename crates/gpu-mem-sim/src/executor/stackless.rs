@@ -103,33 +103,30 @@ impl Block<'_> {
             (entry.begin_block)();
             (entry.start_round)(&mut round);
         }
-        // Threads that ran in the round (all, at first); those not waiting now have ended.
-        let mut ran = round.count;
         let outcome = loop {
             let every_waiting_thread_ran = round.ready.is_null();
             if round.waiting == 0 && every_waiting_thread_ran {
                 break Ok(());
             }
             if every_waiting_thread_ran
-                && round.waiting == ran
+                && round.waiting == round.count
                 && round.one_site != 0
                 && round.plain != 0
             {
-                // Every live thread waits at one block barrier: all go on.
+                // Every thread of the block waits at one block barrier (none has ended: a block
+                // barrier waits for all of them): all go on.
                 if round.fence & GLOBAL_FENCE != 0 {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
                 }
                 round.ready = std::ptr::null();
-                ran = round.waiting;
             } else if every_waiting_thread_ran
                 && round.one_site != 0
-                && self.whole_warps_at_one_collective(&frames, &waits, round.waiting == ran)
+                && self.whole_warps_at_one_collective(&frames, &waits)
             {
                 // Every live thread waits at one warp barrier or collective, in whole warps (or
                 // the whole block, for a block vote): all go on, with their results.
                 self.release_all_at_one_collective(&frames, &waits);
                 round.ready = std::ptr::null();
-                ran = round.waiting;
             } else {
                 match self.schedule_general(&frames, &waits, &mut ready) {
                     // (The scheduler reports a block where no thread can go on; this guard only
@@ -138,7 +135,6 @@ impl Block<'_> {
                         break Err(self.divergence("no waiting thread was released".to_string()));
                     }
                     Ok(Some(released)) => {
-                        ran = released;
                         round.ready = if released == live(&frames) {
                             std::ptr::null()
                         } else {
@@ -171,12 +167,11 @@ impl Block<'_> {
     /// Whether the waiting threads, all at one call site that is not a block barrier, can all go
     /// on as the scheduler would let them: a block vote needs every thread of the block; a warp
     /// barrier or collective needs each warp entirely waiting or entirely ended (no lane it could
-    /// wait for has exited). `none_ended_now`: no thread ended in this round.
+    /// wait for has exited).
     fn whole_warps_at_one_collective(
         &self,
         frames: &[*mut c_void],
         waits: &[*mut GmSimWait],
-        none_ended_now: bool,
     ) -> bool {
         let Some(first) = frames.iter().position(|f| !f.is_null()) else {
             return false;
@@ -184,9 +179,7 @@ impl Block<'_> {
         // SAFETY: a waiting thread's `wait` points into its suspended frame.
         let parts = unsafe { GmSimWait::parts(waits[first]) };
         match parts.scope {
-            BarrierScope::Block => {
-                parts.op.is_some() && none_ended_now && frames.iter().all(|f| !f.is_null())
-            }
+            BarrierScope::Block => parts.op.is_some() && frames.iter().all(|f| !f.is_null()),
             BarrierScope::Warp => {
                 let warp = self.warp_size.max(1) as usize;
                 frames.chunks(warp).all(|lanes| {

@@ -1,6 +1,7 @@
 //! The translation unit the host compiler builds for one kernel: the prelude (host branch), the
 //! kernel's source with its own file name and line numbers, and the entry points the simulator
-//! loads (`gm_sim_abi`, `gm_sim_init`, `gm_sim_params`, `gm_sim_run`).
+//! loads (`gm_sim_abi`, `gm_sim_init`, `gm_sim_params`, then `gm_sim_run` or, for stackless
+//! threads, `gm_sim_start_round`, `gm_sim_resume_round` and `gm_sim_begin_block`).
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
 /// `barrier`): warp collectives, atomics (a spin-wait on a flag) and the spin hint.

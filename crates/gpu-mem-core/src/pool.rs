@@ -12,7 +12,7 @@
 //! calls, and its stream-ordered allocations fall back to ordinary ones.
 
 use crate::array::{DeviceArray, Storage};
-use crate::backend::PoolUsage;
+use crate::backend::{Enqueued, PoolUsage};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -125,11 +125,12 @@ impl Stream {
             return Ok(false);
         }
         let device = self.device().clone();
-        let freed = self.submit(Vec::new(), &[], |stream| {
+        let freed = self.submit(Vec::new, &[], |stream| {
             // SAFETY: `ptr` came from `alloc`/`alloc_async` on this device and is freed once: on
             // success `disarm` below stops the allocation's drop from freeing it again; only work
             // on this stream (ordered before this free) still uses it; the handle is live.
             unsafe { device.backend().free_async(device.ordinal(), ptr, stream) }
+                .map(|()| Enqueued::Queued)
         });
         match freed {
             Ok(_) => {

@@ -25,6 +25,7 @@ mod executor;
 mod host;
 mod ipc;
 mod memory;
+mod recent_stream;
 mod reentry;
 mod source;
 mod stream;
@@ -38,13 +39,14 @@ pub use thread::{SimKernel, ThreadCtx};
 
 use event::SimEvent;
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags,
-    IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
+    DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
+    HostRegisterFlags, IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use host::{HostTable, Pinned, RegisteredRange};
 use memory::{AddressSpace, Range, Region};
+use recent_stream::StreamKey;
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,7 +59,7 @@ struct SimDevice {
     shared_memory: usize,
     memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
-    /// Read-locked to find a stream (see [`SimBackend::with_stream`]).
+    /// Read-locked to find a stream (see [`SimBackend::on_stream`]).
     streams: RwLock<HashMap<u64, Arc<SimStream>, Handles>>,
     events: Mutex<HashMap<u64, Arc<SimEvent>, Handles>>,
     host: Mutex<HostTable>,
@@ -65,6 +67,9 @@ struct SimDevice {
 
 /// The simulator backend.
 pub struct SimBackend {
+    /// Distinguishes this instance's stream handles from other instances' (see
+    /// [`recent_stream`]).
+    id: u64,
     devices: Vec<SimDevice>,
     next_handle: AtomicU64,
 }
@@ -111,6 +116,7 @@ impl SimBackend {
             })
             .collect();
         SimBackend {
+            id: recent_stream::new_backend_id(),
             devices,
             next_handle: AtomicU64::new(1),
         }
@@ -163,24 +169,38 @@ impl SimBackend {
     }
 
     fn stream(&self, device: &SimDevice, stream: StreamHandle) -> Result<Arc<SimStream>> {
-        self.with_stream(device, stream, Arc::clone)
+        self.on_stream(device, stream, Arc::clone)
     }
 
-    /// Runs `f` on the stream under the read lock of the device's stream table, without taking
-    /// a reference to the stream: only for work that never waits (a check of the stream's
-    /// counters). Anything that may wait — a job, even a small copy, can wait for a region's
-    /// lock held by another stream's long copy — takes a reference with [`SimBackend::stream`]
-    /// first, so that creating or destroying streams (and, behind a waiting writer, every other
-    /// lookup) never waits for a stream's work.
-    fn with_stream<R>(
+    /// Runs `f` on the stream `stream` names, never under the device's stream table lock (so
+    /// `f` may wait: a job, even a small copy, can wait for a region's lock held by another
+    /// stream's long copy, and creating or destroying streams must not wait for that). The
+    /// stream this thread named last is found without the table (see [`recent_stream`]).
+    fn on_stream<R>(
         &self,
         device: &SimDevice,
         stream: StreamHandle,
-        f: impl FnOnce(&Arc<SimStream>) -> R,
+        f: impl Fn(&Arc<SimStream>) -> R,
     ) -> Result<R> {
-        let streams = device.streams.read().unwrap_or_else(|p| p.into_inner());
-        match streams.get(&stream.0) {
-            Some(found) => Ok(f(found)),
+        let key = StreamKey {
+            backend: self.id,
+            device: device.ordinal,
+            handle: stream.0,
+        };
+        if let Some(result) = recent_stream::with_recent(key, &f) {
+            return Ok(result);
+        }
+        let found = device
+            .streams
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&stream.0)
+            .cloned();
+        match found {
+            Some(found) => {
+                recent_stream::remember(key, &found);
+                Ok(f(&found))
+            }
             None => Err(Error::InvalidHandle {
                 kind: "stream",
                 handle: stream.0,
@@ -207,19 +227,31 @@ impl SimBackend {
         what: &'static str,
         bytes: usize,
         job: F,
-    ) -> Result<()>
+    ) -> Result<Enqueued>
     where
         F: FnOnce() -> std::result::Result<(), String> + Send + 'static,
     {
-        let job = if bytes <= INLINE_TRANSFER_MAX {
-            match self.stream(device, stream)?.run_if_idle(what, job) {
-                Ok(()) => return Ok(()),
-                Err(job) => job,
+        if bytes > INLINE_TRANSFER_MAX {
+            self.enqueue(device, stream, what, Box::new(job))?;
+            return Ok(Enqueued::Queued);
+        }
+        // `on_stream` takes a closure it may call on either path: the job goes in a cell, and
+        // comes back in it when the stream is busy.
+        let job = std::cell::Cell::new(Some(job));
+        self.on_stream(device, stream, |s| {
+            if let Some(taken) = job.take()
+                && let Err(back) = s.run_if_idle(what, taken)
+            {
+                job.set(Some(back));
             }
-        } else {
-            job
-        };
-        self.enqueue(device, stream, what, Box::new(job))
+        })?;
+        match job.into_inner() {
+            None => Ok(Enqueued::Completed),
+            Some(job) => {
+                self.enqueue(device, stream, what, Box::new(job))?;
+                Ok(Enqueued::Queued)
+            }
+        }
     }
 
     fn enqueue(
@@ -236,6 +268,20 @@ impl SimBackend {
                 stream: stream.0,
                 reason,
             })
+    }
+}
+
+impl Drop for SimBackend {
+    /// Shuts every stream down now, rather than when its last reference goes: a thread's
+    /// [`recent_stream`] memo may hold one past the backend.
+    fn drop(&mut self) {
+        for device in &self.devices {
+            let streams =
+                std::mem::take(&mut *device.streams.write().unwrap_or_else(|p| p.into_inner()));
+            for stream in streams.into_values() {
+                stream.shut_down();
+            }
+        }
     }
 }
 
@@ -589,7 +635,7 @@ unsafe impl Backend for SimBackend {
         src: *const u8,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         let d = self.device(device)?;
         let range = d.memory.resolve_write(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
@@ -609,7 +655,7 @@ unsafe impl Backend for SimBackend {
         src: DevicePtr,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         let d = self.device(device)?;
         let range = d.memory.resolve(src, bytes)?;
         let window = d.memory.host_window(dst, bytes);
@@ -629,7 +675,7 @@ unsafe impl Backend for SimBackend {
         src: DevicePtr,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         let d = self.device(device)?;
         let to = d.memory.resolve_write(dst, bytes)?;
         let from = d.memory.resolve(src, bytes)?;
@@ -646,7 +692,7 @@ unsafe impl Backend for SimBackend {
         value: u8,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         let d = self.device(device)?;
         let range = d.memory.resolve_write(dst, bytes)?;
         self.enqueue_transfer(d, stream, "memset", bytes, move || {
@@ -697,10 +743,10 @@ unsafe impl Backend for SimBackend {
     unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
         reentry::refuse_in_kernel("stream synchronize")?;
         let d = self.device(device)?;
-        // Done already (the usual case after small copies): answered under the table's lock;
-        // otherwise the wait happens outside it.
+        // Done already (the usual case after small copies): answered without a reference to
+        // the stream; otherwise the wait happens with one.
         let result =
-            match self.with_stream(d, stream, |s| s.finished().ok_or_else(|| Arc::clone(s)))? {
+            match self.on_stream(d, stream, |s| s.finished().ok_or_else(|| Arc::clone(s)))? {
                 Ok(result) => result,
                 Err(running) => running.synchronize(),
             };

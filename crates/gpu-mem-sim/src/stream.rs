@@ -412,6 +412,11 @@ impl SimStream {
         Some(shared.take_failure())
     }
 
+    /// `false` once the stream was shut down (destroyed, or its backend dropped).
+    pub(crate) fn is_open(&self) -> bool {
+        !self.shared.closed.load(Ordering::Acquire)
+    }
+
     /// `true` when every job enqueued so far has completed.
     pub(crate) fn is_idle(&self) -> bool {
         !self.shared.pending()

@@ -22,7 +22,7 @@
 //!    synchronization): gpu-mem orders only the work it enqueues itself.
 
 use crate::array::{DeviceArray, Storage};
-use crate::backend::DevicePtr;
+use crate::backend::{DevicePtr, Enqueued};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -225,12 +225,16 @@ impl Stream {
                 buffer.pending().wait_for_stream(u.access, self.inner())?;
             }
         }
-        let records: Vec<(&PendingUses, Access)> = uses
+        let records: Vec<Option<(&PendingUses, Access)>> = uses
             .iter()
-            .filter_map(|u| u.storage.host_buffer().map(|b| (b.pending(), u.access)))
+            .map(|u| u.storage.host_buffer().map(|b| (b.pending(), u.access)))
             .collect();
         let keep: Vec<KeepAlive> = uses.iter().map(|u| u.storage.keep_alive()).collect();
-        self.submit(keep, &records, enqueue)?;
+        self.submit(
+            || keep,
+            &records,
+            |stream| enqueue(stream).map(|()| Enqueued::Queued),
+        )?;
         Ok(())
     }
 }

@@ -184,7 +184,8 @@ pub unsafe trait Backend: Send + Sync + Debug {
         bytes: usize,
     ) -> Result<()>;
 
-    /// Enqueues a host-to-device copy on `stream`.
+    /// Enqueues a host-to-device copy on `stream`. This and the other asynchronous operations
+    /// say whether the work is still to run ([`Enqueued`]); `Queued` is always a correct answer.
     ///
     /// # Safety
     /// As [`Backend::copy_htod`], and both ranges stay valid and the host range unwritten until
@@ -197,7 +198,7 @@ pub unsafe trait Backend: Send + Sync + Debug {
         src: *const u8,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()>;
+    ) -> Result<Enqueued>;
 
     /// Enqueues a device-to-host copy on `stream`.
     ///
@@ -212,7 +213,7 @@ pub unsafe trait Backend: Send + Sync + Debug {
         src: DevicePtr,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()>;
+    ) -> Result<Enqueued>;
 
     /// Enqueues a device-to-device copy on `stream`.
     ///
@@ -226,7 +227,7 @@ pub unsafe trait Backend: Send + Sync + Debug {
         src: DevicePtr,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()>;
+    ) -> Result<Enqueued>;
 
     /// Enqueues a byte fill on `stream`.
     ///
@@ -240,7 +241,7 @@ pub unsafe trait Backend: Send + Sync + Debug {
         value: u8,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()>;
+    ) -> Result<Enqueued>;
 
     // ----- streams -------------------------------------------------------------------------
 

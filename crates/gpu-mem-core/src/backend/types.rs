@@ -26,6 +26,21 @@ impl DevicePtr {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamHandle(pub u64);
 
+/// What an asynchronous operation's enqueue found: whether the operation is still to run.
+///
+/// A backend may always answer [`Enqueued::Queued`]. [`Enqueued::Completed`] promises more: the
+/// operation, and every operation enqueued on the stream before it, had completed when the call
+/// returned (a simulator runs a short copy on an idle stream at once), so the caller may release
+/// what the operation uses right away instead of keeping it until a synchronization. A failure
+/// of such an operation is still reported by the stream's next synchronization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// The operation may still be running or waiting to run.
+    Queued,
+    /// The operation and all earlier work on the stream have completed.
+    Completed,
+}
+
 /// A backend's event handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EventHandle(pub u64);

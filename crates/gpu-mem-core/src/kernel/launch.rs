@@ -1,5 +1,6 @@
 //! Launching: [`Device::launch`] (synchronous, Numba's default stream) and [`Stream::launch`].
 
+use crate::backend::Enqueued;
 use crate::device::Device;
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelArg, LaunchArg, LaunchConfig, Prepared};
@@ -75,24 +76,32 @@ impl Stream {
         // The kernel's code (a closure that may own device memory) is dropped on a host thread
         // when the stream releases it, never on a backend worker inside the launch.
         keep.push(KeepAlive::Other(Box::new(kernel.clone())));
-        let uses: Vec<(&PendingUses, Access)> = prepared
+        let uses: Vec<Option<(&PendingUses, Access)>> = prepared
             .iter()
-            .filter_map(|p| p.mapped.as_ref())
-            .map(|buffer| (buffer.pending(), Access::Write))
+            .map(|p| {
+                p.mapped
+                    .as_ref()
+                    .map(|buffer| (buffer.pending(), Access::Write))
+            })
             .collect();
-        self.submit(keep, &uses, |stream| {
-            // SAFETY: the stream keeps every argument's device memory alive until the kernel
-            // completes; the kernel's accesses are the caller's contract.
-            unsafe {
-                device.backend().launch(
-                    device.ordinal(),
-                    kernel,
-                    &config,
-                    &launch_args,
-                    Some(stream),
-                )
-            }
-        })?;
+        self.submit(
+            || keep,
+            &uses,
+            |stream| {
+                // SAFETY: the stream keeps every argument's device memory alive until the kernel
+                // completes; the kernel's accesses are the caller's contract.
+                unsafe {
+                    device.backend().launch(
+                        device.ordinal(),
+                        kernel,
+                        &config,
+                        &launch_args,
+                        Some(stream),
+                    )
+                }
+                .map(|()| Enqueued::Queued)
+            },
+        )?;
         if args.iter().any(|arg| arg.needs_finish()) {
             self.synchronize()?;
             finish_all(args, prepared)?;

@@ -129,6 +129,12 @@ impl PendingUses {
     /// conflicting use (one of them writes) on *another* stream must have completed. Uses on
     /// `stream` itself are ordered by the stream and need no wait.
     pub(crate) fn wait_for_stream(&self, access: Access, stream: &Arc<StreamInner>) -> Result<()> {
+        // The usual case — no entry, or only the stream's own — answered without building the
+        // list of conflicts (a value moved out whole after being written piece by piece, which
+        // stalls).
+        if self.lock().iter().all(|u| is_stream(u, stream)) {
+            return Ok(());
+        }
         for (other, ticket) in self.conflicting(access, Some(stream)) {
             other.wait_ticket(ticket)?;
         }

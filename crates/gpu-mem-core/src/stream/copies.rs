@@ -7,7 +7,7 @@
 use crate::array::host_layout::{contiguous_c, contiguous_f, core_view};
 use crate::array::transfer::non_contiguous;
 use crate::array::{DeviceArray, Storage};
-use crate::backend::{DevicePtr, HostAllocFlags};
+use crate::backend::{DevicePtr, Enqueued, HostAllocFlags};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::host::source::{HostMemory, HostMemoryMut, LockedMemory};
@@ -15,7 +15,6 @@ use crate::host::{HostDestination, HostSource};
 use crate::layout::{Layout, Order, check_compatible};
 use crate::memory::{Access, HostBuffer, PendingUses};
 use crate::stream::{KeepAlive, Stream};
-use smallvec::SmallVec;
 use std::sync::Arc;
 
 impl LockedMemory<'_> {
@@ -224,26 +223,29 @@ impl Stream {
         let bytes = dst_bytes.min(src_bytes);
         self.wait_storage(&dst.storage, Access::Write)?;
         self.wait_storage(&src.storage, Access::Read)?;
-        let keep = [dst.storage.keep_alive(), src.storage.keep_alive()];
+        let keep = || [dst.storage.keep_alive(), src.storage.keep_alive()];
         let device = self.device();
-        let uses = host_uses([
+        let uses = [
             Self::storage_use(&dst.storage, Access::Write),
             Self::storage_use(&src.storage, Access::Read),
-        ]);
+        ];
         let src_device = src.device().ordinal();
         let submitted = self.submit(keep, &uses, |stream| {
             // SAFETY: both spans lie in storage the stream keeps alive until completion; a peer
             // source lies on `src_device` of the same backend.
             unsafe {
                 if peer {
-                    device.backend().copy_peer_async(
-                        device.ordinal(),
-                        dst_ptr,
-                        src_device,
-                        src_ptr,
-                        bytes,
-                        stream,
-                    )
+                    device
+                        .backend()
+                        .copy_peer_async(
+                            device.ordinal(),
+                            dst_ptr,
+                            src_device,
+                            src_ptr,
+                            bytes,
+                            stream,
+                        )
+                        .map(|()| Enqueued::Queued)
                 } else {
                     device.backend().copy_dtod_async(
                         device.ordinal(),
@@ -255,8 +257,6 @@ impl Stream {
                 }
             }
         });
-        // The uses borrow `dst`, which the fallback below copies into.
-        drop(uses);
         match submitted {
             Err(Error::NotSupportedByBackend { .. }) if peer => {
                 self.synchronize()?;
@@ -278,15 +278,19 @@ impl Stream {
         }
         self.wait_storage(&dst.storage, Access::Write)?;
         let device = self.device();
-        let uses = host_uses([Self::storage_use(&dst.storage, Access::Write), None]);
-        self.submit([dst.storage.keep_alive()], &uses, |stream| {
-            // SAFETY: the span lies in storage the stream keeps alive until completion.
-            unsafe {
-                device
-                    .backend()
-                    .memset_d8_async(device.ordinal(), ptr, value, bytes, stream)
-            }
-        })?;
+        let uses = [Self::storage_use(&dst.storage, Access::Write)];
+        self.submit(
+            || [dst.storage.keep_alive()],
+            &uses,
+            |stream| {
+                // SAFETY: the span lies in storage the stream keeps alive until completion.
+                unsafe {
+                    device
+                        .backend()
+                        .memset_d8_async(device.ordinal(), ptr, value, bytes, stream)
+                }
+            },
+        )?;
         Ok(())
     }
 
@@ -319,15 +323,17 @@ impl Stream {
             .pending()
             .wait_for_stream(Access::Write, self.inner())?;
         self.wait_storage(&src.storage, Access::Read)?;
-        let keep = [
-            src.storage.keep_alive(),
-            KeepAlive::Host(Arc::clone(buffer)),
-        ];
+        let keep = || {
+            [
+                src.storage.keep_alive(),
+                KeepAlive::Host(Arc::clone(buffer)),
+            ]
+        };
         let device = self.device();
-        let uses = host_uses([
+        let uses = [
             Some((buffer.pending(), Access::Write)),
             Self::storage_use(&src.storage, Access::Read),
-        ]);
+        ];
         self.submit(keep, &uses, |stream| {
             // SAFETY: the destination span lies in the page-locked buffer, which the stream keeps
             // alive and host code cannot access until this ticket completes; the source span lies
@@ -362,15 +368,17 @@ impl Stream {
             .pending()
             .wait_for_stream(Access::Read, self.inner())?;
         self.wait_storage(&dst.storage, Access::Write)?;
-        let keep = [
-            dst.storage.keep_alive(),
-            KeepAlive::Host(Arc::clone(buffer)),
-        ];
+        let keep = || {
+            [
+                dst.storage.keep_alive(),
+                KeepAlive::Host(Arc::clone(buffer)),
+            ]
+        };
         let device = self.device();
-        let uses = host_uses([
+        let uses = [
             Some((buffer.pending(), Access::Read)),
             Self::storage_use(&dst.storage, Access::Write),
-        ]);
+        ];
         self.submit(keep, &uses, |stream| {
             // SAFETY: the source lies in a page-locked buffer the stream keeps alive and host code
             // may not write until this ticket completes; the destination span lies in storage the
@@ -383,16 +391,4 @@ impl Stream {
         })?;
         Ok(())
     }
-}
-
-/// The host buffers an operation uses (at most two), gathered without `SmallVec`'s `collect`,
-/// which goes element by element through `Extend` (this runs on every copy). Inlined: passed
-/// through memory, the array is written field by field and read back whole, which stalls.
-#[inline(always)]
-fn host_uses(items: [Option<(&PendingUses, Access)>; 2]) -> SmallVec<[(&PendingUses, Access); 2]> {
-    let mut uses = SmallVec::new();
-    for item in items.into_iter().flatten() {
-        uses.push(item);
-    }
-    uses
 }

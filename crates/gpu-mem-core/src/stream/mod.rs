@@ -10,7 +10,7 @@
 //! buffers also record the ticket (see `memory::PendingUses`), so host code that touches them
 //! waits for exactly the streams that may still use them. Dropping a stream synchronizes it.
 
-use crate::backend::StreamHandle;
+use crate::backend::{Enqueued, StreamHandle};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::memory::{Access, PendingUses};
@@ -100,9 +100,12 @@ impl StreamInner {
         // Read the target under the submission lock: an operation whose uses are already
         // recorded on host buffers is then counted, so waiting for its ticket cannot return
         // before it was enqueued.
-        let target = {
-            let _submitting = self.lock_keep_alive();
-            self.submitted.load(Ordering::Acquire)
+        let (target, nothing_kept) = {
+            let submitting = self.lock_keep_alive();
+            (
+                self.submitted.load(Ordering::Acquire),
+                submitting.is_empty(),
+            )
         };
         // SAFETY: `handle` came from `stream_create` on this device and is destroyed only when
         // this inner value is dropped.
@@ -111,22 +114,37 @@ impl StreamInner {
                 .backend()
                 .stream_synchronize(self.device.ordinal(), self.handle)
         };
-        match &result {
+        // `Ok(())` is rebuilt rather than `result` moved: the error type is large, and a result
+        // written piece by piece by the callee and then copied out whole stalls.
+        let error = match result {
+            Ok(()) => {
+                self.mark_complete(target, nothing_kept);
+                return Ok(());
+            }
+            Err(error) => error,
+        };
+        if let Error::AsyncFailure { reason, .. } = &error {
             // A failure of enqueued work is reported once that work has finished: the stream is
             // idle either way, so what it kept alive can go.
-            Ok(()) | Err(Error::AsyncFailure { .. }) => {
-                self.completed.fetch_max(target, Ordering::AcqRel);
-                self.release_completed(target);
-            }
-            Err(_) => {}
-        }
-        if let Err(Error::AsyncFailure { reason, .. }) = &result {
+            self.mark_complete(target, nothing_kept);
             // Whoever synchronized (perhaps host code reaching a buffer) gets the error; keep it
             // for the stream's owner too, so `Stream::synchronize` does not report success.
             *self.unreported.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
             self.has_unreported.store(true, Ordering::Release);
         }
-        result
+        Err(error)
+    }
+
+    /// Records that every ticket up to `target` is complete and releases what they kept.
+    fn mark_complete(&self, target: u64, nothing_kept: bool) {
+        // Plain loads first: after operations that completed as they were enqueued there is
+        // nothing to raise or release (no locked instruction, no lock).
+        if self.completed.load(Ordering::Acquire) < target {
+            self.completed.fetch_max(target, Ordering::AcqRel);
+        }
+        if !nothing_kept {
+            self.release_completed(target);
+        }
     }
 
     fn release_completed(&self, upto: u64) {
@@ -264,12 +282,14 @@ impl Stream {
             None
         };
         match (result, unreported) {
+            // Rebuilt, not moved (see `StreamInner::synchronize`).
+            (Ok(()), None) => Ok(()),
             (Ok(()), Some(reason)) => Err(Error::AsyncFailure {
                 operation: "earlier work",
                 stream: self.inner.handle.0,
                 reason,
             }),
-            (result, _) => result,
+            (Err(error), _) => Err(error),
         }
     }
 
@@ -332,30 +352,46 @@ impl Stream {
     }
 
     /// Runs `enqueue` (which enqueues exactly one operation on this stream), records the
-    /// operation's `uses` of host buffers first (so no host access can slip in between), and keeps
-    /// `keep` alive until the operation has completed. Returns the operation's ticket.
-    pub(crate) fn submit(
+    /// operation's `uses` of host buffers first (so no host access can slip in between; `None`
+    /// stands for storage without a host side, and is skipped), and keeps
+    /// what `keep` returns alive until the operation has completed. Returns the operation's
+    /// ticket.
+    ///
+    /// An operation the backend reports [`Enqueued::Completed`] marks its ticket complete at once
+    /// (the backend promises every earlier operation on the stream is complete too), so host
+    /// code reaching its buffers does not wait, and `keep` is never called: nothing needs keeping.
+    pub(crate) fn submit<K: IntoIterator<Item = KeepAlive>>(
         &self,
-        keep: impl IntoIterator<Item = KeepAlive>,
-        uses: &[(&PendingUses, Access)],
-        enqueue: impl FnOnce(StreamHandle) -> Result<()>,
+        keep: impl FnOnce() -> K,
+        uses: &[Option<(&PendingUses, Access)>],
+        enqueue: impl FnOnce(StreamHandle) -> Result<Enqueued>,
     ) -> Result<u64> {
         // Hold the list lock across record + enqueue + ticket so tickets follow enqueue order and
         // `synchronize` never sees a recorded use without its submission.
         let mut list = self.inner.lock_keep_alive();
         let ticket = self.inner.submitted.load(Ordering::Acquire) + 1;
         let mut undo: SmallVec<[_; 4]> = SmallVec::new();
-        for (pending, access) in uses {
+        for (pending, access) in uses.iter().flatten() {
             undo.push(pending.record(&self.inner, ticket, *access));
         }
-        if let Err(error) = enqueue(self.inner.handle) {
-            for ((pending, _), undo) in uses.iter().zip(undo) {
-                pending.forget(&self.inner, ticket, undo);
+        let enqueued = match enqueue(self.inner.handle) {
+            Ok(enqueued) => enqueued,
+            Err(error) => {
+                for ((pending, _), undo) in uses.iter().flatten().zip(undo) {
+                    pending.forget(&self.inner, ticket, undo);
+                }
+                return Err(error);
             }
-            return Err(error);
-        }
+        };
         self.inner.submitted.store(ticket, Ordering::Release);
-        list.extend(keep.into_iter().map(|k| (ticket, k)));
+        match enqueued {
+            Enqueued::Queued => list.extend(keep().into_iter().map(|k| (ticket, k))),
+            // A store, not `fetch_max`: under the list lock, every other writer raises the count
+            // to a ticket already handed out, which is below this one.
+            Enqueued::Completed => {
+                self.inner.completed.store(ticket, Ordering::Release);
+            }
+        }
         Ok(ticket)
     }
 }

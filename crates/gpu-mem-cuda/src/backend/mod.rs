@@ -97,8 +97,8 @@ use crate::driver::sys::{CUevent, CUresult, CUstream};
 use crate::nvrtc::Nvrtc;
 use device::{Current, DeviceFacts, DeviceSlot};
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags,
-    IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
+    DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
+    HostRegisterFlags, IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
@@ -678,7 +678,7 @@ unsafe impl Backend for CudaBackend {
         src: *const u8,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         let _cx = self.current(device)?;
         // SAFETY: the caller guarantees the ranges stay valid, `src` is page-locked and
         // unwritten until the stream passes the copy, and the stream is live.
@@ -686,6 +686,7 @@ unsafe impl Backend for CudaBackend {
             self.driver
                 .memcpy_htod_async(dst.0, src.cast::<c_void>(), bytes, raw_stream(stream))
         }
+        .map(|()| Enqueued::Queued)
     }
 
     unsafe fn copy_dtoh_async(
@@ -695,7 +696,7 @@ unsafe impl Backend for CudaBackend {
         src: DevicePtr,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         let _cx = self.current(device)?;
         // SAFETY: the caller guarantees the ranges stay valid, `dst` is page-locked and
         // untouched until the stream passes the copy, and the stream is live.
@@ -703,6 +704,7 @@ unsafe impl Backend for CudaBackend {
             self.driver
                 .memcpy_dtoh_async(dst.cast::<c_void>(), src.0, bytes, raw_stream(stream))
         }
+        .map(|()| Enqueued::Queued)
     }
 
     unsafe fn copy_dtod_async(
@@ -712,13 +714,14 @@ unsafe impl Backend for CudaBackend {
         src: DevicePtr,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         let _cx = self.current(device)?;
         // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
         unsafe {
             self.driver
                 .memcpy_dtod_async(dst.0, src.0, bytes, raw_stream(stream))
         }
+        .map(|()| Enqueued::Queued)
     }
 
     unsafe fn memset_d8_async(
@@ -728,13 +731,14 @@ unsafe impl Backend for CudaBackend {
         value: u8,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         let _cx = self.current(device)?;
         // SAFETY: the caller guarantees the range stays valid until the fill completes.
         unsafe {
             self.driver
                 .memset_d8_async(dst.0, value, bytes, raw_stream(stream))
         }
+        .map(|()| Enqueued::Queued)
     }
 
     // ----- streams -------------------------------------------------------------------------

@@ -57,8 +57,8 @@ mod transfer;
 use crate::driver::Hsa;
 use event::{Event, Recorded};
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, EventHandle, HostAllocFlags, HostAllocation, HostRegisterFlags,
-    IpcMemHandle, MemInfo, StreamHandle,
+    DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
+    HostRegisterFlags, IpcMemHandle, MemInfo, StreamHandle,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
@@ -386,9 +386,9 @@ unsafe impl Backend for RocBackend {
         src: *const u8,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         // SAFETY: forwarded contract.
-        unsafe { self.htod_async(device, dst, src, bytes, stream) }
+        unsafe { self.htod_async(device, dst, src, bytes, stream) }.map(|()| Enqueued::Queued)
     }
 
     unsafe fn copy_dtoh_async(
@@ -398,9 +398,9 @@ unsafe impl Backend for RocBackend {
         src: DevicePtr,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         // SAFETY: forwarded contract.
-        unsafe { self.dtoh_async(device, dst, src, bytes, stream) }
+        unsafe { self.dtoh_async(device, dst, src, bytes, stream) }.map(|()| Enqueued::Queued)
     }
 
     unsafe fn copy_dtod_async(
@@ -410,9 +410,9 @@ unsafe impl Backend for RocBackend {
         src: DevicePtr,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
         // SAFETY: forwarded contract.
-        unsafe { self.dtod_async(device, dst, src, bytes, stream) }
+        unsafe { self.dtod_async(device, dst, src, bytes, stream) }.map(|()| Enqueued::Queued)
     }
 
     unsafe fn memset_d8_async(
@@ -422,9 +422,12 @@ unsafe impl Backend for RocBackend {
         value: u8,
         bytes: usize,
         stream: StreamHandle,
-    ) -> Result<()> {
+    ) -> Result<Enqueued> {
+        // The fill is synchronous (HSA has no asynchronous one): it waits for the stream's
+        // earlier work and returns when done.
         // SAFETY: forwarded contract.
         unsafe { self.memset_async(device, dst, value, bytes, stream) }
+            .map(|()| Enqueued::Completed)
     }
 
     fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {

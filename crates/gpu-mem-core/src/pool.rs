@@ -86,8 +86,10 @@ impl Stream {
         let ptr = unsafe {
             device
                 .backend()
-                .alloc_async(device.ordinal(), bytes, self.handle())
+                .alloc_async(device.ordinal(), bytes, self.own_handle())
         };
+        // A stream-ordered allocation is work on the stream.
+        self.unsettle();
         let alloc = match ptr {
             Ok(ptr) => DeviceAlloc::adopt(device, ptr, bytes),
             Err(Error::NotSupportedByBackend { .. }) => {

@@ -238,15 +238,21 @@ impl SimBackend {
         // `on_stream` takes a closure it may call on either path: the job goes in a cell, and
         // comes back in it when the stream is busy.
         let job = std::cell::Cell::new(Some(job));
-        self.on_stream(device, stream, |s| {
-            if let Some(taken) = job.take()
-                && let Err(back) = s.run_if_idle(what, taken)
-            {
-                job.set(Some(back));
-            }
+        let clean = self.on_stream(device, stream, |s| match job.take() {
+            Some(taken) => match s.run_if_idle(what, taken) {
+                Ok(clean) => clean,
+                Err(back) => {
+                    job.set(Some(back));
+                    false
+                }
+            },
+            None => false,
         })?;
         match job.into_inner() {
-            None => Ok(Enqueued::Completed),
+            // Done; a failure waiting for the next synchronization makes it merely `Queued`, so
+            // that synchronization asks for it.
+            None if clean => Ok(Enqueued::Completed),
+            None => Ok(Enqueued::Queued),
             Some(job) => {
                 self.enqueue(device, stream, what, Box::new(job))?;
                 Ok(Enqueued::Queued)

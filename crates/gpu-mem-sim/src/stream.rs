@@ -361,7 +361,9 @@ impl SimStream {
     /// complete at any time after it is enqueued, and host code that touches its buffers waits
     /// for the stream first, so doing it now is one of the orders a GPU could take. A failure is
     /// kept for the next synchronization, as for queued jobs.
-    pub(crate) fn run_if_idle<F>(&self, what: &'static str, job: F) -> Result<(), F>
+    ///
+    /// `Ok(true)`: it ran and no failure (its own or an earlier job's) waits to be reported.
+    pub(crate) fn run_if_idle<F>(&self, what: &'static str, job: F) -> Result<bool, F>
     where
         F: FnOnce() -> Result<(), String>,
     {
@@ -381,7 +383,7 @@ impl SimStream {
         }
         shared.execute(what, job);
         drop(queue);
-        Ok(())
+        Ok(!shared.failed.load(Ordering::SeqCst))
     }
 
     /// Waits for every job enqueued so far; returns (and clears) the first failure.

@@ -230,10 +230,12 @@ impl Stream {
             .map(|u| u.storage.host_buffer().map(|b| (b.pending(), u.access)))
             .collect();
         let keep: Vec<KeepAlive> = uses.iter().map(|u| u.storage.keep_alive()).collect();
+        // The library sees the handle: from now on synchronizations ask the backend.
+        let handle = self.handle();
         self.submit(
             || keep,
             &records,
-            |stream| enqueue(stream).map(|()| Enqueued::Queued),
+            |_| enqueue(handle).map(|()| Enqueued::Queued),
         )?;
         Ok(())
     }

@@ -29,10 +29,10 @@ pub struct StreamHandle(pub u64);
 /// What an asynchronous operation's enqueue found: whether the operation is still to run.
 ///
 /// A backend may always answer [`Enqueued::Queued`]. [`Enqueued::Completed`] promises more: the
-/// operation, and every operation enqueued on the stream before it, had completed when the call
-/// returned (a simulator runs a short copy on an idle stream at once), so the caller may release
-/// what the operation uses right away instead of keeping it until a synchronization. A failure
-/// of such an operation is still reported by the stream's next synchronization.
+/// operation, and everything put on the stream before it, had completed when the call returned
+/// (a simulator runs a short copy on an idle stream at once), and no failure waits to be
+/// reported by the stream's next synchronization. The caller may then release what the work
+/// used at once, and skip that synchronization if nothing else is put on the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enqueued {
     /// The operation may still be running or waiting to run.

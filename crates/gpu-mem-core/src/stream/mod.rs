@@ -65,6 +65,14 @@ pub(crate) struct StreamInner {
     unreported: Mutex<Option<String>>,
     /// Whether `unreported` may hold something (read without the lock on every synchronize).
     has_unreported: AtomicBool,
+    /// The ticket of the latest operation the backend reported [`Enqueued::Completed`]; while it
+    /// is also the latest submitted, the stream is idle with nothing kept and nothing to report,
+    /// and [`Stream::synchronize`] returns without asking the backend. Anything else put on the
+    /// handle (an event recorded or waited for, a stream-ordered allocation) makes it stale.
+    settled: AtomicU64,
+    /// Set once the handle may carry work gpu-mem does not know of (it was handed out, or the
+    /// stream was adopted): every synchronization then asks the backend.
+    handle_shared: AtomicBool,
     /// `Some` for a stream adopted with [`Stream::from_raw_handle`]: what keeps the foreign
     /// handle alive. Such a handle is never destroyed by gpu-mem; the owner is dropped with this
     /// value (after the stream's last synchronization), or leaked with it when that failed.
@@ -241,6 +249,8 @@ impl Stream {
                 keep_alive: Mutex::new(Vec::new()),
                 unreported: Mutex::new(None),
                 has_unreported: AtomicBool::new(false),
+                settled: AtomicU64::new(0),
+                handle_shared: AtomicBool::new(owner.is_some()),
                 owner,
             }),
         }
@@ -257,8 +267,11 @@ impl Stream {
         &self.inner.device
     }
 
-    /// The backend's handle (for interop with native code).
+    /// The backend's handle (for interop with native code). From then on gpu-mem assumes work
+    /// it does not know of may be put on the stream, so each [`Stream::synchronize`] asks the
+    /// backend.
     pub fn handle(&self) -> StreamHandle {
+        self.inner.handle_shared.store(true, Ordering::Relaxed);
         self.inner.handle
     }
 
@@ -266,8 +279,35 @@ impl Stream {
         &self.inner
     }
 
+    /// The handle, for gpu-mem's own calls that put work on the stream outside
+    /// [`Stream::submit`]; such a call must be followed by [`Stream::unsettle`].
+    pub(crate) fn own_handle(&self) -> StreamHandle {
+        self.inner.handle
+    }
+
+    /// Records that work the tickets do not count was put on the stream (after the backend call
+    /// that did it): the next synchronization asks the backend.
+    pub(crate) fn unsettle(&self) {
+        self.inner.settled.store(0, Ordering::Release);
+    }
+
+    /// Whether everything on the stream is known complete, kept nothing and failed nowhere:
+    /// the latest operation was reported complete at enqueue (so the stream was idle then), and
+    /// nothing else was put on the handle since. Submissions racing with this check on other
+    /// threads are not waited for, as with any synchronization.
+    fn is_settled(&self) -> bool {
+        let inner = &*self.inner;
+        let submitted = inner.submitted.load(Ordering::Acquire);
+        inner.settled.load(Ordering::Acquire) == submitted
+            && !inner.handle_shared.load(Ordering::Relaxed)
+            && !inner.has_unreported.load(Ordering::Acquire)
+    }
+
     /// Blocks until all enqueued work has completed, then releases what it kept alive.
     pub fn synchronize(&self) -> Result<()> {
+        if self.is_settled() {
+            return Ok(());
+        }
         let result = self.inner.synchronize();
         // A plain load first: the swap (a locked instruction) only when there is something.
         let unreported = if self.inner.has_unreported.load(Ordering::Acquire)
@@ -342,13 +382,16 @@ impl Stream {
         self.device().check_same(event.device(), "event")?;
         // SAFETY: both handles are live (each is destroyed only when its owner drops, and both
         // owners are borrowed here) and belong to this device (checked above).
-        unsafe {
+        let waited = unsafe {
             self.inner.device.backend().stream_wait_event(
                 self.inner.device.ordinal(),
                 self.inner.handle,
                 event.handle(),
             )
-        }
+        };
+        // The wait is work on the stream that synchronizing it must wait for.
+        self.unsettle();
+        waited
     }
 
     /// Runs `enqueue` (which enqueues exactly one operation on this stream), records the
@@ -386,10 +429,18 @@ impl Stream {
         self.inner.submitted.store(ticket, Ordering::Release);
         match enqueued {
             Enqueued::Queued => list.extend(keep().into_iter().map(|k| (ticket, k))),
-            // A store, not `fetch_max`: under the list lock, every other writer raises the count
-            // to a ticket already handed out, which is below this one.
             Enqueued::Completed => {
+                // A store, not `fetch_max`: under the list lock, every other writer raises the
+                // count to a ticket already handed out, which is below this one.
                 self.inner.completed.store(ticket, Ordering::Release);
+                self.inner.settled.store(ticket, Ordering::Release);
+                // Every earlier operation is complete too: what they kept can go (dropped
+                // outside the lock, as in `release_completed`).
+                if !list.is_empty() {
+                    let released: Vec<(u64, KeepAlive)> = std::mem::take(&mut *list);
+                    drop(list);
+                    drop(released);
+                }
             }
         }
         Ok(ticket)
@@ -440,7 +491,10 @@ impl Event {
         self.device().check_same(stream.device(), "stream")?;
         // SAFETY: the event's handle lives as long as `self`, the stream's as long as `stream`
         // (both borrowed here), and both belong to this device (checked above).
-        unsafe { self.record_on(stream.handle()) }
+        let recorded = unsafe { self.record_on(stream.own_handle()) };
+        // Synchronizing the stream must leave the event complete too.
+        stream.unsettle();
+        recorded
     }
 
     /// Makes `stream` wait for this event (Numba's `event.wait(stream)`).

@@ -423,11 +423,8 @@ unsafe impl Backend for RocBackend {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<Enqueued> {
-        // The fill is synchronous (HSA has no asynchronous one): it waits for the stream's
-        // earlier work and returns when done.
         // SAFETY: forwarded contract.
-        unsafe { self.memset_async(device, dst, value, bytes, stream) }
-            .map(|()| Enqueued::Completed)
+        unsafe { self.memset_async(device, dst, value, bytes, stream) }.map(|()| Enqueued::Queued)
     }
 
     fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {

@@ -79,10 +79,8 @@ fn synchronize_waits_for_work_put_on_a_handed_out_handle() {
     unsafe { sim.memset_d8_async(0, big.device_ptr(), 3, BIG, handle) }.unwrap();
     stream.synchronize().unwrap();
     // SAFETY: the handle is live (the stream is).
-    assert!(
-        unsafe { sim.stream_query(0, handle) }.unwrap(),
-        "synchronize returned before work put on the handle"
-    );
+    let idle = unsafe { sim.stream_query(0, handle) }.unwrap();
+    assert!(idle, "synchronize returned before work put on the handle");
     drop(big);
 }
 

@@ -66,6 +66,23 @@ fn synchronize_waits_for_an_event_wait_after_a_completed_copy() {
 }
 
 #[test]
+fn a_new_stream_waits_for_an_event_wait_too() {
+    let dev = Device::new(backend(), 0).unwrap();
+    let (busy, waiting) = (dev.stream().unwrap(), dev.stream().unwrap());
+    let mut big = dev.device_array::<u8>(&[BIG], Order::C).unwrap();
+    busy.memset(&mut big, 7).unwrap();
+    let done = busy.record_event_with(false).unwrap();
+    // Nothing was submitted on `waiting`: the wait is its only work.
+    waiting.wait_event(&done).unwrap();
+    waiting.synchronize().unwrap();
+    assert!(
+        done.query().unwrap(),
+        "synchronize returned before the event the stream waits for"
+    );
+    busy.synchronize().unwrap();
+}
+
+#[test]
 fn synchronize_waits_for_work_put_on_a_handed_out_handle() {
     let sim = backend();
     let dev = Device::new(Arc::clone(&sim) as Arc<dyn Backend>, 0).unwrap();

@@ -51,6 +51,9 @@ impl Device {
     }
 }
 
+/// `StreamInner::settled` after work the tickets do not count: equal to no submission count.
+const UNSETTLED: u64 = u64::MAX;
+
 /// The shared part of a stream: handle, tickets and what in-flight work keeps alive.
 pub(crate) struct StreamInner {
     device: Device,
@@ -65,10 +68,11 @@ pub(crate) struct StreamInner {
     unreported: Mutex<Option<String>>,
     /// Whether `unreported` may hold something (read without the lock on every synchronize).
     has_unreported: AtomicBool,
-    /// The ticket of the latest operation the backend reported [`Enqueued::Completed`]; while it
-    /// is also the latest submitted, the stream is idle with nothing kept and nothing to report,
-    /// and [`Stream::synchronize`] returns without asking the backend. Anything else put on the
-    /// handle (an event recorded or waited for, a stream-ordered allocation) makes it stale.
+    /// The ticket of the latest operation the backend reported [`Enqueued::Completed`] (0 for a
+    /// new stream); while it is also the latest submitted, the stream is idle with nothing kept
+    /// and nothing to report, and [`Stream::synchronize`] returns without asking the backend.
+    /// Anything else put on the handle (an event recorded or waited for, a stream-ordered
+    /// allocation) sets it to [`UNSETTLED`].
     settled: AtomicU64,
     /// Set once the handle may carry work gpu-mem does not know of (it was handed out, or the
     /// stream was adopted): every synchronization then asks the backend.
@@ -286,9 +290,10 @@ impl Stream {
     }
 
     /// Records that work the tickets do not count was put on the stream (after the backend call
-    /// that did it): the next synchronization asks the backend.
+    /// that did it): the next synchronization asks the backend. (`UNSETTLED` is no ticket, not
+    /// even a fresh stream's 0.)
     pub(crate) fn unsettle(&self) {
-        self.inner.settled.store(0, Ordering::Release);
+        self.inner.settled.store(UNSETTLED, Ordering::Release);
     }
 
     /// Whether everything on the stream is known complete, kept nothing and failed nowhere:

@@ -6,16 +6,18 @@
 
 #![allow(clippy::unwrap_used)]
 
-use gpu_mem_core::{Backend, Device, Order};
+use gpu_mem_core::{Backend, Device, Order, Stream};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::sync::Arc;
 
 /// Big enough that a fill of it goes to the stream's worker (the simulator runs fills up to
-/// 64 KiB at once) and lasts long against a synchronize that skips it.
-const BIG: usize = if cfg!(miri) { 128 << 10 } else { 64 << 20 };
+/// 64 KiB at once) and lasts long (tens of milliseconds) against a synchronize that skips it,
+/// which returns in microseconds: even a test thread preempted between the synchronize and the
+/// check rarely misses that.
+const BIG: usize = if cfg!(miri) { 128 << 10 } else { 256 << 20 };
 
 fn backend() -> Arc<SimBackend> {
-    Arc::new(SimBackend::new(SimConfig::uniform(1, 256 << 20)))
+    Arc::new(SimBackend::new(SimConfig::uniform(1, 1 << 30)))
 }
 
 #[test]
@@ -45,17 +47,14 @@ fn completed_copies_round_trip() {
     }
 }
 
-#[test]
-fn synchronize_waits_for_an_event_wait_after_a_completed_copy() {
-    let dev = Device::new(backend(), 0).unwrap();
+/// Makes a new stream of `dev` wait for an event behind a long fill on another stream, after
+/// `before` ran on the waiting stream; checks that synchronizing it waits for the event.
+fn check_event_wait(dev: &Device, before: impl FnOnce(&Stream)) {
     let (busy, waiting) = (dev.stream().unwrap(), dev.stream().unwrap());
     let mut big = dev.device_array::<u8>(&[BIG], Order::C).unwrap();
-    let mut small = dev.device_array::<u8>(&[64], Order::C).unwrap();
-    let pinned = dev.pinned_array::<u8>(&[64]).unwrap();
     busy.memset(&mut big, 7).unwrap();
     let done = busy.record_event_with(false).unwrap();
-    // Completed at once: `waiting` is idle.
-    waiting.copy_from_host(&mut small, &pinned).unwrap();
+    before(&waiting);
     waiting.wait_event(&done).unwrap();
     waiting.synchronize().unwrap();
     assert!(
@@ -66,20 +65,21 @@ fn synchronize_waits_for_an_event_wait_after_a_completed_copy() {
 }
 
 #[test]
+fn synchronize_waits_for_an_event_wait_after_a_completed_copy() {
+    let dev = Device::new(backend(), 0).unwrap();
+    let mut small = dev.device_array::<u8>(&[64], Order::C).unwrap();
+    let pinned = dev.pinned_array::<u8>(&[64]).unwrap();
+    // Completed at once: the waiting stream is idle.
+    check_event_wait(&dev, |waiting| {
+        waiting.copy_from_host(&mut small, &pinned).unwrap()
+    });
+}
+
+#[test]
 fn a_new_stream_waits_for_an_event_wait_too() {
     let dev = Device::new(backend(), 0).unwrap();
-    let (busy, waiting) = (dev.stream().unwrap(), dev.stream().unwrap());
-    let mut big = dev.device_array::<u8>(&[BIG], Order::C).unwrap();
-    busy.memset(&mut big, 7).unwrap();
-    let done = busy.record_event_with(false).unwrap();
-    // Nothing was submitted on `waiting`: the wait is its only work.
-    waiting.wait_event(&done).unwrap();
-    waiting.synchronize().unwrap();
-    assert!(
-        done.query().unwrap(),
-        "synchronize returned before the event the stream waits for"
-    );
-    busy.synchronize().unwrap();
+    // Nothing is submitted on the waiting stream: the wait is its only work.
+    check_event_wait(&dev, |_| {});
 }
 
 #[test]

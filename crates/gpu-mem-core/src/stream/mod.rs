@@ -6,7 +6,8 @@
 //!
 //! Every operation enqueued through a `Stream` gets a ticket (the stream's submission count after
 //! it). The stream keeps what the operation touches — device allocations, page-locked host
-//! buffers, staging buffers — alive until a synchronization has shown that ticket complete. Host
+//! buffers, staging buffers — alive until a synchronization has shown that ticket complete, or
+//! the backend reported the operation complete as it was enqueued (`Enqueued::Completed`). Host
 //! buffers also record the ticket (see `memory::PendingUses`), so host code that touches them
 //! waits for exactly the streams that may still use them. Dropping a stream synchronizes it.
 

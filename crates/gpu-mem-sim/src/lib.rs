@@ -278,8 +278,8 @@ impl SimBackend {
 }
 
 impl Drop for SimBackend {
-    /// Shuts every stream down now, rather than when its last reference goes: a thread's
-    /// [`recent_stream`] memo may hold one past the backend.
+    // Shuts every stream down now, rather than when its last reference goes: a thread's
+    // `recent_stream` memo may hold one past the backend.
     fn drop(&mut self) {
         for device in &self.devices {
             let streams =

@@ -11,7 +11,7 @@
 //! * [`nvrtc`] — NVRTC loaded the same way; compiles kernel source with the portable prelude
 //!   `gpu_mem.h` to PTX or a cubin.
 //!
-//! * [`cudarc`] (feature `cudarc`) — interop with the cudarc crate: arrays over `CudaSlice`s,
+//! * `cudarc` (feature `cudarc`) — interop with the cudarc crate: arrays over `CudaSlice`s,
 //!   `CudaView`s of arrays, streams both ways, all in the device's primary context.
 //!
 //! Entry points for the facade: [`open`] (what `GPU_MEM_BACKEND=cuda` and `auto` call) and

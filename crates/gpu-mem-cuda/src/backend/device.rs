@@ -88,7 +88,7 @@ impl DeviceFacts {
 
 /// One device: its facts and its lazily retained primary context (an address: the driver API
 /// lets any thread make a context current, so sharing the value is sound). `None` until first
-/// use, and again after [`DeviceSlot::forget_context`].
+/// use, and again after [`DeviceSlot::release`].
 #[derive(Debug)]
 pub struct DeviceSlot {
     pub facts: DeviceFacts,

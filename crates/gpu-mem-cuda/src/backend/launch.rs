@@ -4,7 +4,7 @@
 //!
 //! 1. A kernel without portable source is [`Error::NotSupportedByBackend`]: it can only run on
 //!    the simulator.
-//! 2. The configuration is checked against the device's limits ([`LaunchLimits::check`]) and
+//! 2. The configuration is checked against the device's limits ([`LaunchLimits::check`](super::limits::LaunchLimits::check)) and
 //!    the arguments are encoded ([`KernelParams::build`]) before anything is compiled, so bad
 //!    launches fail fast with [`Error::InvalidLaunch`] naming the kernel.
 //! 3. The source is compiled once per (kernel, device) by NVRTC with the prelude

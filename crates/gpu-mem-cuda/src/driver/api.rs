@@ -7,7 +7,7 @@
 //!   into a `Result` (see [`super::result`]). No method adds policy: contexts, flags and
 //!   ordering are the backend's business.
 //! * A call whose symbol the loaded driver lacks returns
-//!   [`Error::MissingSymbol`](gpu_mem_core::Error::MissingSymbol) naming the exported symbol, the
+//!   [`Error::MissingSymbol`] naming the exported symbol, the
 //!   library path and the feature that needs it; the rest of the driver stays usable.
 //! * Methods that dereference caller pointers or use handles are `unsafe`; their `# Safety`
 //!   sections state what the driver requires.

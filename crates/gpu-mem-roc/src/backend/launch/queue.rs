@@ -245,7 +245,7 @@ fn split<T: Copy>(packet: &T) -> Packet {
     }
 }
 
-/// A kernel dispatch packet, header included (published by [`AqlQueue::submit`]); `barrier`:
+/// A kernel dispatch packet, header included (published by [`AqlQueue::write`]); `barrier`:
 /// wait for every earlier packet of the queue to complete first.
 pub fn dispatch_packet(mut packet: sys::hsa_kernel_dispatch_packet_t, barrier: bool) -> Packet {
     packet.header = header(sys::HSA_PACKET_TYPE_KERNEL_DISPATCH, barrier);

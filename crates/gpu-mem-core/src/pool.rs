@@ -82,14 +82,15 @@ impl Stream {
         if bytes == 0 {
             return DeviceArray::allocate(device, layout);
         }
-        // SAFETY: the stream's handle is live while `self` is.
-        let ptr = unsafe {
-            device
-                .backend()
-                .alloc_async(device.ordinal(), bytes, self.own_handle())
-        };
         // A stream-ordered allocation is work on the stream.
-        self.unsettle();
+        let ptr = self.put_on_stream(|stream| {
+            // SAFETY: the stream's handle is live while `self` is.
+            unsafe {
+                device
+                    .backend()
+                    .alloc_async(device.ordinal(), bytes, stream)
+            }
+        });
         let alloc = match ptr {
             Ok(ptr) => DeviceAlloc::adopt(device, ptr, bytes),
             Err(Error::NotSupportedByBackend { .. }) => {

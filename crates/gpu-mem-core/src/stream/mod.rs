@@ -284,17 +284,16 @@ impl Stream {
         &self.inner
     }
 
-    /// The handle, for gpu-mem's own calls that put work on the stream outside
-    /// [`Stream::submit`]; such a call must be followed by [`Stream::unsettle`].
-    pub(crate) fn own_handle(&self) -> StreamHandle {
-        self.inner.handle
-    }
-
-    /// Records that work the tickets do not count was put on the stream (after the backend call
-    /// that did it): the next synchronization asks the backend. (`UNSETTLED` is no ticket, not
-    /// even a fresh stream's 0.)
-    pub(crate) fn unsettle(&self) {
+    /// Runs `put` — gpu-mem's own backend call that puts work on the stream outside
+    /// [`Stream::submit`] (an event recorded or waited for, a stream-ordered allocation) — with
+    /// the handle, then records that the tickets do not count that work: the next
+    /// synchronization asks the backend. (After the call, so that an operation completed at
+    /// enqueue in between, which implies the stream was idle, cannot hide it; `UNSETTLED` is
+    /// no ticket, not even a fresh stream's 0.)
+    pub(crate) fn put_on_stream<R>(&self, put: impl FnOnce(StreamHandle) -> R) -> R {
+        let result = put(self.inner.handle);
         self.inner.settled.store(UNSETTLED, Ordering::Release);
+        result
     }
 
     /// Whether everything on the stream is known complete, kept nothing and failed nowhere:
@@ -386,18 +385,17 @@ impl Stream {
     /// Makes later work on this stream wait for `event` (Numba's `event.wait(stream)`).
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         self.device().check_same(event.device(), "event")?;
-        // SAFETY: both handles are live (each is destroyed only when its owner drops, and both
-        // owners are borrowed here) and belong to this device (checked above).
-        let waited = unsafe {
-            self.inner.device.backend().stream_wait_event(
-                self.inner.device.ordinal(),
-                self.inner.handle,
-                event.handle(),
-            )
-        };
+        let device = &self.inner.device;
         // The wait is work on the stream that synchronizing it must wait for.
-        self.unsettle();
-        waited
+        self.put_on_stream(|stream| {
+            // SAFETY: both handles are live (each is destroyed only when its owner drops, and
+            // both owners are borrowed here) and belong to this device (checked above).
+            unsafe {
+                device
+                    .backend()
+                    .stream_wait_event(device.ordinal(), stream, event.handle())
+            }
+        })
     }
 
     /// Runs `enqueue` (which enqueues exactly one operation on this stream), records the
@@ -495,12 +493,12 @@ impl Event {
     /// Records the event at the current end of `stream` (Numba's `event.record(stream)`).
     pub fn record(&self, stream: &Stream) -> Result<()> {
         self.device().check_same(stream.device(), "stream")?;
-        // SAFETY: the event's handle lives as long as `self`, the stream's as long as `stream`
-        // (both borrowed here), and both belong to this device (checked above).
-        let recorded = unsafe { self.record_on(stream.own_handle()) };
         // Synchronizing the stream must leave the event complete too.
-        stream.unsettle();
-        recorded
+        stream.put_on_stream(|handle| {
+            // SAFETY: the event's handle lives as long as `self`, the stream's as long as
+            // `stream` (both borrowed here), and both belong to this device (checked above).
+            unsafe { self.record_on(handle) }
+        })
     }
 
     /// Makes `stream` wait for this event (Numba's `event.wait(stream)`).

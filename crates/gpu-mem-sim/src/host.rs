@@ -151,8 +151,72 @@ impl HostTable {
         Ok(range)
     }
 
+    /// Whether `start..start + len` lies inside one page-locked allocation or registration.
+    pub(crate) fn is_page_locked(&self, start: usize, len: usize) -> bool {
+        let Some(end) = start.checked_add(len) else {
+            return false;
+        };
+        let pinned = self
+            .pinned
+            .range(..=start)
+            .next_back()
+            .is_some_and(|(base, p)| base + p.layout.size() >= end);
+        pinned
+            || self
+                .registered
+                .range(..=start)
+                .next_back()
+                .is_some_and(|(base, r)| base + r.len >= end)
+    }
+
     /// Number of live page-locked allocations and registrations (for leak checks).
     pub(crate) fn counts(&self) -> (usize, usize) {
         (self.pinned.len(), self.registered.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_locked_ranges_are_found_whole_and_only_whole() {
+        let mut table = HostTable::new(0, 1 << 30);
+        let (ptr, layout) = table.allocate(3 * PAGE).unwrap_or_else(|e| panic!("{e}"));
+        let base = ptr.as_ptr() as usize;
+        table.insert_pinned(
+            ptr,
+            Pinned {
+                layout,
+                mapped: None,
+            },
+        );
+        // Registered memory is only bookkeeping here: any address range will do.
+        let registered = base + (1 << 20);
+        table
+            .register(
+                registered,
+                RegisteredRange {
+                    len: 100,
+                    mapped: None,
+                },
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(table.is_page_locked(base, 3 * PAGE));
+        assert!(table.is_page_locked(base + 10, PAGE));
+        assert!(
+            !table.is_page_locked(base + 10, 3 * PAGE),
+            "runs past the end"
+        );
+        assert!(!table.is_page_locked(base - 1, 2), "starts before it");
+        assert!(table.is_page_locked(registered, 100));
+        assert!(table.is_page_locked(registered + 99, 1));
+        assert!(!table.is_page_locked(registered + 50, 51));
+        assert!(!table.is_page_locked(registered + 100, 1));
+        assert!(!table.is_page_locked(usize::MAX, 2), "overflowing range");
+        let pinned = table.remove_pinned(ptr).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!table.is_page_locked(base, 1), "freed");
+        // SAFETY: allocated above with this layout, freed once.
+        unsafe { std::alloc::dealloc(ptr.as_ptr(), pinned.layout) };
     }
 }

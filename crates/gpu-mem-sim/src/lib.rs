@@ -30,6 +30,7 @@ mod reentry;
 mod source;
 mod stream;
 pub mod thread;
+mod workers;
 
 pub use config::{
     DEFAULT_PINNED_LIMIT, DEFAULT_SHARED_MEMORY, SimConfig, SimDeviceConfig, parse_size,
@@ -37,6 +38,7 @@ pub use config::{
 };
 pub use thread::{SimKernel, ThreadCtx};
 
+use bytes::Mover;
 use event::SimEvent;
 use gpu_mem_core::backend::{
     DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
@@ -341,31 +343,52 @@ fn lock_pair<'a>(
     }
 }
 
+/// Who moves a copy between device memory and the host bytes at `host..host + bytes`: the copy
+/// engine when they are page-locked (allocated so, or registered) or mapped, else the CPU (see
+/// [`bytes`]).
+fn host_mover(d: &SimDevice, host: *const u8, bytes: usize, window: Option<&Arc<Region>>) -> Mover {
+    // Below this size both movers copy alike: no need to look the memory up.
+    if bytes < bytes::STREAMING_MIN {
+        return Mover::Cpu;
+    }
+    if window.is_some() || lock(&d.host).is_page_locked(host as usize, bytes) {
+        Mover::CopyEngine
+    } else {
+        Mover::Cpu
+    }
+}
+
 /// Copies host bytes into a device range. The host side may be mapped memory (even the same
 /// memory as the device range), so the copy allows overlap and holds both regions' locks.
 ///
 /// # Safety
 /// `src` is readable for `range.len` bytes.
-unsafe fn write_range(range: &Range, src: *const u8, host_window: Option<&Arc<Region>>) {
+unsafe fn write_range(
+    range: &Range,
+    src: *const u8,
+    host_window: Option<&Arc<Region>>,
+    mover: Mover,
+) {
     let (guard, _window) = lock_pair(range, host_window);
     range.region.prepare_write(&guard, range.offset, range.len);
     // SAFETY: the range was validated against the region, whose lock is held (and the mapped
-    // window's, when the host side is mapped); `copy` allows the two sides to overlap; the caller
-    // guarantees the source.
-    unsafe { bytes::copy(src, range.region.host_ptr(range.offset), range.len) };
+    // window's, when the host side is mapped); `copy_by` allows the two sides to overlap; the
+    // caller guarantees the source.
+    unsafe { bytes::copy_by(mover, src, range.region.host_ptr(range.offset), range.len) };
 }
 
 /// Copies a device range into host bytes (see [`write_range`]).
 ///
 /// # Safety
 /// `dst` is writable for `range.len` bytes.
-unsafe fn read_range(range: &Range, dst: *mut u8, host_window: Option<&Arc<Region>>) {
+unsafe fn read_range(range: &Range, dst: *mut u8, host_window: Option<&Arc<Region>>, mover: Mover) {
     let _guards = lock_pair(range, host_window);
     // SAFETY: as in `write_range`.
-    unsafe { bytes::copy(range.region.host_ptr(range.offset), dst, range.len) };
+    unsafe { bytes::copy_by(mover, range.region.host_ptr(range.offset), dst, range.len) };
 }
 
-/// Copies between two device ranges of equal length (possibly in the same region).
+/// Copies between two device ranges of equal length (possibly in the same region): the copy
+/// engine's work.
 fn copy_ranges(dst: &Range, src: &Range) {
     if Arc::ptr_eq(&dst.region, &src.region) {
         let guard = dst.region.lock();
@@ -373,7 +396,8 @@ fn copy_ranges(dst: &Range, src: &Range) {
         // SAFETY: both ranges were validated inside this region, whose lock is held; `copy`
         // allows overlap.
         unsafe {
-            bytes::copy(
+            bytes::copy_by(
+                Mover::CopyEngine,
                 src.region.host_ptr(src.offset),
                 dst.region.host_ptr(dst.offset),
                 dst.len,
@@ -392,7 +416,8 @@ fn copy_ranges(dst: &Range, src: &Range) {
     dst.region.prepare_write(&dst_guard, dst.offset, dst.len);
     // SAFETY: both ranges were validated in distinct regions whose locks are held.
     unsafe {
-        bytes::copy(
+        bytes::copy_by(
+            Mover::CopyEngine,
             src.region.host_ptr(src.offset),
             dst.region.host_ptr(dst.offset),
             dst.len,
@@ -580,9 +605,10 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let range = d.memory.resolve_write(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
+        let mover = host_mover(d, src, bytes, window.as_ref());
         d.activity.wait_idle();
         // SAFETY: the caller guarantees `src` is readable for `bytes` bytes.
-        unsafe { write_range(&range, src, window.as_ref()) };
+        unsafe { write_range(&range, src, window.as_ref(), mover) };
         Ok(())
     }
 
@@ -597,9 +623,10 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let range = d.memory.resolve(src, bytes)?;
         let window = d.memory.host_window(dst, bytes);
+        let mover = host_mover(d, dst, bytes, window.as_ref());
         d.activity.wait_idle();
         // SAFETY: the caller guarantees `dst` is writable for `bytes` bytes.
-        unsafe { read_range(&range, dst, window.as_ref()) };
+        unsafe { read_range(&range, dst, window.as_ref(), mover) };
         Ok(())
     }
 
@@ -645,11 +672,12 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let range = d.memory.resolve_write(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
+        let mover = host_mover(d, src, bytes, window.as_ref());
         let src = HostPtr(src.cast_mut());
         self.enqueue_transfer(d, stream, "host-to-device copy", bytes, move || {
             let src = src;
             // SAFETY: the caller keeps the source alive and unwritten until the job completes.
-            unsafe { write_range(&range, src.0, window.as_ref()) };
+            unsafe { write_range(&range, src.0, window.as_ref(), mover) };
             Ok(())
         })
     }
@@ -665,11 +693,12 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let range = d.memory.resolve(src, bytes)?;
         let window = d.memory.host_window(dst, bytes);
+        let mover = host_mover(d, dst, bytes, window.as_ref());
         let dst = HostPtr(dst);
         self.enqueue_transfer(d, stream, "device-to-host copy", bytes, move || {
             let dst = dst;
             // SAFETY: the caller keeps the destination alive and untouched until the job completes.
-            unsafe { read_range(&range, dst.0, window.as_ref()) };
+            unsafe { read_range(&range, dst.0, window.as_ref(), mover) };
             Ok(())
         })
     }

@@ -1,4 +1,4 @@
-//! Running a grid: blocks spread over the simulator's worker threads (`super::workers`), the
+//! Running a grid: blocks spread over the simulator's worker threads (`crate::workers`), the
 //! error of the lowest failing block kept.
 
 use super::args::{Resolved, encode, views};
@@ -115,7 +115,7 @@ pub(crate) fn run_grid(
     };
     // The launching thread runs blocks too; the process's worker threads help with the rest.
     let helpers = usize::try_from(total.saturating_sub(1)).unwrap_or(usize::MAX);
-    super::workers::run_parallel(helpers, &work);
+    crate::workers::run_parallel(helpers, &work);
     match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some((_, error)) => Err(error),
         None => Ok(()),

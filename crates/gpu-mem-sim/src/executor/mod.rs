@@ -10,7 +10,7 @@
 //! thread. A compiled kernel whose threads wait only at barriers and collectives is built with
 //! each thread a coroutine instead, and its block runs round by round without a stack per thread
 //! (`stackless`); the same scheduler decides releases and reports divergence. Blocks run in
-//! parallel on all cores (`grid`, `workers`). A barrier reached by only
+//! parallel on all cores (`grid`, on `crate::workers`). A barrier reached by only
 //! part of a block, or threads waiting at different barriers, is reported as
 //! [`Error::BarrierDivergence`] instead of hanging; out-of-bounds accesses and panics in the
 //! kernel body are [`Error::KernelFault`]s naming the kernel, block and thread.
@@ -26,7 +26,6 @@ mod grid;
 mod shared;
 mod stack;
 mod stackless;
-mod workers;
 
 pub(crate) use args::resolve as resolve_args;
 pub(crate) use grid::{Code, run_grid};

@@ -1,21 +1,23 @@
 //! The simulator's worker threads, started once per process: they help the launching thread run
-//! the blocks of a grid, so a launch spawns no thread and asks the system nothing.
+//! the blocks of a grid (`crate::executor`), and the copying thread move the chunks of a large
+//! copy-engine copy (`crate::bytes`), so neither spawns a thread or asks the system anything.
 //!
 //! `GPU_MEM_SIM_WORKERS` sets how many threads run blocks (default: the number of cores, read
-//! once); the launching thread is one of them. One launch at a time gets helpers; a launch that
-//! starts while another one has them runs on its own thread.
+//! once); the launching thread is one of them. One piece of work at a time gets helpers; work
+//! that starts while another has them runs on its own thread.
 //!
-//! Soundness: a launch hands its work to helpers as a pointer to a closure on its own stack.
+//! Soundness: the work is handed to helpers as a pointer to a closure on the caller's stack.
 //! A helper only dereferences it after registering itself (under the pool's lock) while the
-//! launch still offers it, and the launch withdraws the offer and waits until every registered
-//! helper is done before it returns, so the closure outlives every use.
+//! caller still offers it, and the caller withdraws the offer and waits until every registered
+//! helper is done before it returns, so the closure outlives every use. The helpers' writes are
+//! visible to the caller when it returns (each helper's count goes down under the same lock).
 
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
 /// The variable that sets the number of threads running blocks.
 pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_WORKERS";
 
-/// Threads that run blocks, the launching one included (at least 1).
+/// Threads that run blocks and copy chunks, the calling one included (at least 1).
 pub(crate) fn worker_count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
@@ -30,7 +32,7 @@ pub(crate) fn worker_count() -> usize {
     })
 }
 
-/// The work of one launch, with its lifetime erased (see the module's soundness note).
+/// The work on offer, with its lifetime erased (see the module's soundness note).
 #[derive(Clone, Copy)]
 struct Offer {
     work: *const (dyn Fn() + Sync + 'static),
@@ -53,7 +55,7 @@ struct Pool {
     state: Mutex<State>,
     /// Helpers wait here for an offer.
     offered: Condvar,
-    /// The launch waits here for its helpers to finish.
+    /// The caller waits here for its helpers to finish.
     finished: Condvar,
 }
 
@@ -109,11 +111,11 @@ fn helper(pool: &'static Pool) {
                 }
             }
         };
-        // SAFETY: registered as running while the offer stood, so the launch waits for this
+        // SAFETY: registered as running while the offer stood, so the caller waits for this
         // call to end before the closure goes away (module docs).
         let work = unsafe { &*offer.work };
         // A panic cannot escape `work` (the executor catches kernel panics per thread); if it
-        // did, the count must still go down or the launch would wait forever.
+        // did, the count must still go down or the caller would wait forever.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
         let mut state = pool.lock();
         state.running -= 1;

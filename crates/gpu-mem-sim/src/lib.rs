@@ -14,7 +14,9 @@
 //!   synchronous operations first wait for all streams of the device (the CUDA legacy default
 //!   stream rule);
 //! * events are timestamped when the work before them completes;
-//! * page-locked, mapped and registered host memory is tracked with CUDA's rules;
+//! * page-locked, mapped and registered host memory is tracked with CUDA's rules; large copies
+//!   between it (or device memory) and device memory go through a copy engine, as DMA does
+//!   (streaming stores, shared among the worker threads), while pageable copies are CPU copies;
 //! * `GPU_MEM_SIM_DEVICES` devices, each with its own memory; every allocation is accounted, so
 //!   leaks show in [`SimBackend::live_allocations`] and `mem_info`.
 

@@ -70,13 +70,25 @@ fn big_copies(c: &mut Criterion) {
     group.finish();
 }
 
+/// Prints `figures` as one JSON line when `cargo xtask bench --json` asked for it.
+fn print_json(bench: &str, figures: &[(String, f64)]) {
+    if std::env::var_os("GPU_MEM_BENCH_JSON").is_some_and(|v| v == "1") {
+        let fields: Vec<String> = figures
+            .iter()
+            .map(|(name, value)| format!("\"{name}\":{value:e}"))
+            .collect();
+        println!("{{\"bench\":\"{bench}\",{}}}", fields.join(","));
+    }
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
 }
 
 /// The 64 MiB ratios, measured interleaved in one run: `memcpy` into touched memory, a copy
-/// into an existing device array, and `to_device` (a new device array each time).
+/// into an existing device array from pageable and from page-locked memory (the latter on a
+/// stream, through the simulator's copy engine), and `to_device` (a new device array each time).
 fn big_ratios(_: &mut Criterion) {
     let dev = device();
     let src = vec![7u8; BIG];
@@ -90,8 +102,20 @@ fn big_ratios(_: &mut Criterion) {
         .copy_from_host(&host)
         .unwrap_or_else(|e| panic!("{e}"));
     let mut fresh = Some(dev.to_device(&host).unwrap_or_else(|e| panic!("{e}")));
+    let stream = dev.stream().unwrap_or_else(|e| panic!("{e}"));
+    let mut pinned = dev
+        .pinned_array::<u8>(&[BIG])
+        .unwrap_or_else(|e| panic!("{e}"));
+    pinned.view_mut().unwrap_or_else(|e| panic!("{e}")).fill(7);
     let (mut memcpy, mut htod, mut to_device) = (Vec::new(), Vec::new(), Vec::new());
+    let mut pinned_htod = Vec::new();
     for _ in 0..30 {
+        let t = Instant::now();
+        stream
+            .copy_from_host(&mut existing, black_box(&pinned))
+            .unwrap_or_else(|e| panic!("{e}"));
+        stream.synchronize().unwrap_or_else(|e| panic!("{e}"));
+        pinned_htod.push(t.elapsed());
         let t = Instant::now();
         dst.copy_from_slice(black_box(&src));
         memcpy.push(t.elapsed());
@@ -111,6 +135,7 @@ fn big_ratios(_: &mut Criterion) {
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (memcpy, htod, to_device) = (median(memcpy), median(htod), median(to_device));
+    let pinned_htod = median(pinned_htod);
     println!("64 MiB, medians of 30 interleaved rounds:");
     println!("  memcpy into touched memory   {:8.2} ms", ms(memcpy));
     println!(
@@ -119,11 +144,32 @@ fn big_ratios(_: &mut Criterion) {
         ms(htod) / ms(memcpy)
     );
     println!(
+        "  page-locked, stream + sync   {:8.2} ms  = {:.2}x memcpy, {:.2}x the pageable copy \
+         (target <= 1x)",
+        ms(pinned_htod),
+        ms(pinned_htod) / ms(memcpy),
+        ms(pinned_htod) / ms(htod)
+    );
+    println!(
         "  to_device (new array)        {:8.2} ms  = {:.2}x memcpy (target <= 1.3x), \
          {:.2}x Numba's simulator ({NUMBA_SIM_TO_DEVICE_64MIB_MS} ms, target <= 1x)",
         ms(to_device),
         ms(to_device) / ms(memcpy),
         ms(to_device) / NUMBA_SIM_TO_DEVICE_64MIB_MS
+    );
+    print_json(
+        "transfers_64mib",
+        &[
+            ("memcpy_seconds".into(), memcpy.as_secs_f64()),
+            ("copy_from_host_vs_memcpy".into(), ms(htod) / ms(memcpy)),
+            ("page_locked_vs_memcpy".into(), ms(pinned_htod) / ms(memcpy)),
+            ("page_locked_vs_pageable".into(), ms(pinned_htod) / ms(htod)),
+            ("to_device_vs_memcpy".into(), ms(to_device) / ms(memcpy)),
+            (
+                "to_device_vs_numba".into(),
+                ms(to_device) / NUMBA_SIM_TO_DEVICE_64MIB_MS,
+            ),
+        ],
     );
 }
 
@@ -187,6 +233,7 @@ fn stream_round_trip_percentiles(_: &mut Criterion) {
         Duration::from_micros(10),
         Duration::from_micros(100),
     ];
+    let mut figures = Vec::new();
     for gap in gaps {
         for _ in 0..1_000 {
             round_trip();
@@ -221,7 +268,12 @@ fn stream_round_trip_percentiles(_: &mut Criterion) {
             at(0.999),
             at(1.0),
         );
+        let gap = gap.as_micros();
+        figures.push((format!("gap_{gap}us_p50_seconds"), at(0.5) * 1e-6));
+        figures.push((format!("gap_{gap}us_p99_seconds"), at(0.99) * 1e-6));
+        figures.push((format!("gap_{gap}us_over_10us"), slow as f64));
     }
+    print_json("transfers_round_trip_4kib", &figures);
 }
 
 criterion_group!(

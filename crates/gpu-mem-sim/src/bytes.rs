@@ -124,10 +124,10 @@ unsafe fn copy_streaming(src: *const u8, dst: *mut u8, len: usize) {
     unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
     let mut at = head;
     while len - at >= 64 {
-        // SAFETY: `at..at + 64` lies within both ranges; SSE2 is part of x86-64. `dst + at` is
-        // 64-byte aligned (the head took it there), as the streaming stores require; loads may
-        // be unaligned. A prefetch is a hint that never faults: its address may lie past the
-        // source (computed with `wrapping_add`, never dereferenced).
+        // A prefetch is a hint that never faults: its address may lie past the source (made
+        // with `wrapping_add`, never dereferenced). Loads may be unaligned.
+        // SAFETY: `at..at + 64` lies within both ranges; SSE2 is part of x86-64; `dst + at` is
+        // 64-byte aligned (the head took it there), as the streaming stores require.
         unsafe {
             _mm_prefetch::<_MM_HINT_NTA>(src.wrapping_add(at + AHEAD).cast::<i8>());
             let from = src.add(at).cast::<__m128i>();

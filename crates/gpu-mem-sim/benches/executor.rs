@@ -9,7 +9,8 @@
 //!   kernel, on fibers: all are shown);
 //! * one barrier in 1024 blocks x 256 threads: at most 15 ns per thread and barrier
 //!   (the launch with no barrier subtracted), for source kernels (stackless) and closures; the
-//!   same source on fibers is shown for comparison;
+//!   same source on fibers is shown for comparison, and for information what 32 more barriers
+//!   cost once every thread has started (source and closure);
 //! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
 //!   (each measured in a child process with `GPU_MEM_SIM_WORKERS` set).
 
@@ -27,7 +28,7 @@ const ONE_BARRIER: &str =
     "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
 /// One barrier, and an atomic never reached that keeps the threads on fibers.
 const ONE_BARRIER_ON_FIBERS: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier_fiber() { syncthreads(); if (blockDim.x == 0) { static int n; atomicAdd(&n, 1); } }\n";
-/// `k` barriers in a row: the steady cost of a barrier once every thread has its own fiber.
+/// `k` barriers in a row: the steady cost of a barrier once every thread has started.
 const BARRIER_LOOP: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void barrier_loop(int k) { for (int i = 0; i < k; ++i) syncthreads(); }\n";
 const SPIN: &str = "#include \"gpu_mem.h\"\n\
 extern \"C\" __global__ void spin(gm_array<float, 1> out) {\n\
@@ -211,22 +212,44 @@ fn main() {
         );
     }
     {
-        let kernel = Kernel::from_source(BARRIER_LOOP, "barrier_loop");
+        let source = Kernel::from_source(BARRIER_LOOP, "barrier_loop");
         let grid = LaunchConfig::new(1024, 256);
         let scalar = |k: i32| LaunchArg::Scalar {
             bytes: k.to_ne_bytes().to_vec(),
             elem: std::any::TypeId::of::<i32>(),
             dtype: "i32",
         };
-        let one = median_secs(5, || launch(&backend, &kernel, grid, &[scalar(1)]));
-        let many = median_secs(5, || launch(&backend, &kernel, grid, &[scalar(33)]));
-        let per = (many - one) / (32.0 * 1024.0 * 256.0);
-        figures.push(("source_steady_barrier_per_thread_seconds".to_string(), per));
-        println!(
-            "{:<21} 32 more barriers in 1024x256: {:>6.1} ns per thread and barrier (every thread started already; for information)",
-            "source",
-            per * 1e9
-        );
+        let looping = |k: usize| {
+            Kernel::sim("barrier_loop", move |t| {
+                for _ in 0..k {
+                    t.syncthreads();
+                }
+            })
+        };
+        let (closure_one, closure_many) = (looping(1), looping(33));
+        // (form, one barrier, 33 barriers)
+        type Run<'a> = Box<dyn Fn() + 'a>;
+        let steady: [(&str, Run<'_>, Run<'_>); 2] = [
+            (
+                "source",
+                Box::new(|| launch(&backend, &source, grid, &[scalar(1)])),
+                Box::new(|| launch(&backend, &source, grid, &[scalar(33)])),
+            ),
+            (
+                "closure",
+                Box::new(|| launch(&backend, &closure_one, grid, &[])),
+                Box::new(|| launch(&backend, &closure_many, grid, &[])),
+            ),
+        ];
+        for (form, one, many) in &steady {
+            let (many, one) = paired_medians(5, many, one);
+            let per = (many - one) / (32.0 * 1024.0 * 256.0);
+            figures.push((format!("{form}_steady_barrier_per_thread_seconds"), per));
+            println!(
+                "{form:<21} 32 more barriers in 1024x256: {:>6.1} ns per thread and barrier (every thread started already; for information)",
+                per * 1e9
+            );
+        }
     }
     match (scaling(1), scaling(2)) {
         (Some(one), Some(two)) => {

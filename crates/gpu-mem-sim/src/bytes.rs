@@ -9,7 +9,9 @@
 //! it (measured on a 2-core AMD EPYC with a 32 MiB L3, copies cycling through three buffers:
 //! 16 MiB 7.4-8.1 GiB/s with `memcpy`, 12.5-13.6 streaming; 64 MiB 7.2 vs 13.5-14.2). Smaller
 //! copies stay in the cache, where `memcpy` is faster (4 MiB: 32 vs 14.5 GiB/s), so they are
-//! plain copies whoever moves them.
+//! plain copies whoever moves them. A copy engine's copy of [`ASSISTED_MIN`] bytes or more made
+//! by a stream's job is split with the thread waiting for that stream (`crate::assist`), and one
+//! of [`STREAMING_MIN`] or more with the simulator's worker threads.
 //!
 //! `memmove` is avoided where it is pathologically slow: when the destination lies 1 to 31
 //! bytes past the source modulo a page (4 KiB), glibc's `memcpy` on AMD Zen machines (`rep movsb`)
@@ -36,46 +38,88 @@ pub(crate) enum Mover {
 /// cache anyway.
 pub(crate) const STREAMING_MIN: usize = 16 << 20;
 
-/// Copies `len` bytes from `src` to `dst` as `mover` does; the ranges may overlap.
+/// Copies `len` bytes from `src` to `dst` as `mover` does; the ranges may overlap. A large
+/// copy-engine copy of disjoint ranges may be split with other threads, each copying whole
+/// chunks; it is complete, and visible to this thread, when this returns.
 ///
 /// # Safety
 /// As for [`std::ptr::copy`]: `src` readable and `dst` writable for `len` bytes.
 pub(crate) unsafe fn copy_by(mover: Mover, src: *const u8, dst: *mut u8, len: usize) {
     let disjoint = (dst as usize).abs_diff(src as usize) >= len;
-    if mover == Mover::CopyEngine && len >= STREAMING_MIN && disjoint {
-        // SAFETY: the caller's contract; the ranges do not overlap.
-        unsafe { copy_in_chunks(src, dst, len) };
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { copy(src, dst, len) };
+    if mover == Mover::CopyEngine && disjoint {
+        if len >= STREAMING_MIN {
+            // SAFETY: the caller's contract; the ranges do not overlap.
+            unsafe { copy_in_chunks(src, dst, len) };
+            return;
+        }
+        if len >= ASSISTED_MIN {
+            let chunks = Chunks::new(src, dst, len, ASSISTED_CHUNK, false);
+            // The work outlives every helper's use (`offer_current` returns after them).
+            if crate::assist::offer_current(&|| chunks.copy_until_done()) {
+                return;
+            }
+        }
     }
+    // SAFETY: the caller's contract.
+    unsafe { copy(src, dst, len) };
 }
 
-/// The two ranges of a copy split into chunks, shared with the worker threads that take some.
+/// A copy-engine copy of at least this many bytes, made by a stream's job, is shared with the
+/// thread that waits for that stream (`crate::assist`), which spins on a core of its own anyway:
+/// it needs no wake-up, so copies far smaller than [`STREAMING_MIN`] gain.
+pub(crate) const ASSISTED_MIN: usize = 256 << 10;
+
+/// The part of an assisted copy one thread takes at a time.
+const ASSISTED_CHUNK: usize = 64 << 10;
+
+/// The two ranges of a copy split into chunks, shared with the threads that take some.
 struct Chunks {
     src: *const u8,
     dst: *mut u8,
     len: usize,
+    /// Bytes per chunk.
+    chunk: usize,
+    /// Whether chunks are copied with streaming stores (else as by [`copy`]).
+    streaming: bool,
     next: AtomicUsize,
 }
 
 // SAFETY: the chunks are disjoint parts of ranges the copying thread may read and write (and
-// keeps valid until every worker is done, see `copy_in_chunks`); each chunk is claimed by one
-// thread only, through `next`.
+// keeps valid until every helper is done, see `copy_in_chunks` and `crate::assist`); each chunk
+// is claimed by one thread only, through `next`.
 unsafe impl Sync for Chunks {}
 
 impl Chunks {
+    /// `src..src + len` to `dst..dst + len` (disjoint ranges) in chunks of `chunk` bytes.
+    fn new(src: *const u8, dst: *mut u8, len: usize, chunk: usize, streaming: bool) -> Chunks {
+        Chunks {
+            src,
+            dst,
+            len,
+            chunk,
+            streaming,
+            next: AtomicUsize::new(0),
+        }
+    }
+
     /// Copies chunks until none is left.
     fn copy_until_done(&self) {
         loop {
             let index = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some(at) = index.checked_mul(CHUNK).filter(|&at| at < self.len) else {
+            let Some(at) = index.checked_mul(self.chunk).filter(|&at| at < self.len) else {
                 return;
             };
-            let len = CHUNK.min(self.len - at);
+            let len = self.chunk.min(self.len - at);
             // SAFETY: `at..at + len` lies in both ranges (`Chunks` contract), claimed by this
             // thread alone.
-            unsafe { copy_streaming(self.src.add(at), self.dst.add(at), len) };
+            unsafe {
+                let (src, dst) = (self.src.add(at), self.dst.add(at));
+                if self.streaming {
+                    copy_streaming(src, dst, len);
+                } else {
+                    copy(src, dst, len);
+                }
+            }
         }
     }
 }
@@ -86,20 +130,15 @@ const CHUNK: usize = 2 << 20;
 /// Streams a large copy in chunks, which the simulator's idle worker threads help copy: a GPU's
 /// copy engine moves memory beside the CPU's work, and a multi-core machine's memory bandwidth is
 /// more than one core can use (measured as above: 64 MiB 12.1-12.8 GiB/s on one core,
-/// 15.7-17.2 on two; 256 MiB 12.6-14.1 vs 16.5-16.9). Smaller copies are not split: waking a
-/// helper costs about as much as it saves below a few MiB (a 1 MiB device-to-device copy split
-/// four ways was slower, 24-30 vs 33 GiB/s), and a stream's worker, which waits on a core while
-/// the synchronizing thread runs its copy, leaves a helper no core for copies of a few MiB.
+/// 15.7-17.2 on two; 256 MiB 12.6-14.1 vs 16.5-16.9). Smaller copies are not split this way:
+/// waking a helper costs about as much as it saves below a few MiB (a 1 MiB device-to-device copy
+/// split four ways was slower, 24-30 vs 33 GiB/s); they go to a thread that is awake already
+/// (see [`ASSISTED_MIN`]).
 ///
 /// # Safety
 /// `src` readable and `dst` writable for `len` bytes; the ranges do not overlap.
 unsafe fn copy_in_chunks(src: *const u8, dst: *mut u8, len: usize) {
-    let chunks = Chunks {
-        src,
-        dst,
-        len,
-        next: AtomicUsize::new(0),
-    };
+    let chunks = Chunks::new(src, dst, len, CHUNK, true);
     // `run_parallel` returns once every helper is done (their copies visible here): the ranges
     // outlive every use.
     crate::workers::run_parallel(len.div_ceil(CHUNK) - 1, &|| chunks.copy_until_done());
@@ -196,7 +235,9 @@ unsafe fn copy_backwards(src: *const u8, dst: *mut u8, len: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Mover, STREAMING_MIN, copy, copy_by, copy_streaming};
+    use super::{
+        ASSISTED_CHUNK, ASSISTED_MIN, Mover, STREAMING_MIN, copy, copy_by, copy_streaming,
+    };
     use proptest::prelude::*;
 
     proptest! {
@@ -310,5 +351,55 @@ mod tests {
             16
         );
         assert_eq!(&target[offset..offset + source.len()], &source[..]);
+    }
+
+    /// Copy-engine copies made in a stream's job, split with a thread that helps as a waiting
+    /// thread does (chunks from either thread, a ragged last chunk), are exact; so are those
+    /// made outside any job, which nobody helps.
+    #[test]
+    fn assisted_copies_are_exact() {
+        use crate::assist::{Assist, with_helper};
+        let sizes: &[usize] = if cfg!(miri) {
+            &[ASSISTED_MIN + 9]
+        } else {
+            &[
+                ASSISTED_MIN,
+                ASSISTED_MIN + 4096 + 13,
+                3 * ASSISTED_CHUNK * 7 + 5,
+                4 << 20,
+            ]
+        };
+        let assist = Assist::default();
+        with_helper(&assist, || {
+            for &len in sizes {
+                let source: Vec<u8> = (0..len + 8).map(|i| (i % 241) as u8).collect();
+                for in_job in [true, false] {
+                    let mut target = vec![0u8; len + 8];
+                    let mut copy_now = || {
+                        // SAFETY: both ranges lie inside their (distinct) buffers.
+                        unsafe {
+                            copy_by(
+                                Mover::CopyEngine,
+                                source.as_ptr().add(3),
+                                target.as_mut_ptr().add(5),
+                                len,
+                            )
+                        }
+                    };
+                    if in_job {
+                        assist.running(copy_now);
+                    } else {
+                        copy_now();
+                    }
+                    assert!(target[5..5 + len] == source[3..3 + len], "{len} bytes");
+                    assert!(
+                        target[..5]
+                            .iter()
+                            .chain(&target[5 + len..])
+                            .all(|&b| b == 0)
+                    );
+                }
+            }
+        });
     }
 }

@@ -16,10 +16,12 @@
 //! * events are timestamped when the work before them completes;
 //! * page-locked, mapped and registered host memory is tracked with CUDA's rules; large copies
 //!   between it (or device memory) and device memory go through a copy engine, as DMA does
-//!   (streaming stores, shared among the worker threads), while pageable copies are CPU copies;
+//!   (split with the thread that waits for the stream, streaming stores from 16 MiB), while
+//!   pageable copies are CPU copies;
 //! * `GPU_MEM_SIM_DEVICES` devices, each with its own memory; every allocation is accounted, so
 //!   leaks show in [`SimBackend::live_allocations`] and `mem_info`.
 
+mod assist;
 mod bytes;
 mod config;
 mod event;
@@ -350,7 +352,7 @@ fn lock_pair<'a>(
 /// [`bytes`]).
 fn host_mover(d: &SimDevice, host: *const u8, bytes: usize, window: Option<&Arc<Region>>) -> Mover {
     // Below this size both movers copy alike: no need to look the memory up.
-    if bytes < bytes::STREAMING_MIN {
+    if bytes < bytes::ASSISTED_MIN {
         return Mover::Cpu;
     }
     if window.is_some() || lock(&d.host).is_page_locked(host as usize, bytes) {

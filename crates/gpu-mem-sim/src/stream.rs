@@ -11,13 +11,16 @@
 //! ([`SPIN_LIMIT`]), after which the thread sleeps, so an idle stream or a long kernel never
 //! burns a core; after the first [`SPIN_TIGHT`] a spinning thread yields between checks, so on a
 //! machine with fewer cores than busy threads it does not keep the thread it waits for off the
-//! CPU.
+//! CPU. A thread spinning for a job that another thread runs takes chunks of that job's large
+//! copies meanwhile (`crate::assist`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::assist::Assist;
 
 /// A unit of stream work; an `Err` is reported at the next synchronization.
 pub(crate) type Job = Box<dyn FnOnce() -> Result<(), String> + Send>;
@@ -146,6 +149,8 @@ struct Shared {
     /// Where synchronizing threads sleep when the work they wait for is long.
     done: Parking,
     activity: Arc<DeviceActivity>,
+    /// Where a running job's copy asks the thread waiting for it to help.
+    assist: Assist,
     /// First failure since the last synchronization.
     error: Mutex<Option<(&'static str, String)>>,
     /// Whether `error` may hold a failure (read without the lock on every synchronize).
@@ -160,7 +165,9 @@ impl Shared {
     /// Runs a job (its caller holds the queue), keeping its failure for the next
     /// synchronization.
     fn execute(&self, what: &'static str, job: impl FnOnce() -> Result<(), String>) {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+        let result = self
+            .assist
+            .running(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)))
             .unwrap_or_else(|_| Err("the operation panicked".into()));
         if let Err(message) = result {
             tracing::warn!("simulated stream job {what} failed: {message}");
@@ -259,6 +266,8 @@ fn work(shared: &Shared) {
             for _ in 0..IDLE_PAUSES {
                 std::hint::spin_loop();
             }
+            // A synchronizing thread may be running the job already.
+            shared.assist.help();
         }
         if !shared.pending() {
             continue;
@@ -270,6 +279,7 @@ fn work(shared: &Shared) {
                 // lets go of the queue (it runs only the jobs it waits for).
                 let now = shared.completed.load(Ordering::SeqCst);
                 shared.done.wait_until(1, || {
+                    shared.assist.help();
                     shared.completed.load(Ordering::SeqCst) != now
                         || !shared.running.load(Ordering::SeqCst)
                 });
@@ -318,6 +328,7 @@ impl SimStream {
             work: Parking::default(),
             done: Parking::default(),
             activity,
+            assist: Assist::default(),
             error: Mutex::new(None),
             failed: AtomicBool::new(false),
         });
@@ -397,9 +408,11 @@ impl SimStream {
             if let Some(queue) = shared.try_queue() {
                 queue.drain(target);
             }
-            shared
-                .done
-                .wait_until(1, || shared.completed.load(Ordering::SeqCst) >= target);
+            // While the worker runs the jobs, help with their copies.
+            shared.done.wait_until(1, || {
+                shared.assist.help();
+                shared.completed.load(Ordering::SeqCst) >= target
+            });
         }
         shared.take_failure()
     }

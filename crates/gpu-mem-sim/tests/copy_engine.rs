@@ -1,6 +1,6 @@
 //! Large copies between device memory and page-locked, mapped or registered host memory go
-//! through the simulated copy engine (streamed in chunks by several threads, see the crate's
-//! `bytes` module); copies to and from pageable memory are CPU copies. Whichever moves them,
+//! through the simulated copy engine (in chunks shared between threads, see the crate's `bytes`
+//! and `assist` modules); copies to and from pageable memory are CPU copies. Whichever moves them,
 //! every byte arrives, synchronously and on a stream, in both directions and device to device.
 //! (Tens of MiB per copy: not run under Miri.)
 
@@ -122,4 +122,59 @@ fn large_copies_arrive_whole_through_every_kind_of_host_memory() {
         b.free(0, other).unwrap();
         b.free(0, dev).unwrap();
     }
+}
+
+/// Page-locked stream copies of a few hundred KiB to a few MiB are shared between the thread
+/// running the job and the one waiting for the stream (the worker, or the synchronizing host
+/// thread): every byte arrives whichever takes which chunks, whether the host synchronizes at
+/// once (it runs the jobs, the worker helps) or after queueing several (the worker runs them,
+/// the host helps), and device to device as well.
+#[test]
+fn page_locked_stream_copies_shared_between_threads_are_exact() {
+    let b = SimBackend::new(SimConfig::uniform(1, 64 << 20));
+    let stream = b.stream_create(0).unwrap();
+    for len in [256 << 10, (1 << 20) + 77, (4 << 20) + 4096 * 3 + 5] {
+        let dev = b.alloc(0, len).unwrap();
+        let other = b.alloc(0, len).unwrap();
+        let host = b.host_alloc(0, len, HostAllocFlags::default()).unwrap();
+        let back = b.host_alloc(0, len, HostAllocFlags::default()).unwrap();
+        for round in 0..8u8 {
+            let expected: Vec<u8> = (0..len).map(|i| ((i % 251) as u8) ^ round).collect();
+            // SAFETY: every range holds `len` bytes and stays alive and untouched by the host
+            // until the stream is synchronized.
+            unsafe {
+                std::ptr::copy_nonoverlapping(expected.as_ptr(), host.host.as_ptr(), len);
+                std::ptr::write_bytes(back.host.as_ptr(), 0, len);
+                if round % 2 == 0 {
+                    // Synchronize after each copy: this thread runs it.
+                    b.copy_htod_async(0, dev, host.host.as_ptr(), len, stream)
+                        .unwrap();
+                    b.stream_synchronize(0, stream).unwrap();
+                    b.copy_dtoh_async(0, back.host.as_ptr(), dev, len, stream)
+                        .unwrap();
+                    b.stream_synchronize(0, stream).unwrap();
+                } else {
+                    // Queue all three first: the worker runs them while this thread waits.
+                    b.copy_htod_async(0, dev, host.host.as_ptr(), len, stream)
+                        .unwrap();
+                    b.copy_dtod_async(0, other, dev, len, stream).unwrap();
+                    b.copy_dtoh_async(0, back.host.as_ptr(), other, len, stream)
+                        .unwrap();
+                    b.stream_synchronize(0, stream).unwrap();
+                }
+            }
+            // SAFETY: `back` holds `len` bytes, written by the completed copies.
+            let came_back = unsafe { std::slice::from_raw_parts(back.host.as_ptr(), len) };
+            assert!(came_back == &expected[..], "{len} bytes, round {round}");
+        }
+        // SAFETY: nothing in flight uses them any more.
+        unsafe {
+            b.host_free(0, host.host).unwrap();
+            b.host_free(0, back.host).unwrap();
+            b.free(0, dev).unwrap();
+            b.free(0, other).unwrap();
+        }
+    }
+    // SAFETY: the stream is idle.
+    unsafe { b.stream_destroy(0, stream).unwrap() };
 }

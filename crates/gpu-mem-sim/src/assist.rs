@@ -11,14 +11,23 @@
 //! Soundness: the work is offered as a pointer to a closure on the offering thread's stack. A
 //! helper announces itself (`helpers` up) and only then checks that the same offer still stands
 //! before it calls the closure; the offering thread withdraws the offer and then waits until no
-//! helper is announced before it returns. Both sides use sequentially consistent operations, so
-//! either the helper sees the withdrawal (and leaves without touching the closure) or the
-//! offering thread sees the helper (and waits for it): the closure outlives every call. A
-//! helper's writes are visible to the offering thread once it has seen `helpers` back at zero
-//! (the helper's decrement is a release the offering thread's load acquires).
+//! helper is announced before it returns (it spins a few microseconds, then sleeps until the
+//! last helper leaves, so that a helper preempted in the middle of a chunk can have its core).
+//! Both sides use sequentially consistent operations, so either the helper sees the withdrawal
+//! (and leaves without touching the closure) or the offering thread sees the helper (and waits
+//! for it): the closure outlives every call. A helper's writes are visible to the offering
+//! thread once it has seen `helpers` back at zero (the helper's decrement is a release the
+//! offering thread's load acquires).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long the offering thread spins for its helpers to leave the work before it sleeps: a
+/// helper finishes its chunk within a few microseconds, unless it was preempted, and then it
+/// needs a core, maybe this one.
+const SPIN: Duration = Duration::from_micros(5);
 
 /// Work on offer: a closure that takes parts of a job until none is left, called by the
 /// offering thread and by any helper.
@@ -31,6 +40,14 @@ pub(crate) struct Assist {
     offer: AtomicPtr<()>,
     /// Helpers that announced themselves and may be calling the offered work.
     helpers: AtomicUsize,
+    /// Whether the offering thread sleeps until `helpers` is zero (on `left`).
+    sleeping: AtomicBool,
+    lock: Mutex<()>,
+    left: Condvar,
+}
+
+fn lock(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 thread_local! {
@@ -61,17 +78,30 @@ impl Assist {
             .store(offered.cast_mut().cast(), Ordering::SeqCst);
         work();
         self.offer.store(std::ptr::null_mut(), Ordering::SeqCst);
-        // A helper still in the work finishes its part soon; one that was preempted may need
-        // this core back, so after a short spin the thread yields between looks.
-        let mut looks = 0u32;
+        let start = Instant::now();
         while self.helpers.load(Ordering::SeqCst) != 0 {
-            if looks < 1 << 12 {
-                looks += 1;
+            if start.elapsed() >= SPIN {
+                self.sleep_until_helpers_left();
+                return;
+            }
+            for _ in 0..16 {
                 std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
             }
         }
+    }
+
+    /// Sleeps until `helpers` is zero. The flag goes up before the check under the lock, and a
+    /// leaving helper lowers `helpers` before it reads the flag (both sequentially consistent),
+    /// so either this check sees zero or that helper sees the flag and notifies under the lock.
+    #[cold]
+    fn sleep_until_helpers_left(&self) {
+        self.sleeping.store(true, Ordering::SeqCst);
+        let mut guard = lock(&self.lock);
+        while self.helpers.load(Ordering::SeqCst) != 0 {
+            guard = self.left.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(guard);
+        self.sleeping.store(false, Ordering::SeqCst);
     }
 
     /// Takes part in the work on offer, if any (called by a thread that waits for this stream).
@@ -90,7 +120,13 @@ impl Assist {
             let work: Work<'_> = unsafe { *seen.cast::<Work<'_>>() };
             work();
         }
-        self.helpers.fetch_sub(1, Ordering::SeqCst);
+        // The offer is not touched past this point (the assist itself outlives its stream's
+        // jobs).
+        if self.helpers.fetch_sub(1, Ordering::SeqCst) == 1 && self.sleeping.load(Ordering::SeqCst)
+        {
+            drop(lock(&self.lock));
+            self.left.notify_all();
+        }
     }
 }
 
@@ -189,6 +225,40 @@ mod tests {
                 assert!(helped.load(Ordering::SeqCst));
                 assert_eq!(inside.load(Ordering::SeqCst), 0);
             }
+        });
+    }
+    /// A helper that stays in the work long after the offering thread is done (as a preempted
+    /// one does) makes it sleep, and its leaving wakes it; the offer returns only after it left.
+    #[test]
+    fn the_offering_thread_waits_for_a_slow_helper() {
+        let assist = Assist::default();
+        with_helper(&assist, || {
+            let helped = AtomicBool::new(false);
+            let left = AtomicBool::new(false);
+            let offering = std::thread::current().id();
+            let offered = assist.running(|| {
+                offer_current(&|| {
+                    if std::thread::current().id() != offering {
+                        helped.store(true, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(20));
+                        left.store(true, Ordering::SeqCst);
+                    } else {
+                        let start = Instant::now();
+                        while !helped.load(Ordering::SeqCst)
+                            && start.elapsed() < Duration::from_secs(5)
+                        {
+                            std::hint::spin_loop();
+                        }
+                    }
+                })
+            });
+            assert!(offered);
+            assert!(helped.load(Ordering::SeqCst), "the helper never joined");
+            assert!(
+                left.load(Ordering::SeqCst),
+                "the offer returned with a helper inside"
+            );
+            assert!(!assist.sleeping.load(Ordering::SeqCst));
         });
     }
 }

@@ -165,9 +165,7 @@ impl Shared {
     /// Runs a job (its caller holds the queue), keeping its failure for the next
     /// synchronization.
     fn execute(&self, what: &'static str, job: impl FnOnce() -> Result<(), String>) {
-        let result = self
-            .assist
-            .running(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)))
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
             .unwrap_or_else(|_| Err("the operation panicked".into()));
         if let Err(message) = result {
             tracing::warn!("simulated stream job {what} failed: {message}");
@@ -190,7 +188,9 @@ impl Shared {
 
     /// Runs one queued job (its caller holds the queue) and reports its completion.
     fn run(&self, what: &'static str, job: Job) {
-        self.execute(what, job);
+        // A queued job may be long: the thread waiting for the stream meanwhile helps with its
+        // copies. (Short jobs run at once, see `SimStream::run_if_idle`, and need no help.)
+        self.assist.running(|| self.execute(what, job));
         self.completed.fetch_add(1, Ordering::SeqCst);
         self.done.notify();
         self.activity.end();

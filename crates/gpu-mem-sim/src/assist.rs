@@ -203,14 +203,8 @@ mod tests {
                         if std::thread::current().id() != offering {
                             helped.store(true, Ordering::SeqCst);
                         } else {
-                            // The offering thread waits (a while) for the helper to join, so
-                            // the test sees both take parts.
-                            let start = Instant::now();
-                            while !helped.load(Ordering::SeqCst)
-                                && start.elapsed() < Duration::from_secs(5)
-                            {
-                                std::hint::spin_loop();
-                            }
+                            // So that the test sees both take parts.
+                            wait_for_helper(&helped);
                         }
                         while parts.fetch_add(1, Ordering::SeqCst) < 64 {
                             done.fetch_add(1, Ordering::SeqCst);
@@ -227,6 +221,15 @@ mod tests {
             }
         });
     }
+
+    /// The offering thread's part of a test's work: waits (a while) for the helper to join.
+    fn wait_for_helper(helped: &AtomicBool) {
+        let start = Instant::now();
+        while !helped.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(5) {
+            std::hint::spin_loop();
+        }
+    }
+
     /// A helper that stays in the work long after the offering thread is done (as a preempted
     /// one does) makes it sleep, and its leaving wakes it; the offer returns only after it left.
     #[test]
@@ -243,12 +246,7 @@ mod tests {
                         std::thread::sleep(Duration::from_millis(20));
                         left.store(true, Ordering::SeqCst);
                     } else {
-                        let start = Instant::now();
-                        while !helped.load(Ordering::SeqCst)
-                            && start.elapsed() < Duration::from_secs(5)
-                        {
-                            std::hint::spin_loop();
-                        }
+                        wait_for_helper(&helped);
                     }
                 })
             });

@@ -347,12 +347,31 @@ fn lock_pair<'a>(
     }
 }
 
+/// How a copy between device memory and host memory runs: synchronously, or as a stream's job
+/// (which the thread waiting for the stream may help with, see `bytes::ASSISTED_MIN`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Now,
+    OnStream,
+}
+
 /// Who moves a copy between device memory and the host bytes at `host..host + bytes`: the copy
 /// engine when they are page-locked (allocated so, or registered) or mapped, else the CPU (see
 /// [`bytes`]).
-fn host_mover(d: &SimDevice, host: *const u8, bytes: usize, window: Option<&Arc<Region>>) -> Mover {
-    // Below this size both movers copy alike: no need to look the memory up.
-    if bytes < bytes::ASSISTED_MIN {
+fn host_mover(
+    d: &SimDevice,
+    host: *const u8,
+    bytes: usize,
+    window: Option<&Arc<Region>>,
+    run: Run,
+) -> Mover {
+    // Below the size from which the movers copy differently (a synchronous copy gets no help),
+    // no need to look the memory up.
+    let differs_from = match run {
+        Run::Now => bytes::STREAMING_MIN,
+        Run::OnStream => bytes::ASSISTED_MIN,
+    };
+    if bytes < differs_from {
         return Mover::Cpu;
     }
     if window.is_some() || lock(&d.host).is_page_locked(host as usize, bytes) {
@@ -609,7 +628,7 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let range = d.memory.resolve_write(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
-        let mover = host_mover(d, src, bytes, window.as_ref());
+        let mover = host_mover(d, src, bytes, window.as_ref(), Run::Now);
         d.activity.wait_idle();
         // SAFETY: the caller guarantees `src` is readable for `bytes` bytes.
         unsafe { write_range(&range, src, window.as_ref(), mover) };
@@ -627,7 +646,7 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let range = d.memory.resolve(src, bytes)?;
         let window = d.memory.host_window(dst, bytes);
-        let mover = host_mover(d, dst, bytes, window.as_ref());
+        let mover = host_mover(d, dst, bytes, window.as_ref(), Run::Now);
         d.activity.wait_idle();
         // SAFETY: the caller guarantees `dst` is writable for `bytes` bytes.
         unsafe { read_range(&range, dst, window.as_ref(), mover) };
@@ -676,7 +695,7 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let range = d.memory.resolve_write(dst, bytes)?;
         let window = d.memory.host_window(src, bytes);
-        let mover = host_mover(d, src, bytes, window.as_ref());
+        let mover = host_mover(d, src, bytes, window.as_ref(), Run::OnStream);
         let src = HostPtr(src.cast_mut());
         self.enqueue_transfer(d, stream, "host-to-device copy", bytes, move || {
             let src = src;
@@ -697,7 +716,7 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let range = d.memory.resolve(src, bytes)?;
         let window = d.memory.host_window(dst, bytes);
-        let mover = host_mover(d, dst, bytes, window.as_ref());
+        let mover = host_mover(d, dst, bytes, window.as_ref(), Run::OnStream);
         let dst = HostPtr(dst);
         self.enqueue_transfer(d, stream, "device-to-host copy", bytes, move || {
             let dst = dst;

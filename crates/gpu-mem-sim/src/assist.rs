@@ -21,7 +21,9 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
+
+use crate::lock;
 use std::time::{Duration, Instant};
 
 /// How long the offering thread spins for its helpers to leave the work before it sleeps: a
@@ -44,10 +46,6 @@ pub(crate) struct Assist {
     sleeping: AtomicBool,
     lock: Mutex<()>,
     left: Condvar,
-}
-
-fn lock(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 thread_local! {

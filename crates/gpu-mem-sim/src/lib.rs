@@ -88,6 +88,7 @@ impl std::fmt::Debug for SimBackend {
     }
 }
 
+/// Locks `mutex`, also when a thread panicked while holding it (poisoning is ignored).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

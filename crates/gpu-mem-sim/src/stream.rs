@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::assist::Assist;
+use crate::lock;
 
 /// A unit of stream work; an `Err` is reported at the next synchronization.
 pub(crate) type Job = Box<dyn FnOnce() -> Result<(), String> + Send>;
@@ -57,10 +58,6 @@ fn spin_until(pauses: u32, mut ready: impl FnMut() -> bool) -> bool {
             std::thread::yield_now();
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Where threads sleep until a condition on atomics holds, after spinning for it. The fast path

@@ -17,7 +17,8 @@
 //! (and leaves without touching the closure) or the offering thread sees the helper (and waits
 //! for it): the closure outlives every call. A helper's writes are visible to the offering
 //! thread once it has seen `helpers` back at zero (the helper's decrement is a release the
-//! offering thread's load acquires).
+//! offering thread's load acquires). Both hold when the work unwinds: the offering thread
+//! withdraws and waits on the way out, and a helper leaves on its way out.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -71,10 +72,23 @@ impl Assist {
     /// took part has returned from it. `work` must take parts until none is left and be safe to
     /// call from several threads at once.
     fn offer(&self, work: Work<'_>) {
+        /// Withdraws the offer and waits for the helpers also when `work` unwinds: the work
+        /// lives on this thread's stack, which the unwinding frees.
+        struct Withdraw<'a>(&'a Assist);
+        impl Drop for Withdraw<'_> {
+            fn drop(&mut self) {
+                self.0.withdraw();
+            }
+        }
         let offered: *const Work<'_> = &work;
         self.offer
             .store(offered.cast_mut().cast(), Ordering::SeqCst);
+        let _withdraw = Withdraw(self);
         work();
+    }
+
+    /// Withdraws the offer and returns once no helper is inside its work.
+    fn withdraw(&self) {
         self.offer.store(std::ptr::null_mut(), Ordering::SeqCst);
         let start = Instant::now();
         while self.helpers.load(Ordering::SeqCst) != 0 {
@@ -108,7 +122,16 @@ impl Assist {
         if seen.is_null() {
             return;
         }
+        /// Leaves the work also when it unwinds here, so that the offering thread does not wait
+        /// for this helper forever.
+        struct Leave<'a>(&'a Assist);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                self.0.leave();
+            }
+        }
         self.helpers.fetch_add(1, Ordering::SeqCst);
+        let _leave = Leave(self);
         // Still offered (possibly again, at the same address: then it is that offer's work,
         // which waits for this helper just the same).
         if self.offer.load(Ordering::SeqCst) == seen {
@@ -118,8 +141,11 @@ impl Assist {
             let work: Work<'_> = unsafe { *seen.cast::<Work<'_>>() };
             work();
         }
-        // The offer is not touched past this point (the assist itself outlives its stream's
-        // jobs).
+    }
+
+    /// A helper leaves the work (not touched past this point; the assist itself outlives its
+    /// stream's jobs), waking the offering thread if it sleeps for the last one.
+    fn leave(&self) {
         if self.helpers.fetch_sub(1, Ordering::SeqCst) == 1 && self.sleeping.load(Ordering::SeqCst)
         {
             drop(lock(&self.lock));
@@ -226,6 +252,85 @@ mod tests {
         while !helped.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(5) {
             std::hint::spin_loop();
         }
+    }
+
+    /// Work that unwinds on the offering thread withdraws its offer on the way out: the helper,
+    /// which keeps looking for work, never calls the closure whose frame is gone (Miri reports
+    /// the use after free if it does), and no helper is left announced.
+    #[test]
+    fn an_unwinding_offer_is_withdrawn() {
+        let assist = Assist::default();
+        with_helper(&assist, || {
+            let offering = std::thread::current().id();
+            for round in 0..if cfg!(miri) { 2 } else { 50 } {
+                let calls = AtomicUsize::new(0);
+                let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    assist.running(|| {
+                        offer_current(&|| {
+                            calls.fetch_add(1, Ordering::SeqCst);
+                            if std::thread::current().id() == offering {
+                                if round % 2 == 0 {
+                                    // Sometimes with the helper inside too.
+                                    std::thread::sleep(Duration::from_millis(1));
+                                }
+                                std::panic::panic_any(round);
+                            }
+                        })
+                    })
+                }));
+                assert!(unwound.is_err());
+                assert!(assist.offer.load(Ordering::SeqCst).is_null());
+                assert_eq!(assist.helpers.load(Ordering::SeqCst), 0);
+                // Reuse the stack the work lay on while the helper keeps polling.
+                let start = Instant::now();
+                let mut noise = [0u8; 256];
+                while start.elapsed() < Duration::from_millis(if cfg!(miri) { 0 } else { 1 }) {
+                    noise = std::hint::black_box(noise);
+                }
+                std::hint::black_box(&noise);
+                // The helper calls the work again and again while it stands; never afterwards.
+                let seen = calls.load(Ordering::SeqCst);
+                assert!(seen >= 1);
+                std::thread::sleep(Duration::from_millis(if cfg!(miri) { 0 } else { 1 }));
+                assert_eq!(
+                    calls.load(Ordering::SeqCst),
+                    seen,
+                    "called after the offer ended"
+                );
+            }
+        });
+    }
+
+    /// Work that unwinds in a helper still lets the helper leave: the offering thread returns.
+    #[test]
+    fn a_helper_whose_work_unwinds_leaves_it() {
+        let assist = Assist::default();
+        let offering = std::thread::current().id();
+        let helped = AtomicBool::new(false);
+        let helper_unwound = std::thread::scope(|scope| {
+            let helper = scope.spawn(|| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    loop {
+                        assist.help();
+                        std::hint::spin_loop();
+                    }
+                }))
+                .is_err()
+            });
+            let offered = assist.running(|| {
+                offer_current(&|| {
+                    if std::thread::current().id() != offering {
+                        helped.store(true, Ordering::SeqCst);
+                        std::panic::panic_any("the helper's part fails");
+                    }
+                    wait_for_helper(&helped);
+                })
+            });
+            assert!(offered);
+            helper.join().unwrap_or(false)
+        });
+        assert!(helper_unwound, "the helper never took part");
+        assert_eq!(assist.helpers.load(Ordering::SeqCst), 0);
     }
 
     /// A helper that stays in the work long after the offering thread is done (as a preempted

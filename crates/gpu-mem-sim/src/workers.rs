@@ -9,8 +9,9 @@
 //! Soundness: the work is handed to helpers as a pointer to a closure on the caller's stack.
 //! A helper only dereferences it after registering itself (under the pool's lock) while the
 //! caller still offers it, and the caller withdraws the offer and waits until every registered
-//! helper is done before it returns, so the closure outlives every use. The helpers' writes are
-//! visible to the caller when it returns (each helper's count goes down under the same lock).
+//! helper is done before it returns (also when the work unwinds on the caller's thread), so the
+//! closure outlives every use. The helpers' writes are visible to the caller when it returns
+//! (each helper's count goes down under the same lock).
 
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
@@ -65,9 +66,15 @@ impl Pool {
     }
 }
 
+/// The process's pool, with `worker_count() - 1` helper threads.
 fn pool() -> &'static Pool {
     static POOL: OnceLock<&'static Pool> = OnceLock::new();
-    POOL.get_or_init(|| {
+    POOL.get_or_init(|| Pool::start(worker_count() - 1))
+}
+
+impl Pool {
+    /// A pool with `threads` helper threads, which live as long as the process.
+    fn start(threads: usize) -> &'static Pool {
         let pool: &'static Pool = Box::leak(Box::new(Pool {
             state: Mutex::new(State {
                 offer: None,
@@ -78,7 +85,7 @@ fn pool() -> &'static Pool {
             offered: Condvar::new(),
             finished: Condvar::new(),
         }));
-        for index in 1..worker_count() {
+        for index in 1..=threads {
             let spawned = std::thread::Builder::new()
                 .name(format!("gpu-mem-sim-worker-{index}"))
                 .spawn(move || helper(pool));
@@ -89,7 +96,7 @@ fn pool() -> &'static Pool {
             }
         }
         pool
-    })
+    }
 }
 
 fn helper(pool: &'static Pool) {
@@ -130,38 +137,114 @@ fn helper(pool: &'static Pool) {
 /// when the queue is empty.
 pub(crate) fn run_parallel(helpers: usize, work: &(dyn Fn() + Sync)) {
     let helpers = helpers.min(worker_count() - 1);
-    let offered = helpers > 0 && {
-        let pool = pool();
-        let mut state = pool.lock();
-        if state.offer.is_none() && state.running == 0 {
-            state.generation += 1;
-            // SAFETY: only the lifetime is erased; see the module docs for why the pointer is
-            // never used after this function returns.
-            let work: *const (dyn Fn() + Sync + 'static) = unsafe {
-                std::mem::transmute::<
-                    *const (dyn Fn() + Sync + '_),
-                    *const (dyn Fn() + Sync + 'static),
-                >(work)
-            };
-            state.offer = Some(Offer {
-                work,
-                generation: state.generation,
+    if helpers == 0 {
+        work();
+    } else {
+        pool().run(helpers, work);
+    }
+}
+
+impl Pool {
+    /// [`run_parallel`] on this pool, with up to `helpers` of its threads.
+    fn run(&self, helpers: usize, work: &(dyn Fn() + Sync)) {
+        /// Withdraws the offer and waits for the helpers, also when `work` unwinds here: the
+        /// closure goes away with this frame, and the pool must be free for the next offer.
+        struct Withdraw<'a>(&'a Pool);
+        impl Drop for Withdraw<'_> {
+            fn drop(&mut self) {
+                let mut state = self.0.lock();
+                state.offer = None;
+                state.wanted = 0;
+                while state.running > 0 {
+                    state = self
+                        .0
+                        .finished
+                        .wait(state)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+            }
+        }
+        let offered = {
+            let mut state = self.lock();
+            if state.offer.is_none() && state.running == 0 {
+                state.generation += 1;
+                // SAFETY: only the lifetime is erased; see the module docs for why the pointer
+                // is never used after this function returns.
+                let work: *const (dyn Fn() + Sync + 'static) = unsafe {
+                    std::mem::transmute::<
+                        *const (dyn Fn() + Sync + '_),
+                        *const (dyn Fn() + Sync + 'static),
+                    >(work)
+                };
+                state.offer = Some(Offer {
+                    work,
+                    generation: state.generation,
+                });
+                state.wanted = helpers;
+                self.offered.notify_all();
+                true
+            } else {
+                false
+            }
+        };
+        let _withdraw = offered.then_some(Withdraw(self));
+        work();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pool;
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// Work that unwinds on the calling thread withdraws its offer on the way out: no helper
+    /// calls it afterwards (Miri reports the use after free if one does), and the next work gets
+    /// helpers again.
+    #[test]
+    fn unwinding_work_is_withdrawn_and_the_pool_stays_usable() {
+        // A pool of its own, whatever the machine's core count (one core under Miri); kept in
+        // a static, as the process's pool is.
+        static POOL: OnceLock<&'static Pool> = OnceLock::new();
+        let pool = POOL.get_or_init(|| Pool::start(1));
+        let caller = std::thread::current().id();
+        let calls = AtomicUsize::new(0);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.run(1, &|| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                if std::thread::current().id() == caller {
+                    std::panic::panic_any("the caller's part fails");
+                }
             });
-            state.wanted = helpers;
-            pool.offered.notify_all();
-            true
-        } else {
-            false
-        }
-    };
-    work();
-    if offered {
-        let pool = pool();
-        let mut state = pool.lock();
-        state.offer = None;
-        state.wanted = 0;
-        while state.running > 0 {
-            state = pool.finished.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
+        }));
+        assert!(unwound.is_err());
+        let seen = calls.load(Ordering::SeqCst);
+        // A helper keeps running until the next work: give it time to (wrongly) call this one.
+        std::thread::sleep(Duration::from_millis(if cfg!(miri) { 0 } else { 5 }));
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            seen,
+            "called after the offer ended"
+        );
+
+        // The pool is free again: a helper takes part in the next work.
+        let helped = AtomicUsize::new(0);
+        let start = Instant::now();
+        pool.run(1, &|| {
+            if std::thread::current().id() != caller {
+                helped.fetch_add(1, Ordering::SeqCst);
+            } else {
+                while helped.load(Ordering::SeqCst) == 0 && start.elapsed() < Duration::from_secs(5)
+                {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        assert_eq!(
+            helped.load(Ordering::SeqCst),
+            1,
+            "no helper took the next work"
+        );
     }
 }

@@ -271,6 +271,11 @@ fn work(shared: &Shared) {
         }
         match shared.try_queue() {
             Some(queue) => queue.drain(u64::MAX),
+            // A short job runs at once on the thread that enqueued it (`run_if_idle`), which
+            // holds the queue without announcing it: wait for the queue itself rather than spin
+            // through this loop, in case that job waits for memory another stream's long copy
+            // holds.
+            None if !shared.running.load(Ordering::SeqCst) => drop(lock(&shared.queue)),
             None => {
                 // A synchronizing thread is running the jobs: wait until it makes progress or
                 // lets go of the queue (it runs only the jobs it waits for).
@@ -451,5 +456,88 @@ impl SimStream {
 impl Drop for SimStream {
     fn drop(&mut self) {
         self.shut_down();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DeviceActivity, SimStream};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// CPU time the thread named `name` (at most 15 bytes) has used so far: `/proc` counts it in
+    /// clock ticks, 10 ms each.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn thread_cpu_ticks(name: &str) -> u64 {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap_or_else(|e| panic!("{e}"));
+        for task in tasks.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() != name {
+                continue;
+            }
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // Fields after the name (which ends at the last ')'): state is the first, utime
+            // and stime the 12th and 13th.
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let fields: Vec<u64> = after
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            return fields.iter().sum();
+        }
+        panic!("no thread named {name}")
+    }
+
+    /// While a job run at once by the enqueuing thread waits (here: sleeps, as one blocked on
+    /// another stream's copy does), the worker, with a job queued behind it, waits without
+    /// spinning, and runs that job afterwards.
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn the_worker_does_not_spin_while_a_job_runs_at_once() {
+        const NAME: &str = "gm-test-nospin";
+        let stream = SimStream::spawn(NAME.into(), Arc::new(DeviceActivity::default()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (started, start) = std::sync::mpsc::channel();
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut spent = 0;
+        std::thread::scope(|scope| {
+            let stream = &stream;
+            let inline = scope.spawn(move || {
+                stream
+                    .run_if_idle("inline", || {
+                        let _ = started.send(());
+                        std::thread::sleep(Duration::from_millis(200));
+                        Ok(())
+                    })
+                    .is_ok()
+            });
+            let _ = start.recv();
+            let ran = Arc::clone(&ran);
+            stream
+                .enqueue(
+                    "queued",
+                    Box::new(move || {
+                        ran.store(true, std::sync::atomic::Ordering::SeqCst);
+                        Ok(())
+                    }),
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            let before = thread_cpu_ticks(NAME);
+            assert!(
+                inline.join().unwrap_or(false),
+                "the idle stream ran the job at once"
+            );
+            spent = thread_cpu_ticks(NAME) - before;
+        });
+        assert!(stream.synchronize().is_ok());
+        assert!(ran.load(std::sync::atomic::Ordering::SeqCst));
+        // A spinning worker uses a core for the whole 200 ms (20 ticks).
+        assert!(
+            spent < 10,
+            "the worker used {spent} ticks of CPU while the job slept"
+        );
+        stream.shut_down();
     }
 }

@@ -50,6 +50,8 @@ struct State {
     /// Helpers running the current offer's work.
     running: usize,
     generation: u64,
+    /// Set when the pool's threads are to end (only a test's own pool ends).
+    closing: bool,
 }
 
 struct Pool {
@@ -58,6 +60,7 @@ struct Pool {
     offered: Condvar,
     /// The caller waits here for its helpers to finish.
     finished: Condvar,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Pool {
@@ -81,21 +84,34 @@ impl Pool {
                 wanted: 0,
                 running: 0,
                 generation: 0,
+                closing: false,
             }),
             offered: Condvar::new(),
             finished: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
         }));
         for index in 1..=threads {
             let spawned = std::thread::Builder::new()
                 .name(format!("gpu-mem-sim-worker-{index}"))
                 .spawn(move || helper(pool));
-            if let Err(error) = spawned {
-                tracing::warn!(
+            match spawned {
+                Ok(thread) => crate::lock(&pool.threads).push(thread),
+                Err(error) => tracing::warn!(
                     "cannot start simulator worker {index}: {error}; fewer threads run blocks"
-                );
+                ),
             }
         }
         pool
+    }
+
+    /// Ends the pool's threads once they are idle, and waits for them.
+    #[cfg(test)]
+    fn shut_down(&self) {
+        self.lock().closing = true;
+        self.offered.notify_all();
+        for thread in std::mem::take(&mut *crate::lock(&self.threads)) {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -112,6 +128,7 @@ fn helper(pool: &'static Pool) {
                         seen = offer.generation;
                         break offer;
                     }
+                    _ if state.closing => return,
                     _ => {
                         state = pool.offered.wait(state).unwrap_or_else(|p| p.into_inner());
                     }
@@ -205,9 +222,16 @@ mod tests {
     #[test]
     fn unwinding_work_is_withdrawn_and_the_pool_stays_usable() {
         // A pool of its own, whatever the machine's core count (one core under Miri); kept in
-        // a static, as the process's pool is.
+        // a static, as the process's pool is, and ended with the test.
         static POOL: OnceLock<&'static Pool> = OnceLock::new();
         let pool = POOL.get_or_init(|| Pool::start(1));
+        struct End(&'static Pool);
+        impl Drop for End {
+            fn drop(&mut self) {
+                self.0.shut_down();
+            }
+        }
+        let _end = End(pool);
         let caller = std::thread::current().id();
         let calls = AtomicUsize::new(0);
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

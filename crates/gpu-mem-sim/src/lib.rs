@@ -1082,6 +1082,17 @@ unsafe impl Backend for SimBackend {
         stream: Option<StreamHandle>,
     ) -> Result<()> {
         let d = self.device(device)?;
+        if !matches!(d.warp_size, 32 | 64) {
+            // `SimDeviceConfig` is plain data; only `from_env` checks what it parses. Warp masks
+            // and ballots are 64 bits wide.
+            return Err(Error::InvalidLaunch {
+                kernel: kernel.name().to_string(),
+                reason: format!(
+                    "simulated device {device} has a warp size of {}; the simulator runs warps of 32 or 64 threads (SimDeviceConfig::warp_size)",
+                    d.warp_size
+                ),
+            });
+        }
         // Portable source is what a GPU runs, so it is preferred; the closure form is for
         // kernels written only for the simulator.
         let code = LaunchCode::of(kernel)?;

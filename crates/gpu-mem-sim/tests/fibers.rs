@@ -111,3 +111,95 @@ fn threads_left_waiting_are_unwound_and_their_fibers_reused() {
         check_sums(&backend, &sums, 5, 1);
     }
 }
+
+/// A thread that catches the cancellation of its wait and waits again does not revive the
+/// block's schedule (which entered a thread without a fiber): the launch reports the
+/// divergence, and the next launch runs normally.
+#[test]
+fn a_thread_that_catches_its_cancellation_and_waits_again_is_ended() {
+    static TRIES: AtomicUsize = AtomicUsize::new(0);
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = Kernel::sim("rewait", |t| {
+        if t.thread_idx().x == 1 {
+            return;
+        }
+        for _ in 0..4 {
+            TRIES.fetch_add(1, Ordering::SeqCst);
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.syncthreads())).is_ok() {
+                break;
+            }
+        }
+    });
+    for _ in 0..2 {
+        let result = launch(&backend, &kernel, LaunchConfig::new(1, 2), &[]);
+        assert!(
+            matches!(result, Err(Error::BarrierDivergence { .. })),
+            "{result:?}"
+        );
+    }
+    // Each try after the first is refused at once.
+    assert_eq!(TRIES.load(Ordering::SeqCst), 8);
+    let kernel = Kernel::from_source(SUM_OF_INDICES, "sum_of_indices");
+    check_sums(&backend, &kernel, 3, 64);
+}
+
+/// Destructors of an ended thread may use atomics and barriers: they neither switch to another
+/// thread nor disturb the block's end, and every one of them runs.
+#[test]
+fn destructors_of_ended_threads_may_use_atomics_and_barriers() {
+    static ENDED: AtomicUsize = AtomicUsize::new(0);
+    struct Busy<'a, 'b>(&'a gpu_mem_sim::ThreadCtx<'b>);
+    impl Drop for Busy<'_, '_> {
+        fn drop(&mut self) {
+            let counter = self.0.shared_array::<u32, 1>([1]);
+            // More atomics than a thread runs before it lets the others run.
+            for _ in 0..40 {
+                counter.atomic_add([0], 1);
+            }
+            self.0.syncthreads();
+            ENDED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = Kernel::sim("busy_destructors", |t| {
+        if t.thread_idx().x % 2 == 1 {
+            return;
+        }
+        let _busy = Busy(t);
+        // Half the block never comes: the other half is ended here, unwinding through `Busy`.
+        t.syncthreads();
+    });
+    let result = launch(&backend, &kernel, LaunchConfig::new(1, 4), &[]);
+    assert!(
+        matches!(result, Err(Error::BarrierDivergence { .. })),
+        "{result:?}"
+    );
+    assert_eq!(ENDED.load(Ordering::SeqCst), 2);
+    let kernel = Kernel::from_source(SUM_OF_INDICES, "sum_of_indices");
+    check_sums(&backend, &kernel, 2, 32);
+}
+
+/// A device configured with a warp size the simulator cannot run is refused at launch.
+#[test]
+fn an_unsupported_warp_size_is_a_launch_error() {
+    let backend = SimBackend::new(SimConfig {
+        devices: vec![gpu_mem_sim::SimDeviceConfig {
+            warp_size: 128,
+            ..gpu_mem_sim::SimDeviceConfig::default()
+        }],
+    });
+    let kernel = Kernel::sim("ballot", |t| {
+        t.ballot_sync(u64::MAX, true);
+    });
+    let result = launch(&backend, &kernel, LaunchConfig::new(1, 128), &[]);
+    match result {
+        Err(Error::InvalidLaunch { kernel, reason }) => {
+            assert_eq!(kernel, "ballot");
+            assert!(
+                reason.contains("128") && reason.contains("32 or 64"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -111,3 +111,52 @@ fn a_stackless_kernels_overflow_is_reported_too() {
 fn overflow_names_the_kernel_and_the_setting() {
     overflows_then_runs("big_local_array", "deep_locals");
 }
+
+/// The child: the address space is capped a little above what the process uses, so that a
+/// block of 1024 waiting threads runs out of stacks part-way through its first barrier.
+#[test]
+#[ignore = "run in a child process by running_out_of_stacks_is_a_launch_error"]
+#[cfg(target_os = "linux")]
+fn out_of_stacks() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let vm_kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmSize:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap();
+    // Room for about 100 fibers of 256 KiB (and whatever else the launch allocates).
+    let cap = (vm_kib << 10) + (32 << 20);
+    let limit = libc::rlimit {
+        rlim_cur: cap,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: `setrlimit` reads a valid `rlimit`; it lowers this process's soft limit only.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+    let kernel = Kernel::sim("many_waiters", |t| t.syncthreads());
+    let backend = SimBackend::new(SimConfig::default());
+    let args: [LaunchArg; 0] = [];
+    // SAFETY: the kernel touches no device memory.
+    let result = unsafe { backend.launch(0, &kernel, &LaunchConfig::new(1, 1024), &args, None) };
+    println!("first launch: {result:?}");
+    // The fibers it had are kept: a smaller block still runs.
+    let small = unsafe { backend.launch(0, &kernel, &LaunchConfig::new(1, 32), &args, None) };
+    println!("small launch: {small:?}");
+}
+
+/// A block whose threads cannot all get a stack fails to launch with an error naming the
+/// kernel (it does not enter a thread that has no fiber), and the process goes on.
+#[test]
+#[cfg(target_os = "linux")]
+fn running_out_of_stacks_is_a_launch_error() {
+    let out = child("out_of_stacks", None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the child crashed: {stdout}{stderr}");
+    assert!(
+        stdout.contains("first launch: Err(InvalidLaunch")
+            && stdout.contains("many_waiters")
+            && stdout.contains("small launch: Ok(())"),
+        "{stdout}{stderr}"
+    );
+}

@@ -415,6 +415,10 @@ impl<'a> Block<'a> {
                 s.cancelling = true;
                 std::mem::replace(&mut s.fibers[linear], std::ptr::null())
             };
+            if fiber.is_null() {
+                // Not suspended anywhere (never the case for a waiting thread; kept safe).
+                continue;
+            }
             if self.body.is_compiled() {
                 // Compiled frames must not be unwound (no Rust panic crosses C++ frames): the
                 // suspended thread's stack is discarded instead. Nothing on it owns resources:
@@ -541,6 +545,11 @@ impl<'a> Block<'a> {
         let to = {
             // SAFETY: the thread runs executor code; nothing else holds the schedule.
             let s = unsafe { self.schedule() };
+            if s.cancelling {
+                // A thread being ended (it caught `Cancelled`, or waits in a destructor while
+                // unwinding): the block's schedule is over; see `SimThread::resumed`.
+                return;
+            }
             if !record_wait(s, linear, scope, fence, mask, at, op) {
                 return;
             }
@@ -559,7 +568,8 @@ impl<'a> Block<'a> {
         let to = {
             // SAFETY: as in `wait`.
             let s = unsafe { self.schedule() };
-            if linear >= s.phases.len() {
+            // While the block ends its waiting threads, nobody else is left to run.
+            if s.cancelling || linear >= s.phases.len() {
                 return;
             }
             match self.next_fiber(s, linear) {
@@ -589,10 +599,7 @@ impl<'a> Block<'a> {
                 s.next_unstarted = next + 1;
                 match self.fresh_fiber(s, next) {
                     Ok(fresh) => Some(fresh),
-                    Err(error) => {
-                        s.outcome = Err(error);
-                        Some(std::ptr::null())
-                    }
+                    Err(error) => Some(self.cannot_start(s, next, error)),
                 }
             }
             _ => self.next_after(s, linear),
@@ -609,13 +616,22 @@ impl<'a> Block<'a> {
             Next::Run(j) => Some(s.fibers[j]),
             Next::Start(j) => match self.fresh_fiber(s, j) {
                 Ok(fresh) => Some(fresh),
-                Err(error) => {
-                    s.outcome = Err(error);
-                    Some(std::ptr::null())
-                }
+                Err(error) => Some(self.cannot_start(s, j, error)),
             },
             Next::Finish => Some(std::ptr::null()),
         }
+    }
+
+    /// Thread `linear` (just made ready) gets no fiber (no memory for a stack): it stays
+    /// unstarted and the launch fails with `error`; the null fiber returned sends the OS thread
+    /// back to `Block::run`, which ends the threads left waiting.
+    #[cold]
+    #[inline(never)]
+    fn cannot_start(&self, s: &mut Schedule, linear: usize, error: Error) -> *const Fiber {
+        s.phases[linear] = Phase::Unstarted;
+        s.next_unstarted = s.next_unstarted.min(linear);
+        s.outcome = Err(error);
+        std::ptr::null()
     }
 
     /// An idle fiber (the block's spare ones first) given thread `linear` to start.
@@ -1178,8 +1194,10 @@ impl<'b, 'a> SimThread<'b, 'a> {
         if compiled {
             // Compiled code finds this thread again.
             super::body::make_current(self);
-        } else if block.cancelling() {
-            // The block ended while this thread waited: unwind its frames.
+        } else if block.cancelling() && !std::thread::panicking() {
+            // The block ended while this thread waited (or it waits again after catching the
+            // cancellation): unwind its frames. A wait in a destructor that runs during that
+            // unwinding returns at once instead (a second panic would abort the process).
             std::panic::resume_unwind(Box::new(Cancelled));
         }
     }

@@ -140,6 +140,7 @@ fn out_of_stacks() {
     let result = unsafe { backend.launch(0, &kernel, &LaunchConfig::new(1, 1024), &args, None) };
     println!("first launch: {result:?}");
     // The fibers it had are kept: a smaller block still runs.
+    // SAFETY: as above.
     let small = unsafe { backend.launch(0, &kernel, &LaunchConfig::new(1, 32), &args, None) };
     println!("small launch: {small:?}");
 }

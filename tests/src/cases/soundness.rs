@@ -18,6 +18,7 @@ pub fn cases() -> Vec<Case> {
         empty_page_locked_arrays_have_aligned_views,
         registered_arrays_with_negative_strides,
         view_as_checks_the_host_address_of_mapped_memory,
+        view_as_refuses_types_aligned_beyond_device_memory,
     ];
     cases.extend(crate::cases!["soundness", Requires::Simulator;
         concurrent_readers_all_wait_for_a_pending_write,
@@ -130,6 +131,29 @@ fn view_as_checks_the_host_address_of_mapped_memory(rt: &Runtime) -> Result<(), 
         matches!(as_u32, Err(Error::ViewAs { .. })),
         "misaligned view refused: {as_u32:?}"
     );
+    Ok(())
+}
+
+/// A type that needs 512-byte alignment, more than device memory promises (256).
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(512))]
+struct Wide([u8; 512]);
+
+fn view_as_refuses_types_aligned_beyond_device_memory(rt: &Runtime) -> Result<(), String> {
+    let dev = rt.device(0).map_err(fail("device"))?;
+    let bytes = dev
+        .device_array::<u8>(&[1024], Order::C)
+        .map_err(fail("alloc"))?;
+    // One of these starts on a 512-byte boundary: that address would suit `Wide`, but copies of
+    // the view are staged in memory aligned to no more than device memory is.
+    for start in [0, 256] {
+        let part = bytes.slice(s![start..start + 512]).map_err(fail("slice"))?;
+        let wide = part.view_as::<Wide>();
+        ensure!(
+            matches!(wide, Err(Error::ViewAs { .. })),
+            "a 512-aligned view at byte {start} refused: {wide:?}"
+        );
+    }
     Ok(())
 }
 

@@ -245,6 +245,18 @@ impl<T: Element> DeviceArray<T> {
     /// of the field's size ([`Error::Unsupported`] otherwise: strides are in elements).
     pub fn field<F: Element>(&self, field: Field<T, F>) -> Result<DeviceArray<F>> {
         field.check()?;
+        if std::mem::align_of::<F>() > super::device_array::DEVICE_ALIGN {
+            // As `view_as`: host copies are staged in memory aligned to no more than this.
+            return Err(Error::Unsupported {
+                operation: "field view",
+                reason: format!(
+                    "{} needs {}-byte alignment; device memory is aligned to {} bytes",
+                    F::dtype(),
+                    std::mem::align_of::<F>(),
+                    super::device_array::DEVICE_ALIGN
+                ),
+            });
+        }
         let record = T::itemsize() as isize;
         let size = F::itemsize() as isize;
         if record % size != 0 {

@@ -3,6 +3,7 @@
 //! only applies it to arrays and checks alignment.
 
 use crate::array::DeviceArray;
+use crate::array::device_array::DEVICE_ALIGN;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, ReshapeOrder, SliceInfoElem};
@@ -84,6 +85,17 @@ impl<T: Element> DeviceArray<T> {
                 },
                 other => other,
             })?;
+        // Host copies of the view are staged in memory aligned to no more than device memory
+        // is (and built into `&[U]` there): a type that needs more cannot be copied soundly,
+        // even where this one address happens to suit it.
+        if std::mem::align_of::<U>() > DEVICE_ALIGN {
+            return Err(Error::ViewAs {
+                from: T::dtype(),
+                to: U::dtype(),
+                shape: self.shape().to_vec(),
+                reason: "the new type needs more alignment than device memory has (256 bytes)",
+            });
+        }
         if !self
             .storage
             .is_aligned(self.offset, std::mem::align_of::<U>())

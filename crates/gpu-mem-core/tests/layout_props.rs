@@ -278,6 +278,11 @@ proptest! {
         };
         prop_assert_eq!(layout.is_c_contiguous(), same_as(&c));
         prop_assert_eq!(layout.is_f_contiguous(), same_as(&f));
+        // Dense exactly when the span's offsets are reached once each.
+        let mut reached = all.clone();
+        reached.sort_unstable();
+        let once_each = reached.windows(2).all(|w| w[1] == w[0] + 1);
+        prop_assert_eq!(layout.is_dense(), layout.size() == 0 || once_each);
     }
 
     #[test]

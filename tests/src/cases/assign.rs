@@ -19,6 +19,7 @@ pub fn cases() -> Vec<Case> {
         strided_targets_from_device,
         overlapping_device_value,
         three_d_and_mapped_targets,
+        overlapping_views_with_gaps_are_not_dense,
     ]);
     cases
 }
@@ -401,6 +402,49 @@ fn three_d_and_mapped_targets(rt: &Runtime) -> Result<(), String> {
             .enumerate()
             .all(|(i, &v)| v == if i % 4 == 2 { 3.0 } else { 1.0 }),
         "mapped target: {seen}"
+    );
+    Ok(())
+}
+
+/// A view whose axes overlap and leave gaps can reach as many offsets as its span holds (shape
+/// `(2, 2, 2)`, strides `(1, 1, 5)`: offsets 0-2 and 5-7, never 3 or 4). It is not dense:
+/// filling it leaves the gap alone, and a byte-wise memset is refused.
+fn overlapping_views_with_gaps_are_not_dense(rt: &Runtime) -> Result<(), String> {
+    let dev = rt.device(0).map_err(fail("device"))?;
+    let mut parent = dev
+        .device_array_with_strides::<f32>(&[2, 2, 2, 2], &[1, 1, 5, 3])
+        .map_err(fail("alloc"))?;
+    parent.fill(0.0).map_err(fail("fill parent"))?;
+    parent.set(&[0, 0, 0, 1], 42.0).map_err(fail("set"))?;
+    let mut child = parent.slice(s![.., .., .., 0]).map_err(fail("slice"))?;
+    child.fill(7.5).map_err(fail("fill child"))?;
+    let kept = parent.get(&[0, 0, 0, 1]).map_err(fail("get"))?;
+    ensure!(
+        kept == 42.0,
+        "the element in the gap was overwritten: {kept}"
+    );
+    // (An ndarray cannot hold overlapping strides: read the elements one by one.)
+    for index in ndarray::indices((2, 2, 2)) {
+        let (i, j, k) = index;
+        let v = child
+            .get(&[i as isize, j as isize, k as isize])
+            .map_err(fail("get child"))?;
+        ensure!(v == 7.5, "child[{i}, {j}, {k}] after fill: {v}");
+    }
+    let memset = child.memset(0);
+    ensure!(
+        matches!(memset, Err(Error::NonContiguous { .. })),
+        "memset of the overlapping view: {memset:?}"
+    );
+    let stream = dev.stream().map_err(fail("stream"))?;
+    let on_stream = stream.memset(&mut child, 0);
+    ensure!(
+        matches!(on_stream, Err(Error::NonContiguous { .. })),
+        "stream memset of the overlapping view: {on_stream:?}"
+    );
+    ensure!(
+        parent.get(&[0, 0, 0, 1]).map_err(fail("get"))? == 42.0,
+        "the gap after the refused memsets"
     );
     Ok(())
 }

@@ -174,7 +174,7 @@ impl<T: Element> DeviceArray<T> {
 
     /// Whether the array's span holds exactly its elements (every element once, no gaps).
     fn is_dense(&self) -> bool {
-        self.layout.span_len() == self.layout.size()
+        self.layout.is_dense()
     }
 
     /// A new allocation holding a copy of this array's span, with the same layout.

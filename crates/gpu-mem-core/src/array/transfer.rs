@@ -46,7 +46,7 @@ impl<T: Element> DeviceArray<T> {
         if self.layout.size() == 0 {
             return Ok(());
         }
-        if self.layout.span_len() == self.layout.size()
+        if self.layout.is_dense()
             && let Some(slice) = target.as_slice_memory_order_mut()
         {
             // Same dense layout on both sides: one direct copy.
@@ -170,7 +170,7 @@ impl<T: Element> DeviceArray<T> {
     /// Sets every byte of the array to `value` (Numba's `driver.device_memset`). The array must
     /// be dense (its span holds only its elements).
     pub fn memset(&mut self, value: u8) -> Result<()> {
-        if self.layout.span_len() != self.layout.size() {
+        if !self.layout.is_dense() {
             return Err(non_contiguous(&self.layout));
         }
         let (dst, bytes) = self.span();

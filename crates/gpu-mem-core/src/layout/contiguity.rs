@@ -5,6 +5,8 @@
 //! stride never matters), a zero-size layout is both C and F, a 0-d layout is both, and an axis
 //! of length > 1 with stride 0 (a broadcast axis) makes the layout neither. A layout that is
 //! contiguous has every reachable element at offsets `0..size` from its first logical element.
+//! A dense layout (contiguous up to the order and direction of its axes) reaches every offset of
+//! its span exactly once.
 
 use super::Layout;
 
@@ -22,6 +24,30 @@ impl Layout {
     /// C- or F-contiguous.
     pub fn is_contiguous(&self) -> bool {
         self.is_c_contiguous() || self.is_f_contiguous()
+    }
+
+    /// Every element of the span is reached exactly once: the layout is a contiguous one with
+    /// its axes permuted and possibly reversed (a transpose, a negative step), so the span's
+    /// bytes are the elements' bytes. `span_len() == size()` alone is not enough: overlapping
+    /// axes with gaps between them can reach as many offsets as the span has (shape
+    /// `(2, 2, 2)`, strides `(1, 5, 3)` reach 0-2 and 5-7, twice some, never 3 or 4).
+    pub fn is_dense(&self) -> bool {
+        if self.size() == 0 {
+            return true;
+        }
+        let mut axes: Vec<(usize, usize)> = self
+            .axes_longer_than_one()
+            .map(|(len, stride)| (stride.unsigned_abs(), len))
+            .collect();
+        axes.sort_unstable();
+        let mut expected = 1usize;
+        for (stride, len) in axes {
+            if stride != expected {
+                return false;
+            }
+            expected = expected.saturating_mul(len);
+        }
+        true
     }
 
     /// Some axis of length > 1 is walked backwards.

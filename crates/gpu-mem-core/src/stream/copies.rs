@@ -35,7 +35,10 @@ impl Stream {
     }
 
     /// Waits for other streams' conflicting in-flight uses of mapped memory an operation is about
-    /// to use (device memory proper is ordered by the device; mapped memory is host memory).
+    /// to use: mapped memory is host memory, which host code must never reach while a stream
+    /// writes it. Device memory proper is not tracked: ordering two streams' work on the same
+    /// device array is the program's job (an event), as in CUDA and Numba; a race there is a
+    /// device-side race, never host memory reached under a transfer.
     fn wait_storage(&self, storage: &Storage, access: Access) -> Result<()> {
         match storage.host_buffer() {
             Some(buffer) => buffer.pending().wait_for_stream(access, self.inner()),
@@ -269,7 +272,7 @@ impl Stream {
     /// Sets every byte of a dense array to `value` on this stream.
     pub fn memset<T: Element>(&self, dst: &mut DeviceArray<T>, value: u8) -> Result<()> {
         self.check_array(dst)?;
-        if dst.layout.span_len() != dst.layout.size() {
+        if !dst.layout.is_dense() {
             return Err(non_contiguous(&dst.layout));
         }
         let (ptr, bytes) = dst.span();

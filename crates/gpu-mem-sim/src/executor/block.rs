@@ -416,7 +416,7 @@ impl<'a> Block<'a> {
                 std::mem::replace(&mut s.fibers[linear], std::ptr::null())
             };
             if fiber.is_null() {
-                // Not suspended anywhere (never the case for a waiting thread; kept safe).
+                // A thread made ready that got no fiber (no memory for its stack): it never ran.
                 continue;
             }
             if self.body.is_compiled() {
@@ -599,7 +599,12 @@ impl<'a> Block<'a> {
                 s.next_unstarted = next + 1;
                 match self.fresh_fiber(s, next) {
                     Ok(fresh) => Some(fresh),
-                    Err(error) => Some(self.cannot_start(s, next, error)),
+                    // No stack for it: the thread is left without a fiber, which
+                    // `end_waiting_threads` skips.
+                    Err(error) => {
+                        s.outcome = Err(error);
+                        Some(std::ptr::null())
+                    }
                 }
             }
             _ => self.next_after(s, linear),
@@ -616,22 +621,13 @@ impl<'a> Block<'a> {
             Next::Run(j) => Some(s.fibers[j]),
             Next::Start(j) => match self.fresh_fiber(s, j) {
                 Ok(fresh) => Some(fresh),
-                Err(error) => Some(self.cannot_start(s, j, error)),
+                Err(error) => {
+                    s.outcome = Err(error);
+                    Some(std::ptr::null())
+                }
             },
             Next::Finish => Some(std::ptr::null()),
         }
-    }
-
-    /// Thread `linear` (just made ready) gets no fiber (no memory for a stack): it stays
-    /// unstarted and the launch fails with `error`; the null fiber returned sends the OS thread
-    /// back to `Block::run`, which ends the threads left waiting.
-    #[cold]
-    #[inline(never)]
-    fn cannot_start(&self, s: &mut Schedule, linear: usize, error: Error) -> *const Fiber {
-        s.phases[linear] = Phase::Unstarted;
-        s.next_unstarted = s.next_unstarted.min(linear);
-        s.outcome = Err(error);
-        std::ptr::null()
     }
 
     /// An idle fiber (the block's spare ones first) given thread `linear` to start.

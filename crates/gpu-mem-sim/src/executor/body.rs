@@ -13,6 +13,7 @@ use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadOp
 use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ptr::NonNull;
 
 /// The code a launch runs in every thread.
 #[derive(Clone, Copy)]
@@ -281,8 +282,8 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
 thread_local! {
     /// The simulated thread running on this OS thread (a `SimThread`), or null.
     static CURRENT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
-    /// Where out-of-bounds accesses of compiled code go (zeroed at every fault).
-    static SCRATCH: RefCell<Vec<u128>> = const { RefCell::new(Vec::new()) };
+    /// Where out-of-bounds accesses of compiled code go (see [`Scratch`]).
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch(Vec::new())) };
 }
 
 /// Makes `thread` the one compiled code's callbacks act for.
@@ -387,11 +388,42 @@ extern "C" fn rt_index_fault(
         ))
     });
     let words = usize::try_from(itemsize).unwrap_or(0).div_ceil(16).max(1);
-    SCRATCH.with_borrow_mut(|scratch| {
-        scratch.clear();
-        scratch.resize(words, 0);
-        scratch.as_mut_ptr().cast()
-    })
+    SCRATCH.with_borrow_mut(|scratch| scratch.zeroed(words))
+}
+
+/// The memory out-of-bounds accesses of compiled code reach instead (zeroed at every fault), one
+/// per OS thread. A faulting thread may keep its reference across a barrier while another
+/// thread faults on a larger element, so buffers are only ever added (the last is the largest)
+/// and freed with the OS thread, never moved; they are held as raw pointers, so handing out a
+/// new one never invalidates one handed out before.
+struct Scratch(Vec<NonNull<[u128]>>);
+
+impl Scratch {
+    /// A zeroed buffer of at least `words` 16-byte words.
+    fn zeroed(&mut self, words: usize) -> *mut c_void {
+        let last = match self.0.last() {
+            Some(&last) if last.len() >= words => last,
+            _ => {
+                let buffer = vec![0u128; words.next_power_of_two()].into_boxed_slice();
+                let last = NonNull::from(Box::leak(buffer));
+                self.0.push(last);
+                last
+            }
+        };
+        // SAFETY: `last` came from a leaked box of `last.len()` words, freed only on drop.
+        unsafe { last.cast::<u128>().as_ptr().write_bytes(0, last.len()) };
+        last.cast::<c_void>().as_ptr()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for buffer in self.0.drain(..) {
+            // SAFETY: each came from `Box::leak` in `zeroed`; no compiled code runs on this OS
+            // thread any more (its thread-locals are being destroyed).
+            drop(unsafe { Box::from_raw(buffer.as_ptr()) });
+        }
+    }
 }
 
 fn join(values: &[i64]) -> String {
@@ -416,4 +448,39 @@ extern "C" fn rt_fault(message: *const c_char) {
 
 extern "C" fn rt_progress() {
     with_current(|t| t.progress());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rt_index_fault;
+
+    /// The element an out-of-bounds access gets stays valid while later faults ask for larger
+    /// elements: a thread may hold it across a barrier while another thread faults. (Miri
+    /// reports the write through the first pointer if a later fault freed or moved it.)
+    #[test]
+    fn fault_scratch_stays_valid_across_larger_faults() {
+        let (index, shape) = ([7i64], [3i64]);
+        let small = rt_index_fault(1, index.as_ptr(), shape.as_ptr(), 4).cast::<u32>();
+        assert!(!small.is_null());
+        for itemsize in [64, 1000, 40_000] {
+            let large = rt_index_fault(1, index.as_ptr(), shape.as_ptr(), itemsize).cast::<u8>();
+            assert!(!large.is_null());
+            // SAFETY: each fault hands out at least `itemsize` writable bytes, which stay valid
+            // for the OS thread's life.
+            unsafe {
+                large.write_bytes(0xAB, itemsize as usize);
+                small.write(42);
+                assert_eq!(small.read(), 42);
+            }
+        }
+        // A smaller fault reuses the largest buffer; earlier pointers into it stay usable.
+        let reused = rt_index_fault(1, index.as_ptr(), shape.as_ptr(), 8).cast::<u8>();
+        assert!(!reused.is_null());
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(reused.read(), 0, "zeroed at the fault");
+            small.write(7);
+            reused.write(1);
+        }
+    }
 }

@@ -8,7 +8,7 @@
 use gpu_mem::prelude::*;
 use gpu_mem::sim::{SimBackend, SimConfig};
 use gpu_mem::{BackendKind, ExternalUse, IpcArrayHandle};
-use ndarray::{Array, Array1, ArrayD, array};
+use ndarray::{Array, Array1, ArrayD, array, s};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -321,6 +321,8 @@ fn the_pool_is_sized_trimmed_and_queried_and_allocates_on_a_stream() {
 // ----- 5. IPC between two processes --------------------------------------------------------
 
 const CHILD_ENV: &str = "GPU_MEM_TEST_IPC_HANDLE";
+const CHILD_SLICE_ENV: &str = "GPU_MEM_TEST_IPC_SLICE";
+const CHILD_EMPTY_ENV: &str = "GPU_MEM_TEST_IPC_EMPTY";
 
 /// The second process of `ipc_shares_device_memory_between_processes`: opens the handle, checks
 /// what the parent wrote, doubles it in place with a kernel and exits.
@@ -350,6 +352,50 @@ fn ipc_child() {
     };
     assert!(dev.open_ipc_array::<f64>(&handle).is_err(), "wrong dtype");
     drop(shared);
+    ipc_child_slices_and_bad_handles(&handle);
+}
+
+/// The second process's checks of handles naming part of an allocation, or none of it, and of
+/// handles edited to lie: every mapping opened is closed again, and a lie is an error.
+fn ipc_child_slices_and_bad_handles(whole: &IpcArrayHandle) {
+    let (backend, rt) = sim(1);
+    let dev = rt.device(0).unwrap();
+    let live = || backend.live_ipc_mappings(0).unwrap();
+    let handle_from = |var: &str| IpcArrayHandle::from_hex(&std::env::var(var).unwrap()).unwrap();
+    // A slice: its elements, and the mapping (which starts before them) closed on drop.
+    let part = dev
+        .open_ipc_array::<f32>(&handle_from(CHILD_SLICE_ENV))
+        .unwrap();
+    assert_eq!(live(), 1);
+    assert_eq!(
+        part.copy_to_host().unwrap(),
+        Array1::from_iter((1000..1100).map(|i| 2.0 * i as f32)).into_dyn()
+    );
+    drop(part);
+    assert_eq!(live(), 0, "the slice's mapping is closed");
+    // No element at all.
+    let empty_handle = handle_from(CHILD_EMPTY_ENV);
+    let empty = dev.open_ipc_array::<f32>(&empty_handle).unwrap();
+    assert_eq!(empty.shape(), &[0]);
+    drop(empty);
+    assert_eq!(live(), 0, "the empty array's mapping is closed");
+    assert!(dev.take_release_errors().is_empty());
+    // An offset far past the allocation (no element, so no span to check it by).
+    let mut far = empty_handle.clone();
+    far.offset = u64::MAX - 3;
+    assert!(matches!(
+        dev.open_ipc_array::<f32>(&far),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(live(), 0);
+    // A handle claiming more memory than its file holds.
+    let mut forged = whole.clone();
+    let size = u64::from_le_bytes(forged.memory.data[24..32].try_into().unwrap());
+    forged.memory.data[24..32].copy_from_slice(&(size * 4).to_le_bytes());
+    forged.memory.bytes *= 4;
+    forged.shape = vec![whole.shape[0] * 4];
+    assert!(dev.open_ipc_array::<f32>(&forged).is_err(), "forged size");
+    assert_eq!(live(), 0);
 }
 
 #[test]
@@ -379,6 +425,18 @@ fn ipc_shares_device_memory_between_processes() {
             "--test-threads=1",
         ])
         .env(CHILD_ENV, handle.to_hex())
+        .env(
+            CHILD_SLICE_ENV,
+            d.slice(s![1000..1100])
+                .unwrap()
+                .ipc_handle()
+                .unwrap()
+                .to_hex(),
+        )
+        .env(
+            CHILD_EMPTY_ENV,
+            d.slice(s![0..0]).unwrap().ipc_handle().unwrap().to_hex(),
+        )
         .env("GPU_MEM_BACKEND", "sim")
         .status()
         .unwrap();

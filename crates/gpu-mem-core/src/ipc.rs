@@ -243,6 +243,16 @@ impl Device {
                 ),
             });
         }
+        // Also for an array with no element: its address is computed below.
+        if handle.offset > handle.memory.bytes {
+            return Err(Error::InvalidArgument {
+                name: "IPC handle",
+                reason: format!(
+                    "offset {} lies past the {}-byte allocation",
+                    handle.offset, handle.memory.bytes
+                ),
+            });
+        }
         if !(handle.offset as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Err(Error::InvalidArgument {
                 name: "IPC handle",
@@ -252,18 +262,25 @@ impl Device {
         let base = self
             .backend()
             .ipc_open_handle(self.ordinal(), &handle.memory)?;
-        let first = DevicePtr(base.0 + handle.offset);
         // `base` maps `handle.memory.bytes` bytes at an aligned address (the offset was checked
         // above) until `Release::IpcMapping` closes it, after the last array and operation.
-        // SAFETY: as just said; the array's span was checked to lie inside the mapping.
-        let array = unsafe {
-            DeviceArray::foreign(
-                self,
-                first,
-                &handle.shape,
-                &handle.strides,
-                Release::IpcMapping,
-            )
+        let array = match base.0.checked_add(handle.offset) {
+            // SAFETY: as just said; the array's span was checked to lie inside the mapping.
+            Some(first) => unsafe {
+                DeviceArray::foreign(
+                    self,
+                    DevicePtr(first),
+                    &handle.shape,
+                    &handle.strides,
+                    Release::IpcMapping { base },
+                )
+            },
+            None => Err(Error::Overflow {
+                what: format!(
+                    "the IPC array's address ({:#x} + {})",
+                    base.0, handle.offset
+                ),
+            }),
         };
         if array.is_err() {
             // SAFETY: `base` was just opened and nothing uses it.

@@ -84,13 +84,19 @@ mod os {
     }
 
     fn identity(fd: &OwnedFd) -> Result<(u64, u64)> {
+        let st = status(fd)?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
+    /// The file's `fstat`.
+    fn status(fd: &OwnedFd) -> Result<libc::stat> {
         // SAFETY: `stat` is plain data; all-zero is a valid value that `fstat` overwrites.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `fd` is an open descriptor and `st` a writable `stat`.
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
             return Err(last_error("fstat of the shared memory file"));
         }
-        Ok((st.st_dev, st.st_ino))
+        Ok(st)
     }
 
     /// Moves `region`'s block onto a memory file (once) and returns the handle.
@@ -198,9 +204,18 @@ mod os {
                 ))
             })?;
         let file = OwnedFd::from(file);
-        if identity(&file)? != (dev, ino) {
+        let st = status(&file)?;
+        if (st.st_dev, st.st_ino) != (dev, ino) {
             return Err(unsupported(format!(
                 "{path} is no longer the exported memory (the exporting process freed it)"
+            )));
+        }
+        // The size comes from the handle: map no more than the file holds (touching a mapped
+        // page past a file's end is a SIGBUS, not an error).
+        if u64::try_from(st.st_size).map_or(true, |file_size| file_size < size as u64) {
+            return Err(unsupported(format!(
+                "the handle claims {size} bytes, but its memory file holds {}",
+                st.st_size
             )));
         }
         // SAFETY: mapping a fresh range of `size` bytes of an open file; the kernel picks the

@@ -15,9 +15,13 @@ pub(crate) enum Release {
     Owner(#[allow(dead_code)] Box<dyn Any + Send + Sync>),
     /// Called once with the range's base address.
     Deleter(Box<dyn FnOnce(DevicePtr) + Send + Sync>),
-    /// An allocation of another process mapped with `ipc_open_handle`: closed with
-    /// `ipc_close_handle`.
-    IpcMapping,
+    /// An allocation of another process mapped with `ipc_open_handle` at `base` (where the
+    /// mapping starts, not necessarily the array: a handle may name a slice, or no element):
+    /// closed with `ipc_close_handle`.
+    IpcMapping {
+        /// What `ipc_open_handle` returned.
+        base: DevicePtr,
+    },
 }
 
 /// A device range owned elsewhere.
@@ -34,7 +38,7 @@ impl fmt::Debug for ForeignMemory {
         let how = match &self.release {
             Some(Release::Owner(_)) => "owner",
             Some(Release::Deleter(_)) => "deleter",
-            Some(Release::IpcMapping) => "ipc mapping",
+            Some(Release::IpcMapping { .. }) => "ipc mapping",
             None => "released",
         };
         f.debug_struct("ForeignMemory")
@@ -79,14 +83,14 @@ impl Drop for ForeignMemory {
         match self.release.take() {
             Some(Release::Owner(owner)) => drop(owner),
             Some(Release::Deleter(deleter)) => deleter(self.base),
-            Some(Release::IpcMapping) => {
+            Some(Release::IpcMapping { base }) => {
                 // SAFETY: `base` came from `ipc_open_handle` on this device (the only place that
                 // makes this kind) and is closed here, once; every enqueued operation using it
                 // holds an `Arc` of this value, so none is in flight.
                 let result = unsafe {
                     self.device
                         .backend()
-                        .ipc_close_handle(self.device.ordinal(), self.base)
+                        .ipc_close_handle(self.device.ordinal(), base)
                 };
                 if let Err(error) = result {
                     self.device.report_release_error("IPC handle close", error);

@@ -4,7 +4,9 @@
 //! Unlike Numba's, writing through [`SmartArray::host_mut`] or [`SmartArray::device_mut`]
 //! marks the other side stale by itself, so a host edit can never leave a stale device copy in
 //! use (Numba's `a[i] = v` pitfall); [`SmartArray::mark_changed`] remains for changes made
-//! behind its back (through raw pointers or `unsafe` views).
+//! behind its back: through raw pointers or `unsafe` views, and through views taken from
+//! [`SmartArray::device`] (a device view is a handle that can write, like the array itself —
+//! write through [`SmartArray::device_mut`] instead, or call `mark_changed(Where::Device)`).
 
 use crate::array::DeviceArray;
 use crate::device::Device;
@@ -192,7 +194,10 @@ impl<T: Element> SmartArray<T> {
     }
 
     /// The device array, copied over first only if the device side is stale (Numba's
-    /// `get('gpu')`).
+    /// `get('gpu')`), for reading: the host side stays valid. Views taken from it can still
+    /// write device memory (`s.device()?.view().fill(x)`); after such a write, call
+    /// [`SmartArray::mark_changed`] with [`Where::Device`], or write through
+    /// [`SmartArray::device_mut`], which marks the host side stale itself.
     pub fn device(&mut self) -> Result<&DeviceArray<T>> {
         self.sync_device()?;
         self.on_device.as_ref().ok_or_else(missing)

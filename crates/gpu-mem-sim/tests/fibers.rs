@@ -131,16 +131,26 @@ fn a_thread_that_catches_its_cancellation_and_waits_again_is_ended() {
         }
     });
     for _ in 0..2 {
-        let result = launch(&backend, &kernel, LaunchConfig::new(1, 2), &[]);
-        assert!(
-            matches!(result, Err(Error::BarrierDivergence { .. })),
-            "{result:?}"
-        );
+        diverges(&backend, &kernel, LaunchConfig::new(1, 2));
     }
     // Each try after the first is refused at once.
     assert_eq!(TRIES.load(Ordering::SeqCst), 8);
+    later_launches_run(&backend);
+}
+
+/// Launching `kernel` reports a barrier divergence.
+fn diverges(backend: &SimBackend, kernel: &Kernel, config: LaunchConfig) {
+    let result = launch(backend, kernel, config, &[]);
+    assert!(
+        matches!(result, Err(Error::BarrierDivergence { .. })),
+        "{result:?}"
+    );
+}
+
+/// The fibers left behind run a source kernel with barriers and atomics correctly.
+fn later_launches_run(backend: &SimBackend) {
     let kernel = Kernel::from_source(SUM_OF_INDICES, "sum_of_indices");
-    check_sums(&backend, &kernel, 3, 64);
+    check_sums(backend, &kernel, 3, 64);
 }
 
 /// Destructors of an ended thread may use atomics and barriers: they neither switch to another
@@ -169,14 +179,9 @@ fn destructors_of_ended_threads_may_use_atomics_and_barriers() {
         // Half the block never comes: the other half is ended here, unwinding through `Busy`.
         t.syncthreads();
     });
-    let result = launch(&backend, &kernel, LaunchConfig::new(1, 4), &[]);
-    assert!(
-        matches!(result, Err(Error::BarrierDivergence { .. })),
-        "{result:?}"
-    );
+    diverges(&backend, &kernel, LaunchConfig::new(1, 4));
     assert_eq!(ENDED.load(Ordering::SeqCst), 2);
-    let kernel = Kernel::from_source(SUM_OF_INDICES, "sum_of_indices");
-    check_sums(&backend, &kernel, 2, 32);
+    later_launches_run(&backend);
 }
 
 /// A device configured with a warp size the simulator cannot run is refused at launch.

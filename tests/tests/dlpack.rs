@@ -98,6 +98,33 @@ fn the_consumer_deleter_releases_exported_memory() {
     assert_eq!(backend.live_allocations(0).unwrap(), 0);
 }
 
+/// A tensor its producer marks read-only is refused (a device array can be written), and its
+/// deleter still runs.
+#[test]
+fn read_only_tensors_are_refused() {
+    let backend = std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
+        gpu_mem::sim::SimConfig::uniform(1, 1 << 20),
+    ));
+    let rt = Runtime::with_backend(backend.clone());
+    let dev = rt.device(0).unwrap();
+    let d = dev.to_device(&Array1::from_iter(0..100u32)).unwrap();
+    let mut raw = d.to_dlpack().unwrap().into_raw();
+    drop(d);
+    // SAFETY: `raw` came from `into_raw` and nothing else uses it.
+    unsafe { raw.as_mut().flags |= gpu_mem::dlpack::DlpackFlags::READ_ONLY };
+    // SAFETY: `raw` is owned again here, once; it describes this device's memory.
+    let tensor = unsafe { DlpackTensor::from_raw(raw) };
+    // SAFETY: as above.
+    let imported = unsafe { DeviceArray::<u32>::from_dlpack(&dev, tensor) };
+    match imported {
+        Err(gpu_mem::Error::InvalidArgument { reason, .. }) => {
+            assert!(reason.contains("read-only"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(backend.live_allocations(0).unwrap(), 0, "the deleter ran");
+}
+
 #[test]
 fn pinned_and_mapped_arrays_export_their_host_memory() {
     each_backend(|rt| {

@@ -25,10 +25,11 @@ use crate::host::{MappedArray, PinnedArray};
 use crate::layout::Layout;
 use crate::memory::{Access, Release};
 use crate::stream::KeepAlive;
-use dlpark::ffi::{
-    DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackVersion,
-    DLTensor,
-};
+/// The DLPack types this module's API names (from the `dlpark` crate), so that a producer or
+/// consumer need not depend on it to build or read a tensor.
+pub use dlpark::DlpackFlags;
+use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLPackVersion};
+pub use dlpark::ffi::{DLManagedTensorVersioned, DLTensor};
 use std::any::TypeId;
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -53,7 +54,8 @@ impl DlpackTensor {
     /// # Safety
     /// `raw` points to a valid `DLManagedTensorVersioned` whose ownership passes to the result
     /// (its deleter, if any, is called once, when the result — or the array made from it — is
-    /// dropped).
+    /// dropped). Its major version is 1 (`DLPACK_MAJOR_VERSION`): DLPack lets a consumer read
+    /// nothing but the version and the deleter of another major version, whose layout differs.
     pub unsafe fn from_raw(raw: NonNull<DLManagedTensorVersioned>) -> DlpackTensor {
         DlpackTensor { raw }
     }
@@ -177,7 +179,7 @@ fn export(
         },
         manager_ctx: std::ptr::null_mut(),
         deleter: Some(delete_exported),
-        flags: dlpark::DlpackFlags::empty(),
+        flags: DlpackFlags::empty(),
         dl_tensor: DLTensor {
             data,
             device,
@@ -244,6 +246,16 @@ impl<T: Element> DeviceArray<T> {
     /// until the deleter runs), and the producer's pending work on it is complete or ordered
     /// before gpu-mem's (DLPack's stream exchange).
     pub unsafe fn from_dlpack(device: &Device, tensor: DlpackTensor) -> Result<DeviceArray<T>> {
+        // SAFETY: `tensor` owns a valid managed tensor (its constructor's contract).
+        let managed = unsafe { tensor.raw.as_ref() };
+        if managed.flags.contains(DlpackFlags::READ_ONLY) {
+            // A device array may be written through (and through its views): importing a
+            // read-only tensor would let safe code break the producer's promise.
+            return Err(Error::InvalidArgument {
+                name: "DLPack tensor",
+                reason: "is read-only; a device array over it could be written".into(),
+            });
+        }
         let t = tensor.tensor();
         let expected = device_type(device.kind(), false);
         let managed = device_type(device.kind(), true);

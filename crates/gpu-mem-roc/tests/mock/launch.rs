@@ -764,3 +764,44 @@ pub fn memory_fault_fails_its_stream(mock: &Mock) -> Result<(), Failed> {
     }
     Ok(())
 }
+
+const OTHER: &str = r#"
+#include "gpu_mem.h"
+extern "C" __global__ void other(const float* x) {
+    GM_SHARED float big[1024];
+    big[threadIdx.x] = x[0];
+}
+"#;
+
+/// A clone of a launched kernel given other source (same id) compiles and runs that source,
+/// not the code object loaded for the original.
+pub fn a_clone_with_other_source_runs_its_own_code(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let before = mock.stats()?;
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    let first = kernel();
+    let config = LaunchConfig::new((3, 2), (16, 8)).with_shared_bytes(256);
+    // SAFETY: the stand-in runs no code; the arguments are live allocations.
+    unsafe { b.launch(0, &first, &config, &args(array, record), None) }?;
+    let second = first.clone().with_source(OTHER, "other");
+    let record_arg = vec![LaunchArg::Record {
+        ptr: record,
+        itemsize: 4,
+        elem: TypeId::of::<f32>(),
+        dtype: "f32",
+    }];
+    // SAFETY: as above.
+    unsafe { b.launch(0, &second, &LaunchConfig::new(1, 64), &record_arg, None) }?;
+    let (one, two) = (
+        next_dispatch(mock, before.dispatches)?,
+        next_dispatch(mock, before.dispatches + 1)?,
+    );
+    // SAFETY: the dispatches are done.
+    unsafe {
+        b.free(0, array)?;
+        b.free(0, record)?;
+    }
+    ensure(u64_at(&one.packet, 32) != u64_at(&two.packet, 32), || {
+        "the kernel with other source ran the original's code object".into()
+    })
+}

@@ -157,19 +157,27 @@ impl DeviceLaunch {
     }
 }
 
-/// The backend's launch state: queues per device, loaded kernels per (kernel id, device).
+/// The backend's launch state: queues per device, loaded kernels per (kernel id, device) and
+/// the source they were built from (a kernel value carrying other source under the same id, a
+/// re-built clone, gets its own entry instead of running stale code).
 #[derive(Debug, Default)]
 pub struct Launcher {
     devices: Mutex<HashMap<usize, Arc<DeviceLaunch>>>,
-    kernels: Mutex<HashMap<(u64, usize), Arc<LoadedKernel>>>,
+    kernels: Mutex<HashMap<(u64, usize), Vec<BuiltKernel>>>,
 }
+
+/// A kernel loaded for a device, with the source it was compiled from.
+type BuiltKernel = (KernelSource, Arc<LoadedKernel>);
 
 impl Launcher {
     /// Destroys queues and executables when every stream drained cleanly (`healthy`) and no
     /// queue reported an error; leaks them otherwise (failed work may still sit in a queue,
     /// naming its kernel objects and kernargs).
     pub fn release(&self, healthy: bool) {
-        let kernels: Vec<_> = lock(&self.kernels).drain().map(|(_, k)| k).collect();
+        let kernels: Vec<_> = lock(&self.kernels)
+            .drain()
+            .flat_map(|(_, built)| built.into_iter().map(|(_, k)| k))
+            .collect();
         let devices: Vec<_> = lock(&self.devices).drain().map(|(_, d)| d).collect();
         for d in &devices {
             // Never destroyed (see `DeviceLaunch::retired`).
@@ -321,7 +329,8 @@ impl RocBackend {
         source: &KernelSource,
     ) -> Result<Arc<LoadedKernel>> {
         let mut kernels = lock(&self.launcher.kernels);
-        if let Some(k) = kernels.get(&(kernel.id(), device)) {
+        let built = kernels.entry((kernel.id(), device)).or_default();
+        if let Some((_, k)) = built.iter().find(|(built_from, _)| built_from == source) {
             return Ok(Arc::clone(k));
         }
         let gpu = self.gpu(device)?;
@@ -336,7 +345,7 @@ impl RocBackend {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "kernel compiled and loaded"
         );
-        kernels.insert((kernel.id(), device), Arc::clone(&loaded));
+        built.push((source.clone(), Arc::clone(&loaded)));
         Ok(loaded)
     }
 

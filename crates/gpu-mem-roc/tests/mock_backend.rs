@@ -117,6 +117,14 @@ impl Mock {
         Ok(())
     }
 
+    /// Sets how long each asynchronous copy runs in the stand-in (3,000 us by default).
+    fn set_copy_delay_us(&self, us: i32) -> Result<(), Failed> {
+        let f: unsafe extern "C" fn(i32) = self.control("mock_hsa_set_delay_us")?;
+        // SAFETY: plain integer argument.
+        unsafe { f(us) };
+        Ok(())
+    }
+
     /// Sets how long each dispatch runs in the stand-in; returns the previous setting.
     fn set_dispatch_delay_us(&self, us: i32) -> Result<i32, Failed> {
         let f: unsafe extern "C" fn(i32) -> i32 = self.control("mock_hsa_set_dispatch_delay_us")?;
@@ -247,6 +255,10 @@ fn main() {
         ),
         ("ipc_handles_map_the_full_allocation", multi::ipc_handles),
         ("no_memory_pool_falls_back_to_alloc", multi::no_memory_pool),
+        (
+            "memset_async_waits_for_the_events_its_stream_waits_for",
+            memset_async_waits_for_events,
+        ),
     ];
     let launch_tests: &[(&str, TestFn)] = &[
         (
@@ -284,6 +296,10 @@ fn main() {
         (
             "launch_memory_fault_fails_its_stream",
             launch::memory_fault_fails_its_stream,
+        ),
+        (
+            "a_clone_with_other_source_runs_its_own_code",
+            launch::a_clone_with_other_source_runs_its_own_code,
         ),
     ];
     // Launch tests also need the real hiprtc to compile the kernel.
@@ -889,4 +905,45 @@ fn signals_outlive_dependents(mock: &Mock) -> Result<(), Failed> {
         b.host_free(0, h)?;
     }
     Ok(())
+}
+
+/// A memset on a stream that waits for an event (recorded after a slow copy on another stream)
+/// runs after that copy: the fill is done on the host, so it must wait for the event itself.
+fn memset_async_waits_for_events(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 4096;
+    let src = pinned(&b, n, false)?;
+    let pat = pattern(n, 7);
+    // SAFETY: `src` holds `n` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(pat.as_ptr(), src.as_ptr(), n) };
+    let d = b.alloc(0, n)?;
+    let (s1, s2) = (b.stream_create(0)?, b.stream_create(0)?);
+    let event = b.event_create(0, false)?;
+    mock.set_copy_delay_us(200_000)?;
+    // SAFETY: every buffer outlives the synchronizations below.
+    let ordered = unsafe {
+        b.copy_htod_async(0, d, src.as_ptr(), n, s1)
+            .and_then(|_| b.event_record(0, event, s1))
+            .and_then(|_| b.stream_wait_event(0, s2, event))
+            .and_then(|_| b.memset_d8_async(0, d, 0xEE, n, s2))
+            .and_then(|_| b.stream_synchronize(0, s2))
+            .and_then(|_| b.stream_synchronize(0, s1))
+            .map(drop)
+    };
+    mock.set_copy_delay_us(3000)?;
+    ordered?;
+    let mut back = vec![0u8; n];
+    // SAFETY: `d` holds `n` bytes; no work is pending.
+    unsafe { b.copy_dtoh(0, back.as_mut_ptr(), d, n) }?;
+    // SAFETY: nothing uses them any more.
+    unsafe {
+        b.event_destroy(0, event)?;
+        b.stream_destroy(0, s1)?;
+        b.stream_destroy(0, s2)?;
+        b.free(0, d)?;
+        b.host_free(0, src)?;
+    }
+    ensure(back.iter().all(|&x| x == 0xEE), || {
+        "the memset ran before the copy its stream waits for (through an event)".into()
+    })
 }

@@ -134,6 +134,27 @@ impl Stream {
         Ok(())
     }
 
+    /// [`Stream::drain`], then waits for the event waits too: what a host-side operation on the
+    /// stream (the memset fill) must wait for, as a queued operation would through its
+    /// dependencies.
+    pub fn drain_with_waits(&mut self, tick: u64) -> Result<()> {
+        self.drain(tick)?;
+        while let Some(wait) = self.waits.last().cloned() {
+            match signal::wait(&wait, tick)? {
+                State::Done => {
+                    self.waits.pop();
+                }
+                State::Failed(value) => {
+                    let reason = wait.describe_failure(value);
+                    self.poison(reason.clone());
+                    return Err(self.failure_error(reason));
+                }
+                State::Pending => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Marks the stream failed and leaks every signal the runtime may still wait on.
     fn poison(&mut self, reason: String) {
         tracing::error!(stream = self.handle, %reason, "stream failed");

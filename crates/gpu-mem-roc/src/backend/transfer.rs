@@ -488,9 +488,10 @@ impl RocBackend {
         }
         self.device_side(device, dst, bytes)?;
         let mut stream = lock(&handle);
-        stream.drain(self.wait_tick())?;
-        // SAFETY: inside a live allocation (checked); the stream's earlier work has completed
-        // and the stream stays locked, so nothing later on it starts before the fill is done.
+        stream.drain_with_waits(self.wait_tick())?;
+        // SAFETY: inside a live allocation (checked); the stream's earlier work and the events it
+        // waits for have completed, and the stream stays locked, so nothing later on it starts
+        // before the fill is done.
         unsafe { self.fill_bytes(dst.0 as usize, value, bytes) }
     }
 

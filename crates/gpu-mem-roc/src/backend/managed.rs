@@ -67,21 +67,30 @@ impl RocBackend {
     pub(super) unsafe fn free_managed(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
-        let known = lock(&self.registry.host).get(&address).copied();
-        if known.is_none_or(|a| a.device != device || !a.managed) {
+        // Out of the registry before the address can be reused (as in `free_device`).
+        let known = {
+            let mut registry = lock(&self.registry.host);
+            match registry.get(&address).copied() {
+                Some(a) if a.device == device && a.managed => registry.remove(&address),
+                _ => None,
+            }
+        };
+        let Some(known) = known else {
             return Err(Error::InvalidPointer {
                 kind: "managed",
                 address: address as u64,
                 bytes: 0,
                 reason: "not the base of a managed allocation of this device",
             });
-        }
+        };
         // Kernels reach managed memory without the backend knowing: order the free after all
         // of the device's work, as the synchronous calls are.
         self.drain_device_for_ordering(device);
         // SAFETY: the base of a live system-pool allocation, unused by enqueued work (caller).
-        unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) }?;
-        lock(&self.registry.host).remove(&address);
+        if let Err(error) = unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) } {
+            lock(&self.registry.host).insert(address, known);
+            return Err(error);
+        }
         Ok(())
     }
 }

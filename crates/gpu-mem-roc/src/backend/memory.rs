@@ -162,21 +162,28 @@ impl RocBackend {
     /// As `Backend::free`.
     pub(super) unsafe fn free_device(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         self.gpu(device)?;
-        let entry = lock(&self.registry.device).get(&ptr.0).copied();
-        match entry {
-            Some(a) if a.device == device && !a.imported => {}
-            _ => {
-                return Err(Error::InvalidPointer {
-                    kind: "device",
-                    address: ptr.0,
-                    bytes: 0,
-                    reason: "not the base of a live allocation of this device",
-                });
+        // Out of the registry before the runtime may hand the address to another thread's
+        // allocation (which records it), back in if the free fails.
+        let entry = {
+            let mut registry = lock(&self.registry.device);
+            match registry.get(&ptr.0).copied() {
+                Some(a) if a.device == device && !a.imported => registry.remove(&ptr.0),
+                _ => None,
             }
-        }
+        };
+        let Some(entry) = entry else {
+            return Err(Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: 0,
+                reason: "not the base of a live allocation of this device",
+            });
+        };
         // SAFETY: the base of a live pool allocation, unused by enqueued work (caller).
-        unsafe { self.hsa.memory_pool_free(ptr.0 as *mut c_void) }?;
-        lock(&self.registry.device).remove(&ptr.0);
+        if let Err(error) = unsafe { self.hsa.memory_pool_free(ptr.0 as *mut c_void) } {
+            lock(&self.registry.device).insert(ptr.0, entry);
+            return Err(error);
+        }
         Ok(())
     }
 
@@ -261,18 +268,27 @@ impl RocBackend {
     pub(super) unsafe fn free_host(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
-        let known = lock(&self.registry.host).get(&address).copied();
-        if known.is_none_or(|a| a.device != device || a.managed) {
+        // As in `free_device`: out of the registry before the address can be reused.
+        let known = {
+            let mut registry = lock(&self.registry.host);
+            match registry.get(&address).copied() {
+                Some(a) if a.device == device && !a.managed => registry.remove(&address),
+                _ => None,
+            }
+        };
+        let Some(known) = known else {
             return Err(Error::InvalidPointer {
                 kind: "host",
                 address: address as u64,
                 bytes: 0,
                 reason: "not the base of a host allocation of this device",
             });
-        }
+        };
         // SAFETY: the base of a live system-pool allocation, unused by enqueued work (caller).
-        unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) }?;
-        lock(&self.registry.host).remove(&address);
+        if let Err(error) = unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) } {
+            lock(&self.registry.host).insert(address, known);
+            return Err(error);
+        }
         Ok(())
     }
 

@@ -138,9 +138,17 @@ impl CudaBackend {
         })?;
         match self.module_function(device, module, &source.entry) {
             Ok(function) => {
-                let info = self
-                    .function_info(device, function)
-                    .map_err(|e| in_kernel(e, kernel))?;
+                let info = match self.function_info(device, function) {
+                    Ok(info) => info,
+                    Err(error) => {
+                        // Not cached yet, so nothing else would ever unload it.
+                        // SAFETY: the module was loaded just above and nothing has run from it.
+                        if let Err(unload) = unsafe { self.module_unload(device, module) } {
+                            tracing::warn!(%unload, "unloading a module after a failed query failed");
+                        }
+                        return Err(in_kernel(error, kernel));
+                    }
+                };
                 self.functions
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())

@@ -612,8 +612,10 @@ fn kernels_compile_load_and_launch(mock: &Mock, nvrtc_path: &Path) -> Result<(),
     let cubin = b.compile_kernel(0, source, "block_sum.cu")?;
     ensure(cubin.code.starts_with(b"\x7fELF"), || "not a cubin".into())?;
     let module = b.module_load(0, &cubin)?;
-    let function = b.module_function(0, module, "block_sum")?;
-    match b.module_function(0, module, "no_such_kernel") {
+    // SAFETY: `module` was just loaded on device 0 and is unloaded below.
+    let function = unsafe { b.module_function(0, module, "block_sum") }?;
+    // SAFETY: as above.
+    match unsafe { b.module_function(0, module, "no_such_kernel") } {
         Err(Error::Native {
             code: 500,
             code_name,
@@ -687,7 +689,8 @@ fn kernels_compile_load_and_launch(mock: &Mock, nvrtc_path: &Path) -> Result<(),
         &[],
     )?;
     let ptx_module = b.module_load(0, &ptx)?;
-    b.module_function(0, ptx_module, "block_sum")?;
+    // SAFETY: `ptx_module` was just loaded on device 0 and is unloaded below.
+    unsafe { b.module_function(0, ptx_module, "block_sum") }?;
     // SAFETY: nothing runs in the mock; all handles are live and released once.
     unsafe {
         b.module_unload(0, ptx_module)?;

@@ -28,19 +28,17 @@ pub const KFD_DEVICE: &str = "/dev/kfd";
 /// Loads the HSA runtime, initialises it and returns the ROC backend.
 pub fn open() -> Result<Arc<dyn Backend>> {
     let hsa = Hsa::shared()?;
+    // A first `hsa_init` of our own, to name what is wrong when the runtime cannot start.
     if let Err(error) = hsa.init() {
         return Err(init_failure(&error));
     }
-    match RocBackend::new(Arc::clone(&hsa)) {
-        Ok(backend) => Ok(Arc::new(backend)),
-        Err(error) => {
-            // Give back the runtime reference `hsa_init` took; the backend is not usable.
-            if let Err(e) = hsa.shut_down() {
-                tracing::warn!(error = %e, "hsa_shut_down after a failed backend setup");
-            }
-            Err(error)
-        }
+    // The backend takes (and gives back) a reference of its own.
+    let backend = RocBackend::new(Arc::clone(&hsa));
+    // SAFETY: gives back the reference taken just above, used for nothing else.
+    if let Err(e) = unsafe { hsa.shut_down() } {
+        tracing::warn!(error = %e, "hsa_shut_down of the start-up probe failed");
     }
+    Ok(Arc::new(backend?))
 }
 
 /// The error `open` reports when `hsa_init` fails. ROCr maps every load failure, including

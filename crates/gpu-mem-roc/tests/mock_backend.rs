@@ -160,7 +160,6 @@ impl Mock {
     fn backend(&self) -> Result<RocBackend, Failed> {
         let path = self.path.to_str().ok_or("non-UTF-8 temp path")?;
         let hsa = Arc::new(Hsa::load_from(path)?);
-        hsa.init()?;
         Ok(RocBackend::new(hsa)?)
     }
 }

@@ -121,7 +121,11 @@ impl CudaBackend {
     }
 
     /// `cuModuleGetFunction`: the `extern "C"` kernel `name` of `module`.
-    pub fn module_function(
+    ///
+    /// # Safety
+    /// `module` came from [`CudaBackend::module_load`] on `device` and is not unloaded before
+    /// this returns (the driver takes the handle for a pointer and does not validate it).
+    pub unsafe fn module_function(
         &self,
         device: usize,
         module: ModuleHandle,
@@ -132,8 +136,7 @@ impl CudaBackend {
             name: "name",
             reason: "contains a NUL byte".into(),
         })?;
-        // SAFETY: module handles come from module_load and stay loaded until module_unload,
-        // which the caller does not call concurrently with this lookup.
+        // SAFETY: the caller's contract: `module` is loaded on `device`, current here.
         let function = unsafe {
             self.driver
                 .module_get_function(module.0 as usize as _, &name_c)

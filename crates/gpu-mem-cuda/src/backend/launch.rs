@@ -136,7 +136,8 @@ impl CudaBackend {
             },
             other => in_kernel(other, kernel),
         })?;
-        match self.module_function(device, module, &source.entry) {
+        // SAFETY: `module` was loaded just above on `device` and nothing can unload it yet.
+        match unsafe { self.module_function(device, module, &source.entry) } {
             Ok(function) => {
                 let info = match self.function_info(device, function) {
                     Ok(info) => info,

@@ -82,7 +82,9 @@ impl RocBackend {
         let peers = lock(&self.peer_access);
         let mut agents = vec![self.gpu(device)?.agent];
         agents.extend(self.peer_agents_of(&peers, device));
-        let mapped = self.hsa.ipc_memory_attach(&raw, len, &agents)?;
+        // SAFETY: the agents come from the topology this runtime reported, initialised while
+        // the backend lives.
+        let mapped = unsafe { self.hsa.ipc_memory_attach(&raw, len, &agents) }?;
         let address = mapped as u64;
         lock(&self.registry.device).insert(
             address,

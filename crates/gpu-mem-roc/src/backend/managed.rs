@@ -29,9 +29,12 @@ impl RocBackend {
                 reason: format!("GPU {device} may never access the system memory pool"),
             });
         }
-        let ptr = self
-            .hsa
-            .memory_pool_allocate(self.topology.host.pool.pool, bytes)?;
+        // SAFETY: the system pool of the topology this runtime reported, initialised while the
+        // backend lives.
+        let ptr = unsafe {
+            self.hsa
+                .memory_pool_allocate(self.topology.host.pool.pool, bytes)
+        }?;
         let agents = self.host_agents(device, true);
         // SAFETY: `ptr` is the base of the allocation just made.
         if let Err(e) = unsafe { self.hsa.agents_allow_access(&agents, ptr) } {

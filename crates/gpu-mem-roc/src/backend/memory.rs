@@ -104,7 +104,9 @@ impl RocBackend {
                 reason: "device allocations must be larger than 0 bytes".into(),
             });
         }
-        let ptr = match self.hsa.memory_pool_allocate(gpu.device_pool.pool, bytes) {
+        // SAFETY: the device's pool from the topology this runtime reported, initialised while
+        // the backend lives.
+        let ptr = match unsafe { self.hsa.memory_pool_allocate(gpu.device_pool.pool, bytes) } {
             Ok(p) => p,
             Err(Error::Native { code, .. })
                 if code == i64::from(sys::HSA_STATUS_ERROR_OUT_OF_RESOURCES)
@@ -231,9 +233,12 @@ impl RocBackend {
                 "write-combined host memory does not exist on ROCr; allocating fine-grained memory"
             );
         }
-        let ptr = self
-            .hsa
-            .memory_pool_allocate(self.topology.host.pool.pool, bytes)?;
+        // SAFETY: the system pool of the topology this runtime reported, initialised while the
+        // backend lives.
+        let ptr = unsafe {
+            self.hsa
+                .memory_pool_allocate(self.topology.host.pool.pool, bytes)
+        }?;
         let agents = self.host_agents(device, flags.portable);
         // SAFETY: `ptr` is the base of the allocation just made.
         if let Err(e) = unsafe { self.hsa.agents_allow_access(&agents, ptr) } {

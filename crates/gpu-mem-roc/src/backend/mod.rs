@@ -97,10 +97,25 @@ pub struct RocBackend {
 }
 
 impl RocBackend {
-    /// Discovers devices and pools; `hsa` must have been initialised (`hsa_init`) by the caller,
-    /// and this backend calls `hsa_shut_down` once when dropped.
+    /// Initialises the runtime (`hsa_init`: a reference of the backend's own, given back with
+    /// `hsa_shut_down` when it is dropped) and discovers devices and pools.
     pub fn new(hsa: Arc<Hsa>) -> Result<RocBackend> {
-        let topology = Topology::discover(&hsa)?;
+        hsa.init()?;
+        match Self::discover(&hsa) {
+            Ok(parts) => Ok(Self::with_runtime(hsa, parts)),
+            Err(error) => {
+                // SAFETY: gives back the reference taken just above, which nothing used.
+                if let Err(e) = unsafe { hsa.shut_down() } {
+                    tracing::warn!(error = %e, "hsa_shut_down after a failed backend setup");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The topology and whether async-copy timestamps work, from an initialised runtime.
+    fn discover(hsa: &Hsa) -> Result<(Topology, bool)> {
+        let topology = Topology::discover(hsa)?;
         let copy_timing = match hsa.profiling_async_copy_enable(true) {
             Ok(()) => true,
             Err(e) => {
@@ -112,7 +127,11 @@ impl RocBackend {
             tracing::info!(ordinal = gpu.info.ordinal, name = %gpu.info.name, arch = %gpu.info.arch,
                 total = gpu.info.total_memory, "ROC device");
         }
-        Ok(RocBackend {
+        Ok((topology, copy_timing))
+    }
+
+    fn with_runtime(hsa: Arc<Hsa>, (topology, copy_timing): (Topology, bool)) -> RocBackend {
+        RocBackend {
             hsa,
             topology,
             registry: Registry::default(),
@@ -123,7 +142,7 @@ impl RocBackend {
             launcher: Launcher::default(),
             bounce: transfer::BouncePool::default(),
             peer_access: Mutex::new(BTreeSet::new()),
-        })
+        }
     }
 
     fn gpu(&self, device: usize) -> Result<&Gpu> {
@@ -257,7 +276,8 @@ impl Drop for RocBackend {
         // the runtime goes.
         self.launcher.release(healthy);
         self.bounce.release(&self.hsa);
-        if let Err(e) = self.hsa.shut_down() {
+        // SAFETY: gives back the reference `new` took; everything the backend made is gone.
+        if let Err(e) = unsafe { self.hsa.shut_down() } {
             tracing::warn!(error = %e, "hsa_shut_down failed");
         }
     }

@@ -217,9 +217,12 @@ impl RocBackend {
 
     /// A system-pool buffer of `bytes` every GPU with system-pool access may use.
     fn staging(&self, bytes: usize) -> Result<Staging> {
-        let ptr = self
-            .hsa
-            .memory_pool_allocate(self.topology.host.pool.pool, bytes)?;
+        // SAFETY: the system pool of the topology this runtime reported, initialised while the
+        // backend lives.
+        let ptr = unsafe {
+            self.hsa
+                .memory_pool_allocate(self.topology.host.pool.pool, bytes)
+        }?;
         let staging = Staging {
             hsa: Arc::clone(&self.hsa),
             address: ptr as usize,

@@ -70,7 +70,8 @@ impl Signal {
         is_copy: bool,
         deps: Vec<Arc<Signal>>,
     ) -> Result<Arc<Signal>> {
-        let raw = hsa.signal_create(1, &[])?;
+        // SAFETY: no consumer agents are named.
+        let raw = unsafe { hsa.signal_create(1, &[]) }?;
         Ok(Arc::new(Signal {
             hsa: Arc::clone(hsa),
             raw,
@@ -90,7 +91,8 @@ impl Signal {
         queue: Arc<QueueHealth>,
         keep: KeepAlive,
     ) -> Result<Arc<Signal>> {
-        let raw = hsa.signal_create(1, &[])?;
+        // SAFETY: no consumer agents are named.
+        let raw = unsafe { hsa.signal_create(1, &[]) }?;
         Ok(Arc::new(Signal {
             hsa: Arc::clone(hsa),
             raw,

@@ -66,9 +66,12 @@ fn device_type(hsa: &Hsa, agent: sys::hsa_agent_t) -> Result<sys::hsa_device_typ
 
 /// The pools of `agent` with their attributes.
 fn pools(hsa: &Hsa, agent: sys::hsa_agent_t) -> Result<Vec<PoolInfo>> {
-    hsa.memory_pools(agent)?
+    // SAFETY: `agent` came from `hsa.agents()` (the caller's discovery) and the pools from the
+    // runtime, initialised meanwhile.
+    unsafe { hsa.memory_pools(agent) }?
         .into_iter()
-        .map(|p| hsa.pool_info(p))
+        // SAFETY: as above.
+        .map(|p| unsafe { hsa.pool_info(p) })
         .collect()
 }
 

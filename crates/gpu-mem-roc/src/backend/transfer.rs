@@ -152,9 +152,12 @@ impl RocBackend {
         if let Some(address) = lock(&pool.idle).pop() {
             return Ok(Bounce { pool, address });
         }
-        let ptr = self
-            .hsa
-            .memory_pool_allocate(self.topology.host.pool.pool, BOUNCE_BYTES)?;
+        // SAFETY: the system pool of the topology this runtime reported, initialised while the
+        // backend lives.
+        let ptr = unsafe {
+            self.hsa
+                .memory_pool_allocate(self.topology.host.pool.pool, BOUNCE_BYTES)
+        }?;
         let agents: Vec<sys::hsa_agent_t> = self
             .topology
             .gpus

@@ -297,7 +297,8 @@ impl KernargBuffer {
         grant: Option<sys::hsa_agent_t>,
         bytes: &[u8],
     ) -> Result<KernargBuffer> {
-        let ptr = hsa.memory_pool_allocate(pool, bytes.len().max(1))?;
+        // SAFETY: `pool` is the device's kernarg pool from the topology (caller).
+        let ptr = unsafe { hsa.memory_pool_allocate(pool, bytes.len().max(1)) }?;
         let buffer = KernargBuffer {
             hsa: Arc::clone(hsa),
             address: ptr as usize,

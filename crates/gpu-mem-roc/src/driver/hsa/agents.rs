@@ -51,7 +51,12 @@ impl Hsa {
     }
 
     /// `hsa_shut_down`: drops one reference taken by [`Hsa::init`].
-    pub fn shut_down(&self) -> Result<()> {
+    ///
+    /// # Safety
+    /// The caller gives back a reference it took with [`Hsa::init`] and no longer uses the
+    /// runtime through it: the last `hsa_shut_down` destroys every queue, signal and allocation
+    /// other users of the runtime may still hold.
+    pub unsafe fn shut_down(&self) -> Result<()> {
         let f = self.get(
             self.functions.hsa_shut_down,
             "hsa_shut_down",
@@ -119,7 +124,14 @@ impl Hsa {
     }
 
     /// `hsa_amd_agent_iterate_memory_pools`: the pools an agent owns.
-    pub fn memory_pools(&self, agent: sys::hsa_agent_t) -> Result<Vec<sys::hsa_amd_memory_pool_t>> {
+    ///
+    /// # Safety
+    /// `agent` is an agent handed out by this runtime (from [`Hsa::agents`] / [`Hsa::memory_pools`]) while
+    /// it is initialised: ROCr takes handles for object pointers and does not validate them.
+    pub unsafe fn memory_pools(
+        &self,
+        agent: sys::hsa_agent_t,
+    ) -> Result<Vec<sys::hsa_amd_memory_pool_t>> {
         let f = self.get(
             self.functions.hsa_amd_agent_iterate_memory_pools,
             "hsa_amd_agent_iterate_memory_pools",
@@ -182,7 +194,11 @@ impl Hsa {
     }
 
     /// The attributes of `pool` the backend uses to pick pools.
-    pub fn pool_info(&self, pool: sys::hsa_amd_memory_pool_t) -> Result<PoolInfo> {
+    ///
+    /// # Safety
+    /// `pool` is a pool handed out by this runtime (from [`Hsa::agents`] / [`Hsa::memory_pools`]) while
+    /// it is initialised: ROCr takes handles for object pointers and does not validate them.
+    pub unsafe fn pool_info(&self, pool: sys::hsa_amd_memory_pool_t) -> Result<PoolInfo> {
         // Each attribute below is read with the C type hsa_ext_amd.h gives it: SEGMENT
         // hsa_amd_segment_t (u32), GLOBAL_FLAGS u32, SIZE size_t, RUNTIME_ALLOC_ALLOWED bool,
         // RUNTIME_ALLOC_GRANULE / ALIGNMENT size_t.

@@ -8,7 +8,11 @@ use std::ffi::c_void;
 impl Hsa {
     /// `hsa_amd_memory_pool_allocate(pool, bytes, 0, &ptr)`. Flags are reserved (must be 0) in
     /// the 5.2.3 interface.
-    pub fn memory_pool_allocate(
+    ///
+    /// # Safety
+    /// `pool` is a pool handed out by this runtime (from [`Hsa::agents`] / [`Hsa::memory_pools`]) while
+    /// it is initialised: ROCr takes handles for object pointers and does not validate them.
+    pub unsafe fn memory_pool_allocate(
         &self,
         pool: sys::hsa_amd_memory_pool_t,
         bytes: usize,
@@ -301,7 +305,11 @@ impl Hsa {
 
     /// `hsa_amd_ipc_memory_attach(handle, len, agents, &mapped)`: maps another process's shared
     /// allocation of `len` bytes (its full length) for `agents` and returns the local address.
-    pub fn ipc_memory_attach(
+    ///
+    /// # Safety
+    /// Every agent in `agents` is one handed out by this runtime (from [`Hsa::agents`] / [`Hsa::memory_pools`]) while
+    /// it is initialised: ROCr takes handles for object pointers and does not validate them.
+    pub unsafe fn ipc_memory_attach(
         &self,
         handle: &sys::hsa_amd_ipc_memory_t,
         len: usize,

@@ -7,7 +7,11 @@ use std::ffi::c_void;
 
 impl Hsa {
     /// `hsa_signal_create(initial, consumers)`; an empty `consumers` means any agent may wait.
-    pub fn signal_create(
+    ///
+    /// # Safety
+    /// Every agent in `consumers` is one handed out by this runtime (from [`Hsa::agents`] / [`Hsa::memory_pools`]) while
+    /// it is initialised: ROCr takes handles for object pointers and does not validate them.
+    pub unsafe fn signal_create(
         &self,
         initial: sys::hsa_signal_value_t,
         consumers: &[sys::hsa_agent_t],
@@ -31,7 +35,10 @@ impl Hsa {
     }
 
     /// `hsa_amd_signal_create` with `HSA_AMD_SIGNAL_*` attribute bits.
-    pub fn amd_signal_create(
+    ///
+    /// # Safety
+    /// As [`Hsa::signal_create`].
+    pub unsafe fn amd_signal_create(
         &self,
         initial: sys::hsa_signal_value_t,
         consumers: &[sys::hsa_agent_t],

@@ -255,6 +255,10 @@ fn main() {
         ("ipc_handles_map_the_full_allocation", multi::ipc_handles),
         ("no_memory_pool_falls_back_to_alloc", multi::no_memory_pool),
         (
+            "another_devices_pinned_memory_is_copied_through_a_bounce_buffer",
+            multi::another_devices_pinned_memory,
+        ),
+        (
             "memset_async_waits_for_the_events_its_stream_waits_for",
             memset_async_waits_for_events,
         ),

@@ -55,6 +55,8 @@ impl RocBackend {
             HostAlloc {
                 device,
                 bytes,
+                // Granted to every GPU with system-pool access (`host_agents(device, true)`).
+                portable: true,
                 managed: true,
             },
         );

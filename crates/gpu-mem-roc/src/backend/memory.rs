@@ -36,6 +36,8 @@ pub struct DeviceAlloc {
 pub struct HostAlloc {
     pub device: usize,
     pub bytes: usize,
+    /// Accessible to every GPU (portable or managed), not only to `device`.
+    pub portable: bool,
     /// Made by `managed_alloc` (freed by `managed_free` only), else by `host_alloc`.
     pub managed: bool,
 }
@@ -45,6 +47,8 @@ pub struct HostAlloc {
 pub struct Registration {
     pub device: usize,
     pub bytes: usize,
+    /// Accessible to every GPU, not only to `device`.
+    pub portable: bool,
     /// The address GPUs use for the range's first byte.
     pub agent_ptr: usize,
 }
@@ -75,13 +79,18 @@ fn containing<V: Copy>(
 }
 
 impl Registry {
-    /// The address GPUs may use for host bytes `[addr, addr + bytes)` when the whole range lies
-    /// in one host allocation (same address) or one registration (agent pointer + offset).
-    pub fn gpu_address_of_host(&self, addr: usize, bytes: usize) -> Option<usize> {
-        if containing(&lock(&self.host), addr, bytes, |a| a.bytes).is_some() {
+    /// The address `device`'s GPU may use for host bytes `[addr, addr + bytes)` when the whole
+    /// range lies in one host allocation (same address) or one registration (agent pointer +
+    /// offset) made accessible to it (portable, or made for `device`).
+    pub fn gpu_address_of_host(&self, device: usize, addr: usize, bytes: usize) -> Option<usize> {
+        let reaches = |owner: usize, portable: bool| portable || owner == device;
+        if containing(&lock(&self.host), addr, bytes, |a| a.bytes)
+            .is_some_and(|(_, a)| reaches(a.device, a.portable))
+        {
             return Some(addr);
         }
         containing(&lock(&self.registered), addr, bytes, |r| r.bytes)
+            .filter(|(_, r)| reaches(r.device, r.portable))
             .map(|(base, r)| r.agent_ptr + (addr - base))
     }
 
@@ -257,6 +266,7 @@ impl RocBackend {
             HostAlloc {
                 device,
                 bytes,
+                portable: flags.portable,
                 managed: false,
             },
         );
@@ -342,6 +352,7 @@ impl RocBackend {
             Registration {
                 device,
                 bytes,
+                portable: flags.portable,
                 agent_ptr,
             },
         );
@@ -381,6 +392,7 @@ mod tests {
             HostAlloc {
                 device: 0,
                 bytes: 0x1000,
+                portable: false,
                 managed: false,
             },
         );
@@ -389,20 +401,34 @@ mod tests {
             Registration {
                 device: 0,
                 bytes: 0x2000,
+                portable: false,
                 agent_ptr: 0x7f_0000,
             },
         );
+        lock(&r.host).insert(
+            0x90_000,
+            HostAlloc {
+                device: 0,
+                bytes: 0x1000,
+                portable: true,
+                managed: false,
+            },
+        );
         // Pool memory: the GPU uses the host address itself.
-        assert_eq!(r.gpu_address_of_host(0x10_000, 0x1000), Some(0x10_000));
-        assert_eq!(r.gpu_address_of_host(0x10_800, 0x10), Some(0x10_800));
+        assert_eq!(r.gpu_address_of_host(0, 0x10_000, 0x1000), Some(0x10_000));
+        assert_eq!(r.gpu_address_of_host(0, 0x10_800, 0x10), Some(0x10_800));
         // Past the end of the allocation.
-        assert_eq!(r.gpu_address_of_host(0x10_800, 0x801), None);
+        assert_eq!(r.gpu_address_of_host(0, 0x10_800, 0x801), None);
         // Registered memory: agent pointer plus offset.
-        assert_eq!(r.gpu_address_of_host(0x50_000, 1), Some(0x7f_0000));
-        assert_eq!(r.gpu_address_of_host(0x51_000, 0x1000), Some(0x7f_1000));
-        assert_eq!(r.gpu_address_of_host(0x51_000, 0x1001), None);
+        assert_eq!(r.gpu_address_of_host(0, 0x50_000, 1), Some(0x7f_0000));
+        assert_eq!(r.gpu_address_of_host(0, 0x51_000, 0x1000), Some(0x7f_1000));
+        assert_eq!(r.gpu_address_of_host(0, 0x51_000, 0x1001), None);
         // Unknown (pageable) memory.
-        assert_eq!(r.gpu_address_of_host(0x30_000, 8), None);
-        assert_eq!(r.gpu_address_of_host(0x0f_fff, 2), None);
+        assert_eq!(r.gpu_address_of_host(0, 0x30_000, 8), None);
+        assert_eq!(r.gpu_address_of_host(0, 0x0f_fff, 2), None);
+        // Another device reaches only portable memory.
+        assert_eq!(r.gpu_address_of_host(1, 0x10_000, 8), None);
+        assert_eq!(r.gpu_address_of_host(1, 0x50_000, 8), None);
+        assert_eq!(r.gpu_address_of_host(1, 0x90_000, 8), Some(0x90_000));
     }
 }

@@ -119,27 +119,29 @@ impl RocBackend {
     }
 
     /// The host side of an asynchronous copy: must already be GPU-accessible.
-    fn host_side_for_async(&self, ptr: usize, bytes: usize) -> Result<Side> {
-        let address =
-            self.registry
-                .gpu_address_of_host(ptr, bytes)
-                .ok_or(Error::InvalidPointer {
-                    kind: "host",
-                    address: ptr as u64,
-                    bytes: bytes as u64,
-                    reason: "asynchronous copies need host memory from host_alloc or host_register",
-                })?;
+    fn host_side_for_async(&self, device: usize, ptr: usize, bytes: usize) -> Result<Side> {
+        let address = self
+            .registry
+            .gpu_address_of_host(device, ptr, bytes)
+            .ok_or(Error::InvalidPointer {
+                kind: "host",
+                address: ptr as u64,
+                bytes: bytes as u64,
+                reason: "asynchronous copies need host memory from host_alloc or host_register, \
+                         portable or made for this device",
+            })?;
         Ok(Side {
             address,
             agent: self.topology.host.agent,
         })
     }
 
-    /// The host side of a synchronous copy when `ptr` is already GPU-accessible (host_alloc
-    /// or host_register memory); `None` for pageable memory.
-    fn host_side_if_accessible(&self, ptr: usize, bytes: usize) -> Option<Side> {
+    /// The host side of a synchronous copy when `ptr` is already accessible to `device`'s GPU
+    /// (host_alloc or host_register memory, portable or made for it); `None` otherwise (pageable
+    /// memory, or another device's: copied through a bounce buffer).
+    fn host_side_if_accessible(&self, device: usize, ptr: usize, bytes: usize) -> Option<Side> {
         self.registry
-            .gpu_address_of_host(ptr, bytes)
+            .gpu_address_of_host(device, ptr, bytes)
             .map(|address| Side {
                 address,
                 agent: self.topology.host.agent,
@@ -263,7 +265,7 @@ impl RocBackend {
         }
         let dst = self.device_side(device, dst, bytes)?;
         const OP: &str = "host-to-device copy";
-        if let Some(src) = self.host_side_if_accessible(src as usize, bytes) {
+        if let Some(src) = self.host_side_if_accessible(device, src as usize, bytes) {
             // SAFETY: both sides are GPU-accessible (pool memory) and valid (caller).
             return unsafe { self.copy_now(device, dst, src, bytes, OP) };
         }
@@ -306,7 +308,7 @@ impl RocBackend {
         }
         let src = self.device_side(device, src, bytes)?;
         const OP: &str = "device-to-host copy";
-        if let Some(dst) = self.host_side_if_accessible(dst as usize, bytes) {
+        if let Some(dst) = self.host_side_if_accessible(device, dst as usize, bytes) {
             // SAFETY: as in `htod`.
             return unsafe { self.copy_now(device, dst, src, bytes, OP) };
         }
@@ -387,7 +389,7 @@ impl RocBackend {
             return self.stream(device, stream).map(drop);
         }
         let dst = self.device_side(device, dst, bytes)?;
-        let src = self.host_side_for_async(src as usize, bytes)?;
+        let src = self.host_side_for_async(device, src as usize, bytes)?;
         // SAFETY: checked accessible; validity until completion is the caller's guarantee.
         unsafe {
             self.enqueue_copy(
@@ -415,7 +417,7 @@ impl RocBackend {
             return self.stream(device, stream).map(drop);
         }
         let src = self.device_side(device, src, bytes)?;
-        let dst = self.host_side_for_async(dst as usize, bytes)?;
+        let dst = self.host_side_for_async(device, dst as usize, bytes)?;
         // SAFETY: as in `htod_async`.
         unsafe {
             self.enqueue_copy(

@@ -409,3 +409,32 @@ pub fn no_memory_pool(mock: &Mock) -> Result<(), Failed> {
     })?;
     Ok(())
 }
+
+/// Memory pinned for device 0 only (not portable) is not reachable by device 1's GPU: a
+/// synchronous copy to device 1 goes through a bounce buffer and succeeds, and an asynchronous
+/// one is refused with an error naming the rule.
+pub fn another_devices_pinned_memory(mock: &Mock) -> Result<(), Failed> {
+    let _two = TwoGpus::new(mock)?;
+    let b = mock.backend()?;
+    let n = 4096;
+    let host = b.host_alloc(0, n, Default::default())?;
+    let device1 = b.alloc(1, n)?;
+    let stream = b.stream_create(1)?;
+    // SAFETY: both buffers hold `n` bytes and outlive the copies.
+    let sync = unsafe { b.copy_htod(1, device1, host.host.as_ptr(), n) };
+    // SAFETY: as above; refused before anything is enqueued.
+    let refused = unsafe { b.copy_htod_async(1, device1, host.host.as_ptr(), n, stream) };
+    // SAFETY: nothing uses them any more.
+    unsafe {
+        b.stream_destroy(1, stream)?;
+        b.free(1, device1)?;
+        b.host_free(0, host.host)?;
+    }
+    ensure(sync.is_ok(), || {
+        format!("a copy to device 1 from device 0's pinned memory failed: {sync:?}")
+    })?;
+    ensure(
+        matches!(&refused, Err(Error::InvalidPointer { reason, .. }) if reason.contains("this device")),
+        || format!("an async copy from another device's pinned memory: {refused:?}"),
+    )
+}

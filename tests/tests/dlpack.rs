@@ -77,14 +77,27 @@ fn device_arrays_round_trip_through_dlpack() {
     });
 }
 
-#[test]
-fn the_consumer_deleter_releases_exported_memory() {
+/// A simulator of its own (to count its allocations) and a device array on it.
+fn exported_setup() -> (
+    std::sync::Arc<gpu_mem::sim::SimBackend>,
+    Runtime,
+    DeviceArray<u32>,
+) {
     let backend = std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
         gpu_mem::sim::SimConfig::uniform(1, 1 << 20),
     ));
     let rt = Runtime::with_backend(backend.clone());
-    let dev = rt.device(0).unwrap();
-    let d = dev.to_device(&Array1::from_iter(0..100u32)).unwrap();
+    let d = rt
+        .device(0)
+        .unwrap()
+        .to_device(&Array1::from_iter(0..100u32))
+        .unwrap();
+    (backend, rt, d)
+}
+
+#[test]
+fn the_consumer_deleter_releases_exported_memory() {
+    let (backend, _rt, d) = exported_setup();
     let raw = d.to_dlpack().unwrap().into_raw();
     drop(d);
     assert_eq!(
@@ -102,12 +115,8 @@ fn the_consumer_deleter_releases_exported_memory() {
 /// deleter still runs.
 #[test]
 fn read_only_tensors_are_refused() {
-    let backend = std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
-        gpu_mem::sim::SimConfig::uniform(1, 1 << 20),
-    ));
-    let rt = Runtime::with_backend(backend.clone());
+    let (backend, rt, d) = exported_setup();
     let dev = rt.device(0).unwrap();
-    let d = dev.to_device(&Array1::from_iter(0..100u32)).unwrap();
     let mut raw = d.to_dlpack().unwrap().into_raw();
     drop(d);
     // SAFETY: `raw` came from `into_raw` and nothing else uses it.

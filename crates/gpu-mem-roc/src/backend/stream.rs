@@ -119,16 +119,8 @@ impl Stream {
             return Err(self.failure_error(reason.clone()));
         }
         while let Some(front) = self.pending.front().cloned() {
-            match signal::wait(&front, tick)? {
-                State::Done => {
-                    self.pending.pop_front();
-                }
-                State::Failed(value) => {
-                    let reason = front.describe_failure(value);
-                    self.poison(reason.clone());
-                    return Err(self.failure_error(reason));
-                }
-                State::Pending => {}
+            if self.wait_one(&front, tick)? {
+                self.pending.pop_front();
             }
         }
         Ok(())
@@ -140,19 +132,24 @@ impl Stream {
     pub fn drain_with_waits(&mut self, tick: u64) -> Result<()> {
         self.drain(tick)?;
         while let Some(wait) = self.waits.last().cloned() {
-            match signal::wait(&wait, tick)? {
-                State::Done => {
-                    self.waits.pop();
-                }
-                State::Failed(value) => {
-                    let reason = wait.describe_failure(value);
-                    self.poison(reason.clone());
-                    return Err(self.failure_error(reason));
-                }
-                State::Pending => {}
+            if self.wait_one(&wait, tick)? {
+                self.waits.pop();
             }
         }
         Ok(())
+    }
+
+    /// Waits up to `tick` for `signal`: `true` once it completed; a failure poisons the stream.
+    fn wait_one(&mut self, signal: &Arc<Signal>, tick: u64) -> Result<bool> {
+        match signal::wait(signal, tick)? {
+            State::Done => Ok(true),
+            State::Failed(value) => {
+                let reason = signal.describe_failure(value);
+                self.poison(reason.clone());
+                Err(self.failure_error(reason))
+            }
+            State::Pending => Ok(false),
+        }
     }
 
     /// Marks the stream failed and leaks every signal the runtime may still wait on.

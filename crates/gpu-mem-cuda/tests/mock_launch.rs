@@ -82,6 +82,10 @@ fn main() {
             synchronous_launch_waits_and_reports_failures,
         ),
         (
+            "a_module_whose_function_query_fails_is_unloaded",
+            a_module_whose_function_query_fails_is_unloaded,
+        ),
+        (
             "missing_entry_point_is_an_invalid_launch",
             missing_entry_point_is_an_invalid_launch,
         ),
@@ -700,6 +704,58 @@ fn kernels_compile_load_and_launch(mock: &Mock, nvrtc_path: &Path) -> Result<(),
         b.free(0, partial)?;
     }
     Ok(())
+}
+
+/// A kernel whose function attributes cannot be read fails to launch without leaving its
+/// module loaded (nothing would ever unload it), and the next launch builds it again.
+fn a_module_whose_function_query_fails_is_unloaded(
+    mock: &Mock,
+    nvrtc: &Path,
+) -> Result<(), Failed> {
+    let b = backend_with_nvrtc(mock, nvrtc)?;
+    let data = b.alloc(0, 16)?;
+    let before: i32 = mock.call("mock_live_modules")?;
+    // CUDA_ERROR_UNKNOWN from the next cuFuncGetAttribute.
+    mock.call_with("mock_fail_next_func_attribute", 999)?;
+    // SAFETY: nothing runs in the mock; `data` holds the arguments' bytes.
+    let failed = unsafe {
+        b.launch(
+            0,
+            &scale_kernel(),
+            &LaunchConfig::new(1, 1),
+            &scale_args(data),
+            None,
+        )
+    };
+    let after_failure: i32 = mock.call("mock_live_modules")?;
+    // SAFETY: as above.
+    let again = unsafe {
+        b.launch(
+            0,
+            &scale_kernel(),
+            &LaunchConfig::new(1, 1),
+            &scale_args(data),
+            None,
+        )
+    };
+    let after_retry: i32 = mock.call("mock_live_modules")?;
+    // SAFETY: nothing uses it any more.
+    unsafe { b.free(0, data)? };
+    ensure(failed.is_err(), || {
+        format!("the launch succeeded: {failed:?}")
+    })?;
+    ensure(after_failure == before, || {
+        format!(
+            "{} module(s) left loaded by the failed launch",
+            after_failure - before
+        )
+    })?;
+    ensure(again.is_ok() && after_retry == before + 1, || {
+        format!(
+            "the retry: {again:?}, {} module(s) loaded",
+            after_retry - before
+        )
+    })
 }
 
 fn scale_args(data: DevicePtr) -> Vec<LaunchArg> {

@@ -901,8 +901,17 @@ CUresult cuFuncGetParamInfo(void *f, size_t index, size_t *offset, size_t *size)
 }
 #endif
 
+/* The next cuFuncGetAttribute fails with this code (0: none). */
+static int next_attribute_failure;
+void mock_fail_next_func_attribute(int code) { next_attribute_failure = code; }
+
 CUresult cuFuncGetAttribute(int *v, int attribute, void *f) {
     NEED_CONTEXT();
+    if (next_attribute_failure) {
+        int code = next_attribute_failure;
+        next_attribute_failure = 0;
+        return code;
+    }
     if (!v || !function_ok(f)) return E_INVALID_HANDLE;
     struct function *fn = f;
     switch (attribute) {

@@ -715,29 +715,21 @@ fn a_module_whose_function_query_fails_is_unloaded(
     let b = backend_with_nvrtc(mock, nvrtc)?;
     let data = b.alloc(0, 16)?;
     let before: i32 = mock.call("mock_live_modules")?;
+    // SAFETY: nothing runs in the mock; `data` holds the arguments' bytes.
+    let launch = || unsafe {
+        b.launch(
+            0,
+            &scale_kernel(),
+            &LaunchConfig::new(1, 1),
+            &scale_args(data),
+            None,
+        )
+    };
     // CUDA_ERROR_UNKNOWN from the next cuFuncGetAttribute.
     mock.call_with("mock_fail_next_func_attribute", 999)?;
-    // SAFETY: nothing runs in the mock; `data` holds the arguments' bytes.
-    let failed = unsafe {
-        b.launch(
-            0,
-            &scale_kernel(),
-            &LaunchConfig::new(1, 1),
-            &scale_args(data),
-            None,
-        )
-    };
+    let failed = launch();
     let after_failure: i32 = mock.call("mock_live_modules")?;
-    // SAFETY: as above.
-    let again = unsafe {
-        b.launch(
-            0,
-            &scale_kernel(),
-            &LaunchConfig::new(1, 1),
-            &scale_args(data),
-            None,
-        )
-    };
+    let again = launch();
     let after_retry: i32 = mock.call("mock_live_modules")?;
     // SAFETY: nothing uses it any more.
     unsafe { b.free(0, data)? };

@@ -8,7 +8,7 @@
 //! memory from `managed_alloc` (and `host_free` refuses it).
 
 use super::RocBackend;
-use super::memory::{HostAlloc, lock};
+use super::memory::{HostAlloc, free_or_restore, lock, take_if};
 use gpu_mem_core::backend::{DevicePtr, HostAllocation};
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::ptr::NonNull;
@@ -72,15 +72,10 @@ impl RocBackend {
     pub(super) unsafe fn free_managed(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
-        // Out of the registry before the address can be reused (as in `free_device`).
-        let known = {
-            let mut registry = lock(&self.registry.host);
-            match registry.get(&address).copied() {
-                Some(a) if a.device == device && a.managed => registry.remove(&address),
-                _ => None,
-            }
-        };
-        let Some(known) = known else {
+        let taken = take_if(&self.registry.host, address, |a| {
+            a.device == device && a.managed
+        });
+        let Some(known) = taken else {
             return Err(Error::InvalidPointer {
                 kind: "managed",
                 address: address as u64,
@@ -91,11 +86,10 @@ impl RocBackend {
         // Kernels reach managed memory without the backend knowing: order the free after all
         // of the device's work, as the synchronous calls are.
         self.drain_device_for_ordering(device);
-        // SAFETY: the base of a live system-pool allocation, unused by enqueued work (caller).
-        if let Err(error) = unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) } {
-            lock(&self.registry.host).insert(address, known);
-            return Err(error);
-        }
-        Ok(())
+        free_or_restore(&self.registry.host, address, known, || {
+            // SAFETY: the base of a live system-pool allocation, unused by enqueued work
+            // (caller).
+            unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) }
+        })
     }
 }

@@ -66,6 +66,33 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Takes `key`'s entry out of `map` when `wanted` accepts it. A free takes its entry out before
+/// the runtime frees the memory: the runtime may hand the address to another thread's
+/// allocation at once, which records it under the same key.
+pub(super) fn take_if<K: Ord, V: Copy>(
+    map: &Mutex<BTreeMap<K, V>>,
+    key: K,
+    wanted: impl Fn(&V) -> bool,
+) -> Option<V> {
+    let mut map = lock(map);
+    match map.get(&key) {
+        Some(v) if wanted(v) => map.remove(&key),
+        _ => None,
+    }
+}
+
+/// Runs `free`; if it fails, puts the entry [`take_if`] took back.
+pub(super) fn free_or_restore<K: Ord, V>(
+    map: &Mutex<BTreeMap<K, V>>,
+    key: K,
+    entry: V,
+    free: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    free().inspect_err(|_| {
+        lock(map).insert(key, entry);
+    })
+}
+
 /// The entry whose range `[base, base + len)` contains `[addr, addr + bytes)`.
 fn containing<V: Copy>(
     map: &BTreeMap<usize, V>,
@@ -173,16 +200,10 @@ impl RocBackend {
     /// As `Backend::free`.
     pub(super) unsafe fn free_device(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         self.gpu(device)?;
-        // Out of the registry before the runtime may hand the address to another thread's
-        // allocation (which records it), back in if the free fails.
-        let entry = {
-            let mut registry = lock(&self.registry.device);
-            match registry.get(&ptr.0).copied() {
-                Some(a) if a.device == device && !a.imported => registry.remove(&ptr.0),
-                _ => None,
-            }
-        };
-        let Some(entry) = entry else {
+        let taken = take_if(&self.registry.device, ptr.0, |a| {
+            a.device == device && !a.imported
+        });
+        let Some(entry) = taken else {
             return Err(Error::InvalidPointer {
                 kind: "device",
                 address: ptr.0,
@@ -190,12 +211,10 @@ impl RocBackend {
                 reason: "not the base of a live allocation of this device",
             });
         };
-        // SAFETY: the base of a live pool allocation, unused by enqueued work (caller).
-        if let Err(error) = unsafe { self.hsa.memory_pool_free(ptr.0 as *mut c_void) } {
-            lock(&self.registry.device).insert(ptr.0, entry);
-            return Err(error);
-        }
-        Ok(())
+        free_or_restore(&self.registry.device, ptr.0, entry, || {
+            // SAFETY: the base of a live pool allocation, unused by enqueued work (caller).
+            unsafe { self.hsa.memory_pool_free(ptr.0 as *mut c_void) }
+        })
     }
 
     /// The GPU agents a host allocation or registration is made accessible to.
@@ -283,15 +302,10 @@ impl RocBackend {
     pub(super) unsafe fn free_host(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
-        // As in `free_device`: out of the registry before the address can be reused.
-        let known = {
-            let mut registry = lock(&self.registry.host);
-            match registry.get(&address).copied() {
-                Some(a) if a.device == device && !a.managed => registry.remove(&address),
-                _ => None,
-            }
-        };
-        let Some(known) = known else {
+        let taken = take_if(&self.registry.host, address, |a| {
+            a.device == device && !a.managed
+        });
+        let Some(known) = taken else {
             return Err(Error::InvalidPointer {
                 kind: "host",
                 address: address as u64,
@@ -299,12 +313,11 @@ impl RocBackend {
                 reason: "not the base of a host allocation of this device",
             });
         };
-        // SAFETY: the base of a live system-pool allocation, unused by enqueued work (caller).
-        if let Err(error) = unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) } {
-            lock(&self.registry.host).insert(address, known);
-            return Err(error);
-        }
-        Ok(())
+        free_or_restore(&self.registry.host, address, known, || {
+            // SAFETY: the base of a live system-pool allocation, unused by enqueued work
+            // (caller).
+            unsafe { self.hsa.memory_pool_free(host.as_ptr().cast()) }
+        })
     }
 
     /// # Safety

@@ -293,12 +293,15 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     if (threadIdx.x % 32 >= 16) return;
     a(threadIdx.x) = __shfl_xor_sync(0xffffull, (int)threadIdx.x, 1);
 }"#,
-        // A warp barrier with a mask, then a block barrier reached by all.
+        // A warp barrier with a mask, then a block barrier reached by all. (The exchange reads
+        // before a barrier and writes after it: without that, its result would depend on the
+        // order the threads run in, which neither executor promises.)
         r#"#include "gpu_mem.h"
 extern "C" __global__ void k(gm_array<int, 1> a) {
     if (threadIdx.x % 2 == 0) __syncwarp(0x5555555555555555ull);
+    int other = a(63 - threadIdx.x);
     syncthreads();
-    a(threadIdx.x) = a(63 - threadIdx.x);
+    a(threadIdx.x) = other;
 }"#,
     ];
     for source in cases {

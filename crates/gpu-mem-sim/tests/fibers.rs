@@ -208,3 +208,43 @@ fn an_unsupported_warp_size_is_a_launch_error() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Spin hints (each one an atomic would give) past the round limit, by the last thread of a
+/// block that then finishes: it is working, not stuck, and the launch succeeds (it was reported
+/// as stuck after 2^20 rounds of 16 hints, about 0.14 s in a release build).
+#[test]
+fn a_thread_that_spins_past_the_round_limit_and_finishes_is_not_reported() {
+    static FINISHED: AtomicUsize = AtomicUsize::new(0);
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = Kernel::sim("long_spin", |t| {
+        for _ in 0..(17u64 << 20) {
+            t.nanosleep();
+        }
+        FINISHED.fetch_add(1, Ordering::SeqCst);
+    });
+    launch(&backend, &kernel, LaunchConfig::new(1, 1), &[]).unwrap();
+    assert_eq!(FINISHED.load(Ordering::SeqCst), 1);
+}
+
+/// Threads that only spin, waiting for something no thread will ever do, are reported (after
+/// the round limit and the time limit, 10 s), and the fibers they leave run later launches.
+#[test]
+fn threads_that_only_spin_are_reported() {
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = Kernel::sim("stuck_spin", |t| {
+        let flag = t.shared_array::<u32, 1>([1]);
+        while flag.atomic_add([0], 0) == 0 {
+            t.nanosleep();
+        }
+    });
+    let started = std::time::Instant::now();
+    let result = launch(&backend, &kernel, LaunchConfig::new(1, 2), &[]);
+    match result {
+        Err(Error::BarrierDivergence { detail, .. }) => {
+            assert!(detail.contains("no forward progress"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() >= std::time::Duration::from_secs(10));
+    later_launches_run(&backend);
+}

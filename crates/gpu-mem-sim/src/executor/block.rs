@@ -23,9 +23,13 @@ use std::panic::AssertUnwindSafe;
 
 /// A thread lets the others run at every this many atomics / spin hints.
 const PROGRESS_EVERY: u32 = 16;
-/// Rounds in which threads only spun (no barrier reached, nothing finished) before the launch is
-/// declared stuck.
+/// Rounds in which threads only spun (no barrier reached, nothing finished), and for how long,
+/// before the launch is declared stuck. Both: an atomic counts as a spin (useful atomics and a
+/// spin-wait look the same to the executor), so a block whose last live thread adds up a large
+/// input with atomics spins ~16 M times per 2^20 rounds (0.14 s) while doing its work; it is
+/// reported only once it has done nothing else for the whole time as well.
 const MAX_IDLE_ROUNDS: u32 = 1 << 20;
+const MAX_IDLE_TIME: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What a fiber runs next: thread `linear` of the block at `block` (its lifetime erased; see
 /// [`run_threads`]).
@@ -171,6 +175,8 @@ pub(super) struct Schedule {
     /// Since the last round ended: did a thread wait, end or get released; did one spin.
     progressed: bool,
     idle_rounds: u32,
+    /// When the rounds counted by `idle_rounds` began.
+    idle_since: Option<std::time::Instant>,
     pub(super) outcome: Result<(), Error>,
     /// `Block::run` is ending threads left waiting.
     cancelling: bool,
@@ -193,6 +199,7 @@ impl Default for Schedule {
             one_site: true,
             progressed: false,
             idle_rounds: 0,
+            idle_since: None,
             outcome: Ok(()),
             cancelling: false,
         }
@@ -738,10 +745,17 @@ impl<'a> Block<'a> {
         if s.progressed {
             s.idle_rounds = 0;
         } else {
-            s.idle_rounds += 1;
-            if s.idle_rounds > MAX_IDLE_ROUNDS {
+            if s.idle_rounds == 0 {
+                s.idle_since = Some(std::time::Instant::now());
+            }
+            s.idle_rounds = s.idle_rounds.saturating_add(1);
+            if s.idle_rounds > MAX_IDLE_ROUNDS
+                && s.idle_rounds.is_multiple_of(1024)
+                && s.idle_since.is_some_and(|t| t.elapsed() >= MAX_IDLE_TIME)
+            {
                 return Err(self.divergence(format!(
-                    "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run; {}",
+                    "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run, for {} s and over {MAX_IDLE_ROUNDS} rounds; {}",
+                    MAX_IDLE_TIME.as_secs(),
                     describe_states(&s.states(), |i| self.thread_index(i as u32))
                 )));
             }

@@ -28,8 +28,11 @@ const PROGRESS_EVERY: u32 = 16;
 /// spin-wait look the same to the executor), so a block whose last live thread adds up a large
 /// input with atomics spins ~16 M times per 2^20 rounds (0.14 s) while doing its work; it is
 /// reported only once it has done nothing else for the whole time as well.
-const MAX_IDLE_ROUNDS: u32 = 1 << 20;
+const MAX_IDLE_ROUNDS: u64 = 1 << 20;
 const MAX_IDLE_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+/// The idle round from which the time is taken (short idle stretches, common in blocks that
+/// spin a little between barriers, never read the clock), and how often it is read after.
+const IDLE_CLOCK_FROM: u64 = 1 << 10;
 
 /// What a fiber runs next: thread `linear` of the block at `block` (its lifetime erased; see
 /// [`run_threads`]).
@@ -172,10 +175,10 @@ pub(super) struct Schedule {
     block_waiting: usize,
     first_block_wait: Option<Wait>,
     one_site: bool,
-    /// Since the last round ended: did a thread wait, end or get released; did one spin.
+    /// Since the last round ended: did a thread wait, end or get released.
     progressed: bool,
-    idle_rounds: u32,
-    /// When the rounds counted by `idle_rounds` began.
+    idle_rounds: u64,
+    /// When round [`IDLE_CLOCK_FROM`] of the rounds counted by `idle_rounds` ended.
     idle_since: Option<std::time::Instant>,
     pub(super) outcome: Result<(), Error>,
     /// `Block::run` is ending threads left waiting.
@@ -745,12 +748,12 @@ impl<'a> Block<'a> {
         if s.progressed {
             s.idle_rounds = 0;
         } else {
-            if s.idle_rounds == 0 {
+            s.idle_rounds += 1;
+            if s.idle_rounds == IDLE_CLOCK_FROM {
                 s.idle_since = Some(std::time::Instant::now());
             }
-            s.idle_rounds = s.idle_rounds.saturating_add(1);
             if s.idle_rounds > MAX_IDLE_ROUNDS
-                && s.idle_rounds.is_multiple_of(1024)
+                && s.idle_rounds.is_multiple_of(IDLE_CLOCK_FROM)
                 && s.idle_since.is_some_and(|t| t.elapsed() >= MAX_IDLE_TIME)
             {
                 return Err(self.divergence(format!(

@@ -228,12 +228,13 @@ unsafe fn copy_backwards(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
-/// The chunk of [`copy_backwards`]: below the size from which glibc's `memcpy` uses `rep movsb`
-/// (the slow path) in its AVX2 and fast-short-`rep movsb` variants (2,112 bytes and more; the
-/// SSE2-only variant starts at 2,048, where a whole chunk would take it), so each chunk takes the
-/// vector loop. Optimised library code either way, so
-/// the copy is as fast in a debug build, where a loop of our own copying 64-byte blocks ran at
-/// ~1 GiB/s (and the tests of most programs using the simulator are debug builds).
+/// The chunk of [`copy_backwards`]: below the size from which glibc's AVX2 and
+/// fast-short-`rep movsb` variants of `memcpy` use `rep movsb` (the slow path; 2,112 bytes and
+/// more), so on the machines this was measured on each chunk takes the vector loop. (glibc's
+/// SSE2-only variant starts `rep movsb` at 2,048, so there whole chunks take it.) The copy is
+/// library code either way, as fast in a debug build, where a loop of our own over 64-byte
+/// blocks ran at ~1 GiB/s (and the tests of most programs using the simulator are debug
+/// builds).
 const ALIASED_CHUNK: usize = 2048;
 
 #[cfg(test)]

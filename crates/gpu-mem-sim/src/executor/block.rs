@@ -26,7 +26,8 @@ const PROGRESS_EVERY: u32 = 16;
 /// Rounds in which threads only spun (no barrier reached, nothing finished), and for how long,
 /// before the launch is declared stuck. Both: an atomic counts as a spin (useful atomics and a
 /// spin-wait look the same to the executor), so a block whose last live thread adds up a large
-/// input with atomics spins ~16 M times per 2^20 rounds (0.14 s) while doing its work; it is
+/// input with atomics spins [`PROGRESS_EVERY`] times per round, ~16 M times per 2^20 rounds
+/// (0.14 s), while doing its work; it is
 /// reported only once it has done nothing else for the whole time as well.
 const MAX_IDLE_ROUNDS: u64 = 1 << 20;
 const MAX_IDLE_TIME: std::time::Duration = std::time::Duration::from_secs(10);

@@ -8,7 +8,8 @@
 //!   barriers, as coroutines (stackless); one naming anything else that waits, and every closure
 //!   kernel, on fibers: all are shown);
 //! * one barrier in 1024 blocks x 256 threads: at most 15 ns per thread and barrier
-//!   (the launch with no barrier subtracted), for source kernels (stackless) and closures; the
+//!   (the launch with no barrier subtracted), for source kernels (stackless), closures (on
+//!   fibers) and async closures (polled futures); the
 //!   same source on fibers is shown for comparison, and for information what 32 more barriers
 //!   cost once every thread has started (source and closure);
 //! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
@@ -149,6 +150,7 @@ fn main() {
             Kernel::from_source(EMPTY_ON_FIBERS, "empty_fiber"),
         ),
     );
+    empties.push(("async closure", Kernel::sim_async("empty", async |_| {})));
     for (form, kernel) in empties {
         let one = median_secs(2001, || {
             launch(&backend, &kernel, LaunchConfig::new(1, 1), &[])
@@ -179,6 +181,12 @@ fn main() {
             "closure",
             Kernel::sim("one_barrier", |t| t.syncthreads()),
             Kernel::sim("empty", |_| {}),
+            true,
+        ),
+        (
+            "async closure",
+            Kernel::sim_async("one_barrier", async |t| t.syncthreads().await),
+            Kernel::sim_async("empty", async |_| {}),
             true,
         ),
         (
@@ -227,9 +235,17 @@ fn main() {
             })
         };
         let (closure_one, closure_many) = (looping(1), looping(33));
+        let looping_async = |k: usize| {
+            Kernel::sim_async("barrier_loop", async move |t| {
+                for _ in 0..k {
+                    t.syncthreads().await;
+                }
+            })
+        };
+        let (async_one, async_many) = (looping_async(1), looping_async(33));
         // (form, one barrier, 33 barriers)
         type Run<'a> = Box<dyn Fn() + 'a>;
-        let steady: [(&str, Run<'_>, Run<'_>); 2] = [
+        let steady: [(&str, Run<'_>, Run<'_>); 3] = [
             (
                 "source",
                 Box::new(|| launch(&backend, &source, grid, &[scalar(1)])),
@@ -240,11 +256,17 @@ fn main() {
                 Box::new(|| launch(&backend, &closure_one, grid, &[])),
                 Box::new(|| launch(&backend, &closure_many, grid, &[])),
             ),
+            (
+                "async closure",
+                Box::new(|| launch(&backend, &async_one, grid, &[])),
+                Box::new(|| launch(&backend, &async_many, grid, &[])),
+            ),
         ];
         for (form, one, many) in &steady {
             let (many, one) = paired_medians(5, many, one);
             let per = (many - one) / (32.0 * 1024.0 * 256.0);
-            figures.push((format!("{form}_steady_barrier_per_thread_seconds"), per));
+            let key = form.replace(' ', "_");
+            figures.push((format!("{key}_steady_barrier_per_thread_seconds"), per));
             println!(
                 "{form:<21} 32 more barriers in 1024x256: {:>6.1} ns per thread and barrier (every thread started already; for information)",
                 per * 1e9

@@ -1126,7 +1126,7 @@ unsafe impl Backend for SimBackend {
 enum LaunchCode {
     /// Compiled portable source.
     Source(Arc<source::SourceProgram>),
-    /// The kernel, for its closure form.
+    /// The kernel, for its closure form (plain or async).
     Closure(Kernel),
 }
 
@@ -1135,14 +1135,14 @@ impl LaunchCode {
         if let Some(source) = kernel.source() {
             return Ok(LaunchCode::Source(source::program(kernel, source)?));
         }
-        if thread::closure_of(kernel).is_some() {
+        if thread::closure_of(kernel).is_some() || thread::async_closure_of(kernel).is_some() {
             return Ok(LaunchCode::Closure(kernel.clone()));
         }
         Err(Error::NotSupportedByBackend {
             backend: BackendKind::Sim,
             feature: "kernels without code",
             reason: format!(
-                "kernel `{}` has neither portable source (Kernel::with_source) nor a closure (SimKernel::sim)",
+                "kernel `{}` has neither portable source (Kernel::with_source) nor a closure (SimKernel::sim, SimKernel::sim_async)",
                 kernel.name()
             ),
         })
@@ -1160,6 +1160,9 @@ impl LaunchCode {
             LaunchCode::Source(program) => executor::Code::Source(program),
             LaunchCode::Closure(kernel) => match thread::closure_of(kernel) {
                 Some(closure) => executor::Code::Closure(closure),
+                None if let Some(body) = thread::async_closure_of(kernel) => {
+                    executor::Code::Polled(body)
+                }
                 // `of` only makes this variant for a kernel with a closure.
                 None => executor::Code::Closure(&|_| {}),
             },

@@ -15,7 +15,9 @@ use super::fiber::{self, Fiber, Target};
 use super::shared::SharedMemory;
 use super::stack;
 use crate::source::Entry;
-use crate::thread::{ArgView, BarrierScope, Collective, Fence, Site, ThreadCtx, ThreadOps};
+use crate::thread::{
+    ArgView, BarrierScope, BlockCtx, Collective, Fence, Site, ThreadCtx, ThreadOps,
+};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, RefCell, UnsafeCell};
@@ -77,6 +79,9 @@ pub(crate) unsafe fn run_threads(start: Start, fiber: *const Fiber) -> Target {
         && let Entry::Stackless(entry) = launch.program.entry
     {
         return block.drive_stackless(launch, entry, fiber);
+    }
+    if let Body::Polled(body) = block.body {
+        return block.drive_polled_on(body, fiber);
     }
     let mut linear = start.linear;
     loop {
@@ -177,7 +182,7 @@ pub(super) struct Schedule {
     first_block_wait: Option<Wait>,
     one_site: bool,
     /// Since the last round ended: did a thread wait, end or get released.
-    progressed: bool,
+    pub(super) progressed: bool,
     idle_rounds: u64,
     /// When round [`IDLE_CLOCK_FROM`] of the rounds counted by `idle_rounds` ended.
     idle_since: Option<std::time::Instant>,
@@ -270,12 +275,13 @@ thread_local! {
 pub(crate) struct Block<'a> {
     pub(crate) kernel: &'a str,
     pub(crate) body: Body<'a>,
-    pub(crate) args: &'a [ArgView<'a>],
     pub(crate) block_idx: Dim3,
     pub(crate) block_dim: Dim3,
     pub(crate) grid_dim: Dim3,
     pub(crate) warp_size: u32,
     pub(crate) shared: SharedMemory,
+    /// What every closure thread's context refers to.
+    pub(crate) ctx: BlockCtx<'a>,
     slots: RefCell<Vec<Slot>>,
     /// First fault of the block: thread index and message.
     fault: RefCell<Option<(Dim3, String)>>,
@@ -303,10 +309,13 @@ impl<'a> Block<'a> {
         warp_size: u32,
         shared: SharedMemory,
     ) -> Block<'a> {
+        // SAFETY: `grid::run_grid` built the arguments' views from validated device ranges kept
+        // alive for the whole launch.
+        let ctx = unsafe { BlockCtx::new(args, block_idx, block_dim, grid_dim, warp_size) };
         Block {
             kernel,
             body,
-            args,
+            ctx,
             block_idx,
             block_dim,
             grid_dim,
@@ -331,7 +340,7 @@ impl<'a> Block<'a> {
     }
 
     #[inline]
-    fn thread_index(&self, linear: u32) -> Dim3 {
+    pub(super) fn thread_index(&self, linear: u32) -> Dim3 {
         thread_of(linear, self.block_dim)
     }
 
@@ -382,6 +391,9 @@ impl<'a> Block<'a> {
             if let Entry::Stackless(_) = launch.program.entry {
                 return self.run_stackless();
             }
+        }
+        if let Body::Polled(body) = self.body {
+            return self.run_polled(body);
         }
         let count = self.block_dim.count() as usize;
         // SAFETY: no thread runs yet.
@@ -480,7 +492,8 @@ impl<'a> Block<'a> {
     fn run_thread(&self, linear: u32, fiber: *const Fiber) {
         match self.body {
             Body::Compiled(launch) => self.run_compiled(launch, linear, fiber),
-            Body::Closure(_) => self.run_closure(linear, fiber),
+            // (`run_threads` drives a polled block itself.)
+            Body::Closure(_) | Body::Polled(_) => self.run_closure(linear, fiber),
         }
     }
 
@@ -1112,7 +1125,7 @@ fn describe_states(states: &[State], index: impl Fn(usize) -> Dim3) -> String {
     format!("no thread can proceed: {}", parts.join("; "))
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -1168,22 +1181,13 @@ impl<'b, 'a> SimThread<'b, 'a> {
     fn run(&self) {
         match self.block.body {
             Body::Closure(body) => {
-                // SAFETY: the arguments' views were built by `grid::run_grid` from validated
-                // device ranges kept alive for the whole launch; shared memory lives in `block`.
-                let ctx = unsafe {
-                    ThreadCtx::new(
-                        self,
-                        self.block.args,
-                        self.thread,
-                        self.block.block_idx,
-                        self.block.block_dim,
-                        self.block.grid_dim,
-                        self.block.warp_size,
-                    )
-                };
+                // SAFETY: the shared memory this thread hands out lives in `block`.
+                let ctx = unsafe { ThreadCtx::new(self, &self.block.ctx, self.thread) };
                 body(&ctx);
             }
             Body::Compiled(entry) => entry.run_thread(self),
+            // `Block::run` runs polled blocks itself.
+            Body::Polled(_) => self.fault("an async kernel's thread was run as a call".to_string()),
         }
     }
 

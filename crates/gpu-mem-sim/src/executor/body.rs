@@ -1,5 +1,5 @@
-//! What each simulated thread runs: a Rust closure, or the compiled entry point of portable
-//! source. For compiled code, this module is the other side of the prelude's host branch
+//! What each simulated thread runs: a Rust closure (plain or async), or the compiled entry point
+//! of portable source. For compiled code, this module is the other side of the prelude's host branch
 //! (`gpu_mem.h`, `GM_HOST`): the `gm_sim_runtime` table of C callbacks through which
 //! `threadIdx`, barriers, collectives, dynamic shared memory and faults reach the executor.
 //!
@@ -9,7 +9,7 @@
 
 use super::block::{Block, SimThread};
 use crate::source::{Entry, SourceProgram};
-use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadOps};
+use crate::thread::{BarrierScope, Collective, Fence, PolledBody, SimKernelFn, Site, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -22,6 +22,8 @@ pub(crate) enum Body<'a> {
     Closure(&'a SimKernelFn),
     /// Compiled portable source with the launch's argument buffers.
     Compiled(&'a CompiledLaunch<'a>),
+    /// An async closure kernel (its threads are futures).
+    Polled(&'a dyn PolledBody),
 }
 
 impl Body<'_> {

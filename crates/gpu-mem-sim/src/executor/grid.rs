@@ -7,7 +7,7 @@ use super::body::{Body, CompiledLaunch};
 use super::shared::SharedMemory;
 use crate::reentry::enter_kernel;
 use crate::source::SourceProgram;
-use crate::thread::SimKernelFn;
+use crate::thread::{PolledBody, SimKernelFn};
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
 use gpu_mem_core::{Error, Result};
 use std::sync::Mutex;
@@ -20,6 +20,8 @@ pub(crate) enum Code<'a> {
     Closure(&'a SimKernelFn),
     /// Compiled portable source (its parameters already checked against the arguments).
     Source(&'a SourceProgram),
+    /// An async closure kernel.
+    Polled(&'a dyn PolledBody),
 }
 
 /// The argument views, shared by the worker threads.
@@ -55,11 +57,11 @@ pub(crate) fn run_grid(
     warp_size: u32,
     shared_limit: usize,
 ) -> Result<()> {
-    if cfg!(miri) {
+    if cfg!(miri) && !matches!(code, Code::Polled(_)) {
         return Err(Error::NotSupportedByBackend {
             backend: gpu_mem_core::BackendKind::Sim,
             feature: "kernel launch under Miri",
-            reason: "simulated threads run on fibers, whose stack switches Miri cannot interpret"
+            reason: "simulated threads run on fibers, whose stack switches Miri cannot interpret (async closure kernels run)"
                 .into(),
         });
     }
@@ -69,6 +71,7 @@ pub(crate) fn run_grid(
     let compiled;
     let body = match code {
         Code::Closure(closure) => Body::Closure(closure),
+        Code::Polled(body) => Body::Polled(body),
         Code::Source(program) => {
             buffers = encode(args);
             compiled = CompiledLaunch {

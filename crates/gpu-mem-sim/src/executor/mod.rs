@@ -9,7 +9,8 @@
 //! having waited leaves its fiber to the next thread, so kernels that never wait cost a call per
 //! thread. A compiled kernel whose threads wait only at barriers and collectives is built with
 //! each thread a coroutine instead, and its block runs round by round without a stack per thread
-//! (`stackless`); the same scheduler decides releases and reports divergence. Blocks run in
+//! (`stackless`); the same scheduler decides releases and reports divergence. An async closure
+//! kernel's threads are futures, polled round by round the same way (`polled`). Blocks run in
 //! parallel on all cores (`grid`, on `crate::workers`). A barrier reached by only
 //! part of a block, or threads waiting at different barriers, is reported as
 //! [`Error::BarrierDivergence`] instead of hanging; out-of-bounds accesses and panics in the
@@ -23,6 +24,7 @@ mod block;
 pub(crate) mod body;
 mod fiber;
 mod grid;
+mod polled;
 mod shared;
 mod stack;
 mod stackless;

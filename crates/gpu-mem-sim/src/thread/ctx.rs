@@ -285,51 +285,72 @@ pub trait ThreadOps {
     fn fault(&self, message: String);
 }
 
-/// The context a simulated thread runs with (Numba's `cuda.threadIdx`, `cuda.grid(2)`,
-/// `cuda.shared.array`, `cuda.syncthreads()` ...).
-pub struct ThreadCtx<'a> {
-    ops: &'a dyn ThreadOps,
+/// What every thread of a block shares: the launch's arguments and the block's place in the
+/// grid. One per block; each thread's [`ThreadCtx`] refers to it.
+#[derive(Debug)]
+pub struct BlockCtx<'a> {
     args: &'a [ArgView<'a>],
-    thread_idx: Dim3,
     block_idx: Dim3,
     block_dim: Dim3,
     grid_dim: Dim3,
     warp_size: u32,
 }
 
+impl<'a> BlockCtx<'a> {
+    /// The shared part of a block's thread contexts.
+    ///
+    /// # Safety
+    /// Every pointer in `args` addresses memory that stays valid for the whole launch and holds
+    /// the described array or value.
+    pub unsafe fn new(
+        args: &'a [ArgView<'a>],
+        block_idx: Dim3,
+        block_dim: Dim3,
+        grid_dim: Dim3,
+        warp_size: u32,
+    ) -> BlockCtx<'a> {
+        BlockCtx {
+            args,
+            block_idx,
+            block_dim,
+            grid_dim,
+            warp_size,
+        }
+    }
+}
+
+/// The context a simulated thread runs with (Numba's `cuda.threadIdx`, `cuda.grid(2)`,
+/// `cuda.shared.array`, `cuda.syncthreads()` ...). Small (a thread's index and two references),
+/// as every waiting thread keeps one.
+pub struct ThreadCtx<'a> {
+    ops: &'a dyn ThreadOps,
+    block: &'a BlockCtx<'a>,
+    thread_idx: Dim3,
+}
+
 impl std::fmt::Debug for ThreadCtx<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThreadCtx")
             .field("thread_idx", &self.thread_idx)
-            .field("block_idx", &self.block_idx)
+            .field("block_idx", &self.block.block_idx)
             .finish_non_exhaustive()
     }
 }
 
 impl<'a> ThreadCtx<'a> {
-    /// A context for one thread.
+    /// A context for thread `thread_idx` of `block`, which `ops` runs.
     ///
     /// # Safety
-    /// Every pointer in `args` addresses memory that stays valid for the whole launch and holds
-    /// the described array or value, and `ops` hands out shared memory valid for the block.
-    #[allow(clippy::too_many_arguments)]
+    /// `ops` hands out shared memory valid for the block.
     pub unsafe fn new(
         ops: &'a dyn ThreadOps,
-        args: &'a [ArgView<'a>],
+        block: &'a BlockCtx<'a>,
         thread_idx: Dim3,
-        block_idx: Dim3,
-        block_dim: Dim3,
-        grid_dim: Dim3,
-        warp_size: u32,
     ) -> ThreadCtx<'a> {
         ThreadCtx {
             ops,
-            args,
+            block,
             thread_idx,
-            block_idx,
-            block_dim,
-            grid_dim,
-            warp_size,
         }
     }
 
@@ -340,29 +361,31 @@ impl<'a> ThreadCtx<'a> {
 
     /// `blockIdx`.
     pub fn block_idx(&self) -> Dim3 {
-        self.block_idx
+        self.block.block_idx
     }
 
     /// `blockDim`.
     pub fn block_dim(&self) -> Dim3 {
-        self.block_dim
+        self.block.block_dim
     }
 
     /// `gridDim`.
     pub fn grid_dim(&self) -> Dim3 {
-        self.grid_dim
+        self.block.grid_dim
     }
 
     /// Numba's `cuda.grid(1)`: the global x index.
     pub fn grid1(&self) -> usize {
-        self.block_idx.x as usize * self.block_dim.x as usize + self.thread_idx.x as usize
+        self.block.block_idx.x as usize * self.block.block_dim.x as usize
+            + self.thread_idx.x as usize
     }
 
     /// Numba's `cuda.grid(2)`: the global (x, y) index.
     pub fn grid2(&self) -> (usize, usize) {
         (
             self.grid1(),
-            self.block_idx.y as usize * self.block_dim.y as usize + self.thread_idx.y as usize,
+            self.block.block_idx.y as usize * self.block.block_dim.y as usize
+                + self.thread_idx.y as usize,
         )
     }
 
@@ -372,54 +395,58 @@ impl<'a> ThreadCtx<'a> {
         (
             x,
             y,
-            self.block_idx.z as usize * self.block_dim.z as usize + self.thread_idx.z as usize,
+            self.block.block_idx.z as usize * self.block.block_dim.z as usize
+                + self.thread_idx.z as usize,
         )
     }
 
     /// Numba's `cuda.gridsize(1)`: threads in the grid along x.
     pub fn gridsize1(&self) -> usize {
-        self.grid_dim.x as usize * self.block_dim.x as usize
+        self.block.grid_dim.x as usize * self.block.block_dim.x as usize
     }
 
     /// Numba's `cuda.gridsize(2)`.
     pub fn gridsize2(&self) -> (usize, usize) {
         (
             self.gridsize1(),
-            self.grid_dim.y as usize * self.block_dim.y as usize,
+            self.block.grid_dim.y as usize * self.block.block_dim.y as usize,
         )
     }
 
     /// The thread's linear index within its block (x fastest).
     pub fn linear_thread_idx(&self) -> u32 {
         self.thread_idx.x
-            + self.thread_idx.y * self.block_dim.x
-            + self.thread_idx.z * self.block_dim.x * self.block_dim.y
+            + self.thread_idx.y * self.block.block_dim.x
+            + self.thread_idx.z * self.block.block_dim.x * self.block.block_dim.y
     }
 
     /// Threads per warp (32) or wavefront (64) on this device.
     pub fn warp_size(&self) -> u32 {
-        self.warp_size
+        self.block.warp_size
     }
 
     /// The thread's lane within its warp.
     pub fn lane_id(&self) -> u32 {
-        self.linear_thread_idx() % self.warp_size.max(1)
+        self.linear_thread_idx() % self.block.warp_size.max(1)
     }
 
     /// The thread's warp within its block.
     pub fn warp_id(&self) -> u32 {
-        self.linear_thread_idx() / self.warp_size.max(1)
+        self.linear_thread_idx() / self.block.warp_size.max(1)
     }
 
     /// Number of arguments.
     pub fn arg_count(&self) -> usize {
-        self.args.len()
+        self.block.args.len()
     }
 
     fn arg_fault(&self, index: usize, wanted: String) {
-        let found = match self.args.get(index) {
+        let found = match self.block.args.get(index) {
             Some(arg) => arg.describe(),
-            None => format!("nothing (the launch has {} arguments)", self.args.len()),
+            None => format!(
+                "nothing (the launch has {} arguments)",
+                self.block.args.len()
+            ),
         };
         self.ops.fault(format!(
             "argument {index} was used as {wanted} but is {found}"
@@ -429,7 +456,7 @@ impl<'a> ThreadCtx<'a> {
     /// Argument `index` as an array of `T` (a device array, mapped array or transferred host
     /// array). A wrong index or type is a fault, and the returned array is empty.
     pub fn array<T: Element>(&self, index: usize) -> GlobalArray<'_, T> {
-        match self.args.get(index) {
+        match self.block.args.get(index) {
             Some(ArgView::Array {
                 base,
                 shape,
@@ -438,7 +465,7 @@ impl<'a> ThreadCtx<'a> {
                 ..
             }) if *elem == TypeId::of::<T>() => {
                 // SAFETY: the executor built the view from an argument of this element type,
-                // valid for the launch (`ThreadCtx::new`'s contract).
+                // valid for the launch (`BlockCtx::new`'s contract).
                 unsafe { GlobalArray::new(self, index, base.cast::<T>(), shape, strides) }
             }
             _ => {
@@ -450,7 +477,7 @@ impl<'a> ThreadCtx<'a> {
 
     /// Argument `index` as a record of `T` (a `DeviceRecord`).
     pub fn record<T: Element>(&self, index: usize) -> GlobalRecord<'_, T> {
-        match self.args.get(index) {
+        match self.block.args.get(index) {
             Some(ArgView::Record { ptr, elem, .. }) if *elem == TypeId::of::<T>() => {
                 // SAFETY: as in `array`.
                 unsafe { GlobalRecord::new(self, ptr.cast::<T>()) }
@@ -464,7 +491,7 @@ impl<'a> ThreadCtx<'a> {
 
     /// Argument `index` as a scalar `T`.
     pub fn scalar<T: Element>(&self, index: usize) -> T {
-        match self.args.get(index) {
+        match self.block.args.get(index) {
             Some(ArgView::Scalar { bytes, elem, .. }) if *elem == TypeId::of::<T>() => {
                 bytemuck::pod_read_unaligned(bytes)
             }
@@ -598,26 +625,13 @@ impl<'a> ThreadCtx<'a> {
     #[track_caller]
     fn shuffle<T: Element>(&self, op: Collective, mask: u64, value: T, arg: i64) -> T {
         let site = Site::rust(Location::caller());
-        let size = std::mem::size_of::<T>();
-        if size > 8 {
-            self.fault(format!(
-                "{} moves values of at most 8 bytes; {} has {size}",
-                op.name(),
-                T::dtype()
-            ));
+        let Some(bits) = shuffle_bits(self, op, value) else {
             return value;
-        }
-        let mut bits = [0u8; 8];
-        bits[..size].copy_from_slice(bytemuck::bytes_of(&value));
-        let out = self.ops.collective(
-            op,
-            mask,
-            u64::from_ne_bytes(bits),
-            arg,
-            self.warp_size,
-            site,
-        );
-        bytemuck::pod_read_unaligned(&out.to_ne_bytes()[..size])
+        };
+        let out = self
+            .ops
+            .collective(op, mask, bits, arg, self.block.warp_size, site);
+        from_shuffle_bits(out)
     }
 
     /// `__shfl_sync(mask, value, src_lane)` (Numba's `shfl_sync`): the value of lane
@@ -654,7 +668,7 @@ impl<'a> ThreadCtx<'a> {
             mask,
             predicate.into(),
             0,
-            self.warp_size,
+            self.block.warp_size,
             site,
         )
     }
@@ -668,7 +682,7 @@ impl<'a> ThreadCtx<'a> {
             mask,
             predicate.into(),
             0,
-            self.warp_size,
+            self.block.warp_size,
             site,
         ) != 0
     }
@@ -682,7 +696,7 @@ impl<'a> ThreadCtx<'a> {
             mask,
             predicate.into(),
             0,
-            self.warp_size,
+            self.block.warp_size,
             site,
         ) != 0
     }
@@ -701,4 +715,31 @@ impl<'a> ThreadCtx<'a> {
     pub(crate) fn fault(&self, message: String) {
         self.ops.fault(message);
     }
+}
+
+/// `value` as a shuffle moves it (its bytes in the low end of a word); `None` after recording a
+/// fault for a type of more than 8 bytes.
+pub(crate) fn shuffle_bits<T: Element>(
+    ctx: &ThreadCtx<'_>,
+    op: Collective,
+    value: T,
+) -> Option<u64> {
+    let size = std::mem::size_of::<T>();
+    if size > 8 {
+        ctx.fault(format!(
+            "{} moves values of at most 8 bytes; {} has {size}",
+            op.name(),
+            T::dtype()
+        ));
+        return None;
+    }
+    let mut bits = [0u8; 8];
+    bits[..size].copy_from_slice(bytemuck::bytes_of(&value));
+    Some(u64::from_ne_bytes(bits))
+}
+
+/// The value a shuffle delivered in `bits` (see [`shuffle_bits`]).
+pub(crate) fn from_shuffle_bits<T: Element>(bits: u64) -> T {
+    let size = std::mem::size_of::<T>().min(8);
+    bytemuck::pod_read_unaligned(&bits.to_ne_bytes()[..size])
 }

@@ -1,0 +1,446 @@
+//! Running a block of an async closure kernel: each thread a future (`crate::thread::PolledBody`),
+//! polled in rounds instead of run on a stack of its own.
+//!
+//! A thread runs until it awaits a barrier or collective: the future records the wait in the
+//! block's schedule (the same `record_wait` as for threads on fibers) and returns `Pending`.
+//! Every round polls, in index order, each thread that may go on; at the end of the round the
+//! block's scheduler (`super::block`: `end_round`) releases exactly what it releases for
+//! threads on fibers — a block barrier once every thread waits there, warp collectives with
+//! their results — or reports divergence and spinning threads the same way. A released thread
+//! reads its result when polled again. Where a thread on a fiber pays two stack switches and a
+//! stack per barrier, a polled one pays a return and a call, and keeps only its future.
+//!
+//! The round loop runs on one fiber of the block's OS thread (so the threads' code has the
+//! simulated stack size and overflows are reported), or straight on the OS thread under Miri,
+//! which cannot interpret stack switches: async kernels are the launches Miri can run.
+
+use super::block::{Block, Phase, Schedule, record_wait};
+use super::fiber::{self, Fiber, Target};
+use super::stack;
+use crate::thread::{
+    Arrival, AsyncThreadCtx, BarrierScope, Collective, Fence, PolledBody, PolledThreads, Site,
+    Suspend, ThreadCtx, ThreadOps,
+};
+use gpu_mem_core::Error;
+use gpu_mem_core::kernel::Dim3;
+use std::cell::Cell;
+use std::panic::AssertUnwindSafe;
+use std::panic::Location;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// Atomics (and other spins) a thread may make between two awaits, and for how long, before it
+/// is reported as spinning forever: it holds the block's only OS thread, so a thread it waits
+/// for can never run. Both limits, as for threads on fibers: a thread adding up a large input
+/// with atomics is not stuck.
+const MAX_SPINS: u64 = 1 << 24;
+const MAX_SPIN_TIME: Duration = Duration::from_secs(10);
+/// From which spin the time is taken, and how often it is read after.
+const SPIN_CLOCK_FROM: u64 = 1 << 16;
+
+/// Where a polled thread stands with respect to waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    /// Running (or not started): it may start a wait.
+    Running,
+    /// Its future recorded a wait and returned `Pending`: at a barrier, or at a collective
+    /// (whose result it reads when released).
+    AtBarrier,
+    AtCollective,
+    /// The block released its wait; its future takes the result when polled.
+    Released,
+    ReleasedWithResult,
+    /// It let the others run once (`nanosleep().await`).
+    Yielded,
+}
+
+/// The payload that unwinds a thread found spinning for too long.
+struct Spinning;
+
+/// The threads of a polled block as the executor sees them: the [`ThreadOps`] behind every
+/// thread's [`ThreadCtx`] and the [`Suspend`] behind its futures, acting for the thread being
+/// polled (one at a time, on the block's OS thread). Per thread it keeps two small counters, so
+/// a block's threads take little more memory than their futures.
+struct Polled<'b, 'a> {
+    block: &'b Block<'a>,
+    /// The thread being polled.
+    current: Cell<usize>,
+    standing: Vec<Cell<Standing>>,
+    /// Static shared arrays each thread has asked for (they are matched by call order).
+    shared_calls: Vec<Cell<u32>>,
+    /// Spins of the current thread in this poll, and when the count reached [`SPIN_CLOCK_FROM`].
+    spins: Cell<u64>,
+    spinning_since: Cell<Option<Instant>>,
+}
+
+impl<'b, 'a> Polled<'b, 'a> {
+    fn new(block: &'b Block<'a>, count: usize) -> Self {
+        Polled {
+            block,
+            current: Cell::new(0),
+            standing: vec![Cell::new(Standing::Running); count],
+            shared_calls: vec![Cell::new(0); count],
+            spins: Cell::new(0),
+            spinning_since: Cell::new(None),
+        }
+    }
+
+    /// Makes `linear`, which the block lets go on, the thread being polled.
+    #[inline]
+    fn start_poll(&self, linear: usize) {
+        let standing = &self.standing[linear];
+        let was = standing.get();
+        if was == Standing::AtBarrier {
+            standing.set(Standing::Released);
+        } else if was != Standing::Running {
+            standing.set(match was {
+                Standing::AtCollective => Standing::ReleasedWithResult,
+                Standing::Yielded => Standing::Running,
+                other => other,
+            });
+        }
+        self.current.set(linear);
+        self.spins.set(0);
+        self.spinning_since.set(None);
+    }
+
+    /// Whether the current thread, having returned `Pending`, waits or yielded (else it
+    /// awaited something the executor does not know).
+    #[inline]
+    fn suspended(&self) -> bool {
+        matches!(
+            self.standing[self.current.get()].get(),
+            Standing::AtBarrier | Standing::AtCollective | Standing::Yielded
+        )
+    }
+
+    fn current_thread(&self) -> Dim3 {
+        self.block.thread_index(self.current.get() as u32)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn waiting_twice(&self, what: &str, at: Site) {
+        self.fault(format!(
+            "the thread awaits the {what} at {at} while it waits somewhere else (two barriers or collectives awaited at once)"
+        ));
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn blocking_wait(&self, what: &str, at: Site) {
+        self.fault(format!(
+            "the blocking {what} at {at} was called in an async kernel; await its async form (`t.syncthreads().await`)"
+        ));
+    }
+}
+
+impl ThreadOps for Polled<'_, '_> {
+    fn barrier(&self, _scope: BarrierScope, _fence: Fence, _mask: u64, at: Site) {
+        self.blocking_wait("barrier", at);
+    }
+
+    fn collective(
+        &self,
+        op: Collective,
+        _mask: u64,
+        value: u64,
+        _arg: i64,
+        _width: u32,
+        at: Site,
+    ) -> u64 {
+        self.blocking_wait(op.name(), at);
+        value
+    }
+
+    fn progress(&self) {
+        let spins = self.spins.get() + 1;
+        self.spins.set(spins);
+        if spins.is_multiple_of(SPIN_CLOCK_FROM) {
+            match self.spinning_since.get() {
+                None => self.spinning_since.set(Some(Instant::now())),
+                Some(since) if spins > MAX_SPINS && since.elapsed() >= MAX_SPIN_TIME => {
+                    std::panic::resume_unwind(Box::new(Spinning));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn shared(&self, bytes: usize, align: usize, dtype: &'static str) -> Option<*mut u8> {
+        let calls = &self.shared_calls[self.current.get()];
+        let index = calls.get();
+        calls.set(index + 1);
+        match self.block.shared.get(index as usize, bytes, align, dtype) {
+            Ok(ptr) => Some(ptr),
+            Err(message) => {
+                self.fault(message);
+                None
+            }
+        }
+    }
+
+    fn dynamic_shared(&self) -> (*mut u8, usize) {
+        self.block.shared.dynamic_ptr()
+    }
+
+    fn fault(&self, message: String) {
+        self.block.record_fault(self.current_thread(), message);
+    }
+}
+
+impl Suspend for Polled<'_, '_> {
+    #[inline]
+    fn arrive_at_barrier(
+        &self,
+        scope: BarrierScope,
+        fence: Fence,
+        location: &'static Location<'static>,
+    ) -> bool {
+        let linear = self.current.get();
+        let standing = &self.standing[linear];
+        if standing.get() != Standing::Running {
+            self.waiting_twice("barrier", Site::rust(location));
+            return false;
+        }
+        standing.set(Standing::AtBarrier);
+        // SAFETY: called from the thread's poll, while the round loop holds no reference to the
+        // schedule (it never keeps one across a poll).
+        let s = unsafe { self.block.schedule() };
+        record_wait(
+            s,
+            linear,
+            scope,
+            fence,
+            u64::MAX,
+            Site::rust(location),
+            None,
+        );
+        true
+    }
+
+    #[inline]
+    fn arrive_at_collective(&self, arrival: &Arrival) -> bool {
+        let linear = self.current.get();
+        let standing = &self.standing[linear];
+        if standing.get() != Standing::Running {
+            self.waiting_twice(arrival.op.name(), Site::rust(arrival.location));
+            return false;
+        }
+        let op = arrival.op;
+        self.block
+            .set_operands(linear, (arrival.value, arrival.arg, arrival.width));
+        standing.set(Standing::AtCollective);
+        // SAFETY: as for a barrier.
+        let s = unsafe { self.block.schedule() };
+        // Made here, not earlier: a site kept across a call is spilled field by field and
+        // reloaded whole, which stalls on store forwarding.
+        let at = Site::rust(arrival.location);
+        record_wait(
+            s,
+            linear,
+            op.scope(),
+            Fence::Local,
+            arrival.mask,
+            at,
+            Some(op),
+        );
+        true
+    }
+
+    #[inline]
+    fn released(&self) -> Option<u64> {
+        let standing = &self.standing[self.current.get()];
+        match standing.get() {
+            Standing::Released => {
+                standing.set(Standing::Running);
+                Some(0)
+            }
+            Standing::ReleasedWithResult => {
+                standing.set(Standing::Running);
+                Some(self.block.result_of(self.current.get()))
+            }
+            _ => None,
+        }
+    }
+
+    fn yield_now(&self) {
+        let standing = &self.standing[self.current.get()];
+        if standing.get() == Standing::Running {
+            standing.set(Standing::Yielded);
+        }
+    }
+}
+
+impl Block<'_> {
+    /// Runs every thread of an async kernel's block to completion.
+    pub(super) fn run_polled(&self, body: &dyn PolledBody) -> Result<(), Error> {
+        let count = self.block_dim.count() as usize;
+        if cfg!(miri) {
+            // SAFETY: no thread runs yet.
+            *unsafe { self.schedule() } = Schedule::take(count);
+            let outcome = self.drive_polled(body);
+            return self.fault_or(outcome);
+        }
+        let driver = {
+            // SAFETY: no thread runs yet.
+            let s = unsafe { self.schedule() };
+            *s = Schedule::take(count);
+            fiber::take_idle(1, &mut s.spare);
+            // Its `Start` names thread 0; `run_threads` sees an async kernel and runs
+            // `drive_polled_on` instead.
+            self.fresh_fiber(s, 0)?
+        };
+        stack::running(self.kernel);
+        // SAFETY: `driver` is idle and assigned this block, which outlives the call; the driver
+        // ends every thread before it returns.
+        unsafe { fiber::enter(driver) };
+        // SAFETY: no thread runs any more.
+        let s = unsafe { self.schedule() };
+        fiber::give_back_all(&mut s.spare);
+        let result = std::mem::replace(&mut s.outcome, Ok(()));
+        self.fault_or(result)
+    }
+
+    /// The block's threads, run on `fiber` (the driver `run_polled` entered); returns where the
+    /// fiber goes next (back to `run_polled`).
+    pub(super) fn drive_polled_on(&self, body: &dyn PolledBody, fiber: *const Fiber) -> Target {
+        let outcome = self.drive_polled(body);
+        // SAFETY: executor code, after the last poll.
+        let s = unsafe { self.schedule() };
+        s.fibers[0] = std::ptr::null();
+        if let Err(error) = outcome {
+            s.outcome = Err(error);
+        }
+        // The fiber switches back to `run_polled` right after this and is idle again.
+        s.spare.push(fiber);
+        Target::Main
+    }
+
+    /// Makes the threads' contexts and futures and runs them round by round; every future has
+    /// been dropped when it returns.
+    fn drive_polled(&self, body: &dyn PolledBody) -> Result<(), Error> {
+        let count = self.block_dim.count() as usize;
+        let polled = Polled::new(self, count);
+        let dim = self.block_dim;
+        let mut ctxs: Vec<AsyncThreadCtx<'_>> = Vec::with_capacity(count);
+        // In index order (x fastest), without dividing the linear index.
+        for z in 0..dim.z {
+            for y in 0..dim.y {
+                for x in 0..dim.x {
+                    // SAFETY: `polled` hands out the block's shared memory.
+                    let ctx = unsafe { ThreadCtx::new(&polled, &self.ctx, Dim3::new(x, y, z)) };
+                    ctxs.push(AsyncThreadCtx::new(ctx, &polled));
+                }
+            }
+        }
+        let mut outcome = Ok(());
+        body.run_block(&ctxs, &mut |futures| {
+            outcome = self.poll_rounds(&polled, futures);
+            // SAFETY: executor code after the last poll.
+            if unsafe { self.schedule() }.done == count {
+                // Every future completed (and was dropped then).
+                return;
+            }
+            // Threads left waiting (divergence, a fault) are dropped where they stand, their
+            // destructors run, as a closure's frames are unwound on a fiber.
+            for linear in 0..count {
+                polled.current.set(linear);
+                let ended = std::panic::catch_unwind(AssertUnwindSafe(|| futures.end(linear)));
+                if ended.is_err() {
+                    polled.fault("a destructor panicked while the thread was ended".to_string());
+                }
+            }
+        });
+        outcome
+    }
+
+    /// Polls the threads round by round until all have ended, or the block is stuck.
+    fn poll_rounds(
+        &self,
+        polled: &Polled<'_, '_>,
+        futures: &mut dyn PolledThreads,
+    ) -> Result<(), Error> {
+        let count = polled.standing.len();
+        loop {
+            // One `catch_unwind` per round, not per poll: after a panic the round goes on with
+            // the next thread.
+            let mut from = 0;
+            while from < count {
+                let round = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    self.poll_round_from(polled, futures, from);
+                }));
+                let Err(payload) = round else {
+                    break;
+                };
+                let message = if payload.is::<Spinning>() {
+                    format!(
+                        "no forward progress: the thread spun (atomics) for {} s without awaiting; a spin-wait in an async kernel must await `t.nanosleep()` so that the thread it waits for can run",
+                        MAX_SPIN_TIME.as_secs()
+                    )
+                } else {
+                    format!(
+                        "the kernel panicked: {}",
+                        super::block::panic_message(payload.as_ref())
+                    )
+                };
+                polled.fault(message);
+                let linear = polled.current.get();
+                self.polled_thread_ended(linear);
+                from = linear + 1;
+            }
+            // SAFETY: executor code between polls; nothing else holds the schedule.
+            let s = unsafe { self.schedule() };
+            if !self.end_round(s)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Polls, in index order from `from`, every thread that may go on.
+    #[inline]
+    fn poll_round_from(
+        &self,
+        polled: &Polled<'_, '_>,
+        futures: &mut dyn PolledThreads,
+        from: usize,
+    ) {
+        for linear in from..polled.standing.len() {
+            {
+                // SAFETY: executor code between polls; nothing else holds the schedule.
+                let s = unsafe { self.schedule() };
+                // Compares, not a `match`: the usual round has every thread in one phase, and
+                // the branches stay predicted where a jump table's would not.
+                let phase = s.phases[linear];
+                if phase == Phase::Waiting || phase == Phase::Done {
+                    continue;
+                }
+                if phase == Phase::Unstarted {
+                    s.phases[linear] = Phase::Ready;
+                }
+            }
+            polled.start_poll(linear);
+            let ended = match futures.poll(linear) {
+                Poll::Ready(()) => true,
+                Poll::Pending if polled.suspended() => false,
+                Poll::Pending => {
+                    polled.fault(
+                        "the kernel awaited something other than the simulator's barriers, collectives and `nanosleep`; nothing else can wake a simulated thread".to_string(),
+                    );
+                    true
+                }
+            };
+            if ended {
+                self.polled_thread_ended(linear);
+            }
+        }
+    }
+
+    fn polled_thread_ended(&self, linear: usize) {
+        // SAFETY: executor code between polls; nothing else holds the schedule.
+        let s = unsafe { self.schedule() };
+        s.phases[linear] = Phase::Done;
+        s.done += 1;
+        s.progressed = true;
+    }
+}

@@ -1,0 +1,425 @@
+//! Async closure kernels (`SimKernel::sim_async`): their threads are futures polled in rounds,
+//! and they must compute what the same kernel written as a plain closure computes — barriers,
+//! shared memory, warp shuffles and votes, block collectives, partial warps, several blocks —
+//! and fail the same way (divergence, panics), plus the failures only futures can have: a
+//! foreign future awaited, two waits at once, a blocking call, a spin that never awaits.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use gpu_mem_core::backend::DevicePtr;
+use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};
+use gpu_mem_core::{Backend, Error, Kernel};
+use gpu_mem_sim::thread::{AsyncThreadCtx, ThreadCtx};
+use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+fn launch(
+    backend: &SimBackend,
+    kernel: &Kernel,
+    config: LaunchConfig,
+    args: &[LaunchArg],
+) -> Result<(), Error> {
+    // SAFETY: the kernels stay inside their arguments (bounds-checked by the simulator).
+    unsafe { backend.launch(0, kernel, &config, args, None) }
+}
+
+fn array_arg(ptr: DevicePtr, len: usize) -> LaunchArg {
+    LaunchArg::Array {
+        ptr,
+        shape: vec![len],
+        strides: vec![1],
+        min_offset: 0,
+        span_len: len,
+        itemsize: 4,
+        elem: std::any::TypeId::of::<u32>(),
+        dtype: "u32",
+    }
+}
+
+/// Runs `kernel` with one zeroed `u32` output array of `len` elements and returns it.
+fn run_u32(
+    backend: &SimBackend,
+    kernel: &Kernel,
+    config: LaunchConfig,
+    len: usize,
+) -> Result<Vec<u32>, Error> {
+    let bytes = len * 4;
+    let out = backend.alloc(0, bytes).unwrap();
+    let zeros = vec![0u8; bytes];
+    // SAFETY: `out` holds `bytes` bytes.
+    unsafe { backend.copy_htod(0, out, zeros.as_ptr(), bytes) }.unwrap();
+    let result = launch(backend, kernel, config, &[array_arg(out, len)]);
+    let mut host = vec![0u8; bytes];
+    // SAFETY: as above; the launch was synchronous.
+    unsafe { backend.copy_dtoh(0, host.as_mut_ptr(), out, bytes) }.unwrap();
+    // SAFETY: allocated above, no work pending on it.
+    unsafe { backend.free(0, out) }.unwrap();
+    result.map(|()| {
+        host.chunks_exact(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+            .collect()
+    })
+}
+
+fn backend() -> SimBackend {
+    SimBackend::new(SimConfig::default())
+}
+
+fn linear(t: &ThreadCtx<'_>) -> usize {
+    t.linear_thread_idx() as usize
+}
+
+fn global_linear(t: &ThreadCtx<'_>) -> usize {
+    let threads = t.block_dim().count() as usize;
+    let block = t.block_idx();
+    let grid = t.grid_dim();
+    let b = (block.z as usize * grid.y as usize + block.y as usize) * grid.x as usize
+        + block.x as usize;
+    b * threads + linear(t)
+}
+
+/// A block-wide tree reduction in shared memory, with a barrier per step and thread indices in
+/// every dimension: `out[block] = sum of (linear index + 1)`; also a running barrier count.
+fn tree_sum_sync(t: &ThreadCtx<'_>) {
+    let n = t.block_dim().count() as usize;
+    let cells = t.shared_array::<u32, 1>([1024]);
+    let me = linear(t);
+    cells.set([me], me as u32 + 1);
+    t.syncthreads();
+    let mut stride = n.next_power_of_two() / 2;
+    while stride > 0 {
+        if me < stride && me + stride < n {
+            cells.set([me], cells.get([me]) + cells.get([me + stride]));
+        }
+        t.syncthreads();
+        stride /= 2;
+    }
+    if me == 0 {
+        let block = global_linear(t) / n;
+        t.array::<u32>(0).set([block], cells.get([0]));
+    }
+}
+
+async fn tree_sum_async(t: &AsyncThreadCtx<'_>) {
+    let n = t.block_dim().count() as usize;
+    let cells = t.shared_array::<u32, 1>([1024]);
+    let me = linear(t);
+    cells.set([me], me as u32 + 1);
+    t.syncthreads().await;
+    let mut stride = n.next_power_of_two() / 2;
+    while stride > 0 {
+        if me < stride && me + stride < n {
+            cells.set([me], cells.get([me]) + cells.get([me + stride]));
+        }
+        t.syncthreads().await;
+        stride /= 2;
+    }
+    if me == 0 {
+        let block = global_linear(t) / n;
+        t.array::<u32>(0).set([block], cells.get([0]));
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "closure kernels run on fibers, which Miri cannot run")]
+fn shared_memory_reductions_match_the_closure_form() {
+    let backend = backend();
+    let plain = Kernel::sim("tree_sum", tree_sum_sync);
+    let polled = Kernel::sim_async("tree_sum", async |t| tree_sum_async(t).await);
+    for (grid, block) in [
+        (Dim3::new(3, 1, 1), Dim3::new(256, 1, 1)),
+        (Dim3::new(2, 2, 1), Dim3::new(100, 1, 1)),
+        (Dim3::new(2, 1, 1), Dim3::new(8, 4, 2)),
+        (Dim3::new(1, 1, 1), Dim3::new(1024, 1, 1)),
+        (Dim3::new(5, 1, 1), Dim3::new(33, 1, 1)),
+    ] {
+        let config = LaunchConfig::new(grid, block);
+        let blocks = grid.count() as usize;
+        let n = block.count() as u32;
+        let expected = vec![n * (n + 1) / 2; blocks];
+        let by_closure = run_u32(&backend, &plain, config, blocks).unwrap();
+        let by_future = run_u32(&backend, &polled, config, blocks).unwrap();
+        assert_eq!(by_closure, expected, "closure, {grid} x {block}");
+        assert_eq!(by_future, expected, "async, {grid} x {block}");
+    }
+}
+
+/// Warp collectives and block votes, each thread writing what it got: the async form must
+/// give every thread the closure form's results, in full and partial warps.
+#[test]
+#[cfg_attr(miri, ignore = "closure kernels run on fibers, which Miri cannot run")]
+fn collectives_give_the_closure_forms_results() {
+    const PER_THREAD: usize = 8;
+    let backend = backend();
+    let plain = Kernel::sim("collectives", |t| {
+        let me = global_linear(t);
+        let lane = t.lane_id();
+        let out = t.array::<u32>(0);
+        let mut sum = lane + 1;
+        for delta in [16, 8, 4, 2, 1] {
+            sum += t.shfl_down_sync(u64::MAX, sum, delta);
+        }
+        let values = [
+            sum,
+            t.shfl_sync(u64::MAX, lane * 3, 5),
+            t.shfl_up_sync(u64::MAX, lane, 2),
+            t.shfl_xor_sync(u64::MAX, lane as f32, 7).to_bits(),
+            t.ballot_sync(u64::MAX, lane.is_multiple_of(3)) as u32,
+            u32::from(t.all_sync(u64::MAX, lane < 40))
+                + 2 * u32::from(t.any_sync(u64::MAX, lane == 9)),
+            t.syncthreads_count(me.is_multiple_of(5)),
+            u32::from(t.syncthreads_and(me < 1000)) + 2 * u32::from(t.syncthreads_or(me == 7)),
+        ];
+        for (k, v) in values.into_iter().enumerate() {
+            out.set([me * PER_THREAD + k], v);
+        }
+    });
+    let polled = Kernel::sim_async("collectives", async |t| {
+        let me = global_linear(t);
+        let lane = t.lane_id();
+        let out = t.array::<u32>(0);
+        let mut sum = lane + 1;
+        for delta in [16, 8, 4, 2, 1] {
+            sum += t.shfl_down_sync(u64::MAX, sum, delta).await;
+        }
+        let values = [
+            sum,
+            t.shfl_sync(u64::MAX, lane * 3, 5).await,
+            t.shfl_up_sync(u64::MAX, lane, 2).await,
+            t.shfl_xor_sync(u64::MAX, lane as f32, 7).await.to_bits(),
+            t.ballot_sync(u64::MAX, lane.is_multiple_of(3)).await as u32,
+            u32::from(t.all_sync(u64::MAX, lane < 40).await)
+                + 2 * u32::from(t.any_sync(u64::MAX, lane == 9).await),
+            t.syncthreads_count(me.is_multiple_of(5)).await,
+            u32::from(t.syncthreads_and(me < 1000).await)
+                + 2 * u32::from(t.syncthreads_or(me == 7).await),
+        ];
+        for (k, v) in values.into_iter().enumerate() {
+            out.set([me * PER_THREAD + k], v);
+        }
+    });
+    for (blocks, threads) in [(2u32, 64u32), (1, 48), (3, 96)] {
+        let config = LaunchConfig::new(blocks, threads);
+        let len = (blocks * threads) as usize * PER_THREAD;
+        let by_closure = run_u32(&backend, &plain, config, len).unwrap();
+        let by_future = run_u32(&backend, &polled, config, len).unwrap();
+        assert_eq!(by_future, by_closure, "{blocks} x {threads}");
+        // Not all zero: the kernels ran.
+        assert!(by_closure.iter().any(|&v| v != 0));
+    }
+}
+
+/// A barrier that half the block skips: the same divergence as the closure form, naming the
+/// barrier's line; every waiting thread's future is dropped (its destructors run).
+#[test]
+fn divergence_is_reported_and_waiting_threads_are_dropped() {
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+    struct Guard;
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let backend = backend();
+    let kernel = Kernel::sim_async("diverging", async |t| {
+        let _guard = Guard;
+        if t.thread_idx().x % 2 == 0 {
+            t.syncthreads().await;
+        }
+    });
+    let error = launch(&backend, &kernel, LaunchConfig::new(1, 64), &[]).unwrap_err();
+    match &error {
+        Error::BarrierDivergence { detail, .. } => {
+            assert!(
+                detail.contains("reached by 32 of 64 threads")
+                    && detail.contains("async_kernels.rs"),
+                "{detail}"
+            );
+        }
+        other => panic!("expected a divergence, got {other}"),
+    }
+    assert_eq!(DROPPED.load(Ordering::SeqCst), 64);
+    // The backend runs the next launch normally.
+    let polled = Kernel::sim_async("tree_sum", async |t| tree_sum_async(t).await);
+    let sums = run_u32(&backend, &polled, LaunchConfig::new(2, 64), 2).unwrap();
+    assert_eq!(sums, vec![64 * 65 / 2; 2]);
+}
+
+fn fault_message(error: &Error) -> &str {
+    match error {
+        Error::KernelFault { message, .. } => message,
+        other => panic!("expected a kernel fault, got {other}"),
+    }
+}
+
+#[test]
+fn a_panic_is_a_fault_of_its_thread() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("faulting", async |t| {
+        t.syncthreads().await;
+        if t.thread_idx().x == 3 {
+            panic!("deliberate");
+        }
+        t.syncthreads().await;
+    });
+    let error = launch(&backend, &kernel, LaunchConfig::new(2, 32), &[]).unwrap_err();
+    assert!(
+        fault_message(&error).contains("the kernel panicked: deliberate"),
+        "{error}"
+    );
+    match error {
+        Error::KernelFault { thread, block, .. } => {
+            assert_eq!((thread, block), ([3, 0, 0], [0, 0, 0]));
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn awaiting_a_foreign_future_is_a_fault_not_a_hang() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("foreign", async |t| {
+        t.syncthreads().await;
+        std::future::pending::<()>().await;
+    });
+    let error = launch(&backend, &kernel, LaunchConfig::new(1, 8), &[]).unwrap_err();
+    assert!(
+        fault_message(&error).contains("awaited something other than the simulator's"),
+        "{error}"
+    );
+}
+
+/// Polls two futures side by side (a minimal `join`).
+struct Both<A, B>(Option<Pin<Box<A>>>, Option<Pin<Box<B>>>);
+
+impl<A: Future<Output = ()>, B: Future<Output = ()>> Future for Both<A, B> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(a) = self.0.as_mut()
+            && a.as_mut().poll(cx).is_ready()
+        {
+            self.0 = None;
+        }
+        if let Some(b) = self.1.as_mut()
+            && b.as_mut().poll(cx).is_ready()
+        {
+            self.1 = None;
+        }
+        if self.0.is_none() && self.1.is_none() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+#[test]
+fn two_waits_at_once_are_a_fault() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("joined", async |t| {
+        Both(
+            Some(Box::pin(t.syncthreads())),
+            Some(Box::pin(async {
+                t.wavebarrier().await;
+            })),
+        )
+        .await;
+    });
+    let error = launch(&backend, &kernel, LaunchConfig::new(1, 32), &[]).unwrap_err();
+    assert!(
+        fault_message(&error).contains("while it waits somewhere else"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_blocking_barrier_in_an_async_kernel_is_a_fault() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("blocking", async |t| {
+        ThreadCtx::syncthreads(t);
+    });
+    let error = launch(&backend, &kernel, LaunchConfig::new(1, 4), &[]).unwrap_err();
+    assert!(
+        fault_message(&error).contains("the blocking barrier at"),
+        "{error}"
+    );
+}
+
+/// Thread 0 spins until the block's last thread has raised a flag: awaiting `nanosleep` in
+/// the loop lets the others run.
+#[test]
+fn a_spin_wait_that_awaits_nanosleep_finishes() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("flag", async |t| {
+        let flag = t.shared_array::<u32, 1>([1]);
+        let n = t.block_dim().x;
+        let me = t.thread_idx().x;
+        if me == 0 {
+            let mut spins = 0u32;
+            while flag.atomic_add([0], 0) == 0 {
+                spins += 1;
+                t.nanosleep().await;
+            }
+            t.array::<u32>(0).set([0], spins);
+        } else if me == n - 1 {
+            flag.atomic_exch([0], 1);
+        }
+    });
+    let out = run_u32(&backend, &kernel, LaunchConfig::new(1, 64), 1).unwrap();
+    // Thread 0 ran first, found no flag, let the others run once, then found it.
+    assert_eq!(out, vec![1]);
+}
+
+/// Under Miri (no fibers): barriers, shared memory and a warp shuffle over two blocks, with
+/// every future pinned in place while it waits.
+#[test]
+fn async_kernels_run_under_miri() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("small", async |t| {
+        let cells = t.shared_array::<u32, 1>([8]);
+        let me = t.thread_idx().x as usize;
+        let local = [me as u32; 4];
+        cells.set([me], local[me % 4] + 1);
+        t.syncthreads().await;
+        let left = cells.get([(me + 7) % 8]);
+        let right = t.shfl_xor_sync(u64::MAX, left, 1).await;
+        t.syncthreads().await;
+        t.array::<u32>(0)
+            .set([global_linear(t)], left * 100 + right + local[0]);
+    });
+    let out = run_u32(&backend, &kernel, LaunchConfig::new(2, 8), 16).unwrap();
+    let expected: Vec<u32> = (0..16u32)
+        .map(|i| {
+            let me = i % 8;
+            let left = (me + 7) % 8 + 1;
+            let right = ((me ^ 1) + 7) % 8 + 1;
+            left * 100 + right + me
+        })
+        .collect();
+    assert_eq!(out, expected);
+}
+
+/// A spin-wait that never awaits holds the block's only OS thread, so the thread it waits for
+/// never runs: reported as a fault after the spin limits (10 s), not a hang.
+#[test]
+#[cfg_attr(miri, ignore = "spins for 10 s")]
+fn a_spin_wait_that_never_awaits_is_reported() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("spin", async |t| {
+        let flag = t.shared_array::<u32, 1>([1]);
+        if t.thread_idx().x == 0 {
+            while flag.atomic_add([0], 0) == 0 {}
+        } else {
+            flag.atomic_exch([0], 1);
+        }
+    });
+    let started = std::time::Instant::now();
+    let error = launch(&backend, &kernel, LaunchConfig::new(1, 2), &[]).unwrap_err();
+    assert!(
+        fault_message(&error).contains("no forward progress: the thread spun"),
+        "{error}"
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_secs(10));
+}

@@ -2,7 +2,8 @@
 //!
 //! `cargo bench -p gpu-mem --bench kernels` runs the library kernels from their portable source
 //! (compiled by the host C++ compiler) and, side by side, the same kernels written as Rust
-//! closures (this file's twins), for the tiled matmul at n = 32..512 and the block sum of
+//! closures and as async Rust closures (this file's twins), for the tiled matmul at n = 32..512
+//! and the block sum of
 //! 2^14..2^22 `f32`. It prints each median next to a plain single-threaded i-k-j loop (matmul)
 //! and the figures measured on this machine class with Numba 0.68.1 + numba-cuda 0.30.4 in its
 //! CUDA simulator (the lower end of the measured ranges), the scaling exponent of each series,
@@ -94,6 +95,58 @@ fn block_sum_closure() -> Kernel {
                 cache.set([tid], cache.get([tid]) + cache.get([tid + stride]));
             }
             t.syncthreads();
+            stride /= 2;
+        }
+        let block = t.block_idx().x as usize;
+        if tid == 0 && block < partial.len() {
+            partial.set([block], cache.get([0]));
+        }
+    })
+}
+
+/// The async closure twin of `matmul_tiled.cu` (simulator only).
+fn matmul_async() -> Kernel {
+    Kernel::sim_async("matmul_tiled_async", async |t| {
+        let (a, b, c) = (t.array::<f32>(0), t.array::<f32>(1), t.array::<f32>(2));
+        let sa = t.shared_array::<f32, 2>([TPB, TPB]);
+        let sb = t.shared_array::<f32, 2>([TPB, TPB]);
+        let (x, y) = t.grid2();
+        let (tx, ty) = (t.thread_idx().x as usize, t.thread_idx().y as usize);
+        let (rows, inner, cols) = (a.shape()[0], a.shape()[1], b.shape()[1]);
+        let mut acc = 0.0f32;
+        for i in 0..inner.div_ceil(TPB) {
+            let (col, row) = (tx + i * TPB, ty + i * TPB);
+            let from_a = y < rows && col < inner;
+            sa.set([ty, tx], if from_a { a.get([y, col]) } else { 0.0 });
+            let from_b = x < cols && row < inner;
+            sb.set([ty, tx], if from_b { b.get([row, x]) } else { 0.0 });
+            t.syncthreads().await;
+            for j in 0..TPB {
+                acc += sa.get([ty, j]) * sb.get([j, tx]);
+            }
+            t.syncthreads().await;
+        }
+        if y < c.shape()[0] && x < c.shape()[1] {
+            c.set([y, x], acc);
+        }
+    })
+}
+
+/// The async closure twin of `block_sum.cu` (simulator only).
+fn block_sum_async() -> Kernel {
+    Kernel::sim_async("block_sum_async", async |t| {
+        let (input, partial) = (t.array::<f32>(0), t.array::<f32>(1));
+        let cache = t.dynamic_shared::<f32>();
+        let tid = t.thread_idx().x as usize;
+        let i = t.grid1();
+        cache.set([tid], if i < input.len() { input.get([i]) } else { 0.0 });
+        t.syncthreads().await;
+        let mut stride = t.block_dim().x as usize / 2;
+        while stride > 0 {
+            if tid < stride {
+                cache.set([tid], cache.get([tid]) + cache.get([tid + stride]));
+            }
+            t.syncthreads().await;
             stride /= 2;
         }
         let block = t.block_idx().x as usize;
@@ -233,16 +286,24 @@ fn main() -> gpu_mem::Result<()> {
     let device = runtime.device(0)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "gpu-mem simulator kernels ({cores} cores), medians; source = portable source (C++), closure = Rust closure twin\n"
+        "gpu-mem simulator kernels ({cores} cores), medians; source = portable source (C++), closure = Rust closure twin, async = async Rust closure twin\n"
     );
 
-    let (source_mm, closure_mm) = (matmul_tiled(), matmul_closure());
+    let (source_mm, closure_mm, async_mm) = (matmul_tiled(), matmul_closure(), matmul_async());
     let mut mm_source = Vec::new();
     let mut mm_closure = Vec::new();
+    let mut mm_async = Vec::new();
     let mut mm_plain = Vec::new();
     println!(
-        "{:<16} {:>12} {:>12} {:>12} {:>10} {:>10}",
-        "tiled matmul", "source", "closure", "i-k-j loop", "src/loop", "cl/loop"
+        "{:<16} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
+        "tiled matmul",
+        "source",
+        "closure",
+        "async",
+        "i-k-j loop",
+        "src/loop",
+        "cl/loop",
+        "as/loop"
     );
     for n in [32usize, 64, 128, 256, 512] {
         // Many runs of the small sizes: a launch of a few hundred microseconds is easily caught
@@ -254,31 +315,40 @@ fn main() -> gpu_mem::Result<()> {
         };
         let s = matmul_time(&device, &source_mm, n, runs)?;
         let c = matmul_time(&device, &closure_mm, n, runs)?;
+        let a = matmul_time(&device, &async_mm, n, runs)?;
         let p = plain_time(n, runs)?;
         println!(
-            "{:<16} {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>9.1}x {:>9.1}x",
+            "{:<16} {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>9.1}x {:>9.1}x {:>9.1}x",
             format!("n={n}"),
             s * 1e3,
             c * 1e3,
+            a * 1e3,
             p * 1e3,
             s / p,
-            c / p
+            c / p,
+            a / p
         );
         mm_source.push((n, s));
         mm_closure.push((n, c));
+        mm_async.push((n, a));
         mm_plain.push((n, p));
     }
     println!(
-        "scaling exponent (time ~ n^e): source {:.2}, closure {:.2}, loop {:.2}\n",
+        "scaling exponent (time ~ n^e): source {:.2}, closure {:.2}, async {:.2}, loop {:.2}\n",
         exponent(&mm_source),
         exponent(&mm_closure),
+        exponent(&mm_async),
         exponent(&mm_plain)
     );
 
-    let (source_bs, closure_bs) = (block_sum(), block_sum_closure());
+    let (source_bs, closure_bs, async_bs) = (block_sum(), block_sum_closure(), block_sum_async());
     let mut bs_source = Vec::new();
     let mut bs_closure = Vec::new();
-    println!("{:<16} {:>12} {:>12}", "block sum f32", "source", "closure");
+    let mut bs_async = Vec::new();
+    println!(
+        "{:<16} {:>12} {:>12} {:>12}",
+        "block sum f32", "source", "closure", "async"
+    );
     for log in [14u32, 16, 18, 20, 22] {
         let n = 1usize << log;
         let runs = match log {
@@ -288,19 +358,23 @@ fn main() -> gpu_mem::Result<()> {
         };
         let s = block_sum_time(&device, &source_bs, n, runs)?;
         let c = block_sum_time(&device, &closure_bs, n, runs)?;
+        let a = block_sum_time(&device, &async_bs, n, runs)?;
         println!(
-            "{:<16} {:>9.3} ms {:>9.3} ms",
+            "{:<16} {:>9.3} ms {:>9.3} ms {:>9.3} ms",
             format!("2^{log}"),
             s * 1e3,
-            c * 1e3
+            c * 1e3,
+            a * 1e3
         );
         bs_source.push((n, s));
         bs_closure.push((n, c));
+        bs_async.push((n, a));
     }
     println!(
-        "scaling exponent: source {:.2}, closure {:.2}\n",
+        "scaling exponent: source {:.2}, closure {:.2}, async {:.2}\n",
         exponent(&bs_source),
-        exponent(&bs_closure)
+        exponent(&bs_closure),
+        exponent(&bs_async)
     );
 
     let find = |points: &[(usize, f64)], n: usize| {
@@ -361,12 +435,14 @@ fn main() -> gpu_mem::Result<()> {
     println!("\ntargets {}", if ok { "met" } else { "NOT met" });
     if json {
         println!(
-            "{{\"bench\":\"kernels\",\"matmul\":{{\"source\":{},\"closure\":{},\"ikj_loop\":{}}},\"block_sum\":{{\"source\":{},\"closure\":{}}},\"matmul_256_ratio\":{ratio_256:e},\"numba_speedup_matmul_64\":{:e},\"numba_speedup_block_sum_65536\":{:e},\"compile_cold_seconds\":{cold:e},\"compile_same_source_seconds\":{same_source:e},\"relaunch_seconds\":{relaunch:e},\"targets_met\":{ok}}}",
+            "{{\"bench\":\"kernels\",\"matmul\":{{\"source\":{},\"closure\":{},\"async_closure\":{},\"ikj_loop\":{}}},\"block_sum\":{{\"source\":{},\"closure\":{},\"async_closure\":{}}},\"matmul_256_ratio\":{ratio_256:e},\"numba_speedup_matmul_64\":{:e},\"numba_speedup_block_sum_65536\":{:e},\"compile_cold_seconds\":{cold:e},\"compile_same_source_seconds\":{same_source:e},\"relaunch_seconds\":{relaunch:e},\"targets_met\":{ok}}}",
             json_series(&mm_source),
             json_series(&mm_closure),
+            json_series(&mm_async),
             json_series(&mm_plain),
             json_series(&bs_source),
             json_series(&bs_closure),
+            json_series(&bs_async),
             NUMBA_MATMUL_64 / find(&mm_source, 64),
             NUMBA_BLOCK_SUM_65536 / find(&bs_source, 1 << 16),
         );

@@ -71,9 +71,9 @@ pub mod prelude {
         ManagedArray, MapFlags, MappedArray, MemoryPool, Order, Out, PinnedArray, Registered,
         ReshapeOrder, Result, Scalar, SmartArray, Stream, Where,
     };
-    /// Closure kernels, which only the simulator runs.
+    /// Closure kernels (plain or async), which only the simulator runs.
     #[cfg(feature = "sim")]
-    pub use gpu_mem_sim::thread::{Fence, SimKernel, ThreadCtx};
+    pub use gpu_mem_sim::thread::{AsyncThreadCtx, Fence, SimKernel, ThreadCtx};
     pub use ndarray::s;
 }
 

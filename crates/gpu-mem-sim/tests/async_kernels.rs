@@ -423,3 +423,25 @@ fn a_spin_wait_that_never_awaits_is_reported() {
     );
     assert!(started.elapsed() >= std::time::Duration::from_secs(10));
 }
+
+/// A closure returning a future runs its own code when the thread first runs: a panic there is
+/// that thread's fault, as anywhere else in the kernel.
+#[test]
+fn a_panic_before_the_future_is_a_fault_of_its_thread() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("early", |t: &AsyncThreadCtx<'_>| {
+        if t.thread_idx().x == 2 {
+            panic!("before the future");
+        }
+        async {}
+    });
+    let error = launch(&backend, &kernel, LaunchConfig::new(1, 8), &[]).unwrap_err();
+    assert!(
+        fault_message(&error).contains("the kernel panicked: before the future"),
+        "{error}"
+    );
+    match error {
+        Error::KernelFault { thread, .. } => assert_eq!(thread, [2, 0, 0]),
+        _ => unreachable!(),
+    }
+}

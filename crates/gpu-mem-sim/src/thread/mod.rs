@@ -11,12 +11,15 @@
 //! An async closure ([`SimKernel::sim_async`], [`AsyncThreadCtx`]) awaits its barriers and
 //! collectives instead of blocking in them, so its threads need no stack of their own.
 
+mod async_body;
 mod async_ctx;
 mod atomics;
 mod ctx;
 mod global;
 mod local;
 
+use async_body::{AsyncBody, AsyncClosure};
+pub(crate) use async_body::{PolledBody, PolledThreads};
 pub use async_ctx::AsyncThreadCtx;
 pub(crate) use async_ctx::{Arrival, Suspend};
 pub use atomics::{AtomicElement, AtomicInteger};
@@ -25,10 +28,7 @@ pub use global::{GlobalArray, GlobalRecord};
 pub use local::{LocalArray, SharedArray};
 
 use gpu_mem_core::Kernel;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 
 /// The simulator's closure form of a kernel: run once per simulated thread.
 pub type SimKernelFn = dyn Fn(&ThreadCtx<'_>) + Send + Sync;
@@ -82,78 +82,6 @@ impl SimKernel for Kernel {
         body: impl AsyncFn(&AsyncThreadCtx<'_>) + Send + Sync + 'static,
     ) -> Kernel {
         self.with_sim_form(Arc::new(AsyncBody(Box::new(AsyncClosure(body)))))
-    }
-}
-
-/// The async closure as a [`Kernel`] carries it.
-pub(crate) struct AsyncBody(pub(crate) Box<dyn PolledBody>);
-
-/// An async closure kernel, its futures' type erased: the executor hands it a block's
-/// contexts, and it hands back the block's threads as futures to poll.
-pub(crate) trait PolledBody: Send + Sync {
-    /// Makes each thread's future from its context (none runs yet) and calls `drive` with them;
-    /// every future has been dropped when it returns.
-    fn run_block(&self, ctxs: &[AsyncThreadCtx<'_>], drive: &mut dyn FnMut(&mut dyn PolledThreads));
-}
-
-/// A block's threads as futures, by linear index.
-pub(crate) trait PolledThreads {
-    /// Polls thread `linear`; `Ready` when it has ended (its future is dropped then).
-    fn poll(&mut self, linear: usize) -> Poll<()>;
-    /// Ends thread `linear` where it stands: drops its future.
-    fn end(&mut self, linear: usize);
-}
-
-struct AsyncClosure<F>(F);
-
-impl<F> PolledBody for AsyncClosure<F>
-where
-    F: AsyncFn(&AsyncThreadCtx<'_>) + Send + Sync,
-{
-    fn run_block(
-        &self,
-        ctxs: &[AsyncThreadCtx<'_>],
-        drive: &mut dyn FnMut(&mut dyn PolledThreads),
-    ) {
-        // Calling the closure only captures the context; the body runs when first polled.
-        let mut futures: Vec<Option<_>> = ctxs.iter().map(|ctx| Some((self.0)(ctx))).collect();
-        drive(&mut Futures(&mut futures));
-    }
-}
-
-/// The futures of a block's threads, each pinned where it lies: the vector is neither resized
-/// nor moved out of while they live, and each is dropped in place.
-struct Futures<'v, Fut>(&'v mut [Option<Fut>]);
-
-impl<Fut: Future<Output = ()>> Futures<'_, Fut> {
-    fn pinned(&mut self, linear: usize) -> Option<Pin<&mut Option<Fut>>> {
-        let slot = self.0.get_mut(linear)?;
-        // SAFETY: see the type: a future never moves once made, and is dropped in place.
-        Some(unsafe { Pin::new_unchecked(slot) })
-    }
-}
-
-impl<Fut: Future<Output = ()>> PolledThreads for Futures<'_, Fut> {
-    fn poll(&mut self, linear: usize) -> Poll<()> {
-        let Some(mut slot) = self.pinned(linear) else {
-            return Poll::Ready(());
-        };
-        let Some(future) = slot.as_mut().as_pin_mut() else {
-            return Poll::Ready(());
-        };
-        // The executor polls a thread again when the block releases it, not on a wake-up.
-        let mut context = Context::from_waker(Waker::noop());
-        let poll = future.poll(&mut context);
-        if poll.is_ready() {
-            slot.set(None);
-        }
-        poll
-    }
-
-    fn end(&mut self, linear: usize) {
-        if let Some(mut slot) = self.pinned(linear) {
-            slot.set(None);
-        }
     }
 }
 

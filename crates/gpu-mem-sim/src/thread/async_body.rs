@@ -90,9 +90,10 @@ impl<M: Fn(usize) -> Fut, Fut: Future<Output = ()>> PolledThreads for Threads<'_
             // Made where it will stay.
             slot.set(Slot::Running((self.make)(linear)));
         }
-        // SAFETY: a projection of the pinned slot onto its future, which is never moved out
-        // (the slot is only ever replaced whole, through `Pin::set`, which drops it in place).
+        // SAFETY: only used to project onto the future below; nothing is moved out.
         let future = match unsafe { slot.as_mut().get_unchecked_mut() } {
+            // SAFETY: a projection of the pinned slot onto its future, which is never moved out
+            // (the slot is only ever replaced whole, through `Pin::set`, which drops it in place).
             Slot::Running(future) => unsafe { Pin::new_unchecked(future) },
             Slot::Unstarted | Slot::Ended => return Poll::Ready(()),
         };

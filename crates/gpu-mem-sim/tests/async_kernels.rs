@@ -286,7 +286,7 @@ fn awaiting_a_foreign_future_is_a_fault_not_a_hang() {
     });
     let error = launch(&backend, &kernel, LaunchConfig::new(1, 8), &[]).unwrap_err();
     assert!(
-        fault_message(&error).contains("awaited something other than the simulator's"),
+        fault_message(&error).contains("returned `Pending` without waiting"),
         "{error}"
     );
 }
@@ -444,4 +444,72 @@ fn a_panic_before_the_future_is_a_fault_of_its_thread() {
         Error::KernelFault { thread, .. } => assert_eq!(thread, [2, 0, 0]),
         _ => unreachable!(),
     }
+}
+
+/// Polls a future once and completes, dropping it (what `now_or_never` does).
+struct PollOnce<F>(Option<Pin<Box<F>>>);
+
+impl<F: Future> Future for PollOnce<F> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(mut inner) = self.0.take() {
+            let _ = inner.as_mut().poll(cx);
+        }
+        Poll::Ready(())
+    }
+}
+
+/// A barrier polled once and dropped is a fault of its thread; the block's counts stay right,
+/// so the launch ends at once (no false "no forward progress" after 10 s).
+#[test]
+fn a_wait_dropped_before_its_release_is_a_fault() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("dropped", async |t| {
+        if t.thread_idx().x == 1 {
+            PollOnce(Some(Box::pin(t.syncthreads()))).await;
+        }
+        t.syncthreads().await;
+    });
+    let started = std::time::Instant::now();
+    let error = launch(&backend, &kernel, LaunchConfig::new(1, 4), &[]).unwrap_err();
+    assert!(
+        fault_message(&error).contains("dropped before the block released it"),
+        "{error}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+/// A thread ended for a foreign `Pending` is dropped at once; its destructor's panic is a fault,
+/// not an abort of the process.
+#[test]
+fn a_destructor_panicking_as_its_thread_is_ended_is_a_fault() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("in a destructor");
+        }
+    }
+    let backend = backend();
+    let kernel = Kernel::sim_async("panicking_drop", async |_| {
+        let _guard = PanicsOnDrop;
+        std::future::pending::<()>().await;
+    });
+    let error = launch(&backend, &kernel, LaunchConfig::new(2, 4), &[]).unwrap_err();
+    assert!(matches!(error, Error::KernelFault { .. }), "{error}");
+}
+
+/// Letting the others run and waiting at a barrier in one poll (a join of both) is allowed.
+#[test]
+fn nanosleep_joined_with_a_barrier_completes() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("joined_sleep", async |t| {
+        Both(
+            Some(Box::pin(t.nanosleep())),
+            Some(Box::pin(t.syncthreads())),
+        )
+        .await;
+        t.array::<u32>(0).set([t.thread_idx().x as usize], 7);
+    });
+    let out = run_u32(&backend, &kernel, LaunchConfig::new(1, 8), 8).unwrap();
+    assert_eq!(out, vec![7; 8]);
 }

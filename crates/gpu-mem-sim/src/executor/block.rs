@@ -1045,8 +1045,8 @@ pub(super) fn ballot_mask(lanes: usize) -> u64 {
     }
 }
 
-/// Recounts the waiting threads after a release.
-fn recount(s: &mut Schedule) {
+/// Recounts the waiting threads after a release (or a wait taken back).
+pub(super) fn recount(s: &mut Schedule) {
     s.waiting = 0;
     s.block_waiting = 0;
     s.first_block_wait = None;

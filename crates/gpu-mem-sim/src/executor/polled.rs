@@ -14,7 +14,7 @@
 //! simulated stack size and overflows are reported), or straight on the OS thread under Miri,
 //! which cannot interpret stack switches: async kernels are the launches Miri can run.
 
-use super::block::{Block, Phase, Schedule, record_wait};
+use super::block::{Block, Phase, Schedule, record_wait, recount};
 use super::fiber::{self, Fiber, Target};
 use super::stack;
 use crate::thread::{
@@ -71,6 +71,9 @@ struct Polled<'b, 'a> {
     /// Spins of the current thread in this poll, and when the count reached [`SPIN_CLOCK_FROM`].
     spins: Cell<u64>,
     spinning_since: Cell<Option<Instant>>,
+    /// The executor is dropping the current thread's future: its destructors' waits return at
+    /// once, as on a fiber being unwound, and the waits it drops are not faults.
+    ending: Cell<bool>,
 }
 
 impl<'b, 'a> Polled<'b, 'a> {
@@ -82,6 +85,7 @@ impl<'b, 'a> Polled<'b, 'a> {
             shared_calls: vec![Cell::new(0); count],
             spins: Cell::new(0),
             spinning_since: Cell::new(None),
+            ending: Cell::new(false),
         }
     }
 
@@ -104,6 +108,20 @@ impl<'b, 'a> Polled<'b, 'a> {
         self.spinning_since.set(None);
     }
 
+    /// Drops thread `linear`'s future where it stands (it ended by a fault, or the block is
+    /// over); a panic of its destructors is the thread's fault.
+    fn end_thread(&self, linear: usize, futures: &mut dyn PolledThreads) {
+        self.current.set(linear);
+        self.spins.set(0);
+        self.spinning_since.set(None);
+        self.ending.set(true);
+        let ended = std::panic::catch_unwind(AssertUnwindSafe(|| futures.end(linear)));
+        self.ending.set(false);
+        if ended.is_err() {
+            self.fault("a destructor panicked while the thread was ended".to_string());
+        }
+    }
+
     /// Whether the current thread, having returned `Pending`, waits or yielded (else it
     /// awaited something the executor does not know).
     #[inline]
@@ -121,6 +139,9 @@ impl<'b, 'a> Polled<'b, 'a> {
     #[cold]
     #[inline(never)]
     fn waiting_twice(&self, what: &str, at: Site) {
+        if self.ending.get() {
+            return;
+        }
         self.fault(format!(
             "the thread awaits the {what} at {at} while it waits somewhere else (two barriers or collectives awaited at once)"
         ));
@@ -129,6 +150,10 @@ impl<'b, 'a> Polled<'b, 'a> {
     #[cold]
     #[inline(never)]
     fn blocking_wait(&self, what: &str, at: Site) {
+        if self.ending.get() {
+            // A destructor run as the thread is ended: nobody is left to wait for.
+            return;
+        }
         self.fault(format!(
             "the blocking {what} at {at} was called in an async kernel; await its async form (`t.syncthreads().await`)"
         ));
@@ -154,6 +179,10 @@ impl ThreadOps for Polled<'_, '_> {
     }
 
     fn progress(&self) {
+        if self.ending.get() || std::thread::panicking() {
+            // Unwinding out of a destructor, or a second unwind, would abort the process.
+            return;
+        }
         let spins = self.spins.get() + 1;
         self.spins.set(spins);
         if spins.is_multiple_of(SPIN_CLOCK_FROM) {
@@ -199,7 +228,7 @@ impl Suspend for Polled<'_, '_> {
     ) -> bool {
         let linear = self.current.get();
         let standing = &self.standing[linear];
-        if standing.get() != Standing::Running {
+        if !may_arrive(standing.get()) || self.ending.get() {
             self.waiting_twice("barrier", Site::rust(location));
             return false;
         }
@@ -223,7 +252,7 @@ impl Suspend for Polled<'_, '_> {
     fn arrive_at_collective(&self, arrival: &Arrival) -> bool {
         let linear = self.current.get();
         let standing = &self.standing[linear];
-        if standing.get() != Standing::Running {
+        if !may_arrive(standing.get()) || self.ending.get() {
             self.waiting_twice(arrival.op.name(), Site::rust(arrival.location));
             return false;
         }
@@ -266,10 +295,43 @@ impl Suspend for Polled<'_, '_> {
 
     fn yield_now(&self) {
         let standing = &self.standing[self.current.get()];
+        // (A thread that also waits somewhere is polled again when released anyway.)
         if standing.get() == Standing::Running {
             standing.set(Standing::Yielded);
         }
     }
+
+    #[cold]
+    fn abandon(&self) {
+        if self.ending.get() {
+            return;
+        }
+        let linear = self.current.get();
+        let standing = &self.standing[linear];
+        match standing.get() {
+            Standing::AtBarrier | Standing::AtCollective => {
+                standing.set(Standing::Running);
+                // SAFETY: a wait is dropped by the thread's own code, in its poll, while the
+                // round loop holds no reference to the schedule.
+                let s = unsafe { self.block.schedule() };
+                if s.phases[linear] == Phase::Waiting {
+                    s.phases[linear] = Phase::Ready;
+                    recount(s);
+                }
+                self.fault(
+                    "a barrier or collective was dropped before the block released it (polled once and dropped, as `select` or `now_or_never` do); a thread must await its waits to the end".to_string(),
+                );
+            }
+            // Released: it only never read its result.
+            Standing::Released | Standing::ReleasedWithResult => standing.set(Standing::Running),
+            Standing::Running | Standing::Yielded => {}
+        }
+    }
+}
+
+/// Whether a thread in `standing` may start a wait (a thread that let the others run may too).
+fn may_arrive(standing: Standing) -> bool {
+    matches!(standing, Standing::Running | Standing::Yielded)
 }
 
 impl Block<'_> {
@@ -339,17 +401,13 @@ impl Block<'_> {
             outcome = self.poll_rounds(&polled, futures);
             // SAFETY: executor code after the last poll.
             if unsafe { self.schedule() }.done == count {
-                // Every future completed (and was dropped then).
+                // Every future completed or was ended (and was dropped then).
                 return;
             }
             // Threads left waiting (divergence, a fault) are dropped where they stand, their
             // destructors run, as a closure's frames are unwound on a fiber.
             for linear in 0..count {
-                polled.current.set(linear);
-                let ended = std::panic::catch_unwind(AssertUnwindSafe(|| futures.end(linear)));
-                if ended.is_err() {
-                    polled.fault("a destructor panicked while the thread was ended".to_string());
-                }
+                polled.end_thread(linear, futures);
             }
         });
         outcome
@@ -387,6 +445,7 @@ impl Block<'_> {
                 polled.fault(message);
                 let linear = polled.current.get();
                 self.polled_thread_ended(linear);
+                polled.end_thread(linear, futures);
                 from = linear + 1;
             }
             // SAFETY: executor code between polls; nothing else holds the schedule.
@@ -420,27 +479,34 @@ impl Block<'_> {
                 }
             }
             polled.start_poll(linear);
-            let ended = match futures.poll(linear) {
-                Poll::Ready(()) => true,
-                Poll::Pending if polled.suspended() => false,
+            match futures.poll(linear) {
+                Poll::Ready(()) => self.polled_thread_ended(linear),
+                Poll::Pending if polled.suspended() => {}
                 Poll::Pending => {
                     polled.fault(
-                        "the kernel awaited something other than the simulator's barriers, collectives and `nanosleep`; nothing else can wake a simulated thread".to_string(),
+                        "the kernel's thread returned `Pending` without waiting at one of the simulator's barriers, collectives or `nanosleep` (it awaited something else, a timer or a channel, say); nothing else can wake a simulated thread".to_string(),
                     );
-                    true
+                    self.polled_thread_ended(linear);
+                    polled.end_thread(linear, futures);
                 }
-            };
-            if ended {
-                self.polled_thread_ended(linear);
             }
         }
     }
 
+    /// Counts thread `linear` as ended (once, whatever it was doing).
     fn polled_thread_ended(&self, linear: usize) {
         // SAFETY: executor code between polls; nothing else holds the schedule.
         let s = unsafe { self.schedule() };
+        let was = s.phases[linear];
+        if was == Phase::Done {
+            return;
+        }
         s.phases[linear] = Phase::Done;
         s.done += 1;
         s.progressed = true;
+        if was == Phase::Waiting {
+            // It ended by a fault while counted as waiting.
+            recount(s);
+        }
     }
 }

@@ -5,9 +5,10 @@
 //! A thread that awaits one returns to the executor, which keeps the thread's state (the
 //! closure's future) and polls it again once the barrier or collective releases it. A thread is
 //! then a few dozen bytes of future instead of a stack: the block's threads run in rounds of
-//! plain calls (`crate::executor`), which is what makes barriers cheap. The futures complete
-//! only through the executor that runs the kernel; a kernel that awaits anything else, or two
-//! of them at once, is reported as a fault instead of hanging.
+//! plain calls (`crate::executor`), which is what makes barriers cheap. These futures complete
+//! only through the executor that runs the kernel, and nothing else can wake a simulated thread:
+//! a thread that returns `Pending` for anything else (a timer, a channel), awaits two waits at
+//! once or drops one before it completes is reported as a fault instead of hanging.
 
 use crate::thread::{BarrierScope, Collective, Fence, ThreadCtx};
 use gpu_mem_core::Element;
@@ -52,6 +53,9 @@ pub(crate) trait Suspend {
     /// Records that the thread lets the others run once; it returns `Pending` and is polled
     /// again in the block's next round.
     fn yield_now(&self);
+    /// A wait that arrived was dropped before it completed: the thread no longer waits there
+    /// (a fault, unless the block had released it already or is ending the thread).
+    fn abandon(&self);
 }
 
 /// The context a thread of an async closure kernel runs with (see [`crate::SimKernel::sim_async`]).
@@ -264,7 +268,10 @@ impl<'a> AsyncThreadCtx<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     New,
+    /// Arrived: the thread waits here.
     Waiting,
+    /// Refused (the thread waited somewhere else; a fault was recorded): it never completes.
+    Refused,
     Done,
 }
 
@@ -285,11 +292,16 @@ impl Future for BarrierWait<'_> {
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
         match self.stage {
             Stage::New => {
-                // A refused arrival (the thread waits elsewhere) is a recorded fault; the
-                // thread stays suspended, and the fault ends the launch.
-                self.suspend
+                // A refused arrival (the thread waits elsewhere) is a recorded fault: the launch
+                // fails once the block is done, and this wait never completes.
+                let arrived = self
+                    .suspend
                     .arrive_at_barrier(self.scope, self.fence, self.location);
-                self.stage = Stage::Waiting;
+                self.stage = if arrived {
+                    Stage::Waiting
+                } else {
+                    Stage::Refused
+                };
                 Poll::Pending
             }
             Stage::Waiting => match self.suspend.released() {
@@ -299,9 +311,17 @@ impl Future for BarrierWait<'_> {
                 }
                 None => Poll::Pending,
             },
-            // Polled after it completed (only a hand-written poll can): it stays pending, which
-            // the executor reports as a wait it does not know.
-            Stage::Done => Poll::Pending,
+            // Refused, or polled after it completed (only a hand-written poll can): it stays
+            // pending, which the executor reports as a wait it does not know.
+            Stage::Refused | Stage::Done => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for BarrierWait<'_> {
+    fn drop(&mut self) {
+        if self.stage == Stage::Waiting {
+            self.suspend.abandon();
         }
     }
 }
@@ -373,8 +393,11 @@ impl<R: Outcome> Future for CollectiveWait<'_, R> {
                     return Poll::Ready(value);
                 }
                 // As for a barrier: a refused arrival is a recorded fault.
-                this.suspend.arrive_at_collective(&this.arrival);
-                this.stage = Stage::Waiting;
+                this.stage = if this.suspend.arrive_at_collective(&this.arrival) {
+                    Stage::Waiting
+                } else {
+                    Stage::Refused
+                };
                 Poll::Pending
             }
             Stage::Waiting => match this.suspend.released() {
@@ -385,7 +408,15 @@ impl<R: Outcome> Future for CollectiveWait<'_, R> {
                 None => Poll::Pending,
             },
             // As for a barrier.
-            Stage::Done => Poll::Pending,
+            Stage::Refused | Stage::Done => Poll::Pending,
+        }
+    }
+}
+
+impl<R: Outcome> Drop for CollectiveWait<'_, R> {
+    fn drop(&mut self) {
+        if self.stage == Stage::Waiting {
+            self.suspend.abandon();
         }
     }
 }

@@ -69,7 +69,7 @@ fn run_blocking(t: &ThreadCtx<'_>, ops: &[Op]) {
         match *op {
             Op::Barrier => t.syncthreads(),
             Op::ShflDown(d) => v = v.wrapping_add(t.shfl_down_sync(u64::MAX, v, d)),
-            Op::Ballot(m) => v ^= (t.ballot_sync(u64::MAX, v % m == 0) & 0xffff) as u32,
+            Op::Ballot(m) => v ^= (t.ballot_sync(u64::MAX, v.is_multiple_of(m)) & 0xffff) as u32,
             Op::SyncCount(m) => v = v.wrapping_add(t.syncthreads_count(v % m == 1)),
             Op::PartialShflXor(below) => {
                 if me % 32 < below {
@@ -121,7 +121,9 @@ async fn run_async(t: &AsyncThreadCtx<'_>, ops: &[Op]) {
         match *op {
             Op::Barrier => t.syncthreads().await,
             Op::ShflDown(d) => v = v.wrapping_add(t.shfl_down_sync(u64::MAX, v, d).await),
-            Op::Ballot(m) => v ^= (t.ballot_sync(u64::MAX, v % m == 0).await & 0xffff) as u32,
+            Op::Ballot(m) => {
+                v ^= (t.ballot_sync(u64::MAX, v.is_multiple_of(m)).await & 0xffff) as u32
+            }
             Op::SyncCount(m) => v = v.wrapping_add(t.syncthreads_count(v % m == 1).await),
             Op::PartialShflXor(below) => {
                 if me % 32 < below {

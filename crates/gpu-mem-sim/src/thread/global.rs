@@ -65,14 +65,10 @@ impl<'a, T: Element> GlobalArray<'a, T> {
         self.shape.contains(&0)
     }
 
+    #[inline]
     fn offset(&self, index: &[usize]) -> Option<isize> {
         if index.len() != self.shape.len() {
-            self.ctx.fault(format!(
-                "argument {} indexed with {} indices {index:?} but has {} dimensions",
-                self.arg,
-                index.len(),
-                self.shape.len()
-            ));
+            self.wrong_rank(index);
             return None;
         }
         let mut offset = 0isize;
@@ -80,15 +76,35 @@ impl<'a, T: Element> GlobalArray<'a, T> {
             index.iter().zip(self.shape).zip(self.strides).enumerate()
         {
             if i >= len {
-                self.ctx.fault(format!(
-                    "index {index:?} is out of bounds for argument {} with shape {:?} (axis {axis})",
-                    self.arg, self.shape
-                ));
+                self.out_of_bounds(index, axis);
                 return None;
             }
             offset += i as isize * stride;
         }
         Some(offset)
+    }
+
+    // The faults are out of line and cold: a kernel's loop over an array keeps its values in
+    // registers only if the fault's call (which clobbers them) stays off the loop's path.
+
+    #[cold]
+    #[inline(never)]
+    fn wrong_rank(&self, index: &[usize]) {
+        self.ctx.fault(format!(
+            "argument {} indexed with {} indices {index:?} but has {} dimensions",
+            self.arg,
+            index.len(),
+            self.shape.len()
+        ));
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn out_of_bounds(&self, index: &[usize], axis: usize) {
+        self.ctx.fault(format!(
+            "index {index:?} is out of bounds for argument {} with shape {:?} (axis {axis})",
+            self.arg, self.shape
+        ));
     }
 
     /// Reads `A[index]`.

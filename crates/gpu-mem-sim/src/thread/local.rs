@@ -7,6 +7,17 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 
 /// Row-major offset of `index` in `shape`, or `None` when out of bounds.
+/// Records an out-of-bounds access of a shared or local array. Out of line and cold: a kernel's
+/// loop over an array keeps its values in registers only if the fault's call (which clobbers
+/// them) stays off the loop's path.
+#[cold]
+#[inline(never)]
+fn out_of_bounds(ctx: &ThreadCtx<'_>, what: &str, index: &[usize], shape: &[usize]) {
+    ctx.fault(format!(
+        "{what} index {index:?} is out of bounds for shape {shape:?}"
+    ));
+}
+
 fn c_offset<const N: usize>(shape: &[usize; N], index: &[usize; N]) -> Option<usize> {
     let mut offset = 0usize;
     for axis in 0..N {
@@ -60,10 +71,7 @@ impl<'a, T: Element, const N: usize> SharedArray<'a, T, N> {
             // The offset is within the buffer's element count.
             Some(offset) => Some(self.base.wrapping_add(offset)),
             None => {
-                self.ctx.fault(format!(
-                    "shared array index {index:?} is out of bounds for shape {:?}",
-                    self.shape
-                ));
+                out_of_bounds(self.ctx, "shared array", &index, &self.shape);
                 None
             }
         }
@@ -132,10 +140,7 @@ impl<'a, T: Element, const N: usize> LocalArray<'a, T, N> {
     fn offset(&self, index: [usize; N]) -> Option<usize> {
         let offset = c_offset(&self.shape, &index);
         if offset.is_none() {
-            self.ctx.fault(format!(
-                "local array index {index:?} is out of bounds for shape {:?}",
-                self.shape
-            ));
+            out_of_bounds(self.ctx, "local array", &index, &self.shape);
         }
         offset
     }

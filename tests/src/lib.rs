@@ -41,9 +41,9 @@ impl Requires {
     pub fn skip_reason(self, kind: BackendKind) -> Option<&'static str> {
         match self {
             Requires::Nothing => None,
-            Requires::Kernels | Requires::Simulator if cfg!(miri) => {
-                Some("kernels do not run under Miri (the simulator's threads run on fibers)")
-            }
+            Requires::Kernels | Requires::Simulator if cfg!(miri) => Some(
+                "these kernels do not run under Miri (the simulator runs their threads on fibers; only async closure kernels run there)",
+            ),
             Requires::Simulator if kind != BackendKind::Sim => {
                 Some("simulator-only case (closure kernels or the simulator's diagnostics)")
             }

@@ -416,6 +416,45 @@ impl<'a> Block<'a> {
         self.fault_or(result)
     }
 
+    /// Runs a block whose threads are not fibers of their own (a stackless program's coroutines,
+    /// an async kernel's futures): its round loop runs on one fiber of this OS thread, so the
+    /// threads' code has the simulated stack size. That fiber's `Start` names thread 0;
+    /// `run_threads` sees the kind of body and drives the block's rounds instead, ending with
+    /// [`Block::driver_done`].
+    pub(super) fn run_on_driver(&self) -> Result<(), Error> {
+        let count = self.block_dim.count() as usize;
+        let driver = {
+            // SAFETY: no thread runs yet.
+            let s = unsafe { self.schedule() };
+            *s = Schedule::take(count);
+            fiber::take_idle(1, &mut s.spare);
+            self.fresh_fiber(s, 0)?
+        };
+        stack::running(self.kernel);
+        // SAFETY: `driver` is idle and assigned this block, which outlives the call; the driver
+        // is done with every thread it starts before it returns.
+        unsafe { fiber::enter(driver) };
+        // SAFETY: no thread runs any more.
+        let s = unsafe { self.schedule() };
+        fiber::give_back_all(&mut s.spare);
+        let result = std::mem::replace(&mut s.outcome, Ok(()));
+        self.fault_or(result)
+    }
+
+    /// The driver `fiber` of [`Block::run_on_driver`] is done with the block's threads:
+    /// records the rounds' `outcome`; returns where the fiber goes next (back to
+    /// `run_on_driver`, after which it is idle again).
+    pub(super) fn driver_done(&self, outcome: Result<(), Error>, fiber: *const Fiber) -> Target {
+        // SAFETY: executor code, after the last call into the kernel.
+        let s = unsafe { self.schedule() };
+        s.fibers[0] = std::ptr::null();
+        if let Err(error) = outcome {
+            s.outcome = Err(error);
+        }
+        s.spare.push(fiber);
+        Target::Main
+    }
+
     /// Ends the threads left waiting (divergence, or another thread's fault): closures are
     /// unwound, running their destructors; compiled threads are dropped without unwinding.
     fn end_waiting_threads(&self) {

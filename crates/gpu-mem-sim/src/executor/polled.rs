@@ -15,8 +15,7 @@
 //! which cannot interpret stack switches: async kernels are the launches Miri can run.
 
 use super::block::{Block, Phase, Schedule, record_wait, recount};
-use super::fiber::{self, Fiber, Target};
-use super::stack;
+use super::fiber::{Fiber, Target};
 use crate::thread::{
     Arrival, AsyncThreadCtx, BarrierScope, Collective, Fence, PolledBody, PolledThreads, Site,
     Suspend, ThreadCtx, ThreadOps,
@@ -337,46 +336,20 @@ fn may_arrive(standing: Standing) -> bool {
 impl Block<'_> {
     /// Runs every thread of an async kernel's block to completion.
     pub(super) fn run_polled(&self, body: &dyn PolledBody) -> Result<(), Error> {
-        let count = self.block_dim.count() as usize;
         if cfg!(miri) {
             // SAFETY: no thread runs yet.
-            *unsafe { self.schedule() } = Schedule::take(count);
+            *unsafe { self.schedule() } = Schedule::take(self.block_dim.count() as usize);
             let outcome = self.drive_polled(body);
             return self.fault_or(outcome);
         }
-        let driver = {
-            // SAFETY: no thread runs yet.
-            let s = unsafe { self.schedule() };
-            *s = Schedule::take(count);
-            fiber::take_idle(1, &mut s.spare);
-            // Its `Start` names thread 0; `run_threads` sees an async kernel and runs
-            // `drive_polled_on` instead.
-            self.fresh_fiber(s, 0)?
-        };
-        stack::running(self.kernel);
-        // SAFETY: `driver` is idle and assigned this block, which outlives the call; the driver
-        // ends every thread before it returns.
-        unsafe { fiber::enter(driver) };
-        // SAFETY: no thread runs any more.
-        let s = unsafe { self.schedule() };
-        fiber::give_back_all(&mut s.spare);
-        let result = std::mem::replace(&mut s.outcome, Ok(()));
-        self.fault_or(result)
+        self.run_on_driver()
     }
 
-    /// The block's threads, run on `fiber` (the driver `run_polled` entered); returns where the
-    /// fiber goes next (back to `run_polled`).
+    /// The block's threads, run on `fiber` (the driver `run_on_driver` entered); returns where
+    /// the fiber goes next (back to `run_on_driver`).
     pub(super) fn drive_polled_on(&self, body: &dyn PolledBody, fiber: *const Fiber) -> Target {
         let outcome = self.drive_polled(body);
-        // SAFETY: executor code, after the last poll.
-        let s = unsafe { self.schedule() };
-        s.fibers[0] = std::ptr::null();
-        if let Err(error) = outcome {
-            s.outcome = Err(error);
-        }
-        // The fiber switches back to `run_polled` right after this and is idle again.
-        s.spare.push(fiber);
-        Target::Main
+        self.driver_done(outcome, fiber)
     }
 
     /// Makes the threads' contexts and futures and runs them round by round; every future has

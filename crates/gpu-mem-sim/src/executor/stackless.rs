@@ -11,38 +11,19 @@
 //! fiber of the block's OS thread, so their calls have the simulated stack size, and an
 //! overflow is reported as for any other kernel.
 
-use super::block::{Block, Phase, Schedule, SimThread, ballot_mask, record_wait};
+use super::block::{Block, Phase, SimThread, ballot_mask, record_wait};
 use super::body::{CompiledLaunch, GmSimRound, GmSimWait, WaitParts, make_current};
-use super::fiber::{self, Fiber, Target};
-use super::stack;
+use super::fiber::{Fiber, Target};
 use crate::source::StacklessEntry;
 use crate::thread::BarrierScope;
 use gpu_mem_core::Error;
 use std::ffi::c_void;
 
 impl Block<'_> {
-    /// Runs every thread of the block to completion, from a fiber of this OS thread.
+    /// Runs every thread of the block to completion, from a fiber of this OS thread (threads
+    /// left waiting at a divergence are dropped with their frames, which nothing refers to).
     pub(super) fn run_stackless(&self) -> Result<(), Error> {
-        let count = self.block_dim.count() as usize;
-        let driver = {
-            // SAFETY: no thread runs yet.
-            let s = unsafe { self.schedule() };
-            *s = Schedule::take(count);
-            fiber::take_idle(1, &mut s.spare);
-            // Its `Start` names thread 0; `run_threads` sees a stackless program and runs
-            // `drive_stackless` instead.
-            self.fresh_fiber(s, 0)?
-        };
-        stack::running(self.kernel);
-        // SAFETY: `driver` is idle and assigned this block, which outlives the call; the driver
-        // is done with every thread it starts before it returns (threads left waiting at a
-        // divergence are dropped with their frames, which nothing refers to).
-        unsafe { fiber::enter(driver) };
-        // SAFETY: no thread runs any more.
-        let s = unsafe { self.schedule() };
-        fiber::give_back_all(&mut s.spare);
-        let result = std::mem::replace(&mut s.outcome, Ok(()));
-        self.fault_or(result)
+        self.run_on_driver()
     }
 
     /// The block's threads, run on `fiber` (the driver `run_stackless` entered): started in
@@ -156,12 +137,7 @@ impl Block<'_> {
         let s = unsafe { self.schedule() };
         s.frames = frames;
         s.wait_at = waits;
-        if let Err(error) = outcome {
-            s.outcome = Err(error);
-        }
-        // The fiber switches back to `run_stackless` right after this and is idle again.
-        s.spare.push(fiber);
-        Target::Main
+        self.driver_done(outcome, fiber)
     }
 
     /// Whether the waiting threads, all at one call site that is not a block barrier, can all go

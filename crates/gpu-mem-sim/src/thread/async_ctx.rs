@@ -319,6 +319,7 @@ impl Future for BarrierWait<'_> {
 }
 
 impl Drop for BarrierWait<'_> {
+    #[inline]
     fn drop(&mut self) {
         if self.stage == Stage::Waiting {
             self.suspend.abandon();
@@ -414,6 +415,7 @@ impl<R: Outcome> Future for CollectiveWait<'_, R> {
 }
 
 impl<R: Outcome> Drop for CollectiveWait<'_, R> {
+    #[inline]
     fn drop(&mut self) {
         if self.stage == Stage::Waiting {
             self.suspend.abandon();

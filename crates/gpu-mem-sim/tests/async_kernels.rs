@@ -476,7 +476,8 @@ fn a_wait_dropped_before_its_release_is_a_fault() {
         fault_message(&error).contains("dropped before the block released it"),
         "{error}"
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // (Not under Miri, whose interpreter is too slow for a time bound.)
+    assert!(cfg!(miri) || started.elapsed() < std::time::Duration::from_secs(5));
 }
 
 /// A thread ended for a foreign `Pending` is dropped at once; its destructor's panic is a fault,

@@ -5,7 +5,8 @@
 //! foreign future awaited, two waits at once, a blocking call, a spin that never awaits.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use gpu_mem_core::backend::DevicePtr;
+mod common;
+
 use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Error, Kernel};
 use gpu_mem_sim::thread::{AsyncThreadCtx, ThreadCtx};
@@ -25,19 +26,6 @@ fn launch(
     unsafe { backend.launch(0, kernel, &config, args, None) }
 }
 
-fn array_arg(ptr: DevicePtr, len: usize) -> LaunchArg {
-    LaunchArg::Array {
-        ptr,
-        shape: vec![len],
-        strides: vec![1],
-        min_offset: 0,
-        span_len: len,
-        itemsize: 4,
-        elem: std::any::TypeId::of::<u32>(),
-        dtype: "u32",
-    }
-}
-
 /// Runs `kernel` with one zeroed `u32` output array of `len` elements and returns it.
 fn run_u32(
     backend: &SimBackend,
@@ -45,22 +33,7 @@ fn run_u32(
     config: LaunchConfig,
     len: usize,
 ) -> Result<Vec<u32>, Error> {
-    let bytes = len * 4;
-    let out = backend.alloc(0, bytes).unwrap();
-    let zeros = vec![0u8; bytes];
-    // SAFETY: `out` holds `bytes` bytes.
-    unsafe { backend.copy_htod(0, out, zeros.as_ptr(), bytes) }.unwrap();
-    let result = launch(backend, kernel, config, &[array_arg(out, len)]);
-    let mut host = vec![0u8; bytes];
-    // SAFETY: as above; the launch was synchronous.
-    unsafe { backend.copy_dtoh(0, host.as_mut_ptr(), out, bytes) }.unwrap();
-    // SAFETY: allocated above, no work pending on it.
-    unsafe { backend.free(0, out) }.unwrap();
-    result.map(|()| {
-        host.chunks_exact(4)
-            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
-            .collect()
-    })
+    common::run_on_array(backend, kernel, config, &vec![0u32; len])
 }
 
 fn backend() -> SimBackend {

@@ -6,9 +6,10 @@
 #![cfg(not(miri))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use gpu_mem_core::backend::DevicePtr;
-use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Error, Kernel};
+mod common;
+
+use gpu_mem_core::kernel::LaunchConfig;
+use gpu_mem_core::{Error, Kernel};
 use gpu_mem_sim::thread::{AsyncThreadCtx, ThreadCtx};
 use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::sync::Arc;
@@ -163,46 +164,13 @@ async fn run_async(t: &AsyncThreadCtx<'_>, ops: &[Op]) {
     out.set([me as usize], v);
 }
 
-fn array_arg(ptr: DevicePtr, len: usize) -> LaunchArg {
-    LaunchArg::Array {
-        ptr,
-        shape: vec![len],
-        strides: vec![1],
-        min_offset: 0,
-        span_len: len,
-        itemsize: 4,
-        elem: std::any::TypeId::of::<u32>(),
-        dtype: "u32",
-    }
-}
-
 /// The kernel's output over `threads` threads starting from `v = index * 7 + 1`, or its error
 /// with every call site (a line of this file, which differs between the two interpreters)
 /// replaced by `<site>`.
 fn outcome(backend: &SimBackend, kernel: &Kernel, threads: u32) -> Result<Vec<u32>, String> {
-    let len = threads as usize;
-    let bytes = len * 4;
-    let init: Vec<u8> = (0..threads)
-        .flat_map(|i| (i * 7 + 1).to_ne_bytes())
-        .collect();
-    let out = backend.alloc(0, bytes).unwrap();
-    // SAFETY: `out` holds `bytes` bytes.
-    unsafe { backend.copy_htod(0, out, init.as_ptr(), bytes) }.unwrap();
-    let config = LaunchConfig::new(1, threads);
-    // SAFETY: the kernels index their arguments within bounds (checked by the simulator).
-    let result = unsafe { backend.launch(0, kernel, &config, &[array_arg(out, len)], None) };
-    let mut host = vec![0u8; bytes];
-    // SAFETY: as above; the launch was synchronous.
-    unsafe { backend.copy_dtoh(0, host.as_mut_ptr(), out, bytes) }.unwrap();
-    // SAFETY: allocated above, no work pending on it.
-    unsafe { backend.free(0, out) }.unwrap();
-    match result {
-        Ok(()) => Ok(host
-            .chunks_exact(4)
-            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
-            .collect()),
-        Err(error) => Err(without_sites(&error)),
-    }
+    let init: Vec<u32> = (0..threads).map(|i| i * 7 + 1).collect();
+    common::run_on_array(backend, kernel, LaunchConfig::new(1, threads), &init)
+        .map_err(|error| without_sites(&error))
 }
 
 fn without_sites(error: &Error) -> String {

@@ -6,23 +6,11 @@
 #![cfg(not(miri))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use gpu_mem_core::backend::DevicePtr;
-use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Error, Kernel};
-use gpu_mem_sim::{SimBackend, SimConfig};
+mod common;
 
-fn array_arg(ptr: DevicePtr, len: usize) -> LaunchArg {
-    LaunchArg::Array {
-        ptr,
-        shape: vec![len],
-        strides: vec![1],
-        min_offset: 0,
-        span_len: len,
-        itemsize: 4,
-        elem: std::any::TypeId::of::<i32>(),
-        dtype: "i32",
-    }
-}
+use gpu_mem_core::kernel::{Dim3, LaunchConfig};
+use gpu_mem_core::{Error, Kernel};
+use gpu_mem_sim::{SimBackend, SimConfig};
 
 /// Launches `source`'s `entry` over `len` i32 (set to `init(i)` first) and returns them after.
 fn run(
@@ -33,24 +21,13 @@ fn run(
     len: usize,
     init: impl Fn(usize) -> i32,
 ) -> Result<Vec<i32>, Error> {
-    let bytes = len * 4;
-    let out = backend.alloc(0, bytes).unwrap();
-    let host: Vec<u8> = (0..len).flat_map(|i| init(i).to_ne_bytes()).collect();
-    // SAFETY: `out` holds `bytes` bytes.
-    unsafe { backend.copy_htod(0, out, host.as_ptr(), bytes) }.unwrap();
-    let kernel = Kernel::from_source(source, entry);
-    // SAFETY: the kernels index `out` through `gm_array`, bounds-checked on the simulator.
-    let result = unsafe { backend.launch(0, &kernel, &config, &[array_arg(out, len)], None) };
-    let mut back = vec![0u8; bytes];
-    // SAFETY: as above; the launch has finished.
-    unsafe { backend.copy_dtoh(0, back.as_mut_ptr(), out, bytes) }.unwrap();
-    // SAFETY: allocated above, nothing pending.
-    unsafe { backend.free(0, out) }.unwrap();
-    result.map(|()| {
-        back.chunks_exact(4)
-            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
-            .collect()
-    })
+    let values: Vec<i32> = (0..len).map(init).collect();
+    common::run_on_array(
+        backend,
+        &Kernel::from_source(source, entry),
+        config,
+        &values,
+    )
 }
 
 /// A block-wide tree reduction with a barrier per step, locals and a reference to `threadIdx`

@@ -359,6 +359,25 @@ impl<'a> Block<'a> {
         }
     }
 
+    /// The static shared buffer a thread's next `shared_array` call gets (`ThreadOps::shared`):
+    /// `calls` counts that thread's calls, which are matched by order. `None` after `fault` got
+    /// the reason (a size or type that does not match, the block's limit).
+    pub(super) fn next_shared(
+        &self,
+        calls: &Cell<usize>,
+        bytes: usize,
+        align: usize,
+        dtype: &'static str,
+        fault: impl FnOnce(String),
+    ) -> Option<*mut u8> {
+        let index = calls.get();
+        calls.set(index + 1);
+        self.shared
+            .get(index, bytes, align, dtype)
+            .map_err(fault)
+            .ok()
+    }
+
     /// Thread `linear`'s result of the collective it was released from.
     pub(super) fn result_of(&self, linear: usize) -> u64 {
         self.slots
@@ -1316,15 +1335,9 @@ impl ThreadOps for SimThread<'_, '_> {
     }
 
     fn shared(&self, bytes: usize, align: usize, dtype: &'static str) -> Option<*mut u8> {
-        let index = self.shared_calls.get();
-        self.shared_calls.set(index + 1);
-        match self.block.shared.get(index, bytes, align, dtype) {
-            Ok(ptr) => Some(ptr),
-            Err(message) => {
-                self.fault(message);
-                None
-            }
-        }
+        let calls = &self.shared_calls;
+        self.block
+            .next_shared(calls, bytes, align, dtype, |message| self.fault(message))
     }
 
     fn dynamic_shared(&self) -> (*mut u8, usize) {

@@ -66,7 +66,7 @@ struct Polled<'b, 'a> {
     current: Cell<usize>,
     standing: Vec<Cell<Standing>>,
     /// Static shared arrays each thread has asked for (they are matched by call order).
-    shared_calls: Vec<Cell<u32>>,
+    shared_calls: Vec<Cell<usize>>,
     /// Spins of the current thread in this poll, and when the count reached [`SPIN_CLOCK_FROM`].
     spins: Cell<u64>,
     spinning_since: Cell<Option<Instant>>,
@@ -197,15 +197,8 @@ impl ThreadOps for Polled<'_, '_> {
 
     fn shared(&self, bytes: usize, align: usize, dtype: &'static str) -> Option<*mut u8> {
         let calls = &self.shared_calls[self.current.get()];
-        let index = calls.get();
-        calls.set(index + 1);
-        match self.block.shared.get(index as usize, bytes, align, dtype) {
-            Ok(ptr) => Some(ptr),
-            Err(message) => {
-                self.fault(message);
-                None
-            }
-        }
+        self.block
+            .next_shared(calls, bytes, align, dtype, |message| self.fault(message))
     }
 
     fn dynamic_shared(&self) -> (*mut u8, usize) {

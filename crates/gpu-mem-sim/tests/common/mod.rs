@@ -1,0 +1,43 @@
+//! What several of the simulator's test files share: launching a kernel over one array.
+
+use gpu_mem_core::backend::DevicePtr;
+use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
+use gpu_mem_core::{Backend, Element, Error, Kernel};
+use gpu_mem_sim::SimBackend;
+
+/// A one-dimensional array argument of `len` elements of `T` at `ptr`.
+pub fn array_arg<T: Element>(ptr: DevicePtr, len: usize) -> LaunchArg {
+    LaunchArg::Array {
+        ptr,
+        shape: vec![len],
+        strides: vec![1],
+        min_offset: 0,
+        span_len: len,
+        itemsize: T::itemsize(),
+        elem: std::any::TypeId::of::<T>(),
+        dtype: T::dtype(),
+    }
+}
+
+/// Launches `kernel` (synchronously) with one array argument holding `init`, and returns the
+/// array afterwards, or the launch's error.
+pub fn run_on_array<T: Element>(
+    backend: &SimBackend,
+    kernel: &Kernel,
+    config: LaunchConfig,
+    init: &[T],
+) -> Result<Vec<T>, Error> {
+    let bytes = std::mem::size_of_val(init);
+    let out = backend.alloc(0, bytes.max(1)).unwrap();
+    // SAFETY: `out` holds `bytes` bytes.
+    unsafe { backend.copy_htod(0, out, init.as_ptr().cast(), bytes) }.unwrap();
+    // SAFETY: the tests' kernels index their argument within bounds (checked by the simulator).
+    let result =
+        unsafe { backend.launch(0, kernel, &config, &[array_arg::<T>(out, init.len())], None) };
+    let mut back = init.to_vec();
+    // SAFETY: as above; the launch was synchronous.
+    unsafe { backend.copy_dtoh(0, back.as_mut_ptr().cast(), out, bytes) }.unwrap();
+    // SAFETY: allocated above, no work pending on it.
+    unsafe { backend.free(0, out) }.unwrap();
+    result.map(|()| back)
+}

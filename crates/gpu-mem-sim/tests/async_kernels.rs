@@ -7,8 +7,8 @@
 
 mod common;
 
-use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Error, Kernel};
+use gpu_mem_core::kernel::{Dim3, LaunchConfig};
+use gpu_mem_core::{Error, Kernel};
 use gpu_mem_sim::thread::{AsyncThreadCtx, ThreadCtx};
 use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::future::Future;
@@ -16,15 +16,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-fn launch(
-    backend: &SimBackend,
-    kernel: &Kernel,
-    config: LaunchConfig,
-    args: &[LaunchArg],
-) -> Result<(), Error> {
-    // SAFETY: the kernels stay inside their arguments (bounds-checked by the simulator).
-    unsafe { backend.launch(0, kernel, &config, args, None) }
-}
+use common::launch;
 
 /// Runs `kernel` with one zeroed `u32` output array of `len` elements and returns it.
 fn run_u32(

@@ -4,6 +4,8 @@
 #![cfg(not(miri))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Error, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
@@ -31,15 +33,7 @@ impl Drop for Guard {
     }
 }
 
-fn launch(
-    backend: &SimBackend,
-    kernel: &Kernel,
-    config: LaunchConfig,
-    args: &[LaunchArg],
-) -> Result<(), Error> {
-    // SAFETY: the kernels stay inside their arguments (bounds-checked by the simulator).
-    unsafe { backend.launch(0, kernel, &config, args, None) }
-}
+use common::launch;
 
 /// Launches the source kernel over `blocks` blocks of `threads` and checks every block's sum.
 fn check_sums(backend: &SimBackend, kernel: &Kernel, blocks: u32, threads: u32) {

@@ -1,4 +1,6 @@
 //! What several of the simulator's test files share: launching a kernel over one array.
+// Each test file is a crate of its own and uses part of this.
+#![allow(dead_code)]
 
 use gpu_mem_core::backend::DevicePtr;
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
@@ -17,6 +19,17 @@ pub fn array_arg<T: Element>(ptr: DevicePtr, len: usize) -> LaunchArg {
         elem: std::any::TypeId::of::<T>(),
         dtype: T::dtype(),
     }
+}
+
+/// Launches `kernel` synchronously on device 0.
+pub fn launch(
+    backend: &SimBackend,
+    kernel: &Kernel,
+    config: LaunchConfig,
+    args: &[LaunchArg],
+) -> Result<(), Error> {
+    // SAFETY: the tests' kernels stay inside their arguments (bounds-checked by the simulator).
+    unsafe { backend.launch(0, kernel, &config, args, None) }
 }
 
 /// Launches `kernel` (synchronously) with one array argument holding `init`, and returns the

@@ -22,6 +22,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+mod host_windows;
+use host_windows::HostWindows;
+
 /// Alignment of device allocations (CUDA guarantees at least 256 bytes).
 pub(crate) const DEVICE_ALIGN: usize = 256;
 
@@ -347,7 +350,7 @@ pub(crate) struct AddressSpace {
     peers: RwLock<Vec<(usize, Arc<RwLock<RegionMap>>)>>,
     /// Mapped host windows by host address, so a copy whose host side lies in mapped memory
     /// can take that window's lock too.
-    host_windows: RwLock<BTreeMap<usize, Arc<Region>>>,
+    host_windows: HostWindows,
     /// Host blocks of freed allocations, for reuse.
     cache: Arc<BlockCache>,
 }
@@ -405,7 +408,7 @@ impl AddressSpace {
             next: AtomicU64::new(base),
             regions: Arc::new(RwLock::new(BTreeMap::new())),
             peers: RwLock::new(Vec::new()),
-            host_windows: RwLock::new(BTreeMap::new()),
+            host_windows: HostWindows::new(),
             cache: Arc::new(BlockCache::new(capacity.min(CACHE_LIMIT))),
         }
     }
@@ -608,8 +611,6 @@ impl AddressSpace {
         region.managed = true;
         let region = Arc::new(region);
         self.host_windows
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
             .insert(ptr.as_ptr() as usize, Arc::clone(&region));
         self.write().insert(start, region);
         Ok((DevicePtr(start), ptr))
@@ -618,13 +619,7 @@ impl AddressSpace {
     /// Frees managed memory by its host address.
     pub(crate) fn free_managed(&self, host: NonNull<u8>) -> Result<()> {
         let key = host.as_ptr() as usize;
-        let region = {
-            let mut windows = self.host_windows.write().unwrap_or_else(|p| p.into_inner());
-            match windows.get(&key) {
-                Some(region) if region.managed => windows.remove(&key),
-                _ => None,
-            }
-        };
+        let region = self.host_windows.remove_if(key, |region| region.managed);
         let Some(region) = region else {
             return Err(Error::InvalidPointer {
                 kind: "managed",
@@ -691,10 +686,7 @@ impl AddressSpace {
             Some(region) if region.owned.is_some() => {
                 if region.managed {
                     // Managed memory leaves the host windows too (`free_managed` did that).
-                    self.host_windows
-                        .write()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .retain(|_, w| !Arc::ptr_eq(w, region));
+                    self.host_windows.remove_region(region);
                 }
                 self.used.fetch_sub(region.len as u64, Ordering::AcqRel);
                 let region = regions.remove(&ptr.0);
@@ -719,8 +711,6 @@ impl AddressSpace {
         // memory (or a host access through the simulator) takes the same lock as device-side
         // accesses through the mapping.
         self.host_windows
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
             .insert(host.as_ptr() as usize, Arc::clone(&region));
         self.write().insert(start, region);
         DevicePtr(start)
@@ -735,24 +725,15 @@ impl AddressSpace {
             .cloned()
         {
             regions.remove(&ptr.0);
-            let mut windows = self.host_windows.write().unwrap_or_else(|p| p.into_inner());
             let host = region.ptr.as_ptr() as usize;
-            if windows.get(&host).is_some_and(|w| Arc::ptr_eq(w, &region)) {
-                windows.remove(&host);
-            }
+            self.host_windows
+                .remove_if(host, |window| Arc::ptr_eq(window, &region));
         }
     }
 
     /// The mapped host window overlapping host memory `ptr..ptr+len`, if any.
     pub(crate) fn host_window(&self, ptr: *const u8, len: usize) -> Option<Arc<Region>> {
-        let start = ptr as usize;
-        let end = start.saturating_add(len.max(1));
-        let windows = self.host_windows.read().unwrap_or_else(|p| p.into_inner());
-        windows
-            .range(..end)
-            .next_back()
-            .filter(|(host, region)| **host + region.len > start)
-            .map(|(_, region)| Arc::clone(region))
+        self.host_windows.find(ptr, len)
     }
 
     /// Validates `ptr..ptr+len` and returns the region holding it, its memory defined (zeroed

@@ -5,7 +5,7 @@
 //! of one memory region onto another. The errors print the *unsqueezed* shapes or byte strides,
 //! as Numba does.
 
-use super::Layout;
+use super::{Layout, same_axes};
 use crate::error::{Error, Result};
 
 /// Checks that `src` can be copied into `dst` element for element: equal squeezed shapes,
@@ -15,7 +15,9 @@ use crate::error::{Error, Result};
 /// (`dst` byte strides first).
 pub fn check_compatible(dst: &Layout, src: &Layout, itemsize: usize) -> Result<()> {
     // The common case, without building squeezed layouts: the same shape and strides.
-    if dst.shape() == src.shape() && (dst.size() == 0 || dst.strides() == src.strides()) {
+    if same_axes(dst.shape(), src.shape())
+        && (dst.size() == 0 || same_axes(dst.strides(), src.strides()))
+    {
         return Ok(());
     }
     let (dst_sq, src_sq) = (dst.squeeze(), src.squeeze());

@@ -83,7 +83,7 @@ impl From<Order> for ReshapeOrder {
 }
 
 /// Shape and element strides of an n-dimensional array, relative to its first logical element.
-#[derive(PartialEq, Eq, Hash)]
+#[derive(Eq)]
 pub struct Layout {
     shape: Dims<usize>,
     strides: Dims<isize>,
@@ -127,6 +127,39 @@ impl Extents {
             span_len,
         }
     }
+}
+
+impl PartialEq for Layout {
+    // By hand: the derived comparison calls the C library's `memcmp` for each axis list, which
+    // costs more than comparing the few axes of an array (every copy between page-locked and
+    // device memory compares two layouts).
+    fn eq(&self, other: &Layout) -> bool {
+        same_axes(&self.shape, &other.shape)
+            && same_axes(&self.strides, &other.strides)
+            && self.extents == other.extents
+    }
+}
+
+impl std::hash::Hash for Layout {
+    // By hand, beside the hand-written `PartialEq`: the same fields.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.shape.hash(state);
+        self.strides.hash(state);
+        self.extents.hash(state);
+    }
+}
+
+/// `a == b` for the short axis lists of a layout, compared in place (no library call).
+#[inline]
+pub(crate) fn same_axes<T: Copy + PartialEq>(a: &[T], b: &[T]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut same = true;
+    for (x, y) in a.iter().zip(b) {
+        same &= x == y;
+    }
+    same
 }
 
 impl fmt::Debug for Layout {

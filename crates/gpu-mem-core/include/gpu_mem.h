@@ -158,8 +158,19 @@ inline void __syncwarp(unsigned long long mask = ~0ull GM_SITE) {
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* Lets the block's other threads run now and then (every 16th call of a thread), so that a
+ * thread spinning on a flag that another warp of its block sets makes progress (Volta-style
+ * forward progress): atomics and the spin hint do. A stackless thread does it where the kernel
+ * calls them instead (a coroutine can only suspend there; see GM_SIM_STACKLESS below). */
+#if defined(GM_SIM_STACKLESS)
+#define GM_SIM_PROGRESS() ((void)0)
+#else
+#define GM_SIM_PROGRESS() gm_sim_rt.progress()
+#endif
+#define GM_SIM_PROGRESS_EVERY 16u
+
 /* A hint that lets the other threads of the block run (spin-wait loops). */
-inline void __nanosleep(unsigned int) { gm_sim_rt.progress(); }
+inline void __nanosleep(unsigned int) { GM_SIM_PROGRESS(); }
 
 inline int __syncthreads_count(int predicate GM_SITE) {
     return (int)gm_sim_rt.collective(GM_SIM_OP_SYNC_COUNT, ~0ull, predicate != 0, 0, 0, gm_file,
@@ -225,12 +236,11 @@ inline int __any_sync(unsigned long long mask, int predicate GM_SITE) {
 }
 
 /* ----- atomics (CUDA's names and overloads) ---------------------------------------------- */
-/* Every atomic first lets the executor switch threads now and then, so a thread spinning on a */
-/* flag that another warp of its block sets makes progress (Volta-style forward progress).   */
+/* Every atomic first lets the executor switch threads now and then (GM_SIM_PROGRESS).        */
 
 #define GM_SIM_ATOMIC_INT(name, builtin, type)                                                \
     inline type name(type *address, type value) {                                             \
-        gm_sim_rt.progress();                                                                 \
+        GM_SIM_PROGRESS();                                                                    \
         return builtin(address, value, __ATOMIC_SEQ_CST);                                     \
     }
 #define GM_SIM_ATOMIC_INTS(name, builtin)                                                      \
@@ -255,7 +265,7 @@ GM_SIM_ATOMIC_INT(atomicXor, __atomic_fetch_xor, long long)
 /* Read-modify-write through compare-and-swap on the value's bits. */
 template <typename T, typename F>
 inline T gm_sim_atomic_update(T *address, F update) {
-    gm_sim_rt.progress();
+    GM_SIM_PROGRESS();
     T old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
     while (!__atomic_compare_exchange_n(address, &old, update(old), false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST)) {
@@ -265,7 +275,7 @@ inline T gm_sim_atomic_update(T *address, F update) {
 template <typename T, typename Bits, typename F>
 inline T gm_sim_atomic_update_float(T *address, F update) {
     static_assert(sizeof(T) == sizeof(Bits), "bit pattern of the same size");
-    gm_sim_rt.progress();
+    GM_SIM_PROGRESS();
     Bits *bits = reinterpret_cast<Bits *>(address);
     Bits old = __atomic_load_n(bits, __ATOMIC_SEQ_CST);
     for (;;) {
@@ -318,7 +328,7 @@ inline unsigned int atomicDec(unsigned int *address, unsigned int value) {
 
 #define GM_SIM_ATOMIC_CAS(type)                                                               \
     inline type atomicCAS(type *address, type compare, type value) {                          \
-        gm_sim_rt.progress();                                                                 \
+        GM_SIM_PROGRESS();                                                                    \
         __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST,        \
                                     __ATOMIC_SEQ_CST);                                        \
         return compare;                                                                       \
@@ -668,8 +678,9 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
 /* `co_return`), and the barrier and collective names below become `co_await`s. A thread is   */
 /* then a small heap frame instead of a stack: where it waits, it leaves the wait in its      */
 /* promise and returns; the simulator decides who goes on (writing collectives' results into  */
-/* the waits) and gm_sim_run_round runs them. Kernels with atomics or spin hints (which let   */
-/* other threads run from inside the functions above) run on stacks of their own.             */
+/* the waits) and gm_sim_run_round runs them. Atomics and the spin hint called in the kernel   */
+/* become `co_await`s too, which let the others run at every 16th call (GM_SIM_PROGRESS); one */
+/* called in a helper function cannot suspend, and such a kernel runs on stacks of its own.   */
 #if defined(GM_SIM_STACKLESS)
 #include <coroutine>
 #include <cstdlib>
@@ -683,8 +694,11 @@ struct gm_sim_wait {
     const char* file;
     int line;
     int fence;
-    int kind; /* GM_SIM_SCOPE_* << 4 | (0: a barrier, else GM_SIM_OP_*) */
+    int kind; /* GM_SIM_SCOPE_* << 4 | (0: a barrier, else GM_SIM_OP_*), or GM_SIM_KIND_YIELD */
 };
+/* The kind of the one wait that is no wait: the thread lets the others run and goes on in the
+ * next round (an atomic or a spin hint; see gm_sim_progressing). */
+#define GM_SIM_KIND_YIELD 0x100
 struct gm_sim_wait_more {
     gm_sim_wait head;
     unsigned long long mask;  /* lanes of the warp that take part (warp scope) */
@@ -773,6 +787,8 @@ struct gm_sim_task {
     struct promise_type {
         /* The barrier it waits at (in the frame, until it is resumed). */
         gm_sim_wait* wait;
+        /* Atomics and spin hints so far (see gm_sim_progressing). */
+        unsigned int spins = 0;
         gm_sim_task get_return_object() noexcept {
             return gm_sim_task{std::coroutine_handle<promise_type>::from_promise(*this)};
         }
@@ -870,6 +886,24 @@ inline gm_sim_shuffling<T> gm_sim_await_shfl(int op, unsigned long long mask, T 
                                                        gm_sim_bits(var), arg, width, file, line)};
 }
 
+/* `co_await gm_sim_progressing{}`, before each atomic and spin hint the kernel calls: every
+ * GM_SIM_PROGRESS_EVERY-th one of a thread lets the others run (as a thread on a fiber does
+ * inside the function): it suspends at the yield site, which the executor reads as ready to go
+ * on in the next round. Any other time it does not suspend. */
+static const gm_sim_wait gm_sim_yield_site = {"", 0, GM_FENCE_LOCAL, GM_SIM_KIND_YIELD};
+struct gm_sim_progressing {
+    bool await_ready() const noexcept { return false; }
+    bool await_suspend(gm_sim_handle h) const noexcept {
+        gm_sim_task::promise_type& p = h.promise();
+        if (++p.spins % GM_SIM_PROGRESS_EVERY != 0) {
+            return false;
+        }
+        p.wait = const_cast<gm_sim_wait*>(&gm_sim_yield_site);
+        return true;
+    }
+    void await_resume() const noexcept {}
+};
+
 /* Whether an ended thread's frame holds nothing to destroy: its locals are gone by then, and the
  * promise is trivial, so only the parameters' copies might have destructors. The memory goes
  * back with the block's arena. */
@@ -937,6 +971,8 @@ struct gm_sim_round {
     int one_site;               /* whether all wait where the first one does (same literal) */
     int plain;                  /* whether the first one waits at a block barrier */
     const unsigned char* ready; /* null: every waiting thread goes on; else those marked 1 */
+    unsigned int yielded;       /* of the waiting ones, threads that only let the others run */
+    unsigned int ended;         /* threads that ended in this round */
 };
 
 /* One round; `Some`: only the threads `r->ready` marks (otherwise every waiting thread). */
@@ -954,7 +990,7 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
     gm_uint3 index = {0, 0, 0};
     unsigned int lane = 0;
     gm_sim_wait* first = nullptr;
-    unsigned int waiting = 0;
+    unsigned int waiting = 0, yielded = 0, ended = 0;
     int fence = 0, one_site = 1;
     for (unsigned int i = 0; i < count; ++i) {
         void* frame = Start ? nullptr : frames[i];
@@ -974,6 +1010,7 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
                 }
                 waits[i] = wait;
                 ++waiting;
+                yielded += wait->kind == GM_SIM_KIND_YIELD;
                 fence |= wait->fence;
                 if (first == nullptr) {
                     first = wait;
@@ -984,6 +1021,7 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
                 }
             } else {
                 frames[i] = nullptr;
+                ++ended;
             }
         }
         if (++index.x == dim_x) {
@@ -1001,6 +1039,8 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
     r->fence = fence;
     r->one_site = one_site;
     r->plain = first == nullptr || first->kind == GM_SIM_SCOPE_BLOCK << 4;
+    r->yielded = yielded;
+    r->ended = ended;
 }
 
 template <bool Start, typename... P>
@@ -1031,6 +1071,20 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
 #define __shfl_up_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_UP, __VA_ARGS__))
 #define __shfl_down_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_DOWN, __VA_ARGS__))
 #define __shfl_xor_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_XOR, __VA_ARGS__))
+/* The call itself goes through the parenthesised name, which is not expanded again. */
+#define GM_SIM_PROGRESSING(call) (co_await gm_sim_progressing{}, (call))
+#define atomicAdd(...) GM_SIM_PROGRESSING((atomicAdd)(__VA_ARGS__))
+#define atomicSub(...) GM_SIM_PROGRESSING((atomicSub)(__VA_ARGS__))
+#define atomicExch(...) GM_SIM_PROGRESSING((atomicExch)(__VA_ARGS__))
+#define atomicMin(...) GM_SIM_PROGRESSING((atomicMin)(__VA_ARGS__))
+#define atomicMax(...) GM_SIM_PROGRESSING((atomicMax)(__VA_ARGS__))
+#define atomicInc(...) GM_SIM_PROGRESSING((atomicInc)(__VA_ARGS__))
+#define atomicDec(...) GM_SIM_PROGRESSING((atomicDec)(__VA_ARGS__))
+#define atomicCAS(...) GM_SIM_PROGRESSING((atomicCAS)(__VA_ARGS__))
+#define atomicAnd(...) GM_SIM_PROGRESSING((atomicAnd)(__VA_ARGS__))
+#define atomicOr(...) GM_SIM_PROGRESSING((atomicOr)(__VA_ARGS__))
+#define atomicXor(...) GM_SIM_PROGRESSING((atomicXor)(__VA_ARGS__))
+#define __nanosleep(...) GM_SIM_PROGRESSING((__nanosleep)(__VA_ARGS__))
 #endif /* GM_SIM_STACKLESS */
 
 #endif /* GM_HOST */

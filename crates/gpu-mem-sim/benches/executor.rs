@@ -23,12 +23,13 @@ use std::time::Instant;
 const EMPTY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty() {}\n";
 /// Empty too, but with a barrier it never reaches, so its threads run stackless.
 const EMPTY_STACKLESS: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty_co() { if (blockDim.x == 0) syncthreads(); }\n";
-/// Empty too, but with an atomic it never reaches, so its threads run on fibers.
-const EMPTY_ON_FIBERS: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty_fiber() { if (blockDim.x == 0) { static int n; atomicAdd(&n, 1); } }\n";
+/// Empty too, but calling (never) a helper with an atomic, where a stackless thread could not
+/// let the others run: its threads run on fibers.
+const EMPTY_ON_FIBERS: &str = "#include \"gpu_mem.h\"\n__device__ void count() { static int n; atomicAdd(&n, 1); }\nextern \"C\" __global__ void empty_fiber() { if (blockDim.x == 0) count(); }\n";
 const ONE_BARRIER: &str =
     "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
-/// One barrier, and an atomic never reached that keeps the threads on fibers.
-const ONE_BARRIER_ON_FIBERS: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier_fiber() { syncthreads(); if (blockDim.x == 0) { static int n; atomicAdd(&n, 1); } }\n";
+/// One barrier, and a helper with an atomic, never called, that keeps the threads on fibers.
+const ONE_BARRIER_ON_FIBERS: &str = "#include \"gpu_mem.h\"\n__device__ void count() { static int n; atomicAdd(&n, 1); }\nextern \"C\" __global__ void one_barrier_fiber() { syncthreads(); if (blockDim.x == 0) count(); }\n";
 /// `k` barriers in a row: the steady cost of a barrier once every thread has started.
 const BARRIER_LOOP: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void barrier_loop(int k) { for (int i = 0; i < k; ++i) syncthreads(); }\n";
 const SPIN: &str = "#include \"gpu_mem.h\"\n\

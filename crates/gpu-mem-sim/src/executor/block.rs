@@ -248,6 +248,15 @@ impl Schedule {
         }
     }
 
+    /// As [`Schedule::restart`], but the rounds in which threads only spun keep counting: a
+    /// stackless block hands the scheduler one round after another, each started over.
+    pub(super) fn restart_round(&mut self, count: usize) {
+        let (idle_rounds, idle_since) = (self.idle_rounds, self.idle_since);
+        self.restart(count);
+        self.idle_rounds = idle_rounds;
+        self.idle_since = idle_since;
+    }
+
     /// Keeps the buffers for the next block of this OS thread.
     fn keep(self) {
         SPARE_SCHEDULE.set(Some(self));
@@ -817,6 +826,15 @@ impl<'a> Block<'a> {
                 self.thread_index(i as u32)
             })));
         }
+        self.count_round(s)?;
+        Ok(true)
+    }
+
+    /// Counts a round for telling threads that only spin from threads at work: an error once
+    /// rounds without progress (`s.progressed` false: no thread reached a barrier or
+    /// collective, ended, or was released) went on for [`MAX_IDLE_ROUNDS`] and
+    /// [`MAX_IDLE_TIME`].
+    pub(super) fn count_round(&self, s: &mut Schedule) -> Result<(), Error> {
         if s.progressed {
             s.idle_rounds = 0;
         } else {
@@ -836,7 +854,7 @@ impl<'a> Block<'a> {
             }
         }
         s.progressed = false;
-        Ok(true)
+        Ok(())
     }
 
     /// Whether the block is ending the threads left waiting.

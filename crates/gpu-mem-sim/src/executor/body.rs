@@ -134,6 +134,11 @@ pub(crate) struct GmSimRound {
     pub(crate) plain: c_int,
     /// Null: every waiting thread goes on in the next round; else those marked 1.
     pub(crate) ready: *const u8,
+    /// Of the waiting threads, those that only let the others run (an atomic or a spin hint;
+    /// [`GmSimWait::is_yield`]).
+    pub(crate) yielded: u32,
+    /// Threads that ended in the round.
+    pub(crate) ended: u32,
 }
 
 /// `gm_sim_wait`: where a stackless thread waits (the prelude's layout). A block barrier is just
@@ -144,9 +149,14 @@ pub(crate) struct GmSimWait {
     file: *const c_char,
     line: c_int,
     fence: c_int,
-    /// The scope (`GM_SIM_SCOPE_*`) times 16 plus the collective (0: a barrier).
+    /// The scope (`GM_SIM_SCOPE_*`) times 16 plus the collective (0: a barrier), or
+    /// [`YIELD_KIND`].
     kind: c_int,
 }
+
+/// `GM_SIM_KIND_YIELD`: the wait of a thread that only lets the others run (every 16th atomic
+/// or spin hint of a stackless thread) and goes on in the next round.
+const YIELD_KIND: c_int = 0x100;
 
 /// `gm_sim_wait_more`: a warp barrier's or collective's wait (the prelude's layout).
 #[repr(C)]
@@ -170,6 +180,16 @@ pub(crate) struct WaitParts {
 }
 
 impl GmSimWait {
+    /// Whether the thread only lets the others run (no barrier, no collective).
+    ///
+    /// # Safety
+    /// `wait` points to the wait of a suspended thread (alive until it goes on).
+    #[inline]
+    pub(crate) unsafe fn is_yield(wait: *const GmSimWait) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { (*wait).kind == YIELD_KIND }
+    }
+
     /// The rest of the wait, if it has more than the head. A raw pointer throughout: a
     /// reference to the head would not reach the rest.
     ///
@@ -177,8 +197,11 @@ impl GmSimWait {
     /// `wait` points to a live wait written by the prelude.
     unsafe fn more(wait: *const GmSimWait) -> Option<*const GmSimWaitMore> {
         // SAFETY: the caller's contract; any wait of another kind than a block barrier (kind 0)
-        // is the head of a `gm_sim_wait_more`.
-        unsafe { ((*wait).kind != 0).then(|| wait.cast::<GmSimWaitMore>()) }
+        // or the yield site is the head of a `gm_sim_wait_more`.
+        unsafe {
+            let kind = (*wait).kind;
+            (kind != 0 && kind != YIELD_KIND).then(|| wait.cast::<GmSimWaitMore>())
+        }
     }
 
     /// The wait as the scheduler keeps it. Field by field: they were just stored one by one,

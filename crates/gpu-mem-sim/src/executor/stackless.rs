@@ -72,6 +72,8 @@ impl Block<'_> {
             one_site: 1,
             plain: 1,
             ready: std::ptr::null(),
+            yielded: 0,
+            ended: 0,
         };
         // Which waiting threads the scheduler released, when it did not release them all.
         let mut ready: Vec<u8> = Vec::new();
@@ -89,7 +91,11 @@ impl Block<'_> {
             if round.waiting == 0 && every_waiting_thread_ran {
                 break Ok(());
             }
-            if every_waiting_thread_ran
+            // Threads that only let the others run (atomics, spin hints) go on in the next
+            // round; only the scheduler tells them from the rest.
+            let no_yield = round.yielded == 0;
+            if no_yield
+                && every_waiting_thread_ran
                 && round.waiting == round.count
                 && round.one_site != 0
                 && round.plain != 0
@@ -100,7 +106,18 @@ impl Block<'_> {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
                 }
                 round.ready = std::ptr::null();
-            } else if every_waiting_thread_ran
+            } else if every_waiting_thread_ran && round.yielded == round.waiting {
+                // Every live thread only let the others run (atomics, spin hints): all go on,
+                // the round counted as one without progress unless a thread ended.
+                // SAFETY: executor code between kernel calls; nothing else holds the schedule.
+                let s = unsafe { self.schedule() };
+                s.progressed = round.ended > 0;
+                if let Err(error) = self.count_round(s) {
+                    break Err(error);
+                }
+                round.ready = std::ptr::null();
+            } else if no_yield
+                && every_waiting_thread_ran
                 && round.one_site != 0
                 && self.whole_warps_at_one_collective(&frames, &waits)
             {
@@ -109,7 +126,10 @@ impl Block<'_> {
                 self.release_all_at_one_collective(&frames, &waits);
                 round.ready = std::ptr::null();
             } else {
-                match self.schedule_general(&frames, &waits, &mut ready) {
+                // Progress, for telling a spin-wait that never ends: a thread reached a barrier
+                // or collective, or ended (releases count in the scheduler).
+                let progressed = round.waiting > round.yielded || round.ended > 0;
+                match self.schedule_general(&frames, &waits, &mut ready, progressed) {
                     // (The scheduler reports a block where no thread can go on; this guard only
                     // keeps a broken invariant from spinning.)
                     Ok(Some(0)) => {
@@ -206,7 +226,10 @@ impl Block<'_> {
     /// scheduler, which releases what it can (warp collectives and barriers, block collectives,
     /// one barrier seen through two copies of its file name) exactly as for threads on fibers:
     /// `Ok(Some(n))` when it released `n` threads (marked in `ready`, their collectives' results
-    /// written into their waits), `Ok(None)` when every thread has ended, else the divergence.
+    /// written into their waits; threads that only let the others run are always marked),
+    /// `Ok(None)` when every thread has ended, else the divergence — or, after rounds in which
+    /// threads only spun (`progressed` false, nothing released) for as long as on fibers, the
+    /// report that nothing makes progress.
     #[cold]
     #[inline(never)]
     fn schedule_general(
@@ -214,15 +237,21 @@ impl Block<'_> {
         frames: &[*mut c_void],
         waits: &[*mut GmSimWait],
         ready: &mut Vec<u8>,
+        progressed: bool,
     ) -> Result<Option<u32>, Error> {
         let count = frames.len();
         // SAFETY: executor code between kernel calls; nothing else holds the schedule.
         let s = unsafe { self.schedule() };
-        s.restart(count);
+        s.restart_round(count);
         for linear in 0..count {
             if frames[linear].is_null() {
                 s.phases[linear] = Phase::Done;
                 s.done += 1;
+                continue;
+            }
+            // SAFETY: a waiting thread's `wait` points to its frame's wait or the yield site.
+            if unsafe { GmSimWait::is_yield(waits[linear]) } {
+                s.phases[linear] = Phase::Ready;
                 continue;
             }
             // SAFETY: a waiting thread's `wait` points into its frame, alive until it resumes.
@@ -244,6 +273,8 @@ impl Block<'_> {
             } = parts;
             record_wait(s, linear, scope, fence, mask, at, op);
         }
+        // (`record_wait` counts every wait as an arrival; only this round's count.)
+        s.progressed = progressed;
         if !self.end_round(s)? {
             return Ok(None);
         }

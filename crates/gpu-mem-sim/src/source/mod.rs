@@ -432,10 +432,16 @@ mod tests {
                        extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                        \x20   syncthreads(); a(0) = __shfl_sync(~0ull, 1, 0);\n}\n";
         assert_eq!(threads_of(shuffle), Threads::Stackless);
-        // Not tried: an atomic lets other threads run from inside the prelude, on a stack.
+        // Atomics called in the kernel let the others run from there; called in a helper, they
+        // cannot (refused by the compiler in stackless form).
         let atomic = "#include \"gpu_mem.h\"\n\
                       extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                       \x20   syncthreads(); atomicAdd(&a(0), 1);\n}\n";
-        assert_eq!(threads_of(atomic), Threads::Calls);
+        assert_eq!(threads_of(atomic), Threads::Stackless);
+        let in_helper = "#include \"gpu_mem.h\"\n\
+                         __device__ void add(int* p) { atomicAdd(p, 1); }\n\
+                         extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                         \x20   syncthreads(); add(&a(0));\n}\n";
+        assert_eq!(threads_of(in_helper), Threads::Calls);
     }
 }

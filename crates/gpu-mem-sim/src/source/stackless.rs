@@ -3,26 +3,27 @@
 //! prelude's `GM_SIM_STACKLESS` section turns the barrier names into `co_await`s).
 //!
 //! Guarantees:
-//! * only kernels whose threads wait at barriers and collectives called in the `__global__`
-//!   function itself are chosen ([`eligible`]; atomics and spin hints need a stack); the test is
-//!   on the source text and conservative;
+//! * only kernels whose threads wait at barriers and collectives, and let each other run at
+//!   atomics and spin hints, called in the `__global__` function itself are chosen
+//!   ([`eligible`]); the test is on the source text and conservative;
 //! * the rewrite keeps every line where it was (all edits stay within their line), so compile
 //!   errors, fault and divergence reports name the user's lines;
 //! * a source the rewrite cannot handle gives `None`, and a rewritten source the compiler refuses
 //!   (a barrier inside a helper function or a lambda, say) is built the ordinary way instead
 //!   (`super::program`): the choice changes speed, never behaviour.
 
-/// Names through which a thread waits inside a function of the prelude (atomics and the spin
-/// hint let the others run now and then: a stack is needed there), or that the rewrite must not
-/// meet: the runtime table, raw strings (which the tokenizer does not read).
-const NEEDS_A_STACK: [&str; 4] = ["atomic", "nanosleep", "gm_sim_", "R\""];
+/// Names the rewrite must not meet: the runtime table (through which a thread could wait
+/// inside a function), raw strings (which the tokenizer does not read).
+const NEEDS_A_STACK: [&str; 2] = ["gm_sim_", "R\""];
 
 /// The user's own coroutines: a kernel that is one already is left as it is.
 const COROUTINE_KEYWORDS: [&str; 3] = ["co_await", "co_yield", "co_return"];
 
 /// The names the prelude turns into `co_await`s (function-like macros): barriers, warp
-/// barriers, block and warp collectives.
-const SUSPENDING: [&str; 18] = [
+/// barriers, block and warp collectives, and the atomics and spin hint, which let the others
+/// run at every 16th call of a thread (as they do from inside the function on a fiber). Called
+/// in a helper function, they make the stackless form fail to compile (no coroutine there).
+const SUSPENDING: [&str; 30] = [
     "__syncthreads",
     "syncthreads",
     "barrier",
@@ -41,12 +42,25 @@ const SUSPENDING: [&str; 18] = [
     "__ballot_sync",
     "__all_sync",
     "__any_sync",
+    "atomicAdd",
+    "atomicSub",
+    "atomicExch",
+    "atomicMin",
+    "atomicMax",
+    "atomicInc",
+    "atomicDec",
+    "atomicCAS",
+    "atomicAnd",
+    "atomicOr",
+    "atomicXor",
+    "__nanosleep",
 ];
 
 /// Whether `code`'s threads may run stackless: it names something that waits (see
 /// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`] or [`COROUTINE_KEYWORDS`], and
 /// every name of [`SUSPENDING`] is a plain call (`(syncthreads)()`, `&syncthreads` or
-/// `__shfl_sync<float>(...)` would reach the function, which cannot suspend a coroutine).
+/// `__shfl_sync<float>(...)` would reach the function, which cannot suspend a coroutine; a call
+/// in an expression, `while (atomicCAS(p, 0, 1) != 0)`, is one).
 pub(crate) fn eligible(code: &str) -> bool {
     if !super::wrapper::may_wait(code) || NEEDS_A_STACK.iter().any(|word| code.contains(word)) {
         return false;
@@ -63,10 +77,13 @@ pub(crate) fn eligible(code: &str) -> bool {
             return true;
         }
         let called = toks.get(i + 1).is_some_and(|next| text(next) == "(");
+        // Reached as a value or a member, or qualified (`::atomicAdd(...)`): the macro would
+        // not apply, or not cleanly. (A name in parentheses, `(syncthreads)()`, is not called:
+        // the next token is `)`.)
         let named = i
             .checked_sub(1)
             .and_then(|p| toks.get(p))
-            .is_some_and(|prev| matches!(text(prev), "(" | "&" | ":" | "." | ">"));
+            .is_some_and(|prev| matches!(text(prev), "&" | ":" | "." | ">"));
         called && !named
     })
 }
@@ -488,6 +505,9 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             "p[0] = syncthreads_count(1)",
             "wavebarrier()",
             "__syncwarp()",
+            "atomicAdd(p, 1)",
+            "while (atomicCAS(p, 0, 1) != 0) __nanosleep(10)",
+            "p[1] = atomicMax(&p[0], 3) + atomicInc((unsigned*)p, 9u)",
         ] {
             let code = format!("__global__ void k(int* p) {{ {call}; }}");
             assert!(eligible(&code), "{call}");
@@ -499,8 +519,9 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
         // No barrier at all: plain calls, not coroutines.
         assert!(!eligible("__global__ void k(float* p) { p[0] = 1; }"));
         for word in [
-            "atomicAdd(p, 1)",
-            "__nanosleep(10)",
+            "auto add = &atomicAdd",
+            "(atomicAdd)(p, 1)",
+            "gm_sim_rt.progress()",
             "p[0] = __shfl_sync<int>(~0ull, 1, 0)",
             "co_yield 1",
             "(syncthreads)()",

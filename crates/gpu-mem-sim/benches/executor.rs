@@ -4,12 +4,12 @@
 //! `cargo bench -p gpu-mem-sim --bench executor` prints medians and the targets:
 //! * a 1x1 empty launch: at most 5 us;
 //! * 1 block x 1024 empty threads: at most 20 ns per thread (a source kernel that names no
-//!   barrier, collective or atomic runs its threads as plain calls; one that waits only at block
-//!   barriers, as coroutines (stackless); one naming anything else that waits, and every closure
-//!   kernel, on fibers: all are shown);
+//!   barrier, collective or atomic runs its threads as plain calls; one that waits at barriers
+//!   or spins at atomics called in the kernel itself, as coroutines (stackless); one calling
+//!   them from a helper function, and every closure kernel, on fibers: all are shown);
 //! * one barrier in 1024 blocks x 256 threads: at most 15 ns per thread and barrier
-//!   (the launch with no barrier subtracted), for source kernels (stackless), closures (on
-//!   fibers) and async closures (polled futures); the
+//!   (the launch with no barrier subtracted), for source kernels (stackless, with and without
+//!   an atomic per thread), closures (on fibers) and async closures (polled futures); the
 //!   same source on fibers is shown for comparison, and for information what 32 more barriers
 //!   cost once every thread has started (source and closure);
 //! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
@@ -30,6 +30,10 @@ const ONE_BARRIER: &str =
     "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
 /// One barrier, and a helper with an atomic, never called, that keeps the threads on fibers.
 const ONE_BARRIER_ON_FIBERS: &str = "#include \"gpu_mem.h\"\n__device__ void count() { static int n; atomicAdd(&n, 1); }\nextern \"C\" __global__ void one_barrier_fiber() { syncthreads(); if (blockDim.x == 0) count(); }\n";
+/// A shared-memory atomic per thread, then one barrier (the atomic called in the kernel: its
+/// threads run stackless); and the atomic alone.
+const ONE_BARRIER_ATOMIC: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier_atomic() { __shared__ int n; atomicAdd(&n, 1); syncthreads(); }\n";
+const ATOMIC_ONLY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void atomic_only() { __shared__ int n; atomicAdd(&n, 1); }\n";
 /// `k` barriers in a row: the steady cost of a barrier once every thread has started.
 const BARRIER_LOOP: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void barrier_loop(int k) { for (int i = 0; i < k; ++i) syncthreads(); }\n";
 const SPIN: &str = "#include \"gpu_mem.h\"\n\
@@ -188,6 +192,12 @@ fn main() {
             "async closure",
             Kernel::sim_async("one_barrier", async |t| t.syncthreads().await),
             Kernel::sim_async("empty", async |_| {}),
+            true,
+        ),
+        (
+            "source with an atomic",
+            Kernel::from_source(ONE_BARRIER_ATOMIC, "one_barrier_atomic"),
+            Kernel::from_source(ATOMIC_ONLY, "atomic_only"),
             true,
         ),
         (

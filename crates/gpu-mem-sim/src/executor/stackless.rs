@@ -1,12 +1,15 @@
 //! Running a block of a stackless program: a kernel whose threads wait only at barriers and
-//! collectives, compiled with each thread a coroutine (`crate::source::stackless`).
+//! collectives, and let each other run only at atomics and spin hints, called in the kernel
+//! itself, compiled with each thread a coroutine (`crate::source::stackless`).
 //!
 //! A thread is then a heap frame of the program's, not a stack: started, it runs until it first
 //! waits, leaves the wait in its frame and returns. The block runs in rounds: the program runs
 //! every thread that may go on (`gm_sim_run_round`, in index order) and reports how many wait,
 //! and whether all at one block barrier; if so, all go on, else the block's scheduler
 //! (`super::block`, the same releases, collective results and divergence reports as for threads
-//! on fibers) says who goes on. Where a thread on a fiber pays two stack switches and a stack
+//! on fibers) says who goes on. A thread that only let the others run (every 16th atomic or spin
+//! hint) goes on in the next round; rounds of nothing else count towards the report of a spin
+//! that never ends, as on fibers. Where a thread on a fiber pays two stack switches and a stack
 //! of its own per barrier, a stackless one pays a call and a return. The threads run on one
 //! fiber of the block's OS thread, so their calls have the simulated stack size, and an
 //! overflow is reported as for any other kernel.

@@ -684,6 +684,7 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
 #if defined(GM_SIM_STACKLESS)
 #include <coroutine>
 #include <cstdlib>
+#include <tuple>
 
 /* Where a suspended thread waits (C layouts shared with the simulator): a block barrier's call
  * site and fence; for anything else (kind != block barrier) the same head inside a
@@ -886,12 +887,17 @@ inline gm_sim_shuffling<T> gm_sim_await_shfl(int op, unsigned long long mask, T 
                                                        gm_sim_bits(var), arg, width, file, line)};
 }
 
-/* `co_await gm_sim_progressing{}`, before each atomic and spin hint the kernel calls: every
- * GM_SIM_PROGRESS_EVERY-th one of a thread lets the others run (as a thread on a fiber does
- * inside the function): it suspends at the yield site, which the executor reads as ready to go
- * on in the next round. Any other time it does not suspend. */
+/* `co_await gm_sim_progressing(call, arguments...)`, for each atomic and spin hint the kernel
+ * calls: the arguments are evaluated first, then every GM_SIM_PROGRESS_EVERY-th such call of a
+ * thread lets the others run (as a thread on a fiber does inside the function, after its
+ * arguments): it suspends at the yield site, which the executor reads as ready to go on in the
+ * next round; any other time it does not suspend. Then the call is made, and its value is the
+ * await's. */
 static const gm_sim_wait gm_sim_yield_site = {"", 0, GM_FENCE_LOCAL, GM_SIM_KIND_YIELD};
-struct gm_sim_progressing {
+template <typename F, typename... A>
+struct gm_sim_progress_call {
+    F call;
+    std::tuple<A...> arguments;
     bool await_ready() const noexcept { return false; }
     bool await_suspend(gm_sim_handle h) const noexcept {
         gm_sim_task::promise_type& p = h.promise();
@@ -901,8 +907,12 @@ struct gm_sim_progressing {
         p.wait = const_cast<gm_sim_wait*>(&gm_sim_yield_site);
         return true;
     }
-    void await_resume() const noexcept {}
+    decltype(auto) await_resume() { return std::apply(call, arguments); }
 };
+template <typename F, typename... A>
+inline gm_sim_progress_call<F, A...> gm_sim_progressing(F call, A... arguments) {
+    return gm_sim_progress_call<F, A...>{call, std::tuple<A...>(arguments...)};
+}
 
 /* Whether an ended thread's frame holds nothing to destroy: its locals are gone by then, and the
  * promise is trivial, so only the parameters' copies might have destructors. The memory goes
@@ -1071,20 +1081,23 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
 #define __shfl_up_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_UP, __VA_ARGS__))
 #define __shfl_down_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_DOWN, __VA_ARGS__))
 #define __shfl_xor_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_XOR, __VA_ARGS__))
-/* The call itself goes through the parenthesised name, which is not expanded again. */
-#define GM_SIM_PROGRESSING(call) (co_await gm_sim_progressing{}, (call))
-#define atomicAdd(...) GM_SIM_PROGRESSING((atomicAdd)(__VA_ARGS__))
-#define atomicSub(...) GM_SIM_PROGRESSING((atomicSub)(__VA_ARGS__))
-#define atomicExch(...) GM_SIM_PROGRESSING((atomicExch)(__VA_ARGS__))
-#define atomicMin(...) GM_SIM_PROGRESSING((atomicMin)(__VA_ARGS__))
-#define atomicMax(...) GM_SIM_PROGRESSING((atomicMax)(__VA_ARGS__))
-#define atomicInc(...) GM_SIM_PROGRESSING((atomicInc)(__VA_ARGS__))
-#define atomicDec(...) GM_SIM_PROGRESSING((atomicDec)(__VA_ARGS__))
-#define atomicCAS(...) GM_SIM_PROGRESSING((atomicCAS)(__VA_ARGS__))
-#define atomicAnd(...) GM_SIM_PROGRESSING((atomicAnd)(__VA_ARGS__))
-#define atomicOr(...) GM_SIM_PROGRESSING((atomicOr)(__VA_ARGS__))
-#define atomicXor(...) GM_SIM_PROGRESSING((atomicXor)(__VA_ARGS__))
-#define __nanosleep(...) GM_SIM_PROGRESSING((__nanosleep)(__VA_ARGS__))
+/* The call itself goes through the parenthesised name, which is not expanded again, with the
+ * arguments as evaluated (the same overload as a direct call: the same argument types). */
+#define GM_SIM_PROGRESSING(name, ...)                                                         \
+    (co_await gm_sim_progressing([](auto... a) -> decltype(auto) { return (name)(a...); },   \
+                                 __VA_ARGS__))
+#define atomicAdd(...) GM_SIM_PROGRESSING(atomicAdd, __VA_ARGS__)
+#define atomicSub(...) GM_SIM_PROGRESSING(atomicSub, __VA_ARGS__)
+#define atomicExch(...) GM_SIM_PROGRESSING(atomicExch, __VA_ARGS__)
+#define atomicMin(...) GM_SIM_PROGRESSING(atomicMin, __VA_ARGS__)
+#define atomicMax(...) GM_SIM_PROGRESSING(atomicMax, __VA_ARGS__)
+#define atomicInc(...) GM_SIM_PROGRESSING(atomicInc, __VA_ARGS__)
+#define atomicDec(...) GM_SIM_PROGRESSING(atomicDec, __VA_ARGS__)
+#define atomicCAS(...) GM_SIM_PROGRESSING(atomicCAS, __VA_ARGS__)
+#define atomicAnd(...) GM_SIM_PROGRESSING(atomicAnd, __VA_ARGS__)
+#define atomicOr(...) GM_SIM_PROGRESSING(atomicOr, __VA_ARGS__)
+#define atomicXor(...) GM_SIM_PROGRESSING(atomicXor, __VA_ARGS__)
+#define __nanosleep(...) GM_SIM_PROGRESSING(__nanosleep, __VA_ARGS__)
 #endif /* GM_SIM_STACKLESS */
 
 #endif /* GM_HOST */

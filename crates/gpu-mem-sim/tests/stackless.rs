@@ -353,6 +353,22 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     syncthreads();
     a(threadIdx.x) = count * 100 + a(threadIdx.x);
 }"#,
+        // Atomics inside `&&`, `||`, `?:` and a statement expression; the values they return
+        // (which depend on the order threads run in: the same order both ways).
+        r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    __shared__ int c, d, e;
+    if (threadIdx.x == 0) { c = 0; d = 0; e = 0; }
+    syncthreads();
+    int v = a(threadIdx.x);
+    if (v % 3 == 0 && atomicAdd(&c, 1) >= 0) v += 1;
+    if (v % 5 == 0 || atomicAdd(&d, 2) < 0) v += 2;
+    int w = (v & 1) ? atomicAdd(&e, 3) : atomicSub(&e, 1);
+    int x = ({ int t = atomicAdd(&c, 0); t + 4; });
+    for (int i = 0; i < 17; ++i) v += (atomicOr(&d, 0) & 0) + (i == 16);
+    syncthreads();
+    a(threadIdx.x) = v + c * 100 + d * 10000 + e * 7 + w * 3 + x;
+}"#,
         // A warp that spins while the other warp reduces with shuffles, then a block barrier.
         r#"#include "gpu_mem.h"
 extern "C" __global__ void k(gm_array<int, 1> a) {
@@ -383,7 +399,8 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
 }
 
 /// A stackless thread spinning on a flag nobody sets is reported as on fibers (after the round
-/// limit and 10 s), and the backend runs later launches.
+/// limit and 10 s, with the same account of each thread: one exited, one spinning), and the
+/// backend runs later launches.
 #[test]
 fn endless_spin_waits_are_reported() {
     let source = r#"#include "gpu_mem.h"
@@ -391,26 +408,19 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     __shared__ int flag;
     if (threadIdx.x == 0) flag = 0;
     syncthreads();
+    if (threadIdx.x == 1) return;
     while (atomicAdd(&flag, 0) == 0) { }
     a(threadIdx.x) = 1;
 }"#;
     let started = std::time::Instant::now();
-    let message = as_written(source, 2).unwrap_err();
+    let (stackless, fibers) = both_ways(source, 2);
+    let message = stackless.unwrap_err();
     assert!(message.contains("no forward progress"), "{message}");
-    assert!(started.elapsed() >= std::time::Duration::from_secs(10));
+    assert_eq!(Err(message), fibers);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(20));
     let (after, fibers) = both_ways(&reduction_of_two(), 2);
     assert_eq!(after, fibers);
     assert!(after.is_ok(), "{after:?}");
-}
-
-/// Runs `source` as written only (the first half of [`both_ways`]).
-fn as_written(source: &str, threads: u32) -> Result<Vec<i32>, String> {
-    let backend = SimBackend::new(SimConfig::default());
-    let config = LaunchConfig::new(1, threads);
-    run(&backend, source, "k", config, threads as usize, |i| {
-        i as i32
-    })
-    .map_err(|e| e.to_string())
 }
 
 /// A kernel with a barrier and an atomic, for a launch after a failed one.

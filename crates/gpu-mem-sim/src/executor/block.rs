@@ -257,6 +257,13 @@ impl Schedule {
         self.idle_since = idle_since;
     }
 
+    /// Something other than spinning happened (a release outside the scheduler's rounds): the
+    /// count of rounds without progress starts over.
+    #[inline]
+    pub(super) fn note_progress(&mut self) {
+        self.idle_rounds = 0;
+    }
+
     /// Keeps the buffers for the next block of this OS thread.
     fn keep(self) {
         SPARE_SCHEDULE.set(Some(self));
@@ -826,35 +833,39 @@ impl<'a> Block<'a> {
                 self.thread_index(i as u32)
             })));
         }
-        self.count_round(s)?;
+        if self.spun_too_long(s) {
+            return Err(self.no_progress(s));
+        }
         Ok(true)
     }
 
-    /// Counts a round for telling threads that only spin from threads at work: an error once
+    /// Counts a round for telling threads that only spin from threads at work: `true` once
     /// rounds without progress (`s.progressed` false: no thread reached a barrier or
     /// collective, ended, or was released) went on for [`MAX_IDLE_ROUNDS`] and
-    /// [`MAX_IDLE_TIME`].
-    pub(super) fn count_round(&self, s: &mut Schedule) -> Result<(), Error> {
-        if s.progressed {
+    /// [`MAX_IDLE_TIME`] (report it with [`Block::no_progress`]).
+    pub(super) fn spun_too_long(&self, s: &mut Schedule) -> bool {
+        let progressed = std::mem::replace(&mut s.progressed, false);
+        if progressed {
             s.idle_rounds = 0;
-        } else {
-            s.idle_rounds += 1;
-            if s.idle_rounds == IDLE_CLOCK_FROM {
-                s.idle_since = Some(std::time::Instant::now());
-            }
-            if s.idle_rounds > MAX_IDLE_ROUNDS
-                && s.idle_rounds.is_multiple_of(IDLE_CLOCK_FROM)
-                && s.idle_since.is_some_and(|t| t.elapsed() >= MAX_IDLE_TIME)
-            {
-                return Err(self.divergence(format!(
-                    "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run, for {} s and over {MAX_IDLE_ROUNDS} rounds; {}",
-                    MAX_IDLE_TIME.as_secs(),
-                    describe_states(&s.states(), |i| self.thread_index(i as u32))
-                )));
-            }
+            return false;
         }
-        s.progressed = false;
-        Ok(())
+        s.idle_rounds += 1;
+        if s.idle_rounds == IDLE_CLOCK_FROM {
+            s.idle_since = Some(std::time::Instant::now());
+        }
+        s.idle_rounds > MAX_IDLE_ROUNDS
+            && s.idle_rounds.is_multiple_of(IDLE_CLOCK_FROM)
+            && s.idle_since.is_some_and(|t| t.elapsed() >= MAX_IDLE_TIME)
+    }
+
+    /// The report of threads that only spin, from the states in `s`.
+    #[cold]
+    pub(super) fn no_progress(&self, s: &Schedule) -> Error {
+        self.divergence(format!(
+            "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run, for {} s and over {MAX_IDLE_ROUNDS} rounds; {}",
+            MAX_IDLE_TIME.as_secs(),
+            describe_states(&s.states(), |i| self.thread_index(i as u32))
+        ))
     }
 
     /// Whether the block is ending the threads left waiting.

@@ -141,8 +141,9 @@ pub(crate) struct GmSimRound {
     pub(crate) ended: u32,
 }
 
-/// `gm_sim_wait`: where a stackless thread waits (the prelude's layout). A block barrier is just
-/// this; anything else is the head of a [`GmSimWaitMore`], which `kind` tells.
+/// `gm_sim_wait`: where a stackless thread waits (the prelude's layout). A block barrier and the
+/// yield site (an atomic or spin hint letting the others run) are just this; anything else is
+/// the head of a [`GmSimWaitMore`], which `kind` tells.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct GmSimWait {

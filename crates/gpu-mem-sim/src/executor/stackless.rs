@@ -32,9 +32,10 @@ impl Block<'_> {
     /// The block's threads, run on `fiber` (the driver `run_stackless` entered): started in
     /// index order, then resumed round by round. Each round runs in the program
     /// (`gm_sim_round`); after it, all go on when every live thread waits at one block barrier,
-    /// or at one collective in whole warps (with their results); anything else goes to the
-    /// block's scheduler, which releases and reports exactly as for threads on fibers. Returns
-    /// where the fiber goes next (back to `run_stackless`).
+    /// or at one collective in whole warps (with their results), or only let the others run
+    /// (an atomic or spin hint; the round counts as one without progress unless a thread
+    /// ended); anything else goes to the block's scheduler, which releases and reports exactly
+    /// as for threads on fibers. Returns where the fiber goes next (back to `run_stackless`).
     pub(super) fn drive_stackless(
         &self,
         launch: &CompiledLaunch<'_>,
@@ -108,6 +109,8 @@ impl Block<'_> {
                 if round.fence & GLOBAL_FENCE != 0 {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
                 }
+                // SAFETY: executor code between kernel calls; nothing else holds the schedule.
+                unsafe { self.schedule() }.note_progress();
                 round.ready = std::ptr::null();
             } else if every_waiting_thread_ran && round.yielded == round.waiting {
                 // Every live thread only let the others run (atomics, spin hints): all go on,
@@ -115,8 +118,17 @@ impl Block<'_> {
                 // SAFETY: executor code between kernel calls; nothing else holds the schedule.
                 let s = unsafe { self.schedule() };
                 s.progressed = round.ended > 0;
-                if let Err(error) = self.count_round(s) {
-                    break Err(error);
+                if self.spun_too_long(s) {
+                    // The report names each thread's state: every live one spins.
+                    s.restart_round(frames.len());
+                    for (phase, frame) in s.phases.iter_mut().zip(&frames) {
+                        *phase = if frame.is_null() {
+                            Phase::Done
+                        } else {
+                            Phase::Ready
+                        };
+                    }
+                    break Err(self.no_progress(s));
                 }
                 round.ready = std::ptr::null();
             } else if no_yield
@@ -127,6 +139,8 @@ impl Block<'_> {
                 // Every live thread waits at one warp barrier or collective, in whole warps (or
                 // the whole block, for a block vote): all go on, with their results.
                 self.release_all_at_one_collective(&frames, &waits);
+                // SAFETY: as above.
+                unsafe { self.schedule() }.note_progress();
                 round.ready = std::ptr::null();
             } else {
                 // Progress, for telling a spin-wait that never ends: a thread reached a barrier

@@ -410,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn kernels_waiting_only_at_barriers_and_collectives_run_stackless() {
+    fn kernels_calling_barriers_collectives_and_atomics_themselves_run_stackless() {
         let body = "extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                     \x20   if (threadIdx.x >= a.shape[0]) return;\n\
                     \x20   __syncthreads(); a(threadIdx.x) += 1; barrier(GM_FENCE_GLOBAL);\n}\n";

@@ -62,7 +62,10 @@ const SUSPENDING: [&str; 30] = [
 /// `__shfl_sync<float>(...)` would reach the function, which cannot suspend a coroutine; a call
 /// in an expression, `while (atomicCAS(p, 0, 1) != 0)`, is one).
 pub(crate) fn eligible(code: &str) -> bool {
-    if !super::wrapper::may_wait(code) || NEEDS_A_STACK.iter().any(|word| code.contains(word)) {
+    if !super::wrapper::may_wait(code)
+        || NEEDS_A_STACK.iter().any(|word| code.contains(word))
+        || directive_names_suspending(code)
+    {
         return false;
     }
     let Some(toks) = tokens(code) else {
@@ -77,15 +80,35 @@ pub(crate) fn eligible(code: &str) -> bool {
             return true;
         }
         let called = toks.get(i + 1).is_some_and(|next| text(next) == "(");
-        // Reached as a value or a member, or qualified (`::atomicAdd(...)`): the macro would
-        // not apply, or not cleanly. (A name in parentheses, `(syncthreads)()`, is not called:
-        // the next token is `)`.)
-        let named = i
-            .checked_sub(1)
-            .and_then(|p| toks.get(p))
-            .is_some_and(|prev| matches!(text(prev), "&" | ":" | "." | ">"));
+        // A member (`.barrier(`, `->barrier(`) or qualified (`::atomicAdd(`): the macro would
+        // not apply cleanly. (A name in parentheses, `(syncthreads)()`, or taken by address,
+        // `&syncthreads`, is not called: the next token is not `(`. A call after `&&`, `>` or a
+        // `?:`'s `:` is a call.)
+        let token = |back: usize| i.checked_sub(back).and_then(|p| toks.get(p));
+        let pair = |first: &str, second: &str| {
+            token(1).is_some_and(|b| text(b) == second)
+                && token(2)
+                    .is_some_and(|a| text(a) == first && a.end == token(1).map_or(0, |b| b.start))
+        };
+        let named =
+            token(1).is_some_and(|prev| text(prev) == ".") || pair("-", ">") || pair(":", ":");
         called && !named
     })
+}
+
+/// Whether a preprocessor directive names one of [`SUSPENDING`]: a macro could then reach the
+/// function without a plain call in the kernel (`#define CAS (atomicCAS)`), which the token test
+/// (it skips directives) cannot see.
+fn directive_names_suspending(code: &str) -> bool {
+    let mut continued = false;
+    for line in code.lines() {
+        let directive = continued || line.trim_start().starts_with('#');
+        if directive && SUSPENDING.iter().any(|name| line.contains(name)) {
+            return true;
+        }
+        continued = directive && line.trim_end().ends_with('\\');
+    }
+    false
 }
 
 /// A token of the source: an identifier, a number or one punctuation character, by byte range.
@@ -508,6 +531,10 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             "atomicAdd(p, 1)",
             "while (atomicCAS(p, 0, 1) != 0) __nanosleep(10)",
             "p[1] = atomicMax(&p[0], 3) + atomicInc((unsigned*)p, 9u)",
+            "if (p[0] > 0 && atomicAdd(p, 1) == 0) p[1] = 1",
+            "p[1] = p[0] > atomicMax(p, 2)",
+            "p[1] = p[0] ? 1 : atomicAdd(p, 1)",
+            "switch (p[0]) { case 0: atomicAdd(p, 1); }",
         ] {
             let code = format!("__global__ void k(int* p) {{ {call}; }}");
             assert!(eligible(&code), "{call}");
@@ -527,9 +554,18 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             "(syncthreads)()",
             "auto f = &syncthreads",
             "int barrier = 1",
+            "q->barrier(1)",
+            "q.atomicAdd(p, 1)",
+            "::atomicAdd(p, 1)",
         ] {
             let code = format!("__global__ void k(int* p) {{ syncthreads(); {word}; }}");
             assert!(!eligible(&code), "{word}");
+        }
+        // A macro could reach a function without a call the test sees.
+        for define in ["#define CAS (atomicCAS)", "#define WAIT \\\n  syncthreads"] {
+            let code =
+                format!("{define}\n__global__ void k(int* p) {{ syncthreads(); CAS(p, 0, 1); }}");
+            assert!(!eligible(&code), "{define}");
         }
     }
 }

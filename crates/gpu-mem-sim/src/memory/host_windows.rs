@@ -111,8 +111,14 @@ mod tests {
 
     /// A window of `len` bytes at host address `host` (the memory is never touched).
     fn window(host: usize, len: usize) -> Arc<Region> {
-        let ptr = NonNull::new(host as *mut u8).unwrap_or(NonNull::dangling());
+        let ptr =
+            NonNull::new(std::ptr::without_provenance_mut(host)).unwrap_or(NonNull::dangling());
         Arc::new(Region::new(host as u64, len, ptr, None, false))
+    }
+
+    /// A host address that is never dereferenced.
+    fn at(address: usize) -> *const u8 {
+        std::ptr::without_provenance(address)
     }
 
     /// What `find` must answer, by a plain scan: of the windows overlapping
@@ -128,17 +134,17 @@ mod tests {
     #[test]
     fn empty_finds_nothing_and_bounds_follow_the_windows() {
         let windows = HostWindows::new();
-        assert!(windows.find(4096 as *const u8, 64).is_none());
+        assert!(windows.find(at(4096), 64).is_none());
         let a = window(0x10_000, 0x1000);
         windows.insert(0x10_000, Arc::clone(&a));
-        assert!(windows.find(0x10_fff as *const u8, 1).is_some());
-        assert!(windows.find(0x11_000 as *const u8, 1).is_none());
-        assert!(windows.find(0xf_fff as *const u8, 1).is_none());
-        assert!(windows.find(0xf_fff as *const u8, 2).is_some());
+        assert!(windows.find(at(0x10_fff), 1).is_some());
+        assert!(windows.find(at(0x11_000), 1).is_none());
+        assert!(windows.find(at(0xf_fff), 1).is_none());
+        assert!(windows.find(at(0xf_fff), 2).is_some());
         let b = window(0x40_000, 0x100);
         windows.insert(0x40_000, Arc::clone(&b));
         // Between the two windows: inside the bounds, found by the map.
-        assert!(windows.find(0x20_000 as *const u8, 16).is_none());
+        assert!(windows.find(at(0x20_000), 16).is_none());
         assert!(
             windows
                 .remove_if(0x40_000, |w| !Arc::ptr_eq(w, &b))
@@ -149,9 +155,9 @@ mod tests {
                 .remove_if(0x40_000, |w| Arc::ptr_eq(w, &b))
                 .is_some()
         );
-        assert!(windows.find(0x40_000 as *const u8, 1).is_none());
+        assert!(windows.find(at(0x40_000), 1).is_none());
         windows.remove_region(&a);
-        assert!(windows.find(0x10_000 as *const u8, 1).is_none());
+        assert!(windows.find(at(0x10_000), 1).is_none());
         assert_eq!(
             windows.lo.load(std::sync::atomic::Ordering::SeqCst),
             usize::MAX
@@ -192,7 +198,7 @@ mod tests {
                 }
                 for &(offset, len) in &probes {
                     let start = 0x1000 - 256 + offset;
-                    let found = windows.find(start as *const u8, len).map(|r| r.start() as usize);
+                    let found = windows.find(at(start), len).map(|r| r.start() as usize);
                     prop_assert_eq!(found, scan(&live, start, len));
                 }
             }

@@ -245,12 +245,8 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        // Miri runs this module too: a few cases there, and no failure file (no file system).
-        #![proptest_config(ProptestConfig {
-            cases: if cfg!(miri) { 3 } else { 256 },
-            failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
-            ..ProptestConfig::default()
-        })]
+        // Miri runs this module too: a few cases there.
+        #![proptest_config(crate::test_support::proptest_config(3))]
 
         /// Whatever the sizes and relative offsets (the backwards path included), the copy
         /// equals `ptr::copy`.

@@ -33,6 +33,8 @@ mod recent_stream;
 mod reentry;
 mod source;
 mod stream;
+#[cfg(test)]
+mod test_support;
 pub mod thread;
 mod workers;
 

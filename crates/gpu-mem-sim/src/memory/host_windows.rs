@@ -166,13 +166,8 @@ mod tests {
     }
 
     proptest! {
-        // Miri: a handful of cases is enough to check the code for undefined behaviour (and no
-        // file of failures, which would need the working directory).
-        #![proptest_config(ProptestConfig {
-            cases: if cfg!(miri) { 4 } else { 256 },
-            failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
-            ..ProptestConfig::default()
-        })]
+        // Miri: a handful of cases is enough to check the code for undefined behaviour.
+        #![proptest_config(crate::test_support::proptest_config(4))]
 
         /// Inserting and removing windows (disjoint slots of a 64-slot space) in any order,
         /// every lookup answers what a plain scan of the live windows answers.

@@ -58,7 +58,8 @@ const SUSPENDING: [&str; 30] = [
 
 /// Whether `code`'s threads may run stackless: it names something that waits (see
 /// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`] or [`COROUTINE_KEYWORDS`], and
-/// every name of [`SUSPENDING`] is a plain call (`(syncthreads)()`, `&syncthreads` or
+/// every name of [`SUSPENDING`] is a plain call in the body of a `__global__` function
+/// (`(syncthreads)()`, `&syncthreads` or
 /// `__shfl_sync<float>(...)` would reach the function, which cannot suspend a coroutine; a call
 /// in an expression, `while (atomicCAS(p, 0, 1) != 0)`, is one).
 pub(crate) fn eligible(code: &str) -> bool {
@@ -71,6 +72,12 @@ pub(crate) fn eligible(code: &str) -> bool {
     let Some(toks) = tokens(code) else {
         return false;
     };
+    let Some(bodies) = kernel_bodies(code, &toks) else {
+        return false;
+    };
+    // A call in a helper function cannot suspend (the compiler would refuse the stackless form:
+    // not tried, which saves that compile).
+    let in_a_kernel = |i: usize| bodies.iter().any(|&(open, close)| open < i && i < close);
     let text = |t: &Token| &code[t.start..t.end];
     toks.iter().enumerate().all(|(i, t)| {
         if t.ident && COROUTINE_KEYWORDS.contains(&text(t)) {
@@ -92,7 +99,7 @@ pub(crate) fn eligible(code: &str) -> bool {
         };
         let named =
             token(1).is_some_and(|prev| text(prev) == ".") || pair("-", ">") || pair(":", ":");
-        called && !named
+        called && !named && in_a_kernel(i)
     })
 }
 
@@ -259,21 +266,7 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
                 edits.push((literal, literal + 3, String::new()));
             }
         }
-        // The declaration runs to its body's `{` or a `;`, outside parentheses.
-        let mut depth = 0i32;
-        let mut void_at = None;
-        let mut j = i + 1;
-        let end = loop {
-            let t = toks.get(j)?;
-            match text(t) {
-                "(" => depth += 1,
-                ")" => depth -= 1,
-                "{" | ";" if depth == 0 => break j,
-                "void" if depth == 0 && void_at.is_none() => void_at = Some(j),
-                _ => {}
-            }
-            j += 1;
-        };
+        let (end, void_at) = kernel_head(code, &toks, i)?;
         let void_at = void_at?;
         edits.push((toks[void_at].start, toks[void_at].end, "gm_sim_task".into()));
         if text(&toks[end]) == ";" {
@@ -283,18 +276,11 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
         let open = toks[end];
         edits.push((open.end, open.end, " co_await std::suspend_never{};".into()));
         let bind_shared = !may_observe_references(code, &toks[end..]);
-        let mut braces = 0i32;
+        let close = body_end(code, &toks, end)?;
         let mut k = end;
-        loop {
-            let t = toks.get(k)?;
-            match text(t) {
-                "{" => braces += 1,
-                "}" => {
-                    braces -= 1;
-                    if braces == 0 {
-                        break;
-                    }
-                }
+        while k < close {
+            let t = toks[k];
+            match text(&t) {
                 "return" if t.ident => edits.push((t.start, t.end, "co_return".into())),
                 "__shared__" | "GM_SHARED" if t.ident && bind_shared => {
                     if let Some((name, semicolon)) = shared_declaration(code, &toks, k) {
@@ -309,7 +295,7 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
             }
             k += 1;
         }
-        i = k + 1;
+        i = close + 1;
     }
     if edits.is_empty() {
         return None;
@@ -323,6 +309,65 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
     }
     out.push_str(&code[at..]);
     Some(out)
+}
+
+/// The declaration of the `__global__` function whose keyword is token `at`: the token that
+/// ends it (its body's `{`, or the `;` of a declaration), outside parentheses, and its first
+/// `void` there (the return type). `None` when the source ends first.
+fn kernel_head(code: &str, toks: &[Token], at: usize) -> Option<(usize, Option<usize>)> {
+    let mut depth = 0i32;
+    let mut void_at = None;
+    for (j, t) in toks.iter().enumerate().skip(at + 1) {
+        match &code[t.start..t.end] {
+            "(" => depth += 1,
+            ")" => depth -= 1,
+            "{" | ";" if depth == 0 => return Some((j, void_at)),
+            "void" if depth == 0 && void_at.is_none() => void_at = Some(j),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The `}` that closes the `{` at token `open`; `None` when the source ends first.
+fn body_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
+    let mut braces = 0i32;
+    for (k, t) in toks.iter().enumerate().skip(open) {
+        match &code[t.start..t.end] {
+            "{" => braces += 1,
+            "}" => {
+                braces -= 1;
+                if braces == 0 {
+                    return Some(k);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The token ranges (`{` to `}`) of the bodies of `code`'s `__global__` functions; `None` when
+/// one does not end.
+fn kernel_bodies(code: &str, toks: &[Token]) -> Option<Vec<(usize, usize)>> {
+    let mut bodies = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let t = toks[i];
+        if !(t.ident && &code[t.start..t.end] == "__global__") {
+            i += 1;
+            continue;
+        }
+        let (end, _) = kernel_head(code, toks, i)?;
+        if &code[toks[end].start..toks[end].end] == ";" {
+            i = end + 1;
+            continue;
+        }
+        let close = body_end(code, toks, end)?;
+        bodies.push((end, close));
+        i = close + 1;
+    }
+    Some(bodies)
 }
 
 /// Whether code from `toks` on (a kernel body and what follows) might tell a `__shared__`
@@ -561,6 +606,17 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             let code = format!("__global__ void k(int* p) {{ syncthreads(); {word}; }}");
             assert!(!eligible(&code), "{word}");
         }
+        // In a helper function (declared before or after the kernel): not tried.
+        for code in [
+            "__device__ void add(int* p) { atomicAdd(p, 1); }\n__global__ void k(int* p) { syncthreads(); add(p); }",
+            "__device__ void add(int* p);\n__global__ void k(int* p) { syncthreads(); add(p); }\n__device__ void add(int* p) { __syncwarp(); }",
+        ] {
+            assert!(!eligible(code), "{code}");
+        }
+        // A kernel declared first and defined later is still a kernel.
+        assert!(eligible(
+            "__global__ void k(int* p);\n__global__ void k(int* p) { atomicAdd(p, 1); }"
+        ));
         // A macro could reach a function without a call the test sees.
         for define in ["#define CAS (atomicCAS)", "#define WAIT \\\n  syncthreads"] {
             let code =

@@ -9,8 +9,8 @@
 //! * the rewrite keeps every line where it was (all edits stay within their line), so compile
 //!   errors, fault and divergence reports name the user's lines;
 //! * a source the rewrite cannot handle gives `None`, and a rewritten source the compiler refuses
-//!   (a barrier inside a helper function or a lambda, say) is built the ordinary way instead
-//!   (`super::program`): the choice changes speed, never behaviour.
+//!   (a barrier inside a lambda, say; one inside a helper function is not even tried) is built
+//!   the ordinary way instead (`super::program`): the choice changes speed, never behaviour.
 
 /// Names the rewrite must not meet: the runtime table (through which a thread could wait
 /// inside a function), raw strings (which the tokenizer does not read).

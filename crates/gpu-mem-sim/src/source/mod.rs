@@ -205,11 +205,19 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
         Plan { threads, unit, key }
     };
     let mut plans = Vec::with_capacity(2);
-    if !compiler.is_clang()
-        && stackless::eligible(&source.code)
-        && let Some(code) = stackless::rewrite(&source.code)
-    {
-        plans.push(plan(Threads::Stackless, &code));
+    if !compiler.is_clang() {
+        match stackless::why_not(&source.code) {
+            None => {
+                if let Some(code) = stackless::rewrite(&source.code) {
+                    plans.push(plan(Threads::Stackless, &code));
+                }
+            }
+            // (A kernel whose threads wait for nothing runs them as plain calls, faster still.)
+            Some(reason) if wrapper::may_wait(&source.code) => {
+                tracing::debug!(kernel, %reason, "kernel runs on stacks: not tried stackless");
+            }
+            Some(_) => {}
+        }
     }
     plans.push(plan(Threads::Calls, &source.code));
     plans

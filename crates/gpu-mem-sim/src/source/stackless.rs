@@ -5,7 +5,7 @@
 //! Guarantees:
 //! * only kernels whose threads wait at barriers and collectives, and let each other run at
 //!   atomics and spin hints, called in the `__global__` function itself are chosen
-//!   ([`eligible`]); the test is on the source text and conservative;
+//!   ([`why_not`] says why another is not); the test is on the source text and conservative;
 //! * the rewrite keeps every line where it was (all edits stay within their line), so compile
 //!   errors, fault and divergence reports name the user's lines;
 //! * a source the rewrite cannot handle gives `None`, and a rewritten source the compiler refuses
@@ -56,35 +56,42 @@ const SUSPENDING: [&str; 30] = [
     "__nanosleep",
 ];
 
-/// Whether `code`'s threads may run stackless: it names something that waits (see
-/// [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`] or [`COROUTINE_KEYWORDS`], and
-/// every name of [`SUSPENDING`] is a plain call in the body of a `__global__` function
-/// (`(syncthreads)()`, `&syncthreads` or
-/// `__shfl_sync<float>(...)` would reach the function, which cannot suspend a coroutine; a call
-/// in an expression, `while (atomicCAS(p, 0, 1) != 0)`, is one).
-pub(crate) fn eligible(code: &str) -> bool {
-    if !super::wrapper::may_wait(code)
-        || NEEDS_A_STACK.iter().any(|word| code.contains(word))
-        || directive_names_suspending(code)
-    {
-        return false;
+/// Why `code`'s threads may not run stackless, or `None` when they may: it must name something
+/// that waits (see [`super::wrapper::may_wait`]), nothing of [`NEEDS_A_STACK`] or
+/// [`COROUTINE_KEYWORDS`], and every name of [`SUSPENDING`] must be a plain call in the body of
+/// a `__global__` function (`(syncthreads)()`, `&syncthreads` or `__shfl_sync<float>(...)` would
+/// reach the function, which cannot suspend a coroutine; a call in an expression,
+/// `while (atomicCAS(p, 0, 1) != 0)`, is one). The reason names the line.
+pub(crate) fn why_not(code: &str) -> Option<String> {
+    if !super::wrapper::may_wait(code) {
+        return Some("its threads wait for nothing".into());
+    }
+    if let Some(word) = NEEDS_A_STACK.iter().find(|word| code.contains(*word)) {
+        return Some(format!("it names `{word}`"));
+    }
+    if directive_names_suspending(code) {
+        return Some("a preprocessor directive names a barrier, collective or atomic".into());
     }
     let Some(toks) = tokens(code) else {
-        return false;
+        return Some("a comment or literal does not end".into());
     };
     let Some(bodies) = kernel_bodies(code, &toks) else {
-        return false;
+        return Some("a kernel's body does not end".into());
     };
     // A call in a helper function cannot suspend (the compiler would refuse the stackless form:
     // not tried, which saves that compile).
     let in_a_kernel = |i: usize| bodies.iter().any(|&(open, close)| open < i && i < close);
     let text = |t: &Token| &code[t.start..t.end];
-    toks.iter().enumerate().all(|(i, t)| {
+    let line = |t: &Token| code[..t.start].matches('\n').count() + 1;
+    toks.iter().enumerate().find_map(|(i, t)| {
         if t.ident && COROUTINE_KEYWORDS.contains(&text(t)) {
-            return false;
+            return Some(format!(
+                "line {}: the kernel is a coroutine already",
+                line(t)
+            ));
         }
         if !(t.ident && SUSPENDING.contains(&text(t))) {
-            return true;
+            return None;
         }
         let called = toks.get(i + 1).is_some_and(|next| text(next) == "(");
         // A member (`.barrier(`, `->barrier(`) or qualified (`::atomicAdd(`): the macro would
@@ -99,7 +106,21 @@ pub(crate) fn eligible(code: &str) -> bool {
         };
         let named =
             token(1).is_some_and(|prev| text(prev) == ".") || pair("-", ">") || pair(":", ":");
-        called && !named && in_a_kernel(i)
+        if !called || named {
+            Some(format!(
+                "line {}: `{}` is not a plain call",
+                line(t),
+                text(t)
+            ))
+        } else if !in_a_kernel(i) {
+            Some(format!(
+                "line {}: `{}` is called outside a `__global__` function (a helper cannot suspend)",
+                line(t),
+                text(t)
+            ))
+        } else {
+            None
+        }
     })
 }
 
@@ -430,6 +451,10 @@ fn shared_declaration(code: &str, toks: &[Token], at: usize) -> Option<(usize, u
 mod tests {
     use super::*;
 
+    fn eligible(code: &str) -> bool {
+        why_not(code).is_none()
+    }
+
     const TILED: &str = r#"#include "gpu_mem.h"
 #define TPB 16
 // a __global__ in a comment, "__global__ void" in a string
@@ -613,6 +638,11 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
         ] {
             assert!(!eligible(code), "{code}");
         }
+        assert_eq!(
+            why_not("__device__ void add(int* p) {\n atomicAdd(p, 1); }\n__global__ void k(int* p) { add(p); }")
+                .as_deref(),
+            Some("line 2: `atomicAdd` is called outside a `__global__` function (a helper cannot suspend)")
+        );
         // A kernel declared first and defined later is still a kernel.
         assert!(eligible(
             "__global__ void k(int* p);\n__global__ void k(int* p) { atomicAdd(p, 1); }"

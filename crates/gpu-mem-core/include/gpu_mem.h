@@ -684,7 +684,9 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
 #if defined(GM_SIM_STACKLESS)
 #include <coroutine>
 #include <cstdlib>
+#include <new>
 #include <tuple>
+#include <type_traits>
 
 /* Where a suspended thread waits (C layouts shared with the simulator): a block barrier's call
  * site and fence; for anything else (kind != block barrier) the same head inside a
@@ -723,20 +725,26 @@ struct gm_sim_frame_arena {
 };
 /* Trivial, so the allocation's fast path takes one thread-local lookup and no guard. */
 static thread_local gm_sim_frame_arena gm_sim_frames;
+/* Helper functions' frames (see gm_sim_sub_alloc). */
+static thread_local gm_sim_frame_arena gm_sim_sub_frames;
 /* Frees the arena's chunks when the OS thread ends; set up by the first chunk. */
 struct gm_sim_frame_owner {
     bool armed = false;
     ~gm_sim_frame_owner() {
-        for (int i = 0; i < gm_sim_frames.count; ++i) {
-            std::free(gm_sim_frames.chunks[i].base);
+        gm_sim_frame_arena* arenas[2] = {&gm_sim_frames, &gm_sim_sub_frames};
+        for (gm_sim_frame_arena* a : arenas) {
+            for (int i = 0; i < a->count; ++i) {
+                std::free(a->chunks[i].base);
+            }
+            a->count = 0;
         }
-        gm_sim_frames.count = 0;
     }
 };
 static thread_local gm_sim_frame_owner gm_sim_frames_owner;
 
-inline void* gm_sim_frame_alloc(unsigned long long bytes) noexcept {
-    gm_sim_frame_arena& a = gm_sim_frames;
+/* `bytes` from arena `a`: the rest of its current chunk, else a chunk kept from earlier blocks,
+ * else a new one (null only when that cannot be had). */
+inline void* gm_sim_arena_alloc(gm_sim_frame_arena& a, unsigned long long bytes) noexcept {
     bytes = (bytes + 15) & ~15ull;
     if ((unsigned long long)(a.end - a.next) >= bytes && a.next != nullptr) {
         void* p = a.next;
@@ -776,12 +784,77 @@ inline void* gm_sim_frame_alloc(unsigned long long bytes) noexcept {
     return base;
 }
 
-/* Every frame of the previous block is gone: start over at the first chunk. */
-inline void gm_sim_frames_reset() noexcept {
-    gm_sim_frame_arena& a = gm_sim_frames;
+/* Everything allocated from `a` is gone: start over at its first chunk. */
+inline void gm_sim_arena_reset(gm_sim_frame_arena& a) noexcept {
     a.current = a.count > 0 ? 0 : -1;
     a.next = a.count > 0 ? a.chunks[0].base : nullptr;
     a.end = a.count > 0 ? a.chunks[0].base + a.chunks[0].size : nullptr;
+}
+
+/* A thread's kernel frame (one per thread and block). */
+inline void* gm_sim_frame_alloc(unsigned long long bytes) noexcept {
+    return gm_sim_arena_alloc(gm_sim_frames, bytes);
+}
+
+/* Frames of helper functions that wait (gm_sim_sub below): made and destroyed per call, so they
+ * are reused, from free lists by size (16-byte steps up to 4 KiB, then powers of two), out of an
+ * arena of their own that lives as long as the OS thread. A block whose threads were left
+ * suspended (a divergence, or a fault that ended them) leaves frames that are never destroyed:
+ * then the next block starts the lists and arena over. */
+#define GM_SIM_SUB_SMALL 256
+#define GM_SIM_SUB_LISTS (GM_SIM_SUB_SMALL + 48)
+struct gm_sim_sub_pool {
+    void* free[GM_SIM_SUB_LISTS];
+    unsigned long long live;
+};
+static thread_local gm_sim_sub_pool gm_sim_subs;
+/* The free list for frames of `bytes`, and the size of its frames. */
+inline int gm_sim_sub_list(unsigned long long bytes, unsigned long long* size) noexcept {
+    if (bytes <= GM_SIM_SUB_SMALL * 16ull) {
+        unsigned long long steps = (bytes + 15) / 16;
+        *size = steps * 16;
+        return (int)steps - 1 + (steps == 0);
+    }
+    int bits = 64 - __builtin_clzll(bytes - 1); /* 2^bits >= bytes > 4096 */
+    *size = 1ull << bits;
+    return GM_SIM_SUB_SMALL + (bits - 12);
+}
+inline void* gm_sim_sub_alloc(unsigned long long bytes) noexcept {
+    unsigned long long size = 0;
+    int list = gm_sim_sub_list(bytes, &size);
+    if (list >= GM_SIM_SUB_LISTS) {
+        return nullptr;
+    }
+    gm_sim_sub_pool& pool = gm_sim_subs;
+    void* frame = pool.free[list];
+    if (frame != nullptr) {
+        pool.free[list] = *static_cast<void**>(frame);
+    } else {
+        frame = gm_sim_arena_alloc(gm_sim_sub_frames, size);
+        if (frame == nullptr) {
+            return nullptr;
+        }
+    }
+    ++pool.live;
+    return frame;
+}
+inline void gm_sim_sub_release(void* frame, unsigned long long bytes) noexcept {
+    unsigned long long size = 0;
+    int list = gm_sim_sub_list(bytes, &size);
+    gm_sim_sub_pool& pool = gm_sim_subs;
+    *static_cast<void**>(frame) = pool.free[list];
+    pool.free[list] = frame;
+    --pool.live;
+}
+
+/* Every frame of the previous block is gone: its kernel frames always, its helpers' frames
+ * unless they were all destroyed (then they are on the free lists, for reuse). */
+inline void gm_sim_frames_reset() noexcept {
+    gm_sim_arena_reset(gm_sim_frames);
+    if (gm_sim_subs.live != 0) {
+        gm_sim_subs = gm_sim_sub_pool{};
+        gm_sim_arena_reset(gm_sim_sub_frames);
+    }
 }
 
 struct gm_sim_task {
@@ -790,6 +863,9 @@ struct gm_sim_task {
         gm_sim_wait* wait;
         /* Atomics and spin hints so far (see gm_sim_progressing). */
         unsigned int spins = 0;
+        /* The innermost helper's frame while the thread waits inside helpers (see gm_sim_sub),
+         * else null: what goes on when the thread does. */
+        void* leaf = nullptr;
         gm_sim_task get_return_object() noexcept {
             return gm_sim_task{std::coroutine_handle<promise_type>::from_promise(*this)};
         }
@@ -810,6 +886,135 @@ struct gm_sim_task {
 };
 typedef std::coroutine_handle<gm_sim_task::promise_type> gm_sim_handle;
 
+/* ----- helper functions that wait ----- */
+/* A __device__ function that (itself, or through another) calls a barrier, collective, atomic
+ * or spin hint is rewritten like the kernel: its return type T becomes gm_sim_sub<T>, and each
+ * call of it `(co_await f(...))`. Awaited, it runs at once (its caller's frame suspended, the
+ * transfer a tail call); where it waits, it leaves the wait in the kernel's promise ("root") and
+ * its own frame as the thread's leaf, which is what the executor resumes; when it returns, its
+ * caller goes on and is the leaf again (null: the kernel itself). */
+struct gm_sim_sub_link {
+    gm_sim_task::promise_type* root = nullptr;
+    std::coroutine_handle<> caller;
+    bool caller_is_sub = false;
+};
+/* The kernel's promise of the thread a coroutine of it (kernel or helper) belongs to. */
+inline gm_sim_task::promise_type& gm_sim_root_of(gm_sim_task::promise_type& p) noexcept {
+    return p;
+}
+inline gm_sim_task::promise_type& gm_sim_root_of(gm_sim_sub_link& p) noexcept { return *p.root; }
+/* Suspends the thread at `wait`, in the kernel (h: its frame) or in a helper (h: the leaf). */
+template <typename P>
+inline void gm_sim_suspend_at(std::coroutine_handle<P> h, gm_sim_wait* wait) noexcept {
+    gm_sim_task::promise_type& root = gm_sim_root_of(h.promise());
+    root.wait = wait;
+    if constexpr (!std::is_same<P, gm_sim_task::promise_type>::value) {
+        root.leaf = h.address();
+    }
+}
+
+/* What a helper returns, kept in its frame until its caller takes it. */
+template <typename T>
+struct gm_sim_sub_result {
+    alignas(T) unsigned char storage[sizeof(T)];
+    bool has = false;
+    void return_value(T value) {
+        ::new (static_cast<void*>(storage)) T(static_cast<T&&>(value));
+        has = true;
+    }
+    T take() {
+        if (!has) {
+            /* A fault or exception ended the helper without a value. */
+            if constexpr (std::is_default_constructible<T>::value) {
+                return T{};
+            } else {
+                std::abort();
+            }
+        }
+        return static_cast<T&&>(*std::launder(reinterpret_cast<T*>(storage)));
+    }
+    ~gm_sim_sub_result() {
+        if (has) {
+            std::launder(reinterpret_cast<T*>(storage))->~T();
+        }
+    }
+};
+template <typename T>
+struct gm_sim_sub_result<T&> {
+    T* value = nullptr;
+    void return_value(T& v) noexcept { value = &v; }
+    T& take() {
+        if (value == nullptr) {
+            std::abort(); /* a fault or exception ended the helper without a value */
+        }
+        return *value;
+    }
+};
+template <>
+struct gm_sim_sub_result<void> {
+    void return_void() noexcept {}
+    void take() noexcept {}
+};
+
+template <typename T>
+struct gm_sim_sub {
+    struct promise_type : gm_sim_sub_link, gm_sim_sub_result<T> {
+        gm_sim_sub get_return_object() noexcept {
+            return gm_sim_sub{std::coroutine_handle<promise_type>::from_promise(*this)};
+        }
+        static gm_sim_sub get_return_object_on_allocation_failure() noexcept {
+            return gm_sim_sub{nullptr};
+        }
+        /* It starts when its caller awaits it (then `root` and `caller` are set). */
+        std::suspend_always initial_suspend() noexcept { return {}; }
+        struct back_to_caller {
+            bool await_ready() const noexcept { return false; }
+            std::coroutine_handle<> await_suspend(
+                std::coroutine_handle<promise_type> h) const noexcept {
+                promise_type& p = h.promise();
+                p.root->leaf = p.caller_is_sub ? p.caller.address() : nullptr;
+                return p.caller;
+            }
+            void await_resume() const noexcept {}
+        };
+        back_to_caller final_suspend() noexcept { return {}; }
+        void unhandled_exception() noexcept {
+            gm_sim_rt.fault("a C++ exception escaped the kernel");
+        }
+        static void* operator new(std::size_t bytes) noexcept { return gm_sim_sub_alloc(bytes); }
+        static void operator delete(void* frame, std::size_t bytes) noexcept {
+            gm_sim_sub_release(frame, bytes);
+        }
+    };
+    std::coroutine_handle<promise_type> handle;
+    explicit gm_sim_sub(std::coroutine_handle<promise_type> h) noexcept : handle(h) {}
+    gm_sim_sub(gm_sim_sub&& other) noexcept : handle(other.handle) { other.handle = nullptr; }
+    gm_sim_sub(const gm_sim_sub&) = delete;
+    gm_sim_sub& operator=(const gm_sim_sub&) = delete;
+    ~gm_sim_sub() {
+        if (handle) {
+            handle.destroy();
+        }
+    }
+    /* No frame (no memory for it): nothing to run; the caller goes on with a fault. */
+    bool await_ready() const noexcept { return !handle; }
+    template <typename P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
+        promise_type& p = handle.promise();
+        p.root = &gm_sim_root_of(caller.promise());
+        p.caller = caller;
+        p.caller_is_sub = !std::is_same<P, gm_sim_task::promise_type>::value;
+        return handle;
+    }
+    T await_resume() {
+        if (!handle) {
+            gm_sim_rt.fault("no memory for a helper function's frame");
+            return gm_sim_sub_result<T>{}.take();
+        }
+        return handle.promise().take();
+    }
+};
+
 /* `co_await gm_sim_waiting{...}`: suspends, leaving where it waits in the promise (a pointer:
  * the executor reads the fields one by one, so no wide load waits for narrow stores), and
  * gives the collective's result when the thread goes on. */
@@ -819,12 +1024,13 @@ typedef std::coroutine_handle<gm_sim_task::promise_type> gm_sim_handle;
 struct gm_sim_barrier_waiting {
     const gm_sim_wait* at;
     bool await_ready() const noexcept { return false; }
-    void await_suspend(gm_sim_handle h) const noexcept {
+    template <typename P>
+    void await_suspend(std::coroutine_handle<P> h) const noexcept {
         if (at->fence & GM_FENCE_GLOBAL) {
             __threadfence();
         }
         /* The executor writes only into waits of other kinds (results). */
-        h.promise().wait = const_cast<gm_sim_wait*>(at);
+        gm_sim_suspend_at(h, const_cast<gm_sim_wait*>(at));
     }
     void await_resume() const noexcept {}
 };
@@ -841,7 +1047,10 @@ struct gm_sim_barrier_waiting {
 struct gm_sim_waiting {
     gm_sim_wait_more at;
     bool await_ready() const noexcept { return false; }
-    void await_suspend(gm_sim_handle h) noexcept { h.promise().wait = &at.head; }
+    template <typename P>
+    void await_suspend(std::coroutine_handle<P> h) noexcept {
+        gm_sim_suspend_at(h, &at.head);
+    }
     unsigned long long await_resume() const noexcept { return at.result; }
 };
 inline gm_sim_waiting gm_sim_await_collective(int op, int scope, unsigned long long mask,
@@ -875,7 +1084,10 @@ template <typename T>
 struct gm_sim_shuffling {
     gm_sim_waiting waiting;
     bool await_ready() const noexcept { return false; }
-    void await_suspend(gm_sim_handle h) noexcept { waiting.await_suspend(h); }
+    template <typename P>
+    void await_suspend(std::coroutine_handle<P> h) noexcept {
+        waiting.await_suspend(h);
+    }
     T await_resume() const noexcept { return gm_sim_from_bits<T>(waiting.at.result); }
 };
 template <typename T>
@@ -899,12 +1111,12 @@ struct gm_sim_progress_call {
     F call;
     std::tuple<A...> arguments;
     bool await_ready() const noexcept { return false; }
-    bool await_suspend(gm_sim_handle h) const noexcept {
-        gm_sim_task::promise_type& p = h.promise();
-        if (++p.spins % GM_SIM_PROGRESS_EVERY != 0) {
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) const noexcept {
+        if (++gm_sim_root_of(h.promise()).spins % GM_SIM_PROGRESS_EVERY != 0) {
             return false;
         }
-        p.wait = const_cast<gm_sim_wait*>(&gm_sim_yield_site);
+        gm_sim_suspend_at(h, const_cast<gm_sim_wait*>(&gm_sim_yield_site));
         return true;
     }
     decltype(auto) await_resume() { return std::apply(call, arguments); }
@@ -959,7 +1171,12 @@ int gm_sim_start_entry(gm_sim_task (*entry)(P...), void* const* args, void** fra
 template <bool Trivial>
 inline int gm_sim_resume_frame(void* frame, gm_sim_wait** wait) noexcept {
     gm_sim_handle h = gm_sim_handle::from_address(frame);
-    h.resume();
+    void* leaf = h.promise().leaf;
+    if (leaf != nullptr) {
+        std::coroutine_handle<>::from_address(leaf).resume();
+    } else {
+        h.resume();
+    }
     return gm_sim_settle<Trivial>(h, &frame, wait);
 }
 

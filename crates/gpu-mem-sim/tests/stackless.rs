@@ -1,10 +1,9 @@
 //! Kernels whose threads wait only at barriers and collectives, and spin only at atomics and
-//! spin hints, called in the kernel itself run as coroutines (stackless threads): they must
-//! compute what threads on fibers compute, and report faults, exceptions, divergence and
-//! endless spinning the same way. Each kernel here is also run in a form that must stay on
-//! fibers (a barrier in a helper function, which the compiler refuses in the stackless form, or
-//! a comment naming the runtime table, which keeps it from being tried), and the results
-//! compared.
+//! spin hints, called in the kernel itself or in `__device__` helpers it calls, run as
+//! coroutines (stackless threads): they must compute what threads on fibers compute, and report
+//! faults, exceptions, divergence and endless spinning the same way. Each kernel here is also
+//! run in a form that must stay on fibers (a comment naming the runtime table, which keeps it
+//! from being tried), and the results compared.
 #![cfg(not(miri))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -34,8 +33,7 @@ fn run(
 
 /// A block-wide tree reduction with a barrier per step, locals and a reference to `threadIdx`
 /// kept across barriers, an early `return` after the last one, in 3-D blocks of any shape.
-/// `HELPER` decides where the barrier is: in the kernel (stackless) or in a helper function
-/// (refused by the stackless form, so the same kernel runs on fibers).
+/// `HELPER` decides where the barrier is: in the kernel or in a helper function.
 fn reduction(helper: bool) -> String {
     let (define, call) = if helper {
         (
@@ -83,8 +81,11 @@ fn stackless_threads_compute_what_threads_on_fibers_compute() {
         let config = LaunchConfig::new(Dim3::new(3, 1, 1), block);
         let init = |i: usize| (i % 97) as i32;
         let stackless = run(&backend, &reduction(false), "reduce", config, 3 * n, init).unwrap();
-        let fibers = run(&backend, &reduction(true), "reduce", config, 3 * n, init).unwrap();
+        let in_helper = run(&backend, &reduction(true), "reduce", config, 3 * n, init).unwrap();
+        let on_fibers = format!("{}{ON_FIBERS}", reduction(false));
+        let fibers = run(&backend, &on_fibers, "reduce", config, 3 * n, init).unwrap();
         assert_eq!(stackless, fibers, "block {block}");
+        assert_eq!(in_helper, fibers, "block {block}");
         let steps = (n as f64).log2().ceil() as i32;
         for b in 0..3 {
             let sum: i32 = (b * n..(b + 1) * n).map(init).sum();
@@ -200,12 +201,15 @@ extern "C" __global__ void two_sites(gm_array<int, 1> data) {
     );
 }
 
+/// A comment naming the runtime table (`gm_sim_rt`), which keeps a kernel from being tried
+/// stackless (the test is on the text).
+const ON_FIBERS: &str = "\n// gm_sim_rt: keeps this kernel on fibers\n";
+
 /// Runs `source` (entry `k`, one block of `threads`, over as many i32 set to their index) as
-/// written and with a comment naming the runtime table (`gm_sim_rt`), which keeps the same
-/// kernel from being tried stackless (the test is on the text); both must agree.
+/// written and with [`ON_FIBERS`] added; both must agree.
 fn both_ways(source: &str, threads: u32) -> (Result<Vec<i32>, String>, Result<Vec<i32>, String>) {
     let backend = SimBackend::new(SimConfig::default());
-    let on_fibers = format!("{source}\n// gm_sim_rt: keeps this kernel on fibers\n");
+    let on_fibers = format!("{source}{ON_FIBERS}");
     let go = |code: &str| {
         let config = LaunchConfig::new(1, threads);
         run(&backend, code, "k", config, threads as usize, |i| i as i32).map_err(|e| e.to_string())
@@ -285,6 +289,142 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     for source in cases {
         let (stackless, fibers) = both_ways(source, 64);
         assert_eq!(stackless, fibers, "{source}");
+    }
+}
+
+/// `__device__` helpers that wait (barriers, collectives, atomics, spin hints, other such
+/// helpers) are coroutines too: values, references and structs they return, recursion, helpers
+/// called in conditions and loops, shared memory of their own, faults, divergence and spinning
+/// inside them come out as on fibers.
+#[test]
+fn helpers_that_wait_agree_with_fibers() {
+    let cases = [
+        // A warp reduction (a template), a block reduction built on it, a void helper.
+        r#"#include "gpu_mem.h"
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(~0ull, v, o);
+    return v;
+}
+__device__ int block_sum(int v) {
+    __shared__ int part[32];
+    v = warp_sum(v);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0;
+    if (threadIdx.x < 32) v = warp_sum<int>(v) + 0 * warp_sum(1.5f);
+    __syncthreads();
+    return v;
+}
+__device__ void settle() { __syncthreads(); }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    int total = block_sum(a(threadIdx.x));
+    settle();
+    a(threadIdx.x) = total + block_sum(1);
+}"#,
+        // Recursion, a helper in a condition and a ternary, a reference returned, a struct
+        // returned, a helper called 200 times per thread (its frames reused).
+        r#"#include "gpu_mem.h"
+struct pair_of { int first; int second; };
+__device__ int depth(int n) {
+    if (n == 0) { syncthreads(); return 0; }
+    return depth(n - 1) + 1;
+}
+__device__ int& slot(int* s) { __syncwarp(); return s[threadIdx.x]; }
+__device__ pair_of both(int v) { return pair_of{__shfl_xor_sync(~0ull, v, 1), v}; }
+__device__ bool odd_vote(int v) { return __any_sync(~0ull, v % 2 == 1) != 0; }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    __shared__ int s[64];
+    int v = a(threadIdx.x);
+    slot(s) = v * 2;
+    syncthreads();
+    int d = odd_vote(v) ? depth(3) : depth(1);
+    if (odd_vote(v + 1)) d += 10;
+    pair_of p = both(v);
+    int sum = 0;
+    for (int i = 0; i < 200; ++i) sum += both(i + v).first;
+    a(threadIdx.x) = d + p.first * 1000 + p.second + s[63 - threadIdx.x] + sum;
+}"#,
+        // Atomics and a spin-wait in helpers: every thread waits for the block's last one.
+        r#"#include "gpu_mem.h"
+__device__ int bump(int* counter) { return atomicAdd(counter, 1); }
+__device__ void wait_for(int* flag, int at_least) {
+    while (atomicAdd(flag, 0) < at_least) { __nanosleep(1); }
+}
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    __shared__ int flag;
+    __shared__ int count;
+    if (threadIdx.x == 0) { flag = 0; count = 0; }
+    syncthreads();
+    for (int i = 0; i < 20; ++i) bump(&count);
+    if (threadIdx.x == blockDim.x - 1) bump(&flag);
+    wait_for(&flag, 1);
+    syncthreads();
+    a(threadIdx.x) = count;
+}"#,
+        // Divergence inside a helper: half of each warp left before the shuffle.
+        r#"#include "gpu_mem.h"
+__device__ int neighbour(int v) { return __shfl_down_sync(~0ull, v, 1); }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    if (threadIdx.x % 32 >= 16) return;
+    a(threadIdx.x) = neighbour((int)threadIdx.x);
+}"#,
+        // A barrier some threads skip by returning from the helper early.
+        r#"#include "gpu_mem.h"
+__device__ void maybe_wait(int v) {
+    if (v % 3 == 0) return;
+    syncthreads();
+}
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    maybe_wait(a(threadIdx.x));
+    a(threadIdx.x) = 1;
+}"#,
+        // A fault inside a helper, between barriers.
+        r#"#include "gpu_mem.h"
+__device__ int read_past(gm_array<int, 1> a) {
+    syncthreads();
+    int v = a(threadIdx.x + (threadIdx.x == 5 ? 1000 : 0));
+    syncthreads();
+    return v;
+}
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    a(threadIdx.x) = read_past(a);
+}"#,
+    ];
+    for source in cases {
+        let (stackless, fibers) = both_ways(source, 64);
+        assert_eq!(stackless, fibers, "{source}");
+        assert!(
+            stackless.is_ok() || !source.contains("warp_sum"),
+            "{stackless:?}"
+        );
+    }
+}
+
+/// A block that ends with threads left waiting inside helpers (a divergence) leaves their frames
+/// undestroyed: the next launch of the same program still runs correctly.
+#[test]
+fn launches_after_threads_were_left_inside_helpers() {
+    let source = r#"#include "gpu_mem.h"
+__device__ int exchange(int v) { return __shfl_xor_sync(~0ull, v, 1) + v; }
+__device__ int twice(int v) { return exchange(v) + exchange(v + 1); }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (a(0) < 0 && threadIdx.x % 2 == 1) return;
+    a(i) = twice(a(i) < 0 ? 0 : a(i));
+}"#;
+    let backend = SimBackend::new(SimConfig::default());
+    let config = LaunchConfig::new(4, 32);
+    for round in 0..3 {
+        let diverged = run(&backend, source, "k", config, 128, |i| -1 - i as i32);
+        assert!(
+            diverged.is_err(),
+            "round {round}: the odd lanes left: {diverged:?}"
+        );
+        let fine = run(&backend, source, "k", config, 128, |i| i as i32).unwrap();
+        // Lane i exchanges with lane i ^ 1, twice: (v[i ^ 1] + v[i]) + (v[i ^ 1] + 1 + v[i] + 1).
+        let want: Vec<i32> = (0..128).map(|i: i32| 2 * ((i ^ 1) + i) + 2).collect();
+        assert_eq!(fine, want, "round {round}");
     }
 }
 

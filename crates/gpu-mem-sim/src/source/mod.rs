@@ -426,10 +426,11 @@ mod tests {
             threads_of(&format!("#include \"gpu_mem.h\"\n{body}")),
             Threads::Stackless
         );
-        // Refused by the compiler in stackless form: a barrier in a helper, or in a lambda.
+        // A helper that waits is a coroutine too.
         let helper = "#include \"gpu_mem.h\"\n__device__ void wait() { syncthreads(); }\n\
                       extern \"C\" __global__ void k(gm_array<int, 1> a) { wait(); a(0) = 1; }\n";
-        assert_eq!(threads_of(helper), Threads::Calls);
+        assert_eq!(threads_of(helper), Threads::Stackless);
+        // Refused by the compiler in stackless form: a barrier in a lambda.
         let lambda = "#include \"gpu_mem.h\"\n\
                       extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                       \x20   auto step = [&](int i) { syncthreads(); return i; };\n\
@@ -440,8 +441,7 @@ mod tests {
                        extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                        \x20   syncthreads(); a(0) = __shfl_sync(~0ull, 1, 0);\n}\n";
         assert_eq!(threads_of(shuffle), Threads::Stackless);
-        // Atomics called in the kernel let the others run from there; called in a helper, they
-        // cannot (refused by the compiler in stackless form).
+        // Atomics let the others run, called in the kernel or in a helper.
         let atomic = "#include \"gpu_mem.h\"\n\
                       extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                       \x20   syncthreads(); atomicAdd(&a(0), 1);\n}\n";
@@ -450,6 +450,41 @@ mod tests {
                          __device__ void add(int* p) { atomicAdd(p, 1); }\n\
                          extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                          \x20   syncthreads(); add(&a(0));\n}\n";
-        assert_eq!(threads_of(in_helper), Threads::Calls);
+        assert_eq!(threads_of(in_helper), Threads::Stackless);
+        // One in a struct's member function cannot suspend: on stacks, without a try.
+        let member = "#include \"gpu_mem.h\"\n\
+                      struct counter { __device__ void add(int* p) { atomicAdd(p, 1); } };\n\
+                      extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                      \x20   syncthreads(); counter{}.add(&a(0));\n}\n";
+        assert_eq!(threads_of(member), Threads::Calls);
+    }
+
+    #[test]
+    fn helpers_of_every_shape_compile_stackless() {
+        let code = r#"#include "gpu_mem.h"
+struct pair_of { int first; int second; };
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(~0ull, v, o);
+    return v;
+}
+__device__ int depth(int n);
+__device__ int depth(int n) {
+    if (n == 0) { syncthreads(); return 0; }
+    return depth(n - 1) + 1;
+}
+GM_DEVICE int& slot(int* s) { __syncwarp(); return s[threadIdx.x]; }
+static __device__ pair_of both(int v) { return pair_of{__shfl_xor_sync(~0ull, v, 1), v}; }
+__device__ void settle(int* count) { atomicAdd(count, 1); __nanosleep(1); __syncthreads(); }
+__device__ unsigned long long twice(int v) { return 2ull * warp_sum(v) + (unsigned)depth(1); }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    __shared__ int s[64];
+    __shared__ int count;
+    slot(s) = twice(a(threadIdx.x)) > 3 ? warp_sum<int>(1) : both(2).first;
+    settle(&count);
+    a(threadIdx.x) = s[0] + warp_sum(1.5f) + depth(2);
+}
+"#;
+        assert_eq!(threads_of(code), Threads::Stackless);
     }
 }

@@ -1,0 +1,133 @@
+//! The tokens of a kernel source, as far as the stackless test and rewrite need them:
+//! identifiers, numbers and single punctuation characters by byte range, with comments,
+//! string and character literals and preprocessor lines skipped.
+
+/// A token of the source: an identifier, a number or one punctuation character, by byte range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Token {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) ident: bool,
+}
+
+/// The identifiers, numbers and punctuation of `code`, skipping whitespace, comments, string
+/// and character literals and preprocessor lines. `None` for an unterminated comment or
+/// literal.
+pub(super) fn tokens(code: &str) -> Option<Vec<Token>> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    // Only whitespace since the last newline: a `#` here starts a directive.
+    let mut line_start = true;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\n' => {
+                line_start = true;
+                i += 1;
+            }
+            c if c.is_ascii_whitespace() => i += 1,
+            b'#' if line_start => {
+                // To the end of the line, following backslash continuations.
+                while i < b.len() && b[i] != b'\n' {
+                    if b[i] == b'\\' && i + 1 < b.len() {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let close = code[i + 2..].find("*/")?;
+                i += 2 + close + 2;
+                line_start = false;
+            }
+            b'"' | b'\'' => {
+                i += 1;
+                loop {
+                    match b.get(i)? {
+                        b'\\' => i += 2,
+                        b'\n' => return None,
+                        &q if q == c => break,
+                        _ => i += 1,
+                    }
+                }
+                i += 1;
+                line_start = false;
+            }
+            c if c.is_ascii_digit()
+                || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) =>
+            {
+                // A preprocessing number: digits, letters, `.`, `'` separators, signed exponents.
+                let start = i;
+                i += 1;
+                while i < b.len() {
+                    let d = b[i];
+                    let part = d.is_ascii_alphanumeric()
+                        || d == b'_'
+                        || d == b'.'
+                        || (d == b'\'' && b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric))
+                        || ((d == b'+' || d == b'-')
+                            && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P'));
+                    if !part {
+                        break;
+                    }
+                    i += 1;
+                }
+                out.push(Token {
+                    start,
+                    end: i,
+                    ident: false,
+                });
+                line_start = false;
+            }
+            // Bytes of multi-byte characters count as identifier characters, so that every
+            // token starts and ends on a character boundary (and `größe` is one name).
+            c if c.is_ascii_alphabetic() || c == b'_' || !c.is_ascii() => {
+                let start = i;
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || !b[i].is_ascii())
+                {
+                    i += 1;
+                }
+                out.push(Token {
+                    start,
+                    end: i,
+                    ident: true,
+                });
+                line_start = false;
+            }
+            _ => {
+                // One byte of ASCII punctuation.
+                out.push(Token {
+                    start: i,
+                    end: i + 1,
+                    ident: false,
+                });
+                i += 1;
+                line_start = false;
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_characters_are_not_identifiers() {
+        let t = tokens("x = 1'000 + 'r' + 2e+5 + .5f; return").unwrap();
+        let idents: Vec<&str> = t
+            .iter()
+            .filter(|t| t.ident)
+            .map(|t| &"x = 1'000 + 'r' + 2e+5 + .5f; return"[t.start..t.end])
+            .collect();
+        assert_eq!(idents, ["x", "return"]);
+    }
+}

@@ -161,7 +161,8 @@ inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 /* Lets the block's other threads run now and then (every 16th call of a thread), so that a
  * thread spinning on a flag that another warp of its block sets makes progress (Volta-style
  * forward progress): atomics and the spin hint do. A stackless thread does it where the kernel
- * calls them instead (a coroutine can only suspend there; see GM_SIM_STACKLESS below). */
+ * or a helper calls them instead (a coroutine can only suspend there; see GM_SIM_STACKLESS
+ * below). */
 #if defined(GM_SIM_STACKLESS)
 #define GM_SIM_PROGRESS() ((void)0)
 #else
@@ -672,18 +673,21 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
 #define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
 /* ----- stackless threads ----------------------------------------------------------------- */
-/* A kernel whose threads wait only at barriers and collectives called in the kernel itself is */
-/* built with GM_SIM_STACKLESS (and GCC's -fcoroutines): the simulator rewrites each          */
-/* __global__ function into a coroutine (`void` becomes gm_sim_task, `return` becomes         */
-/* `co_return`), and the barrier and collective names below become `co_await`s. A thread is   */
-/* then a small heap frame instead of a stack: where it waits, it leaves the wait in its      */
-/* promise and returns; the simulator decides who goes on (writing collectives' results into  */
-/* the waits) and gm_sim_run_round runs them. Atomics and the spin hint called in the kernel   */
-/* become `co_await`s too, which let the others run at every 16th call (GM_SIM_PROGRESS); one */
-/* called in a helper function cannot suspend, and such a kernel runs on stacks of its own.   */
+/* A kernel whose threads wait only at barriers and collectives called in the kernel, or in   */
+/* __device__ helpers it calls, is built with GM_SIM_STACKLESS (and GCC's -fcoroutines): the  */
+/* simulator rewrites each __global__ function into a coroutine (`void` becomes gm_sim_task,  */
+/* `return` becomes `co_return`), each helper that waits too (its return type T becomes       */
+/* gm_sim_sub<T>, each call of it a `co_await`), and the barrier and collective names below   */
+/* become `co_await`s. A thread is then small heap frames instead of a stack: where it waits, */
+/* it leaves the wait in its kernel's promise and returns; the simulator decides who goes on  */
+/* (writing collectives' results into the waits) and gm_sim_run_round runs them. Atomics and  */
+/* the spin hint become `co_await`s too, which let the others run at every 16th call          */
+/* (GM_SIM_PROGRESS). One called where no coroutine can be (a struct's member function, a     */
+/* lambda) cannot suspend, and such a kernel runs on stacks of its own.                       */
 #if defined(GM_SIM_STACKLESS)
 #include <coroutine>
 #include <cstdlib>
+#include <exception>
 #include <new>
 #include <tuple>
 #include <type_traits>
@@ -799,7 +803,7 @@ inline void* gm_sim_frame_alloc(unsigned long long bytes) noexcept {
 /* Frames of helper functions that wait (gm_sim_sub below): made and destroyed per call, so they
  * are reused, from free lists by size (16-byte steps up to 4 KiB, then powers of two), out of an
  * arena of their own that lives as long as the OS thread. A block whose threads were left
- * suspended (a divergence, or a fault that ended them) leaves frames that are never destroyed:
+ * suspended (a divergence, a spin that never ended) leaves frames that are never destroyed:
  * then the next block starts the lists and arena over. */
 #define GM_SIM_SUB_SMALL 256
 #define GM_SIM_SUB_LISTS (GM_SIM_SUB_SMALL + 48)
@@ -811,9 +815,9 @@ static thread_local gm_sim_sub_pool gm_sim_subs;
 /* The free list for frames of `bytes`, and the size of its frames. */
 inline int gm_sim_sub_list(unsigned long long bytes, unsigned long long* size) noexcept {
     if (bytes <= GM_SIM_SUB_SMALL * 16ull) {
-        unsigned long long steps = (bytes + 15) / 16;
+        unsigned long long steps = bytes == 0 ? 1 : (bytes + 15) / 16;
         *size = steps * 16;
-        return (int)steps - 1 + (steps == 0);
+        return (int)steps - 1;
     }
     int bits = 64 - __builtin_clzll(bytes - 1); /* 2^bits >= bytes > 4096 */
     *size = 1ull << bits;
@@ -913,23 +917,31 @@ inline void gm_sim_suspend_at(std::coroutine_handle<P> h, gm_sim_wait* wait) noe
     }
 }
 
+/* Thrown where a helper cannot give its caller a value (no memory for its frame; it ended
+ * without `return`), after the fault is recorded: the thread ends as after an exception. */
+struct gm_sim_no_value {};
+template <typename T>
+[[noreturn]] inline T gm_sim_no_value_of(const char* why) {
+    gm_sim_rt.fault(why);
+    throw gm_sim_no_value{};
+}
+
 /* What a helper returns, kept in its frame until its caller takes it. */
 template <typename T>
 struct gm_sim_sub_result {
     alignas(T) unsigned char storage[sizeof(T)];
     bool has = false;
-    void return_value(T value) {
+    void return_value(const T& value) {
+        ::new (static_cast<void*>(storage)) T(value);
+        has = true;
+    }
+    void return_value(T&& value) {
         ::new (static_cast<void*>(storage)) T(static_cast<T&&>(value));
         has = true;
     }
     T take() {
         if (!has) {
-            /* A fault or exception ended the helper without a value. */
-            if constexpr (std::is_default_constructible<T>::value) {
-                return T{};
-            } else {
-                std::abort();
-            }
+            return gm_sim_no_value_of<T>("a helper function ended without returning a value");
         }
         return static_cast<T&&>(*std::launder(reinterpret_cast<T*>(storage)));
     }
@@ -945,7 +957,7 @@ struct gm_sim_sub_result<T&> {
     void return_value(T& v) noexcept { value = &v; }
     T& take() {
         if (value == nullptr) {
-            std::abort(); /* a fault or exception ended the helper without a value */
+            return gm_sim_no_value_of<T&>("a helper function ended without returning a value");
         }
         return *value;
     }
@@ -959,6 +971,8 @@ struct gm_sim_sub_result<void> {
 template <typename T>
 struct gm_sim_sub {
     struct promise_type : gm_sim_sub_link, gm_sim_sub_result<T> {
+        /* An exception that left the helper: thrown again in its caller, as by a plain call. */
+        std::exception_ptr error;
         gm_sim_sub get_return_object() noexcept {
             return gm_sim_sub{std::coroutine_handle<promise_type>::from_promise(*this)};
         }
@@ -978,9 +992,7 @@ struct gm_sim_sub {
             void await_resume() const noexcept {}
         };
         back_to_caller final_suspend() noexcept { return {}; }
-        void unhandled_exception() noexcept {
-            gm_sim_rt.fault("a C++ exception escaped the kernel");
-        }
+        void unhandled_exception() noexcept { error = std::current_exception(); }
         static void* operator new(std::size_t bytes) noexcept { return gm_sim_sub_alloc(bytes); }
         static void operator delete(void* frame, std::size_t bytes) noexcept {
             gm_sim_sub_release(frame, bytes);
@@ -993,10 +1005,16 @@ struct gm_sim_sub {
     gm_sim_sub& operator=(const gm_sim_sub&) = delete;
     ~gm_sim_sub() {
         if (handle) {
+            if (handle.promise().root == nullptr) {
+                /* Made and never awaited: a call the rewrite did not see (a macro pasting the
+                 * name together, say); on a stack it would have run. */
+                gm_sim_rt.fault("a helper function that waits was called where the simulator "
+                                "could not make the call wait; the call did not run");
+            }
             handle.destroy();
         }
     }
-    /* No frame (no memory for it): nothing to run; the caller goes on with a fault. */
+    /* No frame (no memory for it): nothing to run; the caller gets a fault instead. */
     bool await_ready() const noexcept { return !handle; }
     template <typename P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
@@ -1008,8 +1026,10 @@ struct gm_sim_sub {
     }
     T await_resume() {
         if (!handle) {
-            gm_sim_rt.fault("no memory for a helper function's frame");
-            return gm_sim_sub_result<T>{}.take();
+            return gm_sim_no_value_of<T>("no memory for a helper function's frame");
+        }
+        if (handle.promise().error) {
+            std::rethrow_exception(handle.promise().error);
         }
         return handle.promise().take();
     }

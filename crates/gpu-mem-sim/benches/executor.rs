@@ -5,12 +5,14 @@
 //! * a 1x1 empty launch: at most 5 us;
 //! * 1 block x 1024 empty threads: at most 20 ns per thread (a source kernel that names no
 //!   barrier, collective or atomic runs its threads as plain calls; one that waits at barriers
-//!   or spins at atomics called in the kernel itself, as coroutines (stackless); one calling
-//!   them from a helper function, and every closure kernel, on fibers: all are shown);
+//!   or spins at atomics called in the kernel or in helper functions, as coroutines
+//!   (stackless); one calling them from a struct's member function, and every closure kernel,
+//!   on fibers: all are shown);
 //! * one barrier in 1024 blocks x 256 threads: at most 15 ns per thread and barrier
 //!   (the launch with no barrier subtracted), for source kernels (stackless, with and without
 //!   an atomic per thread), closures (on fibers) and async closures (polled futures); the
-//!   same source on fibers is shown for comparison, and for information what 32 more barriers
+//!   barrier in a helper function (stackless: one more coroutine per thread) and the same
+//!   source on fibers are shown for comparison, and for information what 32 more barriers
 //!   cost once every thread has started (source and closure);
 //! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
 //!   (each measured in a child process with `GPU_MEM_SIM_WORKERS` set).
@@ -23,13 +25,16 @@ use std::time::Instant;
 const EMPTY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty() {}\n";
 /// Empty too, but with a barrier it never reaches, so its threads run stackless.
 const EMPTY_STACKLESS: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void empty_co() { if (blockDim.x == 0) syncthreads(); }\n";
-/// Empty too, but calling (never) a helper with an atomic, where a stackless thread could not
-/// let the others run: its threads run on fibers.
-const EMPTY_ON_FIBERS: &str = "#include \"gpu_mem.h\"\n__device__ void count() { static int n; atomicAdd(&n, 1); }\nextern \"C\" __global__ void empty_fiber() { if (blockDim.x == 0) count(); }\n";
+/// Empty too, but calling (never) a struct's member function with an atomic, where a stackless
+/// thread could not let the others run: its threads run on fibers.
+const EMPTY_ON_FIBERS: &str = "#include \"gpu_mem.h\"\nstruct counter { __device__ void add() { static int n; atomicAdd(&n, 1); } };\nextern \"C\" __global__ void empty_fiber() { if (blockDim.x == 0) counter{}.add(); }\n";
 const ONE_BARRIER: &str =
     "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
-/// One barrier, and a helper with an atomic, never called, that keeps the threads on fibers.
-const ONE_BARRIER_ON_FIBERS: &str = "#include \"gpu_mem.h\"\n__device__ void count() { static int n; atomicAdd(&n, 1); }\nextern \"C\" __global__ void one_barrier_fiber() { syncthreads(); if (blockDim.x == 0) count(); }\n";
+/// One barrier, and a struct's member function with an atomic, never called, that keeps the
+/// threads on fibers.
+const ONE_BARRIER_ON_FIBERS: &str = "#include \"gpu_mem.h\"\nstruct counter { __device__ void add() { static int n; atomicAdd(&n, 1); } };\nextern \"C\" __global__ void one_barrier_fiber() { syncthreads(); if (blockDim.x == 0) counter{}.add(); }\n";
+/// One barrier, in a helper function (a coroutine too: its threads run stackless).
+const ONE_BARRIER_IN_A_HELPER: &str = "#include \"gpu_mem.h\"\n__device__ void wait() { syncthreads(); }\nextern \"C\" __global__ void one_barrier_helper() { wait(); }\n";
 /// A shared-memory atomic per thread, then one barrier (the atomic called in the kernel: its
 /// threads run stackless); and the atomic alone.
 const ONE_BARRIER_ATOMIC: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier_atomic() { __shared__ int n; atomicAdd(&n, 1); syncthreads(); }\n";
@@ -193,6 +198,12 @@ fn main() {
             Kernel::sim_async("one_barrier", async |t| t.syncthreads().await),
             Kernel::sim_async("empty", async |_| {}),
             true,
+        ),
+        (
+            "source, in a helper",
+            Kernel::from_source(ONE_BARRIER_IN_A_HELPER, "one_barrier_helper"),
+            Kernel::from_source(EMPTY_STACKLESS, "empty_co"),
+            false,
         ),
         (
             "source with an atomic",

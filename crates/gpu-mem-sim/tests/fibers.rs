@@ -11,15 +11,15 @@ use gpu_mem_core::{Backend, Error, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A source kernel whose threads run on fibers: its atomic is called in a helper function,
-/// where a stackless thread could not let the others run.
+/// A source kernel whose threads run on fibers: its atomic is called in a struct's member
+/// function, where a stackless thread could not let the others run.
 const SUM_OF_INDICES: &str = r#"#include "gpu_mem.h"
-__device__ void add(int* total, int value) { atomicAdd(total, value); }
+struct summer { __device__ void add(int* total, int value) { atomicAdd(total, value); } };
 extern "C" __global__ void sum_of_indices(gm_array<int, 1> out) {
     GM_SHARED int total[1];
     if (threadIdx.x == 0) total[0] = 0;
     syncthreads();
-    add(&total[0], (int)threadIdx.x);
+    summer{}.add(&total[0], (int)threadIdx.x);
     syncthreads();
     if (threadIdx.x == 0) out(blockIdx.x) = total[0];
 }

@@ -42,7 +42,10 @@ pub(crate) const FLAGS: [&str; 9] = [
 pub(crate) fn standard(threads: Threads) -> &'static [&'static str] {
     match threads {
         Threads::Calls => &["-std=c++17"],
-        Threads::Stackless => &["-std=c++17", "-fcoroutines"],
+        // Every symbol defined at link time: GCC leaves an await in an unevaluated operand
+        // (`sizeof(helper(x))`) calling functions it never instantiates, which would otherwise
+        // fail only when a thread gets there (a refusal instead: built the ordinary way).
+        Threads::Stackless => &["-std=c++17", "-fcoroutines", "-Wl,-z,defs"],
     }
 }
 

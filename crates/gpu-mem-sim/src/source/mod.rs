@@ -477,9 +477,11 @@ GM_DEVICE int& slot(int* s) { __syncwarp(); return s[threadIdx.x]; }
 static __device__ pair_of both(int v) { return pair_of{__shfl_xor_sync(~0ull, v, 1), v}; }
 __device__ void settle(int* count) { atomicAdd(count, 1); __nanosleep(1); __syncthreads(); }
 __device__ unsigned long long twice(int v) { return 2ull * warp_sum(v) + (unsigned)depth(1); }
+__device__ int checked(int i) { __syncwarp(); if (i < 0) throw i; return i; }
 extern "C" __global__ void k(gm_array<int, 1> a) {
     __shared__ int s[64];
     __shared__ int count;
+    try { s[1] = checked(-1); } catch (int e) { s[1] = e; }
     slot(s) = twice(a(threadIdx.x)) > 3 ? warp_sum<int>(1) : both(2).first;
     settle(&count);
     a(threadIdx.x) = s[0] + warp_sum(1.5f) + depth(2);

@@ -17,7 +17,7 @@
 mod functions;
 mod tokens;
 
-use functions::{Function, Kind, body_end, call_end, functions, waiting_helpers};
+use functions::{Function, Kind, body_end, call_end, call_open, functions, waiting_helpers};
 use std::collections::BTreeSet;
 use tokens::{Token, tokens};
 
@@ -71,8 +71,9 @@ const SUSPENDING: [&str; 30] = [
 /// a plain call in the body of a `__global__` function or of such a helper (`(syncthreads)()`,
 /// `&syncthreads` or `__shfl_sync<float>(...)` would reach the function, which cannot suspend a
 /// coroutine; a call in an expression, `while (atomicCAS(p, 0, 1) != 0)`, is one). A helper
-/// that waits must be a `__device__` function with a return type the rewrite can wrap, and no
-/// other function may share its name. The reason names the line.
+/// that waits must be a `__device__` function (without `extern`) with a return type the rewrite
+/// can wrap, only `__device__` functions may share its name, nothing else may be declared with
+/// it, and no kernel may be named in device code. The reason names the line.
 pub(crate) fn why_not(code: &str) -> Option<String> {
     if !super::wrapper::may_wait(code) {
         return Some("its threads wait for nothing".into());
@@ -92,6 +93,7 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
     if directive_names(
         code,
         SUSPENDING.iter().copied().chain(helpers.iter().copied()),
+        !helpers.is_empty(),
     ) {
         return Some(
             "a preprocessor directive names a barrier, collective, atomic or helper that waits"
@@ -114,7 +116,18 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
                 line(&toks[n])
             ));
         }
+        if toks[f.start..n].iter().any(|t| text(t) == "extern") {
+            return Some(format!(
+                "line {}: the helper `{name}` waits, and it is declared `extern`",
+                line(&toks[n])
+            ));
+        }
     }
+    let kernels: BTreeSet<&str> = fns
+        .iter()
+        .filter(|f| f.kind == Kind::Kernel)
+        .filter_map(|f| f.name.map(|n| text(&toks[n])))
+        .collect();
     // Where a thread can suspend: kernels, and the helpers that wait.
     let bodies: Vec<(usize, usize)> = fns
         .iter()
@@ -130,11 +143,31 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
                 line(t)
             ));
         }
+        if t.ident && kernels.contains(text(t)) && !declared(i) {
+            // Called, a kernel made a coroutine would only start (on a GPU, it is a launch).
+            return Some(format!(
+                "line {}: the kernel `{}` is named in device code",
+                line(t),
+                text(t)
+            ));
+        }
         let helper = t.ident && helpers.contains(text(t));
         if !(t.ident && SUSPENDING.contains(&text(t)) || helper) || declared(i) {
             return None;
         }
-        if plain_call_open(code, &toks, i, helper).is_none() {
+        // `Acc acc(3);` declares a variable: the rewrite would make it a call.
+        let declaring = i
+            .checked_sub(1)
+            .and_then(|p| toks.get(p))
+            .is_some_and(|prev| prev.ident && !EXPRESSION_KEYWORDS.contains(&text(prev)));
+        if helper && declaring {
+            return Some(format!(
+                "line {}: `{}` names a helper that waits and something declared there",
+                line(t),
+                text(t)
+            ));
+        }
+        if call_open(code, &toks, i, helper).is_none() {
             Some(format!(
                 "line {}: `{}` is not a plain call",
                 line(t),
@@ -153,60 +186,44 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
     })
 }
 
-/// The `(` of the plain call of the name at token `i`: the next token is `(`, and it is not a
-/// member (`.barrier(`, `->barrier(`) or qualified (`::atomicAdd(`), where the macro would not
-/// apply cleanly. (A name in parentheses, `(syncthreads)()`, or taken by address,
-/// `&syncthreads`, is not called: the next token is not `(`. A call after `&&`, `>` or a `?:`'s
-/// `:` is a call.) With `template_arguments`, a call with explicit template arguments
-/// (`warp_sum<int>(v)`) is one too: for helpers (the macros of the barrier names apply only to a
-/// `(` right after the name).
-fn plain_call_open(
-    code: &str,
-    toks: &[Token],
-    i: usize,
-    template_arguments: bool,
-) -> Option<usize> {
-    let text = |t: &Token| &code[t.start..t.end];
-    let mut open = i + 1;
-    if template_arguments && toks.get(open).is_some_and(|t| text(t) == "<") {
-        let (mut angles, mut parens) = (0i32, 0i32);
-        loop {
-            match text(toks.get(open)?) {
-                "(" => parens += 1,
-                ")" => parens -= 1,
-                "<" if parens == 0 => angles += 1,
-                ">" if parens == 0 => {
-                    angles -= 1;
-                    if angles == 0 {
-                        break;
-                    }
-                }
-                ";" | "{" | "}" => return None,
-                _ => {}
-            }
-            open += 1;
-        }
-        open += 1;
-    }
-    let called = toks.get(open).is_some_and(|next| text(next) == "(");
-    let token = |back: usize| i.checked_sub(back).and_then(|p| toks.get(p));
-    let pair = |first: &str, second: &str| {
-        token(1).is_some_and(|b| text(b) == second)
-            && token(2)
-                .is_some_and(|a| text(a) == first && a.end == token(1).map_or(0, |b| b.start))
-    };
-    let named = token(1).is_some_and(|prev| text(prev) == ".") || pair("-", ">") || pair(":", ":");
-    (called && !named).then_some(open)
-}
+/// Keywords after which a name starts an expression (a call), not a declaration.
+const EXPRESSION_KEYWORDS: [&str; 8] = [
+    "return",
+    "co_return",
+    "else",
+    "do",
+    "case",
+    "throw",
+    "new",
+    "delete",
+];
 
 /// Whether a preprocessor directive names one of `names` (barriers and the like, helpers that
-/// wait): a macro could then reach the function without a plain call the rewrite sees
-/// (`#define CAS (atomicCAS)`), which the token test (it skips directives) cannot see.
-fn directive_names<'n>(code: &str, names: impl Iterator<Item = &'n str> + Clone) -> bool {
+/// wait), or with `pasting`, pastes tokens together (`##`, which could make any name): a macro
+/// could then reach the function without a plain call the rewrite sees (`#define CAS
+/// (atomicCAS)`), which the token test (it skips directives) cannot see.
+fn directive_names<'n>(
+    code: &str,
+    names: impl Iterator<Item = &'n str> + Clone,
+    pasting: bool,
+) -> bool {
     let mut continued = false;
     for line in code.lines() {
         let directive = continued || line.trim_start().starts_with('#');
-        if directive && names.clone().any(|name| line.contains(name)) {
+        // (An `#include` names a file, not code.)
+        let include = !continued
+            && line
+                .trim_start()
+                .strip_prefix('#')
+                .is_some_and(|rest| rest.trim_start().starts_with("include"));
+        let words = || {
+            line.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+        };
+        if directive
+            && !include
+            && (pasting && line.contains("##") || words().any(|w| names.clone().any(|n| n == w)))
+        {
             return true;
         }
         continued = directive && line.trim_end().ends_with('\\');
@@ -339,7 +356,7 @@ fn coroutine_body(
                 }
             }
             word if t.ident && helpers.contains(word) => {
-                let open = plain_call_open(code, toks, k, true)?;
+                let open = call_open(code, toks, k, true)?;
                 let end = toks[call_end(code, toks, open)?].end;
                 edits.push((t.start, t.start, "(co_await ".into()));
                 edits.push((end, end, ")".into()));
@@ -614,6 +631,30 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
         assert!(!eligible(
             "void host(int* p) { atomicAdd(p, 1); }\n__global__ void k(int* p) { syncthreads(); }"
         ));
+        // What a helper's name must not be: declared as something else, pasted by a macro,
+        // `extern`; nor may a kernel be named in device code.
+        for code in [
+            "struct Acc { int s; __device__ Acc(int v) : s(v) {} __device__ int operator()(int x) { return s += x; } };\n\
+             __device__ int acc(int v) { __syncwarp(); return v; }\n\
+             __global__ void k(int* p) { Acc acc(3); p[0] = acc(4); }",
+            "#define CALL(n) n##_add(p)\n__device__ void count_add(int* p) { atomicAdd(p, 1); }\n\
+             __global__ void k(int* p) { CALL(count); __syncthreads(); }",
+            "extern \"C\" __device__ int f(int v) { __syncwarp(); return v; }\n__global__ void k(int* p) { p[0] = f(1); }",
+            "__global__ void k2(int* p) { syncthreads(); }\n__global__ void k(int* p) { k2(p); syncthreads(); }",
+            "__device__ auto f(int v) { __syncwarp(); return v; }\n__global__ void k(int* p) { p[0] = f(1); }",
+        ] {
+            assert!(!eligible(code), "{code}");
+        }
+        // Names are whole words in directives; helpers in namespaces and template calls count.
+        for code in [
+            "#include \"gpu_mem.h\"\n__device__ int h(int v) { __syncwarp(); return v; }\n\
+             __global__ void k(int* p) { p[0] = h(1); if (p[0]) return; }",
+            "namespace a::b { __device__ int inner(int v) { __syncwarp(); return v; } }\n\
+             inline namespace c { __device__ int outer(int v) { return inner<int>(v) + 1; } }\n\
+             __global__ void k(int* p) { p[0] = outer(1); }",
+        ] {
+            assert_eq!(why_not(code), None, "{code}");
+        }
         // A kernel declared first and defined later is still a kernel.
         assert!(eligible(
             "__global__ void k(int* p);\n__global__ void k(int* p) { atomicAdd(p, 1); }"

@@ -84,7 +84,14 @@ pub(super) fn functions(code: &str, toks: &[Token]) -> Option<Vec<Function>> {
             }
             "{" if depth == 0 => {
                 let head: Vec<&str> = (start..i).map(text).collect();
-                if matches!(head[..], ["namespace"] | ["namespace", _] | ["extern"]) {
+                let namespace = match head[..] {
+                    ["inline", "namespace", ..] | ["namespace", ..] => head
+                        .iter()
+                        .all(|w| *w == ":" || w.bytes().all(is_name_byte)),
+                    ["extern"] => true,
+                    _ => false,
+                };
+                if namespace {
                     // Its declarations are at file scope too (a linkage block's kernels are
                     // found, and the rewrite leaves such a source alone).
                     scopes += 1;
@@ -290,6 +297,57 @@ pub(super) fn body_end(code: &str, toks: &[Token], open: usize) -> Option<usize>
     None
 }
 
+/// Whether `b` may be part of an identifier (non-ASCII bytes are, see the tokenizer).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || !b.is_ascii()
+}
+
+/// The `(` of the plain call of the name at token `i`: the next token is `(`, and it is not a
+/// member (`.barrier(`, `->barrier(`) or qualified (`::atomicAdd(`), where the macro would not
+/// apply cleanly. (A name in parentheses, `(syncthreads)()`, or taken by address,
+/// `&syncthreads`, is not called: the next token is not `(`. A call after `&&`, `>` or a `?:`'s
+/// `:` is a call.) With `template_arguments`, a call with explicit template arguments
+/// (`warp_sum<int>(v)`) is one too: for helpers (the macros of the barrier names apply only to a
+/// `(` right after the name).
+pub(super) fn call_open(
+    code: &str,
+    toks: &[Token],
+    i: usize,
+    template_arguments: bool,
+) -> Option<usize> {
+    let text = |t: &Token| &code[t.start..t.end];
+    let mut open = i + 1;
+    if template_arguments && toks.get(open).is_some_and(|t| text(t) == "<") {
+        let (mut angles, mut parens) = (0i32, 0i32);
+        loop {
+            match text(toks.get(open)?) {
+                "(" => parens += 1,
+                ")" => parens -= 1,
+                "<" if parens == 0 => angles += 1,
+                ">" if parens == 0 => {
+                    angles -= 1;
+                    if angles == 0 {
+                        break;
+                    }
+                }
+                ";" | "{" | "}" => return None,
+                _ => {}
+            }
+            open += 1;
+        }
+        open += 1;
+    }
+    let called = toks.get(open).is_some_and(|next| text(next) == "(");
+    let token = |back: usize| i.checked_sub(back).and_then(|p| toks.get(p));
+    let pair = |first: &str, second: &str| {
+        token(1).is_some_and(|b| text(b) == second)
+            && token(2)
+                .is_some_and(|a| text(a) == first && a.end == token(1).map_or(0, |b| b.start))
+    };
+    let named = token(1).is_some_and(|prev| text(prev) == ".") || pair("-", ">") || pair(":", ":");
+    (called && !named).then_some(open)
+}
+
 /// The `)` that closes the call whose `(` is token `open`.
 pub(super) fn call_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
     group_end(code, toks, open, toks.len())
@@ -315,11 +373,13 @@ pub(super) fn waiting_helpers<'c>(
                 continue;
             }
             let calls = (open..close).any(|k| {
+                let word = text(k);
                 toks[k].ident
-                    && (suspending.contains(&text(k)) || waiting.contains(text(k)))
-                    && toks
-                        .get(k + 1)
-                        .is_some_and(|n| &code[n.start..n.end] == "(")
+                    && (suspending.contains(&word)
+                        && toks
+                            .get(k + 1)
+                            .is_some_and(|n| &code[n.start..n.end] == "(")
+                        || waiting.contains(word) && call_open(code, toks, k, true).is_some())
             });
             if calls {
                 waiting.insert(text(name));

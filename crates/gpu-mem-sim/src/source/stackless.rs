@@ -666,4 +666,69 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             assert!(!eligible(&code), "{define}");
         }
     }
+
+    /// Pieces of kernel sources, joined at random for [`any_source_is_read_without_panics`].
+    const PIECES: [&str; 44] = [
+        "__device__ ",
+        "__global__ ",
+        "extern \"C\" ",
+        "void ",
+        "int ",
+        "auto ",
+        "f",
+        "g",
+        "k",
+        "(",
+        ")",
+        "{",
+        "}",
+        ";",
+        ",",
+        "<",
+        ">",
+        "=",
+        ".",
+        "->",
+        "::",
+        "&",
+        "*",
+        "[",
+        "]",
+        "template <typename T> ",
+        "namespace n ",
+        "struct S ",
+        "return ",
+        "syncthreads()",
+        "__shfl_down_sync(~0ull, v, 1)",
+        "atomicAdd(p, 1)",
+        "f(1)",
+        "g<int>(2)",
+        "\n",
+        "#define M(x) x##_f\n",
+        "#include \"gpu_mem.h\"\n",
+        "sizeof",
+        "// c\n",
+        "/* c */",
+        "\"s\"",
+        "'c'",
+        "inline ",
+        "GM_DEVICE ",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(crate::test_support::proptest_config(16))]
+
+        /// Whatever the text, the test and the rewrite answer without panicking, and a rewrite
+        /// keeps every line where it was.
+        #[test]
+        fn any_source_is_read_without_panics(
+            picks in proptest::collection::vec(0..PIECES.len(), 0..80),
+        ) {
+            let code: String = picks.iter().map(|&i| PIECES[i]).collect();
+            let _ = why_not(&code);
+            if let Some(out) = rewrite(&code) {
+                proptest::prop_assert_eq!(out.matches('\n').count(), code.matches('\n').count());
+            }
+        }
+    }
 }

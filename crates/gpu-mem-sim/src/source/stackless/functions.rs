@@ -7,7 +7,7 @@
 //! qualified name, a trailing or deduced return type) leaves the name or return type unknown,
 //! and a helper that waits and is not understood keeps the kernel on stacks.
 
-use super::tokens::Token;
+use super::tokens::{Token, is_name_byte};
 use std::collections::BTreeSet;
 
 /// What a function is to the simulator.
@@ -263,43 +263,36 @@ fn has_initializer(code: &str, head: &[Token]) -> bool {
 
 /// The `)` that closes the `(` at token `open`, before `end`.
 fn group_end(code: &str, toks: &[Token], open: usize, end: usize) -> Option<usize> {
-    let mut depth = 0i32;
-    for (k, t) in toks.iter().enumerate().take(end).skip(open) {
-        match &code[t.start..t.end] {
-            "(" => depth += 1,
-            ")" => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(k);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
+    closing(code, toks, open, end, ("(", ")"))
 }
 
 /// The `}` that closes the `{` at token `open`; `None` when the source ends first.
 pub(super) fn body_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
-    let mut braces = 0i32;
-    for (k, t) in toks.iter().enumerate().skip(open) {
-        match &code[t.start..t.end] {
-            "{" => braces += 1,
-            "}" => {
-                braces -= 1;
-                if braces == 0 {
-                    return Some(k);
-                }
+    closing(code, toks, open, toks.len(), ("{", "}"))
+}
+
+/// The token that closes the bracket at token `open` (`opens`, closed by `closes`), before
+/// `end`.
+fn closing(
+    code: &str,
+    toks: &[Token],
+    open: usize,
+    end: usize,
+    (opens, closes): (&str, &str),
+) -> Option<usize> {
+    let mut depth = 0i32;
+    for (k, t) in toks.iter().enumerate().take(end).skip(open) {
+        let word = &code[t.start..t.end];
+        if word == opens {
+            depth += 1;
+        } else if word == closes {
+            depth -= 1;
+            if depth == 0 {
+                return Some(k);
             }
-            _ => {}
         }
     }
     None
-}
-
-/// Whether `b` may be part of an identifier (non-ASCII bytes are, see the tokenizer).
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || !b.is_ascii()
 }
 
 /// The `(` of the plain call of the name at token `i`: the next token is `(`, and it is not a

@@ -10,6 +10,12 @@ pub(super) struct Token {
     pub(super) ident: bool,
 }
 
+/// Whether `b` may be part of an identifier: ASCII letters, digits and `_`, and the bytes of
+/// multi-byte characters.
+pub(super) fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || !b.is_ascii()
+}
+
 /// The identifiers, numbers and punctuation of `code`, skipping whitespace, comments, string
 /// and character literals and preprocessor lines. `None` for an unterminated comment or
 /// literal.
@@ -89,9 +95,7 @@ pub(super) fn tokens(code: &str) -> Option<Vec<Token>> {
             // token starts and ends on a character boundary (and `größe` is one name).
             c if c.is_ascii_alphabetic() || c == b'_' || !c.is_ascii() => {
                 let start = i;
-                while i < b.len()
-                    && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || !b[i].is_ascii())
-                {
+                while i < b.len() && is_name_byte(b[i]) {
                     i += 1;
                 }
                 out.push(Token {

@@ -399,6 +399,17 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     int v = boom(a(threadIdx.x));
     a(threadIdx.x) = v + 1;
 }"#,
+        // Waits in conditions, in helpers without locals (GCC 12 lost the state of such an
+        // await when nothing else was kept in the frame: a crash).
+        r#"#include "gpu_mem.h"
+__device__ bool elect(unsigned long long m) { return (__ballot_sync(m, 1) & 1) != 0; }
+__device__ int bump(gm_array<int, 1> a) { __syncwarp(); a(threadIdx.x) += 1; return 1; }
+__device__ void twice(gm_array<int, 1> a) { if (a(0) >= 0) { if (bump(a)) a(threadIdx.x) += 10; } while (bump(a) < 1) {} }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    if (elect(~0ull)) a(threadIdx.x) += 100;
+    if (__shfl_sync(~0ull, 1, 0)) a(threadIdx.x) += 1000;
+    twice(a);
+}"#,
         // A fault inside a helper, between barriers.
         r#"#include "gpu_mem.h"
 __device__ int read_past(gm_array<int, 1> a) {
@@ -414,7 +425,7 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     for source in cases {
         let (stackless, fibers) = both_ways(source, 64);
         assert_eq!(stackless, fibers, "{source}");
-        let should_run = ["warp_sum", "depth", "wait_for", "catch"];
+        let should_run = ["warp_sum", "depth", "wait_for", "catch", "elect"];
         assert!(
             stackless.is_ok() || !should_run.iter().any(|w| source.contains(w)),
             "{stackless:?}"
@@ -684,7 +695,10 @@ fn random_kernel(seed: u64) -> String {
     let helpers_wanted = next(2) == 0;
     let mut helpers: Vec<String> = Vec::new();
     for _ in 0..3 + next(6) {
-        let line = match next(13) {
+        let line = match next(14) {
+            // A collective as a condition (once a crash of GCC 12's coroutines, in a helper
+            // without locals of its own).
+            13 => format!("if (__any_sync(~0ull, v % {} == 0)) v += 2;", 2 + next(5)),
             // Order-independent atomics (sums, extremes, masks) on shared memory, read back
             // after a barrier; threads from 16 of them on let the others run.
             10 => format!(

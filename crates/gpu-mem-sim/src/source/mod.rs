@@ -482,7 +482,7 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     __shared__ int s[64];
     __shared__ int count;
     try { s[1] = checked(-1); } catch (int e) { s[1] = e; }
-    slot(s) = twice(a(threadIdx.x)) > 3 ? warp_sum<int>(1) : both(2).first;
+    if (twice(a(threadIdx.x)) > 3) slot(s) = warp_sum<int>(1); else slot(s) = both(2).first;
     settle(&count);
     a(threadIdx.x) = s[0] + warp_sum(1.5f) + depth(2);
 }

@@ -12,7 +12,13 @@
 //!   errors, fault and divergence reports name the user's lines;
 //! * a source the rewrite cannot handle gives `None`, and a rewritten source the compiler refuses
 //!   (a barrier inside a lambda, say) is built the ordinary way instead (`super::program`): the
-//!   choice changes speed, never behaviour.
+//!   choice changes speed, not behaviour (save for two corner cases GCC's coroutines bring:
+//!   side effects ordered inside one expression around a call that waits, and copies of classes
+//!   passed to or returned from a helper that waits; `docs/src/backends/sim.md`);
+//! * sources GCC 12 miscompiles as coroutines are kept off the stackless form: each rewritten
+//!   body declares a local (an await in a condition of a coroutine without one lost its
+//!   state), and a helper called in a statement with `&&`, `||` or `?:`, or named in an
+//!   unevaluated operand, keeps the kernel on stacks.
 
 mod functions;
 mod tokens;
@@ -155,14 +161,25 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
         if !(t.ident && SUSPENDING.contains(&text(t)) || helper) || declared(i) {
             return None;
         }
-        // `Acc acc(3);` declares a variable: the rewrite would make it a call.
-        let declaring = i
-            .checked_sub(1)
-            .and_then(|p| toks.get(p))
-            .is_some_and(|prev| prev.ident && !EXPRESSION_KEYWORDS.contains(&text(prev)));
-        if helper && declaring {
+        if helper && declares(code, &toks, i) {
             return Some(format!(
                 "line {}: `{}` names a helper that waits and something declared there",
+                line(t),
+                text(t)
+            ));
+        }
+        if unevaluated(code, &toks, i) {
+            return Some(format!(
+                "line {}: `{}` is named in an unevaluated operand (`sizeof`, `decltype` & co)",
+                line(t),
+                text(t)
+            ));
+        }
+        if helper && short_circuits(code, &toks, i) {
+            // GCC 12 runs an awaited coroutine call in an operand it should skip
+            // (`x = c && helper(p)`).
+            return Some(format!(
+                "line {}: `{}` is called in a statement with `&&`, `||` or `?:`",
                 line(t),
                 text(t)
             ));
@@ -183,6 +200,93 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
         } else {
             None
         }
+    })
+}
+
+/// The tokens of the statement around token `i`: from after the `;`, `{` or `}` before it to
+/// before the one after it (a `for` header's parts, and a condition with its statement, count
+/// as one).
+fn statement(code: &str, toks: &[Token], i: usize) -> std::ops::Range<usize> {
+    let ends = |k: &usize| matches!(&code[toks[*k].start..toks[*k].end], ";" | "{" | "}");
+    let start = (0..i).rev().find(ends).map_or(0, |k| k + 1);
+    let end = (i..toks.len()).find(ends).unwrap_or(toks.len());
+    start..end
+}
+
+/// Whether the name at token `i` is declared there rather than called: `Acc acc(3);`,
+/// `Box<int> acc(3);`, `decltype(b) acc(3);` (the rewrite would make it a call).
+fn declares(code: &str, toks: &[Token], i: usize) -> bool {
+    let text = |k: usize| &code[toks[k].start..toks[k].end];
+    let Some(prev) = i.checked_sub(1) else {
+        return false;
+    };
+    let within = statement(code, toks, i);
+    // The bracket that `close` closes (`(` or `<`), within the statement.
+    let opening = |close: usize, open: &str, shut: &str| {
+        let mut depth = 0i32;
+        (within.start..=close).rev().find(|&k| {
+            if text(k) == shut {
+                depth += 1;
+            } else if text(k) == open {
+                depth -= 1;
+            }
+            depth == 0
+        })
+    };
+    match text(prev) {
+        ">" => opening(prev, "<", ">")
+            .and_then(|open| open.checked_sub(1))
+            .is_some_and(|name| toks[name].ident),
+        ")" => opening(prev, "(", ")")
+            .and_then(|open| open.checked_sub(1))
+            .is_some_and(|name| text(name) == "decltype"),
+        _ => toks[prev].ident && !EXPRESSION_KEYWORDS.contains(&text(prev)),
+    }
+}
+
+/// Operators of an unevaluated operand: a call there never runs.
+const UNEVALUATED: [&str; 6] = [
+    "sizeof", "alignof", "_Alignof", "decltype", "noexcept", "typeid",
+];
+
+/// Whether token `i` lies in the operand of one of [`UNEVALUATED`] (`sizeof(helper(p))`,
+/// `sizeof helper(p)`).
+fn unevaluated(code: &str, toks: &[Token], i: usize) -> bool {
+    let text = |k: usize| &code[toks[k].start..toks[k].end];
+    let within = statement(code, toks, i);
+    let mut depth = 0i32;
+    for k in (within.start..i).rev() {
+        match text(k) {
+            ")" => depth += 1,
+            "(" if depth > 0 => depth -= 1,
+            // An enclosing parenthesis: after one of them, an unevaluated operand.
+            "(" => {
+                if k.checked_sub(1)
+                    .is_some_and(|p| UNEVALUATED.contains(&text(p)))
+                {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    i.checked_sub(1)
+        .is_some_and(|p| UNEVALUATED.contains(&text(p)))
+}
+
+/// Whether the statement around token `i` has a short-circuit operator: `&&`, `||`, `?`
+/// (or `and`, `or`).
+fn short_circuits(code: &str, toks: &[Token], i: usize) -> bool {
+    let text = |k: usize| &code[toks[k].start..toks[k].end];
+    let within = statement(code, toks, i);
+    within.clone().any(|k| {
+        let doubled = |c: &str| {
+            text(k) == c
+                && k + 1 < within.end
+                && text(k + 1) == c
+                && toks[k].end == toks[k + 1].start
+        };
+        doubled("&") || doubled("|") || matches!(text(k), "?" | "and" | "or")
     })
 }
 
@@ -336,10 +440,13 @@ fn coroutine_body(
     edits: &mut Vec<(usize, usize, String)>,
 ) -> Option<()> {
     let text = |t: &Token| &code[t.start..t.end];
+    // The local works around GCC 12: in a coroutine with no local of its own, an await in a
+    // condition (`if (__shfl_sync(...))`, `while (helper(p) < 3)`) came back from suspending
+    // with its state lost (the thread neither waiting nor ended: a crash).
     edits.push((
         toks[open].end,
         toks[open].end,
-        " co_await std::suspend_never{};".into(),
+        " co_await std::suspend_never{}; int gm_sim_anchor = 0; (void)gm_sim_anchor;".into(),
     ));
     let mut k = open;
     while k < close {
@@ -466,7 +573,7 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
     fn kernels_become_coroutines_on_the_same_lines() {
         let out = rewrite(TILED).unwrap();
         assert!(out.contains(
-            "  __global__ gm_sim_task tiled(gm_array<float, 2> a, int n) { co_await std::suspend_never{};"
+            "  __global__ gm_sim_task tiled(gm_array<float, 2> a, int n) { co_await std::suspend_never{}; int gm_sim_anchor = 0; (void)gm_sim_anchor;"
         ));
         assert!(!out.contains("extern"));
         assert!(out.contains("{ co_return; }"));
@@ -513,7 +620,7 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
         assert!(out.contains("__device__ float twice(float x) { return 2 * x; }"));
         assert!(out.contains("__global__ gm_sim_task k(float* p);"));
         assert!(out.contains(
-            "__global__ gm_sim_task __launch_bounds__(256) k(float* p) { co_await std::suspend_never{}; p[0]"
+            "__global__ gm_sim_task __launch_bounds__(256) k(float* p) { co_await std::suspend_never{}; int gm_sim_anchor = 0; (void)gm_sim_anchor; p[0]"
         ));
     }
 
@@ -644,6 +751,36 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             "__device__ auto f(int v) { __syncwarp(); return v; }\n__global__ void k(int* p) { p[0] = f(1); }",
         ] {
             assert!(!eligible(code), "{code}");
+        }
+        // GCC 12 runs an awaited helper in an operand it should skip; an unevaluated operand
+        // is no call; declarations of something else with a helper's name.
+        for body in [
+            "int x = c && h(p);",
+            "p[0] = c ? h(p) : 1;",
+            "if (c || h(p)) p[0] = 1;",
+            "p[0] = sizeof(h(p));",
+            "p[0] = sizeof h(p);",
+            "decltype(h(p)) x = 1;",
+            "Box<int> h(3);",
+            "decltype(c) h(3);",
+        ] {
+            let code = format!(
+                "__device__ int h(int* p) {{ __syncwarp(); return p[0]; }}\n\
+                 __global__ void k(int* p) {{ int c = p[1]; {body} }}"
+            );
+            assert!(!eligible(&code), "{body}");
+        }
+        // Comparisons are not declarations, and atomics and collectives may short-circuit.
+        for body in [
+            "p[0] = c > h(p);",
+            "if (c < 2) p[0] = h(p);",
+            "p[0] = c && atomicAdd(p, 1);",
+        ] {
+            let code = format!(
+                "__device__ int h(int* p) {{ __syncwarp(); return p[0]; }}\n\
+                 __global__ void k(int* p) {{ int c = p[1]; {body} }}"
+            );
+            assert_eq!(why_not(&code), None, "{body}");
         }
         // Names are whole words in directives; helpers in namespaces and template calls count.
         for code in [

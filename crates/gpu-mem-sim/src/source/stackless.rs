@@ -260,12 +260,11 @@ fn unevaluated(code: &str, toks: &[Token], i: usize) -> bool {
             ")" => depth += 1,
             "(" if depth > 0 => depth -= 1,
             // An enclosing parenthesis: after one of them, an unevaluated operand.
-            "(" => {
-                if k.checked_sub(1)
-                    .is_some_and(|p| UNEVALUATED.contains(&text(p)))
-                {
-                    return true;
-                }
+            "(" if k
+                .checked_sub(1)
+                .is_some_and(|p| UNEVALUATED.contains(&text(p))) =>
+            {
+                return true;
             }
             _ => {}
         }

@@ -753,6 +753,12 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
         }
         // GCC 12 runs an awaited helper in an operand it should skip; an unevaluated operand
         // is no call; declarations of something else with a helper's name.
+        let with_helper = |body: &str| {
+            format!(
+                "__device__ int h(int* p) {{ __syncwarp(); return p[0]; }}\n\
+                 __global__ void k(int* p) {{ int c = p[1]; {body} }}"
+            )
+        };
         for body in [
             "int x = c && h(p);",
             "p[0] = c ? h(p) : 1;",
@@ -763,11 +769,7 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             "Box<int> h(3);",
             "decltype(c) h(3);",
         ] {
-            let code = format!(
-                "__device__ int h(int* p) {{ __syncwarp(); return p[0]; }}\n\
-                 __global__ void k(int* p) {{ int c = p[1]; {body} }}"
-            );
-            assert!(!eligible(&code), "{body}");
+            assert!(!eligible(&with_helper(body)), "{body}");
         }
         // Comparisons are not declarations, and atomics and collectives may short-circuit.
         for body in [
@@ -775,11 +777,7 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             "if (c < 2) p[0] = h(p);",
             "p[0] = c && atomicAdd(p, 1);",
         ] {
-            let code = format!(
-                "__device__ int h(int* p) {{ __syncwarp(); return p[0]; }}\n\
-                 __global__ void k(int* p) {{ int c = p[1]; {body} }}"
-            );
-            assert_eq!(why_not(&code), None, "{body}");
+            assert_eq!(why_not(&with_helper(body)), None, "{body}");
         }
         // Names are whole words in directives; helpers in namespaces and template calls count.
         for code in [

@@ -112,20 +112,121 @@ const KINDS: [(&str, &str); 7] = [
     ("D2D", "device"),
 ];
 
-/// Runs `op` repeatedly for about `budget` (at least 3 times) and returns GiB/s.
-fn measure(bytes: u64, budget: Duration, mut op: impl FnMut() -> Result<()>) -> Result<(f64, u32)> {
-    op()?; // warm-up
-    let start = Instant::now();
-    let mut iterations = 0u32;
-    while iterations < 3 || start.elapsed() < budget {
-        op()?;
-        iterations += 1;
+/// The buffers of one transfer size, and the stream the asynchronous copies go on.
+struct Buffers {
+    device: DeviceArray<u32>,
+    other_device: DeviceArray<u32>,
+    pageable: ndarray::Array1<u32>,
+    pinned: PinnedArray<u32>,
+    mapped: MappedArray<u32>,
+    stream: Stream,
+}
+
+impl Buffers {
+    fn new(dev: &Device, n: usize) -> Result<Buffers> {
+        Ok(Buffers {
+            device: dev.device_array::<u32>(&[n], Order::C)?,
+            other_device: dev.device_array::<u32>(&[n], Order::C)?,
+            pageable: ndarray::Array1::<u32>::from_elem(n, 1),
+            pinned: dev.pinned_array::<u32>(&[n])?,
+            mapped: dev.mapped_array::<u32>(&[n], MapFlags::default())?,
+            stream: dev.stream()?,
+        })
     }
-    let seconds = start.elapsed().as_secs_f64();
-    Ok((
-        bytes as f64 * iterations as f64 / seconds / (1u64 << 30) as f64,
-        iterations,
-    ))
+
+    /// One transfer of one kind. Pageable and device-to-device copies are synchronous;
+    /// page-locked and mapped ones go on the stream, which is then synchronized.
+    fn transfer(&mut self, kind: (&str, &str)) -> Result<()> {
+        let Buffers {
+            device,
+            other_device,
+            pageable,
+            pinned,
+            mapped,
+            stream,
+        } = self;
+        match kind {
+            ("H2D", "pageable") => device.copy_from_host(&*pageable),
+            ("D2H", "pageable") => device.copy_to_host_into(pageable),
+            ("H2D", "pinned") => {
+                stream.copy_from_host(device, &*pinned)?;
+                stream.synchronize()
+            }
+            ("D2H", "pinned") => {
+                stream.copy_to_host(&*device, pinned)?;
+                stream.synchronize()
+            }
+            ("H2D", "mapped") => {
+                stream.copy_from_host(device, &*mapped)?;
+                stream.synchronize()
+            }
+            ("D2H", "mapped") => {
+                stream.copy_to_host(&*device, mapped)?;
+                stream.synchronize()
+            }
+            _ => other_device.copy_from_device(&*device),
+        }
+    }
+}
+
+/// Rounds per transfer size: each round gives every kind of transfer its share of the time in
+/// turn, so that a slow stretch of a shared machine falls on all of them alike and the ratios
+/// between them (page-locked against pageable) hold within one run.
+const ROUNDS: u32 = 5;
+
+/// The time and bytes one kind of transfer has run for.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    seconds: f64,
+    bytes: u64,
+    iterations: u32,
+}
+
+impl Tally {
+    /// Runs `op` (which moves `bytes`) for about `slice`, at least once.
+    fn run(
+        &mut self,
+        bytes: u64,
+        slice: Duration,
+        mut op: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let mut iterations = 0u32;
+        while iterations == 0 || start.elapsed() < slice {
+            op()?;
+            iterations += 1;
+        }
+        self.seconds += start.elapsed().as_secs_f64();
+        self.bytes += bytes * u64::from(iterations);
+        self.iterations += iterations;
+        Ok(())
+    }
+
+    fn gib_per_s(&self) -> f64 {
+        self.bytes as f64 / self.seconds / (1u64 << 30) as f64
+    }
+}
+
+/// Measures every kind of transfer of `bytes` in [`ROUNDS`] turns of `slice` each, after one
+/// warm-up transfer of each (`starting` is told before a kind's first).
+fn measure_size(
+    dev: &Device,
+    bytes: u64,
+    slice: Duration,
+    mut starting: impl FnMut(usize, (&str, &str)),
+) -> Result<[Tally; KINDS.len()]> {
+    let mut buffers = Buffers::new(dev, (bytes / 4) as usize)?;
+    let mut tallies = [Tally::default(); KINDS.len()];
+    for round in 0..ROUNDS {
+        for (index, &kind) in KINDS.iter().enumerate() {
+            if round == 0 {
+                starting(index, kind);
+                buffers.transfer(kind)?;
+            }
+            tallies[index].run(bytes, slice, || buffers.transfer(kind))?;
+        }
+    }
+    Ok(tallies)
 }
 
 pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
@@ -160,60 +261,34 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
         progress.print(header.trim_end());
     }
     let mut rows: Vec<Row> = Vec::new();
-    let stream = dev.stream()?;
-    for &bytes in &sizes {
-        let n = (bytes / 4) as usize;
-        let mut d = dev.device_array::<u32>(&[n], Order::C)?;
-        let mut d2 = dev.device_array::<u32>(&[n], Order::C)?;
-        let mut pageable = ndarray::Array1::<u32>::from_elem(n, 1);
-        let mut pinned = dev.pinned_array::<u32>(&[n])?;
-        let mut mapped = dev.mapped_array::<u32>(&[n], MapFlags::default())?;
-        let mut row = Vec::with_capacity(KINDS.len());
-        for (direction, memory) in KINDS {
-            let what = if row.is_empty() {
+    let slice = budget / ROUNDS;
+    for (index, &bytes) in sizes.iter().enumerate() {
+        let measured = measure_size(&dev, bytes, slice, |kind, (direction, memory)| {
+            let what = if kind == 0 {
                 format!("{} transfers", human(bytes))
             } else {
                 format!("{} {direction} {memory}", human(bytes))
             };
-            progress.step(rows.len() + row.len(), &what);
-            let result = match (direction, memory) {
-                ("H2D", "pageable") => measure(bytes, budget, || d.copy_from_host(&pageable)),
-                ("D2H", "pageable") => {
-                    measure(bytes, budget, || d.copy_to_host_into(&mut pageable))
-                }
-                ("H2D", "pinned") => measure(bytes, budget, || {
-                    stream.copy_from_host(&mut d, &pinned)?;
-                    stream.synchronize()
-                }),
-                ("D2H", "pinned") => measure(bytes, budget, || {
-                    stream.copy_to_host(&d, &mut pinned)?;
-                    stream.synchronize()
-                }),
-                ("H2D", "mapped") => measure(bytes, budget, || {
-                    stream.copy_from_host(&mut d, &mapped)?;
-                    stream.synchronize()
-                }),
-                ("D2H", "mapped") => measure(bytes, budget, || {
-                    stream.copy_to_host(&d, &mut mapped)?;
-                    stream.synchronize()
-                }),
-                _ => measure(bytes, budget, || d2.copy_from_device(&d)),
-            };
-            let (gib_per_s, iterations) = match result {
-                Ok(result) => result,
-                Err(error) => {
-                    progress.finish();
-                    return Err(error);
-                }
-            };
-            row.push(Row {
+            progress.step(index * KINDS.len() + kind, &what);
+        });
+        let tallies = match measured {
+            Ok(tallies) => tallies,
+            Err(error) => {
+                progress.finish();
+                return Err(error);
+            }
+        };
+        let row: Vec<Row> = KINDS
+            .iter()
+            .zip(tallies)
+            .map(|(&(direction, memory), tally)| Row {
                 direction,
                 memory,
                 bytes,
-                gib_per_s,
-                iterations,
-            });
-        }
+                gib_per_s: tally.gib_per_s(),
+                iterations: tally.iterations,
+            })
+            .collect();
         if !args.json {
             let cells: Vec<String> = row
                 .iter()

@@ -9,7 +9,8 @@
 //! CUDA simulator (the lower end of the measured ranges), the scaling exponent of each series,
 //! and what compiling costs. Targets: at least 10,000x Numba's simulator (matmul n=64, block sum
 //! 65,536), and the source matmul at n=256 within 10x the plain loop. Each kernel's result is
-//! checked before it is timed. `-- --json` (or `GPU_MEM_BENCH_JSON=1`) adds one JSON object with
+//! checked before it is timed; the forms of one size (and the loop) are run in turns, so that the
+//! ratios between them hold on a shared machine. `-- --json` (or `GPU_MEM_BENCH_JSON=1`) adds one JSON object with
 //! every figure.
 
 use gpu_mem::kernels::{TPB, block_sum, matmul_tiled};
@@ -34,6 +35,32 @@ fn time(runs: usize, mut f: impl FnMut() -> gpu_mem::Result<()>) -> gpu_mem::Res
     }
     samples.sort_by(f64::total_cmp);
     Ok(samples[samples.len() / 2])
+}
+
+/// Runs each of `ops` once per round, `runs` rounds after a warm-up round, and returns each
+/// one's median. The operations take turns, so a slow stretch of a shared machine falls on all
+/// of them alike and the ratios between them hold within one run.
+fn medians(
+    runs: usize,
+    ops: &mut [&mut dyn FnMut() -> gpu_mem::Result<()>],
+) -> gpu_mem::Result<Vec<f64>> {
+    let mut samples = vec![Vec::with_capacity(runs); ops.len()];
+    for round in 0..=runs {
+        for (op, samples) in ops.iter_mut().zip(&mut samples) {
+            let start = Instant::now();
+            op()?;
+            if round > 0 {
+                samples.push(start.elapsed().as_secs_f64());
+            }
+        }
+    }
+    Ok(samples
+        .into_iter()
+        .map(|mut samples| {
+            samples.sort_by(f64::total_cmp);
+            samples[samples.len() / 2]
+        })
+        .collect())
 }
 
 fn wrong(name: &'static str, reason: String) -> gpu_mem::Error {
@@ -162,7 +189,12 @@ fn inputs(n: usize) -> (Array2<f32>, Array2<f32>) {
     (a, b)
 }
 
-fn matmul_time(device: &Device, kernel: &Kernel, n: usize, runs: usize) -> gpu_mem::Result<f64> {
+/// A launch of the tiled matmul `kernel` at size `n`, after one checked against `ndarray`.
+fn matmul_op<'d>(
+    device: &'d Device,
+    kernel: &'d Kernel,
+    n: usize,
+) -> gpu_mem::Result<impl FnMut() -> gpu_mem::Result<()> + 'd> {
     let (a, b) = inputs(n);
     let (mut da, mut db) = (device.to_device(&a)?, device.to_device(&b)?);
     let mut dc = device.device_array::<f32>(&[n, n], Order::C)?;
@@ -182,12 +214,15 @@ fn matmul_time(device: &Device, kernel: &Kernel, n: usize, runs: usize) -> gpu_m
         ));
     }
     // SAFETY: as above.
-    time(runs, || unsafe {
-        device.launch(kernel, config, &mut [&mut da, &mut db, &mut dc])
-    })
+    Ok(move || unsafe { device.launch(kernel, config, &mut [&mut da, &mut db, &mut dc]) })
 }
 
-fn block_sum_time(device: &Device, kernel: &Kernel, n: usize, runs: usize) -> gpu_mem::Result<f64> {
+/// A launch of the block-sum `kernel` over `n` items, after one checked against a sum on the host.
+fn block_sum_op<'d>(
+    device: &'d Device,
+    kernel: &'d Kernel,
+    n: usize,
+) -> gpu_mem::Result<impl FnMut() -> gpu_mem::Result<()> + 'd> {
     let block = 256u32;
     let input = Array1::from_shape_fn(n, |i| (i % 17) as f32);
     let mut d_input = device.to_device(&input)?;
@@ -204,9 +239,7 @@ fn block_sum_time(device: &Device, kernel: &Kernel, n: usize, runs: usize) -> gp
         ));
     }
     // SAFETY: as above.
-    time(runs, || unsafe {
-        device.launch(kernel, config, &mut [&mut d_input, &mut partial])
-    })
+    Ok(move || unsafe { device.launch(kernel, config, &mut [&mut d_input, &mut partial]) })
 }
 
 /// The reference: C = A x B with the i-k-j loop order, one thread.
@@ -223,19 +256,17 @@ fn ikj_loop(a: &[f32], b: &[f32], c: &mut [f32], n: usize) {
     }
 }
 
-fn plain_time(n: usize, runs: usize) -> gpu_mem::Result<f64> {
+/// The plain loop at size `n`.
+fn plain_op(n: usize) -> impl FnMut() -> gpu_mem::Result<()> {
     let (a, b) = inputs(n);
-    let (a, b) = (
-        a.as_standard_layout().to_owned(),
-        b.as_standard_layout().to_owned(),
-    );
-    let (a, b) = (a.as_slice().unwrap_or(&[]), b.as_slice().unwrap_or(&[]));
+    let a: Vec<f32> = a.iter().copied().collect();
+    let b: Vec<f32> = b.iter().copied().collect();
     let mut c = vec![0.0f32; n * n];
-    time(runs, || {
-        ikj_loop(black_box(a), black_box(b), &mut c, n);
+    move || {
+        ikj_loop(black_box(&a), black_box(&b), &mut c, n);
         black_box(&c);
         Ok(())
-    })
+    }
 }
 
 /// A cold compile (first launch of a new source into an empty cache), a new kernel object with
@@ -310,13 +341,19 @@ fn main() -> gpu_mem::Result<()> {
         // by a moment when another process holds a core.
         let runs = match n {
             0..=64 => 31,
-            65..=128 => 9,
+            65..=256 => 9,
             _ => 3,
         };
-        let s = matmul_time(&device, &source_mm, n, runs)?;
-        let c = matmul_time(&device, &closure_mm, n, runs)?;
-        let a = matmul_time(&device, &async_mm, n, runs)?;
-        let p = plain_time(n, runs)?;
+        let times = medians(
+            runs,
+            &mut [
+                &mut matmul_op(&device, &source_mm, n)?,
+                &mut matmul_op(&device, &closure_mm, n)?,
+                &mut matmul_op(&device, &async_mm, n)?,
+                &mut plain_op(n),
+            ],
+        )?;
+        let (s, c, a, p) = (times[0], times[1], times[2], times[3]);
         println!(
             "{:<16} {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>9.1}x {:>9.1}x {:>9.1}x",
             format!("n={n}"),
@@ -356,9 +393,15 @@ fn main() -> gpu_mem::Result<()> {
             17..=18 => 7,
             _ => 3,
         };
-        let s = block_sum_time(&device, &source_bs, n, runs)?;
-        let c = block_sum_time(&device, &closure_bs, n, runs)?;
-        let a = block_sum_time(&device, &async_bs, n, runs)?;
+        let times = medians(
+            runs,
+            &mut [
+                &mut block_sum_op(&device, &source_bs, n)?,
+                &mut block_sum_op(&device, &closure_bs, n)?,
+                &mut block_sum_op(&device, &async_bs, n)?,
+            ],
+        )?;
+        let (s, c, a) = (times[0], times[1], times[2]);
         println!(
             "{:<16} {:>9.3} ms {:>9.3} ms {:>9.3} ms",
             format!("2^{log}"),

@@ -36,18 +36,31 @@ pub(crate) const FLAGS: [&str; 9] = [
     "-w",
 ];
 
-/// The language of a program: C++17, the dialect kernels are written in, with GCC's coroutines
-/// for stackless threads (the same language otherwise: C++20 would change results, e.g. its
-/// implicit moves on `return`).
-pub(crate) fn standard(threads: Threads) -> &'static [&'static str] {
-    match threads {
-        Threads::Calls => &["-std=c++17"],
-        // Every symbol defined at link time: GCC leaves an await in an unevaluated operand
-        // (`sizeof(helper(x))`) calling functions it never instantiates, which would otherwise
-        // fail only when a thread gets there (a refusal instead: built the ordinary way).
-        Threads::Stackless => &["-std=c++17", "-fcoroutines", "-Wl,-z,defs"],
+/// The language of a program: C++17, the dialect kernels are written in, with coroutines for
+/// stackless threads: GCC's in C++17 (the same language otherwise: C++20 would change results,
+/// e.g. its implicit moves on `return`); clang has them only in C++20, so its stackless programs
+/// are C++20 (the differences that compile in both are the corner cases of copies and moves and
+/// of rewritten comparison operators; most others, such as `char8_t` or aggregates with
+/// declared constructors, are refusals, and those kernels run on stacks).
+pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str] {
+    match (threads, clang) {
+        (Threads::Calls, _) => &["-std=c++17"],
+        (Threads::Stackless, false) => {
+            &["-std=c++17", "-fcoroutines", UNDEFINED_SYMBOLS_ARE_ERRORS]
+        }
+        (Threads::Stackless, true) => &["-std=c++20", UNDEFINED_SYMBOLS_ARE_ERRORS],
     }
 }
+
+/// Every symbol of a stackless program defined at link time: GCC leaves an await in an
+/// unevaluated operand (`sizeof(helper(x))`) calling functions it never instantiates, which
+/// would otherwise fail only when a thread gets there (a refusal instead: built the ordinary
+/// way). Apple's linker knows no `-z defs` and refuses undefined symbols in a library anyway.
+const UNDEFINED_SYMBOLS_ARE_ERRORS: &str = if cfg!(target_vendor = "apple") {
+    "-Wl,-undefined,error"
+} else {
+    "-Wl,-z,defs"
+};
 
 /// Why a compile failed.
 #[derive(Debug)]
@@ -102,7 +115,7 @@ impl Compiler {
         threads: Threads,
     ) -> std::result::Result<(), CompileFailure> {
         let run = Command::new(&self.path)
-            .args(standard(threads))
+            .args(standard(threads, self.is_clang()))
             .args(FLAGS)
             .arg("-o")
             .arg(output)
@@ -128,7 +141,7 @@ impl Compiler {
         }
     }
 
-    /// Whether it is clang, whose coroutines need C++20 (it builds no stackless threads).
+    /// Whether it is clang, whose coroutines need C++20 (see [`standard`]).
     pub(crate) fn is_clang(&self) -> bool {
         self.version.contains("clang")
     }

@@ -197,7 +197,9 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
             &ABI.to_le_bytes(),
             compiler.path.as_os_str().as_encoded_bytes(),
             compiler.version.as_bytes(),
-            compiler::standard(threads).join(" ").as_bytes(),
+            compiler::standard(threads, compiler.is_clang())
+                .join(" ")
+                .as_bytes(),
             flags.as_bytes(),
             KERNEL_PRELUDE.as_bytes(),
             unit.as_bytes(),
@@ -205,19 +207,17 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
         Plan { threads, unit, key }
     };
     let mut plans = Vec::with_capacity(2);
-    if !compiler.is_clang() {
-        match stackless::why_not(&source.code) {
-            None => {
-                if let Some(code) = stackless::rewrite(&source.code) {
-                    plans.push(plan(Threads::Stackless, &code));
-                }
+    match stackless::why_not(&source.code) {
+        None => {
+            if let Some(code) = stackless::rewrite(&source.code) {
+                plans.push(plan(Threads::Stackless, &code));
             }
-            // (A kernel whose threads wait for nothing runs them as plain calls, faster still.)
-            Some(reason) if wrapper::may_wait(&source.code) => {
-                tracing::debug!(kernel, %reason, "kernel runs on stacks: not tried stackless");
-            }
-            Some(_) => {}
         }
+        // (A kernel whose threads wait for nothing runs them as plain calls, faster still.)
+        Some(reason) if wrapper::may_wait(&source.code) => {
+            tracing::debug!(kernel, %reason, "kernel runs on stacks: not tried stackless");
+        }
+        Some(_) => {}
     }
     plans.push(plan(Threads::Calls, &source.code));
     plans

@@ -609,6 +609,61 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     .to_string()
 }
 
+/// What C++20 reads otherwise than C++17 (clang builds stackless programs as C++20): each kernel
+/// computes C++17's answer both ways. Built by GCC both ways are C++17; the CI step that runs
+/// these tests with clang checks the fences (`-fno-char8_t`, and kernels kept on stacks by
+/// `why_not_as_cxx20`): without them, each of these gives C++20's answer stackless.
+#[test]
+fn kernels_c_plus_plus_20_reads_otherwise_compute_the_same() {
+    let cases = [
+        // `1.0f == v`: C++17 converts 1.0f to float3 for (float3, float3); C++20 also tries the
+        // reversed (float3, float) and picks it.
+        (
+            r#"#include "gpu_mem.h"
+struct float3 {
+    float x, y, z;
+    __device__ float3(float s) : x(s), y(s), z(s) {}
+    __device__ float3(float a, float b, float c) : x(a), y(b), z(c) {}
+};
+__device__ bool operator==(const float3& a, const float3& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+__device__ bool operator==(const float3& a, float s) { return a.x == s; }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    float3 v(1.0f, 2.0f, 3.0f);
+    syncthreads();
+    a(threadIdx.x) = (1.0f == v) ? 1 : 0;
+}"#,
+            0,
+        ),
+        // `u8'a'` is a `char` in C++17, a `char8_t` (which converts to `int`) in C++20.
+        (
+            r#"#include "gpu_mem.h"
+__device__ int which(int) { return 1; }
+__device__ int which(char) { return 2; }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    syncthreads();
+    a(threadIdx.x) = which(u8'a');
+}"#,
+            2,
+        ),
+        // `std::pair`'s `<` compares through `<=>` in C++20, where a NaN is unordered.
+        (
+            r#"#include "gpu_mem.h"
+#include <utility>
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    std::pair<float, int> p{__builtin_nanf(""), 1}, q{__builtin_nanf(""), 2};
+    syncthreads();
+    a(threadIdx.x) = p < q;
+}"#,
+            1,
+        ),
+    ];
+    for (source, cxx17) in cases {
+        let (stackless, fibers) = stackless_and_fibers(source);
+        assert_eq!(stackless, Ok(vec![cxx17; 4]), "{source}");
+        assert_eq!(fibers, Ok(vec![cxx17; 4]), "{source}");
+    }
+}
+
 #[test]
 fn sources_the_rewrite_must_not_change() {
     let cases = [

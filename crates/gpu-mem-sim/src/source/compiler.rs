@@ -39,16 +39,18 @@ pub(crate) const FLAGS: [&str; 9] = [
 /// The language of a program: C++17, the dialect kernels are written in, with coroutines for
 /// stackless threads: GCC's in C++17 (the same language otherwise: C++20 would change results,
 /// e.g. its implicit moves on `return`); clang has them only in C++20, so its stackless programs
-/// are C++20 (the differences that compile in both are the corner cases of copies and moves and
-/// of rewritten comparison operators; most others, such as `char8_t` or aggregates with
-/// declared constructors, are refusals, and those kernels run on stacks).
+/// are C++20, without `char8_t`; a kernel whose meaning C++20 could change otherwise (rewritten
+/// comparison operators, `std::pair` compared through `<=>`, ...) is not built that way
+/// (`stackless::why_not_as_cxx20`), and most other changes are refusals (aggregates with
+/// declared constructors), after which a kernel runs on stacks.
 pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
         (Threads::Calls, _) => &["-std=c++17"],
         (Threads::Stackless, false) => {
             &["-std=c++17", "-fcoroutines", UNDEFINED_SYMBOLS_ARE_ERRORS]
         }
-        (Threads::Stackless, true) => &["-std=c++20", UNDEFINED_SYMBOLS_ARE_ERRORS],
+        // (`u8` literals stay `char`, as in C++17, not C++20's `char8_t`.)
+        (Threads::Stackless, true) => &["-std=c++20", "-fno-char8_t", UNDEFINED_SYMBOLS_ARE_ERRORS],
     }
 }
 

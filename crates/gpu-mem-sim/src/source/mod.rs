@@ -207,12 +207,25 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
         Plan { threads, unit, key }
     };
     let mut plans = Vec::with_capacity(2);
+    // Clang builds the stackless form as C++20 (`compiler::standard`), which must not change
+    // what the kernel computes.
+    let as_cxx20 = || {
+        compiler
+            .is_clang()
+            .then(|| stackless::why_not_as_cxx20(&source.code))
+            .flatten()
+    };
     match stackless::why_not(&source.code) {
-        None => {
-            if let Some(code) = stackless::rewrite(&source.code) {
-                plans.push(plan(Threads::Stackless, &code));
+        None => match as_cxx20() {
+            None => {
+                if let Some(code) = stackless::rewrite(&source.code) {
+                    plans.push(plan(Threads::Stackless, &code));
+                }
             }
-        }
+            Some(reason) => {
+                tracing::debug!(kernel, %reason, "kernel runs on stacks: clang would build its stackless form as C++20");
+            }
+        },
         // (A kernel whose threads wait for nothing runs them as plain calls, faster still.)
         Some(reason) if wrapper::may_wait(&source.code) => {
             tracing::debug!(kernel, %reason, "kernel runs on stacks: not tried stackless");

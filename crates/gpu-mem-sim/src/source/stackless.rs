@@ -20,8 +20,11 @@
 //!   state), and a helper called in a statement with `&&`, `||` or `?:`, or named in an
 //!   unevaluated operand, keeps the kernel on stacks.
 
+mod cxx20;
 mod functions;
 mod tokens;
+
+pub(crate) use cxx20::why_not_as_cxx20;
 
 use functions::{Function, Kind, body_end, call_end, call_open, functions, waiting_helpers};
 use std::collections::BTreeSet;

@@ -247,18 +247,38 @@ fn template_prefix_end(code: &str, toks: &[Token], start: usize, end: usize) -> 
 }
 
 /// Whether `head` has an `=` outside parentheses and angle brackets (an initializer: the
-/// braces after it are a value, not a body).
+/// braces after it are a value, not a body). The name of an operator function (`operator==`,
+/// `operator<=`, `operator+=`) is not one.
 fn has_initializer(code: &str, head: &[Token]) -> bool {
+    let text = |k: usize| &code[head[k].start..head[k].end];
     let mut depth = 0i32;
-    head.iter().any(|t| {
-        match &code[t.start..t.end] {
+    let mut k = 0;
+    while k < head.len() {
+        match text(k) {
+            "operator" => k = operator_name_end(code, head, k),
             "(" | "<" => depth += 1,
             ")" | ">" => depth -= 1,
-            "=" => return depth <= 0,
+            "=" if depth <= 0 => return true,
             _ => {}
         }
-        false
-    })
+        k += 1;
+    }
+    false
+}
+
+/// The last token of the operator function name that starts with `operator` at token `at`: the
+/// punctuation up to its parameter list (`operator()` takes its `()` too), or `at` itself for a
+/// conversion (`operator int`) or a name that does not go on.
+fn operator_name_end(code: &str, toks: &[Token], at: usize) -> usize {
+    let text = |k: usize| &code[toks[k].start..toks[k].end];
+    if at + 2 < toks.len() && text(at + 1) == "(" && text(at + 2) == ")" {
+        return at + 2;
+    }
+    let mut k = at;
+    while k + 1 < toks.len() && !toks[k + 1].ident && text(k + 1) != "(" {
+        k += 1;
+    }
+    k
 }
 
 /// The `)` that closes the `(` at token `open`, before `end`.
@@ -409,6 +429,33 @@ mod tests {
 
     fn some(s: &str) -> Option<String> {
         Some(s.to_string())
+    }
+
+    /// Operator functions are functions, not variables with an initializer: the kernel after
+    /// them is found (it was not, and ran on fibers).
+    #[test]
+    fn operator_functions_do_not_hide_the_kernel_after_them() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    __device__ bool operator==(const V& a, float s) { return a.x == s; }\n\
+                    __device__ bool operator!=(V a, V b) { return !(a == b); }\n\
+                    __device__ V& operator+=(V& a, V b) { a.x += b.x; return a; }\n\
+                    __device__ bool operator<=(V a, V b) { return a.x <= b.x; }\n\
+                    __device__ bool operator>(V a, V b) { return a.x > b.x; }\n\
+                    __device__ int operator<<(V a, int s) { return a.x << s; }\n\
+                    __device__ float operator()(int i);\n\
+                    __device__ V operator-(V a) { return a; }\n\
+                    __device__ int counter = 0;\n\
+                    __device__ float table[2] = {1, 2};\n\
+                    extern \"C\" __global__ void k(float* p) { p[0] = 1; }\n";
+        let found = scan(code);
+        assert_eq!(found.len(), 9, "{found:?}");
+        assert!(
+            found[..8]
+                .iter()
+                .all(|(kind, name, _, _)| *kind == Kind::Device && name.is_none()),
+            "{found:?}"
+        );
+        assert_eq!(found[8], (Kind::Kernel, some("k"), some("void"), true));
     }
 
     #[test]

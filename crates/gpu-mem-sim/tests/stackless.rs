@@ -421,6 +421,28 @@ __device__ int read_past(gm_array<int, 1> a) {
 extern "C" __global__ void k(gm_array<int, 1> a) {
     a(threadIdx.x) = read_past(a);
 }"#,
+        // Operator functions at file scope (their names hold `=`, `<`, `>`), before a helper
+        // that waits and the kernel; a vector type passed through a helper.
+        r#"#include "gpu_mem.h"
+struct V { int x, y; };
+__device__ V& operator+=(V& a, V b) { a.x += b.x; a.y += b.y; return a; }
+__device__ V operator<<(V a, int s) { return V{a.x << s, a.y << s}; }
+__device__ bool operator==(V a, V b) { return a.x == b.x && a.y == b.y; }
+__device__ bool operator<(V a, V b) { return a.x < b.x || (a.x == b.x && a.y < b.y); }
+__device__ V elect_sum(V v) {
+    for (int o = 16; o > 0; o /= 2) {
+        v.x += __shfl_down_sync(~0ull, v.x, o);
+        v.y += __shfl_down_sync(~0ull, v.y, o);
+    }
+    return v;
+}
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    V v{a(threadIdx.x), 1};
+    v += V{1, 2};
+    syncthreads();
+    V s = elect_sum(v << 1);
+    a(threadIdx.x) = s.x * 1000 + s.y + (s == V{0, 0}) + 10 * (v < s);
+}"#,
     ];
     for source in cases {
         let (stackless, fibers) = both_ways(source, 64);

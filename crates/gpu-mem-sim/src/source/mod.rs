@@ -443,6 +443,13 @@ mod tests {
         let helper = "#include \"gpu_mem.h\"\n__device__ void wait() { syncthreads(); }\n\
                       extern \"C\" __global__ void k(gm_array<int, 1> a) { wait(); a(0) = 1; }\n";
         assert_eq!(threads_of(helper), Threads::Stackless);
+        // Operator functions before the kernel (`=`, `<` in their names) hide nothing.
+        let operators = "#include \"gpu_mem.h\"\nstruct V { int x; };\n\
+                         __device__ V& operator+=(V& a, V b) { a.x += b.x; return a; }\n\
+                         __device__ V operator<<(V a, int s) { return V{a.x << s}; }\n\
+                         extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                         \x20   V v{1}; v += V{2}; syncthreads(); a(0) = (v << 1).x;\n}\n";
+        assert_eq!(threads_of(operators), Threads::Stackless);
         // Refused by the compiler in stackless form: a barrier in a lambda.
         let lambda = "#include \"gpu_mem.h\"\n\
                       extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\

@@ -632,7 +632,7 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
 }
 
 /// What C++20 reads otherwise than C++17 (clang builds stackless programs as C++20): each kernel
-/// computes C++17's answer both ways. Built by GCC both ways are C++17; the CI step that runs
+/// computes C++17's answer both ways (one of each kind the fences name, see `cxx20.rs`). Built by GCC both ways are C++17; the CI step that runs
 /// these tests with clang checks the fences (`-fno-char8_t`, and kernels kept on stacks by
 /// `why_not_as_cxx20`): without them, each of these gives C++20's answer stackless.
 #[test]
@@ -675,6 +675,35 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     std::pair<float, int> p{__builtin_nanf(""), 1}, q{__builtin_nanf(""), 2};
     syncthreads();
     a(threadIdx.x) = p < q;
+}"#,
+            1,
+        ),
+        // The same rewritten comparison, its operators declared by a macro.
+        (
+            r#"#include "gpu_mem.h"
+#define VEC_OPS(T) \
+    __device__ friend bool operator==(const T& a, const T& b) { return a.x == b.x && a.y == b.y; } \
+    __device__ bool operator==(float s) const { return x == s; }
+struct V {
+    float x, y;
+    __device__ V(float s) : x(s), y(s) {}
+    __device__ V(float a, float b) : x(a), y(b) {}
+    VEC_OPS(V)
+};
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    syncthreads();
+    a(threadIdx.x) = (1.0f == V(1.0f, 2.0f)) ? 1 : 0;
+}"#,
+            0,
+        ),
+        // `std::array`'s `<` goes through `<=>` in C++20 too.
+        (
+            r#"#include "gpu_mem.h"
+#include <array>
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    std::array<float, 2> x{__builtin_nanf(""), 1}, y{__builtin_nanf(""), 2};
+    syncthreads();
+    a(threadIdx.x) = x < y;
 }"#,
             1,
         ),

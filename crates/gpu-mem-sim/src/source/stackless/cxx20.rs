@@ -2,25 +2,27 @@
 //! than as C++17, the language it is written in (and the one its ordinary build uses).
 //!
 //! Guarantee: [`why_not_as_cxx20`] names every kernel that uses what C++20 gave another meaning
-//! among the changes a review found to compile both ways and print different results with clang
-//! 14 and 16 (except those listed below); such a kernel runs on stacks when clang builds it. The
-//! test is on the source text and conservative: a name in a comment keeps a kernel on stacks
-//! too, which costs speed, never a result. `u8` literals, whose type C++20 changed, are kept
-//! C++17's by `-fno-char8_t` (`compiler::standard`).
+//! among the changes two reviews found to compile both ways and print different results with
+//! clang 14 and 16 (except those listed below); such a kernel runs on stacks when clang builds
+//! it. The test is on the source text and conservative: a name in a comment keeps a kernel on
+//! stacks too, which costs speed, never a result. `u8` literals, whose type C++20 changed, are
+//! kept C++17's by `-fno-char8_t` (`compiler::standard`).
 //!
 //! Left to the documentation (`docs/src/backends/sim.md`): aggregates with a defaulted
 //! constructor told apart by a detection template (`decltype(T{1, 2})`), a negative number
 //! shifted left in a template argument, and a function template found by argument-dependent
 //! lookup after an explicit template argument list.
 
-use super::tokens::{Token, tokens};
+use super::tokens::tokens;
 
 /// Names whose meaning C++20 changed for a kernel, whole words anywhere in the source
 /// (directives included): the language version and feature tests; constant evaluation (a
 /// negative number shifted left became a constant expression); `std::pair` and `std::tuple`,
-/// whose comparisons go through `<=>` in C++20 (a NaN, or an element type that converts to a
-/// built-in one, compares differently).
-const CHANGED_NAMES: [&str; 11] = [
+/// which the prelude's headers declare and whose comparisons go through `<=>` in C++20 (a NaN,
+/// or an element type that converts to a built-in one, compares differently); `not_eq`, which
+/// spells `!=`; and functions C++20 added to `<cmath>` and `<numeric>` that a kernel's own
+/// could lose to.
+const CHANGED_NAMES: [&str; 17] = [
     "__cplusplus",
     "__has_include",
     "__has_cpp_attribute",
@@ -32,32 +34,64 @@ const CHANGED_NAMES: [&str; 11] = [
     "make_tuple",
     "tie",
     "forward_as_tuple",
+    "minmax",
+    "not_eq",
+    "is_pod",
+    "is_pod_v",
+    "lerp",
+    "midpoint",
 ];
 
-/// Prefixes of names whose value C++20 changed: feature-test macros, and the traits that
-/// answer differently (aggregates with declared constructors are no longer aggregates; an
-/// aggregate can be built with parentheses; a lambda without captures can be default-built and
-/// assigned).
-const CHANGED_PREFIXES: [&str; 9] = [
-    "__cpp_",
-    "is_aggregate",
-    "is_constructible",
-    "is_nothrow_constructible",
-    "is_trivially_constructible",
-    "is_default_constructible",
-    "is_copy_assignable",
-    "is_move_assignable",
-    "is_assignable",
+/// Parts of names whose value C++20 changed: feature-test macros (a prefix), and the traits and
+/// compiler builtins that answer differently (aggregates with declared constructors are no
+/// longer aggregates; an aggregate can be built with parentheses; a lambda without captures can
+/// be default-built and assigned).
+const CHANGED_PARTS: [&str; 4] = ["constructible", "assignable", "aggregate", "trivial"];
+
+/// The library headers a kernel may include and still be built as C++20: the C library's, and
+/// the parts of C++'s without comparisons or algorithms that C++20 changed. Any other (`<array>`,
+/// `<algorithm>`, `<numeric>`, containers compared through `<=>`, algorithms that move their
+/// accumulator) keeps a kernel on stacks.
+const UNCHANGED_HEADERS: [&str; 14] = [
+    "cstdint",
+    "cstddef",
+    "cmath",
+    "cstring",
+    "climits",
+    "cfloat",
+    "cstdio",
+    "cstdlib",
+    "cassert",
+    "cinttypes",
+    "limits",
+    "type_traits",
+    "new",
+    "utility",
 ];
 
 /// Why `code` might compute something else as C++20 than as C++17, naming the line, or `None`.
 pub(crate) fn why_not_as_cxx20(code: &str) -> Option<String> {
     let line = |at: usize| code[..at].matches('\n').count() + 1;
-    if let Some((at, word)) = words(code).find(|(_, w)| {
-        CHANGED_NAMES.contains(w) || CHANGED_PREFIXES.iter().any(|p| w.starts_with(p))
-    }) {
+    let changed = |w: &str| {
+        CHANGED_NAMES.contains(&w)
+            || w.starts_with("__cpp_")
+            || CHANGED_PARTS.iter().any(|part| w.contains(part))
+    };
+    if let Some((at, word)) = words(code).find(|(_, w)| changed(w)) {
         return Some(format!(
             "line {}: `{word}` may mean something else in C++20",
+            line(at)
+        ));
+    }
+    if let Some(at) = comparison_operator(code) {
+        return Some(format!(
+            "line {}: a comparison operator is declared (C++20 rewrites comparisons)",
+            line(at)
+        ));
+    }
+    if let Some((at, header)) = library_header(code) {
+        return Some(format!(
+            "line {}: `<{header}>` may compare or compute otherwise in C++20",
             line(at)
         ));
     }
@@ -65,36 +99,22 @@ pub(crate) fn why_not_as_cxx20(code: &str) -> Option<String> {
         return Some("a comment or literal does not end".into());
     };
     let text = |k: usize| &code[toks[k].start..toks[k].end];
-    let adjacent = |k: usize| k + 1 < toks.len() && toks[k].end == toks[k + 1].start;
+    // An array of unknown bound in a reference or pointer type (`T (&a)[]`, `int (*)[]`) or
+    // named by a type alias (`typedef int U[];`): in C++20 a sized array binds to it, and
+    // overload resolution may pick it over another function.
+    let mut statement_start = 0;
     for k in 0..toks.len() {
-        // A comparison operator of the kernel's own: C++20 also tries `b == a` for `a == b`,
-        // and `!(a == b)` for `a != b`, and may pick another overload.
-        if toks[k].ident && text(k) == "operator" && k + 1 < toks.len() {
-            let comparison = match text(k + 1) {
-                "=" | "!" => adjacent(k + 1) && text(k + 2) == "=",
-                // (`<<` and `>>` are shifts.)
-                "<" | ">" => !(adjacent(k + 1) && text(k + 2) == text(k + 1)),
-                _ => false,
-            };
-            if comparison {
-                return Some(format!(
-                    "line {}: a comparison operator is declared (C++20 rewrites comparisons)",
-                    line(toks[k].start)
-                ));
-            }
+        if matches!(text(k), ";" | "{" | "}") {
+            statement_start = k + 1;
         }
-        // A reference to an array of unknown bound, `T (&a)[]`: in C++20 a sized array binds
-        // to it, and overload resolution may pick it over a template.
-        let unknown_bound = text(k) == "["
-            && k + 1 < toks.len()
-            && text(k + 1) == "]"
-            && k > 0
-            && text(k - 1) == ")"
-            && opening(&toks, code, k - 1)
-                .is_some_and(|open| open + 1 < toks.len() && text(open + 1) == "&");
-        if unknown_bound {
+        let empty = text(k) == "[" && k + 1 < toks.len() && text(k + 1) == "]";
+        let alias = || {
+            toks.get(statement_start)
+                .is_some_and(|_| matches!(text(statement_start), "typedef" | "using"))
+        };
+        if empty && (k > 0 && text(k - 1) == ")" || alias()) {
             return Some(format!(
-                "line {}: a reference to an array of unknown bound",
+                "line {}: an array of unknown bound in a reference, pointer or alias",
                 line(toks[k].start)
             ));
         }
@@ -102,17 +122,49 @@ pub(crate) fn why_not_as_cxx20(code: &str) -> Option<String> {
     None
 }
 
-/// The `(` that the `)` at token `close` closes.
-fn opening(toks: &[Token], code: &str, close: usize) -> Option<usize> {
-    let mut depth = 0i32;
-    (0..=close).rev().find(|&k| {
-        match &code[toks[k].start..toks[k].end] {
-            ")" => depth += 1,
-            "(" => depth -= 1,
-            _ => {}
+/// Where `code` declares a comparison operator: `operator` followed by `==`, `!=`, `<`, `<=`,
+/// `>`, `>=` or `<=>` (not `<<` or `>>`), anywhere in the text (a macro's body too).
+fn comparison_operator(code: &str) -> Option<usize> {
+    words(code)
+        .filter(|(_, w)| *w == "operator")
+        .find(|&(at, w)| {
+            let rest = code[at + w.len()..].trim_start();
+            let b = rest.as_bytes();
+            match b.first() {
+                Some(b'=' | b'!') => b.get(1) == Some(&b'='),
+                Some(&c @ (b'<' | b'>')) => b.get(1) != Some(&c),
+                _ => false,
+            }
+        })
+        .map(|(at, _)| at)
+}
+
+/// The first `#include <header>` of `code` whose header is not one of [`UNCHANGED_HEADERS`] or
+/// a C header (`<math.h>`), with its offset.
+fn library_header(code: &str) -> Option<(usize, &str)> {
+    let mut at = 0;
+    for line in code.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        let Some(rest) = line.trim_start().strip_prefix('#') else {
+            continue;
+        };
+        let Some(rest) = rest.trim_start().strip_prefix("include") else {
+            continue;
+        };
+        let Some(name) = rest
+            .trim_start()
+            .strip_prefix('<')
+            .and_then(|r| r.split('>').next())
+        else {
+            continue;
+        };
+        let name = name.trim();
+        if !UNCHANGED_HEADERS.contains(&name) && !name.ends_with(".h") {
+            return Some((start, name));
         }
-        depth == 0
-    })
+    }
+    None
 }
 
 /// The whole words of `code` (runs of letters, digits and `_`) with their byte offsets.
@@ -134,33 +186,51 @@ mod tests {
     #[test]
     fn kernels_c_plus_plus_20_reads_otherwise_are_named() {
         let named = [
-            // Rewritten comparisons.
+            // Rewritten comparisons, in code or in a macro's body.
             "bool operator==(const float3& a, float s) { return a.x == s; }",
             "bool operator !=(A a, long b);",
             "struct K { bool operator<(const K& o) const; };",
             "bool operator>=(A, A);",
-            // Library comparisons through `<=>`, traits, constant evaluation, versions.
+            "auto operator<=>(const A&) const = default;",
+            "bool operator\n<(A, A);",
+            "#define OPS(T) \\\n  friend bool operator==(const T& a, const T& b) { return a.x == b.x; }\nstruct V { OPS(V) };",
+            "bool operator not_eq(A, A);",
+            // Library comparisons through `<=>`, headers, traits, constant evaluation, versions.
             "std::pair<float, int> a{x, 1};",
             "auto t = std::make_tuple(1, 2);",
+            "auto m = std::minmax(a, b);",
+            "#include <array>\n",
+            "#include <algorithm>\n",
+            "  #  include < numeric >\n",
             "if (std::is_constructible_v<T, A...>) {}",
             "static_assert(std::is_aggregate<S>::value);",
+            "static_assert(std::is_trivially_default_constructible_v<L>);",
+            "static_assert(std::is_nothrow_move_assignable<L>::value);",
+            "static_assert(__is_aggregate(A));",
+            "static_assert(std::is_pod<A>::value);",
             "constexpr int f() { return __builtin_is_constant_evaluated() ? 1 : 2; }",
             "#if __cplusplus >= 202002L\n#endif",
             "#ifdef __cpp_concepts\n#endif",
-            // A reference to an array of unknown bound.
+            "float y = lerp(a, b, t);",
+            // Arrays of unknown bound in references, pointers and aliases.
             "void process(float (&a)[]);",
             "void f(int(&)[]);",
+            "void h(int (*)[]);",
+            "typedef int U[];",
+            "using U = int[];",
         ];
         for code in named {
             assert!(why_not_as_cxx20(code).is_some(), "{code}");
         }
         let plain = [
-            "extern \"C\" __global__ void k(gm_array<float, 1> a) { a(0) = a(1) == a(2); }",
+            "#include \"gpu_mem.h\"\n#include <cstdint>\n#include <math.h>\n#include <utility>\n\
+             extern \"C\" __global__ void k(gm_array<float, 1> a) { a(0) = a(1) == a(2); }",
             "struct S { S& operator=(const S&) = default; S& operator+=(int); };",
-            "int operator<<(A, int); int operator>>(A, int);",
+            "int operator<<(A, int); int operator>>(A, int); V operator->();",
             "extern __shared__ float dynamic[]; auto f = [](int i) { return i; };",
-            "float (*p)[4] = nullptr; int pairs = 0; int tuples[3];",
-            "syncthreads(); v = a[i] < b[j] ? 1 : 0;",
+            "float (*p)[4] = nullptr; int pairs = 0; int tuples[3]; delete[] p;",
+            "syncthreads(); v = a[i] < b[j] ? 1 : 0; int operators = 2;",
+            "__device__ void f(int a[]) {}",
         ];
         for code in plain {
             assert_eq!(why_not_as_cxx20(code), None, "{code}");
@@ -168,6 +238,10 @@ mod tests {
         assert_eq!(
             why_not_as_cxx20("int x;\nbool operator==(A, A);").as_deref(),
             Some("line 2: a comparison operator is declared (C++20 rewrites comparisons)")
+        );
+        assert_eq!(
+            why_not_as_cxx20("#include \"gpu_mem.h\"\n#include <vector>\n").as_deref(),
+            Some("line 2: `<vector>` may compare or compute otherwise in C++20")
         );
     }
 }

@@ -267,15 +267,36 @@ fn has_initializer(code: &str, head: &[Token]) -> bool {
 }
 
 /// The last token of the operator function name that starts with `operator` at token `at`: the
-/// punctuation up to its parameter list (`operator()` takes its `()` too), or `at` itself for a
-/// conversion (`operator int`) or a name that does not go on.
+/// operator's punctuation (at most three characters, `<<=`, `->*`, `new[]` being `new` and two),
+/// `operator()` taking its `()`, or `at` itself for a conversion (`operator int`) or a name that
+/// does not go on.
 fn operator_name_end(code: &str, toks: &[Token], at: usize) -> usize {
     let text = |k: usize| &code[toks[k].start..toks[k].end];
     if at + 2 < toks.len() && text(at + 1) == "(" && text(at + 2) == ")" {
         return at + 2;
     }
     let mut k = at;
-    while k + 1 < toks.len() && !toks[k + 1].ident && text(k + 1) != "(" {
+    while k + 1 < toks.len()
+        && k < at + 3
+        && matches!(
+            text(k + 1),
+            "+" | "-"
+                | "*"
+                | "/"
+                | "%"
+                | "^"
+                | "&"
+                | "|"
+                | "~"
+                | "!"
+                | "="
+                | "<"
+                | ">"
+                | "["
+                | "]"
+                | ","
+        )
+    {
         k += 1;
     }
     k

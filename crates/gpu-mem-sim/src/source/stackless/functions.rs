@@ -248,17 +248,20 @@ fn template_prefix_end(code: &str, toks: &[Token], start: usize, end: usize) -> 
 
 /// Whether `head` has an `=` outside parentheses and angle brackets (an initializer: the
 /// braces after it are a value, not a body). The name of an operator function (`operator==`,
-/// `operator<=`, `operator+=`) is not one.
+/// `operator<=`, `operator+=`) is not one, and inside parentheses `<` and `>` are comparisons
+/// as often as brackets (`f(bool b = 1 > 2, int c = 3)`), so they count only outside them.
 fn has_initializer(code: &str, head: &[Token]) -> bool {
     let text = |k: usize| &code[head[k].start..head[k].end];
-    let mut depth = 0i32;
+    let (mut parens, mut angles) = (0i32, 0i32);
     let mut k = 0;
     while k < head.len() {
         match text(k) {
             "operator" => k = operator_name_end(code, head, k),
-            "(" | "<" => depth += 1,
-            ")" | ">" => depth -= 1,
-            "=" if depth <= 0 => return true,
+            "(" => parens += 1,
+            ")" => parens -= 1,
+            "<" if parens == 0 => angles += 1,
+            ">" if parens == 0 => angles -= 1,
+            "=" if parens <= 0 && angles <= 0 => return true,
             _ => {}
         }
         k += 1;
@@ -452,8 +455,8 @@ mod tests {
         Some(s.to_string())
     }
 
-    /// Operator functions are functions, not variables with an initializer: the kernel after
-    /// them is found (it was not, and ran on fibers).
+    /// Operator functions, and a default argument holding `>`, are functions, not variables
+    /// with an initializer: the kernel after them is found (it was not, and ran on fibers).
     #[test]
     fn operator_functions_do_not_hide_the_kernel_after_them() {
         let code = "#include \"gpu_mem.h\"\n\
@@ -465,18 +468,20 @@ mod tests {
                     __device__ int operator<<(V a, int s) { return a.x << s; }\n\
                     __device__ float operator()(int i);\n\
                     __device__ V operator-(V a) { return a; }\n\
+                    __device__ int pick(bool b = 1 > 2, int c = 3) { return b ? c : 0; }\n\
                     __device__ int counter = 0;\n\
                     __device__ float table[2] = {1, 2};\n\
                     extern \"C\" __global__ void k(float* p) { p[0] = 1; }\n";
         let found = scan(code);
-        assert_eq!(found.len(), 9, "{found:?}");
+        assert_eq!(found.len(), 10, "{found:?}");
+        assert_eq!(found[8], (Kind::Device, some("pick"), some("int"), true));
         assert!(
             found[..8]
                 .iter()
                 .all(|(kind, name, _, _)| *kind == Kind::Device && name.is_none()),
             "{found:?}"
         );
-        assert_eq!(found[8], (Kind::Kernel, some("k"), some("void"), true));
+        assert_eq!(found[9], (Kind::Kernel, some("k"), some("void"), true));
     }
 
     #[test]

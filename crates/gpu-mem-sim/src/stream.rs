@@ -466,9 +466,25 @@ mod tests {
     use std::time::Duration;
 
     /// CPU time the thread named `name` (at most 15 bytes) has used so far: `/proc` counts it in
-    /// clock ticks, 10 ms each.
+    /// clock ticks, 10 ms each. A new thread names itself once it first runs (on a busy machine,
+    /// some time after it was spawned), so this waits up to 10 s for the name to appear.
     #[cfg(all(target_os = "linux", not(miri)))]
     fn thread_cpu_ticks(name: &str) -> u64 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(ticks) = named_thread_cpu_ticks(name) {
+                return ticks;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!("no thread named {name}");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// [`thread_cpu_ticks`] of the thread named `name`, or `None` when there is none (yet).
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn named_thread_cpu_ticks(name: &str) -> Option<u64> {
         let tasks = std::fs::read_dir("/proc/self/task").unwrap_or_else(|e| panic!("{e}"));
         for task in tasks.flatten() {
             let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
@@ -485,9 +501,9 @@ mod tests {
                 .take(2)
                 .filter_map(|f| f.parse().ok())
                 .collect();
-            return fields.iter().sum();
+            return Some(fields.iter().sum());
         }
-        panic!("no thread named {name}")
+        None
     }
 
     /// While a job run at once by the enqueuing thread waits (here: sleeps, as one blocked on

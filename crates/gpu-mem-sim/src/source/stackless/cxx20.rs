@@ -4,19 +4,20 @@
 //! Guarantee: [`why_not_as_cxx20`] names every kernel that uses what C++20 gave another meaning
 //! among the changes two reviews found to compile both ways and print different results with
 //! clang 14 and 16 (except those listed below); such a kernel runs on stacks when clang builds
-//! it. The test is on the source text and conservative: a name in a comment keeps a kernel on
-//! stacks too, which costs speed, never a result. `u8` literals, whose type C++20 changed, are
-//! kept C++17's by `-fno-char8_t` (`compiler::standard`).
+//! it. The test is on the source text (code and directives, not comments or literals) and
+//! conservative: a kernel merely naming `pair` or a trait stays on stacks too, which costs
+//! speed, never a result. `u8` literals, whose type C++20 changed, are kept C++17's by
+//! `-fno-char8_t` (`compiler::standard`).
 //!
 //! Left to the documentation (`docs/src/backends/sim.md`): aggregates with a defaulted
 //! constructor told apart by a detection template (`decltype(T{1, 2})`), a negative number
 //! shifted left in a template argument, and a function template found by argument-dependent
 //! lookup after an explicit template argument list.
 
-use super::tokens::tokens;
+use super::tokens::{directives, tokens};
 
-/// Names whose meaning C++20 changed for a kernel, whole words anywhere in the source
-/// (directives included): the language version and feature tests; constant evaluation (a
+/// Names whose meaning C++20 changed for a kernel, as identifiers in code or words in
+/// directives: the language version and feature tests; constant evaluation (a
 /// negative number shifted left became a constant expression); `std::pair` and `std::tuple`,
 /// which the prelude's headers declare and whose comparisons go through `<=>` in C++20 (a NaN,
 /// or an element type that converts to a built-in one, compares differently); `not_eq`, which
@@ -70,35 +71,66 @@ const UNCHANGED_HEADERS: [&str; 14] = [
 ];
 
 /// Why `code` might compute something else as C++20 than as C++17, naming the line, or `None`.
+/// Names and operators count in code and in directives (a macro may declare an operator), not
+/// in comments or literals.
 pub(crate) fn why_not_as_cxx20(code: &str) -> Option<String> {
     let line = |at: usize| code[..at].matches('\n').count() + 1;
+    let Some(toks) = tokens(code) else {
+        return Some("a comment or literal does not end".into());
+    };
+    let directives = directives(code);
+    let text = |k: usize| &code[toks[k].start..toks[k].end];
     let changed = |w: &str| {
         CHANGED_NAMES.contains(&w)
             || w.starts_with("__cpp_")
             || CHANGED_PARTS.iter().any(|part| w.contains(part))
     };
-    if let Some((at, word)) = words(code).find(|(_, w)| changed(w)) {
+    let in_code = toks
+        .iter()
+        .filter(|t| t.ident)
+        .map(|t| (t.start, &code[t.start..t.end]));
+    let in_directives = directives
+        .iter()
+        .flat_map(|r| words(&code[r.clone()]).map(move |(at, w)| (r.start + at, w)));
+    if let Some((at, word)) = in_code.chain(in_directives).find(|(_, w)| changed(w)) {
         return Some(format!(
             "line {}: `{word}` may mean something else in C++20",
             line(at)
         ));
     }
-    if let Some(at) = comparison_operator(code) {
-        return Some(format!(
-            "line {}: a comparison operator is declared (C++20 rewrites comparisons)",
-            line(at)
-        ));
+    // `operator` and what follows it, in code (tokens) and in directives (text).
+    let after_operator = toks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.ident && &code[t.start..t.end] == "operator")
+        .map(|(k, t)| (t.start, &code[toks.get(k + 1).map_or(t.end, |n| n.start)..]))
+        .chain(directives.iter().flat_map(|r| {
+            words(&code[r.clone()])
+                .filter(|(_, w)| *w == "operator")
+                .map(move |(at, w)| {
+                    (
+                        r.start + at,
+                        code[r.start + at + w.len()..r.end].trim_start(),
+                    )
+                })
+        }));
+    for (at, rest) in after_operator {
+        if is_comparison(rest) {
+            return Some(format!(
+                "line {}: a comparison operator is declared (C++20 rewrites comparisons)",
+                line(at)
+            ));
+        }
     }
-    if let Some((at, header)) = library_header(code) {
+    if let Some((at, header)) = directives
+        .iter()
+        .find_map(|r| library_header(&code[r.clone()]).map(|h| (r.start, h)))
+    {
         return Some(format!(
             "line {}: `<{header}>` may compare or compute otherwise in C++20",
             line(at)
         ));
     }
-    let Some(toks) = tokens(code) else {
-        return Some("a comment or literal does not end".into());
-    };
-    let text = |k: usize| &code[toks[k].start..toks[k].end];
     // An array of unknown bound in a reference or pointer type (`T (&a)[]`, `int (*)[]`) or
     // named by a type alias (`typedef int U[];`): in C++20 a sized array binds to it, and
     // overload resolution may pick it over another function.
@@ -122,49 +154,32 @@ pub(crate) fn why_not_as_cxx20(code: &str) -> Option<String> {
     None
 }
 
-/// Where `code` declares a comparison operator: `operator` followed by `==`, `!=`, `<`, `<=`,
-/// `>`, `>=` or `<=>` (not `<<` or `>>`), anywhere in the text (a macro's body too).
-fn comparison_operator(code: &str) -> Option<usize> {
-    words(code)
-        .filter(|(_, w)| *w == "operator")
-        .find(|&(at, w)| {
-            let rest = code[at + w.len()..].trim_start();
-            let b = rest.as_bytes();
-            match b.first() {
-                Some(b'=' | b'!') => b.get(1) == Some(&b'='),
-                Some(&c @ (b'<' | b'>')) => b.get(1) != Some(&c),
-                _ => false,
-            }
-        })
-        .map(|(at, _)| at)
-}
-
-/// The first `#include <header>` of `code` whose header is not one of [`UNCHANGED_HEADERS`] or
-/// a C header (`<math.h>`), with its offset.
-fn library_header(code: &str) -> Option<(usize, &str)> {
-    let mut at = 0;
-    for line in code.split_inclusive('\n') {
-        let start = at;
-        at += line.len();
-        let Some(rest) = line.trim_start().strip_prefix('#') else {
-            continue;
-        };
-        let Some(rest) = rest.trim_start().strip_prefix("include") else {
-            continue;
-        };
-        let Some(name) = rest
-            .trim_start()
-            .strip_prefix('<')
-            .and_then(|r| r.split('>').next())
-        else {
-            continue;
-        };
-        let name = name.trim();
-        if !UNCHANGED_HEADERS.contains(&name) && !name.ends_with(".h") {
-            return Some((start, name));
+/// Whether `rest`, what follows the word `operator`, names a comparison: `==`, `!=`, `<`, `<=`,
+/// `>`, `>=` or `<=>` (not `<<` or `>>`), or `not_eq`.
+fn is_comparison(rest: &str) -> bool {
+    let b = rest.as_bytes();
+    match b.first() {
+        Some(b'=' | b'!') => b.get(1) == Some(&b'='),
+        Some(&c @ (b'<' | b'>')) => b.get(1) != Some(&c),
+        _ => {
+            rest.starts_with("not_eq")
+                && !rest[6..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
         }
     }
-    None
+}
+
+/// The header of a directive `#include <header>` that is not one of [`UNCHANGED_HEADERS`] or a
+/// C header (`<math.h>`).
+fn library_header(directive: &str) -> Option<&str> {
+    let rest = directive.trim_start().strip_prefix('#')?;
+    let rest = rest.trim_start().strip_prefix("include")?;
+    let name = rest
+        .trim_start()
+        .strip_prefix('<')?
+        .split('>')
+        .next()?
+        .trim();
+    (!UNCHANGED_HEADERS.contains(&name) && !name.ends_with(".h")).then_some(name)
 }
 
 /// The whole words of `code` (runs of letters, digits and `_`) with their byte offsets.
@@ -231,6 +246,9 @@ mod tests {
             "float (*p)[4] = nullptr; int pairs = 0; int tuples[3]; delete[] p;",
             "syncthreads(); v = a[i] < b[j] ? 1 : 0; int operators = 2;",
             "__device__ void f(int a[]) {}",
+            // Comments and literals do not count.
+            "// aggregate the partial sums (trivially constructible)\n/* operator== */ int x;",
+            "const char* s = \"pair<int, int> and operator<\";",
         ];
         for code in plain {
             assert_eq!(why_not_as_cxx20(code), None, "{code}");

@@ -120,6 +120,30 @@ pub(super) fn tokens(code: &str) -> Option<Vec<Token>> {
     Some(out)
 }
 
+/// The byte ranges of `code`'s preprocessor directives (with their continuation lines), which
+/// [`tokens`] skips.
+pub(super) fn directives(code: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut continued: Option<usize> = None;
+    for line in code.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        let first = continued
+            .take()
+            .or_else(|| line.trim_start().starts_with('#').then_some(start));
+        if let Some(first) = first {
+            if line.trim_end().ends_with('\\') {
+                continued = Some(first);
+            } else {
+                out.push(first..at);
+            }
+        }
+    }
+    out.extend(continued.map(|first| first..at));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +157,15 @@ mod tests {
             .map(|t| &"x = 1'000 + 'r' + 2e+5 + .5f; return"[t.start..t.end])
             .collect();
         assert_eq!(idents, ["x", "return"]);
+    }
+
+    #[test]
+    fn directives_are_found_with_their_continuations() {
+        let code = "#include <a>\nint x;\n  # define F(x) \\\n  x + 1\nint y; // #no\n#if 1";
+        let found: Vec<&str> = directives(code).into_iter().map(|r| &code[r]).collect();
+        assert_eq!(
+            found,
+            ["#include <a>\n", "  # define F(x) \\\n  x + 1\n", "#if 1"]
+        );
     }
 }

@@ -146,26 +146,16 @@ impl Buffers {
             stream,
         } = self;
         match kind {
-            ("H2D", "pageable") => device.copy_from_host(&*pageable),
-            ("D2H", "pageable") => device.copy_to_host_into(pageable),
-            ("H2D", "pinned") => {
-                stream.copy_from_host(device, &*pinned)?;
-                stream.synchronize()
-            }
-            ("D2H", "pinned") => {
-                stream.copy_to_host(&*device, pinned)?;
-                stream.synchronize()
-            }
-            ("H2D", "mapped") => {
-                stream.copy_from_host(device, &*mapped)?;
-                stream.synchronize()
-            }
-            ("D2H", "mapped") => {
-                stream.copy_to_host(&*device, mapped)?;
-                stream.synchronize()
-            }
-            _ => other_device.copy_from_device(&*device),
+            ("H2D", "pageable") => return device.copy_from_host(&*pageable),
+            ("D2H", "pageable") => return device.copy_to_host_into(pageable),
+            ("H2D", "pinned") => stream.copy_from_host(device, &*pinned)?,
+            ("D2H", "pinned") => stream.copy_to_host(&*device, pinned)?,
+            ("H2D", "mapped") => stream.copy_from_host(device, &*mapped)?,
+            ("D2H", "mapped") => stream.copy_to_host(&*device, mapped)?,
+            _ => return other_device.copy_from_device(&*device),
         }
+        // An asynchronous copy is done when its stream is.
+        stream.synchronize()
     }
 }
 

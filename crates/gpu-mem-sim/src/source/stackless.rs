@@ -313,28 +313,21 @@ fn directive_names<'n>(
     names: impl Iterator<Item = &'n str> + Clone,
     pasting: bool,
 ) -> bool {
-    let mut continued = false;
-    for line in code.lines() {
-        let directive = continued || line.trim_start().starts_with('#');
-        // (An `#include` names a file, not code.)
-        let include = !continued
-            && line
-                .trim_start()
-                .strip_prefix('#')
-                .is_some_and(|rest| rest.trim_start().starts_with("include"));
-        let words = || {
-            line.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .filter(|w| !w.is_empty())
-        };
-        if directive
-            && !include
-            && (pasting && line.contains("##") || words().any(|w| names.clone().any(|n| n == w)))
-        {
-            return true;
-        }
-        continued = directive && line.trim_end().ends_with('\\');
-    }
-    false
+    tokens::directives(code).into_iter().any(|range| {
+        code[range].lines().enumerate().any(|(k, line)| {
+            // (An `#include` names a file, not code.)
+            let include = k == 0
+                && line
+                    .trim_start()
+                    .strip_prefix('#')
+                    .is_some_and(|rest| rest.trim_start().starts_with("include"));
+            let mut words = line
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty());
+            !include
+                && (pasting && line.contains("##") || words.any(|w| names.clone().any(|n| n == w)))
+        })
+    })
 }
 
 /// `code` with every `__global__` function, and every `__device__` helper that waits, made a

@@ -44,6 +44,54 @@ pub use config::{
 };
 pub use thread::{SimKernel, ThreadCtx};
 
+/// Measurements for the simulator's own benchmarks; not part of the API.
+#[doc(hidden)]
+pub mod bench_support {
+    use std::time::Duration;
+
+    /// The number of OS threads that run a launch's blocks (`GPU_MEM_SIM_WORKERS`, else the
+    /// number of cores).
+    pub fn workers() -> usize {
+        crate::workers::worker_count()
+    }
+
+    /// The floor of a blocking closure's first barrier: `workers` OS threads at once each run
+    /// `blocks` blocks of `threads` threads on fibers through one barrier, with the executor's
+    /// stacks and switch but no scheduling (see the executor's `fiber/floor.rs`); returns the
+    /// longest of their times. `None` where fibers do not switch natively.
+    pub fn fiber_barrier_floor(
+        threads: usize,
+        blocks: usize,
+        workers: usize,
+    ) -> Option<Result<Duration, String>> {
+        let start = std::sync::Barrier::new(workers.max(1));
+        let times: Vec<Option<Result<Duration, String>>> = std::thread::scope(|scope| {
+            let runs: Vec<_> = (0..workers.max(1))
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        crate::executor::first_barrier_floor(threads, blocks)
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .map(|run| {
+                    run.join()
+                        .unwrap_or_else(|_| Some(Err("a measuring thread panicked".into())))
+                })
+                .collect()
+        });
+        let mut longest = Duration::ZERO;
+        for time in times {
+            match time? {
+                Ok(time) => longest = longest.max(time),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+        Some(Ok(longest))
+    }
+}
+
 use bytes::Mover;
 use event::SimEvent;
 use gpu_mem_core::backend::{

@@ -30,6 +30,7 @@ mod stack;
 mod stackless;
 
 pub(crate) use args::resolve as resolve_args;
+pub(crate) use fiber::first_barrier_floor;
 pub(crate) use grid::{Code, run_grid};
 
 use gpu_mem_core::kernel::{Kernel, LaunchConfig};

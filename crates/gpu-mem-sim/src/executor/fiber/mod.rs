@@ -10,8 +10,10 @@
 //! On x86-64 Unix (the System V ABI) a switch is a handful of instructions (`native.rs`);
 //! elsewhere (Windows, whose ABI saves more registers and keeps stack limits in the thread
 //! block; other architectures) fibers are corosensei coroutines and each switch passes through a
-//! driver loop on the caller's stack (`portable.rs`), with the same behaviour. Fibers are kept per OS thread and reused across blocks and launches;
-//! their stacks come from [`super::stack`], which also reports overflows.
+//! driver loop on the caller's stack (`portable.rs`), with the same behaviour. Fibers are kept
+//! per OS thread and reused across blocks and launches; their stacks come from [`super::stack`],
+//! which also reports overflows. `floor.rs` measures what a block's first barrier costs with
+//! these switches and stacks and no scheduling at all, for the executor benchmark.
 
 use super::block::{self, Start};
 use super::stack;
@@ -33,6 +35,41 @@ mod imp;
 )))]
 #[path = "portable.rs"]
 mod imp;
+
+#[cfg(all(
+    target_arch = "x86_64",
+    unix,
+    not(miri),
+    not(feature = "portable-fibers")
+))]
+mod floor;
+
+/// The time `blocks` blocks of `threads` threads on fibers take through a first barrier with no
+/// scheduling at all, on the calling OS thread (see `floor.rs`); `None` where fibers do not
+/// switch natively (each switch then passes through corosensei's driver loop, which the
+/// executor's figures include too).
+pub(crate) fn first_barrier_floor(
+    threads: usize,
+    blocks: usize,
+) -> Option<Result<std::time::Duration, String>> {
+    #[cfg(all(
+        target_arch = "x86_64",
+        unix,
+        not(miri),
+        not(feature = "portable-fibers")
+    ))]
+    return Some(floor::first_barrier(threads, blocks));
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        unix,
+        not(miri),
+        not(feature = "portable-fibers")
+    )))]
+    {
+        let _ = (threads, blocks);
+        None
+    }
+}
 
 /// A stack on which simulated threads run one after another.
 pub(crate) struct Fiber {

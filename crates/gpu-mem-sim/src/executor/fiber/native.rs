@@ -36,25 +36,9 @@ impl Context {
             return;
         };
         use corosensei::stack::Stack;
-        let top = stack.base().get() & !15;
-        // Popped by `switch_stacks`: r15, r14, r13 (the fiber), r12 (the entry), rbx, rbp (0:
-        // frame-pointer walks stop here), then the return address (the trampoline), and a zero
-        // word that keeps the trampoline's frame 16-byte aligned.
-        let words: [usize; 8] = [
-            0,
-            0,
-            fiber as usize,
-            entry as *const () as usize,
-            0,
-            0,
-            trampoline as *const () as usize,
-            0,
-        ];
-        let frame = (top - std::mem::size_of_val(&words)) as *mut usize;
-        // SAFETY: `frame..top` lies in the top of the fiber's own stack (mapped, writable, not
-        // in use per the contract), aligned to 16.
-        unsafe { frame.cast::<[usize; 8]>().write(words) };
-        self.sp.set(frame.cast());
+        // SAFETY: the stack is this fiber's own, mapped and not in use (the caller's contract).
+        let sp = unsafe { initial_frame(stack.base().get(), entry as *const (), fiber.cast()) };
+        self.sp.set(sp);
     }
 
     /// # Safety
@@ -109,11 +93,38 @@ pub(super) unsafe fn to_main(from: &Fiber) {
     unsafe { switch_stacks(from.context.sp.as_ptr(), main) };
 }
 
+/// Writes, below `top` (a fresh stack's starting point), the frame whose first switch to it
+/// calls `entry(arg)` (an `extern "C" fn(*const T) -> !`) through [`trampoline`]; returns the
+/// stack pointer to switch to.
+///
+/// # Safety
+/// The 64 bytes below `top` (rounded down to 16) are mapped, writable and not in use.
+pub(super) unsafe fn initial_frame(top: usize, entry: *const (), arg: *const ()) -> *mut u8 {
+    let top = top & !15;
+    // Popped by `switch_stacks`: r15, r14, r13 (the argument), r12 (the entry), rbx, rbp (0:
+    // frame-pointer walks stop here), then the return address (the trampoline), and a zero
+    // word that keeps the trampoline's frame 16-byte aligned.
+    let words: [usize; 8] = [
+        0,
+        0,
+        arg as usize,
+        entry as usize,
+        0,
+        0,
+        trampoline as *const () as usize,
+        0,
+    ];
+    let frame = (top - std::mem::size_of_val(&words)) as *mut usize;
+    // SAFETY: `frame..top` lies in the stack (the caller's contract), aligned to 16.
+    unsafe { frame.cast::<[usize; 8]>().write(words) };
+    frame.cast()
+}
+
 /// Pushes rbp, rbx, r12-r15, stores the stack pointer at `save`, makes `load` the stack pointer
 /// and pops the registers saved there; the `ret` continues where that stack switched away (or at
 /// the trampoline, for a fresh fiber).
 #[unsafe(naked)]
-unsafe extern "C" fn switch_stacks(save: *mut *mut u8, load: *mut u8) {
+pub(super) unsafe extern "C" fn switch_stacks(save: *mut *mut u8, load: *mut u8) {
     core::arch::naked_asm!(
         "push rbp",
         "push rbx",

@@ -43,7 +43,8 @@ pub(crate) fn first_barrier(threads: usize, blocks: usize) -> Result<Duration, S
     let stacks = (0..threads)
         .map(|_| stack::take())
         .collect::<Result<Vec<ColoredStack>, String>>()?;
-    let mut floor = Box::new(Floor {
+    // Reached through this raw pointer only, from here until it is freed below.
+    let this: *mut Floor = Box::into_raw(Box::new(Floor {
         sps: vec![std::ptr::null_mut(); threads],
         tops: stacks.iter().map(|s| s.base().get()).collect(),
         starts: Vec::with_capacity(threads),
@@ -51,11 +52,10 @@ pub(crate) fn first_barrier(threads: usize, blocks: usize) -> Result<Duration, S
         threads,
         arrived: 0,
         done: 0,
-    });
-    let this: *mut Floor = &mut *floor;
-    floor.starts = (0..threads)
-        .map(|index| ThreadStart { floor: this, index })
-        .collect();
+    }));
+    let starts = (0..threads).map(|index| ThreadStart { floor: this, index });
+    // SAFETY: `this` is live and no fiber runs yet.
+    unsafe { (*this).starts.extend(starts) };
     let mut complete = true;
     let start = Instant::now();
     for _ in 0..blocks {
@@ -71,7 +71,9 @@ pub(crate) fn first_barrier(threads: usize, blocks: usize) -> Result<Duration, S
         }
     }
     let elapsed = start.elapsed();
-    drop(floor);
+    // SAFETY: `this` came from `Box::into_raw` above; no fiber runs any more, and the fibers
+    // left suspended are never resumed.
+    drop(unsafe { Box::from_raw(this) });
     for stack in stacks {
         stack::give_back(stack);
     }

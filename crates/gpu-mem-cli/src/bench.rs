@@ -2,7 +2,7 @@
 
 use crate::info::human;
 use gpu_mem::prelude::*;
-use gpu_mem::{BackendChoice, Error};
+use gpu_mem::{BackendChoice, BackendKind, Error};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -51,11 +51,15 @@ fn size_arg(name: &'static str, value: &str) -> Result<u64> {
 /// Progress on stderr: a bar on a terminal, plain lines otherwise (a log, a pipe, CI).
 enum Progress {
     Bar(indicatif::ProgressBar),
-    Lines { total: usize },
+    /// `per_size` steps for each transfer size.
+    Lines {
+        total: usize,
+        per_size: usize,
+    },
 }
 
 impl Progress {
-    fn new(total: usize) -> Progress {
+    fn new(total: usize, per_size: usize) -> Progress {
         if std::io::stderr().is_terminal() {
             let bar = indicatif::ProgressBar::with_draw_target(
                 Some(total as u64),
@@ -68,7 +72,7 @@ impl Progress {
             }
             Progress::Bar(bar)
         } else {
-            Progress::Lines { total }
+            Progress::Lines { total, per_size }
         }
     }
 
@@ -80,7 +84,7 @@ impl Progress {
                 bar.set_message(what.to_string());
             }
             // One line per transfer size: enough to see it move, few enough to read in a log.
-            Progress::Lines { total } if done.is_multiple_of(KINDS.len()) => {
+            Progress::Lines { total, per_size } if done.is_multiple_of(*per_size) => {
                 errln!("gpu-mem bench: measuring {what} ({}/{total})", done + 1);
             }
             Progress::Lines { .. } => {}
@@ -102,7 +106,11 @@ impl Progress {
     }
 }
 
-const KINDS: [(&str, &str); 7] = [
+/// The transfers measured, and last a host `memcpy` between two pageable buffers, measured on
+/// the simulator only: its device memory is host memory, so a `memcpy` of the same size is the
+/// ceiling of every kind there (where pageable and page-locked copies both reach it, which of
+/// them is ahead is down to noise).
+const KINDS: [(&str, &str); 8] = [
     ("H2D", "pageable"),
     ("D2H", "pageable"),
     ("H2D", "pinned"),
@@ -110,13 +118,24 @@ const KINDS: [(&str, &str); 7] = [
     ("H2D", "mapped"),
     ("D2H", "mapped"),
     ("D2D", "device"),
+    ("H2H", "memcpy"),
 ];
+
+/// The kinds measured on a backend: all of [`KINDS`] on the simulator, the transfers elsewhere.
+fn kinds_for(backend: BackendKind) -> &'static [(&'static str, &'static str)] {
+    match backend {
+        BackendKind::Sim => &KINDS,
+        _ => &KINDS[..KINDS.len() - 1],
+    }
+}
 
 /// The buffers of one transfer size, and the stream the asynchronous copies go on.
 struct Buffers {
     device: DeviceArray<u32>,
     other_device: DeviceArray<u32>,
     pageable: ndarray::Array1<u32>,
+    /// The `memcpy`'s source and destination, each starting on a page (see [`page_aligned`]).
+    memcpy: [(Vec<u32>, usize); 2],
     pinned: PinnedArray<u32>,
     mapped: MappedArray<u32>,
     stream: Stream,
@@ -128,6 +147,7 @@ impl Buffers {
             device: dev.device_array::<u32>(&[n], Order::C)?,
             other_device: dev.device_array::<u32>(&[n], Order::C)?,
             pageable: ndarray::Array1::<u32>::from_elem(n, 1),
+            memcpy: [page_aligned(n), page_aligned(n)],
             pinned: dev.pinned_array::<u32>(&[n])?,
             mapped: dev.mapped_array::<u32>(&[n], MapFlags::default())?,
             stream: dev.stream()?,
@@ -135,17 +155,26 @@ impl Buffers {
     }
 
     /// One transfer of one kind. Pageable and device-to-device copies are synchronous;
-    /// page-locked and mapped ones go on the stream, which is then synchronized.
+    /// page-locked and mapped ones go on the stream, which is then synchronized; the `memcpy`
+    /// copies between the two page-aligned host buffers.
     fn transfer(&mut self, kind: (&str, &str)) -> Result<()> {
         let Buffers {
             device,
             other_device,
             pageable,
+            memcpy: [(source, from), (destination, to)],
             pinned,
             mapped,
             stream,
         } = self;
         match kind {
+            ("H2H", "memcpy") => {
+                let n = device.size();
+                destination[*to..*to + n]
+                    .copy_from_slice(std::hint::black_box(&source[*from..*from + n]));
+                std::hint::black_box(&mut *destination);
+                return Ok(());
+            }
             ("H2D", "pageable") => return device.copy_from_host(&*pageable),
             ("D2H", "pageable") => return device.copy_to_host_into(pageable),
             ("H2D", "pinned") => stream.copy_from_host(device, &*pinned)?,
@@ -157,6 +186,18 @@ impl Buffers {
         // An asynchronous copy is done when its stream is.
         stream.synchronize()
     }
+}
+
+/// A buffer of `n` elements starting on a page: a `Vec` with a page to spare, and the index of
+/// its first element on a page boundary. Two such buffers are a `memcpy` at its best: where the
+/// destination lies a few bytes past the source modulo a page, or an odd multiple of 16 bytes,
+/// `memcpy` runs several times slower on some machines (as two heap blocks allocated one after
+/// the other often do).
+fn page_aligned(n: usize) -> (Vec<u32>, usize) {
+    const PAGE: usize = 4096;
+    let buffer = vec![1u32; n + PAGE / 4];
+    let skip = (PAGE - buffer.as_ptr() as usize % PAGE) % PAGE / 4;
+    (buffer, skip)
 }
 
 /// Rounds per transfer size: each round gives every kind of transfer its share of the time in
@@ -201,14 +242,15 @@ impl Tally {
 /// warm-up transfer of each (`starting` is told before a kind's first).
 fn measure_size(
     dev: &Device,
+    kinds: &[(&'static str, &'static str)],
     bytes: u64,
     slice: Duration,
     mut starting: impl FnMut(usize, (&str, &str)),
-) -> Result<[Tally; KINDS.len()]> {
+) -> Result<Vec<Tally>> {
     let mut buffers = Buffers::new(dev, (bytes / 4) as usize)?;
-    let mut tallies = [Tally::default(); KINDS.len()];
+    let mut tallies = vec![Tally::default(); kinds.len()];
     for round in 0..ROUNDS {
-        for (index, &kind) in KINDS.iter().enumerate() {
+        for (index, &kind) in kinds.iter().enumerate() {
             if round == 0 {
                 starting(index, kind);
                 buffers.transfer(kind)?;
@@ -238,14 +280,15 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
     }
     let info = dev.info()?;
     let backend = runtime.kind().name();
-    let progress = Progress::new(sizes.len() * KINDS.len());
+    let kinds = kinds_for(runtime.kind());
+    let progress = Progress::new(sizes.len() * kinds.len(), kinds.len());
     if !args.json {
         progress.print(&format!(
             "gpu-mem bandwidth: {backend} backend, {}",
             info.name
         ));
         let mut header = format!("{:>10}", "size");
-        for (direction, memory) in KINDS {
+        for (direction, memory) in kinds {
             header.push_str(&format!("  {:>14}", format!("{direction} {memory}")));
         }
         progress.print(header.trim_end());
@@ -253,13 +296,13 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     let slice = budget / ROUNDS;
     for (index, &bytes) in sizes.iter().enumerate() {
-        let measured = measure_size(&dev, bytes, slice, |kind, (direction, memory)| {
+        let measured = measure_size(&dev, kinds, bytes, slice, |kind, (direction, memory)| {
             let what = if kind == 0 {
                 format!("{} transfers", human(bytes))
             } else {
                 format!("{} {direction} {memory}", human(bytes))
             };
-            progress.step(index * KINDS.len() + kind, &what);
+            progress.step(index * kinds.len() + kind, &what);
         });
         let tallies = match measured {
             Ok(tallies) => tallies,
@@ -268,7 +311,7 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
                 return Err(error);
             }
         };
-        let row: Vec<Row> = KINDS
+        let row: Vec<Row> = kinds
             .iter()
             .zip(tallies)
             .map(|(&(direction, memory), tally)| Row {

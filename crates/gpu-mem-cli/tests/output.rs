@@ -110,9 +110,10 @@ fn bench_reports_progress_and_rows_into_a_pipe() {
     assert_eq!(lines.len(), 4, "title, header and two sizes: {stdout}");
     assert!(lines[2].trim_start().starts_with("4.0 KiB"), "{stdout}");
     assert!(lines[3].trim_start().starts_with("16.0 KiB"), "{stdout}");
+    assert!(lines[1].trim_end().ends_with("H2H memcpy"), "{stdout}");
     assert!(
-        stderr.contains("measuring 4.0 KiB transfers (1/14)")
-            && stderr.contains("measuring 16.0 KiB transfers (8/14)"),
+        stderr.contains("measuring 4.0 KiB transfers (1/16)")
+            && stderr.contains("measuring 16.0 KiB transfers (9/16)"),
         "{stderr}"
     );
     let mut child = gpu_mem()
@@ -166,4 +167,9 @@ fn bench_sizes_take_units_and_bad_ones_say_why() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("\"bytes\": 1024"), "{stdout}");
+    // On the simulator, the host `memcpy` each kind is read against comes with them.
+    assert!(
+        stdout.contains("\"direction\": \"H2H\"") && stdout.contains("\"memory\": \"memcpy\""),
+        "{stdout}"
+    );
 }

@@ -55,10 +55,11 @@ pub mod bench_support {
         crate::workers::worker_count()
     }
 
-    /// The floor of a blocking closure's first barrier: `workers` OS threads at once each run
-    /// `blocks` blocks of `threads` threads on fibers through one barrier, with the executor's
-    /// stacks and switch but no scheduling (see the executor's `fiber/floor.rs`); returns the
-    /// longest of their times. `None` where fibers do not switch natively.
+    /// The floor of a blocking closure's first barrier: `workers` OS threads (at least one) at
+    /// once each run `blocks` blocks of `threads` threads (at least 2, else an error) on fibers
+    /// through one barrier, with the executor's stacks and switch but no scheduling (see the
+    /// executor's `fiber/floor.rs`); returns the longest of their whole times, nothing
+    /// subtracted. `None` where fibers do not switch natively.
     pub fn fiber_barrier_floor(
         threads: usize,
         blocks: usize,

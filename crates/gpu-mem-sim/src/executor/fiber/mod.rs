@@ -44,32 +44,7 @@ mod imp;
 ))]
 mod floor;
 
-/// The time `blocks` blocks of `threads` threads on fibers take through a first barrier with no
-/// scheduling at all, on the calling OS thread (see `floor.rs`); `None` where fibers do not
-/// switch natively (each switch then passes through corosensei's driver loop, which the
-/// executor's figures include too).
-pub(crate) fn first_barrier_floor(
-    threads: usize,
-    blocks: usize,
-) -> Option<Result<std::time::Duration, String>> {
-    #[cfg(all(
-        target_arch = "x86_64",
-        unix,
-        not(miri),
-        not(feature = "portable-fibers")
-    ))]
-    return Some(floor::first_barrier(threads, blocks));
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        unix,
-        not(miri),
-        not(feature = "portable-fibers")
-    )))]
-    {
-        let _ = (threads, blocks);
-        None
-    }
-}
+pub(crate) use imp::first_barrier_floor;
 
 /// A stack on which simulated threads run one after another.
 pub(crate) struct Fiber {

@@ -93,6 +93,15 @@ pub(super) unsafe fn to_main(from: &Fiber) {
     unsafe { switch_stacks(from.context.sp.as_ptr(), main) };
 }
 
+/// The time `blocks` blocks of `threads` threads on fibers take through a first barrier with no
+/// scheduling at all, on the calling OS thread (see `floor.rs`).
+pub(crate) fn first_barrier_floor(
+    threads: usize,
+    blocks: usize,
+) -> Option<Result<std::time::Duration, String>> {
+    Some(super::floor::first_barrier(threads, blocks))
+}
+
 /// Writes, below `top` (a fresh stack's starting point), the frame whose first switch to it
 /// calls `entry(arg)` (an `extern "C" fn(*const T) -> !`) through [`trampoline`]; returns the
 /// stack pointer to switch to.

@@ -15,9 +15,9 @@
 //!   source on fibers are shown for comparison, and for information what 32 more barriers
 //!   cost once every thread has started (source and closure); "closure floor" is what a
 //!   closure's first barrier costs on fibers here with nothing but the switches: the same
-//!   schedule on the executor's stacks and switch (two switches per thread, no scheduling), on
-//!   as many OS threads as run blocks, its whole time per thread (nothing subtracted: its
-//!   threads do nothing else);
+//!   schedule on the executor's stacks and switch (two switches per thread, no scheduling), its
+//!   1024 blocks spread over the worker threads as a launch's are, its whole time per thread
+//!   (nothing subtracted: its threads do nothing else);
 //! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
 //!   (each measured in a child process with `GPU_MEM_SIM_WORKERS` set).
 
@@ -247,21 +247,20 @@ fn main() {
     }
     {
         // The same first barrier with nothing but the fibers' switches (and the same stacks),
-        // on as many OS threads as run blocks: what the executor's bookkeeping adds to.
-        let workers = gpu_mem_sim::bench_support::workers();
-        let blocks = 1024usize.div_ceil(workers);
-        let floor = || gpu_mem_sim::bench_support::fiber_barrier_floor(256, blocks, workers);
+        // its blocks spread over the workers as a launch's are: what the executor's bookkeeping
+        // adds to.
+        let floor = || gpu_mem_sim::bench_support::fiber_barrier_floor(256, 1024);
         // The first run warms the stacks up and says whether it can be measured here.
         match floor() {
             Some(Ok(_)) => {
-                let mut times: Vec<f64> = (0..5)
+                let mut times: Vec<f64> = (0..9)
                     .filter_map(|_| floor().and_then(Result::ok))
                     .map(|time| time.as_secs_f64())
                     .collect();
                 times.sort_by(f64::total_cmp);
                 match times.get(times.len() / 2) {
                     Some(&median) => {
-                        let per = median / (blocks * workers * 256) as f64;
+                        let per = median / (1024.0 * 256.0);
                         figures.push(("closure_floor_barrier_per_thread_seconds".to_string(), per));
                         println!(
                             "{:<21} barrier in 1024x256: {:>6.1} ns per thread and barrier (fibers with nothing but a closure's two switches per thread, the whole time; for comparison)",

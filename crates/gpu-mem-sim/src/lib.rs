@@ -47,49 +47,35 @@ pub use thread::{SimKernel, ThreadCtx};
 /// Measurements for the simulator's own benchmarks; not part of the API.
 #[doc(hidden)]
 pub mod bench_support {
-    use std::time::Duration;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
 
-    /// The number of OS threads that run a launch's blocks (`GPU_MEM_SIM_WORKERS`, else the
-    /// number of cores).
-    pub fn workers() -> usize {
-        crate::workers::worker_count()
-    }
-
-    /// The floor of a blocking closure's first barrier: `workers` OS threads (at least one) at
-    /// once each run `blocks` blocks of `threads` threads (at least 2, else an error) on fibers
-    /// through one barrier, with the executor's stacks and switch but no scheduling (see the
-    /// executor's `fiber/floor.rs`); returns the longest of their whole times, nothing
+    /// The floor of a blocking closure's first barrier: `blocks` blocks of `threads` threads (at
+    /// least 2, else an error) on fibers, each through one barrier with the executor's stacks
+    /// and switch but no scheduling (see the executor's `fiber/floor.rs`), spread over the
+    /// simulator's worker threads as a launch's blocks are; returns the whole time, nothing
     /// subtracted. `None` where fibers do not switch natively.
-    pub fn fiber_barrier_floor(
-        threads: usize,
-        blocks: usize,
-        workers: usize,
-    ) -> Option<Result<Duration, String>> {
-        let start = std::sync::Barrier::new(workers.max(1));
-        let times: Vec<Option<Result<Duration, String>>> = std::thread::scope(|scope| {
-            let runs: Vec<_> = (0..workers.max(1))
-                .map(|_| {
-                    scope.spawn(|| {
-                        start.wait();
-                        crate::executor::first_barrier_floor(threads, blocks)
-                    })
-                })
-                .collect();
-            runs.into_iter()
-                .map(|run| {
-                    run.join()
-                        .unwrap_or_else(|_| Some(Err("a measuring thread panicked".into())))
-                })
-                .collect()
-        });
-        let mut longest = Duration::ZERO;
-        for time in times {
-            match time? {
-                Ok(time) => longest = longest.max(time),
-                Err(error) => return Some(Err(error)),
+    pub fn fiber_barrier_floor(threads: usize, blocks: usize) -> Option<Result<Duration, String>> {
+        let next = AtomicUsize::new(0);
+        let outcome: Mutex<Option<Option<Result<(), String>>>> = Mutex::new(None);
+        let work = || {
+            let next_block = || next.fetch_add(1, Ordering::Relaxed) < blocks;
+            let ran = crate::executor::first_barrier_floor(threads, &next_block);
+            let mut outcome = outcome.lock().unwrap_or_else(|p| p.into_inner());
+            // Keep the first failure (or that there is nothing to measure).
+            if !matches!(*outcome, Some(None | Some(Err(_)))) {
+                *outcome = Some(ran);
             }
+        };
+        let start = Instant::now();
+        crate::workers::run_parallel(blocks.saturating_sub(1), &work);
+        let elapsed = start.elapsed();
+        match outcome.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(Some(Ok(()))) => Some(Ok(elapsed)),
+            Some(Some(Err(error))) => Some(Err(error)),
+            Some(None) | None => None,
         }
-        Some(Ok(longest))
     }
 }
 

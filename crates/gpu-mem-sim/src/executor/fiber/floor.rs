@@ -13,7 +13,6 @@
 use super::super::stack;
 use super::imp::{initial_frame, switch_stacks};
 use corosensei::stack::Stack;
-use std::time::{Duration, Instant};
 
 /// One measurement's state, shared by the fibers through raw pointers only (no reference to it
 /// is held across a switch).
@@ -36,12 +35,17 @@ struct ThreadStart {
     index: usize,
 }
 
-/// Runs `blocks` blocks of `threads` fibers through one barrier each, on the calling OS thread;
-/// returns the whole time taken (nothing subtracted). Fewer than 2 threads is an error: one
-/// thread never switches.
-pub(crate) fn first_barrier(threads: usize, blocks: usize) -> Result<Duration, String> {
+/// Runs blocks of `threads` fibers through one barrier each on the calling OS thread, for as
+/// long as `next_block` hands it one (so that several OS threads can share a count of blocks,
+/// as a launch's workers do). Fewer than 2 threads is an error: one thread never switches.
+pub(crate) fn first_barriers(threads: usize, next_block: &dyn Fn() -> bool) -> Result<(), String> {
     if threads < 2 {
         return Err(format!("a block of {threads} thread(s) never switches"));
+    }
+    // Stacks are taken only by a thread that gets a block.
+    let mut more = next_block();
+    if !more {
+        return Ok(());
     }
     let mut stacks = Vec::with_capacity(threads);
     for _ in 0..threads {
@@ -67,8 +71,7 @@ pub(crate) fn first_barrier(threads: usize, blocks: usize) -> Result<Duration, S
     // SAFETY: `this` is live and no fiber runs yet.
     unsafe { (*this).starts.extend(starts) };
     let mut complete = true;
-    let start = Instant::now();
-    for _ in 0..blocks {
+    while more {
         // SAFETY: no fiber runs; `this` stays valid (boxed) until the loop ends, and the stacks
         // are this call's own. Thread 0 is laid out afresh, and the switch returns once the last
         // thread of the block has ended (`floor_thread`).
@@ -79,8 +82,8 @@ pub(crate) fn first_barrier(threads: usize, blocks: usize) -> Result<Duration, S
             switch_stacks(&raw mut (*this).main, *(*this).sps.as_ptr());
             complete &= (*this).arrived == threads && (*this).done == threads;
         }
+        more = next_block();
     }
-    let elapsed = start.elapsed();
     // SAFETY: `this` came from `Box::into_raw` above; no fiber runs any more, and the fibers
     // left suspended are never resumed.
     drop(unsafe { Box::from_raw(this) });
@@ -90,7 +93,7 @@ pub(crate) fn first_barrier(threads: usize, blocks: usize) -> Result<Duration, S
     if !complete {
         return Err("a block ended before all its threads had".into());
     }
-    Ok(elapsed)
+    Ok(())
 }
 
 /// Lays thread `index`'s fiber out to start at `floor_thread`. (Its guard page is not recorded
@@ -155,17 +158,32 @@ unsafe fn wait(floor: *mut Floor, index: usize) {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
+    /// A `next_block` that hands out `blocks` blocks, and how many it was asked for.
+    fn blocks(blocks: usize) -> (Cell<usize>, impl Fn(&Cell<usize>) -> bool) {
+        (Cell::new(0), move |asked: &Cell<usize>| {
+            asked.set(asked.get() + 1);
+            asked.get() <= blocks
+        })
+    }
+
     #[test]
     fn the_floor_runs_every_block_to_its_end() {
-        // Every thread of every block arrived and ended (else an error), and the last switched
-        // back.
-        let elapsed = super::first_barrier(64, 3);
-        assert!(elapsed.is_ok(), "{elapsed:?}");
+        // Every thread of every block arrived and ended (else an error), the last switched
+        // back, and blocks were taken until none was left.
+        let (asked, next) = blocks(3);
+        let ran = super::first_barriers(64, &|| next(&asked));
+        assert!(ran.is_ok(), "{ran:?}");
+        assert_eq!(asked.get(), 4);
     }
 
     #[test]
     fn a_block_that_never_switches_is_refused() {
-        assert!(super::first_barrier(1, 3).is_err());
-        assert!(super::first_barrier(2, 0).is_ok());
+        let (asked, next) = blocks(3);
+        assert!(super::first_barriers(1, &|| next(&asked)).is_err());
+        assert_eq!(asked.get(), 0);
+        let (asked, next) = blocks(0);
+        assert!(super::first_barriers(2, &|| next(&asked)).is_ok());
     }
 }

@@ -93,13 +93,13 @@ pub(super) unsafe fn to_main(from: &Fiber) {
     unsafe { switch_stacks(from.context.sp.as_ptr(), main) };
 }
 
-/// The time `blocks` blocks of `threads` threads on fibers take through a first barrier with no
-/// scheduling at all, on the calling OS thread (see `floor.rs`).
+/// Runs blocks of `threads` threads on fibers through a first barrier with no scheduling at
+/// all, on the calling OS thread, while `next_block` hands out blocks (see `floor.rs`).
 pub(crate) fn first_barrier_floor(
     threads: usize,
-    blocks: usize,
-) -> Option<Result<std::time::Duration, String>> {
-    Some(super::floor::first_barrier(threads, blocks))
+    next_block: &dyn Fn() -> bool,
+) -> Option<Result<(), String>> {
+    Some(super::floor::first_barriers(threads, next_block))
 }
 
 /// Writes, below `top` (a fresh stack's starting point), the frame whose first switch to it

@@ -119,7 +119,7 @@ pub(super) unsafe fn to_main(from: &Fiber) {
 /// which the executor's own figures include too.
 pub(crate) fn first_barrier_floor(
     _threads: usize,
-    _blocks: usize,
-) -> Option<Result<std::time::Duration, String>> {
+    _next_block: &dyn Fn() -> bool,
+) -> Option<Result<(), String>> {
     None
 }

@@ -58,24 +58,21 @@ pub mod bench_support {
     /// subtracted. `None` where fibers do not switch natively.
     pub fn fiber_barrier_floor(threads: usize, blocks: usize) -> Option<Result<Duration, String>> {
         let next = AtomicUsize::new(0);
-        let outcome: Mutex<Option<Option<Result<(), String>>>> = Mutex::new(None);
+        // Each participating thread's answer (`None`: nothing to measure here).
+        let answers: Mutex<Vec<Option<Result<(), String>>>> = Mutex::new(Vec::new());
         let work = || {
             let next_block = || next.fetch_add(1, Ordering::Relaxed) < blocks;
             let ran = crate::executor::first_barrier_floor(threads, &next_block);
-            let mut outcome = outcome.lock().unwrap_or_else(|p| p.into_inner());
-            // Keep the first failure (or that there is nothing to measure).
-            if !matches!(*outcome, Some(None | Some(Err(_)))) {
-                *outcome = Some(ran);
-            }
+            answers.lock().unwrap_or_else(|p| p.into_inner()).push(ran);
         };
         let start = Instant::now();
         crate::workers::run_parallel(blocks.saturating_sub(1), &work);
         let elapsed = start.elapsed();
-        match outcome.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            Some(Some(Ok(()))) => Some(Ok(elapsed)),
-            Some(Some(Err(error))) => Some(Err(error)),
-            Some(None) | None => None,
-        }
+        let answers = answers.into_inner().unwrap_or_else(|p| p.into_inner());
+        answers
+            .into_iter()
+            .collect::<Option<Result<Vec<()>, String>>>()
+            .map(|ran| ran.map(|_| elapsed))
     }
 }
 

@@ -2,12 +2,15 @@
 //! HIP library from Debian 12 (ROCm 5.2.3) and hiprtc compiling kernels to code objects.
 //!
 //! A test whose library is not installed is reported as ignored with the reason; CI installs
-//! them with `.ci/install-rocm-parts.sh`, so there they run.
+//! them with `.ci/install-rocm-parts.sh`, so there they run. ISAs newer than that hiprtc knows
+//! (gfx1100) are compiled with Debian 13's HIP 5.7.1 in a child process (`newer_hip.rs`), which
+//! CI unpacks with `.ci/fetch-hip-userland.sh`.
 
 mod elf;
 mod hip;
 mod hsa;
 mod kernels;
+mod newer_hip;
 mod support;
 
 use libtest_mimic::{Arguments, Trial};
@@ -17,6 +20,9 @@ pub const CHILD_ENV: &str = "GPU_MEM_ROC_TEST_CHILD";
 
 fn main() {
     if let Ok(role) = std::env::var(CHILD_ENV) {
+        if let Some(rest) = role.strip_prefix(newer_hip::ROLE_PREFIX) {
+            std::process::exit(newer_hip::child_main(rest, kernels::run_by_name));
+        }
         let result = match role.as_str() {
             "hsa-override" => hsa::override_child(),
             other => Err(format!("unknown child role {other}")),

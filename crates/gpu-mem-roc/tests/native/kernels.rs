@@ -189,7 +189,7 @@ pub fn run_by_name(name: &str, arch: &str) -> Option<Outcome> {
 /// does not know, runs under a newer HIP userland when one is unpacked ([`newer_hip`]).
 pub fn probe_kernel_compiles(arch: &'static str) -> impl FnOnce() -> Outcome + Send + 'static {
     move || {
-        if let Some(outcome) = newer_hip::elsewhere(PROBE_TRIAL, arch) {
+        if let Some(outcome) = newer_hip::for_unknown_isa(PROBE_TRIAL, arch) {
             return outcome;
         }
         let hip = match hip_or_skip() {
@@ -299,7 +299,7 @@ pub fn broken_kernel_reports_log() -> Outcome {
 /// userland for an ISA the system's comgr does not know, as [`probe_kernel_compiles`]).
 pub fn portable_kernels_compile(arch: &'static str) -> impl FnOnce() -> Outcome + Send + 'static {
     move || {
-        if let Some(outcome) = newer_hip::elsewhere(PORTABLE_TRIAL, arch) {
+        if let Some(outcome) = newer_hip::for_unknown_isa(PORTABLE_TRIAL, arch) {
             return outcome;
         }
         let core = crates_dir().join("gpu-mem-core");

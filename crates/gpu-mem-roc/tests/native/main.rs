@@ -20,8 +20,8 @@ pub const CHILD_ENV: &str = "GPU_MEM_ROC_TEST_CHILD";
 
 fn main() {
     if let Ok(role) = std::env::var(CHILD_ENV) {
-        if let Some(rest) = role.strip_prefix(newer_hip::ROLE_PREFIX) {
-            std::process::exit(newer_hip::child_main(rest, kernels::run_by_name));
+        if let Some(trial) = role.strip_prefix(newer_hip::ROLE_PREFIX) {
+            std::process::exit(newer_hip::child_main(trial, run_in_child));
         }
         let result = match role.as_str() {
             "hsa-override" => hsa::override_child(),
@@ -71,5 +71,34 @@ fn main() {
             kernels::portable_kernels_compile(arch),
         ));
     }
+    // The loaders against the newer userland's libraries (ROCr 6.1, HIP 5.7.1).
+    for (name, trial) in NEWER_USERLAND_TRIALS {
+        trials.push(Trial::ignorable_test(
+            format!("newer_userland::{name}"),
+            || newer_hip::run(trial),
+        ));
+    }
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// Trials also run under the newer HIP userland: (name, child trial).
+const NEWER_USERLAND_TRIALS: [(&str, &str); 4] = [
+    ("hsa::every_table_symbol_is_exported", "hsa-symbols"),
+    ("hsa::init_fails_without_kfd", "hsa-init"),
+    ("hsa::open_reports_missing_driver", "hsa-open"),
+    ("hip::every_table_symbol_is_exported", "hip-symbols"),
+];
+
+/// Runs the trial a parent named (see `newer_hip`), in this child process.
+fn run_in_child(trial: &str) -> Option<support::Outcome> {
+    match trial {
+        "hsa-symbols" => Some(hsa::every_symbol_exists()),
+        "hsa-init" => Some(hsa::init_fails_without_kfd()),
+        "hsa-open" => Some(hsa::open_reports_missing_driver()),
+        "hip-symbols" => Some(hip::every_symbol_exists()),
+        compile => {
+            let (name, arch) = compile.split_once(':')?;
+            kernels::run_by_name(name, arch)
+        }
+    }
 }

@@ -1,12 +1,15 @@
-//! Compiling for an ISA the system's hiprtc does not know (gfx1100 with Debian 12's ROCm 5.2.3,
-//! whose comgr 2.4 stops at gfx1036) with a newer HIP userland: Debian 13's HIP 5.7.1 (comgr 6.0,
-//! LLVM 17), unpacked beside the build by `.ci/fetch-hip-userland.sh`.
+//! Trials under a newer HIP userland: Debian 13's HIP 5.7.1 (hiprtc, comgr 6.0 on LLVM 17) and
+//! the HSA runtime it depends on (ROCr 6.1), unpacked beside the build by
+//! `.ci/fetch-hip-userland.sh`. It compiles for ISAs the system's hiprtc does not know (gfx1100:
+//! Debian 12's ROCm 5.2.3 comgr stops at gfx1036), and its libraries are what the loaders meet
+//! on a current ROCm.
 //!
 //! Those libraries need a newer C library than the system's, so they cannot be loaded into this
 //! process. The test binary runs again as a child under the userland's own dynamic loader and
-//! library path, with `GPU_MEM_HIPRTC_LIBRARY` and `GPU_MEM_COMGR_LIBRARY` naming its libraries,
-//! and the trial runs there unchanged: the real hiprtc, the backend's loader and compile options,
-//! the same checks of the code object. The child's exit status carries the outcome back.
+//! library path, with `GPU_MEM_HIPRTC_LIBRARY`, `GPU_MEM_COMGR_LIBRARY` and `GPU_MEM_HSA_LIBRARY`
+//! naming its libraries, and the trial runs there unchanged: the real libraries, the backend's
+//! loaders and compile options, the same checks. The child's exit status carries the outcome
+//! back.
 
 use crate::support::{Outcome, mapped_file};
 use gpu_mem_roc::hiprtc;
@@ -18,17 +21,18 @@ use std::process::Command;
 /// `<target dir>/hip-userland/root` found from the test binary's location.
 pub const USERLAND_ENV: &str = "GPU_MEM_TEST_HIP_USERLAND";
 
-/// The child role's prefix; the rest is `<trial>:<arch>`.
+/// The child role's prefix; the rest names the trial (`<trial>:<arch>` for compile trials).
 pub const ROLE_PREFIX: &str = "newer-hip:";
 
 /// Exit status of a child whose trial was skipped (its reason on the last line of stderr).
 const EXIT_IGNORED: i32 = 2;
 
-/// Where the fetch script's note on the missing userland points.
-pub const FETCH_HINT: &str = "`.ci/fetch-hip-userland.sh` fetches Debian 13's HIP 5.7.1, which can";
+/// How to get the newer userland, for the reasons of skipped trials.
+pub const FETCH_HINT: &str = "`.ci/fetch-hip-userland.sh` unpacks Debian 13's HIP 5.7.1 and ROCr 6.1, whose hiprtc knows gfx11";
 
-/// An unpacked userland: its dynamic loader and library directory.
+/// An unpacked userland: its root, dynamic loader and library directory.
 struct Userland {
+    root: PathBuf,
     loader: PathBuf,
     libraries: PathBuf,
 }
@@ -37,8 +41,11 @@ impl Userland {
     fn at(root: &Path) -> Option<Userland> {
         let loader = root.join("usr/lib64/ld-linux-x86-64.so.2");
         let libraries = root.join("usr/lib/x86_64-linux-gnu");
-        (loader.exists() && libraries.join("libamdhip64.so.5").exists())
-            .then_some(Userland { loader, libraries })
+        (loader.exists() && libraries.join("libamdhip64.so.5").exists()).then_some(Userland {
+            root: root.to_path_buf(),
+            loader,
+            libraries,
+        })
     }
 
     /// `GPU_MEM_TEST_HIP_USERLAND`, else `hip-userland/root` in a directory above the test
@@ -59,10 +66,11 @@ fn in_child() -> bool {
     std::env::var(crate::CHILD_ENV).is_ok_and(|role| role.starts_with(ROLE_PREFIX))
 }
 
-/// For `arch` unknown to the system's comgr, the outcome of `trial` run under the newer
-/// userland; `None` when it runs here (the ISA is known, this is the child already, or no newer
-/// userland is unpacked: the trial then reports the ISA as not compilable, with [`FETCH_HINT`]).
-pub fn elsewhere(trial: &str, arch: &str) -> Option<Outcome> {
+/// For `arch` unknown to the system's comgr, the outcome of the compile trial `trial` run under
+/// the newer userland; `None` when it runs here (the ISA is known, this is the child already, or
+/// no newer userland is unpacked: the trial then reports the ISA as not compilable, with
+/// [`FETCH_HINT`]).
+pub fn for_unknown_isa(trial: &str, arch: &str) -> Option<Outcome> {
     if in_child() {
         return None;
     }
@@ -71,16 +79,28 @@ pub fn elsewhere(trial: &str, arch: &str) -> Option<Outcome> {
         return None;
     }
     let userland = Userland::find()?;
-    Some(run_child(&userland, trial, arch))
+    Some(run_child(&userland, &format!("{trial}:{arch}")))
 }
 
-fn run_child(userland: &Userland, trial: &str, arch: &str) -> Outcome {
+/// The outcome of `trial` run under the newer userland (ignored, with the reason, when none is
+/// unpacked).
+pub fn run(trial: &str) -> Outcome {
+    match Userland::find() {
+        Some(userland) => run_child(&userland, trial),
+        None => Ok(Completion::ignored_with(format!(
+            "no newer HIP userland unpacked; {FETCH_HINT}"
+        ))),
+    }
+}
+
+fn run_child(userland: &Userland, trial: &str) -> Outcome {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let out = Command::new(&userland.loader)
         .arg("--library-path")
         .arg(&userland.libraries)
         .arg(&exe)
-        .env(crate::CHILD_ENV, format!("{ROLE_PREFIX}{trial}:{arch}"))
+        .env(crate::CHILD_ENV, format!("{ROLE_PREFIX}{trial}"))
+        .env(USERLAND_ENV, &userland.root)
         .env(
             "GPU_MEM_HIPRTC_LIBRARY",
             userland.libraries.join("libamdhip64.so.5"),
@@ -88,6 +108,10 @@ fn run_child(userland: &Userland, trial: &str, arch: &str) -> Outcome {
         .env(
             "GPU_MEM_COMGR_LIBRARY",
             userland.libraries.join("libamd_comgr.so.2"),
+        )
+        .env(
+            "GPU_MEM_HSA_LIBRARY",
+            userland.libraries.join("libhsa-runtime64.so.1"),
         )
         .output()
         .map_err(|e| {
@@ -112,40 +136,25 @@ fn run_child(userland: &Userland, trial: &str, arch: &str) -> Outcome {
     }
 }
 
-/// The child's side: runs the trial named by the role `rest` (`<trial>:<arch>`) with `run`,
-/// after checking that hiprtc and comgr come from the newer userland; returns the exit status.
-pub fn child_main(rest: &str, run: impl FnOnce(&str, &str) -> Option<Outcome>) -> i32 {
-    let Some((trial, arch)) = rest.split_once(':') else {
-        eprintln!("bad role {rest}");
-        return 1;
-    };
+/// The child's side: runs `trial` with `run`, then checks that every ROCm library it loaded
+/// came from the newer userland; returns the exit status.
+pub fn child_main(trial: &str, run: impl FnOnce(&str) -> Option<Outcome>) -> i32 {
     let outcome = (|| {
-        let list = hiprtc::supported_isas()?;
-        let expected = std::env::var("GPU_MEM_COMGR_LIBRARY").unwrap_or_default();
-        if list.library != expected {
-            return Err(Failed::from(format!(
-                "comgr came from {}, not {expected}",
-                list.library
-            )));
+        let userland = std::env::var_os(USERLAND_ENV)
+            .and_then(|root| Userland::at(Path::new(&root)))
+            .ok_or("the child was not given the userland's root")?;
+        let outcome = run(trial).ok_or_else(|| format!("no trial named {trial}"))??;
+        for library in ["libamdhip64.so", "libamd_comgr.so", "libhsa-runtime64.so"] {
+            if let Ok(file) = mapped_file(library) {
+                if !file.starts_with(&userland.libraries) {
+                    return Err(Failed::from(format!(
+                        "{} is not the newer userland's",
+                        file.display()
+                    )));
+                }
+                println!("    (under the newer userland: {})", file.display());
+            }
         }
-        println!(
-            "    newer userland: comgr {}.{} ({}), {} ISAs",
-            list.version.0,
-            list.version.1,
-            list.library,
-            list.isas.len()
-        );
-        let outcome = run(trial, arch).ok_or_else(|| format!("no trial named {trial}"))??;
-        let hip = mapped_file("libamdhip64.so")?;
-        let expected = std::env::var_os("GPU_MEM_HIPRTC_LIBRARY").map(PathBuf::from);
-        let directory = expected.as_deref().and_then(Path::parent);
-        if !directory.is_some_and(|d| hip.starts_with(d)) {
-            return Err(Failed::from(format!(
-                "hiprtc came from {}, not {expected:?}",
-                hip.display()
-            )));
-        }
-        println!("    hiprtc: {}", hip.display());
         Ok(outcome)
     })();
     match outcome {

@@ -385,7 +385,12 @@ impl RocBackend {
                 reason: "not registered on this device",
             });
         };
-        // SAFETY: `host` was locked by register_host, is still allocated and unused (caller).
+        // The caller promises that no enqueued work still uses the range; as hipHostUnregister
+        // does, the device's streams are drained first all the same, so a broken promise cannot
+        // leave a copy engine or kernel reading pages that are no longer locked.
+        self.drain_device_for_ordering(device);
+        // SAFETY: `host` was locked by register_host, is still allocated and unused (caller, and
+        // the device's work drained above).
         unsafe { self.hsa.memory_unlock(host.as_ptr().cast()) }?;
         lock(&self.registry.registered).remove(&address);
         tracing::trace!(address, bytes = registration.bytes, "unlocked host range");

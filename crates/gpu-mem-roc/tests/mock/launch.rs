@@ -312,6 +312,9 @@ pub fn invalid_launches_are_refused(mock: &Mock) -> Result<(), Failed> {
             dtype: "u64",
         })
         .collect();
+    // `float offset` given as 8 bytes.
+    let mut wrong_size = good.clone();
+    wrong_size[2] = too_many[0].clone();
     let cases: Vec<(LaunchConfig, &[LaunchArg], &str)> = vec![
         (LaunchConfig::new(1, 2048), &good, "Try reducing group-size"),
         (LaunchConfig::new(1, (8, 8, 32)), &good, "1024 per block"),
@@ -321,7 +324,17 @@ pub fn invalid_launches_are_refused(mock: &Mock) -> Result<(), Failed> {
             "shared memory",
         ),
         (LaunchConfig::new((0, 1), 64), &good, "at least 1"),
-        (LaunchConfig::new(1, 64), &too_many, "kernarg segment"),
+        // The code object's metadata lists the parameters: a launch must match them.
+        (
+            LaunchConfig::new(1, 64),
+            &too_many,
+            "takes 3 arguments, 40 were given",
+        ),
+        (
+            LaunchConfig::new(1, 64),
+            &wrong_size,
+            "argument 2 (scalar u64) is 8 bytes; the kernel's parameter 2 takes 4",
+        ),
     ];
     for (config, launch_args, needle) in cases {
         // SAFETY: refused before any dispatch.

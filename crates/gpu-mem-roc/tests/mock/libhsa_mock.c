@@ -801,6 +801,13 @@ hsa_status_t hsa_executable_symbol_get_info(hsa_executable_symbol_t s, hsa_execu
   case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE: memcpy(value, kd + 4, 4); return HSA_STATUS_SUCCESS;
   case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE: memcpy(value, kd + 8, 4); return HSA_STATUS_SUCCESS;
   case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT: *(uint32_t *)value = 16; return HSA_STATUS_SUCCESS;
+  case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK: {
+    /* kernel_code_properties (u16 at 56), bit 11: USES_DYNAMIC_STACK. */
+    uint16_t properties;
+    memcpy(&properties, kd + 56, 2);
+    *(bool *)value = (properties >> 11) & 1;
+    return HSA_STATUS_SUCCESS;
+  }
   default: return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   }
 }

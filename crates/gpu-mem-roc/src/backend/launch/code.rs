@@ -10,7 +10,7 @@
 //! destroyed when the last user of a [`LoadedKernel`] goes; dispatches in flight hold one.
 
 use super::kernargs::code_object_abi_version;
-use super::metadata::{HiddenArg, hidden_args};
+use super::metadata::{ExplicitArg, HiddenArg, kernel_args};
 use crate::driver::{Hip, Hsa};
 use crate::hiprtc;
 use gpu_mem_core::kernel::KernelSource;
@@ -63,12 +63,35 @@ pub struct LoadedKernel {
     pub kernarg_alignment: u32,
     /// Static group segment (LDS) bytes per work-group.
     pub group_size: u32,
-    /// Private segment (scratch) bytes per work-item.
+    /// Private segment (scratch) bytes per work-item, the dynamic call stack's allowance
+    /// included ([`private_segment_size`]).
     pub private_size: u32,
     /// The code object's ELF ABI version (2 = v4, 3 = v5), when recognised.
     pub abi_version: Option<u8>,
+    /// The kernel's declared parameters (offsets and sizes) from the code object's metadata,
+    /// when it has any.
+    pub explicit: Option<Vec<ExplicitArg>>,
     /// The kernel's hidden arguments from the code object's metadata, when it has any.
     pub hidden: Option<Vec<HiddenArg>>,
+}
+
+/// Private (scratch) bytes per work-item reserved for a kernel whose call stack the compiler
+/// could not size (recursion, indirect calls, calls it did not inline), on top of what the
+/// kernel reports: HIP's default per-thread stack limit (`hipLimitStackSize`, 1 KiB).
+pub const DYNAMIC_STACK_BYTES: u32 = 1024;
+
+/// The dispatch packet's `private_segment_size`: what the kernel symbol reports, plus
+/// [`DYNAMIC_STACK_BYTES`] when it has a dynamic call stack. hsa.h
+/// (`HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE`): "If the value of
+/// HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK is true, the kernel may use more private
+/// memory than the reported value, and the application must add the dynamic call stack usage to
+/// private_segment_size"; without it such a kernel overruns its scratch.
+pub fn private_segment_size(reported: u32, dynamic_call_stack: bool) -> u32 {
+    if dynamic_call_stack {
+        reported.saturating_add(DYNAMIC_STACK_BYTES)
+    } else {
+        reported
+    }
 }
 
 /// The complete translation unit hiprtc compiles: the prelude, then the kernel source with its
@@ -103,11 +126,11 @@ pub fn load(
     entry: &str,
 ) -> Result<LoadedKernel> {
     let abi_version = code_object_abi_version(&code);
-    let hidden = hidden_args(&code, entry);
-    if hidden.is_none() {
+    let args = kernel_args(&code, entry);
+    if args.is_none() {
         tracing::warn!(
             entry,
-            "no AMDGPU metadata for the kernel in its code object: hidden arguments are zeroed"
+            "no AMDGPU metadata for the kernel in its code object: arguments are laid out by the ABI's rule and hidden ones zeroed"
         );
     }
     let mut exe = Executable {
@@ -145,9 +168,19 @@ pub fn load(
         kernarg_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE)?,
         kernarg_alignment: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT)?,
         group_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE)?,
-        private_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE)?,
+        private_size: private_segment_size(
+            info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE)?,
+            // SAFETY: as above; DYNAMIC_CALLSTACK is a C `bool` (one byte).
+            unsafe {
+                hsa.executable_symbol_get_info::<u8>(
+                    symbol,
+                    sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK,
+                )
+            }? != 0,
+        ),
         abi_version,
-        hidden,
+        explicit: args.as_ref().map(|a| a.explicit.clone()),
+        hidden: args.map(|a| a.hidden),
         _executable: exe,
     };
     tracing::debug!(
@@ -160,4 +193,17 @@ pub fn load(
         "loaded kernel"
     );
     Ok(loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DYNAMIC_STACK_BYTES, private_segment_size};
+
+    #[test]
+    fn a_dynamic_call_stack_adds_the_stack_allowance() {
+        assert_eq!(private_segment_size(48, false), 48);
+        assert_eq!(private_segment_size(48, true), 48 + DYNAMIC_STACK_BYTES);
+        assert_eq!(private_segment_size(0, true), DYNAMIC_STACK_BYTES);
+        assert_eq!(private_segment_size(u32::MAX, true), u32::MAX);
+    }
 }

@@ -1,12 +1,21 @@
 //! The kernarg segment: how [`LaunchArg`]s are laid out in it, the implicit arguments newer code
 //! objects read, and the buffer it lives in.
 //!
-//! # Layout (the AMDGPU kernel ABI: arguments in declaration order, each at its alignment)
+//! # Layout
+//!
+//! Each argument's bytes:
 //!
 //! * `Array` → the prelude's `gm_array<T, N>` by value: 8-byte data pointer, `N` 64-bit shape
 //!   entries, `N` 64-bit strides in elements; 8-byte aligned, `8 + 16 N` bytes.
 //! * `Record` → a pointer: 8 bytes, 8-byte aligned.
 //! * `Scalar` → its bytes, aligned to the largest power of two (at most 8) dividing its size.
+//!
+//! They go where the code object's metadata places the kernel's parameters (`.offset`, `.size`
+//! of each explicit entry of `.args`): the compiler decides the layout (a 16-byte vector type is
+//! 16-byte aligned, a struct of two floats 4-byte aligned), so a launch never guesses it. The
+//! count and every size must match the parameters, else the launch is refused naming the
+//! argument. A code object without metadata gets the AMDGPU ABI's rule instead: declaration
+//! order, each argument at the alignment above.
 //!
 //! The explicit arguments must fit in the kernel symbol's kernarg segment size
 //! (`HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE`); a longer list means the arguments
@@ -26,7 +35,7 @@
 //!   dynamic group segment size (u32, 120) (LLVM AMDGPUUsage, "Code Object V5 Metadata",
 //!   hidden arguments). Those fields are filled; the rest stays zero.
 
-use super::metadata::HiddenArg;
+use super::metadata::{ExplicitArg, HiddenArg};
 use crate::driver::Hsa;
 use gpu_mem_core::kernel::{Dim3, LaunchArg};
 use gpu_mem_core::{BackendKind, Error, Result};
@@ -65,56 +74,100 @@ fn put(bytes: &mut Vec<u8>, align: usize, value: &[u8]) {
     bytes.extend_from_slice(value);
 }
 
-/// The explicit arguments, laid out as the module docs describe.
-pub fn pack(kernel: &str, args: &[LaunchArg]) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    for (index, arg) in args.iter().enumerate() {
-        match arg {
-            LaunchArg::Array {
-                ptr,
-                shape,
-                strides,
-                ..
-            } => {
-                if shape.is_empty() || shape.len() != strides.len() {
-                    return Err(invalid(
-                        kernel,
-                        format!(
-                            "argument {index} ({}) has {} shape and {} stride entries; \
-                             gm_array needs N >= 1 of each",
-                            arg.describe(),
-                            shape.len(),
-                            strides.len()
-                        ),
-                    ));
-                }
-                put(&mut bytes, 8, &ptr.0.to_ne_bytes());
-                for extent in shape {
-                    let extent = i64::try_from(*extent).map_err(|_| {
-                        invalid(kernel, format!("argument {index}: extent {extent} > i64"))
-                    })?;
-                    put(&mut bytes, 8, &extent.to_ne_bytes());
-                }
-                for stride in strides {
-                    put(&mut bytes, 8, &(*stride as i64).to_ne_bytes());
-                }
-            }
-            LaunchArg::Record { ptr, .. } => put(&mut bytes, 8, &ptr.0.to_ne_bytes()),
-            LaunchArg::Scalar { bytes: value, .. } => {
-                if value.is_empty() {
-                    return Err(invalid(
-                        kernel,
-                        format!(
-                            "argument {index} ({}) is a zero-sized scalar",
-                            arg.describe()
-                        ),
-                    ));
-                }
-                put(&mut bytes, scalar_alignment(value.len()), value);
-            }
+/// The explicit arguments, laid out as the module docs describe: at the offsets of `layout`
+/// (the kernel's parameters from its metadata) when given, else by the ABI's rule.
+pub fn pack(kernel: &str, args: &[LaunchArg], layout: Option<&[ExplicitArg]>) -> Result<Vec<u8>> {
+    let packed = args
+        .iter()
+        .enumerate()
+        .map(|(index, arg)| arg_bytes(kernel, index, arg))
+        .collect::<Result<Vec<_>>>()?;
+    let Some(layout) = layout else {
+        let mut bytes = Vec::new();
+        for (align, value) in &packed {
+            put(&mut bytes, *align, value);
         }
+        return Ok(bytes);
+    };
+    if layout.len() != args.len() {
+        return Err(invalid(
+            kernel,
+            format!(
+                "the kernel takes {} arguments, {} were given",
+                layout.len(),
+                args.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    for (index, ((_, value), slot)) in packed.iter().zip(layout).enumerate() {
+        if value.len() != slot.size {
+            return Err(invalid(
+                kernel,
+                format!(
+                    "argument {index} ({}) is {} bytes; the kernel's parameter {index} takes {}",
+                    args[index].describe(),
+                    value.len(),
+                    slot.size
+                ),
+            ));
+        }
+        let end = slot.offset + slot.size;
+        if bytes.len() < end {
+            bytes.resize(end, 0);
+        }
+        bytes[slot.offset..end].copy_from_slice(value);
     }
     Ok(bytes)
+}
+
+/// One argument's alignment and bytes (see the module docs).
+fn arg_bytes(kernel: &str, index: usize, arg: &LaunchArg) -> Result<(usize, Vec<u8>)> {
+    match arg {
+        LaunchArg::Array {
+            ptr,
+            shape,
+            strides,
+            ..
+        } => {
+            if shape.is_empty() || shape.len() != strides.len() {
+                return Err(invalid(
+                    kernel,
+                    format!(
+                        "argument {index} ({}) has {} shape and {} stride entries; \
+                         gm_array needs N >= 1 of each",
+                        arg.describe(),
+                        shape.len(),
+                        strides.len()
+                    ),
+                ));
+            }
+            let mut bytes = ptr.0.to_ne_bytes().to_vec();
+            for extent in shape {
+                let extent = i64::try_from(*extent).map_err(|_| {
+                    invalid(kernel, format!("argument {index}: extent {extent} > i64"))
+                })?;
+                bytes.extend_from_slice(&extent.to_ne_bytes());
+            }
+            for stride in strides {
+                bytes.extend_from_slice(&(*stride as i64).to_ne_bytes());
+            }
+            Ok((8, bytes))
+        }
+        LaunchArg::Record { ptr, .. } => Ok((8, ptr.0.to_ne_bytes().to_vec())),
+        LaunchArg::Scalar { bytes: value, .. } => {
+            if value.is_empty() {
+                return Err(invalid(
+                    kernel,
+                    format!(
+                        "argument {index} ({}) is a zero-sized scalar",
+                        arg.describe()
+                    ),
+                ));
+            }
+            Ok((scalar_alignment(value.len()), value.to_vec()))
+        }
+    }
 }
 
 /// What the implicit v5 block describes.
@@ -331,7 +384,7 @@ impl Drop for KernargBuffer {
 
 #[cfg(test)]
 mod tests {
-    use super::{DispatchShape, code_object_abi_version, pack, segment};
+    use super::{DispatchShape, ExplicitArg, code_object_abi_version, pack, segment};
     use gpu_mem_core::Error;
     use gpu_mem_core::backend::DevicePtr;
     use gpu_mem_core::kernel::{Dim3, LaunchArg};
@@ -364,6 +417,66 @@ mod tests {
         u64::from_ne_bytes(w)
     }
 
+    fn slots(list: &[(usize, usize)]) -> Vec<ExplicitArg> {
+        list.iter()
+            .map(|&(offset, size)| ExplicitArg { offset, size })
+            .collect()
+    }
+
+    #[test]
+    fn arguments_go_where_the_metadata_places_the_parameters() {
+        // `(int, float4)`: the vector is 16-byte aligned, at 16 (the size rule would say 8).
+        let vector: Vec<u8> = (1..=16).collect();
+        let b = pack(
+            "k",
+            &[scalar(&[9, 0, 0, 0]), scalar(&vector)],
+            Some(&slots(&[(0, 4), (16, 16)])),
+        )
+        .unwrap();
+        assert_eq!(b.len(), 32);
+        assert_eq!(&b[..4], &[9, 0, 0, 0]);
+        assert_eq!(&b[4..16], &[0; 12]);
+        assert_eq!(&b[16..], vector.as_slice());
+        // `(float, struct { float, float })`: the struct is 4-byte aligned, at 4 (not 8).
+        let pair = [1, 2, 3, 4, 5, 6, 7, 8];
+        let b = pack(
+            "k",
+            &[scalar(&[0xaa; 4]), scalar(&pair), array(0x40, &[2], &[1])],
+            Some(&slots(&[(0, 4), (4, 8), (16, 24)])),
+        )
+        .unwrap();
+        assert_eq!(&b[4..12], &pair);
+        assert_eq!(word(&b, 16), 0x40);
+        assert_eq!(word(&b, 24), 2);
+        assert_eq!(word(&b, 32), 1);
+        // Without metadata the ABI's rule places the same pair at 8.
+        let b = pack("k", &[scalar(&[0xaa; 4]), scalar(&pair)], None).unwrap();
+        assert_eq!(&b[8..16], &pair);
+    }
+
+    #[test]
+    fn arguments_that_do_not_match_the_parameters_are_refused() {
+        let two = slots(&[(0, 8), (8, 4)]);
+        match pack("kern", &[scalar(&[0; 8])], Some(&two)) {
+            Err(Error::InvalidLaunch { kernel, reason }) => {
+                assert_eq!(kernel, "kern");
+                assert!(
+                    reason.contains("takes 2 arguments, 1 were given"),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected InvalidLaunch, got {other:?}"),
+        }
+        match pack("kern", &[scalar(&[0; 8]), scalar(&[0; 8])], Some(&two)) {
+            Err(Error::InvalidLaunch { reason, .. }) => {
+                assert!(reason.contains("argument 1"), "{reason}");
+                assert!(reason.contains("is 8 bytes"), "{reason}");
+                assert!(reason.contains("takes 4"), "{reason}");
+            }
+            other => panic!("expected InvalidLaunch, got {other:?}"),
+        }
+    }
+
     #[test]
     fn arrays_records_and_scalars_follow_the_c_layout() {
         let args = [
@@ -379,7 +492,7 @@ mod tests {
             scalar(&[1, 2]),
             scalar(&[9, 9, 9, 9, 9, 9]),
         ];
-        let b = pack("k", &args).unwrap();
+        let b = pack("k", &args, None).unwrap();
         // u8 at 0; gm_array<float, 2> at 8 (40 bytes); f32 at 48; pointer at 56; u16 at 64;
         // a 6-byte value aligned to 2 at 66.
         assert_eq!(b[0], 7);
@@ -399,7 +512,7 @@ mod tests {
     #[test]
     fn malformed_arguments_are_refused() {
         for bad in [array(0, &[], &[]), array(0, &[2, 2], &[1]), scalar(&[])] {
-            match pack("kern", &[bad]) {
+            match pack("kern", &[bad], None) {
                 Err(Error::InvalidLaunch { kernel, .. }) => assert_eq!(kernel, "kern"),
                 other => panic!("{other:?}"),
             }
@@ -408,7 +521,7 @@ mod tests {
 
     #[test]
     fn segment_checks_the_size_and_fills_v5_implicit_arguments() {
-        let explicit = pack("k", &[array(0x10, &[4], &[1]), scalar(&[1, 0, 0, 0])]).unwrap();
+        let explicit = pack("k", &[array(0x10, &[4], &[1]), scalar(&[1, 0, 0, 0])], None).unwrap();
         assert_eq!(explicit.len(), 28);
         let shape = DispatchShape {
             grid: Dim3::new(6, 2, 1),
@@ -443,7 +556,7 @@ mod tests {
     #[test]
     fn metadata_hidden_arguments_are_filled_at_their_offsets() {
         use crate::backend::launch::metadata::{hidden_args, tests::code_object};
-        let explicit = pack("k", &[array(0x10, &[4], &[1])]).unwrap();
+        let explicit = pack("k", &[array(0x10, &[4], &[1])], None).unwrap();
         let elf = code_object(
             "k",
             &[
@@ -497,7 +610,7 @@ mod tests {
     #[test]
     fn hidden_arguments_needing_host_services_are_refused_by_name() {
         use crate::backend::launch::metadata::{hidden_args, tests::code_object};
-        let explicit = pack("k", &[array(0x10, &[4], &[1])]).unwrap();
+        let explicit = pack("k", &[array(0x10, &[4], &[1])], None).unwrap();
         let shape = DispatchShape {
             grid: Dim3::new(1, 1, 1),
             block: Dim3::new(64, 1, 1),

@@ -1,8 +1,9 @@
 //! The kernel argument list from a code object's metadata: the `NT_AMDGPU_METADATA` note (owner
 //! `AMDGPU`, type 32) of code objects v3 and later, a MessagePack map whose `amdhsa.kernels`
 //! entries list each kernel's `.args` with `.value_kind`, `.offset` and `.size` (LLVM
-//! AMDGPUUsage, "Code Object V3 Metadata" and later). Only the hidden arguments are kept: what
-//! the launch must fill, or refuse to launch, is decided from them.
+//! AMDGPUUsage, "Code Object V3 Metadata" and later). The explicit arguments' offsets and sizes
+//! place the launch's arguments where the compiled kernel reads them; the hidden arguments decide
+//! what the launch must fill, or refuse to launch.
 
 /// `NT_AMDGPU_METADATA`.
 const NT_AMDGPU_METADATA: u32 = 32;
@@ -20,6 +21,24 @@ pub struct HiddenArg {
     pub offset: usize,
     /// Bytes.
     pub size: usize,
+}
+
+/// One explicit (declared) parameter of a kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplicitArg {
+    /// Byte offset in the kernarg segment.
+    pub offset: usize,
+    /// Bytes.
+    pub size: usize,
+}
+
+/// A kernel's arguments as its code object's metadata lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KernelArgs {
+    /// The declared parameters, in order.
+    pub explicit: Vec<ExplicitArg>,
+    /// The arguments the compiler appended.
+    pub hidden: Vec<HiddenArg>,
 }
 
 /// A decoded MessagePack value (the subset code object metadata uses, plus what is skipped).
@@ -216,9 +235,9 @@ fn metadata_note(elf: &[u8]) -> Option<&[u8]> {
     None
 }
 
-/// The hidden arguments of kernel `entry` (its `.name`, or `.symbol` `<entry>.kd`) in the code
-/// object `elf`; `None` when the code object carries no readable metadata for it.
-pub fn hidden_args(elf: &[u8], entry: &str) -> Option<Vec<HiddenArg>> {
+/// The arguments of kernel `entry` (its `.name`, or `.symbol` `<entry>.kd`) in the code object
+/// `elf`; `None` when the code object carries no readable metadata for it.
+pub fn kernel_args(elf: &[u8], entry: &str) -> Option<KernelArgs> {
     let metadata = decode(metadata_note(elf)?)?;
     let Value::Array(kernels) = metadata.get("amdhsa.kernels")? else {
         return None;
@@ -233,24 +252,33 @@ pub fn hidden_args(elf: &[u8], entry: &str) -> Option<Vec<HiddenArg>> {
         None => &[],
         Some(_) => return None,
     };
-    let mut hidden = Vec::new();
+    let mut list = KernelArgs::default();
     for arg in args {
         let kind = arg.get(".value_kind")?.as_str()?;
-        if !kind.starts_with("hidden_") {
-            continue;
+        let offset = arg.get(".offset")?.as_usize()?;
+        let size = arg.get(".size")?.as_usize()?;
+        if kind.starts_with("hidden_") {
+            list.hidden.push(HiddenArg {
+                kind: kind.to_string(),
+                offset,
+                size,
+            });
+        } else {
+            list.explicit.push(ExplicitArg { offset, size });
         }
-        hidden.push(HiddenArg {
-            kind: kind.to_string(),
-            offset: arg.get(".offset")?.as_usize()?,
-            size: arg.get(".size")?.as_usize()?,
-        });
     }
-    Some(hidden)
+    Some(list)
+}
+
+/// The hidden arguments alone (see [`kernel_args`]).
+#[cfg(test)]
+pub fn hidden_args(elf: &[u8], entry: &str) -> Option<Vec<HiddenArg>> {
+    kernel_args(elf, entry).map(|args| args.hidden)
 }
 
 #[cfg(test)]
 pub mod tests {
-    use super::{HiddenArg, decode, hidden_args};
+    use super::{ExplicitArg, HiddenArg, decode, hidden_args, kernel_args};
 
     /// A tiny MessagePack encoder for the metadata shapes used here.
     pub enum M<'a> {
@@ -376,6 +404,9 @@ pub mod tests {
                 },
             ]
         );
+        let all = kernel_args(&elf, "k").unwrap();
+        assert_eq!(all.explicit, vec![ExplicitArg { offset: 0, size: 8 }]);
+        assert_eq!(all.hidden, hidden);
         assert_eq!(hidden_args(&elf, "other"), None);
         assert_eq!(hidden_args(&elf[..40], "k"), None);
     }

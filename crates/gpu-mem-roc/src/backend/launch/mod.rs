@@ -14,13 +14,15 @@
 //! 2. **Checks** (`limits`): the block and grid against the agent's work-group and grid limits,
 //!    static plus dynamic shared memory against the group segment (LDS) size:
 //!    [`Error::InvalidLaunch`] naming the kernel otherwise.
-//! 3. **Arguments** (`kernargs`): packed as the prelude's C layout, checked against the
-//!    symbol's kernarg segment size, hidden arguments filled at the offsets the code object's
-//!    metadata gives (`metadata`) or the launch refused, copied into a buffer from the kernarg pool (the system pool flagged
-//!    `KERNARG_INIT`), one buffer per launch.
+//! 3. **Arguments** (`kernargs`): each at the offset the code object's metadata gives its
+//!    parameter (`metadata`; count and sizes must match, else the launch is refused), checked
+//!    against the symbol's kernarg segment size, hidden arguments filled at their metadata
+//!    offsets or the launch refused, copied into a buffer from the kernarg pool (the system pool
+//!    flagged `KERNARG_INIT`), one buffer per launch.
 //! 4. **Dispatch** (`queue`): one AQL queue per device, created at its first launch. The
 //!    packet: setup dimensions, work-group sizes = block, grid sizes = grid × block work-items
-//!    per dimension, group segment = static + dynamic bytes, private segment, kernel object,
+//!    per dimension, group segment = static + dynamic bytes, private segment (plus 1 KiB per
+//!    work-item for a kernel with a dynamic call stack, as hsa.h requires), kernel object,
 //!    kernarg address, a fresh completion signal; header (type, barrier bit where ordering
 //!    needs it, system-scope acquire and release fences) published last, then the doorbell.
 //!
@@ -233,7 +235,7 @@ impl RocBackend {
         let queue = dev.queue(&self.hsa)?;
         let loaded = self.loaded_kernel(device, kernel, source)?;
         let geometry = limits::check(kernel.name(), config, &dev.limits, loaded.group_size)?;
-        let explicit = kernargs::pack(kernel.name(), args)?;
+        let explicit = kernargs::pack(kernel.name(), args, loaded.explicit.as_deref())?;
         let shape = DispatchShape {
             grid: config.grid,
             block: config.block,

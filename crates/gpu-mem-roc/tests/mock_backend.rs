@@ -10,6 +10,8 @@
 mod launch;
 #[path = "mock/multi.rs"]
 mod multi;
+#[path = "mock/stuck.rs"]
+mod stuck;
 
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags, StreamHandle};
 use gpu_mem_core::{Backend, Error};
@@ -283,6 +285,18 @@ fn main() {
         (
             "launch_reports_a_queue_error",
             launch::queue_error_fails_the_launch,
+        ),
+        (
+            "launch_after_a_stuck_dispatch_runs_on_a_new_queue",
+            stuck::a_launch_after_a_stuck_dispatch_runs_on_a_new_queue,
+        ),
+        (
+            "launch_into_a_full_queue_behind_a_stuck_dispatch_fails",
+            stuck::a_full_queue_behind_a_stuck_dispatch_fails_the_launch,
+        ),
+        (
+            "wait_on_a_long_chain_of_pending_kernels",
+            stuck::a_long_chain_of_pending_kernels_is_waited_for,
         ),
         (
             "launch_refuses_kernels_needing_hostcall",

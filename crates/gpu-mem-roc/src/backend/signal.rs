@@ -21,6 +21,7 @@ use crate::driver::Hsa;
 use gpu_mem_core::Result;
 use gpu_mem_hsa_sys as sys;
 use std::any::Any;
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Something an operation needs until it has completed (released with the dependencies).
@@ -107,10 +108,10 @@ impl Signal {
     /// Adds a signal this one is held behind (kept alive and checked for failure like the
     /// dependencies given at creation).
     pub fn add_dependency(&self, dep: Arc<Signal>) {
-        self.deps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(dep);
+        let mut deps = self.deps.lock().unwrap_or_else(PoisonError::into_inner);
+        if !deps.iter().any(|d| Arc::ptr_eq(d, &dep)) {
+            deps.push(dep);
+        }
     }
 
     /// Keeps `keep` alive until this operation has completed (with what it already holds).
@@ -120,6 +121,13 @@ impl Signal {
             Some(previous) => Box::new((previous, keep)),
             None => keep,
         });
+    }
+
+    /// For a dispatch: marks its queue stuck behind failed work ([`QueueHealth::block`]).
+    pub fn block_queue(&self) {
+        if let Some(queue) = &self.queue {
+            queue.block();
+        }
     }
 
     /// The error status the runtime reported for this dispatch's queue, if any.
@@ -189,21 +197,31 @@ impl Signal {
 
     /// The first failed signal this one (transitively) waits on, if any: then this operation
     /// can never start.
+    ///
+    /// Walks the pending part of the dependency graph once per signal, without recursion: a
+    /// stream's kernels form a chain as long as the work enqueued (each holds its predecessor,
+    /// often twice: as its stream's previous operation and as the queue's previous packet).
     pub fn failed_dependency(&self) -> Result<Option<(&'static str, i64)>> {
-        let deps: Vec<Arc<Signal>> = self
+        let mut seen: HashSet<*const Signal> = HashSet::new();
+        let mut work: Vec<Arc<Signal>> = self
             .deps
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        for dep in deps {
+        while let Some(dep) = work.pop() {
+            if !seen.insert(Arc::as_ptr(&dep)) {
+                continue;
+            }
             match dep.state()? {
                 State::Failed(v) => return Ok(Some((dep.operation, v))),
                 State::Done => {}
-                State::Pending => {
-                    if let Some(found) = dep.failed_dependency()? {
-                        return Ok(Some(found));
-                    }
-                }
+                State::Pending => work.extend(
+                    dep.deps
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .iter()
+                        .cloned(),
+                ),
             }
         }
         Ok(None)
@@ -254,6 +272,8 @@ pub fn wait(signal: &Signal, tick: u64) -> Result<State> {
                         value,
                         "dependency failed; operation will never run"
                     );
+                    // A dispatch that never runs holds back its whole queue.
+                    signal.block_queue();
                     return Ok(State::Failed(value));
                 }
             }

@@ -158,6 +158,9 @@ impl Stream {
         // Pending operations behind the failure never start, so the runtime keeps waiting on
         // their dependencies: leak them. Event waits were not handed to the runtime yet.
         for signal in self.pending.drain(..) {
+            // A dispatch among them sits in its queue waiting for the failed work, and the
+            // packet processor launches in order: that queue is stuck for good.
+            signal.block_queue();
             Signal::leak(signal);
         }
         self.waits.clear();

@@ -45,11 +45,11 @@ const DISPATCH_HEADER: u16 = 2 | 2 << 9 | 2 << 11;
 /// The barrier bit.
 const BARRIER_BIT: u16 = 1 << 8;
 
-fn kernel() -> Kernel {
+pub fn kernel() -> Kernel {
     Kernel::new("scale2d").with_source(SOURCE, "scale2d")
 }
 
-fn args(array: DevicePtr, record: DevicePtr) -> Vec<LaunchArg> {
+pub fn args(array: DevicePtr, record: DevicePtr) -> Vec<LaunchArg> {
     vec![
         LaunchArg::Array {
             ptr: array,

@@ -134,9 +134,9 @@ struct DeviceLaunch {
     limits: Limits,
     agent: sys::hsa_agent_t,
     state: Mutex<QueueState>,
-    /// Queues the runtime reported broken (an error or a memory fault), replaced by a new
-    /// one. Their failed packets never complete and still name kernargs and kernel objects, so
-    /// they are never destroyed.
+    /// Queues the runtime reported broken (an error or a memory fault) or found stuck behind
+    /// failed work, replaced by a new one. Their failed packets never complete and still name
+    /// kernargs and kernel objects, so they are never destroyed.
     retired: Mutex<Vec<Arc<AqlQueue>>>,
     kernarg_pool: PoolInfo,
     /// The GPU agent to grant access to kernarg buffers, when the pool does not by default.
@@ -145,7 +145,8 @@ struct DeviceLaunch {
 
 impl DeviceLaunch {
     /// The queue to dispatch to: the current one, or a new one when the runtime reported the
-    /// current one broken (work already on it fails; later work runs on the new one).
+    /// current one broken or it is stuck behind failed work (work already on it fails; later
+    /// work runs on the new one).
     fn queue(&self, hsa: &Arc<crate::driver::Hsa>) -> Result<Arc<AqlQueue>> {
         let mut state = lock(&self.state);
         if let Some(reason) = state.queue.health().describe() {
@@ -189,7 +190,7 @@ impl Launcher {
         }
         let broken = devices
             .iter()
-            .any(|d| lock(&d.state).queue.health().failure().is_some());
+            .any(|d| lock(&d.state).queue.health().describe().is_some());
         if healthy && !broken {
             for d in &devices {
                 lock(&d.state).tail.take();
@@ -232,6 +233,12 @@ impl RocBackend {
             })?;
         let stream = stream.map(|h| self.stream(device, h)).transpose()?;
         let dev = self.device_launch(device)?;
+        if stream.is_none() {
+            // A synchronous launch runs after all enqueued work of the device. Drained before
+            // the queue is chosen: a wait that finds a dispatch stuck behind failed work marks
+            // its queue blocked, and this launch then goes to a new queue instead of behind it.
+            self.drain_device_for_ordering(device);
+        }
         let queue = dev.queue(&self.hsa)?;
         let loaded = self.loaded_kernel(device, kernel, source)?;
         let geometry = limits::check(kernel.name(), config, &dev.limits, loaded.group_size)?;
@@ -267,7 +274,7 @@ impl RocBackend {
             &segment,
         )?;
         match stream {
-            None => self.dispatch_now(device, &dev, &queue, loaded, buffer, geometry),
+            None => self.dispatch_now(&dev, &queue, loaded, buffer, geometry),
             Some(s) => {
                 let mut s = lock(&s);
                 let deps = s.dependencies()?;
@@ -437,24 +444,27 @@ impl RocBackend {
             }
             (first, packets)
         };
+        // Asked while the queue is full: whether it waits behind failed work (never drains).
+        let stuck = || match completion.failed_dependency() {
+            Ok(Some((operation, value))) => Some(format!("{operation} failed with {value}")),
+            _ => None,
+        };
         // The completion signal owns the kernargs, the kernel object and the signals waited on
         // until observed complete; the queue lives in `dev`, kept until its work completed.
         // SAFETY: as just said; the slots were reserved above for these packets.
-        unsafe { queue.write(first, &packets) }?;
+        unsafe { queue.write(first, &packets, &stuck) }?;
         Ok(completion)
     }
 
     /// A synchronous launch: after all enqueued work of the device, waited for.
     fn dispatch_now(
         &self,
-        device: usize,
         dev: &DeviceLaunch,
         queue: &Arc<AqlQueue>,
         loaded: Arc<LoadedKernel>,
         buffer: KernargBuffer,
         geometry: Geometry,
     ) -> Result<()> {
-        self.drain_device_for_ordering(device);
         let entry = loaded.entry.clone();
         let completion = self.dispatch(dev, queue, loaded, buffer, geometry, Vec::new())?;
         match signal::wait(&completion, self.wait_tick())? {

@@ -36,7 +36,7 @@ use crate::driver::hsa::{AmdEvent, GPU_MEMORY_FAULT_EVENT};
 use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 /// Packets a queue is asked to hold (the runtime may give more, never fewer than its minimum).
@@ -47,6 +47,8 @@ static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
 pub const BARRIER_DEPS: usize = 5;
 /// Every AQL packet is 64 bytes.
 const PACKET_BYTES: usize = 64;
+/// How often a writer waiting for room in a full queue checks whether it waits forever.
+const STUCK_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What the runtime reported about a queue.
 #[derive(Debug)]
@@ -59,6 +61,10 @@ pub struct QueueHealth {
     /// For a memory fault: the address accessed and the reason bits.
     fault_address: AtomicU64,
     fault_reason: AtomicU32,
+    /// Set once a packet on the queue is known to wait for work that failed: the packet
+    /// processor launches in order and a barrier-AND packet completes only when its signals
+    /// reach 0, so nothing after that packet runs (see [`QueueHealth::block`]).
+    blocked: AtomicBool,
 }
 
 /// Every live queue's health, for the process-wide memory fault handler.
@@ -166,10 +172,16 @@ fn fault_reasons(mask: u32) -> String {
 }
 
 impl QueueHealth {
-    /// What went wrong, for error messages: the memory fault's address and reasons, or the
-    /// status the queue callback reported.
+    /// What went wrong, for error messages and to replace the queue: the memory fault's address
+    /// and reasons, the status the queue callback reported, or a packet stuck behind failed work.
     pub fn describe(&self) -> Option<String> {
-        let status = self.failure()?;
+        let Some(status) = self.failure() else {
+            return self.is_blocked().then(|| {
+                "a packet on the device's queue waits for work that failed, so nothing after \
+                 it would run"
+                    .to_string()
+            });
+        };
         if status == sys::HSA_STATUS_ERROR_MEMORY_FAULT {
             return Some(format!(
                 "a GPU memory fault at address {:#x} ({}) on the device's queue",
@@ -181,6 +193,22 @@ impl QueueHealth {
             "the runtime reported {} ({status:#x}) on the device's queue",
             crate::driver::hsa::status_name(status).unwrap_or("an error")
         ))
+    }
+
+    /// Records that a packet on this queue waits for work that failed (a dependency's signal
+    /// went negative): later launches go to a new queue instead of waiting behind it forever.
+    pub fn block(&self) {
+        if !self.blocked.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                queue = self.id,
+                "a packet on the AQL queue waits for failed work; later launches use a new queue"
+            );
+        }
+    }
+
+    /// Whether [`QueueHealth::block`] was called.
+    pub fn is_blocked(&self) -> bool {
+        self.blocked.load(Ordering::Acquire)
     }
 
     /// The first asynchronous error status the runtime reported, if any.
@@ -304,6 +332,7 @@ impl AqlQueue {
             error: AtomicU32::new(0),
             fault_address: AtomicU64::new(0),
             fault_reason: AtomicU32::new(0),
+            blocked: AtomicBool::new(false),
         });
         watch_faults(hsa);
         WATCHED
@@ -393,10 +422,20 @@ impl AqlQueue {
     /// Every signal, kernel object and kernarg address the packets name stays valid until the
     /// packets completed; the queue is live; `first` came from [`AqlQueue::reserve`] for
     /// `packets.len()` slots.
-    pub unsafe fn write(&self, first: u64, packets: &[Packet]) -> Result<u64> {
+    /// While the queue is full, `stuck` is asked now and then whether the packets ahead wait for
+    /// work that failed (they then never drain): if it names that work, the queue is marked
+    /// blocked ([`QueueHealth::block`]) and the write fails instead of waiting forever. The
+    /// reserved slots stay INVALID then, behind the stuck packet, on a queue no longer used.
+    pub unsafe fn write(
+        &self,
+        first: u64,
+        packets: &[Packet],
+        stuck: &dyn Fn() -> Option<String>,
+    ) -> Result<u64> {
         let count = packets.len() as u64;
         let queue = self.raw as *const sys::hsa_queue_t;
         let last = first + count.max(1) - 1;
+        let mut next_check = std::time::Instant::now();
         loop {
             // SAFETY: as above.
             let read = unsafe { self.hsa.queue_load_read_index_scacquire(queue) }?;
@@ -407,6 +446,20 @@ impl AqlQueue {
                 return Err(self
                     .hsa
                     .native_error("hsa_queue_create (queue error callback)", status));
+            }
+            if std::time::Instant::now() >= next_check {
+                if let Some(failed) = stuck() {
+                    self.health.block();
+                    return Err(Error::AsyncFailure {
+                        operation: "kernel launch",
+                        stream: 0,
+                        reason: format!(
+                            "the device's queue is full behind a packet that waits for failed \
+                             work ({failed}); later launches use a new queue"
+                        ),
+                    });
+                }
+                next_check += STUCK_CHECK_INTERVAL;
             }
             std::thread::yield_now();
         }

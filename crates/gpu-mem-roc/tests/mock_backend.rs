@@ -127,6 +127,13 @@ impl Mock {
         Ok(())
     }
 
+    /// How many asynchronous copies began running (read their delay) so far.
+    fn copies_begun(&self) -> Result<i32, Failed> {
+        let f: unsafe extern "C" fn() -> i32 = self.control("mock_hsa_copies_begun")?;
+        // SAFETY: no arguments.
+        Ok(unsafe { f() })
+    }
+
     /// Sets how long each dispatch runs in the stand-in; returns the previous setting.
     fn set_dispatch_delay_us(&self, us: i32) -> Result<i32, Failed> {
         let f: unsafe extern "C" fn(i32) -> i32 = self.control("mock_hsa_set_dispatch_delay_us")?;
@@ -230,6 +237,7 @@ fn main() {
             pageable_sync_copies_lock_nothing,
         ),
         ("async_chain_keeps_stream_order", async_chain_in_order),
+        ("async_work_in_flight_is_bounded", in_flight_work_is_bounded),
         (
             "async_copies_refuse_pageable_memory",
             async_refuses_pageable,
@@ -562,6 +570,51 @@ fn pinned(b: &RocBackend, n: usize, mapped: bool) -> Result<NonNull<u8>, Failed>
         })?;
     }
     Ok(a.host)
+}
+
+/// Once a stream holds `MAX_IN_FLIGHT` (1024) operations, enqueuing waits for the oldest: the
+/// signals (kernel-driver events in ROCr) stay bounded however much is enqueued.
+fn in_flight_work_is_bounded(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 64;
+    let h = pinned(&b, n, false)?;
+    let d = b.alloc(0, n)?;
+    let s = b.stream_create(0)?;
+    let before = mock.stats()?.live_signals;
+    // A first copy of 3 s holds back everything enqueued behind it; the rest take no time.
+    let begun = mock.copies_begun()?;
+    mock.set_copy_delay_us(3_000_000)?;
+    // SAFETY: the buffers outlive the stream's work (synchronized below).
+    let first = unsafe { b.copy_htod_async(0, d, h.as_ptr(), n, s) };
+    while first.is_ok() && mock.copies_begun()? == begun {
+        std::thread::yield_now();
+    }
+    mock.set_copy_delay_us(0)?;
+    let mut most = 0;
+    let mut enqueued = first.map(|_| ());
+    for i in 0..1100 {
+        if enqueued.is_err() {
+            break;
+        }
+        // SAFETY: as above.
+        enqueued = unsafe { b.copy_htod_async(0, d, h.as_ptr(), n, s) }.map(|_| ());
+        if i % 25 == 24 {
+            most = most.max(mock.stats()?.live_signals - before);
+        }
+    }
+    mock.set_copy_delay_us(3_000)?;
+    // SAFETY: live handles of device 0; the work is waited for before the buffers are freed.
+    unsafe {
+        b.stream_synchronize(0, s)?;
+        b.stream_destroy(0, s)?;
+        b.free(0, d)?;
+        b.host_free(0, h)?;
+    }
+    enqueued?;
+    ensure((1000..=1024 + 8).contains(&most), || {
+        format!("{most} signals live at most while 1,101 copies were enqueued behind a slow one")
+    })?;
+    Ok(())
 }
 
 fn async_chain_in_order(mock: &Mock) -> Result<(), Failed> {

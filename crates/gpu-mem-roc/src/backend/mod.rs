@@ -517,7 +517,7 @@ unsafe impl Backend for RocBackend {
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
         self.gpu(device)?;
         let handle = self.new_handle();
-        let stream = Arc::new(Mutex::new(Stream::new(handle)));
+        let stream = Arc::new(Mutex::new(Stream::new(handle, self.wait_tick())));
         lock(&self.streams).insert(handle, (device, stream));
         Ok(StreamHandle(handle))
     }

@@ -15,11 +15,19 @@ use std::sync::Arc;
 /// hangs, with very long dependency chains).
 const REAP_THRESHOLD: usize = 64;
 
+/// Most operations a stream holds in flight: enqueuing one more first waits for the oldest.
+/// Every operation owns an HSA signal, and ROCr backs each with a kernel-driver event from a
+/// per-process budget (a few thousand) that unbounded enqueuing would exhaust; CUDA likewise
+/// blocks a launch once about a thousand are queued.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
 /// The host-side state of one stream.
 #[derive(Debug)]
 pub struct Stream {
     /// The handle value, for messages.
     pub handle: u64,
+    /// How long each wait lasts before failed dependencies are re-checked (timestamp ticks).
+    tick: u64,
     /// Enqueued operations not yet observed complete, oldest first.
     pending: VecDeque<Arc<Signal>>,
     /// Signals the next operation must also wait for (from `stream_wait_event`).
@@ -29,9 +37,10 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub fn new(handle: u64) -> Stream {
+    pub fn new(handle: u64, tick: u64) -> Stream {
         Stream {
             handle,
+            tick,
             pending: VecDeque::new(),
             waits: Vec::new(),
             failure: None,
@@ -47,13 +56,22 @@ impl Stream {
     }
 
     /// The signals the next operation must wait on: the newest pending one (which itself
-    /// waits for everything before it) and the event waits. Fails on a poisoned stream.
+    /// waits for everything before it) and the event waits. Fails on a poisoned stream. With
+    /// [`MAX_IN_FLIGHT`] operations pending, first waits for the oldest.
     pub fn dependencies(&mut self) -> Result<Vec<Arc<Signal>>> {
         if let Some(reason) = &self.failure {
             return Err(self.failure_error(reason.clone()));
         }
         if self.pending.len() >= REAP_THRESHOLD {
             self.reap()?;
+        }
+        while self.pending.len() >= MAX_IN_FLIGHT {
+            let oldest = self.pending.front().cloned();
+            if let Some(oldest) = oldest
+                && self.wait_one(&oldest, self.tick)?
+            {
+                self.pending.pop_front();
+            }
         }
         let mut deps: Vec<Arc<Signal>> = self.pending.back().cloned().into_iter().collect();
         deps.extend(self.waits.iter().cloned());

@@ -143,6 +143,9 @@ void mock_hsa_set_peer_never(int never) { atomic_store(&peer_never, never); }
 /* Whether `agent` (a handle) may access the allocation containing the address `addr` now. */
 int mock_hsa_can_reach(uint64_t agent, uintptr_t addr);
 void mock_hsa_set_delay_us(int us) { atomic_store(&delay_us, us); }
+/* Copies that passed their dependencies and read their delay. */
+static atomic_int copies_begun = 0;
+int mock_hsa_copies_begun(void) { return atomic_load(&copies_begun); }
 void mock_hsa_fail_next_dispatch(void) { atomic_store(&fail_next_dispatch, 1); }
 void mock_hsa_fault_next_dispatch(void) { atomic_store(&fail_next_dispatch, 2); }
 /* How long each dispatch "runs"; returns the previous value. */
@@ -582,6 +585,9 @@ typedef struct {
 
 static void *copy_thread(void *arg) {
   copy_job *job = arg;
+  /* Polls every 100 us at first, backing off to 2 ms: a thousand copies queued behind a slow
+   * one then leave the CPU to the thread enqueuing them. */
+  useconds_t pause = 100;
   for (;;) { /* wait for every dependency to reach 0; a negative one means never */
     int ready = 1;
     for (uint32_t i = 0; i < job->ndeps; i++) {
@@ -589,12 +595,15 @@ static void *copy_thread(void *arg) {
       if (v != 0) ready = 0;
     }
     if (ready) break;
-    usleep(100);
+    usleep(pause);
+    if (pause < 2000) pause += pause / 4;
   }
   for (uint32_t i = 0; i < job->ndeps; i++) atomic_fetch_sub(&signals[job->deps[i].handle - 1].waited_on_by_pending, 1);
   mock_signal *done = sig(job->done);
   done->start = now_ns();
-  usleep((useconds_t)atomic_load(&delay_us));
+  int us = atomic_load(&delay_us);
+  atomic_fetch_add(&copies_begun, 1);
+  usleep((useconds_t)us);
   if (!job->fail) memcpy((void *)job->dst, (const void *)job->src, job->size);
   done->end = now_ns();
   if (job->log_index < MAX_COPY_LOG) copy_end_ns[job->log_index] = done->end;

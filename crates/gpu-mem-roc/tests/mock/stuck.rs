@@ -49,13 +49,13 @@ fn stuck_behind_a_failed_copy(
     let d = b.alloc(0, n)?;
     mock.set_copy_delay_us(50_000)?;
     mock.fail_next_copy()?;
-    // SAFETY: the buffers are never freed (failed work may still name them); the stand-in runs
-    // no kernel code.
+    // SAFETY: the buffers are freed only at the end of the case (the kernel never runs); the
+    // stand-in runs no kernel code.
     let enqueued = unsafe {
         b.copy_htod_async(0, d, h.as_ptr(), n, s)
             .and_then(|_| b.launch(0, k, &LaunchConfig::new(1, 64), launch_args, Some(s)))
     };
-    mock.set_copy_delay_us(0)?;
+    mock.set_copy_delay_us(3_000)?;
     enqueued.map_err(|e| format!("enqueueing the copy and the kernel: {e}"))?;
     Ok(Buffers {
         host: h,

@@ -13,15 +13,21 @@
 # test binary runs again under that root's dynamic loader and compiles there, through the same
 # code (see crates/gpu-mem-roc/tests/native/newer_hip.rs).
 #
-# Idempotent: an unpacked root with a `versions` file is kept. Prints the unpacked versions.
+# Idempotent: a complete unpacked root (its `versions` file is written last) is kept. Prints the
+# unpacked versions. Without the registry (offline) or apt it warns and leaves nothing behind,
+# and the tests report those trials as skipped with the reason.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="${CARGO_TARGET_DIR:-$repo_root/target}/hip-userland"
+target_dir="${CARGO_TARGET_DIR:-$repo_root/target}"
+mkdir -p "$target_dir"
+dest="$(cd "$target_dir" && pwd)/hip-userland"
 suite=trixie
 packages=(libamdhip64-5 libhiprtc-builtins5 libamd-comgr2)
 
-if [ -f "$dest/versions" ] && [ -e "$dest/root/usr/lib/x86_64-linux-gnu/libamdhip64.so.5" ]; then
+loader="$dest/root/usr/lib64/ld-linux-x86-64.so.2"
+if [ -f "$dest/versions" ] && [ -x "$loader" ] \
+    && [ -e "$dest/root/usr/lib/x86_64-linux-gnu/libamdhip64.so.5" ]; then
     echo "fetch-hip-userland: already in $dest"
     sed 's/^/  /' "$dest/versions"
     exit 0
@@ -54,19 +60,27 @@ apt_opts=(
     -o Debug::NoLocking=true
     -o APT::Sandbox::User=root
 )
+give_up() {
+    echo "fetch-hip-userland: warning: $1; the gfx11 and newer-userland trials will be skipped" >&2
+    rm -rf "$dest"
+    exit 0
+}
+command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || give_up "no apt-get / dpkg-deb"
 echo "fetch-hip-userland: downloading ${packages[*]} from Debian $suite"
-apt-get "${apt_opts[@]}" -qq update </dev/null
-apt-get "${apt_opts[@]}" -qq install -y --download-only "${packages[@]}" </dev/null >/dev/null
+apt-get "${apt_opts[@]}" -qq update </dev/null || give_up "apt-get update failed (offline?)"
+apt-get "${apt_opts[@]}" -qq install -y --download-only "${packages[@]}" </dev/null >/dev/null \
+    || give_up "downloading the packages failed"
+versions="$work/versions"
 for deb in "$work"/cache/archives/*.deb; do
-    dpkg-deb -x "$deb" "$dest/root"
+    dpkg-deb -x "$deb" "$dest/root" || give_up "unpacking $(basename "$deb") failed"
+    dpkg-deb -f "$deb" Package Version | paste -sd= | sed 's/Package: //; s/=Version: /=/' >>"$versions"
 done
-for deb in "$work"/cache/archives/*.deb; do
-    dpkg-deb -f "$deb" Package Version | paste -sd= | sed 's/Package: //; s/=Version: /=/'
-done >"$dest/versions"
+# The loader must be the unpacked one (an absolute link would lead back to the system's).
+case "$(readlink -f "$loader" 2>/dev/null)" in
+    "$dest/root/"*) ;;
+    *) give_up "no dynamic loader inside the unpacked root" ;;
+esac
+mv "$versions" "$dest/versions"
 rm -rf "$work" "$dest/root/usr/share/doc" "$dest/root/usr/share/man" "$dest/root/usr/share/locale"
-if [ ! -x "$dest/root/usr/lib64/ld-linux-x86-64.so.2" ]; then
-    echo "fetch-hip-userland: no dynamic loader in the unpacked root" >&2
-    exit 1
-fi
 echo "fetch-hip-userland: unpacked into $dest/root ($(du -sh "$dest/root" | cut -f1)):"
 sed 's/^/  /' "$dest/versions"

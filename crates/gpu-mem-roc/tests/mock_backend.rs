@@ -127,11 +127,12 @@ impl Mock {
         Ok(())
     }
 
-    /// How many asynchronous copies began running (read their delay) so far.
-    fn copies_begun(&self) -> Result<i32, Failed> {
-        let f: unsafe extern "C" fn() -> i32 = self.control("mock_hsa_copies_begun")?;
-        // SAFETY: no arguments.
-        Ok(unsafe { f() })
+    /// While `hold`, asynchronous copies whose dependencies are met wait to run.
+    fn hold_copies(&self, hold: bool) -> Result<(), Failed> {
+        let f: unsafe extern "C" fn(i32) = self.control("mock_hsa_hold_copies")?;
+        // SAFETY: plain integer argument.
+        unsafe { f(i32::from(hold)) };
+        Ok(())
     }
 
     /// Sets how long each dispatch runs in the stand-in; returns the previous setting.
@@ -581,27 +582,51 @@ fn in_flight_work_is_bounded(mock: &Mock) -> Result<(), Failed> {
     let d = b.alloc(0, n)?;
     let s = b.stream_create(0)?;
     let before = mock.stats()?.live_signals;
-    // A first copy of 3 s holds back everything enqueued behind it; the rest take no time.
-    let begun = mock.copies_begun()?;
-    mock.set_copy_delay_us(3_000_000)?;
-    // SAFETY: the buffers outlive the stream's work (synchronized below).
-    let first = unsafe { b.copy_htod_async(0, d, h.as_ptr(), n, s) };
-    while first.is_ok() && mock.copies_begun()? == begun {
-        std::thread::yield_now();
-    }
+    // Copies are held until the enqueuing is done or stuck waiting for room (the count of live
+    // signals stays put), then run at once.
     mock.set_copy_delay_us(0)?;
-    let mut most = 0;
-    let mut enqueued = first.map(|_| ());
-    for i in 0..1100 {
-        if enqueued.is_err() {
-            break;
+    mock.hold_copies(true)?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (most, enqueued) = std::thread::scope(|scope| {
+        let releaser = scope.spawn(|| -> Result<(), Failed> {
+            let (mut last, mut since) = (-1, std::time::Instant::now());
+            let started = std::time::Instant::now();
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                let live = mock.stats()?.live_signals - before;
+                if live != last {
+                    (last, since) = (live, std::time::Instant::now());
+                } else if live >= 1000 && since.elapsed().as_millis() >= 300 {
+                    break;
+                }
+                if started.elapsed().as_secs() >= 60 {
+                    break;
+                }
+            }
+            mock.hold_copies(false)
+        });
+        let mut most = 0;
+        let mut enqueued = Ok(());
+        for i in 0..1100 {
+            // SAFETY: the buffers outlive the stream's work (synchronized below).
+            enqueued = unsafe { b.copy_htod_async(0, d, h.as_ptr(), n, s) }.map(|_| ());
+            if enqueued.is_err() {
+                break;
+            }
+            if i % 25 == 24 {
+                most = most.max(mock.stats().map_or(0, |st| st.live_signals) - before);
+            }
         }
-        // SAFETY: as above.
-        enqueued = unsafe { b.copy_htod_async(0, d, h.as_ptr(), n, s) }.map(|_| ());
-        if i % 25 == 24 {
-            most = most.max(mock.stats()?.live_signals - before);
-        }
-    }
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let released = releaser
+            .join()
+            .map_err(|_| Failed::from("releaser panicked"));
+        (
+            most,
+            released.and_then(|r| r).and(enqueued.map_err(Failed::from)),
+        )
+    });
+    mock.hold_copies(false)?;
     mock.set_copy_delay_us(3_000)?;
     // SAFETY: live handles of device 0; the work is waited for before the buffers are freed.
     unsafe {
@@ -612,7 +637,7 @@ fn in_flight_work_is_bounded(mock: &Mock) -> Result<(), Failed> {
     }
     enqueued?;
     ensure((1000..=1024 + 8).contains(&most), || {
-        format!("{most} signals live at most while 1,101 copies were enqueued behind a slow one")
+        format!("{most} signals live at most while 1,100 copies were enqueued behind held ones")
     })?;
     Ok(())
 }

@@ -377,8 +377,16 @@ impl RocBackend {
     pub(super) unsafe fn unregister_host(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
-        let entry = lock(&self.registry.registered).get(&address).copied();
-        let Some(registration) = entry.filter(|r| r.device == device) else {
+        // Taken out of the registry first, so two threads unregistering the same range cannot
+        // both unlock it; put back if unlocking fails.
+        let registration = {
+            let mut registered = lock(&self.registry.registered);
+            match registered.get(&address) {
+                Some(r) if r.device == device => registered.remove(&address),
+                _ => None,
+            }
+        };
+        let Some(registration) = registration else {
             return Err(Error::HostRegistration {
                 address,
                 bytes: 0,
@@ -386,13 +394,22 @@ impl RocBackend {
             });
         };
         // The caller promises that no enqueued work still uses the range; as hipHostUnregister
-        // does, the device's streams are drained first all the same, so a broken promise cannot
-        // leave a copy engine or kernel reading pages that are no longer locked.
-        self.drain_device_for_ordering(device);
+        // does, the streams that may use it (every device's, for a portable registration) are
+        // drained first all the same, so a broken promise cannot leave a copy engine or kernel
+        // reading pages that are no longer locked.
+        if registration.portable {
+            for d in 0..self.topology.gpus.len() {
+                self.drain_device_for_ordering(d);
+            }
+        } else {
+            self.drain_device_for_ordering(device);
+        }
         // SAFETY: `host` was locked by register_host, is still allocated and unused (caller, and
-        // the device's work drained above).
-        unsafe { self.hsa.memory_unlock(host.as_ptr().cast()) }?;
-        lock(&self.registry.registered).remove(&address);
+        // the work drained above).
+        if let Err(e) = unsafe { self.hsa.memory_unlock(host.as_ptr().cast()) } {
+            lock(&self.registry.registered).insert(address, registration);
+            return Err(e);
+        }
         tracing::trace!(address, bytes = registration.bytes, "unlocked host range");
         Ok(())
     }

@@ -199,6 +199,10 @@ impl RocBackend {
         let mut stream = lock(&handle);
         let mut deps = stream.dependencies()?;
         for offset in (0..bytes).step_by(BOUNCE_BYTES) {
+            if offset > 0 {
+                // Two operations per chunk: the stream's bound on work in flight holds here too.
+                stream.make_room()?;
+            }
             let len = BOUNCE_BYTES.min(bytes - offset);
             // SAFETY: the staging buffer is GPU-accessible system memory kept alive by each copy
             // using it; each copy waits for the previous one, so its reuse is ordered; the device

@@ -202,7 +202,9 @@ impl Signal {
     /// stream's kernels form a chain as long as the work enqueued (each holds its predecessor,
     /// often twice: as its stream's previous operation and as the queue's previous packet).
     pub fn failed_dependency(&self) -> Result<Option<(&'static str, i64)>> {
+        // Visited signals are kept alive while the walk runs, so an address is not reused.
         let mut seen: HashSet<*const Signal> = HashSet::new();
+        let mut visited: Vec<Arc<Signal>> = Vec::new();
         let mut work: Vec<Arc<Signal>> = self
             .deps
             .lock()
@@ -223,6 +225,7 @@ impl Signal {
                         .cloned(),
                 ),
             }
+            visited.push(dep);
         }
         Ok(None)
     }

@@ -56,9 +56,17 @@ impl Stream {
     }
 
     /// The signals the next operation must wait on: the newest pending one (which itself
-    /// waits for everything before it) and the event waits. Fails on a poisoned stream. With
-    /// [`MAX_IN_FLIGHT`] operations pending, first waits for the oldest.
+    /// waits for everything before it) and the event waits, after [`Stream::make_room`] for it.
+    /// Fails on a poisoned stream.
     pub fn dependencies(&mut self) -> Result<Vec<Arc<Signal>>> {
+        self.make_room()?;
+        Ok(self.newest())
+    }
+
+    /// Makes room for one more operation: reaps completed ones, and with [`MAX_IN_FLIGHT`]
+    /// pending waits for the oldest. A call enqueuing several operations calls it before each.
+    /// Fails on a poisoned stream.
+    pub fn make_room(&mut self) -> Result<()> {
         if let Some(reason) = &self.failure {
             return Err(self.failure_error(reason.clone()));
         }
@@ -73,9 +81,14 @@ impl Stream {
                 self.pending.pop_front();
             }
         }
+        Ok(())
+    }
+
+    /// The newest pending signal and the event waits.
+    fn newest(&self) -> Vec<Arc<Signal>> {
         let mut deps: Vec<Arc<Signal>> = self.pending.back().cloned().into_iter().collect();
         deps.extend(self.waits.iter().cloned());
-        Ok(deps)
+        deps
     }
 
     /// Records that `signal` (created with [`Stream::dependencies`]) was enqueued.
@@ -89,10 +102,14 @@ impl Stream {
         self.waits.extend(signals.iter().cloned());
     }
 
-    /// Every signal a marker recorded now must wait for (newest pending plus event waits).
+    /// Every signal a marker recorded now must wait for (newest pending plus event waits). A
+    /// marker adds no operation, so it never waits for room.
     pub fn marker(&mut self) -> Result<Vec<Arc<Signal>>> {
+        if let Some(reason) = &self.failure {
+            return Err(self.failure_error(reason.clone()));
+        }
         self.reap()?;
-        self.dependencies()
+        Ok(self.newest())
     }
 
     /// Drops completed signals from the front without blocking; poisons on failure.

@@ -143,9 +143,9 @@ void mock_hsa_set_peer_never(int never) { atomic_store(&peer_never, never); }
 /* Whether `agent` (a handle) may access the allocation containing the address `addr` now. */
 int mock_hsa_can_reach(uint64_t agent, uintptr_t addr);
 void mock_hsa_set_delay_us(int us) { atomic_store(&delay_us, us); }
-/* Copies that passed their dependencies and read their delay. */
-static atomic_int copies_begun = 0;
-int mock_hsa_copies_begun(void) { return atomic_load(&copies_begun); }
+/* While set, copies whose dependencies are met wait before running (tests release them). */
+static atomic_int hold_copies = 0;
+void mock_hsa_hold_copies(int hold) { atomic_store(&hold_copies, hold); }
 void mock_hsa_fail_next_dispatch(void) { atomic_store(&fail_next_dispatch, 1); }
 void mock_hsa_fault_next_dispatch(void) { atomic_store(&fail_next_dispatch, 2); }
 /* How long each dispatch "runs"; returns the previous value. */
@@ -601,9 +601,8 @@ static void *copy_thread(void *arg) {
   for (uint32_t i = 0; i < job->ndeps; i++) atomic_fetch_sub(&signals[job->deps[i].handle - 1].waited_on_by_pending, 1);
   mock_signal *done = sig(job->done);
   done->start = now_ns();
-  int us = atomic_load(&delay_us);
-  atomic_fetch_add(&copies_begun, 1);
-  usleep((useconds_t)us);
+  while (atomic_load(&hold_copies)) usleep(200);
+  usleep((useconds_t)atomic_load(&delay_us));
   if (!job->fail) memcpy((void *)job->dst, (const void *)job->src, job->size);
   done->end = now_ns();
   if (job->log_index < MAX_COPY_LOG) copy_end_ns[job->log_index] = done->end;

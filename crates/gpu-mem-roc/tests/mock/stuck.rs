@@ -32,7 +32,7 @@ fn within_deadline<T: Send + 'static>(
     }
 }
 
-/// Enqueues on `s` a copy that fails 50 ms later and a kernel behind it, which never runs. The
+/// Enqueues on `s` a copy that then fails and a kernel behind it, which never runs. The
 /// kernel is compiled and loaded first (a synchronous launch), so that the copy is still pending
 /// when the kernel is enqueued.
 fn stuck_behind_a_failed_copy(
@@ -47,7 +47,8 @@ fn stuck_behind_a_failed_copy(
     let n = 4096;
     let h = pinned(b, n, false)?;
     let d = b.alloc(0, n)?;
-    mock.set_copy_delay_us(50_000)?;
+    // The copy is held until the kernel is enqueued behind it, then fails.
+    mock.hold_copies(true)?;
     mock.fail_next_copy()?;
     // SAFETY: the buffers are freed only at the end of the case (the kernel never runs); the
     // stand-in runs no kernel code.
@@ -55,7 +56,7 @@ fn stuck_behind_a_failed_copy(
         b.copy_htod_async(0, d, h.as_ptr(), n, s)
             .and_then(|_| b.launch(0, k, &LaunchConfig::new(1, 64), launch_args, Some(s)))
     };
-    mock.set_copy_delay_us(3_000)?;
+    mock.hold_copies(false)?;
     enqueued.map_err(|e| format!("enqueueing the copy and the kernel: {e}"))?;
     Ok(Buffers {
         host: h,

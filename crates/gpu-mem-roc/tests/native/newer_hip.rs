@@ -14,8 +14,10 @@
 use crate::support::{Outcome, mapped_file};
 use gpu_mem_roc::hiprtc;
 use libtest_mimic::{Completion, Failed};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// Names the unpacked root (the directory holding `usr/`) instead of the default,
 /// `<target dir>/hip-userland/root` found from the test binary's location.
@@ -23,6 +25,9 @@ pub const USERLAND_ENV: &str = "GPU_MEM_TEST_HIP_USERLAND";
 
 /// The child role's prefix; the rest names the trial (`<trial>:<arch>` for compile trials).
 pub const ROLE_PREFIX: &str = "newer-hip:";
+
+/// How long a child trial may run (compiling every portable kernel takes seconds).
+const CHILD_DEADLINE: Duration = Duration::from_secs(300);
 
 /// Exit status of a child whose trial was skipped (its reason on the last line of stderr).
 const EXIT_IGNORED: i32 = 2;
@@ -95,7 +100,7 @@ pub fn run(trial: &str) -> Outcome {
 
 fn run_child(userland: &Userland, trial: &str) -> Outcome {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let out = Command::new(&userland.loader)
+    let child = Command::new(&userland.loader)
         .arg("--library-path")
         .arg(&userland.libraries)
         .arg(&exe)
@@ -113,13 +118,16 @@ fn run_child(userland: &Userland, trial: &str) -> Outcome {
             "GPU_MEM_HSA_LIBRARY",
             userland.libraries.join("libhsa-runtime64.so.1"),
         )
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| {
             format!(
                 "cannot run the test binary under {}: {e}",
                 userland.loader.display()
             )
         })?;
+    let out = wait_with_deadline(child)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     print!("{stdout}");
@@ -134,6 +142,49 @@ fn run_child(userland: &Userland, trial: &str) -> Outcome {
             out.status
         ))),
     }
+}
+
+/// The child's output once it exits; killed and reported after [`CHILD_DEADLINE`].
+fn wait_with_deadline(mut child: Child) -> Result<Output, Failed> {
+    // Read both pipes on their own threads so a chatty child never blocks on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
+        }
+        if started.elapsed() > CHILD_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("the child still ran after {CHILD_DEADLINE:?}; killed").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
 
 /// The child's side: runs `trial` with `run`, then checks that every ROCm library it loaded

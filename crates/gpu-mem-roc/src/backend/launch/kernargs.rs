@@ -61,6 +61,10 @@ fn invalid(kernel: &str, reason: String) -> Error {
     }
 }
 
+/// Where the metadata may place explicit arguments: far past any real kernarg segment (a few
+/// KiB), so a corrupt offset is refused instead of allocated.
+const MAX_EXPLICIT_BYTES: usize = 1 << 20;
+
 /// The alignment of a by-value scalar of `len` bytes.
 fn scalar_alignment(len: usize) -> usize {
     [8, 4, 2, 1]
@@ -112,7 +116,20 @@ pub fn pack(kernel: &str, args: &[LaunchArg], layout: Option<&[ExplicitArg]>) ->
                 ),
             ));
         }
-        let end = slot.offset + slot.size;
+        let end = slot
+            .offset
+            .checked_add(slot.size)
+            .filter(|end| *end <= MAX_EXPLICIT_BYTES)
+            .ok_or_else(|| {
+                invalid(
+                    kernel,
+                    format!(
+                        "its metadata places parameter {index} at bytes {}..+{}, past any kernarg \
+                         segment",
+                        slot.offset, slot.size
+                    ),
+                )
+            })?;
         if bytes.len() < end {
             bytes.resize(end, 0);
         }

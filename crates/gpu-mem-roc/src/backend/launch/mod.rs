@@ -153,12 +153,24 @@ impl DeviceLaunch {
             let fresh = Arc::new(AqlQueue::create(hsa, self.agent)?);
             let broken = std::mem::replace(&mut state.queue, fresh);
             state.tail = None;
-            tracing::warn!(%reason, "replacing a broken AQL queue with a new one");
-            lock(&self.retired).push(broken);
+            let retired = {
+                let mut retired = lock(&self.retired);
+                retired.push(broken);
+                retired.len()
+            };
+            // Each kept for good: a program that keeps failing work uses up hardware queues.
+            tracing::warn!(
+                %reason,
+                retired,
+                "replacing a broken AQL queue with a new one (the broken one is never destroyed)"
+            );
         }
         Ok(Arc::clone(&state.queue))
     }
 }
+
+/// How many times a launch picks the device's queue again when it was replaced meanwhile.
+const QUEUE_ATTEMPTS: usize = 4;
 
 /// The backend's launch state: queues per device, loaded kernels per (kernel id, device) and
 /// the source they were built from (a kernel value carrying other source under the same id, a
@@ -239,7 +251,6 @@ impl RocBackend {
             // its queue blocked, and this launch then goes to a new queue instead of behind it.
             self.drain_device_for_ordering(device);
         }
-        let queue = dev.queue(&self.hsa)?;
         let loaded = self.loaded_kernel(device, kernel, source)?;
         let geometry = limits::check(kernel.name(), config, &dev.limits, loaded.group_size)?;
         let explicit = kernargs::pack(kernel.name(), args, loaded.explicit.as_deref())?;
@@ -249,15 +260,6 @@ impl RocBackend {
             dims: geometry.dims,
             dynamic_group: u32::try_from(config.shared_bytes).unwrap_or(u32::MAX),
         };
-        let segment = kernargs::segment(
-            kernel.name(),
-            &explicit,
-            loaded.kernarg_size as usize,
-            loaded.abi_version,
-            loaded.hidden.as_deref(),
-            shape,
-            queue.address(),
-        )?;
         if loaded.kernarg_alignment as usize > dev.kernarg_pool.alignment.max(16) {
             return Err(Error::InvalidLaunch {
                 kernel: kernel.name().to_string(),
@@ -267,22 +269,53 @@ impl RocBackend {
                 ),
             });
         }
-        let buffer = KernargBuffer::new(
-            &self.hsa,
-            dev.kernarg_pool.pool,
-            dev.kernarg_grant,
-            &segment,
-        )?;
-        match stream {
-            None => self.dispatch_now(&dev, &queue, loaded, buffer, geometry),
-            Some(s) => {
-                let mut s = lock(&s);
-                let deps = s.dependencies()?;
-                let completion = self.dispatch(&dev, &queue, loaded, buffer, geometry, deps)?;
-                s.push(completion);
-                Ok(())
+        // The queue is chosen last, and chosen again when it was replaced (or found stuck)
+        // while this launch waited for its stream: the kernarg segment names the queue.
+        for _ in 0..QUEUE_ATTEMPTS {
+            let queue = dev.queue(&self.hsa)?;
+            let segment = kernargs::segment(
+                kernel.name(),
+                &explicit,
+                loaded.kernarg_size as usize,
+                loaded.abi_version,
+                loaded.hidden.as_deref(),
+                shape,
+                queue.address(),
+            )?;
+            let buffer = KernargBuffer::new(
+                &self.hsa,
+                dev.kernarg_pool.pool,
+                dev.kernarg_grant,
+                &segment,
+            )?;
+            let loaded = Arc::clone(&loaded);
+            let dispatched = match &stream {
+                None => self.dispatch_now(&dev, &queue, loaded, buffer, geometry)?,
+                Some(s) => {
+                    let mut s = lock(s);
+                    let deps = s.dependencies()?;
+                    match self.dispatch(&dev, &queue, loaded, buffer, geometry, deps)? {
+                        Some(completion) => {
+                            s.push(completion);
+                            Some(())
+                        }
+                        None => None,
+                    }
+                }
+            };
+            if dispatched.is_some() {
+                return Ok(());
             }
         }
+        Err(Error::AsyncFailure {
+            operation: "kernel launch",
+            stream: 0,
+            reason: format!(
+                "the device's queue was replaced {QUEUE_ATTEMPTS} times while `{}` was being \
+                 submitted (work on it keeps failing)",
+                kernel.name()
+            ),
+        })
     }
 
     /// The device's queue and limits, set up at its first launch.
@@ -358,7 +391,9 @@ impl RocBackend {
         Ok(loaded)
     }
 
-    /// Submits the dispatch behind `deps` and returns its completion signal.
+    /// Submits the dispatch behind `deps` and returns its completion signal; `None`, with
+    /// nothing submitted, when `queue` was replaced or found broken or stuck since the caller
+    /// chose it (the caller chooses again).
     fn dispatch(
         &self,
         dev: &DeviceLaunch,
@@ -367,7 +402,7 @@ impl RocBackend {
         buffer: KernargBuffer,
         geometry: Geometry,
         deps: Vec<Arc<Signal>>,
-    ) -> Result<Arc<Signal>> {
+    ) -> Result<Option<Arc<Signal>>> {
         // Finished dependencies need no packet; a failed one means the dispatch could never run.
         let mut pending = Vec::new();
         for dep in &deps {
@@ -415,13 +450,12 @@ impl RocBackend {
         // other submitters.
         let (first, packets) = {
             let mut state = lock(&dev.state);
-            // A queue replaced meanwhile: its last packet says nothing about `queue`.
-            let same_queue = Arc::ptr_eq(&state.queue, queue);
-            let tail = if same_queue {
-                &mut state.tail
-            } else {
-                &mut None
-            };
+            // A queue replaced meanwhile, or found broken or stuck: the launch picks the queue
+            // again (a packet written there would wait behind the stuck one, unlinked to it).
+            if !Arc::ptr_eq(&state.queue, queue) || queue.health().describe().is_some() {
+                return Ok(None);
+            }
+            let tail = &mut state.tail;
             // The barrier bit when the queue's previous packet is one this dispatch waits for
             // (its stream's previous kernel); barrier-AND packets for every other pending one.
             let barrier = tail
@@ -453,10 +487,11 @@ impl RocBackend {
         // until observed complete; the queue lives in `dev`, kept until its work completed.
         // SAFETY: as just said; the slots were reserved above for these packets.
         unsafe { queue.write(first, &packets, &stuck) }?;
-        Ok(completion)
+        Ok(Some(completion))
     }
 
-    /// A synchronous launch: after all enqueued work of the device, waited for.
+    /// A synchronous launch (after all enqueued work of the device, drained by the caller),
+    /// waited for; `None` when `dispatch` submitted nothing (the caller chooses the queue again).
     fn dispatch_now(
         &self,
         dev: &DeviceLaunch,
@@ -464,11 +499,14 @@ impl RocBackend {
         loaded: Arc<LoadedKernel>,
         buffer: KernargBuffer,
         geometry: Geometry,
-    ) -> Result<()> {
+    ) -> Result<Option<()>> {
         let entry = loaded.entry.clone();
-        let completion = self.dispatch(dev, queue, loaded, buffer, geometry, Vec::new())?;
+        let Some(completion) = self.dispatch(dev, queue, loaded, buffer, geometry, Vec::new())?
+        else {
+            return Ok(None);
+        };
         match signal::wait(&completion, self.wait_tick())? {
-            State::Done | State::Pending => Ok(()),
+            State::Done | State::Pending => Ok(Some(())),
             State::Failed(value) => {
                 // The packet may stay in the queue forever: keep what it names alive.
                 Signal::leak(completion);

@@ -459,7 +459,7 @@ impl AqlQueue {
                         ),
                     });
                 }
-                next_check += STUCK_CHECK_INTERVAL;
+                next_check = std::time::Instant::now() + STUCK_CHECK_INTERVAL;
             }
             std::thread::yield_now();
         }

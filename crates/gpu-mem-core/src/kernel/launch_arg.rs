@@ -62,4 +62,115 @@ impl LaunchArg {
             LaunchArg::Scalar { dtype, .. } => format!("scalar {dtype}"),
         }
     }
+
+    /// The argument as a C kernel parameter of the portable prelude, what GPU backends pass:
+    /// its bytes and C alignment. An `Array` is a `gm_array<T, N>` by value (the 8-byte data
+    /// pointer, then `N` extents and `N` strides in elements as `long long`), 8-byte aligned; a
+    /// 0-d array (there is no `gm_array<T, 0>`) is its data pointer alone, for a `T*`
+    /// parameter. A `Record` is its pointer; a `Scalar` its bytes, aligned to the largest power
+    /// of two up to 8 dividing its size. The error says what is malformed.
+    pub fn c_parameter(&self) -> Result<(Vec<u8>, usize), String> {
+        match self {
+            LaunchArg::Array {
+                ptr,
+                shape,
+                strides,
+                ..
+            } => {
+                if shape.len() != strides.len() {
+                    return Err(format!(
+                        "{} shape entries but {} strides",
+                        shape.len(),
+                        strides.len()
+                    ));
+                }
+                let mut bytes = Vec::with_capacity(8 + 16 * shape.len());
+                bytes.extend_from_slice(&ptr.0.to_ne_bytes());
+                for &extent in shape {
+                    let extent = i64::try_from(extent)
+                        .map_err(|_| format!("extent {extent} does not fit a 64-bit long long"))?;
+                    bytes.extend_from_slice(&extent.to_ne_bytes());
+                }
+                for &stride in strides {
+                    let stride = i64::try_from(stride)
+                        .map_err(|_| format!("stride {stride} does not fit a 64-bit long long"))?;
+                    bytes.extend_from_slice(&stride.to_ne_bytes());
+                }
+                Ok((bytes, 8))
+            }
+            LaunchArg::Record { ptr, .. } => Ok((ptr.0.to_ne_bytes().to_vec(), 8)),
+            LaunchArg::Scalar { bytes, .. } => {
+                if bytes.is_empty() {
+                    return Err("a zero-sized value cannot be a kernel parameter".to_string());
+                }
+                Ok((bytes.clone(), 1 << bytes.len().trailing_zeros().min(3)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LaunchArg;
+    use crate::backend::DevicePtr;
+    use std::any::TypeId;
+
+    fn array(shape: Vec<usize>, strides: Vec<isize>) -> LaunchArg {
+        LaunchArg::Array {
+            ptr: DevicePtr(0x1000),
+            shape,
+            strides,
+            min_offset: 0,
+            span_len: 0,
+            itemsize: 4,
+            elem: TypeId::of::<f32>(),
+            dtype: "f32",
+        }
+    }
+
+    fn scalar(bytes: Vec<u8>) -> LaunchArg {
+        LaunchArg::Scalar {
+            bytes,
+            elem: TypeId::of::<u8>(),
+            dtype: "bytes",
+        }
+    }
+
+    fn words(bytes: &[u8]) -> Vec<i64> {
+        bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn arrays_are_gm_array_structs_by_value() {
+        let (bytes, align) = array(vec![3, 5], vec![5, -1]).c_parameter().unwrap();
+        assert_eq!(align, 8);
+        assert_eq!(words(&bytes), vec![0x1000, 3, 5, 5, -1]);
+        // 0-d: the pointer alone.
+        let (bytes, align) = array(vec![], vec![]).c_parameter().unwrap();
+        assert_eq!((words(&bytes), align), (vec![0x1000], 8));
+    }
+
+    #[test]
+    fn scalars_align_to_their_size_up_to_8() {
+        for (len, align) in [(1, 1), (2, 2), (4, 4), (8, 8), (12, 4), (16, 8), (6, 2)] {
+            assert_eq!(
+                scalar(vec![7; len]).c_parameter().unwrap().1,
+                align,
+                "{len}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_arguments_say_what_is_wrong() {
+        let e = array(vec![2, 2], vec![1]).c_parameter().unwrap_err();
+        assert!(e.contains("2 shape entries but 1 strides"), "{e}");
+        let e = array(vec![usize::MAX], vec![1]).c_parameter().unwrap_err();
+        assert!(e.contains("does not fit"), "{e}");
+        let e = scalar(vec![]).c_parameter().unwrap_err();
+        assert!(e.contains("zero-sized"), "{e}");
+    }
 }

@@ -4,10 +4,12 @@
 //! # Contract
 //!
 //! Each [`LaunchArg`] becomes exactly the bytes of the C parameter the portable kernel declares
-//! (the driver copies as many bytes from each pointer as the compiled parameter has):
+//! (the driver copies as many bytes from each pointer as the compiled parameter has), as
+//! [`LaunchArg::c_parameter`] lays it out (shared with the ROC backend):
 //!
 //! * `Array` → `gm_array<T, N>` by value: the 8-byte data pointer, then `shape[N]`, then
-//!   `strides[N]` in elements, all 64-bit (`8 + 16 N` bytes, 8-byte aligned);
+//!   `strides[N]` in elements, all 64-bit (`8 + 16 N` bytes, 8-byte aligned; a 0-d array is the
+//!   pointer alone);
 //! * `Record` → a `T*`: the 8-byte device address;
 //! * `Scalar` → its bytes unchanged; its alignment is the natural one of its size (the largest
 //!   power of two dividing it, at most 8).
@@ -50,11 +52,6 @@ impl Param {
 #[derive(Debug, Clone)]
 pub struct KernelParams {
     params: Vec<Param>,
-}
-
-/// The natural alignment of a scalar of `size` bytes (1, 2, 4 or 8).
-fn natural_alignment(size: usize) -> usize {
-    1 << size.trailing_zeros().min(3)
 }
 
 impl KernelParams {
@@ -104,42 +101,8 @@ impl KernelParams {
 }
 
 fn encode(arg: &LaunchArg) -> std::result::Result<Param, String> {
-    match arg {
-        LaunchArg::Array {
-            ptr,
-            shape,
-            strides,
-            ..
-        } => {
-            if shape.len() != strides.len() {
-                return Err(format!(
-                    "{} shape entries but {} strides",
-                    shape.len(),
-                    strides.len()
-                ));
-            }
-            let mut bytes = Vec::with_capacity(8 + 16 * shape.len());
-            bytes.extend_from_slice(&ptr.0.to_ne_bytes());
-            for &extent in shape {
-                let extent = i64::try_from(extent)
-                    .map_err(|_| format!("extent {extent} does not fit a 64-bit long long"))?;
-                bytes.extend_from_slice(&extent.to_ne_bytes());
-            }
-            for &stride in strides {
-                let stride = i64::try_from(stride)
-                    .map_err(|_| format!("stride {stride} does not fit a 64-bit long long"))?;
-                bytes.extend_from_slice(&stride.to_ne_bytes());
-            }
-            Ok(Param::new(bytes, 8))
-        }
-        LaunchArg::Record { ptr, .. } => Ok(Param::new(ptr.0.to_ne_bytes().to_vec(), 8)),
-        LaunchArg::Scalar { bytes, .. } => {
-            if bytes.is_empty() {
-                return Err("a zero-sized value cannot be a kernel parameter".to_string());
-            }
-            Ok(Param::new(bytes.clone(), natural_alignment(bytes.len())))
-        }
-    }
+    let (bytes, alignment) = arg.c_parameter()?;
+    Ok(Param::new(bytes, alignment))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use super::launch::{args, kernel};
 use super::{Mock, ensure, pinned};
 use gpu_mem_core::backend::{DevicePtr, StreamHandle};
-use gpu_mem_core::kernel::LaunchConfig;
+use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Error};
 use gpu_mem_roc::RocBackend;
 use libtest_mimic::Failed;
@@ -32,35 +32,50 @@ fn within_deadline<T: Send + 'static>(
     }
 }
 
-/// Enqueues on `s` a copy that then fails and a kernel behind it, which never runs. The
-/// kernel is compiled and loaded first (a synchronous launch), so that the copy is still pending
-/// when the kernel is enqueued.
-fn stuck_behind_a_failed_copy(
-    mock: &Mock,
-    b: &RocBackend,
-    s: StreamHandle,
-    launch_args: &[gpu_mem_core::kernel::LaunchArg],
-    k: &gpu_mem_core::kernel::Kernel,
-) -> Result<Buffers, Failed> {
+/// A backend whose device queue holds a kernel stuck behind a failed copy, and what the case
+/// needs to launch that kernel again.
+struct Stuck {
+    b: Arc<RocBackend>,
+    /// The stream of the failed copy and the stuck kernel.
+    stream: StreamHandle,
+    kernel: Kernel,
+    launch_args: Vec<LaunchArg>,
+    buffers: Buffers,
+}
+
+/// Enqueues a copy that then fails and a kernel behind it, which never runs. The kernel is
+/// compiled and loaded first (a synchronous launch), and the copy is held until the kernel is
+/// enqueued behind it.
+fn stuck_behind_a_failed_copy(mock: &Mock) -> Result<Stuck, Failed> {
+    let b = mock.backend()?;
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    let launch_args = args(array, record);
+    let k = kernel();
+    let s = b.stream_create(0)?;
     // SAFETY: the stand-in runs no code.
-    unsafe { b.launch(0, k, &LaunchConfig::new(1, 64), launch_args, None) }?;
+    unsafe { b.launch(0, &k, &LaunchConfig::new(1, 64), &launch_args, None) }?;
     let n = 4096;
-    let h = pinned(b, n, false)?;
+    let h = pinned(&b, n, false)?;
     let d = b.alloc(0, n)?;
-    // The copy is held until the kernel is enqueued behind it, then fails.
     mock.hold_copies(true)?;
     mock.fail_next_copy()?;
     // SAFETY: the buffers are freed only at the end of the case (the kernel never runs); the
     // stand-in runs no kernel code.
     let enqueued = unsafe {
         b.copy_htod_async(0, d, h.as_ptr(), n, s)
-            .and_then(|_| b.launch(0, k, &LaunchConfig::new(1, 64), launch_args, Some(s)))
+            .and_then(|_| b.launch(0, &k, &LaunchConfig::new(1, 64), &launch_args, Some(s)))
     };
     mock.hold_copies(false)?;
     enqueued.map_err(|e| format!("enqueueing the copy and the kernel: {e}"))?;
-    Ok(Buffers {
-        host: h,
-        device: vec![d],
+    Ok(Stuck {
+        b: Arc::new(b),
+        stream: s,
+        kernel: k,
+        launch_args,
+        buffers: Buffers {
+            host: h,
+            device: vec![d, array, record],
+        },
     })
 }
 
@@ -86,24 +101,23 @@ impl Buffers {
 /// The stream reports the failed copy; the wait that finds its kernel stuck marks the queue, so
 /// a synchronous launch afterwards runs, on a new queue, instead of failing behind it.
 pub fn a_launch_after_a_stuck_dispatch_runs_on_a_new_queue(mock: &Mock) -> Result<(), Failed> {
-    let b = mock.backend()?;
-    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
-    let launch_args = args(array, record);
-    let k = kernel();
-    let s = b.stream_create(0)?;
-    let mut buffers = stuck_behind_a_failed_copy(mock, &b, s, &launch_args, &k)?;
-    buffers.device.extend([array, record]);
+    let Stuck {
+        b,
+        stream,
+        kernel,
+        launch_args,
+        buffers,
+    } = stuck_behind_a_failed_copy(mock)?;
     // SAFETY: a live stream of device 0.
-    match unsafe { b.stream_synchronize(0, s) } {
+    match unsafe { b.stream_synchronize(0, stream) } {
         Err(Error::AsyncFailure { .. }) => {}
         other => return Err(format!("expected the failed copy, got {other:?}").into()),
     }
     let before = mock.stats()?;
-    let b = Arc::new(b);
     let launcher = Arc::clone(&b);
     within_deadline("a synchronous launch after a stuck dispatch", move || {
         // SAFETY: the stand-in runs no code.
-        unsafe { launcher.launch(0, &k, &LaunchConfig::new(1, 64), &launch_args, None) }
+        unsafe { launcher.launch(0, &kernel, &LaunchConfig::new(1, 64), &launch_args, None) }
             .map_err(|e| format!("a launch after the stuck dispatch failed: {e}"))
     })?;
     let after = mock.stats()?;
@@ -118,18 +132,16 @@ pub fn a_launch_after_a_stuck_dispatch_runs_on_a_new_queue(mock: &Mock) -> Resul
 /// that finds no room fails (instead of waiting forever for room that never comes) and marks
 /// the queue, and the next launch runs on a new one.
 pub fn a_full_queue_behind_a_stuck_dispatch_fails_the_launch(mock: &Mock) -> Result<(), Failed> {
-    let b = mock.backend()?;
-    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
-    let launch_args = args(array, record);
-    let k = kernel();
-    let s = b.stream_create(0)?;
-    let mut buffers = stuck_behind_a_failed_copy(mock, &b, s, &launch_args, &k)?;
-    buffers.device.extend([array, record]);
-    std::thread::sleep(Duration::from_millis(150));
+    let Stuck {
+        b,
+        kernel,
+        launch_args,
+        buffers,
+        ..
+    } = stuck_behind_a_failed_copy(mock)?;
     let filler_stream = b.stream_create(0)?;
-    let b = Arc::new(b);
     let filler = Arc::clone(&b);
-    let (k2, args2) = (k.clone(), launch_args.clone());
+    let (k2, args2) = (kernel.clone(), launch_args.clone());
     let (count, error) = within_deadline("launches behind a stuck dispatch", move || {
         for i in 0..4096 {
             // SAFETY: the stand-in runs no code.
@@ -159,7 +171,7 @@ pub fn a_full_queue_behind_a_stuck_dispatch_fails_the_launch(mock: &Mock) -> Res
     let launcher = Arc::clone(&b);
     within_deadline("a synchronous launch after the full queue", move || {
         // SAFETY: the stand-in runs no code.
-        unsafe { launcher.launch(0, &k, &LaunchConfig::new(1, 64), &launch_args, None) }
+        unsafe { launcher.launch(0, &kernel, &LaunchConfig::new(1, 64), &launch_args, None) }
             .map_err(|e| format!("a launch after the full queue failed: {e}"))
     })?;
     let after = mock.stats()?;

@@ -3,10 +3,11 @@
 //!
 //! # Layout
 //!
-//! Each argument's bytes:
+//! Each argument's bytes ([`LaunchArg::c_parameter`], shared with the CUDA backend):
 //!
 //! * `Array` → the prelude's `gm_array<T, N>` by value: 8-byte data pointer, `N` 64-bit shape
-//!   entries, `N` 64-bit strides in elements; 8-byte aligned, `8 + 16 N` bytes.
+//!   entries, `N` 64-bit strides in elements; 8-byte aligned, `8 + 16 N` bytes (a 0-d array is
+//!   the pointer alone).
 //! * `Record` → a pointer: 8 bytes, 8-byte aligned.
 //! * `Scalar` → its bytes, aligned to the largest power of two (at most 8) dividing its size.
 //!
@@ -64,14 +65,6 @@ fn invalid(kernel: &str, reason: String) -> Error {
 /// Where the metadata may place explicit arguments: far past any real kernarg segment (a few
 /// KiB), so a corrupt offset is refused instead of allocated.
 const MAX_EXPLICIT_BYTES: usize = 1 << 20;
-
-/// The alignment of a by-value scalar of `len` bytes.
-fn scalar_alignment(len: usize) -> usize {
-    [8, 4, 2, 1]
-        .into_iter()
-        .find(|a| len.is_multiple_of(*a))
-        .unwrap_or(1)
-}
 
 fn put(bytes: &mut Vec<u8>, align: usize, value: &[u8]) {
     bytes.resize(bytes.len().next_multiple_of(align), 0);
@@ -140,51 +133,13 @@ pub fn pack(kernel: &str, args: &[LaunchArg], layout: Option<&[ExplicitArg]>) ->
 
 /// One argument's alignment and bytes (see the module docs).
 fn arg_bytes(kernel: &str, index: usize, arg: &LaunchArg) -> Result<(usize, Vec<u8>)> {
-    match arg {
-        LaunchArg::Array {
-            ptr,
-            shape,
-            strides,
-            ..
-        } => {
-            if shape.is_empty() || shape.len() != strides.len() {
-                return Err(invalid(
-                    kernel,
-                    format!(
-                        "argument {index} ({}) has {} shape and {} stride entries; \
-                         gm_array needs N >= 1 of each",
-                        arg.describe(),
-                        shape.len(),
-                        strides.len()
-                    ),
-                ));
-            }
-            let mut bytes = ptr.0.to_ne_bytes().to_vec();
-            for extent in shape {
-                let extent = i64::try_from(*extent).map_err(|_| {
-                    invalid(kernel, format!("argument {index}: extent {extent} > i64"))
-                })?;
-                bytes.extend_from_slice(&extent.to_ne_bytes());
-            }
-            for stride in strides {
-                bytes.extend_from_slice(&(*stride as i64).to_ne_bytes());
-            }
-            Ok((8, bytes))
-        }
-        LaunchArg::Record { ptr, .. } => Ok((8, ptr.0.to_ne_bytes().to_vec())),
-        LaunchArg::Scalar { bytes: value, .. } => {
-            if value.is_empty() {
-                return Err(invalid(
-                    kernel,
-                    format!(
-                        "argument {index} ({}) is a zero-sized scalar",
-                        arg.describe()
-                    ),
-                ));
-            }
-            Ok((scalar_alignment(value.len()), value.to_vec()))
-        }
-    }
+    let (bytes, alignment) = arg.c_parameter().map_err(|reason| {
+        invalid(
+            kernel,
+            format!("argument {index} ({}): {reason}", arg.describe()),
+        )
+    })?;
+    Ok((alignment, bytes))
 }
 
 /// What the implicit v5 block describes.
@@ -528,7 +483,7 @@ mod tests {
 
     #[test]
     fn malformed_arguments_are_refused() {
-        for bad in [array(0, &[], &[]), array(0, &[2, 2], &[1]), scalar(&[])] {
+        for bad in [array(0, &[2, 2], &[1]), scalar(&[])] {
             match pack("kern", &[bad], None) {
                 Err(Error::InvalidLaunch { kernel, .. }) => assert_eq!(kernel, "kern"),
                 other => panic!("{other:?}"),

@@ -103,6 +103,11 @@ fn main() {
             device_fault_loses_the_device_until_reset,
         ),
         (
+            "a_fault_first_seen_by_a_release_still_releases",
+            false,
+            a_fault_first_seen_by_a_release_still_releases,
+        ),
+        (
             "misuse_at_synchronisation_is_not_an_async_failure",
             false,
             misuse_at_synchronisation_is_not_an_async_failure,
@@ -680,6 +685,34 @@ fn device_fault_loses_the_device_until_reset(mock: &Mock) -> Result<(), Failed> 
     let p = b.alloc(0, 64)?;
     // SAFETY: allocated just above.
     unsafe { b.free(0, p)? };
+    Ok(())
+}
+
+/// A release that is the first call to meet a device fault still succeeds (the dead context
+/// took the object with it), and takes the object out of the bookkeeping, so the reset that
+/// recovers the device is not refused for it.
+fn a_fault_first_seen_by_a_release_still_releases(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let dev = b.alloc(0, 256)?;
+    let mut buffer = vec![0u8; 8192];
+    let host = NonNull::new(buffer.as_mut_ptr()).ok_or("null Vec")?;
+    // SAFETY: `buffer` outlives the registration (released below).
+    unsafe { b.host_register(0, host, buffer.len(), HostRegisterFlags::default())? };
+    mock.call_with("mock_fault_device0", 700)?;
+    // SAFETY: registered above, unregistered once, unused by any work.
+    unsafe { b.host_unregister(0, host) }
+        .map_err(|e| format!("unregistering when the fault surfaced: {e}"))?;
+    ensure(b.device_lost(0)?.is_some(), || {
+        "the fault the release met did not mark the device lost".into()
+    })?;
+    // SAFETY: allocated above, freed once.
+    unsafe { b.free(0, dev)? };
+    // SAFETY: nothing of device 0 is alive any more.
+    unsafe { b.reset_device(0) }.map_err(|e| format!("reset after the releases: {e}"))?;
+    ensure(b.device_lost(0)?.is_none(), || {
+        "still lost after reset".into()
+    })?;
+    drop(buffer);
     Ok(())
 }
 

@@ -102,6 +102,10 @@ fn main() {
             shared_memory_above_48k_opts_in_and_counts_static,
         ),
         (
+            "blocks_larger_than_the_function_allows_are_refused",
+            blocks_larger_than_the_function_allows_are_refused,
+        ),
+        (
             "compile_errors_point_into_the_kernel_code",
             compile_errors_point_into_the_kernel_code,
         ),
@@ -850,6 +854,42 @@ fn shared_memory_above_48k_opts_in_and_counts_static(
     // SAFETY: nothing runs in the mock.
     unsafe { b.free(0, data)? };
     Ok(())
+}
+
+/// A block larger than the compiled kernel can run (its register use allows fewer threads than
+/// the device's 1024; the driver would answer CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES) is refused
+/// before the launch, naming both numbers.
+fn blocks_larger_than_the_function_allows_are_refused(
+    mock: &Mock,
+    nvrtc: &Path,
+) -> Result<(), Failed> {
+    let b = backend_with_nvrtc(mock, nvrtc)?;
+    mock.set_param_sizes(&declared_sizes(nvrtc, SCALE, "scale")?)?;
+    mock.call_with("mock_set_function_max_threads", 256)?;
+    let outcome = (|| -> Result<(), Failed> {
+        let data = b.alloc(0, 16)?;
+        let (kernel, args) = (scale_kernel(), scale_args(data));
+        let before = launches(mock)?;
+        // SAFETY: rejected before the launch.
+        match unsafe { b.launch(0, &kernel, &LaunchConfig::new(1, 512), &args, None) } {
+            Err(Error::InvalidLaunch { reason, .. })
+                if reason.contains("512 threads per block") && reason.contains("256") => {}
+            other => return Err(format!("512 threads for a 256-thread kernel: {other:?}").into()),
+        }
+        ensure(launches(mock)? == before, || {
+            "the refused launch reached the driver".into()
+        })?;
+        // SAFETY: the mock runs nothing; the buffer outlives the launch.
+        unsafe { b.launch(0, &kernel, &LaunchConfig::new(1, 256), &args, None)? };
+        ensure(launches(mock)? == before + 1, || {
+            "256 threads did not launch".into()
+        })?;
+        // SAFETY: nothing runs in the mock.
+        unsafe { b.free(0, data)? };
+        Ok(())
+    })();
+    mock.call_with("mock_set_function_max_threads", 1024)?;
+    outcome
 }
 
 /// NVRTC compiles with -lineinfo (the loaded image carries line information), and a module the

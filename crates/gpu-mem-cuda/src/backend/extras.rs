@@ -304,7 +304,7 @@ impl CudaBackend {
         }
         // SAFETY: the address came from cuMemAllocManaged on this device (registry), is freed
         // once (removed above) and unused by enqueued work (caller).
-        unsafe { self.driver.mem_free(address) }
+        super::released(unsafe { self.driver.mem_free(address) })
     }
 
     // ----- memory pool ---------------------------------------------------------------------
@@ -511,6 +511,6 @@ impl CudaBackend {
         }
         // SAFETY: the mapping came from cuIpcOpenMemHandle on this device (registry), is closed
         // once (removed above) and unused by enqueued work (caller).
-        unsafe { self.driver.ipc_close_mem_handle(ptr.0) }
+        super::released(unsafe { self.driver.ipc_close_mem_handle(ptr.0) })
     }
 }

@@ -45,6 +45,10 @@ pub struct FunctionInfo {
     pub static_shared: usize,
     /// Dynamic shared memory the function has been opted in to (0: the default).
     pub dynamic_opt_in: usize,
+    /// The most threads per block the compiled function can run
+    /// (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`: its register use may allow fewer than the
+    /// device's maximum).
+    pub max_threads: usize,
 }
 
 /// What NVRTC calls the kernel's source in messages: the kernel name, made safe for a `#line`
@@ -191,10 +195,18 @@ impl CudaBackend {
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
             )
         }?;
+        // SAFETY: as above.
+        let max_threads = unsafe {
+            self.driver.func_get_attribute(
+                raw,
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            )
+        }?;
         Ok(FunctionInfo {
             param_sizes,
             static_shared: usize::try_from(static_shared).unwrap_or(0),
             dynamic_opt_in: 0,
+            max_threads: usize::try_from(max_threads).unwrap_or(usize::MAX),
         })
     }
 
@@ -232,6 +244,14 @@ impl CudaBackend {
                     )));
                 }
             }
+        }
+        let threads = config.block.count();
+        if threads > info.max_threads as u64 {
+            return Err(invalid(format!(
+                "{threads} threads per block exceed the {} this compiled kernel can run (its \
+                 register use allows no more); use smaller blocks",
+                info.max_threads
+            )));
         }
         let limits = self.slot(device)?.facts.limits;
         let (fixed, dynamic) = (info.static_shared, config.shared_bytes);

@@ -177,6 +177,16 @@ fn nonzero_bytes(bytes: usize) -> Result<()> {
     }
 }
 
+/// The outcome of a release that reached the driver: a device fault it was the first call to
+/// see took the object with the context, so the release succeeded (as on a device already
+/// known lost).
+fn released(result: Result<()>) -> Result<()> {
+    match result {
+        Err(Error::DeviceLost { .. }) => Ok(()),
+        other => other,
+    }
+}
+
 /// What a synchronisation reports. A device fault ([`Error::DeviceLost`], now or earlier) is
 /// the stream's work failing: the context is dead, so nothing of it runs any more and what the
 /// work used may be released ([`Error::AsyncFailure`]). Every other error (misuse, a
@@ -455,15 +465,15 @@ unsafe impl Backend for CudaBackend {
             return Ok(());
         }
         match kind {
-            // SAFETY: the pointer came from cuMemAllocAsync on this device (registry) and the
-            // caller guarantees no enqueued work still uses it; the legacy stream orders the
-            // free after all earlier work of blocking streams anyway.
-            Some(AllocKind::StreamOrdered) => unsafe {
-                self.driver.mem_free_async(ptr.0, legacy_stream())
-            },
+            Some(AllocKind::StreamOrdered) => {
+                // SAFETY: the pointer came from cuMemAllocAsync on this device (registry) and
+                // the caller guarantees no enqueued work still uses it; the legacy stream orders
+                // the free after all earlier work of blocking streams anyway.
+                released(unsafe { self.driver.mem_free_async(ptr.0, legacy_stream()) })
+            }
             // SAFETY: the pointer came from cuMemAlloc on this device (registry), freed once
             // (removed above), unused by enqueued work (caller).
-            Some(AllocKind::Plain) => unsafe { self.driver.mem_free(ptr.0) },
+            Some(AllocKind::Plain) => released(unsafe { self.driver.mem_free(ptr.0) }),
             None => Err(Error::InvalidPointer {
                 kind: "device",
                 address: ptr.0,
@@ -526,7 +536,7 @@ unsafe impl Backend for CudaBackend {
             return Ok(());
         }
         // SAFETY: the caller guarantees `host` came from host_alloc, is freed once and unused.
-        unsafe { self.driver.mem_free_host(host.as_ptr().cast::<c_void>()) }
+        released(unsafe { self.driver.mem_free_host(host.as_ptr().cast::<c_void>()) })
     }
 
     unsafe fn host_register(
@@ -589,32 +599,28 @@ unsafe impl Backend for CudaBackend {
     unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         let cx = self.current_unless_lost(device)?;
         let address = host.as_ptr() as usize;
-        if cx.is_none() && self.registrations.remove(device, address as u64).is_some() {
+        // Out of the bookkeeping first: whatever the driver answers below, the registration
+        // must not keep `reset_device` refusing for good.
+        let registered = self.registrations.remove(device, address as u64);
+        let not_registered = |bytes| Error::HostRegistration {
+            address,
+            bytes,
+            reason: "not registered",
+        };
+        if cx.is_none() {
             // The lost context's registrations end with it.
-            return Ok(());
+            return registered.map(|_| ()).ok_or_else(|| not_registered(0));
         }
         // SAFETY: the caller guarantees `host` is the registered base and unused by enqueued work.
         let result = unsafe {
             self.driver
                 .mem_host_unregister(host.as_ptr().cast::<c_void>())
         };
-        match result {
-            Ok(()) => {
-                self.registrations.remove(device, address as u64);
-                Ok(())
-            }
+        match released(result) {
             Err(err) if is_code(&err, CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) => {
-                let bytes = self
-                    .registrations
-                    .remove(device, address as u64)
-                    .unwrap_or(0);
-                Err(Error::HostRegistration {
-                    address,
-                    bytes,
-                    reason: "not registered",
-                })
+                Err(not_registered(registered.unwrap_or(0)))
             }
-            Err(err) => Err(err),
+            other => other,
         }
     }
 
@@ -757,7 +763,7 @@ unsafe impl Backend for CudaBackend {
             return Ok(());
         }
         // SAFETY: the caller guarantees the stream came from stream_create and is destroyed once.
-        unsafe { self.driver.stream_destroy(raw_stream(stream)) }
+        released(unsafe { self.driver.stream_destroy(raw_stream(stream)) })
     }
 
     unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
@@ -811,7 +817,7 @@ unsafe impl Backend for CudaBackend {
             return Ok(());
         }
         // SAFETY: the caller guarantees the event came from event_create and is destroyed once.
-        unsafe { self.driver.event_destroy(raw_event(event)) }
+        released(unsafe { self.driver.event_destroy(raw_event(event)) })
     }
 
     unsafe fn event_record(

@@ -56,10 +56,13 @@ pub struct CudaDriver {
 
 /// What a user can do once a device is lost (see [`CudaDriver::record_fault`]).
 pub const DEVICE_LOST_RECOVERY: &str = "drop every array, stream, event and kernel of the device, \
-     then call CudaBackend::reset_device (cuDevicePrimaryCtxReset), or start a new process";
+     then call CudaBackend::reset_device (cuDevicePrimaryCtxReset), or start a new process (the \
+     only way after CUDA_ERROR_CONTAINED or CUDA_ERROR_TENSOR_MEMORY_LEAK)";
 
 /// The codes after which the context is unusable for the rest of the process (CUDA's
-/// "sticky" errors: the device faulted while running work).
+/// "sticky" errors: the device faulted while running work, or an uncorrectable hardware error;
+/// after `CUDA_ERROR_CONTAINED` and `CUDA_ERROR_TENSOR_MEMORY_LEAK` the driver says only a new
+/// process recovers).
 pub fn is_device_fault(code: CUresult) -> bool {
     matches!(
         code,
@@ -73,6 +76,9 @@ pub fn is_device_fault(code: CUresult) -> bool {
             | CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE
             | CUresult::CUDA_ERROR_INVALID_PC
             | CUresult::CUDA_ERROR_LAUNCH_FAILED
+            | CUresult::CUDA_ERROR_NVLINK_UNCORRECTABLE
+            | CUresult::CUDA_ERROR_CONTAINED
+            | CUresult::CUDA_ERROR_TENSOR_MEMORY_LEAK
     )
 }
 
@@ -1172,5 +1178,33 @@ impl CudaDriver {
             )
         };
         self.check("cuLaunchKernel", code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CUresult, is_device_fault};
+
+    #[test]
+    fn faults_that_end_the_context_are_told_from_misuse() {
+        for code in [
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+            CUresult::CUDA_ERROR_LAUNCH_FAILED,
+            CUresult::CUDA_ERROR_ECC_UNCORRECTABLE,
+            CUresult::CUDA_ERROR_NVLINK_UNCORRECTABLE,
+            CUresult::CUDA_ERROR_CONTAINED,
+            CUresult::CUDA_ERROR_TENSOR_MEMORY_LEAK,
+        ] {
+            assert!(is_device_fault(code), "{code:?}");
+        }
+        for code in [
+            CUresult::CUDA_SUCCESS,
+            CUresult::CUDA_ERROR_INVALID_VALUE,
+            CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+            CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+            CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+        ] {
+            assert!(!is_device_fault(code), "{code:?}");
+        }
     }
 }

@@ -67,6 +67,7 @@ typedef void *CUevent;
 #define E_CONTEXT_IS_DESTROYED 709
 #define E_PEER_ACCESS_UNSUPPORTED 217
 #define E_PEER_ALREADY_ENABLED 704
+#define E_LAUNCH_OUT_OF_RESOURCES 701
 
 #define DEVICES 2
 #define TOTAL_MEMORY (1ull << 30)
@@ -690,6 +691,9 @@ unsigned long long mock_last_sync_seq(void) { return last_sync_seq; }
 unsigned long long mock_last_sync_stream(void) { return (unsigned long long)(uintptr_t)last_sync_stream; }
 /* The next cuStreamSynchronize returns `code` once (a kernel fault reported at the sync). */
 void mock_fail_next_sync(int code) { next_sync_failure = code; }
+/* Device 0's context faults now: every later call with it current returns `code`, the first of
+ * them being whatever the backend calls next. */
+void mock_fault_device0(int code) { sticky[0] = code; }
 
 CUresult cuStreamSynchronize(CUstream s) {
     NEED_CONTEXT();
@@ -776,6 +780,10 @@ static int set_attribute_calls;
 #define DEFAULT_SHARED 49152
 #define OPTIN_SHARED 232448
 void mock_set_static_shared(int bytes) { static_shared = bytes; }
+/* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK of every function: below the device's 1024 when a
+ * kernel's register use allows fewer threads; a larger block fails with LAUNCH_OUT_OF_RESOURCES. */
+static int function_max_threads = 1024;
+void mock_set_function_max_threads(int n) { function_max_threads = n; }
 int mock_set_attribute_calls(void) { return set_attribute_calls; }
 static unsigned char param_bytes[MAX_PARAMS][MAX_PARAM_BYTES];
 
@@ -915,6 +923,7 @@ CUresult cuFuncGetAttribute(int *v, int attribute, void *f) {
     if (!v || !function_ok(f)) return E_INVALID_HANDLE;
     struct function *fn = f;
     switch (attribute) {
+        case 0: *v = function_max_threads; return OK; /* MAX_THREADS_PER_BLOCK */
         case 1: *v = static_shared; return OK; /* SHARED_SIZE_BYTES */
         case 8: *v = fn->max_dynamic_shared ? fn->max_dynamic_shared : DEFAULT_SHARED - static_shared; return OK;
         default: return E_INVALID_VALUE;
@@ -950,6 +959,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     if (!params || extra) return E_INVALID_VALUE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024) return E_INVALID_VALUE;
     if (bx > 1024 || by > 1024 || bz > 64 || gx > 2147483647u || gy > 65535 || gz > 65535) return E_INVALID_VALUE;
+    if ((unsigned long long)bx * by * bz > (unsigned long long)function_max_threads) return E_LAUNCH_OUT_OF_RESOURCES;
     {
         struct function *fn = f;
         int allowed = fn->max_dynamic_shared ? fn->max_dynamic_shared : DEFAULT_SHARED - static_shared;

@@ -152,6 +152,14 @@ fn peer_access(mock: &Mock) -> Result<(), Failed> {
         b.peer_access_enabled(0, 1) && !b.peer_access_enabled(1, 0),
         || "bookkeeping".into(),
     )?;
+    // Pool memory is outside what cuCtxEnablePeerAccess covers: device 1's default pool must
+    // let device 0 in too.
+    ensure(call2(mock, "mock_pool_access", 1, 0)? == 1, || {
+        "cuMemPoolSetAccess did not grant device 0 access to device 1's pool".into()
+    })?;
+    ensure(call2(mock, "mock_pool_access", 0, 1)? == 0, || {
+        "the opposite pool access was granted".into()
+    })?;
     // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED is success; a device and itself is a no-op.
     b.enable_peer_access(0, 1)?;
     b.enable_peer_access(1, 1)?;

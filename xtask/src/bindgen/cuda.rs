@@ -424,6 +424,13 @@ const DRIVER_SYMBOLS: &[Symbol] = &[
         &["cuMemPoolTrimTo"],
         "11.2",
     ),
+    // Peer access to pool memory (cuCtxEnablePeerAccess does not cover memory pools).
+    sym(
+        "cuMemPoolSetAccess",
+        "PFN_cuMemPoolSetAccess_v11020",
+        &["cuMemPoolSetAccess"],
+        "11.2",
+    ),
     // Inter-process sharing. `cuIpcOpenMemHandle_v2` (11.0) and the 4.1 export take the same
     // arguments.
     sym(

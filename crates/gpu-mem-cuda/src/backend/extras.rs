@@ -111,7 +111,7 @@ impl CudaBackend {
         }
         self.need(&["cuCtxEnablePeerAccess"], "peer access")?;
         let peer_context = self.context_of(peer)?;
-        let _cx = self.current(device)?;
+        let cx = self.current(device)?;
         // SAFETY: the peer's primary context stays retained by this backend until it is
         // dropped or the peer is reset.
         match unsafe { self.driver.ctx_enable_peer_access(peer_context) } {
@@ -125,11 +125,31 @@ impl CudaBackend {
             }
             Err(err) => return Err(err),
         }
+        drop(cx);
+        self.grant_pool_access(device, peer)?;
         self.peers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert((device, peer));
         Ok(())
+    }
+
+    /// Lets `device` reach the memory `peer`'s default pool hands out (its stream-ordered
+    /// allocations): allocations from a pool are outside what `cuCtxEnablePeerAccess` covers,
+    /// and a kernel touching one without `cuMemPoolSetAccess` faults. Nothing to do where the
+    /// peer has no pools (no such memory exists).
+    fn grant_pool_access(&self, device: usize, peer: usize) -> Result<()> {
+        if self
+            .pools_supported(peer, &["cuDeviceGetDefaultMemPool", "cuMemPoolSetAccess"])
+            .is_err()
+        {
+            return Ok(());
+        }
+        let _cx = self.current(peer)?;
+        let pool = self.default_pool(peer, "cuMemPoolSetAccess")?;
+        let handle = self.slot(device)?.facts.handle;
+        // SAFETY: the default pool lives as long as the peer device.
+        unsafe { self.driver.mem_pool_grant_read_write(pool, handle) }
     }
 
     /// Whether this backend enabled `device`'s access to `peer`'s memory.

@@ -24,8 +24,9 @@ use super::symbols::driver::Symbols;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_cuda_sys::driver::{
     CU_IPC_HANDLE_SIZE, CUcontext, CUdevice_attribute, CUdevice_v1, CUdeviceptr_v2, CUevent,
-    CUfunction, CUfunction_attribute, CUipcMemHandle_v1, CUmemPool_attribute, CUmemoryPool,
-    CUmodule, CUresult, CUstream,
+    CUfunction, CUfunction_attribute, CUipcMemHandle_v1, CUmemAccess_flags, CUmemAccessDesc_v1,
+    CUmemLocation, CUmemLocation_st__bindgen_ty_1, CUmemLocationType, CUmemPool_attribute,
+    CUmemoryPool, CUmodule, CUresult, CUstream,
 };
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
@@ -903,6 +904,28 @@ impl CudaDriver {
             f(pool, attribute, (&raw mut value).cast::<c_void>())
         })?;
         Ok(value)
+    }
+
+    /// `cuMemPoolSetAccess(pool, {device, READWRITE}, 1)`: lets `device` read and write what
+    /// `pool` allocates (peer access enabled on contexts does not cover pool memory).
+    ///
+    /// # Safety
+    /// `pool` is live.
+    pub unsafe fn mem_pool_grant_read_write(
+        &self,
+        pool: CUmemoryPool,
+        device: CUdevice_v1,
+    ) -> Result<()> {
+        let f = get!(self.cuMemPoolSetAccess, "memory pools");
+        let desc = CUmemAccessDesc_v1 {
+            location: CUmemLocation {
+                type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                __bindgen_anon_1: CUmemLocation_st__bindgen_ty_1 { id: device },
+            },
+            flags: CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: one descriptor, a live local the driver only reads during the call.
+        self.check("cuMemPoolSetAccess", unsafe { f(pool, &raw const desc, 1) })
     }
 
     /// `cuMemPoolSetAttribute(pool, attribute, &value)` for the 64-bit attributes

@@ -521,6 +521,31 @@ CUresult cuMemPoolSetAttribute(void *p, int attr, void *value) {
     return OK;
 }
 
+/* cuda.h's CUmemAccessDesc: a location (type, then a device id) and access flags. */
+typedef struct { struct { int type; int id; } location; int flags; } CUmemAccessDesc;
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_ACCESS_FLAGS_PROT_NONE 0
+#define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3
+
+/* pool_access[p][d]: device d may read and write what device p's default pool allocates. */
+static int pool_access[DEVICES][DEVICES];
+int mock_pool_access(int pool_device, int device) { return pool_access[pool_device][device]; }
+
+CUresult cuMemPoolSetAccess(void *p, const CUmemAccessDesc *map, size_t count) {
+    NEED_CONTEXT();
+    struct pool *pl = pool_ok(p);
+    if (!pl || !map || count == 0) return E_INVALID_VALUE;
+    for (size_t i = 0; i < count; ++i) {
+        int d = map[i].location.id;
+        if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || d < 0 || d >= DEVICES)
+            return E_INVALID_VALUE;
+        if (map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE && map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            return E_INVALID_VALUE;
+        pool_access[pl->device][d] = map[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    return OK;
+}
+
 CUresult cuMemPoolTrimTo(void *p, size_t keep) {
     NEED_INIT();
     struct pool *pl = pool_ok(p);

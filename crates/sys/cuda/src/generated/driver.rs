@@ -1694,6 +1694,168 @@ impl cudaError_enum {
 pub struct cudaError_enum(pub ::core::ffi::c_uint);
 /// Error codes
 pub use self::cudaError_enum as CUresult;
+impl CUmemAccess_flags_enum {
+    ///< Default, make the address range not accessible
+    pub const CU_MEM_ACCESS_FLAGS_PROT_NONE: CUmemAccess_flags_enum = CUmemAccess_flags_enum(
+        0,
+    );
+    ///< Make the address range read accessible
+    pub const CU_MEM_ACCESS_FLAGS_PROT_READ: CUmemAccess_flags_enum = CUmemAccess_flags_enum(
+        1,
+    );
+    ///< Make the address range read-write accessible
+    pub const CU_MEM_ACCESS_FLAGS_PROT_READWRITE: CUmemAccess_flags_enum = CUmemAccess_flags_enum(
+        3,
+    );
+    pub const CU_MEM_ACCESS_FLAGS_PROT_MAX: CUmemAccess_flags_enum = CUmemAccess_flags_enum(
+        2147483647,
+    );
+}
+#[repr(transparent)]
+/// Specifies the memory protection flags for mapping.
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUmemAccess_flags_enum(pub ::core::ffi::c_uint);
+/// Specifies the memory protection flags for mapping.
+pub use self::CUmemAccess_flags_enum as CUmemAccess_flags;
+impl CUmemLocationType_enum {
+    pub const CU_MEM_LOCATION_TYPE_INVALID: CUmemLocationType_enum = CUmemLocationType_enum(
+        0,
+    );
+    ///< Location is unspecified. This is used when creating a managed memory pool to indicate no preferred location for the pool
+    pub const CU_MEM_LOCATION_TYPE_NONE: CUmemLocationType_enum = CUmemLocationType_enum(
+        0,
+    );
+    ///< Location is a device location, thus id is a device ordinal
+    pub const CU_MEM_LOCATION_TYPE_DEVICE: CUmemLocationType_enum = CUmemLocationType_enum(
+        1,
+    );
+    ///< Location is host, id is ignored
+    pub const CU_MEM_LOCATION_TYPE_HOST: CUmemLocationType_enum = CUmemLocationType_enum(
+        2,
+    );
+    ///< Location is a host NUMA node, thus id is a host NUMA node id
+    pub const CU_MEM_LOCATION_TYPE_HOST_NUMA: CUmemLocationType_enum = CUmemLocationType_enum(
+        3,
+    );
+    ///< Location is a host NUMA node of the current thread, id is ignored
+    pub const CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: CUmemLocationType_enum = CUmemLocationType_enum(
+        4,
+    );
+    ///< Location is not visible but device is accessible, id is always CU_DEVICE_INVALID
+    pub const CU_MEM_LOCATION_TYPE_INVISIBLE: CUmemLocationType_enum = CUmemLocationType_enum(
+        5,
+    );
+    ///< Location is a portion of device memory, specified by the locality domain ID.
+    pub const CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN: CUmemLocationType_enum = CUmemLocationType_enum(
+        6,
+    );
+    pub const CU_MEM_LOCATION_TYPE_MAX: CUmemLocationType_enum = CUmemLocationType_enum(
+        2147483647,
+    );
+}
+#[repr(transparent)]
+/// Specifies the type of location
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUmemLocationType_enum(pub ::core::ffi::c_uint);
+/// Specifies the type of location
+pub use self::CUmemLocationType_enum as CUmemLocationType;
+/// Specifies a memory location.
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct CUmemLocation_st {
+    ///< Specifies the location type, which modifies the meaning of id.
+    pub type_: CUmemLocationType,
+    pub __bindgen_anon_1: CUmemLocation_st__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union CUmemLocation_st__bindgen_ty_1 {
+    ///< Identifier for CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST_NUMA.
+    pub id: ::core::ffi::c_int,
+    ///< Identifier for CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN.
+    pub localized: CUmemLocation_st__bindgen_ty_1__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUmemLocation_st__bindgen_ty_1__bindgen_ty_1 {
+    ///< Device ID
+    pub deviceId: ::core::ffi::c_uchar,
+    ///< Locality domain ID
+    pub localityDomainId: ::core::ffi::c_uchar,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUmemLocation_st__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::size_of::<CUmemLocation_st__bindgen_ty_1__bindgen_ty_1>() - 2usize];
+    [
+        "Alignment of CUmemLocation_st__bindgen_ty_1__bindgen_ty_1",
+    ][::core::mem::align_of::<CUmemLocation_st__bindgen_ty_1__bindgen_ty_1>() - 1usize];
+    [
+        "Offset of field: CUmemLocation_st__bindgen_ty_1__bindgen_ty_1::deviceId",
+    ][::core::mem::offset_of!(CUmemLocation_st__bindgen_ty_1__bindgen_ty_1, deviceId)
+        - 0usize];
+    [
+        "Offset of field: CUmemLocation_st__bindgen_ty_1__bindgen_ty_1::localityDomainId",
+    ][::core::mem::offset_of!(
+        CUmemLocation_st__bindgen_ty_1__bindgen_ty_1, localityDomainId
+    ) - 1usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUmemLocation_st__bindgen_ty_1",
+    ][::core::mem::size_of::<CUmemLocation_st__bindgen_ty_1>() - 4usize];
+    [
+        "Alignment of CUmemLocation_st__bindgen_ty_1",
+    ][::core::mem::align_of::<CUmemLocation_st__bindgen_ty_1>() - 4usize];
+    [
+        "Offset of field: CUmemLocation_st__bindgen_ty_1::id",
+    ][::core::mem::offset_of!(CUmemLocation_st__bindgen_ty_1, id) - 0usize];
+    [
+        "Offset of field: CUmemLocation_st__bindgen_ty_1::localized",
+    ][::core::mem::offset_of!(CUmemLocation_st__bindgen_ty_1, localized) - 0usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of CUmemLocation_st"][::core::mem::size_of::<CUmemLocation_st>() - 8usize];
+    [
+        "Alignment of CUmemLocation_st",
+    ][::core::mem::align_of::<CUmemLocation_st>() - 4usize];
+    [
+        "Offset of field: CUmemLocation_st::type_",
+    ][::core::mem::offset_of!(CUmemLocation_st, type_) - 0usize];
+};
+/// Specifies a memory location.
+pub type CUmemLocation_v1 = CUmemLocation_st;
+/// Specifies a memory location.
+pub type CUmemLocation = CUmemLocation_v1;
+/// Memory access descriptor
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct CUmemAccessDesc_st {
+    ///< Location on which the request is to change it's accessibility
+    pub location: CUmemLocation,
+    ///< ::CUmemProt accessibility flags to set on the request
+    pub flags: CUmemAccess_flags,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUmemAccessDesc_st",
+    ][::core::mem::size_of::<CUmemAccessDesc_st>() - 12usize];
+    [
+        "Alignment of CUmemAccessDesc_st",
+    ][::core::mem::align_of::<CUmemAccessDesc_st>() - 4usize];
+    [
+        "Offset of field: CUmemAccessDesc_st::location",
+    ][::core::mem::offset_of!(CUmemAccessDesc_st, location) - 0usize];
+    [
+        "Offset of field: CUmemAccessDesc_st::flags",
+    ][::core::mem::offset_of!(CUmemAccessDesc_st, flags) - 8usize];
+};
+/// Memory access descriptor
+pub type CUmemAccessDesc_v1 = CUmemAccessDesc_st;
 impl CUmemPool_attribute_enum {
     /** (value type = int)
  Allow cuMemAllocAsync to use memory asynchronously freed
@@ -1968,6 +2130,13 @@ pub type PFN_cuMemPoolGetAttribute_v11020 = ::core::option::Option<
         pool: CUmemoryPool,
         attr: CUmemPool_attribute,
         value: *mut ::core::ffi::c_void,
+    ) -> CUresult,
+>;
+pub type PFN_cuMemPoolSetAccess_v11020 = ::core::option::Option<
+    unsafe extern "C" fn(
+        pool: CUmemoryPool,
+        map: *const CUmemAccessDesc_v1,
+        count: usize,
     ) -> CUresult,
 >;
 pub type PFN_cuStreamCreate_v2000 = ::core::option::Option<

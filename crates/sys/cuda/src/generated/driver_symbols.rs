@@ -70,6 +70,7 @@
 /// | `cuMemPoolGetAttribute` | `cuMemPoolGetAttribute` | 11.2 |
 /// | `cuMemPoolSetAttribute` | `cuMemPoolSetAttribute` | 11.2 |
 /// | `cuMemPoolTrimTo` | `cuMemPoolTrimTo` | 11.2 |
+/// | `cuMemPoolSetAccess` | `cuMemPoolSetAccess` | 11.2 |
 /// | `cuIpcGetMemHandle` | `cuIpcGetMemHandle` | 4.1 |
 /// | `cuIpcOpenMemHandle` | `cuIpcOpenMemHandle_v2`, `cuIpcOpenMemHandle` | 11.0 (falls back to the 4.1 export) |
 /// | `cuIpcCloseMemHandle` | `cuIpcCloseMemHandle` | 4.1 |
@@ -140,6 +141,7 @@ macro_rules! cuda_driver_symbols {
             cuMemPoolGetAttribute: $crate::driver::PFN_cuMemPoolGetAttribute_v11020 = ["cuMemPoolGetAttribute"], "11.2";
             cuMemPoolSetAttribute: $crate::driver::PFN_cuMemPoolSetAttribute_v11020 = ["cuMemPoolSetAttribute"], "11.2";
             cuMemPoolTrimTo: $crate::driver::PFN_cuMemPoolTrimTo_v11020 = ["cuMemPoolTrimTo"], "11.2";
+            cuMemPoolSetAccess: $crate::driver::PFN_cuMemPoolSetAccess_v11020 = ["cuMemPoolSetAccess"], "11.2";
             cuIpcGetMemHandle: $crate::driver::PFN_cuIpcGetMemHandle_v4010 = ["cuIpcGetMemHandle"], "4.1";
             cuIpcOpenMemHandle: $crate::driver::PFN_cuIpcOpenMemHandle_v11000 = ["cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"], "11.0 (falls back to the 4.1 export)";
             cuIpcCloseMemHandle: $crate::driver::PFN_cuIpcCloseMemHandle_v4010 = ["cuIpcCloseMemHandle"], "4.1";

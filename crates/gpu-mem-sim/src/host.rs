@@ -91,6 +91,14 @@ impl HostTable {
         Ok((ptr, layout))
     }
 
+    /// Gives back an allocation from [`HostTable::allocate`] that was never inserted (its
+    /// mapping failed): frees it and its share of the page-locked limit.
+    pub(crate) fn release_unmapped(&mut self, ptr: NonNull<u8>, layout: AllocLayout) {
+        self.locked = self.locked.saturating_sub(layout.size() as u64);
+        // SAFETY: `ptr` came from `allocate` with this layout and was never handed out.
+        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+    }
+
     pub(crate) fn insert_pinned(&mut self, ptr: NonNull<u8>, pinned: Pinned) {
         self.pinned.insert(ptr.as_ptr() as usize, pinned);
     }
@@ -130,6 +138,20 @@ impl HostTable {
                 address: start,
                 bytes: range.len,
                 reason: "already registered (part of the range is registered)",
+            });
+        }
+        // Page-locked allocations are locked already (CUDA answers ALREADY_REGISTERED too), and
+        // counting them twice would spend the page-locked limit for nothing.
+        let in_pinned = self
+            .pinned
+            .range(..end)
+            .next_back()
+            .is_some_and(|(s, p)| s + p.layout.size() > start);
+        if in_pinned {
+            return Err(Error::HostRegistration {
+                address: start,
+                bytes: range.len,
+                reason: "already page-locked (part of the range is a page-locked allocation)",
             });
         }
         self.check_limit(range.len, "host memory registration")?;

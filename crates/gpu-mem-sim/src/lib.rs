@@ -582,7 +582,17 @@ unsafe impl Backend for SimBackend {
         let d = self.device(device)?;
         let mut host = lock(&d.host);
         let (ptr, layout) = host.allocate(bytes)?;
-        let mapped = flags.mapped.then(|| d.memory.map_host(ptr, bytes));
+        let mapped = match flags
+            .mapped
+            .then(|| d.memory.map_host(ptr, bytes))
+            .transpose()
+        {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                host.release_unmapped(ptr, layout);
+                return Err(e);
+            }
+        };
         host.insert_pinned(ptr, Pinned { layout, mapped });
         Ok(HostAllocation {
             host: ptr,
@@ -620,6 +630,15 @@ unsafe impl Backend for SimBackend {
             });
         }
         let mut table = lock(&d.host);
+        // Managed memory (and any other mapped window) is the simulator's own already.
+        if d.memory.host_window(host.as_ptr(), bytes).is_some() {
+            return Err(Error::HostRegistration {
+                address: host.as_ptr() as usize,
+                bytes,
+                reason: "part of the range is memory the device maps already (managed or \
+                         page-locked memory)",
+            });
+        }
         table.register(
             host.as_ptr() as usize,
             RegisteredRange {
@@ -627,7 +646,17 @@ unsafe impl Backend for SimBackend {
                 mapped: None,
             },
         )?;
-        let mapped = flags.mapped.then(|| d.memory.map_host(host, bytes));
+        let mapped = match flags
+            .mapped
+            .then(|| d.memory.map_host(host, bytes))
+            .transpose()
+        {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                table.unregister(host.as_ptr() as usize)?;
+                return Err(e);
+            }
+        };
         if let Some(ptr) = mapped {
             table.unregister(host.as_ptr() as usize)?;
             table.register(
@@ -1029,7 +1058,7 @@ unsafe impl Backend for SimBackend {
         let len = usize::try_from(handle.bytes).map_err(|_| Error::Overflow {
             what: format!("an IPC mapping of {} bytes", handle.bytes),
         })?;
-        Ok(d.memory.insert_imported(mapping, ptr, len))
+        d.memory.insert_imported(mapping, ptr, len)
     }
 
     unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {

@@ -106,20 +106,27 @@ impl BlockCache {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A cached block of at least `size` bytes (and not much more), if there is one.
-    fn take(&self, size: usize) -> Option<Block> {
+    /// A cached block of at least `layout.size()` bytes (and not much more), aligned at least
+    /// as `layout` asks (a page-sized request must not get a block a smaller request left), if
+    /// there is one.
+    fn take(&self, layout: AllocLayout) -> Option<Block> {
+        let (size, align) = (layout.size(), layout.align());
         let most = size.saturating_add(size >> REUSE_SLACK_SHIFT);
         let mut state = self.lock();
-        let found = *state.blocks.range(size..=most).next()?.0;
+        let (found, index) = state
+            .blocks
+            .range(size..=most)
+            .find_map(|(&found, blocks)| {
+                let index = blocks.iter().rposition(|b| b.layout.align() >= align)?;
+                Some((found, index))
+            })?;
         let blocks = state.blocks.get_mut(&found)?;
-        let block = blocks.pop();
+        let block = blocks.swap_remove(index);
         if blocks.is_empty() {
             state.blocks.remove(&found);
         }
-        if let Some(block) = &block {
-            state.bytes -= block.layout.size() as u64;
-        }
-        block
+        state.bytes -= block.layout.size() as u64;
+        Some(block)
     }
 
     /// Keeps a block for reuse, or frees it (or older blocks) past the limit.
@@ -392,14 +399,18 @@ fn find(
     }))
 }
 
-/// First address of device `device`'s window.
+/// Bytes of address space each device hands out over its life (4 PiB): addresses are never
+/// reused, so this bounds the total of all allocations a device makes, not what is live.
+const WINDOW: u64 = 1 << 52;
+
+/// First address of device `device`'s window (64 devices at most end below 2^59).
 fn window_base(device: usize) -> u64 {
-    0x7f00_0000_0000u64 + ((device as u64) << 40)
+    0x7f00_0000_0000u64 + (device as u64) * WINDOW
 }
 
 impl AddressSpace {
     pub(crate) fn new(device: usize, capacity: u64) -> AddressSpace {
-        // Each device gets its own 1 TiB window, starting well away from zero.
+        // Each device gets its own window (`WINDOW` bytes), starting well away from zero.
         let base = window_base(device);
         AddressSpace {
             device,
@@ -480,11 +491,25 @@ impl AddressSpace {
         self.regions.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn reserve_address(&self, len: usize) -> u64 {
+    /// A fresh address range of `len` bytes in the device's window. Addresses are never
+    /// reused, so a stale pointer can never reach a newer allocation; once the window is spent
+    /// (4 PiB allocated over the device's life) reservations fail rather than run into the
+    /// next device's window.
+    fn reserve_address(&self, len: usize) -> Result<u64> {
         let step = (len as u64).div_ceil(DEVICE_ALIGN as u64).max(1) * DEVICE_ALIGN as u64;
-        // Addresses are never reused, so a stale pointer can never reach a newer allocation.
-        self.next
-            .fetch_add(step + DEVICE_ALIGN as u64, Ordering::AcqRel)
+        let start = self
+            .next
+            .fetch_add(step + DEVICE_ALIGN as u64, Ordering::AcqRel);
+        let end = window_base(self.device) + WINDOW;
+        if start.checked_add(step).is_none_or(|last| last > end) {
+            return Err(Error::Overflow {
+                what: format!(
+                    "simulator device {}'s address space: {} bytes allocated over its life",
+                    self.device, WINDOW
+                ),
+            });
+        }
+        Ok(start)
     }
 
     fn out_of_memory(&self, request: u64, used: u64) -> Error {
@@ -538,9 +563,16 @@ impl AddressSpace {
                 what: format!("device allocation of {len} bytes"),
             });
         };
+        let start = match self.reserve_address(len) {
+            Ok(start) => start,
+            Err(e) => {
+                self.used.fetch_sub(request, Ordering::AcqRel);
+                return Err(e);
+            }
+        };
         // A cached block is resident already but holds a freed allocation's bytes, so it is
         // zeroed on first use; a fresh block is zero already.
-        let (ptr, layout, unzeroed) = match self.cache.take(layout.size()) {
+        let (ptr, layout, unzeroed) = match self.cache.take(layout) {
             Some(block) => (block.ptr, block.layout, true),
             None => match self.fresh_block(layout) {
                 Some(ptr) => (ptr, layout, false),
@@ -550,7 +582,6 @@ impl AddressSpace {
                 }
             },
         };
-        let start = self.reserve_address(len);
         let owned = Owned {
             layout,
             cache: Some(Arc::clone(&self.cache)),
@@ -598,11 +629,17 @@ impl AddressSpace {
                 what: format!("managed allocation of {len} bytes"),
             });
         };
+        let start = match self.reserve_address(len) {
+            Ok(start) => start,
+            Err(e) => {
+                self.used.fetch_sub(len as u64, Ordering::AcqRel);
+                return Err(e);
+            }
+        };
         let Some(ptr) = self.fresh_block(layout) else {
             self.used.fetch_sub(len as u64, Ordering::AcqRel);
             return Err(self.out_of_memory(len as u64, self.used()));
         };
-        let start = self.reserve_address(len);
         let owned = Owned {
             layout,
             cache: None,
@@ -637,12 +674,12 @@ impl AddressSpace {
         mapping: crate::ipc::Mapping,
         ptr: NonNull<u8>,
         len: usize,
-    ) -> DevicePtr {
-        let start = self.reserve_address(len);
+    ) -> Result<DevicePtr> {
+        let start = self.reserve_address(len)?;
         let mut region = Region::new(start, len, ptr, None, false);
         region.imported = Some(mapping);
         self.write().insert(start, Arc::new(region));
-        DevicePtr(start)
+        Ok(DevicePtr(start))
     }
 
     /// Removes a region made by [`AddressSpace::insert_imported`]; its memory is unmapped once
@@ -704,8 +741,8 @@ impl AddressSpace {
     }
 
     /// Maps `len` bytes of host memory at `host` into the address space.
-    pub(crate) fn map_host(&self, host: NonNull<u8>, len: usize) -> DevicePtr {
-        let start = self.reserve_address(len);
+    pub(crate) fn map_host(&self, host: NonNull<u8>, len: usize) -> Result<DevicePtr> {
+        let start = self.reserve_address(len)?;
         let region = Arc::new(Region::new(start, len, host, None, false));
         // The window is known by its host address too, so a copy whose host side lies in this
         // memory (or a host access through the simulator) takes the same lock as device-side
@@ -713,7 +750,7 @@ impl AddressSpace {
         self.host_windows
             .insert(host.as_ptr() as usize, Arc::clone(&region));
         self.write().insert(start, region);
-        DevicePtr(start)
+        Ok(DevicePtr(start))
     }
 
     /// Removes a mapping made by [`AddressSpace::map_host`].
@@ -767,7 +804,10 @@ impl AddressSpace {
             }
         }
         // Name the owner when the address lies in another device's window.
-        let owner = (ptr.0 >> 40).checked_sub(window_base(0) >> 40);
+        let owner = ptr
+            .0
+            .checked_sub(window_base(0))
+            .map(|offset| offset / WINDOW);
         if owner.is_some_and(|d| d != self.device as u64 && d < 64) {
             return Err(invalid(
                 "memory of another simulated device: enable peer access to it first",
@@ -799,5 +839,45 @@ impl AddressSpace {
             range.region.materialize(&guard);
         }
         Ok(range)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AddressSpace, WINDOW, window_base};
+    use gpu_mem_core::Error;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn a_spent_address_window_refuses_instead_of_reaching_the_next_device() {
+        let space = AddressSpace::new(0, 1 << 20);
+        let end = window_base(0) + WINDOW;
+        // As if 4 PiB less 512 bytes had been allocated over the device's life.
+        space.next.store(end - 512, Ordering::Release);
+        let last = space.allocate(256).unwrap();
+        assert!(last.0 + 256 <= end && last.0 < window_base(1));
+        match space.allocate(256) {
+            Err(Error::Overflow { what }) => assert!(what.contains("address space"), "{what}"),
+            other => panic!("expected Overflow, got {other:?}"),
+        }
+        // The refused allocation gave its capacity back.
+        assert_eq!(space.used(), 256);
+        space.free(last).unwrap();
+        assert_eq!(space.used(), 0);
+    }
+
+    #[test]
+    fn a_page_sized_allocation_never_reuses_a_block_of_smaller_alignment() {
+        let space = AddressSpace::new(0, 1 << 20);
+        // 3,900 bytes: a 4,096-byte block at 256-byte alignment, cached when freed.
+        let small = space.allocate(3900).unwrap();
+        space.free(small).unwrap();
+        for _ in 0..8 {
+            let page = space.allocate(4096).unwrap();
+            let range = space.resolve(page, 4096).unwrap();
+            let host = range.region.host_ptr(range.offset) as usize;
+            assert_eq!(host % 4096, 0, "a page-sized block at {host:#x}");
+            space.free(page).unwrap();
+        }
     }
 }

@@ -123,6 +123,45 @@ fn host_registration_follows_cuda_rules() {
     assert_eq!(b.live_host_memory(0).unwrap(), (0, 0));
 }
 
+/// Page-locked and managed memory is locked already: registering it is refused (as CUDA's
+/// ALREADY_REGISTERED), so the page-locked limit is not spent twice and the memory's own
+/// window is not replaced (which left managed memory impossible to free).
+#[test]
+fn memory_locked_already_cannot_be_registered() {
+    let b = sim(1, 1 << 20);
+    let pinned = b.host_alloc(0, 8192, HostAllocFlags::default()).unwrap();
+    let managed = b.managed_alloc(0, 8192).unwrap();
+    for (what, host) in [("pinned", pinned.host), ("managed", managed.host)] {
+        // SAFETY: both stay allocated; a refused registration changes nothing.
+        let inside = unsafe { NonNull::new(host.as_ptr().add(4096)).unwrap() };
+        for (start, bytes) in [(host, 8192), (inside, 100)] {
+            // SAFETY: as above.
+            let again = unsafe {
+                b.host_register(
+                    0,
+                    start,
+                    bytes,
+                    HostRegisterFlags {
+                        mapped: true,
+                        portable: false,
+                    },
+                )
+            };
+            assert!(
+                matches!(again, Err(Error::HostRegistration { .. })),
+                "{what}: {again:?}"
+            );
+        }
+    }
+    // SAFETY: allocated above, freed once, unused.
+    unsafe {
+        b.managed_free(0, managed.host).unwrap();
+        b.host_free(0, pinned.host).unwrap();
+    }
+    assert_eq!(b.live_host_memory(0).unwrap(), (0, 0));
+    assert_eq!(b.live_allocations(0).unwrap(), 0);
+}
+
 #[test]
 fn page_locked_allocations_are_tracked() {
     let b = sim(1, 1 << 20);

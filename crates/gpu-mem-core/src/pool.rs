@@ -77,6 +77,10 @@ impl Stream {
         order: Order,
     ) -> Result<DeviceArray<T>> {
         let layout = Layout::contiguous(shape, order)?;
+        crate::array::device_array::check_element::<T>(
+            crate::array::device_array::DEVICE_ALIGN,
+            "device allocations",
+        )?;
         let bytes = crate::array::span_bytes_of::<T>(&layout)?;
         let device = self.device();
         if bytes == 0 {
@@ -122,9 +126,9 @@ impl Stream {
         }
         // Every other reference must be this stream's own in-flight work, which the free is
         // ordered after. No new reference can appear (this was the last array over the memory)
-        // and references only go away, so a count that matches now stays safe.
-        let on_this_stream = self.inner().holds(&alloc);
-        if Arc::strong_count(&alloc) != 1 + on_this_stream {
+        // and references only go away, so a count that matches now stays safe. (Both sides are
+        // read under the stream's keep-alive lock: see `only_this_stream_holds`.)
+        if !self.inner().only_this_stream_holds(&alloc) {
             return Ok(false);
         }
         let device = self.device().clone();

@@ -19,6 +19,7 @@ pub fn cases() -> Vec<Case> {
         registered_arrays_with_negative_strides,
         view_as_checks_the_host_address_of_mapped_memory,
         view_as_refuses_types_aligned_beyond_device_memory,
+        arrays_of_elements_memory_cannot_hold_are_refused,
     ];
     cases.extend(crate::cases!["soundness", Requires::Simulator;
         concurrent_readers_all_wait_for_a_pending_write,
@@ -154,6 +155,63 @@ fn view_as_refuses_types_aligned_beyond_device_memory(rt: &Runtime) -> Result<()
             "a 512-aligned view at byte {start} refused: {wide:?}"
         );
     }
+    Ok(())
+}
+
+/// Element types device memory cannot hold are refused however the array is made: aligned
+/// beyond device memory (a host copy of them would be a misaligned slice), or zero-sized (shapes
+/// would be unbounded: a copy to the host would try to build 2^62 elements).
+fn arrays_of_elements_memory_cannot_hold_are_refused(rt: &Runtime) -> Result<(), String> {
+    let dev = rt.device(0).map_err(fail("device"))?;
+    let refused = |what: &str, result: Result<(), Error>| match result {
+        Err(Error::InvalidArgument {
+            name: "element type",
+            ..
+        }) => Ok(()),
+        other => Err(format!("{what}: {other:?}")),
+    };
+    refused(
+        "device_array of a 512-aligned type",
+        dev.device_array::<Wide>(&[2], Order::C).map(drop),
+    )?;
+    refused(
+        "device_array of ()",
+        dev.device_array::<()>(&[1 << 62], Order::C).map(drop),
+    )?;
+    let stream = dev.stream().map_err(fail("stream"))?;
+    refused(
+        "stream.device_array of ()",
+        stream.device_array::<()>(&[1 << 62], Order::C).map(drop),
+    )?;
+    refused(
+        "pinned_array of ()",
+        dev.pinned_array::<()>(&[1 << 62]).map(drop),
+    )?;
+    // Memory another library allocated: a 512-aligned type over it, even at a 512-byte boundary.
+    let bytes = dev
+        .device_array::<u8>(&[2048], Order::C)
+        .map_err(fail("alloc"))?;
+    let ptr = bytes.device_ptr();
+    let at = (ptr.0 + 511) & !511;
+    // SAFETY: refused before anything is read; `bytes` outlives the call.
+    let foreign = unsafe {
+        DeviceArray::<Wide>::from_raw_parts(&dev, gpu_mem::backend::DevicePtr(at), &[1], &[512], ())
+    };
+    refused("from_raw_parts of a 512-aligned type", foreign.map(drop))?;
+    drop(bytes);
+    // A broadcast array's byte count saturates instead of overflowing.
+    let huge = dev
+        .to_device(
+            &ndarray::arr0(0f64)
+                .broadcast(1usize << 61)
+                .ok_or("broadcast")?,
+        )
+        .map_err(fail("to_device"))?;
+    ensure!(
+        huge.nbytes() == usize::MAX,
+        "nbytes of 2^61 f64s: {}",
+        huge.nbytes()
+    );
     Ok(())
 }
 

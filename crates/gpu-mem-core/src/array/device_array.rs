@@ -39,16 +39,7 @@ impl<T: Element> fmt::Debug for DeviceArray<T> {
 impl<T: Element> DeviceArray<T> {
     /// Allocates uninitialised (zeroed on the simulator) device memory for `layout`.
     pub(crate) fn allocate(device: &Device, layout: Layout) -> Result<Self> {
-        if std::mem::align_of::<T>() > DEVICE_ALIGN {
-            return Err(Error::InvalidArgument {
-                name: "element type",
-                reason: format!(
-                    "{} needs {}-byte alignment; device allocations are aligned to {DEVICE_ALIGN} bytes",
-                    T::dtype(),
-                    std::mem::align_of::<T>()
-                ),
-            });
-        }
+        check_element::<T>(DEVICE_ALIGN, "device allocations")?;
         let bytes = span_bytes::<T>(&layout)?;
         let alloc = crate::memory::DeviceAlloc::new(device, bytes)?;
         let offset = first_element_offset::<T>(&layout);
@@ -124,7 +115,8 @@ impl<T: Element> DeviceArray<T> {
 
     /// `size * itemsize` (Numba's `nbytes`).
     pub fn nbytes(&self) -> usize {
-        self.layout.size() * T::itemsize()
+        // Saturating: a broadcast array's size can be far larger than any memory.
+        self.layout.size().saturating_mul(T::itemsize())
     }
 
     /// Bytes spanned by the strides: what a transfer moves (Numba's `alloc_size`).
@@ -187,6 +179,32 @@ impl<T: Element> DeviceArray<T> {
 
 /// Alignment every backend guarantees for device allocations.
 pub(crate) const DEVICE_ALIGN: usize = 256;
+
+/// Refuses element types that memory aligned to `max_align` bytes (`what`) cannot hold: ones
+/// aligned beyond it (a slice of them would be misaligned), and zero-sized ones (no element
+/// occupies memory, so shapes would be unbounded).
+pub(crate) fn check_element<T: Element>(max_align: usize, what: &str) -> Result<()> {
+    if std::mem::align_of::<T>() > max_align {
+        return Err(Error::InvalidArgument {
+            name: "element type",
+            reason: format!(
+                "{} needs {}-byte alignment; {what} are aligned to {max_align} bytes",
+                T::dtype(),
+                std::mem::align_of::<T>()
+            ),
+        });
+    }
+    if T::itemsize() == 0 {
+        return Err(Error::InvalidArgument {
+            name: "element type",
+            reason: format!(
+                "{} is zero-sized; arrays need elements of at least one byte",
+                T::dtype()
+            ),
+        });
+    }
+    Ok(())
+}
 
 /// Bytes needed to hold `layout`'s span of `T`s.
 pub(crate) fn span_bytes<T: Element>(layout: &Layout) -> Result<usize> {

@@ -112,6 +112,10 @@ impl<T: Element> DeviceArray<T> {
         strides: &[isize],
         release: Release,
     ) -> Result<DeviceArray<T>> {
+        crate::array::device_array::check_element::<T>(
+            crate::array::device_array::DEVICE_ALIGN,
+            "device allocations",
+        )?;
         let layout = Layout::with_strides(shape, strides)?;
         let empty = layout.size() == 0;
         if !empty && ptr.is_null() {
@@ -213,7 +217,9 @@ impl Stream {
     /// what is marked [`ExternalUse::reads`]) or memory it owns itself, does not destroy or
     /// synchronize-and-reuse the handle, and does not keep it past the stream's life. A library
     /// that runs work on its own streams (MPI without stream support) must finish it before
-    /// `enqueue` returns.
+    /// `enqueue` returns. `enqueue` runs while this stream's submissions are held, so it must
+    /// not call gpu-mem on this stream or on buffers its work uses (a `synchronize`, a host
+    /// view of such a buffer): that would wait for itself.
     pub unsafe fn enqueue_external<F>(&self, uses: Vec<ExternalUse>, enqueue: F) -> Result<()>
     where
         F: FnOnce(crate::backend::StreamHandle) -> Result<()>,

@@ -76,16 +76,7 @@ pub(crate) fn allocate_zeroed<T: Element>(
     layout: &Layout,
     flags: Option<HostAllocFlags>,
 ) -> Result<HostBuffer> {
-    if std::mem::align_of::<T>() > PAGE_ALIGN {
-        return Err(crate::Error::InvalidArgument {
-            name: "element type",
-            reason: format!(
-                "{} needs {}-byte alignment; page-locked memory is aligned to {PAGE_ALIGN} bytes",
-                T::dtype(),
-                std::mem::align_of::<T>()
-            ),
-        });
-    }
+    crate::array::device_array::check_element::<T>(PAGE_ALIGN, "page-locked buffers")?;
     let bytes = crate::array::span_bytes_of::<T>(layout)?;
     let buffer = match flags {
         Some(flags) => HostBuffer::allocate(device, bytes, flags)?,

@@ -175,19 +175,28 @@ impl StreamInner {
         drop(released);
     }
 
-    /// How many of the resources kept for in-flight work are `alloc`.
-    pub(crate) fn holds(&self, alloc: &Arc<crate::memory::DeviceAlloc>) -> usize {
-        self.lock_keep_alive()
-            .iter()
-            .filter(|(_, k)| {
-                matches!(k, KeepAlive::Storage(crate::array::Storage::Device(a)) if Arc::ptr_eq(a, alloc))
-            })
-            .count()
+    /// Whether every reference to `alloc` but the caller's one is this stream's own in-flight
+    /// work. Counted and compared under the keep-alive lock: entries leave the list only under
+    /// it, and one that left but is not dropped yet still counts in `strong_count` (so the
+    /// answer can only be a cautious "no"), never the other way round, as it could if the list
+    /// were counted first and the references read after the lock was released.
+    pub(crate) fn only_this_stream_holds(&self, alloc: &Arc<crate::memory::DeviceAlloc>) -> bool {
+        let list = self.lock_keep_alive();
+        Arc::strong_count(alloc) == 1 + count_holds(&list, alloc)
     }
 
     fn lock_keep_alive(&self) -> MutexGuard<'_, Vec<(u64, KeepAlive)>> {
         self.keep_alive.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// How many entries of `list` keep `alloc` alive.
+fn count_holds(list: &[(u64, KeepAlive)], alloc: &Arc<crate::memory::DeviceAlloc>) -> usize {
+    list.iter()
+        .filter(|(_, k)| {
+            matches!(k, KeepAlive::Storage(crate::array::Storage::Device(a)) if Arc::ptr_eq(a, alloc))
+        })
+        .count()
 }
 
 /// An ordered queue of asynchronous device work (Numba's `cuda.stream()`).

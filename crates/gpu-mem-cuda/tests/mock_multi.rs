@@ -436,6 +436,19 @@ fn ipc_roundtrip(mock: &Mock) -> Result<(), Failed> {
         other => return Err(format!("own handle: {other:?}").into()),
     }
     as_foreign(mock, &mut handle)?;
+    // A handle claiming more than its memory has is refused (and its mapping closed): arrays
+    // over it would reach past what the driver mapped.
+    let inflated = IpcMemHandle {
+        bytes: handle.bytes * 2,
+        data: handle.data.clone(),
+    };
+    match b.ipc_open_handle(1, &inflated) {
+        Err(Error::InvalidArgument { reason, .. }) if reason.contains("claims 10000 bytes") => {}
+        other => return Err(format!("an inflated handle: {other:?}").into()),
+    }
+    ensure(mock.call::<i32>("mock_live_ipc_mappings")? == 0, || {
+        "the refused mapping stayed open".into()
+    })?;
     let opened = b.ipc_open_handle(1, &handle)?;
     ensure(mock.call::<u32>("mock_last_ipc_open_flags")? == 1, || {
         "not CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS".into()

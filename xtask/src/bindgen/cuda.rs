@@ -145,6 +145,13 @@ const DRIVER_SYMBOLS: &[Symbol] = &[
         "3.2",
     ),
     sym("cuMemFree", "PFN_cuMemFree_v3020", &["cuMemFree_v2"], "3.2"),
+    // The real extent of a mapping (an IPC handle's size is not to be trusted).
+    sym(
+        "cuMemGetAddressRange",
+        "PFN_cuMemGetAddressRange_v3020",
+        &["cuMemGetAddressRange_v2"],
+        "3.2",
+    ),
     sym(
         "cuMemAllocAsync",
         "PFN_cuMemAllocAsync_v11020",

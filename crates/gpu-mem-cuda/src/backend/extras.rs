@@ -502,12 +502,39 @@ impl CudaBackend {
                         handle.data.len()
                     ),
                 })?;
-        self.need(&["cuIpcOpenMemHandle", "cuIpcCloseMemHandle"], FEATURE)?;
+        self.need(
+            &[
+                "cuIpcOpenMemHandle",
+                "cuIpcCloseMemHandle",
+                "cuMemGetAddressRange",
+            ],
+            FEATURE,
+        )?;
         let _cx = self.current(device)?;
         let ptr = self
             .driver
             .ipc_open_mem_handle(&data, CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS.0)
             .map_err(|e| unsupported_code(e, FEATURE))?;
+        // The handle's size is the sender's word (its fields are public, its bytes may come
+        // from anywhere): the arrays over the mapping are bounded by what the driver mapped.
+        let mapped = match self.driver.mem_get_address_range(ptr) {
+            Ok((base, bytes)) if base == ptr && bytes as u64 >= handle.bytes => Ok(()),
+            Ok((base, bytes)) => Err(Error::InvalidArgument {
+                name: "IPC handle",
+                reason: format!(
+                    "it claims {} bytes, but the driver mapped {bytes} bytes at {base:#x} for it",
+                    handle.bytes
+                ),
+            }),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = mapped {
+            // SAFETY: opened just above in this context, closed once, used by nothing yet.
+            if let Err(close) = unsafe { self.driver.ipc_close_mem_handle(ptr) } {
+                tracing::warn!(error = %close, "closing a refused IPC mapping failed");
+            }
+            return Err(e);
+        }
         self.ipc_mappings.insert(device, ptr, handle.bytes);
         self.owners.insert(ptr, device, handle.bytes);
         Ok(DevicePtr(ptr))

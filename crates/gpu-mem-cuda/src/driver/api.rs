@@ -994,6 +994,18 @@ impl CudaDriver {
         Ok(ptr)
     }
 
+    /// `cuMemGetAddressRange_v2(&base, &size, ptr)`: the allocation or mapping holding `ptr`
+    /// in the current context, as (base, bytes).
+    pub fn mem_get_address_range(&self, ptr: CUdeviceptr_v2) -> Result<(CUdeviceptr_v2, usize)> {
+        let f = get!(self.cuMemGetAddressRange, "IPC memory handles");
+        let (mut base, mut size): (CUdeviceptr_v2, usize) = (0, 0);
+        // SAFETY: both out-pointers are live locals; the driver validates `ptr`.
+        self.check("cuMemGetAddressRange_v2", unsafe {
+            f(&mut base, &mut size, ptr)
+        })?;
+        Ok((base, size))
+    }
+
     /// `cuIpcCloseMemHandle(ptr)`.
     ///
     /// # Safety

@@ -1134,6 +1134,26 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) { 
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) { return ipc_open(p, h, flags); }
 #endif
 
+/* The device allocation or IPC mapping holding `p` (in the current device). */
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+    NEED_CONTEXT();
+    const char *a = (const char *)(uintptr_t)p;
+    CUresult r = E_NOT_FOUND;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i) {
+        struct item *it = &items[i];
+        int device_kind = it->kind == DEVICE_PLAIN || it->kind == DEVICE_ASYNC || it->kind == IPC_MAPPED;
+        if (device_kind && it->device == current_device() && a >= it->base && a < it->base + it->bytes) {
+            if (base) *base = (CUdeviceptr)(uintptr_t)it->base;
+            if (size) *size = it->bytes;
+            r = OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
     NEED_CONTEXT();
     pthread_mutex_lock(&lock);

@@ -2065,6 +2065,13 @@ pub type PFN_cuMemAlloc_v3020 = ::core::option::Option<
 pub type PFN_cuMemFree_v3020 = ::core::option::Option<
     unsafe extern "C" fn(dptr: CUdeviceptr_v2) -> CUresult,
 >;
+pub type PFN_cuMemGetAddressRange_v3020 = ::core::option::Option<
+    unsafe extern "C" fn(
+        pbase: *mut CUdeviceptr_v2,
+        psize: *mut usize,
+        dptr: CUdeviceptr_v2,
+    ) -> CUresult,
+>;
 pub type PFN_cuMemFreeHost_v2000 = ::core::option::Option<
     unsafe extern "C" fn(p: *mut ::core::ffi::c_void) -> CUresult,
 >;

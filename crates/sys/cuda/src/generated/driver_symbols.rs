@@ -24,6 +24,7 @@
 /// | `cuMemGetInfo` | `cuMemGetInfo_v2` | 3.2 |
 /// | `cuMemAlloc` | `cuMemAlloc_v2` | 3.2 |
 /// | `cuMemFree` | `cuMemFree_v2` | 3.2 |
+/// | `cuMemGetAddressRange` | `cuMemGetAddressRange_v2` | 3.2 |
 /// | `cuMemAllocAsync` | `cuMemAllocAsync` | 11.2 |
 /// | `cuMemFreeAsync` | `cuMemFreeAsync` | 11.2 |
 /// | `cuMemcpyHtoD` | `cuMemcpyHtoD_v2` | 3.2 |
@@ -95,6 +96,7 @@ macro_rules! cuda_driver_symbols {
             cuMemGetInfo: $crate::driver::PFN_cuMemGetInfo_v3020 = ["cuMemGetInfo_v2"], "3.2";
             cuMemAlloc: $crate::driver::PFN_cuMemAlloc_v3020 = ["cuMemAlloc_v2"], "3.2";
             cuMemFree: $crate::driver::PFN_cuMemFree_v3020 = ["cuMemFree_v2"], "3.2";
+            cuMemGetAddressRange: $crate::driver::PFN_cuMemGetAddressRange_v3020 = ["cuMemGetAddressRange_v2"], "3.2";
             cuMemAllocAsync: $crate::driver::PFN_cuMemAllocAsync_v11020 = ["cuMemAllocAsync"], "11.2";
             cuMemFreeAsync: $crate::driver::PFN_cuMemFreeAsync_v11020 = ["cuMemFreeAsync"], "11.2";
             cuMemcpyHtoD: $crate::driver::PFN_cuMemcpyHtoD_v3020 = ["cuMemcpyHtoD_v2"], "3.2";

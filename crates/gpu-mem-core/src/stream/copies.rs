@@ -176,9 +176,8 @@ impl Stream {
                 self.enqueue_dtoh(src, &staging, staging.base().as_ptr())?;
                 self.synchronize()?;
                 // SAFETY: the copy into the staging buffer has completed; it holds `bytes`
-                // initialised bytes, suitably aligned for `T`: page aligned, and no device
-                // array's element needs more than 256 bytes (`check_element`); `T` is not
-                // zero-sized (same check), so the division is defined.
+                // initialised bytes, aligned for `T` (page aligned; no device array's element
+                // needs more than 256 bytes, and none is zero-sized: `check_element`).
                 let span: &[T] = unsafe {
                     std::slice::from_raw_parts(
                         staging.base().as_ptr().cast::<T>(),

@@ -403,9 +403,10 @@ fn find(
 /// reused, so this bounds the total of all allocations a device makes, not what is live.
 const WINDOW: u64 = 1 << 52;
 
-/// First address of device `device`'s window (64 devices at most end below 2^59).
+/// First address of device `device`'s window (64 devices end below 2^59; a configuration of
+/// more than about 4,000 devices wraps around, never panics, but its windows may overlap).
 fn window_base(device: usize) -> u64 {
-    0x7f00_0000_0000u64 + (device as u64) * WINDOW
+    0x7f00_0000_0000u64.wrapping_add((device as u64).wrapping_mul(WINDOW))
 }
 
 impl AddressSpace {
@@ -500,8 +501,10 @@ impl AddressSpace {
         let start = self
             .next
             .fetch_add(step + DEVICE_ALIGN as u64, Ordering::AcqRel);
-        let end = window_base(self.device) + WINDOW;
-        if start.checked_add(step).is_none_or(|last| last > end) {
+        let base = window_base(self.device);
+        let end = base.wrapping_add(WINDOW);
+        // (`start < base`: the counter wrapped after ~2^64 bytes of refused requests.)
+        if start < base || start.checked_add(step).is_none_or(|last| last > end) {
             return Err(Error::Overflow {
                 what: format!(
                     "simulator device {}'s address space: {} bytes allocated over its life",

@@ -43,6 +43,23 @@ struct Stuck {
     buffers: Buffers,
 }
 
+/// A synchronous launch of `kernel` on device 0, failing after [`DEADLINE`] (`when` says
+/// after what, for messages).
+fn launch_now(
+    b: &Arc<RocBackend>,
+    kernel: Kernel,
+    launch_args: Vec<LaunchArg>,
+    when: &str,
+) -> Result<(), Failed> {
+    let launcher = Arc::clone(b);
+    let what = format!("a synchronous launch {when}");
+    within_deadline(&what.clone(), move || {
+        // SAFETY: the stand-in runs no code.
+        unsafe { launcher.launch(0, &kernel, &LaunchConfig::new(1, 64), &launch_args, None) }
+            .map_err(|e| format!("{what} failed: {e}"))
+    })
+}
+
 /// Enqueues a copy that then fails and a kernel behind it, which never runs. The kernel is
 /// compiled and loaded first (a synchronous launch), and the copy is held until the kernel is
 /// enqueued behind it.
@@ -114,12 +131,7 @@ pub fn a_launch_after_a_stuck_dispatch_runs_on_a_new_queue(mock: &Mock) -> Resul
         other => return Err(format!("expected the failed copy, got {other:?}").into()),
     }
     let before = mock.stats()?;
-    let launcher = Arc::clone(&b);
-    within_deadline("a synchronous launch after a stuck dispatch", move || {
-        // SAFETY: the stand-in runs no code.
-        unsafe { launcher.launch(0, &kernel, &LaunchConfig::new(1, 64), &launch_args, None) }
-            .map_err(|e| format!("a launch after the stuck dispatch failed: {e}"))
-    })?;
+    launch_now(&b, kernel, launch_args, "after the stuck dispatch")?;
     let after = mock.stats()?;
     ensure(
         after.dispatches == before.dispatches + 1 && after.live_queues == before.live_queues + 1,
@@ -168,12 +180,7 @@ pub fn a_full_queue_behind_a_stuck_dispatch_fails_the_launch(mock: &Mock) -> Res
         format!("the queue was reported full after only {count} launches: {error}")
     })?;
     let before = mock.stats()?;
-    let launcher = Arc::clone(&b);
-    within_deadline("a synchronous launch after the full queue", move || {
-        // SAFETY: the stand-in runs no code.
-        unsafe { launcher.launch(0, &kernel, &LaunchConfig::new(1, 64), &launch_args, None) }
-            .map_err(|e| format!("a launch after the full queue failed: {e}"))
-    })?;
+    launch_now(&b, kernel, launch_args, "after the full queue")?;
     let after = mock.stats()?;
     ensure(after.live_queues == before.live_queues + 1, || {
         format!("no new queue: {before:?} -> {after:?}")

@@ -79,6 +79,11 @@ fn main() {
             false,
             host_alloc_flags_reach_the_driver,
         ),
+        (
+            "misaligned_host_allocation_is_refused_and_freed",
+            false,
+            misaligned_host_allocation_is_refused_and_freed,
+        ),
         ("register_and_unregister", false, register_and_unregister),
         ("streams_and_events", false, streams_and_events),
         (
@@ -342,6 +347,30 @@ fn host_alloc_flags_reach_the_driver(mock: &Mock) -> Result<(), Failed> {
         // SAFETY: allocated above, freed once, unused.
         unsafe { b.host_free(0, alloc.host)? };
     }
+    Ok(())
+}
+
+fn misaligned_host_allocation_is_refused_and_freed(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let before: i32 = mock.call("mock_live_host_allocations")?;
+    mock.call::<()>("mock_misalign_next_host_alloc")?;
+    match b.host_alloc(0, 10_000, HostAllocFlags::default()) {
+        Err(Error::InvalidPointer {
+            kind: "host",
+            address,
+            reason,
+            ..
+        }) if address % 4096 == 64 && reason.contains("4096-byte aligned") => {}
+        other => return Err(format!("a misaligned host allocation: {other:?}").into()),
+    }
+    let after: i32 = mock.call("mock_live_host_allocations")?;
+    ensure(after == before, || {
+        format!("live host allocations {before} before, {after} after the refusal")
+    })?;
+    // The next allocation is aligned again and works.
+    let alloc = b.host_alloc(0, 100, HostAllocFlags::default())?;
+    // SAFETY: allocated above, freed once, unused.
+    unsafe { b.host_free(0, alloc.host)? };
     Ok(())
 }
 

@@ -37,7 +37,7 @@
 //!   (`CUDA_ERROR_INVALID_CONTEXT`).
 
 use super::registry::AllocKind;
-use super::{CudaBackend, DEVICE_ALIGNMENT, is_code, nonzero_bytes, raw_stream};
+use super::{CudaBackend, DEVICE_ALIGNMENT, HOST_ALIGNMENT, is_code, nonzero_bytes, raw_stream};
 use crate::driver::sys::{
     CU_IPC_HANDLE_SIZE, CUcontext, CUipcMem_flags, CUmemAttach_flags, CUmemPool_attribute,
     CUmemoryPool, CUresult,
@@ -46,9 +46,6 @@ use gpu_mem_core::backend::{DevicePtr, HostAllocation, IpcMemHandle, PoolUsage, 
 use gpu_mem_core::kernel::{Kernel, LaunchArg};
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::ptr::NonNull;
-
-/// Host alignment the trait promises for managed memory (as for `host_alloc`).
-const HOST_ALIGNMENT: u64 = 4096;
 
 fn not_supported(feature: &'static str, reason: String) -> Error {
     Error::NotSupportedByBackend {

@@ -109,6 +109,10 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
+/// Host alignment the trait promises for page-locked and managed memory (`host_alloc`,
+/// `managed_alloc`): a driver breaking it is refused rather than trusted.
+const HOST_ALIGNMENT: u64 = 4096;
+
 /// The alignment the trait promises for device allocations.
 const DEVICE_ALIGNMENT: u64 = 256;
 
@@ -496,12 +500,28 @@ unsafe impl Backend for CudaBackend {
         let raw = self
             .driver
             .mem_host_alloc(bytes, flags::host_alloc_flags(flags))?;
-        let host = NonNull::new(raw.cast::<u8>()).ok_or(Error::InvalidPointer {
-            kind: "host",
-            address: 0,
-            bytes: bytes as u64,
-            reason: "cuMemHostAlloc succeeded but returned a null pointer",
-        })?;
+        let host = match NonNull::new(raw.cast::<u8>()) {
+            Some(host) if (raw as u64).is_multiple_of(HOST_ALIGNMENT) => host,
+            host => {
+                if host.is_some() {
+                    // SAFETY: `raw` was just allocated by cuMemHostAlloc and nothing else has
+                    // seen it.
+                    if let Err(err) = unsafe { self.driver.mem_free_host(raw) } {
+                        tracing::warn!(%err, "freeing a refused host allocation failed");
+                    }
+                }
+                return Err(Error::InvalidPointer {
+                    kind: "host",
+                    address: raw as u64,
+                    bytes: bytes as u64,
+                    reason: if host.is_some() {
+                        "cuMemHostAlloc returned memory that is not 4096-byte aligned"
+                    } else {
+                        "cuMemHostAlloc succeeded but returned a null pointer"
+                    },
+                });
+            }
+        };
         self.host_allocs.insert(device, host.as_ptr() as u64, bytes);
         if !flags.mapped {
             return Ok(HostAllocation {

@@ -618,18 +618,35 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t words, CUstrea
 
 /* ----- host memory --------------------------------------------------------------------- */
 
+/* The next cuMemHostAlloc returns memory 64 bytes past a page boundary (a driver breaking
+ * its page-alignment promise); such an item carries MISALIGNED in its flags. */
+static int misalign_next_host_alloc;
+#define MISALIGNED 0x100u
+void mock_misalign_next_host_alloc(void) { misalign_next_host_alloc = 1; }
+
+/* Host allocations still live (not freed with cuMemFreeHost). */
+int mock_live_host_allocations(void) {
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i) n += items[i].kind == HOST_ALLOC;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
     NEED_CONTEXT();
     last_host_alloc_flags = flags;
     if (!pp || bytes == 0 || (flags & ~7u)) return E_INVALID_VALUE;
-    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    unsigned skew = misalign_next_host_alloc ? 64 : 0;
+    misalign_next_host_alloc = 0;
+    size_t rounded = (bytes + skew + 4095) / 4096 * 4096;
     char *mem = aligned_alloc(4096, rounded);
     if (!mem) return E_OUT_OF_MEMORY;
     pthread_mutex_lock(&lock);
-    struct item *it = add_item(HOST_ALLOC, mem, bytes, flags);
+    struct item *it = add_item(HOST_ALLOC, mem + skew, bytes, flags | (skew ? MISALIGNED : 0));
     pthread_mutex_unlock(&lock);
     if (!it) { free(mem); return E_OUT_OF_MEMORY; }
-    *pp = mem;
+    *pp = mem + skew;
     return OK;
 }
 
@@ -637,7 +654,7 @@ CUresult cuMemFreeHost(void *p) {
     NEED_CONTEXT();
     pthread_mutex_lock(&lock);
     struct item *it = find_base(HOST_ALLOC, p);
-    if (it) { free(it->base); it->kind = FREE_SLOT; }
+    if (it) { free(it->base - ((it->flags & MISALIGNED) ? 64 : 0)); it->kind = FREE_SLOT; }
     pthread_mutex_unlock(&lock);
     return it ? OK : E_INVALID_VALUE;
 }

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use gpu_mem::Backend;
 use gpu_mem::prelude::*;
 use gpu_mem::sim::{SimBackend, SimConfig};
 use std::sync::mpsc;
@@ -79,4 +80,61 @@ fn a_kernel_calling_back_into_gpu_mem_gets_errors_not_a_deadlock() {
             "expected an error naming `{call}` and the kernel, got: {line}"
         );
     }
+}
+
+/// Calls `Backend::synchronize` when dropped, and records what it returned.
+struct SynchronizesOnDrop {
+    backend: Arc<SimBackend>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for SynchronizesOnDrop {
+    fn drop(&mut self) {
+        record(&self.log, self.backend.synchronize(0));
+    }
+}
+
+#[test]
+fn a_kernels_captures_dropped_by_its_stream_job_cannot_wait_for_it() {
+    // Through the `Backend` trait nothing keeps a clone of a launched kernel, so the stream job
+    // holds the last one and drops the kernel's captures when it is done. A capture whose `Drop`
+    // waits for the device waited for that very job: it never returned.
+    let log = within_a_minute(|| {
+        let backend = Arc::new(SimBackend::new(SimConfig::uniform(1, 1 << 20)));
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let capture = SynchronizesOnDrop {
+            backend: Arc::clone(&backend),
+            log: Arc::clone(&log),
+        };
+        let kernel = Kernel::sim("drops_a_waiter", move |_| {
+            let _ = &capture;
+        });
+        let stream = backend.stream_create(0).unwrap();
+        // SAFETY: the kernel has no arguments; the stream is this backend's.
+        unsafe {
+            backend.launch(
+                0,
+                &kernel,
+                &LaunchConfig::new(1u32, 1u32),
+                &[],
+                Some(stream),
+            )
+        }
+        .unwrap();
+        drop(kernel);
+        // SAFETY: the stream is live and synchronized once before it is destroyed.
+        unsafe {
+            backend.stream_synchronize(0, stream).unwrap();
+            backend.stream_destroy(0, stream).unwrap();
+        }
+        // The device keeps working.
+        backend.synchronize(0).unwrap();
+        log.lock().unwrap().clone()
+    });
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(
+        log[0].contains("`synchronize`") && log[0].contains("`drops_a_waiter`"),
+        "expected the refusal naming the call and the kernel, got: {}",
+        log[0]
+    );
 }

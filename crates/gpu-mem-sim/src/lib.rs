@@ -1177,8 +1177,14 @@ unsafe impl Backend for SimBackend {
                 stream,
                 "kernel launch",
                 Box::new(move || {
-                    executor::run_grid(&name, code.code(), &resolved, &config, warp, shared)
-                        .map_err(|e| e.to_string())
+                    let ran =
+                        executor::run_grid(&name, code.code(), &resolved, &config, warp, shared);
+                    // The job may hold the last clone of the kernel, whose captures are dropped
+                    // here: a blocking call from their `Drop` would wait for this very job, so
+                    // it is refused as one from the kernel's threads is.
+                    let _in_kernel = reentry::enter_kernel(&name);
+                    drop(code);
+                    ran.map_err(|e| e.to_string())
                 }),
             ),
         }

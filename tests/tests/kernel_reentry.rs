@@ -2,6 +2,7 @@
 //! inside itself (`Device::synchronize()`, `copy_to_host`) used to deadlock on a stream launch,
 //! and every later synchronous call on the device hung behind it. Now each such call is an error
 //! that names the call and the kernel, and the device keeps working.
+//! The same holds for what a kernel's captures do when its stream job drops them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -82,6 +83,25 @@ fn a_kernel_calling_back_into_gpu_mem_gets_errors_not_a_deadlock() {
     }
 }
 
+/// A kernel gate: the kernel's threads wait at it until the test opens it, so that the test
+/// can drop its own references while the launch is in flight.
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.0.0.lock().unwrap();
+        while !*open {
+            open = self.0.1.wait(open).unwrap();
+        }
+    }
+}
+
 /// Calls `Backend::synchronize` when dropped, and records what it returned.
 struct SynchronizesOnDrop {
     backend: Arc<SimBackend>,
@@ -106,8 +126,13 @@ fn a_kernels_captures_dropped_by_its_stream_job_cannot_wait_for_it() {
             backend: Arc::clone(&backend),
             log: Arc::clone(&log),
         };
-        let kernel = Kernel::sim("drops_a_waiter", move |_| {
-            let _ = &capture;
+        let gate = Gate::default();
+        let kernel = Kernel::sim("drops_a_waiter", {
+            let gate = gate.clone();
+            move |_| {
+                let _ = &capture;
+                gate.wait();
+            }
         });
         let stream = backend.stream_create(0).unwrap();
         // SAFETY: the kernel has no arguments; the stream is this backend's.
@@ -122,6 +147,7 @@ fn a_kernels_captures_dropped_by_its_stream_job_cannot_wait_for_it() {
         }
         .unwrap();
         drop(kernel);
+        gate.open();
         // SAFETY: the stream is live and synchronized once before it is destroyed.
         unsafe {
             backend.stream_synchronize(0, stream).unwrap();
@@ -137,4 +163,54 @@ fn a_kernels_captures_dropped_by_its_stream_job_cannot_wait_for_it() {
         "expected the refusal naming the call and the kernel, got: {}",
         log[0]
     );
+}
+
+/// Holds a reference to the backend; when dropped, drops it and then says so.
+struct HoldsTheBackend {
+    backend: Option<Arc<SimBackend>>,
+    dropped: mpsc::Sender<()>,
+}
+
+impl Drop for HoldsTheBackend {
+    fn drop(&mut self) {
+        drop(self.backend.take());
+        let _ = self.dropped.send(());
+    }
+}
+
+#[test]
+fn a_stream_job_dropping_the_last_reference_to_the_backend_shuts_it_down() {
+    // The backend's drop shuts every stream down and waits for its worker; for the stream whose
+    // job drops it, that worker is the current thread (it panicked joining itself).
+    let (dropped, was_dropped) = mpsc::channel();
+    let backend = Arc::new(SimBackend::new(SimConfig::uniform(1, 1 << 20)));
+    let capture = HoldsTheBackend {
+        backend: Some(Arc::clone(&backend)),
+        dropped,
+    };
+    let gate = Gate::default();
+    let kernel = Kernel::sim("holds_the_backend", {
+        let gate = gate.clone();
+        move |_| {
+            let _ = &capture;
+            gate.wait();
+        }
+    });
+    let stream = backend.stream_create(0).unwrap();
+    // SAFETY: the kernel has no arguments; the stream is this backend's.
+    unsafe {
+        backend.launch(
+            0,
+            &kernel,
+            &LaunchConfig::new(1u32, 1u32),
+            &[],
+            Some(stream),
+        )
+    }
+    .unwrap();
+    drop(kernel);
+    drop(backend);
+    gate.open();
+    // The capture went with the job and dropped the backend to the end.
+    assert_eq!(was_dropped.recv_timeout(Duration::from_secs(60)), Ok(()));
 }

@@ -445,9 +445,15 @@ impl SimStream {
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.work.notify();
         let worker = lock(&self.worker).take();
-        if let Some(worker) = worker
-            && worker.join().is_err()
-        {
+        let Some(worker) = worker else {
+            return;
+        };
+        if worker.thread().id() == std::thread::current().id() {
+            // Shut down from one of its own jobs (which held the last reference to the
+            // backend): the worker cannot wait for itself; it finishes the queue and ends.
+            return;
+        }
+        if worker.join().is_err() {
             tracing::error!("a simulated stream worker panicked");
         }
     }

@@ -247,6 +247,10 @@ fn main() {
             "registered_memory_uses_the_agent_pointer",
             registered_memory,
         ),
+        (
+            "no_registration_while_an_unregistration_drains",
+            no_registration_while_unregistering,
+        ),
         ("memset_handles_unaligned_edges", memset_unaligned),
         (
             "memset_async_runs_after_earlier_stream_work",
@@ -765,6 +769,93 @@ fn registered_memory(mock: &Mock) -> Result<(), Failed> {
         b.stream_destroy(0, s)?;
         b.free(0, d)?;
     }
+    drop(host);
+    Ok(())
+}
+
+/// While an unregistration drains the streams, the range stays reserved: registering it again
+/// then is refused (it used to succeed, and the unregistration went on to unpin the pages of
+/// the new registration).
+fn no_registration_while_unregistering(mock: &Mock) -> Result<(), Failed> {
+    let b = mock.backend()?;
+    let n = 2 * 4096;
+    let mut host = pattern(n, 3);
+    let ptr = NonNull::new(host.as_mut_ptr()).ok_or("null vec")?;
+    let flags = HostRegisterFlags::default();
+    let before = mock.stats()?;
+    // SAFETY: `host` stays alive and unmoved until unregistered below.
+    unsafe { b.host_register(0, ptr, n, flags) }?;
+    let d = b.alloc(0, 64)?;
+    let s = b.stream_create(0)?;
+    let staging = pinned(&b, 64, false)?;
+    // A copy held by the stand-in keeps the unregistration draining until it is released.
+    mock.hold_copies(true)?;
+    // SAFETY: both buffers outlive the copy (synchronized below).
+    let held = unsafe { b.copy_htod_async(0, d, staging.as_ptr(), 64, s) };
+    let outcome = std::thread::scope(|scope| -> Result<(), Failed> {
+        let address = ptr.as_ptr() as usize;
+        let b = &b;
+        let unregistering = scope.spawn(move || {
+            let ptr = NonNull::new(address as *mut u8).ok_or("null")?;
+            // SAFETY: registered above; the only work in flight does not use the range.
+            unsafe { b.host_unregister(0, ptr) }.map_err(|e| e.to_string())
+        });
+        // Until the unregistration has reserved the range, a registration is refused as a
+        // double one; once it has, as one racing it. It must never succeed.
+        let started = std::time::Instant::now();
+        let mut registered_again = false;
+        let raced = loop {
+            // SAFETY: `host` is alive; a registration that succeeded is undone below.
+            match unsafe { b.host_register(0, ptr, n, flags) } {
+                Ok(_) => {
+                    registered_again = true;
+                    break Err("registered again while an unregistration drained".into());
+                }
+                Err(Error::HostRegistration { reason, .. })
+                    if reason.contains("another thread") =>
+                {
+                    break Ok(());
+                }
+                Err(Error::HostRegistration { reason, .. }) if reason == "already registered" => {}
+                Err(other) => break Err(format!("registering again: {other}")),
+            }
+            if unregistering.is_finished() || started.elapsed().as_secs() >= 60 {
+                break Err("the unregistration ended (or 60 s passed) before it was seen".into());
+            }
+            std::thread::yield_now();
+        };
+        mock.hold_copies(false)?;
+        let unregistered = unregistering
+            .join()
+            .map_err(|_| Failed::from("the unregistering thread panicked"))?;
+        if registered_again {
+            // SAFETY: registered by the loop above; nothing uses the range.
+            let _ = unsafe { b.host_unregister(0, ptr) };
+        }
+        raced.map_err(Failed::from)?;
+        unregistered.map_err(Failed::from)?;
+        Ok(())
+    });
+    mock.hold_copies(false)?;
+    // SAFETY: live handles of device 0; the work is waited for before the buffers are freed.
+    unsafe {
+        b.stream_synchronize(0, s)?;
+        b.stream_destroy(0, s)?;
+        b.free(0, d)?;
+        b.host_free(0, staging)?;
+    }
+    held?;
+    outcome?;
+    let after = mock.stats()?;
+    ensure(after.violations == before.violations, || {
+        format!(
+            "{} runtime violations",
+            after.violations - before.violations
+        )
+    })?;
+    ensure(after.live_locks == before.live_locks, || {
+        format!("{} locks left", after.live_locks - before.live_locks)
+    })?;
     drop(host);
     Ok(())
 }

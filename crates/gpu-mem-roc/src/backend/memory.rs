@@ -51,6 +51,11 @@ pub struct Registration {
     pub portable: bool,
     /// The address GPUs use for the range's first byte.
     pub agent_ptr: usize,
+    /// `false` while a thread is locking or unlocking the pages: the entry then only reserves
+    /// the address, so that another registration of it is refused until the first is done
+    /// (an unregistration's unlock would otherwise unpin the pages of a registration made while
+    /// it drained the streams), and nothing is translated through it.
+    pub settled: bool,
 }
 
 /// Address-keyed bookkeeping.
@@ -117,7 +122,7 @@ impl Registry {
             return Some(addr);
         }
         containing(&lock(&self.registered), addr, bytes, |r| r.bytes)
-            .filter(|(_, r)| reaches(r.device, r.portable))
+            .filter(|(_, r)| r.settled && reaches(r.device, r.portable))
             .map(|(base, r)| r.agent_ptr + (addr - base))
     }
 
@@ -337,12 +342,30 @@ impl RocBackend {
                 reason: "cannot register an empty host range".into(),
             });
         }
-        if lock(&self.registry.registered).contains_key(&address) {
-            return Err(Error::HostRegistration {
+        {
+            let mut registered = lock(&self.registry.registered);
+            if let Some(known) = registered.get(&address) {
+                return Err(Error::HostRegistration {
+                    address,
+                    bytes,
+                    reason: if known.settled {
+                        "already registered"
+                    } else {
+                        "being registered or unregistered by another thread"
+                    },
+                });
+            }
+            // Reserved while the pages are locked (see `Registration::settled`).
+            registered.insert(
                 address,
-                bytes,
-                reason: "already registered",
-            });
+                Registration {
+                    device,
+                    bytes,
+                    portable: flags.portable,
+                    agent_ptr: 0,
+                    settled: false,
+                },
+            );
         }
         let agents = self.host_agents(device, flags.portable);
         let host_ptr = host.as_ptr().cast::<c_void>();
@@ -351,22 +374,29 @@ impl RocBackend {
             self.hsa
                 .memory_lock_to_pool(host_ptr, bytes, &agents, self.topology.host.pool.pool)
         };
-        let agent_ptr = match locked {
-            Ok(p) => p,
+        let locked = match locked {
             Err(Error::MissingSymbol { .. }) => {
                 // SAFETY: as above.
-                unsafe { self.hsa.memory_lock(host_ptr, bytes, &agents) }?
+                unsafe { self.hsa.memory_lock(host_ptr, bytes, &agents) }
             }
-            Err(e) => return Err(e),
+            other => other,
         };
-        let agent_ptr = agent_ptr as usize;
-        lock(&self.registry.registered).insert(
+        let mut registered = lock(&self.registry.registered);
+        let agent_ptr = match locked {
+            Ok(agent_ptr) => agent_ptr as usize,
+            Err(e) => {
+                registered.remove(&address);
+                return Err(e);
+            }
+        };
+        registered.insert(
             address,
             Registration {
                 device,
                 bytes,
                 portable: flags.portable,
                 agent_ptr,
+                settled: true,
             },
         );
         Ok(flags.mapped.then_some(DevicePtr(agent_ptr as u64)))
@@ -377,22 +407,27 @@ impl RocBackend {
     pub(super) unsafe fn unregister_host(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
-        // Taken out of the registry first, so two threads unregistering the same range cannot
-        // both unlock it; put back if unlocking fails.
+        // Marked unsettled first, so that two threads unregistering the same range cannot both
+        // unlock it, and nobody registers it again before it is unlocked; settled again if
+        // unlocking fails.
         let registration = {
             let mut registered = lock(&self.registry.registered);
-            match registered.get(&address) {
-                Some(r) if r.device == device => registered.remove(&address),
-                _ => None,
+            match registered.get_mut(&address) {
+                Some(r) if r.device == device && r.settled => {
+                    r.settled = false;
+                    Ok(*r)
+                }
+                Some(r) if r.device == device => {
+                    Err("being registered or unregistered by another thread")
+                }
+                _ => Err("not registered on this device"),
             }
         };
-        let Some(registration) = registration else {
-            return Err(Error::HostRegistration {
-                address,
-                bytes: 0,
-                reason: "not registered on this device",
-            });
-        };
+        let registration = registration.map_err(|reason| Error::HostRegistration {
+            address,
+            bytes: 0,
+            reason,
+        })?;
         // The caller promises that no enqueued work still uses the range; as hipHostUnregister
         // does, the streams that may use it (every device's, for a portable registration) are
         // drained first all the same, so a broken promise cannot leave a copy engine or kernel
@@ -406,10 +441,20 @@ impl RocBackend {
         }
         // SAFETY: `host` was locked by register_host, is still allocated and unused (caller, and
         // the work drained above).
-        if let Err(e) = unsafe { self.hsa.memory_unlock(host.as_ptr().cast()) } {
-            lock(&self.registry.registered).insert(address, registration);
+        let unlocked = unsafe { self.hsa.memory_unlock(host.as_ptr().cast()) };
+        let mut registered = lock(&self.registry.registered);
+        if let Err(e) = unlocked {
+            registered.insert(
+                address,
+                Registration {
+                    settled: true,
+                    ..registration
+                },
+            );
             return Err(e);
         }
+        registered.remove(&address);
+        drop(registered);
         tracing::trace!(address, bytes = registration.bytes, "unlocked host range");
         Ok(())
     }
@@ -438,6 +483,18 @@ mod tests {
                 bytes: 0x2000,
                 portable: false,
                 agent_ptr: 0x7f_0000,
+                settled: true,
+            },
+        );
+        // Being locked or unlocked by another thread: only a reservation.
+        lock(&r.registered).insert(
+            0x70_000,
+            Registration {
+                device: 0,
+                bytes: 0x1000,
+                portable: true,
+                agent_ptr: 0x8f_0000,
+                settled: false,
             },
         );
         lock(&r.host).insert(
@@ -458,8 +515,9 @@ mod tests {
         assert_eq!(r.gpu_address_of_host(0, 0x50_000, 1), Some(0x7f_0000));
         assert_eq!(r.gpu_address_of_host(0, 0x51_000, 0x1000), Some(0x7f_1000));
         assert_eq!(r.gpu_address_of_host(0, 0x51_000, 0x1001), None);
-        // Unknown (pageable) memory.
+        // Unknown (pageable) memory, and a registration not settled.
         assert_eq!(r.gpu_address_of_host(0, 0x30_000, 8), None);
+        assert_eq!(r.gpu_address_of_host(0, 0x70_000, 8), None);
         assert_eq!(r.gpu_address_of_host(0, 0x0f_fff, 2), None);
         // Another device reaches only portable memory.
         assert_eq!(r.gpu_address_of_host(1, 0x10_000, 8), None);

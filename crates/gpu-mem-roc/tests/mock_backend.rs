@@ -816,7 +816,10 @@ fn no_registration_while_unregistering(mock: &Mock) -> Result<(), Failed> {
                 {
                     break Ok(());
                 }
-                Err(Error::HostRegistration { reason, .. }) if reason == "already registered" => {}
+                Err(Error::HostRegistration {
+                    reason: "already registered",
+                    ..
+                }) => {}
                 Err(other) => break Err(format!("registering again: {other}")),
             }
             if unregistering.is_finished() || started.elapsed().as_secs() >= 60 {

@@ -219,15 +219,16 @@ impl<T: Element> SmartArray<T> {
     }
 
     /// Declares that `side` was changed, so the other side is stale (Numba's
-    /// `mark_changed(where)`).
+    /// `mark_changed(where)`). A side that has no storage yet holds no data to be current: the
+    /// other side is still marked stale, and the next access of either copies what exists.
     pub fn mark_changed(&mut self, side: Where) {
         match side {
             Where::Host => {
-                self.host_valid = true;
+                self.host_valid = self.host.is_some();
                 self.device_valid = false;
             }
             Where::Device => {
-                self.device_valid = true;
+                self.device_valid = self.on_device.is_some();
                 self.host_valid = false;
             }
         }

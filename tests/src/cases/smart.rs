@@ -7,8 +7,7 @@ use gpu_mem::smart::{SmartRef, TransferCounts};
 use ndarray::{Array2, ArrayD};
 
 pub fn cases() -> Vec<Case> {
-    let mut cases =
-        crate::cases!["smart": transfers_only_when_stale, mark_changed_invalidates_the_other_side];
+    let mut cases = crate::cases!["smart": transfers_only_when_stale, mark_changed_invalidates_the_other_side, mark_changed_on_a_side_without_storage];
     cases.extend(crate::cases!["smart", Requires::Simulator; kernels_leave_data_on_the_device]);
     cases
 }
@@ -101,6 +100,51 @@ fn mark_changed_invalidates_the_other_side(rt: &Runtime) -> Result<(), String> {
     ensure!(
         a.is_valid(Where::Device) && !a.is_valid(Where::Host),
         "mark_changed(Device)"
+    );
+    Ok(())
+}
+
+/// Marking a side changed that has no storage yet (nothing was ever put there) leaves both
+/// sides readable, with the data the other side holds: it used to mark the empty side valid,
+/// and reading it then failed ("a side was valid without storage") until the other side was
+/// marked changed.
+fn mark_changed_on_a_side_without_storage(rt: &Runtime) -> Result<(), String> {
+    let dev = rt.device(0).map_err(fail("device"))?;
+    let values = ArrayD::from_shape_vec(ndarray::IxDyn(&[4]), vec![1i32, 2, 3, 4])
+        .map_err(|e| e.to_string())?;
+    // Created on the host, the device side never made.
+    let mut a = SmartArray::new(&dev, values.clone());
+    a.mark_changed(Where::Device);
+    ensure!(
+        a.device()
+            .map_err(fail("device"))?
+            .copy_to_host()
+            .map_err(fail("copy"))?
+            == values,
+        "device side after mark_changed(Device) on a host-only array"
+    );
+    ensure!(
+        *a.host().map_err(fail("host"))? == values,
+        "host side after mark_changed(Device) on a host-only array"
+    );
+    // Created on the device, the host side never made.
+    let mut b = SmartArray::<i32>::on_device(&dev, &[4], Order::C).map_err(fail("on_device"))?;
+    b.device_mut()
+        .map_err(fail("device_mut"))?
+        .copy_from_host(&values)
+        .map_err(fail("fill"))?;
+    b.mark_changed(Where::Host);
+    ensure!(
+        *b.host().map_err(fail("host"))? == values,
+        "host side after mark_changed(Host) on a device-only array"
+    );
+    ensure!(
+        b.device()
+            .map_err(fail("device"))?
+            .copy_to_host()
+            .map_err(fail("copy"))?
+            == values,
+        "device side after mark_changed(Host) on a device-only array"
     );
     Ok(())
 }

@@ -119,6 +119,30 @@ fn raw_pointers_with_a_deleter_release_after_the_last_user() {
 }
 
 #[test]
+fn an_empty_raw_array_gives_its_deleter_the_pointer_it_was_made_with() {
+    // An empty array reaches no element and keeps no address; its deleter was called with null,
+    // so whatever the pointer owned leaked.
+    let (_backend, rt) = sim(1);
+    let dev = rt.device(0).unwrap();
+    let given = gpu_mem::backend::DevicePtr(0x1000);
+    let (tell, told) = std::sync::mpsc::channel();
+    // SAFETY: an empty array reads no memory; the address is only handed back.
+    let empty = unsafe {
+        DeviceArray::<u32>::from_raw_parts_with_deleter(&dev, given, &[0], &[1], move |ptr| {
+            let _ = tell.send(ptr);
+        })
+    }
+    .unwrap();
+    assert_eq!(empty.shape(), &[0]);
+    drop(empty);
+    assert_eq!(
+        told.try_recv(),
+        Ok(given),
+        "the deleter gets the pointer handed over"
+    );
+}
+
+#[test]
 fn raw_pointer_misuse_is_refused_before_anything_is_built() {
     let (_b, rt) = sim(1);
     let dev = rt.device(0).unwrap();

@@ -75,8 +75,9 @@ impl<T: Element> DeviceArray<T> {
     }
 
     /// A device array over memory another library allocated, released by `deleter`, which
-    /// gpu-mem calls once with the lowest address the array reaches, after the last array and
-    /// enqueued operation using the memory are gone (a DLPack-style deleter).
+    /// gpu-mem calls once with the lowest address the array reaches (`ptr` itself for an empty
+    /// array, which reaches none), after the last array and enqueued operation using the memory
+    /// are gone (a DLPack-style deleter).
     ///
     /// # Safety
     /// As [`DeviceArray::from_raw_parts`], with "until `deleter` runs" for "until `owner` is
@@ -147,6 +148,11 @@ impl<T: Element> DeviceArray<T> {
                         what: format!("the lowest address of an array at {:#x}", ptr.0),
                     })?,
             )
+        };
+        let release = match release {
+            // An empty array keeps no address, but what was handed over is `ptr`'s to free.
+            Release::Deleter(deleter) if empty => Release::Deleter(Box::new(move |_| deleter(ptr))),
+            other => other,
         };
         let memory = ForeignMemory::new(device, base, bytes, release);
         Ok(DeviceArray {

@@ -168,3 +168,62 @@ fn pinned_and_mapped_arrays_export_their_host_memory() {
         assert_eq!(dv.tensor().device.device_type.0, device_type(rt.kind()).0);
     });
 }
+
+/// A tensor of another DLPack major version is refused before anything but its version is
+/// read, and its deleter still runs.
+#[test]
+fn tensors_of_another_major_version_are_refused() {
+    let (backend, rt, d) = exported_setup();
+    let dev = rt.device(0).unwrap();
+    let mut raw = d.to_dlpack().unwrap().into_raw();
+    drop(d);
+    // SAFETY: `raw` came from `into_raw` and nothing else uses it.
+    unsafe { raw.as_mut().version.major += 1 };
+    // SAFETY: `raw` is owned again here, once; its deleter is gpu-mem's own.
+    let tensor = unsafe { DlpackTensor::from_raw(raw) };
+    // SAFETY: the tensor is refused before its descriptor is read.
+    let imported = unsafe { DeviceArray::<u32>::from_dlpack(&dev, tensor) };
+    match imported {
+        Err(gpu_mem::Error::InvalidArgument { reason, .. }) => {
+            assert!(reason.contains("major version"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(backend.live_allocations(0).unwrap(), 0, "the deleter ran");
+}
+
+/// Host memory exports with device id 0 whichever GPU it was allocated for, and a tensor of no
+/// elements with a null data pointer (both as DLPack says).
+#[test]
+fn host_exports_follow_dlpacks_device_id_and_empty_data_rules() {
+    let backend = std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
+        gpu_mem::sim::SimConfig::uniform(2, 1 << 20),
+    ));
+    let rt = Runtime::with_backend(backend);
+    let second = rt.device(1).unwrap();
+    let pinned = second.pinned_array::<f32>(&[2]).unwrap();
+    let tensor = pinned.to_dlpack().unwrap();
+    assert_eq!(tensor.tensor().device.device_type.0, CPU);
+    assert_eq!(tensor.tensor().device.device_id, 0);
+    let mapped = second
+        .mapped_array::<f32>(&[2], MapFlags::default())
+        .unwrap();
+    assert_eq!(mapped.to_dlpack().unwrap().tensor().device.device_id, 0);
+    // Device memory keeps its GPU's id.
+    let on_device = second.to_device(&Array1::from(vec![1u8, 2])).unwrap();
+    assert_eq!(on_device.to_dlpack().unwrap().tensor().device.device_id, 1);
+    for empty in [
+        second
+            .pinned_array::<f64>(&[0])
+            .unwrap()
+            .to_dlpack()
+            .unwrap(),
+        second
+            .pinned_array::<f64>(&[3, 0])
+            .unwrap()
+            .to_dlpack()
+            .unwrap(),
+    ] {
+        assert!(empty.tensor().data.is_null(), "{:?}", empty.tensor().data);
+    }
+}

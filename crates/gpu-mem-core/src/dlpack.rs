@@ -181,7 +181,13 @@ fn export(
         deleter: Some(delete_exported),
         flags: DlpackFlags::empty(),
         dl_tensor: DLTensor {
-            data,
+            // DLPack: the data pointer of a tensor of no elements should be null (an empty
+            // host buffer's base is a dangling, possibly misaligned address).
+            data: if layout.size() == 0 {
+                std::ptr::null_mut()
+            } else {
+                data
+            },
             device,
             ndim: layout.ndim() as i32,
             dtype,
@@ -220,6 +226,15 @@ fn dl_device(device: &Device, device_type: DLDeviceType) -> DLDevice {
     }
 }
 
+/// Host memory's DLPack device: DLPack sets the id of CPU and pinned memory to 0, whichever
+/// GPU it was allocated for.
+fn host_dl_device(device: &Device) -> DLDevice {
+    DLDevice {
+        device_type: host_device_type(device.kind()),
+        device_id: 0,
+    }
+}
+
 impl<T: Element> DeviceArray<T> {
     /// Exports the array as a DLPack tensor over the same memory (no copy), which keeps the
     /// memory alive until its deleter runs. Work gpu-mem enqueued on streams is not waited for:
@@ -248,6 +263,18 @@ impl<T: Element> DeviceArray<T> {
     pub unsafe fn from_dlpack(device: &Device, tensor: DlpackTensor) -> Result<DeviceArray<T>> {
         // SAFETY: `tensor` owns a valid managed tensor (its constructor's contract).
         let managed = unsafe { tensor.raw.as_ref() };
+        if managed.version.major != dlpark::ffi::DLPACK_MAJOR_VERSION {
+            // Of another major version only the version and the deleter may be read (dropping
+            // `tensor` calls the deleter).
+            return Err(Error::InvalidArgument {
+                name: "DLPack tensor",
+                reason: format!(
+                    "has DLPack major version {}; this library reads version {}",
+                    managed.version.major,
+                    dlpark::ffi::DLPACK_MAJOR_VERSION
+                ),
+            });
+        }
         if managed.flags.contains(DlpackFlags::READ_ONLY) {
             // A device array may be written through (and through its views): importing a
             // read-only tensor would let safe code break the producer's promise.
@@ -259,8 +286,11 @@ impl<T: Element> DeviceArray<T> {
         let t = tensor.tensor();
         let expected = device_type(device.kind(), false);
         let managed = device_type(device.kind(), true);
+        // Managed memory is reachable from every device, and DLPack producers set its id to
+        // 0 (the spec's rule) or to the GPU it was allocated for: any id is accepted for it.
+        let managed_elsewhere = managed != expected && t.device.device_type == managed;
         if (t.device.device_type != expected && t.device.device_type != managed)
-            || t.device.device_id != device.ordinal() as i32
+            || (t.device.device_id != device.ordinal() as i32 && !managed_elsewhere)
         {
             return Err(Error::InvalidArgument {
                 name: "DLPack tensor",
@@ -327,7 +357,7 @@ impl<T: Element> PinnedArray<T> {
     /// waited for first; the consumer must not use the memory while gpu-mem work does.
     pub fn to_dlpack(&self) -> Result<DlpackTensor> {
         self.buffer.pending().wait_for_host(Access::Write)?;
-        let device = dl_device(self.device(), host_device_type(self.device().kind()));
+        let device = host_dl_device(self.device());
         Ok(export(
             self.buffer.base().as_ptr().cast::<c_void>(),
             device,
@@ -344,7 +374,7 @@ impl<T: Element> MappedArray<T> {
     /// [`DeviceArray::to_dlpack`].
     pub fn to_dlpack(&self) -> Result<DlpackTensor> {
         self.buffer.pending().wait_for_host(Access::Write)?;
-        let device = dl_device(self.device(), host_device_type(self.device().kind()));
+        let device = host_dl_device(self.device());
         Ok(export(
             self.buffer.base().as_ptr().cast::<c_void>(),
             device,

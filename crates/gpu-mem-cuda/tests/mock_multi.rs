@@ -461,6 +461,21 @@ fn ipc_roundtrip(mock: &Mock) -> Result<(), Failed> {
     ensure(mock.call::<i32>("mock_live_ipc_mappings")? == 1, || {
         "mapping count".into()
     })?;
+    // Opened again (as for a second slice of the same allocation): CUDA returns the same
+    // mapping, counted; each open is closed once, and the mapping stays until the last close.
+    let again = b.ipc_open_handle(1, &handle)?;
+    ensure(again == opened, || format!("{again:?} is not {opened:?}"))?;
+    // SAFETY: the mapping stays open (one open remains) while it is read below.
+    unsafe { b.ipc_close_handle(1, again)? };
+    ensure(mock.call::<i32>("mock_live_ipc_mappings")? == 1, || {
+        "the first close of a mapping opened twice unmapped it".into()
+    })?;
+    let mut back = vec![0u8; n];
+    // SAFETY: the mapping has n bytes; `back` too.
+    unsafe { b.copy_dtoh(1, back.as_mut_ptr(), opened, n)? };
+    ensure(back == data, || {
+        "IPC mapping contents after one close".into()
+    })?;
     // SAFETY: opened above, unused; the second close is refused before the driver.
     unsafe {
         b.ipc_close_handle(1, opened)?;

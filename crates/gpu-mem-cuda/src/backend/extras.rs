@@ -532,8 +532,17 @@ impl CudaBackend {
             }
             return Err(e);
         }
-        self.ipc_mappings.insert(device, ptr, handle.bytes);
-        self.owners.insert(ptr, device, handle.bytes);
+        // Opening a handle of an allocation this context has mapped already returns the same
+        // mapping with the driver's count raised: each open is closed once.
+        let mut claimed = handle.bytes;
+        self.ipc_mappings.update(device, ptr, |open| match open {
+            Some((bytes, opens)) => {
+                claimed = claimed.max(bytes);
+                Some((claimed, opens.saturating_add(1)))
+            }
+            None => Some((claimed, 1)),
+        });
+        self.owners.insert(ptr, device, claimed);
         Ok(DevicePtr(ptr))
     }
 
@@ -541,20 +550,29 @@ impl CudaBackend {
     /// As `Backend::ipc_close_handle`.
     pub(super) unsafe fn ipc_close(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         let cx = self.current_unless_lost(device)?;
-        if self.ipc_mappings.remove(device, ptr.0).is_none() {
-            return Err(Error::InvalidPointer {
-                kind: "device",
-                address: ptr.0,
-                bytes: 0,
-                reason: "not an IPC mapping opened on this device, or already closed",
-            });
+        let open = self.ipc_mappings.update(device, ptr.0, |open| match open {
+            Some((bytes, opens)) if opens > 1 => Some((bytes, opens - 1)),
+            _ => None,
+        });
+        match open {
+            None => {
+                return Err(Error::InvalidPointer {
+                    kind: "device",
+                    address: ptr.0,
+                    bytes: 0,
+                    reason: "not an IPC mapping opened on this device, or already closed",
+                });
+            }
+            // The last open: the range is no longer this process's.
+            Some((_, 1)) => self.owners.remove(ptr.0),
+            Some(_) => {}
         }
-        self.owners.remove(ptr.0);
         if cx.is_none() {
             return Ok(());
         }
-        // SAFETY: the mapping came from cuIpcOpenMemHandle on this device (registry), is closed
-        // once (removed above) and unused by enqueued work (caller).
+        // SAFETY: the mapping came from cuIpcOpenMemHandle on this device (registry) and this
+        // close matches one of its opens (counted down above); when it is the last, nothing
+        // uses the mapping (caller).
         super::released(unsafe { self.driver.ipc_close_mem_handle(ptr.0) })
     }
 }

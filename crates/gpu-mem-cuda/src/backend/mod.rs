@@ -134,7 +134,10 @@ pub struct CudaBackend {
     /// Managed allocations: base address → bytes.
     managed: Registry<usize>,
     /// IPC mappings opened on a device: address → bytes.
-    ipc_mappings: Registry<u64>,
+    /// Opened IPC mappings: the bytes their handles claim (the most of them) and how many
+    /// opens are not closed yet (the driver returns the existing mapping, counted, when a
+    /// handle of the same allocation is opened again).
+    ipc_mappings: Registry<(u64, u32)>,
     /// `(device, peer)` pairs whose peer access was enabled through this backend.
     peers: Mutex<HashSet<(usize, usize)>>,
     /// NVRTC for kernel compilation, loaded on first use.

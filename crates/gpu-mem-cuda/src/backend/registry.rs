@@ -47,6 +47,23 @@ impl<V: Copy> Registry<V> {
         self.lock().remove(&(device, key))
     }
 
+    /// Replaces `key`'s entry by what `change` makes of it (`None`: no entry), under one lock;
+    /// returns the entry as it was.
+    pub fn update(
+        &self,
+        device: usize,
+        key: u64,
+        change: impl FnOnce(Option<V>) -> Option<V>,
+    ) -> Option<V> {
+        let mut entries = self.lock();
+        let old = entries.get(&(device, key)).copied();
+        match change(old) {
+            Some(new) => entries.insert((device, key), new),
+            None => entries.remove(&(device, key)),
+        };
+        old
+    }
+
     pub fn len(&self) -> usize {
         self.lock().len()
     }
@@ -108,6 +125,20 @@ mod tests {
         assert_eq!(r.remove(0, 0x1000), Some(AllocKind::Plain));
         assert_eq!(r.remove(0, 0x1000), None);
         assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn updates_see_and_replace_the_entry_under_one_lock() {
+        let r = Registry::new();
+        assert_eq!(r.update(0, 0x1000, |old| Some(old.unwrap_or(0) + 1)), None);
+        assert_eq!(
+            r.update(0, 0x1000, |old| Some(old.unwrap_or(0) + 1)),
+            Some(1)
+        );
+        assert_eq!(r.get(0, 0x1000), Some(2));
+        assert_eq!(r.update(0, 0x1000, |_| None), Some(2));
+        assert_eq!(r.get(0, 0x1000), None);
+        assert_eq!(r.len(), 0);
     }
 
     #[test]

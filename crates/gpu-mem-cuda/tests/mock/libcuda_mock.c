@@ -81,6 +81,11 @@ struct item {
     size_t bytes;
     unsigned flags;
     int device;
+    /* IPC mappings: the exporter's allocation and process, and how many opens are not closed
+     * (CUDA returns the existing mapping, counted, when a context opens a handle again). */
+    unsigned long long ipc_source;
+    int ipc_pid;
+    int ipc_opens;
 };
 
 struct stream { int magic; unsigned flags; int device; };
@@ -1131,6 +1136,16 @@ static CUresult ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
     if (memcmp(x.magic, "gmmockip", 8) != 0) return E_INVALID_VALUE;
     if (x.pid == getpid()) return E_INVALID_CONTEXT;
     pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS; ++i) {
+        struct item *open = &items[i];
+        if (open->kind == IPC_MAPPED && open->device == current_device() &&
+            open->ipc_source == x.base && open->ipc_pid == x.pid) {
+            open->ipc_opens += 1;
+            *p = (CUdeviceptr)(uintptr_t)open->base;
+            pthread_mutex_unlock(&lock);
+            return OK;
+        }
+    }
     struct item *src = find_base(DEVICE_PLAIN, (void *)(uintptr_t)x.base);
     char *mem = src ? malloc(src->bytes) : NULL;
     struct item *it = NULL;
@@ -1138,6 +1153,7 @@ static CUresult ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
         memcpy(mem, src->base, src->bytes);
         it = add_item(IPC_MAPPED, mem, src->bytes, 0);
         if (!it) free(mem);
+        else { it->ipc_source = x.base; it->ipc_pid = x.pid; it->ipc_opens = 1; }
     }
     pthread_mutex_unlock(&lock);
     if (!it) return E_INVALID_VALUE;
@@ -1176,7 +1192,7 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
     pthread_mutex_lock(&lock);
     struct item *it = find_base(IPC_MAPPED, (void *)(uintptr_t)p);
     int ok = it && it->device == current_device();
-    if (ok) { free(it->base); it->kind = FREE_SLOT; }
+    if (ok && --it->ipc_opens == 0) { free(it->base); it->kind = FREE_SLOT; }
     pthread_mutex_unlock(&lock);
     return ok ? OK : E_INVALID_VALUE;
 }

@@ -49,7 +49,7 @@ impl RocBackend {
     pub(super) fn ipc_export(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
         let gpu = self.gpu(device)?;
         let entry = lock(&self.registry.device).get(&ptr.0).copied();
-        let Some(alloc) = entry.filter(|a| a.device == device && !a.imported) else {
+        let Some(alloc) = entry.filter(|a| a.device == device && a.imports == 0) else {
             return Err(Error::InvalidPointer {
                 kind: "device",
                 address: ptr.0,
@@ -86,14 +86,19 @@ impl RocBackend {
         // the backend lives.
         let mapped = unsafe { self.hsa.ipc_memory_attach(&raw, len, &agents) }?;
         let address = mapped as u64;
-        lock(&self.registry.device).insert(
-            address,
-            DeviceAlloc {
+        // Should the runtime hand out an address it mapped before (one mapping, counted, as
+        // CUDA does for a handle opened again), each attach is still closed once.
+        lock(&self.registry.device)
+            .entry(address)
+            .and_modify(|a| {
+                a.imports = a.imports.saturating_add(1);
+                a.bytes = a.bytes.max(len);
+            })
+            .or_insert(DeviceAlloc {
                 device,
                 bytes: len,
-                imported: true,
-            },
-        );
+                imports: 1,
+            });
         drop(peers);
         Ok(DevicePtr(address))
     }
@@ -102,21 +107,43 @@ impl RocBackend {
     /// As `Backend::ipc_close_handle`.
     pub(super) unsafe fn ipc_close(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         self.gpu(device)?;
-        let entry = lock(&self.registry.device).get(&ptr.0).copied();
-        if !entry.is_some_and(|a| a.device == device && a.imported) {
+        // Counted down (the last open taken out) before the runtime detaches, so that two
+        // threads closing one mapping cannot both detach it; counted up again if detaching
+        // fails.
+        let closing = {
+            let mut mappings = lock(&self.registry.device);
+            match mappings.get_mut(&ptr.0) {
+                Some(a) if a.device == device && a.imports > 1 => {
+                    a.imports -= 1;
+                    Some(*a)
+                }
+                Some(a) if a.device == device && a.imports == 1 => mappings.remove(&ptr.0),
+                _ => None,
+            }
+        };
+        let Some(closing) = closing else {
             return Err(Error::InvalidPointer {
                 kind: "device",
                 address: ptr.0,
                 bytes: 0,
-                reason: "not an IPC mapping opened on this device",
+                reason: "not an IPC mapping opened on this device, or already closed",
             });
-        }
+        };
         self.drain_device_for_ordering(device);
-        // SAFETY: a mapping from `ipc_memory_attach`, closed once (removed below), unused by
-        // enqueued work (caller; the device was drained too).
-        unsafe { self.hsa.ipc_memory_detach(ptr.0 as *mut c_void) }?;
-        lock(&self.registry.device).remove(&ptr.0);
-        Ok(())
+        // SAFETY: a mapping from `ipc_memory_attach`, and this close matches one of its
+        // attaches (counted down above); unused by enqueued work (caller; the device was drained
+        // too).
+        let detached = unsafe { self.hsa.ipc_memory_detach(ptr.0 as *mut c_void) };
+        if detached.is_err() {
+            lock(&self.registry.device)
+                .entry(ptr.0)
+                .and_modify(|a| a.imports = a.imports.saturating_add(1))
+                .or_insert(DeviceAlloc {
+                    imports: 1,
+                    ..closing
+                });
+        }
+        detached
     }
 }
 

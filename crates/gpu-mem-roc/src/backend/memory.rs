@@ -26,9 +26,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub struct DeviceAlloc {
     pub device: usize,
     pub bytes: usize,
-    /// Another process's allocation mapped with `hsa_amd_ipc_memory_attach` (closed with
-    /// `ipc_close_handle`, never freed, not counted as this device's memory use).
-    pub imported: bool,
+    /// For another process's allocation mapped with `hsa_amd_ipc_memory_attach`, how many
+    /// attaches returned this address and are not closed yet (each is closed once with
+    /// `ipc_close_handle`; never freed, not counted as this device's memory use); 0 for this
+    /// process's own allocations.
+    pub imports: u32,
 }
 
 /// A host allocation from the system pool.
@@ -130,7 +132,7 @@ impl Registry {
     pub fn device_bytes_in_use(&self, device: usize) -> u64 {
         lock(&self.device)
             .values()
-            .filter(|a| a.device == device && !a.imported)
+            .filter(|a| a.device == device && a.imports == 0)
             .map(|a| a.bytes as u64)
             .sum()
     }
@@ -194,7 +196,7 @@ impl RocBackend {
             DeviceAlloc {
                 device,
                 bytes,
-                imported: false,
+                imports: 0,
             },
         );
         drop(peers);
@@ -206,7 +208,7 @@ impl RocBackend {
     pub(super) unsafe fn free_device(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         self.gpu(device)?;
         let taken = take_if(&self.registry.device, ptr.0, |a| {
-            a.device == device && !a.imported
+            a.device == device && a.imports == 0
         });
         let Some(entry) = taken else {
             return Err(Error::InvalidPointer {

@@ -101,7 +101,7 @@ impl RocBackend {
         let agents = self.peer_agents_of(&with, peer);
         let existing: Vec<u64> = lock(&self.registry.device)
             .iter()
-            .filter(|(_, a)| a.device == peer && !a.imported)
+            .filter(|(_, a)| a.device == peer && a.imports == 0)
             .map(|(base, _)| *base)
             .collect();
         for base in existing {

@@ -354,6 +354,18 @@ pub fn ipc_handles(mock: &Mock) -> Result<(), Failed> {
     ensure(memory.total - memory.free == n as u64, || {
         format!("the mapping counted as device memory use: {memory:?}")
     })?;
+    // Attached again at the same address (the stand-in, like CUDA's driver, hands out the one
+    // mapping again): each attach is closed once, and the first close leaves it usable.
+    let again = b.ipc_open_handle(0, &handle)?;
+    ensure(again == mapped, || format!("{again:?} is not {mapped:?}"))?;
+    // SAFETY: one attach of the mapping stays open while it is read below.
+    unsafe { b.ipc_close_handle(0, again) }?;
+    ensure(mock.stats()?.live_ipc_mappings == 1, || {
+        "the first close of a mapping attached twice detached both".into()
+    })?;
+    ensure(download(&b, 0, mapped, n)? == update, || {
+        "the mapping reads wrong data after one of two closes".into()
+    })?;
     // SAFETY: the mapping is idle and closed once; the allocation freed once.
     unsafe {
         b.ipc_close_handle(0, mapped)?;

@@ -33,6 +33,7 @@ pub fn cases() -> Vec<Case> {
         smart_and_mapped_arrays_as_arguments,
         barriers_really_wait_for_the_block,
         stream_launches_run_in_order,
+        clones_given_other_sources_run_their_own,
     ];
     cases.extend(crate::cases!["source", Requires::Simulator;
         warp_of_64_lanes,
@@ -621,6 +622,32 @@ fn stream_launches_run_in_order(rt: &Runtime) -> Result<(), String> {
         hist.iter().all(|&c| c == 3 * (n / 16) as u32),
         "three launches counted: {hist:?}"
     );
+    Ok(())
+}
+
+/// Clones of one kernel given different sources are different kernels: each launch runs its
+/// own source (the simulator's cache of compiled programs was keyed by the kernel's id, which
+/// clones share, so the second ran the first one's code).
+fn clones_given_other_sources_run_their_own(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let writes = |value: i32| {
+        format!(
+            "#include \"gpu_mem.h\"\nextern \"C\" __global__ void put(gm_array<int, 1> out) {{ out(0) = {value}; }}\n"
+        )
+    };
+    let base = Kernel::new("put");
+    let one = base.clone().with_source(writes(1), "put");
+    let two = base.with_source(writes(2), "put");
+    let mut out = dev
+        .to_device(&Array1::<i32>::zeros(1))
+        .map_err(fail("out"))?;
+    for (kernel, want) in [(&one, 1), (&two, 2), (&one, 1)] {
+        // SAFETY: one thread writes the array's one element.
+        unsafe { dev.launch(kernel, LaunchConfig::new(1u32, 1u32), &mut [&mut out]) }
+            .map_err(fail("launch"))?;
+        let got = out.copy_to_host().map_err(fail("copy"))?[0];
+        ensure!(got == want, "the kernel writing {want} wrote {got}");
+    }
     Ok(())
 }
 

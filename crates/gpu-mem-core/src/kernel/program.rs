@@ -66,6 +66,7 @@ impl Kernel {
     /// Adds the simulator's closure form (used by the simulator crate's `SimKernel` trait).
     pub fn with_sim_form(mut self, form: SimForm) -> Kernel {
         self.sim = Some(form);
+        self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         self
     }
 
@@ -75,10 +76,13 @@ impl Kernel {
             code: code.into(),
             entry: entry.into(),
         }));
+        self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         self
     }
 
-    /// A process-unique id, for backends' compiled-module caches.
+    /// A process-unique id, for backends' compiled-module caches: clones share it, and a kernel
+    /// given other code ([`Kernel::with_source`], [`Kernel::with_sim_form`]) gets a new one, so
+    /// that a clone given another source never runs the first one's compiled code.
     pub fn id(&self) -> u64 {
         self.id
     }

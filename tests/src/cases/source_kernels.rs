@@ -44,6 +44,7 @@ pub fn cases() -> Vec<Case> {
         stream_kernel_fault_surfaces_at_synchronize,
         wrong_arguments_are_refused_before_running,
         compile_errors_carry_the_line,
+        undefined_device_functions_are_compile_errors,
         static_shared_memory_counts_against_the_limit,
     ]);
     cases
@@ -543,6 +544,24 @@ fn compile_errors_carry_the_line(rt: &Runtime) -> Result<(), String> {
             kernel == "broken" && log.contains("broken.cu:4") && log.contains("undefined_name"),
             "{log}"
         ),
+        other => return Err(format!("expected KernelCompile, got {other:?}")),
+    }
+    Ok(())
+}
+
+/// A `__device__` function declared and never defined is a compile error. (The library linked
+/// and loaded, and the first thread to call the function ended the process: the dynamic linker
+/// exits on a symbol it cannot bind.)
+fn undefined_device_functions_are_compile_errors(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let source = "#include \"gpu_mem.h\"\n__device__ int helper(int);\nextern \"C\" __global__ void calls_undefined(gm_array<int, 1> a) {\n    if (a(0) == 7) a(0) = helper(1);\n}\n";
+    let kernel = Kernel::from_source(source, "calls_undefined");
+    // Zero: the call is never reached, so nothing ends the process whatever happens.
+    let mut a = dev.to_device(&Array1::<i32>::zeros(1)).map_err(fail("a"))?;
+    // SAFETY: it does not build.
+    let result = unsafe { dev.launch(&kernel, LaunchConfig::new(1, 1), &mut [&mut a]) };
+    match result {
+        Err(Error::KernelCompile { log, .. }) => ensure!(log.contains("helper"), "{log}"),
         other => return Err(format!("expected KernelCompile, got {other:?}")),
     }
     Ok(())

@@ -22,8 +22,10 @@ const DEFAULTS: [&str; 3] = ["c++", "g++", "clang++"];
 /// Flags of every compile (after the language standard, see [`standard`]): optimised,
 /// position-independent, the prelude's host branch, stack probes; only the program's entry
 /// points are exported, so kernels loaded side by side never share symbols (or `__shared__`
-/// variables).
-pub(crate) const FLAGS: [&str; 9] = [
+/// variables); every symbol defined at link time (a `__device__` function declared and never
+/// defined is a compile error, not a process that ends when a thread first calls it: the
+/// library is loaded lazily, and the dynamic linker exits on a symbol it cannot bind).
+pub(crate) const FLAGS: [&str; 10] = [
     "-O2",
     "-fPIC",
     "-shared",
@@ -34,6 +36,7 @@ pub(crate) const FLAGS: [&str; 9] = [
     // Large frames touch their pages in order, so a stack overflow hits the guard page.
     "-fstack-clash-protection",
     "-w",
+    UNDEFINED_SYMBOLS_ARE_ERRORS,
 ];
 
 /// The language of a program: C++17, the dialect kernels are written in, with coroutines for
@@ -46,18 +49,16 @@ pub(crate) const FLAGS: [&str; 9] = [
 pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
         (Threads::Calls, _) => &["-std=c++17"],
-        (Threads::Stackless, false) => {
-            &["-std=c++17", "-fcoroutines", UNDEFINED_SYMBOLS_ARE_ERRORS]
-        }
+        (Threads::Stackless, false) => &["-std=c++17", "-fcoroutines"],
         // (`u8` literals stay `char`, as in C++17, not C++20's `char8_t`.)
-        (Threads::Stackless, true) => &["-std=c++20", "-fno-char8_t", UNDEFINED_SYMBOLS_ARE_ERRORS],
+        (Threads::Stackless, true) => &["-std=c++20", "-fno-char8_t"],
     }
 }
 
-/// Every symbol of a stackless program defined at link time: GCC leaves an await in an
-/// unevaluated operand (`sizeof(helper(x))`) calling functions it never instantiates, which
-/// would otherwise fail only when a thread gets there (a refusal instead: built the ordinary
-/// way). Apple's linker knows no `-z defs` and refuses undefined symbols in a library anyway.
+/// Every symbol of a program defined at link time (see [`FLAGS`]). For stackless programs this
+/// matters more: GCC leaves an await in an unevaluated operand (`sizeof(helper(x))`) calling
+/// functions it never instantiates, which would otherwise fail only when a thread got there (a
+/// refusal instead: built the ordinary way). Apple's linker spells it `-undefined error`.
 const UNDEFINED_SYMBOLS_ARE_ERRORS: &str = if cfg!(target_vendor = "apple") {
     "-Wl,-undefined,error"
 } else {

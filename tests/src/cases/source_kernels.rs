@@ -654,7 +654,8 @@ fn clones_given_other_sources_run_their_own(rt: &Runtime) -> Result<(), String> 
             "#include \"gpu_mem.h\"\nextern \"C\" __global__ void put(gm_array<int, 1> out) {{ out(0) = {value}; }}\n"
         )
     };
-    let base = Kernel::new("put");
+    // A name no file could have (a `/`, and longer than a file name may be) is only a name.
+    let base = Kernel::new(format!("ops/put/{}", "x".repeat(300)));
     let one = base.clone().with_source(writes(1), "put");
     let two = base.with_source(writes(2), "put");
     let mut out = dev

@@ -329,10 +329,9 @@ fn compile_into(
             Ok(path)
         };
         write("gpu_mem.h", KERNEL_PRELUDE)?;
-        let source = write(
-            &wrapper::file_name(kernel).replace(".cu", ".cpp"),
-            &plan.unit,
-        )?;
+        // Not named after the kernel: a name may hold `/` or be longer than a file name may be
+        // (messages name the kernel's file through the unit's `#line` directives).
+        let source = write("kernel.cpp", &plan.unit)?;
         let output = scratch.join("kernel.so");
         compiler
             .compile(&source, &output, plan.threads)

@@ -8,7 +8,7 @@
 mod common;
 
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
-use gpu_mem_core::{Error, Kernel};
+use gpu_mem_core::{Backend, Error, Kernel};
 use gpu_mem_sim::thread::{AsyncThreadCtx, ThreadCtx};
 use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::future::Future;
@@ -478,4 +478,45 @@ fn nanosleep_joined_with_a_barrier_completes() {
     });
     let out = run_u32(&backend, &kernel, LaunchConfig::new(1, 8), 8).unwrap();
     assert_eq!(out, vec![7; 8]);
+}
+
+/// A rank-0 shared array whose buffer the block refused (here: the dynamic shared memory takes
+/// the whole block's, so the static one does not fit) is a fault when used: every index of a
+/// ranked one is out of bounds, but a rank-0 one has no index, and its accesses went through a
+/// null pointer. Runs under Miri, which reported that access.
+#[test]
+fn a_refused_rank_0_shared_array_is_a_fault_not_a_null_access() {
+    let backend = backend();
+    let limit = backend.device_info(0).unwrap().max_shared_memory_per_block;
+    let kernel = Kernel::sim_async("refused", async |t| {
+        let s = t.shared_array::<u32, 0>([]);
+        s.set([], 1);
+        let _ = s.get([]);
+        let _ = s.atomic_add([], 1);
+    });
+    let config = LaunchConfig::new(1, 1).with_shared_bytes(limit);
+    let error = launch(&backend, &kernel, config, &[]).unwrap_err();
+    assert!(fault_message(&error).contains("shared"), "{error}");
+}
+
+/// A local array is limited by its bytes (CUDA's 512 KiB of local memory per thread): a few
+/// elements of a large type used to pass an element-count limit and make the process abort
+/// when the allocation failed.
+#[test]
+fn a_local_array_over_a_threads_local_memory_is_a_fault() {
+    let backend = backend();
+    let kernel = Kernel::sim_async("huge_local", async |t| {
+        let a = t.local_array::<[u64; 4096], 1>([1 << 24]);
+        let _ = a.shape();
+    });
+    let error = launch(&backend, &kernel, LaunchConfig::new(1, 1), &[]).unwrap_err();
+    assert!(
+        fault_message(&error).contains("at most 524288 bytes"),
+        "{error}"
+    );
+    let fits = Kernel::sim_async("fits", async |t| {
+        let a = t.local_array::<u64, 1>([64 << 10]);
+        a.set([(64 << 10) - 1], 1);
+    });
+    launch(&backend, &fits, LaunchConfig::new(1, 1), &[]).unwrap();
 }

@@ -18,6 +18,16 @@ fn out_of_bounds(ctx: &ThreadCtx<'_>, what: &str, index: &[usize], shape: &[usiz
     ));
 }
 
+/// Records an access of a shared array whose buffer the block refused to hand out (over the
+/// block's shared memory, or a type or shape other than the same call's in other threads): the
+/// refusal itself was recorded already; this keeps a rank-0 array (which every index reaches)
+/// from touching memory it does not have.
+#[cold]
+#[inline(never)]
+fn no_buffer(ctx: &ThreadCtx<'_>) {
+    ctx.fault("a shared array whose allocation was refused was accessed".to_string());
+}
+
 fn c_offset<const N: usize>(shape: &[usize; N], index: &[usize; N]) -> Option<usize> {
     let mut offset = 0usize;
     for axis in 0..N {
@@ -67,6 +77,12 @@ impl<'a, T: Element, const N: usize> SharedArray<'a, T, N> {
     }
 
     fn slot(&self, index: [usize; N]) -> Option<*mut T> {
+        if self.base.is_null() {
+            // A refused array (`empty`): its shape is all zeros, so any index of a ranked one
+            // is out of bounds, but a rank-0 one has no index to be out of.
+            no_buffer(self.ctx);
+            return None;
+        }
         match c_offset(&self.shape, &index) {
             // The offset is within the buffer's element count.
             Some(offset) => Some(self.base.wrapping_add(offset)),
@@ -106,6 +122,10 @@ impl<const N: usize> SharedArray<'_, u32, N> {
     crate::thread::atomics::atomic_inc_dec!([usize; N]);
 }
 
+/// The most local memory one thread's arrays may take, each: CUDA's limit per thread (512 KiB).
+/// (A whole block of threads may be suspended holding theirs at a barrier.)
+pub(crate) const MAX_LOCAL_BYTES: usize = 512 << 10;
+
 /// A per-thread array (Numba's `cuda.local.array`).
 #[derive(Debug)]
 pub struct LocalArray<'a, T: Element, const N: usize> {
@@ -116,11 +136,18 @@ pub struct LocalArray<'a, T: Element, const N: usize> {
 
 impl<'a, T: Element, const N: usize> LocalArray<'a, T, N> {
     pub(crate) fn new(ctx: &'a ThreadCtx<'a>, shape: [usize; N]) -> Self {
-        let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
-        let data = match count {
-            Some(n) if n <= (1 << 24) => vec![T::zeroed(); n],
+        let bytes = shape
+            .iter()
+            .try_fold(std::mem::size_of::<T>(), |acc, &d| acc.checked_mul(d));
+        let data = match bytes {
+            Some(bytes) if bytes <= MAX_LOCAL_BYTES => {
+                vec![T::zeroed(); bytes / std::mem::size_of::<T>().max(1)]
+            }
             _ => {
-                ctx.fault(format!("local array shape {shape:?} is too large"));
+                ctx.fault(format!(
+                    "local array shape {shape:?} of {} is too large: a thread's local memory holds at most {MAX_LOCAL_BYTES} bytes",
+                    T::dtype()
+                ));
                 Vec::new()
             }
         };

@@ -296,6 +296,34 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
 /// helpers) are coroutines too: values, references and structs they return, recursion, helpers
 /// called in conditions and loops, shared memory of their own, faults, divergence and spinning
 /// inside them come out as on fibers.
+/// Narrow shuffles as CUDA defines them: `__shfl_xor_sync` of width < warpSize reads a lane of
+/// an earlier group (only a later group's lane gives the caller its own value), and a shuffle's
+/// delta is an `unsigned int` (a negative one is a huge delta: the caller's own value). The
+/// simulator gave the own value for an earlier group, and stackless threads read lane - 1 for
+/// a delta of -1.
+#[test]
+fn narrow_xor_shuffles_and_negative_deltas_follow_cuda() {
+    let source = r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    int t = (int)threadIdx.x;
+    int x = __shfl_xor_sync(~0ull, t, 8, 8);
+    int d = __shfl_down_sync(~0ull, t, -1);
+    int u = __shfl_up_sync(~0ull, t, -1);
+    a(threadIdx.x) = x + 100 * d + 10000 * u;
+}
+"#;
+    let expected: Vec<i32> = (0..32)
+        .map(|t: i32| {
+            let (src, end) = (t ^ 8, t - t % 8 + 8);
+            let x = if src < end { src } else { t };
+            x + 100 * t + 10000 * t
+        })
+        .collect();
+    let (stackless, fibers) = both_ways(source, 32);
+    assert_eq!(stackless, Ok(expected.clone()), "stackless");
+    assert_eq!(fibers, Ok(expected), "on fibers");
+}
+
 #[test]
 fn helpers_that_wait_agree_with_fibers() {
     let cases = [

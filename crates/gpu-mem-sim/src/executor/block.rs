@@ -1153,7 +1153,9 @@ pub(super) fn recount(s: &mut Schedule) {
 }
 
 /// The lane a shuffle reads for `lane`, or `None` when it reads its own value (CUDA: a source
-/// outside the lane's group of `width` lanes).
+/// outside the lane's group of `width` lanes; for a butterfly, only one in a later group: an
+/// earlier group's lane is read). Deltas are CUDA's `unsigned int`s: a negative one, as the
+/// stackless form passes it, is a huge delta.
 fn shuffle_source(
     op: Collective,
     lane: usize,
@@ -1166,9 +1168,13 @@ fn shuffle_source(
     let end = group + width;
     let src = match op {
         Collective::Shfl => group as i64 + arg.rem_euclid(width as i64),
-        Collective::ShflUp => lane as i64 - arg,
-        Collective::ShflDown => lane as i64 + arg,
-        Collective::ShflXor => (lane as i64) ^ arg,
+        Collective::ShflUp => lane as i64 - i64::from(arg as u32),
+        Collective::ShflDown => lane as i64 + i64::from(arg as u32),
+        Collective::ShflXor => {
+            return usize::try_from((lane as i64) ^ arg)
+                .ok()
+                .filter(|&s| s < end && s < lanes);
+        }
         _ => return None,
     };
     usize::try_from(src)

@@ -585,6 +585,21 @@ fn static_shared_memory_counts_against_the_limit(rt: &Runtime) -> Result<(), Str
         }
         other => return Err(format!("expected InvalidLaunch, got {other:?}")),
     }
+    // Exactly what remains of the limit fits, whatever way the kernel's threads run (this one
+    // runs stackless: the frame arenas of that form were counted as the kernel's arrays).
+    let limit = dev
+        .info()
+        .map_err(fail("info"))?
+        .max_shared_memory_per_block;
+    let exact = LaunchConfig::new(1, 32).with_shared_bytes(limit - (32 << 10));
+    // SAFETY: the kernel stays inside its arguments.
+    unsafe { dev.launch(&kernel, exact, &mut [&mut a]) }.map_err(fail("exactly the limit"))?;
+    let over = LaunchConfig::new(1, 32).with_shared_bytes(limit - (32 << 10) + 1);
+    // SAFETY: refused.
+    ensure!(
+        unsafe { dev.launch(&kernel, over, &mut [&mut a]) }.is_err(),
+        "one byte over the limit was accepted"
+    );
     Ok(())
 }
 

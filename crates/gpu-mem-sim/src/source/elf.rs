@@ -1,38 +1,117 @@
-//! The one fact the simulator reads from a compiled kernel library itself: the size of its
-//! thread-local segment, which holds the kernel's static `__shared__` arrays (the prelude's host
-//! branch makes them `static thread_local`, and nothing else in the library is thread-local).
+//! What the simulator reads from a compiled kernel library itself: how much of its thread-local
+//! storage is the kernel's static `__shared__` arrays (the prelude's host branch makes them
+//! `static thread_local`). The prelude's stackless section has thread-locals of its own (frame
+//! arenas), and the C++ runtime adds a guard (`__tls_guard`): those are not
+//! the kernel's, so the arrays are counted from the symbol table where the library has one,
+//! and only without one is the whole thread-local segment taken.
+
+/// Bytes of the kernel's own thread-local variables: the sizes of the `STT_TLS` symbols of the
+/// symbol table (`.symtab`) but the prelude's and the runtime's ([`is_prelude_tls`]); the
+/// whole `PT_TLS` segment when the library has no symbol table (stripped). `None` when `bytes`
+/// is not a 64-bit little-endian ELF file.
+pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
+    let segment = tls_size(bytes)?;
+    Some(kernel_tls_symbols(bytes).unwrap_or(segment))
+}
+
+/// The sum of the sizes of the kernel's `STT_TLS` symbols (see [`shared_bytes`]); `None` when
+/// the file has no readable symbol table.
+fn kernel_tls_symbols(bytes: &[u8]) -> Option<u64> {
+    const SHT_SYMTAB: u32 = 2;
+    const STT_TLS: u8 = 6;
+    const SYMBOL_BYTES: usize = 24;
+    let r = Reader(bytes);
+    let shoff = usize::try_from(r.u64_at(0x28)?).ok()?;
+    let shentsize = usize::from(r.u16_at(0x3A)?);
+    let shnum = usize::from(r.u16_at(0x3C)?);
+    let section = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
+    let (symtab, strtab) = (0..shnum).find_map(|i| {
+        let header = section(i)?;
+        (r.u32_at(header + 4)? == SHT_SYMTAB).then_some(())?;
+        let link = usize::try_from(r.u32_at(header + 0x28)?).ok()?;
+        Some((header, section(link)?))
+    })?;
+    let (start, size) = (
+        usize::try_from(r.u64_at(symtab + 0x18)?).ok()?,
+        usize::try_from(r.u64_at(symtab + 0x20)?).ok()?,
+    );
+    let names = usize::try_from(r.u64_at(strtab + 0x18)?).ok()?;
+    let mut total = 0u64;
+    for symbol in (start..start.checked_add(size)?).step_by(SYMBOL_BYTES) {
+        if symbol + SYMBOL_BYTES > start + size || r.u8_at(symbol + 4)? & 0xf != STT_TLS {
+            continue;
+        }
+        let name_at = names.checked_add(usize::try_from(r.u32_at(symbol)?).ok()?)?;
+        let name = bytes.get(name_at..)?;
+        let name = &name[..name.iter().position(|&b| b == 0)?];
+        if !is_prelude_tls(name) {
+            total = total.checked_add(r.u64_at(symbol + 0x10)?)?;
+        }
+    }
+    Some(total)
+}
+
+/// The prelude's own thread-locals (file-scope `static thread_local`s of its stackless
+/// section, named as GCC and clang mangle internal-linkage variables: `_ZL<length><name>`), and
+/// the C++ runtime's guard of thread-locals with constructors. The tests' check that a
+/// stackless kernel gets all of the limit finds one missing from this list.
+fn is_prelude_tls(name: &[u8]) -> bool {
+    const PRELUDE: [&str; 4] = [
+        "gm_sim_frames",
+        "gm_sim_sub_frames",
+        "gm_sim_frames_owner",
+        "gm_sim_subs",
+    ];
+    name == b"__tls_guard"
+        || PRELUDE
+            .iter()
+            .any(|p| name == format!("_ZL{}{p}", p.len()).as_bytes())
+}
+
+/// Little-endian reads that fail (`None`) past the end of the file.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn u8_at(&self, at: usize) -> Option<u8> {
+        self.0.get(at).copied()
+    }
+
+    fn u16_at(&self, at: usize) -> Option<u16> {
+        self.0
+            .get(at..at.checked_add(2)?)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32_at(&self, at: usize) -> Option<u32> {
+        self.0
+            .get(at..at.checked_add(4)?)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+    }
+
+    fn u64_at(&self, at: usize) -> Option<u64> {
+        self.0
+            .get(at..at.checked_add(8)?)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    }
+}
 
 /// `p_memsz` of the `PT_TLS` program header of a 64-bit little-endian ELF file; 0 when there is
 /// none; `None` when `bytes` is not such a file.
-pub(crate) fn tls_size(bytes: &[u8]) -> Option<u64> {
+fn tls_size(bytes: &[u8]) -> Option<u64> {
     const PT_TLS: u32 = 7;
     if bytes.get(..4)? != b"\x7fELF" || *bytes.get(4)? != 2 || *bytes.get(5)? != 1 {
         return None;
     }
-    let u16_at = |at: usize| {
-        bytes
-            .get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-    };
-    let u32_at = |at: usize| {
-        bytes
-            .get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .map(u32::from_le_bytes)
-    };
-    let u64_at = |at: usize| {
-        bytes
-            .get(at..at + 8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-    };
-    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
-    let phentsize = usize::from(u16_at(0x36)?);
-    let phnum = usize::from(u16_at(0x38)?);
+    let r = Reader(bytes);
+    let phoff = usize::try_from(r.u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(r.u16_at(0x36)?);
+    let phnum = usize::from(r.u16_at(0x38)?);
     for i in 0..phnum {
         let header = phoff.checked_add(i.checked_mul(phentsize)?)?;
-        if u32_at(header)? == PT_TLS {
-            return u64_at(header + 0x28);
+        if r.u32_at(header)? == PT_TLS {
+            return r.u64_at(header + 0x28);
         }
     }
     Some(0)
@@ -43,9 +122,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_the_preludes_and_runtimes_thread_locals_are_not_the_kernels() {
+        assert!(is_prelude_tls(b"_ZL13gm_sim_frames"));
+        assert!(is_prelude_tls(b"_ZL11gm_sim_subs"));
+        assert!(is_prelude_tls(b"__tls_guard"));
+        // A kernel's array, as the stackless rewrite names it, and as the ordinary build does.
+        assert!(!is_prelude_tls(
+            b"_ZZ3bigPZ3big8gm_arrayIfLi1EEE28_Z3big8gm_arrayIfLi1EE.Frame.actorE18gm_sim_shared_tile"
+        ));
+        assert!(!is_prelude_tls(b"_ZZ3bigE4tile"));
+        assert!(!is_prelude_tls(b"_ZL13gm_sim_framesX"));
+    }
+
+    #[test]
     fn rejects_what_is_not_elf64() {
         assert_eq!(tls_size(b"not an elf file at all"), None);
         assert_eq!(tls_size(&[]), None);
+        assert_eq!(shared_bytes(b"\x7fELF\x02\x01"), None);
     }
 
     #[test]

@@ -346,7 +346,7 @@ fn compile_into(
 /// Loads a kernel library built for `threads` and reads its description.
 fn load(path: &Path, threads: Threads) -> std::result::Result<SourceProgram, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let tls = elf::tls_size(&bytes).ok_or("not a 64-bit ELF shared library")?;
+    let tls = elf::shared_bytes(&bytes).ok_or("not a 64-bit ELF shared library")?;
     // SAFETY: the library was built by `compile_into` from the prelude and one kernel; loading
     // it runs only the C++ runtime's and the kernel's static initialisers.
     let library = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;

@@ -104,6 +104,37 @@ fn a_second_launch_needs_neither_compiler_nor_disk() {
     assert!(!cache.exists(), "nothing was written again");
 }
 
+/// A cache directory other users may write to is not used: a library someone put there would
+/// be loaded into this process (the temporary directory's fallback, when no home is known, is
+/// shared by every user of the machine).
+#[test]
+#[cfg(unix)]
+fn a_cache_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    if std::env::var_os(CHILD).is_none() {
+        let cache = tempdir("shared");
+        let kernels = cache.join("sim-kernels");
+        std::fs::create_dir_all(&kernels).unwrap();
+        std::fs::set_permissions(&kernels, std::fs::Permissions::from_mode(0o777)).unwrap();
+        in_child(
+            "a_cache_directory_others_can_write_is_refused",
+            &[("GPU_MEM_CACHE_DIR", cache.to_str().unwrap())],
+        );
+        let built = std::fs::read_dir(&kernels).unwrap().count();
+        std::fs::remove_dir_all(&cache).unwrap();
+        assert_eq!(built, 0, "nothing was built into the refused directory");
+        return;
+    }
+    let backend = SimBackend::new(SimConfig::default());
+    let message = launch(&backend, &Kernel::from_source(SOURCE, "nothing"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("other users may write to it") && message.contains("GPU_MEM_CACHE_DIR"),
+        "{message}"
+    );
+}
+
 fn tempdir(tag: &str) -> std::path::PathBuf {
     let dir =
         std::env::temp_dir().join(format!("gpu-mem-sim-compiler-{tag}-{}", std::process::id()));

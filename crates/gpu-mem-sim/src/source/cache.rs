@@ -20,8 +20,50 @@ pub(crate) fn directory() -> PathBuf {
     let root = env(VARIABLE)
         .or_else(|| env("XDG_CACHE_HOME").map(|p| p.join("gpu-mem")))
         .or_else(|| env("HOME").map(|p| p.join(".cache").join("gpu-mem")))
-        .unwrap_or_else(|| std::env::temp_dir().join("gpu-mem-cache"));
+        .unwrap_or_else(|| std::env::temp_dir().join(shared_fallback_name()));
     root.join("sim-kernels")
+}
+
+/// The cache's folder in the temporary directory when no home is known: one per user, since
+/// the temporary directory is shared (see [`check_private`]).
+fn shared_fallback_name() -> String {
+    #[cfg(unix)]
+    {
+        // SAFETY: `getuid` only reads the calling process's credentials and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        format!("gpu-mem-cache-{uid}")
+    }
+    #[cfg(not(unix))]
+    {
+        "gpu-mem-cache".to_string()
+    }
+}
+
+/// Refuses a cache directory that someone else could put a library into: libraries found there
+/// are loaded into this process, so a directory owned by another user, or writable by its group
+/// or by everyone (the temporary directory's fallback made by someone else first), would run
+/// their code here. The reason, for the error.
+pub(crate) fn check_private(dir: &Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(dir).map_err(|e| e.to_string())?;
+        // SAFETY: as in `shared_fallback_name`.
+        let uid = unsafe { libc::getuid() };
+        if meta.uid() != uid {
+            return Err(format!(
+                "it belongs to user {}, not to this process's user {uid}, who would load the kernels found in it",
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "other users may write to it (mode {:o}) and so put kernels into it that this process would load",
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The hex SHA-256 of `parts`, each length-prefixed so that no two lists collide.

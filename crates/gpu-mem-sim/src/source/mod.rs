@@ -266,7 +266,7 @@ fn cache_error(
         kernel: kernel.to_string(),
         compiler: compiler.describe(),
         log: format!(
-            "cannot {what} {}: {e} (set {} to a writable directory)",
+            "cannot {what} {}: {e} (set {} to a directory of your own that you can write)",
             path.display(),
             cache::VARIABLE
         ),
@@ -283,6 +283,8 @@ fn build(
     let dir = cache::directory();
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::Other(cache_error(kernel, compiler, "create", &dir, e)))?;
+    cache::check_private(&dir)
+        .map_err(|e| Failure::Other(cache_error(kernel, compiler, "use", &dir, e)))?;
     let library = dir.join(format!("{}.so", plan.key));
     if library.is_file() {
         match load(&library, plan.threads) {

@@ -104,33 +104,47 @@ fn a_second_launch_needs_neither_compiler_nor_disk() {
     assert!(!cache.exists(), "nothing was written again");
 }
 
-/// A cache directory other users may write to is not used: a library someone put there would
-/// be loaded into this process (the temporary directory's fallback, when no home is known, is
-/// shared by every user of the machine).
+/// No one else can put a library into the cache (it would be loaded into this process; the
+/// temporary directory's fallback, when no home is known, is shared by every user): a cache
+/// directory of this user that others may write to loses those permissions, and one of
+/// another user is refused (checked where the tests run as root, which can give it away).
 #[test]
 #[cfg(unix)]
-fn a_cache_directory_others_can_write_is_refused() {
-    use std::os::unix::fs::PermissionsExt;
+fn no_one_else_can_put_kernels_into_the_cache() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     if std::env::var_os(CHILD).is_none() {
         let cache = tempdir("shared");
         let kernels = cache.join("sim-kernels");
         std::fs::create_dir_all(&kernels).unwrap();
         std::fs::set_permissions(&kernels, std::fs::Permissions::from_mode(0o777)).unwrap();
         in_child(
-            "a_cache_directory_others_can_write_is_refused",
+            "no_one_else_can_put_kernels_into_the_cache",
             &[("GPU_MEM_CACHE_DIR", cache.to_str().unwrap())],
         );
-        let built = std::fs::read_dir(&kernels).unwrap().count();
+        let mode = std::fs::metadata(&kernels).unwrap().mode() & 0o777;
         std::fs::remove_dir_all(&cache).unwrap();
-        assert_eq!(built, 0, "nothing was built into the refused directory");
+        assert_eq!(mode, 0o755, "group and others may no longer write");
         return;
     }
     let backend = SimBackend::new(SimConfig::default());
-    let message = launch(&backend, &Kernel::from_source(SOURCE, "nothing"))
+    launch(&backend, &Kernel::from_source(SOURCE, "nothing")).unwrap();
+    let kernels = std::path::PathBuf::from(std::env::var_os("GPU_MEM_CACHE_DIR").unwrap())
+        .join("sim-kernels");
+    // SAFETY: `geteuid` only reads the process's credentials.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("not run as root: a directory of another user is not tried");
+        return;
+    }
+    // Given away to `nobody`: refused, even for a kernel not built yet.
+    // SAFETY: `path` is a NUL-terminated path; chown changes only that directory's owner.
+    let path = std::ffi::CString::new(kernels.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+    let other = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void other() {}\n";
+    let message = launch(&backend, &Kernel::from_source(other, "other"))
         .unwrap_err()
         .to_string();
     assert!(
-        message.contains("other users may write to it") && message.contains("GPU_MEM_CACHE_DIR"),
+        message.contains("belongs to user 65534") && message.contains("GPU_MEM_CACHE_DIR"),
         "{message}"
     );
 }

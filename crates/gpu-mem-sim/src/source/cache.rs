@@ -25,7 +25,7 @@ pub(crate) fn directory() -> PathBuf {
 }
 
 /// The cache's folder in the temporary directory when no home is known: one per user, since
-/// the temporary directory is shared (see [`check_private`]).
+/// the temporary directory is shared (see [`prepare`]).
 fn shared_fallback_name() -> String {
     #[cfg(unix)]
     {
@@ -39,14 +39,20 @@ fn shared_fallback_name() -> String {
     }
 }
 
-/// Refuses a cache directory that someone else could put a library into: libraries found there
-/// are loaded into this process, so a directory owned by another user, or writable by its group
-/// or by everyone (the temporary directory's fallback made by someone else first), would run
-/// their code here. The reason, for the error.
-pub(crate) fn check_private(dir: &Path) -> Result<(), String> {
+/// Creates the cache directory (private to the user where it is new) and makes sure no one
+/// else can put a library into it: libraries found there are loaded into this process. A
+/// directory of another user is refused; one of this user that its group or everyone may write
+/// to (made under a umask of 002, or by hand) loses those permissions. The reason, for the
+/// error.
+pub(crate) fn prepare(dir: &Path) -> Result<(), String> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create it: {e}"))?;
         let meta = std::fs::metadata(dir).map_err(|e| e.to_string())?;
         // SAFETY: as in `shared_fallback_name`.
         let uid = unsafe { libc::getuid() };
@@ -56,13 +62,19 @@ pub(crate) fn check_private(dir: &Path) -> Result<(), String> {
                 meta.uid()
             ));
         }
-        if meta.mode() & 0o022 != 0 {
-            return Err(format!(
-                "other users may write to it (mode {:o}) and so put kernels into it that this process would load",
-                meta.mode() & 0o7777
-            ));
+        let mode = meta.mode() & 0o7777;
+        if mode & 0o022 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & !0o022))
+                .map_err(|e| {
+                    format!(
+                        "other users may write to it (mode {mode:o}) and so put kernels into it that this process would load, and its permissions cannot be narrowed: {e}"
+                    )
+                })?;
+            tracing::info!(dir = %dir.display(), "kernel cache made writable by its owner only");
         }
     }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create it: {e}"))?;
     Ok(())
 }
 

@@ -281,9 +281,7 @@ fn build(
     plan: &Plan,
 ) -> std::result::Result<SourceProgram, Failure> {
     let dir = cache::directory();
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Failure::Other(cache_error(kernel, compiler, "create", &dir, e)))?;
-    cache::check_private(&dir)
+    cache::prepare(&dir)
         .map_err(|e| Failure::Other(cache_error(kernel, compiler, "use", &dir, e)))?;
     let library = dir.join(format!("{}.so", plan.key));
     if library.is_file() {

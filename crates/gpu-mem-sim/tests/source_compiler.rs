@@ -136,9 +136,10 @@ fn no_one_else_can_put_kernels_into_the_cache() {
         return;
     }
     // Given away to `nobody`: refused, even for a kernel not built yet.
-    // SAFETY: `path` is a NUL-terminated path; chown changes only that directory's owner.
     let path = std::ffi::CString::new(kernels.to_str().unwrap()).unwrap();
-    assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+    // SAFETY: `path` is a NUL-terminated path; chown changes only that directory's owner.
+    let given = unsafe { libc::chown(path.as_ptr(), 65534, 65534) };
+    assert_eq!(given, 0);
     let other = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void other() {}\n";
     let message = launch(&backend, &Kernel::from_source(other, "other"))
         .unwrap_err()

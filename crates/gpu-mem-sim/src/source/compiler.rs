@@ -134,7 +134,11 @@ impl Compiler {
         log.push_str(&String::from_utf8_lossy(&run.stdout));
         let log = log.trim_end().to_string();
         match run.status.code() {
-            Some(_) => Err(CompileFailure::Refused(log)),
+            Some(_) if !stopped_by_the_machine(&log) => Err(CompileFailure::Refused(log)),
+            Some(_) => Err(CompileFailure::DidNotRun(format!(
+                "{} did not finish: {log}",
+                self.path.display()
+            ))),
             None => Err(CompileFailure::DidNotRun(format!(
                 "{} ended by a signal ({}){}{log}",
                 self.path.display(),
@@ -153,6 +157,24 @@ impl Compiler {
     pub(crate) fn describe(&self) -> String {
         format!("{} ({})", self.path.display(), self.version)
     }
+}
+
+/// Whether a compiler that exited with a status was stopped by the machine rather than refusing
+/// the unit: its driver reports a compiler pass killed (SIGKILL: the out-of-memory killer) with
+/// status 1, and so it does a full disk or exhausted memory. (A pass that crashes is a refusal:
+/// clang 14 crashes on some coroutines, and those kernels are built the ordinary way.) Such a failure is not
+/// remembered as a refusal (the next process tries the same form again).
+fn stopped_by_the_machine(log: &str) -> bool {
+    const SIGNS: [&str; 7] = [
+        "Killed signal terminated program",
+        "unable to execute command: Killed",
+        "No space left on device",
+        "virtual memory exhausted",
+        "out of memory",
+        "Cannot allocate memory",
+        "Disk quota exceeded",
+    ];
+    SIGNS.iter().any(|sign| log.contains(sign))
 }
 
 /// `name` as an executable file: a path as given, or the first match on `PATH`.
@@ -208,4 +230,35 @@ fn identify(path: PathBuf, candidates: &[String]) -> Result<Compiler> {
         .to_string();
     known.insert(path.clone(), version.clone());
     Ok(Compiler { path, version })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stopped_by_the_machine;
+
+    #[test]
+    fn a_compiler_stopped_by_the_machine_is_not_a_refusal() {
+        // What GCC's driver prints when the out-of-memory killer ends cc1plus (status 1).
+        assert!(stopped_by_the_machine(
+            "g++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated."
+        ));
+        assert!(stopped_by_the_machine(
+            "/usr/bin/ld: final link failed: No space left on device"
+        ));
+        assert!(stopped_by_the_machine(
+            "cc1plus: out of memory allocating 65536 bytes after a total of 0 bytes"
+        ));
+        // What clang's driver prints for its killed frontend.
+        assert!(stopped_by_the_machine(
+            "clang++: error: unable to execute command: Killed\nclang++: error: clang frontend command failed due to signal (use -v to see invocation)"
+        ));
+        // A crash of the compiler is a refusal (remembered: it crashes again next time).
+        assert!(!stopped_by_the_machine(
+            "While splitting coroutine\nclang++: error: clang frontend command failed due to signal (use -v to see invocation)"
+        ));
+        // A compile error is a refusal.
+        assert!(!stopped_by_the_machine(
+            "k.cu:4:12: error: 'undefined_name' was not declared in this scope"
+        ));
+    }
 }

@@ -150,6 +150,72 @@ fn no_one_else_can_put_kernels_into_the_cache() {
     );
 }
 
+/// A compiler that hangs is stopped after `GPU_MEM_SIM_CXX_TIMEOUT` seconds, with the passes it
+/// started (they hold its output pipes), and kernels built already launch meanwhile (the build
+/// used to hold the lock every launch looks its program up under).
+#[test]
+#[cfg(unix)]
+fn a_hanging_compiler_is_stopped_and_blocks_no_other_launch() {
+    use std::os::unix::fs::PermissionsExt;
+    if std::env::var_os(CHILD).is_none() {
+        let cache = tempdir("hanging");
+        std::fs::create_dir_all(&cache).unwrap();
+        let marker = cache.join("hang");
+        let script = cache.join("cxx.sh");
+        // Passes through to the real compiler until the marker exists; then starts a pass that
+        // hangs holding the output pipes, and waits for it.
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" != --version ] && [ -e '{}' ]; then sleep 120 & wait; exit 1; fi\nexec c++ \"$@\"\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        in_child(
+            "a_hanging_compiler_is_stopped_and_blocks_no_other_launch",
+            &[
+                ("GPU_MEM_CACHE_DIR", cache.to_str().unwrap()),
+                ("GPU_MEM_SIM_CXX", script.to_str().unwrap()),
+                ("GPU_MEM_SIM_CXX_TIMEOUT", "3"),
+            ],
+        );
+        std::fs::remove_dir_all(&cache).unwrap();
+        return;
+    }
+    let cache = std::path::PathBuf::from(std::env::var_os("GPU_MEM_CACHE_DIR").unwrap());
+    let backend = SimBackend::new(SimConfig::default());
+    let built = Kernel::from_source(SOURCE, "nothing");
+    launch(&backend, &built).unwrap();
+    std::fs::write(cache.join("hang"), b"").unwrap();
+    let hanging = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void hangs() {}\n";
+    let started = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        let compiling = scope.spawn(|| launch(&backend, &Kernel::from_source(hanging, "hangs")));
+        // While it compiles, the kernel built already launches at once.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let launched = std::time::Instant::now();
+        launch(&backend, &built).unwrap();
+        assert!(
+            launched.elapsed() < std::time::Duration::from_secs(2),
+            "a built kernel waited {:?} for another kernel's compile",
+            launched.elapsed()
+        );
+        let message = compiling.join().unwrap().unwrap_err().to_string();
+        assert!(
+            message.contains("did not finish within 3 s")
+                && message.contains("GPU_MEM_SIM_CXX_TIMEOUT"),
+            "{message}"
+        );
+    });
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "the stopped compile took {:?}",
+        started.elapsed()
+    );
+}
+
 fn tempdir(tag: &str) -> std::path::PathBuf {
     let dir =
         std::env::temp_dir().join(format!("gpu-mem-sim-compiler-{tag}-{}", std::process::id()));

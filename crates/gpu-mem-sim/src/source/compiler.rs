@@ -5,8 +5,9 @@ use super::wrapper::Threads;
 use gpu_mem_core::{Error, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The environment variable naming the compiler.
 pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_CXX";
@@ -117,16 +118,24 @@ impl Compiler {
         output: &Path,
         threads: Threads,
     ) -> std::result::Result<(), CompileFailure> {
-        let run = Command::new(&self.path)
+        let mut command = Command::new(&self.path);
+        command
             .args(standard(threads, self.is_clang()))
             .args(FLAGS)
             .arg("-o")
             .arg(output)
-            .arg(source_file)
-            .output()
-            .map_err(|e| {
-                CompileFailure::DidNotRun(format!("cannot run {}: {e}", self.path.display()))
-            })?;
+            .arg(source_file);
+        let limit = compile_time_limit();
+        let run = run_within(&mut command, limit).map_err(|e| {
+            CompileFailure::DidNotRun(match e {
+                Ran::NotStarted(e) => format!("cannot run {}: {e}", self.path.display()),
+                Ran::TooLong => format!(
+                    "{} did not finish within {} s, and was stopped ({TIME_LIMIT_VARIABLE} sets the limit)",
+                    self.path.display(),
+                    limit.as_secs()
+                ),
+            })
+        })?;
         if run.status.success() {
             return Ok(());
         }
@@ -201,6 +210,96 @@ fn resolve(name: &str) -> Option<PathBuf> {
         .find(|p| is_program(p))
 }
 
+/// The variable that sets how long one compile may take, in seconds.
+pub(crate) const TIME_LIMIT_VARIABLE: &str = "GPU_MEM_SIM_CXX_TIMEOUT";
+
+/// How long one compile may take: `GPU_MEM_SIM_CXX_TIMEOUT` seconds, 600 by default (a kernel
+/// compiles in well under a second; a compiler that hangs must not hang every launch with it).
+fn compile_time_limit() -> Duration {
+    std::env::var(TIME_LIMIT_VARIABLE)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .map_or(Duration::from_secs(600), Duration::from_secs)
+}
+
+/// Why [`run_within`] has no output.
+enum Ran {
+    NotStarted(std::io::Error),
+    TooLong,
+}
+
+/// Runs `command` to its end, as `Command::output` does (both pipes read as they fill, so a
+/// chatty program cannot block on a full pipe), but stops it once it has run for `limit`.
+fn run_within(command: &mut Command, limit: Duration) -> std::result::Result<Output, Ran> {
+    use std::io::Read;
+    // Its own process group, so that stopping it stops the passes it started too (they hold
+    // its pipes open).
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(command, 0);
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Ran::NotStarted)?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if started.elapsed() < limit => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            // Too long, or it cannot be waited for: stopped, with everything it started (its
+            // pipes then close).
+            _ => {
+                #[cfg(unix)]
+                if let Ok(group) = libc::pid_t::try_from(child.id()) {
+                    // SAFETY: signals the process group the child leads (made above); it is not
+                    // reaped yet, so its id names no other process.
+                    unsafe { libc::kill(-group, libc::SIGKILL) };
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    match status {
+        Some(status) => Ok(Output {
+            status,
+            stdout,
+            stderr,
+        }),
+        None => Err(Ran::TooLong),
+    }
+}
+
 /// Versions already asked for, so a process asks each compiler once.
 static VERSIONS: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
 
@@ -213,15 +312,18 @@ fn identify(path: PathBuf, candidates: &[String]) -> Result<Compiler> {
             path,
         });
     }
-    let output =
-        Command::new(&path)
-            .arg("--version")
-            .output()
-            .map_err(|e| Error::CompilerUnavailable {
-                variable: VARIABLE,
-                tried: candidates.to_vec(),
-                reason: format!("{} does not run: {e}", path.display()),
-            })?;
+    let output = run_within(
+        Command::new(&path).arg("--version"),
+        Duration::from_secs(60),
+    )
+    .map_err(|e| Error::CompilerUnavailable {
+        variable: VARIABLE,
+        tried: candidates.to_vec(),
+        reason: match e {
+            Ran::NotStarted(e) => format!("{} does not run: {e}", path.display()),
+            Ran::TooLong => format!("{} --version did not finish within 60 s", path.display()),
+        },
+    })?;
     let version = String::from_utf8_lossy(&output.stdout)
         .lines()
         .next()

@@ -95,6 +95,11 @@ struct Programs {
 
 static PROGRAMS: Mutex<Option<Programs>> = Mutex::new(None);
 
+/// Held while a kernel is built: one build at a time in a process (two threads launching the
+/// same new kernel build it once), while [`PROGRAMS`] is held only to look programs up and add
+/// them, so that kernels built already launch while another compiles.
+static BUILDING: Mutex<()> = Mutex::new(());
+
 fn unsupported_under_miri() -> Error {
     Error::NotSupportedByBackend {
         backend: BackendKind::Sim,
@@ -124,12 +129,18 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
     }
     let compiler = Compiler::from_env()?;
     let plans = plans(kernel.name(), source, &compiler);
-    let mut programs = lock();
-    let programs = programs.get_or_insert_with(Programs::default);
+    let _building = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+    let known = |key: &str| {
+        lock()
+            .get_or_insert_with(Programs::default)
+            .by_key
+            .get(key)
+            .cloned()
+    };
     let mut chosen = None;
     for (i, plan) in plans.iter().enumerate() {
-        if let Some(found) = programs.by_key.get(&plan.key) {
-            chosen = Some(found.clone());
+        if let Some(found) = known(&plan.key) {
+            chosen = Some(found);
             break;
         }
         let last = i + 1 == plans.len();
@@ -141,13 +152,16 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
             );
             continue;
         }
-        // Compiling under the lock keeps two threads from building the same kernel; other
+        // Building under `BUILDING` keeps two threads from building the same kernel; other
         // processes are kept apart by the rename.
         match build(kernel.name(), &compiler, plan) {
             Ok(mut program) => {
                 program.waits = wrapper::may_wait(&source.code);
                 let program = Arc::new(program);
-                programs.by_key.insert(plan.key.clone(), program.clone());
+                lock()
+                    .get_or_insert_with(Programs::default)
+                    .by_key
+                    .insert(plan.key.clone(), program.clone());
                 chosen = Some(program);
                 break;
             }
@@ -175,7 +189,10 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
         compiler: compiler.describe(),
         log: "no way to build the kernel was tried".to_string(),
     })?;
-    programs.by_kernel.insert(kernel.id(), program.clone());
+    lock()
+        .get_or_insert_with(Programs::default)
+        .by_kernel
+        .insert(kernel.id(), program.clone());
     Ok(program)
 }
 

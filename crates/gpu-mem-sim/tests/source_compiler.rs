@@ -75,6 +75,13 @@ fn a_missing_compiler_is_a_clear_error() {
         message.contains("GPU_MEM_SIM_CXX") && message.contains("/nonexistent/bin/c++"),
         "{message}"
     );
+    // A program with arguments is not one program: the message says what to do instead.
+    // SAFETY: this child process runs a single test on one thread.
+    unsafe { std::env::set_var("GPU_MEM_SIM_CXX", "ccache g++") };
+    let message = launch(&backend, &Kernel::from_source(SOURCE, "nothing"))
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("without arguments"), "{message}");
 }
 
 #[test]

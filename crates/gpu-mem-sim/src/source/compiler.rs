@@ -86,9 +86,18 @@ pub(crate) struct Compiler {
 impl Compiler {
     /// The compiler named by `GPU_MEM_SIM_CXX`, or the first default found on `PATH`.
     pub(crate) fn from_env() -> Result<Compiler> {
-        let named = std::env::var(VARIABLE)
-            .ok()
-            .filter(|v| !v.trim().is_empty());
+        let named = match std::env::var(VARIABLE) {
+            Ok(v) => Some(v).filter(|v| !v.trim().is_empty()),
+            Err(std::env::VarError::NotPresent) => None,
+            // Not silently replaced by the default: the user named a compiler.
+            Err(std::env::VarError::NotUnicode(v)) => {
+                return Err(Error::CompilerUnavailable {
+                    variable: VARIABLE,
+                    tried: vec![v.to_string_lossy().into_owned()],
+                    reason: format!("{VARIABLE} is not valid UTF-8"),
+                });
+            }
+        };
         let candidates: Vec<String> = match &named {
             Some(name) => vec![name.trim().to_string()],
             None => DEFAULTS.iter().map(|s| s.to_string()).collect(),
@@ -104,6 +113,9 @@ impl Compiler {
             variable: VARIABLE,
             tried,
             reason: match named {
+                Some(name) if name.trim().contains(char::is_whitespace) => format!(
+                    "{VARIABLE}={name} is not an executable program: it names one program, without arguments (for a wrapper such as ccache, or extra flags, point it to a script that runs the compiler)"
+                ),
                 Some(name) => format!("{VARIABLE}={name} is not an executable program"),
                 None => "none of the default C++ compilers is on PATH; install one (e.g. Debian's g++) to run portable-source kernels on the simulator".to_string(),
             },

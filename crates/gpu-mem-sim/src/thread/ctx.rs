@@ -503,8 +503,10 @@ impl<'a> ThreadCtx<'a> {
     }
 
     /// A static shared array (Numba's `cuda.shared.array(shape, dtype)`): one buffer per block,
-    /// the same for every thread; a thread's n-th call returns the block's n-th buffer, as in
-    /// Numba. Zero-initialised at block start by the simulator (undefined on GPUs).
+    /// the same for every thread; a thread's n-th call returns the block's n-th buffer (Numba's
+    /// simulator goes by the call's source line instead, and a GPU by the declaration: a call
+    /// in a loop takes a new buffer each time here, so declare such arrays before the loop).
+    /// Zero-initialised at block start by the simulator (undefined on GPUs).
     pub fn shared_array<T: Element, const N: usize>(
         &self,
         shape: [usize; N],

@@ -596,10 +596,8 @@ fn static_shared_memory_counts_against_the_limit(rt: &Runtime) -> Result<(), Str
     unsafe { dev.launch(&kernel, exact, &mut [&mut a]) }.map_err(fail("exactly the limit"))?;
     let over = LaunchConfig::new(1, 32).with_shared_bytes(limit - (32 << 10) + 1);
     // SAFETY: refused.
-    ensure!(
-        unsafe { dev.launch(&kernel, over, &mut [&mut a]) }.is_err(),
-        "one byte over the limit was accepted"
-    );
+    let refused = unsafe { dev.launch(&kernel, over, &mut [&mut a]) }.is_err();
+    ensure!(refused, "one byte over the limit was accepted");
     Ok(())
 }
 

@@ -277,10 +277,15 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
     let runtime = Runtime::open(choice)?;
     let dev = runtime.device(args.device)?;
     let budget = Duration::from_millis(args.millis.max(1));
+    // Transfers move whole 4-byte elements: each size is what is really moved (a requested
+    // size between two multiples of 4 is rounded down, and the row says so by its size).
     let mut sizes = Vec::new();
     let mut size = min;
     while size <= max {
-        sizes.push(size);
+        let moved = size / 4 * 4;
+        if sizes.last() != Some(&moved) {
+            sizes.push(moved);
+        }
         size *= 4;
     }
     let info = dev.info()?;

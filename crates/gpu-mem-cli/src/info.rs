@@ -61,7 +61,16 @@ pub fn run(selected: Selection, json: bool) -> Result<()> {
     let mut reports = Vec::new();
     for status in backends() {
         let (available, reason, devs) = match &status.backend {
-            Ok(backend) => (true, None, devices(backend)?),
+            // A backend that opens but cannot report a device is listed with the reason, and
+            // the others still are.
+            Ok(backend) => match devices(backend) {
+                Ok(devs) => (true, None, devs),
+                Err(error) => (
+                    true,
+                    Some(format!("a device does not report: {error}")),
+                    Vec::new(),
+                ),
+            },
             // "unavailable" is already said by the line; keep only the reason.
             Err(gpu_mem::Error::BackendUnavailable { reason, .. }) => {
                 (false, Some(reason.clone()), Vec::new())
@@ -95,7 +104,8 @@ pub fn run(selected: Selection, json: bool) -> Result<()> {
                 reason: e.to_string(),
             })?;
         outln!("{text}");
-        return Ok(());
+        // As the text form: a selected backend that cannot be opened is a failure.
+        return opened.map(drop);
     }
     match (&report.selected, &report.selection_error) {
         (Some(name), _) => outln!("selected backend: {name} ({selected})"),

@@ -34,7 +34,7 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// Backend to use; default: $GPU_MEM_BACKEND, or auto when it is unset.
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_enum, ignore_case = true)]
     backend: Option<BackendArg>,
     #[command(subcommand)]
     command: Command,
@@ -48,8 +48,10 @@ enum BackendArg {
     /// NVIDIA CUDA.
     Cuda,
     /// AMD ROCm (HSA).
+    #[value(alias = "rocm", alias = "hsa")]
     Roc,
     /// The CPU simulator.
+    #[value(alias = "simulator")]
     Sim,
 }
 

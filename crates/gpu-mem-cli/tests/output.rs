@@ -173,3 +173,66 @@ fn bench_sizes_take_units_and_bad_ones_say_why() {
         "{stdout}"
     );
 }
+
+/// A size between two multiples of 4 bytes is measured, and reported, as the whole 4-byte
+/// elements it moves (the row said 7 bytes, and its speed was worked out from 7, while 4 moved).
+#[test]
+fn bench_reports_the_bytes_it_moves() {
+    let output = gpu_mem()
+        .args([
+            "bench", "--min", "7", "--max", "7", "--millis", "1", "--json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("\"bytes\": 4") && !stdout.contains("\"bytes\": 7"),
+        "{stdout}"
+    );
+}
+
+/// `info --json` fails as `info` does when the backend asked for cannot be opened (it printed
+/// the JSON and exited 0), and still prints the JSON.
+#[test]
+fn info_json_fails_when_the_chosen_backend_cannot_be_opened() {
+    let output = gpu_mem()
+        .env("GPU_MEM_SIM_MEMORY", "lots")
+        .args(["info", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stdout.contains("\"selection_error\""), "{stdout}");
+}
+
+/// `--backend` takes what `GPU_MEM_BACKEND` takes: the other names and any case.
+#[test]
+fn backend_option_takes_the_environment_variables_names() {
+    for name in ["SIM", "simulator", "Sim"] {
+        let output = gpu_mem()
+            .args(["--backend", name, "info", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "--backend {name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // An unknown name in the environment says where it came from.
+    let output = gpu_mem()
+        .env("GPU_MEM_BACKEND", "vulkan")
+        .args(["selftest"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("GPU_MEM_BACKEND"),
+        "{stderr}"
+    );
+}

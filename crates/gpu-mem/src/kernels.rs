@@ -34,8 +34,9 @@ pub fn barrier_wave() -> Kernel {
 }
 
 /// What [`barrier_wave`] must write at global index `gid` for blocks of `block` threads and
-/// warps of `warp` lanes.
+/// warps of `warp` lanes (no launch has blocks or warps of 0 threads: either is taken as 1).
 pub fn barrier_wave_expected(gid: usize, block: usize, warp: usize) -> f32 {
+    let (block, warp) = (block.max(1), warp.max(1));
     let t = gid % block;
     let lane = t % warp;
     let wave_base = t - lane;
@@ -44,4 +45,23 @@ pub fn barrier_wave_expected(gid: usize, block: usize, warp: usize) -> f32 {
         next = 0;
     }
     ((block - 1 - t) * 1000 + wave_base + next) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::barrier_wave_expected;
+
+    #[test]
+    fn expected_values_of_blocks_or_warps_of_no_threads_are_those_of_one() {
+        assert_eq!(
+            barrier_wave_expected(5, 0, 0),
+            barrier_wave_expected(5, 1, 1)
+        );
+        assert_eq!(
+            barrier_wave_expected(5, 64, 0),
+            barrier_wave_expected(5, 64, 1)
+        );
+        // Thread 3 of 4 in a warp of 2: (4 - 1 - 3) * 1000 + 2 + 0 (lane 1 wraps to lane 0).
+        assert_eq!(barrier_wave_expected(7, 4, 2), 2.0);
+    }
 }

@@ -276,8 +276,16 @@ pub enum Error {
         /// Why (missing library, no device, not compiled in, ...).
         reason: String,
     },
+    /// `auto` found no backend it could open: each one's reason.
+    #[error("no backend could be opened: {}", reasons.join("; "))]
+    NoBackend {
+        /// `<backend>: <why>` for each backend tried, in order.
+        reasons: Vec<String>,
+    },
     /// `GPU_MEM_BACKEND` (or a name) is not a backend.
-    #[error("unknown backend `{name}`: valid values are auto, cuda, roc, sim")]
+    #[error(
+        "unknown backend `{name}` (from GPU_MEM_BACKEND or a --backend option): valid values are auto, cuda, roc (or rocm, hsa), sim (or simulator)"
+    )]
     UnknownBackend {
         /// The value given.
         name: String,

@@ -200,14 +200,16 @@ impl Runtime {
                         }
                         Err(error) => {
                             tracing::info!(backend = %kind, "auto: backend unavailable: {error}");
-                            reasons.push(format!("{kind}: {error}"));
+                            reasons.push(match error {
+                                Error::BackendUnavailable { reason, .. } => {
+                                    format!("{kind}: {reason}")
+                                }
+                                other => format!("{kind}: {other}"),
+                            });
                         }
                     }
                 }
-                Err(Error::BackendUnavailable {
-                    backend: BackendKind::Sim,
-                    reason: format!("no backend could be opened ({})", reasons.join("; ")),
-                })
+                Err(Error::NoBackend { reasons })
             }
         }
     }
@@ -324,7 +326,9 @@ mod tests {
         );
         let err = "vulkan".parse::<BackendChoice>().unwrap_err().to_string();
         assert!(
-            err.contains("vulkan") && err.contains("auto, cuda, roc, sim"),
+            err.contains("vulkan")
+                && err.contains("GPU_MEM_BACKEND")
+                && err.contains("auto, cuda, roc"),
             "{err}"
         );
     }

@@ -283,6 +283,15 @@ proptest! {
         reached.sort_unstable();
         let once_each = reached.windows(2).all(|w| w[1] == w[0] + 1);
         prop_assert_eq!(layout.is_dense(), layout.size() == 0 || once_each);
+        // `never_overlaps` is sound (every index reaches an offset of its own when it says so)
+        // and holds for every dense layout.
+        let distinct = reached.windows(2).all(|w| w[1] != w[0]);
+        if layout.never_overlaps() {
+            prop_assert!(distinct, "{:?} {:?} reaches {:?}", shape, strides, all);
+        }
+        if layout.is_dense() {
+            prop_assert!(layout.never_overlaps());
+        }
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub fn cases() -> Vec<Case> {
         overlapping_device_value,
         three_d_and_mapped_targets,
         overlapping_views_with_gaps_are_not_dense,
+        targets_reaching_an_element_twice_take_the_last_value,
+    ]);
+    cases.extend(crate::cases!["assign":
+        overlapping_views_copy_as_memmove_and_read_back,
     ]);
     cases
 }
@@ -446,5 +450,101 @@ fn overlapping_views_with_gaps_are_not_dense(rt: &Runtime) -> Result<(), String>
         parent.get(&[0, 0, 0, 1]).map_err(fail("get"))? == 42.0,
         "the gap after the refused memsets"
     );
+    Ok(())
+}
+
+/// A target that reaches an element more than once (a broadcast row, axes that overlap) takes
+/// the value of the last index reaching it, whole: the copy kernel's threads wrote such an
+/// element at once, byte by byte, and could leave a value no source row has.
+fn targets_reaching_an_element_twice_take_the_last_value(rt: &Runtime) -> Result<(), String> {
+    let dev = rt.device(0).map_err(fail("device"))?;
+    let rows = 512usize;
+    let row = ndarray::arr1(&[0i64; 3]);
+    let mut d = dev
+        .to_device(&row.broadcast((rows, 3)).ok_or("broadcast")?)
+        .map_err(fail("to_device"))?;
+    let value = ndarray::Array2::from_shape_fn((rows, 3), |(i, j)| {
+        (i as i64 % 120 + 1) * 0x0101_0101_0101_0101 + j as i64
+    });
+    d.assign(&value).map_err(fail("assign"))?;
+    let seen = d.copy_to_host().map_err(fail("copy"))?;
+    let last = value.row(rows - 1);
+    let all_last = last
+        .broadcast((rows, 3))
+        .ok_or("broadcast")?
+        .to_owned()
+        .into_dyn();
+    ensure!(
+        seen == all_last,
+        "broadcast target: {} (the last row is {last})",
+        seen.index_axis(ndarray::Axis(0), 0)
+    );
+    // Axes that overlap: (2, 2) with strides (1, 1) reach offset 1 twice.
+    let mut o = dev
+        .device_array_with_strides::<i64>(&[2, 2], &[1, 1])
+        .map_err(fail("alloc"))?;
+    o.assign(&ndarray::arr2(&[[10i64, 11], [12, 13]]))
+        .map_err(fail("assign overlapping"))?;
+    let got: Vec<i64> = [[0, 0], [0, 1], [1, 1]]
+        .iter()
+        .map(|i| o.get(i).map_err(fail("get")))
+        .collect::<Result<_, _>>()?;
+    ensure!(got == [10, 12, 13], "overlapping target: {got:?}");
+    Ok(())
+}
+
+/// Overlapping views of one allocation: a device copy from one into the other moves what the
+/// source held before the copy (a device-to-device copy has `memcpy`'s semantics, which
+/// overlapping ranges break), synchronously and on a stream; and a view whose axes overlap
+/// comes back to the host as an array with its values (it was an error).
+fn overlapping_views_copy_as_memmove_and_read_back(rt: &Runtime) -> Result<(), String> {
+    let dev = rt.device(0).map_err(fail("device"))?;
+    let n = 1 << 16;
+    let expected: Vec<i64> = std::iter::once(0).chain(0..n as i64 - 1).collect();
+    let d = dev.to_device(&arange(n)).map_err(fail("to_device"))?;
+    d.slice(s![1..])
+        .map_err(fail("slice"))?
+        .copy_from_device(&d.slice(s![..-1]).map_err(fail("slice"))?)
+        .map_err(fail("copy_from_device"))?;
+    let seen = d.copy_to_host().map_err(fail("copy"))?;
+    ensure!(
+        seen.iter().copied().eq(expected.iter().copied()),
+        "synchronous: {:?}",
+        seen.iter().take(6).collect::<Vec<_>>()
+    );
+    let d = dev.to_device(&arange(n)).map_err(fail("to_device"))?;
+    let stream = dev.stream().map_err(fail("stream"))?;
+    stream
+        .copy_from_device(
+            &mut d.slice(s![1..]).map_err(fail("slice"))?,
+            &d.slice(s![..-1]).map_err(fail("slice"))?,
+        )
+        .map_err(fail("stream copy_from_device"))?;
+    stream.synchronize().map_err(fail("synchronize"))?;
+    let seen = d.copy_to_host().map_err(fail("copy"))?;
+    ensure!(
+        seen.iter().copied().eq(expected.iter().copied()),
+        "on a stream: {:?}",
+        seen.iter().take(6).collect::<Vec<_>>()
+    );
+    let mut o = dev
+        .device_array_with_strides::<f32>(&[2, 2], &[1, 1])
+        .map_err(fail("alloc"))?;
+    for (k, v) in [1.0f32, 2.0, 3.0].iter().enumerate() {
+        let index = if k == 2 { [1, 1] } else { [0, k as isize] };
+        o.set(&index, *v).map_err(fail("set"))?;
+    }
+    let host = o.copy_to_host().map_err(fail("copy overlapping view"))?;
+    ensure!(
+        host == ndarray::arr2(&[[1.0f32, 2.0], [2.0, 3.0]]).into_dyn(),
+        "overlapping view on the host: {host}"
+    );
+    // A reversed host view is refused on a stream as it is without one (and by Numba).
+    let reversed = arange(8);
+    let reversed = reversed.slice(s![..;-1]);
+    match stream.to_device(&reversed) {
+        Err(Error::NonContiguous { .. }) => {}
+        other => return Err(format!("a reversed host view on a stream: {other:?}")),
+    }
     Ok(())
 }

@@ -178,7 +178,7 @@ impl<T: Element> DeviceArray<T> {
     }
 
     /// A new allocation holding a copy of this array's span, with the same layout.
-    fn duplicate(&self) -> Result<DeviceArray<T>> {
+    pub(crate) fn duplicate(&self) -> Result<DeviceArray<T>> {
         let copy = DeviceArray::<T>::allocate(self.device(), self.layout.clone())?;
         let (dst, bytes) = copy.span();
         let (src, _) = self.span();
@@ -218,6 +218,13 @@ impl<T: Element> DeviceArray<T> {
     /// `self[i...] = source[i...]` where `strides` are `source`'s element strides seen with
     /// `self`'s shape (0 on broadcast axes). `source` does not share memory with `self`.
     fn assign_strided(&mut self, source: &DeviceArray<T>, strides: &[isize]) -> Result<()> {
+        if !self.layout.never_overlaps() {
+            // A target reaching some element more than once (a broadcast, overlapping axes):
+            // the kernel's threads would write it at once, byte by byte, and could leave a
+            // value no source element has. In index order instead, the last index wins, as
+            // NumPy's assignment does.
+            return self.assign_overlapping(source, strides);
+        }
         match self.launch_assign(source, strides) {
             Err(
                 Error::NotSupportedByBackend { .. }
@@ -283,6 +290,48 @@ impl<T: Element> DeviceArray<T> {
 
     /// The kernel-free path: the source comes to the host, and each run of adjacent target
     /// elements is written with one copy.
+    /// `assign_strided` for a target that reaches some elements more than once: each element's
+    /// value is the one of the last index reaching it, worked out on the host, and written in
+    /// runs of the elements the target reaches (its gaps, other views' elements, untouched).
+    fn assign_overlapping(&mut self, source: &DeviceArray<T>, strides: &[isize]) -> Result<()> {
+        let span = source.read_span()?;
+        let view_layout = Layout::with_strides(self.shape(), strides)?;
+        let (src_base, base) = (source.layout.min_offset(), self.layout.min_offset());
+        let len = self.layout.span_len();
+        let mut values = crate::memory::zeroed_vec::<T>(len, "the assigned values")?;
+        let mut reached = vec![false; len];
+        for (dst, src) in self
+            .layout
+            .logical_offsets()
+            .zip(view_layout.logical_offsets())
+        {
+            let value = usize::try_from(src - src_base)
+                .ok()
+                .and_then(|i| span.get(i).copied());
+            let slot = usize::try_from(dst - base).ok().filter(|&i| i < len);
+            let (Some(value), Some(slot)) = (value, slot) else {
+                return Err(Error::Overflow {
+                    what: "assignment offset".into(),
+                });
+            };
+            values[slot] = value;
+            reached[slot] = true;
+        }
+        let mut i = 0;
+        while i < len {
+            if !reached[i] {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < len && reached[i] {
+                i += 1;
+            }
+            self.write_run(base + start as isize, &values[start..i])?;
+        }
+        Ok(())
+    }
+
     fn assign_by_runs(&mut self, source: &DeviceArray<T>, strides: &[isize]) -> Result<()> {
         let span = source.read_span()?;
         let view_layout = Layout::with_strides(self.shape(), strides)?;

@@ -64,7 +64,7 @@ fn shape_error(layout: &Layout, error: ndarray::ShapeError) -> crate::Error {
 /// stand for more elements than the host can hold, which is an [`Error::HostOutOfMemory`]).
 ///
 /// [`Error::HostOutOfMemory`]: crate::Error::HostOutOfMemory
-pub(crate) fn array_from_span<T: Element>(span: Vec<T>, layout: &Layout) -> Result<ArrayD<T>> {
+pub(crate) fn array_from_span<T: Element>(mut span: Vec<T>, layout: &Layout) -> Result<ArrayD<T>> {
     let shape = IxDyn(layout.shape());
     if layout.size() == 0 {
         return ArrayD::from_shape_vec(shape, Vec::new()).map_err(|e| shape_error(layout, e));
@@ -75,8 +75,10 @@ pub(crate) fn array_from_span<T: Element>(span: Vec<T>, layout: &Layout) -> Resu
     if keeps_strides {
         let abs: Vec<usize> = layout.strides().iter().map(|s| s.unsigned_abs()).collect();
         let strided = shape.clone().strides(IxDyn(&abs));
-        // Checked on a borrowed view first, so the span is only moved when it will be used.
-        if ndarray::ArrayViewD::from_shape(strided.clone(), &span).is_ok() {
+        // Checked on a borrowed view first, so the span is only moved when it will be used; a
+        // mutable one, checked as an owned array is (a read-only view accepts axes that
+        // overlap, which an owned array refuses: those are materialised below).
+        if ndarray::ArrayViewMutD::from_shape(strided.clone(), &mut span).is_ok() {
             let mut array =
                 ArrayD::from_shape_vec(strided, span).map_err(|e| shape_error(layout, e))?;
             for (axis, stride) in layout.strides().iter().enumerate() {

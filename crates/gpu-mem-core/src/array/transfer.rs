@@ -5,6 +5,7 @@ use crate::array::DeviceArray;
 use crate::array::host_layout::{
     array_from_span, contiguous_c, contiguous_f, core_view, layout_of,
 };
+use crate::backend::DevicePtr;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, check_compatible};
@@ -129,6 +130,15 @@ impl<T: Element> DeviceArray<T> {
         let bytes = bytes.min(src_bytes);
         let device = self.device();
         let from = source.device();
+        if device.same_as(from) && spans_overlap(dst, src, bytes) {
+            // Two views of one allocation whose spans overlap (`d[1:]` from `d[:-1]`): a device
+            // copy has `memcpy`'s semantics, not `memmove`'s, so the source is copied first.
+            if dst == src {
+                return Ok(());
+            }
+            let copy = source.duplicate()?;
+            return self.copy_from_device(&copy);
+        }
         if device.same_as(from) {
             // SAFETY: both spans lie inside live storage of this device.
             return unsafe {
@@ -264,4 +274,10 @@ impl<T: Element> DeviceArray<T> {
 
 fn out_len<T: Element>(bytes: usize) -> usize {
     bytes / T::itemsize().max(1)
+}
+
+/// Whether two device ranges of `bytes` bytes each, on one device, share a byte.
+pub(crate) fn spans_overlap(a: DevicePtr, b: DevicePtr, bytes: usize) -> bool {
+    let bytes = bytes as u64;
+    bytes > 0 && a.0 < b.0.saturating_add(bytes) && b.0 < a.0.saturating_add(bytes)
 }

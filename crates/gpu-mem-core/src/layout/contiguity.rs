@@ -50,6 +50,31 @@ impl Layout {
         true
     }
 
+    /// Every index reaches an offset of its own (no element is reached twice), by a sufficient
+    /// test: with the axes of length > 1 sorted by stride magnitude, each stride is larger than
+    /// the farthest the faster axes reach. Dense, stepped and gapped layouts pass; broadcast
+    /// ones and axes that overlap (shape `(2, 2)`, strides `(1, 1)`) do not, and neither do the
+    /// rare interleaved layouts that reach distinct offsets without nesting (shape `(2, 3)`,
+    /// strides `(3, 2)`: offsets 0, 2, 4, 3, 5, 7), which callers treat as overlapping.
+    pub fn never_overlaps(&self) -> bool {
+        if self.size() == 0 {
+            return true;
+        }
+        let mut axes: Vec<(usize, usize)> = self
+            .axes_longer_than_one()
+            .map(|(len, stride)| (stride.unsigned_abs(), len))
+            .collect();
+        axes.sort_unstable();
+        let mut reach = 0usize;
+        for (stride, len) in axes {
+            if stride <= reach {
+                return false;
+            }
+            reach = reach.saturating_add(stride.saturating_mul(len - 1));
+        }
+        true
+    }
+
     /// Some axis of length > 1 is walked backwards.
     pub fn has_negative_strides(&self) -> bool {
         self.axes_longer_than_one().any(|(_, stride)| stride < 0)

@@ -75,6 +75,11 @@ impl Stream {
             HostMemory::Pageable(view) => {
                 let layout = Layout::with_strides(view.shape(), view.strides())?;
                 let core = core_view(&view);
+                // C or F order (apart from broadcast axes), as `Device::to_device` and Numba
+                // require: `as_slice_memory_order` alone also takes reversed and permuted axes.
+                if !layout.core().is_contiguous() {
+                    return Err(non_contiguous(&layout));
+                }
                 let core_slice = core
                     .as_slice_memory_order()
                     .ok_or_else(|| non_contiguous(&layout))?;
@@ -225,6 +230,17 @@ impl Stream {
         let (dst_ptr, dst_bytes) = dst.span();
         let (src_ptr, src_bytes) = src.span();
         let bytes = dst_bytes.min(src_bytes);
+        if !peer && crate::array::transfer::spans_overlap(dst_ptr, src_ptr, bytes) {
+            // Overlapping views of one allocation: a device copy has `memcpy`'s semantics, so
+            // the source goes through a copy of its own first (kept by the stream until the
+            // second copy has run, as every array a stream copy uses).
+            if dst_ptr == src_ptr {
+                return Ok(());
+            }
+            let mut staged = DeviceArray::<T>::allocate(self.device(), src.layout.clone())?;
+            self.copy_from_device(&mut staged, src)?;
+            return self.copy_from_device(dst, &staged);
+        }
         self.wait_storage(&dst.storage, Access::Write)?;
         self.wait_storage(&src.storage, Access::Read)?;
         let keep = || [dst.storage.keep_alive(), src.storage.keep_alive()];

@@ -86,6 +86,9 @@ impl SourceProgram {
     }
 }
 
+/// Kernel objects whose programs are found by id (the fast path) before the map starts over.
+const MAX_KERNEL_ENTRIES: usize = 4096;
+
 /// Programs by kernel id (the fast path) and by content key.
 #[derive(Default)]
 struct Programs {
@@ -189,10 +192,14 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
         compiler: compiler.describe(),
         log: "no way to build the kernel was tried".to_string(),
     })?;
-    lock()
-        .get_or_insert_with(Programs::default)
-        .by_kernel
-        .insert(kernel.id(), program.clone());
+    let mut programs = lock();
+    let by_kernel = &mut programs.get_or_insert_with(Programs::default).by_kernel;
+    if by_kernel.len() >= MAX_KERNEL_ENTRIES {
+        // A program that makes kernel objects over and over (one per request) would otherwise
+        // grow the map for ever; the kernels dropped from it find their programs by content.
+        by_kernel.clear();
+    }
+    by_kernel.insert(kernel.id(), program.clone());
     Ok(program)
 }
 
@@ -444,6 +451,25 @@ mod tests {
             Entry::Calls(_) => Threads::Calls,
             Entry::Stackless(_) => Threads::Stackless,
         }
+    }
+
+    #[test]
+    fn kernel_objects_made_over_and_over_do_not_grow_the_id_map_for_ever() {
+        let code = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void made_often() {}\n";
+        let first = Kernel::from_source(code, "made_often");
+        let program_of_first = program(&first, first.source().expect("source")).expect("built");
+        for _ in 0..MAX_KERNEL_ENTRIES + 10 {
+            let kernel = Kernel::from_source(code, "made_often");
+            let again = program(&kernel, kernel.source().expect("source")).expect("found");
+            // Found by content: the one program.
+            assert!(Arc::ptr_eq(&again, &program_of_first));
+        }
+        let entries = PROGRAMS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, |p| p.by_kernel.len());
+        assert!(entries <= MAX_KERNEL_ENTRIES, "{entries} kernel ids kept");
     }
 
     #[test]

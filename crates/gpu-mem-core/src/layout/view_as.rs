@@ -53,7 +53,13 @@ impl Layout {
         let old = isize::try_from(old_itemsize).ok();
         let new = isize::try_from(new_itemsize).ok();
         let mut strides = Vec::with_capacity(self.ndim());
-        for &stride in &self.strides[..outer.len()] {
+        for (&len, &stride) in outer.iter().zip(&self.strides[..outer.len()]) {
+            if len == 1 {
+                // Never stepped along, so its stride is free (Numba, counting bytes, keeps any):
+                // 0 stands for it here.
+                strides.push(0);
+                continue;
+            }
             let bytes = old.and_then(|old| stride.checked_mul(old));
             match (bytes, new) {
                 (Some(bytes), Some(new)) if bytes % new == 0 => strides.push(bytes / new),
@@ -153,8 +159,14 @@ mod tests {
 
     #[test]
     fn odd_strides_of_length_one_axes() {
-        // C-contiguous under relaxed rules, but the byte stride 6 is no multiple of 4.
+        // C-contiguous under relaxed rules; the byte stride 6 is no multiple of 4, but an axis
+        // of length 1 is never stepped along, so its stride does not matter (Numba accepts it).
         let l = Layout::with_strides(&[1, 4], &[3, 1]).unwrap();
+        let v = l.view_as(2, 4).unwrap();
+        assert_eq!(v.shape(), &[1, 2]);
+        assert!(v.is_c_contiguous());
+        // On an axis longer than 1 such a stride breaks contiguity: refused.
+        let l = Layout::with_strides(&[2, 1, 4], &[3, 1, 1]).unwrap();
         assert!(l.view_as(2, 4).is_err());
         // Zero-size arrays are contiguous; the last axis stays 0 long.
         let e = Layout::contiguous(&[2, 0], Order::C).unwrap();

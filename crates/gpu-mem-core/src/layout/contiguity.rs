@@ -35,13 +35,8 @@ impl Layout {
         if self.size() == 0 {
             return true;
         }
-        let mut axes: Vec<(usize, usize)> = self
-            .axes_longer_than_one()
-            .map(|(len, stride)| (stride.unsigned_abs(), len))
-            .collect();
-        axes.sort_unstable();
         let mut expected = 1usize;
-        for (stride, len) in axes {
+        for (stride, len) in self.axes_by_stride() {
             if stride != expected {
                 return false;
             }
@@ -60,13 +55,8 @@ impl Layout {
         if self.size() == 0 {
             return true;
         }
-        let mut axes: Vec<(usize, usize)> = self
-            .axes_longer_than_one()
-            .map(|(len, stride)| (stride.unsigned_abs(), len))
-            .collect();
-        axes.sort_unstable();
         let mut reach = 0usize;
-        for (stride, len) in axes {
+        for (stride, len) in self.axes_by_stride() {
             if stride <= reach {
                 return false;
             }
@@ -83,6 +73,16 @@ impl Layout {
     /// Some axis of length > 1 has stride 0 (it repeats one element: a broadcast axis).
     pub fn is_broadcast(&self) -> bool {
         self.axes_longer_than_one().any(|(_, stride)| stride == 0)
+    }
+
+    /// `(|stride|, length)` of the axes longer than 1, fastest (smallest stride) first.
+    fn axes_by_stride(&self) -> Vec<(usize, usize)> {
+        let mut axes: Vec<(usize, usize)> = self
+            .axes_longer_than_one()
+            .map(|(len, stride)| (stride.unsigned_abs(), len))
+            .collect();
+        axes.sort_unstable();
+        axes
     }
 
     /// The axes whose stride matters: those of length > 1.

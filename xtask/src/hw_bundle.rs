@@ -2,7 +2,8 @@
 //! Rust toolchain or network, built here.
 //!
 //! ```text
-//! DIR/run.sh             finds the drivers, runs every check, writes DIR/results (or its argument)
+//! DIR/run.sh             finds the drivers, runs every check, writes $OUT (else DIR/results, or
+//!                        its argument)
 //! DIR/numba_compare.py   numba-cuda side by side with hw-bench (where numba-cuda is installed)
 //! DIR/bin/gpu-mem        the CLI (info, bench --json, selftest)
 //! DIR/bin/conformance    the conformance suite (run one case per process by run.sh)
@@ -11,6 +12,10 @@
 //! DIR/bin/hw-bench       gpu-mem's side of the numba comparison and the allocator bench
 //! DIR/src/...            the portable kernel sources the native tests compile
 //! ```
+//!
+//! On a device machine (the repository's working tree travels; `DIR` is an ignored path, so it
+//! is carried): carry `target/hw-bundle` and run `bash target/hw-bundle/run.sh` there; what it
+//! writes goes to `$OUT`, which comes back.
 //!
 //! Release builds; test binaries come from `cargo test --no-run --message-format=json` (the
 //! `executable` of each test artifact). Every binary is stripped; the bundle must stay under
@@ -149,7 +154,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
         size as f64 / f64::from(1u32 << 20),
         MAX_BYTES >> 20
     );
-    println!("hw-bundle: on the GPU machine run {}/run.sh", out.display());
+    // Relative to the repository root, where a device machine runs commands.
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| out.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| out.clone());
+    println!(
+        "hw-bundle: on the GPU machine (carrying {0}) run: bash {0}/run.sh",
+        shown.display()
+    );
     if size > MAX_BYTES {
         return Err(format!(
             "the bundle is {size} bytes, over the {MAX_BYTES}-byte limit"

@@ -14,6 +14,9 @@ import json
 import sys
 import time
 
+# Exit status when nothing was compared (run.sh reports the step as skipped, not ok).
+SKIPPED = 3
+
 
 def median(values):
     values = sorted(values)
@@ -143,10 +146,10 @@ def main():
         from numba import cuda, float32
     except ImportError as error:
         print(f"skipped: numba-cuda cannot be imported: {error}")
-        return 0
+        return SKIPPED
     if not cuda.is_available():
         print("skipped: numba-cuda sees no CUDA device")
-        return 0
+        return SKIPPED
     our_transfers = {r["bytes"]: r for r in ours.get("transfers", [])}
     our_matmul = {r["n"]: r for r in ours.get("matmul", [])}
     sizes = sorted(our_transfers) or [4 << 10 << (2 * k) for k in range(8)]

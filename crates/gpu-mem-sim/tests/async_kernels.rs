@@ -520,3 +520,45 @@ fn a_local_array_over_a_threads_local_memory_is_a_fault() {
     });
     launch(&backend, &fits, LaunchConfig::new(1, 1), &[]).unwrap();
 }
+
+/// A fault ends its block at the next round: the threads left, spinning on a flag the faulted
+/// thread would have set, used to run on until the no-progress limit (10 s) before the fault
+/// was reported. As plain and as async closures.
+#[test]
+fn a_fault_ends_its_block_without_waiting_for_the_spinning_threads() {
+    let backend = backend();
+    let plain = Kernel::sim("panic_then_spin", |t| {
+        let flag = t.shared_array::<u32, 1>([1]);
+        if t.thread_idx().x == 0 {
+            panic!("boom");
+        }
+        while flag.atomic_add([0], 0) == 0 {
+            t.nanosleep();
+        }
+    });
+    let polled = Kernel::sim_async("panic_then_spin", async |t| {
+        let flag = t.shared_array::<u32, 1>([1]);
+        if t.thread_idx().x == 0 {
+            panic!("boom");
+        }
+        while flag.atomic_add([0], 0) == 0 {
+            t.nanosleep().await;
+        }
+    });
+    // (Plain closures run on fibers, which Miri cannot run.)
+    let kernels = if cfg!(miri) {
+        vec![polled]
+    } else {
+        vec![plain, polled]
+    };
+    for kernel in kernels {
+        let started = std::time::Instant::now();
+        let error = launch(&backend, &kernel, LaunchConfig::new(1, 2), &[]).unwrap_err();
+        assert!(fault_message(&error).contains("boom"), "{error}");
+        assert!(
+            cfg!(miri) || started.elapsed() < std::time::Duration::from_secs(5),
+            "the fault took {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -798,6 +798,12 @@ impl<'a> Block<'a> {
         if s.done == count {
             return Ok(false);
         }
+        if self.fault.borrow().is_some() {
+            // A thread faulted: that fault is the block's result (`fault_or` reports it before
+            // any error), and as on a GPU the kernel stops; the threads left would only wait
+            // for what the faulted thread never does, or spin until the no-progress limit.
+            return Err(self.divergence("a thread of the block faulted".to_string()));
+        }
         let released = match s.first_block_wait {
             // The common case: every thread waits at the same block barrier.
             Some(wait) if s.block_waiting == count && s.one_site => {

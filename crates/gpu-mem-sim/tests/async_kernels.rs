@@ -562,3 +562,58 @@ fn a_fault_ends_its_block_without_waiting_for_the_spinning_threads() {
         );
     }
 }
+
+/// Threads kept at a block barrier by others that loop on warp votes for a flag the waiting
+/// threads would set after it: every round has a vote released, which counted as progress, so
+/// the launch never returned. Now reported once the barrier has waited 2^20 rounds and 10 s
+/// (a GPU hangs on this kernel). As plain and as async closures.
+#[test]
+#[cfg_attr(miri, ignore = "runs for 10 s")]
+fn threads_kept_at_a_barrier_by_a_loop_of_warp_votes_are_reported() {
+    let backend = backend();
+    let plain = Kernel::sim("poll_forever", |t| {
+        let flag = t.shared_array::<u32, 1>([1]);
+        if t.thread_idx().x < 32 {
+            while t.all_sync(u64::from(u32::MAX), flag.atomic_add([0], 0) == 0) {}
+        } else {
+            t.syncthreads();
+            flag.atomic_add([0], 1);
+        }
+    });
+    let polled = Kernel::sim_async("poll_forever", async |t| {
+        let flag = t.shared_array::<u32, 1>([1]);
+        if t.thread_idx().x < 32 {
+            while t
+                .all_sync(u64::from(u32::MAX), flag.atomic_add([0], 0) == 0)
+                .await
+            {}
+        } else {
+            t.syncthreads().await;
+            flag.atomic_add([0], 1);
+        }
+    });
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = [plain, polled]
+            .into_iter()
+            .map(|kernel| {
+                let backend = &backend;
+                scope.spawn(move || {
+                    let started = std::time::Instant::now();
+                    let error =
+                        launch(backend, &kernel, LaunchConfig::new(1, 64), &[]).unwrap_err();
+                    (error, started.elapsed())
+                })
+            })
+            .collect();
+        for run in runs {
+            let (error, took) = run.join().unwrap();
+            match &error {
+                Error::BarrierDivergence { detail, .. } => {
+                    assert!(detail.contains("wait at a block barrier"), "{error}")
+                }
+                other => panic!("expected a report, got {other}"),
+            }
+            assert!(took >= std::time::Duration::from_secs(10), "{took:?}");
+        }
+    });
+}

@@ -186,6 +186,12 @@ pub(super) struct Schedule {
     idle_rounds: u64,
     /// When round [`IDLE_CLOCK_FROM`] of the rounds counted by `idle_rounds` ended.
     idle_since: Option<std::time::Instant>,
+    /// Rounds that ended with a thread waiting at a block barrier (reset when none waits), and
+    /// when round [`IDLE_CLOCK_FROM`] of them ended: other threads that loop on warp
+    /// collectives make progress each round, and would otherwise keep such a block going for
+    /// ever (see [`Block::barrier_stalled`]).
+    barrier_rounds: u64,
+    barrier_since: Option<std::time::Instant>,
     pub(super) outcome: Result<(), Error>,
     /// `Block::run` is ending threads left waiting.
     cancelling: bool,
@@ -209,6 +215,8 @@ impl Default for Schedule {
             progressed: false,
             idle_rounds: 0,
             idle_since: None,
+            barrier_rounds: 0,
+            barrier_since: None,
             outcome: Ok(()),
             cancelling: false,
         }
@@ -252,9 +260,12 @@ impl Schedule {
     /// stackless block hands the scheduler one round after another, each started over.
     pub(super) fn restart_round(&mut self, count: usize) {
         let (idle_rounds, idle_since) = (self.idle_rounds, self.idle_since);
+        let (barrier_rounds, barrier_since) = (self.barrier_rounds, self.barrier_since);
         self.restart(count);
         self.idle_rounds = idle_rounds;
         self.idle_since = idle_since;
+        self.barrier_rounds = barrier_rounds;
+        self.barrier_since = barrier_since;
     }
 
     /// Something other than spinning happened (a release outside the scheduler's rounds): the
@@ -842,7 +853,40 @@ impl<'a> Block<'a> {
         if self.spun_too_long(s) {
             return Err(self.no_progress(s));
         }
+        if self.barrier_stalled(s) {
+            return Err(self.stalled_at_barrier(s));
+        }
         Ok(true)
+    }
+
+    /// Counts a round that ends with threads waiting at a block barrier: `true` once such rounds
+    /// went on for [`MAX_IDLE_ROUNDS`] and [`MAX_IDLE_TIME`] without the barrier being released
+    /// (report it with [`Block::stalled_at_barrier`]). Threads elsewhere may be making progress
+    /// all along (a loop of warp votes waiting for a flag that the threads at the barrier would
+    /// set after it), which `spun_too_long` counts as work.
+    fn barrier_stalled(&self, s: &mut Schedule) -> bool {
+        if s.block_waiting == 0 {
+            s.barrier_rounds = 0;
+            return false;
+        }
+        s.barrier_rounds += 1;
+        if s.barrier_rounds == IDLE_CLOCK_FROM {
+            s.barrier_since = Some(std::time::Instant::now());
+        }
+        s.barrier_rounds > MAX_IDLE_ROUNDS
+            && s.barrier_rounds.is_multiple_of(IDLE_CLOCK_FROM)
+            && s.barrier_since
+                .is_some_and(|t| t.elapsed() >= MAX_IDLE_TIME)
+    }
+
+    /// The report of threads kept at a block barrier that the others never reach.
+    #[cold]
+    fn stalled_at_barrier(&self, s: &Schedule) -> Error {
+        self.divergence(format!(
+            "no forward progress: threads wait at a block barrier for {} s and over {MAX_IDLE_ROUNDS} rounds while the others run without reaching it; {}",
+            MAX_IDLE_TIME.as_secs(),
+            describe_states(&s.states(), |i| self.thread_index(i as u32))
+        ))
     }
 
     /// Counts a round for telling threads that only spin from threads at work: `true` once

@@ -276,6 +276,15 @@ pub enum Error {
         /// Why (missing library, no device, not compiled in, ...).
         reason: String,
     },
+    /// A backend whose library is installed but cannot be used: its driver refused to start, its
+    /// device node cannot be opened, a setting of it is wrong.
+    #[error("backend `{backend}` is installed but cannot be used: {reason}")]
+    BackendUnusable {
+        /// The backend.
+        backend: BackendKind,
+        /// Why, naming the library it loaded.
+        reason: String,
+    },
     /// `auto` found no backend it could open: each one's reason.
     #[error("no backend could be opened: {}", reasons.join("; "))]
     NoBackend {
@@ -297,7 +306,7 @@ pub enum Error {
         library: &'static str,
         /// Paths or sonames tried, in order.
         tried: Vec<String>,
-        /// The loader's last message.
+        /// Why the candidates failed (the dynamic loader's messages).
         reason: String,
     },
     /// A symbol is missing from a loaded library (an older driver, typically).

@@ -44,6 +44,26 @@ pub struct CudaProbe {
     pub device_count: usize,
 }
 
+/// What `open` reports when the driver loaded but did not start: no device is the normal case
+/// on a machine with the driver and no GPU; anything else is a driver that is broken here.
+fn start_failure(error: Error, library: &str) -> Error {
+    match &error {
+        Error::Native { code, .. }
+            if *code == i64::from(driver::sys::CUresult::CUDA_ERROR_NO_DEVICE.0) =>
+        {
+            Error::BackendUnavailable {
+                backend: BackendKind::Cuda,
+                reason: format!("the CUDA driver ({library}) finds no device: {error}"),
+            }
+        }
+        Error::Native { .. } => Error::BackendUnusable {
+            backend: BackendKind::Cuda,
+            reason: format!("{library}: {error}"),
+        },
+        _ => error,
+    }
+}
+
 /// Loads the driver, initialises it and counts devices, without creating any context.
 pub fn probe() -> Result<CudaProbe> {
     let driver = CudaDriver::load()?;
@@ -66,11 +86,12 @@ fn probe_driver(driver: &'static CudaDriver) -> Result<CudaProbe> {
 ///
 /// Errors: [`Error::LibraryLoad`] when there is no driver (the usual case on machines without an
 /// NVIDIA GPU), [`Error::MissingSymbol`] for a library that is not a usable driver,
-/// [`Error::Native`] when the driver refuses (`CUDA_ERROR_NO_DEVICE`, ...), and
-/// [`Error::BackendUnavailable`] when it reports zero devices.
+/// [`Error::BackendUnavailable`] when the driver finds no device (`CUDA_ERROR_NO_DEVICE`, or
+/// zero devices), and [`Error::BackendUnusable`] when it refuses to start otherwise (a driver
+/// library of another version than the kernel module, a stub library, ...), naming the library.
 pub fn open() -> Result<Arc<dyn Backend>> {
     let driver = CudaDriver::load()?;
-    let found = probe_driver(driver)?;
+    let found = probe_driver(driver).map_err(|error| start_failure(error, driver.path()))?;
     if found.device_count == 0 {
         return Err(Error::BackendUnavailable {
             backend: BackendKind::Cuda,
@@ -85,4 +106,45 @@ pub fn open() -> Result<Arc<dyn Backend>> {
     );
     let backend: Arc<dyn Backend> = Arc::new(CudaBackend::new(driver, found.device_count)?);
     Ok(backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn native(code: driver::sys::CUresult) -> Error {
+        Error::Native {
+            backend: BackendKind::Cuda,
+            call: "cuInit",
+            code: i64::from(code.0),
+            code_name: format!("{code:?}"),
+            description: String::new(),
+        }
+    }
+
+    /// No device is the normal case on a machine without a GPU; any other refusal to start names
+    /// the library, so that a user can tell which one was loaded.
+    #[test]
+    fn start_failures_name_the_library_and_tell_no_device_apart() {
+        let path = "/opt/cuda-compat/libcuda.so.1";
+        match start_failure(native(driver::sys::CUresult::CUDA_ERROR_NO_DEVICE), path) {
+            Error::BackendUnavailable { reason, .. } => assert!(reason.contains(path), "{reason}"),
+            other => panic!("no device reported as {other:?}"),
+        }
+        let mismatch = native(driver::sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH);
+        match start_failure(mismatch, path) {
+            Error::BackendUnusable { reason, .. } => assert!(reason.contains(path), "{reason}"),
+            other => panic!("a driver mismatch reported as {other:?}"),
+        }
+        let missing = Error::MissingSymbol {
+            library: "the CUDA driver",
+            path: path.into(),
+            symbol: "cuInit",
+            feature: "the CUDA backend",
+        };
+        assert!(matches!(
+            start_failure(missing, path),
+            Error::MissingSymbol { .. }
+        ));
+    }
 }

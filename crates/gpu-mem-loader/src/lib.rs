@@ -15,9 +15,14 @@
 //!   usual search, or paths) are tried in order, and the first that opens *and* passes the
 //!   caller's check (`accept`, e.g. "exports `hsa_init`") wins.
 //! * **Errors.** Failure is [`Error::LibraryLoad`] naming the library, every candidate tried and
-//!   the last reason: the dynamic loader's message with its source chain
-//!   ([`error_chain`]: libloading's own text is only "dlopen failed"), or why `accept` rejected
-//!   a library that opened. Nothing here panics.
+//!   why each failed: the dynamic loader's message with its source chain ([`error_chain`]:
+//!   libloading's own text is only "dlopen failed"), or why `accept` rejected a library that
+//!   opened. A candidate that is simply not there says little, so when some candidate exists but
+//!   failed (a dependency missing, a wrong architecture, rejected by `accept`) only those reasons
+//!   are given. Nothing here panics.
+//! * **Rejected libraries stay loaded.** A candidate that opens but is rejected has run its
+//!   initialisers already; it is not closed either (a HIP library without hiprtc loads comgr's
+//!   LLVM, which aborts when loaded a second time).
 
 use gpu_mem_core::error::error_chain;
 use gpu_mem_core::{Error, Result};
@@ -57,17 +62,73 @@ pub fn accept_any(_: &libloading::Library) -> std::result::Result<(), String> {
 
 /// Opens the library following `spec`, honouring its override variable.
 pub fn open(spec: &LibrarySpec, accept: Accept<'_>) -> Result<&'static Library> {
-    let forced = if spec.override_var.is_empty() {
+    open_among(spec.library, spec.override_var, spec.candidates, accept)
+}
+
+/// As [`open`], for candidates known only at run time: `library` is the logical name,
+/// `override_var` the variable that replaces the search (`""`: none).
+pub fn open_among(
+    library: &'static str,
+    override_var: &'static str,
+    candidates: &[&str],
+    accept: Accept<'_>,
+) -> Result<&'static Library> {
+    let forced = if override_var.is_empty() {
         None
     } else {
-        std::env::var_os(spec.override_var)
+        std::env::var_os(override_var)
     };
-    open_with_override(spec, forced, accept)
+    search(library, override_var, candidates, forced, accept)
 }
 
 /// Opens exactly `path` (what the override variable does), ignoring the variable.
 pub fn open_path(spec: &LibrarySpec, path: &Path, accept: Accept<'_>) -> Result<&'static Library> {
-    open_with_override(spec, Some(path.as_os_str().to_owned()), accept)
+    search(
+        spec.library,
+        spec.override_var,
+        &[],
+        Some(path.as_os_str().to_owned()),
+        accept,
+    )
+}
+
+/// `candidates` with those this process has loaded already (as another library's dependency,
+/// e.g. the comgr a loaded hiprtc uses) moved to the front, keeping their order otherwise: a
+/// second copy of such a library in one process is at best a different version of what the
+/// loaded one does (LLVM-based ones abort). Probing loads nothing (`RTLD_NOLOAD`); on systems
+/// where that is not known here, the order is kept.
+pub fn loaded_first<'a>(candidates: &[&'a str]) -> Vec<&'a str> {
+    let (mut loaded, others): (Vec<&str>, Vec<&str>) =
+        candidates.iter().partition(|c| is_loaded(c));
+    loaded.extend(others);
+    loaded
+}
+
+/// Whether the library `name` (a soname or path) is in the process already.
+#[cfg(target_os = "linux")]
+fn is_loaded(name: &str) -> bool {
+    /// glibc's and musl's `RTLD_NOLOAD`: open only a library that is loaded already.
+    const RTLD_NOLOAD: std::ffi::c_int = 0x4;
+    // SAFETY: with RTLD_NOLOAD nothing is loaded, so no initialiser runs; the handle only adds a
+    // reference to a library loaded already, kept (not closed), as every handle here.
+    let probe = unsafe {
+        libloading::os::unix::Library::open(
+            Some(name),
+            RTLD_NOLOAD | libloading::os::unix::RTLD_LAZY,
+        )
+    };
+    match probe {
+        Ok(library) => {
+            std::mem::forget(library);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_loaded(_: &str) -> bool {
+    false
 }
 
 /// How many distinct libraries this process has opened through this crate.
@@ -75,8 +136,11 @@ pub fn opened_count() -> usize {
     OPENED.lock().unwrap_or_else(PoisonError::into_inner).len()
 }
 
-fn open_with_override(
-    spec: &LibrarySpec,
+/// Opens `forced` when it is set and not blank, else the first acceptable of `candidates`.
+fn search(
+    logical: &'static str,
+    override_var: &'static str,
+    candidates: &[&str],
     forced: Option<OsString>,
     accept: Accept<'_>,
 ) -> Result<&'static Library> {
@@ -84,15 +148,14 @@ fn open_with_override(
     let forced = forced.filter(|path| !path.to_string_lossy().trim().is_empty());
     let candidates: Vec<(OsString, String)> = match forced {
         Some(path) => {
-            let shown = if spec.override_var.is_empty() {
+            let shown = if override_var.is_empty() {
                 path.to_string_lossy().into_owned()
             } else {
-                format!("{} (from {})", path.to_string_lossy(), spec.override_var)
+                format!("{} (from {override_var})", path.to_string_lossy())
             };
             vec![(path, shown)]
         }
-        None => spec
-            .candidates
+        None => candidates
             .iter()
             .map(|c| (OsString::from(c), (*c).to_string()))
             .collect(),
@@ -101,12 +164,12 @@ fn open_with_override(
     // critical sections only push complete entries, so a poisoned lock is still consistent.
     let mut opened = OPENED.lock().unwrap_or_else(PoisonError::into_inner);
     let mut tried = Vec::with_capacity(candidates.len());
-    let mut last_reason = String::from("no candidate paths");
+    let mut failures = Vec::with_capacity(candidates.len());
     for (path, shown) in candidates {
         let key = path.to_string_lossy().into_owned();
         if let Some((_, _, library)) = opened
             .iter()
-            .find(|(name, p, _)| *name == spec.library && *p == key)
+            .find(|(name, p, _)| *name == logical && *p == key)
         {
             return Ok(library);
         }
@@ -116,35 +179,75 @@ fn open_with_override(
         match unsafe { libloading::Library::new(&path) } {
             Ok(library) => match accept(&library) {
                 Ok(()) => {
-                    tracing::debug!(library = spec.library, path = %shown, "loaded (kept for the process)");
+                    tracing::debug!(library = logical, path = %shown, "loaded (kept for the process)");
                     let leaked: &'static Library = Box::leak(Box::new(Library {
                         library,
                         path: key.clone(),
-                        name: spec.library,
+                        name: logical,
                     }));
-                    opened.push((spec.library, key, leaked));
+                    opened.push((logical, key, leaked));
                     return Ok(leaked);
                 }
                 Err(reason) => {
-                    tracing::debug!(library = spec.library, path = %shown, %reason, "rejected");
-                    last_reason = format!("{shown}: {reason}");
+                    tracing::debug!(library = logical, path = %shown, %reason, "rejected");
+                    failures.push(Failure {
+                        absent: false,
+                        reason: format!("{shown}: {reason}"),
+                    });
                     tried.push(shown);
-                    // A rejected library is closed again: nothing of it was initialised by us.
-                    drop(library);
+                    // Not closed: see the module's contract.
+                    std::mem::forget(library);
                 }
             },
             Err(err) => {
-                tracing::debug!(library = spec.library, path = %shown, %err, "cannot load");
-                last_reason = error_chain(&err);
+                tracing::debug!(library = logical, path = %shown, %err, "cannot load");
+                let reason = error_chain(&err);
+                failures.push(Failure {
+                    absent: is_absent(&key, &reason),
+                    reason,
+                });
                 tried.push(shown);
             }
         }
     }
     Err(Error::LibraryLoad {
-        library: spec.library,
+        library: logical,
         tried,
-        reason: last_reason,
+        reason: summarize(&failures),
     })
+}
+
+/// Why one candidate failed.
+struct Failure {
+    /// The file itself was not found (rather than found and unusable).
+    absent: bool,
+    reason: String,
+}
+
+/// Whether the dynamic loader's `reason` says that `candidate` itself does not exist (and not,
+/// say, a library it depends on: glibc words both alike, naming the missing file first).
+fn is_absent(candidate: &str, reason: &str) -> bool {
+    let name = candidate.rsplit('/').next().unwrap_or(candidate);
+    [candidate, name].iter().any(|shown| {
+        reason.contains(&format!("{shown}: cannot open shared object file"))
+            || reason.contains(&format!("dlopen({shown}"))
+    }) && (reason.contains("No such file") || reason.contains("not found"))
+}
+
+/// The reasons worth reading: those of candidates that exist but failed, else the last one.
+fn summarize(failures: &[Failure]) -> String {
+    let telling: Vec<&str> = failures
+        .iter()
+        .filter(|f| !f.absent)
+        .map(|f| f.reason.as_str())
+        .collect();
+    if telling.is_empty() {
+        failures
+            .last()
+            .map_or_else(|| "no candidate paths".to_string(), |f| f.reason.clone())
+    } else {
+        telling.join("; ")
+    }
 }
 
 impl Library {
@@ -197,7 +300,13 @@ mod tests {
     #[test]
     fn an_empty_override_is_unset() {
         for empty in ["", "  "] {
-            match open_with_override(&MISSING, Some(OsString::from(empty)), &accept_any) {
+            match search(
+                MISSING.library,
+                MISSING.override_var,
+                MISSING.candidates,
+                Some(OsString::from(empty)),
+                &accept_any,
+            ) {
                 Err(Error::LibraryLoad { tried, .. }) => {
                     assert_eq!(
                         tried,
@@ -240,6 +349,73 @@ mod tests {
         // SAFETY: getpid's signature is `pid_t getpid(void)`.
         let getpid: Option<unsafe extern "C" fn() -> i32> = unsafe { first.function(&["getpid"]) };
         assert!(getpid.is_some());
+    }
+
+    /// A candidate that exists but fails is what the error reports, not the absent ones after it.
+    #[test]
+    fn a_present_candidate_that_fails_is_the_reason_given() {
+        let dir = std::env::temp_dir().join(format!("gpu-mem-loader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temporary directory");
+        let broken = dir.join("libbroken.so.1");
+        std::fs::write(&broken, b"not an ELF file").expect("write");
+        let broken_path: &'static str = Box::leak(broken.display().to_string().into_boxed_str());
+        let candidates: &'static [&'static str] = Box::leak(Box::new([
+            broken_path,
+            "libgpu-mem-definitely-missing.so.9",
+        ]));
+        let spec = LibrarySpec {
+            library: "a broken library",
+            override_var: "",
+            candidates,
+        };
+        let result = open(&spec, &accept_any);
+        let _ = std::fs::remove_dir_all(&dir);
+        match result {
+            Err(Error::LibraryLoad { reason, tried, .. }) => {
+                assert_eq!(tried.len(), 2);
+                assert!(reason.contains("libbroken.so.1"), "{reason}");
+                assert!(
+                    !reason.contains("definitely-missing"),
+                    "the absent candidate hid nothing but is reported: {reason}"
+                );
+            }
+            other => panic!("expected a load error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn loaded_libraries_come_first() {
+        let order = loaded_first(&[
+            "libgpu-mem-definitely-missing.so.9",
+            "libc.so.6",
+            "libgpu-mem-also-missing.so.1",
+        ]);
+        assert_eq!(
+            order,
+            [
+                "libc.so.6",
+                "libgpu-mem-definitely-missing.so.9",
+                "libgpu-mem-also-missing.so.1"
+            ]
+        );
+    }
+
+    #[test]
+    fn absent_files_are_told_from_missing_dependencies() {
+        assert!(is_absent(
+            "libhiprtc.so.6",
+            "dlopen failed: libhiprtc.so.6: cannot open shared object file: No such file or directory"
+        ));
+        assert!(!is_absent(
+            "libhiprtc.so.6",
+            "dlopen failed: libamd_comgr.so.2: cannot open shared object file: No such file or directory"
+        ));
+        assert!(is_absent(
+            "/opt/rocm/lib/libhiprtc.so",
+            "/opt/rocm/lib/libhiprtc.so: cannot open shared object file: No such file or directory"
+        ));
+        assert!(!is_absent("/tmp/x.so", "/tmp/x.so: invalid ELF header"));
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub fn open() -> Result<Arc<dyn Backend>> {
     let hsa = Hsa::shared()?;
     // A first `hsa_init` of our own, to name what is wrong when the runtime cannot start.
     if let Err(error) = hsa.init() {
-        return Err(init_failure(&error));
+        return Err(init_failure(error, hsa.path()));
     }
     // The backend takes (and gives back) a reference of its own.
     let backend = RocBackend::new(Arc::clone(&hsa));
@@ -42,15 +42,30 @@ pub fn open() -> Result<Arc<dyn Backend>> {
 }
 
 /// The error `open` reports when `hsa_init` fails. ROCr maps every load failure, including
-/// "cannot open /dev/kfd", to HSA_STATUS_ERROR_OUT_OF_RESOURCES, so the missing device node is
-/// checked here to say what is actually wrong.
-fn init_failure(error: &Error) -> Error {
-    let reason = if Path::new(KFD_DEVICE).exists() {
-        error.to_string()
-    } else {
-        format!("no AMD GPU driver ({KFD_DEVICE} missing): {error}")
+/// "cannot open /dev/kfd", to HSA_STATUS_ERROR_OUT_OF_RESOURCES, so the device node is checked
+/// here to say what is actually wrong: missing (no AMD GPU here: unavailable), present but not
+/// openable (no permission: the usual cause on a machine with a GPU), or present and openable
+/// (the runtime's own error, with the library it came from).
+fn init_failure(error: Error, library: &str) -> Error {
+    let node = Path::new(KFD_DEVICE);
+    if !node.exists() {
+        return Error::BackendUnavailable {
+            backend: BackendKind::Roc,
+            reason: format!("no AMD GPU driver ({KFD_DEVICE} missing): {error}"),
+        };
+    }
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(node);
+    let reason = match opened {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
+            "no permission to open {KFD_DEVICE} for reading and writing (add the user to the \
+             `render` and `video` groups, or give a container the device): {error}"
+        ),
+        _ => format!("{library}: {error}"),
     };
-    Error::BackendUnavailable {
+    Error::BackendUnusable {
         backend: BackendKind::Roc,
         reason,
     }

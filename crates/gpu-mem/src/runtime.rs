@@ -81,8 +81,26 @@ impl BackendStatus {
     pub fn reason(&self) -> Option<String> {
         self.backend.as_ref().err().map(|error| match error {
             Error::BackendUnavailable { reason, .. } => reason.clone(),
+            Error::BackendUnusable { reason, .. } => format!("installed but unusable: {reason}"),
             other => other.to_string(),
         })
+    }
+}
+
+/// Whether `error` (from opening a backend) says the backend is simply not there: its library
+/// not installed, no device, not compiled in; not that something installed is broken.
+fn is_absent(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::LibraryLoad { .. } | Error::BackendUnavailable { .. }
+    )
+}
+
+/// `<backend>: <why>`, for [`Error::NoBackend`].
+fn unavailable_reason(kind: BackendKind, error: Error) -> String {
+    match error {
+        Error::BackendUnavailable { reason, .. } => format!("{kind}: {reason}"),
+        other => format!("{kind}: {other}"),
     }
 }
 
@@ -198,14 +216,18 @@ impl Runtime {
                             tracing::info!(backend = %kind, devices = backend.device_count(), "auto: selected backend");
                             return Ok(Runtime { backend });
                         }
-                        Err(error) => {
+                        // A library that is not installed is the normal case on most
+                        // machines; one that is there but cannot be used (a driver and library
+                        // of different versions, no permission, a bad setting) is worth a
+                        // warning: the run goes on, on another backend, where the user may
+                        // expect the GPU.
+                        Err(error) if is_absent(&error) => {
                             tracing::info!(backend = %kind, "auto: backend unavailable: {error}");
-                            reasons.push(match error {
-                                Error::BackendUnavailable { reason, .. } => {
-                                    format!("{kind}: {reason}")
-                                }
-                                other => format!("{kind}: {other}"),
-                            });
+                            reasons.push(unavailable_reason(kind, error));
+                        }
+                        Err(error) => {
+                            tracing::warn!(backend = %kind, "auto: backend present but unusable, skipped: {error}");
+                            reasons.push(unavailable_reason(kind, error));
                         }
                     }
                 }
@@ -266,6 +288,40 @@ mod tests {
     }
 
     use super::*;
+
+    /// `auto` warns only about what is installed and broken, not about what is not there.
+    #[test]
+    fn absent_backends_are_told_from_broken_ones() {
+        let absent = [
+            Error::LibraryLoad {
+                library: "the CUDA driver",
+                tried: vec!["libcuda.so.1".into()],
+                reason: "not found".into(),
+            },
+            Error::BackendUnavailable {
+                backend: BackendKind::Roc,
+                reason: "no AMD GPU driver".into(),
+            },
+        ];
+        let broken = [
+            Error::BackendUnusable {
+                backend: BackendKind::Cuda,
+                reason: "libcuda.so.1: cuInit failed".into(),
+            },
+            Error::MissingSymbol {
+                library: "the CUDA driver",
+                path: "libcuda.so.1".into(),
+                symbol: "cuInit",
+                feature: "the CUDA backend",
+            },
+            Error::InvalidArgument {
+                name: "GPU_MEM_CUDA_ALLOCATOR",
+                reason: "unknown value".into(),
+            },
+        ];
+        assert!(absent.iter().all(is_absent));
+        assert!(!broken.iter().any(is_absent));
+    }
 
     /// Each backend whose feature is off must say so, whether asked for by name or probed.
     #[test]

@@ -20,7 +20,7 @@ pub const LIBRARY: &str = "libamd_comgr";
 /// Environment variable naming the exact file to load instead of the candidates.
 pub const ENV_OVERRIDE: &str = "GPU_MEM_COMGR_LIBRARY";
 /// Sonames tried in order (ROCm 5 and 6 ship `.so.2`, ROCm 7 `.so.3`).
-pub const CANDIDATES: &[&str] = &["libamd_comgr.so.2", "libamd_comgr.so.3", "libamd_comgr.so"];
+pub const CANDIDATES: &[&str] = &["libamd_comgr.so.3", "libamd_comgr.so.2", "libamd_comgr.so"];
 
 macro_rules! comgr_table {
     ($($name:ident: $ty:path,)*) => {
@@ -52,7 +52,10 @@ impl std::fmt::Debug for Comgr {
 impl Comgr {
     /// Opens the library and resolves its functions.
     pub fn load() -> Result<Comgr> {
-        let Opened { library, path } = open_first(LIBRARY, ENV_OVERRIDE, CANDIDATES, |lib| {
+        // The copy a loaded hiprtc uses, when there is one: the ISAs it lists are then the ones
+        // hiprtc can compile for.
+        let candidates = gpu_mem_loader::loaded_first(CANDIDATES);
+        let Opened { library, path } = open_first(LIBRARY, ENV_OVERRIDE, &candidates, |lib| {
             // SAFETY: only checks the symbol's presence; the pointer is not called.
             match unsafe { lib.get::<sys::PFN_amd_comgr_get_isa_count>("amd_comgr_get_isa_count") }
             {

@@ -6,12 +6,10 @@
 //! An environment variable, when set, replaces the candidate list (so a test or a user can point
 //! at one exact file); otherwise each candidate is tried in order. The first one that opens *and*
 //! passes the caller's check wins. Failure lists every candidate, with the dynamic loader's
-//! reason (or the check's) for the last one.
+//! reasons (or the check's): see `gpu_mem_loader`'s contract.
 
-use gpu_mem_core::{Error, Result};
-use gpu_mem_loader::LibrarySpec;
+use gpu_mem_core::Result;
 use libloading::Library;
-use std::path::Path;
 
 /// A library that was opened, with the name or path it was opened by.
 #[derive(Debug)]
@@ -32,57 +30,17 @@ pub fn open_first(
     candidates: &[&str],
     accept: impl Fn(&Library) -> std::result::Result<(), String>,
 ) -> Result<Opened> {
-    let spec = LibrarySpec {
-        library,
-        override_var: env_override,
-        candidates: &[],
-    };
-    let from_env = match env_override {
-        "" => None,
-        name => std::env::var(name).ok().filter(|p| !p.trim().is_empty()),
-    };
-    if let Some(path) = from_env {
-        let opened = gpu_mem_loader::open_path(&spec, Path::new(&path), &accept)?;
-        return Ok(Opened {
-            library: opened.raw(),
-            path: opened.path().to_string(),
-        });
-    }
-    let plain = LibrarySpec {
-        override_var: "",
-        ..spec
-    };
-    let mut tried = Vec::with_capacity(candidates.len());
-    let mut last_reason = String::from("no candidates");
-    for candidate in candidates {
-        match gpu_mem_loader::open_path(&plain, Path::new(candidate), &accept) {
-            Ok(opened) => {
-                return Ok(Opened {
-                    library: opened.raw(),
-                    path: opened.path().to_string(),
-                });
-            }
-            Err(Error::LibraryLoad {
-                tried: mut t,
-                reason,
-                ..
-            }) => {
-                tried.append(&mut t);
-                last_reason = reason;
-            }
-            Err(other) => return Err(other),
-        }
-    }
-    Err(Error::LibraryLoad {
-        library,
-        tried,
-        reason: last_reason,
+    let opened = gpu_mem_loader::open_among(library, env_override, candidates, &accept)?;
+    Ok(Opened {
+        library: opened.raw(),
+        path: opened.path().to_string(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_mem_core::Error;
 
     /// A library that cannot be opened is reported with the dynamic loader's reason, as the
     /// CUDA backend does, not only "dlopen failed".

@@ -4,7 +4,7 @@
 //!
 //! * [`Hip::load`] opens the `GPU_MEM_HIPRTC_LIBRARY` path when set, else the first of
 //!   [`CANDIDATES`] that exports `hiprtcCompileProgram` (ROCm 5 keeps hiprtc inside
-//!   `libamdhip64.so.5`; ROCm 6 moved it to `libhiprtc.so.6`, tried last), and resolves every
+//!   `libamdhip64.so.5`; ROCm 6 and 7 moved it to `libhiprtc.so.6` / `.so.7`, tried last), and resolves every
 //!   generated declaration into an optional pointer. Missing library: [`Error::LibraryLoad`]
 //!   with every candidate tried; missing symbol at call time: [`Error::MissingSymbol`].
 //! * One thin method per native call (in `rtc` and `runtime`): `hiprtcResult` and `hipError_t`
@@ -30,8 +30,10 @@ pub const ENV_OVERRIDE: &str = "GPU_MEM_HIPRTC_LIBRARY";
 /// package is installed.
 pub const CANDIDATES: &[&str] = &[
     "libamdhip64.so",
+    "libamdhip64.so.7",
     "libamdhip64.so.6",
     "libamdhip64.so.5",
+    "libhiprtc.so.7",
     "libhiprtc.so.6",
     "libhiprtc.so",
 ];

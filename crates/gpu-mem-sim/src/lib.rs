@@ -538,10 +538,12 @@ unsafe impl Backend for SimBackend {
             .iter()
             .map(|(h, s)| (*h, Arc::clone(s)))
             .collect();
-        // Every stream is waited for, even after a failure; the first failure is returned.
+        // Every stream is waited for, even after a failure; the first failure is returned, and
+        // left for the stream's own synchronization too (its owner is told of it there, as on
+        // a GPU, where such an error stays).
         let mut first = Ok(());
         for (handle, stream) in streams {
-            if let Err((operation, reason)) = stream.synchronize()
+            if let Err((operation, reason)) = stream.wait_and_peek()
                 && first.is_ok()
             {
                 first = Err(Error::AsyncFailure {
@@ -881,7 +883,20 @@ unsafe impl Backend for SimBackend {
 
     unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
         let d = self.device(device)?;
-        Ok(self.stream(d, stream)?.is_idle())
+        let sim_stream = self.stream(d, stream)?;
+        if !sim_stream.is_idle() {
+            return Ok(false);
+        }
+        // Finished, but with a failure: say so (as `cuStreamQuery` returns the error), leaving
+        // it for the stream's synchronization, which reports it to the stream's owner.
+        match sim_stream.peek_failure() {
+            Ok(()) => Ok(true),
+            Err((operation, reason)) => Err(Error::AsyncFailure {
+                operation,
+                stream: stream.0,
+                reason,
+            }),
+        }
     }
 
     unsafe fn stream_wait_event(

@@ -404,6 +404,30 @@ impl SimStream {
     /// Jobs the worker has not started yet are run by the calling thread, which would only wait
     /// otherwise: in order, one at a time, exactly as the worker would have run them.
     pub(crate) fn synchronize(&self) -> Result<(), (&'static str, String)> {
+        self.wait();
+        self.shared.take_failure()
+    }
+
+    /// Waits for every job enqueued so far, as [`SimStream::synchronize`] does, leaving a
+    /// failure for the stream's own synchronization: the first one, if any (a device-wide
+    /// synchronization reports it without taking it from the stream's owner).
+    pub(crate) fn wait_and_peek(&self) -> Result<(), (&'static str, String)> {
+        self.wait();
+        self.peek_failure()
+    }
+
+    /// The failure [`SimStream::synchronize`] would return, if any (left in place).
+    pub(crate) fn peek_failure(&self) -> Result<(), (&'static str, String)> {
+        if !self.shared.failed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        match &*lock(&self.shared.error) {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn wait(&self) {
         let shared = &*self.shared;
         let target = shared.submitted.load(Ordering::SeqCst);
         if shared.completed.load(Ordering::SeqCst) < target {
@@ -416,7 +440,6 @@ impl SimStream {
                 shared.completed.load(Ordering::SeqCst) >= target
             });
         }
-        shared.take_failure()
     }
 
     /// What [`SimStream::synchronize`] returns when every job enqueued so far has completed;

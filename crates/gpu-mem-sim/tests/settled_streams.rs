@@ -112,9 +112,14 @@ fn a_failure_before_a_completed_copy_is_reported() {
     let oob = Kernel::sim("oob", |t| t.array::<f32>(0).set([t.grid1() + 4], 1.0));
     // SAFETY: the simulator catches the out-of-bounds write before it happens.
     unsafe { stream.launch(&oob, LaunchConfig::new(1, 1), &mut [&mut a]) }.unwrap();
-    while !stream.query().unwrap() {
-        std::thread::yield_now();
-    }
+    // A query reports the failure once the work is done (and leaves it to the synchronization).
+    let queried = loop {
+        match stream.query() {
+            Ok(false) => std::thread::yield_now(),
+            other => break other,
+        }
+    };
+    assert!(queried.is_err(), "the query did not report the failure");
     // The stream is idle: the copy runs at once, after the failure was kept.
     let mut small = dev.device_array::<u8>(&[64], Order::C).unwrap();
     let pinned = dev.pinned_array::<u8>(&[64]).unwrap();

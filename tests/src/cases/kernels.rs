@@ -39,6 +39,7 @@ pub fn cases() -> Vec<Case> {
         records_scalars_and_mapped_arrays,
         warp_size_64_device,
         stream_kernel_failure_surfaces_at_synchronize,
+        device_synchronize_leaves_failures_to_their_streams,
         barriers_really_wait_for_the_block,
         atomics_are_exact_across_blocks,
     ]);
@@ -769,6 +770,50 @@ fn stream_kernel_failure_surfaces_at_synchronize(rt: &Runtime) -> Result<(), Str
     stream
         .synchronize()
         .map_err(fail("the failure is reported once"))?;
+    Ok(())
+}
+
+/// A device-wide synchronization reports a stream's failure, and each stream's owner is still told
+/// of its own at the stream's synchronization (none is lost to the device-wide one).
+fn device_synchronize_leaves_failures_to_their_streams(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let streams = [
+        dev.stream().map_err(fail("stream"))?,
+        dev.stream().map_err(fail("stream"))?,
+    ];
+    let mut arrays = [
+        dev.device_array::<u8>(&[4], Order::C)
+            .map_err(fail("alloc"))?,
+        dev.device_array::<u8>(&[4], Order::C)
+            .map_err(fail("alloc"))?,
+    ];
+    let kernel = Kernel::sim("stream_fault", |t| {
+        t.array::<u8>(0).set([100], 1);
+    });
+    for (stream, array) in streams.iter().zip(&mut arrays) {
+        // SAFETY: the out-of-bounds write is caught by the simulator.
+        unsafe { stream.launch(&kernel, LaunchConfig::new(1, 1), &mut [array]) }
+            .map_err(fail("enqueue"))?;
+    }
+    ensure!(
+        dev.synchronize().is_err(),
+        "the device-wide synchronization reports a failure"
+    );
+    ensure!(
+        streams[0].query().is_err(),
+        "a query of a stream whose work failed reports the failure"
+    );
+    for (i, stream) in streams.iter().enumerate() {
+        let message = stream
+            .synchronize()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        ensure!(
+            message.contains("stream_fault"),
+            "stream {i} still reports its failure: {message:?}"
+        );
+    }
     Ok(())
 }
 

@@ -121,7 +121,7 @@ impl StreamInner {
             )
         };
         // SAFETY: `handle` came from `stream_create` on this device and is destroyed only when
-        // this inner value is dropped.
+        // this inner value is dropped (`StreamInner`'s drop), not while `self` is borrowed.
         let result = unsafe {
             self.device
                 .backend()
@@ -299,8 +299,15 @@ impl Stream {
     /// synchronization asks the backend. (After the call, so that an operation completed at
     /// enqueue in between, which implies the stream was idle, cannot hide it; `UNSETTLED` is
     /// no ticket, not even a fresh stream's 0.)
+    ///
+    /// The mark is stored under the submission lock: an operation submitted on another thread
+    /// while `put` ran may be reported complete at enqueue, and `submit` stores its ticket as
+    /// settled under that lock; storing after it keeps the mark, or the work `put` enqueued
+    /// would go unwaited for. (Not `put` itself under the lock: a stream-ordered allocation may
+    /// synchronize this stream to make room.)
     pub(crate) fn put_on_stream<R>(&self, put: impl FnOnce(StreamHandle) -> R) -> R {
         let result = put(self.inner.handle);
+        let _submitting = self.inner.lock_keep_alive();
         self.inner.settled.store(UNSETTLED, Ordering::Release);
         result
     }
@@ -476,24 +483,32 @@ impl Drop for Stream {
                 // host buffer's wait on it) and what the work uses alive for good rather than
                 // free memory under it.
                 std::mem::forget(Arc::clone(&self.inner));
-                return;
             }
         }
-        if self.inner.owner.is_some() {
-            // Adopted: the handle is its owner's to destroy; the owner is dropped with `inner`,
-            // right after this function (the stream's work is complete).
+        // The handle itself is destroyed with the bookkeeping (`StreamInner`'s drop): host code
+        // reaching a buffer of this stream's work may hold that a little longer, and synchronize
+        // the handle meanwhile.
+    }
+}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        if self.owner.is_some() {
+            // Adopted: the handle is its owner's to destroy; the owner is dropped right after
+            // this function (the stream's work is complete).
             return;
         }
-        let device = &self.inner.device;
-        // SAFETY: the handle came from `stream_create` on this device; the stream was just
-        // synchronized and this is the only place it is destroyed.
+        // SAFETY: the handle came from `stream_create` on this device and is destroyed only
+        // here, when nothing can reach it any more. Its work is complete: `Stream`'s drop
+        // synchronized it, and a stream whose synchronization failed otherwise is never dropped
+        // (its bookkeeping is leaked); no work is put on a stream after its `Stream` is gone.
         let result = unsafe {
-            device
+            self.device
                 .backend()
-                .stream_destroy(device.ordinal(), self.inner.handle)
+                .stream_destroy(self.device.ordinal(), self.handle)
         };
         if let Err(error) = result {
-            device.report_release_error("stream destroy", error);
+            self.device.report_release_error("stream destroy", error);
         }
     }
 }

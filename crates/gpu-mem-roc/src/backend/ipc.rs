@@ -85,6 +85,19 @@ impl RocBackend {
         // SAFETY: the agents come from the topology this runtime reported, initialised while
         // the backend lives.
         let mapped = unsafe { self.hsa.ipc_memory_attach(&raw, len, &agents) }?;
+        // ROCr maps the whole exported allocation whatever `len` says: a handle that claims
+        // more (corrupted, or forged) would let copies run past the mapping. The runtime's own
+        // size of what it mapped decides.
+        if let Err(reason) = self.check_mapping(mapped as usize, len) {
+            // SAFETY: attached just above, used by nothing yet.
+            if let Err(error) = unsafe { self.hsa.ipc_memory_detach(mapped) } {
+                tracing::warn!(%error, "detaching a refused IPC mapping failed");
+            }
+            return Err(Error::InvalidArgument {
+                name: "IPC handle",
+                reason,
+            });
+        }
         let address = mapped as u64;
         // Should the runtime hand out an address it mapped before (one mapping, counted, as
         // CUDA does for a handle opened again), each attach is still closed once.
@@ -101,6 +114,22 @@ impl RocBackend {
             });
         drop(peers);
         Ok(DevicePtr(address))
+    }
+
+    /// `Ok` when the runtime reports a mapping at `mapped` of at least `len` bytes.
+    fn check_mapping(&self, mapped: usize, len: usize) -> std::result::Result<(), String> {
+        let info = self
+            .hsa
+            .pointer_info(mapped)
+            .map_err(|e| format!("cannot check the size of the mapping: {e}"))?;
+        let base = info.agentBaseAddress as usize;
+        if base != mapped || info.sizeInBytes < len {
+            return Err(format!(
+                "the handle claims {len} bytes, but the runtime mapped {} bytes at {base:#x}",
+                info.sizeInBytes
+            ));
+        }
+        Ok(())
     }
 
     /// # Safety

@@ -493,12 +493,44 @@ hsa_status_t hsa_amd_ipc_memory_attach(const hsa_amd_ipc_memory_t *handle, size_
   }
   pthread_mutex_lock(&lock);
   range *r = &ranges[handle->handle[1]];
-  int ok = r->live && r->kind == 1 && r->base == base && r->size == size && len == size;
+  /* As ROCr for a handle of a whole allocation: `len` is not checked, the whole allocation is
+     mapped (the caller learns its size from hsa_amd_pointer_info). */
+  (void)len;
+  int ok = r->live && r->kind == 1 && r->base == base && r->size == size;
   uint64_t owner = r->owner;
   pthread_mutex_unlock(&lock);
   if (!ok) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   if (!add_range_owned(base, size, 5, base + IPC_OFFSET, access, owner)) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   *mapped = (void *)(base + IPC_OFFSET);
+  return HSA_STATUS_SUCCESS;
+}
+hsa_status_t hsa_amd_pointer_info(const void *ptr, hsa_amd_pointer_info_t *info,
+                                  void *(*alloc)(size_t), uint32_t *num_agents,
+                                  hsa_agent_t **accessible) {
+  if (!info || info->size < sizeof(hsa_amd_pointer_info_t)) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  (void)alloc;
+  if (num_agents) *num_agents = 0;
+  if (accessible) *accessible = NULL;
+  uintptr_t p = (uintptr_t)ptr;
+  info->type = HSA_EXT_POINTER_TYPE_UNKNOWN;
+  info->agentBaseAddress = NULL;
+  info->hostBaseAddress = NULL;
+  info->sizeInBytes = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_RANGES; i++) {
+    range *r = &ranges[i];
+    if (!r->live) continue;
+    uintptr_t seen = r->kind == 5 ? r->agent_base : r->base;
+    if (p < seen || p >= seen + r->size) continue;
+    info->type = r->kind == 5 ? HSA_EXT_POINTER_TYPE_IPC
+                 : r->kind == 3 ? HSA_EXT_POINTER_TYPE_LOCKED
+                                : HSA_EXT_POINTER_TYPE_HSA;
+    info->agentBaseAddress = (void *)(r->agent_base ? r->agent_base : r->base);
+    info->hostBaseAddress = r->kind == 1 || r->kind == 5 ? NULL : (void *)r->base;
+    info->sizeInBytes = r->size;
+    break;
+  }
+  pthread_mutex_unlock(&lock);
   return HSA_STATUS_SUCCESS;
 }
 hsa_status_t hsa_amd_ipc_memory_detach(void *mapped) {

@@ -345,10 +345,15 @@ pub fn ipc_handles(mock: &Mock) -> Result<(), Failed> {
         ),
         || "a 16-byte handle must be refused".into(),
     )?;
-    let mut wrong_len = handle.clone();
-    wrong_len.bytes = n as u64;
-    ensure(b.ipc_open_handle(0, &wrong_len).is_err(), || {
-        "attach with less than the full length must fail".into()
+    // The runtime maps the whole allocation whatever length the handle claims (as ROCr does):
+    // a handle claiming more than that must be refused, and its mapping given back.
+    let mut forged = handle.clone();
+    forged.bytes = handle.bytes * 4;
+    ensure(b.ipc_open_handle(0, &forged).is_err(), || {
+        "a handle claiming more bytes than its allocation has was opened".into()
+    })?;
+    ensure(mock.stats()?.live_ipc_mappings == 1, || {
+        "the refused attach was left mapped".into()
     })?;
     let memory = b.mem_info(0)?;
     ensure(memory.total - memory.free == n as u64, || {

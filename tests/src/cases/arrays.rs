@@ -8,6 +8,7 @@ use ndarray::{Array, ArrayD, IxDyn, ShapeBuilder, arr0, array};
 pub fn cases() -> Vec<Case> {
     crate::cases!["arrays":
         device_array_shapes_and_strides,
+        broadcast_targets_keep_the_last_write,
         device_array_like_rules,
         attributes_match_numba,
         contiguity_flags,
@@ -615,6 +616,47 @@ fn out_of_memory_is_an_error(rt: &Runtime) -> Result<(), String> {
         }
         Err(Error::Native { .. }) if rt.kind() != gpu_mem::BackendKind::Sim => {}
         other => return Err(format!("expected OutOfMemory, got {other:?}")),
+    }
+    Ok(())
+}
+
+/// A target that broadcasts (stride 0) is written as a sequence of assignments would write it:
+/// the last index along the broadcast axis wins; one of 2^62 elements over one byte is filled at
+/// once; and one whose indices overlap far more than that is refused, not walked for ever.
+fn broadcast_targets_keep_the_last_write(rt: &Runtime) -> Result<(), String> {
+    let dev = rt.device(0).map_err(fail("device"))?;
+    let mut rows = dev
+        .device_array_with_strides::<i32>(&[3, 4], &[0, 1])
+        .map_err(fail("broadcast rows"))?;
+    rows.assign(
+        &Array::from_shape_vec((3, 4), (0..12).collect::<Vec<i32>>()).map_err(fail("host"))?,
+    )
+    .map_err(fail("assign"))?;
+    let row = rows
+        .slice(s![0, ..])
+        .map_err(fail("slice"))?
+        .copy_to_host()
+        .map_err(fail("copy"))?;
+    ensure!(
+        row.iter().copied().eq([8, 9, 10, 11]),
+        "the last row's values stay: {row}"
+    );
+    let mut huge = dev
+        .device_array_with_strides::<u8>(&[1 << 62], &[0])
+        .map_err(fail("broadcast byte"))?;
+    huge.fill(7).map_err(fail("fill"))?;
+    let first = huge
+        .slice(s![..1])
+        .map_err(fail("slice"))?
+        .copy_to_host()
+        .map_err(fail("copy"))?;
+    ensure!(first.iter().eq([&7u8]), "the byte was filled: {first}");
+    let mut folded = dev
+        .device_array_with_strides::<u8>(&[1 << 20, 1 << 20], &[1, 1])
+        .map_err(fail("overlapping view"))?;
+    match folded.fill(1) {
+        Err(Error::Unsupported { .. }) => {}
+        other => return Err(format!("2^40 indices over 2 MiB gave {other:?}")),
     }
     Ok(())
 }

@@ -294,17 +294,28 @@ impl<T: Element> DeviceArray<T> {
     /// value is the one of the last index reaching it, worked out on the host, and written in
     /// runs of the elements the target reaches (its gaps, other views' elements, untouched).
     fn assign_overlapping(&mut self, source: &DeviceArray<T>, strides: &[isize]) -> Result<()> {
-        let span = source.read_span()?;
-        let view_layout = Layout::with_strides(self.shape(), strides)?;
-        let (src_base, base) = (source.layout.min_offset(), self.layout.min_offset());
+        // Along an axis the target broadcasts (stride 0) every index writes the same elements,
+        // and the last one's values stay: only that index is walked, so that a broadcast target
+        // of 2^62 elements over one byte is one element's work, not 2^62.
+        let (target, last_along_broadcast) =
+            without_broadcast_axes(self.shape(), self.strides(), strides)?;
+        let view_layout = Layout::with_strides(target.shape(), strides)?;
         let len = self.layout.span_len();
+        if target.size() > len.saturating_mul(MAX_OVERLAP) && target.size() > MAX_OVERLAP_WALK {
+            return Err(Error::Unsupported {
+                operation: "assigning to an array whose elements overlap",
+                reason: format!(
+                    "{} indices reach {len} elements; assign to a view without the overlap",
+                    target.size()
+                ),
+            });
+        }
+        let span = source.read_span()?;
+        let (src_base, base) = (source.layout.min_offset(), self.layout.min_offset());
         let mut values = crate::memory::zeroed_vec::<T>(len, "the assigned values")?;
         let mut reached = vec![false; len];
-        for (dst, src) in self
-            .layout
-            .logical_offsets()
-            .zip(view_layout.logical_offsets())
-        {
+        for (dst, src) in target.logical_offsets().zip(view_layout.logical_offsets()) {
+            let src = src.saturating_add(last_along_broadcast);
             let value = usize::try_from(src - src_base)
                 .ok()
                 .and_then(|i| span.get(i).copied());
@@ -415,4 +426,37 @@ mod tests {
         assert_eq!(broadcast_axes(&[], &[]).ok(), Some(vec![]));
         assert_eq!(broadcast_axes(&[0], &[0]).ok(), Some(vec![Some(0)]));
     }
+}
+
+/// An overlapping target whose indices reach each element more than this many times on average
+/// (after broadcast axes are dropped) ...
+const MAX_OVERLAP: usize = 64;
+/// ... and more than this many indices in all is refused rather than walked on the host.
+const MAX_OVERLAP_WALK: usize = 1 << 26;
+
+/// The target layout (`shape`, `target_strides`) with every broadcast axis (stride 0, length
+/// above 1) cut to length 1, and the source offset (with `source_strides`) of the last index
+/// along those axes: the index whose values a broadcast target keeps, as later writes win.
+fn without_broadcast_axes(
+    shape: &[usize],
+    target_strides: &[isize],
+    source_strides: &[isize],
+) -> Result<(Layout, isize)> {
+    let mut cut = shape.to_vec();
+    let mut last = 0isize;
+    for (axis, len) in cut.iter_mut().enumerate() {
+        if target_strides[axis] == 0 && *len > 1 {
+            let steps = isize::try_from(*len - 1).map_err(|_| Error::Overflow {
+                what: "assignment offset".into(),
+            })?;
+            last = steps
+                .checked_mul(source_strides[axis])
+                .and_then(|step| last.checked_add(step))
+                .ok_or_else(|| Error::Overflow {
+                    what: "assignment offset".into(),
+                })?;
+            *len = 1;
+        }
+    }
+    Ok((Layout::with_strides(&cut, target_strides)?, last))
 }

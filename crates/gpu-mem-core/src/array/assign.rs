@@ -393,6 +393,39 @@ impl<T: Element> DeviceArray<T> {
     }
 }
 
+/// An overlapping target whose indices reach each element more than this many times on average
+/// (after broadcast axes are dropped) ...
+const MAX_OVERLAP: usize = 64;
+/// ... and more than this many indices in all is refused rather than walked on the host.
+const MAX_OVERLAP_WALK: usize = 1 << 26;
+
+/// The target layout (`shape`, `target_strides`) with every broadcast axis (stride 0, length
+/// above 1) cut to length 1, and the source offset (with `source_strides`) of the last index
+/// along those axes: the index whose values a broadcast target keeps, as later writes win.
+fn without_broadcast_axes(
+    shape: &[usize],
+    target_strides: &[isize],
+    source_strides: &[isize],
+) -> Result<(Layout, isize)> {
+    let mut cut = shape.to_vec();
+    let mut last = 0isize;
+    for (axis, len) in cut.iter_mut().enumerate() {
+        if target_strides[axis] == 0 && *len > 1 {
+            let steps = isize::try_from(*len - 1).map_err(|_| Error::Overflow {
+                what: "assignment offset".into(),
+            })?;
+            last = steps
+                .checked_mul(source_strides[axis])
+                .and_then(|step| last.checked_add(step))
+                .ok_or_else(|| Error::Overflow {
+                    what: "assignment offset".into(),
+                })?;
+            *len = 1;
+        }
+    }
+    Ok((Layout::with_strides(&cut, target_strides)?, last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,37 +459,4 @@ mod tests {
         assert_eq!(broadcast_axes(&[], &[]).ok(), Some(vec![]));
         assert_eq!(broadcast_axes(&[0], &[0]).ok(), Some(vec![Some(0)]));
     }
-}
-
-/// An overlapping target whose indices reach each element more than this many times on average
-/// (after broadcast axes are dropped) ...
-const MAX_OVERLAP: usize = 64;
-/// ... and more than this many indices in all is refused rather than walked on the host.
-const MAX_OVERLAP_WALK: usize = 1 << 26;
-
-/// The target layout (`shape`, `target_strides`) with every broadcast axis (stride 0, length
-/// above 1) cut to length 1, and the source offset (with `source_strides`) of the last index
-/// along those axes: the index whose values a broadcast target keeps, as later writes win.
-fn without_broadcast_axes(
-    shape: &[usize],
-    target_strides: &[isize],
-    source_strides: &[isize],
-) -> Result<(Layout, isize)> {
-    let mut cut = shape.to_vec();
-    let mut last = 0isize;
-    for (axis, len) in cut.iter_mut().enumerate() {
-        if target_strides[axis] == 0 && *len > 1 {
-            let steps = isize::try_from(*len - 1).map_err(|_| Error::Overflow {
-                what: "assignment offset".into(),
-            })?;
-            last = steps
-                .checked_mul(source_strides[axis])
-                .and_then(|step| last.checked_add(step))
-                .ok_or_else(|| Error::Overflow {
-                    what: "assignment offset".into(),
-                })?;
-            *len = 1;
-        }
-    }
-    Ok((Layout::with_strides(&cut, target_strides)?, last))
 }

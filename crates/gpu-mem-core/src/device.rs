@@ -80,11 +80,6 @@ impl Device {
         self.shared.backend.mem_info(self.shared.ordinal)
     }
 
-    /// Waits for all work on all streams of this device (Numba's `cuda.synchronize()`).
-    pub fn synchronize(&self) -> Result<()> {
-        self.shared.backend.synchronize(self.shared.ordinal)
-    }
-
     /// `true` when `other` is the same device of the same backend.
     pub fn same_as(&self, other: &Device) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)

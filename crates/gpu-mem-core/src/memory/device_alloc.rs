@@ -28,7 +28,9 @@ impl DeviceAlloc {
         let ptr = if bytes == 0 {
             DevicePtr::NULL
         } else {
-            device.backend().alloc(device.ordinal(), bytes)?
+            crate::stream::allocate_or_release(device, || {
+                device.backend().alloc(device.ordinal(), bytes)
+            })?
         };
         Ok(DeviceAlloc {
             device: device.clone(),

@@ -63,9 +63,9 @@ impl HostBuffer {
         let (base, device_ptr, zeroed) = if bytes == 0 {
             (None, None, true)
         } else {
-            let alloc = device
-                .backend()
-                .host_alloc(device.ordinal(), bytes, flags)?;
+            let alloc = crate::stream::allocate_or_release(device, || {
+                device.backend().host_alloc(device.ordinal(), bytes, flags)
+            })?;
             (Some(alloc.host), alloc.device, alloc.zeroed)
         };
         Ok(HostBuffer {

@@ -19,7 +19,7 @@ use smallvec::SmallVec;
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 mod copies;
 mod event;
@@ -41,6 +41,31 @@ pub(crate) enum KeepAlive {
 }
 
 impl Device {
+    /// Waits for all work on all streams of this device (Numba's `cuda.synchronize()`); what the
+    /// streams' finished work kept alive (memory of dropped arrays, staging buffers) goes too.
+    pub fn synchronize(&self) -> Result<()> {
+        // Each stream's count is read before the device is waited for: the work counted then is
+        // complete after it.
+        let streams: Vec<(Arc<StreamInner>, u64, bool)> = streams_of(self)
+            .into_iter()
+            .map(|inner| {
+                let (target, nothing_kept) = {
+                    let submitting = inner.lock_keep_alive();
+                    (
+                        inner.submitted.load(Ordering::Acquire),
+                        submitting.is_empty(),
+                    )
+                };
+                (inner, target, nothing_kept)
+            })
+            .collect();
+        self.backend().synchronize(self.ordinal())?;
+        for (inner, target, nothing_kept) in streams {
+            inner.mark_complete(target, nothing_kept);
+        }
+        Ok(())
+    }
+
     /// Creates a stream on this device (Numba's `cuda.stream()`).
     pub fn stream(&self) -> Result<Stream> {
         Stream::new(self)
@@ -49,6 +74,57 @@ impl Device {
     /// Creates an event (Numba's `cuda.event(timing)`).
     pub fn event(&self, timing: bool) -> Result<Event> {
         Event::new(self, timing)
+    }
+}
+
+/// The bookkeeping of every live stream, for what concerns all streams of a device: a device-wide
+/// synchronization completes their work, and an allocation that finds the device (or the
+/// page-locked limit) full first waits for the work that keeps dropped memory alive.
+static LIVE_STREAMS: Mutex<Vec<Weak<StreamInner>>> = Mutex::new(Vec::new());
+
+fn live_streams() -> MutexGuard<'static, Vec<Weak<StreamInner>>> {
+    LIVE_STREAMS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The live streams of `device`.
+fn streams_of(device: &Device) -> Vec<Arc<StreamInner>> {
+    live_streams()
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter(|inner| inner.device.same_as(device))
+        .collect()
+}
+
+/// Waits for the work of `device`'s streams that keeps memory alive (memory whose arrays were
+/// dropped while work on them was enqueued), which then goes; `true` when there was any. Called
+/// when an allocation finds no room, before it tries once more, as Numba frees its pending
+/// deallocations then. A failure of that work stays for its stream's owner.
+pub(crate) fn release_kept_memory(device: &Device) -> bool {
+    let mut released = false;
+    for inner in streams_of(device) {
+        if inner.lock_keep_alive().is_empty() {
+            continue;
+        }
+        // (An error is kept for the stream's owner, see `StreamInner::synchronize`.)
+        let _ = inner.synchronize();
+        released = true;
+    }
+    released
+}
+
+/// Runs `allocate`, and when it fails for want of room (device memory, or the page-locked
+/// limit) while streams of `device` keep memory alive, waits for their work and runs it again.
+pub(crate) fn allocate_or_release<R>(
+    device: &Device,
+    allocate: impl Fn() -> Result<R>,
+) -> Result<R> {
+    match allocate() {
+        Err(Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. })
+            if release_kept_memory(device) =>
+        {
+            allocate()
+        }
+        other => other,
     }
 }
 
@@ -254,7 +330,7 @@ impl Stream {
     }
 
     fn with_handle(device: &Device, handle: StreamHandle, owner: Option<KeepAlive>) -> Stream {
-        Stream {
+        let stream = Stream {
             inner: Arc::new(StreamInner {
                 device: device.clone(),
                 handle,
@@ -267,7 +343,12 @@ impl Stream {
                 handle_shared: AtomicBool::new(owner.is_some()),
                 owner,
             }),
-        }
+        };
+        let mut live = live_streams();
+        live.retain(|weak| weak.strong_count() > 0);
+        live.push(Arc::downgrade(&stream.inner));
+        drop(live);
+        stream
     }
 
     /// `false` for a stream adopted with [`Stream::from_raw_handle`], whose handle gpu-mem does

@@ -317,6 +317,16 @@ impl<T: Element> DeviceArray<T> {
                 ),
             });
         }
+        if t.ndim < 0 || (t.ndim > 0 && t.shape.is_null()) {
+            return Err(Error::InvalidArgument {
+                name: "DLPack tensor",
+                reason: format!(
+                    "malformed: ndim {} with {} shape",
+                    t.ndim,
+                    if t.shape.is_null() { "a null" } else { "a" }
+                ),
+            });
+        }
         let to_usize = |v: i64| {
             usize::try_from(v).map_err(|_| Error::InvalidArgument {
                 name: "DLPack tensor",

@@ -134,16 +134,30 @@ struct HostPtr(*mut u8);
 unsafe impl Send for HostPtr {}
 
 impl SimBackend {
+    /// The most devices one simulator has: each has an address window of its own (see
+    /// `memory`), and more would not fit in 64 bits without overlapping.
+    pub const MAX_DEVICES: usize = 4000;
+
     /// A simulator configured from the environment (see [`SimConfig::from_env`]).
     pub fn from_env() -> Result<SimBackend> {
         Ok(SimBackend::new(SimConfig::from_env()?))
     }
 
-    /// A simulator with the given devices.
+    /// A simulator with the given devices (at most [`SimBackend::MAX_DEVICES`]: the devices past
+    /// that are left out, with a warning).
     pub fn new(config: SimConfig) -> SimBackend {
+        if config.devices.len() > Self::MAX_DEVICES {
+            tracing::warn!(
+                asked = config.devices.len(),
+                kept = Self::MAX_DEVICES,
+                "the simulator has at most {} devices; the others are left out",
+                Self::MAX_DEVICES
+            );
+        }
         let devices = config
             .devices
             .iter()
+            .take(Self::MAX_DEVICES)
             .enumerate()
             .map(|(ordinal, c)| SimDevice {
                 ordinal,

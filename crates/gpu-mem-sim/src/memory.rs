@@ -403,8 +403,8 @@ fn find(
 /// reused, so this bounds the total of all allocations a device makes, not what is live.
 const WINDOW: u64 = 1 << 52;
 
-/// First address of device `device`'s window (64 devices end below 2^59; a configuration of
-/// more than about 4,000 devices wraps around, never panics, but its windows may overlap).
+/// First address of device `device`'s window (64 devices end below 2^59; the most devices a
+/// simulator has, `SimBackend::MAX_DEVICES`, end below 2^64).
 fn window_base(device: usize) -> u64 {
     0x7f00_0000_0000u64.wrapping_add((device as u64).wrapping_mul(WINDOW))
 }
@@ -848,6 +848,14 @@ impl AddressSpace {
 #[cfg(test)]
 mod tests {
     use super::{AddressSpace, WINDOW, window_base};
+
+    /// The last device's window ends inside the 64-bit address space, after the one before.
+    #[test]
+    fn every_device_window_fits() {
+        let last = crate::SimBackend::MAX_DEVICES - 1;
+        assert!(window_base(last).checked_add(WINDOW).is_some());
+        assert!(window_base(last) > window_base(last - 1));
+    }
     use gpu_mem_core::Error;
     use std::sync::atomic::Ordering;
 

@@ -2,6 +2,7 @@
 
 mod arrays;
 mod assign;
+mod dlpack;
 mod host_memory;
 mod kernels;
 mod records;
@@ -26,6 +27,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(source_kernels::cases());
     cases.extend(smart::cases());
     cases.extend(soundness::cases());
+    cases.extend(dlpack::cases());
     cases
 }
 

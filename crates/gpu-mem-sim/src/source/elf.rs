@@ -27,25 +27,27 @@ fn kernel_tls_symbols(bytes: &[u8]) -> Option<u64> {
     let section = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
     let (symtab, strtab) = (0..shnum).find_map(|i| {
         let header = section(i)?;
-        (r.u32_at(header + 4)? == SHT_SYMTAB).then_some(())?;
-        let link = usize::try_from(r.u32_at(header + 0x28)?).ok()?;
+        (r.u32_at(header.checked_add(4)?)? == SHT_SYMTAB).then_some(())?;
+        let link = usize::try_from(r.u32_at(header.checked_add(0x28)?)?).ok()?;
         Some((header, section(link)?))
     })?;
     let (start, size) = (
-        usize::try_from(r.u64_at(symtab + 0x18)?).ok()?,
-        usize::try_from(r.u64_at(symtab + 0x20)?).ok()?,
+        usize::try_from(r.u64_at(symtab.checked_add(0x18)?)?).ok()?,
+        usize::try_from(r.u64_at(symtab.checked_add(0x20)?)?).ok()?,
     );
-    let names = usize::try_from(r.u64_at(strtab + 0x18)?).ok()?;
+    let names = usize::try_from(r.u64_at(strtab.checked_add(0x18)?)?).ok()?;
     let mut total = 0u64;
     for symbol in (start..start.checked_add(size)?).step_by(SYMBOL_BYTES) {
-        if symbol + SYMBOL_BYTES > start + size || r.u8_at(symbol + 4)? & 0xf != STT_TLS {
+        if symbol.checked_add(SYMBOL_BYTES)? > start + size
+            || r.u8_at(symbol.checked_add(4)?)? & 0xf != STT_TLS
+        {
             continue;
         }
         let name_at = names.checked_add(usize::try_from(r.u32_at(symbol)?).ok()?)?;
         let name = bytes.get(name_at..)?;
         let name = &name[..name.iter().position(|&b| b == 0)?];
         if !is_prelude_tls(name) {
-            total = total.checked_add(r.u64_at(symbol + 0x10)?)?;
+            total = total.checked_add(r.u64_at(symbol.checked_add(0x10)?)?)?;
         }
     }
     Some(total)
@@ -111,7 +113,7 @@ fn tls_size(bytes: &[u8]) -> Option<u64> {
     for i in 0..phnum {
         let header = phoff.checked_add(i.checked_mul(phentsize)?)?;
         if r.u32_at(header)? == PT_TLS {
-            return r.u64_at(header + 0x28);
+            return r.u64_at(header.checked_add(0x28)?);
         }
     }
     Some(0)
@@ -120,6 +122,45 @@ fn tls_size(bytes: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(crate::test_support::proptest_config(16))]
+
+        /// A damaged library (offsets and counts anywhere, up to the end of the address space)
+        /// is read as "not an ELF file" or some size, never a panic or an overflow.
+        #[test]
+        fn damaged_files_never_panic(
+            mut bytes in proptest::collection::vec(any::<u8>(), 64..512),
+            offsets in proptest::collection::vec(any::<u64>(), 4),
+        ) {
+            bytes[..6].copy_from_slice(b"\x7fELF\x02\x01");
+            bytes[0x20..0x28].copy_from_slice(&offsets[0].to_le_bytes());
+            bytes[0x28..0x30].copy_from_slice(&offsets[1].to_le_bytes());
+            if offsets[2] % 3 == 1 {
+                // Section headers said to lie at the very end of the address space.
+                bytes[0x28..0x30].copy_from_slice(&(u64::MAX - offsets[3] % 8).to_le_bytes());
+                bytes[0x3C..0x3E].copy_from_slice(&1u16.to_le_bytes());
+                // No program headers: the symbol table is read.
+                bytes[0x38..0x3A].copy_from_slice(&0u16.to_le_bytes());
+            } else if offsets[2] % 3 == 0 {
+                // Headers inside the file, their fields near the end of the address space.
+                bytes[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+                bytes[0x28..0x30].copy_from_slice(&64u64.to_le_bytes());
+                bytes[0x36..0x38].copy_from_slice(&1u16.to_le_bytes());
+                bytes[0x38..0x3A].copy_from_slice(&4u16.to_le_bytes());
+                bytes[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
+                bytes[0x3C..0x3E].copy_from_slice(&4u16.to_le_bytes());
+                let far = offsets[3] | (u64::MAX - 0xff);
+                for field in [64 + 0x18, 64 + 0x20, 64 + 0x28] {
+                    if field + 8 <= bytes.len() {
+                        bytes[field..field + 8].copy_from_slice(&far.to_le_bytes());
+                    }
+                }
+            }
+            let _ = shared_bytes(&bytes);
+        }
+    }
 
     #[test]
     fn only_the_preludes_and_runtimes_thread_locals_are_not_the_kernels() {

@@ -70,14 +70,19 @@ fn big_copies(c: &mut Criterion) {
     group.finish();
 }
 
-/// Prints `figures` as one JSON line when `cargo xtask bench --json` asked for it.
-fn print_json(bench: &str, figures: &[(String, f64)]) {
+/// Prints whether the targets of one comparison were met, and `figures` with that verdict as one
+/// JSON line when `cargo xtask bench --json` asked for it.
+fn report(bench: &str, figures: &[(String, f64)], targets_met: bool) {
+    println!("  targets {}", if targets_met { "met" } else { "NOT met" });
     if std::env::var_os("GPU_MEM_BENCH_JSON").is_some_and(|v| v == "1") {
         let fields: Vec<String> = figures
             .iter()
             .map(|(name, value)| format!("\"{name}\":{value:e}"))
             .collect();
-        println!("{{\"bench\":\"{bench}\",{}}}", fields.join(","));
+        println!(
+            "{{\"bench\":\"{bench}\",{},\"targets_met\":{targets_met}}}",
+            fields.join(",")
+        );
     }
 }
 
@@ -157,7 +162,11 @@ fn big_ratios(_: &mut Criterion) {
         ms(to_device) / ms(memcpy),
         ms(to_device) / NUMBA_SIM_TO_DEVICE_64MIB_MS
     );
-    print_json(
+    let targets_met = ms(htod) / ms(memcpy) <= 1.25
+        && ms(pinned_htod) / ms(htod) <= 1.0
+        && ms(to_device) / ms(memcpy) <= 1.3
+        && ms(to_device) <= NUMBA_SIM_TO_DEVICE_64MIB_MS;
+    report(
         "transfers_64mib",
         &[
             ("memcpy_seconds".into(), memcpy.as_secs_f64()),
@@ -170,6 +179,7 @@ fn big_ratios(_: &mut Criterion) {
                 ms(to_device) / NUMBA_SIM_TO_DEVICE_64MIB_MS,
             ),
         ],
+        targets_met,
     );
 }
 
@@ -234,6 +244,7 @@ fn stream_round_trip_percentiles(_: &mut Criterion) {
         Duration::from_micros(100),
     ];
     let mut figures = Vec::new();
+    let mut targets_met = true;
     for gap in gaps {
         for _ in 0..1_000 {
             round_trip();
@@ -268,12 +279,13 @@ fn stream_round_trip_percentiles(_: &mut Criterion) {
             at(0.999),
             at(1.0),
         );
+        targets_met &= at(0.99) <= 5.0;
         let gap = gap.as_micros();
         figures.push((format!("gap_{gap}us_p50_seconds"), at(0.5) * 1e-6));
         figures.push((format!("gap_{gap}us_p99_seconds"), at(0.99) * 1e-6));
         figures.push((format!("gap_{gap}us_over_10us"), slow as f64));
     }
-    print_json("transfers_round_trip_4kib", &figures);
+    report("transfers_round_trip_4kib", &figures, targets_met);
 }
 
 criterion_group!(

@@ -242,6 +242,20 @@ fn block_sum_op<'d>(
     Ok(move || unsafe { device.launch(kernel, config, &mut [&mut d_input, &mut partial]) })
 }
 
+/// The block sum's reference: the per-block partial sums of `n` values, computed by one thread
+/// with a plain loop over the same input.
+fn block_sum_loop_op(n: usize) -> impl FnMut() -> gpu_mem::Result<()> {
+    let input: Vec<f32> = (0..n).map(|i| (i % 17) as f32).collect();
+    let mut partial = vec![0f32; n.div_ceil(256)];
+    move || {
+        for (sum, chunk) in partial.iter_mut().zip(black_box(&input).chunks(256)) {
+            *sum = chunk.iter().sum();
+        }
+        black_box(&partial);
+        Ok(())
+    }
+}
+
 /// The reference: C = A x B with the i-k-j loop order, one thread.
 fn ikj_loop(a: &[f32], b: &[f32], c: &mut [f32], n: usize) {
     c.fill(0.0);
@@ -382,9 +396,10 @@ fn main() -> gpu_mem::Result<()> {
     let mut bs_source = Vec::new();
     let mut bs_closure = Vec::new();
     let mut bs_async = Vec::new();
+    let mut bs_plain = Vec::new();
     println!(
-        "{:<16} {:>12} {:>12} {:>12}",
-        "block sum f32", "source", "closure", "async"
+        "{:<16} {:>12} {:>12} {:>12} {:>12}",
+        "block sum f32", "source", "closure", "async", "plain loop"
     );
     for log in [14u32, 16, 18, 20, 22] {
         let n = 1usize << log;
@@ -399,25 +414,29 @@ fn main() -> gpu_mem::Result<()> {
                 &mut block_sum_op(&device, &source_bs, n)?,
                 &mut block_sum_op(&device, &closure_bs, n)?,
                 &mut block_sum_op(&device, &async_bs, n)?,
+                &mut block_sum_loop_op(n),
             ],
         )?;
-        let (s, c, a) = (times[0], times[1], times[2]);
+        let (s, c, a, p) = (times[0], times[1], times[2], times[3]);
         println!(
-            "{:<16} {:>9.3} ms {:>9.3} ms {:>9.3} ms",
+            "{:<16} {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>9.3} ms",
             format!("2^{log}"),
             s * 1e3,
             c * 1e3,
-            a * 1e3
+            a * 1e3,
+            p * 1e3
         );
         bs_source.push((n, s));
         bs_closure.push((n, c));
         bs_async.push((n, a));
+        bs_plain.push((n, p));
     }
     println!(
-        "scaling exponent: source {:.2}, closure {:.2}, async {:.2}\n",
+        "scaling exponent: source {:.2}, closure {:.2}, async {:.2}, loop {:.2}\n",
         exponent(&bs_source),
         exponent(&bs_closure),
-        exponent(&bs_async)
+        exponent(&bs_async),
+        exponent(&bs_plain)
     );
 
     let find = |points: &[(usize, f64)], n: usize| {
@@ -478,7 +497,7 @@ fn main() -> gpu_mem::Result<()> {
     println!("\ntargets {}", if ok { "met" } else { "NOT met" });
     if json {
         println!(
-            "{{\"bench\":\"kernels\",\"matmul\":{{\"source\":{},\"closure\":{},\"async_closure\":{},\"ikj_loop\":{}}},\"block_sum\":{{\"source\":{},\"closure\":{},\"async_closure\":{}}},\"matmul_256_ratio\":{ratio_256:e},\"numba_speedup_matmul_64\":{:e},\"numba_speedup_block_sum_65536\":{:e},\"compile_cold_seconds\":{cold:e},\"compile_same_source_seconds\":{same_source:e},\"relaunch_seconds\":{relaunch:e},\"targets_met\":{ok}}}",
+            "{{\"bench\":\"kernels\",\"matmul\":{{\"source\":{},\"closure\":{},\"async_closure\":{},\"ikj_loop\":{}}},\"block_sum\":{{\"source\":{},\"closure\":{},\"async_closure\":{},\"plain_loop\":{}}},\"scaling_exponents\":{{\"matmul\":{{\"source\":{:e},\"closure\":{:e},\"async_closure\":{:e},\"ikj_loop\":{:e}}},\"block_sum\":{{\"source\":{:e},\"closure\":{:e},\"async_closure\":{:e},\"plain_loop\":{:e}}}}},\"numba_seconds\":{{\"matmul_32\":{NUMBA_MATMUL_32:e},\"matmul_64\":{NUMBA_MATMUL_64:e},\"block_sum_65536\":{NUMBA_BLOCK_SUM_65536:e}}},\"matmul_256_ratio\":{ratio_256:e},\"numba_speedup_matmul_32\":{:e},\"numba_speedup_matmul_64\":{:e},\"numba_speedup_block_sum_65536\":{:e},\"compile_cold_seconds\":{cold:e},\"compile_same_source_seconds\":{same_source:e},\"relaunch_seconds\":{relaunch:e},\"targets_met\":{ok}}}",
             json_series(&mm_source),
             json_series(&mm_closure),
             json_series(&mm_async),
@@ -486,6 +505,16 @@ fn main() -> gpu_mem::Result<()> {
             json_series(&bs_source),
             json_series(&bs_closure),
             json_series(&bs_async),
+            json_series(&bs_plain),
+            exponent(&mm_source),
+            exponent(&mm_closure),
+            exponent(&mm_async),
+            exponent(&mm_plain),
+            exponent(&bs_source),
+            exponent(&bs_closure),
+            exponent(&bs_async),
+            exponent(&bs_plain),
+            NUMBA_MATMUL_32 / find(&mm_source, 32),
             NUMBA_MATMUL_64 / find(&mm_source, 64),
             NUMBA_BLOCK_SUM_65536 / find(&bs_source, 1 << 16),
         );

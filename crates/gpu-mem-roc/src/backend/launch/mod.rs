@@ -181,17 +181,20 @@ pub struct Launcher {
     kernels: Mutex<HashMap<(u64, usize), Vec<BuiltKernel>>>,
 }
 
-/// A kernel loaded for a device, with the source it was compiled from.
-type BuiltKernel = (KernelSource, Arc<LoadedKernel>);
+/// A kernel for a device, with the source it is compiled from: empty until a build succeeded.
+/// Each has its own lock, held while it is built, so that one kernel's build (seconds of hiprtc
+/// and loading) holds up neither the launches of kernels already built nor other builds
+/// (hiprtc itself is serialised in `hiprtc`).
+type BuiltKernel = (KernelSource, Arc<Mutex<Option<Arc<LoadedKernel>>>>);
 
 impl Launcher {
     /// Destroys queues and executables when every stream drained cleanly (`healthy`) and no
     /// queue reported an error; leaks them otherwise (failed work may still sit in a queue,
     /// naming its kernel objects and kernargs).
     pub fn release(&self, healthy: bool) {
-        let kernels: Vec<_> = lock(&self.kernels)
+        let kernels: Vec<Arc<LoadedKernel>> = lock(&self.kernels)
             .drain()
-            .flat_map(|(_, built)| built.into_iter().map(|(_, k)| k))
+            .flat_map(|(_, built)| built.into_iter().filter_map(|(_, slot)| lock(&slot).take()))
             .collect();
         let devices: Vec<_> = lock(&self.devices).drain().map(|(_, d)| d).collect();
         for d in &devices {
@@ -362,18 +365,30 @@ impl RocBackend {
         Ok(launch)
     }
 
-    /// The kernel compiled and loaded for `device`, from the cache or now. The cache lock is
-    /// held while compiling so concurrent first launches load once.
+    /// The kernel compiled and loaded for `device`, from the cache or now. The entry's lock is
+    /// held while compiling so concurrent first launches of one kernel load it once (see
+    /// [`BuiltKernel`]); a failed build leaves it empty, for the next launch to try again.
     fn loaded_kernel(
         &self,
         device: usize,
         kernel: &Kernel,
         source: &KernelSource,
     ) -> Result<Arc<LoadedKernel>> {
-        let mut kernels = lock(&self.launcher.kernels);
-        let built = kernels.entry((kernel.id(), device)).or_default();
-        if let Some((_, k)) = built.iter().find(|(built_from, _)| built_from == source) {
-            return Ok(Arc::clone(k));
+        let slot = {
+            let mut kernels = lock(&self.launcher.kernels);
+            let built = kernels.entry((kernel.id(), device)).or_default();
+            match built.iter().find(|(built_from, _)| built_from == source) {
+                Some((_, slot)) => Arc::clone(slot),
+                None => {
+                    let slot = Arc::new(Mutex::new(None));
+                    built.push((source.clone(), Arc::clone(&slot)));
+                    slot
+                }
+            }
+        };
+        let mut entry = lock(&slot);
+        if let Some(loaded) = &*entry {
+            return Ok(Arc::clone(loaded));
         }
         let gpu = self.gpu(device)?;
         let started = std::time::Instant::now();
@@ -387,7 +402,7 @@ impl RocBackend {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "kernel compiled and loaded"
         );
-        built.push((source.clone(), Arc::clone(&loaded)));
+        *entry = Some(Arc::clone(&loaded));
         Ok(loaded)
     }
 

@@ -32,7 +32,7 @@ impl CudaBackend {
         if let Some(nvrtc) = slot.as_ref() {
             return Ok(Arc::clone(nvrtc));
         }
-        let nvrtc = Arc::new(Nvrtc::load()?);
+        let nvrtc = Arc::new(Nvrtc::load_for_driver(self.driver.driver_get_version()?)?);
         *slot = Some(Arc::clone(&nvrtc));
         Ok(nvrtc)
     }
@@ -53,6 +53,22 @@ impl CudaBackend {
             nvrtc.version()?,
             self.driver.driver_get_version()?,
         )
+        .map_err(|error| match error {
+            // Name the library: another NVRTC may be installed that would do.
+            Error::NotSupportedByBackend {
+                backend,
+                feature,
+                reason,
+            } => Error::NotSupportedByBackend {
+                backend,
+                feature,
+                reason: format!(
+                    "{reason} (NVRTC loaded from {}; GPU_MEM_NVRTC_LIBRARY names another)",
+                    nvrtc.path()
+                ),
+            },
+            other => other,
+        })
     }
 
     /// Compiles portable kernel source (with `gpu_mem.h`) for `device`, with line information

@@ -19,6 +19,22 @@ pub const NVRTC_LIBRARY: LibrarySpec = LibrarySpec {
     ],
 };
 
+/// Which of the NVRTC libraries found (their versions, newest first) compiles for a driver of
+/// `driver_version`: the first whose major release the driver supports, else the first (whose
+/// refusal then names both versions); `None` when none was found.
+pub fn pick_for_driver(versions: &[(i32, i32)], driver_version: i32) -> Option<usize> {
+    if versions.is_empty() {
+        return None;
+    }
+    let supported = driver_version / 1000;
+    Some(
+        versions
+            .iter()
+            .position(|(major, _)| *major <= supported)
+            .unwrap_or(0),
+    )
+}
+
 /// One loaded NVRTC library.
 pub struct Nvrtc {
     symbols: Symbols,
@@ -55,6 +71,34 @@ impl Nvrtc {
     /// Loads NVRTC (`GPU_MEM_NVRTC_LIBRARY` or the usual sonames).
     pub fn load() -> Result<Nvrtc> {
         Ok(Self::from_library(library::open(&NVRTC_LIBRARY)?))
+    }
+
+    /// Loads the NVRTC to compile for a driver of `driver_version` (`cuDriverGetVersion`, e.g.
+    /// 12080): `GPU_MEM_NVRTC_LIBRARY` when set; otherwise the newest NVRTC found whose major
+    /// release the driver supports (code from a newer NVRTC does not load on it), or the newest
+    /// found when none is that old (compiling then reports why, naming both versions).
+    pub fn load_for_driver(driver_version: i32) -> Result<Nvrtc> {
+        let forced = std::env::var_os(NVRTC_LIBRARY.override_var)
+            .is_some_and(|path| !path.to_string_lossy().trim().is_empty());
+        if forced {
+            return Self::load();
+        }
+        let mut found: Vec<(Nvrtc, (i32, i32))> = NVRTC_LIBRARY
+            .candidates
+            .iter()
+            .filter_map(|candidate| library::open_path(&NVRTC_LIBRARY, Path::new(candidate)).ok())
+            .map(Self::from_library)
+            .filter_map(|nvrtc| {
+                let version = nvrtc.version().ok()?;
+                Some((nvrtc, version))
+            })
+            .collect();
+        let versions: Vec<(i32, i32)> = found.iter().map(|(_, v)| *v).collect();
+        match pick_for_driver(&versions, driver_version) {
+            Some(index) => Ok(found.swap_remove(index).0),
+            // None opened (or none answers its version): the usual search, for its error.
+            None => Self::load(),
+        }
     }
 
     /// Loads NVRTC from exactly `path`.
@@ -286,5 +330,22 @@ impl Drop for Program<'_> {
         if let Err(err) = self.nvrtc.destroy_program(&mut self.raw) {
             tracing::warn!(%err, "nvrtcDestroyProgram failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick_for_driver;
+
+    /// CUDA 12 and 13 installed, driver R570 (CUDA 12.8): NVRTC 12, not the newer 13.
+    #[test]
+    fn the_newest_nvrtc_the_driver_supports_is_picked() {
+        let found = [(13, 0), (12, 8), (11, 8)];
+        assert_eq!(pick_for_driver(&found, 12080), Some(1));
+        assert_eq!(pick_for_driver(&found, 13050), Some(0));
+        assert_eq!(pick_for_driver(&found, 11040), Some(2));
+        // None old enough: the newest, whose refusal names both versions.
+        assert_eq!(pick_for_driver(&found, 10020), Some(0));
+        assert_eq!(pick_for_driver(&[], 13050), None);
     }
 }

@@ -105,7 +105,9 @@ mod os {
             .block_layout()
             .ok_or_else(|| unsupported("only device allocations can be exported"))?;
         let size = layout.size();
-        if layout.align() < PAGE || !size.is_multiple_of(PAGE) {
+        // Decided by the request, not only the block: a small allocation may get a page-sized
+        // block from the cache, and whether it can be exported must not depend on that.
+        if region.len() < PAGE || layout.align() < PAGE || !size.is_multiple_of(PAGE) {
             return Err(unsupported(format!(
                 "allocations under {PAGE} bytes share their page with others and cannot be \
                  exported on the simulator ({} bytes)",

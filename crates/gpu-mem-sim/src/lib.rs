@@ -1039,7 +1039,7 @@ unsafe impl Backend for SimBackend {
     ) -> Result<()> {
         reentry::refuse_in_kernel("peer copy")?;
         let (d, s) = (self.device(dst_device)?, self.device(src_device)?);
-        let to = d.memory.resolve_own(dst, bytes)?;
+        let to = d.memory.resolve_own_write(dst, bytes)?;
         let from = s.memory.resolve_own(src, bytes)?;
         d.activity.wait_idle();
         s.activity.wait_idle();
@@ -1057,7 +1057,7 @@ unsafe impl Backend for SimBackend {
         stream: StreamHandle,
     ) -> Result<()> {
         let (d, s) = (self.device(dst_device)?, self.device(src_device)?);
-        let to = d.memory.resolve_own(dst, bytes)?;
+        let to = d.memory.resolve_own_write(dst, bytes)?;
         let from = s.memory.resolve_own(src, bytes)?;
         self.enqueue(
             d,

@@ -821,27 +821,31 @@ impl AddressSpace {
 
     /// Validates `ptr..ptr+len` in this device's own regions only (peers not consulted).
     pub(crate) fn resolve_own(&self, ptr: DevicePtr, len: usize) -> Result<Range> {
-        let range = match find(&self.read(), ptr, len) {
+        let range = self.resolve_own_write(ptr, len)?;
+        if range.region.unzeroed.load(Ordering::Acquire) {
+            let guard = range.region.lock();
+            range.region.materialize(&guard);
+        }
+        Ok(range)
+    }
+
+    /// As [`AddressSpace::resolve_own`], for a range about to be overwritten: a region not
+    /// zeroed yet is left to the writer (`Region::prepare_write` zeroes only the rest).
+    pub(crate) fn resolve_own_write(&self, ptr: DevicePtr, len: usize) -> Result<Range> {
+        match find(&self.read(), ptr, len) {
             Some(found) => found.map_err(|reason| Error::InvalidPointer {
                 kind: "device",
                 address: ptr.0,
                 bytes: len as u64,
                 reason,
             })?,
-            None => {
-                return Err(Error::InvalidPointer {
-                    kind: "device",
-                    address: ptr.0,
-                    bytes: len as u64,
-                    reason: "not inside any live allocation of this device",
-                });
-            }
-        };
-        if range.region.unzeroed.load(Ordering::Acquire) {
-            let guard = range.region.lock();
-            range.region.materialize(&guard);
+            None => Err(Error::InvalidPointer {
+                kind: "device",
+                address: ptr.0,
+                bytes: len as u64,
+                reason: "not inside any live allocation of this device",
+            }),
         }
-        Ok(range)
     }
 }
 

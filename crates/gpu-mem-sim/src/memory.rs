@@ -838,7 +838,7 @@ impl AddressSpace {
                 address: ptr.0,
                 bytes: len as u64,
                 reason,
-            })?,
+            }),
             None => Err(Error::InvalidPointer {
                 kind: "device",
                 address: ptr.0,

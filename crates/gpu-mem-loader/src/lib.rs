@@ -160,17 +160,25 @@ fn search(
             .map(|c| (OsString::from(c), (*c).to_string()))
             .collect(),
     };
-    // Held across the search so two threads opening the same library share one handle. The
-    // critical sections only push complete entries, so a poisoned lock is still consistent.
-    let mut opened = OPENED.lock().unwrap_or_else(PoisonError::into_inner);
+    // The table is locked only to look up and to add, not while a library opens or `accept`
+    // runs: either may open other libraries through this crate (a check that loads a
+    // dependency), which would otherwise wait for ever on the lock their caller holds. Two
+    // threads opening one library at once both get the dynamic loader's one handle; the first
+    // to add it wins, and the other's reference is kept (never closed), unused. The critical
+    // sections only push complete entries, so a poisoned lock is still consistent.
+    let known = |key: &str| {
+        OPENED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(name, p, _)| *name == logical && *p == key)
+            .map(|(_, _, library)| *library)
+    };
     let mut tried = Vec::with_capacity(candidates.len());
     let mut failures = Vec::with_capacity(candidates.len());
     for (path, shown) in candidates {
         let key = path.to_string_lossy().into_owned();
-        if let Some((_, _, library)) = opened
-            .iter()
-            .find(|(name, p, _)| *name == logical && *p == key)
-        {
+        if let Some(library) = known(&key) {
             return Ok(library);
         }
         // SAFETY: opening a library runs its initialisers. The candidates are the GPU vendors'
@@ -179,6 +187,15 @@ fn search(
         match unsafe { libloading::Library::new(&path) } {
             Ok(library) => match accept(&library) {
                 Ok(()) => {
+                    let mut opened = OPENED.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some((_, _, first)) = opened
+                        .iter()
+                        .find(|(name, p, _)| *name == logical && *p == key)
+                    {
+                        // Another thread added it meanwhile: its entry is the one.
+                        std::mem::forget(library);
+                        return Ok(first);
+                    }
                     tracing::debug!(library = logical, path = %shown, "loaded (kept for the process)");
                     let leaked: &'static Library = Box::leak(Box::new(Library {
                         library,
@@ -381,6 +398,33 @@ mod tests {
             }
             other => panic!("expected a load error, got {other:?}"),
         }
+    }
+
+    /// A check that opens a library through this crate itself (a dependency) does not wait for
+    /// ever on the table its caller would hold.
+    #[test]
+    fn a_check_may_open_libraries_itself() {
+        const OUTER: LibrarySpec = LibrarySpec {
+            library: "libc, checked by opening libm",
+            override_var: "",
+            candidates: &["libc.so.6"],
+        };
+        const INNER: LibrarySpec = LibrarySpec {
+            library: "libm, opened by a check",
+            override_var: "",
+            candidates: &["libm.so.6"],
+        };
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let opened = open(&OUTER, &|_| {
+                open(&INNER, &accept_any)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            });
+            let _ = done.send(opened.is_ok());
+        });
+        let result = finished.recv_timeout(std::time::Duration::from_secs(30));
+        assert_eq!(result, Ok(true), "the nested open hung or failed");
     }
 
     #[test]

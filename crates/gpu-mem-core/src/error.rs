@@ -308,6 +308,9 @@ pub enum Error {
         tried: Vec<String>,
         /// Why the candidates failed (the dynamic loader's messages).
         reason: String,
+        /// Some candidate is there but could not be used (a dependency missing, another
+        /// architecture, rejected): the library looks installed and broken, rather than absent.
+        present: bool,
     },
     /// A symbol is missing from a loaded library (an older driver, typically).
     #[error("symbol `{symbol}` is missing from {library} ({path}); {feature} is unavailable")]

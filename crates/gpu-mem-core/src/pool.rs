@@ -86,14 +86,17 @@ impl Stream {
         if bytes == 0 {
             return DeviceArray::allocate(device, layout);
         }
-        // A stream-ordered allocation is work on the stream.
-        let ptr = self.put_on_stream(|stream| {
-            // SAFETY: the stream's handle is live while `self` is.
-            unsafe {
-                device
-                    .backend()
-                    .alloc_async(device.ordinal(), bytes, stream)
-            }
+        // A stream-ordered allocation is work on the stream. When the device is full, the work
+        // keeping dropped memory alive is waited for first (outside `put_on_stream`).
+        let ptr = crate::stream::allocate_or_release(device, || {
+            self.put_on_stream(|stream| {
+                // SAFETY: the stream's handle is live while `self` is.
+                unsafe {
+                    device
+                        .backend()
+                        .alloc_async(device.ordinal(), bytes, stream)
+                }
+            })
         });
         let alloc = match ptr {
             Ok(ptr) => DeviceAlloc::adopt(device, ptr, bytes),

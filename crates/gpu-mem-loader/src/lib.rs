@@ -231,6 +231,7 @@ fn search(
         library: logical,
         tried,
         reason: summarize(&failures),
+        present: failures.iter().any(|f| !f.absent),
     })
 }
 
@@ -338,7 +339,13 @@ mod tests {
     #[test]
     fn load_errors_carry_the_loaders_reason() {
         match open(&MISSING, &accept_any) {
-            Err(Error::LibraryLoad { reason, tried, .. }) => {
+            Err(Error::LibraryLoad {
+                reason,
+                tried,
+                present,
+                ..
+            }) => {
+                assert!(!present, "nothing was found");
                 assert_eq!(tried.len(), 1);
                 assert!(
                     reason.contains("libgpu-mem-definitely-missing.so.9")
@@ -388,7 +395,13 @@ mod tests {
         let result = open(&spec, &accept_any);
         let _ = std::fs::remove_dir_all(&dir);
         match result {
-            Err(Error::LibraryLoad { reason, tried, .. }) => {
+            Err(Error::LibraryLoad {
+                reason,
+                tried,
+                present,
+                ..
+            }) => {
+                assert!(present, "a file that exists but fails counts as present");
                 assert_eq!(tried.len(), 2);
                 assert!(reason.contains("libbroken.so.1"), "{reason}");
                 assert!(

@@ -7,9 +7,11 @@
 //! * `backend` — [`RocBackend`], the [`gpu_mem_core::Backend`] implementation.
 //!
 //! [`open`] is the entry point the facade calls for `GPU_MEM_BACKEND=roc` (and, for `auto`,
-//! after CUDA): it fails with [`Error::LibraryLoad`] when the runtime is not installed and with
-//! [`Error::BackendUnavailable`] when `hsa_init` fails (on a machine without `/dev/kfd` the
-//! reason starts with "no AMD GPU driver (/dev/kfd missing)" and carries the HSA status text).
+//! after CUDA): it fails with [`Error::LibraryLoad`] when the runtime is not installed (or does
+//! not load), with [`Error::BackendUnavailable`] when `hsa_init` fails on a machine without
+//! `/dev/kfd` (the reason starts with "no AMD GPU driver (/dev/kfd missing)" and carries the HSA
+//! status text), and with [`Error::BackendUnusable`] when it fails although `/dev/kfd` is there
+//! (no permission to open it, or the runtime's own error, naming the library).
 
 mod backend;
 pub mod driver;

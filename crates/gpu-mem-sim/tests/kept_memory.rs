@@ -57,3 +57,31 @@ fn an_allocation_that_finds_no_room_waits_for_work_keeping_memory() {
     stream.synchronize().unwrap();
     assert_eq!(used(&dev), 0);
 }
+
+/// Inside another library's work being enqueued on a stream (whose submissions are held
+/// meanwhile), device-wide calls do not wait for that stream's bookkeeping: a device
+/// synchronization, and an allocation that finds no room.
+#[test]
+fn device_calls_inside_external_work_do_not_wait_for_themselves() {
+    let dev = device(2 * CHUNK as u64);
+    let stream = dev.stream().unwrap();
+    let pinned = dev.pinned_array::<u8>(&[CHUNK]).unwrap();
+    drop(stream.to_device(&pinned).unwrap());
+    let (done, finished) = std::sync::mpsc::channel();
+    let inner = dev.clone();
+    std::thread::spawn(move || {
+        // SAFETY: the closure enqueues no work on the handle.
+        let result = unsafe {
+            stream.enqueue_external(Vec::new(), |_| {
+                inner.synchronize()?;
+                let too_big = inner.device_array::<u8>(&[2 * CHUNK], Order::C);
+                assert!(matches!(too_big, Err(Error::OutOfMemory { .. })));
+                Ok(())
+            })
+        };
+        let _ = done.send(result.is_ok());
+        drop(pinned);
+    });
+    let finished = finished.recv_timeout(std::time::Duration::from_secs(60));
+    assert_eq!(finished, Ok(true), "the external work hung or failed");
+}

@@ -88,11 +88,12 @@ impl BackendStatus {
 }
 
 /// Whether `error` (from opening a backend) says the backend is simply not there: its library
-/// not installed, no device, not compiled in; not that something installed is broken.
+/// not installed (no candidate file found at all), no device, not compiled in; not that
+/// something installed is broken (a library there that does not load, or refuses to start).
 fn is_absent(error: &Error) -> bool {
     matches!(
         error,
-        Error::LibraryLoad { .. } | Error::BackendUnavailable { .. }
+        Error::LibraryLoad { present: false, .. } | Error::BackendUnavailable { .. }
     )
 }
 
@@ -297,6 +298,7 @@ mod tests {
                 library: "the CUDA driver",
                 tried: vec!["libcuda.so.1".into()],
                 reason: "not found".into(),
+                present: false,
             },
             Error::BackendUnavailable {
                 backend: BackendKind::Roc,
@@ -304,6 +306,12 @@ mod tests {
             },
         ];
         let broken = [
+            Error::LibraryLoad {
+                library: "the HSA runtime",
+                tried: vec!["libhsa-runtime64.so.1".into()],
+                reason: "version `GLIBC_2.38' not found".into(),
+                present: true,
+            },
             Error::BackendUnusable {
                 backend: BackendKind::Cuda,
                 reason: "libcuda.so.1: cuInit failed".into(),

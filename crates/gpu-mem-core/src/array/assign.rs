@@ -72,7 +72,11 @@ fn broadcast_strides(axes: &[Option<usize>], value_strides: &[isize]) -> Vec<isi
 impl<T: Element> DeviceArray<T> {
     /// Sets every element to `value` (Numba's `d[...] = 5`; with a view, `d[:, 1] = 5` is
     /// `d.slice(s![.., 1])?.fill(5)`, `d[::2] = 0` is `d.slice(s![..;2])?.fill(0)`). Works on
-    /// any layout; synchronous, like Numba's setitem without a stream.
+    /// any layout; synchronous, like Numba's setitem without a stream. A target whose elements
+    /// overlap (strides that reach one element from several indices) gets the value of the last
+    /// index reaching each element, as a sequence of assignments would leave it; one whose
+    /// indices outnumber its elements over 64 times and exceed 2^32 is
+    /// [`Error::Unsupported`] (broadcast axes, stride 0, count once).
     pub fn fill(&mut self, value: T) -> Result<()> {
         if self.is_empty() {
             return Ok(());
@@ -99,7 +103,8 @@ impl<T: Element> DeviceArray<T> {
     /// `(3, 4)` target. The value may have fewer axes (leading axes are broadcast) and size-1
     /// axes (broadcast too); more axes, or a length that is neither 1 nor the target's, are
     /// Numba's errors ([`Error::AssignRank`], [`Error::AssignShape`]). The value must be
-    /// contiguous apart from broadcast axes ([`Error::NonContiguous`], as in Numba).
+    /// contiguous apart from broadcast axes ([`Error::NonContiguous`], as in Numba). A target
+    /// whose elements overlap is written as [`DeviceArray::fill`] says.
     pub fn assign<S, D>(&mut self, value: &ArrayBase<S, D>) -> Result<()>
     where
         S: Data<Elem = T>,
@@ -396,8 +401,8 @@ impl<T: Element> DeviceArray<T> {
 /// An overlapping target whose indices reach each element more than this many times on average
 /// (after broadcast axes are dropped) ...
 const MAX_OVERLAP: usize = 64;
-/// ... and more than this many indices in all is refused rather than walked on the host.
-const MAX_OVERLAP_WALK: usize = 1 << 26;
+/// ... and more than this many indices in all (minutes of walking on the host) is refused.
+const MAX_OVERLAP_WALK: usize = 1 << 32;
 
 /// The target layout (`shape`, `target_strides`) with every broadcast axis (stride 0, length
 /// above 1) cut to length 1, and the source offset (with `source_strides`) of the last index

@@ -225,7 +225,8 @@ impl Stream {
     /// that runs work on its own streams (MPI without stream support) must finish it before
     /// `enqueue` returns. `enqueue` runs while this stream's submissions are held, so it must
     /// not call gpu-mem on this stream or on buffers its work uses (a `synchronize`, a host
-    /// view of such a buffer): that would wait for itself.
+    /// view of such a buffer): that would wait for itself. Device-wide calls (an allocation,
+    /// `Device::synchronize`) are fine.
     pub unsafe fn enqueue_external<F>(&self, uses: Vec<ExternalUse>, enqueue: F) -> Result<()>
     where
         F: FnOnce(crate::backend::StreamHandle) -> Result<()>,

@@ -85,7 +85,9 @@ impl HostBuffer {
         let (base, device_ptr, zeroed) = if bytes == 0 {
             (None, None, true)
         } else {
-            let alloc = device.backend().managed_alloc(device.ordinal(), bytes)?;
+            let alloc = crate::stream::allocate_or_release(device, || {
+                device.backend().managed_alloc(device.ordinal(), bytes)
+            })?;
             (Some(alloc.host), alloc.device, alloc.zeroed)
         };
         Ok(HostBuffer {

@@ -45,23 +45,19 @@ impl Device {
     /// streams' finished work kept alive (memory of dropped arrays, staging buffers) goes too.
     pub fn synchronize(&self) -> Result<()> {
         // Each stream's count is read before the device is waited for: the work counted then is
-        // complete after it.
-        let streams: Vec<(Arc<StreamInner>, u64, bool)> = streams_of(self)
+        // complete after it. (Without the submission lock: a submission publishes its ticket
+        // only once its work is enqueued, and the caller may be inside one, in
+        // `enqueue_external`.)
+        let streams: Vec<(Arc<StreamInner>, u64)> = streams_of(self)
             .into_iter()
             .map(|inner| {
-                let (target, nothing_kept) = {
-                    let submitting = inner.lock_keep_alive();
-                    (
-                        inner.submitted.load(Ordering::Acquire),
-                        submitting.is_empty(),
-                    )
-                };
-                (inner, target, nothing_kept)
+                let target = inner.submitted.load(Ordering::Acquire);
+                (inner, target)
             })
             .collect();
         self.backend().synchronize(self.ordinal())?;
-        for (inner, target, nothing_kept) in streams {
-            inner.mark_complete(target, nothing_kept);
+        for (inner, target) in streams {
+            inner.mark_complete_if_free(target);
         }
         Ok(())
     }
@@ -88,28 +84,48 @@ fn live_streams() -> MutexGuard<'static, Vec<Weak<StreamInner>>> {
 
 /// The live streams of `device`.
 fn streams_of(device: &Device) -> Vec<Arc<StreamInner>> {
-    live_streams()
-        .iter()
-        .filter_map(Weak::upgrade)
+    // Upgraded under the lock, sorted out after it: a stream whose last other reference went
+    // meanwhile is dropped here (destroying its handle), which must not happen under the lock.
+    let live: Vec<Arc<StreamInner>> = live_streams().iter().filter_map(Weak::upgrade).collect();
+    live.into_iter()
         .filter(|inner| inner.device.same_as(device))
         .collect()
 }
 
-/// Waits for the work of `device`'s streams that keeps memory alive (memory whose arrays were
-/// dropped while work on them was enqueued), which then goes; `true` when there was any. Called
+/// Waits for the work of `device`'s streams that keeps memory alive whose arrays are gone
+/// (dropped while work on them was enqueued), which then goes; `true` when there was any. Called
 /// when an allocation finds no room, before it tries once more, as Numba frees its pending
-/// deallocations then. A failure of that work stays for its stream's owner.
+/// deallocations then. Work that only uses memory still held elsewhere is not waited for (it
+/// would free nothing), nor is a stream whose bookkeeping is busy (the caller may be inside
+/// that stream's `enqueue_external`). A failure of that work stays for its stream's owner.
 pub(crate) fn release_kept_memory(device: &Device) -> bool {
     let mut released = false;
     for inner in streams_of(device) {
-        if inner.lock_keep_alive().is_empty() {
-            continue;
+        let worth_it = match inner.keep_alive.try_lock() {
+            Ok(list) => keeps_dropped_memory(&list),
+            Err(std::sync::TryLockError::Poisoned(p)) => keeps_dropped_memory(&p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => false,
+        };
+        if worth_it {
+            // (An error is kept for the stream's owner, see `StreamInner::synchronize`.)
+            let _ = inner.synchronize();
+            released = true;
         }
-        // (An error is kept for the stream's owner, see `StreamInner::synchronize`.)
-        let _ = inner.synchronize();
-        released = true;
     }
     released
+}
+
+/// Whether some memory in `list` is held by nothing else (its arrays were dropped).
+fn keeps_dropped_memory(list: &[(u64, KeepAlive)]) -> bool {
+    list.iter().any(|(_, kept)| match kept {
+        KeepAlive::Storage(crate::array::Storage::Device(alloc)) => {
+            Arc::strong_count(alloc) == count_holds(list, alloc)
+        }
+        KeepAlive::Storage(crate::array::Storage::Mapped(buffer)) | KeepAlive::Host(buffer) => {
+            Arc::strong_count(buffer) == count_host_holds(list, buffer)
+        }
+        _ => false,
+    })
 }
 
 /// Runs `allocate`, and when it fails for want of room (device memory, or the page-locked
@@ -236,6 +252,23 @@ impl StreamInner {
         }
     }
 
+    /// As [`StreamInner::mark_complete`], releasing what the work kept only if the bookkeeping
+    /// is free now (a busy one keeps it for the stream's next synchronization).
+    fn mark_complete_if_free(&self, target: u64) {
+        if self.completed.load(Ordering::Acquire) < target {
+            self.completed.fetch_max(target, Ordering::AcqRel);
+        }
+        let released: Vec<(u64, KeepAlive)> = match self.keep_alive.try_lock() {
+            Ok(mut list) => {
+                let done = list.partition_point(|(t, _)| *t <= target);
+                list.drain(..done).collect()
+            }
+            Err(_) => return,
+        };
+        // Dropped outside the lock: releasing may free device or host memory.
+        drop(released);
+    }
+
     fn release_completed(&self, upto: u64) {
         let mut released: SmallVec<[(u64, KeepAlive); 4]> = SmallVec::new();
         {
@@ -264,6 +297,18 @@ impl StreamInner {
     fn lock_keep_alive(&self) -> MutexGuard<'_, Vec<(u64, KeepAlive)>> {
         self.keep_alive.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// How many entries of `list` keep `buffer` alive.
+fn count_host_holds(list: &[(u64, KeepAlive)], buffer: &Arc<crate::memory::HostBuffer>) -> usize {
+    list.iter()
+        .filter(|(_, k)| match k {
+            KeepAlive::Host(b) | KeepAlive::Storage(crate::array::Storage::Mapped(b)) => {
+                Arc::ptr_eq(b, buffer)
+            }
+            _ => false,
+        })
+        .count()
 }
 
 /// How many entries of `list` keep `alloc` alive.
@@ -384,8 +429,8 @@ impl Stream {
     /// The mark is stored under the submission lock: an operation submitted on another thread
     /// while `put` ran may be reported complete at enqueue, and `submit` stores its ticket as
     /// settled under that lock; storing after it keeps the mark, or the work `put` enqueued
-    /// would go unwaited for. (Not `put` itself under the lock: a stream-ordered allocation may
-    /// synchronize this stream to make room.)
+    /// would go unwaited for. (Not `put` itself under the lock: it is a backend call that may
+    /// take a while, and nothing it does needs the bookkeeping.)
     pub(crate) fn put_on_stream<R>(&self, put: impl FnOnce(StreamHandle) -> R) -> R {
         let result = put(self.inner.handle);
         let _submitting = self.inner.lock_keep_alive();
@@ -436,15 +481,27 @@ impl Stream {
     }
 
     /// `true` when all enqueued work has completed (Numba's `Stream.query`, CUDA's
-    /// `cuStreamQuery`). Does not block.
+    /// `cuStreamQuery`). Does not block. When that work has completed with a failure, the
+    /// failure is the error (as `cuStreamQuery` returns it), on every query until the stream's
+    /// [`Stream::synchronize`] reports it.
     pub fn query(&self) -> Result<bool> {
         let target = self.inner.submitted.load(Ordering::Acquire);
         // SAFETY: the handle is live for as long as `inner` is (see `StreamInner::synchronize`).
-        let done = unsafe {
+        let queried = unsafe {
             self.inner
                 .device
                 .backend()
-                .stream_query(self.inner.device.ordinal(), self.inner.handle)?
+                .stream_query(self.inner.device.ordinal(), self.inner.handle)
+        };
+        let done = match queried {
+            Ok(done) => done,
+            Err(error) => {
+                if let Error::AsyncFailure { .. } = error {
+                    // The work is over (it failed): what it kept can go.
+                    self.inner.mark_complete(target, false);
+                }
+                return Err(error);
+            }
         };
         if done {
             self.inner.completed.fetch_max(target, Ordering::AcqRel);

@@ -25,8 +25,8 @@ pub struct ModuleHandle(pub u64);
 pub struct FunctionHandle(pub u64);
 
 impl CudaBackend {
-    /// NVRTC, loaded on first use (`GPU_MEM_NVRTC_LIBRARY` or the usual sonames) unless one
-    /// was given with [`CudaBackend::use_nvrtc`].
+    /// NVRTC, loaded on first use ([`Nvrtc::load_for_driver`]: `GPU_MEM_NVRTC_LIBRARY`, else the
+    /// newest whose code this driver runs) unless one was given with [`CudaBackend::use_nvrtc`].
     pub fn nvrtc(&self) -> Result<Arc<Nvrtc>> {
         let mut slot = self.nvrtc.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(nvrtc) = slot.as_ref() {

@@ -19,20 +19,10 @@ pub const NVRTC_LIBRARY: LibrarySpec = LibrarySpec {
     ],
 };
 
-/// Which of the NVRTC libraries found (their versions, newest first) compiles for a driver of
-/// `driver_version`: the first whose major release the driver supports, else the first (whose
-/// refusal then names both versions); `None` when none was found.
-pub fn pick_for_driver(versions: &[(i32, i32)], driver_version: i32) -> Option<usize> {
-    if versions.is_empty() {
-        return None;
-    }
-    let supported = driver_version / 1000;
-    Some(
-        versions
-            .iter()
-            .position(|(major, _)| *major <= supported)
-            .unwrap_or(0),
-    )
+/// Whether a driver of `driver_version` (`cuDriverGetVersion`, e.g. 12080) loads what an NVRTC of
+/// `nvrtc` (major, minor) emits: a driver runs the code of its own major release and older.
+pub fn driver_runs_code_of(driver_version: i32, nvrtc: (i32, i32)) -> bool {
+    nvrtc.0 <= driver_version / 1000
 }
 
 /// One loaded NVRTC library.
@@ -83,19 +73,29 @@ impl Nvrtc {
         if forced {
             return Self::load();
         }
-        let mut found: Vec<(Nvrtc, (i32, i32))> = NVRTC_LIBRARY
-            .candidates
-            .iter()
-            .filter_map(|candidate| library::open_path(&NVRTC_LIBRARY, Path::new(candidate)).ok())
-            .map(Self::from_library)
-            .filter_map(|nvrtc| {
-                let version = nvrtc.version().ok()?;
-                Some((nvrtc, version))
-            })
-            .collect();
-        let versions: Vec<(i32, i32)> = found.iter().map(|(_, v)| *v).collect();
-        match pick_for_driver(&versions, driver_version) {
-            Some(index) => Ok(found.swap_remove(index).0),
+        // Newest first, each opened only when the ones before it do not fit: the first that
+        // does is taken; the first that opened is the answer when none does.
+        let mut newest = None;
+        for candidate in NVRTC_LIBRARY.candidates {
+            let Ok(library) = gpu_mem_loader::open_among(
+                NVRTC_LIBRARY.library,
+                "",
+                &[candidate],
+                &library::accept_any,
+            ) else {
+                continue;
+            };
+            let nvrtc = Self::from_library(library);
+            let Ok(version) = nvrtc.version() else {
+                continue;
+            };
+            if driver_runs_code_of(driver_version, version) {
+                return Ok(nvrtc);
+            }
+            newest.get_or_insert(nvrtc);
+        }
+        match newest {
+            Some(nvrtc) => Ok(nvrtc),
             // None opened (or none answers its version): the usual search, for its error.
             None => Self::load(),
         }
@@ -335,17 +335,15 @@ impl Drop for Program<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::pick_for_driver;
+    use super::driver_runs_code_of;
 
-    /// CUDA 12 and 13 installed, driver R570 (CUDA 12.8): NVRTC 12, not the newer 13.
+    /// CUDA 12 and 13 installed, driver R570 (CUDA 12.8): NVRTC 12's code loads, 13's does not.
     #[test]
-    fn the_newest_nvrtc_the_driver_supports_is_picked() {
-        let found = [(13, 0), (12, 8), (11, 8)];
-        assert_eq!(pick_for_driver(&found, 12080), Some(1));
-        assert_eq!(pick_for_driver(&found, 13050), Some(0));
-        assert_eq!(pick_for_driver(&found, 11040), Some(2));
-        // None old enough: the newest, whose refusal names both versions.
-        assert_eq!(pick_for_driver(&found, 10020), Some(0));
-        assert_eq!(pick_for_driver(&[], 13050), None);
+    fn a_driver_runs_the_code_of_its_major_release_and_older() {
+        assert!(driver_runs_code_of(12080, (12, 8)));
+        assert!(driver_runs_code_of(12080, (11, 8)));
+        assert!(!driver_runs_code_of(12080, (13, 0)));
+        assert!(driver_runs_code_of(13050, (13, 0)));
+        assert!(!driver_runs_code_of(10020, (11, 2)));
     }
 }

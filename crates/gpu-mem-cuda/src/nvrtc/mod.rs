@@ -2,9 +2,11 @@
 //!
 //! # Contract
 //!
-//! * [`Nvrtc::load`] finds the library (`GPU_MEM_NVRTC_LIBRARY`, else the usual sonames
-//!   `libnvrtc.so.13`, `.12`, `.11.2`, `libnvrtc.so`); failures list every path tried. Symbols
-//!   are optional as in the driver layer.
+//! * [`Nvrtc::load`] finds the library (`GPU_MEM_NVRTC_LIBRARY`, else the first that opens of
+//!   the sonames `libnvrtc.so.13`, `.12`, `.11.2`, `libnvrtc.so`); [`Nvrtc::load_for_driver`],
+//!   what the backend uses, takes the newest whose code the driver runs
+//!   ([`driver_runs_code_of`]). Failures list every path tried. Symbols are optional as in the
+//!   driver layer.
 //! * [`Nvrtc::compile`] compiles one source for one compute capability: PTX for
 //!   `compute_XY` (`--gpu-architecture=compute_XY`) or a cubin for `sm_XY`. The prelude is
 //!   offered to the source as the header `gpu_mem.h` (`#include "gpu_mem.h"`).

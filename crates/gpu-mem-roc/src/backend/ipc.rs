@@ -9,7 +9,13 @@
 //! * `ipc_open_handle`: `hsa_amd_ipc_memory_attach` with the handle and its full length, for this
 //!   device's agent plus every device that enabled peer access to it; the mapping is recorded as
 //!   an imported allocation of the device (copies and kernels may use it; `free` refuses it; it
-//!   does not count as this device's memory use).
+//!   does not count as this device's memory use). ROCr maps the whole exported allocation
+//!   whatever length the handle claims; the length is checked against what the runtime reports
+//!   of the mapping (`hsa_amd_pointer_info`): on runtimes that report the exported block (older
+//!   ROCr), a handle claiming more than it holds is refused and detached; runtimes that record
+//!   the length the attach was given report that length back, and such a handle cannot be told
+//!   from an honest one there (handles come from a cooperating process: IPC shares memory with
+//!   it, it does not defend against it).
 //! * `ipc_close_handle`: drains the device's streams, then `hsa_amd_ipc_memory_detach`.
 
 use super::RocBackend;
@@ -122,10 +128,17 @@ impl RocBackend {
             .hsa
             .pointer_info(mapped)
             .map_err(|e| format!("cannot check the size of the mapping: {e}"))?;
+        // The mapping may lie inside a larger block the runtime reports (a small allocation
+        // exported as a fragment of a 2 MiB block, at an offset): it must end inside it.
         let base = info.agentBaseAddress as usize;
-        if base != mapped || info.sizeInBytes < len {
+        let fits = mapped
+            .checked_sub(base)
+            .and_then(|offset| offset.checked_add(len))
+            .is_some_and(|end| end <= info.sizeInBytes);
+        if !fits {
             return Err(format!(
-                "the handle claims {len} bytes, but the runtime mapped {} bytes at {base:#x}",
+                "the handle claims {len} bytes at {mapped:#x}, but the runtime mapped {} bytes at \
+                 {base:#x}",
                 info.sizeInBytes
             ));
         }

@@ -504,6 +504,8 @@ hsa_status_t hsa_amd_ipc_memory_attach(const hsa_amd_ipc_memory_t *handle, size_
   *mapped = (void *)(base + IPC_OFFSET);
   return HSA_STATUS_SUCCESS;
 }
+/* Reports the allocation a pointer lies in. For an IPC mapping that is the exported allocation
+   itself, as older ROCr reports it (newer ROCr reports the length the attach was given). */
 hsa_status_t hsa_amd_pointer_info(const void *ptr, hsa_amd_pointer_info_t *info,
                                   void *(*alloc)(size_t), uint32_t *num_agents,
                                   hsa_agent_t **accessible) {

@@ -182,7 +182,13 @@ pub fn override_child() -> Result<(), String> {
             library,
             tried,
             reason,
+            present,
         }) => {
+            if present {
+                return Err(format!(
+                    "a file that does not exist counted as present: {reason}"
+                ));
+            }
             // The shared loader names the variable the path came from, as the CUDA backend does.
             let shown = format!("{wanted} (from {ENV_OVERRIDE})");
             if tried != vec![shown.clone()] {

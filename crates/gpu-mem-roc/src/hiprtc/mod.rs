@@ -58,6 +58,12 @@ pub fn supported_isas() -> Result<IsaList> {
     let comgr = match COMGR.get() {
         Some(c) => c,
         None => {
+            // hiprtc first, so that the comgr found is the one it loaded (`Comgr::load` prefers
+            // a loaded copy): its ISA list is what hiprtc can compile for. (Unless one is named;
+            // a missing hiprtc is reported where it is needed.)
+            if std::env::var_os(crate::driver::comgr::ENV_OVERRIDE).is_none() {
+                let _ = crate::driver::hip::Hip::shared();
+            }
             let loaded = Comgr::load()?;
             COMGR.get_or_init(|| loaded)
         }

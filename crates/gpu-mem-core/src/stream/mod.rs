@@ -636,10 +636,11 @@ impl Drop for StreamInner {
             // this function (the stream's work is complete).
             return;
         }
+        // The stream's work is complete: `Stream`'s drop synchronized it, and a stream whose
+        // synchronization failed otherwise is never dropped (its bookkeeping is leaked); no
+        // work is put on a stream after its `Stream` is gone.
         // SAFETY: the handle came from `stream_create` on this device and is destroyed only
-        // here, when nothing can reach it any more. Its work is complete: `Stream`'s drop
-        // synchronized it, and a stream whose synchronization failed otherwise is never dropped
-        // (its bookkeeping is leaked); no work is put on a stream after its `Stream` is gone.
+        // here, when nothing can reach it any more, its work complete (above).
         let result = unsafe {
             self.device
                 .backend()

@@ -17,5 +17,5 @@
 mod api;
 mod compile;
 
-pub use api::{NVRTC_LIBRARY, Nvrtc};
+pub use api::{NVRTC_LIBRARY, Nvrtc, driver_runs_code_of};
 pub use compile::{CodeKind, Compiled, ComputeCapability, PRELUDE, PRELUDE_NAME, choose_target};

@@ -17,6 +17,7 @@
 mod cache;
 mod compiler;
 mod elf;
+mod includes;
 mod signature;
 mod stackless;
 mod wrapper;
@@ -213,6 +214,7 @@ struct Plan {
 /// The ways to build `source`, best first: stackless threads when the source allows them, then
 /// ordinary calls (always; the answer when the first is refused).
 fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> {
+    let headers = includes::fingerprint(&source.code);
     let plan = |threads: Threads, code: &str| {
         let unit = wrapper::translation_unit(kernel, code, &source.entry, threads);
         let flags = compiler::FLAGS.join(" ");
@@ -227,6 +229,7 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
             flags.as_bytes(),
             KERNEL_PRELUDE.as_bytes(),
             unit.as_bytes(),
+            &headers,
         ]);
         Plan { threads, unit, key }
     };

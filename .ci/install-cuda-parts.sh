@@ -71,6 +71,12 @@ install_wheels() {
     local pip
     pip="$(pip_cmd)"
     log "installing ${WHEELS[*]} into $PREFIX"
+    # Only a folder this script made (its stamp is there) or an empty one is cleared: the
+    # variable may name a folder of the user's own, such as a site-packages.
+    if [ -d "$PREFIX" ] && [ ! -f "$STAMP" ] && [ -n "$(ls -A "$PREFIX")" ]; then
+        log "$PREFIX is not empty and was not made by this script: refusing to clear it (point GPU_MEM_CUDA_WHEELS at an empty or new folder)" >&2
+        return 1
+    fi
     rm -rf "$PREFIX"
     mkdir -p "$PREFIX"
     # --target installs outside any environment, so PEP 668 (externally managed) does not apply.

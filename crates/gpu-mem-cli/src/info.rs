@@ -114,7 +114,15 @@ pub fn run(selected: Selection, json: bool) -> Result<()> {
     }
     for b in &report.backends {
         if b.available {
-            outln!("\n{}: available, {} device(s)", b.backend, b.devices.len());
+            // An available backend may still have a device that did not report (the reason).
+            match b.reason.as_deref() {
+                Some(reason) => outln!(
+                    "\n{}: available, {} device(s) ({reason})",
+                    b.backend,
+                    b.devices.len()
+                ),
+                None => outln!("\n{}: available, {} device(s)", b.backend, b.devices.len()),
+            }
         } else {
             outln!(
                 "\n{}: unavailable: {}",

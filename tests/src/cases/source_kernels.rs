@@ -19,6 +19,7 @@ const SPIN_WAIT: &str = include_str!("../../kernels/spin_wait.cu");
 const LOCAL_AND_ARGS: &str = include_str!("../../kernels/local_and_args.cu");
 const FAULTS: &str = include_str!("../../kernels/faults.cu");
 const RING: &str = include_str!("../../kernels/ring.cu");
+const BYTES_AND_ZERO_D: &str = include_str!("../../kernels/bytes_and_zero_d.cu");
 
 /// The cases of this module.
 pub fn cases() -> Vec<Case> {
@@ -30,6 +31,7 @@ pub fn cases() -> Vec<Case> {
         every_atomic_on_global_and_shared_memory,
         spin_wait_across_warps_finishes,
         local_arrays_records_scalars_strided_views,
+        bytes_as_bool_and_char_and_zero_d_arrays,
         smart_and_mapped_arrays_as_arguments,
         barriers_really_wait_for_the_block,
         stream_launches_run_in_order,
@@ -339,6 +341,45 @@ fn spin_wait_across_warps_finishes(rt: &Runtime) -> Result<(), String> {
 struct Shift {
     x: f64,
     unused: f64,
+}
+
+/// `u8` data for `bool` and `char` parameters, and a 0-d array for a `T*` one: what the GPU
+/// backends take, the simulator takes too.
+fn bytes_as_bool_and_char_and_zero_d_arrays(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let mask = Array1::from_iter((0..40u8).map(|i| u8::from(i % 3 == 0)));
+    let text = Array1::from_iter((0..40u8).map(|i| b'a' + i % 26));
+    let mut d_mask = dev.to_device(&mask).map_err(fail("mask"))?;
+    let mut d_text = dev.to_device(&text).map_err(fail("text"))?;
+    let mut out = dev
+        .device_array::<i32>(&[40], Order::C)
+        .map_err(fail("out"))?;
+    let mut total = dev.to_device(&ndarray::arr0(0i32)).map_err(fail("total"))?;
+    let kernel = Kernel::from_source(BYTES_AND_ZERO_D, "bytes_and_zero_d");
+    // SAFETY: the kernel stays inside its arguments (one thread per element of `out`).
+    unsafe {
+        dev.launch(
+            &kernel,
+            LaunchConfig::for_items(40, 32),
+            &mut [
+                &mut d_mask,
+                &mut Scalar(1u8),
+                &mut d_text,
+                &mut out,
+                &mut total,
+            ],
+        )
+    }
+    .map_err(fail("launch"))?;
+    let out = out.copy_to_host().map_err(fail("copy"))?;
+    let want: Vec<i32> = (0..40)
+        .map(|i| if mask[i] != 1 { i32::from(text[i]) } else { -1 })
+        .collect();
+    ensure!(out.iter().copied().eq(want.iter().copied()), "{out:?}");
+    let total = total.copy_to_host().map_err(fail("total"))?;
+    let taken = want.iter().filter(|v| **v >= 0).count() as i32;
+    ensure!(total.iter().eq([&taken]), "total {total:?}, want {taken}");
+    Ok(())
 }
 
 fn local_arrays_records_scalars_strided_views(rt: &Runtime) -> Result<(), String> {

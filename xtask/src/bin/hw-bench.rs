@@ -152,7 +152,11 @@ fn transfer_sizes(options: &Options) -> Vec<usize> {
     let mut bytes = options.min;
     while bytes <= options.max {
         sizes.push(bytes);
-        bytes = bytes.saturating_mul(4);
+        // (At the top of the range the next size would not fit: the list ends.)
+        match bytes.checked_mul(4) {
+            Some(next) => bytes = next,
+            None => break,
+        }
     }
     sizes
 }

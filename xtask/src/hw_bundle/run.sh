@@ -171,9 +171,14 @@ hiprtc=$(first_file /opt/rocm/lib/libhiprtc.so.[0-9]* /opt/rocm-*/lib/libhiprtc.
 [ -n "$hiprtc" ] || hiprtc=$(ldconfig_lib libamdhip64.so.5)
 report "hiprtc" GPU_MEM_HIPRTC_LIBRARY "$hiprtc" "/opt/rocm*/lib, ldconfig"
 
+# The simulator's own search: GPU_MEM_SIM_CXX, else c++, g++, clang++.
 CXX_FOUND=""
 if [ -n "${GPU_MEM_SIM_CXX:-}" ]; then CXX_FOUND=$GPU_MEM_SIM_CXX
-elif command -v c++ >/dev/null 2>&1; then CXX_FOUND=$(command -v c++); fi
+else
+    for cxx in c++ g++ clang++; do
+        if command -v "$cxx" >/dev/null 2>&1; then CXX_FOUND=$(command -v "$cxx"); break; fi
+    done
+fi
 echo "host C++ compiler (simulator kernels): ${CXX_FOUND:-not found (the simulator cannot build portable-source kernels)}" >> "$ENVIRONMENT"
 
 SANITIZER_BIN=$(command -v compute-sanitizer 2>/dev/null || true)
@@ -204,13 +209,16 @@ row environment ok "drivers and compilers in environment.txt"
 # The conformance binary prints `skipping the <kind> backend: <reason>` for a backend it cannot
 # open; a filter that matches nothing makes it run no case.
 AVAILABLE=()
+CRASHED=()
 declare -A REASON
 for kind in cuda roc sim; do
     probe=$(GPU_MEM_BACKEND=$kind run_limited 60 "$BIN/conformance" --exact __no_such_case__ 2>&1)
     status=$?
     reason=$(printf '%s\n' "$probe" | sed -n "s/^skipping the $kind backend: //p" | head -n 1)
     if [ $status -ne 0 ]; then
+        # A crash (or a bad setting) is not "not installed": it fails the run below.
         REASON[$kind]="opening the backend ended with status $status: $(printf '%s' "$probe" | tail -n 1)"
+        CRASHED+=("$kind")
     elif [ -n "$reason" ]; then
         REASON[$kind]=$reason
     else
@@ -223,18 +231,15 @@ for kind in cuda roc sim; do
     else
         status=skip
         for required in "${REQUIRE[@]}"; do [ "$required" = "$kind" ] && status=FAIL; done
+        # The simulator needs nothing of the machine: unavailable, it is broken. So is any
+        # backend whose probe crashed.
+        [ "$kind" = sim ] && status=FAIL
+        [[ " ${CRASHED[*]} " == *" $kind "* ]] && status=FAIL
         row "backend $kind" "$status" "unavailable: ${REASON[$kind]}"
     fi
 done
 GPUS=()
 for kind in "${AVAILABLE[@]}"; do [ "$kind" != sim ] && GPUS+=("$kind"); done
-# The simulator builds portable-source kernels with the host C++ compiler.
-kernel_backends() {
-    local kind
-    for kind in "${AVAILABLE[@]}"; do
-        if [ "$kind" != sim ] || [ -n "$CXX_FOUND" ]; then echo "$kind"; fi
-    done
-}
 
 # ---- 3. hardware matrix, one process per case -------------------------------------------------
 # The GPU backends first; the simulator (the reference) gets what time is left, at most 120 s.
@@ -277,7 +282,14 @@ matrix_backend() {
 }
 say "hardware matrix on: ${AVAILABLE[*]:-no backend}"
 for kind in "${GPUS[@]}"; do matrix_backend "$kind" 200; done
-for kind in "${AVAILABLE[@]}"; do [ "$kind" = sim ] && matrix_backend sim 120; done
+for kind in "${AVAILABLE[@]}"; do
+    [ "$kind" = sim ] || continue
+    if [ -z "$CXX_FOUND" ]; then
+        row "matrix sim" skip "no host C++ compiler (c++, g++, clang++): portable-source kernels cannot be built"
+    else
+        matrix_backend sim 120
+    fi
+done
 
 # ---- 4. native tests of the backends ------------------------------------------------------------
 say "native tests"
@@ -301,7 +313,7 @@ say "examples"
 EXAMPLE_LIST="matmul_tiled block_sum barrier_wave diagnostics"
 for kind in "${AVAILABLE[@]}"; do
     if [ "$kind" = sim ] && [ -z "$CXX_FOUND" ]; then
-        row "examples sim" skip "no host C++ compiler (c++): portable-source kernels cannot be built"; continue
+        row "examples sim" skip "no host C++ compiler (c++, g++, clang++): portable-source kernels cannot be built"; continue
     fi
     passed=0; failedlist=""
     for example in $EXAMPLE_LIST; do
@@ -323,13 +335,16 @@ first=1
 for kind in "${AVAILABLE[@]}"; do
     if out_of_time 90; then row "bench $kind" skip "time budget spent"; continue; fi
     if [ "$kind" = sim ]; then args=(--max 4MiB --millis 5); else args=(--max 256MiB --millis 20); fi
-    out=$(run_limited "$(limit 90 90)" "$BIN/gpu-mem" --backend "$kind" bench --json "${args[@]}" 2>/dev/null); status=$?
+    errors=$(mktemp)
+    out=$(run_limited "$(limit 90 90)" "$BIN/gpu-mem" --backend "$kind" bench --json "${args[@]}" 2>"$errors"); status=$?
+    if [ -s "$errors" ]; then section "gpu-mem bench on $kind: its messages" "$ENVIRONMENT"; cat "$errors" >> "$ENVIRONMENT"; fi
+    rm -f "$errors"
     [ $first -eq 1 ] || echo "," >> "$BENCH"
     first=0
     if [ $status -eq 0 ] && [ -n "$out" ]; then
         printf '"%s": %s\n' "$kind" "$out" >> "$BENCH"; row "bench $kind" ok "bandwidth table in bench.json"
     else
-        printf '"%s": null\n' "$kind" >> "$BENCH"; row "bench $kind" FAIL "gpu-mem bench ended with status $status"
+        printf '"%s": null\n' "$kind" >> "$BENCH"; row "bench $kind" FAIL "gpu-mem bench ended with status $status (its messages in environment.txt)"
     fi
 done
 # gpu-mem's side of the numba comparison and the allocation-strategy bench, on each GPU backend
@@ -343,14 +358,18 @@ for kind in "${GPUS[@]}" sim; do
         args=(all)
     fi
     if out_of_time 80; then row "hw-bench $kind" skip "time budget spent"; continue; fi
-    out=$(GPU_MEM_BACKEND=$kind run_limited "$(limit 120 80)" "$BIN/hw-bench" "${args[@]}" 2>/dev/null); status=$?
+    errors=$(mktemp)
+    out=$(GPU_MEM_BACKEND=$kind run_limited "$(limit 120 80)" "$BIN/hw-bench" "${args[@]}" 2>"$errors"); status=$?
+    if [ -s "$errors" ]; then section "hw-bench on $kind: its messages" "$ENVIRONMENT"; cat "$errors" >> "$ENVIRONMENT"; fi
+    rm -f "$errors"
     [ $first -eq 1 ] || echo "," >> "$BENCH"
     first=0
     if [ $status -eq 0 ] && [ -n "$out" ]; then
         printf '"hw-bench %s": %s\n' "$kind" "$out" >> "$BENCH"; row "hw-bench $kind" ok "transfers, matmul, allocators in bench.json"
-        [ "$kind" != sim ] && HW_BENCH_JSON=$out
+        # The numba comparison is with numba-cuda: CUDA's figures.
+        [ "$kind" = cuda ] && HW_BENCH_JSON=$out
     else
-        printf '"hw-bench %s": null\n' "$kind" >> "$BENCH"; row "hw-bench $kind" FAIL "status $status"
+        printf '"hw-bench %s": null\n' "$kind" >> "$BENCH"; row "hw-bench $kind" FAIL "status $status (its messages in environment.txt)"
     fi
 done
 echo "}" >> "$BENCH"

@@ -30,8 +30,10 @@ impl Device {
     ///
     /// # Safety
     /// The kernel's memory accesses are not checked by the compiler: it must stay within its
-    /// arguments and not race with other work on the same memory. (The simulator checks bounds
-    /// and barriers and reports violations as errors.)
+    /// arguments and not race with other work on the same memory. The arguments must be the
+    /// kernel's parameters, in number, order, rank and element type: the GPU backends check
+    /// only their sizes (CUDA only with a driver that reports them, 12.4 and newer). (The
+    /// simulator checks all of that, bounds and barriers, and reports violations as errors.)
     pub unsafe fn launch(
         &self,
         kernel: &Kernel,

@@ -117,10 +117,33 @@ fn rust_kind(dtype: &str) -> Option<ElemKind> {
 
 /// `Ok` when `param` can receive `arg`; otherwise why not.
 fn accepts(param: &Param, arg: &LaunchArg) -> Result<(), String> {
+    // One-byte integers stand for C's `bool` and `char` (whose signedness the platform decides):
+    // Rust has no `bool` array element, and `u8` is what such data is on the host.
+    let integral =
+        |kind: ElemKind| matches!(kind, ElemKind::Signed | ElemKind::Unsigned | ElemKind::Bool);
     let element_ok = |dtype: &str, itemsize: usize| {
-        param.elem_size == itemsize && rust_kind(dtype).is_none_or(|kind| kind == param.elem_kind)
+        param.elem_size == itemsize
+            && rust_kind(dtype).is_none_or(|kind| {
+                kind == param.elem_kind
+                    || (itemsize == 1 && integral(kind) && integral(param.elem_kind))
+            })
     };
     match arg {
+        // A 0-d array is its element's address (`T*`), as on the GPU backends.
+        LaunchArg::Array {
+            shape,
+            itemsize,
+            dtype,
+            ..
+        } if shape.is_empty() && param.kind == ParamKind::Pointer => {
+            if !element_ok(dtype, *itemsize) {
+                return Err(format!(
+                    "its element is {dtype} ({itemsize} bytes), the pointee {} bytes{}",
+                    param.elem_size,
+                    kind_note(param.elem_kind)
+                ));
+            }
+        }
         LaunchArg::Array {
             shape,
             itemsize,

@@ -14,7 +14,7 @@ use crate::element::Element;
 use crate::error::Result;
 use crate::kernel::{KernelArg, Prepared};
 use crate::layout::Order;
-use ndarray::{ArrayD, IxDyn};
+use ndarray::{ArrayD, ArrayViewMutD, IxDyn};
 
 /// A side of a [`SmartArray`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,6 +44,17 @@ pub struct TransferCounts {
 }
 
 /// An array kept on the host and/or the device; see the module docs.
+///
+/// Its shape, layout and device are fixed when it is made: `host_mut` and `device_mut` give
+/// views to write through, not the arrays themselves, so they cannot be replaced by arrays of
+/// another shape or device:
+///
+/// ```compile_fail
+/// # fn f(sa: &mut gpu_mem_core::SmartArray<f32>) -> gpu_mem_core::Result<()> {
+/// *sa.host_mut()? = ndarray::ArrayD::zeros(ndarray::IxDyn(&[5]));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct SmartArray<T: Element> {
     device: Device,
@@ -186,11 +197,16 @@ impl<T: Element> SmartArray<T> {
         self.host.as_ref().ok_or_else(missing)
     }
 
-    /// The host array for writing: synced first, and the device side is marked stale.
-    pub fn host_mut(&mut self) -> Result<&mut ArrayD<T>> {
+    /// The host array for writing: synced first, and the device side is marked stale. A view:
+    /// its values may change, not its shape or layout, which the array keeps for its life (as
+    /// Numba's does).
+    pub fn host_mut(&mut self) -> Result<ArrayViewMutD<'_, T>> {
         self.sync_host()?;
         self.device_valid = false;
-        self.host.as_mut().ok_or_else(missing)
+        self.host
+            .as_mut()
+            .map(|host| host.view_mut())
+            .ok_or_else(missing)
     }
 
     /// The device array, copied over first only if the device side is stale (Numba's
@@ -203,11 +219,16 @@ impl<T: Element> SmartArray<T> {
         self.on_device.as_ref().ok_or_else(missing)
     }
 
-    /// The device array for writing: synced first, and the host side is marked stale.
-    pub fn device_mut(&mut self) -> Result<&mut DeviceArray<T>> {
+    /// The device array for writing: synced first, and the host side is marked stale. A view of
+    /// it (writes through it are the array's), so that the array itself, its shape and its
+    /// device, stay what they are.
+    pub fn device_mut(&mut self) -> Result<DeviceArray<T>> {
         self.sync_device()?;
         self.host_valid = false;
-        self.on_device.as_mut().ok_or_else(missing)
+        self.on_device
+            .as_ref()
+            .map(DeviceArray::view)
+            .ok_or_else(missing)
     }
 
     /// Numba's `get(where)`.

@@ -508,6 +508,12 @@ fn zero_d_and_zero_size(rt: &Runtime) -> Result<(), String> {
         z.ravel(ReshapeOrder::C).map_err(fail("ravel"))?.shape() == [1],
         "ravel 0-d gives (1,)"
     );
+    // Numba: `transpose(())` of a 0-d array is "transposing a non-2D DeviceNDArray isn't
+    // supported" (an empty axes list is no list, not the identity).
+    ensure!(
+        matches!(z.transpose(&[]), Err(Error::Unsupported { .. })),
+        "transpose(()) of 0-d is refused"
+    );
     let e = dev
         .to_device(&Array::<f64, _>::zeros((3, 0)))
         .map_err(fail("empty"))?;

@@ -131,7 +131,8 @@ impl<T: Element> DeviceArray<T> {
     /// [`Error::InvalidAxes`] ("invalid axes list (0, 0)"), other dimensions
     /// [`Error::Unsupported`] ("transposing a non-2D DeviceNDArray isn't supported").
     pub fn transpose(&self, axes: &[usize]) -> Result<DeviceArray<T>> {
-        if self.layout.is_identity_axes(axes) {
+        // (An empty list is no axes at all, as in Numba, not the identity of a 0-d array.)
+        if !axes.is_empty() && self.layout.is_identity_axes(axes) {
             return Ok(self.view());
         }
         if self.ndim() == 2 && axes == [1, 0] {

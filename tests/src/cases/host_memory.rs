@@ -135,6 +135,11 @@ fn mapped_guard_gives_zero_copy_device_views(rt: &Runtime) -> Result<(), String>
         Err(rejected) => rejected.value,
         Ok(_) => return Err("into_inner must refuse while a device view exists".into()),
     };
+    // So must deregister, giving the guard back (its array is not lost).
+    let b = match b.deregister() {
+        Err(rejected) => rejected.value,
+        Ok(()) => return Err("deregister must refuse while a device view exists".into()),
+    };
     drop(db);
     let host = b
         .into_inner()
@@ -209,6 +214,19 @@ fn pinned_and_mapped_array_like(rt: &Runtime) -> Result<(), String> {
         .mapped_array_like(&f, MapFlags::default())
         .map_err(fail("mapped_array_like"))?;
     ensure!(m.layout().strides() == [1, 3], "F: {:?}", m.layout());
+    // Page-locked and mapped arrays are host arrays to Numba: "like" takes them too.
+    let d_like = dev
+        .device_array_like(&m)
+        .map_err(fail("device_array_like(mapped)"))?;
+    ensure!(
+        d_like.shape() == [3, 4] && d_like.strides() == [1, 3],
+        "like a mapped F array: {:?}",
+        d_like.strides()
+    );
+    let p_like = dev
+        .pinned_array_like(&p)
+        .map_err(fail("pinned_array_like(pinned)"))?;
+    ensure!(p_like.shape() == [3, 4], "like a pinned array");
     let big = Array::<f64, _>::zeros((10, 12));
     let gapped = big.slice(ndarray::s![..;2, ..;2]);
     let gapped_t = gapped.t();

@@ -312,8 +312,11 @@ impl<T: Element, D: Dimension + 'static> Registered<T, D> {
         Ok(Arc::unwrap_or_clone(array))
     }
 
-    /// Unregisters now, dropping the array (use [`Registered::into_inner`] to keep it).
-    pub fn deregister(self) -> Result<()> {
-        self.into_inner().map(drop).map_err(|r| r.error)
+    /// Unregisters now, dropping the array (use [`Registered::into_inner`] to keep it). When it
+    /// cannot be unregistered yet (device views of it exist), the guard comes back with the
+    /// error, as from `into_inner`.
+    #[allow(clippy::result_large_err)] // As `into_inner`'s.
+    pub fn deregister(self) -> std::result::Result<(), Rejected<Self>> {
+        self.into_inner().map(drop)
     }
 }

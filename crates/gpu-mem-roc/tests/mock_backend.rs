@@ -280,6 +280,10 @@ fn main() {
     ];
     let launch_tests: &[(&str, TestFn)] = &[
         (
+            "kernel_arguments_of_a_peer_need_peer_access",
+            multi::kernel_arguments_of_a_peer_need_peer_access,
+        ),
+        (
             "launch_writes_the_dispatch_packet_and_kernargs",
             launch::dispatch_packet_and_kernargs,
         ),

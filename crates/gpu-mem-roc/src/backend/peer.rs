@@ -23,7 +23,8 @@ use super::memory::lock;
 use super::transfer::{BOUNCE_BYTES, Side};
 use crate::driver::Hsa;
 use gpu_mem_core::backend::{DevicePtr, StreamHandle};
-use gpu_mem_core::{BackendKind, Error, Result};
+use gpu_mem_core::kernel::LaunchArg;
+use gpu_mem_core::{BackendKind, Error, Kernel, Result};
 use gpu_mem_hsa_sys as sys;
 use std::collections::BTreeSet;
 use std::ffi::c_void;
@@ -60,6 +61,52 @@ impl RocBackend {
             .filter(|(_, peer)| *peer == owner)
             .filter_map(|(device, _)| self.topology.gpus.get(*device).map(|g| g.agent))
             .collect()
+    }
+
+    /// `Ok` when every array or record argument of a launch on `device` is memory its GPU may
+    /// reach: its own, or of a device it enabled peer access to. (Memory of another device
+    /// without that was never granted to this GPU's agent: the kernel would fault, and take
+    /// its queue's other work with it.) Host and unknown addresses are left to the caller's
+    /// contract.
+    pub(super) fn check_peer_args(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        args: &[LaunchArg],
+    ) -> Result<()> {
+        if self.topology.gpus.len() < 2 {
+            return Ok(());
+        }
+        let owners: Vec<Option<usize>> = {
+            let allocations = lock(&self.registry.device);
+            args.iter()
+                .map(|arg| match arg {
+                    LaunchArg::Array { ptr, .. } | LaunchArg::Record { ptr, .. } if ptr.0 != 0 => {
+                        allocations
+                            .range(..=ptr.0)
+                            .next_back()
+                            .filter(|(base, alloc)| ptr.0 < base.saturating_add(alloc.bytes as u64))
+                            .map(|(_, alloc)| alloc.device)
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let peers = lock(&self.peer_access);
+        for (index, owner) in owners.into_iter().enumerate() {
+            if let Some(owner) = owner
+                && owner != device
+                && !peers.contains(&(device, owner))
+            {
+                return Err(Error::InvalidLaunch {
+                    kernel: kernel.name().to_string(),
+                    reason: format!(
+                        "argument {index} is memory of device {owner}, and peer access from device {device} to it is not enabled (Device::enable_peer_access)"
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn peer_accessible(&self, device: usize, peer: usize) -> Result<bool> {

@@ -455,3 +455,37 @@ pub fn another_devices_pinned_memory(mock: &Mock) -> Result<(), Failed> {
         || format!("an async copy from another device's pinned memory: {refused:?}"),
     )
 }
+
+/// A kernel on one GPU given another GPU's memory: refused until peer access to it is enabled
+/// (the memory was never granted to the launching GPU's agent, and the kernel would fault).
+pub fn kernel_arguments_of_a_peer_need_peer_access(mock: &Mock) -> Result<(), Failed> {
+    use gpu_mem_core::kernel::LaunchConfig;
+    let _two = TwoGpus::new(mock)?;
+    let b = mock.backend()?;
+    let (array, record) = (b.alloc(0, 640 * 4)?, b.alloc(0, 4)?);
+    let args = super::launch::args(array, record);
+    let config = LaunchConfig::new(1, 64);
+    // SAFETY: refused before any dispatch.
+    match unsafe { b.launch(1, &super::launch::kernel(), &config, &args, None) } {
+        Err(Error::InvalidLaunch { reason, .. }) => ensure(
+            reason.contains("argument 0 is memory of device 0") && reason.contains("peer access"),
+            || reason.clone(),
+        )?,
+        other => return Err(format!("expected InvalidLaunch, got {other:?}").into()),
+    }
+    b.enable_peer_access(1, 0)?;
+    // Past the check now. (The stand-in runtime has no queue for its second GPU, so the launch
+    // still fails, later, for that.)
+    // SAFETY: the kernel stays inside its arguments (the stand-in runs no code).
+    let enabled = unsafe { b.launch(1, &super::launch::kernel(), &config, &args, None) };
+    ensure(
+        !matches!(&enabled, Err(Error::InvalidLaunch { reason, .. }) if reason.contains("peer access")),
+        || format!("refused with peer access enabled: {enabled:?}"),
+    )?;
+    // SAFETY: the launch completed; each allocation is freed once.
+    unsafe {
+        b.free(0, array)?;
+        b.free(0, record)?;
+    }
+    Ok(())
+}

@@ -246,6 +246,7 @@ impl RocBackend {
                     kernel.name()
                 ),
             })?;
+        self.check_peer_args(device, kernel, args)?;
         let stream = stream.map(|h| self.stream(device, h)).transpose()?;
         let dev = self.device_launch(device)?;
         if stream.is_none() {

@@ -109,6 +109,40 @@ impl LaunchArg {
     }
 }
 
+/// `Ok` when every array or record argument of a launch on `device` is memory that device may
+/// reach: memory `owner_of` does not place on another device, or of a device `enabled` says it
+/// enabled peer access to. The backends that know their allocations' owners call it before a
+/// launch (a kernel given unreachable memory faults on the GPU).
+pub fn check_peer_arguments(
+    kernel: &str,
+    device: usize,
+    args: &[LaunchArg],
+    owner_of: impl Fn(u64) -> Option<usize>,
+    enabled: impl Fn(usize) -> bool,
+) -> crate::Result<()> {
+    for (index, arg) in args.iter().enumerate() {
+        let ptr = match arg {
+            LaunchArg::Array { ptr, .. } | LaunchArg::Record { ptr, .. } => *ptr,
+            LaunchArg::Scalar { .. } => continue,
+        };
+        if ptr.0 == 0 {
+            continue;
+        }
+        if let Some(owner) = owner_of(ptr.0)
+            && owner != device
+            && !enabled(owner)
+        {
+            return Err(crate::Error::InvalidLaunch {
+                kernel: kernel.to_string(),
+                reason: format!(
+                    "argument {index} is memory of device {owner}, and peer access from device {device} to it is not enabled (Device::enable_peer_access)"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::LaunchArg;

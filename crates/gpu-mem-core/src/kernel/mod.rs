@@ -20,5 +20,5 @@ mod program;
 
 pub use args::{In, InOut, KernelArg, Out, Prepared, Scalar};
 pub use config::{Dim3, LaunchConfig};
-pub use launch_arg::LaunchArg;
+pub use launch_arg::{LaunchArg, check_peer_arguments};
 pub use program::{Kernel, KernelSource, SimForm};

@@ -178,26 +178,13 @@ impl CudaBackend {
         if self.devices.len() < 2 {
             return Ok(());
         }
-        for (index, arg) in args.iter().enumerate() {
-            let ptr = match arg {
-                LaunchArg::Array { ptr, .. } | LaunchArg::Record { ptr, .. } => *ptr,
-                LaunchArg::Scalar { .. } => continue,
-            };
-            if ptr.0 == 0 {
-                continue;
-            }
-            if let Some(owner) = self.owners.owner(ptr.0)
-                && !self.peer_access_enabled(device, owner)
-            {
-                return Err(Error::InvalidLaunch {
-                    kernel: kernel.name().to_string(),
-                    reason: format!(
-                        "argument {index} is memory of device {owner}, and peer access from device {device} to it is not enabled (Device::enable_peer_access)"
-                    ),
-                });
-            }
-        }
-        Ok(())
+        gpu_mem_core::kernel::check_peer_arguments(
+            kernel.name(),
+            device,
+            args,
+            |ptr| self.owners.owner(ptr),
+            |owner| self.peer_access_enabled(device, owner),
+        )
     }
 
     /// `cuMemcpyPeer` (`stream: None`, synchronous) or `cuMemcpyPeerAsync` on `stream`.

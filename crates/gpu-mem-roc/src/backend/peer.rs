@@ -77,36 +77,34 @@ impl RocBackend {
         if self.topology.gpus.len() < 2 {
             return Ok(());
         }
-        let owners: Vec<Option<usize>> = {
+        // Looked up first, then checked: the allocation table and the peer set are separate
+        // locks, never held together.
+        let owners: Vec<(u64, usize)> = {
             let allocations = lock(&self.registry.device);
             args.iter()
-                .map(|arg| match arg {
-                    LaunchArg::Array { ptr, .. } | LaunchArg::Record { ptr, .. } if ptr.0 != 0 => {
-                        allocations
-                            .range(..=ptr.0)
-                            .next_back()
-                            .filter(|(base, alloc)| ptr.0 < base.saturating_add(alloc.bytes as u64))
-                            .map(|(_, alloc)| alloc.device)
+                .filter_map(|arg| match arg {
+                    LaunchArg::Array { ptr, .. } | LaunchArg::Record { ptr, .. } => {
+                        let (base, alloc) = allocations.range(..=ptr.0).next_back()?;
+                        (ptr.0 < base.saturating_add(alloc.bytes as u64))
+                            .then_some((ptr.0, alloc.device))
                     }
-                    _ => None,
+                    LaunchArg::Scalar { .. } => None,
                 })
                 .collect()
         };
         let peers = lock(&self.peer_access);
-        for (index, owner) in owners.into_iter().enumerate() {
-            if let Some(owner) = owner
-                && owner != device
-                && !peers.contains(&(device, owner))
-            {
-                return Err(Error::InvalidLaunch {
-                    kernel: kernel.name().to_string(),
-                    reason: format!(
-                        "argument {index} is memory of device {owner}, and peer access from device {device} to it is not enabled (Device::enable_peer_access)"
-                    ),
-                });
-            }
-        }
-        Ok(())
+        gpu_mem_core::kernel::check_peer_arguments(
+            kernel.name(),
+            device,
+            args,
+            |ptr| {
+                owners
+                    .iter()
+                    .find(|(p, _)| *p == ptr)
+                    .map(|(_, owner)| *owner)
+            },
+            |owner| peers.contains(&(device, owner)),
+        )
     }
 
     pub(super) fn peer_accessible(&self, device: usize, peer: usize) -> Result<bool> {

@@ -72,13 +72,21 @@ typedef unsigned long long gm_u64;
 #include <type_traits>
 #include <utility>
 
+/* GM_SIM_SCAN: the simulator preprocesses a kernel to read which kernels and variables it
+ * defines (its declarations as the compiler will see them); CUDA's declaration words stay. */
+#if !defined(GM_SIM_SCAN)
 #define __global__
 #define __device__
+#define __constant__
+#define __managed__
+#endif
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 /* One instance per block: the threads of a block run on one OS thread, one block at a time. */
+#if !defined(GM_SIM_SCAN)
 #define __shared__ static thread_local
+#endif
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
@@ -572,6 +580,16 @@ struct gm_array {
     }
 };
 
+#if defined(GM_HOST)
+/* Thrown where a simulated thread stops for good after its fault is recorded (`assert`,
+ * `__trap`, `exit`): caught where the thread started, as a GPU's trap ends the thread. */
+struct gm_sim_trap {};
+
+/* CUDA's device vocabulary beyond this header's own (the math API and intrinsics, vector
+ * types, printf, assert, traps): the simulator supplies it. */
+#include "gm_sim/device.h"
+#endif
+
 /* ======================================================================================== */
 /* The simulator's launch glue: describes and calls one entry point (used by the wrapper    */
 /* the simulator generates after the kernel's source).                                      */
@@ -658,12 +676,15 @@ R gm_sim_call(R (*entry)(P...), void* const* args, std::integer_sequence<unsigne
 }
 
 /* Runs the entry with the launcher's argument buffers; 0 on return, 1 if a C++ exception
- * reached it (it never escapes into the simulator). */
+ * reached it, 2 if the thread trapped (`assert`, `__trap`, `exit`: the fault is recorded).
+ * Nothing escapes into the simulator. */
 template <typename... P>
 int gm_sim_invoke(void (*entry)(P...), void* const* args) {
     try {
         gm_sim_call(entry, args, std::make_integer_sequence<unsigned long, sizeof...(P)>());
         return 0;
+    } catch (const gm_sim_trap&) {
+        return 2;
     } catch (...) {
         gm_sim_rt.fault("a C++ exception escaped the kernel");
         return 1;
@@ -671,6 +692,22 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
 }
 
 #define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+/* A module's kernels and variables, as the simulator's generated entry points list them (C
+ * layouts shared with the simulator). */
+struct gm_sim_round;
+struct gm_sim_kernel {
+    const char* name;                            /* as launched: `k`, `ns::k`, `k<float, 4>` */
+    const gm_sim_param* (*params)(int* count);   /* its parameters */
+    int (*run)(void* const* args);               /* one thread (threads as calls), else null */
+    void (*start_round)(struct gm_sim_round*);   /* stackless threads, else null */
+    void (*resume_round)(struct gm_sim_round*);
+};
+struct gm_sim_variable {
+    const char* name; /* qualified */
+    void* address;
+    unsigned long long size;
+};
 
 /* ----- stackless threads ----------------------------------------------------------------- */
 /* A kernel whose threads wait only at barriers and collectives called in the kernel, or in   */
@@ -881,7 +918,13 @@ struct gm_sim_task {
         std::suspend_always final_suspend() noexcept { return {}; }
         void return_void() noexcept {}
         void unhandled_exception() noexcept {
-            gm_sim_rt.fault("a C++ exception escaped the kernel");
+            try {
+                throw;
+            } catch (const gm_sim_trap&) {
+                /* A trap: the fault is recorded, the thread ends. */
+            } catch (...) {
+                gm_sim_rt.fault("a C++ exception escaped the kernel");
+            }
         }
         static void* operator new(std::size_t bytes) noexcept { return gm_sim_frame_alloc(bytes); }
         static void operator delete(void*, std::size_t) noexcept {}
@@ -1182,6 +1225,8 @@ int gm_sim_start_entry(gm_sim_task (*entry)(P...), void* const* args, void** fra
         }
         return gm_sim_settle<gm_sim_trivial_frame(static_cast<gm_sim_task (*)(P...)>(nullptr))>(
             task.handle, frame, wait);
+    } catch (const gm_sim_trap&) {
+        return 2;
     } catch (...) {
         gm_sim_rt.fault("a C++ exception escaped the kernel");
         return 2;

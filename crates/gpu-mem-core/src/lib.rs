@@ -43,7 +43,9 @@ pub use host::{
     Rejected,
 };
 pub use ipc::IpcArrayHandle;
-pub use kernel::{Dim3, In, InOut, Kernel, KernelArg, LaunchConfig, Out, Scalar};
+pub use kernel::{
+    Dim3, DevicePointer, In, InOut, Kernel, KernelArg, LaunchConfig, Module, Out, Scalar,
+};
 pub use layout::{Layout, Order, ReshapeOrder};
 pub use pool::MemoryPool;
 pub use smart::{SmartArray, Where};

@@ -103,6 +103,8 @@ struct SimDevice {
     streams: RwLock<HashMap<u64, Arc<SimStream>, Handles>>,
     events: Mutex<HashMap<u64, Arc<SimEvent>, Handles>>,
     host: Mutex<HostTable>,
+    /// Module variables mapped into the address space (by module and name), each once.
+    symbols: Mutex<HashMap<(gpu_mem_core::kernel::Module, String), (DevicePtr, usize)>>,
 }
 
 /// The simulator backend.
@@ -168,6 +170,7 @@ impl SimBackend {
                 streams: RwLock::new(HashMap::default()),
                 events: Mutex::new(HashMap::default()),
                 host: Mutex::new(HostTable::new(ordinal, c.pinned_limit)),
+                symbols: Mutex::new(HashMap::new()),
             })
             .collect();
         SimBackend {
@@ -1217,6 +1220,43 @@ unsafe impl Backend for SimBackend {
                 }),
             ),
         }
+    }
+
+    fn module_global(
+        &self,
+        device: usize,
+        module: &gpu_mem_core::kernel::Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        self.map_module_global(device, module, name)
+    }
+}
+
+impl SimBackend {
+    /// `Backend::module_global`: the module's library holds the variable in this process (one
+    /// copy for every simulated device: libraries are loaded once per process); it is mapped
+    /// into the device's address space once, like mapped host memory, so copies reach it and
+    /// kernels reach it directly.
+    fn map_module_global(
+        &self,
+        device: usize,
+        module: &gpu_mem_core::kernel::Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        let d = self.device(device)?;
+        let key = (module.clone(), name.trim().to_string());
+        let mut symbols = lock(&d.symbols);
+        if let Some(found) = symbols.get(&key) {
+            return Ok(*found);
+        }
+        let variable = source::variable(module, name)?;
+        let host = NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(variable.address)).ok_or_else(|| Error::InvalidArgument {
+            name: "symbol",
+            reason: format!("the variable `{name}` has no address"),
+        })?;
+        let ptr = d.memory.map_host(host, variable.size.max(1))?;
+        symbols.insert(key, (ptr, variable.size));
+        Ok((ptr, variable.size))
     }
 }
 

@@ -67,9 +67,9 @@ pub use gpu_mem_cuda::cudarc;
 pub mod prelude {
     pub use crate::runtime::{BackendChoice, Runtime, backends};
     pub use gpu_mem_core::{
-        Device, DeviceArray, DeviceRecord, Element, Error, Event, In, InOut, Kernel, LaunchConfig,
-        ManagedArray, MapFlags, MappedArray, MemoryPool, Order, Out, PinnedArray, Registered,
-        ReshapeOrder, Result, Scalar, SmartArray, Stream, Where,
+        Device, DeviceArray, DevicePointer, DeviceRecord, Element, Error, Event, In, InOut, Kernel,
+        LaunchConfig, ManagedArray, MapFlags, MappedArray, MemoryPool, Module, Order, Out,
+        PinnedArray, Registered, ReshapeOrder, Result, Scalar, SmartArray, Stream, Where,
     };
     /// Closure kernels (plain or async), which only the simulator runs.
     #[cfg(feature = "sim")]

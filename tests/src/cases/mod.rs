@@ -2,6 +2,7 @@
 
 mod arrays;
 mod assign;
+mod cuda_source;
 mod dlpack;
 mod host_memory;
 mod kernels;
@@ -25,6 +26,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(streams::cases());
     cases.extend(kernels::cases());
     cases.extend(source_kernels::cases());
+    cases.extend(cuda_source::cases());
     cases.extend(smart::cases());
     cases.extend(soundness::cases());
     cases.extend(dlpack::cases());

@@ -511,6 +511,21 @@ pub unsafe trait Backend: Send + Sync + Debug {
             reason: format!("this backend cannot launch kernel `{}` yet", kernel.name()),
         })
     }
+
+    /// The device address and size in bytes of `name`, a `__device__`, `__constant__` or
+    /// `__managed__` variable `module` defines at file scope (CUDA's `cuModuleGetGlobal`), the
+    /// module built and loaded on `device` first where it is not yet. The memory stays valid
+    /// while the backend lives (modules stay loaded); an unknown name is
+    /// [`Error::InvalidArgument`] naming the variables the module has.
+    fn module_global(
+        &self,
+        device: usize,
+        module: &crate::kernel::Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        let _ = (device, module, name);
+        Err(unsupported(self.kind(), "module variables"))
+    }
 }
 
 /// The error a [`Backend`] default method returns for a feature the backend does not provide.

@@ -135,6 +135,36 @@ impl<T: Element> KernelArg for DeviceRecord<T> {
     }
 }
 
+/// A raw device address passed where a kernel declares a pointer (`T*`): memory another
+/// library allocated (interop). Nothing is checked or kept alive: the memory must stay valid
+/// until the kernel has run, as the launch's safety contract says of everything it touches.
+#[derive(Debug, Clone, Copy)]
+pub struct DevicePointer<T: Element> {
+    ptr: crate::backend::DevicePtr,
+    _elem: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Element> DevicePointer<T> {
+    /// The address `ptr` of one or more `T`s in device memory.
+    pub fn new(ptr: crate::backend::DevicePtr) -> DevicePointer<T> {
+        DevicePointer {
+            ptr,
+            _elem: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T: Element> KernelArg for DevicePointer<T> {
+    fn prepare(&mut self, _device: &Device) -> Result<Prepared> {
+        Ok(Prepared::plain(LaunchArg::Record {
+            ptr: self.ptr,
+            itemsize: T::itemsize(),
+            elem: TypeId::of::<T>(),
+            dtype: T::dtype(),
+        }))
+    }
+}
+
 /// A value passed to a kernel by copy (`Scalar(2.5f32)`).
 #[derive(Debug, Clone, Copy)]
 pub struct Scalar<T: Element>(pub T);

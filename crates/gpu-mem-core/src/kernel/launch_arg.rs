@@ -63,6 +63,54 @@ impl LaunchArg {
         }
     }
 
+    /// The address a pointer parameter (`T*`, `const T*`, `T* __restrict__`) receives: an
+    /// array's first element, or a record's (or raw pointer's) address. The array must be one
+    /// dense block that starts at its first element (C or F order, no negative or broadcast
+    /// stride), since the kernel indexes it from there; a scalar has no address. The error says
+    /// why not.
+    pub fn pointer_address(&self) -> Result<DevicePtr, String> {
+        match self {
+            LaunchArg::Array {
+                ptr,
+                shape,
+                strides,
+                min_offset,
+                span_len,
+                ..
+            } => {
+                let count: usize = shape.iter().product();
+                if count == 0 || (*span_len == count && *min_offset == 0) {
+                    Ok(*ptr)
+                } else {
+                    Err(format!(
+                        "a pointer parameter receives the address of the array's first element, so the array must be contiguous and start there (C or F order); this view of shape {} has strides {} (elements): pass a contiguous copy",
+                        crate::error::fmt_dims(shape),
+                        crate::error::fmt_dims(strides)
+                    ))
+                }
+            }
+            LaunchArg::Record { ptr, .. } => Ok(*ptr),
+            LaunchArg::Scalar { dtype, .. } => Err(format!(
+                "a scalar {dtype} is passed by value, and has no address for a pointer parameter"
+            )),
+        }
+    }
+
+    /// The argument as the C parameter a compiled kernel declares, given that parameter's size
+    /// in bytes where the backend knows it: an array goes as its first element's address
+    /// ([`LaunchArg::pointer_address`]) to an 8-byte parameter (a pointer), and as a
+    /// `gm_array<T, N>` to one of `8 + 16 N` bytes (or when the size is unknown); the rest as
+    /// [`LaunchArg::c_parameter`]. Bytes and C alignment; the error says what is malformed.
+    pub fn c_parameter_for(&self, size: Option<usize>) -> Result<(Vec<u8>, usize), String> {
+        match self {
+            LaunchArg::Array { shape, .. } if !shape.is_empty() && size == Some(8) => {
+                let ptr = self.pointer_address()?;
+                Ok((ptr.0.to_ne_bytes().to_vec(), 8))
+            }
+            _ => self.c_parameter(),
+        }
+    }
+
     /// The argument as a C kernel parameter of the portable prelude, what GPU backends pass:
     /// its bytes and C alignment. An `Array` is a `gm_array<T, N>` by value (the 8-byte data
     /// pointer, then `N` extents and `N` strides in elements as `long long`), 8-byte aligned; a

@@ -15,10 +15,15 @@ pub(crate) mod args;
 mod config;
 mod launch;
 mod launch_arg;
+mod module;
 pub mod portable;
 mod program;
+pub mod scan;
+mod symbols;
 
-pub use args::{In, InOut, KernelArg, Out, Prepared, Scalar};
+pub use args::{DevicePointer, In, InOut, KernelArg, Out, Prepared, Scalar};
 pub use config::{Dim3, LaunchConfig};
 pub use launch_arg::{LaunchArg, check_peer_arguments};
+pub use module::Module;
 pub use program::{Kernel, KernelSource, SimForm};
+pub use symbols::AsModule;

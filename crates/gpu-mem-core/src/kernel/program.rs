@@ -1,6 +1,7 @@
-//! [`Kernel`]: a kernel's code: portable source for every backend, and optionally a Rust
-//! closure for the simulator.
+//! [`Kernel`]: a kernel's code: an entry point of a CUDA C++ [`Module`] for every backend, and
+//! optionally a Rust closure for the simulator.
 
+use super::module::Module;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -10,14 +11,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// (the simulator crate's `SimKernel` trait makes and reads it).
 pub type SimForm = Arc<dyn Any + Send + Sync>;
 
-/// Portable GPU source: compiled with the `gpu_mem.h` prelude ([`crate::KERNEL_PRELUDE`]) by
-/// NVRTC (CUDA), hiprtc (ROC) and the host C++ compiler (the simulator).
+/// A kernel's source form: an entry point of a [`Module`] (CUDA C++, compiled with the
+/// `gpu_mem.h` prelude, [`crate::KERNEL_PRELUDE`], by NVRTC (CUDA), hiprtc (ROC) and the host
+/// C++ compiler (the simulator)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSource {
-    /// The source text (without the prelude, which the backend adds).
-    pub code: String,
-    /// The `extern "C" __global__` entry point.
+    /// The module: the source text (without the prelude, which the backend adds) and the
+    /// template instantiations it is compiled with.
+    pub module: Module,
+    /// The entry point: a `__global__` function's name as the source spells it, or a name
+    /// expression of a template's instantiation (`reduce<float, 256>`).
     pub entry: String,
+}
+
+impl KernelSource {
+    /// The source text.
+    pub fn code(&self) -> &str {
+        self.module.code()
+    }
 }
 
 /// A kernel: a name, and its code for the backends that can run it.
@@ -56,11 +67,24 @@ impl Kernel {
         }
     }
 
-    /// A kernel from portable source (`entry` is the `extern "C" __global__` function); the
-    /// kernel's name is the entry's.
+    /// A kernel from CUDA C++ source: `entry` is a `__global__` function's name as the source
+    /// spells it (`extern "C"` or not, qualified by its namespace), or a template kernel's
+    /// instantiation (`"reduce<float, 256>"`, which the module is then compiled with). The
+    /// kernel's name is the entry's. Kernels made from the same source (and instantiations)
+    /// share one [`Module`] and its variables.
     pub fn from_source(code: impl Into<String>, entry: impl Into<String>) -> Kernel {
         let entry = entry.into();
         Kernel::new(entry.clone()).with_source(code, entry)
+    }
+
+    /// The kernel `entry` of `module` (see [`Module::kernel`]).
+    pub(crate) fn of_module(module: Module, entry: String) -> Kernel {
+        let mut kernel = Kernel::new(entry.trim().to_string());
+        kernel.source = Some(Arc::new(KernelSource {
+            module,
+            entry: entry.trim().to_string(),
+        }));
+        kernel
     }
 
     /// Adds the simulator's closure form (used by the simulator crate's `SimKernel` trait).
@@ -70,12 +94,14 @@ impl Kernel {
         self
     }
 
-    /// Adds the portable-source form (`entry` is the `extern "C"` kernel name).
+    /// Adds the source form (`entry` as for [`Kernel::from_source`]).
     pub fn with_source(mut self, code: impl Into<String>, entry: impl Into<String>) -> Kernel {
-        self.source = Some(Arc::new(KernelSource {
-            code: code.into(),
-            entry: entry.into(),
-        }));
+        let entry = entry.into().trim().to_string();
+        let mut module = Module::from_source(code);
+        if entry.contains('<') {
+            module = module.with_name_expressions([entry.clone()]);
+        }
+        self.source = Some(Arc::new(KernelSource { module, entry }));
         self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         self
     }
@@ -97,8 +123,13 @@ impl Kernel {
         self.sim.as_deref()
     }
 
-    /// The portable source, if any.
+    /// The source form, if any.
     pub fn source(&self) -> Option<&KernelSource> {
         self.source.as_deref()
+    }
+
+    /// The module of its source form, if it has one.
+    pub fn module(&self) -> Option<&Module> {
+        self.source.as_deref().map(|s| &s.module)
     }
 }

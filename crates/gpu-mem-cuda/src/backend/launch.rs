@@ -123,7 +123,7 @@ impl CudaBackend {
     ) -> Result<LoadedKernel> {
         let program = program_name(kernel);
         let compiled =
-            self.compile_kernel(device, &full_source(&program, &source.code), &program)?;
+            self.compile_kernel(device, &full_source(&program, source.code()), &program)?;
         tracing::debug!(
             kernel = kernel.name(),
             device,

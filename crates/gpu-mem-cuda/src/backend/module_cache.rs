@@ -124,7 +124,7 @@ mod tests {
 
     fn source(code: &str) -> KernelSource {
         KernelSource {
-            code: code.to_string(),
+            module: gpu_mem_core::Module::from_source(code),
             entry: "k".to_string(),
         }
     }

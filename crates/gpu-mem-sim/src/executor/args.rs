@@ -144,14 +144,19 @@ pub(crate) fn views(resolved: &[Resolved]) -> Vec<ArgView<'_>> {
         .collect()
 }
 
-/// Each argument as compiled code receives it, in 8-byte words: an array as `gm_array<T, N>`
+/// Each argument as compiled code receives it, in 8-byte words: an array as its first
+/// element's address where `pointer(i)` says parameter `i` is a pointer, else as `gm_array<T, N>`
 /// (data pointer, `shape[N]`, `strides[N]` in elements, all 64-bit), a record as `T*`, a scalar
 /// as its bytes — the layout the CUDA and ROC launchers use, with host addresses of the
 /// simulated device memory in place of device addresses.
-pub(crate) fn encode(resolved: &[Resolved]) -> Vec<Box<[u64]>> {
+pub(crate) fn encode(resolved: &[Resolved], pointer: impl Fn(usize) -> bool) -> Vec<Box<[u64]>> {
     resolved
         .iter()
-        .map(|r| match r {
+        .enumerate()
+        .map(|(i, r)| match r {
+            Resolved::Array { base, .. } if pointer(i) => {
+                vec![base.expose_provenance() as u64].into_boxed_slice()
+            }
             Resolved::Array {
                 base,
                 shape,

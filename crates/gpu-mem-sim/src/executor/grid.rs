@@ -73,7 +73,7 @@ pub(crate) fn run_grid(
         Code::Closure(closure) => Body::Closure(closure),
         Code::Polled(body) => Body::Polled(body),
         Code::Source(program) => {
-            buffers = encode(args);
+            buffers = encode(args, |i| program.takes_pointer(i));
             compiled = CompiledLaunch {
                 program,
                 args: buffers

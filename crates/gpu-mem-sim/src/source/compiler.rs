@@ -122,11 +122,12 @@ impl Compiler {
         })
     }
 
-    /// Compiles `source_file` into the shared library `output`; the compiler's message on
-    /// failure.
+    /// Compiles `source_file` into the shared library `output`, with the headers of `include`;
+    /// the compiler's message on failure.
     pub(crate) fn compile(
         &self,
         source_file: &Path,
+        include: &Path,
         output: &Path,
         threads: Threads,
     ) -> std::result::Result<(), CompileFailure> {
@@ -134,11 +135,36 @@ impl Compiler {
         command
             .args(standard(threads, self.is_clang()))
             .args(FLAGS)
+            .arg("-I")
+            .arg(include)
             .arg("-o")
             .arg(output)
             .arg(source_file);
+        self.run(&mut command).map(drop)
+    }
+
+    /// The text of `source_file` after preprocessing with the headers of `include`, the prelude
+    /// in scan mode (`GM_SIM_SCAN`: CUDA's declaration words stay, for
+    /// [`super::declarations`]).
+    pub(crate) fn preprocess(
+        &self,
+        source_file: &Path,
+        include: &Path,
+    ) -> std::result::Result<String, CompileFailure> {
+        let mut command = Command::new(&self.path);
+        command
+            .args(standard(Threads::Calls, self.is_clang()))
+            .args(["-E", "-DGM_SIM=1", "-DGM_SIM_SCAN=1", "-I"])
+            .arg(include)
+            .arg(source_file);
+        self.run(&mut command)
+            .map(|stdout| String::from_utf8_lossy(&stdout).into_owned())
+    }
+
+    /// Runs the compiler within the time limit; its standard output, or why it failed.
+    fn run(&self, command: &mut Command) -> std::result::Result<Vec<u8>, CompileFailure> {
         let limit = compile_time_limit();
-        let run = run_within(&mut command, limit).map_err(|e| {
+        let run = run_within(command, limit).map_err(|e| {
             CompileFailure::DidNotRun(match e {
                 Ran::NotStarted(e) => format!("cannot run {}: {e}", self.path.display()),
                 Ran::TooLong => format!(
@@ -149,7 +175,7 @@ impl Compiler {
             })
         })?;
         if run.status.success() {
-            return Ok(());
+            return Ok(run.stdout);
         }
         let mut log = String::from_utf8_lossy(&run.stderr).into_owned();
         log.push_str(&String::from_utf8_lossy(&run.stdout));

@@ -1,22 +1,30 @@
-//! Portable-source kernels on the simulator: the kernel's `gpu_mem.h` source is built by the
-//! host C++ compiler into a shared library (prelude host branch, see `include/gpu_mem.h`), and
-//! every simulated thread runs its entry point on the executor (`crate::executor`).
+//! Kernels from CUDA C++ source on the simulator: a module's source is built by the host C++
+//! compiler into one shared library (the prelude's host branch, `include/gpu_mem.h`, and the
+//! simulator's CUDA vocabulary, `../include`), and every simulated thread runs its kernel's
+//! entry point on the executor (`crate::executor`).
 //!
 //! Guarantees:
+//! * a module (its source and template instantiations) is one library, loaded once per process:
+//!   its kernels share its `__device__` and `__constant__` variables ([`variable`]), and two
+//!   kernel objects of one module find it by content;
 //! * a compile error is [`Error::KernelCompile`] with the compiler's message, naming the
-//!   kernel's file (`<kernel>.cu`) and line; a missing compiler is
+//!   module's file (`<first kernel>.cu`) and line; a missing compiler is
 //!   [`Error::CompilerUnavailable`] naming `GPU_MEM_SIM_CXX` and what was tried;
 //! * libraries are cached on disk by a hash of everything that affects them and appear there by
 //!   rename only; a kernel launched again in the same process touches neither the compiler nor
 //!   the disk;
-//! * a launch whose arguments do not match the entry's parameters (count, kind, rank, element
+//! * a kernel the module does not have is [`Error::InvalidLaunch`] listing those it has; a
+//!   launch whose arguments do not match the entry's parameters (count, kind, rank, element
 //!   size and kind, as the C++ compiler sees them) is refused before anything runs;
 //! * loaded libraries are never unloaded (C++ runtimes and thread-locals do not survive
 //!   `dlclose` well).
 
 mod cache;
 mod compiler;
+mod declarations;
+mod dynamic_shared;
 mod elf;
+mod headers;
 mod includes;
 mod signature;
 mod stackless;
@@ -24,46 +32,50 @@ mod wrapper;
 
 use crate::executor::body::{ABI, GmSimRound, RUNTIME};
 use compiler::{CompileFailure, Compiler};
-use gpu_mem_core::kernel::{KernelSource, LaunchArg};
-use gpu_mem_core::{BackendKind, Error, KERNEL_PRELUDE, Kernel, Result};
-use signature::{Param, RawParam};
+use declarations::Declared;
+use gpu_mem_core::kernel::scan::is_name_expression;
+use gpu_mem_core::kernel::{KernelSource, LaunchArg, Module};
+use gpu_mem_core::{BackendKind, Error, Kernel, Result};
+use signature::{Param, ParamKind, RawParam};
 use std::collections::HashMap;
-use std::ffi::{c_int, c_void};
-use std::path::{Path, PathBuf};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 pub(crate) use wrapper::Threads;
 
 /// How the executor runs a program's threads: its entry points.
 #[derive(Clone, Copy)]
 pub(crate) enum Entry {
-    /// `gm_sim_run`: runs the entry with one argument buffer per parameter.
+    /// `run`: runs the kernel with one argument buffer per parameter.
     Calls(unsafe extern "C" fn(*const *mut c_void) -> c_int),
     /// The entry points of coroutine threads.
     Stackless(StacklessEntry),
 }
 
-/// A stackless program's entry points (`wrapper::Threads::Stackless`).
+/// A stackless kernel's entry points (`wrapper::Threads::Stackless`).
 #[derive(Clone, Copy)]
 pub(crate) struct StacklessEntry {
-    /// `gm_sim_start_round(&round)`: starts every thread of the block; each runs until it waits
-    /// or ends (faults are recorded through the runtime's callbacks).
+    /// `start_round(&round)`: starts every thread of the block; each runs until it waits or
+    /// ends (faults are recorded through the runtime's callbacks).
     pub(crate) start_round: unsafe extern "C" fn(*mut GmSimRound),
-    /// `gm_sim_resume_round(&round)`: runs every waiting thread on, the same way.
+    /// `resume_round(&round)`: runs every waiting thread on, the same way.
     pub(crate) resume_round: unsafe extern "C" fn(*mut GmSimRound),
     /// `gm_sim_begin_block()`: the frames of this OS thread's previous block are all gone.
     pub(crate) begin_block: unsafe extern "C" fn(),
 }
 
-/// A loaded kernel library.
+/// One kernel of a loaded module.
 pub(crate) struct SourceProgram {
-    /// Keeps the code mapped; programs are kept for the life of the process.
-    _library: libloading::Library,
+    /// Keeps the code mapped; libraries are kept for the life of the process.
+    _library: Arc<libloading::Library>,
     pub(crate) entry: Entry,
     params: Vec<Param>,
-    /// Bytes of static `__shared__` arrays per block.
+    /// Bytes of static `__shared__` arrays per block (the module's: every kernel's arrays are
+    /// thread-locals of its library).
     pub(crate) static_shared: usize,
     /// Whether its threads may wait for each other (the source names a barrier, collective,
-    /// atomic or spin hint): such threads may wait on fibers of their own, the others run as plain calls.
+    /// atomic or spin hint): such threads may wait on fibers of their own, the others run as
+    /// plain calls.
     pub(crate) waits: bool,
 }
 
@@ -85,141 +97,260 @@ impl SourceProgram {
             reason,
         })
     }
+
+    /// Whether parameter `index` is a pointer (an array passed to it is its first element's
+    /// address).
+    pub(crate) fn takes_pointer(&self, index: usize) -> bool {
+        self.params
+            .get(index)
+            .is_some_and(|p| p.kind == ParamKind::Pointer)
+    }
+}
+
+/// A variable of a loaded module: where it is in this process, and its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Variable {
+    pub(crate) name: String,
+    pub(crate) address: usize,
+    pub(crate) size: usize,
+}
+
+/// A loaded module: its kernels and variables.
+pub(crate) struct LoadedModule {
+    kernels: Vec<(String, Arc<SourceProgram>)>,
+    variables: Vec<Variable>,
+}
+
+impl LoadedModule {
+    fn kernel(&self, entry: &str) -> Option<&Arc<SourceProgram>> {
+        let wanted = spaced(entry);
+        self.kernels
+            .iter()
+            .find(|(name, _)| spaced(name) == wanted)
+            .map(|(_, program)| program)
+    }
+
+    fn names(&self) -> String {
+        if self.kernels.is_empty() {
+            "none".to_string()
+        } else {
+            self.kernels
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+}
+
+/// A name expression without spaces, to compare spellings (`f<float,4>` is `f<float, 4>`).
+fn spaced(name: &str) -> String {
+    name.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
 /// Kernel objects whose programs are found by id (the fast path) before the map starts over.
 const MAX_KERNEL_ENTRIES: usize = 4096;
 
-/// Programs by kernel id (the fast path) and by content key.
+/// Kernels by kernel id (the fast path), modules by content and by cache key.
 #[derive(Default)]
 struct Programs {
     by_kernel: HashMap<u64, Arc<SourceProgram>>,
-    by_key: HashMap<String, Arc<SourceProgram>>,
+    by_module: HashMap<Module, Arc<LoadedModule>>,
+    by_key: HashMap<String, Arc<LoadedModule>>,
 }
 
 static PROGRAMS: Mutex<Option<Programs>> = Mutex::new(None);
 
-/// Held while a kernel is built: one build at a time in a process (two threads launching the
+/// Held while a module is built: one build at a time in a process (two threads launching the
 /// same new kernel build it once), while [`PROGRAMS`] is held only to look programs up and add
 /// them, so that kernels built already launch while another compiles.
 static BUILDING: Mutex<()> = Mutex::new(());
 
+fn programs<R>(f: impl FnOnce(&mut Programs) -> R) -> R {
+    f(PROGRAMS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(Programs::default))
+}
+
 fn unsupported_under_miri() -> Error {
     Error::NotSupportedByBackend {
         backend: BackendKind::Sim,
-        feature: "portable-source kernels under Miri",
+        feature: "source kernels under Miri",
         reason: "the host compiler and loaded libraries are outside what Miri interprets".into(),
     }
 }
 
-/// The program of `kernel`'s source, compiled (or taken from a cache) and loaded.
+/// The program of `kernel`'s entry point, its module compiled (or taken from a cache) and
+/// loaded.
 pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<SourceProgram>> {
     if cfg!(miri) {
         return Err(unsupported_under_miri());
     }
-    let lock = || PROGRAMS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(found) = lock()
-        .get_or_insert_with(Programs::default)
-        .by_kernel
-        .get(&kernel.id())
-    {
-        return Ok(found.clone());
+    if let Some(found) = programs(|p| p.by_kernel.get(&kernel.id()).cloned()) {
+        return Ok(found);
     }
-    if !wrapper::is_identifier(&source.entry) {
+    let invalid = |reason: String| Error::InvalidLaunch {
+        kernel: kernel.name().to_string(),
+        reason,
+    };
+    if !is_name_expression(&source.entry) {
+        return Err(invalid(format!(
+            "`{}` is not a kernel name (a C++ name, with template arguments for a template kernel)",
+            source.entry
+        )));
+    }
+    let module = loaded_module(kernel.name(), &source.module)?;
+    let program = module.kernel(&source.entry).cloned().ok_or_else(|| {
+        invalid(format!(
+            "the source has no kernel `{}` to launch; its kernels: {} (a template kernel is launched by an instantiation the module is made with: Kernel::from_source(code, \"name<arguments>\") or Module::with_name_expressions)",
+            source.entry,
+            module.names()
+        ))
+    })?;
+    programs(|p| {
+        if p.by_kernel.len() >= MAX_KERNEL_ENTRIES {
+            // A program that makes kernel objects over and over (one per request) would
+            // otherwise grow the map for ever; the kernels dropped from it find their programs
+            // by content.
+            p.by_kernel.clear();
+        }
+        p.by_kernel.insert(kernel.id(), program.clone());
+    });
+    Ok(program)
+}
+
+/// The variable `name` of `module` (built and loaded first if it is not yet): its address in
+/// this process and its size.
+pub(crate) fn variable(module: &Module, name: &str) -> Result<Variable> {
+    if cfg!(miri) {
+        return Err(unsupported_under_miri());
+    }
+    let loaded = loaded_module(module.name(), module)?;
+    let wanted = spaced(name.trim().trim_start_matches("::"));
+    loaded
+        .variables
+        .iter()
+        .find(|v| spaced(&v.name) == wanted)
+        .cloned()
+        .ok_or_else(|| {
+            let known: Vec<&str> = loaded.variables.iter().map(|v| v.name.as_str()).collect();
+            Error::InvalidArgument {
+                name: "symbol",
+                reason: format!(
+                    "the module `{}` has no __device__, __constant__ or __managed__ variable `{name}` at file scope; its variables: {}",
+                    module.name(),
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ),
+            }
+        })
+}
+
+/// `module` loaded: found by content, or built.
+fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
+    if let Some(found) = programs(|p| p.by_module.get(module).cloned()) {
+        return Ok(found);
+    }
+    if let Some(bad) = module
+        .name_expressions()
+        .iter()
+        .find(|n| !is_name_expression(n))
+    {
         return Err(Error::InvalidLaunch {
-            kernel: kernel.name().to_string(),
-            reason: format!("the entry point `{}` is not a C identifier", source.entry),
+            kernel: what.to_string(),
+            reason: format!(
+                "`{bad}` is not a name expression (a C++ name with template arguments)"
+            ),
         });
     }
     let compiler = Compiler::from_env()?;
-    let plans = plans(kernel.name(), source, &compiler);
+    let plans = plans(module, &compiler);
     let _building = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
-    let known = |key: &str| {
-        lock()
-            .get_or_insert_with(Programs::default)
-            .by_key
-            .get(key)
-            .cloned()
-    };
+    if let Some(found) = programs(|p| p.by_module.get(module).cloned()) {
+        return Ok(found);
+    }
+    let mut declared: Option<Declared> = None;
     let mut chosen = None;
     for (i, plan) in plans.iter().enumerate() {
-        if let Some(found) = known(&plan.key) {
+        if let Some(found) = programs(|p| p.by_key.get(&plan.key).cloned()) {
             chosen = Some(found);
             break;
         }
         let last = i + 1 == plans.len();
         if !last && cache::refused(&plan.key) {
             tracing::debug!(
-                kernel = kernel.name(),
+                module = module.name(),
                 threads = ?plan.threads,
                 "not built this way: the compiler refused it before"
             );
             continue;
         }
-        // Building under `BUILDING` keeps two threads from building the same kernel; other
+        // Building under `BUILDING` keeps two threads from building the same module; other
         // processes are kept apart by the rename.
-        match build(kernel.name(), &compiler, plan) {
-            Ok(mut program) => {
-                program.waits = wrapper::may_wait(&source.code);
-                let program = Arc::new(program);
-                lock()
-                    .get_or_insert_with(Programs::default)
-                    .by_key
-                    .insert(plan.key.clone(), program.clone());
-                chosen = Some(program);
+        match build(&compiler, module, plan, &mut declared) {
+            Ok(loaded) => {
+                let loaded = Arc::new(loaded);
+                programs(|p| p.by_key.insert(plan.key.clone(), loaded.clone()));
+                chosen = Some(loaded);
                 break;
             }
             Err(Failure::Refused(log)) if !last => {
-                tracing::debug!(kernel = kernel.name(), %log, "kernel runs on stacks: the compiler refuses its stackless form");
+                tracing::debug!(module = module.name(), %log, "kernel runs on stacks: the compiler refuses its stackless form");
                 cache::remember_refusal(&plan.key);
             }
             // Not a refusal (the compiler did not run to the end): the next way is tried, and
             // this one again next time.
             Err(Failure::Other(error)) if !last => {
-                tracing::debug!(kernel = kernel.name(), %error, "kernel runs on stacks this time: building its stackless form failed");
+                tracing::debug!(module = module.name(), %error, "kernel runs on stacks this time: building its stackless form failed");
             }
             Err(Failure::Refused(log)) => {
                 return Err(Error::KernelCompile {
-                    kernel: kernel.name().to_string(),
+                    kernel: what.to_string(),
                     compiler: compiler.describe(),
-                    log,
+                    log: with_hints(module.code(), log),
                 });
             }
             Err(Failure::Other(error)) => return Err(error),
         }
     }
-    let program = chosen.ok_or_else(|| Error::KernelCompile {
-        kernel: kernel.name().to_string(),
+    let loaded = chosen.ok_or_else(|| Error::KernelCompile {
+        kernel: what.to_string(),
         compiler: compiler.describe(),
         log: "no way to build the kernel was tried".to_string(),
     })?;
-    let mut programs = lock();
-    let by_kernel = &mut programs.get_or_insert_with(Programs::default).by_kernel;
-    if by_kernel.len() >= MAX_KERNEL_ENTRIES {
-        // A program that makes kernel objects over and over (one per request) would otherwise
-        // grow the map for ever; the kernels dropped from it find their programs by content.
-        by_kernel.clear();
-    }
-    by_kernel.insert(kernel.id(), program.clone());
-    Ok(program)
+    programs(|p| p.by_module.insert(module.clone(), loaded.clone()));
+    Ok(loaded)
 }
 
-/// One way to build a kernel: how its threads run, the translation unit and its cache key.
+/// A compile error's log, with what the simulator cannot build said plainly where the source
+/// shows it.
+fn with_hints(code: &str, mut log: String) -> String {
+    if code.contains("asm(") || code.contains("asm (") || code.contains("asm volatile") {
+        log.push_str(
+            "\n(gpu-mem: the kernel has inline assembly, which is PTX for a GPU: the simulator builds kernels with the host C++ compiler and cannot run it)",
+        );
+    }
+    log
+}
+
+/// One way to build a module: how its threads run, the code compiled, and its cache key.
 struct Plan {
     threads: Threads,
-    unit: String,
+    code: String,
     key: String,
 }
 
-/// The ways to build `source`, best first: stackless threads when the source allows them, then
+/// The ways to build `module`, best first: stackless threads when the source allows them, then
 /// ordinary calls (always; the answer when the first is refused).
-fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> {
-    let headers = includes::fingerprint(&source.code);
-    let plan = |threads: Threads, code: &str| {
-        let unit = wrapper::translation_unit(kernel, code, &source.entry, threads);
+fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
+    let code = dynamic_shared::rewrite(module.code()).into_owned();
+    let included = includes::fingerprint(&code);
+    let file = wrapper::file_name(module.name());
+    let names = module.name_expressions().join("\n");
+    let plan = |threads: Threads, compiled: &str| {
         let flags = compiler::FLAGS.join(" ");
         let key = cache::key(&[
-            b"gpu-mem-sim kernel",
+            b"gpu-mem-sim module",
             &ABI.to_le_bytes(),
             compiler.path.as_os_str().as_encoded_bytes(),
             compiler.version.as_bytes(),
@@ -227,11 +358,17 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
                 .join(" ")
                 .as_bytes(),
             flags.as_bytes(),
-            KERNEL_PRELUDE.as_bytes(),
-            unit.as_bytes(),
-            &headers,
+            &headers::fingerprint(),
+            file.as_bytes(),
+            names.as_bytes(),
+            compiled.as_bytes(),
+            &included,
         ]);
-        Plan { threads, unit, key }
+        Plan {
+            threads,
+            code: compiled.to_string(),
+            key,
+        }
     };
     let mut plans = Vec::with_capacity(2);
     // Clang builds the stackless form as C++20 (`compiler::standard`), which must not change
@@ -239,27 +376,27 @@ fn plans(kernel: &str, source: &KernelSource, compiler: &Compiler) -> Vec<Plan> 
     let as_cxx20 = || {
         compiler
             .is_clang()
-            .then(|| stackless::why_not_as_cxx20(&source.code))
+            .then(|| stackless::why_not_as_cxx20(&code))
             .flatten()
     };
-    match stackless::why_not(&source.code) {
+    match stackless::why_not(&code) {
         None => match as_cxx20() {
             None => {
-                if let Some(code) = stackless::rewrite(&source.code) {
-                    plans.push(plan(Threads::Stackless, &code));
+                if let Some(rewritten) = stackless::rewrite(&code) {
+                    plans.push(plan(Threads::Stackless, &rewritten));
                 }
             }
             Some(reason) => {
-                tracing::debug!(kernel, %reason, "kernel runs on stacks: clang would build its stackless form as C++20");
+                tracing::debug!(module = module.name(), %reason, "kernel runs on stacks: clang would build its stackless form as C++20");
             }
         },
         // (A kernel whose threads wait for nothing runs them as plain calls, faster still.)
-        Some(reason) if wrapper::may_wait(&source.code) => {
-            tracing::debug!(kernel, %reason, "kernel runs on stacks: not tried stackless");
+        Some(reason) if wrapper::may_wait(&code) => {
+            tracing::debug!(module = module.name(), %reason, "kernel runs on stacks: not tried stackless");
         }
         Some(_) => {}
     }
-    plans.push(plan(Threads::Calls, &source.code));
+    plans.push(plan(Threads::Calls, &code));
     plans
 }
 
@@ -270,11 +407,11 @@ enum Failure {
 }
 
 impl Failure {
-    fn of_compile(kernel: &str, compiler: &Compiler, failure: CompileFailure) -> Failure {
+    fn of_compile(module: &Module, compiler: &Compiler, failure: CompileFailure) -> Failure {
         match failure {
             CompileFailure::Refused(log) => Failure::Refused(log),
             CompileFailure::DidNotRun(log) => Failure::Other(Error::KernelCompile {
-                kernel: kernel.to_string(),
+                kernel: module.name().to_string(),
                 compiler: compiler.describe(),
                 log,
             }),
@@ -301,33 +438,35 @@ fn cache_error(
 }
 
 /// Loads the cached library of `plan`, building it first if the cache lacks it (or holds one
-/// that does not load).
+/// that does not load). `declared` keeps the module's declarations between plans.
 fn build(
-    kernel: &str,
     compiler: &Compiler,
+    module: &Module,
     plan: &Plan,
-) -> std::result::Result<SourceProgram, Failure> {
+    declared: &mut Option<Declared>,
+) -> std::result::Result<LoadedModule, Failure> {
+    let name = module.name();
     let dir = cache::directory();
     cache::prepare(&dir)
-        .map_err(|e| Failure::Other(cache_error(kernel, compiler, "use", &dir, e)))?;
+        .map_err(|e| Failure::Other(cache_error(name, compiler, "use", &dir, e)))?;
     let library = dir.join(format!("{}.so", plan.key));
     if library.is_file() {
-        match load(&library, plan.threads) {
-            Ok(program) => {
-                tracing::debug!(kernel, path = %library.display(), threads = ?plan.threads, "simulator kernel from the disk cache");
-                return Ok(program);
+        match load(&library, plan.threads, module.code()) {
+            Ok(loaded) => {
+                tracing::debug!(module = name, path = %library.display(), threads = ?plan.threads, "simulator kernel from the disk cache");
+                return Ok(loaded);
             }
             Err(reason) => {
-                tracing::warn!(kernel, path = %library.display(), "cached kernel library does not load ({reason}); rebuilding");
+                tracing::warn!(module = name, path = %library.display(), "cached kernel library does not load ({reason}); rebuilding");
             }
         }
     }
     let started = std::time::Instant::now();
-    compile_into(kernel, compiler, plan, &dir, &library)?;
-    tracing::debug!(kernel, elapsed = ?started.elapsed(), compiler = %compiler.describe(), threads = ?plan.threads, "compiled simulator kernel");
-    load(&library, plan.threads).map_err(|reason| {
+    compile_into(compiler, module, plan, declared, &dir, &library)?;
+    tracing::debug!(module = name, elapsed = ?started.elapsed(), compiler = %compiler.describe(), threads = ?plan.threads, "compiled simulator kernel");
+    load(&library, plan.threads, module.code()).map_err(|reason| {
         Failure::Other(Error::KernelCompile {
-            kernel: kernel.to_string(),
+            kernel: name.to_string(),
             compiler: compiler.describe(),
             log: format!(
                 "the compiled library {} does not load: {reason}",
@@ -339,30 +478,46 @@ fn build(
 
 /// Compiles `plan`'s unit in a private scratch directory and renames the library to `library`.
 fn compile_into(
-    kernel: &str,
     compiler: &Compiler,
+    module: &Module,
     plan: &Plan,
+    declared: &mut Option<Declared>,
     dir: &Path,
     library: &Path,
 ) -> std::result::Result<(), Failure> {
+    let name = module.name();
     let other = |what: &str, path: &Path, e: std::io::Error| {
-        Failure::Other(cache_error(kernel, compiler, what, path, e))
+        Failure::Other(cache_error(name, compiler, what, path, e))
     };
     let scratch = cache::scratch_dir(dir).map_err(|e| other("write to", dir, e))?;
     let result = (|| {
-        let write = |name: &str, text: &str| -> std::result::Result<PathBuf, Failure> {
-            let path = scratch.join(name);
-            std::fs::write(&path, text).map_err(|e| other("write", &path, e))?;
-            Ok(path)
+        let include = scratch.join("include");
+        headers::write_into(&include).map_err(|e| other("write", &include, e))?;
+        let file = wrapper::file_name(name);
+        let declared = match declared {
+            Some(found) => found,
+            None => {
+                let code = dynamic_shared::rewrite(module.code());
+                let unit = wrapper::kernel_part(&file, &code, Threads::Calls);
+                let found = declarations::declared(
+                    compiler,
+                    &scratch,
+                    &include,
+                    &unit,
+                    &file,
+                    module.name_expressions(),
+                )
+                .map_err(|failure| Failure::of_compile(module, compiler, failure))?;
+                declared.insert(found)
+            }
         };
-        write("gpu_mem.h", KERNEL_PRELUDE)?;
-        // Not named after the kernel: a name may hold `/` or be longer than a file name may be
-        // (messages name the kernel's file through the unit's `#line` directives).
-        let source = write("kernel.cpp", &plan.unit)?;
+        let unit = wrapper::translation_unit(&file, &plan.code, declared, plan.threads);
+        let source = scratch.join("kernel.cpp");
+        std::fs::write(&source, unit).map_err(|e| other("write", &source, e))?;
         let output = scratch.join("kernel.so");
         compiler
-            .compile(&source, &output, plan.threads)
-            .map_err(|failure| Failure::of_compile(kernel, compiler, failure))?;
+            .compile(&source, &include, &output, plan.threads)
+            .map_err(|failure| Failure::of_compile(module, compiler, failure))?;
         std::fs::rename(&output, library).map_err(|e| other("write", library, e))
     })();
     // Best effort: a leftover scratch directory only takes space.
@@ -370,75 +525,127 @@ fn compile_into(
     result
 }
 
-/// Loads a kernel library built for `threads` and reads its description.
-fn load(path: &Path, threads: Threads) -> std::result::Result<SourceProgram, String> {
+/// `gm_sim_kernel` (the prelude's layout).
+#[repr(C)]
+struct RawKernel {
+    name: *const c_char,
+    params: Option<unsafe extern "C" fn(*mut c_int) -> *const RawParam>,
+    run: Option<unsafe extern "C" fn(*const *mut c_void) -> c_int>,
+    start_round: Option<unsafe extern "C" fn(*mut GmSimRound)>,
+    resume_round: Option<unsafe extern "C" fn(*mut GmSimRound)>,
+}
+
+/// `gm_sim_variable` (the prelude's layout).
+#[repr(C)]
+struct RawVariable {
+    name: *const c_char,
+    address: *mut c_void,
+    size: u64,
+}
+
+/// Loads a module's library built for `threads` and reads its kernels and variables.
+fn load(path: &Path, threads: Threads, code: &str) -> std::result::Result<LoadedModule, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     let tls = elf::shared_bytes(&bytes).ok_or("not a 64-bit ELF shared library")?;
-    // SAFETY: the library was built by `compile_into` from the prelude and one kernel; loading
-    // it runs only the C++ runtime's and the kernel's static initialisers.
-    let library = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
+    // SAFETY: the library was built by `compile_into` from the prelude and one module; loading
+    // it runs only the C++ runtime's and the module's static initialisers.
+    let library = Arc::new(unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?);
     type Abi = unsafe extern "C" fn() -> u32;
     type Init = unsafe extern "C" fn(*const crate::executor::body::GmSimRuntime);
-    type Params = unsafe extern "C" fn(*mut c_int) -> *const RawParam;
+    type Kernels = unsafe extern "C" fn(*mut c_int) -> *const RawKernel;
+    type Variables = unsafe extern "C" fn(*mut c_int) -> *const RawVariable;
     // SAFETY: the symbols are the wrapper's `extern "C"` functions with exactly these types.
-    let (abi, init, params) = unsafe {
-        let abi = *library
-            .get::<Abi>(b"gm_sim_abi\0")
-            .map_err(|e| e.to_string())?;
-        let init = *library
-            .get::<Init>(b"gm_sim_init\0")
-            .map_err(|e| e.to_string())?;
-        let params = *library
-            .get::<Params>(b"gm_sim_params\0")
-            .map_err(|e| e.to_string())?;
-        (abi, init, params)
+    let (abi, init, kernels, variables) = unsafe {
+        (
+            *library.get::<Abi>(b"gm_sim_abi\0").map_err(|e| e.to_string())?,
+            *library.get::<Init>(b"gm_sim_init\0").map_err(|e| e.to_string())?,
+            *library
+                .get::<Kernels>(b"gm_sim_kernels\0")
+                .map_err(|e| e.to_string())?,
+            *library
+                .get::<Variables>(b"gm_sim_variables\0")
+                .map_err(|e| e.to_string())?,
+        )
     };
-    // SAFETY: as above, for the entry points of `threads` (`wrapper::translation_unit`).
-    let entry = unsafe {
-        match threads {
-            Threads::Calls => Entry::Calls(
-                *library
-                    .get::<unsafe extern "C" fn(*const *mut c_void) -> c_int>(b"gm_sim_run\0")
-                    .map_err(|e| e.to_string())?,
-            ),
-            Threads::Stackless => Entry::Stackless(StacklessEntry {
-                start_round: *library
-                    .get(b"gm_sim_start_round\0")
-                    .map_err(|e| e.to_string())?,
-                resume_round: *library
-                    .get(b"gm_sim_resume_round\0")
-                    .map_err(|e| e.to_string())?,
-                begin_block: *library
-                    .get(b"gm_sim_begin_block\0")
-                    .map_err(|e| e.to_string())?,
-            }),
-        }
+    let begin_block = match threads {
+        Threads::Calls => None,
+        // SAFETY: as above.
+        Threads::Stackless => Some(unsafe {
+            *library
+                .get::<unsafe extern "C" fn()>(b"gm_sim_begin_block\0")
+                .map_err(|e| e.to_string())?
+        }),
     };
-    // SAFETY: calling the wrapper's functions as declared; `RUNTIME` is a static in the prelude's
-    // layout, and the parameter table is a static array of `count` entries.
-    let params = unsafe {
+    // SAFETY: calling the wrapper's functions as declared; `RUNTIME` is a static in the
+    // prelude's layout.
+    unsafe {
         let found = abi();
         if found != ABI {
             return Err(format!("built for simulator ABI {found}, this is {ABI}"));
         }
         init(&RUNTIME);
-        let mut count: c_int = 0;
-        let table = params(&mut count);
-        let count = usize::try_from(count).unwrap_or(0);
-        if table.is_null() && count > 0 {
-            return Err("no parameter table".to_string());
-        }
-        (0..count)
-            .map(|i| Param::from_raw(&*table.add(i)))
-            .collect()
+    }
+    let waits = wrapper::may_wait(code);
+    let static_shared = usize::try_from(tls).unwrap_or(usize::MAX);
+    let text = |p: *const c_char| {
+        // SAFETY: the wrapper's tables hold string literals (or null).
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     };
-    Ok(SourceProgram {
-        _library: library,
-        entry,
-        params,
-        static_shared: usize::try_from(tls).unwrap_or(usize::MAX),
-        waits: true,
-    })
+    let mut count: c_int = 0;
+    // SAFETY: the table is a static array of `count` entries (and a terminator).
+    let table = unsafe { kernels(&mut count) };
+    let mut loaded = LoadedModule {
+        kernels: Vec::new(),
+        variables: Vec::new(),
+    };
+    for i in 0..usize::try_from(count).unwrap_or(0) {
+        // SAFETY: `i` < `count`, within the table.
+        let raw = unsafe { &*table.add(i) };
+        let name = text(raw.name).ok_or("a kernel without a name")?;
+        let params = raw.params.ok_or("a kernel without a parameter table")?;
+        let entry = match (threads, raw.run, raw.start_round, raw.resume_round, begin_block) {
+            (Threads::Calls, Some(run), _, _, _) => Entry::Calls(run),
+            (Threads::Stackless, _, Some(start_round), Some(resume_round), Some(begin_block)) => {
+                Entry::Stackless(StacklessEntry {
+                    start_round,
+                    resume_round,
+                    begin_block,
+                })
+            }
+            _ => return Err(format!("the kernel `{name}` has no thread functions")),
+        };
+        let mut n: c_int = 0;
+        // SAFETY: the wrapper's function returns a static array of `n` descriptions, whose
+        // type names are NUL-terminated strings.
+        let params = unsafe {
+            let described = params(&mut n);
+            let n = usize::try_from(n).unwrap_or(0);
+            if described.is_null() && n > 0 {
+                return Err("no parameter table".to_string());
+            }
+            (0..n).map(|k| Param::from_raw(&*described.add(k))).collect()
+        };
+        let program = SourceProgram {
+            _library: Arc::clone(&library),
+            entry,
+            params,
+            static_shared,
+            waits,
+        };
+        loaded.kernels.push((name, Arc::new(program)));
+    }
+    // SAFETY: as for the kernels' table.
+    let table = unsafe { variables(&mut count) };
+    for i in 0..usize::try_from(count).unwrap_or(0) {
+        // SAFETY: `i` < `count`, within the table.
+        let raw = unsafe { &*table.add(i) };
+        loaded.variables.push(Variable {
+            name: text(raw.name).ok_or("a variable without a name")?,
+            address: raw.address.expose_provenance(),
+            size: usize::try_from(raw.size).unwrap_or(usize::MAX),
+        });
+    }
+    Ok(loaded)
 }
 
 #[cfg(all(test, not(miri)))]

@@ -1,6 +1,7 @@
 //! A compiled kernel's parameters as the C++ compiler saw them, checked against a launch's
 //! arguments before anything runs: the count, and for each parameter its kind (`gm_array<T, N>`,
-//! pointer, value), rank, element size and element kind.
+//! pointer, value), rank, element size and element kind. An array passed to a pointer parameter
+//! must be contiguous from its first element, which the pointer receives.
 
 use gpu_mem_core::kernel::LaunchArg;
 use std::ffi::{CStr, c_char, c_int};
@@ -25,8 +26,8 @@ pub(crate) enum ParamKind {
     Pointer,
 }
 
-/// The kind of a scalar type: signed or unsigned integer, floating point, bool, or anything
-/// else (structs).
+/// The kind of a scalar type: signed or unsigned integer, floating point, bool, a pointer, or
+/// anything else (structs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ElemKind {
     Other,
@@ -34,6 +35,7 @@ pub(crate) enum ElemKind {
     Unsigned,
     Float,
     Bool,
+    Pointer,
 }
 
 /// One parameter of the entry point.
@@ -73,6 +75,7 @@ impl Param {
                 2 => ElemKind::Unsigned,
                 3 => ElemKind::Float,
                 4 => ElemKind::Bool,
+                5 => ElemKind::Pointer,
                 _ => ElemKind::Other,
             },
             elem_size: usize::try_from(raw.elem_size).unwrap_or(usize::MAX),
@@ -129,20 +132,12 @@ fn accepts(param: &Param, arg: &LaunchArg) -> Result<(), String> {
             })
     };
     match arg {
-        // A 0-d array is its element's address (`T*`), as on the GPU backends.
+        // An array (0-d too) is its first element's address (`T*`), as on the GPU backends.
         LaunchArg::Array {
-            shape,
-            itemsize,
-            dtype,
-            ..
-        } if shape.is_empty() && param.kind == ParamKind::Pointer => {
-            if !element_ok(dtype, *itemsize) {
-                return Err(format!(
-                    "its element is {dtype} ({itemsize} bytes), the pointee {} bytes{}",
-                    param.elem_size,
-                    kind_note(param.elem_kind)
-                ));
-            }
+            itemsize, dtype, ..
+        } if param.kind == ParamKind::Pointer => {
+            pointee_ok(param, dtype, *itemsize)?;
+            arg.pointer_address()?;
         }
         LaunchArg::Array {
             shape,
@@ -151,7 +146,10 @@ fn accepts(param: &Param, arg: &LaunchArg) -> Result<(), String> {
             ..
         } => {
             if param.kind != ParamKind::Array {
-                return Err("an array is passed as a gm_array<T, N>".to_string());
+                return Err(
+                    "an array is passed to a pointer (T*) or a gm_array<T, N>, not by value"
+                        .to_string(),
+                );
             }
             if param.ndim != shape.len() {
                 return Err(format!(
@@ -172,15 +170,9 @@ fn accepts(param: &Param, arg: &LaunchArg) -> Result<(), String> {
             itemsize, dtype, ..
         } => {
             if param.kind != ParamKind::Pointer {
-                return Err("a device record is passed as a pointer T*".to_string());
+                return Err("a device record or pointer is passed as a pointer T*".to_string());
             }
-            if param.elem_size != 0 && !element_ok(dtype, *itemsize) {
-                return Err(format!(
-                    "the record is {dtype} ({itemsize} bytes), the pointee {} bytes{}",
-                    param.elem_size,
-                    kind_note(param.elem_kind)
-                ));
-            }
+            pointee_ok(param, dtype, *itemsize)?;
         }
         LaunchArg::Scalar { bytes, dtype, .. } => {
             if param.kind != ParamKind::Value {
@@ -201,12 +193,39 @@ fn accepts(param: &Param, arg: &LaunchArg) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a pointer parameter may point to elements of `dtype` (`itemsize` bytes): the same
+/// size and kind (`void*` takes any); never a pointer to pointers, whose device addresses the
+/// simulator's threads could not follow (they reach device memory at host addresses).
+fn pointee_ok(param: &Param, dtype: &str, itemsize: usize) -> Result<(), String> {
+    if param.elem_kind == ElemKind::Pointer {
+        return Err("the parameter points to pointers: an array of device addresses cannot be followed on the simulator, whose threads reach device memory at host addresses (pass the arrays as separate parameters)".to_string());
+    }
+    let integral =
+        |kind: ElemKind| matches!(kind, ElemKind::Signed | ElemKind::Unsigned | ElemKind::Bool);
+    let same = param.elem_size == itemsize
+        && rust_kind(dtype).is_none_or(|kind| {
+            kind == param.elem_kind
+                || (itemsize == 1 && integral(kind) && integral(param.elem_kind))
+                || param.elem_kind == ElemKind::Other
+        });
+    if param.elem_size == 0 || same {
+        Ok(())
+    } else {
+        Err(format!(
+            "its elements are {dtype} ({itemsize} bytes), the pointee {} bytes{}",
+            param.elem_size,
+            kind_note(param.elem_kind)
+        ))
+    }
+}
+
 fn kind_note(kind: ElemKind) -> &'static str {
     match kind {
         ElemKind::Signed => " (signed integer)",
         ElemKind::Unsigned => " (unsigned integer)",
         ElemKind::Float => " (floating point)",
         ElemKind::Bool => " (bool)",
+        ElemKind::Pointer => " (a pointer)",
         ElemKind::Other => "",
     }
 }

@@ -21,18 +21,27 @@
 //!   unevaluated operand, keeps the kernel on stacks.
 
 mod cxx20;
-mod functions;
-mod tokens;
 
 pub(crate) use cxx20::why_not_as_cxx20;
 
-use functions::{Function, Kind, body_end, call_end, call_open, functions, waiting_helpers};
+use gpu_mem_core::kernel::scan::functions::{
+    Function, Kind, body_end, call_end, call_open, functions, waiting_helpers,
+};
+use gpu_mem_core::kernel::scan::tokens::{self, Token, tokens};
 use std::collections::BTreeSet;
-use tokens::{Token, tokens};
 
 /// Names the rewrite must not meet: the runtime table (through which a thread could wait
-/// inside a function), raw strings (which the tokenizer does not read).
-const NEEDS_A_STACK: [&str; 2] = ["gm_sim_", "R\""];
+/// inside a function), raw strings (which the tokenizer does not read), and the vocabulary the
+/// simulator builds out of waiting calls inside functions of its own headers: cooperative
+/// groups (member functions) and the warp functions made of shuffles.
+const NEEDS_A_STACK: [&str; 6] = [
+    "gm_sim_",
+    "R\"",
+    "cooperative_groups",
+    "__match_any_sync",
+    "__match_all_sync",
+    "__reduce_",
+];
 
 /// The user's own coroutines: a kernel that is one already is left as it is.
 const COROUTINE_KEYWORDS: [&str; 3] = ["co_await", "co_yield", "co_return"];

@@ -1,7 +1,11 @@
-//! The translation unit the host compiler builds for one kernel: the prelude (host branch), the
+//! The translation unit the host compiler builds for one module: the prelude (host branch), the
 //! kernel's source with its own file name and line numbers, and the entry points the simulator
-//! loads (`gm_sim_abi`, `gm_sim_init`, `gm_sim_params`, then `gm_sim_run` or, for stackless
-//! threads, `gm_sim_start_round`, `gm_sim_resume_round` and `gm_sim_begin_block`).
+//! loads: `gm_sim_abi`, `gm_sim_init`, `gm_sim_kernels` (each kernel with its parameters and its
+//! thread functions: `run` for threads as calls, `start_round` / `resume_round` for stackless
+//! threads), `gm_sim_variables` (each variable's address and size) and, for stackless threads,
+//! `gm_sim_begin_block`.
+
+use super::declarations::Declared;
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
 /// `barrier`): warp collectives, atomics (a spin-wait on a flag) and the spin hint.
@@ -17,15 +21,6 @@ pub(crate) fn may_wait(code: &str) -> bool {
         .iter()
         .chain(&COLLECTIVES_AND_ATOMICS)
         .any(|word| code.contains(word))
-}
-
-/// `true` for a C identifier (the entry's name is pasted into generated code).
-pub(crate) fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The file name compile errors and divergence reports show: `<kernel>.cu`.
@@ -53,42 +48,91 @@ pub(crate) enum Threads {
     Stackless,
 }
 
-/// The whole translation unit; `entry` must be an identifier ([`is_identifier`]), `code` the
-/// kernel's source (rewritten by `super::stackless::rewrite` for [`Threads::Stackless`]).
-pub(crate) fn translation_unit(kernel: &str, code: &str, entry: &str, threads: Threads) -> String {
-    let file = file_name(kernel);
-    let (mode, run) = match threads {
-        Threads::Calls => (
-            "",
-            format!(
-                "GM_SIM_EXPORT int gm_sim_run(void* const* args) {{ return gm_sim_invoke(&{entry}, args); }}\n"
-            ),
-        ),
-        Threads::Stackless => (
-            "#define GM_SIM_STACKLESS 1\n",
-            format!(
-                "GM_SIM_EXPORT void gm_sim_start_round(gm_sim_round* round) {{\n\
-                 \x20   gm_sim_run_round<true>(&{entry}, round);\n\
-                 }}\n\
-                 GM_SIM_EXPORT void gm_sim_resume_round(gm_sim_round* round) {{\n\
-                 \x20   gm_sim_run_round<false>(&{entry}, round);\n\
-                 }}\n\
-                 GM_SIM_EXPORT void gm_sim_begin_block() {{ gm_sim_frames_reset(); }}\n"
-            ),
-        ),
+/// The kernel's part of a unit: the prelude, then `code` from line 1 of its own file (what
+/// [`super::declarations`] preprocesses, and the start of every unit).
+pub(crate) fn kernel_part(file: &str, code: &str, threads: Threads) -> String {
+    let mode = match threads {
+        Threads::Calls => "",
+        Threads::Stackless => "#define GM_SIM_STACKLESS 1\n",
     };
-    format!(
-        "{mode}#include \"gpu_mem.h\"\n\
-         #line 1 \"{file}\"\n\
-         {code}\n\
-         #line 1 \"gpu-mem-sim-entry.cpp\"\n\
-         GM_SIM_EXPORT unsigned int gm_sim_abi() {{ return GM_SIM_ABI; }}\n\
-         GM_SIM_EXPORT void gm_sim_init(const gm_sim_runtime* rt) {{ gm_sim_rt = *rt; }}\n\
-         GM_SIM_EXPORT const gm_sim_param* gm_sim_params(int* count) {{\n\
-         \x20   return gm_sim_describe(&{entry}, count);\n\
-         }}\n\
-         {run}"
-    )
+    format!("{mode}#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{code}\n")
+}
+
+/// The whole translation unit; `code` is the kernel's source (rewritten by
+/// `super::stackless::rewrite` for [`Threads::Stackless`]), `declared` its kernels (name
+/// expressions, checked by `scan::is_name_expression`) and variables.
+pub(crate) fn translation_unit(
+    file: &str,
+    code: &str,
+    declared: &Declared,
+    threads: Threads,
+) -> String {
+    use std::fmt::Write;
+    let mut unit = kernel_part(file, code, threads);
+    unit.push_str(
+        "#line 1 \"gpu-mem-sim-entry.cpp\"\n\
+         GM_SIM_EXPORT unsigned int gm_sim_abi() { return GM_SIM_ABI; }\n\
+         GM_SIM_EXPORT void gm_sim_init(const gm_sim_runtime* rt) { gm_sim_rt = *rt; }\n",
+    );
+    let mut table = String::new();
+    for (i, entry) in declared.kernels.iter().enumerate() {
+        let _ = writeln!(
+            unit,
+            "static const gm_sim_param* gm_sim_params_{i}(int* count) {{ return gm_sim_describe(&{entry}, count); }}"
+        );
+        match threads {
+            Threads::Calls => {
+                let _ = writeln!(
+                    unit,
+                    "static int gm_sim_run_{i}(void* const* args) {{ return gm_sim_invoke(&{entry}, args); }}"
+                );
+                let _ = writeln!(
+                    table,
+                    "    {{\"{entry}\", &gm_sim_params_{i}, &gm_sim_run_{i}, nullptr, nullptr}},"
+                );
+            }
+            Threads::Stackless => {
+                let _ = writeln!(
+                    unit,
+                    "static void gm_sim_start_{i}(gm_sim_round* r) {{ gm_sim_run_round<true>(&{entry}, r); }}\n\
+                     static void gm_sim_resume_{i}(gm_sim_round* r) {{ gm_sim_run_round<false>(&{entry}, r); }}"
+                );
+                let _ = writeln!(
+                    table,
+                    "    {{\"{entry}\", &gm_sim_params_{i}, nullptr, &gm_sim_start_{i}, &gm_sim_resume_{i}}},"
+                );
+            }
+        }
+    }
+    let _ = write!(
+        unit,
+        "static const gm_sim_kernel gm_sim_kernel_table[] = {{\n{table}    {{nullptr, nullptr, nullptr, nullptr, nullptr}}\n}};\n\
+         GM_SIM_EXPORT const gm_sim_kernel* gm_sim_kernels(int* count) {{\n\
+         \x20   *count = {};\n\
+         \x20   return gm_sim_kernel_table;\n\
+         }}\n",
+        declared.kernels.len()
+    );
+    let mut variables = String::new();
+    for name in &declared.variables {
+        let _ = writeln!(
+            variables,
+            "    {{\"{name}\", (void*)&{name}, sizeof({name})}},"
+        );
+    }
+    let _ = write!(
+        unit,
+        "static const gm_sim_variable gm_sim_variable_table[] = {{\n{variables}    {{nullptr, nullptr, 0}}\n}};\n\
+         GM_SIM_EXPORT const gm_sim_variable* gm_sim_variables(int* count) {{\n\
+         \x20   *count = {};\n\
+         \x20   return gm_sim_variable_table;\n\
+         }}\n",
+        declared.variables.len()
+    );
+    if threads == Threads::Stackless {
+        unit.push_str("GM_SIM_EXPORT void gm_sim_begin_block() { gm_sim_frames_reset(); }\n");
+    }
+    unit
 }
 
 #[cfg(test)]
@@ -119,23 +163,21 @@ mod tests {
     }
 
     #[test]
-    fn identifiers() {
-        assert!(is_identifier("matmul_tiled"));
-        assert!(is_identifier("_k2"));
-        assert!(!is_identifier("2k"));
-        assert!(!is_identifier("k(); evil"));
-        assert!(!is_identifier(""));
-    }
-
-    #[test]
     fn the_kernel_keeps_its_line_numbers() {
-        let tu = translation_unit("scale", "line one\nline two", "scale", Threads::Calls);
+        let declared = Declared {
+            kernels: vec!["scale".into(), "sum<float, 4>".into()],
+            variables: vec!["ns::table".into()],
+        };
+        let tu = translation_unit("scale.cu", "line one\nline two", &declared, Threads::Calls);
         let lines: Vec<&str> = tu.lines().collect();
         assert_eq!(lines[1], "#line 1 \"scale.cu\"");
         assert_eq!(lines[2], "line one");
         assert!(tu.contains("gm_sim_invoke(&scale, args)"));
+        assert!(tu.contains("gm_sim_invoke(&sum<float, 4>, args)"));
+        assert!(tu.contains("{\"sum<float, 4>\", &gm_sim_params_1, &gm_sim_run_1, nullptr, nullptr}"));
+        assert!(tu.contains("{\"ns::table\", (void*)&ns::table, sizeof(ns::table)}"));
         assert_eq!(file_name("we\"ird name"), "we_ird_name.cu");
-        let tu = translation_unit("scale", "line one", "scale", Threads::Stackless);
+        let tu = translation_unit("scale.cu", "line one", &declared, Threads::Stackless);
         let lines: Vec<&str> = tu.lines().collect();
         assert_eq!(
             lines[..4],
@@ -146,7 +188,8 @@ mod tests {
                 "line one"
             ]
         );
-        assert!(tu.contains("gm_sim_run_round<true>(&scale, round)"));
-        assert!(!tu.contains("gm_sim_run("));
+        assert!(tu.contains("gm_sim_run_round<true>(&scale, r)"));
+        assert!(tu.contains("gm_sim_begin_block"));
+        assert!(!tu.contains("gm_sim_invoke("));
     }
 }

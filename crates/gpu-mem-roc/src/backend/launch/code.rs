@@ -97,7 +97,7 @@ pub fn private_segment_size(reported: u32, dynamic_call_stack: bool) -> u32 {
 /// The complete translation unit hiprtc compiles: the prelude, then the kernel source with its
 /// own line numbers (`#include "gpu_mem.h"` in it is a no-op thanks to the include guard).
 pub fn translation_unit(source: &KernelSource, file: &str) -> String {
-    format!("{KERNEL_PRELUDE}\n#line 1 \"{file}\"\n{}", source.code)
+    format!("{KERNEL_PRELUDE}\n#line 1 \"{file}\"\n{}", source.code())
 }
 
 /// Compiles `source` for `arch` (an agent name such as `gfx90a`).

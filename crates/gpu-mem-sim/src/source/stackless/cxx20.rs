@@ -14,7 +14,7 @@
 //! shifted left in a template argument, and a function template found by argument-dependent
 //! lookup after an explicit template argument list.
 
-use super::tokens::{directives, tokens};
+use gpu_mem_core::kernel::scan::tokens::{directives, tokens};
 
 /// Names whose meaning C++20 changed for a kernel, as identifiers in code or words in
 /// directives: the language version and feature tests; constant evaluation (a

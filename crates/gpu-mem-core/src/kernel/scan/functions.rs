@@ -1,7 +1,8 @@
 //! The functions a kernel source declares at file scope (inside namespaces too): kernels,
-//! `__device__` helpers and the rest, each with its name, return type and body as token
-//! ranges; and which helpers wait (call a barrier, collective, atomic or spin hint, or another
-//! helper that does), so that they become coroutines as the kernels do.
+//! `__device__` helpers and the rest, each with its name, namespace, whether it is a template,
+//! its return type and body as token ranges; and which helpers wait (call a barrier,
+//! collective, atomic or spin hint, or another helper that does), which the simulator's
+//! stackless rewrite makes coroutines as it does the kernels.
 //!
 //! The scan reads declarations, not C++: whatever it does not understand (an `operator`, a
 //! qualified name, a trailing or deduced return type) leaves the name or return type unknown,
@@ -12,7 +13,7 @@ use std::collections::BTreeSet;
 
 /// What a function is to the simulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
+pub enum Kind {
     /// `__global__`: a kernel.
     Kernel,
     /// `__device__` (or `GM_DEVICE`) and not `__global__`: a helper.
@@ -23,16 +24,22 @@ pub(super) enum Kind {
 
 /// A function declared or defined at file scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Function {
-    pub(super) kind: Kind,
+pub struct Function {
+    /// Kernel, helper or other.
+    pub kind: Kind,
     /// The first token of its declaration.
-    pub(super) start: usize,
+    pub start: usize,
     /// The token of its name (the identifier before its parameter list), when plain.
-    pub(super) name: Option<usize>,
+    pub name: Option<usize>,
     /// Its return type's first and last token, when it is one a `gm_sim_sub<...>` can wrap.
-    pub(super) returns: Option<(usize, usize)>,
+    pub returns: Option<(usize, usize)>,
     /// The `{` and `}` of its body; `None` for a declaration.
-    pub(super) body: Option<(usize, usize)>,
+    pub body: Option<(usize, usize)>,
+    /// Whether it is a template (`template <...>` before it).
+    pub template: bool,
+    /// The names of the namespaces around it, outermost first (`None`: an anonymous one or a
+    /// linkage block, which add nothing to a qualified name).
+    pub namespace: Vec<Option<String>>,
 }
 
 /// Words of a declaration that are not part of its return type.
@@ -59,27 +66,27 @@ const ATTRIBUTES: [&str; 4] = [
 
 /// The file-scope functions of `toks` (from `code`), in source order; `None` when a brace or
 /// parenthesis does not close.
-pub(super) fn functions(code: &str, toks: &[Token]) -> Option<Vec<Function>> {
+pub fn functions(code: &str, toks: &[Token]) -> Option<Vec<Function>> {
     let text = |k: usize| &code[toks[k].start..toks[k].end];
     let mut out = Vec::new();
     // The first token of the declaration being read.
     let mut start = 0;
     let mut depth = 0i32;
-    // Namespaces and linkage blocks open around the declaration.
-    let mut scopes = 0u32;
+    // Namespaces and linkage blocks open around the declaration, by name.
+    let mut scopes: Vec<Option<String>> = Vec::new();
     let mut i = 0;
     while i < toks.len() {
         match text(i) {
             "(" => depth += 1,
             ")" => depth -= 1,
             ";" if depth == 0 => {
-                if let Some(f) = function(code, toks, start, i, None) {
+                if let Some(f) = function(code, toks, start, i, None, &scopes) {
                     out.push(f);
                 }
                 start = i + 1;
             }
             "}" if depth == 0 => {
-                scopes = scopes.checked_sub(1)?;
+                scopes.pop()?;
                 start = i + 1;
             }
             "{" if depth == 0 => {
@@ -94,13 +101,19 @@ pub(super) fn functions(code: &str, toks: &[Token]) -> Option<Vec<Function>> {
                 if namespace {
                     // Its declarations are at file scope too (a linkage block's kernels are
                     // found, and the rewrite leaves such a source alone).
-                    scopes += 1;
+                    // `namespace a::b {` is two at once, named together.
+                    let name = head
+                        .iter()
+                        .position(|w| *w == "namespace")
+                        .map(|n| head[n + 1..].concat())
+                        .filter(|name| !name.is_empty());
+                    scopes.push(name);
                     start = i + 1;
                     i += 1;
                     continue;
                 }
                 let close = body_end(code, toks, i)?;
-                if let Some(f) = function(code, toks, start, i, Some((i, close))) {
+                if let Some(f) = function(code, toks, start, i, Some((i, close)), &scopes) {
                     out.push(f);
                     start = close + 1;
                 } else if !has_initializer(code, &toks[start..i]) {
@@ -117,7 +130,7 @@ pub(super) fn functions(code: &str, toks: &[Token]) -> Option<Vec<Function>> {
         }
         i += 1;
     }
-    (depth == 0 && scopes == 0).then_some(out)
+    (depth == 0 && scopes.is_empty()).then_some(out)
 }
 
 /// The function whose declaration runs over tokens `start..end` (`end`: its `;` or body's
@@ -128,6 +141,7 @@ fn function(
     start: usize,
     end: usize,
     body: Option<(usize, usize)>,
+    namespace: &[Option<String>],
 ) -> Option<Function> {
     let text = |k: usize| &code[toks[k].start..toks[k].end];
     if start >= end
@@ -182,6 +196,8 @@ fn function(
         name,
         returns,
         body,
+        template: after_template > start,
+        namespace: namespace.to_vec(),
     })
 }
 
@@ -311,7 +327,7 @@ fn group_end(code: &str, toks: &[Token], open: usize, end: usize) -> Option<usiz
 }
 
 /// The `}` that closes the `{` at token `open`; `None` when the source ends first.
-pub(super) fn body_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
+pub fn body_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
     closing(code, toks, open, toks.len(), ("{", "}"))
 }
 
@@ -346,7 +362,7 @@ fn closing(
 /// `:` is a call.) With `template_arguments`, a call with explicit template arguments
 /// (`warp_sum<int>(v)`) is one too: for helpers (the macros of the barrier names apply only to a
 /// `(` right after the name).
-pub(super) fn call_open(
+pub fn call_open(
     code: &str,
     toks: &[Token],
     i: usize,
@@ -386,13 +402,13 @@ pub(super) fn call_open(
 }
 
 /// The `)` that closes the call whose `(` is token `open`.
-pub(super) fn call_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
+pub fn call_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
     group_end(code, toks, open, toks.len())
 }
 
 /// The names of the helpers that wait: `__device__` functions whose body calls one of
 /// `suspending`, or another such helper.
-pub(super) fn waiting_helpers<'c>(
+pub fn waiting_helpers<'c>(
     code: &'c str,
     toks: &[Token],
     functions: &[Function],

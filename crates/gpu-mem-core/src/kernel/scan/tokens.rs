@@ -4,22 +4,25 @@
 
 /// A token of the source: an identifier, a number or one punctuation character, by byte range.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Token {
-    pub(super) start: usize,
-    pub(super) end: usize,
-    pub(super) ident: bool,
+pub struct Token {
+    /// First byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+    /// Whether it is an identifier (or keyword).
+    pub ident: bool,
 }
 
 /// Whether `b` may be part of an identifier: ASCII letters, digits and `_`, and the bytes of
 /// multi-byte characters.
-pub(super) fn is_name_byte(b: u8) -> bool {
+pub fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || !b.is_ascii()
 }
 
 /// The identifiers, numbers and punctuation of `code`, skipping whitespace, comments, string
 /// and character literals and preprocessor lines. `None` for an unterminated comment or
 /// literal.
-pub(super) fn tokens(code: &str) -> Option<Vec<Token>> {
+pub fn tokens(code: &str) -> Option<Vec<Token>> {
     let b = code.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -122,7 +125,7 @@ pub(super) fn tokens(code: &str) -> Option<Vec<Token>> {
 
 /// The byte ranges of `code`'s preprocessor directives (with their continuation lines), which
 /// [`tokens`] skips.
-pub(super) fn directives(code: &str) -> Vec<std::ops::Range<usize>> {
+pub fn directives(code: &str) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut at = 0;
     let mut continued: Option<usize> = None;

@@ -1,0 +1,240 @@
+/*
+ * <cooperative_groups.h> for gpu-mem's simulator: CUDA's cooperative groups over the
+ * simulator's barriers and warp collectives.
+ *   thread_block (this_thread_block): sync, thread_rank, size / num_threads, group_index,
+ *     thread_index, group_dim / dim_threads
+ *   thread_block_tile<N> (tiled_partition<N>(block), N a power of two up to the warp size):
+ *     sync, thread_rank, size / num_threads, meta_group_rank, meta_group_size, shfl,
+ *     shfl_down, shfl_up, shfl_xor, ballot, any, all, match_any, match_all
+ *   thread_group (tiled_partition(block, n)): sync, thread_rank, size
+ *   coalesced_group (coalesced_threads): the warp's lanes the block has (a converged warp),
+ *     with the tile's operations
+ *   grid_group (this_grid): thread_rank, size; sync is a fault (it needs a cooperative launch,
+ *     which the simulator does not run)
+ *   cooperative_groups::sync(group); reduce and the operators are in
+ *   <cooperative_groups/reduce.h>.
+ * Barriers and collectives name the line that calls them, as __syncthreads does. A kernel
+ * using cooperative groups runs its threads on stacks (their calls are member functions).
+ */
+#pragma once
+#include "gpu_mem.h"
+
+namespace cooperative_groups {
+namespace details {
+/* The calling thread's index in its block, x fastest. */
+inline unsigned long long block_rank() {
+    return threadIdx.x +
+           (unsigned long long)blockDim.x * (threadIdx.y + (unsigned long long)blockDim.y * threadIdx.z);
+}
+inline unsigned long long block_size() {
+    return (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
+}
+/* The lanes of the calling thread's warp that the block has. */
+inline unsigned long long warp_lanes() {
+    const unsigned long long base = block_rank() - (unsigned long long)gm_lane_id();
+    const unsigned long long left = block_size() - base;
+    const unsigned long long lanes = left < (unsigned long long)warpSize ? left : warpSize;
+    return lanes >= 64 ? ~0ull : (1ull << lanes) - 1;
+}
+inline void block_barrier(const char* file, int line) {
+    gm_sim_rt.barrier(GM_SIM_SCOPE_BLOCK, GM_FENCE_LOCAL, ~0ull, file, line);
+}
+inline void warp_barrier(unsigned long long mask, const char* file, int line) {
+    gm_sim_rt.barrier(GM_SIM_SCOPE_WARP, GM_FENCE_LOCAL, mask, file, line);
+}
+template <typename T>
+inline T collective(int op, unsigned long long mask, T value, long long arg, int width,
+                    const char* file, int line) {
+    return gm_sim_from_bits<T>(
+        gm_sim_rt.collective(op, mask, gm_sim_bits(value), arg, width, file, line));
+}
+}  // namespace details
+
+/* A group of threads: a block, or a part of a warp (`mask`, lanes of the caller's warp). */
+class thread_group {
+  protected:
+    unsigned long long mask_;
+    unsigned int size_;
+    unsigned int rank_;
+    bool block_;
+    thread_group(unsigned long long mask, unsigned int size, unsigned int rank, bool block)
+        : mask_(mask), size_(size), rank_(rank), block_(block) {}
+
+  public:
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        if (block_) {
+            details::block_barrier(file, line);
+        } else {
+            details::warp_barrier(mask_, file, line);
+        }
+    }
+    unsigned long long size() const { return size_; }
+    unsigned long long num_threads() const { return size_; }
+    unsigned long long thread_rank() const { return rank_; }
+    bool is_valid() const { return size_ != 0; }
+};
+
+class thread_block : public thread_group {
+  public:
+    thread_block()
+        : thread_group(~0ull, (unsigned int)details::block_size(),
+                       (unsigned int)details::block_rank(), true) {}
+    static void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+        details::block_barrier(file, line);
+    }
+    dim3 group_index() const { return blockIdx; }
+    dim3 thread_index() const { return threadIdx; }
+    dim3 group_dim() const { return blockDim; }
+    dim3 dim_threads() const { return blockDim; }
+};
+
+inline thread_block this_thread_block() { return thread_block(); }
+
+/* Lanes [first, first + n) of a warp. */
+inline unsigned long long gm_lanes(unsigned int first, unsigned int n) {
+    const unsigned long long run = n >= 64 ? ~0ull : (1ull << n) - 1;
+    return run << first;
+}
+
+/* A tile of N consecutive threads of a block (within one warp). `Parent` names the group it
+ * was cut from, as CUDA's type does; tiles of either spelling convert into each other. */
+template <unsigned int N, typename Parent = void>
+class thread_block_tile : public thread_group {
+    static_assert(N > 0 && (N & (N - 1)) == 0 && N <= 64, "tiles of 1, 2, 4, ... 64 threads");
+    unsigned int first_lane_;
+
+  public:
+    thread_block_tile()
+        : thread_group(0, N, (unsigned int)gm_lane_id() % N, false),
+          first_lane_((unsigned int)gm_lane_id() / N * N) {
+        if (N > (unsigned int)warpSize) {
+            gm_sim_rt.fault("a thread_block_tile is larger than the warp");
+        }
+        mask_ = gm_lanes(first_lane_, N) & details::warp_lanes();
+    }
+    template <typename Other>
+    thread_block_tile(const thread_block_tile<N, Other>&) : thread_block_tile() {}
+    static constexpr unsigned long long num_threads() { return N; }
+    static constexpr unsigned long long size() { return N; }
+    unsigned long long thread_rank() const { return rank_; }
+    unsigned long long meta_group_rank() const { return details::block_rank() / N; }
+    unsigned long long meta_group_size() const { return (details::block_size() + N - 1) / N; }
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        details::warp_barrier(mask_, file, line);
+    }
+    template <typename T>
+    T shfl(T value, int source, const char* file = __builtin_FILE(),
+           int line = __builtin_LINE()) const {
+        return details::collective(GM_SIM_OP_SHFL, mask_, value, source, N, file, line);
+    }
+    template <typename T>
+    T shfl_down(T value, unsigned int delta, const char* file = __builtin_FILE(),
+                int line = __builtin_LINE()) const {
+        return details::collective(GM_SIM_OP_SHFL_DOWN, mask_, value, delta, N, file, line);
+    }
+    template <typename T>
+    T shfl_up(T value, unsigned int delta, const char* file = __builtin_FILE(),
+              int line = __builtin_LINE()) const {
+        return details::collective(GM_SIM_OP_SHFL_UP, mask_, value, delta, N, file, line);
+    }
+    template <typename T>
+    T shfl_xor(T value, unsigned int lane_mask, const char* file = __builtin_FILE(),
+               int line = __builtin_LINE()) const {
+        return details::collective(GM_SIM_OP_SHFL_XOR, mask_, value, lane_mask, N, file, line);
+    }
+    /* One bit per thread of the tile, by thread_rank. */
+    unsigned int ballot(int predicate, const char* file = __builtin_FILE(),
+                        int line = __builtin_LINE()) const {
+        const unsigned long long all =
+            gm_sim_rt.collective(GM_SIM_OP_BALLOT, mask_, predicate != 0, 0, 0, file, line);
+        return (unsigned int)((all >> first_lane_) & gm_lanes(0, N));
+    }
+    int any(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return (int)gm_sim_rt.collective(GM_SIM_OP_ANY, mask_, predicate != 0, 0, 0, file, line);
+    }
+    int all(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return (int)gm_sim_rt.collective(GM_SIM_OP_ALL, mask_, predicate != 0, 0, 0, file, line);
+    }
+    /* The threads of the tile whose `value` equals this one's, by thread_rank. */
+    template <typename T>
+    unsigned int match_any(T value) const {
+        unsigned int same = 0;
+        for (unsigned int r = 0; r < N; ++r) {
+            if (shfl(value, (int)r) == value) same |= 1u << r;
+        }
+        return same;
+    }
+    template <typename T>
+    unsigned int match_all(T value, int& pred) const {
+        const unsigned int same = match_any(value);
+        const unsigned int everyone = (unsigned int)gm_lanes(0, N);
+        pred = same == everyone;
+        return pred ? everyone : 0u;
+    }
+};
+
+template <unsigned int N, typename Parent>
+inline thread_block_tile<N> tiled_partition(const Parent&) {
+    return thread_block_tile<N>();
+}
+
+/* A tile of `n` threads whose size is known only at run time. */
+class gm_dynamic_tile : public thread_group {
+  public:
+    explicit gm_dynamic_tile(unsigned int n)
+        : thread_group(0, n, (unsigned int)gm_lane_id() % (n == 0 ? 1 : n), false) {
+        if (n == 0 || (n & (n - 1)) != 0 || n > (unsigned int)warpSize) {
+            gm_sim_rt.fault("tiled_partition(group, n): n must be a power of two up to the warp size");
+            size_ = 1;
+        }
+        const unsigned int first = (unsigned int)gm_lane_id() / size_ * size_;
+        mask_ = gm_lanes(first, size_) & details::warp_lanes();
+    }
+};
+inline thread_group tiled_partition(const thread_group&, unsigned int n) {
+    return gm_dynamic_tile(n);
+}
+
+/* The warp's lanes the block has: what a converged warp's active threads are (lanes from 0,
+ * so a thread's rank is its lane). */
+class coalesced_group : public thread_block_tile<32> {
+  public:
+    coalesced_group() : thread_block_tile<32>() {}
+    unsigned long long size() const { return (unsigned long long)__builtin_popcountll(mask_); }
+    unsigned long long num_threads() const { return size(); }
+};
+inline coalesced_group coalesced_threads() {
+    if (warpSize != 32) {
+        gm_sim_rt.fault("coalesced_threads() on a simulated warp of 64 lanes");
+    }
+    return coalesced_group();
+}
+
+/* The grid: ranks and sizes; its sync needs a cooperative launch. */
+class grid_group {
+  public:
+    unsigned long long thread_rank() const {
+        const unsigned long long block =
+            blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+        return block * details::block_size() + details::block_rank();
+    }
+    unsigned long long size() const {
+        return (unsigned long long)gridDim.x * gridDim.y * gridDim.z * details::block_size();
+    }
+    unsigned long long num_threads() const { return size(); }
+    bool is_valid() const { return true; }
+    void sync() const {
+        gm_sim_trap_with("grid-wide synchronization (this_grid().sync()) needs a cooperative "
+                         "launch, which the simulator does not run");
+    }
+};
+inline grid_group this_grid() { return grid_group(); }
+
+template <typename Group>
+inline void sync(const Group& group, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE()) {
+    group.sync(file, line);
+}
+inline void sync(const grid_group& group) { group.sync(); }
+
+}  // namespace cooperative_groups

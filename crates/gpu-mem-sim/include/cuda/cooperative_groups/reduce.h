@@ -1,0 +1,46 @@
+/*
+ * <cooperative_groups/reduce.h> for gpu-mem's simulator: cooperative_groups::reduce over a
+ * tile (every thread of the tile gets the result), with plus, less, greater, bit_and, bit_or
+ * and bit_xor.
+ */
+#pragma once
+#include <cooperative_groups.h>
+
+namespace cooperative_groups {
+template <typename T>
+struct plus {
+    T operator()(T a, T b) const { return a + b; }
+};
+template <typename T>
+struct less {
+    T operator()(T a, T b) const { return b < a ? b : a; }
+};
+template <typename T>
+struct greater {
+    T operator()(T a, T b) const { return a < b ? b : a; }
+};
+template <typename T>
+struct bit_and {
+    T operator()(T a, T b) const { return a & b; }
+};
+template <typename T>
+struct bit_or {
+    T operator()(T a, T b) const { return a | b; }
+};
+template <typename T>
+struct bit_xor {
+    T operator()(T a, T b) const { return a ^ b; }
+};
+
+template <unsigned int N, typename T, typename Op>
+inline T reduce(const thread_block_tile<N>& tile, T value, Op op) {
+    for (unsigned int offset = N / 2; offset > 0; offset /= 2) {
+        value = op(value, tile.shfl_xor(value, offset));
+    }
+    return value;
+}
+template <typename T, typename Op>
+inline T reduce(const coalesced_group& group, T value, Op op) {
+    return reduce(static_cast<const thread_block_tile<32>&>(group), value, op);
+}
+}  // namespace cooperative_groups

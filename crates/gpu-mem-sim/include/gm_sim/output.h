@@ -1,0 +1,87 @@
+/*
+ * gm_sim/output.h — what a kernel prints and how it stops, on the host compiler:
+ *   printf      formatted per call and written with one locked write, flushed: lines of
+ *               different threads never mix (a call that prints a whole line prints it whole)
+ *   assert      a failed assertion is a fault naming the expression, file, line and function,
+ *               and ends the thread (with <assert.h> or <cassert> included, as in CUDA; NDEBUG
+ *               turns it off)
+ *   __trap      a fault that ends the thread; __brkpt the same
+ *   exit, abort, quick_exit, _Exit called in kernel code: a fault that ends the thread, not the
+ *               end of the process (calls made inside library code cannot be seen)
+ */
+#ifndef GM_SIM_OUTPUT_H
+#define GM_SIM_OUTPUT_H
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* A fault with `what` (formatted), then the end of the thread. */
+[[noreturn]] inline void gm_sim_trap_with(const char* format, ...) {
+    char message[512];
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(message, sizeof message, format, args);
+    va_end(args);
+    gm_sim_rt.fault(message);
+    throw gm_sim_trap{};
+}
+
+inline int gm_sim_printf(const char* format, ...) {
+    char small[1024];
+    va_list args;
+    va_start(args, format);
+    va_list again;
+    va_copy(again, args);
+    int n = std::vsnprintf(small, sizeof small, format, args);
+    va_end(args);
+    if (n < 0) {
+        va_end(again);
+        return n;
+    }
+    char* text = small;
+    if ((size_t)n >= sizeof small) {
+        text = static_cast<char*>(std::malloc((size_t)n + 1));
+        if (text == nullptr) {
+            va_end(again);
+            return -1;
+        }
+        std::vsnprintf(text, (size_t)n + 1, format, again);
+    }
+    va_end(again);
+    flockfile(stdout);
+    fwrite_unlocked(text, 1, (size_t)n, stdout);
+    fflush_unlocked(stdout);
+    funlockfile(stdout);
+    if (text != small) std::free(text);
+    return n;
+}
+#define printf gm_sim_printf
+
+inline void gm_sim_assert_fail(const char* expression, const char* file, int line,
+                               const char* function) {
+    gm_sim_trap_with("assertion `%s` failed at %s:%d in %s", expression, file, line, function);
+}
+
+inline void __trap() { gm_sim_trap_with("the kernel called __trap()"); }
+inline void __brkpt() { gm_sim_trap_with("the kernel called __brkpt()"); }
+
+[[noreturn]] inline void gm_sim_exit_called(const char* what, int status, const char* file,
+                                            int line) {
+    gm_sim_trap_with("the kernel called %s(%d) at %s:%d; a kernel cannot end the process", what,
+                     status, file, line);
+}
+#define exit(status) gm_sim_exit_called("exit", (status), __FILE__, __LINE__)
+#define quick_exit(status) gm_sim_exit_called("quick_exit", (status), __FILE__, __LINE__)
+#define _Exit(status) gm_sim_exit_called("_Exit", (status), __FILE__, __LINE__)
+#define _exit(status) gm_sim_exit_called("_exit", (status), __FILE__, __LINE__)
+#define abort() gm_sim_exit_called("abort", 0, __FILE__, __LINE__)
+namespace std {
+using ::gm_sim_exit_called;
+using ::gm_sim_printf;
+}
+
+#endif /* GM_SIM_OUTPUT_H */

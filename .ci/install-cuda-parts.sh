@@ -7,19 +7,22 @@
 #
 # Where things go (printed at the end, and written to "$PREFIX/paths.env"):
 #   PREFIX  = ${GPU_MEM_CUDA_WHEELS:-$HOME/.cache/gpu-mem/cuda-wheels}
-#   headers = $PREFIX/nvidia/cu13/include            (GPU_MEM_CUDA_INCLUDE for xtask bindgen)
+#   headers = $PREFIX/nvidia/cu13/include            (GPU_MEM_CUDA_INCLUDE: bindgen, NVRTC's -I)
 #   nvrtc   = $PREFIX/nvidia/cu13/lib/libnvrtc.so.13 (GPU_MEM_NVRTC_LIBRARY for the tests)
 #   ptxas   = $PREFIX/nvidia/cu13/bin/ptxas          (GPU_MEM_PTXAS for the tests)
 # The tests look in the default PREFIX themselves, so exporting these is only needed when
 # GPU_MEM_CUDA_WHEELS is changed.
 set -euo pipefail
 
-# Pinned versions: cuda.h from this runtime wheel has CUDA_VERSION 13050.
+# Pinned versions: cuda.h from this runtime wheel has CUDA_VERSION 13050. CCCL (nv/target,
+# cuda/std) is what <cooperative_groups.h> includes; its wheel is versioned on its own.
 CUDA_WHEEL_VERSION=13.5.37
+CCCL_WHEEL_VERSION=13.3.5.0.6
 WHEELS=(
     "nvidia-cuda-runtime==${CUDA_WHEEL_VERSION}"
     "nvidia-cuda-nvrtc==${CUDA_WHEEL_VERSION}"
     "nvidia-cuda-nvcc==${CUDA_WHEEL_VERSION}"
+    "nvidia-cuda-cccl==${CCCL_WHEEL_VERSION}"
 )
 
 PREFIX="${GPU_MEM_CUDA_WHEELS:-${HOME:-/root}/.cache/gpu-mem/cuda-wheels}"

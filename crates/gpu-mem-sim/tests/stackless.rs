@@ -666,19 +666,19 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
 #[test]
 fn kernels_c_plus_plus_20_reads_otherwise_compute_the_same() {
     let cases = [
-        // `1.0f == v`: C++17 converts 1.0f to float3 for (float3, float3); C++20 also tries the
-        // reversed (float3, float) and picks it.
+        // `1.0f == v`: C++17 converts 1.0f to vec3 for (vec3, vec3); C++20 also tries the
+        // reversed (vec3, float) and picks it.
         (
             r#"#include "gpu_mem.h"
-struct float3 {
+struct vec3 {
     float x, y, z;
-    __device__ float3(float s) : x(s), y(s), z(s) {}
-    __device__ float3(float a, float b, float c) : x(a), y(b), z(c) {}
+    __device__ vec3(float s) : x(s), y(s), z(s) {}
+    __device__ vec3(float a, float b, float c) : x(a), y(b), z(c) {}
 };
-__device__ bool operator==(const float3& a, const float3& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
-__device__ bool operator==(const float3& a, float s) { return a.x == s; }
+__device__ bool operator==(const vec3& a, const vec3& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+__device__ bool operator==(const vec3& a, float s) { return a.x == s; }
 extern "C" __global__ void k(gm_array<int, 1> a) {
-    float3 v(1.0f, 2.0f, 3.0f);
+    vec3 v(1.0f, 2.0f, 3.0f);
     syncthreads();
     a(threadIdx.x) = (1.0f == v) ? 1 : 0;
 }"#,

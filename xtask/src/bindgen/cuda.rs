@@ -333,6 +333,12 @@ const DRIVER_SYMBOLS: &[Symbol] = &[
         "2.0",
     ),
     sym(
+        "cuModuleGetGlobal",
+        "PFN_cuModuleGetGlobal_v3020",
+        &["cuModuleGetGlobal_v2"],
+        "3.2",
+    ),
+    sym(
         "cuModuleUnload",
         "PFN_cuModuleUnload_v2000",
         &["cuModuleUnload"],
@@ -536,6 +542,18 @@ const NVRTC_SYMBOLS: &[Symbol] = &[
         "7.0",
     ),
     sym("nvrtcGetPTX", "PFN_nvrtcGetPTX", &["nvrtcGetPTX"], "7.0"),
+    sym(
+        "nvrtcAddNameExpression",
+        "PFN_nvrtcAddNameExpression",
+        &["nvrtcAddNameExpression"],
+        "8.0",
+    ),
+    sym(
+        "nvrtcGetLoweredName",
+        "PFN_nvrtcGetLoweredName",
+        &["nvrtcGetLoweredName"],
+        "8.0",
+    ),
     sym(
         "nvrtcGetCUBINSize",
         "PFN_nvrtcGetCUBINSize",

@@ -4,8 +4,8 @@
 //! checked against serial Rust references written for these tests.
 
 use crate::{Case, Requires, ensure, fail};
-use gpu_mem::Runtime;
 use gpu_mem::prelude::*;
+use gpu_mem::{KernelArg, Runtime};
 use ndarray::Array1;
 
 const MM2: &str = include_str!("../../../corpus/polybench/2mm.cu");
@@ -88,10 +88,8 @@ fn check_close(what: &str, got: &[f32], want: &[f64], rel: f64, abs: f64) -> Res
     );
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let g = f64::from(g);
-        ensure!(
-            (g - w).abs() <= abs + rel * w.abs(),
-            "{what}[{i}]: {g}, reference {w}"
-        );
+        let within = (g - w).abs() <= abs + rel * w.abs();
+        ensure!(within, "{what}[{i}]: {g}, reference {w}");
     }
     Ok(())
 }

@@ -105,10 +105,8 @@ fn check_close(what: &str, got: &[f32], want: &[f64], rel: f64, abs: f64) -> Res
     );
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let g = f64::from(g);
-        ensure!(
-            (g - w).abs() <= abs + rel * w.abs(),
-            "{what}[{i}]: {g}, reference {w}"
-        );
+        let within = (g - w).abs() <= abs + rel * w.abs();
+        ensure!(within, "{what}[{i}]: {g}, reference {w}");
     }
     Ok(())
 }

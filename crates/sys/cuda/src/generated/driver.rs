@@ -2056,6 +2056,14 @@ pub type PFN_cuModuleGetFunction_v2000 = ::core::option::Option<
         name: *const ::core::ffi::c_char,
     ) -> CUresult,
 >;
+pub type PFN_cuModuleGetGlobal_v3020 = ::core::option::Option<
+    unsafe extern "C" fn(
+        dptr: *mut CUdeviceptr_v2,
+        bytes: *mut usize,
+        hmod: CUmodule,
+        name: *const ::core::ffi::c_char,
+    ) -> CUresult,
+>;
 pub type PFN_cuMemGetInfo_v3020 = ::core::option::Option<
     unsafe extern "C" fn(free: *mut usize, total: *mut usize) -> CUresult,
 >;

@@ -55,6 +55,7 @@
 /// | `cuEventElapsedTime` | `cuEventElapsedTime` | 2.0 |
 /// | `cuModuleLoadData` | `cuModuleLoadData` | 2.0 |
 /// | `cuModuleGetFunction` | `cuModuleGetFunction` | 2.0 |
+/// | `cuModuleGetGlobal` | `cuModuleGetGlobal_v2` | 3.2 |
 /// | `cuModuleUnload` | `cuModuleUnload` | 2.0 |
 /// | `cuLaunchKernel` | `cuLaunchKernel` | 4.0 |
 /// | `cuFuncSetAttribute` | `cuFuncSetAttribute` | 9.0 |
@@ -127,6 +128,7 @@ macro_rules! cuda_driver_symbols {
             cuEventElapsedTime: $crate::driver::PFN_cuEventElapsedTime_v2000 = ["cuEventElapsedTime"], "2.0";
             cuModuleLoadData: $crate::driver::PFN_cuModuleLoadData_v2000 = ["cuModuleLoadData"], "2.0";
             cuModuleGetFunction: $crate::driver::PFN_cuModuleGetFunction_v2000 = ["cuModuleGetFunction"], "2.0";
+            cuModuleGetGlobal: $crate::driver::PFN_cuModuleGetGlobal_v3020 = ["cuModuleGetGlobal_v2"], "3.2";
             cuModuleUnload: $crate::driver::PFN_cuModuleUnload_v2000 = ["cuModuleUnload"], "2.0";
             cuLaunchKernel: $crate::driver::PFN_cuLaunchKernel_v4000 = ["cuLaunchKernel"], "4.0";
             cuFuncSetAttribute: $crate::driver::PFN_cuFuncSetAttribute_v9000 = ["cuFuncSetAttribute"], "9.0";

@@ -79,4 +79,13 @@ pub type PFN_nvrtcGetProgramLog = ::core::option::Option<unsafe extern "C" fn(
         prog: nvrtcProgram,
         log: *mut ::core::ffi::c_char,
     ) -> nvrtcResult>;
+pub type PFN_nvrtcAddNameExpression = ::core::option::Option<unsafe extern "C" fn(
+        prog: nvrtcProgram,
+        name_expression: *const ::core::ffi::c_char,
+    ) -> nvrtcResult>;
+pub type PFN_nvrtcGetLoweredName = ::core::option::Option<unsafe extern "C" fn(
+        prog: nvrtcProgram,
+        name_expression: *const ::core::ffi::c_char,
+        lowered_name: *mut *const ::core::ffi::c_char,
+    ) -> nvrtcResult>;
 

@@ -18,6 +18,8 @@
 /// | `nvrtcGetProgramLog` | `nvrtcGetProgramLog` | 7.0 |
 /// | `nvrtcGetPTXSize` | `nvrtcGetPTXSize` | 7.0 |
 /// | `nvrtcGetPTX` | `nvrtcGetPTX` | 7.0 |
+/// | `nvrtcAddNameExpression` | `nvrtcAddNameExpression` | 8.0 |
+/// | `nvrtcGetLoweredName` | `nvrtcGetLoweredName` | 8.0 |
 /// | `nvrtcGetCUBINSize` | `nvrtcGetCUBINSize` | 11.1 |
 /// | `nvrtcGetCUBIN` | `nvrtcGetCUBIN` | 11.1 |
 #[macro_export]
@@ -35,6 +37,8 @@ macro_rules! cuda_nvrtc_symbols {
             nvrtcGetProgramLog: $crate::nvrtc::PFN_nvrtcGetProgramLog = ["nvrtcGetProgramLog"], "7.0";
             nvrtcGetPTXSize: $crate::nvrtc::PFN_nvrtcGetPTXSize = ["nvrtcGetPTXSize"], "7.0";
             nvrtcGetPTX: $crate::nvrtc::PFN_nvrtcGetPTX = ["nvrtcGetPTX"], "7.0";
+            nvrtcAddNameExpression: $crate::nvrtc::PFN_nvrtcAddNameExpression = ["nvrtcAddNameExpression"], "8.0";
+            nvrtcGetLoweredName: $crate::nvrtc::PFN_nvrtcGetLoweredName = ["nvrtcGetLoweredName"], "8.0";
             nvrtcGetCUBINSize: $crate::nvrtc::PFN_nvrtcGetCUBINSize = ["nvrtcGetCUBINSize"], "11.1";
             nvrtcGetCUBIN: $crate::nvrtc::PFN_nvrtcGetCUBIN = ["nvrtcGetCUBIN"], "11.1";
         }

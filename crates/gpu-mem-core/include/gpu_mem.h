@@ -72,13 +72,16 @@ typedef unsigned long long gm_u64;
 #include <type_traits>
 #include <utility>
 
-/* GM_SIM_SCAN: the simulator preprocesses a kernel to read which kernels and variables it
- * defines (its declarations as the compiler will see them); CUDA's declaration words stay. */
+/* GM_SIM_SCAN: the simulator preprocesses a kernel to read which kernels it defines (its
+ * declarations as the compiler will see them); CUDA's declaration words stay.
+ * Device code and variables are kept whether this unit uses them or not (`used`): the host
+ * reads and writes a module's variables by name, so a `static __constant__` the kernels only
+ * read, or a `static __device__` they only write, must not be folded or dropped. */
 #if !defined(GM_SIM_SCAN)
 #define __global__
-#define __device__
-#define __constant__
-#define __managed__
+#define __device__ __attribute__((used))
+#define __constant__ __attribute__((used))
+#define __managed__ __attribute__((used))
 #endif
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))

@@ -35,6 +35,29 @@ pub use backend::Backend;
 /// arrays, barriers, atomics, warp collectives and the array argument type, for kernel source
 /// compiled by NVRTC (CUDA), hiprtc (ROC) or the host C++ compiler (the simulator's branch).
 pub const KERNEL_PRELUDE: &str = include_str!("../include/gpu_mem.h");
+
+/// The headers NVRTC and hiprtc are given by name besides the prelude, `(include name,
+/// contents)`: the C library's (`<math.h>`, `<stdio.h>`, `<assert.h>`, `<stdint.h>`, their
+/// `<c...>` forms and the limits), which kernels include and those compilers lack (their
+/// functions are built in there). The simulator's host compiler has the real ones.
+pub const RTC_HEADERS: &[(&str, &str)] = &[
+    ("math.h", include_str!("../include/rtc/math.h")),
+    ("cmath", include_str!("../include/rtc/cmath")),
+    ("stdio.h", include_str!("../include/rtc/stdio.h")),
+    ("cstdio", include_str!("../include/rtc/cstdio")),
+    ("stdlib.h", include_str!("../include/rtc/stdlib.h")),
+    ("cstdlib", include_str!("../include/rtc/cstdlib")),
+    ("string.h", include_str!("../include/rtc/string.h")),
+    ("cstring", include_str!("../include/rtc/cstring")),
+    ("assert.h", include_str!("../include/rtc/assert.h")),
+    ("cassert", include_str!("../include/rtc/cassert")),
+    ("stdint.h", include_str!("../include/rtc/stdint.h")),
+    ("cstdint", include_str!("../include/rtc/cstdint")),
+    ("float.h", include_str!("../include/rtc/float.h")),
+    ("cfloat", include_str!("../include/rtc/cfloat")),
+    ("limits.h", include_str!("../include/rtc/limits.h")),
+    ("climits", include_str!("../include/rtc/climits")),
+];
 pub use device::Device;
 pub use element::Element;
 pub use error::{BackendKind, Error, Result};
@@ -44,7 +67,7 @@ pub use host::{
 };
 pub use ipc::IpcArrayHandle;
 pub use kernel::{
-    Dim3, DevicePointer, In, InOut, Kernel, KernelArg, LaunchConfig, Module, Out, Scalar,
+    DevicePointer, Dim3, In, InOut, Kernel, KernelArg, LaunchConfig, Module, Out, Scalar,
 };
 pub use layout::{Layout, Order, ReshapeOrder};
 pub use pool::MemoryPool;

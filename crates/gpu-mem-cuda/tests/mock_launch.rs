@@ -930,6 +930,8 @@ fn kernels_carry_line_info_and_jit_logs_reach_errors(
         kind: CodeKind::Ptx,
         capability: ComputeCapability::new(9, 0),
         log: String::new(),
+        ptx: String::new(),
+        lowered: Vec::new(),
     };
     match b.module_load(0, &refused) {
         Err(Error::KernelCompile { compiler, log, .. })

@@ -554,7 +554,7 @@ extern "C" __global__ void param_probe(gm_array<float, 2> a, Rec* r, int i, doub
         scalar(u64::MAX.to_ne_bytes().to_vec()),
         array(vec![5], 4),
     ];
-    let launcher = KernelParams::build("param_probe", &args)?;
+    let launcher = KernelParams::build("param_probe", &args, None)?;
     let produced: Vec<PtxParam> = (0..launcher.len())
         .map(|i| PtxParam {
             size: launcher.bytes(i).map_or(0, <[u8]>::len),

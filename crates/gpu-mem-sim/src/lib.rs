@@ -1250,7 +1250,10 @@ impl SimBackend {
             return Ok(*found);
         }
         let variable = source::variable(module, name)?;
-        let host = NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(variable.address)).ok_or_else(|| Error::InvalidArgument {
+        let host = NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(
+            variable.address,
+        ))
+        .ok_or_else(|| Error::InvalidArgument {
             name: "symbol",
             reason: format!("the variable `{name}` has no address"),
         })?;

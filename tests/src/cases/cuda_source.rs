@@ -52,7 +52,12 @@ fn pointer_parameters_take_arrays_and_host_arrays(rt: &Runtime) -> Result<(), St
         dev.launch(
             &add,
             LaunchConfig::for_items(n, 256),
-            &mut [&mut d_a, &mut In(&b), &mut Out(&mut c), &mut Scalar(n as i32)],
+            &mut [
+                &mut d_a,
+                &mut In(&b),
+                &mut Out(&mut c),
+                &mut Scalar(n as i32),
+            ],
         )
     }
     .map_err(fail("launch"))?;
@@ -105,7 +110,10 @@ fn structs_namespaces_and_raw_pointers(rt: &Runtime) -> Result<(), String> {
     .map_err(fail("pairs launch"))?;
     let out = d_pairs.copy_to_host().map_err(fail("copy"))?;
     for (i, p) in out.iter().enumerate() {
-        ensure!(p.first == i as i32 && p.second == i as f32 * 0.5, "pair {i}: {p:?}");
+        ensure!(
+            p.first == i as i32 && p.second == i as f32 * 0.5,
+            "pair {i}: {p:?}"
+        );
     }
     // A namespaced kernel, given a raw device address (as interop hands one over).
     let target = dev
@@ -279,7 +287,11 @@ fn extern_shared_and_template_kernels(rt: &Runtime) -> Result<(), String> {
             // Spelled differently from the module's expression: the same instantiation.
             &module.kernel("block_sum<float,64>"),
             LaunchConfig::new(blocks as u32, 64).with_shared_bytes(64 * 4),
-            &mut [&mut In(&floats), &mut Out(&mut fsums), &mut Scalar(n as u32)],
+            &mut [
+                &mut In(&floats),
+                &mut Out(&mut fsums),
+                &mut Scalar(n as u32),
+            ],
         )
     }
     .map_err(fail("float sums"))?;
@@ -328,8 +340,14 @@ fn vector_types_have_cuda_layouts(rt: &Runtime) -> Result<(), String> {
     let mut layouts = Array1::<i32>::zeros(6);
     let kernel = Kernel::from_source(SHARED_TEMPLATES, "layouts");
     // SAFETY: one thread writes 6 ints.
-    unsafe { dev.launch(&kernel, LaunchConfig::new(1, 1), &mut [&mut Out(&mut layouts)]) }
-        .map_err(fail("layouts"))?;
+    unsafe {
+        dev.launch(
+            &kernel,
+            LaunchConfig::new(1, 1),
+            &mut [&mut Out(&mut layouts)],
+        )
+    }
+    .map_err(fail("layouts"))?;
     // size * 100 + alignment, as CUDA's vector_types.h declares them.
     let want = [1616, 1204, 1616, 404, 808, 808];
     ensure!(layouts.to_vec() == want, "vector type layouts {layouts}");
@@ -419,7 +437,12 @@ fn cooperative_groups_block_tiles_and_reduce(rt: &Runtime) -> Result<(), String>
     .map_err(fail("launch"))?;
     for b in 0..blocks {
         let block = input.slice(s![b * threads..(b + 1) * threads]);
-        ensure!(sums[b] == block.sum(), "block {b}: {} != {}", sums[b], block.sum());
+        ensure!(
+            sums[b] == block.sum(),
+            "block {b}: {} != {}",
+            sums[b],
+            block.sum()
+        );
         for t in 0..tiles {
             let tile = block.slice(s![t * 32..(t + 1) * 32]);
             let row = info.row(b * tiles + t);

@@ -2,6 +2,7 @@
 
 mod arrays;
 mod assign;
+mod corpus;
 mod cuda_source;
 mod dlpack;
 mod host_memory;
@@ -27,6 +28,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(kernels::cases());
     cases.extend(source_kernels::cases());
     cases.extend(cuda_source::cases());
+    cases.extend(corpus::cases());
     cases.extend(smart::cases());
     cases.extend(soundness::cases());
     cases.extend(dlpack::cases());

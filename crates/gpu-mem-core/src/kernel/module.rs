@@ -8,8 +8,10 @@
 //!   so kernels made from it at different places share its variables there;
 //! * its kernels are the `__global__` functions it defines that are not templates, named as in
 //!   the source (`extern "C"` or not, qualified by namespace), and its name expressions;
-//! * its variables are those [`scan::variables`] finds, reached by name through
-//!   [`Device::copy_to_symbol`](crate::Device::copy_to_symbol) and friends.
+//! * its variables (`__device__`, `__constant__` and `__managed__` at file scope, variable
+//!   templates' instantiations too) are reached by name through
+//!   [`Device::copy_to_symbol`](crate::Device::copy_to_symbol) and friends, found in the
+//!   compiled module.
 
 use super::program::Kernel;
 use super::scan;
@@ -49,7 +51,6 @@ struct ModuleInner {
 #[derive(Debug, Default)]
 struct Declarations {
     kernels: Option<Vec<scan::KernelDecl>>,
-    variables: Option<Vec<scan::VariableDecl>>,
 }
 
 impl fmt::Debug for Module {
@@ -143,7 +144,6 @@ impl Module {
     fn declared(&self) -> &Declarations {
         self.inner.declared.get_or_init(|| Declarations {
             kernels: scan::kernels(&self.inner.code),
-            variables: scan::variables(&self.inner.code),
         })
     }
 
@@ -192,12 +192,6 @@ impl Module {
             .kernels
             .as_ref()
             .map(|k| k.iter().any(|k| k.name == base))
-    }
-
-    /// Its variables in device memory (`__device__`, `__constant__`, `__managed__` at file
-    /// scope), qualified by namespace; empty when the source cannot be read.
-    pub fn variables(&self) -> &[scan::VariableDecl] {
-        self.declared().variables.as_deref().unwrap_or(&[])
     }
 
     /// Why `entry` cannot be launched from this module, if it cannot: not a name expression, a
@@ -258,7 +252,6 @@ mod tests {
         assert_eq!(a.key(), b.key());
         assert_ne!(a, Module::from_source(SRC));
         assert_eq!(a.kernels(), ["p", "t<float>", "t<int>"]);
-        assert_eq!(a.variables().len(), 1);
     }
 
     #[test]
@@ -269,7 +262,10 @@ mod tests {
         let e = m.check_entry("t<float>").unwrap_err();
         assert!(e.contains("template"), "{e}");
         let e = m.check_entry("missing").unwrap_err();
-        assert!(e.contains("no __global__ function `missing`") && e.contains("p, t<int>"), "{e}");
+        assert!(
+            e.contains("no __global__ function `missing`") && e.contains("p, t<int>"),
+            "{e}"
+        );
         assert!(m.check_entry("p; evil").is_err());
     }
 }

@@ -50,9 +50,7 @@ impl Device {
         name: &str,
     ) -> Result<DeviceArray<T>> {
         let module = module_of(module)?;
-        let (ptr, bytes) = self
-            .backend()
-            .module_global(self.ordinal(), module, name)?;
+        let (ptr, bytes) = self.backend().module_global(self.ordinal(), module, name)?;
         let size = T::itemsize();
         if size == 0 || !bytes.is_multiple_of(size) {
             return Err(Error::InvalidArgument {

@@ -1,40 +1,48 @@
-//! `Backend::launch` on CUDA: portable source → NVRTC → module (cached) → `cuLaunchKernel`.
+//! `Backend::launch` on CUDA: CUDA C++ source → NVRTC → module (cached) → `cuLaunchKernel`.
 //!
 //! # Contract
 //!
-//! 1. A kernel without portable source is [`Error::NotSupportedByBackend`]: it can only run on
-//!    the simulator.
-//! 2. The configuration is checked against the device's limits ([`LaunchLimits::check`](super::limits::LaunchLimits::check)) and
-//!    the arguments are encoded ([`KernelParams::build`]) before anything is compiled, so bad
-//!    launches fail fast with [`Error::InvalidLaunch`] naming the kernel.
-//! 3. The source is compiled once per (kernel, device) by NVRTC with the prelude
-//!    (`#include "gpu_mem.h"` is put in front, so sources may include it or not; `#line` keeps
-//!    NVRTC's line numbers those of the kernel's own code), for the target
+//! 1. A kernel without source is [`Error::NotSupportedByBackend`]: it can only run on the
+//!    simulator.
+//! 2. The configuration is checked against the device's limits
+//!    ([`LaunchLimits::check`](super::limits::LaunchLimits::check)) and the arguments are
+//!    encoded ([`KernelParams::build`]) before anything is compiled, so bad launches fail fast
+//!    with [`Error::InvalidLaunch`] naming the kernel.
+//! 3. A module (source and name expressions) is compiled once per device by NVRTC with the
+//!    prelude (`#include "gpu_mem.h"` is put in front, so sources may include it or not;
+//!    `#line` keeps NVRTC's line numbers those of the kernel's own code), for the target
 //!    [`CudaBackend::kernel_target`] picks; the module stays loaded until the backend is
-//!    dropped. An entry point missing from the compiled code is [`Error::InvalidLaunch`].
-//! 4. `stream: None` launches on the legacy default stream — ordered after the work of every
+//!    dropped, and every kernel of it shares its variables. A kernel is found by its lowered
+//!    name (a name expression), its C name, or the C++ name that reads as the entry
+//!    (`super::ptx`); one the module lacks is [`Error::InvalidLaunch`] listing its kernels.
+//! 4. Each argument becomes the bytes of its compiled parameter: an array passed to an 8-byte
+//!    parameter (a pointer) is its first element's address, one passed to a parameter of
+//!    `8 + 16 N` bytes a `gm_array<T, N>` (`LaunchArg::c_parameter_for`); the sizes are the
+//!    driver's (`cuFuncGetParamInfo`, CUDA 12.4+) or else the PTX's.
+//! 5. `stream: None` launches on the legacy default stream — ordered after the work of every
 //!    stream gpu-mem creates, which are blocking — and then waits for that stream, so the
 //!    kernel's own failure (e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`) is this call's error. With a
 //!    stream the launch is only enqueued; failures surface at the stream's synchronisation.
-//! 5. Driver errors stay [`Error::Native`] (call, code and code name from the driver), with the
+//! 6. Driver errors stay [`Error::Native`] (call, code and code name from the driver), with the
 //!    kernel's name added to the description.
-//! 6. Once compiled, the function itself is checked before `cuLaunchKernel`: where the driver
-//!    has `cuFuncGetParamInfo` (CUDA 12.4+), a wrong argument count or an argument whose size
-//!    differs from the compiled parameter's is [`Error::InvalidLaunch`] (older drivers would
-//!    read past the buffers); the function's static shared memory (`cuFuncGetAttribute
+//! 7. Once compiled, the function itself is checked before `cuLaunchKernel`: a wrong argument
+//!    count or an argument whose size differs from the compiled parameter's is
+//!    [`Error::InvalidLaunch`]; the function's static shared memory (`cuFuncGetAttribute
 //!    SHARED_SIZE_BYTES`) plus the dynamic request must fit the device's opt-in maximum, and
 //!    where they exceed the default 48 KiB the kernel opts in with
 //!    `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)` (once per size increase).
 
-use super::kernels::FunctionHandle;
-use super::module_cache::LoadedKernel;
+use super::kernels::{FunctionHandle, NVRTC_LINE_INFO};
+use super::module_cache::{LoadedKernel, LoadedModule};
 use super::params::KernelParams;
-use super::{CudaBackend, legacy_stream};
-use crate::driver::sys::{CUfunction_attribute, CUresult};
-use crate::nvrtc::PRELUDE_NAME;
-use gpu_mem_core::backend::StreamHandle;
-use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig};
+use super::{CudaBackend, legacy_stream, ptx};
+use crate::driver::sys::CUfunction_attribute;
+use crate::nvrtc::{CompileRequest, PRELUDE_NAME};
+use gpu_mem_core::backend::{DevicePtr, StreamHandle};
+use gpu_mem_core::kernel::scan::normalized;
+use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig, Module};
 use gpu_mem_core::{BackendKind, Error, Result};
+use std::sync::Arc;
 
 /// What the compiled function says about itself, read once after loading.
 #[derive(Debug, Clone, Default)]
@@ -51,11 +59,45 @@ pub struct FunctionInfo {
     pub max_threads: usize,
 }
 
-/// What NVRTC calls the kernel's source in messages: the kernel name, made safe for a `#line`
+/// The name NVRTC looks `entry` up by in `module` (its lowered name, its C name, or the C++
+/// name that reads as it), with its parameters' sizes as the PTX declares them.
+fn entry_of(
+    module: &LoadedModule,
+    kernel: &Kernel,
+    entry: &str,
+) -> Result<(String, Option<Vec<usize>>)> {
+    let invalid = |reason: String| Error::InvalidLaunch {
+        kernel: kernel.name().to_string(),
+        reason,
+    };
+    let wanted = normalized(entry);
+    let name = match module.lowered.iter().find(|(e, _)| normalized(e) == wanted) {
+        Some((_, lowered)) => lowered.clone(),
+        None => match ptx::find_entry(&module.ptx, entry).map_err(invalid)? {
+            Some(found) => found.name.clone(),
+            // No PTX to read (it should always be there): the C name, which the driver checks.
+            None if module.ptx.entries.is_empty() => entry.to_string(),
+            None => {
+                return Err(invalid(format!(
+                    "the source has no kernel `{entry}` to launch; its kernels: {} (a template kernel is launched by an instantiation the module is made with: Kernel::from_source(code, \"name<arguments>\") or Module::with_name_expressions)",
+                    ptx::entry_names(&module.ptx).join(", ")
+                )));
+            }
+        },
+    };
+    let sizes = module
+        .ptx
+        .entries
+        .iter()
+        .find(|e| e.name == name)
+        .map(|e| e.param_sizes.clone());
+    Ok((name, sizes))
+}
+
+/// What NVRTC calls a module's source in messages: its name, made safe for a `#line`
 /// directive.
-fn program_name(kernel: &Kernel) -> String {
-    let safe: String = kernel
-        .name()
+fn program_name(module: &str) -> String {
+    let safe: String = module
         .chars()
         .map(|c| match c {
             '"' | '\\' | '\n' | '\r' | '\0' => '_',
@@ -102,85 +144,130 @@ fn in_kernel(err: Error, kernel: &Kernel) -> Error {
 }
 
 impl CudaBackend {
-    /// Compiles, loads and looks up `kernel` for `device`, or returns the cached result.
+    /// `module` compiled and loaded on `device` (once; see `module_cache`). `what` names the
+    /// kernel that needed it, in errors.
+    pub(super) fn loaded_module(
+        &self,
+        device: usize,
+        module: &Module,
+        what: &str,
+    ) -> Result<Arc<LoadedModule>> {
+        self.modules
+            .module(module, device, || self.build_module(device, module, what))
+    }
+
+    fn build_module(&self, device: usize, module: &Module, what: &str) -> Result<LoadedModule> {
+        let program = program_name(module.name());
+        let source = full_source(&program, module.code());
+        let (kind, capability) = self.kernel_target(device)?;
+        let compiled = self.nvrtc()?.compile_request(&CompileRequest {
+            source: &source,
+            name: &program,
+            capability,
+            kind,
+            extra_options: &[NVRTC_LINE_INFO],
+            name_expressions: module.name_expressions(),
+        })?;
+        tracing::debug!(
+            module = module.name(),
+            device,
+            kind = ?compiled.kind,
+            capability = %compiled.capability,
+            bytes = compiled.code.len(),
+            "compiled module"
+        );
+        let handle = self.module_load(device, &compiled).map_err(|e| match e {
+            Error::KernelCompile { compiler, log, .. } => Error::KernelCompile {
+                kernel: what.to_string(),
+                compiler,
+                log,
+            },
+            other => other,
+        })?;
+        Ok(LoadedModule {
+            module: handle,
+            ptx: ptx::read(&compiled.ptx),
+            lowered: compiled.lowered,
+        })
+    }
+
+    /// The function of `kernel` on `device`, its module compiled and loaded first where it is
+    /// not yet.
     fn kernel_function(
         &self,
         device: usize,
         kernel: &Kernel,
         source: &KernelSource,
     ) -> Result<FunctionHandle> {
-        let loaded = self.modules.get_or_build(kernel.id(), device, source, || {
-            self.build_kernel(device, kernel, source)
+        let loaded = self.modules.kernel(kernel.id(), device, source, || {
+            let module = self.loaded_module(device, &source.module, kernel.name())?;
+            let (name, ptx_sizes) = entry_of(&module, kernel, &source.entry)?;
+            // SAFETY: the module is loaded on `device` and cached until the backend drops.
+            let function = unsafe { self.module_function(device, module.module, &name) }
+                .map_err(|e| in_kernel(e, kernel))?;
+            let mut info = self
+                .function_info(device, function)
+                .map_err(|e| in_kernel(e, kernel))?;
+            if info.param_sizes.is_none() {
+                info.param_sizes = ptx_sizes;
+            }
+            self.functions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(function.0, info);
+            Ok(LoadedKernel {
+                module: module.module,
+                function,
+            })
         })?;
         Ok(loaded.function)
     }
 
-    fn build_kernel(
+    /// `Backend::module_global`: the variable the source calls `name` (found in the module's
+    /// PTX, `cuModuleGetGlobal`), the module compiled and loaded on `device` first.
+    pub(super) fn module_variable(
         &self,
         device: usize,
-        kernel: &Kernel,
-        source: &KernelSource,
-    ) -> Result<LoadedKernel> {
-        let program = program_name(kernel);
-        let compiled =
-            self.compile_kernel(device, &full_source(&program, source.code()), &program)?;
-        tracing::debug!(
-            kernel = kernel.name(),
-            device,
-            kind = ?compiled.kind,
-            capability = %compiled.capability,
-            bytes = compiled.code.len(),
-            "compiled kernel"
-        );
-        let module = self.module_load(device, &compiled).map_err(|e| match e {
-            Error::KernelCompile { compiler, log, .. } => Error::KernelCompile {
-                kernel: kernel.name().to_string(),
-                compiler,
-                log,
-            },
-            other => in_kernel(other, kernel),
+        module: &Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        let loaded = self.loaded_module(device, module, module.name())?;
+        let Some(found) = ptx::find_variable(&loaded.ptx, name) else {
+            let known = ptx::variable_names(&loaded.ptx);
+            return Err(Error::InvalidArgument {
+                name: "symbol",
+                reason: format!(
+                    "the module `{}` has no __device__, __constant__ or __managed__ variable `{name}` at file scope; its variables: {}",
+                    module.name(),
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            });
+        };
+        let found = std::ffi::CString::new(found).map_err(|_| Error::InvalidArgument {
+            name: "symbol",
+            reason: "contains a NUL byte".into(),
         })?;
-        // SAFETY: `module` was loaded just above on `device` and nothing can unload it yet.
-        match unsafe { self.module_function(device, module, &source.entry) } {
-            Ok(function) => {
-                let info = match self.function_info(device, function) {
-                    Ok(info) => info,
-                    Err(error) => {
-                        // Not cached yet, so nothing else would ever unload it.
-                        // SAFETY: the module was loaded just above and nothing has run from it.
-                        if let Err(unload) = unsafe { self.module_unload(device, module) } {
-                            tracing::warn!(%unload, "unloading a module after a failed query failed");
-                        }
-                        return Err(in_kernel(error, kernel));
-                    }
-                };
-                self.functions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(function.0, info);
-                Ok(LoadedKernel { module, function })
-            }
-            Err(err) => {
-                // SAFETY: the module was loaded just above and nothing has used it.
-                if let Err(unload) = unsafe { self.module_unload(device, module) } {
-                    tracing::warn!(%unload, "unloading a module without the entry point failed");
-                }
-                Err(match err {
-                    Error::Native { code, .. }
-                        if code == i64::from(CUresult::CUDA_ERROR_NOT_FOUND.0) =>
-                    {
-                        Error::InvalidLaunch {
-                            kernel: kernel.name().to_string(),
-                            reason: format!(
-                                "the compiled source has no entry point `{}` (declare it `extern \"C\" __global__`)",
-                                source.entry
-                            ),
-                        }
-                    }
-                    other => in_kernel(other, kernel),
-                })
-            }
-        }
+        let _cx = self.current(device)?;
+        // SAFETY: the module is loaded on `device` (current here) and cached until the backend
+        // drops.
+        let (ptr, bytes) = unsafe {
+            self.driver
+                .module_get_global(loaded.module.0 as usize as _, &found)
+        }?;
+        Ok((DevicePtr(ptr), bytes))
+    }
+
+    /// The byte sizes of `function`'s parameters, where known.
+    fn param_sizes(&self, function: FunctionHandle) -> Option<Vec<usize>> {
+        self.functions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&function.0)
+            .and_then(|info| info.param_sizes.clone())
     }
 
     fn function_info(&self, device: usize, function: FunctionHandle) -> Result<FunctionInfo> {
@@ -305,8 +392,11 @@ impl CudaBackend {
         let slot = self.slot(device)?;
         slot.facts.limits.check(kernel.name(), config)?;
         self.check_peer_args(device, kernel, args)?;
-        let mut params = KernelParams::build(kernel.name(), args)?;
+        // Malformed arguments fail before anything is compiled.
+        KernelParams::build(kernel.name(), args, None)?;
         let function = self.kernel_function(device, kernel, source)?;
+        let mut params =
+            KernelParams::build(kernel.name(), args, self.param_sizes(function).as_deref())?;
         self.check_function(device, kernel, function, &params, config)?;
         let mut pointers = params.pointers();
         let handle = stream.unwrap_or(StreamHandle(legacy_stream() as usize as u64));
@@ -364,8 +454,7 @@ mod tests {
 
     #[test]
     fn source_starts_with_the_prelude_and_resets_line_numbers() {
-        let kernel = Kernel::new("odd \"name\"\\x");
-        let program = program_name(&kernel);
+        let program = program_name("odd \"name\"\\x");
         assert_eq!(program, "odd _name__x.cu");
         let text = full_source(&program, "extern \"C\" __global__ void k() {}\n");
         let lines: Vec<&str> = text.lines().collect();

@@ -86,6 +86,7 @@ mod launch;
 mod limits;
 mod module_cache;
 mod params;
+mod ptx;
 mod registry;
 
 pub use kernels::{FunctionHandle, ModuleHandle};
@@ -1003,6 +1004,15 @@ unsafe impl Backend for CudaBackend {
     ) -> Result<()> {
         // SAFETY: the caller upholds Backend::launch's contract, which launch_kernel shares.
         unsafe { self.launch_kernel(device, kernel, config, args, stream) }
+    }
+
+    fn module_global(
+        &self,
+        device: usize,
+        module: &gpu_mem_core::kernel::Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        self.module_variable(device, module, name)
     }
 }
 

@@ -3,13 +3,15 @@
 //!
 //! # Contract
 //!
-//! Each [`LaunchArg`] becomes exactly the bytes of the C parameter the portable kernel declares
-//! (the driver copies as many bytes from each pointer as the compiled parameter has), as
-//! [`LaunchArg::c_parameter`] lays it out (shared with the ROC backend):
+//! Each [`LaunchArg`] becomes exactly the bytes of the C parameter the kernel declares (the
+//! driver copies as many bytes from each pointer as the compiled parameter has), as
+//! [`LaunchArg::c_parameter_for`] lays it out given the compiled parameter's size (shared with
+//! the ROC backend):
 //!
-//! * `Array` → `gm_array<T, N>` by value: the 8-byte data pointer, then `shape[N]`, then
-//!   `strides[N]` in elements, all 64-bit (`8 + 16 N` bytes, 8-byte aligned; a 0-d array is the
-//!   pointer alone);
+//! * `Array` → its first element's address for a pointer parameter (8 bytes; the array must be
+//!   contiguous from there), else `gm_array<T, N>` by value: the 8-byte data pointer, then
+//!   `shape[N]`, then `strides[N]` in elements, all 64-bit (`8 + 16 N` bytes, 8-byte aligned;
+//!   a 0-d array is the pointer alone);
 //! * `Record` → a `T*`: the 8-byte device address;
 //! * `Scalar` → its bytes unchanged; its alignment is the natural one of its size (the largest
 //!   power of two dividing it, at most 8).
@@ -55,13 +57,19 @@ pub struct KernelParams {
 }
 
 impl KernelParams {
-    /// Encodes `args` for `kernel` (the name used in errors).
-    pub fn build(kernel: &str, args: &[LaunchArg]) -> Result<KernelParams> {
+    /// Encodes `args` for `kernel` (the name used in errors), for parameters of `sizes` bytes
+    /// where known.
+    pub fn build(
+        kernel: &str,
+        args: &[LaunchArg],
+        sizes: Option<&[usize]>,
+    ) -> Result<KernelParams> {
         let params = args
             .iter()
             .enumerate()
             .map(|(index, arg)| {
-                encode(arg).map_err(|reason| Error::InvalidLaunch {
+                let size = sizes.and_then(|s| s.get(index).copied());
+                encode(arg, size).map_err(|reason| Error::InvalidLaunch {
                     kernel: kernel.to_string(),
                     reason: format!("argument {index} ({}): {reason}", arg.describe()),
                 })
@@ -100,8 +108,8 @@ impl KernelParams {
     }
 }
 
-fn encode(arg: &LaunchArg) -> std::result::Result<Param, String> {
-    let (bytes, alignment) = arg.c_parameter()?;
+fn encode(arg: &LaunchArg, size: Option<usize>) -> std::result::Result<Param, String> {
+    let (bytes, alignment) = arg.c_parameter_for(size)?;
     Ok(Param::new(bytes, alignment))
 }
 
@@ -141,7 +149,7 @@ mod tests {
 
     #[test]
     fn arrays_are_pointer_shape_strides() {
-        let p = KernelParams::build("k", &[array(0x7000, vec![3, 5], vec![-5, 1])]).unwrap();
+        let p = KernelParams::build("k", &[array(0x7000, vec![3, 5], vec![-5, 1])], None).unwrap();
         let bytes = p.bytes(0).unwrap();
         assert_eq!(bytes.len(), 40);
         assert_eq!(words(bytes), [0x7000, 3, 5, (-5i64) as u64, 1]);
@@ -154,7 +162,7 @@ mod tests {
             .iter()
             .map(|&n| scalar((1..=n as u8).collect()))
             .collect();
-        let p = KernelParams::build("k", &args).unwrap();
+        let p = KernelParams::build("k", &args, None).unwrap();
         let aligns: Vec<usize> = (0..p.len()).map(|i| p.alignment(i).unwrap()).collect();
         assert_eq!(aligns, [1, 2, 1, 4, 2, 8, 4, 8]);
         assert_eq!(p.bytes(2), Some(&[1u8, 2, 3][..]));
@@ -174,7 +182,7 @@ mod tests {
             record,
             scalar(value.to_ne_bytes().to_vec()),
         ];
-        let mut p = KernelParams::build("k", &args).unwrap();
+        let mut p = KernelParams::build("k", &args, None).unwrap();
         let pointers = p.pointers();
         assert_eq!(pointers.len(), 3);
         for &ptr in &pointers {
@@ -191,7 +199,7 @@ mod tests {
     #[test]
     fn malformed_arguments_name_the_kernel_and_argument() {
         let bad = [scalar(vec![1]), array(0, vec![2, 2], vec![1])];
-        match KernelParams::build("saxpy", &bad) {
+        match KernelParams::build("saxpy", &bad, None) {
             Err(Error::InvalidLaunch { kernel, reason }) => {
                 assert_eq!(kernel, "saxpy");
                 assert!(reason.starts_with("argument 1"), "{reason}");
@@ -200,14 +208,14 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            KernelParams::build("k", &[scalar(vec![])]),
+            KernelParams::build("k", &[scalar(vec![])], None),
             Err(Error::InvalidLaunch { .. })
         ));
     }
 
     #[test]
     fn zero_dimensional_arrays_are_just_the_pointer() {
-        let p = KernelParams::build("k", &[array(0x40, vec![], vec![])]).unwrap();
+        let p = KernelParams::build("k", &[array(0x40, vec![], vec![])], None).unwrap();
         assert_eq!(p.bytes(0).map(<[u8]>::len), Some(8));
     }
 }

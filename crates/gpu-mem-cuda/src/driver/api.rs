@@ -1153,6 +1153,26 @@ impl CudaDriver {
         Ok(function)
     }
 
+    /// `cuModuleGetGlobal_v2`: the device address and size of the module variable `name`
+    /// (as the PTX names it).
+    ///
+    /// # Safety
+    /// `module` is live (the driver takes the handle for a pointer).
+    pub unsafe fn module_get_global(
+        &self,
+        module: CUmodule,
+        name: &CStr,
+    ) -> Result<(CUdeviceptr_v2, usize)> {
+        let f = get!(self.cuModuleGetGlobal, "module variables");
+        let mut ptr: CUdeviceptr_v2 = 0;
+        let mut bytes: usize = 0;
+        // SAFETY: the out-pointers are live locals, `name` is NUL-terminated, `module` is live.
+        self.check("cuModuleGetGlobal", unsafe {
+            f(&mut ptr, &mut bytes, module, name.as_ptr())
+        })?;
+        Ok((ptr, bytes))
+    }
+
     /// `cuModuleUnload`.
     ///
     /// # Safety

@@ -258,6 +258,38 @@ impl Nvrtc {
         Ok(String::from_utf8_lossy(trim_nul(&bytes)).into_owned())
     }
 
+    /// `nvrtcAddNameExpression`: `expression` (a template instantiation's name, `&variable`)
+    /// gets a lowered (mangled) name after compilation ([`Nvrtc::lowered_name`]).
+    pub fn add_name_expression(&self, program: &Program<'_>, expression: &CStr) -> Result<()> {
+        let f = get!(self.nvrtcAddNameExpression, "template kernels");
+        // SAFETY: the program is live (borrowed) and not compiled yet; NVRTC copies the string.
+        self.check("nvrtcAddNameExpression", unsafe {
+            f(program.raw, expression.as_ptr())
+        })
+    }
+
+    /// `nvrtcGetLoweredName` of an expression added before compilation.
+    pub fn lowered_name(&self, program: &Program<'_>, expression: &CStr) -> Result<String> {
+        let f = get!(self.nvrtcGetLoweredName, "template kernels");
+        let mut lowered: *const c_char = std::ptr::null();
+        // SAFETY: the program is live and compiled; the out-pointer is a live local. The string
+        // NVRTC returns lives as long as the program, and is copied before this returns.
+        self.check("nvrtcGetLoweredName", unsafe {
+            f(program.raw, expression.as_ptr(), &mut lowered)
+        })?;
+        if lowered.is_null() {
+            return Err(self.error(
+                "nvrtcGetLoweredName",
+                nvrtcResult::NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID,
+                format!("no lowered name for `{}`", expression.to_string_lossy()),
+            ));
+        }
+        // SAFETY: a NUL-terminated string owned by the live program.
+        Ok(unsafe { CStr::from_ptr(lowered) }
+            .to_string_lossy()
+            .into_owned())
+    }
+
     /// `nvrtcGetPTXSize` + `nvrtcGetPTX` (the text without its trailing NUL).
     pub fn ptx(&self, program: &Program<'_>) -> Result<Vec<u8>> {
         let size_fn = get!(self.nvrtcGetPTXSize, "PTX output");

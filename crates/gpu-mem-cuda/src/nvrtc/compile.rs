@@ -68,6 +68,11 @@ pub struct Compiled {
     pub capability: ComputeCapability,
     /// NVRTC's log (warnings; usually empty).
     pub log: String,
+    /// The PTX text (for a cubin too: NVRTC keeps the PTX it assembled), empty where NVRTC
+    /// gives none.
+    pub ptx: String,
+    /// Each name expression with its lowered (mangled) name.
+    pub lowered: Vec<(String, String)>,
 }
 
 impl Compiled {
@@ -87,9 +92,26 @@ fn c_string(what: &'static str, text: &str) -> Result<CString> {
     })
 }
 
+/// What [`Nvrtc::compile`] compiles: a source and how.
+#[derive(Debug, Clone, Copy)]
+pub struct CompileRequest<'a> {
+    /// The source text.
+    pub source: &'a str,
+    /// Its name in messages.
+    pub name: &'a str,
+    /// The target.
+    pub capability: ComputeCapability,
+    /// PTX or a cubin.
+    pub kind: CodeKind,
+    /// Options passed after the architecture and include folders.
+    pub extra_options: &'a [&'a str],
+    /// Template instantiations (and `&variable`s) to lower.
+    pub name_expressions: &'a [String],
+}
+
 impl Nvrtc {
-    /// Compiles `source` (named `name` in messages) for `capability`, offering the prelude as
-    /// `gpu_mem.h`. `extra_options` are passed to NVRTC after the architecture option.
+    /// Compiles `source` (named `name` in messages) for `capability`, without name
+    /// expressions (see [`Nvrtc::compile_request`]).
     pub fn compile(
         &self,
         source: &str,
@@ -98,23 +120,74 @@ impl Nvrtc {
         kind: CodeKind,
         extra_options: &[&str],
     ) -> Result<Compiled> {
+        self.compile_request(&CompileRequest {
+            source,
+            name,
+            capability,
+            kind,
+            extra_options,
+            name_expressions: &[],
+        })
+    }
+
+    /// Compiles `request.source` for `request.capability`, offering the prelude as `gpu_mem.h`
+    /// and gpu-mem's C library headers, with the CUDA headers' folders as `-I`.
+    pub fn compile_request(&self, request: &CompileRequest<'_>) -> Result<Compiled> {
+        let CompileRequest {
+            source,
+            name,
+            capability,
+            kind,
+            extra_options,
+            name_expressions,
+        } = *request;
         let source_c = c_string("source", source)?;
         let name_c = c_string("name", name)?;
-        let prelude = c_string("prelude", PRELUDE)?;
-        let prelude_name = c_string("prelude name", PRELUDE_NAME)?;
+        let mut headers = vec![(
+            c_string("prelude name", PRELUDE_NAME)?,
+            c_string("prelude", PRELUDE)?,
+        )];
+        for (include, text) in gpu_mem_core::RTC_HEADERS {
+            headers.push((c_string("header name", include)?, c_string("header", text)?));
+        }
+        let header_refs: Vec<(&std::ffi::CStr, &std::ffi::CStr)> = headers
+            .iter()
+            .map(|(n, t)| (n.as_c_str(), t.as_c_str()))
+            .collect();
         let mut options = vec![c_string("options", &kind.architecture_option(capability))?];
+        for dir in super::include_dirs(self.path()) {
+            options.push(c_string("options", &format!("-I{}", dir.display()))?);
+        }
         for option in extra_options {
             options.push(c_string("options", option)?);
         }
+        let expressions = name_expressions
+            .iter()
+            .map(|e| c_string("name expression", e))
+            .collect::<Result<Vec<_>>>()?;
 
         let started = Instant::now();
-        let program = self.create_program(&source_c, &name_c, &[(&prelude_name, &prelude)])?;
+        let program = self.create_program(&source_c, &name_c, &header_refs)?;
+        for expression in &expressions {
+            self.add_name_expression(&program, expression)?;
+        }
         self.compile_program(&program, &options)
             .map_err(|err| with_context(err, name, capability))?;
         let code = match kind {
             CodeKind::Ptx => self.ptx(&program)?,
             CodeKind::Cubin => self.cubin(&program)?,
         };
+        let ptx = match kind {
+            CodeKind::Ptx => String::from_utf8_lossy(&code).into_owned(),
+            CodeKind::Cubin => self
+                .ptx(&program)
+                .map(|p| String::from_utf8_lossy(&p).into_owned())
+                .unwrap_or_default(),
+        };
+        let mut lowered = Vec::with_capacity(expressions.len());
+        for (expression, text) in expressions.iter().zip(name_expressions) {
+            lowered.push((text.clone(), self.lowered_name(&program, expression)?));
+        }
         let log = self.program_log(&program)?;
         tracing::debug!(
             name,
@@ -129,6 +202,8 @@ impl Nvrtc {
             kind,
             capability,
             log,
+            ptx,
+            lowered,
         })
     }
 }

@@ -3,9 +3,14 @@
  * simulator's barriers and warp collectives.
  *   thread_block (this_thread_block): sync, thread_rank, size / num_threads, group_index,
  *     thread_index, group_dim / dim_threads
- *   thread_block_tile<N> (tiled_partition<N>(block), N a power of two up to the warp size):
- *     sync, thread_rank, size / num_threads, meta_group_rank, meta_group_size, shfl,
- *     shfl_down, shfl_up, shfl_xor, ballot, any, all, match_any, match_all
+ *   thread_block_tile<N> (tiled_partition<N>(block), N a power of two up to 1024): sync,
+ *     thread_rank, size / num_threads, meta_group_rank, meta_group_size, shfl, shfl_down,
+ *     shfl_up, shfl_xor (values of any size), ballot, any, all, match_any, match_all. A tile
+ *     larger than the warp (CUDA's block_tile_memory tiles) synchronizes and exchanges values
+ *     through its block: every thread of the block must make the same calls, as all tiles do
+ *     in the code that uses them; its ballot, any, all and match are not available
+ *   block_tile_memory<...>, this_thread_block(scratch): accepted (the simulator needs no
+ *     scratch of the user's)
  *   thread_group (tiled_partition(block, n)): sync, thread_rank, size
  *   coalesced_group (coalesced_threads): the warp's lanes the block has (a converged warp),
  *     with the tile's operations
@@ -42,11 +47,42 @@ inline void block_barrier(const char* file, int line) {
 inline void warp_barrier(unsigned long long mask, const char* file, int line) {
     gm_sim_rt.barrier(GM_SIM_SCOPE_WARP, GM_FENCE_LOCAL, mask, file, line);
 }
+/* A shuffle of a value of any size, 8 bytes at a time (every lane makes the same calls). */
 template <typename T>
 inline T collective(int op, unsigned long long mask, T value, long long arg, int width,
                     const char* file, int line) {
-    return gm_sim_from_bits<T>(
-        gm_sim_rt.collective(op, mask, gm_sim_bits(value), arg, width, file, line));
+    constexpr unsigned long words = (sizeof(T) + 7) / 8;
+    unsigned long long in[words] = {};
+    unsigned long long out[words] = {};
+    std::memcpy(in, &value, sizeof(T));
+    for (unsigned long w = 0; w < words; ++w) {
+        out[w] = gm_sim_rt.collective(op, mask, in[w], arg, width, file, line);
+    }
+    T result;
+    std::memcpy(&result, out, sizeof(T));
+    return result;
+}
+
+/* Where the threads of a tile larger than a warp exchange values: per block (the block's
+ * threads share an OS thread), 32 bytes a thread of a block of 1024. */
+constexpr unsigned long gm_sim_tile_exchange_bytes = 32 * 1024;
+static thread_local unsigned char gm_sim_tile_exchange[gm_sim_tile_exchange_bytes];
+
+/* Every thread of the block puts `value` in its slot, then reads the slot `read(rank)` of its
+ * tile, all behind block barriers. */
+template <typename T, typename R>
+inline T block_exchange(T value, unsigned long long first, R read, const char* file, int line) {
+    T* slots = reinterpret_cast<T*>(gm_sim_tile_exchange);
+    if (block_size() * sizeof(T) > gm_sim_tile_exchange_bytes) {
+        gm_sim_trap_with("a shuffle over a tile larger than the warp moves %llu bytes a thread; "
+                         "the simulator exchanges at most %lu bytes a block",
+                         (unsigned long long)sizeof(T), gm_sim_tile_exchange_bytes);
+    }
+    slots[block_rank()] = value;
+    block_barrier(file, line);
+    T result = read(slots + first);
+    block_barrier(file, line);
+    return result;
 }
 }  // namespace details
 
@@ -90,6 +126,14 @@ class thread_block : public thread_group {
 
 inline thread_block this_thread_block() { return thread_block(); }
 
+/* Scratch CUDA's tiles larger than a warp need; the simulator's use their block instead. */
+template <unsigned int A = 1024, unsigned int B = 0>
+struct block_tile_memory {};
+template <unsigned int A, unsigned int B>
+inline thread_block this_thread_block(block_tile_memory<A, B>&) {
+    return thread_block();
+}
+
 /* Lanes [first, first + n) of a warp. */
 inline unsigned long long gm_lanes(unsigned int first, unsigned int n) {
     const unsigned long long run = n >= 64 ? ~0ull : (1ull << n) - 1;
@@ -100,17 +144,30 @@ inline unsigned long long gm_lanes(unsigned int first, unsigned int n) {
  * was cut from, as CUDA's type does; tiles of either spelling convert into each other. */
 template <unsigned int N, typename Parent = void>
 class thread_block_tile : public thread_group {
-    static_assert(N > 0 && (N & (N - 1)) == 0 && N <= 64, "tiles of 1, 2, 4, ... 64 threads");
+    static_assert(N > 0 && (N & (N - 1)) == 0 && N <= 1024, "tiles of 1, 2, 4, ... 1024 threads");
     unsigned int first_lane_;
+    /* Larger than the warp: exchanges go through the block (details::block_exchange). */
+    bool large_;
+
+    /* The tile's first thread, by block rank. */
+    unsigned long long first_rank() const { return details::block_rank() / N * N; }
+    template <typename T, typename R>
+    T exchange(T value, R read, const char* file, int line) const {
+        return details::block_exchange(value, first_rank(), read, file, line);
+    }
+    void only_within_a_warp(const char* what) const {
+        if (large_) {
+            gm_sim_trap_with("%s over a tile larger than the warp is not available on the "
+                             "simulator", what);
+        }
+    }
 
   public:
     thread_block_tile()
-        : thread_group(0, N, (unsigned int)gm_lane_id() % N, false),
-          first_lane_((unsigned int)gm_lane_id() / N * N) {
-        if (N > (unsigned int)warpSize) {
-            gm_sim_rt.fault("a thread_block_tile is larger than the warp");
-        }
-        mask_ = gm_lanes(first_lane_, N) & details::warp_lanes();
+        : thread_group(0, N, (unsigned int)(details::block_rank() % N), false),
+          first_lane_((unsigned int)gm_lane_id() / N * N),
+          large_(N > (unsigned int)warpSize) {
+        mask_ = large_ ? 0 : gm_lanes(first_lane_, N) & details::warp_lanes();
     }
     template <typename Other>
     thread_block_tile(const thread_block_tile<N, Other>&) : thread_block_tile() {}
@@ -119,45 +176,88 @@ class thread_block_tile : public thread_group {
     unsigned long long thread_rank() const { return rank_; }
     unsigned long long meta_group_rank() const { return details::block_rank() / N; }
     unsigned long long meta_group_size() const { return (details::block_size() + N - 1) / N; }
+    bool large() const { return large_; }
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
-        details::warp_barrier(mask_, file, line);
+        if (large_) {
+            details::block_barrier(file, line);
+        } else {
+            details::warp_barrier(mask_, file, line);
+        }
     }
     template <typename T>
     T shfl(T value, int source, const char* file = __builtin_FILE(),
            int line = __builtin_LINE()) const {
+        if (large_) {
+            const unsigned int from = (unsigned int)source % N;
+            return exchange(value, [=](T* tile) { return tile[from]; }, file, line);
+        }
         return details::collective(GM_SIM_OP_SHFL, mask_, value, source, N, file, line);
     }
     template <typename T>
     T shfl_down(T value, unsigned int delta, const char* file = __builtin_FILE(),
                 int line = __builtin_LINE()) const {
+        if (large_) {
+            const unsigned long long me = rank_;
+            return exchange(value, [=](T* tile) { return me + delta < N ? tile[me + delta] : tile[me]; },
+                            file, line);
+        }
         return details::collective(GM_SIM_OP_SHFL_DOWN, mask_, value, delta, N, file, line);
     }
     template <typename T>
     T shfl_up(T value, unsigned int delta, const char* file = __builtin_FILE(),
               int line = __builtin_LINE()) const {
+        if (large_) {
+            const unsigned long long me = rank_;
+            return exchange(value, [=](T* tile) { return me >= delta ? tile[me - delta] : tile[me]; },
+                            file, line);
+        }
         return details::collective(GM_SIM_OP_SHFL_UP, mask_, value, delta, N, file, line);
     }
     template <typename T>
     T shfl_xor(T value, unsigned int lane_mask, const char* file = __builtin_FILE(),
                int line = __builtin_LINE()) const {
+        if (large_) {
+            const unsigned long long other = (rank_ ^ lane_mask) % N;
+            return exchange(value, [=](T* tile) { return tile[other]; }, file, line);
+        }
         return details::collective(GM_SIM_OP_SHFL_XOR, mask_, value, lane_mask, N, file, line);
+    }
+    /* The tile's values combined by `op`, for every thread of the tile (a large tile's through
+     * its block, in rank order). */
+    template <typename T, typename Op>
+    T gm_sim_reduce(T value, Op op, const char* file, int line) const {
+        if (large_) {
+            return exchange(value, [=](T* tile) {
+                T acc = tile[0];
+                for (unsigned int r = 1; r < N; ++r) acc = op(acc, tile[r]);
+                return acc;
+            }, file, line);
+        }
+        for (unsigned int offset = N / 2; offset > 0; offset /= 2) {
+            value = op(value, shfl_xor(value, offset, file, line));
+        }
+        return value;
     }
     /* One bit per thread of the tile, by thread_rank. */
     unsigned int ballot(int predicate, const char* file = __builtin_FILE(),
                         int line = __builtin_LINE()) const {
+        only_within_a_warp("ballot");
         const unsigned long long all =
             gm_sim_rt.collective(GM_SIM_OP_BALLOT, mask_, predicate != 0, 0, 0, file, line);
         return (unsigned int)((all >> first_lane_) & gm_lanes(0, N));
     }
     int any(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        only_within_a_warp("any");
         return (int)gm_sim_rt.collective(GM_SIM_OP_ANY, mask_, predicate != 0, 0, 0, file, line);
     }
     int all(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        only_within_a_warp("all");
         return (int)gm_sim_rt.collective(GM_SIM_OP_ALL, mask_, predicate != 0, 0, 0, file, line);
     }
     /* The threads of the tile whose `value` equals this one's, by thread_rank. */
     template <typename T>
     unsigned int match_any(T value) const {
+        only_within_a_warp("match_any");
         unsigned int same = 0;
         for (unsigned int r = 0; r < N; ++r) {
             if (shfl(value, (int)r) == value) same |= 1u << r;

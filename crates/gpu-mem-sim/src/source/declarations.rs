@@ -1,4 +1,4 @@
-//! Which kernels and variables a module defines, as the compiler will see them: the kernel's
+//! Which kernels a module defines, as the compiler will see them: the kernel's
 //! source is preprocessed with the prelude in scan mode (conditional code resolved, macros
 //! expanded, CUDA's declaration words kept), and the parts that come from the kernel's own file
 //! are read by `gpu_mem_core`'s declaration scanner. Kernels in headers it includes are not
@@ -9,14 +9,12 @@ use super::compiler::{CompileFailure, Compiler};
 use gpu_mem_core::kernel::scan;
 use std::path::Path;
 
-/// A module's entry points and variables.
+/// A module's entry points.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Declared {
     /// Kernels launched by name: plain `__global__` functions (each name once), then the
     /// module's name expressions.
     pub(crate) kernels: Vec<String>,
-    /// `__device__`, `__constant__` and `__managed__` variables, qualified.
-    pub(crate) variables: Vec<String>,
 }
 
 /// The declarations of `unit` (the kernel's code after `#line 1 "<file>"`), preprocessed by
@@ -36,7 +34,7 @@ pub(crate) fn declared(
     Ok(read(&own_text(&text, file), name_expressions))
 }
 
-/// The kernels and variables of preprocessed text.
+/// The kernels of preprocessed text.
 pub(crate) fn read(text: &str, name_expressions: &[String]) -> Declared {
     let mut kernels: Vec<String> = Vec::new();
     if let Some(found) = scan::kernels(text) {
@@ -52,13 +50,7 @@ pub(crate) fn read(text: &str, name_expressions: &[String]) -> Declared {
             kernels.push(name.clone());
         }
     }
-    let mut variables: Vec<String> = Vec::new();
-    for v in scan::variables(text).unwrap_or_default() {
-        if !variables.contains(&v.name) {
-            variables.push(v.name);
-        }
-    }
-    Declared { kernels, variables }
+    Declared { kernels }
 }
 
 /// The lines of preprocessor output that come from `file`: after a line marker naming it (GCC
@@ -109,6 +101,5 @@ mod tests {
         assert!(!own.contains("prelude_kernel") && !own.contains("header_kernel"));
         let declared = read(&own, &["t<float>".to_string()]);
         assert_eq!(declared.kernels, ["mine", "t<float>"]);
-        assert_eq!(declared.variables, ["c"]);
     }
 }

@@ -174,9 +174,18 @@ mod tests {
                     namespace n { extern __shared__ float2 tile[]; }\n\
                     extern \"C\" { extern __shared__ ns::V<int> vs[]; }\n";
         let out = rewrite(code);
-        assert!(out.contains("int* const __smem = gm_dynamic_shared<int>();"), "{out}");
-        assert!(out.contains("static gm_sim_dynamic_shared<float2> tile;"), "{out}");
-        assert!(out.contains("static gm_sim_dynamic_shared<ns::V<int>> vs;"), "{out}");
+        assert!(
+            out.contains("int* const __smem = gm_dynamic_shared<int>();"),
+            "{out}"
+        );
+        assert!(
+            out.contains("static gm_sim_dynamic_shared<float2> tile;"),
+            "{out}"
+        );
+        assert!(
+            out.contains("static gm_sim_dynamic_shared<ns::V<int>> vs;"),
+            "{out}"
+        );
     }
 
     #[test]

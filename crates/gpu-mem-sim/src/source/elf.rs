@@ -1,25 +1,53 @@
-//! What the simulator reads from a compiled kernel library itself: how much of its thread-local
-//! storage is the kernel's static `__shared__` arrays (the prelude's host branch makes them
-//! `static thread_local`). The prelude's stackless section has thread-locals of its own (frame
-//! arenas), and the C++ runtime adds a guard (`__tls_guard`): those are not
-//! the kernel's, so the arrays are counted from the symbol table where the library has one,
-//! and only without one is the whole thread-local segment taken.
+//! What the simulator reads from a compiled kernel library itself:
+//! * how much of its thread-local storage is the kernels' static `__shared__` arrays (the
+//!   prelude's host branch makes them `static thread_local`). The prelude's stackless section
+//!   has thread-locals of its own (frame arenas), and the C++ runtime adds a guard
+//!   (`__tls_guard`): those are not the kernels', so the arrays are counted from the symbol
+//!   table where the library has one, and only without one is the whole thread-local segment
+//!   taken;
+//! * its data objects (`__device__`, `__constant__` and `__managed__` variables among them),
+//!   by name, offset and size, from the same symbol table: the module's variables.
 
-/// Bytes of the kernel's own thread-local variables: the sizes of the `STT_TLS` symbols of the
-/// symbol table (`.symtab`) but the prelude's and the runtime's ([`is_prelude_tls`]); the
-/// whole `PT_TLS` segment when the library has no symbol table (stripped). `None` when `bytes`
-/// is not a 64-bit little-endian ELF file.
-pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
-    let segment = tls_size(bytes)?;
-    Some(kernel_tls_symbols(bytes).unwrap_or(segment))
+/// A symbol of the symbol table (`.symtab`): its name, type (`STT_*`), value (an offset in the
+/// loaded library for a shared library's definitions) and size; only symbols defined in a
+/// section of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Symbol {
+    pub(crate) name: String,
+    pub(crate) kind: u8,
+    pub(crate) value: u64,
+    pub(crate) size: u64,
 }
 
-/// The sum of the sizes of the kernel's `STT_TLS` symbols (see [`shared_bytes`]); `None` when
-/// the file has no readable symbol table.
-fn kernel_tls_symbols(bytes: &[u8]) -> Option<u64> {
+/// `STT_OBJECT`: a data object.
+pub(crate) const STT_OBJECT: u8 = 1;
+/// `STT_FUNC`: a function.
+pub(crate) const STT_FUNC: u8 = 2;
+const STT_TLS: u8 = 6;
+
+/// Bytes of the kernels' own thread-local variables: the sizes of the `STT_TLS` symbols of the
+/// symbol table but the prelude's and the runtime's ([`is_prelude_tls`]); the whole `PT_TLS`
+/// segment when the library has no symbol table (stripped). `None` when `bytes` is not a
+/// 64-bit little-endian ELF file.
+pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
+    let segment = tls_size(bytes)?;
+    let kernels = symbols(bytes).and_then(|symbols| {
+        symbols
+            .iter()
+            .filter(|s| s.kind == STT_TLS && !is_prelude_tls(s.name.as_bytes()))
+            .try_fold(0u64, |total, s| total.checked_add(s.size))
+    });
+    Some(kernels.unwrap_or(segment))
+}
+
+/// The symbols defined in the file (see [`Symbol`]); `None` when it has no readable symbol
+/// table.
+pub(crate) fn symbols(bytes: &[u8]) -> Option<Vec<Symbol>> {
     const SHT_SYMTAB: u32 = 2;
-    const STT_TLS: u8 = 6;
     const SYMBOL_BYTES: usize = 24;
+    if bytes.get(..4)? != b"\x7fELF" || *bytes.get(4)? != 2 || *bytes.get(5)? != 1 {
+        return None;
+    }
     let r = Reader(bytes);
     let shoff = usize::try_from(r.u64_at(0x28)?).ok()?;
     let shentsize = usize::from(r.u16_at(0x3A)?);
@@ -36,21 +64,27 @@ fn kernel_tls_symbols(bytes: &[u8]) -> Option<u64> {
         usize::try_from(r.u64_at(symtab.checked_add(0x20)?)?).ok()?,
     );
     let names = usize::try_from(r.u64_at(strtab.checked_add(0x18)?)?).ok()?;
-    let mut total = 0u64;
-    for symbol in (start..start.checked_add(size)?).step_by(SYMBOL_BYTES) {
-        if symbol.checked_add(SYMBOL_BYTES)? > start + size
-            || r.u8_at(symbol.checked_add(4)?)? & 0xf != STT_TLS
-        {
-            continue;
+    let end = start.checked_add(size)?;
+    let mut out = Vec::new();
+    for symbol in (start..end).step_by(SYMBOL_BYTES) {
+        if symbol.checked_add(SYMBOL_BYTES)? > end {
+            break;
+        }
+        let section_index = r.u16_at(symbol.checked_add(6)?)?;
+        if section_index == 0 {
+            continue; // undefined here
         }
         let name_at = names.checked_add(usize::try_from(r.u32_at(symbol)?).ok()?)?;
         let name = bytes.get(name_at..)?;
         let name = &name[..name.iter().position(|&b| b == 0)?];
-        if !is_prelude_tls(name) {
-            total = total.checked_add(r.u64_at(symbol.checked_add(0x10)?)?)?;
-        }
+        out.push(Symbol {
+            name: String::from_utf8_lossy(name).into_owned(),
+            kind: r.u8_at(symbol.checked_add(4)?)? & 0xf,
+            value: r.u64_at(symbol.checked_add(8)?)?,
+            size: r.u64_at(symbol.checked_add(0x10)?)?,
+        });
     }
-    Some(total)
+    Some(out)
 }
 
 /// The prelude's own thread-locals (file-scope `static thread_local`s of its stackless
@@ -64,7 +98,13 @@ fn is_prelude_tls(name: &[u8]) -> bool {
         "gm_sim_frames_owner",
         "gm_sim_subs",
     ];
+    // The exchange buffer of cooperative groups' tiles larger than a warp (the simulator's,
+    // where a GPU's live in the user's `block_tile_memory`).
+    const TILE_EXCHANGE: &[u8] = b"20gm_sim_tile_exchange";
     name == b"__tls_guard"
+        || name
+            .windows(TILE_EXCHANGE.len())
+            .any(|w| w == TILE_EXCHANGE)
         || PRELUDE
             .iter()
             .any(|p| name == format!("_ZL{}{p}", p.len()).as_bytes())
@@ -167,6 +207,9 @@ mod tests {
         assert!(is_prelude_tls(b"_ZL13gm_sim_frames"));
         assert!(is_prelude_tls(b"_ZL11gm_sim_subs"));
         assert!(is_prelude_tls(b"__tls_guard"));
+        assert!(is_prelude_tls(
+            b"_ZN18cooperative_groups7detailsL20gm_sim_tile_exchangeE"
+        ));
         // A kernel's array, as the stackless rewrite names it, and as the ordinary build does.
         assert!(!is_prelude_tls(
             b"_ZZ3bigPZ3big8gm_arrayIfLi1EEE28_Z3big8gm_arrayIfLi1EE.Frame.actorE18gm_sim_shared_tile"
@@ -193,5 +236,11 @@ mod tests {
         let bytes = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         // Rust's std has thread-locals, so the test binary has a TLS segment.
         assert!(tls_size(&bytes).is_some_and(|n| n > 0));
+        let symbols = symbols(&bytes).unwrap();
+        assert!(
+            symbols
+                .iter()
+                .any(|s| s.kind == STT_FUNC && s.name.contains("reads_the_running_test_binary"))
+        );
     }
 }

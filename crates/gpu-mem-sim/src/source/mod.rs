@@ -33,7 +33,7 @@ mod wrapper;
 use crate::executor::body::{ABI, GmSimRound, RUNTIME};
 use compiler::{CompileFailure, Compiler};
 use declarations::Declared;
-use gpu_mem_core::kernel::scan::is_name_expression;
+use gpu_mem_core::kernel::scan::{self, is_name_expression};
 use gpu_mem_core::kernel::{KernelSource, LaunchArg, Module};
 use gpu_mem_core::{BackendKind, Error, Kernel, Result};
 use signature::{Param, ParamKind, RawParam};
@@ -227,11 +227,11 @@ pub(crate) fn variable(module: &Module, name: &str) -> Result<Variable> {
         return Err(unsupported_under_miri());
     }
     let loaded = loaded_module(module.name(), module)?;
-    let wanted = spaced(name.trim().trim_start_matches("::"));
+    let wanted = scan::normalized(name);
     loaded
         .variables
         .iter()
-        .find(|v| spaced(&v.name) == wanted)
+        .find(|v| scan::normalized(&v.name) == wanted)
         .cloned()
         .ok_or_else(|| {
             let known: Vec<&str> = loaded.variables.iter().map(|v| v.name.as_str()).collect();
@@ -535,12 +535,43 @@ struct RawKernel {
     resume_round: Option<unsafe extern "C" fn(*mut GmSimRound)>,
 }
 
-/// `gm_sim_variable` (the prelude's layout).
-#[repr(C)]
-struct RawVariable {
-    name: *const c_char,
-    address: *mut c_void,
-    size: u64,
+/// The module's variables in a library loaded with `gm_sim_abi` at address `abi`: its data
+/// objects but the prelude's and the C++ runtime's, at the library's load address (the
+/// symbol table's values are offsets from it).
+fn variables(bytes: &[u8], abi: usize) -> Vec<Variable> {
+    let Some(symbols) = elf::symbols(bytes) else {
+        return Vec::new();
+    };
+    let Some(base) = symbols
+        .iter()
+        .find(|s| s.kind == elf::STT_FUNC && s.name == "gm_sim_abi")
+        .and_then(|s| abi.checked_sub(usize::try_from(s.value).ok()?))
+    else {
+        return Vec::new();
+    };
+    symbols
+        .into_iter()
+        .filter(|s| s.kind == elf::STT_OBJECT && s.size > 0 && !s.name.contains("gm_sim"))
+        .filter_map(|s| {
+            Some(Variable {
+                name: scan::source_name(&s.name),
+                address: base.checked_add(usize::try_from(s.value).ok()?)?,
+                size: usize::try_from(s.size).ok()?,
+            })
+        })
+        .filter(|v| is_source_name(&v.name))
+        .collect()
+}
+
+/// Whether a data object's name is one a kernel source can have written: not the C++
+/// runtime's (`{vtable(...)}`, `__dso_handle`, `completed.0`, `_DYNAMIC`), nor the
+/// compiler's (`.LC0`).
+fn is_source_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(['{', '.'])
+        && !name.starts_with("__")
+        && !name.contains(['.', '{', ' '])
+        && !matches!(name, "_DYNAMIC" | "_GLOBAL_OFFSET_TABLE_")
 }
 
 /// Loads a module's library built for `threads` and reads its kernels and variables.
@@ -553,17 +584,17 @@ fn load(path: &Path, threads: Threads, code: &str) -> std::result::Result<Loaded
     type Abi = unsafe extern "C" fn() -> u32;
     type Init = unsafe extern "C" fn(*const crate::executor::body::GmSimRuntime);
     type Kernels = unsafe extern "C" fn(*mut c_int) -> *const RawKernel;
-    type Variables = unsafe extern "C" fn(*mut c_int) -> *const RawVariable;
     // SAFETY: the symbols are the wrapper's `extern "C"` functions with exactly these types.
-    let (abi, init, kernels, variables) = unsafe {
+    let (abi, init, kernels) = unsafe {
         (
-            *library.get::<Abi>(b"gm_sim_abi\0").map_err(|e| e.to_string())?,
-            *library.get::<Init>(b"gm_sim_init\0").map_err(|e| e.to_string())?,
             *library
-                .get::<Kernels>(b"gm_sim_kernels\0")
+                .get::<Abi>(b"gm_sim_abi\0")
                 .map_err(|e| e.to_string())?,
             *library
-                .get::<Variables>(b"gm_sim_variables\0")
+                .get::<Init>(b"gm_sim_init\0")
+                .map_err(|e| e.to_string())?,
+            *library
+                .get::<Kernels>(b"gm_sim_kernels\0")
                 .map_err(|e| e.to_string())?,
         )
     };
@@ -603,7 +634,13 @@ fn load(path: &Path, threads: Threads, code: &str) -> std::result::Result<Loaded
         let raw = unsafe { &*table.add(i) };
         let name = text(raw.name).ok_or("a kernel without a name")?;
         let params = raw.params.ok_or("a kernel without a parameter table")?;
-        let entry = match (threads, raw.run, raw.start_round, raw.resume_round, begin_block) {
+        let entry = match (
+            threads,
+            raw.run,
+            raw.start_round,
+            raw.resume_round,
+            begin_block,
+        ) {
             (Threads::Calls, Some(run), _, _, _) => Entry::Calls(run),
             (Threads::Stackless, _, Some(start_round), Some(resume_round), Some(begin_block)) => {
                 Entry::Stackless(StacklessEntry {
@@ -623,7 +660,9 @@ fn load(path: &Path, threads: Threads, code: &str) -> std::result::Result<Loaded
             if described.is_null() && n > 0 {
                 return Err("no parameter table".to_string());
             }
-            (0..n).map(|k| Param::from_raw(&*described.add(k))).collect()
+            (0..n)
+                .map(|k| Param::from_raw(&*described.add(k)))
+                .collect()
         };
         let program = SourceProgram {
             _library: Arc::clone(&library),
@@ -634,17 +673,7 @@ fn load(path: &Path, threads: Threads, code: &str) -> std::result::Result<Loaded
         };
         loaded.kernels.push((name, Arc::new(program)));
     }
-    // SAFETY: as for the kernels' table.
-    let table = unsafe { variables(&mut count) };
-    for i in 0..usize::try_from(count).unwrap_or(0) {
-        // SAFETY: `i` < `count`, within the table.
-        let raw = unsafe { &*table.add(i) };
-        loaded.variables.push(Variable {
-            name: text(raw.name).ok_or("a variable without a name")?,
-            address: raw.address.expose_provenance(),
-            size: usize::try_from(raw.size).unwrap_or(usize::MAX),
-        });
-    }
+    loaded.variables = variables(&bytes, abi as usize);
     Ok(loaded)
 }
 

@@ -2,8 +2,9 @@
 //! kernel's source with its own file name and line numbers, and the entry points the simulator
 //! loads: `gm_sim_abi`, `gm_sim_init`, `gm_sim_kernels` (each kernel with its parameters and its
 //! thread functions: `run` for threads as calls, `start_round` / `resume_round` for stackless
-//! threads), `gm_sim_variables` (each variable's address and size) and, for stackless threads,
-//! `gm_sim_begin_block`.
+//! threads) and, for stackless threads, `gm_sim_begin_block`. (Variables are found in the
+//! library's symbol table, `super::elf`.) The generated code follows the kernel's, so it uses
+//! only `gm_sim_` names, which no kernel's macro can have taken.
 
 use super::declarations::Declared;
 
@@ -60,7 +61,7 @@ pub(crate) fn kernel_part(file: &str, code: &str, threads: Threads) -> String {
 
 /// The whole translation unit; `code` is the kernel's source (rewritten by
 /// `super::stackless::rewrite` for [`Threads::Stackless`]), `declared` its kernels (name
-/// expressions, checked by `scan::is_name_expression`) and variables.
+/// expressions, checked by `scan::is_name_expression`).
 pub(crate) fn translation_unit(
     file: &str,
     code: &str,
@@ -72,19 +73,19 @@ pub(crate) fn translation_unit(
     unit.push_str(
         "#line 1 \"gpu-mem-sim-entry.cpp\"\n\
          GM_SIM_EXPORT unsigned int gm_sim_abi() { return GM_SIM_ABI; }\n\
-         GM_SIM_EXPORT void gm_sim_init(const gm_sim_runtime* rt) { gm_sim_rt = *rt; }\n",
+         GM_SIM_EXPORT void gm_sim_init(const gm_sim_runtime* gm_sim_runtime_table) { gm_sim_rt = *gm_sim_runtime_table; }\n",
     );
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {
         let _ = writeln!(
             unit,
-            "static const gm_sim_param* gm_sim_params_{i}(int* count) {{ return gm_sim_describe(&{entry}, count); }}"
+            "static const gm_sim_param* gm_sim_params_{i}(int* gm_sim_count) {{ return gm_sim_describe(&{entry}, gm_sim_count); }}"
         );
         match threads {
             Threads::Calls => {
                 let _ = writeln!(
                     unit,
-                    "static int gm_sim_run_{i}(void* const* args) {{ return gm_sim_invoke(&{entry}, args); }}"
+                    "static int gm_sim_run_{i}(void* const* gm_sim_args) {{ return gm_sim_invoke(&{entry}, gm_sim_args); }}"
                 );
                 let _ = writeln!(
                     table,
@@ -94,8 +95,8 @@ pub(crate) fn translation_unit(
             Threads::Stackless => {
                 let _ = writeln!(
                     unit,
-                    "static void gm_sim_start_{i}(gm_sim_round* r) {{ gm_sim_run_round<true>(&{entry}, r); }}\n\
-                     static void gm_sim_resume_{i}(gm_sim_round* r) {{ gm_sim_run_round<false>(&{entry}, r); }}"
+                    "static void gm_sim_start_{i}(gm_sim_round* gm_sim_r) {{ gm_sim_run_round<true>(&{entry}, gm_sim_r); }}\n\
+                     static void gm_sim_resume_{i}(gm_sim_round* gm_sim_r) {{ gm_sim_run_round<false>(&{entry}, gm_sim_r); }}"
                 );
                 let _ = writeln!(
                     table,
@@ -107,27 +108,11 @@ pub(crate) fn translation_unit(
     let _ = write!(
         unit,
         "static const gm_sim_kernel gm_sim_kernel_table[] = {{\n{table}    {{nullptr, nullptr, nullptr, nullptr, nullptr}}\n}};\n\
-         GM_SIM_EXPORT const gm_sim_kernel* gm_sim_kernels(int* count) {{\n\
-         \x20   *count = {};\n\
+         GM_SIM_EXPORT const gm_sim_kernel* gm_sim_kernels(int* gm_sim_count) {{\n\
+         \x20   *gm_sim_count = {};\n\
          \x20   return gm_sim_kernel_table;\n\
          }}\n",
         declared.kernels.len()
-    );
-    let mut variables = String::new();
-    for name in &declared.variables {
-        let _ = writeln!(
-            variables,
-            "    {{\"{name}\", (void*)&{name}, sizeof({name})}},"
-        );
-    }
-    let _ = write!(
-        unit,
-        "static const gm_sim_variable gm_sim_variable_table[] = {{\n{variables}    {{nullptr, nullptr, 0}}\n}};\n\
-         GM_SIM_EXPORT const gm_sim_variable* gm_sim_variables(int* count) {{\n\
-         \x20   *count = {};\n\
-         \x20   return gm_sim_variable_table;\n\
-         }}\n",
-        declared.variables.len()
     );
     if threads == Threads::Stackless {
         unit.push_str("GM_SIM_EXPORT void gm_sim_begin_block() { gm_sim_frames_reset(); }\n");
@@ -166,16 +151,16 @@ mod tests {
     fn the_kernel_keeps_its_line_numbers() {
         let declared = Declared {
             kernels: vec!["scale".into(), "sum<float, 4>".into()],
-            variables: vec!["ns::table".into()],
         };
         let tu = translation_unit("scale.cu", "line one\nline two", &declared, Threads::Calls);
         let lines: Vec<&str> = tu.lines().collect();
         assert_eq!(lines[1], "#line 1 \"scale.cu\"");
         assert_eq!(lines[2], "line one");
-        assert!(tu.contains("gm_sim_invoke(&scale, args)"));
-        assert!(tu.contains("gm_sim_invoke(&sum<float, 4>, args)"));
-        assert!(tu.contains("{\"sum<float, 4>\", &gm_sim_params_1, &gm_sim_run_1, nullptr, nullptr}"));
-        assert!(tu.contains("{\"ns::table\", (void*)&ns::table, sizeof(ns::table)}"));
+        assert!(tu.contains("gm_sim_invoke(&scale, gm_sim_args)"));
+        assert!(tu.contains("gm_sim_invoke(&sum<float, 4>, gm_sim_args)"));
+        assert!(
+            tu.contains("{\"sum<float, 4>\", &gm_sim_params_1, &gm_sim_run_1, nullptr, nullptr}")
+        );
         assert_eq!(file_name("we\"ird name"), "we_ird_name.cu");
         let tu = translation_unit("scale.cu", "line one", &declared, Threads::Stackless);
         let lines: Vec<&str> = tu.lines().collect();
@@ -188,7 +173,7 @@ mod tests {
                 "line one"
             ]
         );
-        assert!(tu.contains("gm_sim_run_round<true>(&scale, r)"));
+        assert!(tu.contains("gm_sim_run_round<true>(&scale, gm_sim_r)"));
         assert!(tu.contains("gm_sim_begin_block"));
         assert!(!tu.contains("gm_sim_invoke("));
     }

@@ -8,7 +8,6 @@
 //! case), as a fraction of the magnitude the rounding error of that computation scales with.
 
 use crate::{Case, Requires, ensure, fail};
-use bytemuck::Zeroable;
 use gpu_mem::prelude::*;
 use gpu_mem::{Device, KernelArg, Module, Runtime};
 use ndarray::{Array1, s};
@@ -180,9 +179,10 @@ fn check_close(
     );
     for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(scale).enumerate() {
         let error = (f64::from(g) - w).abs();
-        // Written so that a NaN fails.
+        // False for a NaN, which so fails.
+        let within = error <= tol * m;
         ensure!(
-            error <= tol * m,
+            within,
             "{what}[{i}] = {g}, expected {w} (error {error:e} above {:e})",
             tol * m
         );
@@ -1212,7 +1212,7 @@ fn launch_histogram<T: Element>(
 fn histogram64_kernel(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     // The sample's block count: byteCount / (64 threads * 240 bytes each), rounded up.
-    let byte_count = 3 * 64 * 240 + 4096;
+    let byte_count: usize = 3 * 64 * 240 + 4096;
     let blocks = byte_count.div_ceil(HIST64_THREADS * 240);
     let bytes = random_bytes(byte_count, 70);
     let quads: Vec<[u32; 4]> = words(&bytes)
@@ -1370,8 +1370,9 @@ fn black_scholes_prices(s: f64, x: f64, t: f64, r: f64, v: f64) -> (f64, f64) {
 
 fn black_scholes(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
-    // The sample: 4,000,000 options, two per thread, blocks of 128; 4000 here.
-    let options = 4000usize;
+    // The sample: 4,000,000 options, two per thread, blocks of 128; 2500 here (the last block
+    // partly idle: the kernel's bounds check matters).
+    let options = 2500usize;
     let (riskfree, volatility) = (0.02f32, 0.30f32);
     let mut rng = Lcg(90);
     let pairs = |rng: &mut Lcg, low: f32, high: f32| -> Vec<[f32; 2]> {
@@ -1438,7 +1439,7 @@ fn black_scholes(rt: &Runtime) -> Result<(), String> {
 // simpleTemplates
 // ---------------------------------------------------------------------------------------------
 
-/// `testKernel<T>` as the sample's runTest<T>(len): one block of len threads, len floats of
+/// `testKernel<T>` as the sample's `runTest<T>(len)`: one block of len threads, len floats of
 /// dynamic shared memory; each output is len * input.
 fn simple_templates<T: Element + PartialEq>(
     rt: &Runtime,

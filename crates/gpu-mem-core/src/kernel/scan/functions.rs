@@ -362,12 +362,7 @@ fn closing(
 /// `:` is a call.) With `template_arguments`, a call with explicit template arguments
 /// (`warp_sum<int>(v)`) is one too: for helpers (the macros of the barrier names apply only to a
 /// `(` right after the name).
-pub fn call_open(
-    code: &str,
-    toks: &[Token],
-    i: usize,
-    template_arguments: bool,
-) -> Option<usize> {
+pub fn call_open(code: &str, toks: &[Token], i: usize, template_arguments: bool) -> Option<usize> {
     let text = |t: &Token| &code[t.start..t.end];
     let mut open = i + 1;
     if template_arguments && toks.get(open).is_some_and(|t| text(t) == "<") {

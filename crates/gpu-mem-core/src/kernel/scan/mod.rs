@@ -1,24 +1,25 @@
 //! A declaration-level reader of CUDA C++ kernel sources: what every backend needs to know of a
-//! source without compiling it — the kernels it defines, the variables in device memory it
-//! defines at file scope, and (for the simulator's stackless rewrite) its functions' names,
-//! return types and bodies as token ranges.
+//! source without compiling it — the kernels it defines and (for the simulator's stackless
+//! rewrite) its functions' names, return types and bodies as token ranges — and of the names a
+//! compiler gives them ([`source_name`], [`is_named`]): kernels and variables are found in
+//! compiled code by the names the source spells.
 //!
 //! Contract:
 //! * it reads declarations, not C++: comments, literals and preprocessor lines are skipped, so a
-//!   kernel or variable made by a macro is not seen (the backends then look names up in the
-//!   compiled code alone, and say so when a name is missing);
+//!   kernel made by a macro is not seen (backends that need the list preprocess the source
+//!   first, as the simulator does);
 //! * whatever it does not understand gives `None` or leaves a name out; it never panics on any
 //!   input (property-tested);
 //! * names are qualified by the namespaces around them (`ns::kernel`), as NVRTC's name
 //!   expressions and C++ spell them.
 
 pub mod functions;
+mod mangled;
 pub mod tokens;
-mod variables;
 
 use functions::{Kind, functions};
+pub use mangled::{is_named, normalized, source_name};
 use tokens::tokens;
-pub use variables::{MemorySpace, VariableDecl};
 
 /// A kernel (`__global__` function) a source defines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,13 +58,6 @@ pub fn kernels(code: &str) -> Option<Vec<KernelDecl>> {
             })
             .collect(),
     )
-}
-
-/// The variables in device memory (`__device__`, `__constant__`, `__managed__`) that `code`
-/// defines at file scope, in source order; `None` when the source cannot be read.
-pub fn variables(code: &str) -> Option<Vec<VariableDecl>> {
-    let toks = tokens(code)?;
-    variables::variables(code, &toks)
 }
 
 /// A name expression split into its kernel (qualified, without a leading `::`) and its

@@ -32,15 +32,14 @@ struct bit_xor {
     T operator()(T a, T b) const { return a ^ b; }
 };
 
-template <unsigned int N, typename T, typename Op>
-inline T reduce(const thread_block_tile<N>& tile, T value, Op op) {
-    for (unsigned int offset = N / 2; offset > 0; offset /= 2) {
-        value = op(value, tile.shfl_xor(value, offset));
-    }
-    return value;
+template <unsigned int N, typename P, typename T, typename Op>
+inline T reduce(const thread_block_tile<N, P>& tile, T value, Op op,
+                const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return tile.gm_sim_reduce(value, op, file, line);
 }
 template <typename T, typename Op>
-inline T reduce(const coalesced_group& group, T value, Op op) {
-    return reduce(static_cast<const thread_block_tile<32>&>(group), value, op);
+inline T reduce(const coalesced_group& group, T value, Op op,
+                const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return static_cast<const thread_block_tile<32>&>(group).gm_sim_reduce(value, op, file, line);
 }
 }  // namespace cooperative_groups

@@ -12,6 +12,7 @@
 //! and on the simulator out-of-bounds indices, barrier divergence and shared-memory limits.
 
 pub(crate) mod args;
+pub mod compiled;
 mod config;
 mod launch;
 mod launch_arg;

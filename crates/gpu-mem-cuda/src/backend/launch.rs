@@ -39,7 +39,7 @@ use super::{CudaBackend, legacy_stream, ptx};
 use crate::driver::sys::CUfunction_attribute;
 use crate::nvrtc::{CompileRequest, PRELUDE_NAME};
 use gpu_mem_core::backend::{DevicePtr, StreamHandle};
-use gpu_mem_core::kernel::scan::normalized;
+use gpu_mem_core::kernel::compiled::normalized;
 use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig, Module};
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::sync::Arc;

@@ -6,10 +6,10 @@
 //! Contract: the parameters' sizes are what `cuLaunchKernel` reads for each argument, so the
 //! launch can tell a pointer (8 bytes) from a `gm_array<T, N>` (`8 + 16 N`) and check every
 //! argument, whatever the driver's version; names are compared as the source spells them
-//! (`gpu_mem_core::kernel::scan::is_named`: `_Z10vector_addPKfS0_Pfi` is `vector_add`,
+//! (`gpu_mem_core::kernel::compiled::is_named`: `_Z10vector_addPKfS0_Pfi` is `vector_add`,
 //! `_ZN2ns1kEPfi` is `ns::k`), and a name two entries match (overloads) is ambiguous.
 
-use gpu_mem_core::kernel::scan::{is_named, source_name};
+use gpu_mem_core::kernel::compiled::{is_named, source_name};
 
 /// A kernel of the PTX: its name there and its parameters' sizes in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]

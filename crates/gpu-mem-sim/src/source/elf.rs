@@ -5,31 +5,14 @@
 //!   (`__tls_guard`): those are not the kernels', so the arrays are counted from the symbol
 //!   table where the library has one, and only without one is the whole thread-local segment
 //!   taken;
-//! * its data objects (`__device__`, `__constant__` and `__managed__` variables among them),
-//!   by name, offset and size, from the same symbol table: the module's variables.
-
-/// A symbol of the symbol table (`.symtab`): its name, type (`STT_*`), value (an offset in the
-/// loaded library for a shared library's definitions) and size; only symbols defined in a
-/// section of the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Symbol {
-    pub(crate) name: String,
-    pub(crate) kind: u8,
-    pub(crate) value: u64,
-    pub(crate) size: u64,
-}
-
-/// `STT_OBJECT`: a data object.
-pub(crate) const STT_OBJECT: u8 = 1;
-/// `STT_FUNC`: a function.
-pub(crate) const STT_FUNC: u8 = 2;
-const STT_TLS: u8 = 6;
+//! The symbol table itself is read by `gpu_mem_core::kernel::compiled`.
 
 /// Bytes of the kernels' own thread-local variables: the sizes of the `STT_TLS` symbols of the
 /// symbol table but the prelude's and the runtime's ([`is_prelude_tls`]); the whole `PT_TLS`
 /// segment when the library has no symbol table (stripped). `None` when `bytes` is not a
 /// 64-bit little-endian ELF file.
 pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
+    use gpu_mem_core::kernel::compiled::{STT_TLS, symbols};
     let segment = tls_size(bytes)?;
     let kernels = symbols(bytes).and_then(|symbols| {
         symbols
@@ -38,53 +21,6 @@ pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
             .try_fold(0u64, |total, s| total.checked_add(s.size))
     });
     Some(kernels.unwrap_or(segment))
-}
-
-/// The symbols defined in the file (see [`Symbol`]); `None` when it has no readable symbol
-/// table.
-pub(crate) fn symbols(bytes: &[u8]) -> Option<Vec<Symbol>> {
-    const SHT_SYMTAB: u32 = 2;
-    const SYMBOL_BYTES: usize = 24;
-    if bytes.get(..4)? != b"\x7fELF" || *bytes.get(4)? != 2 || *bytes.get(5)? != 1 {
-        return None;
-    }
-    let r = Reader(bytes);
-    let shoff = usize::try_from(r.u64_at(0x28)?).ok()?;
-    let shentsize = usize::from(r.u16_at(0x3A)?);
-    let shnum = usize::from(r.u16_at(0x3C)?);
-    let section = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
-    let (symtab, strtab) = (0..shnum).find_map(|i| {
-        let header = section(i)?;
-        (r.u32_at(header.checked_add(4)?)? == SHT_SYMTAB).then_some(())?;
-        let link = usize::try_from(r.u32_at(header.checked_add(0x28)?)?).ok()?;
-        Some((header, section(link)?))
-    })?;
-    let (start, size) = (
-        usize::try_from(r.u64_at(symtab.checked_add(0x18)?)?).ok()?,
-        usize::try_from(r.u64_at(symtab.checked_add(0x20)?)?).ok()?,
-    );
-    let names = usize::try_from(r.u64_at(strtab.checked_add(0x18)?)?).ok()?;
-    let end = start.checked_add(size)?;
-    let mut out = Vec::new();
-    for symbol in (start..end).step_by(SYMBOL_BYTES) {
-        if symbol.checked_add(SYMBOL_BYTES)? > end {
-            break;
-        }
-        let section_index = r.u16_at(symbol.checked_add(6)?)?;
-        if section_index == 0 {
-            continue; // undefined here
-        }
-        let name_at = names.checked_add(usize::try_from(r.u32_at(symbol)?).ok()?)?;
-        let name = bytes.get(name_at..)?;
-        let name = &name[..name.iter().position(|&b| b == 0)?];
-        out.push(Symbol {
-            name: String::from_utf8_lossy(name).into_owned(),
-            kind: r.u8_at(symbol.checked_add(4)?)? & 0xf,
-            value: r.u64_at(symbol.checked_add(8)?)?,
-            size: r.u64_at(symbol.checked_add(0x10)?)?,
-        });
-    }
-    Some(out)
 }
 
 /// The prelude's own thread-locals (file-scope `static thread_local`s of its stackless
@@ -114,10 +50,6 @@ fn is_prelude_tls(name: &[u8]) -> bool {
 struct Reader<'a>(&'a [u8]);
 
 impl Reader<'_> {
-    fn u8_at(&self, at: usize) -> Option<u8> {
-        self.0.get(at).copied()
-    }
-
     fn u16_at(&self, at: usize) -> Option<u16> {
         self.0
             .get(at..at.checked_add(2)?)
@@ -236,11 +168,10 @@ mod tests {
         let bytes = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         // Rust's std has thread-locals, so the test binary has a TLS segment.
         assert!(tls_size(&bytes).is_some_and(|n| n > 0));
-        let symbols = symbols(&bytes).unwrap();
-        assert!(
-            symbols
-                .iter()
-                .any(|s| s.kind == STT_FUNC && s.name.contains("reads_the_running_test_binary"))
-        );
+        let symbols = gpu_mem_core::kernel::compiled::symbols(&bytes).unwrap();
+        assert!(symbols.iter().any(|s| {
+            s.kind == gpu_mem_core::kernel::compiled::STT_FUNC
+                && s.name.contains("reads_the_running_test_binary")
+        }));
     }
 }

@@ -33,7 +33,8 @@ mod wrapper;
 use crate::executor::body::{ABI, GmSimRound, RUNTIME};
 use compiler::{CompileFailure, Compiler};
 use declarations::Declared;
-use gpu_mem_core::kernel::scan::{self, is_name_expression};
+use gpu_mem_core::kernel::compiled;
+use gpu_mem_core::kernel::scan::is_name_expression;
 use gpu_mem_core::kernel::{KernelSource, LaunchArg, Module};
 use gpu_mem_core::{BackendKind, Error, Kernel, Result};
 use signature::{Param, ParamKind, RawParam};
@@ -227,11 +228,11 @@ pub(crate) fn variable(module: &Module, name: &str) -> Result<Variable> {
         return Err(unsupported_under_miri());
     }
     let loaded = loaded_module(module.name(), module)?;
-    let wanted = scan::normalized(name);
+    let wanted = compiled::normalized(name);
     loaded
         .variables
         .iter()
-        .find(|v| scan::normalized(&v.name) == wanted)
+        .find(|v| compiled::normalized(&v.name) == wanted)
         .cloned()
         .ok_or_else(|| {
             let known: Vec<&str> = loaded.variables.iter().map(|v| v.name.as_str()).collect();
@@ -539,22 +540,22 @@ struct RawKernel {
 /// objects but the prelude's and the C++ runtime's, at the library's load address (the
 /// symbol table's values are offsets from it).
 fn variables(bytes: &[u8], abi: usize) -> Vec<Variable> {
-    let Some(symbols) = elf::symbols(bytes) else {
+    let Some(symbols) = compiled::symbols(bytes) else {
         return Vec::new();
     };
     let Some(base) = symbols
         .iter()
-        .find(|s| s.kind == elf::STT_FUNC && s.name == "gm_sim_abi")
+        .find(|s| s.kind == compiled::STT_FUNC && s.name == "gm_sim_abi")
         .and_then(|s| abi.checked_sub(usize::try_from(s.value).ok()?))
     else {
         return Vec::new();
     };
     symbols
         .into_iter()
-        .filter(|s| s.kind == elf::STT_OBJECT && s.size > 0 && !s.name.contains("gm_sim"))
+        .filter(|s| s.kind == compiled::STT_OBJECT && s.size > 0 && !s.name.contains("gm_sim"))
         .filter_map(|s| {
             Some(Variable {
-                name: scan::source_name(&s.name),
+                name: compiled::source_name(&s.name),
                 address: base.checked_add(usize::try_from(s.value).ok()?)?,
                 size: usize::try_from(s.size).ok()?,
             })

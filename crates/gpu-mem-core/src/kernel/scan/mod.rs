@@ -1,8 +1,6 @@
 //! A declaration-level reader of CUDA C++ kernel sources: what every backend needs to know of a
 //! source without compiling it — the kernels it defines and (for the simulator's stackless
-//! rewrite) its functions' names, return types and bodies as token ranges — and of the names a
-//! compiler gives them ([`source_name`], [`is_named`]): kernels and variables are found in
-//! compiled code by the names the source spells.
+//! rewrite) its functions' names, return types and bodies as token ranges.
 //!
 //! Contract:
 //! * it reads declarations, not C++: comments, literals and preprocessor lines are skipped, so a
@@ -14,11 +12,9 @@
 //!   expressions and C++ spell them.
 
 pub mod functions;
-mod mangled;
 pub mod tokens;
 
 use functions::{Kind, functions};
-pub use mangled::{is_named, normalized, source_name};
 use tokens::tokens;
 
 /// A kernel (`__global__` function) a source defines.

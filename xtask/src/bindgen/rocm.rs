@@ -202,6 +202,8 @@ const HIP: Target = Target {
         "hiprtcGetProgramLogSize",
         "hiprtcGetProgramLog",
         "hiprtcDestroyProgram",
+        "hiprtcAddNameExpression",
+        "hiprtcGetLoweredName",
         // HIP runtime: versions, errors, devices
         "hipInit",
         "hipGetDeviceCount",

@@ -514,6 +514,17 @@ unsafe impl Backend for RocBackend {
         unsafe { self.launch_kernel(device, kernel, config, args, stream) }
     }
 
+    fn module_global(
+        &self,
+        device: usize,
+        module: &gpu_mem_core::kernel::Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        let loaded = self.loaded_module(device, module)?;
+        let (address, size) = loaded.variable(&self.hsa, module.name(), name)?;
+        Ok((DevicePtr(address), size))
+    }
+
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
         self.gpu(device)?;
         let handle = self.new_handle();

@@ -116,6 +116,8 @@ pub struct CodeObject {
     pub code: Vec<u8>,
     /// hiprtc's log (warnings), often empty.
     pub log: String,
+    /// Each name expression with its lowered (mangled) name.
+    pub lowered: Vec<(String, String)>,
 }
 
 /// A hiprtc program destroyed on drop.
@@ -133,7 +135,8 @@ impl Drop for Program<'_> {
     }
 }
 
-/// Compiles `source` (named `name` in diagnostics) for `arch`.
+/// Compiles `source` (named `name` in diagnostics) for `arch`, lowering `name_expressions`
+/// (template instantiations).
 pub fn compile(
     hip: &Hip,
     source: &str,
@@ -141,6 +144,7 @@ pub fn compile(
     arch: &str,
     headers: &[(&str, &str)],
     extra_options: &[&str],
+    name_expressions: &[String],
 ) -> Result<CodeObject> {
     if arch.is_empty()
         || !arch
@@ -161,6 +165,10 @@ pub fn compile(
         hip,
         handle: hip.rtc_create_program(source, name, headers)?,
     };
+    for expression in name_expressions {
+        // SAFETY: the program is live and not compiled yet.
+        unsafe { hip.rtc_add_name_expression(program.handle, expression) }?;
+    }
     let mut options = vec![format!("--offload-arch={arch}"), "-O3".to_string()];
     options.extend(extra_options.iter().map(|o| (*o).to_string()));
     let started = std::time::Instant::now();
@@ -189,11 +197,18 @@ pub fn compile(
             description: "hiprtc reported success but returned an empty code object".to_string(),
         });
     }
+    let mut lowered = Vec::with_capacity(name_expressions.len());
+    for expression in name_expressions {
+        // SAFETY: the program is live and compiled.
+        let name = unsafe { hip.rtc_lowered_name(program.handle, expression) }?;
+        lowered.push((expression.clone(), name));
+    }
     // Older hiprtc returns the code object itself, newer a clang offload bundle holding it.
     let code = code_object_for(code, arch)?;
     Ok(CodeObject {
         arch: arch.to_string(),
         code,
         log,
+        lowered,
     })
 }

@@ -162,7 +162,7 @@ fn compile_or_skip(
     headers: &[(&str, &str)],
     options: &[&str],
 ) -> Result<Result<CodeObject, Completion>, Failed> {
-    match hiprtc::compile(hip, source, name, arch, headers, options) {
+    match hiprtc::compile(hip, source, name, arch, headers, options, &[]) {
         Ok(co) => Ok(Ok(co)),
         Err(e @ Error::NotSupportedByBackend { .. }) => Ok(Err(Completion::ignored_with(format!(
             "{arch} cannot be compiled by the installed hiprtc: {e} ({FETCH_HINT})"
@@ -241,7 +241,7 @@ pub fn unknown_isa_is_refused() -> Outcome {
         if list.isas.iter().any(|i| i == arch) {
             continue;
         }
-        match hiprtc::compile(&hip, PROBE_SOURCE, "probe.hip", arch, &[], &[]) {
+        match hiprtc::compile(&hip, PROBE_SOURCE, "probe.hip", arch, &[], &[], &[]) {
             Err(Error::NotSupportedByBackend { reason, .. }) => {
                 ensure(reason.contains(arch), || {
                     format!("reason does not name {arch}: {reason}")
@@ -266,7 +266,7 @@ pub fn broken_kernel_reports_log() -> Outcome {
     };
     let source =
         "extern \"C\" __global__ void broken(float* out) { out[0] = gm_undeclared_name; }\n";
-    match hiprtc::compile(&hip, source, "broken.hip", "gfx90a", &[], &[]) {
+    match hiprtc::compile(&hip, source, "broken.hip", "gfx90a", &[], &[], &[]) {
         Ok(co) => Err(Failed::from(format!(
             "broken kernel compiled ({} bytes)",
             co.code.len()

@@ -1,20 +1,26 @@
-//! Portable kernel source → hiprtc code object for the agent's ISA → HSA executable → kernel
-//! symbol.
+//! A module's CUDA C++ source → hiprtc code object for the agent's ISA → HSA executable → its
+//! kernels' and variables' symbols.
 //!
 //! Loading follows the HSA runtime specification, "Executables" / "Code object readers":
 //! `hsa_code_object_reader_create_from_memory` (the bytes must outlive the reader, so they are
 //! kept here), `hsa_executable_create_alt` with the agent's profile and the default rounding
-//! mode, `hsa_executable_load_agent_code_object`, `hsa_executable_freeze`, then the kernel's
-//! descriptor symbol `<entry>.kd` (code object v3+ naming) and its kernel object, kernarg
-//! segment size and alignment, group and private segment sizes. Executable and reader are
-//! destroyed when the last user of a [`LoadedKernel`] goes; dispatches in flight hold one.
+//! mode, `hsa_executable_load_agent_code_object`, `hsa_executable_freeze`. A module is one
+//! executable per agent, so its kernels share its variables. A kernel is found by its lowered
+//! name (a name expression) or by the name in the code object's metadata that reads as the
+//! entry (`gpu_mem_core::kernel::compiled::is_named`), then its descriptor symbol `<name>.kd`
+//! (code object v3+ naming) gives its kernel object, kernarg segment size and alignment, group
+//! and private segment sizes; a variable by the code object's symbol table, then
+//! `HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS` and `_SIZE`. Executable and reader are
+//! destroyed when the last user goes: the module's cache entry and every [`LoadedKernel`]
+//! (dispatches in flight hold one).
 
 use super::kernargs::code_object_abi_version;
-use super::metadata::{ExplicitArg, HiddenArg, kernel_args};
+use super::metadata::{ExplicitArg, HiddenArg, kernel_args, kernel_names};
 use crate::driver::{Hip, Hsa};
 use crate::hiprtc;
-use gpu_mem_core::kernel::KernelSource;
-use gpu_mem_core::{KERNEL_PRELUDE, Result};
+use gpu_mem_core::kernel::Module;
+use gpu_mem_core::kernel::compiled::{self, is_named, normalized, source_name};
+use gpu_mem_core::{Error, KERNEL_PRELUDE, RTC_HEADERS, Result};
 use gpu_mem_hsa_sys as sys;
 use std::sync::Arc;
 
@@ -49,10 +55,19 @@ impl Drop for Executable {
     }
 }
 
+/// A module loaded on one agent: its executable and code object, and its name expressions'
+/// lowered names.
+#[derive(Debug)]
+pub struct LoadedModule {
+    executable: Arc<Executable>,
+    agent: sys::hsa_agent_t,
+    lowered: Vec<(String, String)>,
+}
+
 /// A kernel ready to dispatch on one agent.
 #[derive(Debug)]
 pub struct LoadedKernel {
-    _executable: Executable,
+    _executable: Arc<Executable>,
     /// The entry point's name.
     pub entry: String,
     /// `HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT`: the packet's `kernel_object`.
@@ -94,45 +109,41 @@ pub fn private_segment_size(reported: u32, dynamic_call_stack: bool) -> u32 {
     }
 }
 
-/// The complete translation unit hiprtc compiles: the prelude, then the kernel source with its
-/// own line numbers (`#include "gpu_mem.h"` in it is a no-op thanks to the include guard).
-pub fn translation_unit(source: &KernelSource, file: &str) -> String {
-    format!("{KERNEL_PRELUDE}\n#line 1 \"{file}\"\n{}", source.code())
+/// The complete translation unit hiprtc compiles: the prelude, then the module's source with
+/// its own line numbers (`#include "gpu_mem.h"` in it is a no-op thanks to the include guard).
+pub fn translation_unit(code: &str, file: &str) -> String {
+    format!("{KERNEL_PRELUDE}\n#line 1 \"{file}\"\n{code}")
 }
 
-/// Compiles `source` for `arch` (an agent name such as `gfx90a`).
-pub fn compile(kernel_name: &str, source: &KernelSource, arch: &str) -> Result<Vec<u8>> {
+/// Compiles `module` for `arch` (an agent name such as `gfx90a`), with the prelude and gpu-mem's
+/// C library headers, lowering its name expressions.
+pub fn compile(module: &Module, arch: &str) -> Result<hiprtc::CodeObject> {
     let hip = Hip::shared()?;
-    let file = format!("{kernel_name}.hip");
+    let file = format!("{}.hip", module.name());
+    let mut headers = vec![(PRELUDE_NAME, KERNEL_PRELUDE)];
+    headers.extend(RTC_HEADERS.iter().copied());
     let code = hiprtc::compile(
         &hip,
-        &translation_unit(source, &file),
+        &translation_unit(module.code(), &file),
         &file,
         hiprtc::processor(arch),
-        &[(PRELUDE_NAME, KERNEL_PRELUDE)],
+        &headers,
         &[],
+        module.name_expressions(),
     )?;
     if !code.log.is_empty() {
-        tracing::debug!(kernel = kernel_name, log = %code.log, "hiprtc warnings");
+        tracing::debug!(module = module.name(), log = %code.log, "hiprtc warnings");
     }
-    Ok(code.code)
+    Ok(code)
 }
 
-/// Loads `code` for `agent` and looks up `entry`.
-pub fn load(
+/// Loads `code` (lowering `lowered`'s expressions) into an executable for `agent`.
+pub fn load_module(
     hsa: &Arc<Hsa>,
     agent: sys::hsa_agent_t,
     code: Vec<u8>,
-    entry: &str,
-) -> Result<LoadedKernel> {
-    let abi_version = code_object_abi_version(&code);
-    let args = kernel_args(&code, entry);
-    if args.is_none() {
-        tracing::warn!(
-            entry,
-            "no AMDGPU metadata for the kernel in its code object: arguments are laid out by the ABI's rule and hidden ones zeroed"
-        );
-    }
+    lowered: Vec<(String, String)>,
+) -> Result<LoadedModule> {
     let mut exe = Executable {
         hsa: Arc::clone(hsa),
         executable: None,
@@ -151,48 +162,147 @@ pub fn load(
     unsafe { hsa.executable_load_agent_code_object(executable, agent, reader) }?;
     // SAFETY: live executable.
     unsafe { hsa.executable_freeze(executable) }?;
-    // SAFETY: live, frozen executable.
-    let symbol =
-        unsafe { hsa.executable_get_symbol_by_name(executable, &format!("{entry}.kd"), agent) }?;
-    // Each attribute is read with the C type hsa.h gives it: KERNEL_OBJECT uint64_t, the
-    // segment sizes and the kernarg alignment uint32_t.
-    // SAFETY: see above; the symbol belongs to the live executable.
-    let info = |attribute| unsafe { hsa.executable_symbol_get_info::<u32>(symbol, attribute) };
-    // SAFETY: as above.
-    let kernel_object: u64 = unsafe {
-        hsa.executable_symbol_get_info(symbol, sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT)
-    }?;
-    let loaded = LoadedKernel {
-        entry: entry.to_string(),
-        kernel_object,
-        kernarg_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE)?,
-        kernarg_alignment: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT)?,
-        group_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE)?,
-        private_size: private_segment_size(
-            info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE)?,
-            // SAFETY: as above; DYNAMIC_CALLSTACK is a C `bool` (one byte).
-            unsafe {
-                hsa.executable_symbol_get_info::<u8>(
+    Ok(LoadedModule {
+        executable: Arc::new(exe),
+        agent,
+        lowered,
+    })
+}
+
+impl LoadedModule {
+    fn executable(&self) -> Result<sys::hsa_executable_t> {
+        self.executable.executable.ok_or_else(|| Error::InvalidArgument {
+            name: "module",
+            reason: "its executable was destroyed".into(),
+        })
+    }
+
+    /// The name the code object gives the kernel the source calls `entry`; an error listing
+    /// the module's kernels when it has none such.
+    fn kernel_name(&self, kernel: &str, entry: &str) -> Result<String> {
+        let wanted = normalized(entry);
+        if let Some((_, lowered)) = self.lowered.iter().find(|(e, _)| normalized(e) == wanted) {
+            return Ok(lowered.clone());
+        }
+        let Some(names) = kernel_names(&self.executable.code) else {
+            // No metadata to read: the C name, which the executable checks.
+            return Ok(entry.to_string());
+        };
+        let matching: Vec<&String> = names.iter().filter(|n| is_named(n, entry)).collect();
+        match matching[..] {
+            [one] => Ok(one.clone()),
+            [] => Err(Error::InvalidLaunch {
+                kernel: kernel.to_string(),
+                reason: format!(
+                    "the source has no kernel `{entry}` to launch; its kernels: {} (a template kernel is launched by an instantiation the module is made with: Kernel::from_source(code, \"name<arguments>\") or Module::with_name_expressions)",
+                    names.iter().map(|n| source_name(n)).collect::<Vec<_>>().join(", ")
+                ),
+            }),
+            _ => Err(Error::InvalidLaunch {
+                kernel: kernel.to_string(),
+                reason: format!("`{entry}` is overloaded: give each kernel its own name"),
+            }),
+        }
+    }
+
+    /// The kernel the source calls `entry` (`kernel` names it in errors), ready to dispatch.
+    pub fn kernel(&self, hsa: &Hsa, kernel: &str, entry: &str) -> Result<LoadedKernel> {
+        let name = self.kernel_name(kernel, entry)?;
+        let code = &self.executable.code;
+        let abi_version = code_object_abi_version(code);
+        let args = kernel_args(code, &name);
+        if args.is_none() {
+            tracing::warn!(
+                entry,
+                "no AMDGPU metadata for the kernel in its code object: arguments are laid out by the ABI's rule and hidden ones zeroed"
+            );
+        }
+        let executable = self.executable()?;
+        // SAFETY: live, frozen executable.
+        let symbol = unsafe {
+            hsa.executable_get_symbol_by_name(executable, &format!("{name}.kd"), self.agent)
+        }?;
+        // Each attribute is read with the C type hsa.h gives it: KERNEL_OBJECT uint64_t, the
+        // segment sizes and the kernarg alignment uint32_t.
+        // SAFETY: see above; the symbol belongs to the live executable.
+        let info = |attribute| unsafe { hsa.executable_symbol_get_info::<u32>(symbol, attribute) };
+        // SAFETY: as above.
+        let kernel_object: u64 = unsafe {
+            hsa.executable_symbol_get_info(symbol, sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT)
+        }?;
+        let loaded = LoadedKernel {
+            entry: entry.to_string(),
+            kernel_object,
+            kernarg_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE)?,
+            kernarg_alignment: info(
+                sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT,
+            )?,
+            group_size: info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE)?,
+            private_size: private_segment_size(
+                info(sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE)?,
+                // SAFETY: as above; DYNAMIC_CALLSTACK is a C `bool` (one byte).
+                unsafe {
+                    hsa.executable_symbol_get_info::<u8>(
+                        symbol,
+                        sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK,
+                    )
+                }? != 0,
+            ),
+            abi_version,
+            explicit: args.as_ref().map(|a| a.explicit.clone()),
+            hidden: args.map(|a| a.hidden),
+            _executable: Arc::clone(&self.executable),
+        };
+        tracing::debug!(
+            entry,
+            kernel_object = format_args!("{:#x}", loaded.kernel_object),
+            kernarg = loaded.kernarg_size,
+            group = loaded.group_size,
+            private = loaded.private_size,
+            abi = ?loaded.abi_version,
+            "loaded kernel"
+        );
+        Ok(loaded)
+    }
+
+    /// The device address and size of the variable the source calls `name` (`module` names the
+    /// module in errors).
+    pub fn variable(&self, hsa: &Hsa, module: &str, name: &str) -> Result<(u64, usize)> {
+        let symbols = compiled::symbols(&self.executable.code).unwrap_or_default();
+        let variables: Vec<&compiled::Symbol> = symbols
+            .iter()
+            .filter(|s| s.kind == compiled::STT_OBJECT && s.size > 0)
+            .collect();
+        let Some(found) = variables.iter().find(|s| is_named(&s.name, name)) else {
+            let known: Vec<String> = variables.iter().map(|s| source_name(&s.name)).collect();
+            return Err(Error::InvalidArgument {
+                name: "symbol",
+                reason: format!(
+                    "the module `{module}` has no __device__, __constant__ or __managed__ variable `{name}` at file scope; its variables: {}",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ),
+            });
+        };
+        let executable = self.executable()?;
+        // SAFETY: live, frozen executable.
+        let symbol =
+            unsafe { hsa.executable_get_symbol_by_name(executable, &found.name, self.agent) }?;
+        // SAFETY: the symbol belongs to the live executable; VARIABLE_ADDRESS is a uint64_t,
+        // VARIABLE_SIZE a uint32_t.
+        let (address, size) = unsafe {
+            (
+                hsa.executable_symbol_get_info::<u64>(
                     symbol,
-                    sys::HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK,
-                )
-            }? != 0,
-        ),
-        abi_version,
-        explicit: args.as_ref().map(|a| a.explicit.clone()),
-        hidden: args.map(|a| a.hidden),
-        _executable: exe,
-    };
-    tracing::debug!(
-        entry,
-        kernel_object = format_args!("{:#x}", loaded.kernel_object),
-        kernarg = loaded.kernarg_size,
-        group = loaded.group_size,
-        private = loaded.private_size,
-        abi = ?loaded.abi_version,
-        "loaded kernel"
-    );
-    Ok(loaded)
+                    sys::HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS,
+                )?,
+                hsa.executable_symbol_get_info::<u32>(
+                    symbol,
+                    sys::HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE,
+                )?,
+            )
+        };
+        Ok((address, size as usize))
+    }
 }
 
 #[cfg(test)]

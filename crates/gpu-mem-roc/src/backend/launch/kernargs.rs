@@ -3,11 +3,13 @@
 //!
 //! # Layout
 //!
-//! Each argument's bytes ([`LaunchArg::c_parameter`], shared with the CUDA backend):
+//! Each argument's bytes ([`LaunchArg::c_parameter_for`] given the parameter's size from the
+//! metadata, shared with the CUDA backend):
 //!
-//! * `Array` → the prelude's `gm_array<T, N>` by value: 8-byte data pointer, `N` 64-bit shape
-//!   entries, `N` 64-bit strides in elements; 8-byte aligned, `8 + 16 N` bytes (a 0-d array is
-//!   the pointer alone).
+//! * `Array` → its first element's address for a pointer parameter (8 bytes; the array must be
+//!   contiguous from there); else the prelude's `gm_array<T, N>` by value: 8-byte data
+//!   pointer, `N` 64-bit shape entries, `N` 64-bit strides in elements; 8-byte aligned,
+//!   `8 + 16 N` bytes (a 0-d array is the pointer alone).
 //! * `Record` → a pointer: 8 bytes, 8-byte aligned.
 //! * `Scalar` → its bytes, aligned to the largest power of two (at most 8) dividing its size.
 //!
@@ -77,7 +79,10 @@ pub fn pack(kernel: &str, args: &[LaunchArg], layout: Option<&[ExplicitArg]>) ->
     let packed = args
         .iter()
         .enumerate()
-        .map(|(index, arg)| arg_bytes(kernel, index, arg))
+        .map(|(index, arg)| {
+            let size = layout.and_then(|l| l.get(index)).map(|slot| slot.size);
+            arg_bytes(kernel, index, arg, size)
+        })
         .collect::<Result<Vec<_>>>()?;
     let Some(layout) = layout else {
         let mut bytes = Vec::new();
@@ -132,8 +137,13 @@ pub fn pack(kernel: &str, args: &[LaunchArg], layout: Option<&[ExplicitArg]>) ->
 }
 
 /// One argument's alignment and bytes (see the module docs).
-fn arg_bytes(kernel: &str, index: usize, arg: &LaunchArg) -> Result<(usize, Vec<u8>)> {
-    let (bytes, alignment) = arg.c_parameter().map_err(|reason| {
+fn arg_bytes(
+    kernel: &str,
+    index: usize,
+    arg: &LaunchArg,
+    size: Option<usize>,
+) -> Result<(usize, Vec<u8>)> {
+    let (bytes, alignment) = arg.c_parameter_for(size).map_err(|reason| {
         invalid(
             kernel,
             format!("argument {index} ({}): {reason}", arg.describe()),

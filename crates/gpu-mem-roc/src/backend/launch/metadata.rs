@@ -235,6 +235,21 @@ fn metadata_note(elf: &[u8]) -> Option<&[u8]> {
     None
 }
 
+/// The names (`.name`, as the compiler wrote them: mangled for C++) of the kernels of the code
+/// object `elf`; `None` when it carries no readable metadata.
+pub fn kernel_names(elf: &[u8]) -> Option<Vec<String>> {
+    let metadata = decode(metadata_note(elf)?)?;
+    let Value::Array(kernels) = metadata.get("amdhsa.kernels")? else {
+        return None;
+    };
+    Some(
+        kernels
+            .iter()
+            .filter_map(|k| k.get(".name").and_then(Value::as_str).map(str::to_string))
+            .collect(),
+    )
+}
+
 /// The arguments of kernel `entry` (its `.name`, or `.symbol` `<entry>.kd`) in the code object
 /// `elf`; `None` when the code object carries no readable metadata for it.
 pub fn kernel_args(elf: &[u8], entry: &str) -> Option<KernelArgs> {

@@ -109,9 +109,9 @@ use super::RocBackend;
 use super::memory::lock;
 use super::signal::{self, QUEUE_FAILED, Signal, State};
 use crate::driver::hsa::PoolInfo;
-use code::LoadedKernel;
+use code::{LoadedKernel, LoadedModule};
 use gpu_mem_core::backend::StreamHandle;
-use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig};
+use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig, Module};
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hsa_sys as sys;
 use kernargs::{DispatchShape, KernargBuffer};
@@ -172,20 +172,22 @@ impl DeviceLaunch {
 /// How many times a launch picks the device's queue again when it was replaced meanwhile.
 const QUEUE_ATTEMPTS: usize = 4;
 
-/// The backend's launch state: queues per device, loaded kernels per (kernel id, device) and
-/// the source they were built from (a kernel value carrying other source under the same id, a
-/// re-built clone, gets its own entry instead of running stale code).
+/// The backend's launch state: queues per device, loaded modules per (module, device), and
+/// loaded kernels per (kernel id, device) with the source they were found for (a kernel value
+/// carrying other source under the same id, a re-built clone, gets its own entry instead of
+/// running stale code).
 #[derive(Debug, Default)]
 pub struct Launcher {
     devices: Mutex<HashMap<usize, Arc<DeviceLaunch>>>,
-    kernels: Mutex<HashMap<(u64, usize), Vec<BuiltKernel>>>,
+    modules: Mutex<HashMap<(Module, usize), BuiltModule>>,
+    kernels: Mutex<HashMap<(u64, usize), Vec<(KernelSource, Arc<LoadedKernel>)>>>,
 }
 
-/// A kernel for a device, with the source it is compiled from: empty until a build succeeded.
-/// Each has its own lock, held while it is built, so that one kernel's build (seconds of hiprtc
-/// and loading) holds up neither the launches of kernels already built nor other builds
-/// (hiprtc itself is serialised in `hiprtc`).
-type BuiltKernel = (KernelSource, Arc<Mutex<Option<Arc<LoadedKernel>>>>);
+/// A module for a device: empty until a build succeeded. Each has its own lock, held while it
+/// is built, so that one module's build (seconds of hiprtc and loading) holds up neither the
+/// launches of kernels already built nor other builds (hiprtc itself is serialised in
+/// `hiprtc`).
+type BuiltModule = Arc<Mutex<Option<Arc<LoadedModule>>>>;
 
 impl Launcher {
     /// Destroys queues and executables when every stream drained cleanly (`healthy`) and no
@@ -194,7 +196,11 @@ impl Launcher {
     pub fn release(&self, healthy: bool) {
         let kernels: Vec<Arc<LoadedKernel>> = lock(&self.kernels)
             .drain()
-            .flat_map(|(_, built)| built.into_iter().filter_map(|(_, slot)| lock(&slot).take()))
+            .flat_map(|(_, built)| built.into_iter().map(|(_, kernel)| kernel))
+            .collect();
+        let modules: Vec<Arc<LoadedModule>> = lock(&self.modules)
+            .drain()
+            .filter_map(|(_, slot)| lock(&slot).take())
             .collect();
         let devices: Vec<_> = lock(&self.devices).drain().map(|(_, d)| d).collect();
         for d in &devices {
@@ -211,6 +217,7 @@ impl Launcher {
                 lock(&d.state).tail.take();
             }
             drop(kernels);
+            drop(modules);
             drop(devices);
         } else if !devices.is_empty() {
             tracing::warn!(
@@ -218,6 +225,7 @@ impl Launcher {
                 "leaking AQL queues and loaded kernels: failed work may still reference them"
             );
             std::mem::forget(kernels);
+            std::mem::forget(modules);
             std::mem::forget(devices);
         }
     }
@@ -366,44 +374,58 @@ impl RocBackend {
         Ok(launch)
     }
 
-    /// The kernel compiled and loaded for `device`, from the cache or now. The entry's lock is
-    /// held while compiling so concurrent first launches of one kernel load it once (see
-    /// [`BuiltKernel`]); a failed build leaves it empty, for the next launch to try again.
-    fn loaded_kernel(
-        &self,
-        device: usize,
-        kernel: &Kernel,
-        source: &KernelSource,
-    ) -> Result<Arc<LoadedKernel>> {
-        let slot = {
-            let mut kernels = lock(&self.launcher.kernels);
-            let built = kernels.entry((kernel.id(), device)).or_default();
-            match built.iter().find(|(built_from, _)| built_from == source) {
-                Some((_, slot)) => Arc::clone(slot),
-                None => {
-                    let slot = Arc::new(Mutex::new(None));
-                    built.push((source.clone(), Arc::clone(&slot)));
-                    slot
-                }
-            }
-        };
+    /// `module` compiled and loaded for `device`, from the cache or now. The entry's lock is
+    /// held while compiling so concurrent first launches of one module load it once (see
+    /// [`BuiltModule`]); a failed build leaves it empty, for the next launch to try again.
+    pub(super) fn loaded_module(&self, device: usize, module: &Module) -> Result<Arc<LoadedModule>> {
+        let slot = Arc::clone(
+            lock(&self.launcher.modules)
+                .entry((module.clone(), device))
+                .or_default(),
+        );
         let mut entry = lock(&slot);
         if let Some(loaded) = &*entry {
             return Ok(Arc::clone(loaded));
         }
         let gpu = self.gpu(device)?;
         let started = std::time::Instant::now();
-        let code = code::compile(kernel.name(), source, &gpu.info.arch)?;
-        let bytes = code.len();
-        let loaded = Arc::new(code::load(&self.hsa, gpu.agent, code, &source.entry)?);
+        let compiled = code::compile(module, &gpu.info.arch)?;
+        let bytes = compiled.code.len();
+        let loaded = Arc::new(code::load_module(
+            &self.hsa,
+            gpu.agent,
+            compiled.code,
+            compiled.lowered,
+        )?);
         tracing::debug!(
-            kernel = kernel.name(),
+            module = module.name(),
             arch = %gpu.info.arch,
             bytes,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "kernel compiled and loaded"
+            "module compiled and loaded"
         );
         *entry = Some(Arc::clone(&loaded));
+        Ok(loaded)
+    }
+
+    /// The kernel loaded for `device`, its module compiled and loaded first where it is not yet.
+    fn loaded_kernel(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        source: &KernelSource,
+    ) -> Result<Arc<LoadedKernel>> {
+        if let Some(built) = lock(&self.launcher.kernels).get(&(kernel.id(), device))
+            && let Some((_, found)) = built.iter().find(|(from, _)| from == source)
+        {
+            return Ok(Arc::clone(found));
+        }
+        let module = self.loaded_module(device, &source.module)?;
+        let loaded = Arc::new(module.kernel(&self.hsa, kernel.name(), &source.entry)?);
+        lock(&self.launcher.kernels)
+            .entry((kernel.id(), device))
+            .or_default()
+            .push((source.clone(), Arc::clone(&loaded)));
         Ok(loaded)
     }
 

@@ -105,6 +105,54 @@ impl Hip {
         Ok(unsafe { f(program, count, ptrs.as_mut_ptr()) })
     }
 
+    /// `hiprtcAddNameExpression(prog, expression)`: the expression (a template instantiation)
+    /// gets a lowered name after compilation.
+    ///
+    /// # Safety
+    /// `program` is live and not compiled yet.
+    pub unsafe fn rtc_add_name_expression(
+        &self,
+        program: sys::hiprtcProgram,
+        expression: &str,
+    ) -> Result<()> {
+        let f = self.get(
+            self.functions.hiprtcAddNameExpression,
+            "hiprtcAddNameExpression",
+            "template kernels",
+        )?;
+        let expression = c_string("name expression", expression)?;
+        // SAFETY: `program` is live (caller); the string is NUL-terminated and copied by hiprtc.
+        let rc = unsafe { f(program, expression.as_ptr()) };
+        self.check_rtc("hiprtcAddNameExpression", rc, None)
+    }
+
+    /// `hiprtcGetLoweredName(prog, expression)` of an expression added before compilation.
+    ///
+    /// # Safety
+    /// `program` is live and compiled.
+    pub unsafe fn rtc_lowered_name(
+        &self,
+        program: sys::hiprtcProgram,
+        expression: &str,
+    ) -> Result<String> {
+        let f = self.get(
+            self.functions.hiprtcGetLoweredName,
+            "hiprtcGetLoweredName",
+            "template kernels",
+        )?;
+        let expression = c_string("name expression", expression)?;
+        let mut lowered: *const c_char = std::ptr::null();
+        // SAFETY: `program` is live and compiled (caller); the out-pointer is a live local; the
+        // string hiprtc returns lives as long as the program and is copied here.
+        let rc = unsafe { f(program, expression.as_ptr(), &mut lowered) };
+        self.check_rtc("hiprtcGetLoweredName", rc, None)?;
+        // SAFETY: as above.
+        unsafe { super::c_text(lowered) }.ok_or_else(|| Error::InvalidArgument {
+            name: "name expression",
+            reason: "hiprtc gave no lowered name".into(),
+        })
+    }
+
     /// Builds the error for a failed compile, with `log` as its description.
     pub fn rtc_compile_error(&self, result: sys::hiprtcResult, log: String) -> Error {
         match self.check_rtc("hiprtcCompileProgram", result, Some(log)) {

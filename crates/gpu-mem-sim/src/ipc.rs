@@ -2,11 +2,15 @@
 //! `cuIpcOpenMemHandle`).
 //!
 //! Exporting an allocation moves its host block onto a memory file (`memfd_create`): the
-//! block's contents are written to the file, and the file is mapped over the block's own pages
+//! block's contents are written to the file, the file is sealed against shrinking and growing
+//! (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`: no holder of it can cut pages from under a
+//! mapping, whose next access would be a SIGBUS), and it is mapped over the block's own pages
 //! (`MAP_FIXED`), so every pointer to the block stays valid and now addresses shared pages. The
 //! handle names the exporting process, its descriptor of the file and the file's identity
-//! (device and inode); another process opens `/proc/<pid>/fd/<fd>`, checks the identity and maps
-//! the file, so both processes address the same memory. When the exporting allocation is freed,
+//! (device and inode); another process opens `/proc/<pid>/fd/<fd>`, checks that it is such a
+//! sealed memory file of gpu-mem's (a forged handle naming any other open file, which copies
+//! would write into, is refused) with that identity, and maps it, so both processes address
+//! the same memory. When the exporting allocation is freed,
 //! private pages are mapped over the block again before it is reused, so an importer never sees
 //! what the block holds next. Linux only (and not under Miri); blocks under a page cannot be
 //! exported, since they share their page with other allocations.
@@ -83,6 +87,37 @@ mod os {
         unsupported(format!("{what}: {}", std::io::Error::last_os_error()))
     }
 
+    /// What an exported memory file is called (its link in `/proc/self/fd` reads
+    /// `/memfd:<name> (deleted)`).
+    const MEMFD_NAME: &std::ffi::CStr = c"gpu-mem-sim-ipc";
+    /// The seals every exported memory file carries.
+    const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+    /// `Ok` when `file` (opened from `path`) is a memory file gpu-mem exported: a memfd of its
+    /// name, sealed against shrinking (so mapping it cannot end in a SIGBUS). Regular files
+    /// have no seals (`F_GET_SEALS` fails on them).
+    fn check_sealed_memory_file(file: &OwnedFd, path: &str) -> Result<()> {
+        let refuse = |why: String| Error::InvalidArgument {
+            name: "IPC handle",
+            reason: format!("{path} {why}: not memory a gpu-mem simulator exported"),
+        };
+        // SAFETY: `file` is an open descriptor; F_GET_SEALS takes no argument.
+        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 {
+            return Err(refuse("is not a memory file".to_string()));
+        }
+        if seals & SEALS != SEALS {
+            return Err(refuse(format!("is a memory file without gpu-mem's seals ({seals:#x})")));
+        }
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map_err(|e| refuse(format!("cannot be named ({e})")))?;
+        let expected = format!("/memfd:{}", MEMFD_NAME.to_string_lossy());
+        if !link.to_string_lossy().starts_with(&expected) {
+            return Err(refuse(format!("is {}", link.display())));
+        }
+        Ok(())
+    }
+
     fn identity(fd: &OwnedFd) -> Result<(u64, u64)> {
         let st = status(fd)?;
         Ok((st.st_dev, st.st_ino))
@@ -119,7 +154,12 @@ mod os {
             let _guard = region.lock();
             let base = region.base_ptr();
             // SAFETY: the name is a NUL-terminated string; the flags are valid.
-            let raw = unsafe { libc::memfd_create(c"gpu-mem-sim-ipc".as_ptr(), libc::MFD_CLOEXEC) };
+            let raw = unsafe {
+                libc::memfd_create(
+                    MEMFD_NAME.as_ptr(),
+                    libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+                )
+            };
             if raw < 0 {
                 return Err(last_error("memfd_create"));
             }
@@ -145,6 +185,10 @@ mod os {
                     return Err(last_error("writing the shared memory file"));
                 }
                 done += n as usize;
+            }
+            // SAFETY: `fd` is an open memory file made with MFD_ALLOW_SEALING.
+            if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
+                return Err(last_error("sealing the shared memory file"));
             }
             // SAFETY: the block `base..base+size` is page-aligned whole pages owned by this
             // region; mapping the file (which now holds the same bytes) over it keeps every
@@ -206,6 +250,7 @@ mod os {
                 ))
             })?;
         let file = OwnedFd::from(file);
+        check_sealed_memory_file(&file, &path)?;
         let st = status(&file)?;
         if (st.st_dev, st.st_ino) != (dev, ino) {
             return Err(unsupported(format!(

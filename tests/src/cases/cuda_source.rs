@@ -512,15 +512,27 @@ fn failed_assert_and_exit_are_faults_not_the_end(rt: &Runtime) -> Result<(), Str
         )
     };
     ensure!(
-        matches!(&failed, Err(Error::KernelFault { message, .. })
-            if message.contains("values[i] >= 0") && message.contains("checked.cu:10")),
+        matches!(&failed, Err(Error::KernelFault { message, thread, .. })
+            if message.contains("values[i] >= 0") && message.contains("checked.cu:9")
+                && *thread == [5, 0, 0]),
         "a failed assert: {failed:?}"
     );
-    let leaves = Kernel::from_source(TRAPS, "leaves");
+    let trapped = Kernel::from_source(TRAPS, "trapped");
     // SAFETY: no memory is touched.
-    let exited = unsafe { dev.launch(&leaves, LaunchConfig::new(1, 8), &mut [&mut Scalar(3i32)]) };
+    let trap = unsafe { dev.launch(&trapped, LaunchConfig::new(1, 8), &mut [&mut Scalar(3i32)]) };
     ensure!(
-        matches!(&exited, Err(Error::KernelFault { message, .. }) if message.contains("exit(3)")),
+        matches!(&trap, Err(Error::KernelFault { message, .. }) if message.contains("__trap")),
+        "__trap in a kernel: {trap:?}"
+    );
+    // `exit` is host code CUDA refuses in a kernel; C++ compiles it, and the simulator reports
+    // it instead of ending the program.
+    const LEAVES: &str = "#include <stdlib.h>\n\
+                          __global__ void leaves(int code) { if (threadIdx.x == 3) exit(code); }\n";
+    let leaves = Kernel::from_source(LEAVES, "leaves");
+    // SAFETY: no memory is touched.
+    let exited = unsafe { dev.launch(&leaves, LaunchConfig::new(1, 8), &mut [&mut Scalar(0i32)]) };
+    ensure!(
+        matches!(&exited, Err(Error::KernelFault { message, .. }) if message.contains("exit(0)")),
         "exit in a kernel: {exited:?}"
     );
     Ok(())

@@ -4,8 +4,7 @@
 #if defined(NDEBUG)
 #define assert(e) ((void)0)
 #elif defined(__CUDACC_RTC__)
-extern "C" __device__ void __assertfail(const char* assertion, const char* file, unsigned int line,
-                                        const char* function, unsigned long long char_size);
+/* NVRTC declares __assertfail itself. */
 #define assert(e) ((e) ? (void)0 : __assertfail(#e, __FILE__, __LINE__, __func__, sizeof(char)))
 #else
 extern "C" __device__ void __assert_fail(const char* assertion, const char* file, unsigned int line,

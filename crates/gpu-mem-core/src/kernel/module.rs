@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 /// One kernel source and the template instantiations it is compiled with.
 ///
 /// ```
-/// use gpu_mem::Module;
+/// use gpu_mem_core::Module;
 /// const SRC: &str = r#"
 /// __constant__ float scale[4];
 /// template <typename T> __global__ void times(T* a, int n) { /* ... */ }

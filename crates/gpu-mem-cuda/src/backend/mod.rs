@@ -86,7 +86,7 @@ mod launch;
 mod limits;
 mod module_cache;
 mod params;
-mod ptx;
+pub mod ptx;
 mod registry;
 
 pub use kernels::{FunctionHandle, ModuleHandle};

@@ -14,14 +14,18 @@ use gpu_mem_core::kernel::compiled::{is_named, source_name};
 /// A kernel of the PTX: its name there and its parameters' sizes in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PtxEntry {
+    /// Its name in the PTX (mangled for C++).
     pub name: String,
+    /// Each parameter's size in bytes.
     pub param_sizes: Vec<usize>,
 }
 
 /// The kernels and variables of a module's PTX.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PtxModule {
+    /// Its kernels.
     pub entries: Vec<PtxEntry>,
+    /// Its module-scope variables' names in the PTX.
     pub variables: Vec<String>,
 }
 
@@ -151,7 +155,9 @@ pub fn entry_names(module: &PtxModule) -> Vec<String> {
 
 /// What the module's variables are called in the source, for messages.
 pub fn variable_names(module: &PtxModule) -> Vec<String> {
-    module.variables.iter().map(|v| source_name(v)).collect()
+    let mut names: Vec<String> = module.variables.iter().map(|v| source_name(v)).collect();
+    names.sort_unstable();
+    names
 }
 
 #[cfg(test)]

@@ -75,10 +75,13 @@ struct Cancelled;
 pub(crate) unsafe fn run_threads(start: Start, fiber: *const Fiber) -> Target {
     // SAFETY: the caller's contract.
     let block: &Block<'_> = unsafe { &*start.block };
-    if let Body::Compiled(launch) = block.body
-        && let Entry::Stackless(entry) = launch.program.entry
-    {
-        return block.drive_stackless(launch, entry, fiber);
+    if let Body::Compiled(launch) = block.body {
+        if let Entry::Stackless(entry) = launch.program.entry {
+            return block.drive_stackless(launch, entry, fiber);
+        }
+        if !launch.program.waits {
+            return block.drive_direct(fiber);
+        }
     }
     if let Body::Polled(body) = block.body {
         return block.drive_polled_on(body, fiber);
@@ -432,7 +435,9 @@ impl<'a> Block<'a> {
     pub(crate) fn run(&self) -> Result<(), Error> {
         if let Body::Compiled(launch) = self.body {
             if !launch.program.waits {
-                return self.run_direct();
+                // On the driver fiber, so deep recursion overflows a simulated stack, which
+                // is reported naming the kernel, not the OS thread's.
+                return self.run_on_driver();
             }
             if let Entry::Stackless(_) = launch.program.entry {
                 return self.run_stackless();
@@ -559,10 +564,10 @@ impl<'a> Block<'a> {
         }
     }
 
-    /// Runs the threads one after another as plain calls on this OS thread: for compiled
-    /// kernels that never wait for each other (no barrier, collective or atomic in their source),
-    /// where any order is a valid schedule.
-    fn run_direct(&self) -> Result<(), Error> {
+    /// Runs the threads one after another as plain calls on the driver `fiber`
+    /// ([`Block::run_on_driver`]): for compiled kernels that never wait for each other (no
+    /// barrier, collective or atomic in their source), where any order is a valid schedule.
+    fn drive_direct(&self, fiber: *const Fiber) -> Target {
         let count = self.block_dim.count() as u32;
         for linear in 0..count {
             SimThread::new(self, linear, None).run();
@@ -570,7 +575,7 @@ impl<'a> Block<'a> {
                 break;
             }
         }
-        self.fault_or(Ok(()))
+        self.driver_done(Ok(()), fiber)
     }
 
     /// Runs thread `linear` on `fiber` until it ends (a closure's panic becomes a fault).

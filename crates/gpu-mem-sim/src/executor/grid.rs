@@ -89,6 +89,13 @@ pub(crate) fn run_grid(
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
     let failure: Mutex<Option<(u64, Error)>> = Mutex::new(None);
     let lowest_failure = AtomicU64::new(u64::MAX);
+    let record = |linear: u64, error: Error| {
+        let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
+            *slot = Some((linear, error));
+            lowest_failure.fetch_min(linear, Ordering::AcqRel);
+        }
+    };
     let work = || {
         let _in_kernel = enter_kernel(kernel);
         loop {
@@ -96,7 +103,13 @@ pub(crate) fn run_grid(
             if linear >= total || linear > lowest_failure.load(Ordering::Acquire) {
                 return;
             }
-            let shared = SharedMemory::new(shared_limit, config.shared_bytes);
+            let shared = match SharedMemory::new(shared_limit, config.shared_bytes) {
+                Ok(shared) => shared,
+                Err(reason) => {
+                    let kernel = kernel.to_string();
+                    return record(linear, Error::InvalidLaunch { kernel, reason });
+                }
+            };
             let block = Block::new(
                 kernel,
                 body,
@@ -108,11 +121,7 @@ pub(crate) fn run_grid(
                 shared,
             );
             if let Err(error) = block.run() {
-                let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
-                if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
-                    *slot = Some((linear, error));
-                    lowest_failure.fetch_min(linear, Ordering::AcqRel);
-                }
+                record(linear, error);
             }
         }
     };

@@ -24,17 +24,26 @@ struct StaticBuffer {
 
 impl SharedMemory {
     /// 16-byte aligned storage; `u128` gives the alignment, zeroed gives defined contents.
-    pub(crate) fn new(limit: usize, dynamic_bytes: usize) -> SharedMemory {
-        let mut dynamic = vec![0u128; dynamic_bytes.div_ceil(16)];
+    /// The reason when the host cannot give the dynamic part (a huge request allowed by a huge
+    /// `GPU_MEM_SIM_SHARED_MEMORY`).
+    pub(crate) fn new(limit: usize, dynamic_bytes: usize) -> Result<SharedMemory, String> {
+        let words = dynamic_bytes.div_ceil(16);
+        let mut dynamic: Vec<u128> = Vec::new();
+        dynamic.try_reserve_exact(words).map_err(|_| {
+            format!(
+                "the host cannot allocate the {dynamic_bytes} bytes of dynamic shared memory a block asks for"
+            )
+        })?;
+        dynamic.resize(words, 0);
         let dynamic_ptr = dynamic.as_mut_ptr().cast::<u8>();
-        SharedMemory {
+        Ok(SharedMemory {
             limit,
             _dynamic: dynamic,
             dynamic_ptr,
             dynamic_bytes,
             statics: RefCell::new(Vec::new()),
             used: RefCell::new(dynamic_bytes),
-        }
+        })
     }
 
     pub(crate) fn dynamic_ptr(&self) -> (*mut u8, usize) {

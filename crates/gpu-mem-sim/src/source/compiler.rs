@@ -81,11 +81,14 @@ pub(crate) struct Compiler {
     pub(crate) path: PathBuf,
     /// The first line of `--version`, part of the cache key and of messages.
     pub(crate) version: String,
+    /// How long one compile may take (`GPU_MEM_SIM_CXX_TIMEOUT`).
+    limit: Duration,
 }
 
 impl Compiler {
     /// The compiler named by `GPU_MEM_SIM_CXX`, or the first default found on `PATH`.
     pub(crate) fn from_env() -> Result<Compiler> {
+        let limit = compile_time_limit()?;
         let named = match std::env::var(VARIABLE) {
             Ok(v) => Some(v).filter(|v| !v.trim().is_empty()),
             Err(std::env::VarError::NotPresent) => None,
@@ -105,7 +108,7 @@ impl Compiler {
         let mut tried = Vec::new();
         for candidate in &candidates {
             match resolve(candidate) {
-                Some(path) => return identify(path, &candidates),
+                Some(path) => return identify(path, &candidates, limit),
                 None => tried.push(candidate.clone()),
             }
         }
@@ -163,7 +166,7 @@ impl Compiler {
 
     /// Runs the compiler within the time limit; its standard output, or why it failed.
     fn run(&self, command: &mut Command) -> std::result::Result<Vec<u8>, CompileFailure> {
-        let limit = compile_time_limit();
+        let limit = self.limit;
         let run = run_within(command, limit).map_err(|e| {
             CompileFailure::DidNotRun(match e {
                 Ran::NotStarted(e) => format!("cannot run {}: {e}", self.path.display()),
@@ -251,14 +254,25 @@ fn resolve(name: &str) -> Option<PathBuf> {
 /// The variable that sets how long one compile may take, in seconds.
 pub(crate) const TIME_LIMIT_VARIABLE: &str = "GPU_MEM_SIM_CXX_TIMEOUT";
 
-/// How long one compile may take: `GPU_MEM_SIM_CXX_TIMEOUT` seconds, 600 by default (a kernel
-/// compiles in well under a second; a compiler that hangs must not hang every launch with it).
-fn compile_time_limit() -> Duration {
-    std::env::var(TIME_LIMIT_VARIABLE)
-        .ok()
+/// How long one compile may take: `GPU_MEM_SIM_CXX_TIMEOUT` seconds (a whole number from 1), 600
+/// by default (a kernel compiles in well under a second; a compiler that hangs must not hang
+/// every launch with it). Anything else is an error naming the variable, never a silent 600.
+fn compile_time_limit() -> Result<Duration> {
+    let Some(value) = std::env::var_os(TIME_LIMIT_VARIABLE) else {
+        return Ok(Duration::from_secs(600));
+    };
+    value
+        .to_str()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|&s| s > 0)
-        .map_or(Duration::from_secs(600), Duration::from_secs)
+        .filter(|&s| (1..=86_400).contains(&s))
+        .map(Duration::from_secs)
+        .ok_or_else(|| Error::InvalidArgument {
+            name: TIME_LIMIT_VARIABLE,
+            reason: format!(
+                "{TIME_LIMIT_VARIABLE}={} is not a number of seconds from 1 to 86400",
+                value.to_string_lossy()
+            ),
+        })
 }
 
 /// Why [`run_within`] has no output.
@@ -267,41 +281,63 @@ enum Ran {
     TooLong,
 }
 
-/// Runs `command` to its end, as `Command::output` does (both pipes read as they fill, so a
-/// chatty program cannot block on a full pipe), but stops it once it has run for `limit`.
+/// A file for a child's output, private to this process: made with `O_EXCL` under a name no
+/// one can have planted (a link there makes the creation fail, never followed), and unlinked
+/// at once.
+fn private_output_file() -> std::io::Result<std::fs::File> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir();
+    loop {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = dir.join(format!(
+            "gpu-mem-cxx-{}-{}-{nanos}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(&path) {
+            Ok(file) => {
+                let _ = std::fs::remove_file(&path);
+                return Ok(file);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Runs `command` to its end, as `Command::output` does, but stops it once it has run for
+/// `limit`, whatever it does: its output goes to private files rather than pipes (so a helper
+/// it leaves holding them blocks nothing), it runs in a process group of its own that is killed
+/// when it ends or is stopped (its passes and helpers with it), and on Linux it is killed if
+/// the thread that started it ends first (the host program killed).
 fn run_within(command: &mut Command, limit: Duration) -> std::result::Result<Output, Ran> {
-    use std::io::Read;
-    // Its own process group, so that stopping it stops the passes it started too (they hold
-    // its pipes open).
+    use std::io::{Read, Seek};
+    let stdout = private_output_file().map_err(Ran::NotStarted)?;
+    let stderr = private_output_file().map_err(Ran::NotStarted)?;
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(command, 0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: the closure runs in the child between fork and exec and calls only `prctl`,
+    // which is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(command, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     let mut child = command
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::from(stdout.try_clone().map_err(Ran::NotStarted)?))
+        .stderr(Stdio::from(stderr.try_clone().map_err(Ran::NotStarted)?))
         .spawn()
         .map_err(Ran::NotStarted)?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     let status = loop {
@@ -311,28 +347,33 @@ fn run_within(command: &mut Command, limit: Duration) -> std::result::Result<Out
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
-            // Too long, or it cannot be waited for: stopped, with everything it started (its
-            // pipes then close).
-            _ => {
-                #[cfg(unix)]
-                if let Ok(group) = libc::pid_t::try_from(child.id()) {
-                    // SAFETY: signals the process group the child leads (made above); it is not
-                    // reaped yet, so its id names no other process.
-                    unsafe { libc::kill(-group, libc::SIGKILL) };
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
+            // Too long, or it cannot be waited for.
+            _ => break None,
         }
     };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    // Whatever it left running in its group goes too.
+    #[cfg(unix)]
+    if let Ok(group) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: signals the process group the child leads (made above); the child is not
+        // reaped yet (or just was, by `try_wait`, and its group id names only what it left).
+        unsafe { libc::kill(-group, libc::SIGKILL) };
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let read = |mut file: std::fs::File| {
+        let mut bytes = Vec::new();
+        if file.rewind().is_ok() {
+            let _ = file.read_to_end(&mut bytes);
+        }
+        bytes
+    };
     match status {
         Some(status) => Ok(Output {
             status,
-            stdout,
-            stderr,
+            stdout: read(stdout),
+            stderr: read(stderr),
         }),
         None => Err(Ran::TooLong),
     }
@@ -341,13 +382,14 @@ fn run_within(command: &mut Command, limit: Duration) -> std::result::Result<Out
 /// Versions already asked for, so a process asks each compiler once.
 static VERSIONS: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
 
-fn identify(path: PathBuf, candidates: &[String]) -> Result<Compiler> {
+fn identify(path: PathBuf, candidates: &[String], limit: Duration) -> Result<Compiler> {
     let mut versions = VERSIONS.lock().unwrap_or_else(|p| p.into_inner());
     let known = versions.get_or_insert_with(HashMap::new);
     if let Some(version) = known.get(&path) {
         return Ok(Compiler {
             version: version.clone(),
             path,
+            limit,
         });
     }
     let output = run_within(
@@ -369,7 +411,11 @@ fn identify(path: PathBuf, candidates: &[String]) -> Result<Compiler> {
         .trim()
         .to_string();
     known.insert(path.clone(), version.clone());
-    Ok(Compiler { path, version })
+    Ok(Compiler {
+        path,
+        version,
+        limit,
+    })
 }
 
 #[cfg(test)]

@@ -235,7 +235,8 @@ pub(crate) fn variable(module: &Module, name: &str) -> Result<Variable> {
         .find(|v| compiled::normalized(&v.name) == wanted)
         .cloned()
         .ok_or_else(|| {
-            let known: Vec<&str> = loaded.variables.iter().map(|v| v.name.as_str()).collect();
+            let mut known: Vec<&str> = loaded.variables.iter().map(|v| v.name.as_str()).collect();
+            known.sort_unstable();
             Error::InvalidArgument {
                 name: "symbol",
                 reason: format!(

@@ -274,7 +274,8 @@ impl LoadedModule {
             .filter(|s| s.kind == compiled::STT_OBJECT && s.size > 0)
             .collect();
         let Some(found) = variables.iter().find(|s| is_named(&s.name, name)) else {
-            let known: Vec<String> = variables.iter().map(|s| source_name(&s.name)).collect();
+            let mut known: Vec<String> = variables.iter().map(|s| source_name(&s.name)).collect();
+            known.sort_unstable();
             return Err(Error::InvalidArgument {
                 name: "symbol",
                 reason: format!(

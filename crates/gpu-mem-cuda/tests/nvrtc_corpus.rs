@@ -1,0 +1,190 @@
+//! NVRTC compiles the real-kernel corpus (`tests/corpus/*/*.cu`, verbatim device code of public
+//! collections) and gpu-mem's CUDA C++ test kernels (`tests/kernels/cuda/*.cu`) for sm_90, as
+//! the CUDA backend compiles a module: the prelude in front, gpu-mem's C library headers, the
+//! CUDA and CCCL headers of the wheels, the instantiations the conformance cases launch. Each
+//! kernel the source defines (and each instantiation) must then be an entry of the PTX the
+//! backend finds by its source name, with its parameters' sizes.
+//!
+//! Needs libnvrtc (`.ci/install-cuda-parts.sh`) but no GPU; without it the trials are reported
+//! as ignored, with the reason.
+
+use gpu_mem_core::kernel::Module;
+use gpu_mem_core::kernel::scan;
+use gpu_mem_cuda::backend::ptx;
+use gpu_mem_cuda::nvrtc::{CodeKind, CompileRequest, ComputeCapability, Nvrtc};
+use libtest_mimic::{Arguments, Failed, Trial};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The template instantiations the conformance cases launch, by file.
+const INSTANTIATIONS: &[(&str, &[&str])] = &[
+    ("matrixMul.cu", &["MatrixMulCUDA<16>", "MatrixMulCUDA<32>"]),
+    (
+        "reduction.cu",
+        &["reduce0<int>", "reduce1<int>", "reduce2<int>", "reduce3<int>"],
+    ),
+    (
+        "reduction_warp.cu",
+        &[
+            "reduce4<int, 256>",
+            "reduce5<int, 256>",
+            "reduce6<int, 256, true>",
+            "reduce6<int, 256, false>",
+            "reduce7<int, 1024, true>",
+            "reduce7<int, 1024, false>",
+            "cg_reduce<int>",
+            "multi_warp_cg_reduce<int, 256, 128>",
+        ],
+    ),
+    (
+        "threadFenceReduction.cu",
+        &[
+            "reduceMultiPass<128, true>",
+            "reduceMultiPass<128, false>",
+            "reduceSinglePass<128, true>",
+            "reduceSinglePass<128, false>",
+        ],
+    ),
+    ("simpleTemplates.cu", &["testKernel<float>", "testKernel<int>"]),
+    ("entropy.cu", &["entropy_opt<16, 16>"]),
+    (
+        "convolution1D.cu",
+        &[
+            "conv1d<float>",
+            "conv1d<double>",
+            "conv1d_tiled<float>",
+            "conv1d_tiled<double>",
+            "conv1d_tiled_caching<float>",
+            "conv1d_tiled_caching<double>",
+        ],
+    ),
+    (
+        "shared_templates.cu",
+        &["block_sum<int, 128>", "block_sum<float, 64>"],
+    ),
+];
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `.cu` file of the corpus and of the CUDA C++ test kernels.
+fn sources() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let root = repository().join("tests");
+    let mut dirs = vec![root.join("kernels/cuda")];
+    if let Ok(collections) = std::fs::read_dir(root.join("corpus")) {
+        dirs.extend(collections.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+    }
+    for dir in dirs {
+        if let Ok(files) = std::fs::read_dir(&dir) {
+            out.extend(
+                files
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "cu")),
+            );
+        }
+    }
+    out.sort();
+    out
+}
+
+fn wheel_nvrtc() -> Option<PathBuf> {
+    let prefix = std::env::var_os("GPU_MEM_CUDA_WHEELS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpu-mem/cuda-wheels"))
+        })?;
+    Some(prefix.join("nvidia/cu13/lib/libnvrtc.so.13")).filter(|p| p.is_file())
+}
+
+fn load_nvrtc() -> Result<Nvrtc, String> {
+    if std::env::var_os("GPU_MEM_NVRTC_LIBRARY").is_none()
+        && let Some(wheel) = wheel_nvrtc()
+    {
+        return Nvrtc::load_from(&wheel).map_err(|e| e.to_string());
+    }
+    Nvrtc::load()
+        .map_err(|e| format!("{e} (run .ci/install-cuda-parts.sh or set GPU_MEM_NVRTC_LIBRARY)"))
+}
+
+/// Compiles `path` as the backend compiles a module and checks its entries.
+fn compile_and_find(nvrtc: &Nvrtc, path: &Path) -> Result<(), Failed> {
+    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+    let code = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let expressions: Vec<String> = INSTANTIATIONS
+        .iter()
+        .filter(|(f, _)| *f == file)
+        .flat_map(|(_, names)| names.iter().map(|n| n.to_string()))
+        .collect();
+    let module = Module::from_source(code).with_name_expressions(expressions.clone());
+    let source = format!("#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{}", module.code());
+    let compiled = nvrtc
+        .compile_request(&CompileRequest {
+            source: &source,
+            name: file,
+            capability: ComputeCapability::new(9, 0),
+            kind: CodeKind::Cubin,
+            extra_options: &["-lineinfo"],
+            name_expressions: module.name_expressions(),
+        })
+        .map_err(|e| format!("{file}: {e}"))?;
+    let read = ptx::read(&compiled.ptx);
+    if read.entries.is_empty() {
+        return Err(format!("{file}: the PTX has no entries").into());
+    }
+    let plain: Vec<String> = scan::kernels(module.code())
+        .ok_or_else(|| format!("{file}: the source cannot be read"))?
+        .into_iter()
+        .filter(|k| !k.template)
+        .map(|k| k.name)
+        .collect();
+    for name in &plain {
+        match ptx::find_entry(&read, name) {
+            Ok(Some(_)) => {}
+            other => {
+                return Err(format!(
+                    "{file}: kernel `{name}` not found in the PTX ({other:?}); entries: {:?}",
+                    ptx::entry_names(&read)
+                )
+                .into());
+            }
+        }
+    }
+    for (expression, lowered) in &compiled.lowered {
+        if !read.entries.iter().any(|e| &e.name == lowered) {
+            return Err(format!("{file}: `{expression}` lowered to {lowered}, not an entry").into());
+        }
+    }
+    if compiled.lowered.len() != expressions.len() {
+        return Err(format!("{file}: {} of {} instantiations lowered", compiled.lowered.len(), expressions.len()).into());
+    }
+    Ok(())
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let nvrtc = load_nvrtc().map(Arc::new);
+    let reason = nvrtc.as_ref().err().map(|e| format!("NVRTC unavailable: {e}"));
+    if let Some(reason) = &reason {
+        println!("ignoring the corpus under NVRTC: {reason}");
+    }
+    let trials = sources()
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .strip_prefix(repository().join("tests"))
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let nvrtc = nvrtc.as_ref().ok().cloned();
+            Trial::test(format!("sm_90::{name}"), move || match nvrtc {
+                Some(nvrtc) => compile_and_find(&nvrtc, &path),
+                None => Err("NVRTC unavailable".into()),
+            })
+            .with_ignored_flag(reason.is_some())
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit();
+}

@@ -346,3 +346,40 @@ mod os {
 }
 
 pub(crate) use os::{export, import};
+
+#[cfg(all(test, target_os = "linux", not(miri)))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A forged handle naming another process's descriptor of a regular file (which copies
+    /// would then write into) is refused: only gpu-mem's sealed memory files are imported.
+    #[test]
+    fn a_handle_to_an_ordinary_file_is_refused() {
+        let path = std::env::temp_dir().join(format!("gpu-mem-ipc-forged-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 8192]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let meta = file.metadata().unwrap();
+        let mut holder = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(file)
+            .spawn()
+            .unwrap();
+        let handle = IpcMemHandle {
+            bytes: 4096,
+            data: encode(holder.id(), 0, meta.dev(), meta.ino(), 8192),
+        };
+        let refused = import(&handle);
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let contents = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        match refused {
+            Err(Error::InvalidArgument { reason, .. }) => {
+                assert!(reason.contains("not a memory file"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(contents.iter().all(|b| *b == 7));
+    }
+}

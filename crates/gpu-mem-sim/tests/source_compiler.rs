@@ -1,5 +1,7 @@
-//! The host compiler behind portable-source kernels: a missing one is a clear error, and a
-//! kernel launched again in the same process touches neither the compiler nor the disk.
+//! The host compiler behind source kernels and the cache of what it built: a missing compiler
+//! is a clear error, a kernel launched again in the same process touches neither the compiler
+//! nor the disk, no library another user could have written is ever loaded, a damaged one is
+//! rebuilt, and a compiler is bounded in time whatever it does.
 //!
 //! Each check runs in a child process (this test binary, re-run with one test selected), so
 //! that it can set `GPU_MEM_SIM_CXX` and `GPU_MEM_CACHE_DIR` without racing other tests.
@@ -111,10 +113,10 @@ fn a_second_launch_needs_neither_compiler_nor_disk() {
     assert!(!cache.exists(), "nothing was written again");
 }
 
-/// No one else can put a library into the cache (it would be loaded into this process; the
-/// temporary directory's fallback, when no home is known, is shared by every user): a cache
-/// directory of this user that others may write to loses those permissions, and one of
-/// another user is refused (checked where the tests run as root, which can give it away).
+/// No one else can put a library into the cache (it would be loaded into this process): a
+/// cache directory of this user that others may write to is refused and left as it is (gpu-mem
+/// changes no folder's permissions), and one of another user is refused (checked where the
+/// tests run as root, which can give it away).
 #[test]
 #[cfg(unix)]
 fn no_one_else_can_put_kernels_into_the_cache() {
@@ -128,21 +130,28 @@ fn no_one_else_can_put_kernels_into_the_cache() {
             "no_one_else_can_put_kernels_into_the_cache",
             &[("GPU_MEM_CACHE_DIR", cache.to_str().unwrap())],
         );
-        let mode = std::fs::metadata(&kernels).unwrap().mode() & 0o777;
         std::fs::remove_dir_all(&cache).unwrap();
-        assert_eq!(mode, 0o755, "group and others may no longer write");
         return;
     }
     let backend = SimBackend::new(SimConfig::default());
-    launch(&backend, &Kernel::from_source(SOURCE, "nothing")).unwrap();
+    let message = launch(&backend, &Kernel::from_source(SOURCE, "nothing"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("others may write to") && message.contains("GPU_MEM_CACHE_DIR"),
+        "{message}"
+    );
     let kernels = std::path::PathBuf::from(std::env::var_os("GPU_MEM_CACHE_DIR").unwrap())
         .join("sim-kernels");
+    let mode = std::fs::metadata(&kernels).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o777, "its permissions were changed");
     // SAFETY: `geteuid` only reads the process's credentials.
     if unsafe { libc::geteuid() } != 0 {
         println!("not run as root: a directory of another user is not tried");
         return;
     }
-    // Given away to `nobody`: refused, even for a kernel not built yet.
+    // Private, but given away to `nobody`: refused.
+    std::fs::set_permissions(&kernels, std::fs::Permissions::from_mode(0o700)).unwrap();
     let path = std::ffi::CString::new(kernels.to_str().unwrap()).unwrap();
     // SAFETY: `path` is a NUL-terminated path; chown changes only that directory's owner.
     let given = unsafe { libc::chown(path.as_ptr(), 65534, 65534) };
@@ -155,6 +164,19 @@ fn no_one_else_can_put_kernels_into_the_cache() {
         message.contains("belongs to user 65534") && message.contains("GPU_MEM_CACHE_DIR"),
         "{message}"
     );
+    // So is a link in the way to a folder of this user's (found by its real path, whose
+    // `/tmp` may not be the cache folder itself: everyone may write there).
+    std::fs::set_permissions(&kernels, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let linked = kernels.parent().unwrap().join("linked");
+    std::fs::create_dir_all(&linked).unwrap();
+    std::os::unix::fs::symlink(std::env::temp_dir(), linked.join("sim-kernels")).unwrap();
+    // SAFETY: this child process runs a single test on one thread.
+    unsafe { std::env::set_var("GPU_MEM_CACHE_DIR", &linked) };
+    let third = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void third() {}\n";
+    let message = launch(&backend, &Kernel::from_source(third, "third"))
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("others may write to /tmp"), "{message}");
 }
 
 /// A compiler that hangs is stopped after `GPU_MEM_SIM_CXX_TIMEOUT` seconds, with the passes it
@@ -221,6 +243,253 @@ fn a_hanging_compiler_is_stopped_and_blocks_no_other_launch() {
         "the stopped compile took {:?}",
         started.elapsed()
     );
+}
+
+/// A compiler that exits but leaves a helper holding its output (compile servers do) neither
+/// hangs the launch nor outlives it: its output is read from files, and its process group is
+/// ended.
+#[test]
+#[cfg(unix)]
+fn a_compiler_leaving_a_helper_behind_ends_with_it() {
+    use std::os::unix::fs::PermissionsExt;
+    if std::env::var_os(CHILD).is_none() {
+        let cache = tempdir("helper");
+        std::fs::create_dir_all(&cache).unwrap();
+        let script = cache.join("cxx.sh");
+        let pid_file = cache.join("helper.pid");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh
+if [ \"$1\" != --version ]; then sleep 300 & echo $! > '{}'; fi
+exec c++ \"$@\"\n",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        in_child(
+            "a_compiler_leaving_a_helper_behind_ends_with_it",
+            &[
+                ("GPU_MEM_CACHE_DIR", cache.to_str().unwrap()),
+                ("GPU_MEM_SIM_CXX", script.to_str().unwrap()),
+            ],
+        );
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        std::fs::remove_dir_all(&cache).unwrap();
+        // Gone, or a zombie no one reaped yet (its state after the command's name is `Z`).
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+        let alive = stat.is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        });
+        assert!(!alive, "the compiler's helper {} outlived the build", pid.trim());
+        return;
+    }
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void helped() {}\n";
+    let started = std::time::Instant::now();
+    launch(&backend, &Kernel::from_source(kernel, "helped")).unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "the build waited {:?} for the helper",
+        started.elapsed()
+    );
+}
+
+/// A time limit that is not a number of seconds is an error naming the variable, not a
+/// silent default.
+#[test]
+fn a_bad_time_limit_is_an_error() {
+    if std::env::var_os(CHILD).is_none() {
+        for value in ["abc", "0", "-1"] {
+            in_child(
+                "a_bad_time_limit_is_an_error",
+                &[("GPU_MEM_SIM_CXX_TIMEOUT", value)],
+            );
+        }
+        return;
+    }
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void timed() {}\n";
+    match launch(&backend, &Kernel::from_source(kernel, "timed")) {
+        Err(Error::InvalidArgument { name, reason }) => {
+            assert_eq!(name, "GPU_MEM_SIM_CXX_TIMEOUT");
+            assert!(reason.contains("seconds"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A library in the cache that fails a check is rebuilt, never loaded: cut short (a crash while
+/// it was written, which made every later process die in `dlopen`), replaced by a link, made
+/// writable by others, or belonging to another user (planted while the folder was open to
+/// others). Each is found by a new process, as it would be.
+#[test]
+#[cfg(unix)]
+fn damaged_and_planted_libraries_are_rebuilt() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let cache = match std::env::var_os(CHILD) {
+        None => tempdir("planted"),
+        Some(_) => {
+            let backend = SimBackend::new(SimConfig::default());
+            launch(&backend, &Kernel::from_source(SOURCE, "nothing")).unwrap();
+            return;
+        }
+    };
+    let env = [("GPU_MEM_CACHE_DIR", cache.to_str().unwrap())];
+    in_child("damaged_and_planted_libraries_are_rebuilt", &env);
+    let kernels = cache.join("sim-kernels");
+    let library = std::fs::read_dir(&kernels)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "so"))
+        .expect("a stored library");
+    let good = std::fs::read(&library).unwrap();
+    // SAFETY: reads the process's credentials.
+    let root = unsafe { libc::geteuid() } == 0;
+    let damages: [(&str, &dyn Fn()); 4] = [
+        ("cut short", &|| std::fs::write(&library, &good[..good.len() / 3]).unwrap()),
+        ("a link", &|| {
+            let elsewhere = cache.join("elsewhere.so");
+            std::fs::write(&elsewhere, &good).unwrap();
+            std::fs::remove_file(&library).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &library).unwrap();
+        }),
+        ("writable by others", &|| {
+            std::fs::set_permissions(&library, std::fs::Permissions::from_mode(0o666)).unwrap()
+        }),
+        ("another user's", &|| {
+            if root {
+                let path = std::ffi::CString::new(library.to_str().unwrap()).unwrap();
+                // SAFETY: a NUL-terminated path; changes only that file's owner.
+                assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+            }
+        }),
+    ];
+    for (what, damage) in damages {
+        damage();
+        in_child("damaged_and_planted_libraries_are_rebuilt", &env);
+        let meta = std::fs::symlink_metadata(&library).unwrap();
+        let rebuilt = std::fs::read(&library).unwrap();
+        assert!(meta.file_type().is_file(), "{what}: not replaced");
+        assert_eq!(rebuilt, good, "{what}: not rebuilt as it was");
+        assert_eq!(meta.mode() & 0o022, 0, "{what}: still writable by others");
+        // SAFETY: as above.
+        assert_eq!(meta.uid(), unsafe { libc::geteuid() }, "{what}: not this user's");
+    }
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
+/// With no home known (a service run as root without HOME), the cache is never a folder of a
+/// name another user could make first (it was `gpu-mem-cache-<uid>` in the temporary directory,
+/// which another user could fill with a link to `/tmp` and a library): that folder is left
+/// alone, and so is `/tmp`.
+#[test]
+#[cfg(unix)]
+fn no_home_never_means_a_folder_others_can_prepare() {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: reads the process's credentials.
+    let uid = unsafe { libc::geteuid() };
+    let prepared = std::env::temp_dir().join(format!("gpu-mem-cache-{uid}"));
+    if std::env::var_os(CHILD).is_none() {
+        let tmp_mode = std::fs::metadata(std::env::temp_dir()).unwrap().mode();
+        let made_here = !prepared.exists();
+        if made_here {
+            std::fs::create_dir_all(&prepared).unwrap();
+            std::os::unix::fs::symlink(std::env::temp_dir(), prepared.join("sim-kernels"))
+                .unwrap();
+        }
+        let exe = std::env::current_exe().unwrap();
+        let output = Command::new(exe)
+            .args([
+                "--exact",
+                "no_home_never_means_a_folder_others_can_prepare",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env_clear()
+            .env(CHILD, "1")
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let after = std::fs::metadata(std::env::temp_dir()).unwrap().mode();
+        if made_here {
+            std::fs::remove_dir_all(&prepared).unwrap();
+        }
+        assert!(output.status.success() && text.contains("1 passed"), "{text}");
+        assert_eq!(after, tmp_mode, "the temporary directory's mode changed");
+        return;
+    }
+    let libraries = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".so"))
+            .count()
+    };
+    let before = libraries();
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void homeless() {}\n";
+    launch(&backend, &Kernel::from_source(kernel, "homeless")).unwrap();
+    assert_eq!(libraries(), before, "a library was stored through the prepared link");
+}
+
+/// Deep recursion in a kernel whose threads run as plain calls overflows a simulated thread's
+/// stack, reported naming the kernel and the setting, not the host thread's (Rust's message).
+#[test]
+#[cfg(unix)]
+fn deep_recursion_names_the_kernel_and_the_stack_setting() {
+    if std::env::var_os(CHILD).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let cache = tempdir("recursion");
+        let output = Command::new(exe)
+            .args([
+                "--exact",
+                "deep_recursion_names_the_kernel_and_the_stack_setting",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .env("GPU_MEM_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&cache);
+        let text = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "the overflow went unnoticed");
+        assert!(
+            text.contains("stack overflow in a simulated thread of kernel `deep`")
+                && text.contains("GPU_MEM_SIM_STACK_SIZE"),
+            "{text}"
+        );
+        return;
+    }
+    let backend = SimBackend::new(SimConfig::default());
+    let kernel = "__device__ int down(int n, volatile char* pad) {\n\
+                  \x20   char frame[4096]; frame[0] = (char)n; pad[0] = frame[0];\n\
+                  \x20   return n == 0 ? 0 : 1 + down(n - 1, frame);\n}\n\
+                  __global__ void deep(int n) { char p[1]; down(n, p); }\n";
+    let args = [LaunchArg::Scalar {
+        bytes: 1_000_000i32.to_ne_bytes().to_vec(),
+        elem: std::any::TypeId::of::<i32>(),
+        dtype: "i32",
+    }];
+    // SAFETY: the kernel touches only its own stack, which overflows.
+    let _ = unsafe {
+        backend.launch(
+            0,
+            &Kernel::from_source(kernel, "deep"),
+            &LaunchConfig::new(1, 1),
+            &args,
+            None,
+        )
+    };
 }
 
 fn tempdir(tag: &str) -> std::path::PathBuf {

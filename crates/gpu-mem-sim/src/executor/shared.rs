@@ -97,3 +97,18 @@ impl SharedMemory {
         Ok(statics[last].storage.as_mut_ptr().cast::<u8>())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SharedMemory;
+
+    /// A dynamic request the host cannot give (allowed by a huge `GPU_MEM_SIM_SHARED_MEMORY`) is
+    /// an error, not the end of the process.
+    #[test]
+    fn shared_memory_the_host_cannot_give_is_an_error() {
+        let huge = usize::MAX / 4;
+        let message = SharedMemory::new(usize::MAX, huge).unwrap_err();
+        assert!(message.contains("cannot allocate"), "{message}");
+        assert!(SharedMemory::new(48 << 10, 1024).is_ok());
+    }
+}

@@ -40,7 +40,7 @@ use gpu_mem_core::{BackendKind, Error, Kernel, Result};
 use signature::{Param, ParamKind, RawParam};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 pub(crate) use wrapper::Threads;
 
@@ -271,6 +271,14 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
     if let Some(found) = programs(|p| p.by_module.get(module).cloned()) {
         return Ok(found);
     }
+    let cache = cache::open().map_err(|reason| Error::KernelCompile {
+        kernel: what.to_string(),
+        compiler: compiler.describe(),
+        log: format!(
+            "the kernel cache cannot be used: {reason} (set {} to a folder of your own that only you can write)",
+            cache::VARIABLE
+        ),
+    })?;
     let mut declared: Option<Declared> = None;
     let mut chosen = None;
     for (i, plan) in plans.iter().enumerate() {
@@ -279,7 +287,7 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
             break;
         }
         let last = i + 1 == plans.len();
-        if !last && cache::refused(&plan.key) {
+        if !last && cache.refused(&plan.key) {
             tracing::debug!(
                 module = module.name(),
                 threads = ?plan.threads,
@@ -289,7 +297,7 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
         }
         // Building under `BUILDING` keeps two threads from building the same module; other
         // processes are kept apart by the rename.
-        match build(&compiler, module, plan, &mut declared) {
+        match build(&cache, &compiler, module, plan, &mut declared) {
             Ok(loaded) => {
                 let loaded = Arc::new(loaded);
                 programs(|p| p.by_key.insert(plan.key.clone(), loaded.clone()));
@@ -298,7 +306,7 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
             }
             Err(Failure::Refused(log)) if !last => {
                 tracing::debug!(module = module.name(), %log, "kernel runs on stacks: the compiler refuses its stackless form");
-                cache::remember_refusal(&plan.key);
+                cache.remember_refusal(&plan.key);
             }
             // Not a refusal (the compiler did not run to the end): the next way is tried, and
             // this one again next time.
@@ -440,58 +448,67 @@ fn cache_error(
 }
 
 /// Loads the cached library of `plan`, building it first if the cache lacks it (or holds one
-/// that does not load). `declared` keeps the module's declarations between plans.
+/// that fails its checks or does not load). `declared` keeps the module's declarations between
+/// plans.
 fn build(
+    cache: &cache::Cache,
     compiler: &Compiler,
     module: &Module,
     plan: &Plan,
     declared: &mut Option<Declared>,
 ) -> std::result::Result<LoadedModule, Failure> {
     let name = module.name();
-    let dir = cache::directory();
-    cache::prepare(&dir)
-        .map_err(|e| Failure::Other(cache_error(name, compiler, "use", &dir, e)))?;
-    let library = dir.join(format!("{}.so", plan.key));
-    if library.is_file() {
-        match load(&library, plan.threads, module.code()) {
+    match cache.library(&plan.key) {
+        Ok(Some(verified)) => match load(verified, plan.threads, module.code()) {
             Ok(loaded) => {
-                tracing::debug!(module = name, path = %library.display(), threads = ?plan.threads, "simulator kernel from the disk cache");
+                tracing::debug!(module = name, key = %plan.key, threads = ?plan.threads, "simulator kernel from the disk cache");
                 return Ok(loaded);
             }
             Err(reason) => {
-                tracing::warn!(module = name, path = %library.display(), "cached kernel library does not load ({reason}); rebuilding");
+                tracing::warn!(module = name, key = %plan.key, "cached kernel library does not load ({reason}); rebuilding");
             }
+        },
+        Ok(None) => {}
+        Err(reason) => {
+            tracing::warn!(module = name, dir = %cache.path().display(), key = %plan.key, "cached kernel library refused ({reason}); rebuilding");
         }
     }
     let started = std::time::Instant::now();
-    compile_into(compiler, module, plan, declared, &dir, &library)?;
+    compile_into(cache, compiler, module, plan, declared)?;
     tracing::debug!(module = name, elapsed = ?started.elapsed(), compiler = %compiler.describe(), threads = ?plan.threads, "compiled simulator kernel");
-    load(&library, plan.threads, module.code()).map_err(|reason| {
+    let failed = |reason: String| {
         Failure::Other(Error::KernelCompile {
             kernel: name.to_string(),
             compiler: compiler.describe(),
             log: format!(
-                "the compiled library {} does not load: {reason}",
-                library.display()
+                "the compiled library {}/{}.so does not load: {reason}",
+                cache.path().display(),
+                plan.key
             ),
         })
-    })
+    };
+    let verified = cache
+        .library(&plan.key)
+        .map_err(&failed)?
+        .ok_or_else(|| failed("it is not there after it was stored".to_string()))?;
+    load(verified, plan.threads, module.code()).map_err(failed)
 }
 
-/// Compiles `plan`'s unit in a private scratch directory and renames the library to `library`.
+/// Compiles `plan`'s unit in a private scratch directory and stores the library in the cache.
 fn compile_into(
+    cache: &cache::Cache,
     compiler: &Compiler,
     module: &Module,
     plan: &Plan,
     declared: &mut Option<Declared>,
-    dir: &Path,
-    library: &Path,
 ) -> std::result::Result<(), Failure> {
     let name = module.name();
     let other = |what: &str, path: &Path, e: std::io::Error| {
         Failure::Other(cache_error(name, compiler, what, path, e))
     };
-    let scratch = cache::scratch_dir(dir).map_err(|e| other("write to", dir, e))?;
+    let scratch = cache
+        .scratch()
+        .map_err(|e| other("write to", cache.path(), e))?;
     let result = (|| {
         let include = scratch.join("include");
         headers::write_into(&include).map_err(|e| other("write", &include, e))?;
@@ -520,7 +537,10 @@ fn compile_into(
         compiler
             .compile(&source, &include, &output, plan.threads)
             .map_err(|failure| Failure::of_compile(module, compiler, failure))?;
-        std::fs::rename(&output, library).map_err(|e| other("write", library, e))
+        let library = std::fs::read(&output).map_err(|e| other("read", &output, e))?;
+        cache
+            .store(&plan.key, &library, &scratch)
+            .map_err(|e| other("store the library in", cache.path(), e))
     })();
     // Best effort: a leftover scratch directory only takes space.
     let _ = std::fs::remove_dir_all(&scratch);
@@ -576,13 +596,28 @@ fn is_source_name(name: &str) -> bool {
         && !matches!(name, "_DYNAMIC" | "_GLOBAL_OFFSET_TABLE_")
 }
 
-/// Loads a module's library built for `threads` and reads its kernels and variables.
-fn load(path: &Path, threads: Threads, code: &str) -> std::result::Result<LoadedModule, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+/// Loads a module's library built for `threads` (checked, `cache::Cache::library`) from its
+/// descriptor, and reads its kernels and variables.
+fn load(
+    verified: cache::Verified,
+    threads: Threads,
+    code: &str,
+) -> std::result::Result<LoadedModule, String> {
+    let bytes = verified.elf;
     let tls = elf::shared_bytes(&bytes).ok_or("not a 64-bit ELF shared library")?;
-    // SAFETY: the library was built by `compile_into` from the prelude and one module; loading
-    // it runs only the C++ runtime's and the module's static initialisers.
-    let library = Arc::new(unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?);
+    // What was checked is what is loaded: the open file itself, by its descriptor.
+    #[cfg(target_os = "linux")]
+    let path = {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", verified.file.as_raw_fd()))
+    };
+    #[cfg(not(target_os = "linux"))]
+    let path: PathBuf = return Err("the simulator's kernel cache loads libraries on Linux only".into());
+    // SAFETY: the library was built by `compile_into` from the prelude and one module and
+    // checked since (owner, permissions, hash); loading it runs only the C++ runtime's and the
+    // module's static initialisers.
+    let library = Arc::new(unsafe { libloading::Library::new(&path) }.map_err(|e| e.to_string())?);
+    drop(verified.file);
     type Abi = unsafe extern "C" fn() -> u32;
     type Init = unsafe extern "C" fn(*const crate::executor::body::GmSimRuntime);
     type Kernels = unsafe extern "C" fn(*mut c_int) -> *const RawKernel;

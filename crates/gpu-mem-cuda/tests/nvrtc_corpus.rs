@@ -21,7 +21,12 @@ const INSTANTIATIONS: &[(&str, &[&str])] = &[
     ("matrixMul.cu", &["MatrixMulCUDA<16>", "MatrixMulCUDA<32>"]),
     (
         "reduction.cu",
-        &["reduce0<int>", "reduce1<int>", "reduce2<int>", "reduce3<int>"],
+        &[
+            "reduce0<int>",
+            "reduce1<int>",
+            "reduce2<int>",
+            "reduce3<int>",
+        ],
     ),
     (
         "reduction_warp.cu",
@@ -45,7 +50,10 @@ const INSTANTIATIONS: &[(&str, &[&str])] = &[
             "reduceSinglePass<128, false>",
         ],
     ),
-    ("simpleTemplates.cu", &["testKernel<float>", "testKernel<int>"]),
+    (
+        "simpleTemplates.cu",
+        &["testKernel<float>", "testKernel<int>"],
+    ),
     ("entropy.cu", &["entropy_opt<16, 16>"]),
     (
         "convolution1D.cu",
@@ -74,7 +82,12 @@ fn sources() -> Vec<PathBuf> {
     let root = repository().join("tests");
     let mut dirs = vec![root.join("kernels/cuda")];
     if let Ok(collections) = std::fs::read_dir(root.join("corpus")) {
-        dirs.extend(collections.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        dirs.extend(
+            collections
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir()),
+        );
     }
     for dir in dirs {
         if let Ok(files) = std::fs::read_dir(&dir) {
@@ -119,7 +132,10 @@ fn compile_and_find(nvrtc: &Nvrtc, path: &Path) -> Result<(), Failed> {
         .flat_map(|(_, names)| names.iter().map(|n| n.to_string()))
         .collect();
     let module = Module::from_source(code).with_name_expressions(expressions.clone());
-    let source = format!("#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{}", module.code());
+    let source = format!(
+        "#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{}",
+        module.code()
+    );
     let compiled = nvrtc
         .compile_request(&CompileRequest {
             source: &source,
@@ -154,11 +170,18 @@ fn compile_and_find(nvrtc: &Nvrtc, path: &Path) -> Result<(), Failed> {
     }
     for (expression, lowered) in &compiled.lowered {
         if !read.entries.iter().any(|e| &e.name == lowered) {
-            return Err(format!("{file}: `{expression}` lowered to {lowered}, not an entry").into());
+            return Err(
+                format!("{file}: `{expression}` lowered to {lowered}, not an entry").into(),
+            );
         }
     }
     if compiled.lowered.len() != expressions.len() {
-        return Err(format!("{file}: {} of {} instantiations lowered", compiled.lowered.len(), expressions.len()).into());
+        return Err(format!(
+            "{file}: {} of {} instantiations lowered",
+            compiled.lowered.len(),
+            expressions.len()
+        )
+        .into());
     }
     Ok(())
 }
@@ -166,7 +189,10 @@ fn compile_and_find(nvrtc: &Nvrtc, path: &Path) -> Result<(), Failed> {
 fn main() {
     let args = Arguments::from_args();
     let nvrtc = load_nvrtc().map(Arc::new);
-    let reason = nvrtc.as_ref().err().map(|e| format!("NVRTC unavailable: {e}"));
+    let reason = nvrtc
+        .as_ref()
+        .err()
+        .map(|e| format!("NVRTC unavailable: {e}"));
     if let Some(reason) = &reason {
         println!("ignoring the corpus under NVRTC: {reason}");
     }

@@ -107,7 +107,9 @@ mod os {
             return Err(refuse("is not a memory file".to_string()));
         }
         if seals & SEALS != SEALS {
-            return Err(refuse(format!("is a memory file without gpu-mem's seals ({seals:#x})")));
+            return Err(refuse(format!(
+                "is a memory file without gpu-mem's seals ({seals:#x})"
+            )));
         }
         let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             .map_err(|e| refuse(format!("cannot be named ({e})")))?;

@@ -283,7 +283,11 @@ exec c++ \"$@\"\n",
             s.rsplit_once(')')
                 .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
         });
-        assert!(!alive, "the compiler's helper {} outlived the build", pid.trim());
+        assert!(
+            !alive,
+            "the compiler's helper {} outlived the build",
+            pid.trim()
+        );
         return;
     }
     let backend = SimBackend::new(SimConfig::default());
@@ -350,7 +354,9 @@ fn damaged_and_planted_libraries_are_rebuilt() {
     // SAFETY: reads the process's credentials.
     let root = unsafe { libc::geteuid() } == 0;
     let damages: [(&str, &dyn Fn()); 4] = [
-        ("cut short", &|| std::fs::write(&library, &good[..good.len() / 3]).unwrap()),
+        ("cut short", &|| {
+            std::fs::write(&library, &good[..good.len() / 3]).unwrap()
+        }),
         ("a link", &|| {
             let elsewhere = cache.join("elsewhere.so");
             std::fs::write(&elsewhere, &good).unwrap();
@@ -376,8 +382,9 @@ fn damaged_and_planted_libraries_are_rebuilt() {
         assert!(meta.file_type().is_file(), "{what}: not replaced");
         assert_eq!(rebuilt, good, "{what}: not rebuilt as it was");
         assert_eq!(meta.mode() & 0o022, 0, "{what}: still writable by others");
-        // SAFETY: as above.
-        assert_eq!(meta.uid(), unsafe { libc::geteuid() }, "{what}: not this user's");
+        // SAFETY: reads the process's credentials.
+        let me = unsafe { libc::geteuid() };
+        assert_eq!(meta.uid(), me, "{what}: not this user's");
     }
     std::fs::remove_dir_all(&cache).unwrap();
 }
@@ -398,8 +405,7 @@ fn no_home_never_means_a_folder_others_can_prepare() {
         let made_here = !prepared.exists();
         if made_here {
             std::fs::create_dir_all(&prepared).unwrap();
-            std::os::unix::fs::symlink(std::env::temp_dir(), prepared.join("sim-kernels"))
-                .unwrap();
+            std::os::unix::fs::symlink(std::env::temp_dir(), prepared.join("sim-kernels")).unwrap();
         }
         let exe = std::env::current_exe().unwrap();
         let output = Command::new(exe)
@@ -423,7 +429,10 @@ fn no_home_never_means_a_folder_others_can_prepare() {
         if made_here {
             std::fs::remove_dir_all(&prepared).unwrap();
         }
-        assert!(output.status.success() && text.contains("1 passed"), "{text}");
+        assert!(
+            output.status.success() && text.contains("1 passed"),
+            "{text}"
+        );
         assert_eq!(after, tmp_mode, "the temporary directory's mode changed");
         return;
     }
@@ -438,7 +447,11 @@ fn no_home_never_means_a_folder_others_can_prepare() {
     let backend = SimBackend::new(SimConfig::default());
     let kernel = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void homeless() {}\n";
     launch(&backend, &Kernel::from_source(kernel, "homeless")).unwrap();
-    assert_eq!(libraries(), before, "a library was stored through the prepared link");
+    assert_eq!(
+        libraries(),
+        before,
+        "a library was stored through the prepared link"
+    );
 }
 
 /// Deep recursion in a kernel whose threads run as plain calls overflows a simulated thread's

@@ -40,11 +40,14 @@ pub struct LoadedKernel {
 
 type Slot = Arc<Mutex<Option<Arc<LoadedModule>>>>;
 
+/// The kernels found for one (kernel id, device), with the source each was found for.
+type FoundKernels = Vec<(KernelSource, LoadedKernel)>;
+
 /// The cache; one per backend.
 #[derive(Debug, Default)]
 pub struct ModuleCache {
     modules: Mutex<HashMap<(Module, usize), Slot>>,
-    kernels: Mutex<HashMap<(u64, usize), Vec<(KernelSource, LoadedKernel)>>>,
+    kernels: Mutex<HashMap<(u64, usize), FoundKernels>>,
 }
 
 // Every critical section below is a lookup, an insert or a single assignment, so a panic

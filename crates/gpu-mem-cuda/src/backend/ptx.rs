@@ -36,7 +36,7 @@ fn type_size(ty: &str) -> Option<usize> {
         .trim_start_matches(|c: char| c.is_ascii_alphabetic())
         .parse()
         .ok()?;
-    (bits % 8 == 0).then_some(bits / 8)
+    bits.is_multiple_of(8).then_some(bits / 8)
 }
 
 /// The size of one `.param` declaration: its type's size times its array extent.
@@ -95,10 +95,9 @@ pub fn read(ptx: &str) -> PtxModule {
             || line.starts_with(".visible .global")
             || line.starts_with(".visible .const"))
             && line.ends_with(';')
+            && let Some(name) = variable_name(line)
         {
-            if let Some(name) = variable_name(line) {
-                module.variables.push(name);
-            }
+            module.variables.push(name);
         }
     }
     module

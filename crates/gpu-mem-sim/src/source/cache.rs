@@ -330,7 +330,7 @@ mod trusted {
             ));
         }
         let others_write = mode & 0o022 != 0;
-        let sticky = mode & libc::S_ISVTX as u32 != 0;
+        let sticky = mode & libc::S_ISVTX != 0;
         if others_write && (last || !sticky) {
             return Some(format!(
                 "others may write to {} (mode {mode:o}) and so change the kernels this process would load (chmod go-w it, or set {} to a folder only you can write)",
@@ -370,7 +370,10 @@ mod trusted {
             }
         };
         missing.reverse();
-        let steps = real.components().filter(|c| matches!(c, Component::Normal(_))).count()
+        let steps = real
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .count()
             + missing.len();
         let mut shown = PathBuf::from("/");
         let root = c_name(std::ffi::OsStr::new("/"))?;
@@ -387,7 +390,10 @@ mod trusted {
             step += 1;
             shown.push(name);
             current = open_at(Some(&current), &c_name(name)?).map_err(|e| {
-                format!("cannot open {} without following links: {e}", shown.display())
+                format!(
+                    "cannot open {} without following links: {e}",
+                    shown.display()
+                )
             })?;
             if let Some(why) = refusal(&status(&current)?, &shown, step == steps) {
                 return Err(why);
@@ -406,7 +412,10 @@ mod trusted {
                 }
             }
             current = open_at(Some(&current), &c).map_err(|e| {
-                format!("cannot open {} without following links: {e}", shown.display())
+                format!(
+                    "cannot open {} without following links: {e}",
+                    shown.display()
+                )
             })?;
             if let Some(why) = refusal(&status(&current)?, &shown, step == steps) {
                 return Err(why);

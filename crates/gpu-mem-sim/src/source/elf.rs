@@ -5,6 +5,7 @@
 //!   (`__tls_guard`): those are not the kernels', so the arrays are counted from the symbol
 //!   table where the library has one, and only without one is the whole thread-local segment
 //!   taken;
+//!
 //! The symbol table itself is read by `gpu_mem_core::kernel::compiled`.
 
 /// Bytes of the kernels' own thread-local variables: the sizes of the `STT_TLS` symbols of the

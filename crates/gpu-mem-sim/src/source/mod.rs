@@ -612,7 +612,8 @@ fn load(
         PathBuf::from(format!("/proc/self/fd/{}", verified.file.as_raw_fd()))
     };
     #[cfg(not(target_os = "linux"))]
-    let path: PathBuf = return Err("the simulator's kernel cache loads libraries on Linux only".into());
+    let path: PathBuf =
+        return Err("the simulator's kernel cache loads libraries on Linux only".into());
     // SAFETY: the library was built by `compile_into` from the prelude and one module and
     // checked since (owner, permissions, hash); loading it runs only the C++ runtime's and the
     // module's static initialisers.

@@ -620,7 +620,7 @@ fn fdtd_reference(
 // ---------------------------------------------------------------------------------------------
 
 /// PolyBench's gramschmidt (modified Gram-Schmidt QR): for each column k, `gramschmidt_kernel1`
-/// (one thread: the norm, r[k][k] = sqrt), `gramschmidt_kernel2` (q's column k) and
+/// (one thread: the norm, `r[k][k] = sqrt`), `gramschmidt_kernel2` (q's column k) and
 /// `gramschmidt_kernel3` (r's row k and the update of the later columns of a): 3 NJ launches
 /// on 256 x 1 blocks and the grids `gramschmidtCuda` computes.
 fn gramschmidt(rt: &Runtime) -> Result<(), String> {

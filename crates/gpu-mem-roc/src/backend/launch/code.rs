@@ -171,10 +171,12 @@ pub fn load_module(
 
 impl LoadedModule {
     fn executable(&self) -> Result<sys::hsa_executable_t> {
-        self.executable.executable.ok_or_else(|| Error::InvalidArgument {
-            name: "module",
-            reason: "its executable was destroyed".into(),
-        })
+        self.executable
+            .executable
+            .ok_or_else(|| Error::InvalidArgument {
+                name: "module",
+                reason: "its executable was destroyed".into(),
+            })
     }
 
     /// The name the code object gives the kernel the source calls `entry`; an error listing
@@ -195,7 +197,11 @@ impl LoadedModule {
                 kernel: kernel.to_string(),
                 reason: format!(
                     "the source has no kernel `{entry}` to launch; its kernels: {} (a template kernel is launched by an instantiation the module is made with: Kernel::from_source(code, \"name<arguments>\") or Module::with_name_expressions)",
-                    names.iter().map(|n| source_name(n)).collect::<Vec<_>>().join(", ")
+                    names
+                        .iter()
+                        .map(|n| source_name(n))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             }),
             _ => Err(Error::InvalidLaunch {
@@ -280,7 +286,11 @@ impl LoadedModule {
                 name: "symbol",
                 reason: format!(
                     "the module `{module}` has no __device__, __constant__ or __managed__ variable `{name}` at file scope; its variables: {}",
-                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
                 ),
             });
         };

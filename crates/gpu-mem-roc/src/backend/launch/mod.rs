@@ -180,7 +180,7 @@ const QUEUE_ATTEMPTS: usize = 4;
 pub struct Launcher {
     devices: Mutex<HashMap<usize, Arc<DeviceLaunch>>>,
     modules: Mutex<HashMap<(Module, usize), BuiltModule>>,
-    kernels: Mutex<HashMap<(u64, usize), Vec<(KernelSource, Arc<LoadedKernel>)>>>,
+    kernels: Mutex<HashMap<(u64, usize), FoundKernels>>,
 }
 
 /// A module for a device: empty until a build succeeded. Each has its own lock, held while it
@@ -188,6 +188,9 @@ pub struct Launcher {
 /// launches of kernels already built nor other builds (hiprtc itself is serialised in
 /// `hiprtc`).
 type BuiltModule = Arc<Mutex<Option<Arc<LoadedModule>>>>;
+
+/// The kernels found for one (kernel id, device), with the source each was found for.
+type FoundKernels = Vec<(KernelSource, Arc<LoadedKernel>)>;
 
 impl Launcher {
     /// Destroys queues and executables when every stream drained cleanly (`healthy`) and no
@@ -377,7 +380,11 @@ impl RocBackend {
     /// `module` compiled and loaded for `device`, from the cache or now. The entry's lock is
     /// held while compiling so concurrent first launches of one module load it once (see
     /// [`BuiltModule`]); a failed build leaves it empty, for the next launch to try again.
-    pub(super) fn loaded_module(&self, device: usize, module: &Module) -> Result<Arc<LoadedModule>> {
+    pub(super) fn loaded_module(
+        &self,
+        device: usize,
+        module: &Module,
+    ) -> Result<Arc<LoadedModule>> {
         let slot = Arc::clone(
             lock(&self.launcher.modules)
                 .entry((module.clone(), device))

@@ -39,7 +39,8 @@ pub const KERNEL_PRELUDE: &str = include_str!("../include/gpu_mem.h");
 /// The headers NVRTC and hiprtc are given by name besides the prelude, `(include name,
 /// contents)`: the C library's (`<math.h>`, `<stdio.h>`, `<assert.h>`, `<stdint.h>`, their
 /// `<c...>` forms and the limits), which kernels include and those compilers lack (their
-/// functions are built in there). The simulator's host compiler has the real ones.
+/// functions are built in there), and CUDA's `<math_constants.h>`. The simulator's host
+/// compiler has the C library's real ones, and takes `math_constants.h` from here too.
 pub const RTC_HEADERS: &[(&str, &str)] = &[
     ("math.h", include_str!("../include/rtc/math.h")),
     ("cmath", include_str!("../include/rtc/cmath")),
@@ -57,6 +58,12 @@ pub const RTC_HEADERS: &[(&str, &str)] = &[
     ("cfloat", include_str!("../include/rtc/cfloat")),
     ("limits.h", include_str!("../include/rtc/limits.h")),
     ("climits", include_str!("../include/rtc/climits")),
+    ("stddef.h", include_str!("../include/rtc/stddef.h")),
+    ("cstddef", include_str!("../include/rtc/cstddef")),
+    (
+        "math_constants.h",
+        include_str!("../include/rtc/math_constants.h"),
+    ),
 ];
 pub use device::Device;
 pub use element::Element;

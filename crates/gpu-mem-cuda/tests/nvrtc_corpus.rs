@@ -16,61 +16,19 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The template instantiations the conformance cases launch, by file.
-const INSTANTIATIONS: &[(&str, &[&str])] = &[
-    ("matrixMul.cu", &["MatrixMulCUDA<16>", "MatrixMulCUDA<32>"]),
-    (
-        "reduction.cu",
-        &[
-            "reduce0<int>",
-            "reduce1<int>",
-            "reduce2<int>",
-            "reduce3<int>",
-        ],
-    ),
-    (
-        "reduction_warp.cu",
-        &[
-            "reduce4<int, 256>",
-            "reduce5<int, 256>",
-            "reduce6<int, 256, true>",
-            "reduce6<int, 256, false>",
-            "reduce7<int, 1024, true>",
-            "reduce7<int, 1024, false>",
-            "cg_reduce<int>",
-            "multi_warp_cg_reduce<int, 256, 128>",
-        ],
-    ),
-    (
-        "threadFenceReduction.cu",
-        &[
-            "reduceMultiPass<128, true>",
-            "reduceMultiPass<128, false>",
-            "reduceSinglePass<128, true>",
-            "reduceSinglePass<128, false>",
-        ],
-    ),
-    (
-        "simpleTemplates.cu",
-        &["testKernel<float>", "testKernel<int>"],
-    ),
-    ("entropy.cu", &["entropy_opt<16, 16>"]),
-    (
-        "convolution1D.cu",
-        &[
-            "conv1d<float>",
-            "conv1d<double>",
-            "conv1d_tiled<float>",
-            "conv1d_tiled<double>",
-            "conv1d_tiled_caching<float>",
-            "conv1d_tiled_caching<double>",
-        ],
-    ),
-    (
-        "shared_templates.cu",
-        &["block_sum<int, 128>", "block_sum<float, 64>"],
-    ),
-];
+/// The instantiations the conformance cases launch of the templates of `file`
+/// (`tests/corpus/INSTANTIATIONS`).
+fn instantiations(file: &str) -> Vec<String> {
+    let list = std::fs::read_to_string(repository().join("tests/corpus/INSTANTIATIONS"))
+        .unwrap_or_default();
+    list.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once(':'))
+        .filter(|(name, _)| name.trim() == file)
+        .flat_map(|(_, names)| names.split(';').map(|n| n.trim().to_string()))
+        .filter(|n| !n.is_empty())
+        .collect()
+}
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -126,11 +84,7 @@ fn load_nvrtc() -> Result<Nvrtc, String> {
 fn compile_and_find(nvrtc: &Nvrtc, path: &Path) -> Result<(), Failed> {
     let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
     let code = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let expressions: Vec<String> = INSTANTIATIONS
-        .iter()
-        .filter(|(f, _)| *f == file)
-        .flat_map(|(_, names)| names.iter().map(|n| n.to_string()))
-        .collect();
+    let expressions = instantiations(file);
     let module = Module::from_source(code).with_name_expressions(expressions.clone());
     let source = format!(
         "#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{}",

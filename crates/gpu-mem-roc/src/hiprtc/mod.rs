@@ -17,12 +17,14 @@
 //!   hiprtc 5.2.3 (SIGSEGV inside the library when two threads compile at once).
 
 mod bundle;
+mod module;
 
 pub use bundle::{code_object_for, make_bundle};
 
 use crate::driver::{Comgr, Hip};
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hip_sys as sys;
+pub use module::{PRELUDE_NAME, compile_module, translation_unit};
 use std::sync::{Mutex, OnceLock};
 
 /// Held for the whole of each compile (see the module docs).

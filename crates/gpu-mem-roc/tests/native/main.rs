@@ -6,6 +6,7 @@
 //! (gfx1100) are compiled with Debian 13's HIP 5.7.1 in a child process (`newer_hip.rs`), which
 //! CI unpacks with `.ci/fetch-hip-userland.sh`.
 
+mod corpus;
 mod elf;
 mod hip;
 mod hsa;
@@ -60,6 +61,7 @@ fn main() {
             "hiprtc::unknown_isa_is_refused",
             kernels::unknown_isa_is_refused,
         ),
+        Trial::ignorable_test("hiprtc::corpus::gfx90a", corpus::corpus_compiles),
     ];
     for arch in kernels::ARCHS {
         trials.push(Trial::ignorable_test(

@@ -11,6 +11,7 @@
  *                    __clz __clzll __ffs __ffsll __brev __brevll __byte_perm __funnelshift_*
  *                    __sad __usad __hadd __rhadd __uhadd __urhadd __dp4a __dp2a_lo/hi
  *   memory hints     __ldg __ldca __ldcg __ldcs __ldlu __ldcv, __stwb __stcg __stcs __stwt
+ *   atomics          the `_block` and `_system` forms of every atomic (the plain ones)
  *   warps            __activemask, __match_any_sync, __match_all_sync, __reduce_*_sync
  *                    (built on the simulator's shuffles: kernels using them run on stacks)
  *   time             clock64, __trap-free hints __prof_trigger
@@ -320,6 +321,32 @@ GM_SIM_WARP_REDUCE(__reduce_and_sync, unsigned int, acc & v)
 GM_SIM_WARP_REDUCE(__reduce_or_sync, unsigned int, acc | v)
 GM_SIM_WARP_REDUCE(__reduce_xor_sync, unsigned int, acc ^ v)
 #undef GM_SIM_WARP_REDUCE
+
+/* ----- atomics' scoped forms ----------------------------------------------------------------- */
+/* A block's threads share one OS thread and blocks run on all cores, so every scope is the
+ * device's: the `_block` and `_system` forms are the plain ones. */
+#define atomicAdd_block(...) atomicAdd(__VA_ARGS__)
+#define atomicAdd_system(...) atomicAdd(__VA_ARGS__)
+#define atomicSub_block(...) atomicSub(__VA_ARGS__)
+#define atomicSub_system(...) atomicSub(__VA_ARGS__)
+#define atomicExch_block(...) atomicExch(__VA_ARGS__)
+#define atomicExch_system(...) atomicExch(__VA_ARGS__)
+#define atomicMin_block(...) atomicMin(__VA_ARGS__)
+#define atomicMin_system(...) atomicMin(__VA_ARGS__)
+#define atomicMax_block(...) atomicMax(__VA_ARGS__)
+#define atomicMax_system(...) atomicMax(__VA_ARGS__)
+#define atomicInc_block(...) atomicInc(__VA_ARGS__)
+#define atomicInc_system(...) atomicInc(__VA_ARGS__)
+#define atomicDec_block(...) atomicDec(__VA_ARGS__)
+#define atomicDec_system(...) atomicDec(__VA_ARGS__)
+#define atomicCAS_block(...) atomicCAS(__VA_ARGS__)
+#define atomicCAS_system(...) atomicCAS(__VA_ARGS__)
+#define atomicAnd_block(...) atomicAnd(__VA_ARGS__)
+#define atomicAnd_system(...) atomicAnd(__VA_ARGS__)
+#define atomicOr_block(...) atomicOr(__VA_ARGS__)
+#define atomicOr_system(...) atomicOr(__VA_ARGS__)
+#define atomicXor_block(...) atomicXor(__VA_ARGS__)
+#define atomicXor_system(...) atomicXor(__VA_ARGS__)
 
 /* ----- time and hints ------------------------------------------------------------------------ */
 /* Nanoseconds of a monotonic clock (a GPU counts cycles: only differences mean anything). */

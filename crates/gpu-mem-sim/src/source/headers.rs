@@ -4,7 +4,7 @@
 //! include (`<cuda_runtime.h>`, `<cooperative_groups.h>`, `<math_constants.h>`, `<assert.h>`,
 //! ...), which on the simulator bring in that vocabulary. Their bytes are part of the cache key.
 
-use gpu_mem_core::KERNEL_PRELUDE;
+use gpu_mem_core::{KERNEL_PRELUDE, RTC_HEADERS};
 use std::path::Path;
 
 macro_rules! headers {
@@ -28,16 +28,21 @@ const SIMULATOR_HEADERS: &[(&str, &str)] = headers![
     "device_functions.h" => "cuda/device_functions.h",
     "vector_types.h" => "cuda/vector_types.h",
     "vector_functions.h" => "cuda/vector_functions.h",
-    "math_constants.h" => "cuda/math_constants.h",
     "cooperative_groups.h" => "cuda/cooperative_groups.h",
     "cooperative_groups/reduce.h" => "cuda/cooperative_groups/reduce.h",
     "assert.h" => "cuda/assert.h",
     "cassert" => "cuda/cassert",
 ];
 
-/// Every header: the prelude, then the simulator's.
+/// Every header: the prelude, CUDA's constants, then the simulator's.
 pub(crate) fn all() -> impl Iterator<Item = (&'static str, &'static str)> {
-    std::iter::once(("gpu_mem.h", KERNEL_PRELUDE)).chain(SIMULATOR_HEADERS.iter().copied())
+    let constants = RTC_HEADERS
+        .iter()
+        .copied()
+        .filter(|(name, _)| *name == "math_constants.h");
+    std::iter::once(("gpu_mem.h", KERNEL_PRELUDE))
+        .chain(constants)
+        .chain(SIMULATOR_HEADERS.iter().copied())
 }
 
 /// Writes every header under `dir`.

@@ -343,6 +343,12 @@ fn with_hints(code: &str, mut log: String) -> String {
     log
 }
 
+/// Whether `code` looks warp-synchronous in the pre-Volta style: `volatile` accesses and no
+/// warp barrier (`__syncwarp`, a tile's `sync()`).
+fn warp_synchronous(code: &str) -> bool {
+    code.contains("volatile") && !code.contains("__syncwarp") && !code.contains(".sync(")
+}
+
 /// One way to build a module: how its threads run, the code compiled, and its cache key.
 struct Plan {
     threads: Threads,
@@ -354,6 +360,12 @@ struct Plan {
 /// ordinary calls (always; the answer when the first is refused).
 fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
     let code = dynamic_shared::rewrite(module.code()).into_owned();
+    if warp_synchronous(&code) {
+        tracing::warn!(
+            module = module.name(),
+            "the kernel reads memory through `volatile` and never calls __syncwarp: if its warps exchange values through shared memory without __syncwarp (the pre-Volta warp-synchronous style), the simulator, whose threads do not run in lockstep, computes something else than a pre-Volta GPU did (and a Volta or later GPU may too): add __syncwarp() between the steps"
+        );
+    }
     let included = includes::fingerprint(&code);
     let file = wrapper::file_name(module.name());
     let names = module.name_expressions().join("\n");
@@ -605,11 +617,16 @@ fn load(
 ) -> std::result::Result<LoadedModule, String> {
     let bytes = verified.elf;
     let tls = elf::shared_bytes(&bytes).ok_or("not a 64-bit ELF shared library")?;
-    // What was checked is what is loaded: the open file itself, by its descriptor.
+    // What was checked is what is loaded: the open file itself, by its descriptor. The
+    // descriptor stays open for the life of the process (as the library stays loaded): the
+    // dynamic loader knows a library by the name it was opened by, and a descriptor number used
+    // again would make it hand back the library first opened under that name.
     #[cfg(target_os = "linux")]
     let path = {
         use std::os::fd::AsRawFd;
-        PathBuf::from(format!("/proc/self/fd/{}", verified.file.as_raw_fd()))
+        let path = PathBuf::from(format!("/proc/self/fd/{}", verified.file.as_raw_fd()));
+        std::mem::forget(verified.file);
+        path
     };
     #[cfg(not(target_os = "linux"))]
     let path: PathBuf =
@@ -618,7 +635,6 @@ fn load(
     // checked since (owner, permissions, hash); loading it runs only the C++ runtime's and the
     // module's static initialisers.
     let library = Arc::new(unsafe { libloading::Library::new(&path) }.map_err(|e| e.to_string())?);
-    drop(verified.file);
     type Abi = unsafe extern "C" fn() -> u32;
     type Init = unsafe extern "C" fn(*const crate::executor::body::GmSimRuntime);
     type Kernels = unsafe extern "C" fn(*mut c_int) -> *const RawKernel;

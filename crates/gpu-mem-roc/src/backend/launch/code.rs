@@ -16,16 +16,11 @@
 
 use super::kernargs::code_object_abi_version;
 use super::metadata::{ExplicitArg, HiddenArg, kernel_args, kernel_names};
-use crate::driver::{Hip, Hsa};
-use crate::hiprtc;
-use gpu_mem_core::kernel::Module;
+use crate::driver::Hsa;
 use gpu_mem_core::kernel::compiled::{self, is_named, normalized, source_name};
-use gpu_mem_core::{Error, KERNEL_PRELUDE, RTC_HEADERS, Result};
+use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::sync::Arc;
-
-/// The name kernel sources include the prelude by.
-pub const PRELUDE_NAME: &str = "gpu_mem.h";
 
 /// An executable holding one code object for one agent; destroyed on drop.
 #[derive(Debug)]
@@ -107,34 +102,6 @@ pub fn private_segment_size(reported: u32, dynamic_call_stack: bool) -> u32 {
     } else {
         reported
     }
-}
-
-/// The complete translation unit hiprtc compiles: the prelude, then the module's source with
-/// its own line numbers (`#include "gpu_mem.h"` in it is a no-op thanks to the include guard).
-pub fn translation_unit(code: &str, file: &str) -> String {
-    format!("{KERNEL_PRELUDE}\n#line 1 \"{file}\"\n{code}")
-}
-
-/// Compiles `module` for `arch` (an agent name such as `gfx90a`), with the prelude and gpu-mem's
-/// C library headers, lowering its name expressions.
-pub fn compile(module: &Module, arch: &str) -> Result<hiprtc::CodeObject> {
-    let hip = Hip::shared()?;
-    let file = format!("{}.hip", module.name());
-    let mut headers = vec![(PRELUDE_NAME, KERNEL_PRELUDE)];
-    headers.extend(RTC_HEADERS.iter().copied());
-    let code = hiprtc::compile(
-        &hip,
-        &translation_unit(module.code(), &file),
-        &file,
-        hiprtc::processor(arch),
-        &headers,
-        &[],
-        module.name_expressions(),
-    )?;
-    if !code.log.is_empty() {
-        tracing::debug!(module = module.name(), log = %code.log, "hiprtc warnings");
-    }
-    Ok(code)
 }
 
 /// Loads `code` (lowering `lowered`'s expressions) into an executable for `agent`.

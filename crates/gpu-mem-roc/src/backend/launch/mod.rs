@@ -396,7 +396,7 @@ impl RocBackend {
         }
         let gpu = self.gpu(device)?;
         let started = std::time::Instant::now();
-        let compiled = code::compile(module, &gpu.info.arch)?;
+        let compiled = crate::hiprtc::compile_module(module, &gpu.info.arch)?;
         let bytes = compiled.code.len();
         let loaded = Arc::new(code::load_module(
             &self.hsa,

@@ -1,4 +1,5 @@
-/* math_constants.h for gpu-mem's simulator: CUDA's CUDART_* constants (as CUDA defines them,
+/* <math_constants.h> for the simulator, NVRTC and hiprtc (gpu-mem's header of this name): CUDA's
+ * CUDART_* constants (as CUDA defines them,
  * from their bit patterns). */
 #pragma once
 #include "gpu_mem.h"

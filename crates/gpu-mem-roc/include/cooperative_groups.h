@@ -1,0 +1,134 @@
+/*
+ * <cooperative_groups.h> for kernels built by hiprtc (gpu-mem's header of this name): CUDA's
+ * cooperative groups over HIP's built-in barriers and wavefront functions (hiprtc 5.2 has no
+ * cooperative groups of its own).
+ *   thread_block (this_thread_block): sync, thread_rank, size / num_threads, group_index,
+ *     thread_index, group_dim / dim_threads
+ *   thread_block_tile<N> (tiled_partition<N>(block), N a power of two up to the wavefront):
+ *     sync, thread_rank, size / num_threads, meta_group_rank, meta_group_size, shfl, shfl_down,
+ *     shfl_up, shfl_xor (values of any size), ballot, any, all
+ *   coalesced_group (coalesced_threads), block_tile_memory (accepted), cooperative_groups::sync
+ *   and, in <cooperative_groups/reduce.h>, reduce with plus, less, greater, bit_and, bit_or,
+ *   bit_xor.
+ * Tiles larger than the wavefront and grid-wide synchronization are not provided here.
+ */
+#pragma once
+#include "gpu_mem.h"
+
+namespace cooperative_groups {
+namespace details {
+__device__ inline unsigned long long block_rank() {
+    return threadIdx.x + (unsigned long long)blockDim.x *
+                             (threadIdx.y + (unsigned long long)blockDim.y * threadIdx.z);
+}
+__device__ inline unsigned long long block_size() {
+    return (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
+}
+/* A value of any size moved 4 bytes at a time by `move` (a wavefront function on ints). */
+template <typename T, typename Move>
+__device__ inline T by_words(T value, Move move) {
+    constexpr unsigned int words = (sizeof(T) + 3) / 4;
+    int in[words] = {};
+    int out[words] = {};
+    __builtin_memcpy(in, &value, sizeof(T));
+    for (unsigned int w = 0; w < words; ++w) out[w] = move(in[w]);
+    T result;
+    __builtin_memcpy(&result, out, sizeof(T));
+    return result;
+}
+}  // namespace details
+
+class thread_group {
+  protected:
+    unsigned int size_;
+    unsigned int rank_;
+    __device__ thread_group(unsigned int size, unsigned int rank) : size_(size), rank_(rank) {}
+
+  public:
+    __device__ unsigned long long size() const { return size_; }
+    __device__ unsigned long long num_threads() const { return size_; }
+    __device__ unsigned long long thread_rank() const { return rank_; }
+    __device__ bool is_valid() const { return size_ != 0; }
+};
+
+class thread_block : public thread_group {
+  public:
+    __device__ thread_block()
+        : thread_group((unsigned int)details::block_size(), (unsigned int)details::block_rank()) {}
+    __device__ static void sync() { __syncthreads(); }
+    __device__ dim3 group_index() const { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+    __device__ dim3 thread_index() const { return dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
+    __device__ dim3 group_dim() const { return dim3(blockDim.x, blockDim.y, blockDim.z); }
+    __device__ dim3 dim_threads() const { return group_dim(); }
+};
+
+__device__ inline thread_block this_thread_block() { return thread_block(); }
+
+template <unsigned int A = 1024, unsigned int B = 0>
+struct block_tile_memory {};
+template <unsigned int A, unsigned int B>
+__device__ inline thread_block this_thread_block(block_tile_memory<A, B>&) {
+    return thread_block();
+}
+
+template <unsigned int N, typename Parent = void>
+class thread_block_tile : public thread_group {
+    static_assert(N > 0 && (N & (N - 1)) == 0 && N <= 64,
+                  "tiles of 1, 2, 4, ... 64 threads (up to the wavefront)");
+    unsigned int first_lane_;
+
+  public:
+    __device__ thread_block_tile()
+        : thread_group(N, (unsigned int)(details::block_rank() % N)),
+          first_lane_((unsigned int)gm_lane_id() / N * N) {}
+    template <typename Other>
+    __device__ thread_block_tile(const thread_block_tile<N, Other>&) : thread_block_tile() {}
+    __device__ static constexpr unsigned long long num_threads() { return N; }
+    __device__ static constexpr unsigned long long size() { return N; }
+    __device__ unsigned long long meta_group_rank() const { return details::block_rank() / N; }
+    __device__ unsigned long long meta_group_size() const {
+        return (details::block_size() + N - 1) / N;
+    }
+    __device__ void sync() const { __builtin_amdgcn_wave_barrier(); }
+    template <typename T>
+    __device__ T shfl(T value, int source) const {
+        return details::by_words(value, [=](int w) { return __shfl(w, source, N); });
+    }
+    template <typename T>
+    __device__ T shfl_down(T value, unsigned int delta) const {
+        return details::by_words(value, [=](int w) { return __shfl_down(w, delta, N); });
+    }
+    template <typename T>
+    __device__ T shfl_up(T value, unsigned int delta) const {
+        return details::by_words(value, [=](int w) { return __shfl_up(w, delta, N); });
+    }
+    template <typename T>
+    __device__ T shfl_xor(T value, unsigned int lane_mask) const {
+        return details::by_words(value, [=](int w) { return __shfl_xor(w, lane_mask, N); });
+    }
+    __device__ unsigned long long ballot(int predicate) const {
+        const unsigned long long tile = N >= 64 ? ~0ull : ((1ull << N) - 1);
+        return (__ballot(predicate) >> first_lane_) & tile;
+    }
+    __device__ int any(int predicate) const { return ballot(predicate) != 0; }
+    __device__ int all(int predicate) const {
+        const unsigned long long tile = N >= 64 ? ~0ull : ((1ull << N) - 1);
+        const unsigned long long present =
+            (__ballot(1) >> first_lane_) & tile;
+        return ballot(predicate) == present;
+    }
+};
+
+template <unsigned int N, typename Parent>
+__device__ inline thread_block_tile<N> tiled_partition(const Parent&) {
+    return thread_block_tile<N>();
+}
+
+class coalesced_group : public thread_block_tile<64> {};
+__device__ inline coalesced_group coalesced_threads() { return coalesced_group(); }
+
+template <typename Group>
+__device__ inline void sync(const Group& group) {
+    group.sync();
+}
+}  // namespace cooperative_groups

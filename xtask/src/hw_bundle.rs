@@ -34,16 +34,18 @@ const NUMBA_COMPARE: &str = include_str!("hw_bundle/numba_compare.py");
 const EXAMPLES: [&str; 4] = ["matmul_tiled", "block_sum", "barrier_wave", "diagnostics"];
 
 /// Test binaries: (package, test target, name in the bundle).
-const TESTS: [(&str, &str, &str); 4] = [
+const TESTS: [(&str, &str, &str); 5] = [
     ("gpu-mem-conformance", "conformance", "conformance"),
     ("gpu-mem-roc", "native", "roc-native"),
     ("gpu-mem-cuda", "loader", "cuda-loader"),
     ("gpu-mem-cuda", "nvrtc_kernels", "cuda-nvrtc_kernels"),
+    ("gpu-mem-cuda", "nvrtc_corpus", "cuda-nvrtc_corpus"),
 ];
 
 /// Source files the native tests read at run time (via `GPU_MEM_SOURCE_ROOT`).
-const SOURCES: [&str; 3] = [
+const SOURCES: [&str; 4] = [
     "tests/kernels",
+    "tests/corpus",
     "crates/gpu-mem-core/include",
     "crates/gpu-mem-core/kernels",
 ];

@@ -388,6 +388,18 @@ GM_DEVICE unsigned long long __ballot_sync(unsigned long long, int predicate) {
 }
 GM_DEVICE int __all_sync(unsigned long long, int predicate) { return __all(predicate); }
 GM_DEVICE int __any_sync(unsigned long long, int predicate) { return __any(predicate); }
+/* CUDA's integer min and max by type name, and its trap, which HIP spells otherwise. */
+GM_DEVICE unsigned int umin(unsigned int a, unsigned int b) { return a < b ? a : b; }
+GM_DEVICE unsigned int umax(unsigned int a, unsigned int b) { return a > b ? a : b; }
+GM_DEVICE long long llmin(long long a, long long b) { return a < b ? a : b; }
+GM_DEVICE long long llmax(long long a, long long b) { return a > b ? a : b; }
+GM_DEVICE unsigned long long ullmin(unsigned long long a, unsigned long long b) {
+    return a < b ? a : b;
+}
+GM_DEVICE unsigned long long ullmax(unsigned long long a, unsigned long long b) {
+    return a > b ? a : b;
+}
+GM_DEVICE void __trap() { __builtin_trap(); }
 #endif
 
 /* ======================================================================================== */

@@ -30,8 +30,13 @@ fn instantiations(file: &str) -> Vec<String> {
         .collect()
 }
 
+/// The repository's root: `GPU_MEM_SOURCE_ROOT` (the hardware bundle's copy), else this
+/// checkout.
 fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    match std::env::var_os("GPU_MEM_SOURCE_ROOT") {
+        Some(root) => PathBuf::from(root),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+    }
 }
 
 /// Every `.cu` file of the corpus and of the CUDA C++ test kernels.

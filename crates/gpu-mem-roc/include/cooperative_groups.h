@@ -4,13 +4,16 @@
  * cooperative groups of its own).
  *   thread_block (this_thread_block): sync, thread_rank, size / num_threads, group_index,
  *     thread_index, group_dim / dim_threads
- *   thread_block_tile<N> (tiled_partition<N>(block), N a power of two up to the wavefront):
- *     sync, thread_rank, size / num_threads, meta_group_rank, meta_group_size, shfl, shfl_down,
- *     shfl_up, shfl_xor (values of any size), ballot, any, all
+ *   thread_block_tile<N> (tiled_partition<N>(block), N a power of two up to 1024): sync,
+ *     thread_rank, size / num_threads, meta_group_rank, meta_group_size, shfl, shfl_down,
+ *     shfl_up, shfl_xor (values of any size), ballot, any, all (up to the wavefront); a tile
+ *     larger than the wavefront synchronizes and exchanges values (of up to 8 bytes) through
+ *     its block, so every thread of the block makes the same calls, as in the code that uses
+ *     such tiles
  *   coalesced_group (coalesced_threads), block_tile_memory (accepted), cooperative_groups::sync
  *   and, in <cooperative_groups/reduce.h>, reduce with plus, less, greater, bit_and, bit_or,
  *   bit_xor.
- * Tiles larger than the wavefront and grid-wide synchronization are not provided here.
+ * Grid-wide synchronization is not provided here.
  */
 #pragma once
 #include "gpu_mem.h"
@@ -34,6 +37,31 @@ __device__ inline T by_words(T value, Move move) {
     for (unsigned int w = 0; w < words; ++w) out[w] = move(in[w]);
     T result;
     __builtin_memcpy(&result, out, sizeof(T));
+    return result;
+}
+/* Where the threads of a tile larger than the wavefront exchange values: 8 bytes a thread of
+ * a block of up to 1024. */
+__device__ inline unsigned long long* tile_exchange() {
+    __shared__ unsigned long long slots[1024];
+    return slots;
+}
+/* Every thread of the block puts `value` in its slot, then reads through `read` the slots of
+ * its tile (from `first`), all behind block barriers. */
+template <typename T, typename R>
+__device__ inline T block_exchange(T value, unsigned long long first, R read) {
+    if constexpr (sizeof(T) > 8) {
+        /* Values of up to 8 bytes cross a tile larger than the wavefront. */
+        __builtin_trap();
+    }
+    unsigned long long* words = tile_exchange();
+    __builtin_memcpy(&words[block_rank()], &value, sizeof(T) <= 8 ? sizeof(T) : 8);
+    __syncthreads();
+    T result = read([=](unsigned long long rank) {
+        T v;
+        __builtin_memcpy(&v, &words[first + rank], sizeof(T) <= 8 ? sizeof(T) : 8);
+        return v;
+    });
+    __syncthreads();
     return result;
 }
 }  // namespace details
@@ -73,14 +101,17 @@ __device__ inline thread_block this_thread_block(block_tile_memory<A, B>&) {
 
 template <unsigned int N, typename Parent = void>
 class thread_block_tile : public thread_group {
-    static_assert(N > 0 && (N & (N - 1)) == 0 && N <= 64,
-                  "tiles of 1, 2, 4, ... 64 threads (up to the wavefront)");
+    static_assert(N > 0 && (N & (N - 1)) == 0 && N <= 1024, "tiles of 1, 2, 4, ... 1024 threads");
     unsigned int first_lane_;
+    bool large_;
+
+    __device__ unsigned long long first_rank() const { return details::block_rank() / N * N; }
 
   public:
     __device__ thread_block_tile()
         : thread_group(N, (unsigned int)(details::block_rank() % N)),
-          first_lane_((unsigned int)gm_lane_id() / N * N) {}
+          first_lane_((unsigned int)gm_lane_id() % gm_warp_size() / N * N),
+          large_(N > (unsigned int)gm_warp_size()) {}
     template <typename Other>
     __device__ thread_block_tile(const thread_block_tile<N, Other>&) : thread_block_tile() {}
     __device__ static constexpr unsigned long long num_threads() { return N; }
@@ -89,22 +120,61 @@ class thread_block_tile : public thread_group {
     __device__ unsigned long long meta_group_size() const {
         return (details::block_size() + N - 1) / N;
     }
-    __device__ void sync() const { __builtin_amdgcn_wave_barrier(); }
+    __device__ void sync() const {
+        if (large_) {
+            __syncthreads();
+        } else {
+            __builtin_amdgcn_wave_barrier();
+        }
+    }
     template <typename T>
     __device__ T shfl(T value, int source) const {
+        if (large_) {
+            const unsigned long long from = (unsigned int)source % N;
+            return details::block_exchange(value, first_rank(), [=](auto at) { return at(from); });
+        }
         return details::by_words(value, [=](int w) { return __shfl(w, source, N); });
     }
     template <typename T>
     __device__ T shfl_down(T value, unsigned int delta) const {
+        if (large_) {
+            const unsigned long long me = rank_;
+            return details::block_exchange(
+                value, first_rank(), [=](auto at) { return me + delta < N ? at(me + delta) : at(me); });
+        }
         return details::by_words(value, [=](int w) { return __shfl_down(w, delta, N); });
     }
     template <typename T>
     __device__ T shfl_up(T value, unsigned int delta) const {
+        if (large_) {
+            const unsigned long long me = rank_;
+            return details::block_exchange(
+                value, first_rank(), [=](auto at) { return me >= delta ? at(me - delta) : at(me); });
+        }
         return details::by_words(value, [=](int w) { return __shfl_up(w, delta, N); });
     }
     template <typename T>
     __device__ T shfl_xor(T value, unsigned int lane_mask) const {
+        if (large_) {
+            const unsigned long long other = (rank_ ^ lane_mask) % N;
+            return details::block_exchange(value, first_rank(), [=](auto at) { return at(other); });
+        }
         return details::by_words(value, [=](int w) { return __shfl_xor(w, lane_mask, N); });
+    }
+    /* The tile's values combined by `op`, for every thread of the tile. */
+    template <typename T, typename Op>
+    __device__ T gm_reduce(T value, Op op) const {
+        if (large_) {
+            return details::block_exchange(value, first_rank(), [=](auto at) {
+                T acc = at(0);
+                for (unsigned int r = 1; r < N; ++r) acc = op(acc, at(r));
+                return acc;
+            });
+        }
+        for (unsigned int offset = N / 2; offset > 0; offset /= 2) {
+            value = op(value, shfl_xor(value, offset));
+        }
+        return value;
     }
     __device__ unsigned long long ballot(int predicate) const {
         const unsigned long long tile = N >= 64 ? ~0ull : ((1ull << N) - 1);

@@ -12,7 +12,7 @@ __global__ void checked(const int* values, int n) {
 
 __global__ void trapped(int when) {
     if (threadIdx.x == when) {
-        printf("thread %d traps\n", threadIdx.x);
+        printf("thread %d traps\n", (int)threadIdx.x);
         __trap();
     }
 }

@@ -293,7 +293,7 @@ done
 
 # ---- 4. native tests of the backends ------------------------------------------------------------
 say "native tests"
-for test in roc-native cuda-loader cuda-nvrtc_kernels; do
+for test in roc-native cuda-loader cuda-nvrtc_kernels cuda-nvrtc_corpus; do
     [ -x "$BIN/$test" ] || { row "native $test" skip "not in the bundle"; continue; }
     if out_of_time 120; then row "native $test" skip "time budget spent"; continue; fi
     section "$test" "$NATIVE"

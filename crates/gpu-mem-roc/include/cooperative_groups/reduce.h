@@ -30,9 +30,6 @@ struct bit_xor {
 };
 template <unsigned int N, typename P, typename T, typename Op>
 __device__ inline T reduce(const thread_block_tile<N, P>& tile, T value, Op op) {
-    for (unsigned int offset = N / 2; offset > 0; offset /= 2) {
-        value = op(value, tile.shfl_xor(value, offset));
-    }
-    return value;
+    return tile.gm_reduce(value, op);
 }
 }  // namespace cooperative_groups

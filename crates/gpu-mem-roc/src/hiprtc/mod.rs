@@ -118,7 +118,7 @@ pub struct CodeObject {
     pub code: Vec<u8>,
     /// hiprtc's log (warnings), often empty.
     pub log: String,
-    /// Each name expression with its lowered (mangled) name.
+    /// Each name expression with its lowered (mangled) name, where hiprtc gives one.
     pub lowered: Vec<(String, String)>,
 }
 
@@ -199,11 +199,17 @@ pub fn compile(
             description: "hiprtc reported success but returned an empty code object".to_string(),
         });
     }
+    // hiprtc 5.2 does not lower some expressions it compiled (an integer argument of a `size_t`
+    // parameter, `reduce<int, 256>`): those kernels are found by their demangled names instead.
     let mut lowered = Vec::with_capacity(name_expressions.len());
     for expression in name_expressions {
         // SAFETY: the program is live and compiled.
-        let name = unsafe { hip.rtc_lowered_name(program.handle, expression) }?;
-        lowered.push((expression.clone(), name));
+        match unsafe { hip.rtc_lowered_name(program.handle, expression) } {
+            Ok(name) => lowered.push((expression.clone(), name)),
+            Err(error) => {
+                tracing::debug!(%expression, %error, "hiprtc gave no lowered name; found by its demangled name");
+            }
+        }
     }
     // Older hiprtc returns the code object itself, newer a clang offload bundle holding it.
     let code = code_object_for(code, arch)?;

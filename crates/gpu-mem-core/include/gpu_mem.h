@@ -68,6 +68,13 @@ typedef unsigned long long gm_u64;
 /* ======================================================================================== */
 #if defined(GM_HOST)
 
+/* Device code is compiled as for compute capability 9.0, what the simulator implements
+ * (independent thread scheduling, __reduce_*_sync, cooperative groups): code a kernel keeps
+ * for `__CUDA_ARCH__ >= 700` and the like is compiled, as NVRTC does for sm_90. */
+#if !defined(__CUDA_ARCH__)
+#define __CUDA_ARCH__ 900
+#endif
+
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -129,6 +136,7 @@ struct gm_sim_thread {
 #define GM_SIM_OP_SYNC_COUNT 8
 #define GM_SIM_OP_SYNC_AND 9
 #define GM_SIM_OP_SYNC_OR 10
+#define GM_SIM_OP_ACTIVE 11
 
 /* The executor's entry points, installed once by gm_sim_init (C layout shared with Rust). */
 struct gm_sim_runtime {
@@ -364,6 +372,11 @@ GM_SIM_ATOMIC_CAS(unsigned short)
 #endif
 
 #if defined(GM_HIP)
+/* CUDA C++ is compiled as for compute capability 9.0 here too (as on the simulator): code a
+ * kernel keeps for `__CUDA_ARCH__ >= 700` and the like is compiled, not silently left out. */
+#if !defined(__CUDA_ARCH__)
+#define __CUDA_ARCH__ 900
+#endif
 /* HIP 5.2 has the wave intrinsics without CUDA's _sync names and masks: a wavefront runs in
  * lockstep, so the mask only names lanes that take part anyway. */
 template <typename T>
@@ -405,6 +418,37 @@ GM_DEVICE void __trap() { __builtin_trap(); }
 /* ======================================================================================== */
 /* The vocabulary, the same on every backend.                                                */
 /* ======================================================================================== */
+
+/* ----- warp reductions ------------------------------------------------------------------ */
+
+#if !defined(GM_CUDA)
+/* CUDA's __reduce_*_sync (sm_80), which NVRTC has: the values of the lanes `mask` names,
+ * combined in lane order through one shuffle per lane (every lane of `mask` makes the same
+ * calls, as the CUDA functions require). */
+#define GM_WARP_REDUCE(name, T, op)                                                           \
+    GM_DEVICE T name(unsigned int mask, T value) {                                            \
+        T acc = 0;                                                                            \
+        bool first = true;                                                                    \
+        for (int lane = 0; lane < 32; ++lane) {                                               \
+            if (mask & (1u << lane)) {                                                        \
+                const T v = __shfl_sync(mask, value, lane);                                   \
+                acc = first ? v : op;                                                         \
+                first = false;                                                                \
+            }                                                                                 \
+        }                                                                                     \
+        return acc;                                                                           \
+    }
+GM_WARP_REDUCE(__reduce_add_sync, unsigned int, acc + v)
+GM_WARP_REDUCE(__reduce_add_sync, int, acc + v)
+GM_WARP_REDUCE(__reduce_min_sync, unsigned int, (v < acc ? v : acc))
+GM_WARP_REDUCE(__reduce_min_sync, int, (v < acc ? v : acc))
+GM_WARP_REDUCE(__reduce_max_sync, unsigned int, (v > acc ? v : acc))
+GM_WARP_REDUCE(__reduce_max_sync, int, (v > acc ? v : acc))
+GM_WARP_REDUCE(__reduce_and_sync, unsigned int, acc & v)
+GM_WARP_REDUCE(__reduce_or_sync, unsigned int, acc | v)
+GM_WARP_REDUCE(__reduce_xor_sync, unsigned int, acc ^ v)
+#undef GM_WARP_REDUCE
+#endif
 
 /* ----- indices ------------------------------------------------------------------------- */
 

@@ -10,10 +10,11 @@
  *     larger than the wavefront synchronizes and exchanges values (of up to 8 bytes) through
  *     its block, so every thread of the block makes the same calls, as in the code that uses
  *     such tiles
- *   coalesced_group (coalesced_threads), block_tile_memory (accepted), cooperative_groups::sync
+ *   coalesced_group (coalesced_threads: the lanes that run the call; labeled_partition,
+ *   binary_partition), block_tile_memory (accepted), cooperative_groups::sync
  *   and, in <cooperative_groups/reduce.h>, reduce with plus, less, greater, bit_and, bit_or,
  *   bit_xor.
- * Grid-wide synchronization is not provided here.
+ *   grid_group (this_grid): thread_rank, size; its sync traps (no cooperative launch on ROC).
  */
 #pragma once
 #include "gpu_mem.h"
@@ -180,6 +181,11 @@ class thread_block_tile : public thread_group {
         const unsigned long long tile = N >= 64 ? ~0ull : ((1ull << N) - 1);
         return (__ballot(predicate) >> first_lane_) & tile;
     }
+    /* The tile's lanes that run this call, as a wavefront mask. */
+    __device__ unsigned long long gm_mask() const {
+        const unsigned long long tile = N >= 64 ? ~0ull : ((1ull << N) - 1);
+        return (tile << first_lane_) & __ballot(1);
+    }
     __device__ int any(int predicate) const { return ballot(predicate) != 0; }
     __device__ int all(int predicate) const {
         const unsigned long long tile = N >= 64 ? ~0ull : ((1ull << N) - 1);
@@ -194,8 +200,119 @@ __device__ inline thread_block_tile<N> tiled_partition(const Parent&) {
     return thread_block_tile<N>();
 }
 
-class coalesced_group : public thread_block_tile<64> {};
-__device__ inline coalesced_group coalesced_threads() { return coalesced_group(); }
+/* Some lanes of one wavefront, named by a mask: the active ones (coalesced_threads), or the
+ * part of a group with one label (labeled_partition, binary_partition). Ranks count the
+ * group's lanes below the caller's. */
+class coalesced_group : public thread_group {
+    unsigned long long mask_;
+
+    __device__ static unsigned int rank_in(unsigned long long mask) {
+        const unsigned int lane = (unsigned int)gm_lane_id() % gm_warp_size();
+        return (unsigned int)__builtin_popcountll(mask & ((1ull << lane) - 1));
+    }
+    /* The lane of the group's thread of rank `rank` (the caller's own when there is none). */
+    __device__ int lane_of(unsigned long long rank) const {
+        unsigned long long left = mask_;
+        for (unsigned long long r = 0; left != 0; ++r) {
+            if (r == rank) return __builtin_ctzll(left);
+            left &= left - 1;
+        }
+        return (int)(gm_lane_id() % gm_warp_size());
+    }
+    template <typename T>
+    __device__ T from_lane(T value, int lane) const {
+        return details::by_words(value, [=](int w) { return __shfl(w, lane, gm_warp_size()); });
+    }
+
+  public:
+    __device__ explicit coalesced_group(unsigned long long mask)
+        : thread_group((unsigned int)__builtin_popcountll(mask), rank_in(mask)), mask_(mask) {}
+    __device__ unsigned long long meta_group_rank() const { return 0; }
+    __device__ unsigned long long meta_group_size() const { return 1; }
+    __device__ unsigned long long gm_mask() const { return mask_; }
+    __device__ void sync() const { __builtin_amdgcn_wave_barrier(); }
+    template <typename T>
+    __device__ T shfl(T value, unsigned int rank) const {
+        return from_lane(value, lane_of(rank));
+    }
+    template <typename T>
+    __device__ T shfl_down(T value, unsigned int delta) const {
+        const unsigned long long to = rank_ + delta;
+        return from_lane(value, to < size_ ? lane_of(to) : lane_of(rank_));
+    }
+    template <typename T>
+    __device__ T shfl_up(T value, unsigned int delta) const {
+        return from_lane(value, rank_ >= delta ? lane_of(rank_ - delta) : lane_of(rank_));
+    }
+    /* One bit per thread of the group, by thread_rank. */
+    __device__ unsigned long long ballot(int predicate) const {
+        const unsigned long long lanes = __ballot(predicate) & mask_;
+        unsigned long long bits = 0;
+        unsigned long long left = mask_;
+        for (unsigned int r = 0; left != 0; ++r, left &= left - 1) {
+            if (lanes & (left & ~(left - 1))) bits |= 1ull << r;
+        }
+        return bits;
+    }
+    __device__ int any(int predicate) const { return (__ballot(predicate) & mask_) != 0; }
+    __device__ int all(int predicate) const { return (__ballot(predicate) & mask_) == mask_; }
+    /* The group's values combined by `op` in rank order, for every thread of the group. */
+    template <typename T, typename Op>
+    __device__ T gm_reduce(T value, Op op) const {
+        T acc = shfl(value, 0);
+        for (unsigned int r = 1; r < size_; ++r) acc = op(acc, shfl(value, r));
+        return acc;
+    }
+    /* The lanes of this group whose `label` equals the caller's. */
+    template <typename Label>
+    __device__ unsigned long long gm_same(Label label) const {
+        unsigned long long same = 0;
+        unsigned long long left = mask_;
+        while (left != 0) {
+            const int lane = __builtin_ctzll(left);
+            if (from_lane(label, lane) == label) same |= 1ull << lane;
+            left &= left - 1;
+        }
+        return same;
+    }
+};
+
+/* The lanes of the wavefront that run this call. */
+__device__ inline coalesced_group coalesced_threads() { return coalesced_group(__ballot(1)); }
+
+/* The threads of `group` with the caller's `label`, one group per label. */
+template <typename Label>
+__device__ inline coalesced_group labeled_partition(const coalesced_group& group, Label label) {
+    return coalesced_group(group.gm_same(label));
+}
+template <typename Label, unsigned int N, typename P>
+__device__ inline coalesced_group labeled_partition(const thread_block_tile<N, P>& tile,
+                                                    Label label) {
+    return labeled_partition(coalesced_group(tile.gm_mask()), label);
+}
+/* The threads of `group` whose `predicate` is the caller's. */
+template <typename Group>
+__device__ inline coalesced_group binary_partition(const Group& group, bool predicate) {
+    return labeled_partition(group, (int)predicate);
+}
+
+/* The grid: ranks and sizes. Its sync needs a cooperative launch, which gpu-mem's ROC backend
+ * does not make: it traps (the launch fails) rather than return unsynchronized. */
+class grid_group {
+  public:
+    __device__ unsigned long long thread_rank() const {
+        const unsigned long long block =
+            blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+        return block * details::block_size() + details::block_rank();
+    }
+    __device__ unsigned long long size() const {
+        return (unsigned long long)gridDim.x * gridDim.y * gridDim.z * details::block_size();
+    }
+    __device__ unsigned long long num_threads() const { return size(); }
+    __device__ bool is_valid() const { return false; }
+    __device__ void sync() const { __builtin_trap(); }
+};
+__device__ inline grid_group this_grid() { return grid_group(); }
 
 template <typename Group>
 __device__ inline void sync(const Group& group) {

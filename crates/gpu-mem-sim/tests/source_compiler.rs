@@ -406,6 +406,14 @@ fn no_home_never_means_a_folder_others_can_prepare() {
         if made_here {
             std::fs::create_dir_all(&prepared).unwrap();
             std::os::unix::fs::symlink(std::env::temp_dir(), prepared.join("sim-kernels")).unwrap();
+            if uid == 0 {
+                // As root, the folder is another user's, as the attack has it.
+                for path in [prepared.clone(), prepared.join("sim-kernels")] {
+                    let path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+                    // SAFETY: `path` is NUL-terminated; lchown changes only that entry's owner.
+                    assert_eq!(unsafe { libc::lchown(path.as_ptr(), 65534, 65534) }, 0);
+                }
+            }
         }
         let exe = std::env::current_exe().unwrap();
         let output = Command::new(exe)

@@ -32,4 +32,8 @@ template <unsigned int N, typename P, typename T, typename Op>
 __device__ inline T reduce(const thread_block_tile<N, P>& tile, T value, Op op) {
     return tile.gm_reduce(value, op);
 }
+template <typename T, typename Op>
+__device__ inline T reduce(const coalesced_group& group, T value, Op op) {
+    return group.gm_reduce(value, op);
+}
 }  // namespace cooperative_groups

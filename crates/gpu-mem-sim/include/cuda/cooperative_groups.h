@@ -12,8 +12,9 @@
  *   block_tile_memory<...>, this_thread_block(scratch): accepted (the simulator needs no
  *     scratch of the user's)
  *   thread_group (tiled_partition(block, n)): sync, thread_rank, size
- *   coalesced_group (coalesced_threads): the warp's lanes the block has (a converged warp),
- *     with the tile's operations
+ *   coalesced_group (coalesced_threads, labeled_partition, binary_partition): the lanes of a
+ *     warp that are here (see __activemask) or share a label: sync, thread_rank, size, shfl,
+ *     shfl_up, shfl_down, ballot, any, all, match_any, match_all, reduce
  *   grid_group (this_grid): thread_rank, size; sync is a fault (it needs a cooperative launch,
  *     which the simulator does not run)
  *   cooperative_groups::sync(group); reduce and the operators are in
@@ -177,6 +178,8 @@ class thread_block_tile : public thread_group {
     unsigned long long meta_group_rank() const { return details::block_rank() / N; }
     unsigned long long meta_group_size() const { return (details::block_size() + N - 1) / N; }
     bool large() const { return large_; }
+    /* The tile's lanes, as a warp mask. */
+    unsigned long long gm_sim_mask() const { return mask_; }
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         if (large_) {
             details::block_barrier(file, line);
@@ -295,19 +298,143 @@ inline thread_group tiled_partition(const thread_group&, unsigned int n) {
     return gm_dynamic_tile(n);
 }
 
-/* The warp's lanes the block has: what a converged warp's active threads are (lanes from 0,
- * so a thread's rank is its lane). */
-class coalesced_group : public thread_block_tile<32> {
-  public:
-    coalesced_group() : thread_block_tile<32>() {}
-    unsigned long long size() const { return (unsigned long long)__builtin_popcountll(mask_); }
-    unsigned long long num_threads() const { return size(); }
-};
-inline coalesced_group coalesced_threads() {
-    if (warpSize != 32) {
-        gm_sim_rt.fault("coalesced_threads() on a simulated warp of 64 lanes");
+/* Some lanes of one warp, named by a mask: the active threads (coalesced_threads), or the
+ * part of a group with one label (labeled_partition, binary_partition). Ranks count the
+ * group's lanes below the caller's, as CUDA's do. */
+class coalesced_group : public thread_group {
+    static unsigned int rank_in(unsigned long long mask) {
+        const unsigned int lane = (unsigned int)gm_lane_id();
+        return (unsigned int)__builtin_popcountll(mask & ((1ull << lane) - 1));
     }
-    return coalesced_group();
+    /* The lane of the group's thread of rank `rank` (the caller's own lane when there is none). */
+    unsigned int lane_of(unsigned long long rank) const {
+        unsigned long long left = mask_;
+        for (unsigned long long r = 0; left != 0; ++r) {
+            const unsigned int lane = (unsigned int)__builtin_ctzll(left);
+            if (r == rank) return lane;
+            left &= left - 1;
+        }
+        return (unsigned int)gm_lane_id();
+    }
+    template <typename T>
+    T from_lane(T value, unsigned int lane, const char* file, int line) const {
+        return details::collective(GM_SIM_OP_SHFL, mask_, value, lane, 64, file, line);
+    }
+
+  public:
+    explicit coalesced_group(unsigned long long mask)
+        : thread_group(mask, (unsigned int)__builtin_popcountll(mask), rank_in(mask), false) {}
+    unsigned long long size() const { return size_; }
+    unsigned long long num_threads() const { return size_; }
+    unsigned long long thread_rank() const { return rank_; }
+    unsigned long long meta_group_rank() const { return 0; }
+    unsigned long long meta_group_size() const { return 1; }
+    /* The lanes, as a warp mask (what `__activemask` gives). */
+    unsigned long long gm_sim_mask() const { return mask_; }
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        details::warp_barrier(mask_, file, line);
+    }
+    template <typename T>
+    T shfl(T value, unsigned int rank, const char* file = __builtin_FILE(),
+           int line = __builtin_LINE()) const {
+        return from_lane(value, lane_of(rank), file, line);
+    }
+    template <typename T>
+    T shfl_down(T value, unsigned int delta, const char* file = __builtin_FILE(),
+                int line = __builtin_LINE()) const {
+        const unsigned long long to = rank_ + delta;
+        return from_lane(value, to < size_ ? lane_of(to) : (unsigned int)gm_lane_id(), file, line);
+    }
+    template <typename T>
+    T shfl_up(T value, unsigned int delta, const char* file = __builtin_FILE(),
+              int line = __builtin_LINE()) const {
+        return from_lane(value, rank_ >= delta ? lane_of(rank_ - delta) : (unsigned int)gm_lane_id(),
+                         file, line);
+    }
+    /* One bit per thread of the group, by thread_rank. */
+    unsigned int ballot(int predicate, const char* file = __builtin_FILE(),
+                        int line = __builtin_LINE()) const {
+        const unsigned long long lanes =
+            gm_sim_rt.collective(GM_SIM_OP_BALLOT, mask_, predicate != 0, 0, 0, file, line);
+        unsigned int bits = 0;
+        unsigned long long left = mask_;
+        for (unsigned int r = 0; left != 0; ++r, left &= left - 1) {
+            if (lanes & (left & ~(left - 1))) bits |= 1u << r;
+        }
+        return bits;
+    }
+    int any(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return (int)gm_sim_rt.collective(GM_SIM_OP_ANY, mask_, predicate != 0, 0, 0, file, line);
+    }
+    int all(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return (int)gm_sim_rt.collective(GM_SIM_OP_ALL, mask_, predicate != 0, 0, 0, file, line);
+    }
+    /* The group's threads whose `value` equals this one's, by thread_rank. */
+    template <typename T>
+    unsigned int match_any(T value, const char* file = __builtin_FILE(),
+                           int line = __builtin_LINE()) const {
+        unsigned int same = 0;
+        for (unsigned int r = 0; r < size_; ++r) {
+            if (shfl(value, r, file, line) == value) same |= 1u << r;
+        }
+        return same;
+    }
+    template <typename T>
+    unsigned int match_all(T value, int& pred, const char* file = __builtin_FILE(),
+                           int line = __builtin_LINE()) const {
+        const unsigned int same = match_any(value, file, line);
+        const unsigned int everyone = (unsigned int)gm_lanes(0, size_);
+        pred = same == everyone;
+        return pred ? everyone : 0u;
+    }
+    /* The group's values combined by `op` in rank order, for every thread of the group. */
+    template <typename T, typename Op>
+    T gm_sim_reduce(T value, Op op, const char* file, int line) const {
+        T acc = shfl(value, 0, file, line);
+        for (unsigned int r = 1; r < size_; ++r) acc = op(acc, shfl(value, r, file, line));
+        return acc;
+    }
+    /* The lanes of this group whose `label` equals the caller's. */
+    template <typename Label>
+    unsigned long long gm_sim_same(Label label, const char* file, int line) const {
+        unsigned long long same = 0;
+        unsigned long long left = mask_;
+        while (left != 0) {
+            const unsigned int lane = (unsigned int)__builtin_ctzll(left);
+            if (from_lane(label, lane, file, line) == label) same |= 1ull << lane;
+            left &= left - 1;
+        }
+        return same;
+    }
+};
+
+/* The threads of the warp that are here (see __activemask). */
+inline coalesced_group coalesced_threads(const char* file = __builtin_FILE(),
+                                         int line = __builtin_LINE()) {
+    return coalesced_group(
+        gm_sim_rt.collective(GM_SIM_OP_ACTIVE, ~0ull, 0, 0, 0, file, line) & details::warp_lanes());
+}
+
+/* The threads of `group` with the caller's `label`, one group per label. */
+template <typename Label>
+inline coalesced_group labeled_partition(const coalesced_group& group, Label label,
+                                         const char* file = __builtin_FILE(),
+                                         int line = __builtin_LINE()) {
+    return coalesced_group(group.gm_sim_same(label, file, line));
+}
+template <typename Label, unsigned int N, typename P>
+inline coalesced_group labeled_partition(const thread_block_tile<N, P>& tile, Label label,
+                                         const char* file = __builtin_FILE(),
+                                         int line = __builtin_LINE()) {
+    static_assert(N <= 32, "labeled_partition of a tile of at most 32 threads");
+    return labeled_partition(coalesced_group(tile.gm_sim_mask()), label, file, line);
+}
+/* The threads of `group` whose `predicate` is the caller's. */
+template <typename Group>
+inline coalesced_group binary_partition(const Group& group, bool predicate,
+                                        const char* file = __builtin_FILE(),
+                                        int line = __builtin_LINE()) {
+    return labeled_partition(group, (int)predicate, file, line);
 }
 
 /* The grid: ranks and sizes; its sync needs a cooperative launch. */

@@ -12,8 +12,9 @@
  *                    __sad __usad __hadd __rhadd __uhadd __urhadd __dp4a __dp2a_lo/hi
  *   memory hints     __ldg __ldca __ldcg __ldcs __ldlu __ldcv, __stwb __stcg __stcs __stwt
  *   atomics          the `_block` and `_system` forms of every atomic (the plain ones)
- *   warps            __activemask, __match_any_sync, __match_all_sync, __reduce_*_sync
- *                    (built on the simulator's shuffles: kernels using them run on stacks)
+ *   warps            __activemask (the lanes that reach it together), __match_any_sync,
+ *                    __match_all_sync (built on the simulator's collectives: kernels using
+ *                    them run on stacks); __reduce_*_sync are gpu_mem.h's
  *   time             clock64, __trap-free hints __prof_trigger
  */
 #ifndef GM_SIM_INTRINSICS_H
@@ -266,19 +267,14 @@ GM_SIM_STORE(__stwt)
 #undef GM_SIM_STORE
 
 /* ----- warps -------------------------------------------------------------------------------- */
-/* The lanes of the calling thread's warp that the block has (a converged warp's active mask:
- * the simulator runs a warp's threads converged at every collective). */
-inline unsigned int __activemask() {
-    const gm_sim_thread* t = gm_sim_self();
-    const unsigned long long linear =
-        t->thread_idx.x + (unsigned long long)t->block_dim.x *
-                              (t->thread_idx.y + (unsigned long long)t->block_dim.y * t->thread_idx.z);
-    const unsigned long long threads =
-        (unsigned long long)t->block_dim.x * t->block_dim.y * t->block_dim.z;
-    const unsigned long long base = linear - t->lane;
-    const unsigned long long lanes =
-        threads - base < t->warp_size ? threads - base : (unsigned long long)t->warp_size;
-    return lanes >= 32 ? 0xffffffffu : (unsigned int)((1ull << lanes) - 1);
+/* The lanes of the calling thread's warp that are here: those that reach this call before the
+ * warp's other lanes can go on (they wait at another barrier or collective, or have ended), as
+ * a GPU's active mask is after a branch. Lanes that reach it in different iterations of a loop
+ * may be counted together; code that aggregates per call (warp-aggregated atomics) computes the
+ * same either way. */
+inline unsigned int __activemask(const char* gm_file = __builtin_FILE(),
+                                 int gm_line = __builtin_LINE()) {
+    return (unsigned int)gm_sim_rt.collective(GM_SIM_OP_ACTIVE, ~0ull, 0, 0, 0, gm_file, gm_line);
 }
 /* The lanes of `mask` whose `value` equals this lane's (through one shuffle per lane of the
  * mask, which every lane of the mask makes in the same order). */
@@ -298,29 +294,6 @@ inline unsigned int __match_all_sync(unsigned int mask, T value, int* pred) {
     *pred = same == mask;
     return same == mask ? mask : 0u;
 }
-#define GM_SIM_WARP_REDUCE(name, T, op)                                                       \
-    inline T name(unsigned int mask, T value) {                                               \
-        T acc = 0;                                                                            \
-        bool first = true;                                                                    \
-        for (int lane = 0; lane < 32; ++lane) {                                               \
-            if (mask & (1u << lane)) {                                                        \
-                const T v = __shfl_sync(mask, value, lane);                                   \
-                acc = first ? v : op;                                                         \
-                first = false;                                                                \
-            }                                                                                 \
-        }                                                                                     \
-        return acc;                                                                           \
-    }
-GM_SIM_WARP_REDUCE(__reduce_add_sync, unsigned int, acc + v)
-GM_SIM_WARP_REDUCE(__reduce_add_sync, int, acc + v)
-GM_SIM_WARP_REDUCE(__reduce_min_sync, unsigned int, (v < acc ? v : acc))
-GM_SIM_WARP_REDUCE(__reduce_min_sync, int, (v < acc ? v : acc))
-GM_SIM_WARP_REDUCE(__reduce_max_sync, unsigned int, (v > acc ? v : acc))
-GM_SIM_WARP_REDUCE(__reduce_max_sync, int, (v > acc ? v : acc))
-GM_SIM_WARP_REDUCE(__reduce_and_sync, unsigned int, acc & v)
-GM_SIM_WARP_REDUCE(__reduce_or_sync, unsigned int, acc | v)
-GM_SIM_WARP_REDUCE(__reduce_xor_sync, unsigned int, acc ^ v)
-#undef GM_SIM_WARP_REDUCE
 
 /* ----- atomics' scoped forms ----------------------------------------------------------------- */
 /* A block's threads share one OS thread and blocks run on all cores, so every scope is the

@@ -965,7 +965,14 @@ impl<'a> Block<'a> {
             }
             visited |= here;
             let missing = wait.mask & existing & !here;
-            if missing == 0 {
+            // An active mask is complete once no lane of the warp can still arrive: the others
+            // wait elsewhere or have ended.
+            let complete = if wait.op == Some(Collective::Active) {
+                !members.iter().any(|state| *state == State::Ready)
+            } else {
+                missing == 0
+            };
+            if complete {
                 if let Some(op) = wait.op {
                     self.combine_warp(op, base, here, lanes);
                 }
@@ -975,6 +982,9 @@ impl<'a> Block<'a> {
                     }
                 }
                 released = true;
+                continue;
+            }
+            if wait.op == Some(Collective::Active) {
                 continue;
             }
             let exited = (0..lanes)
@@ -1012,6 +1022,7 @@ impl<'a> Block<'a> {
             Collective::Ballot => Some(ballot),
             Collective::All => Some(u64::from(ballot == here & ballot_mask(lanes))),
             Collective::Any => Some(u64::from(ballot != 0)),
+            Collective::Active => Some(here),
             _ => None,
         };
         for lane in (0..lanes).filter(|&l| taking_part(l)) {

@@ -105,6 +105,7 @@ mod tests {
     /// A dynamic request the host cannot give (allowed by a huge `GPU_MEM_SIM_SHARED_MEMORY`) is
     /// an error, not the end of the process.
     #[test]
+    #[cfg_attr(miri, ignore = "Miri aborts on an allocation it cannot make")]
     fn shared_memory_the_host_cannot_give_is_an_error() {
         let huge = usize::MAX / 4;
         let message = SharedMemory::new(usize::MAX, huge).unwrap_err();

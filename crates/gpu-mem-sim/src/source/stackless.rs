@@ -34,10 +34,11 @@ use std::collections::BTreeSet;
 /// inside a function), raw strings (which the tokenizer does not read), and the vocabulary the
 /// simulator builds out of waiting calls inside functions of its own headers: cooperative
 /// groups (member functions) and the warp functions made of shuffles.
-const NEEDS_A_STACK: [&str; 6] = [
+const NEEDS_A_STACK: [&str; 7] = [
     "gm_sim_",
     "R\"",
     "cooperative_groups",
+    "__activemask",
     "__match_any_sync",
     "__match_all_sync",
     "__reduce_",

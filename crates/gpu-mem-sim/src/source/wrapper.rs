@@ -10,8 +10,16 @@ use super::declarations::Declared;
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
 /// `barrier`): warp collectives, atomics (a spin-wait on a flag) and the spin hint.
-const COLLECTIVES_AND_ATOMICS: [&str; 6] =
-    ["__shfl", "ballot", "__all", "__any", "atomic", "nanosleep"];
+const COLLECTIVES_AND_ATOMICS: [&str; 8] = [
+    "__shfl",
+    "ballot",
+    "__all",
+    "__any",
+    "atomic",
+    "nanosleep",
+    "activemask",
+    "cooperative_groups",
+];
 
 /// Whether `code` may make its threads wait for each other: it names a barrier, one of
 /// [`COLLECTIVES_AND_ATOMICS`] or the runtime table. Conservative: any occurrence, even in a

@@ -142,6 +142,10 @@ pub enum Collective {
     SyncAnd,
     /// `syncthreads_or`: 1 when some value of the block is non-zero.
     SyncOr,
+    /// `__activemask` (and `coalesced_threads`): the lanes of the warp that reach the same
+    /// call before the warp's other lanes can go on (they wait elsewhere or have ended): what
+    /// a GPU's active mask is after divergence.
+    Active,
 }
 
 impl Collective {
@@ -166,6 +170,7 @@ impl Collective {
             8 => Collective::SyncCount,
             9 => Collective::SyncAnd,
             10 => Collective::SyncOr,
+            11 => Collective::Active,
             _ => return None,
         })
     }
@@ -183,6 +188,7 @@ impl Collective {
             Collective::SyncCount => "syncthreads_count",
             Collective::SyncAnd => "syncthreads_and",
             Collective::SyncOr => "syncthreads_or",
+            Collective::Active => "__activemask",
         }
     }
 }

@@ -4,6 +4,7 @@
 //! references: NVIDIA's cuda-samples, Rodinia, PolyBench-ACC and HeCBench.
 
 mod cuda_samples;
+mod cuda_samples_groups;
 mod hecbench;
 mod polybench;
 mod rodinia;
@@ -13,6 +14,7 @@ use crate::Case;
 /// Every corpus case.
 pub fn cases() -> Vec<Case> {
     let mut cases = cuda_samples::cases();
+    cases.extend(cuda_samples_groups::cases());
     cases.extend(rodinia::cases());
     cases.extend(polybench::cases());
     cases.extend(hecbench::cases());

@@ -1,7 +1,7 @@
 /*
  * <cooperative_groups/reduce.h> for gpu-mem's simulator: cooperative_groups::reduce over a
- * tile (every thread of the tile gets the result), with plus, less, greater, bit_and, bit_or
- * and bit_xor.
+ * tile or a coalesced group (every thread of the group gets the result), with plus, less,
+ * greater, bit_and, bit_or and bit_xor.
  */
 #pragma once
 #include <cooperative_groups.h>
@@ -40,6 +40,6 @@ inline T reduce(const thread_block_tile<N, P>& tile, T value, Op op,
 template <typename T, typename Op>
 inline T reduce(const coalesced_group& group, T value, Op op,
                 const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-    return static_cast<const thread_block_tile<32>&>(group).gm_sim_reduce(value, op, file, line);
+    return group.gm_sim_reduce(value, op, file, line);
 }
 }  // namespace cooperative_groups

@@ -137,6 +137,7 @@ struct gm_sim_thread {
 #define GM_SIM_OP_SYNC_AND 9
 #define GM_SIM_OP_SYNC_OR 10
 #define GM_SIM_OP_ACTIVE 11
+#define GM_SIM_OP_GRID_SYNC 12
 
 /* The executor's entry points, installed once by gm_sim_init (C layout shared with Rust). */
 struct gm_sim_runtime {

@@ -694,6 +694,25 @@ fn kernels_compile_load_and_launch(mock: &Mock, nvrtc_path: &Path) -> Result<(),
     ensure(recorded == [1, 2, 3, 32, 4, 2, 0, 2], || {
         format!("second launch recorded as {recorded:?}")
     })?;
+    ensure(
+        mock.call::<i32>("mock_last_launch_cooperative")? == 0,
+        || "a plain launch went to cuLaunchCooperativeKernel".into(),
+    )?;
+    // A cooperative launch goes to cuLaunchCooperativeKernel; a grid the device cannot keep
+    // resident at once fails there, as CUDA fails it.
+    let cooperative = LaunchConfig::new(132, 256).cooperative();
+    // SAFETY: as above.
+    unsafe { b.launch_function(0, function, &cooperative, stream, &mut params)? };
+    ensure(
+        mock.call::<i32>("mock_last_launch_cooperative")? == 1,
+        || "a cooperative launch went to cuLaunchKernel".into(),
+    )?;
+    let too_large = LaunchConfig::new(133, 256).cooperative();
+    // SAFETY: as above.
+    match unsafe { b.launch_function(0, function, &too_large, stream, &mut params) } {
+        Err(Error::Native { code: 720, .. }) => {}
+        other => return Err(format!("a cooperative grid of 133 blocks on 132: {other:?}").into()),
+    }
 
     // The PTX path: NUL-terminated text is what cuModuleLoadData gets.
     let ptx = b.nvrtc()?.compile(

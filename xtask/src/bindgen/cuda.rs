@@ -351,6 +351,12 @@ const DRIVER_SYMBOLS: &[Symbol] = &[
         "4.0",
     ),
     sym(
+        "cuLaunchCooperativeKernel",
+        "PFN_cuLaunchCooperativeKernel_v9000",
+        &["cuLaunchCooperativeKernel"],
+        "9.0",
+    ),
+    sym(
         "cuFuncSetAttribute",
         "PFN_cuFuncSetAttribute_v9000",
         &["cuFuncSetAttribute"],

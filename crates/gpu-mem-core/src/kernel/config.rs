@@ -65,6 +65,11 @@ pub struct LaunchConfig {
     pub block: Dim3,
     /// Bytes of dynamic shared memory per block.
     pub shared_bytes: usize,
+    /// A cooperative launch: every block of the grid runs at once, so the kernel may wait for
+    /// the whole grid (`cooperative_groups::this_grid().sync()`). CUDA's
+    /// `cuLaunchCooperativeKernel`: the grid must fit on the device at once, or the launch
+    /// fails.
+    pub cooperative: bool,
 }
 
 impl LaunchConfig {
@@ -74,7 +79,14 @@ impl LaunchConfig {
             grid: grid.into(),
             block: block.into(),
             shared_bytes: 0,
+            cooperative: false,
         }
+    }
+
+    /// As a cooperative launch (see [`LaunchConfig::cooperative`]).
+    pub fn cooperative(mut self) -> LaunchConfig {
+        self.cooperative = true;
+        self
     }
 
     /// With `bytes` of dynamic shared memory per block.

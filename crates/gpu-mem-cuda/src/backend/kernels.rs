@@ -160,8 +160,9 @@ impl CudaBackend {
         Ok(FunctionHandle(function as usize as u64))
     }
 
-    /// `cuLaunchKernel(function, grid, block, shared bytes, stream, params, NULL)`, with no
-    /// checks of its own (`Backend::launch` validates the configuration and builds `params`).
+    /// `cuLaunchKernel(function, grid, block, shared bytes, stream, params, NULL)` —
+    /// `cuLaunchCooperativeKernel` for a cooperative configuration — with no checks of its own
+    /// (`Backend::launch` validates the configuration and builds `params`).
     ///
     /// # Safety
     /// `function` belongs to a module still loaded on `device`; `stream` is live (or the null
@@ -183,17 +184,28 @@ impl CudaBackend {
                 reason: format!("{} does not fit 32 bits", config.shared_bytes),
             })?;
         let _cx = self.current(device)?;
+        let (function, grid, block) = (
+            function.0 as usize as _,
+            config.grid.to_array(),
+            config.block.to_array(),
+        );
+        let (stream, params) = (stream.0 as usize as _, params.as_mut_ptr());
         // SAFETY: guaranteed by the caller; the driver reads exactly as many parameter
         // pointers as the kernel has parameters.
         unsafe {
-            self.driver.launch_kernel(
-                function.0 as usize as _,
-                config.grid.to_array(),
-                config.block.to_array(),
-                shared_bytes,
-                stream.0 as usize as _,
-                params.as_mut_ptr(),
-            )
+            if config.cooperative {
+                self.driver.launch_cooperative_kernel(
+                    function,
+                    grid,
+                    block,
+                    shared_bytes,
+                    stream,
+                    params,
+                )
+            } else {
+                self.driver
+                    .launch_kernel(function, grid, block, shared_bytes, stream, params)
+            }
         }
     }
 }

@@ -407,6 +407,7 @@ impl CudaBackend {
             block = %config.block,
             shared_bytes = config.shared_bytes,
             stream = handle.0,
+            cooperative = config.cooperative,
             "cuLaunchKernel"
         );
         // The driver copies the parameter bytes before returning; the caller keeps the memory the

@@ -1234,6 +1234,39 @@ impl CudaDriver {
         };
         self.check("cuLaunchKernel", code)
     }
+
+    /// `cuLaunchCooperativeKernel(function, grid, block, shared_bytes, stream, params)`: every
+    /// block resident at once, so the kernel may synchronize the grid.
+    ///
+    /// # Safety
+    /// As [`Driver::launch_kernel`].
+    pub unsafe fn launch_cooperative_kernel(
+        &self,
+        function: CUfunction,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        stream: CUstream,
+        params: *mut *mut c_void,
+    ) -> Result<()> {
+        let f = get!(self.cuLaunchCooperativeKernel, "cooperative launch");
+        // SAFETY: guaranteed by the caller.
+        let code = unsafe {
+            f(
+                function,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared_bytes,
+                stream,
+                params,
+            )
+        };
+        self.check("cuLaunchCooperativeKernel", code)
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
  *   - registering twice gives 712, unregistering an unknown base gives 713, and
  *     cuMemHostGetDevicePointer needs memory allocated / registered with DEVICEMAP;
  *   - cuEventElapsedTime fails with CUDA_ERROR_INVALID_HANDLE for untimed or unrecorded events;
- *   - cuLaunchKernel checks the launch shape against the device limits it reports.
+ *   - cuLaunchKernel checks the launch shape against the device limits it reports;
+ *     cuLaunchCooperativeKernel also that the grid fits 132 resident blocks.
  * Flags passed in are recorded for inspection through the mock_* functions. Launches run
  * nothing: the mock records their shape, stream and parameter bytes (the test says how many
  * bytes each parameter has, as the real driver knows from the compiled function), and numbers
@@ -815,6 +816,10 @@ static unsigned last_launch[8]; /* grid x y z, block x y z, shared bytes, launch
 static unsigned long long last_param0;
 static unsigned long long last_launch_seq;
 static CUstream last_launch_stream;
+static int last_launch_cooperative;
+/* Blocks the mock's device keeps resident at once (132 SMs, one block each). */
+#define COOPERATIVE_BLOCKS 132
+#define E_COOPERATIVE_LAUNCH_TOO_LARGE 720
 static int module_loads, live_modules;
 
 #define MAX_PARAMS 16
@@ -837,6 +842,7 @@ static unsigned char param_bytes[MAX_PARAMS][MAX_PARAM_BYTES];
 unsigned mock_last_launch(int i) { return i >= 0 && i < 8 ? last_launch[i] : 0; }
 unsigned long long mock_last_param0(void) { return last_param0; }
 unsigned long long mock_last_launch_seq(void) { return last_launch_seq; }
+int mock_last_launch_cooperative(void) { return last_launch_cooperative; }
 unsigned long long mock_last_launch_stream(void) { return (unsigned long long)(uintptr_t)last_launch_stream; }
 int mock_module_loads(void) { return module_loads; }
 int mock_live_modules(void) { return live_modules; }
@@ -998,12 +1004,13 @@ CUresult cuModuleUnload(void *m) {
     return OK;
 }
 
-CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                        unsigned bz, unsigned shared, CUstream s, void **params, void **extra) {
+/* What cuLaunchKernel and cuLaunchCooperativeKernel check and record alike. */
+static CUresult launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned shared, CUstream s, void **params, int cooperative) {
     NEED_CONTEXT();
     if (!f || ((struct function *)f)->magic != FUNCTION_MAGIC) return E_INVALID_HANDLE;
     if (!stream_ok(s)) return E_INVALID_HANDLE;
-    if (!params || extra) return E_INVALID_VALUE;
+    if (!params) return E_INVALID_VALUE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024) return E_INVALID_VALUE;
     if (bx > 1024 || by > 1024 || bz > 64 || gx > 2147483647u || gy > 65535 || gz > 65535) return E_INVALID_VALUE;
     if ((unsigned long long)bx * by * bz > (unsigned long long)function_max_threads) return E_LAUNCH_OUT_OF_RESOURCES;
@@ -1012,14 +1019,29 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
         int allowed = fn->max_dynamic_shared ? fn->max_dynamic_shared : DEFAULT_SHARED - static_shared;
         if ((long long)shared > allowed || static_shared + (long long)shared > OPTIN_SHARED) return E_INVALID_VALUE;
     }
+    /* A cooperative grid must be resident at once: the mock's device keeps COOPERATIVE_BLOCKS. */
+    if (cooperative && (unsigned long long)gx * gy * gz > COOPERATIVE_BLOCKS) return E_COOPERATIVE_LAUNCH_TOO_LARGE;
     unsigned values[8] = {gx, gy, gz, bx, by, bz, shared, last_launch[7] + 1};
     memcpy(last_launch, values, sizeof values);
+    last_launch_cooperative = cooperative;
     last_param0 = 0;
     if (param_count > 0) memcpy(&last_param0, params[0], param_sizes[0] < 8 ? param_sizes[0] : 8);
     for (int i = 0; i < param_count; ++i) memcpy(param_bytes[i], params[i], param_sizes[i]);
     last_launch_stream = s;
     last_launch_seq = ++sequence;
     return OK;
+}
+
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared, CUstream s, void **params, void **extra) {
+    if (extra) return E_INVALID_VALUE;
+    return launch(f, gx, gy, gz, bx, by, bz, shared, s, params, 0);
+}
+
+CUresult cuLaunchCooperativeKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned shared, CUstream s,
+                                   void **params) {
+    return launch(f, gx, gy, gz, bx, by, bz, shared, s, params, 1);
 }
 
 /* ----- several devices: peer access and copies ----------------------------------------- */

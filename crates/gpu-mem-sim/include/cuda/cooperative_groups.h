@@ -15,8 +15,8 @@
  *   coalesced_group (coalesced_threads, labeled_partition, binary_partition): the lanes of a
  *     warp that are here (see __activemask) or share a label: sync, thread_rank, size, shfl,
  *     shfl_up, shfl_down, ballot, any, all, match_any, match_all, reduce
- *   grid_group (this_grid): thread_rank, size; sync is a fault (it needs a cooperative launch,
- *     which the simulator does not run)
+ *   grid_group (this_grid): thread_rank, size, sync (in a cooperative launch, whose blocks
+ *     all run at once: LaunchConfig::cooperative)
  *   cooperative_groups::sync(group); reduce and the operators are in
  *   <cooperative_groups/reduce.h>.
  * Barriers and collectives name the line that calls them, as __syncthreads does. A kernel
@@ -450,9 +450,10 @@ class grid_group {
     }
     unsigned long long num_threads() const { return size(); }
     bool is_valid() const { return true; }
-    void sync() const {
-        gm_sim_trap_with("grid-wide synchronization (this_grid().sync()) needs a cooperative "
-                         "launch, which the simulator does not run");
+    /* Every thread of the grid: in a cooperative launch (LaunchConfig::cooperative), whose
+     * blocks all run at once; elsewhere an error, where a GPU could hang. */
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        gm_sim_rt.collective(GM_SIM_OP_GRID_SYNC, ~0ull, 0, 0, 0, file, line);
     }
 };
 inline grid_group this_grid() { return grid_group(); }
@@ -462,6 +463,5 @@ inline void sync(const Group& group, const char* file = __builtin_FILE(),
                  int line = __builtin_LINE()) {
     group.sync(file, line);
 }
-inline void sync(const grid_group& group) { group.sync(); }
 
 }  // namespace cooperative_groups

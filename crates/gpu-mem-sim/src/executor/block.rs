@@ -12,6 +12,7 @@
 
 use super::body::{Body, CompiledLaunch, GmSimThread};
 use super::fiber::{self, Fiber, Target};
+use super::grid_barrier::GridBarrier;
 use super::shared::SharedMemory;
 use super::stack;
 use crate::source::Entry;
@@ -310,6 +311,8 @@ pub(crate) struct Block<'a> {
     pub(crate) grid_dim: Dim3,
     pub(crate) warp_size: u32,
     pub(crate) shared: SharedMemory,
+    /// The grid barrier of a cooperative launch; `None` for others.
+    grid: Option<&'a GridBarrier>,
     /// What every closure thread's context refers to.
     pub(crate) ctx: BlockCtx<'a>,
     slots: RefCell<Vec<Slot>>,
@@ -338,6 +341,7 @@ impl<'a> Block<'a> {
         grid_dim: Dim3,
         warp_size: u32,
         shared: SharedMemory,
+        grid: Option<&'a GridBarrier>,
     ) -> Block<'a> {
         // SAFETY: `grid::run_grid` built the arguments' views from validated device ranges kept
         // alive for the whole launch.
@@ -351,6 +355,7 @@ impl<'a> Block<'a> {
             grid_dim,
             warp_size,
             shared,
+            grid,
             // Sized by the first collective.
             slots: RefCell::new(Vec::new()),
             fault: RefCell::new(None),
@@ -823,7 +828,7 @@ impl<'a> Block<'a> {
         let released = match s.first_block_wait {
             // The common case: every thread waits at the same block barrier.
             Some(wait) if s.block_waiting == count && s.one_site => {
-                self.release_block_now(wait);
+                self.release_block_now(wait)?;
                 s.phases.fill(Phase::Ready);
                 s.waiting = 0;
                 s.block_waiting = 0;
@@ -968,7 +973,7 @@ impl<'a> Block<'a> {
             // An active mask is complete once no lane of the warp can still arrive: the others
             // wait elsewhere or have ended.
             let complete = if wait.op == Some(Collective::Active) {
-                !members.iter().any(|state| *state == State::Ready)
+                !members.contains(&State::Ready)
             } else {
                 missing == 0
             };
@@ -1075,20 +1080,37 @@ impl<'a> Block<'a> {
                 states.len()
             )));
         }
-        self.release_block_now(wait);
+        self.release_block_now(wait)?;
         states.iter_mut().for_each(|s| *s = State::Ready);
         Ok(true)
     }
 
     /// Releases every thread of the block from `wait`, a block barrier or collective they all
-    /// wait at.
-    fn release_block_now(&self, wait: Wait) {
-        if let Some(op) = wait.op {
-            self.combine_block(op);
+    /// wait at; at a grid barrier, once every block of the grid has reached it.
+    fn release_block_now(&self, wait: Wait) -> Result<(), Error> {
+        match wait.op {
+            Some(Collective::GridSync) => self.wait_for_the_grid(wait.at)?,
+            Some(op) => self.combine_block(op),
+            None => {}
         }
         if wait.fence == Fence::Global {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         }
+        Ok(())
+    }
+
+    /// Waits, with the block's OS thread, until every block of the grid is at its grid barrier.
+    fn wait_for_the_grid(&self, at: Site) -> Result<(), Error> {
+        let Some(grid) = self.grid else {
+            return Err(self.divergence(format!(
+                "this_grid().sync() at {at} needs a cooperative launch (LaunchConfig::cooperative), whose blocks all run at once: in another launch a GPU's blocks need not, and the grid barrier can hang"
+            )));
+        };
+        grid.wait()
+            .map_err(|why| self.divergence(format!("grid barrier at {at}: {why}")))?;
+        // What other blocks wrote before the barrier is seen after it.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// Computes every thread's result of a block collective (`syncthreads_count` & co).

@@ -4,6 +4,7 @@
 use super::args::{Resolved, encode, views};
 use super::block::Block;
 use super::body::{Body, CompiledLaunch};
+use super::grid_barrier::GridBarrier;
 use super::shared::SharedMemory;
 use crate::reentry::enter_kernel;
 use crate::source::SourceProgram;
@@ -85,51 +86,169 @@ pub(crate) fn run_grid(
         }
     };
     let total = config.grid.count();
+    if config.cooperative {
+        return run_cooperative(kernel, body, &views, config, warp_size, shared_limit);
+    }
     let next = AtomicU64::new(0);
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
-    let failure: Mutex<Option<(u64, Error)>> = Mutex::new(None);
-    let lowest_failure = AtomicU64::new(u64::MAX);
-    let record = |linear: u64, error: Error| {
-        let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
-            *slot = Some((linear, error));
-            lowest_failure.fetch_min(linear, Ordering::AcqRel);
-        }
-    };
+    let failure = LowestFailure::default();
     let work = || {
         let _in_kernel = enter_kernel(kernel);
         loop {
             let linear = next.fetch_add(1, Ordering::Relaxed);
-            if linear >= total || linear > lowest_failure.load(Ordering::Acquire) {
+            if linear >= total || linear > failure.lowest.load(Ordering::Acquire) {
                 return;
             }
-            let shared = match SharedMemory::new(shared_limit, config.shared_bytes) {
-                Ok(shared) => shared,
-                Err(reason) => {
-                    let kernel = kernel.to_string();
-                    return record(linear, Error::InvalidLaunch { kernel, reason });
-                }
-            };
-            let block = Block::new(
+            let block = BlockRun {
                 kernel,
                 body,
-                views.get(),
-                block_index(linear, config.grid),
-                config.block,
-                config.grid,
+                views: &views,
+                config,
                 warp_size,
-                shared,
-            );
-            if let Err(error) = block.run() {
-                record(linear, error);
+                shared_limit,
+            };
+            if let Err(error) = block.run(linear, None) {
+                failure.record(linear, error);
             }
         }
     };
     // The launching thread runs blocks too; the process's worker threads help with the rest.
     let helpers = usize::try_from(total.saturating_sub(1)).unwrap_or(usize::MAX);
     crate::workers::run_parallel(helpers, &work);
-    match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some((_, error)) => Err(error),
-        None => Ok(()),
+    failure.into_result()
+}
+
+/// The most blocks a cooperative launch may have: each runs on an OS thread of its own for the
+/// whole launch (a GPU allows as many as it can keep resident at once, and fails the launch
+/// with `CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE` beyond that).
+pub(crate) const MAX_COOPERATIVE_BLOCKS: u64 = 1024;
+
+/// Runs a cooperative launch: every block at once, each on a scoped OS thread of its own, so
+/// that blocks can wait for each other at the grid barrier (`this_grid().sync()`).
+fn run_cooperative(
+    kernel: &str,
+    body: Body<'_>,
+    views: &Views<'_>,
+    config: &LaunchConfig,
+    warp_size: u32,
+    shared_limit: usize,
+) -> Result<()> {
+    let total = config.grid.count();
+    if total > MAX_COOPERATIVE_BLOCKS {
+        return Err(Error::InvalidLaunch {
+            kernel: kernel.to_string(),
+            reason: format!(
+                "a cooperative launch of {total} blocks: the simulator runs at most {MAX_COOPERATIVE_BLOCKS} blocks at once (CUDA fails such a launch with CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE); size the grid to the blocks that can be resident"
+            ),
+        });
+    }
+    let barrier = GridBarrier::new(total);
+    let failure = LowestFailure::default();
+    let block = BlockRun {
+        kernel,
+        body,
+        views,
+        config,
+        warp_size,
+        shared_limit,
+    };
+    let spawned = std::thread::scope(|scope| -> std::io::Result<()> {
+        for linear in 0..total {
+            let (block, barrier, failure) = (&block, &barrier, &failure);
+            let started = std::thread::Builder::new()
+                .name(format!("gpu-mem-sim block {linear}"))
+                .spawn_scoped(scope, move || {
+                    let _in_kernel = enter_kernel(kernel);
+                    let outcome = block.run(linear, Some(barrier));
+                    barrier.leave();
+                    if let Err(error) = outcome {
+                        failure.record(linear, error);
+                    }
+                });
+            if let Err(error) = started {
+                // The blocks started wait at the barrier for one that never comes: break it.
+                for _ in linear..total {
+                    barrier.leave();
+                }
+                return Err(error);
+            }
+        }
+        Ok(())
+    });
+    if let Err(error) = spawned {
+        return Err(Error::InvalidLaunch {
+            kernel: kernel.to_string(),
+            reason: format!(
+                "cannot start a thread for each of the {total} blocks of a cooperative launch: {error}"
+            ),
+        });
+    }
+    failure.into_result()
+}
+
+/// What running one block of a launch needs.
+struct BlockRun<'k, 'a> {
+    kernel: &'k str,
+    body: Body<'a>,
+    views: &'k Views<'a>,
+    config: &'k LaunchConfig,
+    warp_size: u32,
+    shared_limit: usize,
+}
+
+impl BlockRun<'_, '_> {
+    /// Runs block `linear` on the calling OS thread.
+    fn run(&self, linear: u64, grid: Option<&GridBarrier>) -> Result<()> {
+        let shared =
+            SharedMemory::new(self.shared_limit, self.config.shared_bytes).map_err(|reason| {
+                Error::InvalidLaunch {
+                    kernel: self.kernel.to_string(),
+                    reason,
+                }
+            })?;
+        let block = Block::new(
+            self.kernel,
+            self.body,
+            self.views.get(),
+            block_index(linear, self.config.grid),
+            self.config.block,
+            self.config.grid,
+            self.warp_size,
+            shared,
+            grid,
+        );
+        block.run()
+    }
+}
+
+/// The error of the lowest-numbered failing block so far (blocks above it are skipped).
+struct LowestFailure {
+    first: Mutex<Option<(u64, Error)>>,
+    lowest: AtomicU64,
+}
+
+impl Default for LowestFailure {
+    fn default() -> Self {
+        LowestFailure {
+            first: Mutex::new(None),
+            lowest: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl LowestFailure {
+    fn record(&self, linear: u64, error: Error) {
+        let mut slot = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
+            *slot = Some((linear, error));
+            self.lowest.fetch_min(linear, Ordering::AcqRel);
+        }
+    }
+
+    fn into_result(self) -> Result<()> {
+        match self.first.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some((_, error)) => Err(error),
+            None => Ok(()),
+        }
     }
 }

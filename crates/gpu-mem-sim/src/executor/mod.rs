@@ -24,6 +24,7 @@ mod block;
 pub(crate) mod body;
 mod fiber;
 mod grid;
+mod grid_barrier;
 mod polled;
 mod shared;
 mod stack;

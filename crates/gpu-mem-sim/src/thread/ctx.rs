@@ -146,13 +146,19 @@ pub enum Collective {
     /// call before the warp's other lanes can go on (they wait elsewhere or have ended): what
     /// a GPU's active mask is after divergence.
     Active,
+    /// `this_grid().sync()`: every thread of the block, then every block of the grid (a
+    /// cooperative launch, whose blocks all run at once).
+    GridSync,
 }
 
 impl Collective {
     /// The barrier scope the operation synchronizes.
     pub fn scope(self) -> BarrierScope {
         match self {
-            Collective::SyncCount | Collective::SyncAnd | Collective::SyncOr => BarrierScope::Block,
+            Collective::SyncCount
+            | Collective::SyncAnd
+            | Collective::SyncOr
+            | Collective::GridSync => BarrierScope::Block,
             _ => BarrierScope::Warp,
         }
     }
@@ -171,6 +177,7 @@ impl Collective {
             9 => Collective::SyncAnd,
             10 => Collective::SyncOr,
             11 => Collective::Active,
+            12 => Collective::GridSync,
             _ => return None,
         })
     }
@@ -189,6 +196,7 @@ impl Collective {
             Collective::SyncAnd => "syncthreads_and",
             Collective::SyncOr => "syncthreads_or",
             Collective::Active => "__activemask",
+            Collective::GridSync => "this_grid().sync()",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! NVIDIA cuda-samples whose kernels use cooperative groups past block tiles: groups of the
-//! threads that are active (`coalesced_threads`) and partitions by label or predicate
-//! (`labeled_partition`, `binary_partition`). The device code is verbatim in
+//! threads that are active (`coalesced_threads`), partitions by label or predicate
+//! (`labeled_partition`, `binary_partition`) and the grid barrier of a cooperative launch
+//! (`this_grid().sync()`). The device code is verbatim in
 //! `tests/corpus/cuda-samples/` (BSD-3-Clause, origin on line 1); the launches are the samples'
 //! own on smaller problems, checked as the samples' host code checks them, and more strictly
 //! where the result is deterministic.
@@ -12,6 +13,7 @@ use gpu_mem::prelude::*;
 const WARP_AGGREGATED: &str =
     include_str!("../../../corpus/cuda-samples/warpAggregatedAtomicsCG.cu");
 const BINARY_PARTITION: &str = include_str!("../../../corpus/cuda-samples/binaryPartitionCG.cu");
+const MULTI_BLOCK: &str = include_str!("../../../corpus/cuda-samples/reductionMultiBlockCG.cu");
 
 /// The cases of this module.
 pub fn cases() -> Vec<Case> {
@@ -20,6 +22,8 @@ pub fn cases() -> Vec<Case> {
         warp_aggregated_map_to_buckets,
         warp_aggregated_max_in_buckets,
         binary_partition_odd_even,
+        reduction_multi_block_cooperative,
+        grid_sync_needs_a_cooperative_launch,
     ]
 }
 
@@ -254,6 +258,96 @@ fn binary_partition_odd_even(rt: &Runtime) -> Result<(), String> {
     ensure!(
         got == (odds, vec![odd_sum, even_sum]),
         "odd count and sums {got:?}, the reference ({odds}, [{odd_sum}, {even_sum}])"
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// reductionMultiBlockCG: one launch, blocks synchronized by the grid barrier
+// ---------------------------------------------------------------------------------------------
+
+/// `reduceSinglePassMultiBlockCG` in a cooperative launch: each block sums its grid-stride
+/// share in double, writes it, waits at `cg::sync(grid)`, and grid thread 0 adds the blocks'
+/// sums, which it can read only because every block passed the grid barrier first.
+fn reduction_multi_block_cooperative(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    // The sample sizes the grid by occupancy (all blocks resident); 8 blocks of 256 here.
+    let (blocks, threads) = (8u32, 256u32);
+    let n = 1usize << 16;
+    let input: Vec<f32> = random(n, 23, 1 << 20)
+        .iter()
+        .map(|&v| v as f32 / (1 << 20) as f32)
+        .collect();
+    let mut d_input = dev.to_device_slice(&input).map_err(fail("g_idata"))?;
+    let mut d_output = dev
+        .to_device_slice(&vec![0f32; blocks as usize])
+        .map_err(fail("g_odata"))?;
+    let kernel = Kernel::from_source(MULTI_BLOCK, "reduceSinglePassMultiBlockCG");
+    // The sample: threads * sizeof(double) of dynamic shared memory.
+    let config = LaunchConfig::new(blocks, threads)
+        .with_shared_bytes(threads as usize * 8)
+        .cooperative();
+    // SAFETY: the kernel reads g_idata[i] for i < n, writes g_odata[blockIdx.x] for the grid's
+    // blocks and sdata[thread_rank] within its dynamic shared memory.
+    unsafe {
+        dev.launch(
+            &kernel,
+            config,
+            &mut [&mut d_input, &mut d_output, &mut Scalar(n as u32)],
+        )
+    }
+    .map_err(fail("reduceSinglePassMultiBlockCG"))?;
+    let got = d_output.copy_to_host().map_err(fail("g_odata"))?[[0]];
+    let want: f64 = input.iter().map(|&v| f64::from(v)).sum();
+    // Each block's sum is exact in double and rounded once to float; grid thread 0 adds the
+    // eight in float: a few float roundings of a sum near 32768.
+    let error = (f64::from(got) - want).abs();
+    // Written so that a NaN fails.
+    let within = error <= want * 1e-6;
+    ensure!(
+        within,
+        "sum {got}, the reference {want} (error {error:e})"
+    );
+    Ok(())
+}
+
+/// A grid barrier needs a cooperative launch (a GPU's blocks need not all be resident in
+/// another, and the barrier can hang): without one, the launch fails naming the barrier; a
+/// cooperative grid larger than what can run at once fails too, as CUDA fails it.
+fn grid_sync_needs_a_cooperative_launch(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let threads = 64u32;
+    let mut d_input = dev.to_device_slice(&[1f32; 256]).map_err(fail("g_idata"))?;
+    let mut d_output = dev.to_device_slice(&[0f32; 4]).map_err(fail("g_odata"))?;
+    let kernel = Kernel::from_source(MULTI_BLOCK, "reduceSinglePassMultiBlockCG");
+    let plain = LaunchConfig::new(4, threads).with_shared_bytes(threads as usize * 8);
+    // SAFETY: as in reduction_multi_block_cooperative, with 256 inputs and 4 blocks.
+    let result = unsafe {
+        dev.launch(
+            &kernel,
+            plain,
+            &mut [&mut d_input, &mut d_output, &mut Scalar(256u32)],
+        )
+    };
+    let message = result.err().map(|e| e.to_string()).unwrap_or_default();
+    ensure!(
+        message.contains("cooperative launch") && message.contains(".cu:"),
+        "a grid barrier outside a cooperative launch: {message:?}"
+    );
+    let huge = LaunchConfig::new(1 << 20, threads)
+        .with_shared_bytes(threads as usize * 8)
+        .cooperative();
+    // SAFETY: refused before any block runs.
+    let result = unsafe {
+        dev.launch(
+            &kernel,
+            huge,
+            &mut [&mut d_input, &mut d_output, &mut Scalar(256u32)],
+        )
+    };
+    ensure!(
+        result.is_err(),
+        "a cooperative launch of 2^20 blocks was accepted"
     );
     Ok(())
 }

@@ -257,6 +257,18 @@ impl RocBackend {
                     kernel.name()
                 ),
             })?;
+        if config.cooperative {
+            // HIP's grid barrier needs the multi-grid arguments hipLaunchCooperativeKernel
+            // passes and a co-residency check; a dispatch packet of this backend has neither.
+            return Err(Error::NotSupportedByBackend {
+                backend: BackendKind::Roc,
+                feature: "cooperative launch",
+                reason: format!(
+                    "kernel `{}`: the ROC backend dispatches through HSA queues and cannot make a cooperative launch (this_grid().sync()); run it on CUDA or the simulator",
+                    kernel.name()
+                ),
+            });
+        }
         self.check_peer_args(device, kernel, args)?;
         let stream = stream.map(|h| self.stream(device, h)).transpose()?;
         let dev = self.device_launch(device)?;

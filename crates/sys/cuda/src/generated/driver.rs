@@ -2336,6 +2336,20 @@ pub type PFN_cuLaunchKernel_v4000 = ::core::option::Option<
         extra: *mut *mut ::core::ffi::c_void,
     ) -> CUresult,
 >;
+pub type PFN_cuLaunchCooperativeKernel_v9000 = ::core::option::Option<
+    unsafe extern "C" fn(
+        f: CUfunction,
+        gridDimX: ::core::ffi::c_uint,
+        gridDimY: ::core::ffi::c_uint,
+        gridDimZ: ::core::ffi::c_uint,
+        blockDimX: ::core::ffi::c_uint,
+        blockDimY: ::core::ffi::c_uint,
+        blockDimZ: ::core::ffi::c_uint,
+        sharedMemBytes: ::core::ffi::c_uint,
+        hStream: CUstream,
+        kernelParams: *mut *mut ::core::ffi::c_void,
+    ) -> CUresult,
+>;
 pub type PFN_cuMemFreeAsync_v11020 = ::core::option::Option<
     unsafe extern "C" fn(dptr: CUdeviceptr_v2, hStream: CUstream) -> CUresult,
 >;

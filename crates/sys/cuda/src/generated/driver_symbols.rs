@@ -58,6 +58,7 @@
 /// | `cuModuleGetGlobal` | `cuModuleGetGlobal_v2` | 3.2 |
 /// | `cuModuleUnload` | `cuModuleUnload` | 2.0 |
 /// | `cuLaunchKernel` | `cuLaunchKernel` | 4.0 |
+/// | `cuLaunchCooperativeKernel` | `cuLaunchCooperativeKernel` | 9.0 |
 /// | `cuFuncSetAttribute` | `cuFuncSetAttribute` | 9.0 |
 /// | `cuFuncGetAttribute` | `cuFuncGetAttribute` | 2.2 |
 /// | `cuFuncGetParamInfo` | `cuFuncGetParamInfo` | 12.4 |
@@ -131,6 +132,7 @@ macro_rules! cuda_driver_symbols {
             cuModuleGetGlobal: $crate::driver::PFN_cuModuleGetGlobal_v3020 = ["cuModuleGetGlobal_v2"], "3.2";
             cuModuleUnload: $crate::driver::PFN_cuModuleUnload_v2000 = ["cuModuleUnload"], "2.0";
             cuLaunchKernel: $crate::driver::PFN_cuLaunchKernel_v4000 = ["cuLaunchKernel"], "4.0";
+            cuLaunchCooperativeKernel: $crate::driver::PFN_cuLaunchCooperativeKernel_v9000 = ["cuLaunchCooperativeKernel"], "9.0";
             cuFuncSetAttribute: $crate::driver::PFN_cuFuncSetAttribute_v9000 = ["cuFuncSetAttribute"], "9.0";
             cuFuncGetAttribute: $crate::driver::PFN_cuFuncGetAttribute_v2020 = ["cuFuncGetAttribute"], "2.2";
             cuFuncGetParamInfo: $crate::driver::PFN_cuFuncGetParamInfo_v12040 = ["cuFuncGetParamInfo"], "12.4";

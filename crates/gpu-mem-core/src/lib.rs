@@ -37,8 +37,8 @@ pub use backend::Backend;
 pub const KERNEL_PRELUDE: &str = include_str!("../include/gpu_mem.h");
 
 /// The headers NVRTC and hiprtc are given by name besides the prelude, `(include name,
-/// contents)`: the C library's (`<math.h>`, `<stdio.h>`, `<assert.h>`, `<stdint.h>`, their
-/// `<c...>` forms and the limits), which kernels include and those compilers lack (their
+/// contents)`: the C library's (`<math.h>`, `<stdio.h>`, `<assert.h>`, `<stdint.h>`,
+/// `<time.h>`, their `<c...>` forms and the limits), which kernels include and those compilers lack (their
 /// functions are built in there), and CUDA's `<math_constants.h>`. The simulator's host
 /// compiler has the C library's real ones, and takes `math_constants.h` from here too.
 pub const RTC_HEADERS: &[(&str, &str)] = &[
@@ -60,6 +60,8 @@ pub const RTC_HEADERS: &[(&str, &str)] = &[
     ("climits", include_str!("../include/rtc/climits")),
     ("stddef.h", include_str!("../include/rtc/stddef.h")),
     ("cstddef", include_str!("../include/rtc/cstddef")),
+    ("time.h", include_str!("../include/rtc/time.h")),
+    ("ctime", include_str!("../include/rtc/ctime")),
     (
         "math_constants.h",
         include_str!("../include/rtc/math_constants.h"),

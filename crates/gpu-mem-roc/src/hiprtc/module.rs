@@ -47,6 +47,7 @@ const HIP_HEADERS: &[(&str, &str)] = &[
         "cooperative_groups/reduce.h",
         include_str!("../../include/cooperative_groups/reduce.h"),
     ),
+    ("cuda_fp16.h", include_str!("../../include/cuda_fp16.h")),
 ];
 
 /// The complete translation unit hiprtc compiles: the prelude, then the module's source with

@@ -30,6 +30,7 @@ const SIMULATOR_HEADERS: &[(&str, &str)] = headers![
     "vector_functions.h" => "cuda/vector_functions.h",
     "cooperative_groups.h" => "cuda/cooperative_groups.h",
     "cooperative_groups/reduce.h" => "cuda/cooperative_groups/reduce.h",
+    "cuda_fp16.h" => "cuda/cuda_fp16.h",
     "assert.h" => "cuda/assert.h",
     "cassert" => "cuda/cassert",
 ];

@@ -4,7 +4,7 @@
 //! references: NVIDIA's cuda-samples, Rodinia, PolyBench-ACC and HeCBench.
 
 mod cuda_samples;
-mod cuda_samples_groups;
+mod cuda_samples_features;
 mod hecbench;
 mod polybench;
 mod rodinia;
@@ -14,7 +14,7 @@ use crate::Case;
 /// Every corpus case.
 pub fn cases() -> Vec<Case> {
     let mut cases = cuda_samples::cases();
-    cases.extend(cuda_samples_groups::cases());
+    cases.extend(cuda_samples_features::cases());
     cases.extend(rodinia::cases());
     cases.extend(polybench::cases());
     cases.extend(hecbench::cases());

@@ -1,7 +1,7 @@
-//! NVIDIA cuda-samples whose kernels use cooperative groups past block tiles: groups of the
-//! threads that are active (`coalesced_threads`), partitions by label or predicate
-//! (`labeled_partition`, `binary_partition`) and the grid barrier of a cooperative launch
-//! (`this_grid().sync()`). The device code is verbatim in
+//! NVIDIA cuda-samples of CUDA features past the basics: cooperative groups of the threads that
+//! are active (`coalesced_threads`), partitions by label or predicate (`labeled_partition`,
+//! `binary_partition`), the grid barrier of a cooperative launch (`this_grid().sync()`) and
+//! half precision (`<cuda_fp16.h>`). The device code is verbatim in
 //! `tests/corpus/cuda-samples/` (BSD-3-Clause, origin on line 1); the launches are the samples'
 //! own on smaller problems, checked as the samples' host code checks them, and more strictly
 //! where the result is deterministic.
@@ -14,16 +14,19 @@ const WARP_AGGREGATED: &str =
     include_str!("../../../corpus/cuda-samples/warpAggregatedAtomicsCG.cu");
 const BINARY_PARTITION: &str = include_str!("../../../corpus/cuda-samples/binaryPartitionCG.cu");
 const MULTI_BLOCK: &str = include_str!("../../../corpus/cuda-samples/reductionMultiBlockCG.cu");
+const FP16_PRODUCT: &str = include_str!("../../../corpus/cuda-samples/fp16ScalarProduct.cu");
 
 /// The cases of this module.
 pub fn cases() -> Vec<Case> {
-    crate::cases!["corpus::cuda_samples_groups", Requires::Kernels;
+    crate::cases!["corpus::cuda_samples_features", Requires::Kernels;
         warp_aggregated_filter,
         warp_aggregated_map_to_buckets,
         warp_aggregated_max_in_buckets,
         binary_partition_odd_even,
         reduction_multi_block_cooperative,
         grid_sync_needs_a_cooperative_launch,
+        fp16_scalar_product_native,
+        fp16_scalar_product_intrinsics,
     ]
 }
 
@@ -304,10 +307,7 @@ fn reduction_multi_block_cooperative(rt: &Runtime) -> Result<(), String> {
     let error = (f64::from(got) - want).abs();
     // Written so that a NaN fails.
     let within = error <= want * 1e-6;
-    ensure!(
-        within,
-        "sum {got}, the reference {want} (error {error:e})"
-    );
+    ensure!(within, "sum {got}, the reference {want} (error {error:e})");
     Ok(())
 }
 
@@ -350,4 +350,177 @@ fn grid_sync_needs_a_cooperative_launch(rt: &Runtime) -> Result<(), String> {
         "a cooperative launch of 2^20 blocks was accepted"
     );
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp16ScalarProduct: half2 arithmetic, rounded as a GPU rounds it
+// ---------------------------------------------------------------------------------------------
+
+/// The half nearest `v` (ties to even), as bits: what every half operation rounds to.
+fn half_bits(v: f64) -> u16 {
+    let sign = if v.is_sign_negative() { 0x8000u16 } else { 0 };
+    let a = v.abs();
+    if a.is_nan() {
+        return 0x7fff;
+    }
+    if a >= 65520.0 {
+        return sign | 0x7c00;
+    }
+    // Units of the half's last place at this magnitude: 2^-24 below 2^-14, else 2^(e - 10).
+    let exponent = if a < 2f64.powi(-14) {
+        -14
+    } else {
+        a.log2().floor() as i32
+    };
+    let unit = 2f64.powi(exponent - 10);
+    let units = (a / unit).round_ties_even();
+    let value = units * unit;
+    // Back to bits through the value (exact: `value` is a half).
+    let bits = if value < 2f64.powi(-14) {
+        (value / 2f64.powi(-24)) as u16
+    } else {
+        let e = value.log2().floor() as i32;
+        let mantissa = (value / 2f64.powi(e) - 1.0) * 1024.0;
+        (((e + 15) as u16) << 10) | mantissa as u16
+    };
+    sign | bits
+}
+
+fn half_value(bits: u16) -> f64 {
+    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exponent = i32::from((bits >> 10) & 0x1f);
+    let mantissa = f64::from(bits & 0x3ff);
+    sign * match exponent {
+        0 => mantissa * 2f64.powi(-24),
+        31 if mantissa == 0.0 => f64::INFINITY,
+        31 => f64::NAN,
+        e => (1.0 + mantissa / 1024.0) * 2f64.powi(e - 15),
+    }
+}
+
+/// A half rounded from an exact `f64`.
+fn half(v: f64) -> f64 {
+    half_value(half_bits(v))
+}
+
+/// The sample's blocks and threads (its shared array is sized by them).
+const FP16_BLOCKS: usize = 128;
+const FP16_THREADS: usize = 128;
+
+/// Runs `entry` of fp16ScalarProduct on the sample's inputs (x in 0..4, y in 0..2) and checks
+/// every block's result against the kernel's own computation in half precision: each thread's
+/// strided `a * b + value` (the sample's loop starts at `threadIdx.x + blockDim.x +
+/// blockIdx.x`), then the block's tree of half additions. The products are small integers, so
+/// a fused and an unfused multiply-add round alike; the additions round once the sums pass
+/// 2048, which the check sees bit for bit.
+fn fp16_scalar_product(rt: &Runtime, entry: &str) -> Result<(), String> {
+    let dev = device(rt)?;
+    // The sample's size, blocks * threads * 16 half2: a block's x sum is near 4600, past 2048
+    // and 4096, where halves are 2 and 4 apart, so the last additions round.
+    let size = FP16_BLOCKS * FP16_THREADS * 16;
+    let x = random(2 * size, 29, 4);
+    let y = random(2 * size, 31, 2);
+    // half2 as (x | y << 16).
+    let pack = |i: usize| {
+        u32::from(half_bits(f64::from(x[i]))) | u32::from(half_bits(f64::from(y[i]))) << 16
+    };
+    let a: Vec<u32> = (0..size).map(pack).collect();
+    let b: Vec<u32> = (size..2 * size).map(pack).collect();
+    let mut d_a = dev.to_device_slice(&a).map_err(fail("a"))?;
+    let mut d_b = dev.to_device_slice(&b).map_err(fail("b"))?;
+    let mut d_results = dev
+        .to_device_slice(&vec![0f32; FP16_BLOCKS])
+        .map_err(fail("results"))?;
+    let kernel = Kernel::from_source(FP16_PRODUCT, entry);
+    // SAFETY: the kernel reads a[i] and b[i] for i < size, writes results[blockIdx.x] for its
+    // 128 blocks and its 128-element shared array by thread index.
+    unsafe {
+        dev.launch(
+            &kernel,
+            LaunchConfig::new(FP16_BLOCKS as u32, FP16_THREADS as u32),
+            &mut [&mut d_a, &mut d_b, &mut d_results, &mut Scalar(size as u64)],
+        )
+    }
+    .map_err(fail(entry))?;
+    let lane = |word: u32, high: bool| {
+        half_value(if high {
+            (word >> 16) as u16
+        } else {
+            word as u16
+        })
+    };
+    let stride = FP16_BLOCKS * FP16_THREADS;
+    let mut want = Vec::with_capacity(FP16_BLOCKS);
+    let mut rounded = false;
+    for block in 0..FP16_BLOCKS {
+        let mut shared: Vec<[f64; 2]> = (0..FP16_THREADS)
+            .map(|thread| {
+                let mut value = [0.0f64; 2];
+                for i in (thread + FP16_THREADS + block..size).step_by(stride) {
+                    for (h, v) in value.iter_mut().enumerate() {
+                        *v = half(lane(a[i], h == 1) * lane(b[i], h == 1) + *v);
+                    }
+                }
+                value
+            })
+            .collect();
+        let mut step = FP16_THREADS / 2;
+        while step > 0 {
+            for t in 0..step {
+                let other = shared[t + step];
+                for (sum, add) in shared[t].iter_mut().zip(other) {
+                    let exact = *sum + add;
+                    *sum = half(exact);
+                    rounded |= *sum != exact;
+                }
+            }
+            step /= 2;
+        }
+        want.push((shared[0][0] + shared[0][1]) as f32);
+    }
+    ensure!(
+        rounded,
+        "the inputs make no half addition round: the check would be weaker"
+    );
+    let got: Vec<f32> = d_results
+        .copy_to_host()
+        .map_err(fail("results"))?
+        .iter()
+        .copied()
+        .collect();
+    match got.iter().zip(&want).position(|(g, w)| g != w) {
+        Some(i) => Err(format!(
+            "{entry}: block {i} gives {}, the half-precision reference {}",
+            got[i], want[i]
+        )),
+        None => Ok(()),
+    }
+}
+
+fn fp16_scalar_product_native(rt: &Runtime) -> Result<(), String> {
+    fp16_scalar_product(rt, "scalarProductKernel_native")
+}
+
+fn fp16_scalar_product_intrinsics(rt: &Runtime) -> Result<(), String> {
+    fp16_scalar_product(rt, "scalarProductKernel_intrinsics")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{half_bits, half_value};
+
+    #[test]
+    fn half_rounding_matches_ieee() {
+        assert_eq!(half_bits(1.0), 0x3c00);
+        assert_eq!(half_bits(2049.0), 0x6800); // a tie: to even (2048)
+        assert_eq!(half_bits(2051.0), 0x6802); // a tie: to even (2052)
+        assert_eq!(half_bits(65504.0), 0x7bff);
+        assert_eq!(half_bits(65520.0), 0x7c00);
+        assert_eq!(half_bits(2f64.powi(-24)), 0x0001);
+        assert_eq!(half_bits(2f64.powi(-25)), 0x0000); // a tie: to even (0)
+        assert_eq!(half_bits(-0.5), 0xb800);
+        for bits in (0u16..0x7c00).step_by(7) {
+            assert_eq!(half_bits(half_value(bits)), bits);
+        }
+    }
 }

@@ -34,6 +34,8 @@ pub enum Requires {
     /// Closure kernels (which only the simulator runs), the simulator's diagnostics, or its
     /// settings.
     Simulator,
+    /// Cooperative launches (`this_grid().sync()`), which CUDA and the simulator make.
+    CooperativeLaunch,
 }
 
 impl Requires {
@@ -41,11 +43,16 @@ impl Requires {
     pub fn skip_reason(self, kind: BackendKind) -> Option<&'static str> {
         match self {
             Requires::Nothing => None,
-            Requires::Kernels | Requires::Simulator if cfg!(miri) => Some(
-                "these kernels do not run under Miri (the simulator runs their threads on fibers; only async closure kernels run there)",
-            ),
+            Requires::Kernels | Requires::Simulator | Requires::CooperativeLaunch if cfg!(miri) => {
+                Some(
+                    "these kernels do not run under Miri (the simulator runs their threads on fibers; only async closure kernels run there)",
+                )
+            }
             Requires::Simulator if kind != BackendKind::Sim => {
                 Some("simulator-only case (closure kernels or the simulator's diagnostics)")
+            }
+            Requires::CooperativeLaunch if kind == BackendKind::Roc => {
+                Some("the ROC backend makes no cooperative launches")
             }
             _ => None,
         }

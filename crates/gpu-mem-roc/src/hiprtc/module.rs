@@ -48,6 +48,7 @@ const HIP_HEADERS: &[(&str, &str)] = &[
         include_str!("../../include/cooperative_groups/reduce.h"),
     ),
     ("cuda_fp16.h", include_str!("../../include/cuda_fp16.h")),
+    ("cuda/barrier", include_str!("../../include/cuda/barrier")),
 ];
 
 /// The complete translation unit hiprtc compiles: the prelude, then the module's source with

@@ -31,6 +31,7 @@ const SIMULATOR_HEADERS: &[(&str, &str)] = headers![
     "cooperative_groups.h" => "cuda/cooperative_groups.h",
     "cooperative_groups/reduce.h" => "cuda/cooperative_groups/reduce.h",
     "cuda_fp16.h" => "cuda/cuda_fp16.h",
+    "cuda/barrier" => "cuda/cuda/barrier",
     "assert.h" => "cuda/assert.h",
     "cassert" => "cuda/cassert",
 ];

@@ -33,11 +33,12 @@ use std::collections::BTreeSet;
 /// Names the rewrite must not meet: the runtime table (through which a thread could wait
 /// inside a function), raw strings (which the tokenizer does not read), and the vocabulary the
 /// simulator builds out of waiting calls inside functions of its own headers: cooperative
-/// groups (member functions) and the warp functions made of shuffles.
-const NEEDS_A_STACK: [&str; 7] = [
+/// groups and `cuda::barrier` (member functions) and the warp functions made of collectives.
+const NEEDS_A_STACK: [&str; 8] = [
     "gm_sim_",
     "R\"",
     "cooperative_groups",
+    "cuda/barrier",
     "__activemask",
     "__match_any_sync",
     "__match_all_sync",

@@ -1,7 +1,7 @@
 //! NVIDIA cuda-samples of CUDA features past the basics: cooperative groups of the threads that
 //! are active (`coalesced_threads`), partitions by label or predicate (`labeled_partition`,
-//! `binary_partition`), the grid barrier of a cooperative launch (`this_grid().sync()`) and
-//! half precision (`<cuda_fp16.h>`). The device code is verbatim in
+//! `binary_partition`), the grid barrier of a cooperative launch (`this_grid().sync()`), the
+//! arrive/wait barrier (`<cuda/barrier>`) and half precision (`<cuda_fp16.h>`). The device code is verbatim in
 //! `tests/corpus/cuda-samples/` (BSD-3-Clause, origin on line 1); the launches are the samples'
 //! own on smaller problems, checked as the samples' host code checks them, and more strictly
 //! where the result is deterministic.
@@ -15,19 +15,26 @@ const WARP_AGGREGATED: &str =
 const BINARY_PARTITION: &str = include_str!("../../../corpus/cuda-samples/binaryPartitionCG.cu");
 const MULTI_BLOCK: &str = include_str!("../../../corpus/cuda-samples/reductionMultiBlockCG.cu");
 const FP16_PRODUCT: &str = include_str!("../../../corpus/cuda-samples/fp16ScalarProduct.cu");
+const AW_BARRIER: &str = include_str!("../../../corpus/cuda-samples/simpleAWBarrier.cu");
 
 /// The cases of this module.
 pub fn cases() -> Vec<Case> {
-    crate::cases!["corpus::cuda_samples_features", Requires::Kernels;
+    let mut cases = crate::cases!["corpus::cuda_samples_features", Requires::Kernels;
         warp_aggregated_filter,
         warp_aggregated_map_to_buckets,
         warp_aggregated_max_in_buckets,
         binary_partition_odd_even,
-        reduction_multi_block_cooperative,
         grid_sync_needs_a_cooperative_launch,
         fp16_scalar_product_native,
         fp16_scalar_product_intrinsics,
-    ]
+    ];
+    cases.extend(
+        crate::cases!["corpus::cuda_samples_features", Requires::CooperativeLaunch;
+            reduction_multi_block_cooperative,
+            arrive_wait_barrier_normalizes,
+        ],
+    );
+    cases
 }
 
 /// The samples' thread count per block.
@@ -349,6 +356,64 @@ fn grid_sync_needs_a_cooperative_launch(rt: &Runtime) -> Result<(), String> {
         result.is_err(),
         "a cooperative launch of 2^20 blocks was accepted"
     );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// simpleAWBarrier: cuda::barrier inside blocks, the grid barrier between them
+// ---------------------------------------------------------------------------------------------
+
+/// `normVecByDotProductAWBarrier` in a cooperative launch: each block reduces its part of the
+/// dot product through warp shuffles and a `cuda::barrier` (arrive, then wait on the token),
+/// block 0 adds the partial sums after the grid barrier and takes the root, and every thread
+/// divides its elements by it after a second grid barrier.
+fn arrive_wait_barrier_normalizes(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    // The sample sizes the grid by occupancy; 6 blocks of 256 here.
+    let (blocks, threads) = (6u32, 256u32);
+    let n = 20_000usize;
+    let unit = |v: i32| v as f32 / 1024.0;
+    let a: Vec<f32> = random(n, 37, 1024).into_iter().map(unit).collect();
+    let b: Vec<f32> = random(n, 41, 1024).into_iter().map(unit).collect();
+    let mut d_a = dev.to_device_slice(&a).map_err(fail("vecA"))?;
+    let mut d_b = dev.to_device_slice(&b).map_err(fail("vecB"))?;
+    let mut d_partial = dev
+        .to_device_slice(&vec![0f64; blocks as usize])
+        .map_err(fail("partialResults"))?;
+    let kernel = Kernel::from_source(AW_BARRIER, "normVecByDotProductAWBarrier");
+    // The sample: one double of dynamic shared memory per warp, and one more.
+    let shared = (threads as usize / 32 + 1) * 8;
+    let config = LaunchConfig::new(blocks, threads)
+        .with_shared_bytes(shared)
+        .cooperative();
+    // SAFETY: the kernel touches vecA[i] and vecB[i] for i < size, partialResults[blockIdx.x]
+    // for its blocks, and tmp[warp] within its dynamic shared memory.
+    unsafe {
+        dev.launch(
+            &kernel,
+            config,
+            &mut [&mut d_a, &mut d_b, &mut d_partial, &mut Scalar(n as i32)],
+        )
+    }
+    .map_err(fail("normVecByDotProductAWBarrier"))?;
+    let dot: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum();
+    let norm = dot.sqrt();
+    let got_norm = d_partial.copy_to_host().map_err(fail("partialResults"))?[[0]];
+    // Sums of doubles in another order: relative 1e-12.
+    let within = (got_norm - norm).abs() <= norm * 1e-12;
+    ensure!(
+        within,
+        "the root of the dot product is {got_norm}, the reference {norm}"
+    );
+    for (name, input, array) in [("vecA", &a, &d_a), ("vecB", &b, &d_b)] {
+        let got = array.copy_to_host().map_err(fail(name))?;
+        for (i, (&g, &x)) in got.iter().zip(input.iter()).enumerate() {
+            // The quotient rounded once to float, by a norm that may differ in its last bits.
+            let want = (f64::from(x) / norm) as f32;
+            let within = (g - want).abs() <= want.abs() * 1e-6;
+            ensure!(within, "{name}[{i}] = {g}, the reference {want}");
+        }
+    }
     Ok(())
 }
 

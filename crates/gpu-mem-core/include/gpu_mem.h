@@ -414,6 +414,27 @@ GM_DEVICE unsigned long long ullmax(unsigned long long a, unsigned long long b) 
     return a > b ? a : b;
 }
 GM_DEVICE void __trap() { __builtin_trap(); }
+/* CUDA's clock_t, the type its clock() returns (HIP's returns long long), and the system-scope
+ * atomicInc and atomicDec HIP 5.2 lacks (it has the other atomics' `_system` forms): CUDA's
+ * operations through HIP's system-scope compare-and-swap. */
+typedef long clock_t;
+GM_DEVICE unsigned int atomicInc_system(unsigned int *address, unsigned int val) {
+    unsigned int old = *address, assumed;
+    do {
+        assumed = old;
+        old = atomicCAS_system(address, assumed, assumed >= val ? 0u : assumed + 1u);
+    } while (old != assumed);
+    return old;
+}
+GM_DEVICE unsigned int atomicDec_system(unsigned int *address, unsigned int val) {
+    unsigned int old = *address, assumed;
+    do {
+        assumed = old;
+        old = atomicCAS_system(address, assumed,
+                               (assumed == 0u || assumed > val) ? val : assumed - 1u);
+    } while (old != assumed);
+    return old;
+}
 #endif
 
 /* ======================================================================================== */

@@ -15,6 +15,9 @@
  *   and, in <cooperative_groups/reduce.h>, reduce with plus, less, greater, bit_and, bit_or,
  *   bit_xor.
  *   grid_group (this_grid): thread_rank, size; its sync traps (no cooperative launch on ROC).
+ *   thread_group (what the groups above convert to, as a parameter of one type for all):
+ *     size / num_threads, thread_rank, sync (a block barrier for a block or a tile larger than
+ *     the wavefront, a wavefront barrier otherwise, as the group it was made from syncs).
  */
 #pragma once
 #include "gpu_mem.h"
@@ -71,19 +74,30 @@ class thread_group {
   protected:
     unsigned int size_;
     unsigned int rank_;
-    __device__ thread_group(unsigned int size, unsigned int rank) : size_(size), rank_(rank) {}
+    /* Whether the group's sync is a block barrier (else a wavefront barrier). */
+    bool block_wide_;
+    __device__ thread_group(unsigned int size, unsigned int rank, bool block_wide = false)
+        : size_(size), rank_(rank), block_wide_(block_wide) {}
 
   public:
     __device__ unsigned long long size() const { return size_; }
     __device__ unsigned long long num_threads() const { return size_; }
     __device__ unsigned long long thread_rank() const { return rank_; }
     __device__ bool is_valid() const { return size_ != 0; }
+    __device__ void sync() const {
+        if (block_wide_) {
+            __syncthreads();
+        } else {
+            __builtin_amdgcn_wave_barrier();
+        }
+    }
 };
 
 class thread_block : public thread_group {
   public:
     __device__ thread_block()
-        : thread_group((unsigned int)details::block_size(), (unsigned int)details::block_rank()) {}
+        : thread_group((unsigned int)details::block_size(), (unsigned int)details::block_rank(),
+                       true) {}
     __device__ static void sync() { __syncthreads(); }
     __device__ dim3 group_index() const { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
     __device__ dim3 thread_index() const { return dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
@@ -110,7 +124,8 @@ class thread_block_tile : public thread_group {
 
   public:
     __device__ thread_block_tile()
-        : thread_group(N, (unsigned int)(details::block_rank() % N)),
+        : thread_group(N, (unsigned int)(details::block_rank() % N),
+                       N > (unsigned int)gm_warp_size()),
           first_lane_((unsigned int)gm_lane_id() % gm_warp_size() / N * N),
           large_(N > (unsigned int)gm_warp_size()) {}
     template <typename Other>

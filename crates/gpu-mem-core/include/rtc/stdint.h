@@ -1,14 +1,21 @@
 /* <stdint.h> for kernels built by NVRTC or hiprtc, which have no C library (gpu-mem's header of
- * this name): the fixed-width integers of a 64-bit Linux (LP64), as the host's. */
+ * this name): the fixed-width integers of a 64-bit Linux (LP64), as the host's. hiprtc's runtime
+ * header, in front of every kernel, has int64_t and uint64_t already, as long long and unsigned
+ * long long (the same size): the same types here. */
 #pragma once
 typedef signed char int8_t;
 typedef short int16_t;
 typedef int int32_t;
-typedef long int64_t;
 typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
+#if defined(__HIPCC_RTC__)
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#else
+typedef long int64_t;
 typedef unsigned long uint64_t;
+#endif
 typedef long intptr_t;
 typedef unsigned long uintptr_t;
 typedef long intmax_t;

@@ -5,6 +5,7 @@
 
 mod cuda_samples;
 mod cuda_samples_features;
+mod cuda_samples_more;
 mod hecbench;
 mod polybench;
 mod rodinia;
@@ -15,6 +16,7 @@ use crate::Case;
 pub fn cases() -> Vec<Case> {
     let mut cases = cuda_samples::cases();
     cases.extend(cuda_samples_features::cases());
+    cases.extend(cuda_samples_more::cases());
     cases.extend(rodinia::cases());
     cases.extend(polybench::cases());
     cases.extend(hecbench::cases());

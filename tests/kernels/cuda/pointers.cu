@@ -26,3 +26,9 @@ __global__ void fill(unsigned int* out, unsigned int value, int n) {
     }
 }
 }  // namespace outer
+
+/* Which of its pointers are null: optional buffers are tested, never read. */
+__global__ void null_pointers(const float* maybe, const int* empty, int* out) {
+    out[0] = maybe == nullptr;
+    out[1] = empty == nullptr;
+}

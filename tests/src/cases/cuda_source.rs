@@ -136,6 +136,26 @@ fn structs_namespaces_and_raw_pointers(rt: &Runtime) -> Result<(), String> {
         filled.iter().enumerate().all(|(i, v)| *v == 7 + i as u32),
         "outer::fill differs"
     );
+    // A null pointer, and an empty array (which has no memory), reach the kernel as nullptr.
+    let nulls = Kernel::from_source(POINTERS, "null_pointers");
+    let mut empty = dev
+        .device_array::<i32>(&[0], Order::C)
+        .map_err(fail("empty"))?;
+    let mut out = dev.to_device_slice(&[7i32, 7]).map_err(fail("out"))?;
+    // SAFETY: the kernel compares its first two pointers with nullptr and writes out[0..2].
+    unsafe {
+        dev.launch(
+            &nulls,
+            LaunchConfig::new(1, 1),
+            &mut [&mut DevicePointer::<f32>::null(), &mut empty, &mut out],
+        )
+    }
+    .map_err(fail("null_pointers launch"))?;
+    let flags = out.copy_to_host().map_err(fail("copy flags"))?;
+    ensure!(
+        flags.as_slice() == Some(&[1, 1][..]),
+        "null and empty pointers seen as {flags:?}"
+    );
     Ok(())
 }
 

@@ -152,6 +152,11 @@ impl<T: Element> DevicePointer<T> {
             _elem: std::marker::PhantomData,
         }
     }
+
+    /// The null pointer (`nullptr`), for kernels that take an optional buffer and test it.
+    pub fn null() -> DevicePointer<T> {
+        DevicePointer::new(crate::backend::DevicePtr(0))
+    }
 }
 
 impl<T: Element> KernelArg for DevicePointer<T> {

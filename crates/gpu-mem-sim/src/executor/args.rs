@@ -18,10 +18,11 @@ pub(crate) enum Resolved {
         _range: Option<Range>,
     },
     Record {
+        /// Null for a null device pointer (a kernel may take one and test it).
         ptr: *mut u8,
         elem: std::any::TypeId,
         dtype: &'static str,
-        _range: Range,
+        _range: Option<Range>,
     },
     Scalar {
         bytes: Vec<u8>,
@@ -92,13 +93,24 @@ fn resolve_one(memory: &AddressSpace, arg: &LaunchArg) -> Result<Resolved> {
             itemsize,
             elem,
             dtype,
+        } if ptr.0 == 0 => Resolved::Record {
+            ptr: std::ptr::null_mut(),
+            elem: *elem,
+            dtype,
+            _range: None,
+        },
+        LaunchArg::Record {
+            ptr,
+            itemsize,
+            elem,
+            dtype,
         } => {
             let range = memory.resolve(*ptr, *itemsize)?;
             Resolved::Record {
                 ptr: range.region.host_ptr(range.offset),
                 elem: *elem,
                 dtype,
-                _range: range,
+                _range: Some(range),
             }
         }
         LaunchArg::Scalar { bytes, elem, dtype } => Resolved::Scalar {
@@ -145,7 +157,8 @@ pub(crate) fn views(resolved: &[Resolved]) -> Vec<ArgView<'_>> {
 }
 
 /// Each argument as compiled code receives it, in 8-byte words: an array as its first
-/// element's address where `pointer(i)` says parameter `i` is a pointer, else as `gm_array<T, N>`
+/// element's address where `pointer(i)` says parameter `i` is a pointer (null for an empty
+/// array, which has no memory, as on the GPU backends), else as `gm_array<T, N>`
 /// (data pointer, `shape[N]`, `strides[N]` in elements, all 64-bit), a record as `T*`, a scalar
 /// as its bytes — the layout the CUDA and ROC launchers use, with host addresses of the
 /// simulated device memory in place of device addresses.
@@ -154,6 +167,7 @@ pub(crate) fn encode(resolved: &[Resolved], pointer: impl Fn(usize) -> bool) -> 
         .iter()
         .enumerate()
         .map(|(i, r)| match r {
+            Resolved::Array { _range: None, .. } if pointer(i) => vec![0u64].into_boxed_slice(),
             Resolved::Array { base, .. } if pointer(i) => {
                 vec![base.expose_provenance() as u64].into_boxed_slice()
             }

@@ -42,8 +42,7 @@ pub fn cases() -> Vec<Case> {
         dwt_haar_one_block,
         dwt_haar_two_steps,
         quasirandom_generator,
-        // quasirandom_inverse_cnd_uniform, the sample's own launch, is left out: see its
-        // `simulator:` note.
+        quasirandom_inverse_cnd_uniform,
         quasirandom_inverse_cnd_given,
         sobol_qrng,
         aligned_types,
@@ -1109,19 +1108,14 @@ fn check_inverse_cnd(what: &str, got: &[f32], inputs: &[u32]) -> Result<(), Stri
 /// inverseCNDKernel with the sample's launch (128 threads per block; 8 blocks here, the
 /// sample's 128) and its input: none (d_Input NULL), so the kernel makes evenly spaced samples
 /// (pos + 1) * distance on the fly, 3 x 4096 here.
-// simulator: not in the list. The launch fails before it runs: "inverseCNDKernel: cannot launch
-// kernel `inverseCNDKernel`: argument 1 (record u32): invalid device pointer 0x0 (4 bytes): not
-// inside any live device allocation". A null `unsigned int *` argument is valid CUDA (the kernel
-// only tests it), and DevicePointer says nothing is checked, but the simulator resolves every
-// pointer argument to an allocation; an empty array, null on the GPU backends, is a dangling
-// non-null address there, so it cannot stand in.
-#[allow(dead_code)]
+/// `inverseCNDKernel` as the sample launches it: with a null `d_Input`, which the kernel tests
+/// to take evenly spaced samples instead of reading any.
 fn quasirandom_inverse_cnd_uniform(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let kernel = Kernel::from_source(QUASIRANDOM, "inverseCNDKernel");
     let path_n = (QRNG_DIMENSIONS * 4096) as u32;
     let mut d_out = upload(&dev, &vec![f32::NAN; path_n as usize])?;
-    let mut null = DevicePointer::<u32>::new(gpu_mem::backend::DevicePtr::NULL);
+    let mut null = DevicePointer::<u32>::null();
     // SAFETY: thread pos < pathN writes d_Output[pos], inside the pathN outputs; d_Input is
     // null, which the kernel tests and never reads.
     unsafe {

@@ -6,7 +6,9 @@
 mod cuda_samples;
 mod hecbench;
 mod polybench;
+mod polybench_more;
 mod rodinia;
+mod support;
 
 use crate::Case;
 
@@ -15,6 +17,7 @@ pub fn cases() -> Vec<Case> {
     let mut cases = cuda_samples::cases();
     cases.extend(rodinia::cases());
     cases.extend(polybench::cases());
+    cases.extend(polybench_more::cases());
     cases.extend(hecbench::cases());
     cases
 }

@@ -8,6 +8,7 @@ mod hecbench;
 mod polybench;
 mod polybench_more;
 mod rodinia;
+mod rodinia_more;
 mod support;
 
 use crate::Case;
@@ -16,6 +17,7 @@ use crate::Case;
 pub fn cases() -> Vec<Case> {
     let mut cases = cuda_samples::cases();
     cases.extend(rodinia::cases());
+    cases.extend(rodinia_more::cases());
     cases.extend(polybench::cases());
     cases.extend(polybench_more::cases());
     cases.extend(hecbench::cases());

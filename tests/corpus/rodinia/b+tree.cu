@@ -6,10 +6,10 @@
 // findK (kernel_gpu_cuda.cu) and findRangeK (kernel_gpu_cuda_2.cu) with the types they
 // use from common.h.
 // Left out of the copied lines: the host-only include <stdbool.h>, which the kernels do not use
-// and NVRTC cannot compile.
+// and NVRTC cannot compile, and <stdint.h>, which they do not use either and which hiprtc 5.2
+// cannot take with gpu-mem's header of that name (its int64_t is long; HIP's is long long).
 
-// ---- verbatim from cuda/b+tree/common.h, lines 16, 18, 36-44, 97-99, 138-145
-#include <stdint.h>					// (in path known to compiler)			needed by uint32_t
+// ---- verbatim from cuda/b+tree/common.h, lines 18, 36-44, 97-99, 138-145
 #include <stdlib.h>					// (in path known to compiler)			needed by malloc
 #ifdef RD_WG_SIZE_0_0
         #define  DEFAULT_ORDER RD_WG_SIZE_0_0

@@ -6,7 +6,9 @@
 //! blocks, grid computations and sequences of launches, including the host code's slips, which
 //! the references follow) and checked against a serial Rust reference written for these tests.
 
-use super::support::{Lcg, check_close, device, download, upload, widen, zeros};
+use super::support::{
+    Lcg, blocks_for, check_close, device, download, matmul, upload, widen, zeros,
+};
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::prelude::*;
 use gpu_mem::{KernelArg, Module, Runtime};
@@ -52,25 +54,10 @@ fn sized(code: &str, defines: &[(&str, usize)]) -> Module {
     Module::from_source(text)
 }
 
-/// The host code's grid size along one axis: `(size_t)ceil(((float)n) / ((float)block))`.
-fn blocks_for(n: usize, block: u32) -> u32 {
-    (n as f32 / block as f32).ceil() as u32
-}
-
 /// The other rounding some host functions use: `(size_t)(ceil((float)n) / ((float)block))`,
 /// which truncates the quotient.
 fn blocks_truncated(n: usize, block: u32) -> u32 {
     ((n as f32).ceil() / block as f32) as u32
-}
-
-/// `Σ_k a[i][k] * b[k][j]` for an `rows x inner` matrix `a` and an `inner x cols` matrix `b`.
-fn matmul(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize) -> Vec<f64> {
-    (0..rows * cols)
-        .map(|ij| {
-            let (i, j) = (ij / cols, ij % cols);
-            (0..inner).map(|k| a[i * inner + k] * b[k * cols + j]).sum()
-        })
-        .collect()
 }
 
 /// Launches `kernel` of a benchmark (named in errors).

@@ -17,12 +17,22 @@ impl Lcg {
         Lcg(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x2545_F491_4F6C_DD1D)
     }
 
+    /// A generator that starts from `state` itself.
+    pub fn from_state(state: u64) -> Lcg {
+        Lcg(state)
+    }
+
     fn step(&mut self) -> u64 {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
         self.0
+    }
+
+    /// The next 32 random bits (the state's high half).
+    pub fn next_u32(&mut self) -> u32 {
+        (self.step() >> 32) as u32
     }
 
     /// The next 31 random bits.
@@ -134,4 +144,20 @@ pub fn check_equal<T: PartialEq + Debug>(what: &str, got: &[T], want: &[T]) -> R
 /// `values` as `f64`.
 pub fn widen(values: &[f32]) -> Vec<f64> {
     values.iter().map(|&v| f64::from(v)).collect()
+}
+
+/// The grid size PolyBench's and other host code computes along one axis:
+/// `(size_t)ceil(((float)n) / ((float)block))`.
+pub fn blocks_for(n: usize, block: u32) -> u32 {
+    (n as f32 / block as f32).ceil() as u32
+}
+
+/// `Σ_k a[i][k] * b[k][j]` for an `rows x inner` matrix `a` and an `inner x cols` matrix `b`.
+pub fn matmul(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize) -> Vec<f64> {
+    (0..rows * cols)
+        .map(|ij| {
+            let (i, j) = (ij / cols, ij % cols);
+            (0..inner).map(|k| a[i * inner + k] * b[k * cols + j]).sum()
+        })
+        .collect()
 }

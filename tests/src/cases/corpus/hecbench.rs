@@ -4,10 +4,10 @@
 //! timing repetitions run once) and checked against serial Rust references written for these
 //! tests.
 
+use super::support::{Lcg, check_close, check_equal, device, download, upload, zeros};
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::prelude::*;
 use gpu_mem::{Module, Runtime};
-use ndarray::Array1;
 use std::f64::consts::PI;
 
 const HAVERSINE: &str = include_str!("../../../corpus/hecbench/haversine.cu");
@@ -27,114 +27,6 @@ pub fn cases() -> Vec<Case> {
         convolution_1d,
         fhd,
     ]
-}
-
-// ---------------------------------------------------------------------------------------------
-// Shared helpers
-// ---------------------------------------------------------------------------------------------
-
-/// Deterministic inputs: a 64-bit linear congruential generator (Knuth's MMIX constants).
-struct Lcg(u64);
-
-impl Lcg {
-    fn new(seed: u64) -> Lcg {
-        Lcg(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x2545_F491_4F6C_DD1D)
-    }
-
-    /// The next 31 random bits.
-    fn bits(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) as u32
-    }
-
-    /// Uniform in [0, 1), a multiple of 2^-24 (exact in `f32`).
-    fn unit(&mut self) -> f32 {
-        (self.bits() >> 7) as f32 / 16_777_216.0
-    }
-
-    /// Uniform in `0..n`.
-    fn below(&mut self, n: u32) -> u32 {
-        self.bits() % n
-    }
-}
-
-fn device(rt: &Runtime) -> Result<Device, String> {
-    rt.device(0).map_err(fail("device"))
-}
-
-fn upload<T: Element>(dev: &Device, values: &[T], what: &str) -> Result<DeviceArray<T>, String> {
-    dev.to_device(&Array1::from_vec(values.to_vec()))
-        .map_err(fail(what))
-}
-
-fn zeros<T: Element>(dev: &Device, len: usize, what: &str) -> Result<DeviceArray<T>, String> {
-    let mut array = dev
-        .device_array::<T>(&[len], Order::C)
-        .map_err(fail(what))?;
-    array
-        .fill(<T as bytemuck::Zeroable>::zeroed())
-        .map_err(fail(what))?;
-    Ok(array)
-}
-
-fn download<T: Element>(array: &DeviceArray<T>, what: &str) -> Result<Vec<T>, String> {
-    Ok(array
-        .copy_to_host()
-        .map_err(fail(what))?
-        .iter()
-        .copied()
-        .collect())
-}
-
-/// `Err` at the first element where `got` and `want` differ.
-fn check_equal<T: PartialEq + std::fmt::Debug>(
-    what: &str,
-    got: &[T],
-    want: &[T],
-) -> Result<(), String> {
-    ensure!(
-        got.len() == want.len(),
-        "{what}: {} values, the reference has {}",
-        got.len(),
-        want.len()
-    );
-    match got.iter().zip(want).position(|(g, w)| g != w) {
-        Some(i) => Err(format!(
-            "{what}[{i}]: {:?}, reference {:?}",
-            got[i], want[i]
-        )),
-        None => Ok(()),
-    }
-}
-
-/// `Err` at the first element where `got` and the reference `want` differ by more than
-/// `abs + rel * |want|`; a NaN passes only where the reference is NaN too.
-fn check_close<T: Copy + Into<f64>>(
-    what: &str,
-    got: &[T],
-    want: &[f64],
-    rel: f64,
-    abs: f64,
-) -> Result<(), String> {
-    ensure!(
-        got.len() == want.len(),
-        "{what}: {} values, the reference has {}",
-        got.len(),
-        want.len()
-    );
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let g: f64 = g.into();
-        let ok = if w.is_nan() {
-            g.is_nan()
-        } else {
-            (g - w).abs() <= abs + rel * w.abs()
-        };
-        ensure!(ok, "{what}[{i}]: {g}, reference {w}");
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ mod cuda_samples_features;
 mod cuda_samples_more;
 mod hecbench;
 mod polybench;
+mod polybench_more;
 mod rodinia;
+mod rodinia_more;
+mod support;
 
 use crate::Case;
 
@@ -18,7 +21,9 @@ pub fn cases() -> Vec<Case> {
     cases.extend(cuda_samples_features::cases());
     cases.extend(cuda_samples_more::cases());
     cases.extend(rodinia::cases());
+    cases.extend(rodinia_more::cases());
     cases.extend(polybench::cases());
+    cases.extend(polybench_more::cases());
     cases.extend(hecbench::cases());
     cases
 }

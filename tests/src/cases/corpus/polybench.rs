@@ -3,10 +3,12 @@
 //! launches them (the same thread blocks, grid computations and sequences of launches) and
 //! checked against serial Rust references written for these tests.
 
+use super::support::{
+    Lcg, blocks_for, check_close, device, download, matmul, upload, widen, zeros,
+};
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::prelude::*;
 use gpu_mem::{KernelArg, Runtime};
-use ndarray::Array1;
 
 const MM2: &str = include_str!("../../../corpus/polybench/2mm.cu");
 const BICG: &str = include_str!("../../../corpus/polybench/bicg.cu");
@@ -30,90 +32,6 @@ pub fn cases() -> Vec<Case> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Shared helpers
-// ---------------------------------------------------------------------------------------------
-
-/// Deterministic inputs: a 64-bit linear congruential generator (Knuth's MMIX constants).
-struct Lcg(u64);
-
-impl Lcg {
-    fn new(seed: u64) -> Lcg {
-        Lcg(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in [0, 1), a multiple of 2^-24 (exact in `f32`).
-    fn unit(&mut self) -> f32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((self.0 >> 40) as u32) as f32 / 16_777_216.0
-    }
-
-    fn units(&mut self, len: usize) -> Vec<f32> {
-        (0..len).map(|_| self.unit()).collect()
-    }
-}
-
-fn device(rt: &Runtime) -> Result<Device, String> {
-    rt.device(0).map_err(fail("device"))
-}
-
-fn upload(dev: &Device, values: &[f32], what: &str) -> Result<DeviceArray<f32>, String> {
-    dev.to_device(&Array1::from_vec(values.to_vec()))
-        .map_err(fail(what))
-}
-
-fn zeros(dev: &Device, len: usize, what: &str) -> Result<DeviceArray<f32>, String> {
-    upload(dev, &vec![0.0; len], what)
-}
-
-fn download(array: &DeviceArray<f32>, what: &str) -> Result<Vec<f32>, String> {
-    Ok(array
-        .copy_to_host()
-        .map_err(fail(what))?
-        .iter()
-        .copied()
-        .collect())
-}
-
-/// `Err` at the first element where `got` and the reference `want` differ by more than
-/// `abs + rel * |want|` (a NaN never passes).
-fn check_close(what: &str, got: &[f32], want: &[f64], rel: f64, abs: f64) -> Result<(), String> {
-    ensure!(
-        got.len() == want.len(),
-        "{what}: {} values, the reference has {}",
-        got.len(),
-        want.len()
-    );
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let g = f64::from(g);
-        let within = (g - w).abs() <= abs + rel * w.abs();
-        ensure!(within, "{what}[{i}]: {g}, reference {w}");
-    }
-    Ok(())
-}
-
-fn widen(values: &[f32]) -> Vec<f64> {
-    values.iter().map(|&v| f64::from(v)).collect()
-}
-
-/// The host code's grid size along one axis: `(size_t)ceil(((float)n) / ((float)block))`.
-fn blocks_for(n: usize, block: u32) -> u32 {
-    (n as f32 / block as f32).ceil() as u32
-}
-
-/// `Σ_k a[i][k] * b[k][j]` for an `rows x inner` matrix `a` and an `inner x cols` matrix `b`.
-fn matmul(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize) -> Vec<f64> {
-    (0..rows * cols)
-        .map(|ij| {
-            let (i, j) = (ij / cols, ij % cols);
-            (0..inner).map(|k| a[i * inner + k] * b[k * cols + j]).sum()
-        })
-        .collect()
-}
-
-// ---------------------------------------------------------------------------------------------
 // 2mm
 // ---------------------------------------------------------------------------------------------
 
@@ -130,7 +48,7 @@ fn mm2(rt: &Runtime) -> Result<(), String> {
     let b = rng.units(nk * nj);
     let c = rng.units(nj * nl);
     let d = rng.units(ni * nl);
-    let mut d_tmp = zeros(&dev, ni * nj, "tmp")?;
+    let mut d_tmp = zeros::<f32>(&dev, ni * nj, "tmp")?;
     let mut d_a = upload(&dev, &a, "A")?;
     let mut d_b = upload(&dev, &b, "B")?;
     let mut d_c = upload(&dev, &c, "C")?;
@@ -209,9 +127,9 @@ fn bicg(rt: &Runtime) -> Result<(), String> {
     let p = rng.units(ny);
     let mut d_a = upload(&dev, &a, "A")?;
     let mut d_r = upload(&dev, &r, "r")?;
-    let mut d_s = zeros(&dev, ny, "s")?;
+    let mut d_s = zeros::<f32>(&dev, ny, "s")?;
     let mut d_p = upload(&dev, &p, "p")?;
-    let mut d_q = zeros(&dev, nx, "q")?;
+    let mut d_q = zeros::<f32>(&dev, nx, "q")?;
     let (nx_i, ny_i) = (nx as i32, ny as i32);
     let kernel1 = Kernel::from_source(BICG, "bicg_kernel1");
     let kernel2 = Kernel::from_source(BICG, "bicg_kernel2");
@@ -285,9 +203,9 @@ fn correlation(rt: &Runtime) -> Result<(), String> {
         })
         .collect();
     let mut d_data = upload(&dev, &data, "data")?;
-    let mut d_mean = zeros(&dev, m, "mean")?;
-    let mut d_std = zeros(&dev, m, "std")?;
-    let mut d_symmat = zeros(&dev, m * m, "symmat")?;
+    let mut d_mean = zeros::<f32>(&dev, m, "mean")?;
+    let mut d_std = zeros::<f32>(&dev, m, "std")?;
+    let mut d_symmat = zeros::<f32>(&dev, m * m, "symmat")?;
     // correlationCuda's grids: (size_t)(ceil((float)(M)) / ((float)256)), and (M / 32, N / 8).
     let grid_1d = ((m as f32).ceil() / 256.0) as u32;
     let grid3 = (
@@ -404,7 +322,7 @@ fn convolution_2d(rt: &Runtime) -> Result<(), String> {
     let (ni, nj) = (64usize, 64usize); // NI, NJ of 2DConvolution.cu
     let a = Lcg::new(14).units(ni * nj);
     let mut d_a = upload(&dev, &a, "A")?;
-    let mut d_b = zeros(&dev, ni * nj, "B")?;
+    let mut d_b = zeros::<f32>(&dev, ni * nj, "B")?;
     let kernel = Kernel::from_source(CONVOLUTION_2D, "convolution2D_kernel");
     // SAFETY: only threads of interior points (0 < i < NI-1, 0 < j < NJ-1) work, reading their
     // 3 x 3 neighbourhood of A and writing B at the point, both NI x NJ.
@@ -452,7 +370,7 @@ fn convolution_3d(rt: &Runtime) -> Result<(), String> {
     let (ni, nj, nk) = (16usize, 32usize, 32usize); // NI, NJ, NK of 3DConvolution.cu
     let a = Lcg::new(15).units(ni * nj * nk);
     let mut d_a = upload(&dev, &a, "A")?;
-    let mut d_b = zeros(&dev, ni * nj * nk, "B")?;
+    let mut d_b = zeros::<f32>(&dev, ni * nj * nk, "B")?;
     let kernel = Kernel::from_source(CONVOLUTION_3D, "convolution3D_kernel");
     let grid = (blocks_for(nk, BLOCK.0), blocks_for(nj, BLOCK.1));
     for i in 1..ni - 1 {
@@ -633,8 +551,8 @@ fn gramschmidt(rt: &Runtime) -> Result<(), String> {
         .map(|p| rng.unit() - 0.5 + if p / nj == p % nj { 3.0 } else { 0.0 })
         .collect();
     let mut d_a = upload(&dev, &a, "A")?;
-    let mut d_r = zeros(&dev, nj * nj, "R")?;
-    let mut d_q = zeros(&dev, ni * nj, "Q")?;
+    let mut d_r = zeros::<f32>(&dev, nj * nj, "R")?;
+    let mut d_q = zeros::<f32>(&dev, ni * nj, "Q")?;
     let kernels = [
         "gramschmidt_kernel1",
         "gramschmidt_kernel2",

@@ -36,6 +36,9 @@ pub enum Requires {
     Simulator,
     /// Cooperative launches (`this_grid().sync()`), which CUDA and the simulator make.
     CooperativeLaunch,
+    /// Shifts by the width or more answered as NVIDIA GPUs answer them (and the simulator);
+    /// AMD GPUs take the count modulo the width.
+    ClampedShifts,
 }
 
 impl Requires {
@@ -43,7 +46,12 @@ impl Requires {
     pub fn skip_reason(self, kind: BackendKind) -> Option<&'static str> {
         match self {
             Requires::Nothing => None,
-            Requires::Kernels | Requires::Simulator | Requires::CooperativeLaunch if cfg!(miri) => {
+            Requires::Kernels
+            | Requires::Simulator
+            | Requires::CooperativeLaunch
+            | Requires::ClampedShifts
+                if cfg!(miri) =>
+            {
                 Some(
                     "these kernels do not run under Miri (the simulator runs their threads on fibers; only async closure kernels run there)",
                 )
@@ -54,6 +62,9 @@ impl Requires {
             Requires::CooperativeLaunch if kind == BackendKind::Roc => {
                 Some("the ROC backend makes no cooperative launches")
             }
+            Requires::ClampedShifts if kind == BackendKind::Roc => Some(
+                "AMD GPUs take a shift count modulo the width, where NVIDIA's (and the simulator) clamp it",
+            ),
             _ => None,
         }
     }

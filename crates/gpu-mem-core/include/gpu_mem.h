@@ -283,6 +283,42 @@ GM_SIM_ATOMIC_INT(atomicXor, __atomic_fetch_xor, long long)
 #undef GM_SIM_ATOMIC_INTS
 #undef GM_SIM_ATOMIC_INT
 
+/* Shifts as a GPU computes them: the simulator wraps the right operand of every shift in the
+ * kernel's source in gm_shift_count (its source/shifts.rs), and these operators give what PTX's
+ * clamped shifts give for a count of the width or more, or a negative one: 0, or -1 for a
+ * right shift of a negative signed value (the host processor would take the count modulo the
+ * width). A left operand of class type shifts by the count as a plain integer. */
+struct gm_shift_count_t {
+    long long n;
+    constexpr operator long long() const { return n; }
+};
+template <typename C>
+constexpr gm_shift_count_t gm_shift_count(C count) {
+    return gm_shift_count_t{(long long)count};
+}
+template <typename T>
+using gm_shift_operand =
+    typename std::enable_if<std::is_integral<T>::value || std::is_enum<T>::value, int>::type;
+template <typename T, gm_shift_operand<T> = 0>
+constexpr auto operator<<(T a, gm_shift_count_t c) -> decltype(a << 0) {
+    using R = decltype(a << 0);
+    return c.n < 0 || c.n >= (long long)(8 * sizeof(R)) ? R(0) : R(a << c.n);
+}
+template <typename T, gm_shift_operand<T> = 0>
+constexpr auto operator>>(T a, gm_shift_count_t c) -> decltype(a >> 0) {
+    using R = decltype(a >> 0);
+    return c.n < 0 || c.n >= (long long)(8 * sizeof(R)) ? (R(a) < R(0) ? R(-1) : R(0))
+                                                        : R(a >> c.n);
+}
+template <typename T, gm_shift_operand<T> = 0>
+constexpr T &operator<<=(T &a, gm_shift_count_t c) {
+    return a = (T)(a << c);
+}
+template <typename T, gm_shift_operand<T> = 0>
+constexpr T &operator>>=(T &a, gm_shift_count_t c) {
+    return a = (T)(a >> c);
+}
+
 /* Read-modify-write through compare-and-swap on the value's bits. */
 template <typename T, typename F>
 inline T gm_sim_atomic_update(T *address, F update) {

@@ -15,6 +15,7 @@ const SHARED_TEMPLATES: &str = include_str!("../../kernels/cuda/shared_templates
 const VARIABLES: &str = include_str!("../../kernels/cuda/variables.cu");
 const GROUPS: &str = include_str!("../../kernels/cuda/groups.cu");
 const TRAPS: &str = include_str!("../../kernels/cuda/traps.cu");
+const SHIFTS: &str = include_str!("../../kernels/cuda/shifts.cu");
 
 /// The cases of this module.
 pub fn cases() -> Vec<Case> {
@@ -27,6 +28,9 @@ pub fn cases() -> Vec<Case> {
         constant_and_device_variables_are_shared_by_a_module,
         cooperative_groups_block_tiles_and_reduce,
     ];
+    cases.extend(crate::cases!["cuda_source", Requires::ClampedShifts;
+        shifts_by_the_width_or_more_are_a_gpus,
+    ]);
     cases.extend(crate::cases!["cuda_source", Requires::Simulator;
         arrays_a_pointer_cannot_take_are_refused,
         failed_assert_and_exit_are_faults_not_the_end,
@@ -583,5 +587,88 @@ fn missing_kernels_and_variables_are_named(rt: &Runtime) -> Result<(), String> {
             if reason.contains("coefficients, launches, totals")),
         "a variable the module lacks: {e:?}"
     );
+    Ok(())
+}
+
+/// Shifts by the width or more, and by a negative count, give what a GPU gives (PTX clamps the
+/// count: 0, or -1 for a right shift of a negative value), not what the host processor would
+/// (the count modulo the width), on every backend.
+fn shifts_by_the_width_or_more_are_a_gpus(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let counts = [0i32, 1, 4, 31, 32, 33, 63, 64, 100, -1];
+    let n = counts.len();
+    let mut d_counts = dev.to_device_slice(&counts).map_err(fail("counts"))?;
+    let mut left32 = dev
+        .to_device_slice(&vec![7u32; n])
+        .map_err(fail("left32"))?;
+    let mut right32 = dev
+        .to_device_slice(&vec![7u32; n])
+        .map_err(fail("right32"))?;
+    let mut arithmetic32 = dev.to_device_slice(&vec![7i32; n]).map_err(fail("arith"))?;
+    let mut left64 = dev
+        .to_device_slice(&vec![7u64; n])
+        .map_err(fail("left64"))?;
+    let mut compound = dev
+        .to_device_slice(&vec![7u32; n])
+        .map_err(fail("compound"))?;
+    let kernel = Kernel::from_source(SHIFTS, "shifts");
+    // SAFETY: thread i < n reads counts[i] and writes element i of each output.
+    unsafe {
+        dev.launch(
+            &kernel,
+            LaunchConfig::new(1, 32),
+            &mut [
+                &mut d_counts,
+                &mut Scalar(n as i32),
+                &mut left32,
+                &mut right32,
+                &mut arithmetic32,
+                &mut left64,
+                &mut compound,
+            ],
+        )
+    }
+    .map_err(fail("shifts launch"))?;
+    // A GPU's answers: counts outside 0..width clamp to the width.
+    let in_range = |c: i32, width: i32| (0..width).contains(&c);
+    for (i, &c) in counts.iter().enumerate() {
+        let want_left32 = if in_range(c, 32) {
+            0x8000_0001u32 << c
+        } else {
+            0
+        };
+        let want_right32 = if in_range(c, 32) {
+            0x8000_0001u32 >> c
+        } else {
+            0
+        };
+        let want_arithmetic = if in_range(c, 32) { -5i32 >> c } else { -1 };
+        let want_left64 = if in_range(c, 64) {
+            0x8000_0000_0000_0001u64 << c
+        } else {
+            0
+        };
+        let mask = if in_range(c, 32) {
+            (1u32 << c).wrapping_sub(1)
+        } else {
+            u32::MAX
+        };
+        let want_compound = if in_range(c, 32) { 3u32 << c } else { 0 } | mask;
+        let got = (
+            left32.copy_to_host().map_err(fail("left32"))?[[i]],
+            right32.copy_to_host().map_err(fail("right32"))?[[i]],
+            arithmetic32.copy_to_host().map_err(fail("arith"))?[[i]],
+            left64.copy_to_host().map_err(fail("left64"))?[[i]],
+            compound.copy_to_host().map_err(fail("compound"))?[[i]],
+        );
+        let want = (
+            want_left32,
+            want_right32,
+            want_arithmetic,
+            want_left64,
+            want_compound,
+        );
+        ensure!(got == want, "shift by {c}: {got:x?}, a GPU gives {want:x?}");
+    }
     Ok(())
 }

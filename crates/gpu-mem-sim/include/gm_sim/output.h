@@ -8,6 +8,8 @@
  *   __trap      a fault that ends the thread; __brkpt the same
  *   exit, abort, quick_exit, _Exit called in kernel code: a fault that ends the thread, not the
  *               end of the process (calls made inside library code cannot be seen)
+ *   shifts      by the value's width or more (or a negative count): a fault naming the line,
+ *               where a GPU and the host processor answer differently
  */
 #ifndef GM_SIM_OUTPUT_H
 #define GM_SIM_OUTPUT_H
@@ -82,6 +84,53 @@ inline void __brkpt() { gm_sim_trap_with("the kernel called __brkpt()"); }
 namespace std {
 using ::gm_sim_exit_called;
 using ::gm_sim_printf;
+}
+
+/* A shift by the value's width or more, or by a negative count, is undefined in C++, and the
+ * simulator's processor and a GPU answer it differently (x86 takes the count modulo the width;
+ * PTX's shl/shr clamp it, so a left shift gives 0): kernels are compiled with
+ * -fsanitize=shift-exponent, whose checks call the handlers below, and such a shift fails the
+ * launch with a fault naming the line rather than give a result no GPU computes. (UBSan's data layout, the same for GCC
+ * and clang: a source location, then the operands' type descriptors; an integer operand of up
+ * to 64 bits is passed by value.) */
+struct gm_sim_ubsan_location {
+    const char* file;
+    unsigned int line;
+    unsigned int column;
+};
+struct gm_sim_ubsan_type {
+    unsigned short kind;
+    unsigned short info; /* integers: log2(bits) << 1 | signed */
+    char name[1];
+};
+struct gm_sim_ubsan_shift {
+    gm_sim_ubsan_location location;
+    const gm_sim_ubsan_type* lhs;
+    const gm_sim_ubsan_type* rhs;
+};
+/* Records the fault; the thread goes on (the compilers declare the handlers as never throwing,
+ * so no trap can unwind out of them), and the launch fails with this fault. */
+inline void gm_sim_shift_fault(const gm_sim_ubsan_shift* data, unsigned long rhs) {
+    const unsigned int bits = 1u << (data->lhs->info >> 1);
+    const bool negative = (data->rhs->info & 1) && (long)rhs < 0;
+    char message[512];
+    std::snprintf(message, sizeof message,
+                  "a shift of a %u-bit %s by %lld bits at %s:%u is undefined in C++ (a GPU clamps "
+                  "the count, so a left shift gives 0; the simulator's processor takes it modulo "
+                  "%u): test or mask the count",
+                  bits, data->lhs->name,
+                  negative ? (long long)rhs : (long long)(unsigned long long)rhs,
+                  data->location.file, data->location.line, bits);
+    gm_sim_rt.fault(message);
+}
+extern "C" __attribute__((weak, visibility("hidden"))) void __ubsan_handle_shift_out_of_bounds(
+    gm_sim_ubsan_shift* data, unsigned long, unsigned long rhs) {
+    gm_sim_shift_fault(data, rhs);
+}
+extern "C" __attribute__((weak, visibility("hidden"))) void
+__ubsan_handle_shift_out_of_bounds_abort(gm_sim_ubsan_shift* data, unsigned long,
+                                         unsigned long rhs) {
+    gm_sim_shift_fault(data, rhs);
 }
 
 #endif /* GM_SIM_OUTPUT_H */

@@ -17,7 +17,11 @@
 //!   launch whose arguments do not match the entry's parameters (count, kind, rank, element
 //!   size and kind, as the C++ compiler sees them) is refused before anything runs;
 //! * loaded libraries are never unloaded (C++ runtimes and thread-locals do not survive
-//!   `dlclose` well).
+//!   `dlclose` well);
+//! * the source is compiled with two rewrites — `extern __shared__` arrays
+//!   ([`dynamic_shared`]) and shifts made a GPU's ([`shifts`]) — and, where its threads allow,
+//!   as coroutines ([`stackless`]); a way of building the compiler refuses falls back to the
+//!   next, the last being the source as written.
 
 mod cache;
 mod compiler;
@@ -26,6 +30,7 @@ mod dynamic_shared;
 mod elf;
 mod headers;
 mod includes;
+mod shifts;
 mod signature;
 mod stackless;
 mod wrapper;
@@ -282,6 +287,9 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
     let mut declared: Option<Declared> = None;
     let mut chosen = None;
     for (i, plan) in plans.iter().enumerate() {
+        if let Some(caveat) = plan.caveat {
+            tracing::warn!(module = module.name(), "{caveat}");
+        }
         if let Some(found) = programs(|p| p.by_key.get(&plan.key).cloned()) {
             chosen = Some(found);
             break;
@@ -305,7 +313,7 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
                 break;
             }
             Err(Failure::Refused(log)) if !last => {
-                tracing::debug!(module = module.name(), %log, "kernel runs on stacks: the compiler refuses its stackless form");
+                tracing::debug!(module = module.name(), threads = ?plan.threads, %log, "the compiler refuses this way of building the kernel; the next is tried");
                 cache.remember_refusal(&plan.key);
             }
             // Not a refusal (the compiler did not run to the end): the next way is tried, and
@@ -314,6 +322,7 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
                 tracing::debug!(module = module.name(), %error, "kernel runs on stacks this time: building its stackless form failed");
             }
             Err(Failure::Refused(log)) => {
+                // (The last way builds the source as written: its refusal is the user's error.)
                 return Err(Error::KernelCompile {
                     kernel: what.to_string(),
                     compiler: compiler.describe(),
@@ -354,12 +363,18 @@ struct Plan {
     threads: Threads,
     code: String,
     key: String,
+    /// Said (a warning) when the module is built this way: what it gives up.
+    caveat: Option<&'static str>,
 }
+
+/// The caveat of building a module without `shifts::rewrite`.
+const SHIFTS_AS_WRITTEN: &str = "the kernel did not compile with its shifts made a GPU's (a template argument list in a shift count?), so it is built as written: a shift by the width or more is reported as a fault rather than give a GPU's 0";
 
 /// The ways to build `module`, best first: stackless threads when the source allows them, then
 /// ordinary calls (always; the answer when the first is refused).
 fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
-    let code = dynamic_shared::rewrite(module.code()).into_owned();
+    let as_written = dynamic_shared::rewrite(module.code()).into_owned();
+    let code = shifts::rewrite(&as_written).into_owned();
     if warp_synchronous(&code) {
         tracing::warn!(
             module = module.name(),
@@ -370,7 +385,7 @@ fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
     let file = wrapper::file_name(module.name());
     let names = module.name_expressions().join("\n");
     let plan = |threads: Threads, compiled: &str| {
-        let flags = compiler::FLAGS.join(" ");
+        let flags = [compiler::FLAGS.join(" "), compiler::LINK_FLAGS.join(" ")].join(" ");
         let key = cache::key(&[
             b"gpu-mem-sim module",
             &ABI.to_le_bytes(),
@@ -390,6 +405,7 @@ fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
             threads,
             code: compiled.to_string(),
             key,
+            caveat: None,
         }
     };
     let mut plans = Vec::with_capacity(2);
@@ -419,6 +435,12 @@ fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
         Some(_) => {}
     }
     plans.push(plan(Threads::Calls, &code));
+    if code != as_written {
+        plans.push(Plan {
+            caveat: Some(SHIFTS_AS_WRITTEN),
+            ..plan(Threads::Calls, &as_written)
+        });
+    }
     plans
 }
 

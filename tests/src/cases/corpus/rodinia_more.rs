@@ -23,7 +23,7 @@ const PARTICLEFILTER: &str = include_str!("../../../corpus/rodinia/particlefilte
 
 /// The cases of this module.
 pub fn cases() -> Vec<Case> {
-    crate::cases!["corpus::rodinia_more", Requires::Kernels;
+    let mut cases = crate::cases!["corpus::rodinia_more", Requires::Kernels;
         streamcluster,
         btree_find_k,
         btree_find_range_k,
@@ -31,23 +31,20 @@ pub fn cases() -> Vec<Case> {
         lava_md,
         srad_v1,
         huffman_vlc_encode,
-        // simulator: fails with `out[79]: 0, reference 393056835`. The 113 words that are 0
-        // are exactly those a thread's second part covers whole: `(1<<wrbits)-1` with
-        // wrbits = 32 is a shift by the type's width, which the GPU's shl.b32 answers 0 (a
-        // full mask after the -1) and the simulator's x86 build answers 1 (the count taken
-        // mod 32), so the mask is 0 and nothing is or-ed in.
-        // huffman_vlc_encode_long_codes,
-        // simulator: fails with `packed[1]: 2102589308, reference 1431369084`. In pack2,
-        // `tmp = dw << 32-bit` with bit = 0 (a block starting on a word boundary: 4 of the 32
-        // here) is a shift by 32, which the GPU answers 0 and the simulator's x86 build
-        // answers dw, so each of those blocks' words is or-ed with the one before it (every
-        // wrong word is reference[i] | reference[i-1]).
-        // huffman_pack2,
         hotspot_3d,
         dwt2d_components,
         particlefilter,
         particlefilter_two_blocks,
-    ]
+    ];
+    // Both shift a 32-bit word by 32, which the kernels rely on an NVIDIA GPU to answer with 0
+    // (`(1<<wrbits)-1` with wrbits = 32; `dw << 32-bit` with bit = 0).
+    cases.extend(
+        crate::cases!["corpus::rodinia_more", Requires::ClampedShifts;
+            huffman_vlc_encode_long_codes,
+            huffman_pack2,
+        ],
+    );
+    cases
 }
 
 /// Launches `kernel` (named in errors).
@@ -1527,10 +1524,6 @@ fn huffman_vlc_encode(rt: &Runtime) -> Result<(), String> {
 /// in 7, the rest are spread evenly over 250 values with codes of 8 or 9 bits): those words
 /// take the kernel's second part with a full 32-bit mask, `(1<<wrbits)-1` with wrbits = 32,
 /// and its third part.
-#[allow(
-    dead_code,
-    reason = "out of the case list until the simulator shifts by 32 as GPUs do (see `cases`)"
-)]
 fn huffman_vlc_encode_long_codes(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let weights: Vec<u32> = (0..251).map(|s| if s == 0 { 100 } else { 1 }).collect();
@@ -1546,10 +1539,6 @@ fn huffman_vlc_encode_long_codes(rt: &Runtime) -> Result<(), String> {
 /// result compared with the CPU encoder's single stream. The exclusive scan of the blocks' bit
 /// counts between the two kernels, which the original runs with a separate scan kernel (not in
 /// the corpus), is done here on the host.
-#[allow(
-    dead_code,
-    reason = "out of the case list until the simulator shifts by 32 as GPUs do (see `cases`)"
-)]
 fn huffman_pack2(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let weights: Vec<u32> = (0..48).map(|s| 1 + 4000 / (1 + s * s / 2)).collect();

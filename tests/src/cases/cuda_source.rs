@@ -559,6 +559,29 @@ fn failed_assert_and_exit_are_faults_not_the_end(rt: &Runtime) -> Result<(), Str
         matches!(&exited, Err(Error::KernelFault { message, .. }) if message.contains("exit(0)")),
         "exit in a kernel: {exited:?}"
     );
+    // A shift count with a template argument list in it defeats the wrapping that gives shifts
+    // a GPU's answer (the module is built as written): a shift by 32 is then a fault naming
+    // its line, not the host processor's answer.
+    const SHIFTS_AS_WRITTEN: &str = "template <typename T> __device__ T count(T c) { return c; }
+                                     __global__ void shifted(unsigned* out, int n) {
+                                         out[0] = 1u << count<int>(n);
+                                     }
+";
+    let shifted = Kernel::from_source(SHIFTS_AS_WRITTEN, "shifted");
+    let mut out = dev.to_device_slice(&[7u32]).map_err(fail("out"))?;
+    // SAFETY: the kernel writes out[0].
+    let result = unsafe {
+        dev.launch(
+            &shifted,
+            LaunchConfig::new(1, 1),
+            &mut [&mut out, &mut Scalar(32i32)],
+        )
+    };
+    ensure!(
+        matches!(&result, Err(Error::KernelFault { message, .. })
+            if message.contains("by 32 bits") && message.contains("shifted.cu:3")),
+        "a shift by 32 the wrapping missed: {result:?}"
+    );
     Ok(())
 }
 

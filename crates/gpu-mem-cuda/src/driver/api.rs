@@ -1239,7 +1239,7 @@ impl CudaDriver {
     /// block resident at once, so the kernel may synchronize the grid.
     ///
     /// # Safety
-    /// As [`Driver::launch_kernel`].
+    /// As [`CudaDriver::launch_kernel`].
     pub unsafe fn launch_cooperative_kernel(
         &self,
         function: CUfunction,

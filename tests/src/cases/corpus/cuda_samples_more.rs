@@ -920,7 +920,7 @@ fn qrng_polynomials() -> [i32; QRNG_DIMENSIONS] {
 }
 
 /// GenerateCJ (quasirandomGenerator_gold.cpp): Niederreiter's 63-bit generator matrices
-/// cjn[bit][dimension] from the polynomials, as Bratley, Fox and Niederreiter compute them.
+/// `cjn[bit][dimension]` from the polynomials, as Bratley, Fox and Niederreiter compute them.
 fn qrng_cjn() -> [[i64; QRNG_DIMENSIONS]; 63] {
     let mut cjn = [[0i64; QRNG_DIMENSIONS]; 63];
     for (d, &poly) in qrng_polynomials().iter().enumerate() {

@@ -353,7 +353,8 @@ fn covariance(rt: &Runtime) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 
 /// PolyBench's doitgen (a multi-resolution analysis kernel): for each r, `doitgen_kernel1`
-/// (sum[r][q][p] = Σ_s A[r][q][s] C4[s][p]) then `doitgen_kernel2` (A[r][q][p] = sum[r][q][p]),
+/// (`sum[r][q][p] = Σ_s A[r][q][s] C4[s][p]`) then `doitgen_kernel2`
+/// (`A[r][q][p] = sum[r][q][p]`),
 /// 2 NR launches on 32 x 8 blocks and the grid `doitgenCuda` computes (whose y extent is
 /// computed from NR: NR = NQ here, as in every PolyBench dataset).
 fn doitgen(rt: &Runtime) -> Result<(), String> {

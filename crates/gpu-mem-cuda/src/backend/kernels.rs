@@ -193,19 +193,15 @@ impl CudaBackend {
         // SAFETY: guaranteed by the caller; the driver reads exactly as many parameter
         // pointers as the kernel has parameters.
         unsafe {
-            if config.cooperative {
-                self.driver.launch_cooperative_kernel(
-                    function,
-                    grid,
-                    block,
-                    shared_bytes,
-                    stream,
-                    params,
-                )
-            } else {
-                self.driver
-                    .launch_kernel(function, grid, block, shared_bytes, stream, params)
-            }
+            self.driver.launch_kernel(
+                function,
+                grid,
+                block,
+                shared_bytes,
+                stream,
+                params,
+                config.cooperative,
+            )
         }
     }
 }

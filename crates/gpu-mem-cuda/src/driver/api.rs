@@ -1200,12 +1200,15 @@ impl CudaDriver {
         })
     }
 
-    /// `cuLaunchKernel(function, grid, block, shared_bytes, stream, params, NULL)`.
+    /// `cuLaunchKernel(function, grid, block, shared_bytes, stream, params, NULL)`, or with
+    /// `cooperative` `cuLaunchCooperativeKernel` with the same arguments: every block resident
+    /// at once, so the kernel may synchronize the grid.
     ///
     /// # Safety
     /// `function` and `stream` are live; `params` holds one pointer per kernel parameter, each
     /// pointing to a value with exactly that parameter's size and layout; every buffer the
     /// kernel touches stays valid until it completes.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn launch_kernel(
         &self,
         function: CUfunction,
@@ -1214,18 +1217,40 @@ impl CudaDriver {
         shared_bytes: u32,
         stream: CUstream,
         params: *mut *mut c_void,
+        cooperative: bool,
     ) -> Result<()> {
+        let [gx, gy, gz] = grid;
+        let [bx, by, bz] = block;
+        if cooperative {
+            let f = get!(self.cuLaunchCooperativeKernel, "cooperative launch");
+            // SAFETY: guaranteed by the caller.
+            let code = unsafe {
+                f(
+                    function,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    shared_bytes,
+                    stream,
+                    params,
+                )
+            };
+            return self.check("cuLaunchCooperativeKernel", code);
+        }
         let f = get!(self.cuLaunchKernel, "kernel launch");
         // SAFETY: guaranteed by the caller; `extra` is null because parameters go in `params`.
         let code = unsafe {
             f(
                 function,
-                grid[0],
-                grid[1],
-                grid[2],
-                block[0],
-                block[1],
-                block[2],
+                gx,
+                gy,
+                gz,
+                bx,
+                by,
+                bz,
                 shared_bytes,
                 stream,
                 params,
@@ -1233,39 +1258,6 @@ impl CudaDriver {
             )
         };
         self.check("cuLaunchKernel", code)
-    }
-
-    /// `cuLaunchCooperativeKernel(function, grid, block, shared_bytes, stream, params)`: every
-    /// block resident at once, so the kernel may synchronize the grid.
-    ///
-    /// # Safety
-    /// As [`CudaDriver::launch_kernel`].
-    pub unsafe fn launch_cooperative_kernel(
-        &self,
-        function: CUfunction,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_bytes: u32,
-        stream: CUstream,
-        params: *mut *mut c_void,
-    ) -> Result<()> {
-        let f = get!(self.cuLaunchCooperativeKernel, "cooperative launch");
-        // SAFETY: guaranteed by the caller.
-        let code = unsafe {
-            f(
-                function,
-                grid[0],
-                grid[1],
-                grid[2],
-                block[0],
-                block[1],
-                block[2],
-                shared_bytes,
-                stream,
-                params,
-            )
-        };
-        self.check("cuLaunchCooperativeKernel", code)
     }
 }
 

@@ -33,6 +33,11 @@ pub struct SimDeviceConfig {
     pub shared_memory: usize,
     /// Page-locked host memory the device may hold at once, in bytes.
     pub pinned_limit: u64,
+    /// How long a block may go without progress — threads that only spin, or threads kept at
+    /// a barrier the others never reach — before it is reported rather than left to hang (after
+    /// as many rounds of its threads as well: 2^20 for the default 10 s, proportionally fewer
+    /// for a shorter time).
+    pub watchdog: std::time::Duration,
 }
 
 /// Default capacity of a simulated device.
@@ -44,6 +49,9 @@ pub const DEFAULT_SHARED_MEMORY: usize = 48 << 10;
 /// Default page-locked host memory per device (4 GiB).
 pub const DEFAULT_PINNED_LIMIT: u64 = 4 << 30;
 
+/// Default time a block may go without progress (see [`SimDeviceConfig::watchdog`]).
+pub const DEFAULT_WATCHDOG: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Default for SimDeviceConfig {
     fn default() -> Self {
         SimDeviceConfig {
@@ -51,6 +59,7 @@ impl Default for SimDeviceConfig {
             warp_size: 32,
             shared_memory: DEFAULT_SHARED_MEMORY,
             pinned_limit: DEFAULT_PINNED_LIMIT,
+            watchdog: DEFAULT_WATCHDOG,
         }
     }
 }
@@ -78,7 +87,8 @@ impl SimConfig {
     }
 
     /// Reads `GPU_MEM_SIM_DEVICES`, `GPU_MEM_SIM_MEMORY`, `GPU_MEM_SIM_WARP_SIZE`,
-    /// `GPU_MEM_SIM_SHARED_MEMORY` and `GPU_MEM_SIM_PINNED_LIMIT`.
+    /// `GPU_MEM_SIM_SHARED_MEMORY`, `GPU_MEM_SIM_PINNED_LIMIT` and `GPU_MEM_SIM_WATCHDOG`
+    /// (seconds, such as `10` or `0.5`).
     pub fn from_env() -> Result<SimConfig> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let count = match var("GPU_MEM_SIM_DEVICES") {
@@ -109,12 +119,17 @@ impl SimConfig {
             }
             None => DEFAULT_SHARED_MEMORY,
         };
+        let watchdog = match var("GPU_MEM_SIM_WATCHDOG") {
+            Some(v) => parse_watchdog(&v)?,
+            None => DEFAULT_WATCHDOG,
+        };
         let devices = (0..count)
             .map(|i| SimDeviceConfig {
                 memory,
                 warp_size: *warps.get(i).or(warps.last()).unwrap_or(&32),
                 shared_memory,
                 pinned_limit,
+                watchdog,
             })
             .collect();
         Ok(SimConfig { devices })
@@ -135,6 +150,19 @@ fn parse_count(value: &str) -> Result<usize> {
             "GPU_MEM_SIM_DEVICES",
             value,
             "a device count from 1 to 64",
+        )),
+    }
+}
+
+fn parse_watchdog(value: &str) -> Result<std::time::Duration> {
+    match value.trim().parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => {
+            Ok(std::time::Duration::from_secs_f64(seconds))
+        }
+        _ => Err(invalid(
+            "GPU_MEM_SIM_WATCHDOG",
+            value,
+            "a number of seconds above 0, up to a day",
         )),
     }
 }
@@ -217,6 +245,27 @@ mod tests {
         assert_eq!(parse_size("2TiB").unwrap(), 2 << 40);
         assert_eq!(parse_size("1024TiB").unwrap(), 1 << 50);
         assert!(parse_size("2PiB").is_err());
+    }
+
+    #[test]
+    fn watchdog_in_seconds() {
+        assert_eq!(
+            parse_watchdog("0.5").unwrap(),
+            std::time::Duration::from_millis(500)
+        );
+        assert_eq!(parse_watchdog("10").unwrap(), DEFAULT_WATCHDOG);
+        for bad in ["0", "-1", "soon", "1e9", "NaN"] {
+            assert!(
+                matches!(
+                    parse_watchdog(bad),
+                    Err(Error::InvalidArgument {
+                        name: "GPU_MEM_SIM_WATCHDOG",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -97,6 +97,7 @@ struct SimDevice {
     ordinal: usize,
     warp_size: u32,
     shared_memory: usize,
+    watchdog: std::time::Duration,
     memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
     /// Read-locked to find a stream (see [`SimBackend::on_stream`]).
@@ -165,6 +166,7 @@ impl SimBackend {
                 ordinal,
                 warp_size: c.warp_size,
                 shared_memory: c.shared_memory,
+                watchdog: c.watchdog,
                 memory: Arc::new(AddressSpace::new(ordinal, c.memory)),
                 activity: Arc::new(DeviceActivity::default()),
                 streams: RwLock::new(HashMap::default()),
@@ -1197,20 +1199,24 @@ unsafe impl Backend for SimBackend {
         executor::check_config(kernel, config, d.shared_memory, code.static_shared())?;
         let resolved = executor::resolve_args(&d.memory, kernel.name(), args)?;
         let name = kernel.name().to_string();
-        let (config, warp, shared) = (*config, d.warp_size, d.shared_memory);
+        let config = *config;
+        let limits = executor::Limits {
+            warp_size: d.warp_size,
+            shared_memory: d.shared_memory,
+            watchdog: d.watchdog,
+        };
         match stream {
             None => {
                 reentry::refuse_in_kernel("synchronous kernel launch")?;
                 d.activity.wait_idle();
-                executor::run_grid(&name, code.code(), &resolved, &config, warp, shared)
+                executor::run_grid(&name, code.code(), &resolved, &config, limits)
             }
             Some(stream) => self.enqueue(
                 d,
                 stream,
                 "kernel launch",
                 Box::new(move || {
-                    let ran =
-                        executor::run_grid(&name, code.code(), &resolved, &config, warp, shared);
+                    let ran = executor::run_grid(&name, code.code(), &resolved, &config, limits);
                     // The job may hold the last clone of the kernel, whose captures are dropped
                     // here: a blocking call from their `Drop` would wait for this very job, so
                     // it is refused as one from the kernel's threads is.

@@ -208,11 +208,19 @@ const ON_FIBERS: &str = "\n// gm_sim_rt: keeps this kernel on fibers\n";
 /// Runs `source` (entry `k`, one block of `threads`, over as many i32 set to their index) as
 /// written and with [`ON_FIBERS`] added; both must agree.
 fn both_ways(source: &str, threads: u32) -> (Result<Vec<i32>, String>, Result<Vec<i32>, String>) {
-    let backend = SimBackend::new(SimConfig::default());
+    both_ways_on(&SimBackend::new(SimConfig::default()), source, threads)
+}
+
+/// [`both_ways`] on `backend`.
+fn both_ways_on(
+    backend: &SimBackend,
+    source: &str,
+    threads: u32,
+) -> (Result<Vec<i32>, String>, Result<Vec<i32>, String>) {
     let on_fibers = format!("{source}{ON_FIBERS}");
     let go = |code: &str| {
         let config = LaunchConfig::new(1, threads);
-        run(&backend, code, "k", config, threads as usize, |i| i as i32).map_err(|e| e.to_string())
+        run(backend, code, "k", config, threads as usize, |i| i as i32).map_err(|e| e.to_string())
     };
     (go(source), go(&on_fibers))
 }
@@ -621,8 +629,8 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
 }
 
 /// A stackless thread spinning on a flag nobody sets is reported as on fibers (after the round
-/// limit and 10 s, with the same account of each thread: one exited, one spinning), and the
-/// backend runs later launches.
+/// limit and the watchdog's time, 1 s here, with the same account of each thread: one exited,
+/// one spinning), and the backend runs later launches.
 #[test]
 fn endless_spin_waits_are_reported() {
     let source = r#"#include "gpu_mem.h"
@@ -634,13 +642,14 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     while (atomicAdd(&flag, 0) == 0) { }
     a(threadIdx.x) = 1;
 }"#;
+    let backend = common::backend_with_watchdog(1.0);
     let started = std::time::Instant::now();
-    let (stackless, fibers) = both_ways(source, 2);
+    let (stackless, fibers) = both_ways_on(&backend, source, 2);
     let message = stackless.unwrap_err();
     assert!(message.contains("no forward progress"), "{message}");
     assert_eq!(Err(message), fibers);
-    assert!(started.elapsed() >= std::time::Duration::from_secs(20));
-    let (after, fibers) = both_ways(&reduction_of_two(), 2);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(2));
+    let (after, fibers) = both_ways_on(&backend, &reduction_of_two(), 2);
     assert_eq!(after, fibers);
     assert!(after.is_ok(), "{after:?}");
 }

@@ -10,6 +10,7 @@
 //! the general checks for warp barriers, collectives and mixed waits. When nothing can proceed
 //! the launch fails with [`Error::BarrierDivergence`] describing who waits where.
 
+use super::Limits;
 use super::body::{Body, CompiledLaunch, GmSimThread};
 use super::fiber::{self, Fiber, Target};
 use super::grid_barrier::GridBarrier;
@@ -26,14 +27,25 @@ use std::panic::AssertUnwindSafe;
 
 /// A thread lets the others run at every this many atomics / spin hints.
 const PROGRESS_EVERY: u32 = 16;
-/// Rounds in which threads only spun (no barrier reached, nothing finished), and for how long,
-/// before the launch is declared stuck. Both: an atomic counts as a spin (useful atomics and a
+/// Rounds in which threads only spun (no barrier reached, nothing finished), and for how long
+/// (the device's watchdog, `SimDeviceConfig::watchdog`), before the launch is declared stuck.
+/// Both: an atomic counts as a spin (useful atomics and a
 /// spin-wait look the same to the executor), so a block whose last live thread adds up a large
 /// input with atomics spins [`PROGRESS_EVERY`] times per round, ~16 M times per 2^20 rounds
 /// (0.14 s), while doing its work; it is
 /// reported only once it has done nothing else for the whole time as well.
 const MAX_IDLE_ROUNDS: u64 = 1 << 20;
-const MAX_IDLE_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+/// The watchdog time [`MAX_IDLE_ROUNDS`] goes with; a shorter one takes proportionally fewer
+/// rounds (see [`idle_rounds_for`]).
+const IDLE_ROUNDS_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The rounds without progress a block is allowed besides `watchdog`'s time: [`MAX_IDLE_ROUNDS`]
+/// for the default 10 s, proportionally fewer for a shorter time (never below twice
+/// [`IDLE_CLOCK_FROM`], where the clock starts), so that a short watchdog is short.
+fn idle_rounds_for(watchdog: std::time::Duration) -> u64 {
+    let share = watchdog.as_secs_f64() / IDLE_ROUNDS_TIME.as_secs_f64();
+    ((MAX_IDLE_ROUNDS as f64 * share.min(1.0)) as u64).max(2 * IDLE_CLOCK_FROM)
+}
 /// The idle round from which the time is taken (short idle stretches, common in blocks that
 /// spin a little between barriers, never read the clock), and how often it is read after.
 const IDLE_CLOCK_FROM: u64 = 1 << 10;
@@ -310,6 +322,10 @@ pub(crate) struct Block<'a> {
     pub(crate) block_dim: Dim3,
     pub(crate) grid_dim: Dim3,
     pub(crate) warp_size: u32,
+    /// How long the block may go without progress before it is reported.
+    pub(super) watchdog: std::time::Duration,
+    /// And for how many rounds ([`idle_rounds_for`] the watchdog).
+    idle_rounds: u64,
     pub(crate) shared: SharedMemory,
     /// The grid barrier of a cooperative launch; `None` for others.
     grid: Option<&'a GridBarrier>,
@@ -339,10 +355,11 @@ impl<'a> Block<'a> {
         block_idx: Dim3,
         block_dim: Dim3,
         grid_dim: Dim3,
-        warp_size: u32,
+        limits: Limits,
         shared: SharedMemory,
         grid: Option<&'a GridBarrier>,
     ) -> Block<'a> {
+        let warp_size = limits.warp_size;
         // SAFETY: `grid::run_grid` built the arguments' views from validated device ranges kept
         // alive for the whole launch.
         let ctx = unsafe { BlockCtx::new(args, block_idx, block_dim, grid_dim, warp_size) };
@@ -354,6 +371,8 @@ impl<'a> Block<'a> {
             block_dim,
             grid_dim,
             warp_size,
+            watchdog: limits.watchdog,
+            idle_rounds: idle_rounds_for(limits.watchdog),
             shared,
             grid,
             // Sized by the first collective.
@@ -870,7 +889,7 @@ impl<'a> Block<'a> {
     }
 
     /// Counts a round that ends with threads waiting at a block barrier: `true` once such rounds
-    /// went on for [`MAX_IDLE_ROUNDS`] and [`MAX_IDLE_TIME`] without the barrier being released
+    /// went on for the watchdog's rounds and time without the barrier being released
     /// (report it with [`Block::stalled_at_barrier`]). Threads elsewhere may be making progress
     /// all along (a loop of warp votes waiting for a flag that the threads at the barrier would
     /// set after it), which `spun_too_long` counts as work.
@@ -883,26 +902,27 @@ impl<'a> Block<'a> {
         if s.barrier_rounds == IDLE_CLOCK_FROM {
             s.barrier_since = Some(std::time::Instant::now());
         }
-        s.barrier_rounds > MAX_IDLE_ROUNDS
+        s.barrier_rounds > self.idle_rounds
             && s.barrier_rounds.is_multiple_of(IDLE_CLOCK_FROM)
             && s.barrier_since
-                .is_some_and(|t| t.elapsed() >= MAX_IDLE_TIME)
+                .is_some_and(|t| t.elapsed() >= self.watchdog)
     }
 
     /// The report of threads kept at a block barrier that the others never reach.
     #[cold]
     fn stalled_at_barrier(&self, s: &Schedule) -> Error {
         self.divergence(format!(
-            "no forward progress: threads wait at a block barrier for {} s and over {MAX_IDLE_ROUNDS} rounds while the others run without reaching it; {}",
-            MAX_IDLE_TIME.as_secs(),
+            "no forward progress: threads wait at a block barrier for {:?} and over {} rounds while the others run without reaching it (GPU_MEM_SIM_WATCHDOG sets the time); {}",
+            self.watchdog,
+            self.idle_rounds,
             describe_states(&s.states(), |i| self.thread_index(i as u32))
         ))
     }
 
     /// Counts a round for telling threads that only spin from threads at work: `true` once
     /// rounds without progress (`s.progressed` false: no thread reached a barrier or
-    /// collective, ended, or was released) went on for [`MAX_IDLE_ROUNDS`] and
-    /// [`MAX_IDLE_TIME`] (report it with [`Block::no_progress`]).
+    /// collective, ended, or was released) went on for the watchdog's rounds and time (report
+    /// it with [`Block::no_progress`]).
     pub(super) fn spun_too_long(&self, s: &mut Schedule) -> bool {
         let progressed = std::mem::replace(&mut s.progressed, false);
         if progressed {
@@ -913,17 +933,18 @@ impl<'a> Block<'a> {
         if s.idle_rounds == IDLE_CLOCK_FROM {
             s.idle_since = Some(std::time::Instant::now());
         }
-        s.idle_rounds > MAX_IDLE_ROUNDS
+        s.idle_rounds > self.idle_rounds
             && s.idle_rounds.is_multiple_of(IDLE_CLOCK_FROM)
-            && s.idle_since.is_some_and(|t| t.elapsed() >= MAX_IDLE_TIME)
+            && s.idle_since.is_some_and(|t| t.elapsed() >= self.watchdog)
     }
 
     /// The report of threads that only spin, from the states in `s`.
     #[cold]
     pub(super) fn no_progress(&self, s: &Schedule) -> Error {
         self.divergence(format!(
-            "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run, for {} s and over {MAX_IDLE_ROUNDS} rounds; {}",
-            MAX_IDLE_TIME.as_secs(),
+            "no forward progress: threads spin (atomics or spin-wait hints) while nothing else can run, for {:?} and over {} rounds (GPU_MEM_SIM_WATCHDOG sets the time); {}",
+            self.watchdog,
+            self.idle_rounds,
             describe_states(&s.states(), |i| self.thread_index(i as u32))
         ))
     }

@@ -1,6 +1,7 @@
 //! Running a grid: blocks spread over the simulator's worker threads (`crate::workers`), the
 //! error of the lowest failing block kept.
 
+use super::Limits;
 use super::args::{Resolved, encode, views};
 use super::block::Block;
 use super::body::{Body, CompiledLaunch};
@@ -55,8 +56,7 @@ pub(crate) fn run_grid(
     code: Code<'_>,
     args: &[Resolved],
     config: &LaunchConfig,
-    warp_size: u32,
-    shared_limit: usize,
+    limits: Limits,
 ) -> Result<()> {
     if cfg!(miri) && !matches!(code, Code::Polled(_)) {
         return Err(Error::NotSupportedByBackend {
@@ -87,7 +87,7 @@ pub(crate) fn run_grid(
     };
     let total = config.grid.count();
     if config.cooperative {
-        return run_cooperative(kernel, body, &views, config, warp_size, shared_limit);
+        return run_cooperative(kernel, body, &views, config, limits);
     }
     let next = AtomicU64::new(0);
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
@@ -104,8 +104,7 @@ pub(crate) fn run_grid(
                 body,
                 views: &views,
                 config,
-                warp_size,
-                shared_limit,
+                limits,
             };
             if let Err(error) = block.run(linear, None) {
                 failure.record(linear, error);
@@ -130,8 +129,7 @@ fn run_cooperative(
     body: Body<'_>,
     views: &Views<'_>,
     config: &LaunchConfig,
-    warp_size: u32,
-    shared_limit: usize,
+    limits: Limits,
 ) -> Result<()> {
     let total = config.grid.count();
     if total > MAX_COOPERATIVE_BLOCKS {
@@ -149,8 +147,7 @@ fn run_cooperative(
         body,
         views,
         config,
-        warp_size,
-        shared_limit,
+        limits,
     };
     let spawned = std::thread::scope(|scope| -> std::io::Result<()> {
         for linear in 0..total {
@@ -192,19 +189,16 @@ struct BlockRun<'k, 'a> {
     body: Body<'a>,
     views: &'k Views<'a>,
     config: &'k LaunchConfig,
-    warp_size: u32,
-    shared_limit: usize,
+    limits: Limits,
 }
 
 impl BlockRun<'_, '_> {
     /// Runs block `linear` on the calling OS thread.
     fn run(&self, linear: u64, grid: Option<&GridBarrier>) -> Result<()> {
-        let shared =
-            SharedMemory::new(self.shared_limit, self.config.shared_bytes).map_err(|reason| {
-                Error::InvalidLaunch {
-                    kernel: self.kernel.to_string(),
-                    reason,
-                }
+        let shared = SharedMemory::new(self.limits.shared_memory, self.config.shared_bytes)
+            .map_err(|reason| Error::InvalidLaunch {
+                kernel: self.kernel.to_string(),
+                reason,
             })?;
         let block = Block::new(
             self.kernel,
@@ -213,7 +207,7 @@ impl BlockRun<'_, '_> {
             block_index(linear, self.config.grid),
             self.config.block,
             self.config.grid,
-            self.warp_size,
+            self.limits,
             shared,
             grid,
         );

@@ -34,6 +34,16 @@ pub(crate) use args::resolve as resolve_args;
 pub(crate) use fiber::first_barrier_floor;
 pub(crate) use grid::{Code, run_grid};
 
+/// A simulated device's limits, as a launch runs under them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) warp_size: u32,
+    /// Shared memory of a block, static and dynamic, in bytes.
+    pub(crate) shared_memory: usize,
+    /// How long a block may go without progress before it is reported.
+    pub(crate) watchdog: std::time::Duration,
+}
+
 use gpu_mem_core::kernel::{Kernel, LaunchConfig};
 use gpu_mem_core::{Error, Result};
 

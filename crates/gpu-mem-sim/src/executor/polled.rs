@@ -26,14 +26,13 @@ use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::panic::Location;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// Atomics (and other spins) a thread may make between two awaits, and for how long, before it
-/// is reported as spinning forever: it holds the block's only OS thread, so a thread it waits
-/// for can never run. Both limits, as for threads on fibers: a thread adding up a large input
-/// with atomics is not stuck.
+/// Atomics (and other spins) a thread may make between two awaits, and for how long (the
+/// device's watchdog), before it is reported as spinning forever: it holds the block's only OS
+/// thread, so a thread it waits for can never run. Both limits, as for threads on fibers: a
+/// thread adding up a large input with atomics is not stuck.
 const MAX_SPINS: u64 = 1 << 24;
-const MAX_SPIN_TIME: Duration = Duration::from_secs(10);
 /// From which spin the time is taken, and how often it is read after.
 const SPIN_CLOCK_FROM: u64 = 1 << 16;
 
@@ -187,7 +186,7 @@ impl ThreadOps for Polled<'_, '_> {
         if spins.is_multiple_of(SPIN_CLOCK_FROM) {
             match self.spinning_since.get() {
                 None => self.spinning_since.set(Some(Instant::now())),
-                Some(since) if spins > MAX_SPINS && since.elapsed() >= MAX_SPIN_TIME => {
+                Some(since) if spins > MAX_SPINS && since.elapsed() >= self.block.watchdog => {
                     std::panic::resume_unwind(Box::new(Spinning));
                 }
                 Some(_) => {}
@@ -399,8 +398,8 @@ impl Block<'_> {
                 };
                 let message = if payload.is::<Spinning>() {
                     format!(
-                        "no forward progress: the thread spun (atomics) for {} s without awaiting; a spin-wait in an async kernel must await `t.nanosleep()` so that the thread it waits for can run",
-                        MAX_SPIN_TIME.as_secs()
+                        "no forward progress: the thread spun (atomics) for {:?} without awaiting (GPU_MEM_SIM_WATCHDOG sets the time); a spin-wait in an async kernel must await `t.nanosleep()` so that the thread it waits for can run",
+                        self.watchdog
                     )
                 } else {
                     format!(

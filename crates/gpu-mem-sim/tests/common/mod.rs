@@ -54,3 +54,14 @@ pub fn run_on_array<T: Element>(
     unsafe { backend.free(0, out) }.unwrap();
     result.map(|()| back)
 }
+
+/// A simulator whose watchdog reports a block without progress after `seconds` instead of the
+/// default 10, so that tests of the report do not wait that long.
+pub fn backend_with_watchdog(seconds: f64) -> gpu_mem_sim::SimBackend {
+    gpu_mem_sim::SimBackend::new(gpu_mem_sim::SimConfig {
+        devices: vec![gpu_mem_sim::SimDeviceConfig {
+            watchdog: std::time::Duration::from_secs_f64(seconds),
+            ..gpu_mem_sim::SimDeviceConfig::default()
+        }],
+    })
+}

@@ -7,10 +7,13 @@
 //! are compared exactly; float results within a tolerance chosen per computation (see each
 //! case), as a fraction of the magnitude the rounding error of that computation scales with.
 
-use super::support::{Lcg, check_equal, device, download, upload, zeros};
+use super::support::{
+    Lcg, SHARED_SIZE_LIMIT, check_equal, check_scaled, check_sorted, device, download, launch_sort,
+    sort_input, sort_shared, upload, zeros,
+};
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::prelude::*;
-use gpu_mem::{Device, KernelArg, Module, Runtime};
+use gpu_mem::{Device, Module, Runtime};
 use ndarray::{Array1, s};
 use std::f64::consts::PI;
 
@@ -89,39 +92,6 @@ pub fn cases() -> Vec<Case> {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// `n` values below `bound`, from the generator's 32-bit outputs.
-fn all_below(mut rng: Lcg, n: usize, bound: u32) -> Vec<u32> {
-    (0..n).map(|_| rng.next_u32() % bound).collect()
-}
-
-/// `|got - want| <= tol * scale` element by element: `scale` is the magnitude the rounding
-/// error of the computation grows with (the sum of the terms' magnitudes for a sum).
-fn check_scaled(
-    what: &str,
-    got: &[f32],
-    want: &[f64],
-    scale: &[f64],
-    tol: f64,
-) -> Result<(), String> {
-    ensure!(
-        got.len() == want.len() && want.len() == scale.len(),
-        "{what}: {} values, expected {}",
-        got.len(),
-        want.len()
-    );
-    for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(scale).enumerate() {
-        let error = (f64::from(g) - w).abs();
-        // False for a NaN, which so fails.
-        let within = error <= tol * m;
-        ensure!(
-            within,
-            "{what}[{i}] = {g}, expected {w} (error {error:e} above {:e})",
-            tol * m
-        );
-    }
-    Ok(())
-}
 
 /// [`check_scaled`] relative to the expected values themselves.
 fn check_rel(what: &str, got: &[f32], want: &[f64], tol: f64) -> Result<(), String> {
@@ -895,7 +865,7 @@ fn shfl_integral_image_vertical(rt: &Runtime) -> Result<(), String> {
     // The kernel's 135 steps of 8 rows are the sample's 1080 rows; the width is free (one
     // block of 32 x 8 threads per 32 columns): 64 columns here instead of 1920.
     let (width, height) = (64usize, 1080usize);
-    let input = all_below(Lcg::from_state(51), width * height, 1 << 16);
+    let input = Lcg::from_state(51).all_below32(width * height, 1 << 16);
     let mut d_img = upload(&dev, &input, "input")?;
     let kernel = Kernel::from_source(INTEGRAL_IMAGE, "shfl_vertical_shfl");
     let config = LaunchConfig::new(((width / 32) as u32, 1), (32, 8));
@@ -1194,7 +1164,7 @@ fn histogram_merge(
     count: usize,
 ) -> Result<(), String> {
     let dev = device(rt)?;
-    let partial = all_below(Lcg::from_state(71), count * bins, 1000);
+    let partial = Lcg::from_state(71).all_below32(count * bins, 1000);
     let mut d_partial = upload(&dev, &partial, "partial")?;
     let mut d_hist = zeros::<u32>(&dev, bins, "device array")?;
     let kernel = Kernel::from_source(source, entry);
@@ -1423,7 +1393,8 @@ fn simple_templates_float(rt: &Runtime) -> Result<(), String> {
 
 fn simple_templates_int(rt: &Runtime) -> Result<(), String> {
     // runTest<int>(64).
-    let input: Vec<i32> = all_below(Lcg::from_state(101), 64, 2000)
+    let input: Vec<i32> = Lcg::from_state(101)
+        .all_below32(64, 2000)
         .iter()
         .map(|&v| v as i32 - 1000)
         .collect();
@@ -1607,83 +1578,8 @@ fn fast_walsh_dyadic_convolution(rt: &Runtime) -> Result<(), String> {
 // sortingNetworks (bitonic sort)
 // ---------------------------------------------------------------------------------------------
 
-/// SHARED_SIZE_LIMIT: the shared-memory kernels sort 1024 keys with 512 threads per block.
-const SHARED_SIZE_LIMIT: usize = 1024;
-
-/// Keys as the sample makes them (`rand() % 65536`, so some repeat) and values 0, 1, 2, ...
-fn sort_input(n: usize, seed: u64) -> (Vec<u32>, Vec<u32>) {
-    (
-        all_below(Lcg::from_state(seed), n, 65_536),
-        (0..n as u32).collect(),
-    )
-}
-
-/// Checks that each `length` chunk of the output is its input chunk's (key, value) pairs,
-/// sorted by key ascending or not as `ascending(chunk)` says.
-fn check_sorted(
-    what: &str,
-    (keys, values): (&[u32], &[u32]),
-    (got_keys, got_values): (&[u32], &[u32]),
-    length: usize,
-    ascending: impl Fn(usize) -> bool,
-) -> Result<(), String> {
-    let pairs = |k: &[u32], v: &[u32]| -> Vec<(u32, u32)> {
-        k.iter().copied().zip(v.iter().copied()).collect()
-    };
-    let (input, output) = (pairs(keys, values), pairs(got_keys, got_values));
-    ensure!(
-        output.len() == input.len(),
-        "{what}: {} keys, expected {}",
-        output.len(),
-        input.len()
-    );
-    for (c, (src, dst)) in input.chunks(length).zip(output.chunks(length)).enumerate() {
-        let mut want_keys: Vec<u32> = src.iter().map(|p| p.0).collect();
-        want_keys.sort_unstable();
-        if !ascending(c) {
-            want_keys.reverse();
-        }
-        let dst_keys: Vec<u32> = dst.iter().map(|p| p.0).collect();
-        check_equal(&format!("{what}: keys of array {c}"), &dst_keys, &want_keys)?;
-        // Equal keys may come in any order: compare the pairs as sets.
-        let (mut src, mut dst) = (src.to_vec(), dst.to_vec());
-        src.sort_unstable();
-        dst.sort_unstable();
-        check_equal(
-            &format!("{what}: (key, value) pairs of array {c}"),
-            &dst,
-            &src,
-        )?;
-    }
-    Ok(())
-}
-
 fn bitonic_module() -> Module {
     Module::from_source(BITONIC)
-}
-
-/// Launches a sorting kernel on (dst keys, dst values, src keys, src values, extra unsigned
-/// scalars...).
-fn launch_sort(
-    dev: &Device,
-    kernel: &Kernel,
-    (blocks, threads): (usize, u32),
-    arrays: [&mut DeviceArray<u32>; 4],
-    scalars: &[u32],
-) -> Result<(), String> {
-    let [dst_key, dst_val, src_key, src_val] = arrays;
-    let mut scalars: Vec<Scalar<u32>> = scalars.iter().map(|&v| Scalar(v)).collect();
-    let mut args: Vec<&mut dyn KernelArg> = Vec::with_capacity(4 + scalars.len());
-    args.push(dst_key);
-    args.push(dst_val);
-    args.push(src_key);
-    args.push(src_val);
-    args.extend(scalars.iter_mut().map(|s| s as &mut dyn KernelArg));
-    // SAFETY: the four arrays hold batchSize x arrayLength keys and values and the launches
-    // are the sample's: each block or comparator thread touches elements inside its own
-    // SHARED_SIZE_LIMIT chunk, or pairs (pos, pos + stride) below arrayLength x batchSize.
-    unsafe { dev.launch(kernel, LaunchConfig::new(blocks as u32, threads), &mut args) }
-        .map_err(fail("launch"))
 }
 
 fn bitonic_sort_shared(rt: &Runtime) -> Result<(), String> {
@@ -1694,28 +1590,9 @@ fn bitonic_sort_shared(rt: &Runtime) -> Result<(), String> {
     // DIR is 0, descending).
     for (length, dir) in [(256usize, 1u32), (SHARED_SIZE_LIMIT, 0)] {
         let (keys, values) = sort_input(n, 140 + u64::from(dir));
-        let (mut sk, mut sv) = (
-            upload(&dev, &keys, "keys")?,
-            upload(&dev, &values, "values")?,
-        );
-        let (mut dk, mut dv) = (
-            zeros::<u32>(&dev, n, "device array")?,
-            zeros::<u32>(&dev, n, "device array")?,
-        );
-        launch_sort(
-            &dev,
-            &kernel,
-            (n / SHARED_SIZE_LIMIT, (SHARED_SIZE_LIMIT / 2) as u32),
-            [&mut dk, &mut dv, &mut sk, &mut sv],
-            &[length as u32, dir],
-        )?;
-        check_sorted(
-            &format!("arrays of {length}, dir {dir}"),
-            (&keys, &values),
-            (&download(&dk, "dk")?, &download(&dv, "dv")?),
-            length,
-            |_| dir == 1,
-        )?;
+        let (dk, dv) = sort_shared(&dev, &kernel, (&keys, &values), &[length as u32, dir])?;
+        let what = format!("arrays of {length}, dir {dir}");
+        check_sorted(&what, (&keys, &values), (&dk, &dv), length, |_| dir == 1)?;
     }
     Ok(())
 }
@@ -1726,25 +1603,12 @@ fn bitonic_sort_shared1(rt: &Runtime) -> Result<(), String> {
     // directions (descending for even blocks, ascending for odd ones).
     let n = 4 * SHARED_SIZE_LIMIT;
     let (keys, values) = sort_input(n, 150);
-    let (mut sk, mut sv) = (
-        upload(&dev, &keys, "keys")?,
-        upload(&dev, &values, "values")?,
-    );
-    let (mut dk, mut dv) = (
-        zeros::<u32>(&dev, n, "device array")?,
-        zeros::<u32>(&dev, n, "device array")?,
-    );
-    launch_sort(
-        &dev,
-        &bitonic_module().kernel("bitonicSortShared1"),
-        (n / SHARED_SIZE_LIMIT, (SHARED_SIZE_LIMIT / 2) as u32),
-        [&mut dk, &mut dv, &mut sk, &mut sv],
-        &[],
-    )?;
+    let kernel = bitonic_module().kernel("bitonicSortShared1");
+    let (dk, dv) = sort_shared(&dev, &kernel, (&keys, &values), &[])?;
     check_sorted(
         "bitonicSortShared1",
         (&keys, &values),
-        (&download(&dk, "dk")?, &download(&dv, "dv")?),
+        (&dk, &dv),
         SHARED_SIZE_LIMIT,
         |chunk| chunk % 2 == 1,
     )
@@ -1759,22 +1623,8 @@ fn bitonic_sort_long_arrays(rt: &Runtime) -> Result<(), String> {
     let threads = (SHARED_SIZE_LIMIT / 2) as u32;
     for dir in [0u32, 1] {
         let (keys, values) = sort_input(n, 160 + u64::from(dir));
-        let (mut sk, mut sv) = (
-            upload(&dev, &keys, "keys")?,
-            upload(&dev, &values, "values")?,
-        );
-        let (mut dk, mut dv) = (
-            zeros::<u32>(&dev, n, "device array")?,
-            zeros::<u32>(&dev, n, "device array")?,
-        );
         let shared1 = module.kernel("bitonicSortShared1");
-        launch_sort(
-            &dev,
-            &shared1,
-            (blocks, threads),
-            [&mut dk, &mut dv, &mut sk, &mut sv],
-            &[],
-        )?;
+        let (mut dk, mut dv) = sort_shared(&dev, &shared1, (&keys, &values), &[])?;
         // The sample's bitonicSort host loop: merges in global memory while the stride is at
         // least SHARED_SIZE_LIMIT, then one shared-memory merge for the rest of that size.
         let (global, shared) = (
@@ -1810,13 +1660,8 @@ fn bitonic_sort_long_arrays(rt: &Runtime) -> Result<(), String> {
             }
             size <<= 1;
         }
-        check_sorted(
-            &format!("arrays of {length}, dir {dir}"),
-            (&keys, &values),
-            (&download(&dk, "dk")?, &download(&dv, "dv")?),
-            length,
-            |_| dir == 1,
-        )?;
+        let what = format!("arrays of {length}, dir {dir}");
+        check_sorted(&what, (&keys, &values), (&dk, &dv), length, |_| dir == 1)?;
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! own on smaller problems, checked as the samples' host code checks them, and more strictly
 //! where the result is deterministic.
 
-use crate::{Case, Requires, ensure, fail};
+use super::support::{Lcg, check_close, check_equal, device, download, launch, upload};
+use crate::{Case, Requires, ensure};
 use gpu_mem::Runtime;
 use gpu_mem::prelude::*;
 
@@ -40,34 +41,10 @@ pub fn cases() -> Vec<Case> {
 /// The samples' thread count per block.
 const THREADS: u32 = 512;
 
-fn device(rt: &Runtime) -> Result<Device, String> {
-    rt.device(0).map_err(fail("device"))
-}
-
-/// Inputs: a fixed-seed linear congruential generator (Knuth's MMIX constants, high bits out).
+/// Inputs: `n` values below `below` from the generator started at the state `seed`.
 fn random(n: usize, seed: u64, below: u32) -> Vec<i32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((state >> 33) as u32 % below) as i32
-        })
-        .collect()
-}
-
-fn upload(dev: &Device, values: &[i32], what: &str) -> Result<DeviceArray<i32>, String> {
-    dev.to_device_slice(values).map_err(fail(what))
-}
-
-fn download(array: &DeviceArray<i32>, what: &str) -> Result<Vec<i32>, String> {
-    Ok(array
-        .copy_to_host()
-        .map_err(fail(what))?
-        .iter()
-        .copied()
-        .collect())
+    let mut rng = Lcg::from_state(seed);
+    (0..n).map(|_| rng.below(below) as i32).collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -93,13 +70,13 @@ fn warp_aggregated_filter(rt: &Runtime) -> Result<(), String> {
     // SAFETY: the kernel reads src[i] for i < n and writes dst at the reserved slots, fewer
     // than n (one per positive element); nres is one int.
     unsafe {
-        dev.launch(
+        launch(
+            &dev,
             &kernel,
             config,
             &mut [&mut d_dst, &mut d_nres, &mut d_src, &mut Scalar(n as i32)],
         )
-    }
-    .map_err(fail("filter_arr"))?;
+    }?;
     let mut want: Vec<i32> = src.iter().copied().filter(|&v| v > 0).collect();
     let nres = download(&d_nres, "nres")?[0];
     ensure!(
@@ -125,6 +102,38 @@ fn warp_aggregated_filter(rt: &Runtime) -> Result<(), String> {
 /// Buckets and grid of the sample's `mapIndicesToBuckets` / `calculateMaxInBuckets`.
 const BUCKETS: usize = 5;
 
+/// Launches `entry`, `mapToBuckets` or `calculateMaxInEachBuckets`, as the sample does: n / 512
+/// blocks, on the elements' buckets `src` (n of them, uploaded as `srcArr`), the kernel's two
+/// other arrays, n and BUCKETS.
+///
+/// # Safety
+/// As `Device::launch`: `arrays` hold what `entry` indexes for n elements in BUCKETS buckets.
+unsafe fn launch_buckets(
+    dev: &Device,
+    entry: &str,
+    src: &[i32],
+    [first, second]: [&mut DeviceArray<i32>; 2],
+) -> Result<(), String> {
+    let n = src.len();
+    let mut d_src = upload(dev, src, "srcArr")?;
+    let kernel = Kernel::from_source(WARP_AGGREGATED, entry);
+    // SAFETY: srcArr has the n elements the kernel reads; the other arrays are the caller's.
+    unsafe {
+        launch(
+            dev,
+            &kernel,
+            LaunchConfig::new(n as u32 / THREADS, THREADS),
+            &mut [
+                &mut d_src,
+                first,
+                second,
+                &mut Scalar(n as i32),
+                &mut Scalar(BUCKETS as i32),
+            ],
+        )
+    }
+}
+
 /// `mapToBuckets`: each group of active lanes is split by bucket (`labeled_partition`); each
 /// part's leader reserves slots in its bucket's range, as the sample's counters start at
 /// `bucket * n`. Every index must land in its bucket's range exactly once.
@@ -134,29 +143,19 @@ fn warp_aggregated_map_to_buckets(rt: &Runtime) -> Result<(), String> {
     // Buckets 0..5 and a sixth value the kernel skips (`bucket < numOfBuckets`): lanes that
     // diverge around the partition.
     let src = random(n, 11, BUCKETS as u32 + 1);
-    let mut d_src = upload(&dev, &src, "srcArr")?;
     let mut d_indices = upload(&dev, &vec![-1; n * BUCKETS], "indicesBuckets")?;
     let starts: Vec<i32> = (0..BUCKETS).map(|b| (b * n) as i32).collect();
     let mut d_counters = upload(&dev, &starts, "bucketCounters")?;
-    let kernel = Kernel::from_source(WARP_AGGREGATED, "mapToBuckets");
-    // The sample's grid: n / 512 blocks.
-    let config = LaunchConfig::new(n as u32 / THREADS, THREADS);
-    // SAFETY: srcArr has n elements; bucket b's slots are b * n + (0..count(b)), inside the
-    // n * BUCKETS indices; the counters are BUCKETS ints.
+    // SAFETY: bucket b's slots are b * n + (0..count(b)), inside the n * BUCKETS indices; the
+    // counters are BUCKETS ints.
     unsafe {
-        dev.launch(
-            &kernel,
-            config,
-            &mut [
-                &mut d_src,
-                &mut d_indices,
-                &mut d_counters,
-                &mut Scalar(n as i32),
-                &mut Scalar(BUCKETS as i32),
-            ],
+        launch_buckets(
+            &dev,
+            "mapToBuckets",
+            &src,
+            [&mut d_indices, &mut d_counters],
         )
-    }
-    .map_err(fail("mapToBuckets"))?;
+    }?;
     let counters = download(&d_counters, "bucketCounters")?;
     let indices = download(&d_indices, "indicesBuckets")?;
     for (b, &end) in counters.iter().enumerate() {
@@ -192,27 +191,18 @@ fn warp_aggregated_max_in_buckets(rt: &Runtime) -> Result<(), String> {
     let n = 10_240usize;
     let src = random(n, 13, BUCKETS as u32 + 1);
     let values = random(n, 17, 1 << 30);
-    let mut d_src = upload(&dev, &src, "srcArr")?;
     let mut d_values = upload(&dev, &values, "valueInBuckets")?;
     let mut d_max = upload(&dev, &[0; BUCKETS], "bucketsMax")?;
-    let kernel = Kernel::from_source(WARP_AGGREGATED, "calculateMaxInEachBuckets");
-    let config = LaunchConfig::new(n as u32 / THREADS, THREADS);
-    // SAFETY: srcArr and valueInBuckets have n elements, bucketsMax BUCKETS; only elements
-    // with bucket < BUCKETS index it.
+    // SAFETY: valueInBuckets has n elements, bucketsMax BUCKETS; only elements with
+    // bucket < BUCKETS index it.
     unsafe {
-        dev.launch(
-            &kernel,
-            config,
-            &mut [
-                &mut d_src,
-                &mut d_values,
-                &mut d_max,
-                &mut Scalar(n as i32),
-                &mut Scalar(BUCKETS as i32),
-            ],
+        launch_buckets(
+            &dev,
+            "calculateMaxInEachBuckets",
+            &src,
+            [&mut d_values, &mut d_max],
         )
-    }
-    .map_err(fail("calculateMaxInEachBuckets"))?;
+    }?;
     let mut want = [0i32; BUCKETS];
     for (&b, &v) in src.iter().zip(&values) {
         if let Some(max) = want.get_mut(b as usize) {
@@ -246,7 +236,8 @@ fn binary_partition_odd_even(rt: &Runtime) -> Result<(), String> {
     // SAFETY: the kernel reads inputArr[i] for i < size; numOfOdds is one int and
     // sumOfOddAndEvens two.
     unsafe {
-        dev.launch(
+        launch(
+            &dev,
             &kernel,
             LaunchConfig::new(blocks, threads),
             &mut [
@@ -256,8 +247,7 @@ fn binary_partition_odd_even(rt: &Runtime) -> Result<(), String> {
                 &mut Scalar(n as u32),
             ],
         )
-    }
-    .map_err(fail("oddEvenCountAndSumCG"))?;
+    }?;
     let odds = input.iter().filter(|&&v| v & 1 == 1).count() as i32;
     let odd_sum: i32 = input.iter().filter(|&&v| v & 1 == 1).sum();
     let even_sum: i32 = input.iter().filter(|&&v| v & 1 == 0).sum();
@@ -288,10 +278,8 @@ fn reduction_multi_block_cooperative(rt: &Runtime) -> Result<(), String> {
         .iter()
         .map(|&v| v as f32 / (1 << 20) as f32)
         .collect();
-    let mut d_input = dev.to_device_slice(&input).map_err(fail("g_idata"))?;
-    let mut d_output = dev
-        .to_device_slice(&vec![0f32; blocks as usize])
-        .map_err(fail("g_odata"))?;
+    let mut d_input = upload(&dev, &input, "g_idata")?;
+    let mut d_output = upload(&dev, &vec![0f32; blocks as usize], "g_odata")?;
     let kernel = Kernel::from_source(MULTI_BLOCK, "reduceSinglePassMultiBlockCG");
     // The sample: threads * sizeof(double) of dynamic shared memory.
     let config = LaunchConfig::new(blocks, threads)
@@ -300,22 +288,18 @@ fn reduction_multi_block_cooperative(rt: &Runtime) -> Result<(), String> {
     // SAFETY: the kernel reads g_idata[i] for i < n, writes g_odata[blockIdx.x] for the grid's
     // blocks and sdata[thread_rank] within its dynamic shared memory.
     unsafe {
-        dev.launch(
+        launch(
+            &dev,
             &kernel,
             config,
             &mut [&mut d_input, &mut d_output, &mut Scalar(n as u32)],
         )
-    }
-    .map_err(fail("reduceSinglePassMultiBlockCG"))?;
-    let got = d_output.copy_to_host().map_err(fail("g_odata"))?[[0]];
+    }?;
+    let got = download(&d_output, "g_odata")?[0];
     let want: f64 = input.iter().map(|&v| f64::from(v)).sum();
     // Each block's sum is exact in double and rounded once to float; grid thread 0 adds the
     // eight in float: a few float roundings of a sum near 32768.
-    let error = (f64::from(got) - want).abs();
-    // Written so that a NaN fails.
-    let within = error <= want * 1e-6;
-    ensure!(within, "sum {got}, the reference {want} (error {error:e})");
-    Ok(())
+    check_close("sum", &[got], &[want], 1e-6, 0.0)
 }
 
 /// A grid barrier needs a cooperative launch (a GPU's blocks need not all be resident in
@@ -324,8 +308,8 @@ fn reduction_multi_block_cooperative(rt: &Runtime) -> Result<(), String> {
 fn grid_sync_needs_a_cooperative_launch(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let threads = 64u32;
-    let mut d_input = dev.to_device_slice(&[1f32; 256]).map_err(fail("g_idata"))?;
-    let mut d_output = dev.to_device_slice(&[0f32; 4]).map_err(fail("g_odata"))?;
+    let mut d_input = upload(&dev, &[1f32; 256], "g_idata")?;
+    let mut d_output = upload(&dev, &[0f32; 4], "g_odata")?;
     let kernel = Kernel::from_source(MULTI_BLOCK, "reduceSinglePassMultiBlockCG");
     let plain = LaunchConfig::new(4, threads).with_shared_bytes(threads as usize * 8);
     // SAFETY: as in reduction_multi_block_cooperative, with 256 inputs and 4 blocks.
@@ -375,11 +359,9 @@ fn arrive_wait_barrier_normalizes(rt: &Runtime) -> Result<(), String> {
     let unit = |v: i32| v as f32 / 1024.0;
     let a: Vec<f32> = random(n, 37, 1024).into_iter().map(unit).collect();
     let b: Vec<f32> = random(n, 41, 1024).into_iter().map(unit).collect();
-    let mut d_a = dev.to_device_slice(&a).map_err(fail("vecA"))?;
-    let mut d_b = dev.to_device_slice(&b).map_err(fail("vecB"))?;
-    let mut d_partial = dev
-        .to_device_slice(&vec![0f64; blocks as usize])
-        .map_err(fail("partialResults"))?;
+    let mut d_a = upload(&dev, &a, "vecA")?;
+    let mut d_b = upload(&dev, &b, "vecB")?;
+    let mut d_partial = upload(&dev, &vec![0f64; blocks as usize], "partialResults")?;
     let kernel = Kernel::from_source(AW_BARRIER, "normVecByDotProductAWBarrier");
     // The sample: one double of dynamic shared memory per warp, and one more.
     let shared = (threads as usize / 32 + 1) * 8;
@@ -389,24 +371,26 @@ fn arrive_wait_barrier_normalizes(rt: &Runtime) -> Result<(), String> {
     // SAFETY: the kernel touches vecA[i] and vecB[i] for i < size, partialResults[blockIdx.x]
     // for its blocks, and tmp[warp] within its dynamic shared memory.
     unsafe {
-        dev.launch(
+        launch(
+            &dev,
             &kernel,
             config,
             &mut [&mut d_a, &mut d_b, &mut d_partial, &mut Scalar(n as i32)],
         )
-    }
-    .map_err(fail("normVecByDotProductAWBarrier"))?;
+    }?;
     let dot: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum();
     let norm = dot.sqrt();
-    let got_norm = d_partial.copy_to_host().map_err(fail("partialResults"))?[[0]];
+    let got_norm = download(&d_partial, "partialResults")?[0];
     // Sums of doubles in another order: relative 1e-12.
-    let within = (got_norm - norm).abs() <= norm * 1e-12;
-    ensure!(
-        within,
-        "the root of the dot product is {got_norm}, the reference {norm}"
-    );
+    check_close(
+        "the root of the dot product",
+        &[got_norm],
+        &[norm],
+        1e-12,
+        0.0,
+    )?;
     for (name, input, array) in [("vecA", &a, &d_a), ("vecB", &b, &d_b)] {
-        let got = array.copy_to_host().map_err(fail(name))?;
+        let got = download(array, name)?;
         for (i, (&g, &x)) in got.iter().zip(input.iter()).enumerate() {
             // The quotient rounded once to float, by a norm that may differ in its last bits.
             let want = (f64::from(x) / norm) as f32;
@@ -491,22 +475,20 @@ fn fp16_scalar_product(rt: &Runtime, entry: &str) -> Result<(), String> {
     };
     let a: Vec<u32> = (0..size).map(pack).collect();
     let b: Vec<u32> = (size..2 * size).map(pack).collect();
-    let mut d_a = dev.to_device_slice(&a).map_err(fail("a"))?;
-    let mut d_b = dev.to_device_slice(&b).map_err(fail("b"))?;
-    let mut d_results = dev
-        .to_device_slice(&vec![0f32; FP16_BLOCKS])
-        .map_err(fail("results"))?;
+    let mut d_a = upload(&dev, &a, "a")?;
+    let mut d_b = upload(&dev, &b, "b")?;
+    let mut d_results = upload(&dev, &[0f32; FP16_BLOCKS], "results")?;
     let kernel = Kernel::from_source(FP16_PRODUCT, entry);
     // SAFETY: the kernel reads a[i] and b[i] for i < size, writes results[blockIdx.x] for its
     // 128 blocks and its 128-element shared array by thread index.
     unsafe {
-        dev.launch(
+        launch(
+            &dev,
             &kernel,
             LaunchConfig::new(FP16_BLOCKS as u32, FP16_THREADS as u32),
             &mut [&mut d_a, &mut d_b, &mut d_results, &mut Scalar(size as u64)],
         )
-    }
-    .map_err(fail(entry))?;
+    }?;
     let lane = |word: u32, high: bool| {
         half_value(if high {
             (word >> 16) as u16
@@ -547,19 +529,11 @@ fn fp16_scalar_product(rt: &Runtime, entry: &str) -> Result<(), String> {
         rounded,
         "the inputs make no half addition round: the check would be weaker"
     );
-    let got: Vec<f32> = d_results
-        .copy_to_host()
-        .map_err(fail("results"))?
-        .iter()
-        .copied()
-        .collect();
-    match got.iter().zip(&want).position(|(g, w)| g != w) {
-        Some(i) => Err(format!(
-            "{entry}: block {i} gives {}, the half-precision reference {}",
-            got[i], want[i]
-        )),
-        None => Ok(()),
-    }
+    check_equal(
+        &format!("{entry}: the blocks' results"),
+        &download(&d_results, "results")?,
+        &want,
+    )
 }
 
 fn fp16_scalar_product_native(rt: &Runtime) -> Result<(), String> {

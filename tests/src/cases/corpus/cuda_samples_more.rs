@@ -6,10 +6,13 @@
 //! serial references written here: exactly where the computation is exact (integers, or float
 //! operations whose order the kernel fixes), within a tolerance argued per case otherwise.
 
+use super::support::{
+    Lcg, check_equal, check_scaled, check_sorted, device, download, launch, launch_sort,
+    sort_input, sort_shared, upload, zeros,
+};
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::prelude::*;
-use gpu_mem::{DevicePointer, Dim3, Error, KernelArg, Runtime};
-use std::fmt::Debug;
+use gpu_mem::{DevicePointer, Error, KernelArg, Runtime};
 
 const VOTE: &str = include_str!("../../../corpus/cuda-samples/simpleVoteIntrinsics.cu");
 const SCAN: &str = include_str!("../../../corpus/cuda-samples/scan.cu");
@@ -71,70 +74,6 @@ pub fn cases() -> Vec<Case> {
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-fn device(rt: &Runtime) -> Result<Device, String> {
-    rt.device(0).map_err(fail("device"))
-}
-
-/// A fixed-seed 64-bit linear congruential generator (Knuth's MMIX constants, high bits out).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next_u32(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 32) as u32
-    }
-
-    fn below(&mut self, bound: u32) -> u32 {
-        self.next_u32() % bound
-    }
-
-    /// Uniform in `[low, high)`, from 24 random bits.
-    fn range(&mut self, low: f32, high: f32) -> f32 {
-        low + (high - low) * ((self.next_u32() >> 8) as f32 / 16_777_216.0)
-    }
-
-    fn all_below(&mut self, n: usize, bound: u32) -> Vec<u32> {
-        (0..n).map(|_| self.below(bound)).collect()
-    }
-}
-
-fn upload<T: Element>(dev: &Device, values: &[T]) -> Result<DeviceArray<T>, String> {
-    dev.to_device_slice(values).map_err(fail("copy to device"))
-}
-
-/// A device array of `n` zeros (GPUs leave fresh allocations undefined).
-fn zeros<T: Element>(dev: &Device, n: usize) -> Result<DeviceArray<T>, String> {
-    upload(dev, &vec![T::zeroed(); n])
-}
-
-fn host<T: Element>(array: &DeviceArray<T>) -> Result<Vec<T>, String> {
-    Ok(array
-        .copy_to_host()
-        .map_err(fail("copy to host"))?
-        .iter()
-        .copied()
-        .collect())
-}
-
-fn check_eq<T: PartialEq + Debug>(what: &str, got: &[T], want: &[T]) -> Result<(), String> {
-    ensure!(
-        got.len() == want.len(),
-        "{what}: {} values, expected {}",
-        got.len(),
-        want.len()
-    );
-    match got.iter().zip(want).position(|(g, w)| g != w) {
-        Some(i) => Err(format!(
-            "{what}[{i}] = {:?}, expected {:?}",
-            got[i], want[i]
-        )),
-        None => Ok(()),
-    }
-}
-
 /// Float results equal bit for bit (where the kernel's float operations and their order are
 /// fixed, so a serial f32 emulation rounds exactly as the kernel does).
 fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<(), String> {
@@ -158,49 +97,6 @@ fn check_bits(what: &str, got: &[f32], want: &[f32]) -> Result<(), String> {
         )),
         None => Ok(()),
     }
-}
-
-/// `|got - want| <= tol * scale` element by element: `scale` is the magnitude the rounding
-/// error of the computation grows with.
-fn check_close(
-    what: &str,
-    got: &[f32],
-    want: &[f64],
-    scale: &[f64],
-    tol: f64,
-) -> Result<(), String> {
-    ensure!(
-        got.len() == want.len() && want.len() == scale.len(),
-        "{what}: {} values, expected {}",
-        got.len(),
-        want.len()
-    );
-    for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(scale).enumerate() {
-        let error = (f64::from(g) - w).abs();
-        // False for a NaN, which so fails.
-        let within = error <= tol * m;
-        ensure!(
-            within,
-            "{what}[{i}] = {g}, expected {w} (error {error:e} above {:e})",
-            tol * m
-        );
-    }
-    Ok(())
-}
-
-/// Launches `kernel` with `(grid, block, dynamic shared bytes)` on `args`.
-///
-/// # Safety
-/// As [`Device::launch`]: the caller states why the kernel stays inside the arrays it is given.
-unsafe fn launch(
-    dev: &Device,
-    kernel: &Kernel,
-    (grid, block, shared): (impl Into<Dim3>, impl Into<Dim3>, usize),
-    args: &mut [&mut dyn KernelArg],
-) -> Result<(), String> {
-    let config = LaunchConfig::new(grid, block).with_shared_bytes(shared);
-    // SAFETY: the caller's.
-    unsafe { dev.launch(kernel, config, args) }.map_err(|e| format!("{}: {e}", kernel.name()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,15 +130,15 @@ fn vote_pattern() -> Vec<u32> {
 fn vote(rt: &Runtime, entry: &str, warp_vote: impl Fn(&[u32]) -> bool) -> Result<(), String> {
     let dev = device(rt)?;
     let input = vote_pattern();
-    let mut d_input = upload(&dev, &input)?;
-    let mut d_result = upload(&dev, &vec![7u32; VOTE_THREADS])?;
+    let mut d_input = upload(&dev, &input, "input")?;
+    let mut d_result = upload(&dev, &vec![7u32; VOTE_THREADS], "result")?;
     let kernel = Kernel::from_source(VOTE, entry);
     // SAFETY: thread tx reads input[tx] and writes result[tx], tx < 128, the arrays' length.
     unsafe {
         launch(
             &dev,
             &kernel,
-            (1, VOTE_THREADS as u32, 0),
+            LaunchConfig::new(1, VOTE_THREADS as u32),
             &mut [
                 &mut d_input,
                 &mut d_result,
@@ -254,7 +150,7 @@ fn vote(rt: &Runtime, entry: &str, warp_vote: impl Fn(&[u32]) -> bool) -> Result
         .chunks(WARP)
         .flat_map(|warp| [u32::from(warp_vote(warp)); WARP])
         .collect();
-    check_eq(entry, &host(&d_result)?, &want)
+    check_equal(entry, &download(&d_result, "result")?, &want)
 }
 
 fn vote_any(rt: &Runtime) -> Result<(), String> {
@@ -271,14 +167,14 @@ fn vote_all(rt: &Runtime) -> Result<(), String> {
 fn vote_any_across_warps(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let threads = 3 * WARP;
-    let mut d_info = zeros::<u8>(&dev, 3 * threads)?;
+    let mut d_info = zeros::<u8>(&dev, 3 * threads, "info")?;
     let kernel = Kernel::from_source(VOTE, "VoteAnyKernel3");
     // SAFETY: thread tx writes info[3 tx .. 3 tx + 3], inside the 3 x 96 bools.
     unsafe {
         launch(
             &dev,
             &kernel,
-            (1, threads as u32, 0),
+            LaunchConfig::new(1, threads as u32),
             &mut [&mut d_info, &mut Scalar(WARP as i32)],
         )
     }?;
@@ -293,7 +189,7 @@ fn vote_any_across_warps(rt: &Runtime) -> Result<(), String> {
             ]
         })
         .collect();
-    check_eq("info", &host(&d_info)?, &want)
+    check_equal("info", &download(&d_info, "info")?, &want)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -321,8 +217,48 @@ fn exclusive_scans(input: &[u32], length: usize) -> Vec<u32> {
 /// The sample's input: random 32-bit words (its rand() gives 31 bits; all 32 here, so the
 /// sums wrap).
 fn scan_input(n: usize, seed: u64) -> Vec<u32> {
-    let mut rng = Lcg(seed);
+    let mut rng = Lcg::from_state(seed);
     (0..n).map(|_| rng.next_u32()).collect()
+}
+
+/// scanExclusiveShared as the sample launches it over `src`'s n elements (a multiple of
+/// 1024): n / 1024 blocks of 256 threads, each thread scanning a uint4, the exclusive scans of
+/// the arrays of `length` (at most 1024) written to `dst`.
+fn scan_exclusive_shared(
+    dev: &Device,
+    kernel: &Kernel,
+    (src, dst): (&DeviceArray<u32>, &DeviceArray<u32>),
+    length: usize,
+) -> Result<(), String> {
+    let n = src.size();
+    ensure!(
+        dst.size() == n,
+        "d_Dst holds {} elements, d_Src {n}",
+        dst.size()
+    );
+    let (mut src4, mut dst4) = (
+        src.view_as::<[u32; 4]>().map_err(fail("uint4 view"))?,
+        dst.view_as::<[u32; 4]>().map_err(fail("uint4 view"))?,
+    );
+    // SAFETY: n / 1024 blocks of 256 threads; thread pos reads and writes uint4 number pos,
+    // below n / 4, the views' length.
+    unsafe {
+        launch(
+            dev,
+            kernel,
+            LaunchConfig::new((n / SCAN_PER_BLOCK) as u32, SCAN_THREADS as u32),
+            &mut [&mut dst4, &mut src4, &mut Scalar(length as u32)],
+        )
+    }
+}
+
+/// Checks that `dst` holds the exclusive scans of `input`'s arrays of `length`.
+fn check_scans(dst: &DeviceArray<u32>, input: &[u32], length: usize) -> Result<(), String> {
+    check_equal(
+        &format!("arrays of {length}"),
+        &download(dst, "d_Dst")?,
+        &exclusive_scans(input, length),
+    )
 }
 
 /// scanExclusiveShort for every power-of-2 length from 4 to 1024: one launch of
@@ -331,30 +267,13 @@ fn scan_short_arrays(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let n = 4 * SCAN_PER_BLOCK;
     let input = scan_input(n, 1);
-    let d_src = upload(&dev, &input)?;
-    let d_dst = zeros::<u32>(&dev, n)?;
+    let d_src = upload(&dev, &input, "d_Src")?;
+    let d_dst = zeros::<u32>(&dev, n, "d_Dst")?;
     let kernel = Kernel::from_source(SCAN, "scanExclusiveShared");
     let mut length = 4;
     while length <= SCAN_PER_BLOCK {
-        let (mut src4, mut dst4) = (
-            d_src.view_as::<[u32; 4]>().map_err(fail("uint4 view"))?,
-            d_dst.view_as::<[u32; 4]>().map_err(fail("uint4 view"))?,
-        );
-        // SAFETY: n / 1024 blocks of 256 threads; thread pos reads and writes uint4 number pos,
-        // below n / 4, the views' length.
-        unsafe {
-            launch(
-                &dev,
-                &kernel,
-                ((n / SCAN_PER_BLOCK) as u32, SCAN_THREADS as u32, 0),
-                &mut [&mut dst4, &mut src4, &mut Scalar(length as u32)],
-            )
-        }?;
-        check_eq(
-            &format!("arrays of {length}"),
-            &host(&d_dst)?,
-            &exclusive_scans(&input, length),
-        )?;
+        scan_exclusive_shared(&dev, &kernel, (&d_src, &d_dst), length)?;
+        check_scans(&d_dst, &input, length)?;
         length *= 2;
     }
     Ok(())
@@ -376,23 +295,11 @@ fn scan_large_arrays(rt: &Runtime) -> Result<(), String> {
     let n = 64 * SCAN_PER_BLOCK;
     let chunks = n / SCAN_PER_BLOCK;
     let input = scan_input(n, 2);
-    let d_src = upload(&dev, &input)?;
-    let d_dst = zeros::<u32>(&dev, n)?;
-    let mut d_buf = zeros::<u32>(&dev, chunks)?;
+    let d_src = upload(&dev, &input, "d_Src")?;
+    let d_dst = zeros::<u32>(&dev, n, "d_Dst")?;
+    let mut d_buf = zeros::<u32>(&dev, chunks, "d_Buf")?;
     for length in [2048usize, 8192, 65536] {
-        let (mut src4, mut dst4) = (
-            d_src.view_as::<[u32; 4]>().map_err(fail("uint4 view"))?,
-            d_dst.view_as::<[u32; 4]>().map_err(fail("uint4 view"))?,
-        );
-        // SAFETY: as in scan_short_arrays, with 1024-element arrays.
-        unsafe {
-            launch(
-                &dev,
-                &first,
-                (chunks as u32, SCAN_THREADS as u32, 0),
-                &mut [&mut dst4, &mut src4, &mut Scalar(SCAN_PER_BLOCK as u32)],
-            )
-        }?;
+        scan_exclusive_shared(&dev, &first, (&d_src, &d_dst), SCAN_PER_BLOCK)?;
         let (mut src, mut dst) = (d_src.view(), d_dst.view());
         // SAFETY: thread pos < N = chunks reads element 1024 pos + 1023 of Dst and Src (n
         // elements) and writes d_Buf[pos] (chunks elements); threads past N touch nothing.
@@ -400,7 +307,7 @@ fn scan_large_arrays(rt: &Runtime) -> Result<(), String> {
             launch(
                 &dev,
                 &second,
-                (chunks.div_ceil(SCAN_THREADS) as u32, SCAN_THREADS as u32, 0),
+                LaunchConfig::new(chunks.div_ceil(SCAN_THREADS) as u32, SCAN_THREADS as u32),
                 &mut [
                     &mut d_buf,
                     &mut dst,
@@ -416,15 +323,11 @@ fn scan_large_arrays(rt: &Runtime) -> Result<(), String> {
             launch(
                 &dev,
                 &update,
-                (chunks as u32, SCAN_THREADS as u32, 0),
+                LaunchConfig::new(chunks as u32, SCAN_THREADS as u32),
                 &mut [&mut dst4, &mut d_buf],
             )
         }?;
-        check_eq(
-            &format!("arrays of {length}"),
-            &host(&d_dst)?,
-            &exclusive_scans(&input, length),
-        )?;
+        check_scans(&d_dst, &input, length)?;
     }
     Ok(())
 }
@@ -449,7 +352,7 @@ fn merge_sort(rt: &Runtime) -> Result<(), String> {
     let n = 5 * SHARED_SIZE_LIMIT;
     // Keys below 4096 (the sample's 65536 on its 4M keys): many repeat, which stability
     // orders.
-    let keys = Lcg(3).all_below(n, 4096);
+    let keys = Lcg::from_state(3).all_below32(n, 4096);
     let values: Vec<u32> = (0..n as u32).collect();
     let module = Module::from_source(MERGE_SORT).with_name_expressions([
         "mergeSortSharedKernel<1U>",
@@ -460,13 +363,16 @@ fn merge_sort(rt: &Runtime) -> Result<(), String> {
     let ranks = module.kernel("generateSampleRanksKernel<1U>");
     let limits = module.kernel("mergeRanksAndIndicesKernel");
     let intervals = module.kernel("mergeElementaryIntervalsKernel<1U>");
-    let (mut src_key, mut src_val) = (upload(&dev, &keys)?, upload(&dev, &values)?);
-    let (dst_key, dst_val) = (zeros::<u32>(&dev, n)?, zeros::<u32>(&dev, n)?);
-    let (buf_key, buf_val) = (zeros::<u32>(&dev, n)?, zeros::<u32>(&dev, n)?);
-    let mut ranks_a = zeros::<u32>(&dev, MAX_SAMPLE_COUNT)?;
-    let mut ranks_b = zeros::<u32>(&dev, MAX_SAMPLE_COUNT)?;
-    let mut limits_a = zeros::<u32>(&dev, MAX_SAMPLE_COUNT)?;
-    let mut limits_b = zeros::<u32>(&dev, MAX_SAMPLE_COUNT)?;
+    let mut src_key = upload(&dev, &keys, "srcKey")?;
+    let mut src_val = upload(&dev, &values, "srcVal")?;
+    let dst_key = zeros::<u32>(&dev, n, "dstKey")?;
+    let dst_val = zeros::<u32>(&dev, n, "dstVal")?;
+    let buf_key = zeros::<u32>(&dev, n, "bufKey")?;
+    let buf_val = zeros::<u32>(&dev, n, "bufVal")?;
+    let mut ranks_a = zeros::<u32>(&dev, MAX_SAMPLE_COUNT, "ranksA")?;
+    let mut ranks_b = zeros::<u32>(&dev, MAX_SAMPLE_COUNT, "ranksB")?;
+    let mut limits_a = zeros::<u32>(&dev, MAX_SAMPLE_COUNT, "limitsA")?;
+    let mut limits_b = zeros::<u32>(&dev, MAX_SAMPLE_COUNT, "limitsB")?;
     let mut stages = 0;
     let mut stride = SHARED_SIZE_LIMIT;
     while stride < n {
@@ -495,10 +401,9 @@ fn merge_sort(rt: &Runtime) -> Result<(), String> {
         launch(
             &dev,
             &shared,
-            (
+            LaunchConfig::new(
                 (n / SHARED_SIZE_LIMIT) as u32,
                 (SHARED_SIZE_LIMIT / 2) as u32,
-                0,
             ),
             &mut [
                 &mut ikey,
@@ -517,7 +422,7 @@ fn merge_sort(rt: &Runtime) -> Result<(), String> {
         } else {
             (n - last) / (2 * SAMPLE_STRIDE)
         };
-        let grid = (thread_count.div_ceil(256) as u32, 256u32, 0);
+        let grid = LaunchConfig::new(thread_count.div_ceil(256) as u32, 256u32);
         // SAFETY: thread pos < threadCount reads keys of its segment pair (below N) and
         // writes the pair's sample ranks, at indices below 2 N / 128, inside the 32768-element
         // buffers.
@@ -564,7 +469,7 @@ fn merge_sort(rt: &Runtime) -> Result<(), String> {
             launch(
                 &dev,
                 &intervals,
-                (merge_pairs as u32, SAMPLE_STRIDE as u32, 0),
+                LaunchConfig::new(merge_pairs as u32, SAMPLE_STRIDE as u32),
                 &mut [
                     &mut okey,
                     &mut oval,
@@ -592,77 +497,17 @@ fn merge_sort(rt: &Runtime) -> Result<(), String> {
     let mut want: Vec<(u32, u32)> = keys.iter().copied().zip(values.iter().copied()).collect();
     want.sort_by_key(|pair| pair.0);
     let (want_keys, want_values): (Vec<u32>, Vec<u32>) = want.into_iter().unzip();
-    check_eq("keys", &host(&dst_key)?, &want_keys)?;
-    check_eq("values (stable order)", &host(&dst_val)?, &want_values)
+    check_equal("keys", &download(&dst_key, "dstKey")?, &want_keys)?;
+    check_equal(
+        "values (stable order)",
+        &download(&dst_val, "dstVal")?,
+        &want_values,
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
 // sortingNetworks (odd-even merge sort)
 // ---------------------------------------------------------------------------------------------
-
-/// Checks that each `length` chunk of the output is its input chunk's (key, value) pairs
-/// sorted by key (ascending when `ascending`); equal keys may come in any order, as a sorting
-/// network does not keep it.
-fn check_sorted(
-    what: &str,
-    (keys, values): (&[u32], &[u32]),
-    (got_keys, got_values): (&[u32], &[u32]),
-    length: usize,
-    ascending: bool,
-) -> Result<(), String> {
-    let pairs = |k: &[u32], v: &[u32]| -> Vec<(u32, u32)> {
-        k.iter().copied().zip(v.iter().copied()).collect()
-    };
-    let (input, output) = (pairs(keys, values), pairs(got_keys, got_values));
-    ensure!(
-        output.len() == input.len(),
-        "{what}: {} keys, expected {}",
-        output.len(),
-        input.len()
-    );
-    for (c, (src, dst)) in input.chunks(length).zip(output.chunks(length)).enumerate() {
-        let mut want_keys: Vec<u32> = src.iter().map(|p| p.0).collect();
-        want_keys.sort_unstable();
-        if !ascending {
-            want_keys.reverse();
-        }
-        let dst_keys: Vec<u32> = dst.iter().map(|p| p.0).collect();
-        check_eq(&format!("{what}: keys of array {c}"), &dst_keys, &want_keys)?;
-        let (mut src, mut dst) = (src.to_vec(), dst.to_vec());
-        src.sort_unstable();
-        dst.sort_unstable();
-        check_eq(
-            &format!("{what}: (key, value) pairs of array {c}"),
-            &dst,
-            &src,
-        )?;
-    }
-    Ok(())
-}
-
-/// Keys as the sample makes them (`rand() % 65536`, so some repeat) and values 0, 1, 2, ...
-fn sort_input(n: usize, seed: u64) -> (Vec<u32>, Vec<u32>) {
-    (Lcg(seed).all_below(n, 65_536), (0..n as u32).collect())
-}
-
-/// Launches one of the sorting kernels on (dst keys, dst values, src keys, src values, the
-/// unsigned scalars...).
-fn launch_sort(
-    dev: &Device,
-    kernel: &Kernel,
-    (blocks, threads): (usize, u32),
-    arrays: [&mut DeviceArray<u32>; 4],
-    scalars: &[u32],
-) -> Result<(), String> {
-    let [dst_key, dst_val, src_key, src_val] = arrays;
-    let mut scalars: Vec<Scalar<u32>> = scalars.iter().map(|&v| Scalar(v)).collect();
-    let mut args: Vec<&mut dyn KernelArg> = vec![dst_key, dst_val, src_key, src_val];
-    args.extend(scalars.iter_mut().map(|s| s as &mut dyn KernelArg));
-    // SAFETY: the four arrays hold batchSize x arrayLength keys and values, and the launches
-    // are the sample's: each block touches its own SHARED_SIZE_LIMIT chunk, each comparator
-    // thread a pair (pos, pos + stride) below batchSize x arrayLength.
-    unsafe { launch(dev, kernel, (blocks as u32, threads, 0), &mut args) }
-}
 
 /// oddEvenMergeSortShared: arrays of up to SHARED_SIZE_LIMIT keys, one or more per block of
 /// 512 threads, in both directions (the sample's DIR is 0, descending).
@@ -677,22 +522,9 @@ fn odd_even_merge_sort_shared(rt: &Runtime) -> Result<(), String> {
         (SHARED_SIZE_LIMIT, 1),
     ] {
         let (keys, values) = sort_input(n, 40 + length as u64 + u64::from(dir));
-        let (mut sk, mut sv) = (upload(&dev, &keys)?, upload(&dev, &values)?);
-        let (mut dk, mut dv) = (zeros::<u32>(&dev, n)?, zeros::<u32>(&dev, n)?);
-        launch_sort(
-            &dev,
-            &kernel,
-            (n / SHARED_SIZE_LIMIT, (SHARED_SIZE_LIMIT / 2) as u32),
-            [&mut dk, &mut dv, &mut sk, &mut sv],
-            &[length as u32, dir],
-        )?;
-        check_sorted(
-            &format!("arrays of {length}, dir {dir}"),
-            (&keys, &values),
-            (&host(&dk)?, &host(&dv)?),
-            length,
-            dir == 1,
-        )?;
+        let (dk, dv) = sort_shared(&dev, &kernel, (&keys, &values), &[length as u32, dir])?;
+        let what = format!("arrays of {length}, dir {dir}");
+        check_sorted(&what, (&keys, &values), (&dk, &dv), length, |_| dir == 1)?;
     }
     Ok(())
 }
@@ -711,15 +543,8 @@ fn odd_even_merge_sort_long_arrays(rt: &Runtime) -> Result<(), String> {
     let n = length * batch;
     for dir in [0u32, 1] {
         let (keys, values) = sort_input(n, 50 + u64::from(dir));
-        let (mut sk, mut sv) = (upload(&dev, &keys)?, upload(&dev, &values)?);
-        let (mut dk, mut dv) = (zeros::<u32>(&dev, n)?, zeros::<u32>(&dev, n)?);
-        launch_sort(
-            &dev,
-            &shared,
-            (n / SHARED_SIZE_LIMIT, (SHARED_SIZE_LIMIT / 2) as u32),
-            [&mut dk, &mut dv, &mut sk, &mut sv],
-            &[SHARED_SIZE_LIMIT as u32, dir],
-        )?;
+        let scalars = [SHARED_SIZE_LIMIT as u32, dir];
+        let (mut dk, mut dv) = sort_shared(&dev, &shared, (&keys, &values), &scalars)?;
         let mut size = 2 * SHARED_SIZE_LIMIT;
         while size <= length {
             let mut stride = size / 2;
@@ -736,13 +561,8 @@ fn odd_even_merge_sort_long_arrays(rt: &Runtime) -> Result<(), String> {
             }
             size <<= 1;
         }
-        check_sorted(
-            &format!("arrays of {length}, dir {dir}"),
-            (&keys, &values),
-            (&host(&dk)?, &host(&dv)?),
-            length,
-            dir == 1,
-        )?;
+        let what = format!("arrays of {length}, dir {dir}");
+        check_sorted(&what, (&keys, &values), (&dk, &dv), length, |_| dir == 1)?;
     }
     Ok(())
 }
@@ -782,13 +602,13 @@ fn haar_reference(signal: &[f32]) -> Vec<f32> {
 fn dwt_haar(rt: &Runtime, len: usize) -> Result<(), String> {
     let dev = device(rt)?;
     let levels = len.trailing_zeros();
-    let mut rng = Lcg(60 + u64::from(levels));
+    let mut rng = Lcg::from_state(60 + u64::from(levels));
     let signal: Vec<f32> = (0..len).map(|_| rng.range(-1.0, 1.0)).collect();
     let module = Module::from_source(DWT_HAAR);
     let (init, dwt) = (module.kernel("initValue"), module.kernel("dwtHaar1D"));
-    let mut d_in = upload(&dev, &signal)?;
-    let mut d_out = upload(&dev, &vec![f32::NAN; len])?;
-    let mut d_approx = zeros::<f32>(&dev, len)?;
+    let mut d_in = upload(&dev, &signal, "id")?;
+    let mut d_out = upload(&dev, &vec![f32::NAN; len], "od")?;
+    let mut d_approx = zeros::<f32>(&dev, len, "approx_final")?;
     let mut left = (len / 2) as u32;
     let mut step_levels = levels;
     let mut levels_left = levels;
@@ -805,7 +625,7 @@ fn dwt_haar(rt: &Runtime, len: usize) -> Result<(), String> {
         launch(
             &dev,
             &init,
-            (grid, block, 0),
+            LaunchConfig::new(grid, block),
             &mut [&mut d_out, &mut Scalar(0.0f32)],
         )
     }?;
@@ -819,7 +639,7 @@ fn dwt_haar(rt: &Runtime, len: usize) -> Result<(), String> {
             launch(
                 &dev,
                 &dwt,
-                (grid, block, shared),
+                LaunchConfig::new(grid, block).with_shared_bytes(shared),
                 &mut [
                     &mut d_in,
                     &mut d_out,
@@ -854,7 +674,11 @@ fn dwt_haar(rt: &Runtime, len: usize) -> Result<(), String> {
             block = left;
         }
     }
-    check_bits("coefficients", &host(&d_out)?, &haar_reference(&signal))
+    check_bits(
+        "coefficients",
+        &download(&d_out, "od")?,
+        &haar_reference(&signal),
+    )
 }
 
 /// A signal of 1024: the sample's single-block path (10 levels, 512 threads).
@@ -995,21 +819,25 @@ fn quasirandom_generator(rt: &Runtime) -> Result<(), String> {
     // The first dimension of Niederreiter's sequence in base 2 is van der Corput's: the bits
     // of the index mirrored, so the table must be the reversed unit vectors.
     let mirror: Vec<u32> = (0..QRNG_RESOLUTION as u32).map(|b| 1 << (30 - b)).collect();
-    check_eq("c_Table[0] (van der Corput)", &table[0], &mirror)?;
+    check_equal("c_Table[0] (van der Corput)", &table[0], &mirror)?;
     let kernel = Kernel::from_source(QUASIRANDOM, "quasirandomGeneratorKernel");
     let flat: Vec<u32> = table.iter().flatten().copied().collect();
     dev.copy_to_symbol(&kernel, "c_Table", &flat[..])
         .map_err(fail("c_Table"))?;
     let n = 10_000u32;
     for seed in [0u32, 123_457] {
-        let mut d_out = upload(&dev, &vec![f32::NAN; QRNG_DIMENSIONS * n as usize])?;
+        let mut d_out = upload(
+            &dev,
+            &vec![f32::NAN; QRNG_DIMENSIONS * n as usize],
+            "d_Output",
+        )?;
         // SAFETY: thread (x, y) writes d_Output[y N + pos] for pos < N, y < 3, inside the
         // 3 N outputs.
         unsafe {
             launch(
                 &dev,
                 &kernel,
-                (8, (128, QRNG_DIMENSIONS as u32), 0),
+                LaunchConfig::new(8, (128, QRNG_DIMENSIONS as u32)),
                 &mut [&mut d_out, &mut Scalar(seed), &mut Scalar(n)],
             )
         }?;
@@ -1029,7 +857,11 @@ fn quasirandom_generator(rt: &Runtime) -> Result<(), String> {
                 })
             })
             .collect();
-        check_bits(&format!("seed {seed}"), &host(&d_out)?, &want)?;
+        check_bits(
+            &format!("seed {seed}"),
+            &download(&d_out, "d_Output")?,
+            &want,
+        )?;
     }
     Ok(())
 }
@@ -1088,7 +920,7 @@ fn moro_inv_cnd(x: u32) -> f64 {
 fn check_inverse_cnd(what: &str, got: &[f32], inputs: &[u32]) -> Result<(), String> {
     let want: Vec<f64> = inputs.iter().map(|&x| moro_inv_cnd(x)).collect();
     let scale: Vec<f64> = want.iter().map(|w| 1.0 + w.abs()).collect();
-    check_close(what, got, &want, &scale, 1e-5)?;
+    check_scaled(what, got, &want, &scale, 1e-5)?;
     let diff: f64 = got
         .iter()
         .zip(&want)
@@ -1106,51 +938,55 @@ fn check_inverse_cnd(what: &str, got: &[f32], inputs: &[u32]) -> Result<(), Stri
 }
 
 /// inverseCNDKernel with the sample's launch (128 threads per block; 8 blocks here, the
-/// sample's 128) and its input: none (d_Input NULL), so the kernel makes evenly spaced samples
-/// (pos + 1) * distance on the fly, 3 x 4096 here.
-/// `inverseCNDKernel` as the sample launches it: with a null `d_Input`, which the kernel tests
-/// to take evenly spaced samples instead of reading any.
-fn quasirandom_inverse_cnd_uniform(rt: &Runtime) -> Result<(), String> {
-    let dev = device(rt)?;
+/// sample's 128) on `path_n` outputs: of the numbers `inputs`, or, with none (a null
+/// `d_Input`, which the kernel tests), of evenly spaced samples it makes on the fly.
+fn inverse_cnd(dev: &Device, path_n: u32, inputs: Option<&[u32]>) -> Result<Vec<f32>, String> {
     let kernel = Kernel::from_source(QUASIRANDOM, "inverseCNDKernel");
-    let path_n = (QRNG_DIMENSIONS * 4096) as u32;
-    let mut d_out = upload(&dev, &vec![f32::NAN; path_n as usize])?;
-    let mut null = DevicePointer::<u32>::null();
-    // SAFETY: thread pos < pathN writes d_Output[pos], inside the pathN outputs; d_Input is
-    // null, which the kernel tests and never reads.
+    let mut d_out = upload(dev, &vec![f32::NAN; path_n as usize], "d_Output")?;
+    let (mut null, mut given) = (DevicePointer::<u32>::null(), None);
+    let d_input: &mut dyn KernelArg = match inputs {
+        Some(values) => {
+            ensure!(
+                values.len() == path_n as usize,
+                "{} inputs for {path_n} outputs",
+                values.len()
+            );
+            given.insert(upload(dev, values, "d_Input")?)
+        }
+        None => &mut null,
+    };
+    // SAFETY: thread pos < pathN writes d_Output[pos], inside the pathN outputs, and reads
+    // d_Input[pos] (pathN long) unless d_Input is null, which the kernel tests.
     unsafe {
         launch(
-            &dev,
+            dev,
             &kernel,
-            (8, 128, 0),
-            &mut [&mut d_out, &mut null, &mut Scalar(path_n)],
+            LaunchConfig::new(8, 128),
+            &mut [&mut d_out, d_input, &mut Scalar(path_n)],
         )
     }?;
+    download(&d_out, "d_Output")
+}
+
+/// inverseCNDKernel as the sample launches it, with its input: none (d_Input NULL), so the
+/// kernel makes evenly spaced samples (pos + 1) * distance on the fly, 3 x 4096 here.
+fn quasirandom_inverse_cnd_uniform(rt: &Runtime) -> Result<(), String> {
+    let dev = device(rt)?;
+    let path_n = (QRNG_DIMENSIONS * 4096) as u32;
+    let got = inverse_cnd(&dev, path_n, None)?;
     let distance = u32::MAX / (path_n + 1);
     let inputs: Vec<u32> = (0..path_n).map(|pos| (pos + 1) * distance).collect();
-    check_inverse_cnd("uniform samples", &host(&d_out)?, &inputs)
+    check_inverse_cnd("uniform samples", &got, &inputs)
 }
 
 /// inverseCNDKernel's other path, launched as the sample launches the first: it transforms
 /// the numbers it is given (a non-null d_Input), here random ones and both tails' extremes.
 fn quasirandom_inverse_cnd_given(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
-    let kernel = Kernel::from_source(QUASIRANDOM, "inverseCNDKernel");
-    let mut inputs = Lcg(70).all_below(5000, u32::MAX);
+    let mut inputs = Lcg::from_state(70).all_below32(5000, u32::MAX);
     inputs.extend([0, 1, 0x7fff_ffff, 0x8000_0000, u32::MAX - 1, u32::MAX]);
-    let n = inputs.len() as u32;
-    let mut d_inputs = upload(&dev, &inputs)?;
-    let mut d_out = upload(&dev, &vec![f32::NAN; inputs.len()])?;
-    // SAFETY: thread pos < pathN reads d_Input[pos] and writes d_Output[pos], both pathN long.
-    unsafe {
-        launch(
-            &dev,
-            &kernel,
-            (8, 128, 0),
-            &mut [&mut d_out, &mut d_inputs, &mut Scalar(n)],
-        )
-    }?;
-    check_inverse_cnd("given numbers", &host(&d_out)?, &inputs)
+    let got = inverse_cnd(&dev, inputs.len() as u32, Some(&inputs))?;
+    check_inverse_cnd("given numbers", &got, &inputs)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1233,15 +1069,15 @@ fn sobol_qrng(rt: &Runtime) -> Result<(), String> {
     let want = sobol_reference(vectors, &directions);
     let kernel = Kernel::from_source(SOBOL, "sobolGPU_kernel");
     for blocks_x in [4u32, 1] {
-        let mut d_directions = upload(&dev, &directions)?;
-        let mut d_out = upload(&dev, &vec![f32::NAN; vectors * dimensions])?;
+        let mut d_directions = upload(&dev, &directions, "d_directions")?;
+        let mut d_out = upload(&dev, &vec![f32::NAN; vectors * dimensions], "d_output")?;
         // SAFETY: block (x, y) reads the 32 direction numbers of dimension y (dimensions x 32
         // given) and writes d_output[y n_vectors + i] for i < n_vectors.
         unsafe {
             launch(
                 &dev,
                 &kernel,
-                ((blocks_x, dimensions as u32), 64, 0),
+                LaunchConfig::new((blocks_x, dimensions as u32), 64),
                 &mut [
                     &mut Scalar(vectors as u32),
                     &mut Scalar(dimensions as u32),
@@ -1252,7 +1088,7 @@ fn sobol_qrng(rt: &Runtime) -> Result<(), String> {
         }?;
         check_bits(
             &format!("{blocks_x} block(s) per dimension"),
-            &host(&d_out)?,
+            &download(&d_out, "d_output")?,
             &want,
         )?;
     }
@@ -1277,8 +1113,8 @@ fn aligned_copy<T: Element>(
     let count = memory.len() / size;
     let mut input = vec![T::zeroed(); count];
     bytemuck::cast_slice_mut::<T, u8>(&mut input).copy_from_slice(&memory[..count * size]);
-    let mut d_in = upload(dev, &input)?;
-    let mut d_out = zeros::<T>(dev, count)?;
+    let mut d_in = upload(dev, &input, "d_in")?;
+    let mut d_out = zeros::<T>(dev, count, "d_out")?;
     let entry = format!("testKernel<{name}>");
     // SAFETY: thread tid copies elements tid, tid + 2048, ... below numElements, the length of
     // both arrays.
@@ -1286,11 +1122,11 @@ fn aligned_copy<T: Element>(
         launch(
             dev,
             &module.kernel(&entry),
-            (8, 256, 0),
+            LaunchConfig::new(8, 256),
             &mut [&mut d_out, &mut d_in, &mut Scalar(count as i32)],
         )
     }?;
-    let got = host(&d_out)?;
+    let got = download(&d_out, "d_out")?;
     for (i, (g, w)) in got.iter().zip(&input).enumerate() {
         let (g, w) = (bytemuck::bytes_of(g), bytemuck::bytes_of(w));
         ensure!(
@@ -1355,9 +1191,10 @@ const DCT_STRIDE: usize = 80;
 /// What the padding columns hold; no kernel may write there.
 const PAD: f32 = 12345.0;
 
-/// The orthonormal 8-point DCT-II matrix: row k is c(k) cos((2n + 1) k pi / 16), c(0) = 1/sqrt 8
-/// and c(k) = 1/2 (the kernels' C_norm x sqrt 2 cos(...) constants).
-fn dct_matrix() -> [[f64; 8]; 8] {
+/// The orthonormal 8-point DCT-II matrix C and its transpose: row k of C is
+/// c(k) cos((2n + 1) k pi / 16), c(0) = 1/sqrt 8 and c(k) = 1/2 (the kernels' C_norm x sqrt 2
+/// cos(...) constants).
+fn dct_matrix() -> ([[f64; 8]; 8], [[f64; 8]; 8]) {
     let mut c = [[0.0; 8]; 8];
     for (k, row) in c.iter_mut().enumerate() {
         let norm = if k == 0 { 8f64.sqrt().recip() } else { 0.5 };
@@ -1365,7 +1202,8 @@ fn dct_matrix() -> [[f64; 8]; 8] {
             *value = norm * ((2 * n + 1) as f64 * k as f64 * std::f64::consts::PI / 16.0).cos();
         }
     }
-    c
+    let ct = std::array::from_fn(|n| std::array::from_fn(|k| c[k][n]));
+    (c, ct)
 }
 
 /// Each 8x8 block B of the strided `image` transformed as L B R with the 8x8 matrices `l` and
@@ -1396,7 +1234,7 @@ fn blockwise(image: &[f32], l: &[[f64; 8]; 8], r: &[[f64; 8]; 8]) -> (Vec<f64>, 
 
 /// A strided image of random values in `[low, high)`, the padding columns set to PAD.
 fn dct_image(seed: u64, low: f32, high: f32) -> Vec<f32> {
-    let mut rng = Lcg(seed);
+    let mut rng = Lcg::from_state(seed);
     (0..DCT_HEIGHT * DCT_STRIDE)
         .map(|i| {
             if i % DCT_STRIDE < DCT_WIDTH {
@@ -1419,8 +1257,8 @@ fn dct_kernel(
     (l, r): (&[[f64; 8]; 8], &[[f64; 8]; 8]),
 ) -> Result<(), String> {
     let dev = device(rt)?;
-    let mut d_src = upload(&dev, input)?;
-    let mut d_dst = upload(&dev, &vec![PAD; input.len()])?;
+    let mut d_src = upload(&dev, input, "src")?;
+    let mut d_dst = upload(&dev, &vec![PAD; input.len()], "dst")?;
     let kernel = Kernel::from_source(DCT8X8, entry);
     let grid = ((DCT_WIDTH / 32) as u32, (DCT_HEIGHT / 16) as u32);
     // SAFETY: block (x, y) reads and writes pixels (16 y + 0..16, 32 x + 0..32), inside the
@@ -1429,11 +1267,11 @@ fn dct_kernel(
         launch(
             &dev,
             &kernel,
-            (grid, (8, 4, 2), 0),
+            LaunchConfig::new(grid, (8, 4, 2)),
             &mut [&mut d_dst, &mut d_src, &mut Scalar(DCT_STRIDE as i32)],
         )
     }?;
-    let got = host(&d_dst)?;
+    let got = download(&d_dst, "dst")?;
     let (want, scale) = blockwise(input, l, r);
     let pixels = |v: &[f32]| -> Vec<f32> {
         v.chunks(DCT_STRIDE)
@@ -1445,7 +1283,7 @@ fn dct_kernel(
             .flat_map(|row| row[..DCT_WIDTH].to_vec())
             .collect()
     };
-    check_close(entry, &pixels(&got), &inside(&want), &inside(&scale), 1e-5)?;
+    check_scaled(entry, &pixels(&got), &inside(&want), &inside(&scale), 1e-5)?;
     ensure!(
         got.chunks(DCT_STRIDE)
             .all(|row| row[DCT_WIDTH..].iter().all(|&v| v == PAD)),
@@ -1456,25 +1294,13 @@ fn dct_kernel(
 
 /// The forward DCT of pixel values (0 to 255, as the sample's image): C B C^T per block.
 fn dct8x8_forward(rt: &Runtime) -> Result<(), String> {
-    let c = dct_matrix();
-    let mut ct = [[0.0; 8]; 8];
-    for (k, row) in c.iter().enumerate() {
-        for (n, &v) in row.iter().enumerate() {
-            ct[n][k] = v;
-        }
-    }
+    let (c, ct) = dct_matrix();
     dct_kernel(rt, "CUDAkernel2DCT", &dct_image(80, 0.0, 255.0), (&c, &ct))
 }
 
 /// The inverse DCT of coefficients (-256 to 256): C^T X C per block.
 fn dct8x8_inverse(rt: &Runtime) -> Result<(), String> {
-    let c = dct_matrix();
-    let mut ct = [[0.0; 8]; 8];
-    for (k, row) in c.iter().enumerate() {
-        for (n, &v) in row.iter().enumerate() {
-            ct[n][k] = v;
-        }
-    }
+    let (c, ct) = dct_matrix();
     dct_kernel(
         rt,
         "CUDAkernel2IDCT",
@@ -1493,7 +1319,7 @@ const DCT_Q: [i16; 64] = [
 /// Quantizes a strided plane in place with one of the quantization kernels, as the sample
 /// launches them (a block of 8 x 8 threads per 8x8 block), and returns the result.
 fn quantize<T: Element>(dev: &Device, entry: &str, plane: &[T]) -> Result<Vec<T>, String> {
-    let mut d_plane = upload(dev, plane)?;
+    let mut d_plane = upload(dev, plane, "plane")?;
     let kernel = Kernel::from_source(DCT8X8, entry);
     let grid = ((DCT_WIDTH / 8) as u32, (DCT_HEIGHT / 8) as u32);
     // SAFETY: thread (tx, ty) of block (bx, by) updates element (8 by + ty, 8 bx + tx), inside
@@ -1502,11 +1328,11 @@ fn quantize<T: Element>(dev: &Device, entry: &str, plane: &[T]) -> Result<Vec<T>
         launch(
             dev,
             &kernel,
-            (grid, (8, 8), 0),
+            LaunchConfig::new(grid, (8, 8)),
             &mut [&mut d_plane, &mut Scalar(DCT_STRIDE as i32)],
         )
     }?;
-    host(&d_plane)
+    download(&d_plane, "plane")
 }
 
 /// The quantization matrix entry of element `i` of a strided plane.
@@ -1539,9 +1365,9 @@ fn dct8x8_quantization_float(rt: &Runtime) -> Result<(), String> {
 /// multiple of q, halves away from zero, in short arithmetic (no value here overflows it).
 fn dct8x8_quantization_short(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
-    let mut rng = Lcg(83);
+    let mut rng = Lcg::from_state(83);
     let plane: Vec<i16> = (0..DCT_HEIGHT * DCT_STRIDE)
-        .map(|_| rng.below(4096) as i16 - 2048)
+        .map(|_| rng.below32(4096) as i16 - 2048)
         .collect();
     let got = quantize(&dev, "CUDAkernelQuantizationShort", &plane)?;
     let want: Vec<i16> = plane
@@ -1560,7 +1386,7 @@ fn dct8x8_quantization_short(rt: &Runtime) -> Result<(), String> {
             quantized * q
         })
         .collect();
-    check_eq("quantized plane", &got, &want)
+    check_equal("quantized plane", &got, &want)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1624,12 +1450,15 @@ fn fdtd3d(rt: &Runtime) -> Result<(), String> {
     let volume = (dimx + 2 * RADIUS) * (dimy + 2 * RADIUS) * (dimz + 2 * RADIUS);
     let padding = 128 / size_of::<f32>() - RADIUS;
     let steps = 5;
-    let mut rng = Lcg(90);
+    let mut rng = Lcg::from_state(90);
     let input: Vec<f32> = (0..volume).map(|_| rng.range(0.0, 1.0)).collect();
     let coeff = [0.1f32; RADIUS + 1];
     let mut padded = vec![0.0f32; padding];
     padded.extend(&input);
-    let buffers = [upload(&dev, &padded)?, upload(&dev, &padded)?];
+    let buffers = [
+        upload(&dev, &padded, "bufferIn")?,
+        upload(&dev, &padded, "bufferOut")?,
+    ];
     let kernel = Kernel::from_source(FDTD3D, "FiniteDifferencesKernel");
     dev.copy_to_symbol(&kernel, "stencil", &coeff[..])
         .map_err(fail("stencil"))?;
@@ -1649,7 +1478,7 @@ fn fdtd3d(rt: &Runtime) -> Result<(), String> {
             launch(
                 &dev,
                 &kernel,
-                (grid, FDTD_BLOCK, 0),
+                LaunchConfig::new(grid, FDTD_BLOCK),
                 &mut [
                     &mut output,
                     &mut input,
@@ -1661,10 +1490,10 @@ fn fdtd3d(rt: &Runtime) -> Result<(), String> {
         }?;
         std::mem::swap(&mut src, &mut dst);
     }
-    let got = host(&buffers[src])?[padding..].to_vec();
+    let got = download(&buffers[src], "output")?[padding..].to_vec();
     let want = fdtd_reference(&input, &coeff, dims, steps);
     let scale: Vec<f64> = want.iter().map(|w| w.abs()).collect();
-    check_close("volume after 5 steps", &got, &want, &scale, 1e-5)
+    check_scaled("volume after 5 steps", &got, &want, &scale, 1e-5)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1678,12 +1507,12 @@ fn fdtd3d(rt: &Runtime) -> Result<(), String> {
 fn clock_timed_reduction(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let (blocks, threads) = (8usize, 256usize);
-    let mut rng = Lcg(100);
+    let mut rng = Lcg::from_state(100);
     let input: Vec<f32> = (0..2 * threads).map(|_| rng.range(-100.0, 100.0)).collect();
-    let mut d_input = upload(&dev, &input)?;
-    let mut d_output = upload(&dev, &vec![f32::NAN; blocks])?;
+    let mut d_input = upload(&dev, &input, "input")?;
+    let mut d_output = upload(&dev, &vec![f32::NAN; blocks], "output")?;
     // clock_t: a long, 64 bits.
-    let mut d_timer = zeros::<i64>(&dev, 2 * blocks)?;
+    let mut d_timer = zeros::<i64>(&dev, 2 * blocks, "timer")?;
     let kernel = Kernel::from_source(CLOCK, "timedReduction");
     // SAFETY: thread tid reads input[tid] and input[tid + 256] (512 inputs), block b writes
     // output[b] and timer[b], timer[b + 8] (16 timers); shared indices stay below 512, the
@@ -1692,17 +1521,18 @@ fn clock_timed_reduction(rt: &Runtime) -> Result<(), String> {
         launch(
             &dev,
             &kernel,
-            (
-                blocks as u32,
-                threads as u32,
-                2 * threads * size_of::<f32>(),
-            ),
+            LaunchConfig::new(blocks as u32, threads as u32)
+                .with_shared_bytes(2 * threads * size_of::<f32>()),
             &mut [&mut d_input, &mut d_output, &mut d_timer],
         )
     }?;
     let min = input.iter().copied().fold(f32::INFINITY, f32::min);
-    check_eq("block minima", &host(&d_output)?, &vec![min; blocks])?;
-    let timer = host(&d_timer)?;
+    check_equal(
+        "block minima",
+        &download(&d_output, "output")?,
+        &vec![min; blocks],
+    )?;
+    let timer = download(&d_timer, "timer")?;
     for b in 0..blocks {
         ensure!(
             timer[blocks + b] >= timer[b],
@@ -1724,7 +1554,14 @@ fn simple_assert_passes(rt: &Runtime) -> Result<(), String> {
     let dev = device(rt)?;
     let kernel = Kernel::from_source(ASSERT, "testKernel");
     // SAFETY: the kernel touches no memory.
-    unsafe { launch(&dev, &kernel, (2, 32, 0), &mut [&mut Scalar(64i32)]) }
+    unsafe {
+        launch(
+            &dev,
+            &kernel,
+            LaunchConfig::new(2, 32),
+            &mut [&mut Scalar(64i32)],
+        )
+    }
 }
 
 /// The sample's own launch, N = 60: threads 60 to 63 fail `assert(gtid < N)`, and the launch
@@ -1752,7 +1589,7 @@ fn simple_printf(rt: &Runtime) -> Result<(), String> {
         launch(
             &dev,
             &kernel,
-            ((2, 2), (2, 2, 2), 0),
+            LaunchConfig::new((2, 2), (2, 2, 2)),
             &mut [&mut Scalar(10i32)],
         )
     }
@@ -1766,7 +1603,14 @@ fn simple_cooperative_groups(rt: &Runtime) -> Result<(), String> {
     let kernel = Kernel::from_source(GROUPS, "cgkernel");
     // SAFETY: the reductions index the workspace below the block's 64 threads, the 64 ints
     // of dynamic shared memory given.
-    unsafe { launch(&dev, &kernel, (1, 64, 64 * size_of::<i32>()), &mut []) }
+    unsafe {
+        launch(
+            &dev,
+            &kernel,
+            LaunchConfig::new(1, 64).with_shared_bytes(64 * size_of::<i32>()),
+            &mut [],
+        )
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1801,7 +1645,7 @@ fn system_wide_atomics(rt: &Runtime) -> Result<(), String> {
         launch(
             &dev,
             &kernel,
-            (blocks as u32, threads as u32, 0),
+            LaunchConfig::new(blocks as u32, threads as u32),
             &mut [&mut atom],
         )
     }?;

@@ -7,7 +7,7 @@
 //! the references follow) and checked against a serial Rust reference written for these tests.
 
 use super::support::{
-    Lcg, blocks_for, check_close, device, download, matmul, upload, widen, zeros,
+    Lcg, blocks_for, check_close, device, download, launch, matmul, upload, widen, zeros,
 };
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::prelude::*;
@@ -58,20 +58,6 @@ fn sized(code: &str, defines: &[(&str, usize)]) -> Module {
 /// which truncates the quotient.
 fn blocks_truncated(n: usize, block: u32) -> u32 {
     ((n as f32).ceil() / block as f32) as u32
-}
-
-/// Launches `kernel` of a benchmark (named in errors).
-///
-/// # Safety
-/// As `Device::launch`: the caller's grid and arguments keep the kernel in bounds.
-unsafe fn launch(
-    dev: &Device,
-    kernel: &Kernel,
-    config: LaunchConfig,
-    args: &mut [&mut dyn KernelArg],
-) -> Result<(), String> {
-    // SAFETY: the caller's contract.
-    unsafe { dev.launch(kernel, config, args) }.map_err(fail(kernel.name()))
 }
 
 // ---------------------------------------------------------------------------------------------

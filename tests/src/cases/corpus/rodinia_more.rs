@@ -5,10 +5,12 @@
 //! launches, on smaller problems, with the host-side steps between launches done here as the
 //! host does them) and checked against serial Rust references written for these tests.
 
-use super::support::{Lcg, check_close, check_equal, device, download, upload, widen, zeros};
+use super::support::{
+    Lcg, check_close, check_equal, device, download, launch, upload, widen, zeros,
+};
 use crate::{Case, Requires, ensure, fail};
 use gpu_mem::prelude::*;
-use gpu_mem::{KernelArg, Module, Runtime};
+use gpu_mem::{Module, Runtime};
 use std::collections::VecDeque;
 
 const STREAMCLUSTER: &str = include_str!("../../../corpus/rodinia/streamcluster.cu");
@@ -45,20 +47,6 @@ pub fn cases() -> Vec<Case> {
         ],
     );
     cases
-}
-
-/// Launches `kernel` (named in errors).
-///
-/// # Safety
-/// As `Device::launch`: the caller's grid and arguments keep the kernel in bounds.
-unsafe fn launch(
-    dev: &Device,
-    kernel: &Kernel,
-    config: LaunchConfig,
-    args: &mut [&mut dyn KernelArg],
-) -> Result<(), String> {
-    // SAFETY: the caller's contract.
-    unsafe { dev.launch(kernel, config, args) }.map_err(fail(kernel.name()))
 }
 
 // ---------------------------------------------------------------------------------------------

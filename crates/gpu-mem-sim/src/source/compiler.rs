@@ -18,7 +18,7 @@ const DEFAULTS: [&str; 3] = ["c++", "g++", "clang++"];
 /// library loaded at run time) a `__tls_get_addr` call per access after a barrier, but glibc
 /// before 2.40 clobbers vector registers the first time a thread reaches such a variable through
 /// one (seen here: a tiled transpose came out wrong on Debian 12's glibc 2.36; the test
-/// `tests/shared_arrays.rs` fails with the flag).
+/// `tests/simulator/shared_arrays.rs` fails with the flag).
 ///
 /// Flags of every compile (after the language standard, see [`standard`]): optimised,
 /// position-independent, the prelude's host branch, stack probes, shift counts checked; only

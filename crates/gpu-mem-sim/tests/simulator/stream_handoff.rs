@@ -3,8 +3,6 @@
 //! without a synchronize, and many threads enqueueing and synchronizing one stream at once.
 //! These also run under Miri (`cargo +nightly miri test -p gpu-mem-sim`).
 
-#![allow(clippy::unwrap_used)]
-
 use gpu_mem_core::Backend;
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags};
 use gpu_mem_sim::{SimBackend, SimConfig};

@@ -3,9 +3,8 @@
 //! shared memory, warp shuffles and votes, block collectives, partial warps, several blocks —
 //! and fail the same way (divergence, panics), plus the failures only futures can have: a
 //! foreign future awaited, two waits at once, a blocking call, a spin that never awaits.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
 use gpu_mem_core::{Backend, Error, Kernel};

@@ -3,8 +3,6 @@
 //! has a limit per device (`GPU_MEM_SIM_PINNED_LIMIT`, `SimDeviceConfig::pinned_limit`), and
 //! requests past it are `Error::HostOutOfMemory`.
 
-#![allow(clippy::unwrap_used)]
-
 use gpu_mem_core::{Device, Error, MapFlags};
 use gpu_mem_sim::{DEFAULT_PINNED_LIMIT, SimBackend, SimConfig, SimDeviceConfig};
 use std::sync::Arc;

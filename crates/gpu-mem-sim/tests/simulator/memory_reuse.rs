@@ -3,8 +3,6 @@
 //! capacity accounting stays exact and the cache never makes the device hold more than its
 //! capacity. These also run under Miri (`cargo +nightly miri test -p gpu-mem-sim`).
 
-#![allow(clippy::unwrap_used)]
-
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags};
 use gpu_mem_core::{Backend, Error};
 use gpu_mem_sim::{SimBackend, SimConfig};

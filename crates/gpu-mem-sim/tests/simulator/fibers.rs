@@ -2,9 +2,8 @@
 //! unwound, its destructors run), and the fibers they leave behind run later launches correctly,
 //! closure and source kernels alike, whatever mix of waits, exits and failures came before.
 #![cfg(not(miri))]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Error, Kernel};

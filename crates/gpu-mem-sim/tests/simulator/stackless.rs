@@ -5,9 +5,8 @@
 //! run in a form that must stay on fibers (a comment naming the runtime table, which keeps it
 //! from being tried), and the results compared.
 #![cfg(not(miri))]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
 use gpu_mem_core::{Error, Kernel};
@@ -968,13 +967,22 @@ fn random_kernels_agree_with_fibers() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(32u64);
-    for seed in 0..seeds {
-        let source = random_kernel(seed);
-        let threads = 16 * (1 + (seed % 8) as u32);
-        let (stackless, fibers) = both_ways(&source, threads);
-        assert_eq!(
-            stackless, fibers,
-            "seed {seed}, {threads} threads:\n{source}"
-        );
-    }
+    // Each seed is two compiles and two launches of its own: the seeds are spread over the
+    // machine's cores (compiles dominate), each worker taking every `workers`-th seed.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    std::thread::scope(|scope| {
+        for first in 0..workers.min(seeds) {
+            scope.spawn(move || {
+                for seed in (first..seeds).step_by(workers as usize) {
+                    let source = random_kernel(seed);
+                    let threads = 16 * (1 + (seed % 8) as u32);
+                    let (stackless, fibers) = both_ways(&source, threads);
+                    assert_eq!(
+                        stackless, fibers,
+                        "seed {seed}, {threads} threads:\n{source}"
+                    );
+                }
+            });
+        }
+    });
 }

@@ -5,7 +5,6 @@
 //! (Tens of MiB per copy: not run under Miri.)
 
 #![cfg(not(miri))]
-#![allow(clippy::unwrap_used)]
 
 use gpu_mem_core::Backend;
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags};

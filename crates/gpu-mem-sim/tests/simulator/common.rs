@@ -1,6 +1,4 @@
-//! What several of the simulator's test files share: launching a kernel over one array.
-// Each test file is a crate of its own and uses part of this.
-#![allow(dead_code)]
+//! What several of the simulator's test modules share: launching a kernel over one array.
 
 use gpu_mem_core::backend::DevicePtr;
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};

@@ -2,8 +2,6 @@
 //! synchronous memset of a device view of the same memory. The simulator serialises every access
 //! to a mapped window with the window's lock; under Miri a missing lock is a reported data race.
 
-#![allow(clippy::unwrap_used)]
-
 use gpu_mem_core::{Device, MapFlags};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::sync::{Arc, Barrier};

@@ -7,8 +7,6 @@
 //! synchronization waits (up to a limit) until the stream's handle has been destroyed. Runs under
 //! Miri too (`cargo +nightly miri test -p gpu-mem-sim`).
 
-#![allow(clippy::unwrap_used)]
-
 use gpu_mem_core::backend::{
     DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
     HostRegisterFlags, MemInfo, StreamHandle,

@@ -5,7 +5,6 @@
 //! another worker, and a value computed before a thread's first access to one must survive it
 //! (glibc before 2.40 clobbers vector registers there when kernels use TLS descriptors).
 #![cfg(not(miri))]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, Kernel};

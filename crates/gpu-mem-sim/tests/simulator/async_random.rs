@@ -4,9 +4,8 @@
 //! list of operations that both closures interpret, so the only difference is how a thread
 //! waits.
 #![cfg(not(miri))]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use gpu_mem_core::kernel::LaunchConfig;
 use gpu_mem_core::{Error, Kernel};

@@ -3,8 +3,6 @@
 //! waiting for the work (as Numba frees its pending deallocations before failing). These also
 //! run under Miri (`cargo +nightly miri test -p gpu-mem-sim`).
 
-#![allow(clippy::unwrap_used)]
-
 use gpu_mem_core::{Device, Error, Order};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::sync::Arc;

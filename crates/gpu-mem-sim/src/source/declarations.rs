@@ -79,7 +79,8 @@ pub(crate) fn own_text(preprocessed: &str, file: &str) -> String {
     out
 }
 
-#[cfg(test)]
+// Safe code only, so nothing for Miri to check (and text-heavy tests take minutes under it).
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 

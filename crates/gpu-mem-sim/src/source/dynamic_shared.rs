@@ -145,7 +145,8 @@ fn group_end(code: &str, toks: &[Token], open: usize, end: usize) -> Option<usiz
     None
 }
 
-#[cfg(test)]
+// Safe code only, so nothing for Miri to check (and text-heavy tests take minutes under it).
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::rewrite;
 

@@ -92,7 +92,8 @@ fn tls_size(bytes: &[u8]) -> Option<u64> {
     Some(0)
 }
 
-#[cfg(test)]
+// Safe code only, so nothing for Miri to check (and text-heavy tests take minutes under it).
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -66,7 +66,8 @@ fn candidates(name: &str, dirs: &[PathBuf]) -> Vec<PathBuf> {
     }
 }
 
-#[cfg(test)]
+// Safe code only, so nothing for Miri to check (and text-heavy tests take minutes under it).
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 

@@ -555,7 +555,8 @@ fn shared_declaration(code: &str, toks: &[Token], at: usize) -> Option<(usize, u
     (name > at + 1).then_some((name, k))
 }
 
-#[cfg(test)]
+// Safe code only, so nothing for Miri to check (and text-heavy tests take minutes under it).
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 

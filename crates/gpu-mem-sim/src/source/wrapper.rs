@@ -128,7 +128,8 @@ pub(crate) fn translation_unit(
     unit
 }
 
-#[cfg(test)]
+// Safe code only, so nothing for Miri to check (and text-heavy tests take minutes under it).
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 

@@ -194,7 +194,8 @@ fn words(code: &str) -> impl Iterator<Item = (usize, &str)> {
         })
 }
 
-#[cfg(test)]
+// Safe code only, so nothing for Miri to check (and text-heavy tests take minutes under it).
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::why_not_as_cxx20;
 

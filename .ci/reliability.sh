@@ -5,6 +5,7 @@
 #   2. Miri on the conformance suite over the simulator, whose streams are worker threads, so
 #      Miri also sees how buffers are handed between the host and the streams;
 #   3. `cargo xtask hw-matrix`: the conformance suite once per backend this machine has.
+# `reliability.sh miri` runs 1 and 2, `reliability.sh matrix` runs 3, no argument all three.
 #
 # Miri needs a nightly toolchain. If there is none, Miri is skipped with a message saying so and
 # the script goes on (and exits 0 only if everything else passed); if nightly exists but lacks
@@ -50,16 +51,29 @@ run_miri() {
         cargo +nightly miri test -p gpu-mem-conformance --test conformance
 }
 
-if have_nightly; then
-    run_miri
-else
-    step "Miri SKIPPED"
-    echo "Miri was skipped: no nightly toolchain is installed (rustup toolchain list shows none)."
-    echo "Install one with: rustup toolchain install nightly --component miri rust-src"
+part="${1:-all}"
+case "$part" in
+    all | miri | matrix) ;;
+    *)
+        echo "usage: $0 [all|miri|matrix]" >&2
+        exit 2
+        ;;
+esac
+
+if [ "$part" != matrix ]; then
+    if have_nightly; then
+        run_miri
+    else
+        step "Miri SKIPPED"
+        echo "Miri was skipped: no nightly toolchain is installed (rustup toolchain list shows none)."
+        echo "Install one with: rustup toolchain install nightly --component miri rust-src"
+    fi
 fi
 
-step "hardware matrix"
-# The simulator is always there: a run where it fails to show up is a failure.
-cargo xtask hw-matrix --require sim
+if [ "$part" != miri ]; then
+    step "hardware matrix"
+    # The simulator is always there: a run where it fails to show up is a failure.
+    cargo xtask hw-matrix --require sim
+fi
 
 step "done"

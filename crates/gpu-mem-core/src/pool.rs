@@ -88,7 +88,7 @@ impl Stream {
         }
         // A stream-ordered allocation is work on the stream. When the device is full, the work
         // keeping dropped memory alive is waited for first (outside `put_on_stream`).
-        let ptr = crate::stream::allocate_or_release(device, || {
+        let ptr = crate::memory::allocate_or_release(device, || {
             self.put_on_stream(|stream| {
                 // SAFETY: the stream's handle is live while `self` is.
                 unsafe {

@@ -28,7 +28,7 @@ impl DeviceAlloc {
         let ptr = if bytes == 0 {
             DevicePtr::NULL
         } else {
-            crate::stream::allocate_or_release(device, || {
+            crate::memory::allocate_or_release(device, || {
                 device.backend().alloc(device.ordinal(), bytes)
             })?
         };

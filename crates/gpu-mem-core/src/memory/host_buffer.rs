@@ -63,7 +63,7 @@ impl HostBuffer {
         let (base, device_ptr, zeroed) = if bytes == 0 {
             (None, None, true)
         } else {
-            let alloc = crate::stream::allocate_or_release(device, || {
+            let alloc = crate::memory::allocate_or_release(device, || {
                 device.backend().host_alloc(device.ordinal(), bytes, flags)
             })?;
             (Some(alloc.host), alloc.device, alloc.zeroed)
@@ -85,7 +85,7 @@ impl HostBuffer {
         let (base, device_ptr, zeroed) = if bytes == 0 {
             (None, None, true)
         } else {
-            let alloc = crate::stream::allocate_or_release(device, || {
+            let alloc = crate::memory::allocate_or_release(device, || {
                 device.backend().managed_alloc(device.ordinal(), bytes)
             })?;
             (Some(alloc.host), alloc.device, alloc.zeroed)

@@ -1,14 +1,20 @@
 //! Ownership of device and host memory, and the tracking that keeps it alive and untouched while
 //! asynchronous work uses it (the book's soundness chapter).
+//!
+//! This module does not depend on `stream`: the work queues that use host buffers are seen
+//! through [`WorkQueue`], and the reclaiming of memory kept by in-flight work through the
+//! function `stream` registers (`reclaim`).
 
 mod device_alloc;
 mod foreign;
 mod host_buffer;
 mod host_vec;
 mod pending;
+mod reclaim;
 
 pub(crate) use device_alloc::DeviceAlloc;
 pub(crate) use foreign::{ForeignMemory, Release};
 pub(crate) use host_buffer::{HostBuffer, HostBufferKind};
 pub(crate) use host_vec::{try_collect, zeroed_vec};
-pub(crate) use pending::{Access, PendingUses};
+pub(crate) use pending::{Access, PendingUses, WorkQueue};
+pub(crate) use reclaim::{allocate_or_release, set_reclaim};

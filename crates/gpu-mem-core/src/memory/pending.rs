@@ -5,11 +5,24 @@
 //! wants to write it waits for every stream that may still use it. Entries hold a weak reference
 //! and the stream's submission number, so a stream that has since synchronized (or was dropped,
 //! which synchronizes) costs nothing to check.
+//!
+//! The queues are known here only through [`WorkQueue`], which streams implement: the
+//! dependency runs from `stream` to `memory`, never back.
 
 use crate::error::Result;
-use crate::stream::StreamInner;
 use smallvec::SmallVec;
 use std::sync::{Arc, Mutex, Weak};
+
+/// What the pending uses of a host buffer need of the queue that runs the work: its operations
+/// are numbered by tickets in submission order and complete in that order, so one ticket says
+/// whether everything up to it is done.
+pub(crate) trait WorkQueue: Send + Sync {
+    /// Whether the operation with `ticket`, and every one before it, is known complete.
+    fn is_done(&self, ticket: u64) -> bool;
+
+    /// Waits until the operation with `ticket` has completed.
+    fn wait_ticket(&self, ticket: u64) -> Result<()>;
+}
 
 /// How an enqueued operation uses a host buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +35,7 @@ pub(crate) enum Access {
 
 #[derive(Debug)]
 struct Use {
-    stream: Weak<StreamInner>,
+    stream: Weak<dyn WorkQueue>,
     /// The stream's submission count right after the operation was enqueued.
     ticket: u64,
     access: Access,
@@ -43,7 +56,12 @@ pub(crate) struct PendingUses {
 impl PendingUses {
     /// Records that the operation with `ticket` on `stream` uses the buffer; returns what
     /// [`PendingUses::forget`] needs to undo it.
-    pub(crate) fn record(&self, stream: &Arc<StreamInner>, ticket: u64, access: Access) -> Undo {
+    pub(crate) fn record<Q: WorkQueue + 'static>(
+        &self,
+        stream: &Arc<Q>,
+        ticket: u64,
+        access: Access,
+    ) -> Undo {
         let mut uses = self.lock();
         // A stream runs its work in order, so a later ticket on the same stream completes after
         // every earlier one: one entry per stream, with the latest ticket and the strongest
@@ -60,8 +78,9 @@ impl PendingUses {
         }
         // Drop entries that are already complete so the list stays short.
         uses.retain(still_pending);
+        let stream: Weak<Q> = Arc::downgrade(stream);
         uses.push(Use {
-            stream: Arc::downgrade(stream),
+            stream,
             ticket,
             access,
         });
@@ -70,7 +89,7 @@ impl PendingUses {
 
     /// Forgets a use recorded (as `undo` says) for an operation that was then not enqueued:
     /// the stream's entry goes back to what it was, or goes away if the use made it.
-    pub(crate) fn forget(&self, stream: &Arc<StreamInner>, ticket: u64, undo: Undo) {
+    pub(crate) fn forget<Q: WorkQueue>(&self, stream: &Arc<Q>, ticket: u64, undo: Undo) {
         let mut uses = self.lock();
         let Some(at) = uses
             .iter()
@@ -89,16 +108,17 @@ impl PendingUses {
         }
     }
 
-    /// The in-flight uses that conflict with `access`, leaving them recorded (so every other
-    /// host or stream user keeps seeing them until they are known to be complete).
+    /// The in-flight uses that conflict with `access`, except those of the queue at address
+    /// `except`, leaving them recorded (so every other host or stream user keeps seeing them
+    /// until they are known to be complete).
     fn conflicting(
         &self,
         access: Access,
-        except: Option<&Arc<StreamInner>>,
-    ) -> SmallVec<[(Arc<StreamInner>, u64); 2]> {
+        except: Option<*const ()>,
+    ) -> SmallVec<[(Arc<dyn WorkQueue>, u64); 2]> {
         let mut found = SmallVec::new();
         let mut uses = self.lock();
-        let excepted = |u: &Use| except.is_some_and(|e| is_stream(u, e));
+        let excepted = |u: &Use| except.is_some_and(|e| is_at(u, e));
         // The usual case, checked without taking references: no entry, or only the asking
         // stream's own (its uses are ordered by the stream and kept as they are).
         if uses.iter().all(excepted) {
@@ -128,14 +148,18 @@ impl PendingUses {
     /// Waits until an operation about to be enqueued on `stream` may use the buffer: every
     /// conflicting use (one of them writes) on *another* stream must have completed. Uses on
     /// `stream` itself are ordered by the stream and need no wait.
-    pub(crate) fn wait_for_stream(&self, access: Access, stream: &Arc<StreamInner>) -> Result<()> {
+    pub(crate) fn wait_for_stream<Q: WorkQueue>(
+        &self,
+        access: Access,
+        stream: &Arc<Q>,
+    ) -> Result<()> {
         // The usual case — no entry, or only the stream's own — answered without building the
         // list of conflicts (a value moved out whole after being written piece by piece, which
         // stalls).
         if self.lock().iter().all(|u| is_stream(u, stream)) {
             return Ok(());
         }
-        for (other, ticket) in self.conflicting(access, Some(stream)) {
+        for (other, ticket) in self.conflicting(access, Some(Arc::as_ptr(stream).cast())) {
             other.wait_ticket(ticket)?;
         }
         Ok(())
@@ -149,8 +173,13 @@ impl PendingUses {
 }
 
 /// Whether `u` is an entry of `stream` (by address: no reference is taken).
-fn is_stream(u: &Use, stream: &Arc<StreamInner>) -> bool {
-    std::ptr::eq(u.stream.as_ptr(), Arc::as_ptr(stream))
+fn is_stream<Q: WorkQueue>(u: &Use, stream: &Arc<Q>) -> bool {
+    is_at(u, Arc::as_ptr(stream).cast())
+}
+
+/// Whether `u` is an entry of the queue at `address`.
+fn is_at(u: &Use, address: *const ()) -> bool {
+    std::ptr::addr_eq(u.stream.as_ptr(), address)
 }
 
 /// Whether `u`'s stream may still be running it.

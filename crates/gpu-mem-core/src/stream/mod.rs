@@ -2,7 +2,9 @@
 //! copies sound; the asynchronous copies enqueued on it (`copies`); and [`Event`]s, markers in a
 //! stream's work (`event`). The device constructors `Device::stream` and `Device::event` are here
 //! too. `event` knows nothing of streams: recording into and waiting on a stream are written here,
-//! so the dependency runs one way.
+//! so the dependency runs one way. Likewise `memory` knows nothing of streams: a stream is a
+//! `memory::WorkQueue` to the host buffers it uses, and registers how to reclaim the memory its
+//! work keeps alive (`memory::set_reclaim`) for allocations that find no room.
 //!
 //! Every operation enqueued through a `Stream` gets a ticket (the stream's submission count after
 //! it). The stream keeps what the operation touches — device allocations, page-locked host
@@ -14,7 +16,7 @@
 use crate::backend::{Enqueued, StreamHandle};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::memory::{Access, PendingUses};
+use crate::memory::{Access, PendingUses, WorkQueue};
 use smallvec::SmallVec;
 use std::any::Any;
 use std::fmt;
@@ -95,10 +97,11 @@ fn streams_of(device: &Device) -> Vec<Arc<StreamInner>> {
 /// Waits for the work of `device`'s streams that keeps memory alive whose arrays are gone
 /// (dropped while work on them was enqueued), which then goes; `true` when there was any. Called
 /// when an allocation finds no room, before it tries once more, as Numba frees its pending
-/// deallocations then. Work that only uses memory still held elsewhere is not waited for (it
-/// would free nothing), nor is a stream whose bookkeeping is busy (the caller may be inside
-/// that stream's `enqueue_external`). A failure of that work stays for its stream's owner.
-pub(crate) fn release_kept_memory(device: &Device) -> bool {
+/// deallocations then (registered with `memory::set_reclaim` as streams are created). Work
+/// that only uses memory still held elsewhere is not waited for (it would free nothing), nor is
+/// a stream whose bookkeeping is busy (the caller may be inside that stream's
+/// `enqueue_external`). A failure of that work stays for its stream's owner.
+fn release_kept_memory(device: &Device) -> bool {
     let mut released = false;
     for inner in streams_of(device) {
         let worth_it = match inner.keep_alive.try_lock() {
@@ -126,22 +129,6 @@ fn keeps_dropped_memory(list: &[(u64, KeepAlive)]) -> bool {
         }
         _ => false,
     })
-}
-
-/// Runs `allocate`, and when it fails for want of room (device memory, or the page-locked
-/// limit) while streams of `device` keep memory alive, waits for their work and runs it again.
-pub(crate) fn allocate_or_release<R>(
-    device: &Device,
-    allocate: impl Fn() -> Result<R>,
-) -> Result<R> {
-    match allocate() {
-        Err(Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. })
-            if release_kept_memory(device) =>
-        {
-            allocate()
-        }
-        other => other,
-    }
 }
 
 /// `StreamInner::settled` after work the tickets do not count: equal to no submission count.
@@ -188,19 +175,21 @@ impl fmt::Debug for StreamInner {
     }
 }
 
-impl StreamInner {
-    pub(crate) fn is_done(&self, ticket: u64) -> bool {
+impl WorkQueue for StreamInner {
+    fn is_done(&self, ticket: u64) -> bool {
         self.completed.load(Ordering::Acquire) >= ticket
     }
 
     /// Waits until `ticket` is complete (by synchronizing the stream if it is not known to be).
-    pub(crate) fn wait_ticket(&self, ticket: u64) -> Result<()> {
+    fn wait_ticket(&self, ticket: u64) -> Result<()> {
         if self.is_done(ticket) {
             return Ok(());
         }
         self.synchronize()
     }
+}
 
+impl StreamInner {
     pub(crate) fn synchronize(&self) -> Result<()> {
         // Read the target under the submission lock: an operation whose uses are already
         // recorded on host buffers is then counted, so waiting for its ticket cannot return
@@ -389,6 +378,9 @@ impl Stream {
                 owner,
             }),
         };
+        // Before the stream can keep anything alive: an allocation that finds no room may then
+        // wait for its work.
+        crate::memory::set_reclaim(release_kept_memory);
         let mut live = live_streams();
         live.retain(|weak| weak.strong_count() > 0);
         live.push(Arc::downgrade(&stream.inner));

@@ -49,6 +49,7 @@ mod launch;
 mod managed;
 mod memory;
 mod peer;
+mod queue_health;
 mod signal;
 mod stream;
 mod topology;

@@ -16,7 +16,7 @@
 //! also knows its AQL queue, so a wait notices when the runtime reported the queue broken (the
 //! signal then never completes).
 
-use super::launch::QueueHealth;
+use super::queue_health::QueueHealth;
 use crate::driver::Hsa;
 use gpu_mem_core::Result;
 use gpu_mem_hsa_sys as sys;

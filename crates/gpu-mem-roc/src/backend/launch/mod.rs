@@ -103,8 +103,6 @@ mod limits;
 mod metadata;
 mod queue;
 
-pub use queue::QueueHealth;
-
 use super::RocBackend;
 use super::memory::lock;
 use super::signal::{self, QUEUE_FAILED, Signal, State};

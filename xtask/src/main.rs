@@ -8,6 +8,8 @@
 //!   suite, native tests, examples, hw-bench) and `run.sh`, for a GPU machine without Rust (see
 //!   `hw_bundle`).
 //! * `doc-links [<book dir>]` — check the relative links of the mdBook (default `docs`).
+//! * `structure [--check] [--dot FILE]` — draw each crate's module tree with the edges between
+//!   sibling modules and list the import circles (see `structure`).
 //! * `bench [kernels|executor|transfers]... [--json]` — run the benchmarks that check the speed targets.
 
 mod bench;
@@ -15,6 +17,7 @@ mod bindgen;
 mod doc_links;
 mod hw_bundle;
 mod hw_matrix;
+mod structure;
 
 use std::process::ExitCode;
 
@@ -26,6 +29,7 @@ fn usage() -> &'static str {
        run the conformance suite on every backend here and print the matrix\n  \
        hw-bundle --out DIR                    build the hardware bundle (run.sh + stripped binaries)\n  \
        doc-links [<book dir>]                 check the mdBook's relative links (default docs)\n  \
+       structure [--check] [--dot FILE]       module tree, sibling edges and import circles\n  \
        bench [kernels|executor|transfers]... [--json]  the benchmarks behind the speed targets\n"
 }
 
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
         Some("hw-matrix") => hw_matrix::run(&args[1..]),
         Some("hw-bundle") => hw_bundle::run(&args[1..]),
         Some("doc-links") => doc_links::run(&args[1..]),
+        Some("structure") => structure::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help") | None => {
             print!("{}", usage());

@@ -12,6 +12,8 @@
 //! * `GPU_MEM_SIM_WARP_SIZE` — threads per warp: 32 (default) or 64, or a comma-separated list
 //!   giving each device its own (`32,64`).
 //! * `GPU_MEM_SIM_SHARED_MEMORY` — shared memory per block (default `48KiB`).
+//! * `GPU_MEM_SIM_WATCHDOG` — seconds a block may go without progress before it is reported
+//!   (default 10; [`Watchdog`]).
 
 use gpu_mem_core::{Error, Result};
 
@@ -33,11 +35,59 @@ pub struct SimDeviceConfig {
     pub shared_memory: usize,
     /// Page-locked host memory the device may hold at once, in bytes.
     pub pinned_limit: u64,
-    /// How long a block may go without progress — threads that only spin, or threads kept at
-    /// a barrier the others never reach — before it is reported rather than left to hang (after
-    /// as many rounds of its threads as well: 2^20 for the default 10 s, proportionally fewer
-    /// for a shorter time).
-    pub watchdog: std::time::Duration,
+    /// When a block that makes no progress is reported rather than left to hang.
+    pub watchdog: Watchdog,
+}
+
+/// When the simulator reports a block that makes no progress — threads that only spin
+/// (atomics, spin-wait hints), or threads kept at a barrier the others never reach — where a
+/// GPU would hang. A block is reported once both its count and the time have passed: an atomic
+/// looks like a spin to the simulator, so a thread adding up a large input with atomics is at
+/// work, and only the time tells it from a spin-wait that never ends; the count keeps a slow
+/// machine's short stall from being taken for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watchdog {
+    /// How long.
+    pub time: std::time::Duration,
+    /// Scheduling rounds of the block in which its threads only spun, or in which threads
+    /// waited at a block barrier while the others ran without reaching it.
+    pub rounds: u64,
+    /// Atomics (and other spins) one thread of an async kernel makes without awaiting: it holds
+    /// its block's only OS thread, so a thread it waits for can never run.
+    pub spins: u64,
+}
+
+/// Default time a block may go without progress ([`Watchdog::time`]).
+pub const DEFAULT_WATCHDOG: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Watchdog {
+    /// The counts for the default time, which a thread adding up a large input with atomics
+    /// passes in a fraction of it: 2^20 rounds of a block whose last live thread makes 16
+    /// atomics per round (~16 M atomics, 0.14 s), 2^24 atomics of an async thread.
+    const ROUNDS: u64 = 1 << 20;
+    const SPINS: u64 = 1 << 24;
+    /// The least counts, whatever the time: the executor starts reading the clock at half of
+    /// them (`executor::watchdog`).
+    const MIN_ROUNDS: u64 = 1 << 11;
+    const MIN_SPINS: u64 = 1 << 17;
+
+    /// The watchdog of `time`: the default counts, proportionally fewer for a shorter time, so
+    /// that a short watchdog (as tests set) is short.
+    pub fn after(time: std::time::Duration) -> Watchdog {
+        let share = (time.as_secs_f64() / DEFAULT_WATCHDOG.as_secs_f64()).min(1.0);
+        let scaled = |count: u64, least: u64| ((count as f64 * share) as u64).max(least);
+        Watchdog {
+            time,
+            rounds: scaled(Self::ROUNDS, Self::MIN_ROUNDS),
+            spins: scaled(Self::SPINS, Self::MIN_SPINS),
+        }
+    }
+}
+
+impl Default for Watchdog {
+    fn default() -> Self {
+        Watchdog::after(DEFAULT_WATCHDOG)
+    }
 }
 
 /// Default capacity of a simulated device.
@@ -49,9 +99,6 @@ pub const DEFAULT_SHARED_MEMORY: usize = 48 << 10;
 /// Default page-locked host memory per device (4 GiB).
 pub const DEFAULT_PINNED_LIMIT: u64 = 4 << 30;
 
-/// Default time a block may go without progress (see [`SimDeviceConfig::watchdog`]).
-pub const DEFAULT_WATCHDOG: std::time::Duration = std::time::Duration::from_secs(10);
-
 impl Default for SimDeviceConfig {
     fn default() -> Self {
         SimDeviceConfig {
@@ -59,7 +106,7 @@ impl Default for SimDeviceConfig {
             warp_size: 32,
             shared_memory: DEFAULT_SHARED_MEMORY,
             pinned_limit: DEFAULT_PINNED_LIMIT,
-            watchdog: DEFAULT_WATCHDOG,
+            watchdog: Watchdog::default(),
         }
     }
 }
@@ -120,8 +167,8 @@ impl SimConfig {
             None => DEFAULT_SHARED_MEMORY,
         };
         let watchdog = match var("GPU_MEM_SIM_WATCHDOG") {
-            Some(v) => parse_watchdog(&v)?,
-            None => DEFAULT_WATCHDOG,
+            Some(v) => Watchdog::after(parse_watchdog(&v)?),
+            None => Watchdog::default(),
         };
         let devices = (0..count)
             .map(|i| SimDeviceConfig {

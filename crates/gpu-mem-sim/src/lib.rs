@@ -21,6 +21,7 @@
 //! * `GPU_MEM_SIM_DEVICES` devices, each with its own memory; every allocation is accounted, so
 //!   leaks show in [`SimBackend::live_allocations`] and `mem_info`.
 
+mod abi;
 mod assist;
 mod bytes;
 mod config;
@@ -28,6 +29,7 @@ mod event;
 mod executor;
 mod host;
 mod ipc;
+mod launch;
 mod memory;
 mod recent_stream;
 mod reentry;
@@ -39,8 +41,8 @@ pub mod thread;
 mod workers;
 
 pub use config::{
-    DEFAULT_PINNED_LIMIT, DEFAULT_SHARED_MEMORY, SimConfig, SimDeviceConfig, parse_size,
-    parse_size_of,
+    DEFAULT_PINNED_LIMIT, DEFAULT_SHARED_MEMORY, DEFAULT_WATCHDOG, SimConfig, SimDeviceConfig,
+    Watchdog, parse_size, parse_size_of,
 };
 pub use thread::{SimKernel, ThreadCtx};
 
@@ -97,7 +99,7 @@ struct SimDevice {
     ordinal: usize,
     warp_size: u32,
     shared_memory: usize,
-    watchdog: std::time::Duration,
+    watchdog: Watchdog,
     memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
     /// Read-locked to find a stream (see [`SimBackend::on_stream`]).
@@ -1192,10 +1194,8 @@ unsafe impl Backend for SimBackend {
         }
         // Portable source is what a GPU runs, so it is preferred; the closure form is for
         // kernels written only for the simulator.
-        let code = LaunchCode::of(kernel)?;
-        if let LaunchCode::Source(program) = &code {
-            program.check_args(kernel.name(), args)?;
-        }
+        let code = launch::LaunchCode::of(kernel)?;
+        code.check_args(kernel.name(), args)?;
         executor::check_config(kernel, config, d.shared_memory, code.static_shared())?;
         let resolved = executor::resolve_args(&d.memory, kernel.name(), args)?;
         let name = kernel.name().to_string();
@@ -1266,53 +1266,5 @@ impl SimBackend {
         let ptr = d.memory.map_host(host, variable.size.max(1))?;
         symbols.insert(key, (ptr, variable.size));
         Ok((ptr, variable.size))
-    }
-}
-
-/// What a launch runs, owned so that a stream can keep it until the kernel has run.
-enum LaunchCode {
-    /// Compiled portable source.
-    Source(Arc<source::SourceProgram>),
-    /// The kernel, for its closure form (plain or async).
-    Closure(Kernel),
-}
-
-impl LaunchCode {
-    fn of(kernel: &Kernel) -> Result<LaunchCode> {
-        if let Some(source) = kernel.source() {
-            return Ok(LaunchCode::Source(source::program(kernel, source)?));
-        }
-        if thread::closure_of(kernel).is_some() || thread::async_closure_of(kernel).is_some() {
-            return Ok(LaunchCode::Closure(kernel.clone()));
-        }
-        Err(Error::NotSupportedByBackend {
-            backend: BackendKind::Sim,
-            feature: "kernels without code",
-            reason: format!(
-                "kernel `{}` has neither portable source (Kernel::with_source) nor a closure (SimKernel::sim, SimKernel::sim_async)",
-                kernel.name()
-            ),
-        })
-    }
-
-    fn static_shared(&self) -> usize {
-        match self {
-            LaunchCode::Source(program) => program.static_shared,
-            LaunchCode::Closure(_) => 0,
-        }
-    }
-
-    fn code(&self) -> executor::Code<'_> {
-        match self {
-            LaunchCode::Source(program) => executor::Code::Source(program),
-            LaunchCode::Closure(kernel) => match thread::closure_of(kernel) {
-                Some(closure) => executor::Code::Closure(closure),
-                None if let Some(body) = thread::async_closure_of(kernel) => {
-                    executor::Code::Polled(body)
-                }
-                // `of` only makes this variant for a kernel with a closure.
-                None => executor::Code::Closure(&|_| {}),
-            },
-        }
     }
 }

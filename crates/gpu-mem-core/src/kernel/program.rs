@@ -123,6 +123,11 @@ impl Kernel {
         self.sim.as_deref()
     }
 
+    /// The simulator's closure form, shared: what a launch keeps until the kernel has run.
+    pub fn sim_form_shared(&self) -> Option<SimForm> {
+        self.sim.clone()
+    }
+
     /// The source form, if any.
     pub fn source(&self) -> Option<&KernelSource> {
         self.source.as_deref()

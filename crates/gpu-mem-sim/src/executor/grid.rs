@@ -2,29 +2,16 @@
 //! error of the lowest failing block kept.
 
 use super::Limits;
-use super::args::{Resolved, encode, views};
+use super::args::{Resolved, views};
 use super::block::Block;
-use super::body::{Body, CompiledLaunch};
 use super::grid_barrier::GridBarrier;
+use super::plan::{Code, Plan, Prepared};
 use super::shared::SharedMemory;
 use crate::reentry::enter_kernel;
-use crate::source::SourceProgram;
-use crate::thread::{PolledBody, SimKernelFn};
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
 use gpu_mem_core::{Error, Result};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// The code of a launch, in either form.
-#[derive(Clone, Copy)]
-pub(crate) enum Code<'a> {
-    /// A closure kernel.
-    Closure(&'a SimKernelFn),
-    /// Compiled portable source (its parameters already checked against the arguments).
-    Source(&'a SourceProgram),
-    /// An async closure kernel.
-    Polled(&'a dyn PolledBody),
-}
 
 /// The argument views, shared by the worker threads.
 struct Views<'a>(Vec<crate::thread::ArgView<'a>>);
@@ -58,7 +45,9 @@ pub(crate) fn run_grid(
     config: &LaunchConfig,
     limits: Limits,
 ) -> Result<()> {
-    if cfg!(miri) && !matches!(code, Code::Polled(_)) {
+    let prepared = Prepared::new(code, args);
+    let plan = prepared.plan();
+    if cfg!(miri) && !plan.runs_under_miri() {
         return Err(Error::NotSupportedByBackend {
             backend: gpu_mem_core::BackendKind::Sim,
             feature: "kernel launch under Miri",
@@ -67,27 +56,9 @@ pub(crate) fn run_grid(
         });
     }
     let views = Views(views(args));
-    // Compiled code receives one buffer per parameter, laid out as the C parameter.
-    let buffers;
-    let compiled;
-    let body = match code {
-        Code::Closure(closure) => Body::Closure(closure),
-        Code::Polled(body) => Body::Polled(body),
-        Code::Source(program) => {
-            buffers = encode(args, |i| program.takes_pointer(i));
-            compiled = CompiledLaunch {
-                program,
-                args: buffers
-                    .iter()
-                    .map(|b| b.as_ptr().cast::<std::ffi::c_void>().cast_mut())
-                    .collect(),
-            };
-            Body::Compiled(&compiled)
-        }
-    };
     let total = config.grid.count();
     if config.cooperative {
-        return run_cooperative(kernel, body, &views, config, limits);
+        return run_cooperative(kernel, plan, &views, config, limits);
     }
     let next = AtomicU64::new(0);
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
@@ -101,7 +72,7 @@ pub(crate) fn run_grid(
             }
             let block = BlockRun {
                 kernel,
-                body,
+                plan,
                 views: &views,
                 config,
                 limits,
@@ -126,7 +97,7 @@ pub(crate) const MAX_COOPERATIVE_BLOCKS: u64 = 1024;
 /// that blocks can wait for each other at the grid barrier (`this_grid().sync()`).
 fn run_cooperative(
     kernel: &str,
-    body: Body<'_>,
+    plan: Plan<'_>,
     views: &Views<'_>,
     config: &LaunchConfig,
     limits: Limits,
@@ -144,7 +115,7 @@ fn run_cooperative(
     let failure = LowestFailure::default();
     let block = BlockRun {
         kernel,
-        body,
+        plan,
         views,
         config,
         limits,
@@ -186,7 +157,7 @@ fn run_cooperative(
 /// What running one block of a launch needs.
 struct BlockRun<'k, 'a> {
     kernel: &'k str,
-    body: Body<'a>,
+    plan: Plan<'a>,
     views: &'k Views<'a>,
     config: &'k LaunchConfig,
     limits: Limits,
@@ -202,7 +173,7 @@ impl BlockRun<'_, '_> {
             })?;
         let block = Block::new(
             self.kernel,
-            self.body,
+            self.plan,
             self.views.get(),
             block_index(linear, self.config.grid),
             self.config.block,

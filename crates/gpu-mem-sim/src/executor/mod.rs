@@ -1,38 +1,43 @@
 //! Kernel execution on the simulator: the executor.
 //!
-//! Every simulated thread runs the kernel — the compiled entry point of its portable source
-//! (`crate::source`) or a Rust closure (`crate::thread`) — on a fiber: a stack of its own on which
-//! it can be suspended (`fiber`). The threads of a block run cooperatively on one OS thread: a
-//! barrier suspends the thread and hands the OS thread straight to the next one, and once every
-//! thread of the block (or, for a wave barrier, of the warp) waits at the same barrier they all
-//! go on, so a barrier really waits for the whole block (`block`). A thread that ends without
-//! having waited leaves its fiber to the next thread, so kernels that never wait cost a call per
-//! thread. A compiled kernel whose threads wait only at barriers and collectives is built with
-//! each thread a coroutine instead, and its block runs round by round without a stack per thread
-//! (`stackless`); the same scheduler decides releases and reports divergence. An async closure
-//! kernel's threads are futures, polled round by round the same way (`polled`). Blocks run in
-//! parallel on all cores (`grid`, on `crate::workers`). A barrier reached by only
-//! part of a block, or threads waiting at different barriers, is reported as
-//! [`Error::BarrierDivergence`] instead of hanging; out-of-bounds accesses and panics in the
-//! kernel body are [`Error::KernelFault`]s naming the kernel, block and thread.
+//! A launch goes one way: `grid` spreads its blocks over the simulator's worker threads
+//! (`crate::workers`; a cooperative launch gives each block an OS thread, for the grid barrier);
+//! `plan` decides once, from the kernel's code, how the threads of every block run; `block` holds
+//! what a block's threads share; `runner` carries out the plan for a block (`direct` plain calls,
+//! `stackless` coroutines, `fibers` a stack per thread, `polled` futures). Whatever the plan,
+//! threads record their waits in the block's `schedule`, and `release` applies the one set of
+//! rules for barriers and collectives (with the collectives' table, `crate::thread::Collective`);
+//! `watchdog` reports blocks that make no progress. `sim_thread` is one thread's face to the
+//! executor, `compiled` the callbacks compiled kernels reach it through (`crate::abi`'s layouts),
+//! `fiber` and `stack` the stacks threads run on, `args` and `shared` the launch's arguments and
+//! a block's shared memory.
 //!
+//! A barrier reached by only part of a block, or threads waiting at different barriers, is
+//! reported as [`Error::BarrierDivergence`] instead of hanging; out-of-bounds accesses and
+//! panics in the kernel body are [`Error::KernelFault`]s naming the kernel, block and thread.
 //! Miri cannot run the fibers' stack switches (inline assembly, or corosensei's), so under Miri
-//! kernel launches return an error saying so.
+//! only async closure kernels run; other launches return an error saying so.
 
 mod args;
 mod block;
-pub(crate) mod body;
+mod compiled;
 mod fiber;
 mod grid;
 mod grid_barrier;
-mod polled;
+mod plan;
+mod release;
+mod runner;
+mod schedule;
 mod shared;
+mod sim_thread;
 mod stack;
-mod stackless;
+mod watchdog;
 
 pub(crate) use args::resolve as resolve_args;
+pub(crate) use compiled::RUNTIME;
 pub(crate) use fiber::first_barrier_floor;
-pub(crate) use grid::{Code, run_grid};
+pub(crate) use grid::run_grid;
+pub(crate) use plan::{Code, Compiled};
 
 /// A simulated device's limits, as a launch runs under them.
 #[derive(Debug, Clone, Copy)]
@@ -40,8 +45,8 @@ pub(crate) struct Limits {
     pub(crate) warp_size: u32,
     /// Shared memory of a block, static and dynamic, in bytes.
     pub(crate) shared_memory: usize,
-    /// How long a block may go without progress before it is reported.
-    pub(crate) watchdog: std::time::Duration,
+    /// When a block without progress is reported.
+    pub(crate) watchdog: crate::config::Watchdog,
 }
 
 use gpu_mem_core::kernel::{Kernel, LaunchConfig};

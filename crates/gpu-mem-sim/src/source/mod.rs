@@ -35,7 +35,8 @@ mod signature;
 mod stackless;
 mod wrapper;
 
-use crate::executor::body::{ABI, GmSimRound, RUNTIME};
+use crate::abi::{ABI, Entry, GmSimRound, GmSimRuntime, StacklessEntry};
+use crate::executor::{self, RUNTIME};
 use compiler::{CompileFailure, Compiler};
 use declarations::Declared;
 use gpu_mem_core::kernel::compiled;
@@ -49,33 +50,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 pub(crate) use wrapper::Threads;
 
-/// How the executor runs a program's threads: its entry points.
-#[derive(Clone, Copy)]
-pub(crate) enum Entry {
-    /// `run`: runs the kernel with one argument buffer per parameter.
-    Calls(unsafe extern "C" fn(*const *mut c_void) -> c_int),
-    /// The entry points of coroutine threads.
-    Stackless(StacklessEntry),
-}
-
-/// A stackless kernel's entry points (`wrapper::Threads::Stackless`).
-#[derive(Clone, Copy)]
-pub(crate) struct StacklessEntry {
-    /// `start_round(&round)`: starts every thread of the block; each runs until it waits or
-    /// ends (faults are recorded through the runtime's callbacks).
-    pub(crate) start_round: unsafe extern "C" fn(*mut GmSimRound),
-    /// `resume_round(&round)`: runs every waiting thread on, the same way.
-    pub(crate) resume_round: unsafe extern "C" fn(*mut GmSimRound),
-    /// `gm_sim_begin_block()`: the frames of this OS thread's previous block are all gone.
-    pub(crate) begin_block: unsafe extern "C" fn(),
-}
-
 /// One kernel of a loaded module.
 pub(crate) struct SourceProgram {
     /// Keeps the code mapped; libraries are kept for the life of the process.
     _library: Arc<libloading::Library>,
     pub(crate) entry: Entry,
     params: Vec<Param>,
+    /// Per parameter: whether it is a pointer (an array passed to it is its first element's
+    /// address).
+    pointers: Vec<bool>,
     /// Bytes of static `__shared__` arrays per block (the module's: every kernel's arrays are
     /// thread-locals of its library).
     pub(crate) static_shared: usize,
@@ -104,12 +87,13 @@ impl SourceProgram {
         })
     }
 
-    /// Whether parameter `index` is a pointer (an array passed to it is its first element's
-    /// address).
-    pub(crate) fn takes_pointer(&self, index: usize) -> bool {
-        self.params
-            .get(index)
-            .is_some_and(|p| p.kind == ParamKind::Pointer)
+    /// The program as the executor runs it.
+    pub(crate) fn compiled(&self) -> executor::Compiled<'_> {
+        executor::Compiled {
+            entry: self.entry,
+            waits: self.waits,
+            pointers: &self.pointers,
+        }
     }
 }
 
@@ -658,7 +642,7 @@ fn load(
     // module's static initialisers.
     let library = Arc::new(unsafe { libloading::Library::new(&path) }.map_err(|e| e.to_string())?);
     type Abi = unsafe extern "C" fn() -> u32;
-    type Init = unsafe extern "C" fn(*const crate::executor::body::GmSimRuntime);
+    type Init = unsafe extern "C" fn(*const GmSimRuntime);
     type Kernels = unsafe extern "C" fn(*mut c_int) -> *const RawKernel;
     // SAFETY: the symbols are the wrapper's `extern "C"` functions with exactly these types.
     let (abi, init, kernels) = unsafe {
@@ -730,7 +714,7 @@ fn load(
         let mut n: c_int = 0;
         // SAFETY: the wrapper's function returns a static array of `n` descriptions, whose
         // type names are NUL-terminated strings.
-        let params = unsafe {
+        let params: Vec<Param> = unsafe {
             let described = params(&mut n);
             let n = usize::try_from(n).unwrap_or(0);
             if described.is_null() && n > 0 {
@@ -743,6 +727,10 @@ fn load(
         let program = SourceProgram {
             _library: Arc::clone(&library),
             entry,
+            pointers: params
+                .iter()
+                .map(|p| p.kind == ParamKind::Pointer)
+                .collect(),
             params,
             static_shared,
             waits,

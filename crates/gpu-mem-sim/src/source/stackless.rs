@@ -24,11 +24,13 @@ mod cxx20;
 
 pub(crate) use cxx20::why_not_as_cxx20;
 
+use crate::thread::Collective;
 use gpu_mem_core::kernel::scan::functions::{
     Function, Kind, body_end, call_end, call_open, functions, waiting_helpers,
 };
 use gpu_mem_core::kernel::scan::tokens::{self, Token, tokens};
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 
 /// Names the rewrite must not meet: the runtime table (through which a thread could wait
 /// inside a function), raw strings (which the tokenizer does not read), and the vocabulary the
@@ -52,25 +54,21 @@ const COROUTINE_KEYWORDS: [&str; 3] = ["co_await", "co_yield", "co_return"];
 /// barriers, block and warp collectives, and the atomics and spin hint, which let the others
 /// run at every 16th call of a thread (as they do from inside the function on a fiber). A
 /// helper function that calls one becomes a coroutine too (`functions::waiting_helpers`).
-const SUSPENDING: [&str; 30] = [
+/// The collectives' names come from their table (`Collective::info`).
+static SUSPENDING: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    BARRIERS_AND_ATOMICS
+        .into_iter()
+        .chain(Collective::calls())
+        .collect()
+});
+
+/// [`SUSPENDING`] besides the collectives.
+const BARRIERS_AND_ATOMICS: [&str; 17] = [
     "__syncthreads",
     "syncthreads",
     "barrier",
     "__syncwarp",
     "wavebarrier",
-    "__syncthreads_count",
-    "__syncthreads_and",
-    "__syncthreads_or",
-    "syncthreads_count",
-    "syncthreads_and",
-    "syncthreads_or",
-    "__shfl_sync",
-    "__shfl_up_sync",
-    "__shfl_down_sync",
-    "__shfl_xor_sync",
-    "__ballot_sync",
-    "__all_sync",
-    "__any_sync",
     "atomicAdd",
     "atomicSub",
     "atomicExch",

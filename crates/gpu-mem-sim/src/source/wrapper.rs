@@ -7,9 +7,11 @@
 //! only `gm_sim_` names, which no kernel's macro can have taken.
 
 use super::declarations::Declared;
+use crate::thread::Collective;
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
-/// `barrier`): warp collectives, atomics (a spin-wait on a flag) and the spin hint.
+/// `barrier`) and the collectives' own names: the prefixes of warp collectives (with their
+/// legacy forms), atomics (a spin-wait on a flag), the spin hint and cooperative groups.
 const COLLECTIVES_AND_ATOMICS: [&str; 8] = [
     "__shfl",
     "ballot",
@@ -21,14 +23,15 @@ const COLLECTIVES_AND_ATOMICS: [&str; 8] = [
     "cooperative_groups",
 ];
 
-/// Whether `code` may make its threads wait for each other: it names a barrier, one of
-/// [`COLLECTIVES_AND_ATOMICS`] or the runtime table. Conservative: any occurrence, even in a
-/// comment or a longer name, counts; a kernel for which this is `false` runs its threads as
-/// plain calls in any order.
+/// Whether `code` may make its threads wait for each other: it names a barrier, a collective
+/// of the table (`Collective::info`), one of [`COLLECTIVES_AND_ATOMICS`] or the runtime table.
+/// Conservative: any occurrence, even in a comment or a longer name, counts; a kernel for which
+/// this is `false` runs its threads as plain calls in any order.
 pub(crate) fn may_wait(code: &str) -> bool {
     ["sync", "barrier", "gm_sim_rt"]
-        .iter()
-        .chain(&COLLECTIVES_AND_ATOMICS)
+        .into_iter()
+        .chain(COLLECTIVES_AND_ATOMICS)
+        .chain(Collective::calls())
         .any(|word| code.contains(word))
 }
 

@@ -1,6 +1,7 @@
 //! [`ThreadCtx`]: what a simulated thread sees — its indices, its arguments, shared and local
 //! arrays, barriers, warp collectives — and [`ThreadOps`], what an executor provides behind it.
 
+use super::collective::{BarrierScope, Collective, Fence};
 use crate::thread::{GlobalArray, GlobalRecord, LocalArray, SharedArray};
 use gpu_mem_core::Element;
 use gpu_mem_core::kernel::Dim3;
@@ -117,106 +118,6 @@ impl fmt::Display for Site {
             column => write!(f, "{}:{}:{column}", self.file_name(), self.line),
         }
     }
-}
-
-/// A collective operation: a barrier of a warp (or block) that also exchanges values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Collective {
-    /// `__shfl_sync`: the value of lane `arg` (within groups of `width` lanes).
-    Shfl,
-    /// `__shfl_up_sync`: the value of lane `lane - arg`.
-    ShflUp,
-    /// `__shfl_down_sync`: the value of lane `lane + arg`.
-    ShflDown,
-    /// `__shfl_xor_sync`: the value of lane `lane ^ arg`.
-    ShflXor,
-    /// `__ballot_sync`: one bit per lane whose value is non-zero.
-    Ballot,
-    /// `__all_sync`: 1 when every lane's value is non-zero.
-    All,
-    /// `__any_sync`: 1 when some lane's value is non-zero.
-    Any,
-    /// `syncthreads_count`: the block's number of non-zero values.
-    SyncCount,
-    /// `syncthreads_and`: 1 when every value of the block is non-zero.
-    SyncAnd,
-    /// `syncthreads_or`: 1 when some value of the block is non-zero.
-    SyncOr,
-    /// `__activemask` (and `coalesced_threads`): the lanes of the warp that reach the same
-    /// call before the warp's other lanes can go on (they wait elsewhere or have ended): what
-    /// a GPU's active mask is after divergence.
-    Active,
-    /// `this_grid().sync()`: every thread of the block, then every block of the grid (a
-    /// cooperative launch, whose blocks all run at once).
-    GridSync,
-}
-
-impl Collective {
-    /// The barrier scope the operation synchronizes.
-    pub fn scope(self) -> BarrierScope {
-        match self {
-            Collective::SyncCount
-            | Collective::SyncAnd
-            | Collective::SyncOr
-            | Collective::GridSync => BarrierScope::Block,
-            _ => BarrierScope::Warp,
-        }
-    }
-
-    /// The operation for the prelude's `GM_SIM_OP_*` code.
-    pub(crate) fn from_code(code: i32) -> Option<Collective> {
-        Some(match code {
-            1 => Collective::Shfl,
-            2 => Collective::ShflUp,
-            3 => Collective::ShflDown,
-            4 => Collective::ShflXor,
-            5 => Collective::Ballot,
-            6 => Collective::All,
-            7 => Collective::Any,
-            8 => Collective::SyncCount,
-            9 => Collective::SyncAnd,
-            10 => Collective::SyncOr,
-            11 => Collective::Active,
-            12 => Collective::GridSync,
-            _ => return None,
-        })
-    }
-
-    /// The spelling in kernel source, for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Collective::Shfl => "__shfl_sync",
-            Collective::ShflUp => "__shfl_up_sync",
-            Collective::ShflDown => "__shfl_down_sync",
-            Collective::ShflXor => "__shfl_xor_sync",
-            Collective::Ballot => "__ballot_sync",
-            Collective::All => "__all_sync",
-            Collective::Any => "__any_sync",
-            Collective::SyncCount => "syncthreads_count",
-            Collective::SyncAnd => "syncthreads_and",
-            Collective::SyncOr => "syncthreads_or",
-            Collective::Active => "__activemask",
-            Collective::GridSync => "this_grid().sync()",
-        }
-    }
-}
-
-/// The memory a barrier orders (ROC's `CLK_LOCAL_MEM_FENCE` / `CLK_GLOBAL_MEM_FENCE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fence {
-    /// Shared (group) memory: `__syncthreads()`.
-    Local,
-    /// Global memory as well: `__threadfence()` + barrier.
-    Global,
-}
-
-/// Which threads a barrier waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BarrierScope {
-    /// Every thread of the block.
-    Block,
-    /// The threads of the caller's warp (wavefront).
-    Warp,
 }
 
 /// One kernel argument as a simulated thread reaches it.

@@ -14,16 +14,20 @@
 mod async_body;
 mod async_ctx;
 mod atomics;
+mod collective;
 mod ctx;
 mod global;
 mod local;
 
-use async_body::{AsyncBody, AsyncClosure};
+pub(crate) use async_body::AsyncBody;
+use async_body::AsyncClosure;
 pub(crate) use async_body::{PolledBody, PolledThreads};
 pub use async_ctx::AsyncThreadCtx;
 pub(crate) use async_ctx::{Arrival, Suspend};
 pub use atomics::{AtomicElement, AtomicInteger};
-pub use ctx::{ArgView, BarrierScope, BlockCtx, Collective, Fence, Site, ThreadCtx, ThreadOps};
+pub(crate) use collective::Combine;
+pub use collective::{BarrierScope, Collective, Fence};
+pub use ctx::{ArgView, BlockCtx, Site, ThreadCtx, ThreadOps};
 pub use global::{GlobalArray, GlobalRecord};
 pub use local::{LocalArray, SharedArray};
 
@@ -85,18 +89,19 @@ impl SimKernel for Kernel {
     }
 }
 
-/// The closure form of `kernel`, if it has one.
-pub(crate) fn closure_of(kernel: &Kernel) -> Option<&SimKernelFn> {
-    kernel
-        .sim_form()
-        .and_then(|form| form.downcast_ref::<ClosureBody>())
-        .map(|body| body.0.as_ref())
+/// A kernel's closure form, shared with the kernel (a launch keeps it until it has run).
+pub(crate) enum ClosureForm {
+    /// `SimKernel::sim`: each thread a call.
+    Blocking(Arc<ClosureBody>),
+    /// `SimKernel::sim_async`: each thread a future.
+    Async(Arc<AsyncBody>),
 }
 
-/// The async closure form of `kernel`, if it has one.
-pub(crate) fn async_closure_of(kernel: &Kernel) -> Option<&dyn PolledBody> {
-    kernel
-        .sim_form()
-        .and_then(|form| form.downcast_ref::<AsyncBody>())
-        .map(|body| body.0.as_ref())
+/// The closure form of `kernel`, if it has one.
+pub(crate) fn closure_form(kernel: &Kernel) -> Option<ClosureForm> {
+    let form = kernel.sim_form_shared()?;
+    match form.downcast::<ClosureBody>() {
+        Ok(body) => Some(ClosureForm::Blocking(body)),
+        Err(form) => form.downcast::<AsyncBody>().ok().map(ClosureForm::Async),
+    }
 }

@@ -58,7 +58,7 @@ pub fn run_on_array<T: Element>(
 pub fn backend_with_watchdog(seconds: f64) -> gpu_mem_sim::SimBackend {
     gpu_mem_sim::SimBackend::new(gpu_mem_sim::SimConfig {
         devices: vec![gpu_mem_sim::SimDeviceConfig {
-            watchdog: std::time::Duration::from_secs_f64(seconds),
+            watchdog: gpu_mem_sim::Watchdog::after(std::time::Duration::from_secs_f64(seconds)),
             ..gpu_mem_sim::SimDeviceConfig::default()
         }],
     })

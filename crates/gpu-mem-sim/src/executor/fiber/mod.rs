@@ -15,7 +15,6 @@
 //! which also reports overflows. `floor.rs` measures what a block's first barrier costs with
 //! these switches and stacks and no scheduling at all, for the executor benchmark.
 
-use super::block::{self, Start};
 use super::stack;
 use std::cell::{Cell, RefCell};
 
@@ -49,10 +48,22 @@ pub(crate) use imp::first_barrier_floor;
 /// A stack on which simulated threads run one after another.
 pub(crate) struct Fiber {
     context: imp::Context,
-    /// The thread this fiber runs next, set by whoever switches to it while it is idle.
-    mailbox: Cell<Option<Start>>,
+    /// The job this fiber runs next, set by whoever switches to it while it is idle.
+    mailbox: Cell<Option<Job>>,
     /// Its stack's lowest address, for the overflow report.
     limit: usize,
+}
+
+/// What an idle fiber runs when it is switched to: `run(job, fiber)` on the fiber, which
+/// returns where the OS thread goes next. Fibers know nothing of blocks: `data` and `index`
+/// are the runner's (a block, and the thread to start).
+#[derive(Clone, Copy)]
+pub(crate) struct Job {
+    /// # Safety
+    /// Called on `fiber`'s stack with the job it was given (see [`assign`]).
+    pub(crate) run: unsafe fn(Job, *const Fiber) -> Target,
+    pub(crate) data: *const (),
+    pub(crate) index: u32,
 }
 
 /// Where the OS thread goes when a fiber has no thread left to run.
@@ -72,7 +83,7 @@ thread_local! {
     /// pointers handed out must stay put while the list grows.
     #[allow(clippy::vec_box)]
     static ALL: RefCell<Vec<Box<Fiber>>> = const { RefCell::new(Vec::new()) };
-    /// The idle ones, each waiting for a [`Start`] at the top of its loop.
+    /// The idle ones, each waiting for a [`Job`] at the top of its loop.
     static IDLE: RefCell<Vec<*const Fiber>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -114,13 +125,14 @@ pub(crate) fn give_back_all(fibers: &mut Vec<*const Fiber>) {
     fibers.clear();
 }
 
-/// Gives `start` to the idle `fiber`, which runs it when switched to.
+/// Gives `job` to the idle `fiber`, which runs it when switched to.
 ///
 /// # Safety
-/// `fiber` came from [`take`] on this OS thread and is idle.
-pub(crate) unsafe fn assign(fiber: *const Fiber, start: Start) {
+/// `fiber` came from [`take`] on this OS thread and is idle; `job.run` may be called with `job`
+/// on the fiber whenever it is switched to (whatever `job.data` points to outlives that).
+pub(crate) unsafe fn assign(fiber: *const Fiber, job: Job) {
     // SAFETY: the caller's contract; fibers live until their OS thread ends.
-    unsafe { (*fiber).mailbox.set(Some(start)) };
+    unsafe { (*fiber).mailbox.set(Some(job)) };
 }
 
 /// Runs fibers from the OS thread's own stack, starting with `to`, until one of them calls
@@ -187,17 +199,16 @@ pub(crate) unsafe fn reset(fiber: *const Fiber) {
 fn fiber_main(fiber: *const Fiber) -> ! {
     loop {
         // SAFETY: fibers live until their OS thread ends.
-        let start = unsafe { (*fiber).mailbox.take() };
-        let Some(start) = start else {
+        let job = unsafe { (*fiber).mailbox.take() };
+        let Some(job) = job else {
             abort("a simulator fiber was resumed without work");
         };
-        // SAFETY: `Block::run` assigns work naming a live block, which ends all its threads
-        // before it goes away.
-        let next = unsafe { block::run_threads(start, fiber) };
-        // The block is not touched past this point: it may be gone once this fiber is resumed.
-        // (The block has kept this fiber for its next threads, or for the OS thread's pool.)
+        // SAFETY: `assign`'s contract: the job may run on this fiber now.
+        let next = unsafe { (job.run)(job, fiber) };
+        // The job's data is not touched past this point: it may be gone once this fiber is
+        // resumed. (The runner has kept this fiber for its next threads, or for the pool.)
         match next {
-            // SAFETY: `run_threads` names a fiber with a suspended, runnable thread.
+            // SAFETY: the job names a fiber with a suspended, runnable thread.
             Target::Fiber(to) => unsafe { switch(fiber, to) },
             // SAFETY: fibers run only inside `enter`.
             Target::Main => unsafe { to_main(fiber) },

@@ -6,7 +6,7 @@
 //! waits, leaves the wait in its frame and returns. The block runs in rounds: the program runs
 //! every thread that may go on (`gm_sim_run_round`, in index order) and reports how many wait,
 //! and whether all at one block barrier; if so, all go on, else the block's scheduler
-//! (`super::block`, the same releases, collective results and divergence reports as for threads
+//! (`crate::executor::release`, the same releases, collective results and divergence reports as for threads
 //! on fibers) says who goes on. A thread that only let the others run (every 16th atomic or spin
 //! hint) goes on in the next round; rounds of nothing else count towards the report of a spin
 //! that never ends, as on fibers. Where a thread on a fiber pays two stack switches and a stack
@@ -14,34 +14,28 @@
 //! fiber of the block's OS thread, so their calls have the simulated stack size, and an
 //! overflow is reported as for any other kernel.
 
-use super::block::{Block, Phase, SimThread, ballot_mask, record_wait};
-use super::body::{CompiledLaunch, GmSimRound, GmSimWait, WaitParts, make_current};
-use super::fiber::{Fiber, Target};
-use crate::source::StacklessEntry;
+use crate::abi::{GLOBAL_FENCE, GmSimRound, GmSimWait};
+use crate::executor::block::Block;
+use crate::executor::compiled::WaitParts;
+use crate::executor::fiber::{Fiber, Target};
+use crate::executor::plan::Rounds;
+use crate::executor::release::ballot_mask;
+use crate::executor::schedule::{Phase, record_wait};
+use crate::executor::sim_thread::{SimThread, make_current};
 use crate::thread::BarrierScope;
 use gpu_mem_core::Error;
 use std::ffi::c_void;
 
 impl Block<'_> {
-    /// Runs every thread of the block to completion, from a fiber of this OS thread (threads
-    /// left waiting at a divergence are dropped with their frames, which nothing refers to).
-    pub(super) fn run_stackless(&self) -> Result<(), Error> {
-        self.run_on_driver()
-    }
-
-    /// The block's threads, run on `fiber` (the driver `run_stackless` entered): started in
+    /// The block's threads, run on `fiber` (the driver `run_on_driver` entered): started in
     /// index order, then resumed round by round. Each round runs in the program
     /// (`gm_sim_round`); after it, all go on when every live thread waits at one block barrier,
     /// or at one collective in whole warps (with their results), or only let the others run
     /// (an atomic or spin hint; the round counts as one without progress unless a thread
     /// ended); anything else goes to the block's scheduler, which releases and reports exactly
-    /// as for threads on fibers. Returns where the fiber goes next (back to `run_stackless`).
-    pub(super) fn drive_stackless(
-        &self,
-        launch: &CompiledLaunch<'_>,
-        entry: StacklessEntry,
-        fiber: *const Fiber,
-    ) -> Target {
+    /// as for threads on fibers. Returns where the fiber goes next (back to `run_on_driver`).
+    pub(super) fn drive_stackless(&self, rounds: Rounds<'_>, fiber: *const Fiber) -> Target {
+        let entry = rounds.entry;
         let count = self.block_dim.count() as usize;
         // What compiled code reads through `threadIdx` & co: one for all threads, at one address
         // (a frame may keep a reference across a barrier), set by the program to each thread
@@ -64,7 +58,7 @@ impl Block<'_> {
         make_current(&thread);
         let mut round = GmSimRound {
             thread: thread.info_ptr(),
-            args: launch.args.as_ptr(),
+            args: rounds.args.as_ptr(),
             frames: frames.as_mut_ptr(),
             waits: waits.as_mut_ptr(),
             count: count as u32,
@@ -319,6 +313,3 @@ impl Block<'_> {
 fn live(frames: &[*mut c_void]) -> u32 {
     frames.iter().filter(|f| !f.is_null()).count() as u32
 }
-
-/// `gm_sim_wait::fence`: the barrier also orders global memory.
-const GLOBAL_FENCE: i32 = 2;

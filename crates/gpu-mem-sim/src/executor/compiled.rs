@@ -1,65 +1,31 @@
-//! What each simulated thread runs: a Rust closure (plain or async), or the compiled entry point
-//! of portable source. For compiled code, this module is the other side of the prelude's host branch
-//! (`gpu_mem.h`, `GM_HOST`): the `gm_sim_runtime` table of C callbacks through which
-//! `threadIdx`, barriers, collectives, dynamic shared memory and faults reach the executor.
+//! The executor's side of compiled code: the `gm_sim_runtime` callbacks through which
+//! `threadIdx`, barriers, collectives, dynamic shared memory and faults of a compiled kernel
+//! reach the executor, and what the scheduler reads from a stackless thread's wait. The layouts
+//! are `crate::abi`'s.
 //!
 //! The callbacks find the calling thread through a thread-local pointer that a thread sets
 //! whenever it (re)starts running; a block's threads share one OS thread and only one of them
 //! runs at a time. No callback unwinds: they record faults instead of panicking.
 
-use super::block::{Block, SimThread};
-use crate::source::{Entry, SourceProgram};
-use crate::thread::{BarrierScope, Collective, Fence, PolledBody, SimKernelFn, Site, ThreadOps};
-use gpu_mem_core::kernel::Dim3;
-use std::cell::{Cell, RefCell};
+use super::plan::Calls;
+use super::sim_thread::{make_current, with_current};
+use crate::abi::{
+    ABI, GLOBAL_FENCE, GmSimRuntime, GmSimThread, GmSimWait, GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
+};
+use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
+use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::NonNull;
 
-/// The code a launch runs in every thread.
-#[derive(Clone, Copy)]
-pub(crate) enum Body<'a> {
-    /// A closure kernel.
-    Closure(&'a SimKernelFn),
-    /// Compiled portable source with the launch's argument buffers.
-    Compiled(&'a CompiledLaunch<'a>),
-    /// An async closure kernel (its threads are futures).
-    Polled(&'a dyn PolledBody),
-}
-
-impl Body<'_> {
-    pub(crate) fn is_compiled(&self) -> bool {
-        matches!(self, Body::Compiled(_))
-    }
-}
-
-/// A compiled entry point and the argument buffers of one launch (`void* args[]`, one pointer
-/// per parameter to bytes laid out as the kernel's C parameter).
-pub(crate) struct CompiledLaunch<'a> {
-    pub(crate) program: &'a SourceProgram,
-    pub(crate) args: Vec<*mut c_void>,
-}
-
-// SAFETY: the argument buffers are only read (each thread copies its parameters out of them)
-// and outlive the launch; the program's functions may be called from any thread.
-unsafe impl Sync for CompiledLaunch<'_> {}
-
-impl CompiledLaunch<'_> {
+impl Calls<'_> {
     /// Runs the entry point as `thread`.
     #[inline(always)]
-    pub(crate) fn run_thread(&self, thread: &SimThread<'_, '_>) {
+    pub(crate) fn run_thread(&self, thread: &super::sim_thread::SimThread<'_, '_>) {
         make_current(thread);
-        let Entry::Calls(run) = self.program.entry else {
-            // `Block::run` runs stackless programs itself.
-            thread.block.record_fault(
-                thread.thread,
-                "a stackless kernel was run as a call".to_string(),
-            );
-            return;
-        };
         // SAFETY: the program was compiled from the kernel's source with the prelude's host
         // branch, its parameters were checked against the launch's arguments, and `args` holds
         // one buffer of each parameter's exact layout, alive for the launch.
-        let status = unsafe { run(self.args.as_ptr()) };
+        let status = unsafe { (self.run)(self.args.as_ptr()) };
         if status != 0 {
             thread.block.record_fault(
                 thread.thread,
@@ -67,108 +33,6 @@ impl CompiledLaunch<'_> {
             );
         }
     }
-}
-
-/// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct GmSimThread {
-    thread_idx: [u32; 3],
-    block_idx: [u32; 3],
-    block_dim: [u32; 3],
-    grid_dim: [u32; 3],
-    warp_size: u32,
-    lane: u32,
-}
-
-impl GmSimThread {
-    #[inline]
-    pub(crate) fn new(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
-        GmSimThread {
-            thread_idx: thread.to_array(),
-            block_idx: block.block_idx.to_array(),
-            block_dim: block.block_dim.to_array(),
-            grid_dim: block.grid_dim.to_array(),
-            warp_size: block.warp_size,
-            lane: lane_of(linear, block.warp_size),
-        }
-    }
-
-    /// The thread it describes.
-    #[inline]
-    pub(crate) fn thread_index(&self) -> Dim3 {
-        let [x, y, z] = self.thread_idx;
-        Dim3::new(x, y, z)
-    }
-}
-
-#[inline(always)]
-fn lane_of(linear: u32, warp_size: u32) -> u32 {
-    match warp_size {
-        w if w.is_power_of_two() => linear & (w - 1),
-        w => linear % w.max(1),
-    }
-}
-
-/// `gm_sim_round`: one round of a block's stackless threads, run by the program (the prelude's
-/// layout; see `super::stackless`).
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct GmSimRound {
-    /// What compiled code reads through `threadIdx` & co; the program sets it to each thread.
-    pub(crate) thread: *mut GmSimThread,
-    pub(crate) args: *const *mut c_void,
-    /// Per thread: its frame while it waits, else null.
-    pub(crate) frames: *mut *mut c_void,
-    /// Per thread: where it waits.
-    pub(crate) waits: *mut *mut GmSimWait,
-    pub(crate) count: u32,
-    pub(crate) dim_x: u32,
-    pub(crate) dim_y: u32,
-    pub(crate) warp_size: u32,
-    /// The round's outcome: threads now waiting, the fences of the barriers waited at (or'ed),
-    /// whether all wait where the first one does, whether that is a block barrier.
-    pub(crate) waiting: u32,
-    pub(crate) fence: c_int,
-    pub(crate) one_site: c_int,
-    pub(crate) plain: c_int,
-    /// Null: every waiting thread goes on in the next round; else those marked 1.
-    pub(crate) ready: *const u8,
-    /// Of the waiting threads, those that only let the others run (an atomic or a spin hint;
-    /// [`GmSimWait::is_yield`]).
-    pub(crate) yielded: u32,
-    /// Threads that ended in the round.
-    pub(crate) ended: u32,
-}
-
-/// `gm_sim_wait`: where a stackless thread waits (the prelude's layout). A block barrier and the
-/// yield site (an atomic or spin hint letting the others run) are just this; anything else is
-/// the head of a [`GmSimWaitMore`], which `kind` tells.
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct GmSimWait {
-    file: *const c_char,
-    line: c_int,
-    fence: c_int,
-    /// The scope (`GM_SIM_SCOPE_*`) times 16 plus the collective (0: a barrier), or
-    /// [`YIELD_KIND`].
-    kind: c_int,
-}
-
-/// `GM_SIM_KIND_YIELD`: the wait of a thread that only lets the others run (every 16th atomic
-/// or spin hint of a stackless thread) and goes on in the next round.
-const YIELD_KIND: c_int = 0x100;
-
-/// `gm_sim_wait_more`: a warp barrier's or collective's wait (the prelude's layout).
-#[repr(C)]
-#[derive(Debug)]
-struct GmSimWaitMore {
-    head: GmSimWait,
-    mask: u64,
-    value: u64,
-    arg: i64,
-    width: c_int,
-    result: u64,
 }
 
 /// A wait as the block's scheduler keeps it.
@@ -262,7 +126,7 @@ impl GmSimWait {
 }
 
 fn barrier_scope(scope: c_int) -> BarrierScope {
-    if scope == 1 {
+    if scope == WARP_SCOPE {
         BarrierScope::Warp
     } else {
         BarrierScope::Block
@@ -270,28 +134,12 @@ fn barrier_scope(scope: c_int) -> BarrierScope {
 }
 
 fn fence_of(fence: c_int) -> Fence {
-    if fence & 2 != 0 {
+    if fence & GLOBAL_FENCE != 0 {
         Fence::Global
     } else {
         Fence::Local
     }
 }
-
-/// `gm_sim_runtime`: the executor's entry points for compiled code (the prelude's layout).
-#[repr(C)]
-pub(crate) struct GmSimRuntime {
-    abi: u32,
-    this: extern "C" fn() -> *const GmSimThread,
-    barrier: extern "C" fn(c_int, c_int, u64, *const c_char, c_int),
-    collective: extern "C" fn(c_int, u64, u64, i64, c_int, *const c_char, c_int) -> u64,
-    dynamic_shared: extern "C" fn(*mut u64) -> *mut c_void,
-    index_fault: extern "C" fn(c_int, *const i64, *const i64, u64) -> *mut c_void,
-    fault: extern "C" fn(*const c_char),
-    progress: extern "C" fn(),
-}
-
-/// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 1;
 
 /// The table handed to every compiled program's `gm_sim_init`.
 pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
@@ -306,30 +154,8 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
 };
 
 thread_local! {
-    /// The simulated thread running on this OS thread (a `SimThread`), or null.
-    static CURRENT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
     /// Where out-of-bounds accesses of compiled code go (see [`Scratch`]).
     static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch(Vec::new())) };
-}
-
-/// Makes `thread` the one compiled code's callbacks act for.
-#[inline]
-pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
-    CURRENT.set(std::ptr::from_ref(thread).cast::<()>());
-}
-
-/// Runs `f` with the current simulated thread; `None` outside one.
-#[inline]
-fn with_current<R>(f: impl FnOnce(&SimThread<'_, '_>) -> R) -> Option<R> {
-    let ptr = CURRENT.get();
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: `make_current` stored a pointer to a `SimThread` that lives on its fiber's
-    // stack for as long as that fiber runs compiled code; callbacks only come from that
-    // code, on this OS thread, while the thread runs.
-    let thread = unsafe { &*ptr.cast::<SimThread<'_, '_>>() };
-    Some(f(thread))
 }
 
 static OUTSIDE: GmSimThread = GmSimThread {

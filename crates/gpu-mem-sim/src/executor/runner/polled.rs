@@ -4,7 +4,7 @@
 //! A thread runs until it awaits a barrier or collective: the future records the wait in the
 //! block's schedule (the same `record_wait` as for threads on fibers) and returns `Pending`.
 //! Every round polls, in index order, each thread that may go on; at the end of the round the
-//! block's scheduler (`super::block`: `end_round`) releases exactly what it releases for
+//! block's scheduler (`crate::executor::release`: `end_round`) releases exactly what it releases for
 //! threads on fibers — a block barrier once every thread waits there, warp collectives with
 //! their results — or reports divergence and spinning threads the same way. A released thread
 //! reads its result when polled again. Where a thread on a fiber pays two stack switches and a
@@ -14,8 +14,10 @@
 //! simulated stack size and overflows are reported), or straight on the OS thread under Miri,
 //! which cannot interpret stack switches: async kernels are the launches Miri can run.
 
-use super::block::{Block, Phase, Schedule, record_wait, recount};
-use super::fiber::{Fiber, Target};
+use crate::executor::block::{Block, panic_message};
+use crate::executor::fiber::{Fiber, Target};
+use crate::executor::schedule::{Phase, Schedule, record_wait, recount};
+use crate::executor::watchdog::SpinWatch;
 use crate::thread::{
     Arrival, AsyncThreadCtx, BarrierScope, Collective, Fence, PolledBody, PolledThreads, Site,
     Suspend, ThreadCtx, ThreadOps,
@@ -26,15 +28,6 @@ use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::panic::Location;
 use std::task::Poll;
-use std::time::Instant;
-
-/// Atomics (and other spins) a thread may make between two awaits, and for how long (the
-/// device's watchdog), before it is reported as spinning forever: it holds the block's only OS
-/// thread, so a thread it waits for can never run. Both limits, as for threads on fibers: a
-/// thread adding up a large input with atomics is not stuck.
-const MAX_SPINS: u64 = 1 << 24;
-/// From which spin the time is taken, and how often it is read after.
-const SPIN_CLOCK_FROM: u64 = 1 << 16;
 
 /// Where a polled thread stands with respect to waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,9 +59,8 @@ struct Polled<'b, 'a> {
     standing: Vec<Cell<Standing>>,
     /// Static shared arrays each thread has asked for (they are matched by call order).
     shared_calls: Vec<Cell<usize>>,
-    /// Spins of the current thread in this poll, and when the count reached [`SPIN_CLOCK_FROM`].
-    spins: Cell<u64>,
-    spinning_since: Cell<Option<Instant>>,
+    /// Spins of the current thread in this poll (the watchdog's count).
+    spins: SpinWatch,
     /// The executor is dropping the current thread's future: its destructors' waits return at
     /// once, as on a fiber being unwound, and the waits it drops are not faults.
     ending: Cell<bool>,
@@ -81,8 +73,7 @@ impl<'b, 'a> Polled<'b, 'a> {
             current: Cell::new(0),
             standing: vec![Cell::new(Standing::Running); count],
             shared_calls: vec![Cell::new(0); count],
-            spins: Cell::new(0),
-            spinning_since: Cell::new(None),
+            spins: SpinWatch::default(),
             ending: Cell::new(false),
         }
     }
@@ -102,16 +93,14 @@ impl<'b, 'a> Polled<'b, 'a> {
             });
         }
         self.current.set(linear);
-        self.spins.set(0);
-        self.spinning_since.set(None);
+        self.spins.reset();
     }
 
     /// Drops thread `linear`'s future where it stands (it ended by a fault, or the block is
     /// over); a panic of its destructors is the thread's fault.
     fn end_thread(&self, linear: usize, futures: &mut dyn PolledThreads) {
         self.current.set(linear);
-        self.spins.set(0);
-        self.spinning_since.set(None);
+        self.spins.reset();
         self.ending.set(true);
         let ended = std::panic::catch_unwind(AssertUnwindSafe(|| futures.end(linear)));
         self.ending.set(false);
@@ -181,16 +170,8 @@ impl ThreadOps for Polled<'_, '_> {
             // Unwinding out of a destructor, or a second unwind, would abort the process.
             return;
         }
-        let spins = self.spins.get() + 1;
-        self.spins.set(spins);
-        if spins.is_multiple_of(SPIN_CLOCK_FROM) {
-            match self.spinning_since.get() {
-                None => self.spinning_since.set(Some(Instant::now())),
-                Some(since) if spins > MAX_SPINS && since.elapsed() >= self.block.watchdog => {
-                    std::panic::resume_unwind(Box::new(Spinning));
-                }
-                Some(_) => {}
-            }
+        if self.spins.spun_too_long(&self.block.watchdog) {
+            std::panic::resume_unwind(Box::new(Spinning));
         }
     }
 
@@ -326,15 +307,13 @@ fn may_arrive(standing: Standing) -> bool {
 }
 
 impl Block<'_> {
-    /// Runs every thread of an async kernel's block to completion.
-    pub(super) fn run_polled(&self, body: &dyn PolledBody) -> Result<(), Error> {
-        if cfg!(miri) {
-            // SAFETY: no thread runs yet.
-            *unsafe { self.schedule() } = Schedule::take(self.block_dim.count() as usize);
-            let outcome = self.drive_polled(body);
-            return self.fault_or(outcome);
-        }
-        self.run_on_driver()
+    /// Runs every thread of an async kernel's block to completion on this OS thread's own
+    /// stack (under Miri, which cannot switch stacks).
+    pub(super) fn run_polled_here(&self, body: &dyn PolledBody) -> Result<(), Error> {
+        // SAFETY: no thread runs yet.
+        *unsafe { self.schedule() } = Schedule::take(self.block_dim.count() as usize);
+        let outcome = self.drive_polled(body);
+        self.fault_or(outcome)
     }
 
     /// The block's threads, run on `fiber` (the driver `run_on_driver` entered); returns where
@@ -399,13 +378,10 @@ impl Block<'_> {
                 let message = if payload.is::<Spinning>() {
                     format!(
                         "no forward progress: the thread spun (atomics) for {:?} without awaiting (GPU_MEM_SIM_WATCHDOG sets the time); a spin-wait in an async kernel must await `t.nanosleep()` so that the thread it waits for can run",
-                        self.watchdog
+                        self.watchdog.time
                     )
                 } else {
-                    format!(
-                        "the kernel panicked: {}",
-                        super::block::panic_message(payload.as_ref())
-                    )
+                    format!("the kernel panicked: {}", panic_message(payload.as_ref()))
                 };
                 polled.fault(message);
                 let linear = polled.current.get();

@@ -1,0 +1,132 @@
+//! The C ABI between the simulator and the kernels it compiles: the layouts and entry points of
+//! the prelude's host branch (`gpu_mem.h`, `GM_HOST`), and nothing else.
+//!
+//! A compiled program (`crate::source`) exports `gm_sim_abi`, `gm_sim_init` and the kernels'
+//! entry points ([`Entry`]); the executor (`crate::executor`) hands every program the table of
+//! its callbacks ([`GmSimRuntime`]) and runs the entry points, exchanging [`GmSimThread`],
+//! [`GmSimRound`] and [`GmSimWait`] with them. Every type here is `#[repr(C)]` and mirrors the
+//! prelude's declaration field for field; a change to either side bumps [`ABI`], and a library
+//! built for another ABI is refused at load.
+//!
+//! This module is a leaf: it names no other module of the crate, so the compiler side and the
+//! executor side both depend on it and never on each other through it. What the fields mean to
+//! the scheduler is read in the executor (`executor::compiled`).
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
+pub(crate) const ABI: u32 = 1;
+
+/// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GmSimThread {
+    pub(crate) thread_idx: [u32; 3],
+    pub(crate) block_idx: [u32; 3],
+    pub(crate) block_dim: [u32; 3],
+    pub(crate) grid_dim: [u32; 3],
+    pub(crate) warp_size: u32,
+    pub(crate) lane: u32,
+}
+
+/// `gm_sim_round`: one round of a block's stackless threads, run by the program (see
+/// `executor::stackless`).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GmSimRound {
+    /// What compiled code reads through `threadIdx` & co; the program sets it to each thread.
+    pub(crate) thread: *mut GmSimThread,
+    pub(crate) args: *const *mut c_void,
+    /// Per thread: its frame while it waits, else null.
+    pub(crate) frames: *mut *mut c_void,
+    /// Per thread: where it waits.
+    pub(crate) waits: *mut *mut GmSimWait,
+    pub(crate) count: u32,
+    pub(crate) dim_x: u32,
+    pub(crate) dim_y: u32,
+    pub(crate) warp_size: u32,
+    /// The round's outcome: threads now waiting, the fences of the barriers waited at (or'ed),
+    /// whether all wait where the first one does, whether that is a block barrier.
+    pub(crate) waiting: u32,
+    pub(crate) fence: c_int,
+    pub(crate) one_site: c_int,
+    pub(crate) plain: c_int,
+    /// Null: every waiting thread goes on in the next round; else those marked 1.
+    pub(crate) ready: *const u8,
+    /// Of the waiting threads, those that only let the others run (an atomic or a spin hint;
+    /// [`YIELD_KIND`]).
+    pub(crate) yielded: u32,
+    /// Threads that ended in the round.
+    pub(crate) ended: u32,
+}
+
+/// `gm_sim_wait`: where a stackless thread waits. A block barrier and the yield site (an atomic
+/// or spin hint letting the others run) are just this; anything else is the head of a
+/// [`GmSimWaitMore`], which `kind` tells.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GmSimWait {
+    pub(crate) file: *const c_char,
+    pub(crate) line: c_int,
+    /// [`GLOBAL_FENCE`] set: the barrier also orders global memory.
+    pub(crate) fence: c_int,
+    /// The scope (`GM_SIM_SCOPE_*`) times 16 plus the collective's code (0: a barrier), or
+    /// [`YIELD_KIND`].
+    pub(crate) kind: c_int,
+}
+
+/// `gm_sim_wait_more`: a warp barrier's or collective's wait.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GmSimWaitMore {
+    pub(crate) head: GmSimWait,
+    pub(crate) mask: u64,
+    pub(crate) value: u64,
+    pub(crate) arg: i64,
+    pub(crate) width: c_int,
+    pub(crate) result: u64,
+}
+
+/// `GM_SIM_KIND_YIELD`: the wait of a thread that only lets the others run (every 16th atomic
+/// or spin hint of a stackless thread) and goes on in the next round.
+pub(crate) const YIELD_KIND: c_int = 0x100;
+
+/// `GM_FENCE_GLOBAL` in `gm_sim_wait::fence` and `gm_sim_round::fence`.
+pub(crate) const GLOBAL_FENCE: c_int = 2;
+
+/// `GM_SIM_SCOPE_WARP` (anything else is the block).
+pub(crate) const WARP_SCOPE: c_int = 1;
+
+/// `gm_sim_runtime`: the executor's entry points for compiled code.
+#[repr(C)]
+pub(crate) struct GmSimRuntime {
+    pub(crate) abi: u32,
+    pub(crate) this: extern "C" fn() -> *const GmSimThread,
+    pub(crate) barrier: extern "C" fn(c_int, c_int, u64, *const c_char, c_int),
+    pub(crate) collective: extern "C" fn(c_int, u64, u64, i64, c_int, *const c_char, c_int) -> u64,
+    pub(crate) dynamic_shared: extern "C" fn(*mut u64) -> *mut c_void,
+    pub(crate) index_fault: extern "C" fn(c_int, *const i64, *const i64, u64) -> *mut c_void,
+    pub(crate) fault: extern "C" fn(*const c_char),
+    pub(crate) progress: extern "C" fn(),
+}
+
+/// How the executor runs a program's threads: its entry points.
+#[derive(Clone, Copy)]
+pub(crate) enum Entry {
+    /// `run`: runs the kernel as one thread, with one argument buffer per parameter.
+    Calls(unsafe extern "C" fn(*const *mut c_void) -> c_int),
+    /// The entry points of coroutine threads.
+    Stackless(StacklessEntry),
+}
+
+/// A stackless kernel's entry points.
+#[derive(Clone, Copy)]
+pub(crate) struct StacklessEntry {
+    /// `start_round(&round)`: starts every thread of the block; each runs until it waits or
+    /// ends (faults are recorded through the runtime's callbacks).
+    pub(crate) start_round: unsafe extern "C" fn(*mut GmSimRound),
+    /// `resume_round(&round)`: runs every waiting thread on, the same way.
+    pub(crate) resume_round: unsafe extern "C" fn(*mut GmSimRound),
+    /// `gm_sim_begin_block()`: the frames of this OS thread's previous block are all gone.
+    pub(crate) begin_block: unsafe extern "C" fn(),
+}

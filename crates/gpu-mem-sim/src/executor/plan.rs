@@ -1,0 +1,166 @@
+//! How a launch's threads run, decided once per launch, here, from its code.
+//!
+//! | code                                   | plan        | runner              |
+//! |----------------------------------------|-------------|---------------------|
+//! | compiled, its source names no wait     | `Direct`    | `runner::direct`    |
+//! | compiled as coroutines (stackless)     | `Stackless` | `runner::stackless` |
+//! | compiled as calls that may wait        | `Fibers`    | `runner::fibers`    |
+//! | a closure                              | `Fibers`    | `runner::fibers`    |
+//! | an async closure                       | `Polled`    | `runner::polled`    |
+//!
+//! `Direct` runs each thread as a plain call: any order is a valid schedule of threads that
+//! never wait for each other. `Stackless` runs a block round by round, each thread a heap frame
+//! of the program's. `Fibers` gives each thread that waits a stack of its own. `Polled` polls
+//! each thread's future round by round. All four release barriers and collectives, and report
+//! divergence, faults and spinning, by the same rules (`crate::executor::release`,
+//! `crate::executor::watchdog`), so the plan changes the cost of a launch, never its outcome.
+//! A compiled program is built as coroutines whenever its source allows it (`crate::source`
+//! decides that when it compiles, from the source alone); the plan reads what was built.
+
+use super::args::{Resolved, encode};
+use crate::abi::{Entry, StacklessEntry};
+use crate::thread::{PolledBody, SimKernelFn};
+use std::ffi::{c_int, c_void};
+
+/// What a launch runs, as the executor receives it (see `crate::launch`).
+#[derive(Clone, Copy)]
+pub(crate) enum Code<'a> {
+    /// A closure kernel.
+    Closure(&'a SimKernelFn),
+    /// An async closure kernel.
+    Async(&'a dyn PolledBody),
+    /// A compiled kernel (its parameters already checked against the arguments).
+    Compiled(Compiled<'a>),
+}
+
+/// A compiled kernel as the executor sees it.
+#[derive(Clone, Copy)]
+pub(crate) struct Compiled<'a> {
+    pub(crate) entry: Entry,
+    /// Whether its threads may wait for each other (its source names a barrier, collective,
+    /// atomic or spin hint).
+    pub(crate) waits: bool,
+    /// Per parameter: whether it is a pointer (an array passed to it is its address).
+    pub(crate) pointers: &'a [bool],
+}
+
+/// A compiled entry point run once per thread (`run(args)`).
+pub(crate) type CallEntry = unsafe extern "C" fn(*const *mut c_void) -> c_int;
+
+/// How the launch's threads run.
+#[derive(Clone, Copy)]
+pub(crate) enum Plan<'a> {
+    /// Compiled threads that never wait: plain calls, one after another.
+    Direct(Calls<'a>),
+    /// Compiled coroutines, a block round by round.
+    Stackless(Rounds<'a>),
+    /// Threads on stacks of their own.
+    Fibers(OnFibers<'a>),
+    /// Futures, a block round by round.
+    Polled(&'a dyn PolledBody),
+}
+
+/// What a thread on a fiber runs.
+#[derive(Clone, Copy)]
+pub(crate) enum OnFibers<'a> {
+    Closure(&'a SimKernelFn),
+    Compiled(Calls<'a>),
+}
+
+/// A compiled entry point run once per thread, with the launch's argument buffers.
+#[derive(Clone, Copy)]
+pub(crate) struct Calls<'a> {
+    pub(crate) run: CallEntry,
+    pub(crate) args: &'a [*mut c_void],
+}
+
+/// A stackless program's entry points, with the launch's argument buffers.
+#[derive(Clone, Copy)]
+pub(crate) struct Rounds<'a> {
+    pub(crate) entry: StacklessEntry,
+    pub(crate) args: &'a [*mut c_void],
+}
+
+// SAFETY: the argument buffers are only read (each thread copies its parameters out of them)
+// and outlive the launch; a program's functions may be called from any thread.
+unsafe impl Send for Calls<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Calls<'_> {}
+// SAFETY: as above.
+unsafe impl Send for Rounds<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Rounds<'_> {}
+
+impl Plan<'_> {
+    /// Whether the threads run compiled code (which reads its indices from a `GmSimThread`).
+    pub(crate) fn is_compiled(&self) -> bool {
+        matches!(
+            self,
+            Plan::Direct(_) | Plan::Stackless(_) | Plan::Fibers(OnFibers::Compiled(_))
+        )
+    }
+
+    /// Whether the plan runs without switching stacks, which is all Miri can interpret.
+    pub(crate) fn runs_under_miri(&self) -> bool {
+        matches!(self, Plan::Polled(_))
+    }
+}
+
+/// A launch's code with what its plan needs: compiled code receives one buffer per
+/// parameter, laid out as the C parameter.
+pub(crate) struct Prepared<'a> {
+    code: Code<'a>,
+    /// The buffers (kept alive here) and a pointer to each (`void* args[]`).
+    _buffers: Vec<Box<[u64]>>,
+    args: Vec<*mut c_void>,
+}
+
+impl<'a> Prepared<'a> {
+    pub(crate) fn new(code: Code<'a>, resolved: &[Resolved]) -> Prepared<'a> {
+        let buffers = match code {
+            Code::Compiled(compiled) => encode(resolved, |i| {
+                compiled.pointers.get(i).copied().unwrap_or(false)
+            }),
+            Code::Closure(_) | Code::Async(_) => Vec::new(),
+        };
+        let args = buffers
+            .iter()
+            .map(|b| b.as_ptr().cast::<c_void>().cast_mut())
+            .collect();
+        Prepared {
+            code,
+            _buffers: buffers,
+            args,
+        }
+    }
+
+    /// The plan: the one place that decides how the threads run.
+    pub(crate) fn plan(&self) -> Plan<'_> {
+        match self.code {
+            Code::Closure(closure) => Plan::Fibers(OnFibers::Closure(closure)),
+            Code::Async(body) => Plan::Polled(body),
+            Code::Compiled(Compiled {
+                entry: Entry::Stackless(entry),
+                ..
+            }) => Plan::Stackless(Rounds {
+                entry,
+                args: &self.args,
+            }),
+            Code::Compiled(Compiled {
+                entry: Entry::Calls(run),
+                waits,
+                ..
+            }) => {
+                let calls = Calls {
+                    run,
+                    args: &self.args,
+                };
+                if waits {
+                    Plan::Fibers(OnFibers::Compiled(calls))
+                } else {
+                    Plan::Direct(calls)
+                }
+            }
+        }
+    }
+}

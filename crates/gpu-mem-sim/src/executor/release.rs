@@ -1,0 +1,377 @@
+//! The rules of barriers and collectives, which every runner's scheduling goes through: when
+//! the threads waiting at a block barrier, a warp barrier or a collective are released, what
+//! each participant of a collective gets (computed as the operation's row of the table says,
+//! `crate::thread::Collective::info`), and the divergence reports when nothing can be released.
+//!
+//! A round ends ([`Block::end_round`]) when the runner has run every thread that may go on;
+//! then, in order: a fault ends the block; every thread at one block barrier is released at
+//! once (the common case); otherwise warps whose lanes all arrived at one warp barrier or
+//! collective are released, then the block if all its live threads wait at one block barrier;
+//! a block where nothing can go on is a [`Error::BarrierDivergence`] naming who waits where;
+//! and the watchdog (`super::watchdog`) counts the round.
+
+use super::block::Block;
+use super::schedule::{Phase, Schedule, State, Wait, recount};
+use crate::thread::{BarrierScope, Collective, Combine, Fence, Site};
+use gpu_mem_core::Error;
+use gpu_mem_core::kernel::Dim3;
+
+/// A thread's operands and result of a collective.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Slot {
+    pub(super) value: u64,
+    pub(super) arg: i64,
+    pub(super) width: u32,
+    pub(super) result: u64,
+}
+
+impl Block<'_> {
+    /// Sets thread `linear`'s operands of a collective (sizing the block's slots first).
+    pub(super) fn set_operands(&self, linear: usize, (value, arg, width): (u64, i64, u32)) {
+        let count = self.block_dim.count() as usize;
+        let mut slots = self.slots.borrow_mut();
+        if slots.len() != count {
+            slots.clear();
+            slots.resize(count, Slot::default());
+        }
+        if let Some(slot) = slots.get_mut(linear) {
+            slot.value = value;
+            slot.arg = arg;
+            slot.width = width;
+        }
+    }
+
+    /// Thread `linear`'s result of the collective it was released from.
+    pub(super) fn result_of(&self, linear: usize) -> u64 {
+        self.slots
+            .borrow()
+            .get(linear)
+            .map_or(0, |slot| slot.result)
+    }
+
+    /// Ends a round: releases what can be released; `Ok(false)` when every thread has ended,
+    /// an error when no thread can proceed (or threads only spin for too long).
+    #[inline(never)]
+    pub(super) fn end_round(&self, s: &mut Schedule) -> Result<bool, Error> {
+        let count = s.phases.len();
+        if s.done == count {
+            return Ok(false);
+        }
+        if self.fault.borrow().is_some() {
+            // A thread faulted: that fault is the block's result (`fault_or` reports it before
+            // any error), and as on a GPU the kernel stops; the threads left would only wait
+            // for what the faulted thread never does, or spin until the no-progress limit.
+            return Err(self.divergence("a thread of the block faulted".to_string()));
+        }
+        let released = match s.first_block_wait {
+            // The common case: every thread waits at the same block barrier.
+            Some(wait) if s.block_waiting == count && s.one_site => {
+                self.release_block_now(wait)?;
+                s.phases.fill(Phase::Ready);
+                s.waiting = 0;
+                s.block_waiting = 0;
+                s.first_block_wait = None;
+                s.one_site = true;
+                true
+            }
+            _ if s.waiting > 0 => {
+                let warp = self.warp_size.max(1) as usize;
+                let mut states = s.states();
+                let released = self.release_general(&mut states, warp)?;
+                if released {
+                    for (phase, state) in s.phases.iter_mut().zip(&states) {
+                        if *phase == Phase::Waiting && *state == State::Ready {
+                            *phase = Phase::Ready;
+                        }
+                    }
+                    recount(s);
+                }
+                released
+            }
+            _ => false,
+        };
+        if released {
+            s.progressed = true;
+        }
+        if s.waiting + s.done == count {
+            return Err(self.divergence(describe_states(&s.states(), |i| {
+                self.thread_index(i as u32)
+            })));
+        }
+        if self.spun_too_long(s) {
+            return Err(self.no_progress(s));
+        }
+        if self.barrier_stalled(s) {
+            return Err(self.stalled_at_barrier(s));
+        }
+        Ok(true)
+    }
+
+    /// Warp barriers and collectives, then a block barrier with its checks.
+    pub(super) fn release_general(&self, states: &mut [State], warp: usize) -> Result<bool, Error> {
+        let mut released = false;
+        for (w, members) in states.chunks_mut(warp).enumerate() {
+            released |= self.release_warp(w * warp, members)?;
+        }
+        Ok(self.release_block(states)? || released)
+    }
+
+    /// Releases the groups of a warp's lanes that wait at the same warp barrier or collective
+    /// once every lane its mask names is there.
+    fn release_warp(&self, base: usize, members: &mut [State]) -> Result<bool, Error> {
+        let lanes = members.len();
+        let existing = if lanes >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << lanes) - 1
+        };
+        let mut visited = 0u64;
+        let mut released = false;
+        for first in 0..lanes {
+            let State::Waiting(wait) = members[first] else {
+                continue;
+            };
+            if wait.scope != BarrierScope::Warp || visited & (1 << first) != 0 {
+                continue;
+            }
+            let mut here = 0u64;
+            for (lane, state) in members.iter().enumerate() {
+                if matches!(state, State::Waiting(w) if w.scope == BarrierScope::Warp && w.at == wait.at)
+                {
+                    here |= 1 << lane;
+                }
+            }
+            visited |= here;
+            let missing = wait.mask & existing & !here;
+            // An active mask is complete once no lane of the warp can still arrive: the others
+            // wait elsewhere or have ended.
+            let complete = if wait.op == Some(Collective::Active) {
+                !members.contains(&State::Ready)
+            } else {
+                missing == 0
+            };
+            if complete {
+                if let Some(op) = wait.op {
+                    self.combine_warp(op, base, here, lanes);
+                }
+                for (lane, state) in members.iter_mut().enumerate() {
+                    if here & (1 << lane) != 0 {
+                        *state = State::Ready;
+                    }
+                }
+                released = true;
+                continue;
+            }
+            if wait.op == Some(Collective::Active) {
+                continue;
+            }
+            let exited = (0..lanes)
+                .filter(|&lane| missing & (1 << lane) != 0 && members[lane] == State::Done)
+                .count();
+            if exited > 0 {
+                let what = match wait.op {
+                    Some(op) => op.name().to_string(),
+                    None => "wave barrier".to_string(),
+                };
+                return Err(self.divergence(format!(
+                    "{what} at {} reached by {} of the {lanes} threads of warp {}; {exited} lane(s) it waits for exited",
+                    wait.at,
+                    here.count_ones(),
+                    base / self.warp_size.max(1) as usize,
+                )));
+            }
+        }
+        Ok(released)
+    }
+
+    /// Computes every participant's result of a warp collective (in place: results and
+    /// operands are separate fields of the slots).
+    pub(super) fn combine_warp(&self, op: Collective, base: usize, here: u64, lanes: usize) {
+        let mut slots = self.slots.borrow_mut();
+        let Some(warp) = slots.get_mut(base..base + lanes) else {
+            return;
+        };
+        let taking_part = |lane: usize| here & (1 << lane) != 0;
+        // The votes are the same for every participant.
+        let ballot = (0..lanes)
+            .filter(|&l| taking_part(l) && warp[l].value != 0)
+            .fold(0u64, |bits, l| bits | 1 << l);
+        let vote = match op.combine() {
+            Combine::Shuffle => None,
+            Combine::ActiveMask => Some(here),
+            Combine::WarpVote | Combine::BlockVote | Combine::Grid => Some(match op {
+                Collective::All => u64::from(ballot == here & ballot_mask(lanes)),
+                Collective::Any => u64::from(ballot != 0),
+                _ => ballot,
+            }),
+        };
+        for lane in (0..lanes).filter(|&l| taking_part(l)) {
+            warp[lane].result = match vote {
+                Some(result) => result,
+                None => {
+                    let slot = warp[lane];
+                    match shuffle_source(op, lane, slot.arg, slot.width, lanes) {
+                        Some(src) if taking_part(src) => warp[src].value,
+                        _ => slot.value,
+                    }
+                }
+            };
+        }
+    }
+
+    /// Releases the block when all its live threads wait at the same block barrier.
+    fn release_block(&self, states: &mut [State]) -> Result<bool, Error> {
+        let live = states.iter().filter(|s| **s != State::Done).count();
+        let mut first: Option<Wait> = None;
+        for state in states.iter() {
+            match state {
+                State::Waiting(w) if w.scope == BarrierScope::Block => match first {
+                    None => first = Some(*w),
+                    Some(f) if f.at != w.at => {
+                        if states.iter().all(|s| {
+                            matches!(s, State::Done)
+                                || matches!(s, State::Waiting(x) if x.scope == BarrierScope::Block)
+                        }) {
+                            return Err(self.divergence(format!(
+                                "threads wait at different barriers: {} and {}",
+                                f.at, w.at
+                            )));
+                        }
+                        return Ok(false);
+                    }
+                    Some(_) => {}
+                },
+                State::Done => {}
+                _ => return Ok(false),
+            }
+        }
+        let Some(wait) = first else {
+            return Ok(false);
+        };
+        if live < states.len() {
+            return Err(self.divergence(format!(
+                "barrier at {} reached by {live} of {} threads; the others exited",
+                wait.at,
+                states.len()
+            )));
+        }
+        self.release_block_now(wait)?;
+        states.iter_mut().for_each(|s| *s = State::Ready);
+        Ok(true)
+    }
+
+    /// Releases every thread of the block from `wait`, a block barrier or collective they all
+    /// wait at; at a grid barrier, once every block of the grid has reached it.
+    fn release_block_now(&self, wait: Wait) -> Result<(), Error> {
+        match wait.op {
+            Some(op) if op.combine() == Combine::Grid => self.wait_for_the_grid(wait.at)?,
+            Some(op) => self.combine_block(op),
+            None => {}
+        }
+        if wait.fence == Fence::Global {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Waits, with the block's OS thread, until every block of the grid is at its grid barrier.
+    fn wait_for_the_grid(&self, at: Site) -> Result<(), Error> {
+        let Some(grid) = self.grid else {
+            return Err(self.divergence(format!(
+                "this_grid().sync() at {at} needs a cooperative launch (LaunchConfig::cooperative), whose blocks all run at once: in another launch a GPU's blocks need not, and the grid barrier can hang"
+            )));
+        };
+        grid.wait()
+            .map_err(|why| self.divergence(format!("grid barrier at {at}: {why}")))?;
+        // What other blocks wrote before the barrier is seen after it.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Computes every thread's result of a block collective (`syncthreads_count` & co).
+    pub(super) fn combine_block(&self, op: Collective) {
+        let mut slots = self.slots.borrow_mut();
+        let count = slots.iter().filter(|s| s.value != 0).count() as u64;
+        let result = match op {
+            Collective::SyncCount => count,
+            Collective::SyncAnd => u64::from(count == slots.len() as u64),
+            _ => u64::from(count > 0),
+        };
+        slots.iter_mut().for_each(|s| s.result = result);
+    }
+}
+
+/// The bits of a warp's `lanes` lanes.
+pub(super) fn ballot_mask(lanes: usize) -> u64 {
+    if lanes >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << lanes) - 1
+    }
+}
+
+/// The lane a shuffle reads for `lane`, or `None` when it reads its own value (CUDA: a source
+/// outside the lane's group of `width` lanes; for a butterfly, only one in a later group: an
+/// earlier group's lane is read). Deltas are CUDA's `unsigned int`s: a negative one, as the
+/// stackless form passes it, is a huge delta.
+fn shuffle_source(
+    op: Collective,
+    lane: usize,
+    arg: i64,
+    width: u32,
+    lanes: usize,
+) -> Option<usize> {
+    let width = (width as usize).clamp(1, lanes.max(1));
+    let group = lane - lane % width;
+    let end = group + width;
+    let src = match op {
+        Collective::Shfl => group as i64 + arg.rem_euclid(width as i64),
+        Collective::ShflUp => lane as i64 - i64::from(arg as u32),
+        Collective::ShflDown => lane as i64 + i64::from(arg as u32),
+        Collective::ShflXor => {
+            return usize::try_from((lane as i64) ^ arg)
+                .ok()
+                .filter(|&s| s < end && s < lanes);
+        }
+        _ => return None,
+    };
+    usize::try_from(src)
+        .ok()
+        .filter(|&s| s >= group && s < end && s < lanes)
+}
+
+pub(super) fn describe_states(states: &[State], index: impl Fn(usize) -> Dim3) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let done = states.iter().filter(|s| **s == State::Done).count();
+    if done > 0 {
+        parts.push(format!("{done} thread(s) exited"));
+    }
+    let spinning = states.iter().filter(|s| **s == State::Ready).count();
+    if spinning > 0 {
+        parts.push(format!("{spinning} thread(s) spin"));
+    }
+    let mut seen: Vec<(Wait, usize, Dim3)> = Vec::new();
+    for (i, s) in states.iter().enumerate() {
+        if let State::Waiting(w) = s {
+            match seen
+                .iter_mut()
+                .find(|(x, _, _)| x.at == w.at && x.scope == w.scope)
+            {
+                Some(entry) => entry.1 += 1,
+                None => seen.push((*w, 1, index(i))),
+            }
+        }
+    }
+    for (w, n, first) in seen {
+        let kind = match (w.op, w.scope) {
+            (Some(op), _) => op.name(),
+            (None, BarrierScope::Block) => "barrier",
+            (None, BarrierScope::Warp) => "wave barrier",
+        };
+        parts.push(format!(
+            "{n} thread(s) wait at the {kind} at {} (first: thread {first})",
+            w.at
+        ));
+    }
+    format!("no thread can proceed: {}", parts.join("; "))
+}

@@ -1,0 +1,223 @@
+//! One simulated thread as the executor sees it ([`SimThread`]): its indices, what compiled code
+//! reads through `threadIdx` & co, and the [`ThreadOps`] behind a closure's `ThreadCtx` and a
+//! compiled kernel's callbacks (`super::compiled`), which reach the current thread of this OS
+//! thread through [`with_current`]. Waits go to the block's fiber scheduler
+//! (`super::runner::fibers`); a thread run as a plain call (`Direct`, stackless) never waits
+//! here.
+
+use super::block::Block;
+use super::fiber::Fiber;
+use super::watchdog::PROGRESS_EVERY;
+use crate::abi::GmSimThread;
+use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
+use gpu_mem_core::kernel::Dim3;
+use std::cell::{Cell, UnsafeCell};
+
+/// The payload that unwinds a closure thread left waiting when its block ends.
+pub(super) struct Cancelled;
+
+thread_local! {
+    /// The simulated thread running on this OS thread (a `SimThread`), or null.
+    static CURRENT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Makes `thread` the one compiled code's callbacks act for.
+#[inline]
+pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
+    CURRENT.set(std::ptr::from_ref(thread).cast::<()>());
+}
+
+/// Runs `f` with the current simulated thread; `None` outside one.
+#[inline]
+pub(super) fn with_current<R>(f: impl FnOnce(&SimThread<'_, '_>) -> R) -> Option<R> {
+    let ptr = CURRENT.get();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `make_current` stored a pointer to a `SimThread` that lives on its fiber's
+    // stack for as long as that fiber runs compiled code; callbacks only come from that
+    // code, on this OS thread, while the thread runs.
+    let thread = unsafe { &*ptr.cast::<SimThread<'_, '_>>() };
+    Some(f(thread))
+}
+
+/// One simulated thread's view of the executor.
+pub(crate) struct SimThread<'b, 'a> {
+    pub(crate) block: &'b Block<'a>,
+    pub(crate) thread: Dim3,
+    pub(super) linear: u32,
+    /// What compiled kernels read through `threadIdx` & co.
+    /// (A cell: a stackless block's program sets it to each thread it runs, see
+    /// [`SimThread::info_ptr`].)
+    pub(crate) info: UnsafeCell<GmSimThread>,
+    shared_calls: Cell<usize>,
+    atomics: Cell<u32>,
+    /// The fiber it runs on; `None` for a thread run as a plain call (a compiled kernel that
+    /// never waits for other threads).
+    pub(super) fiber: Option<*const Fiber>,
+}
+
+impl<'b, 'a> SimThread<'b, 'a> {
+    /// Thread `linear` of `block`, on `fiber` (`None`: run as a plain call, or stackless).
+    #[inline(always)]
+    pub(super) fn new(block: &'b Block<'a>, linear: u32, fiber: Option<*const Fiber>) -> Self {
+        let thread = block.thread_index(linear);
+        SimThread {
+            block,
+            thread,
+            linear,
+            // Only compiled code reads it.
+            info: UnsafeCell::new(if block.compiled {
+                thread_info(block, thread, linear)
+            } else {
+                GmSimThread::default()
+            }),
+            shared_calls: Cell::new(0),
+            atomics: Cell::new(0),
+            fiber,
+        }
+    }
+
+    /// Where compiled code reads this thread's indices; a stackless block's program writes
+    /// them there for each thread it runs (while no reference to them is held).
+    pub(super) fn info_ptr(&self) -> *mut GmSimThread {
+        self.info.get()
+    }
+
+    /// Runs the closure `body` as this thread.
+    #[inline]
+    pub(super) fn run_closure(&self, body: &SimKernelFn) {
+        // SAFETY: the shared memory this thread hands out lives in `block`.
+        let ctx = unsafe { ThreadCtx::new(self, &self.block.ctx, self.thread) };
+        body(&ctx);
+    }
+
+    /// Waits at a barrier or collective until the block releases it.
+    #[inline(always)]
+    fn wait(&self, scope: BarrierScope, fence: Fence, mask: u64, at: Site, op: Option<Collective>) {
+        let Some(fiber) = self.fiber else {
+            self.cannot_wait();
+            return;
+        };
+        // Read before the switch, kept in registers: after it, this thread's own stack (where
+        // `self` lives) is likely out of the cache.
+        let block = self.block;
+        let compiled = block.compiled;
+        block.wait(self.linear, fiber, scope, fence, mask, at, op);
+        self.resumed(block, compiled);
+    }
+
+    /// Back from a switch: other threads ran meanwhile.
+    #[inline(always)]
+    fn resumed(&self, block: &Block<'_>, compiled: bool) {
+        if compiled {
+            // Compiled code finds this thread again.
+            make_current(self);
+        } else if block.cancelling() && !std::thread::panicking() {
+            // The block ended while this thread waited (or it waits again after catching the
+            // cancellation): unwind its frames. A wait in a destructor that runs during that
+            // unwinding returns at once instead (a second panic would abort the process).
+            std::panic::resume_unwind(Box::new(Cancelled));
+        }
+    }
+}
+
+impl SimThread<'_, '_> {
+    /// A thread run as a plain call asked to wait. Only kernels whose source names no barrier,
+    /// collective or atomic run without a fiber of their own; reaching here means the source
+    /// check missed one.
+    #[cold]
+    #[inline(never)]
+    fn cannot_wait(&self) {
+        self.fault(
+            "the kernel waited for other threads, but its source names no barrier, collective or atomic the simulator recognises".to_string(),
+        );
+    }
+}
+
+impl ThreadOps for SimThread<'_, '_> {
+    #[inline]
+    fn barrier(&self, scope: BarrierScope, fence: Fence, mask: u64, at: Site) {
+        self.wait(scope, fence, mask, at, None);
+    }
+
+    fn collective(
+        &self,
+        op: Collective,
+        mask: u64,
+        value: u64,
+        arg: i64,
+        width: u32,
+        at: Site,
+    ) -> u64 {
+        let linear = self.linear as usize;
+        self.block.set_operands(linear, (value, arg, width));
+        self.wait(op.scope(), Fence::Local, mask, at, Some(op));
+        self.block.result_of(linear)
+    }
+
+    fn progress(&self) {
+        let n = self.atomics.get().wrapping_add(1);
+        self.atomics.set(n);
+        if n.is_multiple_of(PROGRESS_EVERY)
+            && let Some(fiber) = self.fiber
+        {
+            let block = self.block;
+            block.yield_now(self.linear, fiber);
+            self.resumed(block, block.compiled);
+        }
+    }
+
+    fn shared(&self, bytes: usize, align: usize, dtype: &'static str) -> Option<*mut u8> {
+        let calls = &self.shared_calls;
+        self.block
+            .next_shared(calls, bytes, align, dtype, |message| self.fault(message))
+    }
+
+    fn dynamic_shared(&self) -> (*mut u8, usize) {
+        self.block.shared.dynamic_ptr()
+    }
+
+    fn fault(&self, message: String) {
+        // A stackless block's threads share one `SimThread`, whose `info` the program sets to
+        // the running thread (elsewhere both say the same).
+        let thread = if self.block.compiled {
+            // SAFETY: read on the thread's own OS thread, from a callback of the compiled code,
+            // which writes `info` only between threads, never during this call.
+            unsafe { (*self.info.get()).thread_index() }
+        } else {
+            self.thread
+        };
+        self.block.record_fault(thread, message);
+    }
+}
+
+/// What compiled code reads as thread `thread` (linear index `linear`) of `block`.
+#[inline]
+fn thread_info(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
+    GmSimThread {
+        thread_idx: thread.to_array(),
+        block_idx: block.block_idx.to_array(),
+        block_dim: block.block_dim.to_array(),
+        grid_dim: block.grid_dim.to_array(),
+        warp_size: block.warp_size,
+        lane: lane_of(linear, block.warp_size),
+    }
+}
+
+#[inline(always)]
+fn lane_of(linear: u32, warp_size: u32) -> u32 {
+    match warp_size {
+        w if w.is_power_of_two() => linear & (w - 1),
+        w => linear % w.max(1),
+    }
+}
+
+impl GmSimThread {
+    /// The thread it describes.
+    #[inline]
+    pub(crate) fn thread_index(&self) -> Dim3 {
+        let [x, y, z] = self.thread_idx;
+        Dim3::new(x, y, z)
+    }
+}

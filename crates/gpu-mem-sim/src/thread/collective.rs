@@ -1,0 +1,307 @@
+//! Barriers and collectives: which threads a barrier waits for, what memory it orders, and the
+//! one table of collective operations.
+//!
+//! [`Collective::info`] is the table: each operation's code in the prelude's ABI
+//! (`GM_SIM_OP_*` in `gpu_mem.h`, checked against the header by a test), the spelling reports
+//! use, the threads it synchronizes, and the names kernel source calls it by. Everything else
+//! is derived from it: decoding a code ([`Collective::from_code`]), messages, the names the
+//! stackless rewrite turns into `co_await`s (`crate::source`), and the executor's release rules
+//! (`crate::executor::release`), whose results are computed by [`Combine`].
+
+/// The memory a barrier orders (ROC's `CLK_LOCAL_MEM_FENCE` / `CLK_GLOBAL_MEM_FENCE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fence {
+    /// Shared (group) memory: `__syncthreads()`.
+    Local,
+    /// Global memory as well: `__threadfence()` + barrier.
+    Global,
+}
+
+/// Which threads a barrier waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BarrierScope {
+    /// Every thread of the block.
+    Block,
+    /// The threads of the caller's warp (wavefront).
+    Warp,
+}
+
+/// A collective operation: a barrier of a warp (or block) that also exchanges values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// `__shfl_sync`: the value of lane `arg` (within groups of `width` lanes).
+    Shfl,
+    /// `__shfl_up_sync`: the value of lane `lane - arg`.
+    ShflUp,
+    /// `__shfl_down_sync`: the value of lane `lane + arg`.
+    ShflDown,
+    /// `__shfl_xor_sync`: the value of lane `lane ^ arg`.
+    ShflXor,
+    /// `__ballot_sync`: one bit per lane whose value is non-zero.
+    Ballot,
+    /// `__all_sync`: 1 when every lane's value is non-zero.
+    All,
+    /// `__any_sync`: 1 when some lane's value is non-zero.
+    Any,
+    /// `syncthreads_count`: the block's number of non-zero values.
+    SyncCount,
+    /// `syncthreads_and`: 1 when every value of the block is non-zero.
+    SyncAnd,
+    /// `syncthreads_or`: 1 when some value of the block is non-zero.
+    SyncOr,
+    /// `__activemask` (and `coalesced_threads`): the lanes of the warp that reach the same
+    /// call before the warp's other lanes can go on (they wait elsewhere or have ended): what
+    /// a GPU's active mask is after divergence.
+    Active,
+    /// `this_grid().sync()`: every thread of the block, then every block of the grid (a
+    /// cooperative launch, whose blocks all run at once).
+    GridSync,
+}
+
+/// How the participants' results of a collective are computed from their operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Combine {
+    /// Each lane reads another lane's value (which one: [`Collective`]'s shuffle rule).
+    Shuffle,
+    /// Every lane gets the same word made of the lanes' votes.
+    WarpVote,
+    /// Every thread of the block gets the same word made of the block's votes.
+    BlockVote,
+    /// Every participant gets the mask of the lanes that arrived together.
+    ActiveMask,
+    /// Nothing is exchanged; the block waits for the grid.
+    Grid,
+}
+
+/// One row of the table.
+#[derive(Debug)]
+pub(crate) struct Info {
+    /// `GM_SIM_OP_*`: the operation's code in `gm_sim_runtime::collective` and `gm_sim_wait`.
+    pub(crate) code: i32,
+    /// The `GM_SIM_OP_*` macro's name (read by the test that checks the prelude against the
+    /// table).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) macro_name: &'static str,
+    /// The spelling messages use.
+    pub(crate) name: &'static str,
+    /// The threads it synchronizes.
+    pub(crate) scope: BarrierScope,
+    pub(crate) combine: Combine,
+    /// The prelude's function names that kernel source calls it by and that make a thread
+    /// wait in the call itself (cooperative groups' members and `__activemask`, built out of
+    /// these inside the simulator's headers, are not among them).
+    pub(crate) calls: &'static [&'static str],
+}
+
+impl Collective {
+    /// Every operation, in code order.
+    pub(crate) const ALL: [Collective; 12] = [
+        Collective::Shfl,
+        Collective::ShflUp,
+        Collective::ShflDown,
+        Collective::ShflXor,
+        Collective::Ballot,
+        Collective::All,
+        Collective::Any,
+        Collective::SyncCount,
+        Collective::SyncAnd,
+        Collective::SyncOr,
+        Collective::Active,
+        Collective::GridSync,
+    ];
+
+    /// The operation's row of the table.
+    pub(crate) const fn info(self) -> &'static Info {
+        use BarrierScope::{Block, Warp};
+        use Combine::{ActiveMask, BlockVote, Grid, Shuffle, WarpVote};
+        macro_rules! row {
+            ($code:literal, $macro_name:literal, $name:literal, $scope:ident, $combine:ident, [$($call:literal),*]) => {
+                &Info {
+                    code: $code,
+                    macro_name: $macro_name,
+                    name: $name,
+                    scope: $scope,
+                    combine: $combine,
+                    calls: &[$($call),*],
+                }
+            };
+        }
+        match self {
+            Collective::Shfl => row!(
+                1,
+                "GM_SIM_OP_SHFL",
+                "__shfl_sync",
+                Warp,
+                Shuffle,
+                ["__shfl_sync"]
+            ),
+            Collective::ShflUp => row!(
+                2,
+                "GM_SIM_OP_SHFL_UP",
+                "__shfl_up_sync",
+                Warp,
+                Shuffle,
+                ["__shfl_up_sync"]
+            ),
+            Collective::ShflDown => row!(
+                3,
+                "GM_SIM_OP_SHFL_DOWN",
+                "__shfl_down_sync",
+                Warp,
+                Shuffle,
+                ["__shfl_down_sync"]
+            ),
+            Collective::ShflXor => row!(
+                4,
+                "GM_SIM_OP_SHFL_XOR",
+                "__shfl_xor_sync",
+                Warp,
+                Shuffle,
+                ["__shfl_xor_sync"]
+            ),
+            Collective::Ballot => row!(
+                5,
+                "GM_SIM_OP_BALLOT",
+                "__ballot_sync",
+                Warp,
+                WarpVote,
+                ["__ballot_sync"]
+            ),
+            Collective::All => row!(
+                6,
+                "GM_SIM_OP_ALL",
+                "__all_sync",
+                Warp,
+                WarpVote,
+                ["__all_sync"]
+            ),
+            Collective::Any => row!(
+                7,
+                "GM_SIM_OP_ANY",
+                "__any_sync",
+                Warp,
+                WarpVote,
+                ["__any_sync"]
+            ),
+            Collective::SyncCount => row!(
+                8,
+                "GM_SIM_OP_SYNC_COUNT",
+                "syncthreads_count",
+                Block,
+                BlockVote,
+                ["__syncthreads_count", "syncthreads_count"]
+            ),
+            Collective::SyncAnd => row!(
+                9,
+                "GM_SIM_OP_SYNC_AND",
+                "syncthreads_and",
+                Block,
+                BlockVote,
+                ["__syncthreads_and", "syncthreads_and"]
+            ),
+            Collective::SyncOr => row!(
+                10,
+                "GM_SIM_OP_SYNC_OR",
+                "syncthreads_or",
+                Block,
+                BlockVote,
+                ["__syncthreads_or", "syncthreads_or"]
+            ),
+            Collective::Active => {
+                row!(11, "GM_SIM_OP_ACTIVE", "__activemask", Warp, ActiveMask, [])
+            }
+            Collective::GridSync => row!(
+                12,
+                "GM_SIM_OP_GRID_SYNC",
+                "this_grid().sync()",
+                Block,
+                Grid,
+                []
+            ),
+        }
+    }
+
+    /// The barrier scope the operation synchronizes.
+    pub fn scope(self) -> BarrierScope {
+        self.info().scope
+    }
+
+    /// The spelling in kernel source, for messages.
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// How the participants' results are computed.
+    pub(crate) fn combine(self) -> Combine {
+        self.info().combine
+    }
+
+    /// The operation for the prelude's `GM_SIM_OP_*` code.
+    #[inline]
+    pub(crate) fn from_code(code: i32) -> Option<Collective> {
+        // Codes are 1, 2, ... in table order (a test checks it).
+        let index = usize::try_from(code).ok()?.checked_sub(1)?;
+        Self::ALL
+            .get(index)
+            .copied()
+            .filter(|op| op.info().code == code)
+    }
+
+    /// The names kernel source calls collectives by, every operation's.
+    pub(crate) fn calls() -> impl Iterator<Item = &'static str> {
+        Self::ALL
+            .iter()
+            .flat_map(|op| op.info().calls.iter().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_the_table_order() {
+        for (index, op) in Collective::ALL.into_iter().enumerate() {
+            assert_eq!(op.info().code, index as i32 + 1, "{op:?}");
+            assert_eq!(Collective::from_code(op.info().code), Some(op));
+        }
+        assert_eq!(Collective::from_code(0), None);
+        assert_eq!(Collective::from_code(-1), None);
+        assert_eq!(
+            Collective::from_code(Collective::ALL.len() as i32 + 1),
+            None
+        );
+    }
+
+    /// The prelude's `#define GM_SIM_OP_*` lines are the table's codes, one for one.
+    #[test]
+    fn the_prelude_defines_the_table_codes() {
+        let defines: Vec<(&str, i32)> = gpu_mem_core::KERNEL_PRELUDE
+            .lines()
+            .filter_map(|line| {
+                let rest = line.trim().strip_prefix("#define ")?;
+                let (name, value) = rest.split_once(char::is_whitespace)?;
+                name.starts_with("GM_SIM_OP_")
+                    .then(|| Some((name, value.trim().parse().ok()?)))?
+            })
+            .collect();
+        assert_eq!(defines.len(), Collective::ALL.len(), "{defines:?}");
+        for op in Collective::ALL {
+            let info = op.info();
+            assert!(
+                defines.contains(&(info.macro_name, info.code)),
+                "{} = {} is not in the prelude: {defines:?}",
+                info.macro_name,
+                info.code
+            );
+        }
+    }
+
+    #[test]
+    fn every_block_collective_is_a_block_vote_or_the_grid() {
+        for op in Collective::ALL {
+            let block = matches!(op.combine(), Combine::BlockVote | Combine::Grid);
+            assert_eq!(op.scope() == BarrierScope::Block, block, "{op:?}");
+        }
+    }
+}

@@ -14,8 +14,12 @@
 //! private pages are mapped over the block again before it is reused, so an importer never sees
 //! what the block holds next. Linux only (and not under Miri); blocks under a page cannot be
 //! exported, since they share their page with other allocations.
+//!
+//! This module builds on `memory`'s regions and not the reverse: what a region holds of a
+//! shared block (the memory file, an imported mapping) and its release when the region is
+//! dropped are `memory`'s (`memory::shared`); here are the handle, the export and the import.
 
-use crate::memory::{PAGE, Region};
+use crate::memory::{Mapping, PAGE, Region};
 use gpu_mem_core::backend::IpcMemHandle;
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::ptr::NonNull;
@@ -26,22 +30,6 @@ fn unsupported(reason: impl Into<String>) -> Error {
         feature: "IPC memory handles",
         reason: reason.into(),
     }
-}
-
-/// The memory file an exported block lives on.
-#[derive(Debug)]
-pub(crate) struct SharedFile {
-    #[cfg(all(target_os = "linux", not(miri)))]
-    fd: std::os::fd::OwnedFd,
-    dev: u64,
-    ino: u64,
-}
-
-/// Memory of another process mapped into this one.
-#[derive(Debug)]
-pub(crate) struct Mapping {
-    ptr: NonNull<u8>,
-    size: usize,
 }
 
 const HANDLE_LEN: usize = 32;
@@ -81,6 +69,7 @@ fn decode(data: &[u8]) -> Result<(u32, i32, u64, u64, u64)> {
 #[cfg(all(target_os = "linux", not(miri)))]
 mod os {
     use super::*;
+    use crate::memory::SharedFile;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
     fn last_error(what: &str) -> Error {
@@ -209,20 +198,15 @@ mod os {
                 return Err(last_error("mapping the shared memory file"));
             }
             let (dev, ino) = identity(&fd)?;
-            *shared = Some(SharedFile { fd, dev, ino });
+            *shared = Some(SharedFile::new(fd, dev, ino));
         }
         let file = shared
             .as_ref()
             .ok_or_else(|| unsupported("the shared memory file vanished"))?;
+        let (dev, ino) = file.identity();
         Ok(IpcMemHandle {
             bytes: region.len() as u64,
-            data: encode(
-                std::process::id(),
-                file.fd.as_raw_fd(),
-                file.dev,
-                file.ino,
-                size as u64,
-            ),
+            data: encode(std::process::id(), file.raw_fd(), dev, ino, size as u64),
         })
     }
 
@@ -284,35 +268,9 @@ mod os {
         }
         let ptr =
             NonNull::new(ptr.cast::<u8>()).ok_or_else(|| unsupported("mmap returned null"))?;
-        Ok((Mapping { ptr, size }, ptr))
-    }
-
-    impl SharedFile {
-        /// Maps private pages over the block again; `false` if that failed (the block must then
-        /// never be reused).
-        pub(crate) fn unshare(self, base: NonNull<u8>, size: usize) -> bool {
-            // SAFETY: `base..base+size` is the block this file was mapped over, whole pages, and
-            // no one uses it any more (its region is being dropped).
-            let mapped = unsafe {
-                libc::mmap(
-                    base.as_ptr().cast::<libc::c_void>(),
-                    size,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                    -1,
-                    0,
-                )
-            };
-            mapped != libc::MAP_FAILED
-        }
-    }
-
-    impl Drop for Mapping {
-        fn drop(&mut self) {
-            // SAFETY: `ptr..ptr+size` was mapped by `import` and is unmapped once, when the
-            // region holding it is dropped (no range of it is in use any more).
-            unsafe { libc::munmap(self.ptr.as_ptr().cast::<libc::c_void>(), self.size) };
-        }
+        // SAFETY: `ptr..ptr+size` was just mapped by `mmap` above; nothing else unmaps it.
+        let mapping = unsafe { Mapping::new(ptr, size) };
+        Ok((mapping, ptr))
     }
 }
 
@@ -331,19 +289,6 @@ mod os {
         Err(unsupported(
             "the simulator shares memory between processes on Linux only",
         ))
-    }
-
-    impl SharedFile {
-        pub(crate) fn unshare(self, _base: NonNull<u8>, _size: usize) -> bool {
-            let _ = (self.dev, self.ino);
-            true
-        }
-    }
-
-    impl Drop for Mapping {
-        fn drop(&mut self) {
-            let _ = (self.ptr, self.size);
-        }
     }
 }
 

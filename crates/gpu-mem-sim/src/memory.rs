@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 mod host_windows;
+mod shared;
 use host_windows::HostWindows;
+pub(crate) use shared::{Mapping, SharedFile};
 
 /// Alignment of device allocations (CUDA guarantees at least 256 bytes).
 pub(crate) const DEVICE_ALIGN: usize = 256;
@@ -198,9 +200,9 @@ pub(crate) struct Region {
     /// Managed memory: the host reaches it too (it is also a host window).
     managed: bool,
     /// The memory file the block was moved onto when it was exported to other processes.
-    shared: Mutex<Option<crate::ipc::SharedFile>>,
+    shared: Mutex<Option<SharedFile>>,
     /// Memory of another process mapped here by `ipc_open_handle` (unmapped on drop).
-    imported: Option<crate::ipc::Mapping>,
+    imported: Option<Mapping>,
 }
 
 #[derive(Debug)]
@@ -257,7 +259,7 @@ impl Region {
     /// The memory file this region was exported through, if it was.
     // Used by the memory-file export (`ipc`), which only Linux outside Miri has.
     #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
-    pub(crate) fn shared(&self) -> MutexGuard<'_, Option<crate::ipc::SharedFile>> {
+    pub(crate) fn shared(&self) -> MutexGuard<'_, Option<SharedFile>> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -674,7 +676,7 @@ impl AddressSpace {
     /// Inserts memory of another process (mapped by the caller) as a region; returns its address.
     pub(crate) fn insert_imported(
         &self,
-        mapping: crate::ipc::Mapping,
+        mapping: Mapping,
         ptr: NonNull<u8>,
         len: usize,
     ) -> Result<DevicePtr> {

@@ -144,19 +144,12 @@ impl Device {
     /// kept for [`Device::check_release_errors`].
     pub(crate) fn report_release_error(&self, what: &'static str, error: Error) {
         tracing::error!(backend = %self.kind(), device = self.ordinal(), "{what} failed during drop: {error}");
-        self.shared
-            .release_errors
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(error);
+        crate::sync::lock(&self.shared.release_errors).push(error);
     }
 
     /// Takes the errors that happened while releasing resources in `Drop`.
     pub fn take_release_errors(&self) -> Vec<Error> {
-        match self.shared.release_errors.lock() {
-            Ok(mut errors) => std::mem::take(&mut *errors),
-            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
-        }
+        std::mem::take(&mut *crate::sync::lock(&self.shared.release_errors))
     }
 
     /// `Err` summarising the errors that happened while releasing resources in `Drop`, if any.

@@ -24,6 +24,8 @@ mod memory;
 pub mod pool;
 pub mod smart;
 mod stream;
+#[doc(hidden)]
+pub mod sync;
 
 /// The `ndarray` version this crate's host arrays are made of.
 pub use ndarray;

@@ -25,10 +25,11 @@
 //!   LLVM, which aborts when loaded a second time).
 
 use gpu_mem_core::error::error_chain;
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use std::ffi::OsString;
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// Where to look for one library.
 #[derive(Debug, Clone, Copy)]
@@ -133,7 +134,7 @@ fn is_loaded(_: &str) -> bool {
 
 /// How many distinct libraries this process has opened through this crate.
 pub fn opened_count() -> usize {
-    OPENED.lock().unwrap_or_else(PoisonError::into_inner).len()
+    lock(&OPENED).len()
 }
 
 /// Opens `forced` when it is set and not blank, else the first acceptable of `candidates`.
@@ -167,9 +168,7 @@ fn search(
     // to add it wins, and the other's reference is kept (never closed), unused. The critical
     // sections only push complete entries, so a poisoned lock is still consistent.
     let known = |key: &str| {
-        OPENED
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&OPENED)
             .iter()
             .find(|(name, p, _)| *name == logical && *p == key)
             .map(|(_, _, library)| *library)
@@ -187,7 +186,7 @@ fn search(
         match unsafe { libloading::Library::new(&path) } {
             Ok(library) => match accept(&library) {
                 Ok(()) => {
-                    let mut opened = OPENED.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut opened = lock(&OPENED);
                     if let Some((_, _, first)) = opened
                         .iter()
                         .find(|(name, p, _)| *name == logical && *p == key)
@@ -489,9 +488,7 @@ mod tests {
             other => panic!("expected a rejection, got {other:?}"),
         }
         assert!(
-            !OPENED
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
+            !lock(&OPENED)
                 .iter()
                 .any(|(name, _, _)| *name == REJECTED.library)
         );

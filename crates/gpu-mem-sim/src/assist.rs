@@ -24,7 +24,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use crate::lock;
+use gpu_mem_core::sync::{lock, wait};
 use std::time::{Duration, Instant};
 
 /// How long the offering thread spins for its helpers to leave the work before it sleeps: a
@@ -110,7 +110,7 @@ impl Assist {
         self.sleeping.store(true, Ordering::SeqCst);
         let mut guard = lock(&self.lock);
         while self.helpers.load(Ordering::SeqCst) != 0 {
-            guard = self.left.wait(guard).unwrap_or_else(|p| p.into_inner());
+            guard = wait(&self.left, guard);
         }
         drop(guard);
         self.sleeping.store(false, Ordering::SeqCst);

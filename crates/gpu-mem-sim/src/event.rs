@@ -7,8 +7,9 @@
 //! `cuStreamWaitEvent` waits for the record it saw). Query, synchronize and the timestamp speak
 //! of the latest record, as CUDA's do.
 
+use gpu_mem_core::sync::{lock, wait};
 use std::collections::BTreeSet;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 #[derive(Debug, Default)]
@@ -51,10 +52,6 @@ impl SimEvent {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Records the event: a new generation, and `enqueue` run (which enqueues the job that
     /// calls [`SimEvent::complete`] with it) while holding the state, so a concurrent
     /// `stream_wait_event` sees either the old generation or the new one with its job enqueued —
@@ -63,7 +60,7 @@ impl SimEvent {
         &self,
         enqueue: impl FnOnce(u64) -> Result<(), E>,
     ) -> Result<(), E> {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         state.recorded += 1;
         let generation = state.recorded;
         state.pending.insert(generation);
@@ -79,31 +76,31 @@ impl SimEvent {
 
     /// Marks record `generation` complete (run on the recording stream).
     pub(crate) fn complete(&self, generation: u64) {
-        self.lock().finish(generation);
+        lock(&self.state).finish(generation);
         self.changed.notify_all();
     }
 
     /// The generation a waiter must wait for: the latest record issued so far.
     pub(crate) fn current_generation(&self) -> u64 {
-        self.lock().recorded
+        lock(&self.state).recorded
     }
 
     /// Whether the latest record has completed (or the event was never recorded).
     pub(crate) fn is_complete(&self) -> bool {
-        self.lock().latest_complete()
+        lock(&self.state).latest_complete()
     }
 
     /// Blocks until record `generation` has completed (0, no record: at once).
     pub(crate) fn wait_for(&self, generation: u64) {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         while state.pending.contains(&generation) {
-            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = wait(&self.changed, state);
         }
     }
 
     /// The completion time of the latest record, once complete.
     pub(crate) fn time(&self) -> Option<Instant> {
-        let state = self.lock();
+        let state = lock(&self.state);
         if state.latest_complete() {
             state.time
         } else {

@@ -15,6 +15,7 @@
 //! the whole allocation (`to_device`) never zeroes it at all.
 
 use gpu_mem_core::backend::DevicePtr;
+use gpu_mem_core::sync::{get_mut, lock, read, write};
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::alloc::Layout as AllocLayout;
 use std::collections::BTreeMap;
@@ -104,17 +105,13 @@ impl BlockCache {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, CacheState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// A cached block of at least `layout.size()` bytes (and not much more), aligned at least
     /// as `layout` asks (a page-sized request must not get a block a smaller request left), if
     /// there is one.
     fn take(&self, layout: AllocLayout) -> Option<Block> {
         let (size, align) = (layout.size(), layout.align());
         let most = size.saturating_add(size >> REUSE_SLACK_SHIFT);
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         let (found, index) = state
             .blocks
             .range(size..=most)
@@ -140,7 +137,7 @@ impl BlockCache {
             return;
         }
         let evicted = {
-            let mut state = self.lock();
+            let mut state = lock(&self.state);
             let evicted = state.evict_to(limit - size);
             state.bytes += size;
             state
@@ -155,7 +152,7 @@ impl BlockCache {
 
     /// Frees cached blocks until at most `keep` bytes remain cached.
     fn trim(&self, keep: u64) {
-        let evicted = self.lock().evict_to(keep);
+        let evicted = lock(&self.state).evict_to(keep);
         evicted.into_iter().for_each(Block::free);
     }
 
@@ -171,13 +168,13 @@ impl BlockCache {
 
     /// Bytes cached now.
     fn bytes(&self) -> u64 {
-        self.lock().bytes
+        lock(&self.state).bytes
     }
 }
 
 impl Drop for BlockCache {
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let state = get_mut(&mut self.state);
         std::mem::take(&mut state.blocks)
             .into_values()
             .flatten()
@@ -260,7 +257,7 @@ impl Region {
     // Used by the memory-file export (`ipc`), which only Linux outside Miri has.
     #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
     pub(crate) fn shared(&self) -> MutexGuard<'_, Option<SharedFile>> {
-        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.shared)
     }
 
     /// Start of the region's host memory.
@@ -271,7 +268,7 @@ impl Region {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, ()> {
-        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.lock)
     }
 
     /// Host address of `offset` within the region (caller holds the lock to access it).
@@ -311,11 +308,7 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        let shared = self
-            .shared
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let shared = get_mut(&mut self.shared).take();
         if let Some(file) = shared {
             // The block's pages are the shared file's: give it private memory again before the
             // block is reused or freed, so other processes never see what it holds next.
@@ -467,7 +460,7 @@ impl AddressSpace {
 
     /// Lets accesses through this address space reach `peer`'s regions.
     pub(crate) fn enable_peer(&self, peer: usize, regions: Arc<RwLock<RegionMap>>) {
-        let mut peers = self.peers.write().unwrap_or_else(|p| p.into_inner());
+        let mut peers = write(&self.peers);
         if !peers.iter().any(|(d, _)| *d == peer) {
             peers.push((peer, regions));
         }
@@ -487,11 +480,11 @@ impl AddressSpace {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, RegionMap> {
-        self.regions.read().unwrap_or_else(|p| p.into_inner())
+        read(&self.regions)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, RegionMap> {
-        self.regions.write().unwrap_or_else(|p| p.into_inner())
+        write(&self.regions)
     }
 
     /// A fresh address range of `len` bytes in the device's window. Addresses are never
@@ -801,9 +794,9 @@ impl AddressSpace {
         if let Some(found) = find(&self.read(), ptr, len) {
             return found.map_err(invalid);
         }
-        let peers = self.peers.read().unwrap_or_else(|p| p.into_inner());
+        let peers = read(&self.peers);
         for (_, regions) in peers.iter() {
-            let regions = regions.read().unwrap_or_else(|p| p.into_inner());
+            let regions = read(regions);
             if let Some(found) = find(&regions, ptr, len) {
                 return found.map_err(invalid);
             }

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::assist::Assist;
-use crate::lock;
+use gpu_mem_core::sync::{lock, try_lock, wait};
 
 /// A unit of stream work; an `Err` is reported at the next synchronization.
 pub(crate) type Job = Box<dyn FnOnce() -> Result<(), String> + Send>;
@@ -83,7 +83,7 @@ impl Parking {
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         let mut guard = lock(&self.lock);
         while !ready() {
-            guard = self.wake.wait(guard).unwrap_or_else(|p| p.into_inner());
+            guard = wait(&self.wake, guard);
         }
         drop(guard);
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
@@ -195,11 +195,7 @@ impl Shared {
 
     /// The queue, unless another thread is running jobs from it.
     fn try_queue(&self) -> Option<QueueGuard<'_>> {
-        let queue = match self.queue.try_lock() {
-            Ok(queue) => queue,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
+        let queue = try_lock(&self.queue)?;
         self.running.store(true, Ordering::SeqCst);
         Some(QueueGuard {
             shared: self,
@@ -386,10 +382,8 @@ impl SimStream {
         }
         // Holding the queue keeps the worker and synchronizing threads from running another job
         // of this stream meanwhile (one enqueued now by another thread waits for this one).
-        let queue = match shared.queue.try_lock() {
-            Ok(queue) => queue,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return Err(job),
+        let Some(queue) = try_lock(&shared.queue) else {
+            return Err(job);
         };
         if shared.pending() {
             return Err(job);

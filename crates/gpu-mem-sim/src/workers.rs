@@ -13,7 +13,8 @@
 //! closure outlives every use. The helpers' writes are visible to the caller when it returns
 //! (each helper's count goes down under the same lock).
 
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use gpu_mem_core::sync::{lock, wait};
+use std::sync::{Condvar, Mutex, OnceLock};
 
 /// The variable that sets the number of threads running blocks.
 pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_WORKERS";
@@ -63,12 +64,6 @@ struct Pool {
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
-impl Pool {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// The process's pool, with `worker_count() - 1` helper threads.
 fn pool() -> &'static Pool {
     static POOL: OnceLock<&'static Pool> = OnceLock::new();
@@ -95,7 +90,7 @@ impl Pool {
                 .name(format!("gpu-mem-sim-worker-{index}"))
                 .spawn(move || helper(pool));
             match spawned {
-                Ok(thread) => crate::lock(&pool.threads).push(thread),
+                Ok(thread) => lock(&pool.threads).push(thread),
                 Err(error) => tracing::warn!(
                     "cannot start simulator worker {index}: {error}; fewer threads run blocks"
                 ),
@@ -107,9 +102,9 @@ impl Pool {
     /// Ends the pool's threads once they are idle, and waits for them.
     #[cfg(test)]
     fn shut_down(&self) {
-        self.lock().closing = true;
+        lock(&self.state).closing = true;
         self.offered.notify_all();
-        for thread in std::mem::take(&mut *crate::lock(&self.threads)) {
+        for thread in std::mem::take(&mut *lock(&self.threads)) {
             let _ = thread.join();
         }
     }
@@ -119,7 +114,7 @@ fn helper(pool: &'static Pool) {
     let mut seen = 0u64;
     loop {
         let offer = {
-            let mut state = pool.lock();
+            let mut state = lock(&pool.state);
             loop {
                 match state.offer {
                     Some(offer) if offer.generation != seen && state.wanted > 0 => {
@@ -130,7 +125,7 @@ fn helper(pool: &'static Pool) {
                     }
                     _ if state.closing => return,
                     _ => {
-                        state = pool.offered.wait(state).unwrap_or_else(|p| p.into_inner());
+                        state = wait(&pool.offered, state);
                     }
                 }
             }
@@ -141,7 +136,7 @@ fn helper(pool: &'static Pool) {
         // A panic cannot escape `work` (the executor catches kernel panics per thread); if it
         // did, the count must still go down or the caller would wait forever.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-        let mut state = pool.lock();
+        let mut state = lock(&pool.state);
         state.running -= 1;
         if state.running == 0 {
             pool.finished.notify_all();
@@ -169,20 +164,16 @@ impl Pool {
         struct Withdraw<'a>(&'a Pool);
         impl Drop for Withdraw<'_> {
             fn drop(&mut self) {
-                let mut state = self.0.lock();
+                let mut state = lock(&self.0.state);
                 state.offer = None;
                 state.wanted = 0;
                 while state.running > 0 {
-                    state = self
-                        .0
-                        .finished
-                        .wait(state)
-                        .unwrap_or_else(|p| p.into_inner());
+                    state = wait(&self.0.finished, state);
                 }
             }
         }
         let offered = {
-            let mut state = self.lock();
+            let mut state = lock(&self.state);
             if state.offer.is_none() && state.running == 0 {
                 state.generation += 1;
                 // SAFETY: only the lifetime is erased; see the module docs for why the pointer

@@ -10,6 +10,7 @@
 //! dependency runs from `stream` to `memory`, never back.
 
 use crate::error::Result;
+use crate::sync::lock;
 use smallvec::SmallVec;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -62,7 +63,7 @@ impl PendingUses {
         ticket: u64,
         access: Access,
     ) -> Undo {
-        let mut uses = self.lock();
+        let mut uses = lock(&self.uses);
         // A stream runs its work in order, so a later ticket on the same stream completes after
         // every earlier one: one entry per stream, with the latest ticket and the strongest
         // access (a write conflicts with more), says as much as all of them. The list stays as
@@ -90,7 +91,7 @@ impl PendingUses {
     /// Forgets a use recorded (as `undo` says) for an operation that was then not enqueued:
     /// the stream's entry goes back to what it was, or goes away if the use made it.
     pub(crate) fn forget<Q: WorkQueue>(&self, stream: &Arc<Q>, ticket: u64, undo: Undo) {
-        let mut uses = self.lock();
+        let mut uses = lock(&self.uses);
         let Some(at) = uses
             .iter()
             .position(|u| u.ticket == ticket && is_stream(u, stream))
@@ -117,7 +118,7 @@ impl PendingUses {
         except: Option<*const ()>,
     ) -> SmallVec<[(Arc<dyn WorkQueue>, u64); 2]> {
         let mut found = SmallVec::new();
-        let mut uses = self.lock();
+        let mut uses = lock(&self.uses);
         let excepted = |u: &Use| except.is_some_and(|e| is_at(u, e));
         // The usual case, checked without taking references: no entry, or only the asking
         // stream's own (its uses are ordered by the stream and kept as they are).
@@ -156,19 +157,13 @@ impl PendingUses {
         // The usual case — no entry, or only the stream's own — answered without building the
         // list of conflicts (a value moved out whole after being written piece by piece, which
         // stalls).
-        if self.lock().iter().all(|u| is_stream(u, stream)) {
+        if lock(&self.uses).iter().all(|u| is_stream(u, stream)) {
             return Ok(());
         }
         for (other, ticket) in self.conflicting(access, Some(Arc::as_ptr(stream).cast())) {
             other.wait_ticket(ticket)?;
         }
         Ok(())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Use>> {
-        self.uses
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -81,7 +81,7 @@ impl Device {
 static LIVE_STREAMS: Mutex<Vec<Weak<StreamInner>>> = Mutex::new(Vec::new());
 
 fn live_streams() -> MutexGuard<'static, Vec<Weak<StreamInner>>> {
-    LIVE_STREAMS.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(&LIVE_STREAMS)
 }
 
 /// The live streams of `device`.
@@ -104,10 +104,9 @@ fn streams_of(device: &Device) -> Vec<Arc<StreamInner>> {
 fn release_kept_memory(device: &Device) -> bool {
     let mut released = false;
     for inner in streams_of(device) {
-        let worth_it = match inner.keep_alive.try_lock() {
-            Ok(list) => keeps_dropped_memory(&list),
-            Err(std::sync::TryLockError::Poisoned(p)) => keeps_dropped_memory(&p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => false,
+        let worth_it = match crate::sync::try_lock(&inner.keep_alive) {
+            Some(list) => keeps_dropped_memory(&list),
+            None => false,
         };
         if worth_it {
             // (An error is kept for the stream's owner, see `StreamInner::synchronize`.)
@@ -223,7 +222,7 @@ impl StreamInner {
             self.mark_complete(target, nothing_kept);
             // Whoever synchronized (perhaps host code reaching a buffer) gets the error; keep it
             // for the stream's owner too, so `Stream::synchronize` does not report success.
-            *self.unreported.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+            *crate::sync::lock(&self.unreported) = Some(reason.clone());
             self.has_unreported.store(true, Ordering::Release);
         }
         Err(error)
@@ -284,7 +283,7 @@ impl StreamInner {
     }
 
     fn lock_keep_alive(&self) -> MutexGuard<'_, Vec<(u64, KeepAlive)>> {
-        self.keep_alive.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.keep_alive)
     }
 }
 
@@ -452,11 +451,7 @@ impl Stream {
         let unreported = if self.inner.has_unreported.load(Ordering::Acquire)
             && self.inner.has_unreported.swap(false, Ordering::AcqRel)
         {
-            self.inner
-                .unreported
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
+            crate::sync::lock(&self.inner.unreported).take()
         } else {
             None
         };

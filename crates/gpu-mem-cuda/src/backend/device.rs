@@ -6,8 +6,9 @@ use crate::driver::CudaDriver;
 use crate::driver::sys::{CUcontext, CUdevice_attribute, CUdevice_v1};
 use crate::nvrtc::ComputeCapability;
 use gpu_mem_core::backend::DeviceInfo;
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// Facts about one device that do not need a context.
 #[derive(Debug, Clone)]
@@ -92,6 +93,7 @@ impl DeviceFacts {
 #[derive(Debug)]
 pub struct DeviceSlot {
     pub facts: DeviceFacts,
+    /// Single assignments only: a poisoned lock is still consistent.
     context: Mutex<Option<usize>>,
 }
 
@@ -127,15 +129,10 @@ impl DeviceSlot {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<usize>> {
-        // Single assignments only: a poisoned lock is still consistent.
-        self.context.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The device's primary context, retained the first time (it stays retained until
     /// [`DeviceSlot::release`]). Peer calls name a second device's context this way.
     pub fn context(&self, driver: &CudaDriver) -> Result<CUcontext> {
-        let mut slot = self.lock();
+        let mut slot = lock(&self.context);
         match *slot {
             Some(context) => Ok(context as CUcontext),
             None => {
@@ -170,7 +167,7 @@ impl DeviceSlot {
 
     /// Releases the primary context if it was retained (from the backend's Drop or a reset).
     pub fn release(&self, driver: &CudaDriver) {
-        let retained = self.lock().take();
+        let retained = lock(&self.context).take();
         if let Some(context) = retained {
             // A thread left with the released context current would use a dead handle later.
             if driver.ctx_get_current().ok().map(|c| c as usize) == Some(context) {

@@ -44,6 +44,7 @@ use crate::driver::sys::{
 };
 use gpu_mem_core::backend::{DevicePtr, HostAllocation, IpcMemHandle, PoolUsage, StreamHandle};
 use gpu_mem_core::kernel::{Kernel, LaunchArg};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::ptr::NonNull;
 
@@ -124,10 +125,7 @@ impl CudaBackend {
         }
         drop(cx);
         self.grant_pool_access(device, peer)?;
-        self.peers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((device, peer));
+        lock(&self.peers).insert((device, peer));
         Ok(())
     }
 
@@ -151,20 +149,12 @@ impl CudaBackend {
 
     /// Whether this backend enabled `device`'s access to `peer`'s memory.
     pub fn peer_access_enabled(&self, device: usize, peer: usize) -> bool {
-        device == peer
-            || self
-                .peers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains(&(device, peer))
+        device == peer || lock(&self.peers).contains(&(device, peer))
     }
 
     /// Forgets every peer relation of `device` (its context was reset).
     pub(super) fn forget_peers(&self, device: usize) {
-        self.peers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|(d, p)| *d != device && *p != device);
+        lock(&self.peers).retain(|(d, p)| *d != device && *p != device);
     }
 
     /// Refuses a launch on `device` given memory of another device whose access it has not

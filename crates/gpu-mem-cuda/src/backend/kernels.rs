@@ -9,6 +9,7 @@ use super::CudaBackend;
 use crate::nvrtc::{CodeKind, Compiled, ComputeCapability, Nvrtc, choose_target};
 use gpu_mem_core::backend::StreamHandle;
 use gpu_mem_core::kernel::LaunchConfig;
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use std::ffi::{CString, c_void};
 use std::sync::Arc;
@@ -28,7 +29,7 @@ impl CudaBackend {
     /// NVRTC, loaded on first use ([`Nvrtc::load_for_driver`]: `GPU_MEM_NVRTC_LIBRARY`, else the
     /// newest whose code this driver runs) unless one was given with [`CudaBackend::use_nvrtc`].
     pub fn nvrtc(&self) -> Result<Arc<Nvrtc>> {
-        let mut slot = self.nvrtc.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = lock(&self.nvrtc);
         if let Some(nvrtc) = slot.as_ref() {
             return Ok(Arc::clone(nvrtc));
         }
@@ -39,7 +40,7 @@ impl CudaBackend {
 
     /// Uses `nvrtc` for later compilations (e.g. one loaded from an explicit path).
     pub fn use_nvrtc(&self, nvrtc: Arc<Nvrtc>) {
-        *self.nvrtc.lock().unwrap_or_else(|p| p.into_inner()) = Some(nvrtc);
+        *lock(&self.nvrtc) = Some(nvrtc);
     }
 
     /// What [`CudaBackend::compile_kernel`] produces for `device` (see

@@ -41,6 +41,7 @@ use crate::nvrtc::{CompileRequest, PRELUDE_NAME};
 use gpu_mem_core::backend::{DevicePtr, StreamHandle};
 use gpu_mem_core::kernel::compiled::normalized;
 use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig, Module};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::sync::Arc;
 
@@ -211,10 +212,7 @@ impl CudaBackend {
             if info.param_sizes.is_none() {
                 info.param_sizes = ptx_sizes;
             }
-            self.functions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(function.0, info);
+            lock(&self.functions).insert(function.0, info);
             Ok(LoadedKernel {
                 module: module.module,
                 function,
@@ -263,9 +261,7 @@ impl CudaBackend {
 
     /// The byte sizes of `function`'s parameters, where known.
     fn param_sizes(&self, function: FunctionHandle) -> Option<Vec<usize>> {
-        self.functions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock(&self.functions)
             .get(&function.0)
             .and_then(|info| info.param_sizes.clone())
     }
@@ -311,7 +307,7 @@ impl CudaBackend {
             kernel: kernel.name().to_string(),
             reason,
         };
-        let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut functions = lock(&self.functions);
         let Some(info) = functions.get_mut(&function.0) else {
             return Ok(());
         };

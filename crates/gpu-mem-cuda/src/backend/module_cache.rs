@@ -19,8 +19,9 @@ use super::kernels::{FunctionHandle, ModuleHandle};
 use super::ptx::PtxModule;
 use gpu_mem_core::Result;
 use gpu_mem_core::kernel::{KernelSource, Module};
+use gpu_mem_core::sync::lock;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// A module loaded on one device, with what its PTX says about its kernels and variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,11 +52,7 @@ pub struct ModuleCache {
 }
 
 // Every critical section below is a lookup, an insert or a single assignment, so a panic
-// elsewhere cannot leave the data half-updated: a poisoned lock is still usable.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
+// elsewhere cannot leave the data half-updated: a poisoned lock is still usable (`sync::lock`).
 impl ModuleCache {
     /// The loaded `module` on `device`, running `build` (compile, load) only if no earlier call
     /// succeeded.

@@ -2,8 +2,9 @@
 //! (so it is freed by the matching call), which host ranges are registered, and which events
 //! were created with timing.
 
+use gpu_mem_core::sync::lock;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// How a device allocation was made; it must be freed the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,8 @@ pub enum AllocKind {
 /// A map keyed by `(device, address)` behind a mutex.
 #[derive(Debug)]
 pub struct Registry<V> {
+    /// Changed by single inserts and removes only: a panic under the lock cannot leave it
+    /// half-updated, so a poisoned lock is still usable (`sync::lock`).
     entries: Mutex<HashMap<(usize, u64), V>>,
 }
 
@@ -27,24 +30,16 @@ impl<V: Copy> Registry<V> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<(usize, u64), V>> {
-        // A panic while holding the lock cannot leave the map half-updated (single inserts
-        // and removes), so a poisoned lock is still usable.
-        self.entries
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     pub fn insert(&self, device: usize, key: u64, value: V) {
-        self.lock().insert((device, key), value);
+        lock(&self.entries).insert((device, key), value);
     }
 
     pub fn get(&self, device: usize, key: u64) -> Option<V> {
-        self.lock().get(&(device, key)).copied()
+        lock(&self.entries).get(&(device, key)).copied()
     }
 
     pub fn remove(&self, device: usize, key: u64) -> Option<V> {
-        self.lock().remove(&(device, key))
+        lock(&self.entries).remove(&(device, key))
     }
 
     /// Replaces `key`'s entry by what `change` makes of it (`None`: no entry), under one lock;
@@ -55,7 +50,7 @@ impl<V: Copy> Registry<V> {
         key: u64,
         change: impl FnOnce(Option<V>) -> Option<V>,
     ) -> Option<V> {
-        let mut entries = self.lock();
+        let mut entries = lock(&self.entries);
         let old = entries.get(&(device, key)).copied();
         match change(old) {
             Some(new) => entries.insert((device, key), new),
@@ -65,12 +60,15 @@ impl<V: Copy> Registry<V> {
     }
 
     pub fn len(&self) -> usize {
-        self.lock().len()
+        lock(&self.entries).len()
     }
 
     /// Entries of `device`.
     pub fn count(&self, device: usize) -> usize {
-        self.lock().keys().filter(|(d, _)| *d == device).count()
+        lock(&self.entries)
+            .keys()
+            .filter(|(d, _)| *d == device)
+            .count()
     }
 }
 
@@ -79,33 +77,27 @@ impl<V: Copy> Registry<V> {
 /// array from its own.
 #[derive(Debug, Default)]
 pub struct AddressMap {
+    /// Single inserts and removes: a poisoned lock is still consistent.
     ranges: Mutex<BTreeMap<u64, (usize, u64)>>,
 }
 
 impl AddressMap {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, (usize, u64)>> {
-        // Single inserts and removes: a poisoned lock is still consistent.
-        self.ranges
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     pub fn insert(&self, base: u64, device: usize, bytes: u64) {
-        self.lock().insert(base, (device, bytes));
+        lock(&self.ranges).insert(base, (device, bytes));
     }
 
     pub fn remove(&self, base: u64) {
-        self.lock().remove(&base);
+        lock(&self.ranges).remove(&base);
     }
 
     /// Bytes of the range starting exactly at `base`.
     pub fn bytes_at(&self, base: u64) -> Option<u64> {
-        self.lock().get(&base).map(|(_, bytes)| *bytes)
+        lock(&self.ranges).get(&base).map(|(_, bytes)| *bytes)
     }
 
     /// The device owning the range that contains `address`.
     pub fn owner(&self, address: u64) -> Option<usize> {
-        let ranges = self.lock();
+        let ranges = lock(&self.ranges);
         let (base, (device, bytes)) = ranges.range(..=address).next_back()?;
         (address - base < *bytes).then_some(*device)
     }

@@ -21,6 +21,7 @@
 use super::library::{self, LibrarySpec, LoadedLibrary};
 use super::result::ErrorText;
 use super::symbols::driver::Symbols;
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_cuda_sys::driver::{
     CU_IPC_HANDLE_SIZE, CUcontext, CUdevice_attribute, CUdevice_v1, CUdeviceptr_v2, CUevent,
@@ -31,7 +32,7 @@ use gpu_mem_cuda_sys::driver::{
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// How `libcuda` is found: `GPU_MEM_CUDA_LIBRARY`, else the driver's soname. The unversioned
 /// `libcuda.so` is deliberately not tried: on machines without a driver it is usually the
@@ -123,7 +124,7 @@ impl CudaDriver {
 
     fn shared(library: &'static LoadedLibrary) -> &'static CudaDriver {
         // Only complete entries are pushed, so a poisoned lock is still consistent.
-        let mut drivers = DRIVERS.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut drivers = lock(&DRIVERS);
         if let Some(driver) = drivers.iter().find(|d| std::ptr::eq(d.library, library)) {
             return driver;
         }
@@ -163,44 +164,30 @@ impl CudaDriver {
     /// Notes that `context` is `device`'s primary context (faults seen while it is current are
     /// charged to `device`).
     pub fn note_primary_context(&self, context: CUcontext, device: CUdevice_v1) {
-        self.contexts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(context as usize, device);
+        lock(&self.contexts).insert(context as usize, device);
     }
 
     /// The device whose primary context is current on this thread, if it is one we retained.
     fn current_device(&self) -> Option<CUdevice_v1> {
         let context = self.ctx_get_current().ok()?;
-        self.contexts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(context as usize))
-            .copied()
+        lock(&self.contexts).get(&(context as usize)).copied()
     }
 
     /// Records that a device fault destroyed `device`'s primary context; returns the fault that
     /// is kept (the first one: later errors are consequences of it).
     pub fn record_fault(&self, device: CUdevice_v1, fault: String) -> String {
-        let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut faults = lock(&self.faults);
         faults.entry(device).or_insert(fault).clone()
     }
 
     /// The fault that destroyed `device`'s primary context, if one did.
     pub fn fault(&self, device: CUdevice_v1) -> Option<String> {
-        self.faults
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&device)
-            .cloned()
+        lock(&self.faults).get(&device).cloned()
     }
 
     /// Forgets `device`'s fault (after its primary context was reset).
     pub fn clear_fault(&self, device: CUdevice_v1) {
-        self.faults
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&device);
+        lock(&self.faults).remove(&device);
     }
 
     /// The path or soname the driver was loaded from.

@@ -19,8 +19,9 @@
 //! * `ipc_close_handle`: drains the device's streams, then `hsa_amd_ipc_memory_detach`.
 
 use super::RocBackend;
-use super::memory::{DeviceAlloc, lock};
+use super::memory::DeviceAlloc;
 use gpu_mem_core::backend::{DevicePtr, IpcMemHandle};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::ffi::c_void;

@@ -8,8 +8,9 @@
 //! memory from `managed_alloc` (and `host_free` refuses it).
 
 use super::RocBackend;
-use super::memory::{HostAlloc, free_or_restore, lock, take_if};
+use super::memory::{HostAlloc, free_or_restore, take_if};
 use gpu_mem_core::backend::{DevicePtr, HostAllocation};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::ptr::NonNull;
 

@@ -14,12 +14,13 @@
 
 use super::RocBackend;
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostAllocation, HostRegisterFlags};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 /// A device allocation.
 #[derive(Debug, Clone, Copy)]
@@ -60,17 +61,13 @@ pub struct Registration {
     pub settled: bool,
 }
 
-/// Address-keyed bookkeeping.
+/// Address-keyed bookkeeping. Its maps change by single inserts and removes, so a poisoned lock
+/// only means a panic elsewhere and the map stays valid (`sync::lock`).
 #[derive(Debug, Default)]
 pub struct Registry {
     pub device: Mutex<BTreeMap<u64, DeviceAlloc>>,
     pub host: Mutex<BTreeMap<usize, HostAlloc>>,
     pub registered: Mutex<BTreeMap<usize, Registration>>,
-}
-
-/// Locks a registry map; a poisoned lock only means a panic elsewhere, the map stays valid.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Takes `key`'s entry out of `map` when `wanted` accepts it. A free takes its entry out before

@@ -62,9 +62,10 @@ use gpu_mem_core::backend::{
     HostRegisterFlags, IpcMemHandle, MemInfo, StreamHandle,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use launch::Launcher;
-use memory::{Registry, lock};
+use memory::Registry;
 use std::collections::{BTreeSet, HashMap};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -19,11 +19,11 @@
 //!   buffer of its own that is freed once its last copy has completed.
 
 use super::RocBackend;
-use super::memory::lock;
 use super::transfer::{BOUNCE_BYTES, Side};
 use crate::driver::Hsa;
 use gpu_mem_core::backend::{DevicePtr, StreamHandle};
 use gpu_mem_core::kernel::LaunchArg;
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Kernel, Result};
 use gpu_mem_hsa_sys as sys;
 use std::collections::BTreeSet;

@@ -14,10 +14,11 @@
 
 use crate::driver::Hsa;
 use crate::driver::hsa::{AmdEvent, GPU_MEMORY_FAULT_EVENT};
+use gpu_mem_core::sync::lock;
 use gpu_mem_hsa_sys as sys;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Ids told apart by [`QueueHealth::id`] (process-wide, never reused).
 static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
@@ -63,7 +64,7 @@ unsafe extern "C" fn on_system_event(
     }
     let fault = event.memory_fault;
     let mut hit = false;
-    let mut watched = WATCHED.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut watched = lock(&WATCHED);
     watched.retain(|w| w.strong_count() > 0);
     for health in watched.iter().filter_map(Weak::upgrade) {
         if health.agent != fault.agent.handle {
@@ -104,7 +105,7 @@ unsafe extern "C" fn on_system_event(
 /// Registers [`on_system_event`] with `hsa`'s runtime once per process and library; a runtime
 /// without the call keeps its default (a fault aborts the process), with a warning.
 fn watch_faults(hsa: &Hsa) {
-    let mut registered = REGISTERED.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut registered = lock(&REGISTERED);
     if registered.contains(&hsa.library_id()) {
         return;
     }
@@ -157,10 +158,7 @@ impl QueueHealth {
             blocked: AtomicBool::new(false),
         });
         watch_faults(hsa);
-        WATCHED
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::downgrade(&health));
+        lock(&WATCHED).push(Arc::downgrade(&health));
         health
     }
 

@@ -19,10 +19,11 @@
 use super::queue_health::QueueHealth;
 use crate::driver::Hsa;
 use gpu_mem_core::Result;
+use gpu_mem_core::sync::lock;
 use gpu_mem_hsa_sys as sys;
 use std::any::Any;
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// Something an operation needs until it has completed (released with the dependencies).
 pub type KeepAlive = Box<dyn Any + Send + Sync>;
@@ -108,7 +109,7 @@ impl Signal {
     /// Adds a signal this one is held behind (kept alive and checked for failure like the
     /// dependencies given at creation).
     pub fn add_dependency(&self, dep: Arc<Signal>) {
-        let mut deps = self.deps.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut deps = lock(&self.deps);
         if !deps.iter().any(|d| Arc::ptr_eq(d, &dep)) {
             deps.push(dep);
         }
@@ -116,7 +117,7 @@ impl Signal {
 
     /// Keeps `keep` alive until this operation has completed (with what it already holds).
     pub fn hold(&self, keep: KeepAlive) {
-        let mut slot = self.keep.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock(&self.keep);
         *slot = Some(match slot.take() {
             Some(previous) => Box::new((previous, keep)),
             None => keep,
@@ -184,14 +185,9 @@ impl Signal {
     }
 
     fn release_deps(&self) {
-        let released =
-            std::mem::take(&mut *self.deps.lock().unwrap_or_else(PoisonError::into_inner));
+        let released = std::mem::take(&mut *lock(&self.deps));
         drop(released);
-        let kept = self
-            .keep
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let kept = lock(&self.keep).take();
         drop(kept);
     }
 
@@ -205,11 +201,7 @@ impl Signal {
         // Visited signals are kept alive while the walk runs, so an address is not reused.
         let mut seen: HashSet<*const Signal> = HashSet::new();
         let mut visited: Vec<Arc<Signal>> = Vec::new();
-        let mut work: Vec<Arc<Signal>> = self
-            .deps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let mut work: Vec<Arc<Signal>> = lock(&self.deps).clone();
         while let Some(dep) = work.pop() {
             if !seen.insert(Arc::as_ptr(&dep)) {
                 continue;
@@ -217,13 +209,7 @@ impl Signal {
             match dep.state()? {
                 State::Failed(v) => return Ok(Some((dep.operation, v))),
                 State::Done => {}
-                State::Pending => work.extend(
-                    dep.deps
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .iter()
-                        .cloned(),
-                ),
+                State::Pending => work.extend(lock(&dep.deps).iter().cloned()),
             }
             visited.push(dep);
         }

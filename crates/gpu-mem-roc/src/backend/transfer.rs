@@ -22,9 +22,9 @@
 //!   5.2.3 has no asynchronous fill); ordering is kept, overlap is not.
 
 use super::RocBackend;
-use super::memory::lock;
 use super::signal::{self, Signal, State};
 use gpu_mem_core::backend::{DevicePtr, StreamHandle};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::ffi::c_void;

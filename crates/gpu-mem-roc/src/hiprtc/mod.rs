@@ -22,6 +22,7 @@ mod module;
 pub use bundle::{code_object_for, make_bundle};
 
 use crate::driver::{Comgr, Hip};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hip_sys as sys;
 pub use module::{PRELUDE_NAME, compile_module, translation_unit};
@@ -159,9 +160,7 @@ pub fn compile(
         });
     }
     // A poisoned lock only means another compile panicked; hiprtc state is not Rust state.
-    let _serialised = COMPILE_LOCK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _serialised = lock(&COMPILE_LOCK);
     check_isa(arch)?;
     let program = Program {
         hip,

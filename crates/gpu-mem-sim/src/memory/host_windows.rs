@@ -11,6 +11,7 @@
 //! misses only windows it could also have missed by looking just before they were inserted.
 
 use super::Region;
+use gpu_mem_core::sync::{read, write};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
@@ -77,7 +78,7 @@ impl HostWindows {
         if end <= self.lo.load(Ordering::SeqCst) || start >= self.hi.load(Ordering::SeqCst) {
             return None;
         }
-        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        let map = read(&self.map);
         map.range(..end)
             .next_back()
             .filter(|(host, region)| host.saturating_add(region.len) > start)
@@ -97,7 +98,7 @@ impl HostWindows {
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, BTreeMap<usize, Arc<Region>>> {
-        self.map.write().unwrap_or_else(|p| p.into_inner())
+        write(&self.map)
     }
 }
 

@@ -104,12 +104,12 @@ mod metadata;
 mod queue;
 
 use super::RocBackend;
-use super::memory::lock;
 use super::signal::{self, QUEUE_FAILED, Signal, State};
 use crate::driver::hsa::PoolInfo;
 use code::{LoadedKernel, LoadedModule};
 use gpu_mem_core::backend::StreamHandle;
 use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig, Module};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hsa_sys as sys;
 use kernargs::{DispatchShape, KernargBuffer};

@@ -29,10 +29,11 @@
 
 use crate::backend::queue_health::{QueueHealth, on_queue_error};
 use crate::driver::Hsa;
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// Packets a queue is asked to hold (the runtime may give more, never fewer than its minimum).
 const PREFERRED_PACKETS: u32 = 1024;
@@ -279,7 +280,7 @@ impl AqlQueue {
 
     /// Rings the doorbell with `index` unless a higher index was rung already (module docs).
     fn ring(&self, index: u64) -> Result<()> {
-        let mut rung = self.rung.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rung = lock(&self.rung);
         if rung.is_some_and(|r| r >= index) {
             return Ok(());
         }

@@ -1,4 +1,5 @@
-//! `cargo xtask doc-links [<book dir>]`: checks the relative links of the mdBook.
+//! `cargo xtask doc-links [<book dir>]`: checks the relative links of the mdBook and the
+//! repository paths the book and the README name.
 //!
 //! mdBook fails on a missing chapter in `SUMMARY.md` but not on a broken link inside a chapter.
 //! This walks every `.md` file under `<book>/src` and checks each inline link `[text](target)`
@@ -6,18 +7,28 @@
 //! target file, as mdBook derives heading ids (lower case; letters, digits, `-` and `_` kept;
 //! spaces become `-`; everything else dropped). Links inside code blocks and code spans are not
 //! links and are skipped.
+//!
+//! Code moves, and prose that names a file in backticks goes stale without any link breaking.
+//! So every word of a code span, in the book and in the repository's `README.md`, that looks
+//! like a repository path is checked too (see `repo_path`): it contains a `/` and either ends in
+//! a source or configuration extension or starts with a top-level folder of the repository. It
+//! must exist relative to the repository root, or be the tail of an existing file's path
+//! (`executor/block.rs` for a path inside some crate's `src/`), component by component. Words
+//! with placeholders (`<`, `*`, `{`, `...`, `$`), absolute paths and URLs are skipped; fenced
+//! code blocks are commands and output, not prose, and are skipped too. A stale path is reported
+//! as `FILE:LINE: `path``.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
-/// Checks the book in `args[0]` (default `docs`); `Err` lists every broken link.
+/// Checks the book in `args[0]` (default `docs`) and the README; `Err` lists every broken link
+/// and every stale path.
 pub fn run(args: &[String]) -> Result<(), String> {
     let book = args.first().map_or("docs", String::as_str);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .ok_or("cannot find the workspace root above xtask/")?
-        .join(book)
-        .join("src");
+        .ok_or("cannot find the workspace root above xtask/")?;
+    let root = repo.join(book).join("src");
     let pages = read_pages(&root)?;
     if pages.is_empty() {
         return Err(format!("no .md files under {}", root.display()));
@@ -32,14 +43,33 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
+    let files = repo_files(repo)?;
+    let mut prose: Vec<(PathBuf, &str)> = pages
+        .iter()
+        .map(|(path, text)| (Path::new(book).join("src").join(path), text.as_str()))
+        .collect();
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap_or_default();
+    prose.push((PathBuf::from("README.md"), &readme));
+    let mut paths = 0;
+    for (file, text) in &prose {
+        for (line, path) in backticked_paths(text) {
+            paths += 1;
+            if !path_exists(repo, &files, &path) {
+                broken.push(format!("{}:{line}: `{path}`", file.display()));
+            }
+        }
+    }
     if broken.is_empty() {
         println!(
-            "doc-links: {count} relative links in {} pages, all resolve",
+            "doc-links: {count} relative links in {} pages and {paths} repository paths, all resolve",
             pages.len()
         );
         Ok(())
     } else {
-        Err(format!("broken links:\n  {}", broken.join("\n  ")))
+        Err(format!(
+            "broken links and stale paths:\n  {}",
+            broken.join("\n  ")
+        ))
     }
 }
 
@@ -152,6 +182,87 @@ fn normalize(path: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
+/// `(line number, word)` of every word in a code span outside fenced blocks that names a
+/// repository path (see [`repo_path`]).
+fn backticked_paths(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut in_fence = false;
+    for (index, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        // Odd pieces between backticks are the code spans.
+        for span in line.split('`').skip(1).step_by(2) {
+            found.extend(
+                span.split_whitespace()
+                    .filter_map(repo_path)
+                    .map(|p| (index + 1, p)),
+            );
+        }
+    }
+    found
+}
+
+/// The repository path a word names, if it names one: trailing punctuation, a `:line` and a
+/// `#fragment` are dropped.
+fn repo_path(word: &str) -> Option<String> {
+    const EXTENSIONS: &[&str] = &[
+        "rs", "md", "toml", "sh", "h", "hpp", "c", "cpp", "cu", "cuh", "yml", "yaml", "json", "py",
+        "lock", "txt",
+    ];
+    const FOLDERS: &[&str] = &["crates/", "docs/", "xtask/", "tests/", ".ci/", ".github/"];
+    let placeholder = ["<", "*", "{", "...", "$"].iter().any(|p| word.contains(p));
+    if placeholder || word.contains("://") {
+        return None;
+    }
+    let word = word
+        .trim_start_matches('(')
+        .trim_end_matches([',', '.', ';', ')']);
+    let word = word.split(['#', ':']).next().unwrap_or_default();
+    if word.starts_with(['/', '~']) || !word.contains('/') {
+        return None;
+    }
+    let extension = word.rsplit_once('.').map(|(_, e)| e);
+    let known = extension.is_some_and(|e| EXTENSIONS.contains(&e));
+    (known || FOLDERS.iter().any(|f| word.starts_with(f))).then(|| word.to_string())
+}
+
+/// Every file of the repository (build output and `.git` excepted), relative to it.
+fn repo_files(repo: &Path) -> Result<BTreeSet<PathBuf>, String> {
+    let mut files = BTreeSet::new();
+    let mut dirs = vec![repo.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() {
+                if name != ".git" && name != "target" {
+                    dirs.push(path);
+                }
+            } else {
+                files.insert(path.strip_prefix(repo).unwrap_or(&path).to_path_buf());
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// `path` exists under the repository root, or is the tail of a file's path there (or of a
+/// folder's: `tests/native` inside a crate).
+fn path_exists(repo: &Path, files: &BTreeSet<PathBuf>, path: &str) -> bool {
+    let path = Path::new(path.trim_start_matches("./"));
+    repo.join(path).exists()
+        || files
+            .iter()
+            .any(|file| file.ancestors().any(|tail| tail.ends_with(path)))
+}
+
 /// The ids mdBook gives the headings of a page.
 fn heading_ids(text: &str) -> Vec<String> {
     let mut ids = Vec::new();
@@ -206,6 +317,48 @@ mod tests {
                     ```\n[d](d.md)\n```\n[web](https://example.com) [e](#local)\n";
         let found: Vec<String> = links(text).into_iter().map(|(_, t)| t).collect();
         assert_eq!(found, ["a.md", "b.md#x", "#local"]);
+    }
+
+    #[test]
+    fn finds_repository_paths_in_code_spans() {
+        let text = "see `crates/a/src/lib.rs` and `bash .ci/run`, `executor/block.rs:12`\n\
+                    `docs/` `tests/native` `source/x.rs#L4`. `cuda.grid(1/2/3)` `a/b` `x.rs`\n\
+                    ```\ncrates/in/fence.rs `crates/in/fence.rs`\n```\n\
+                    `crates/sys/*` `gpu-mem/<kind>.rs` `$HOME/x.toml` `/usr/include/hip.h`\n\
+                    `~/.cache/x.json` `https://example.com/a.md` `a/.../b.rs` `{a,b}/c.rs`\n";
+        let found: Vec<(usize, String)> = backticked_paths(text);
+        let expected = [
+            (1, "crates/a/src/lib.rs"),
+            (1, ".ci/run"),
+            (1, "executor/block.rs"),
+            (2, "docs/"),
+            (2, "tests/native"),
+            (2, "source/x.rs"),
+        ];
+        let expected: Vec<(usize, String)> =
+            expected.iter().map(|(l, p)| (*l, p.to_string())).collect();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn paths_exist_or_end_an_existing_path() {
+        let files: BTreeSet<PathBuf> = ["crates/sim/src/executor/block.rs", "README.md"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        let nowhere = Path::new("/nonexistent-repository-root");
+        assert!(path_exists(nowhere, &files, "executor/block.rs"));
+        assert!(path_exists(
+            nowhere,
+            &files,
+            "crates/sim/src/executor/block.rs"
+        ));
+        assert!(path_exists(nowhere, &files, "./README.md"));
+        assert!(path_exists(nowhere, &files, "src/executor"));
+        assert!(path_exists(nowhere, &files, "src/executor/"));
+        // Whole components only: `ecutor/block.rs` is no tail of `executor/block.rs`.
+        assert!(!path_exists(nowhere, &files, "ecutor/block.rs"));
+        assert!(!path_exists(nowhere, &files, "executor/body.rs"));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! * `hw-bundle --out DIR` — build the hardware bundle: stripped release binaries (CLI, conformance
 //!   suite, native tests, examples, hw-bench) and `run.sh`, for a GPU machine without Rust (see
 //!   `hw_bundle`).
-//! * `doc-links [<book dir>]` — check the relative links of the mdBook (default `docs`).
+//! * `doc-links [<book dir>]` — check the relative links of the mdBook (default `docs`) and the
+//!   repository paths written in backticks in it and in the README.
 //! * `structure [--check] [--dot FILE]` — draw each crate's module tree with the edges between
 //!   sibling modules and list the import circles (see `structure`).
 //! * `bench [kernels|executor|transfers]... [--json]` — run the benchmarks that check the speed targets.
@@ -28,7 +29,7 @@ fn usage() -> &'static str {
        hw-matrix [--json] [--json-file <path>] [--require <kind>]... [--release]\n                                          \
        run the conformance suite on every backend here and print the matrix\n  \
        hw-bundle --out DIR                    build the hardware bundle (run.sh + stripped binaries)\n  \
-       doc-links [<book dir>]                 check the mdBook's relative links (default docs)\n  \
+       doc-links [<book dir>]                 check the mdBook's links and backticked repository paths\n  \
        structure [--check] [--dot FILE]       module tree, sibling edges and import circles\n  \
        bench [kernels|executor|transfers]... [--json]  the benchmarks behind the speed targets\n"
 }

@@ -5,8 +5,7 @@
 use super::Limits;
 use super::grid_barrier::GridBarrier;
 use super::plan::Plan;
-use super::release::Slot;
-use super::schedule::Schedule;
+use super::schedule::{Schedule, Slot};
 use super::shared::SharedMemory;
 use crate::config::Watchdog;
 use crate::thread::{ArgView, BlockCtx};

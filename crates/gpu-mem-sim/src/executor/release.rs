@@ -11,19 +11,10 @@
 //! and the watchdog (`super::watchdog`) counts the round.
 
 use super::block::Block;
-use super::schedule::{Phase, Schedule, State, Wait, recount};
+use super::schedule::{Phase, Schedule, Slot, State, Wait, recount};
 use crate::thread::{BarrierScope, Collective, Combine, Fence, Site};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
-
-/// A thread's operands and result of a collective.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Slot {
-    pub(super) value: u64,
-    pub(super) arg: i64,
-    pub(super) width: u32,
-    pub(super) result: u64,
-}
 
 impl Block<'_> {
     /// Sets thread `linear`'s operands of a collective (sizing the block's slots first).

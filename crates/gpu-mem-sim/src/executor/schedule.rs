@@ -254,3 +254,12 @@ pub(super) fn recount(s: &mut Schedule) {
         }
     }
 }
+
+/// A thread's operands and result of a collective.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Slot {
+    pub(super) value: u64,
+    pub(super) arg: i64,
+    pub(super) width: u32,
+    pub(super) result: u64,
+}

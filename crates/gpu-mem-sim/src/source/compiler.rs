@@ -1,7 +1,6 @@
 //! Finding and running the host C++ compiler (`GPU_MEM_SIM_CXX`, default `c++`, then `g++`,
 //! then `clang++` on `PATH`).
 
-use super::wrapper::Threads;
 use gpu_mem_core::{Error, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +44,16 @@ pub(crate) const FLAGS: [&str; 9] = [
 /// first calls it: the library is loaded lazily, and the dynamic linker exits on a symbol it
 /// cannot bind).
 pub(crate) const LINK_FLAGS: [&str; 2] = ["-shared", UNDEFINED_SYMBOLS_ARE_ERRORS];
+
+/// How a program's threads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Threads {
+    /// Each thread a call of the entry (on a stack of its own when it may wait): `gm_sim_run`.
+    Calls,
+    /// Each thread a coroutine of the rewritten entry (`super::stackless`): `gm_sim_start_round`,
+    /// `gm_sim_resume_round` and `gm_sim_begin_block`.
+    Stackless,
+}
 
 /// The language of a program: C++17, the dialect kernels are written in, with coroutines for
 /// stackless threads: GCC's in C++17 (the same language otherwise: C++20 would change results,

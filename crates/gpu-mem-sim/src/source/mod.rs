@@ -37,6 +37,7 @@ mod wrapper;
 
 use crate::abi::{ABI, Entry, GmSimRound, GmSimRuntime, StacklessEntry};
 use crate::executor::{self, RUNTIME};
+pub(crate) use compiler::Threads;
 use compiler::{CompileFailure, Compiler};
 use declarations::Declared;
 use gpu_mem_core::kernel::compiled;
@@ -48,7 +49,6 @@ use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-pub(crate) use wrapper::Threads;
 
 /// One kernel of a loaded module.
 pub(crate) struct SourceProgram {

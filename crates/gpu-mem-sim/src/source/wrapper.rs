@@ -6,6 +6,7 @@
 //! library's symbol table, `super::elf`.) The generated code follows the kernel's, so it uses
 //! only `gm_sim_` names, which no kernel's macro can have taken.
 
+use super::compiler::Threads;
 use super::declarations::Declared;
 use crate::thread::Collective;
 
@@ -48,16 +49,6 @@ pub(crate) fn file_name(kernel: &str) -> String {
         })
         .collect();
     format!("{clean}.cu")
-}
-
-/// How a program's threads run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Threads {
-    /// Each thread a call of the entry (on a stack of its own when it may wait): `gm_sim_run`.
-    Calls,
-    /// Each thread a coroutine of the rewritten entry (`super::stackless`): `gm_sim_start_round`,
-    /// `gm_sim_resume_round` and `gm_sim_begin_block`.
-    Stackless,
 }
 
 /// The kernel's part of a unit: the prelude, then `code` from line 1 of its own file (what

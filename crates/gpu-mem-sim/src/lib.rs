@@ -65,12 +65,12 @@ pub mod bench_support {
         let work = || {
             let next_block = || next.fetch_add(1, Ordering::Relaxed) < blocks;
             let ran = crate::executor::first_barrier_floor(threads, &next_block);
-            answers.lock().unwrap_or_else(|p| p.into_inner()).push(ran);
+            gpu_mem_core::sync::lock(&answers).push(ran);
         };
         let start = Instant::now();
         crate::workers::run_parallel(blocks.saturating_sub(1), &work);
         let elapsed = start.elapsed();
-        let answers = answers.into_inner().unwrap_or_else(|p| p.into_inner());
+        let answers = std::mem::take(&mut *gpu_mem_core::sync::lock(&answers));
         answers
             .into_iter()
             .collect::<Option<Result<Vec<()>, String>>>()
@@ -85,6 +85,7 @@ use gpu_mem_core::backend::{
     HostRegisterFlags, IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
+use gpu_mem_core::sync::{lock, read, write};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use host::{HostTable, Pinned, RegisteredRange};
 use memory::{AddressSpace, Range, Region};
@@ -125,11 +126,6 @@ impl std::fmt::Debug for SimBackend {
             .field("devices", &self.devices.len())
             .finish()
     }
-}
-
-/// Locks `mutex`, also when a thread panicked while holding it (poisoning is ignored).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A host pointer moved into a stream job. The core guarantees the memory outlives the job and
@@ -252,12 +248,7 @@ impl SimBackend {
         if let Some(result) = recent_stream::with_recent(key, &f) {
             return Ok(result);
         }
-        let found = device
-            .streams
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&stream.0)
-            .cloned();
+        let found = read(&device.streams).get(&stream.0).cloned();
         match found {
             Some(found) => {
                 recent_stream::remember(key, &found);
@@ -344,8 +335,7 @@ impl Drop for SimBackend {
     // `recent_stream` memo may hold one past the backend.
     fn drop(&mut self) {
         for device in &self.devices {
-            let streams =
-                std::mem::take(&mut *device.streams.write().unwrap_or_else(|p| p.into_inner()));
+            let streams = std::mem::take(&mut *write(&device.streams));
             for stream in streams.into_values() {
                 stream.shut_down();
             }
@@ -552,10 +542,7 @@ unsafe impl Backend for SimBackend {
     fn synchronize(&self, device: usize) -> Result<()> {
         reentry::refuse_in_kernel("synchronize")?;
         let d = self.device(device)?;
-        let streams: Vec<(u64, Arc<SimStream>)> = d
-            .streams
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+        let streams: Vec<(u64, Arc<SimStream>)> = read(&d.streams)
             .iter()
             .map(|(h, s)| (*h, Arc::clone(s)))
             .collect();
@@ -858,21 +845,14 @@ unsafe impl Backend for SimBackend {
             feature: "streams",
             reason,
         })?;
-        d.streams
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(handle, Arc::new(stream));
+        write(&d.streams).insert(handle, Arc::new(stream));
         Ok(StreamHandle(handle))
     }
 
     unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
         reentry::refuse_in_kernel("stream destruction")?;
         let d = self.device(device)?;
-        let removed = d
-            .streams
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&stream.0);
+        let removed = write(&d.streams).remove(&stream.0);
         match removed {
             Some(stream) => {
                 stream.shut_down();

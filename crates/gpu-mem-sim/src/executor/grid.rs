@@ -9,6 +9,7 @@ use super::plan::{Code, Plan, Prepared};
 use super::shared::SharedMemory;
 use crate::reentry::enter_kernel;
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
+use gpu_mem_core::sync::{get_mut, lock};
 use gpu_mem_core::{Error, Result};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -203,15 +204,15 @@ impl Default for LowestFailure {
 
 impl LowestFailure {
     fn record(&self, linear: u64, error: Error) {
-        let mut slot = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = lock(&self.first);
         if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
             *slot = Some((linear, error));
             self.lowest.fetch_min(linear, Ordering::AcqRel);
         }
     }
 
-    fn into_result(self) -> Result<()> {
-        match self.first.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    fn into_result(mut self) -> Result<()> {
+        match std::mem::take(get_mut(&mut self.first)) {
             Some((_, error)) => Err(error),
             None => Ok(()),
         }

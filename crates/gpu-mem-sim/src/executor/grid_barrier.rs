@@ -8,6 +8,7 @@
 //! complete — a block ended while others wait, or ended before they arrived — is an error for
 //! every block that waits at it or reaches it later, never a hang: a GPU would hang there.
 
+use gpu_mem_core::sync;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// The grid barrier of one cooperative launch of `blocks` blocks.
@@ -39,7 +40,7 @@ impl GridBarrier {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.state)
     }
 
     /// Waits until every block of the grid has reached the barrier; `Err` with the reason when
@@ -67,7 +68,7 @@ impl GridBarrier {
         }
         let generation = state.generation;
         while state.generation == generation && state.broken.is_none() {
-            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = sync::wait(&self.changed, state);
         }
         match (&state.broken, state.generation == generation) {
             (Some(why), true) => Err(why.clone()),

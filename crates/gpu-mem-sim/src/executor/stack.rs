@@ -10,6 +10,7 @@
 //! handler that was installed before.
 
 use corosensei::stack::{DefaultStack, Stack, StackPointer};
+use gpu_mem_core::sync::lock;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -87,7 +88,7 @@ pub(crate) fn stack_size() -> Result<usize, String> {
 /// A stack from the pool, or a new one.
 pub(crate) fn take() -> Result<ColoredStack, String> {
     let size = stack_size()?;
-    if let Some(stack) = STACKS.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+    if let Some(stack) = lock(&STACKS).pop() {
         return Ok(stack);
     }
     install_handler();
@@ -102,7 +103,7 @@ pub(crate) fn take() -> Result<ColoredStack, String> {
 
 /// Gives a stack back to the pool.
 pub(crate) fn give_back(stack: ColoredStack) {
-    let mut pool = STACKS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut pool = lock(&STACKS);
     if pool.len() < POOLED_STACKS {
         pool.push(stack);
     }
@@ -164,7 +165,7 @@ fn install_handler() {
                 libc::sigemptyset(&mut action.sa_mask);
                 let mut old: libc::sigaction = std::mem::zeroed();
                 if libc::sigaction(signal, &action, &mut old) == 0 {
-                    *previous.lock().unwrap_or_else(|p| p.into_inner()) = Some(Previous(old));
+                    *lock(previous) = Some(Previous(old));
                 }
             }
         }

@@ -23,6 +23,16 @@
 //! * **Rejected libraries stay loaded.** A candidate that opens but is rejected has run its
 //!   initialisers already; it is not closed either (a HIP library without hiprtc loads comgr's
 //!   LLVM, which aborts when loaded a second time).
+//! * **Symbols.** A backend's functions are resolved into a table of nullable function pointers
+//!   defined with [`symbol_table!`] (module `table`): a symbol the library lacks disables only
+//!   what needs it.
+
+mod table;
+
+/// The `libloading` version whose `Library` [`symbol_table!`] tables resolve from.
+#[doc(hidden)]
+pub use libloading;
+pub use table::lookup;
 
 use gpu_mem_core::error::error_chain;
 use gpu_mem_core::sync::lock;
@@ -278,7 +288,7 @@ impl Library {
         self.name
     }
 
-    /// The underlying handle (for symbol tables resolved by the backends' own macros).
+    /// The underlying handle (what [`symbol_table!`] tables resolve from).
     pub fn raw(&self) -> &libloading::Library {
         &self.library
     }
@@ -291,15 +301,9 @@ impl Library {
     /// `F` must be an `Option<unsafe extern "C" fn(..)>` type whose signature matches the
     /// symbol's real C signature.
     pub unsafe fn function<F: Copy + Default>(&self, names: &[&str]) -> F {
-        const { assert!(size_of::<F>() == size_of::<*mut std::ffi::c_void>()) };
-        for name in names {
-            // SAFETY: the caller guarantees `F` is the pointer type of this symbol; the pointer
-            // is copied out and stays valid because the library is never unloaded.
-            if let Ok(symbol) = unsafe { self.library.get::<F>(*name) } {
-                return *symbol;
-            }
-        }
-        F::default()
+        // SAFETY: the caller guarantees `F` matches the symbols' signatures; the library is
+        // never unloaded, so the pointer stays valid.
+        unsafe { lookup(&self.library, names) }
     }
 }
 

@@ -134,7 +134,10 @@ impl CudaDriver {
     }
 
     fn from_library(library: &'static LoadedLibrary) -> CudaDriver {
-        let symbols = Symbols::resolve(library);
+        // SAFETY: the table's pointer types are generated from the CUDA headers for exactly the
+        // exported names they are looked up by (the driver gives a changed signature a new
+        // exported name, `_v2`, ...), and the library is never unloaded.
+        let symbols = unsafe { Symbols::resolve(library.raw()) };
         let missing: Vec<&str> = symbols
             .presence()
             .into_iter()

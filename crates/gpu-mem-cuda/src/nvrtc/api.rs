@@ -110,10 +110,10 @@ impl Nvrtc {
     }
 
     fn from_library(library: &'static LoadedLibrary) -> Nvrtc {
-        Nvrtc {
-            symbols: Symbols::resolve(library),
-            library,
-        }
+        // SAFETY: the table's pointer types are generated from the NVRTC headers for exactly the
+        // exported names they are looked up by, and the library is never unloaded.
+        let symbols = unsafe { Symbols::resolve(library.raw()) };
+        Nvrtc { symbols, library }
     }
 
     /// The path or soname NVRTC was loaded from.

@@ -10,7 +10,6 @@
 //!   gfx1100, so the compiler checks this list first.
 
 use super::loader::{Opened, open_first};
-use super::table::define_symbol_table;
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hip_sys::comgr as sys;
 use std::ffi::{CStr, c_char};
@@ -24,10 +23,10 @@ pub const CANDIDATES: &[&str] = &["libamd_comgr.so.3", "libamd_comgr.so.2", "lib
 
 macro_rules! comgr_table {
     ($($name:ident: $ty:path,)*) => {
-        define_symbol_table!(
+        gpu_mem_loader::symbol_table! {
             /// Every comgr function of the generated declarations, resolved or not.
-            ComgrFunctions { $($name: $ty,)* }
-        );
+            pub struct ComgrFunctions { $($name: Option<$ty> = [stringify!($name)],)* }
+        }
     };
 }
 gpu_mem_hip_sys::gpu_mem_comgr_sys_functions!(comgr_table);
@@ -80,7 +79,11 @@ impl Comgr {
 
     /// Every function of the table with whether this library exports it.
     pub fn symbols(&self) -> Vec<(&'static str, bool)> {
-        self.functions.entries()
+        self.functions
+            .presence()
+            .into_iter()
+            .map(|(name, _, resolved)| (name, resolved))
+            .collect()
     }
 
     fn get<T: Copy>(&self, f: Option<T>, symbol: &'static str) -> Result<T> {

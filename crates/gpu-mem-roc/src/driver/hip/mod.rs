@@ -16,7 +16,6 @@ mod rtc;
 mod runtime;
 
 use super::loader::{Opened, open_first};
-use super::table::define_symbol_table;
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hip_sys as sys;
 use std::ffi::{CStr, c_char};
@@ -40,10 +39,10 @@ pub const CANDIDATES: &[&str] = &[
 
 macro_rules! hip_table {
     ($($name:ident: $ty:path,)*) => {
-        define_symbol_table!(
+        gpu_mem_loader::symbol_table! {
             /// Every HIP / hiprtc function of the generated declarations, resolved or not.
-            HipFunctions { $($name: $ty,)* }
-        );
+            pub struct HipFunctions { $($name: Option<$ty> = [stringify!($name)],)* }
+        }
     };
 }
 sys::gpu_mem_hip_sys_functions!(hip_table);
@@ -104,7 +103,11 @@ impl Hip {
 
     /// Every function of the table with whether this library exports it.
     pub fn symbols(&self) -> Vec<(&'static str, bool)> {
-        self.functions.entries()
+        self.functions
+            .presence()
+            .into_iter()
+            .map(|(name, _, resolved)| (name, resolved))
+            .collect()
     }
 
     fn get<T: Copy>(&self, f: Option<T>, symbol: &'static str, feature: &'static str) -> Result<T> {

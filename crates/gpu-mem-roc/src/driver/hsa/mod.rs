@@ -26,7 +26,6 @@ pub use queues::{AmdEvent, GPU_MEMORY_FAULT_EVENT, GpuMemoryFaultInfo, SystemEve
 pub use status::status_name;
 
 use super::loader::{Opened, open_first};
-use super::table::define_symbol_table;
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::sync::{Arc, OnceLock};
@@ -41,10 +40,10 @@ pub const CANDIDATES: &[&str] = &["libhsa-runtime64.so.1"];
 
 macro_rules! hsa_table {
     ($($name:ident: $ty:path,)*) => {
-        define_symbol_table!(
+        gpu_mem_loader::symbol_table! {
             /// Every HSA function of the generated declarations, resolved or not.
-            HsaFunctions { $($name: $ty,)* }
-        );
+            pub struct HsaFunctions { $($name: Option<$ty> = [stringify!($name)],)* }
+        }
     };
 }
 sys::gpu_mem_hsa_sys_functions!(hsa_table);
@@ -92,10 +91,10 @@ impl Hsa {
         // ABI-compatible (HSA only adds functions and enum values).
         let functions = unsafe { HsaFunctions::resolve(library) };
         let missing: Vec<&str> = functions
-            .entries()
+            .presence()
             .into_iter()
-            .filter(|(_, present)| !present)
-            .map(|(name, _)| name)
+            .filter(|(_, _, resolved)| !resolved)
+            .map(|(name, _, _)| name)
             .collect();
         if !missing.is_empty() {
             tracing::warn!(path = %path, ?missing, "HSA runtime lacks some functions");
@@ -124,7 +123,11 @@ impl Hsa {
 
     /// Every function of the table with whether this library exports it.
     pub fn symbols(&self) -> Vec<(&'static str, bool)> {
-        self.functions.entries()
+        self.functions
+            .presence()
+            .into_iter()
+            .map(|(name, _, resolved)| (name, resolved))
+            .collect()
     }
 
     /// The function pointer, or [`Error::MissingSymbol`] naming what needs it.

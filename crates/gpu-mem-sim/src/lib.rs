@@ -22,9 +22,8 @@
 //!   leaks show in [`SimBackend::live_allocations`] and `mem_info`.
 
 mod abi;
-mod assist;
-mod bytes;
 mod config;
+mod copy;
 mod event;
 mod executor;
 mod host;
@@ -78,7 +77,7 @@ pub mod bench_support {
     }
 }
 
-use bytes::Mover;
+use copy::{Mover, copy_ranges, fill_range, read_range, write_range};
 use event::SimEvent;
 use gpu_mem_core::backend::{
     DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
@@ -88,12 +87,12 @@ use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::sync::{lock, read, write};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use host::{HostTable, Pinned, RegisteredRange};
-use memory::{AddressSpace, Range, Region};
+use memory::{AddressSpace, Region};
 use recent_stream::StreamKey;
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use stream::{DeviceActivity, Job, SimStream};
 
 struct SimDevice {
@@ -373,28 +372,8 @@ impl std::hash::Hasher for HandleHasher {
 /// host's work, as on a GPU.
 const INLINE_TRANSFER_MAX: usize = 64 << 10;
 
-/// Locks a device range's region and, when the host side of a copy lies in mapped memory, that
-/// window's region too (in address order, so two opposite copies cannot deadlock).
-fn lock_pair<'a>(
-    range: &'a Range,
-    host_window: Option<&'a Arc<Region>>,
-) -> (MutexGuard<'a, ()>, Option<MutexGuard<'a, ()>>) {
-    match host_window {
-        Some(window) if !Arc::ptr_eq(window, &range.region) => {
-            if window.start() < range.region.start() {
-                let w = window.lock();
-                (range.region.lock(), Some(w))
-            } else {
-                let r = range.region.lock();
-                (r, Some(window.lock()))
-            }
-        }
-        _ => (range.region.lock(), None),
-    }
-}
-
 /// How a copy between device memory and host memory runs: synchronously, or as a stream's job
-/// (which the thread waiting for the stream may help with, see `bytes::ASSISTED_MIN`).
+/// (which the thread waiting for the stream may help with, see `copy::ASSISTED_MIN`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Run {
     Now,
@@ -403,7 +382,7 @@ enum Run {
 
 /// Who moves a copy between device memory and the host bytes at `host..host + bytes`: the copy
 /// engine when they are page-locked (allocated so, or registered) or mapped, else the CPU (see
-/// [`bytes`]).
+/// [`copy`]).
 fn host_mover(
     d: &SimDevice,
     host: *const u8,
@@ -414,8 +393,8 @@ fn host_mover(
     // Below the size from which the movers copy differently (a synchronous copy gets no help),
     // no need to look the memory up.
     let differs_from = match run {
-        Run::Now => bytes::STREAMING_MIN,
-        Run::OnStream => bytes::ASSISTED_MIN,
+        Run::Now => copy::STREAMING_MIN,
+        Run::OnStream => copy::ASSISTED_MIN,
     };
     if bytes < differs_from {
         return Mover::Cpu;
@@ -425,80 +404,6 @@ fn host_mover(
     } else {
         Mover::Cpu
     }
-}
-
-/// Copies host bytes into a device range. The host side may be mapped memory (even the same
-/// memory as the device range), so the copy allows overlap and holds both regions' locks.
-///
-/// # Safety
-/// `src` is readable for `range.len` bytes.
-unsafe fn write_range(
-    range: &Range,
-    src: *const u8,
-    host_window: Option<&Arc<Region>>,
-    mover: Mover,
-) {
-    let (guard, _window) = lock_pair(range, host_window);
-    range.region.prepare_write(&guard, range.offset, range.len);
-    // SAFETY: the range was validated against the region, whose lock is held (and the mapped
-    // window's, when the host side is mapped); `copy_by` allows the two sides to overlap; the
-    // caller guarantees the source.
-    unsafe { bytes::copy_by(mover, src, range.region.host_ptr(range.offset), range.len) };
-}
-
-/// Copies a device range into host bytes (see [`write_range`]).
-///
-/// # Safety
-/// `dst` is writable for `range.len` bytes.
-unsafe fn read_range(range: &Range, dst: *mut u8, host_window: Option<&Arc<Region>>, mover: Mover) {
-    let _guards = lock_pair(range, host_window);
-    // SAFETY: as in `write_range`.
-    unsafe { bytes::copy_by(mover, range.region.host_ptr(range.offset), dst, range.len) };
-}
-
-/// Copies between two device ranges of equal length (possibly in the same region): the copy
-/// engine's work.
-fn copy_ranges(dst: &Range, src: &Range) {
-    if Arc::ptr_eq(&dst.region, &src.region) {
-        let guard = dst.region.lock();
-        dst.region.prepare_write(&guard, dst.offset, dst.len);
-        // SAFETY: both ranges were validated inside this region, whose lock is held; `copy`
-        // allows overlap.
-        unsafe {
-            bytes::copy_by(
-                Mover::CopyEngine,
-                src.region.host_ptr(src.offset),
-                dst.region.host_ptr(dst.offset),
-                dst.len,
-            )
-        };
-        return;
-    }
-    // Lock in address order so two opposite copies cannot deadlock.
-    let (dst_guard, _src_guard) = if dst.region.start() < src.region.start() {
-        let d = dst.region.lock();
-        (d, src.region.lock())
-    } else {
-        let s = src.region.lock();
-        (dst.region.lock(), s)
-    };
-    dst.region.prepare_write(&dst_guard, dst.offset, dst.len);
-    // SAFETY: both ranges were validated in distinct regions whose locks are held.
-    unsafe {
-        bytes::copy_by(
-            Mover::CopyEngine,
-            src.region.host_ptr(src.offset),
-            dst.region.host_ptr(dst.offset),
-            dst.len,
-        )
-    };
-}
-
-fn fill_range(range: &Range, value: u8) {
-    let guard = range.region.lock();
-    range.region.prepare_write(&guard, range.offset, range.len);
-    // SAFETY: the range was validated against the region, whose lock is held.
-    unsafe { std::ptr::write_bytes(range.region.host_ptr(range.offset), value, range.len) };
 }
 
 // SAFETY: the simulator keeps the trait's promises: the device count is fixed at construction;

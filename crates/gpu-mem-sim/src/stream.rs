@@ -12,7 +12,7 @@
 //! burns a core; after the first [`SPIN_TIGHT`] a spinning thread yields between checks, so on a
 //! machine with fewer cores than busy threads it does not keep the thread it waits for off the
 //! CPU. A thread spinning for a job that another thread runs takes chunks of that job's large
-//! copies meanwhile (`crate::assist`).
+//! copies meanwhile (`crate::copy::assist`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::assist::Assist;
+use crate::copy::Assist;
 use gpu_mem_core::sync::{lock, try_lock, wait};
 
 /// A unit of stream work; an `Err` is reported at the next synchronization.

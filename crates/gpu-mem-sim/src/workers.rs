@@ -1,6 +1,6 @@
 //! The simulator's worker threads, started once per process: they help the launching thread run
 //! the blocks of a grid (`crate::executor`), and the copying thread move the chunks of a large
-//! copy-engine copy (`crate::bytes`), so neither spawns a thread or asks the system anything.
+//! copy-engine copy (`crate::copy`), so neither spawns a thread or asks the system anything.
 //!
 //! `GPU_MEM_SIM_WORKERS` sets how many threads run blocks (default: the number of cores, read
 //! once); the launching thread is one of them. One piece of work at a time gets helpers; work

@@ -1,6 +1,7 @@
 //! Finding and running the host C++ compiler (`GPU_MEM_SIM_CXX`, default `c++`, then `g++`,
 //! then `clang++` on `PATH`).
 
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -417,7 +418,7 @@ fn run_within(command: &mut Command, limit: Duration) -> std::result::Result<Out
 static VERSIONS: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
 
 fn identify(path: PathBuf, candidates: &[String], limit: Duration) -> Result<Compiler> {
-    let mut versions = VERSIONS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut versions = lock(&VERSIONS);
     let known = versions.get_or_insert_with(HashMap::new);
     if let Some(version) = known.get(&path) {
         return Ok(Compiler {

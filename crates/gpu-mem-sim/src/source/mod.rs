@@ -43,6 +43,7 @@ use declarations::Declared;
 use gpu_mem_core::kernel::compiled;
 use gpu_mem_core::kernel::scan::is_name_expression;
 use gpu_mem_core::kernel::{KernelSource, LaunchArg, Module};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Kernel, Result};
 use signature::{Param, ParamKind, RawParam};
 use std::collections::HashMap;
@@ -157,10 +158,7 @@ static PROGRAMS: Mutex<Option<Programs>> = Mutex::new(None);
 static BUILDING: Mutex<()> = Mutex::new(());
 
 fn programs<R>(f: impl FnOnce(&mut Programs) -> R) -> R {
-    f(PROGRAMS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert_with(Programs::default))
+    f(lock(&PROGRAMS).get_or_insert_with(Programs::default))
 }
 
 fn unsupported_under_miri() -> Error {
@@ -256,7 +254,7 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
     }
     let compiler = Compiler::from_env()?;
     let plans = plans(module, &compiler);
-    let _building = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+    let _building = lock(&BUILDING);
     if let Some(found) = programs(|p| p.by_module.get(module).cloned()) {
         return Ok(found);
     }
@@ -767,11 +765,7 @@ mod tests {
             // Found by content: the one program.
             assert!(Arc::ptr_eq(&again, &program_of_first));
         }
-        let entries = PROGRAMS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map_or(0, |p| p.by_kernel.len());
+        let entries = lock(&PROGRAMS).as_ref().map_or(0, |p| p.by_kernel.len());
         assert!(entries <= MAX_KERNEL_ENTRIES, "{entries} kernel ids kept");
     }
 

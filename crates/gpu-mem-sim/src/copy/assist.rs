@@ -5,7 +5,7 @@
 //! helper is already running, so even copies of a few hundred KiB gain.
 //!
 //! The thread running a stream's job makes the stream's [`Assist`] current
-//! ([`Assist::running`]); `crate::bytes` offers a large copy-engine copy there
+//! ([`Assist::running`]); `super::movers` offers a large copy-engine copy there
 //! ([`offer_current`]); waiters call [`Assist::help`] from their spin loops.
 //!
 //! Soundness: the work is offered as a pointer to a closure on the offering thread's stack. A

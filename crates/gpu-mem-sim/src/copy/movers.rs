@@ -10,7 +10,7 @@
 //! 16 MiB 7.4-8.1 GiB/s with `memcpy`, 12.5-13.6 streaming; 64 MiB 7.2 vs 13.5-14.2). Smaller
 //! copies stay in the cache, where `memcpy` is faster (4 MiB: 32 vs 14.5 GiB/s), so they are
 //! plain copies whoever moves them. A copy engine's copy of [`ASSISTED_MIN`] bytes or more made
-//! by a stream's job is split with the thread waiting for that stream (`crate::assist`), and one
+//! by a stream's job is split with the thread waiting for that stream (`super::assist`), and one
 //! of [`STREAMING_MIN`] or more with the simulator's worker threads.
 //!
 //! `memmove` is avoided where it is pathologically slow: when the destination lies 1 to 31
@@ -55,7 +55,7 @@ pub(crate) unsafe fn copy_by(mover: Mover, src: *const u8, dst: *mut u8, len: us
         if len >= ASSISTED_MIN {
             let chunks = Chunks::new(src, dst, len, ASSISTED_CHUNK, false);
             // The work outlives every helper's use (`offer_current` returns after them).
-            if crate::assist::offer_current(&|| chunks.copy_until_done()) {
+            if super::assist::offer_current(&|| chunks.copy_until_done()) {
                 return;
             }
         }
@@ -65,7 +65,7 @@ pub(crate) unsafe fn copy_by(mover: Mover, src: *const u8, dst: *mut u8, len: us
 }
 
 /// A copy-engine copy of at least this many bytes, made by a stream's job, is shared with the
-/// thread that waits for that stream (`crate::assist`), which spins on a core of its own anyway:
+/// thread that waits for that stream (`super::assist`), which spins on a core of its own anyway:
 /// it needs no wake-up, so copies far smaller than [`STREAMING_MIN`] gain.
 pub(crate) const ASSISTED_MIN: usize = 256 << 10;
 
@@ -358,7 +358,7 @@ mod tests {
     /// made outside any job, which nobody helps.
     #[test]
     fn assisted_copies_are_exact() {
-        use crate::assist::{Assist, with_helper};
+        use crate::copy::assist::{Assist, with_helper};
         let sizes: &[usize] = if cfg!(miri) {
             &[ASSISTED_MIN + 9]
         } else {

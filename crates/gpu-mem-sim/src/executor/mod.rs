@@ -35,6 +35,7 @@ mod watchdog;
 
 pub(crate) use args::resolve as resolve_args;
 pub(crate) use compiled::RUNTIME;
+#[cfg(feature = "bench-internals")]
 pub(crate) use fiber::first_barrier_floor;
 pub(crate) use grid::run_grid;
 pub(crate) use plan::{Code, Compiled};

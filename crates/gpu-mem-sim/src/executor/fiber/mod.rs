@@ -39,10 +39,12 @@ mod imp;
     target_arch = "x86_64",
     unix,
     not(miri),
-    not(feature = "portable-fibers")
+    not(feature = "portable-fibers"),
+    feature = "bench-internals"
 ))]
 mod floor;
 
+#[cfg(feature = "bench-internals")]
 pub(crate) use imp::first_barrier_floor;
 
 /// A stack on which simulated threads run one after another.

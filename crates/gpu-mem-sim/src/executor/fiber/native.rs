@@ -93,6 +93,7 @@ pub(super) unsafe fn to_main(from: &Fiber) {
     unsafe { switch_stacks(from.context.sp.as_ptr(), main) };
 }
 
+#[cfg(feature = "bench-internals")]
 /// Runs blocks of `threads` threads on fibers through a first barrier with no scheduling at
 /// all, on the calling OS thread, while `next_block` hands out blocks (see `floor.rs`).
 pub(crate) fn first_barrier_floor(

@@ -115,6 +115,7 @@ pub(super) unsafe fn to_main(from: &Fiber) {
     unsafe { (*from.context.yielder.get()).suspend(Hop::Main) };
 }
 
+#[cfg(feature = "bench-internals")]
 /// Not measured here (see `native.rs`): each switch passes through corosensei's driver loop,
 /// which the executor's own figures include too.
 pub(crate) fn first_barrier_floor(

@@ -10,7 +10,7 @@
 //! On x86-64 Unix (the System V ABI) a switch is a handful of instructions (`native.rs`);
 //! elsewhere (Windows, whose ABI saves more registers and keeps stack limits in the thread
 //! block; other architectures) fibers are corosensei coroutines and each switch passes through a
-//! driver loop on the caller's stack (`portable.rs`), with the same behaviour. Fibers are kept
+//! driver loop on the caller's stack (`coroutine.rs`), with the same behaviour. Fibers are kept
 //! per OS thread and reused across blocks and launches; their stacks come from [`super::stack`],
 //! which also reports overflows. `floor.rs` measures what a block's first barrier costs with
 //! these switches and stacks and no scheduling at all, for the executor benchmark.
@@ -22,7 +22,7 @@ use std::cell::{Cell, RefCell};
     target_arch = "x86_64",
     unix,
     not(miri),
-    not(feature = "portable-fibers")
+    not(feature = "coroutine-fibers")
 ))]
 #[path = "native.rs"]
 mod imp;
@@ -30,16 +30,16 @@ mod imp;
     target_arch = "x86_64",
     unix,
     not(miri),
-    not(feature = "portable-fibers")
+    not(feature = "coroutine-fibers")
 )))]
-#[path = "portable.rs"]
+#[path = "coroutine.rs"]
 mod imp;
 
 #[cfg(all(
     target_arch = "x86_64",
     unix,
     not(miri),
-    not(feature = "portable-fibers"),
+    not(feature = "coroutine-fibers"),
     feature = "bench-internals"
 ))]
 mod floor;

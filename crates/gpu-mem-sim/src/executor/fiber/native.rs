@@ -2,7 +2,7 @@
 //! callee-saved general registers (rbx, rbp, r12-r15) on the current stack, swaps stack pointers
 //! and restores the other fiber's registers. System V has no callee-saved vector registers, and
 //! the MXCSR and x87 control words are never changed by simulated threads, so they are not
-//! switched. (Windows x64 also saves rsi, rdi and xmm6-xmm15: it uses the portable fibers.)
+//! switched. (Windows x64 also saves rsi, rdi and xmm6-xmm15: it uses the coroutine fibers.)
 
 use super::{Fiber, stack};
 use std::cell::Cell;

@@ -14,17 +14,17 @@
 pub(crate) mod args;
 pub mod compiled;
 mod config;
+mod definition;
 mod launch;
 mod launch_arg;
 mod module;
 pub mod portable;
-mod program;
 pub mod scan;
 mod symbols;
 
 pub use args::{DevicePointer, In, InOut, KernelArg, Out, Prepared, Scalar};
 pub use config::{Dim3, LaunchConfig};
+pub use definition::{Kernel, KernelSource, SimForm};
 pub use launch_arg::{LaunchArg, check_peer_arguments};
 pub use module::Module;
-pub use program::{Kernel, KernelSource, SimForm};
 pub use symbols::AsModule;

@@ -12,8 +12,10 @@
 //!   templates' instantiations too) are reached by name through
 //!   [`Device::copy_to_symbol`](crate::Device::copy_to_symbol) and friends, found in the
 //!   compiled module.
+//!
+//! Depends on `scan` only. It knows nothing of [`Kernel`](super::Kernel): the kernels of a
+//! module ([`Module::kernel`]) are made next to that type, in `definition`.
 
-use super::program::Kernel;
 use super::scan;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -117,13 +119,6 @@ impl Module {
         let mut all = self.inner.name_expressions.clone();
         all.extend(names.into_iter().map(|n| n.into().trim().to_string()));
         Module::new(self.inner.code.clone(), all)
-    }
-
-    /// The kernel `name` of this module: a `__global__` function's name as the source spells it
-    /// (qualified by its namespaces), or one of the module's name expressions. A name the module
-    /// lacks is an [`Error::InvalidLaunch`](crate::Error::InvalidLaunch) when it is launched.
-    pub fn kernel(&self, name: impl Into<String>) -> Kernel {
-        Kernel::of_module(self.clone(), name.into())
     }
 
     /// The source text.

@@ -1,5 +1,8 @@
 //! [`Kernel`]: a kernel's code: an entry point of a CUDA C++ [`Module`] for every backend, and
 //! optionally a Rust closure for the simulator.
+//!
+//! Depends on `module` only, never the other way round: a kernel's source form holds its
+//! [`Module`], so [`Module::kernel`], which makes a kernel of a module, is written here.
 
 use super::module::Module;
 use std::any::Any;
@@ -77,16 +80,6 @@ impl Kernel {
         Kernel::new(entry.clone()).with_source(code, entry)
     }
 
-    /// The kernel `entry` of `module` (see [`Module::kernel`]).
-    pub(crate) fn of_module(module: Module, entry: String) -> Kernel {
-        let mut kernel = Kernel::new(entry.trim().to_string());
-        kernel.source = Some(Arc::new(KernelSource {
-            module,
-            entry: entry.trim().to_string(),
-        }));
-        kernel
-    }
-
     /// Adds the simulator's closure form (used by the simulator crate's `SimKernel` trait).
     pub fn with_sim_form(mut self, form: SimForm) -> Kernel {
         self.sim = Some(form);
@@ -136,5 +129,20 @@ impl Kernel {
     /// The module of its source form, if it has one.
     pub fn module(&self) -> Option<&Module> {
         self.source.as_deref().map(|s| &s.module)
+    }
+}
+
+impl Module {
+    /// The kernel `name` of this module: a `__global__` function's name as the source spells it
+    /// (qualified by its namespaces), or one of the module's name expressions. A name the module
+    /// lacks is an [`Error::InvalidLaunch`](crate::Error::InvalidLaunch) when it is launched.
+    pub fn kernel(&self, name: impl Into<String>) -> Kernel {
+        let entry = name.into().trim().to_string();
+        let mut kernel = Kernel::new(entry.clone());
+        kernel.source = Some(Arc::new(KernelSource {
+            module: self.clone(),
+            entry,
+        }));
+        kernel
     }
 }

@@ -7,42 +7,27 @@
 //! the primary context of the gpu-mem device's CUDA device and refuses anything else.
 //!
 //! **Call [`context`] (or [`ready`]) before anything else of cudarc**: cudarc loads `libcuda` on
-//! its first call and *panics* when it cannot, while these functions return an [`Error`]. Every
-//! function taking a cudarc value can only be reached with a context that exists, so only
-//! creating the first one needs the check.
+//! its first call and *panics* when it cannot, while these functions return an [`Error`].
 //!
-//! Lifetimes, and what makes a use after free impossible in safe code:
+//! What makes a use after free impossible in safe code:
 //!
-//! * [`array_from_slice`] takes the `CudaSlice` **by value**: gpu-mem owns it and drops it (cudarc
-//!   then frees the memory on the slice's stream) after the last array view and the last gpu-mem
-//!   stream operation using it are gone. A borrowing form cannot be sound: gpu-mem arrays are
-//!   `'static` handles (a `slice()` of a borrowed array would outlive the borrow) and stream
-//!   operations keep their memory alive past any borrow.
-//! * [`view`] / [`view_mut`] borrow the array (`&'a` / `&'a mut DeviceArray<T>`) for the
-//!   wrapper's lifetime `'a`; the `CudaView` / `CudaViewMut` they hand out borrow the wrapper.
-//!   cudarc has no public constructor of a `CudaView` over foreign memory (its fields are
-//!   `pub(crate)` and it borrows the events and stream of an owning `CudaSlice`), so the wrapper
-//!   makes a `CudaSlice` with `CudaStream::upgrade_device_ptr`, never hands that slice out (only
-//!   views of it, so it cannot be moved or swapped away) and `leak`s it instead of dropping it.
-//!   Its drop then synchronizes the slice's stream, which cudarc made wait for every use it
-//!   tracked (its read/write events), before the borrow ends; if that synchronization fails the
-//!   wrapper leaks its own reference to the array's memory rather than let it be freed under
-//!   running work.
-//! * [`stream_from_cudarc`] keeps the `Arc<CudaStream>` alive inside the gpu-mem stream
-//!   ([`Stream::from_raw_handle`]); dropping the gpu-mem stream synchronizes it and drops the
-//!   `Arc` (cudarc destroys the stream when its last `Arc` goes).
-//! * [`cudarc_stream`] gives a `&CudaStream` (through [`BorrowedCudaStream`], bounded by the
-//!   gpu-mem stream's borrow): enough for kernel launches (`launch_builder`), events,
-//!   `synchronize`, `join`. cudarc's copies and allocations take `&Arc<CudaStream>` and keep a
-//!   clone in every `CudaSlice` they make, which would outlive the gpu-mem stream: cudarc's
-//!   `wrap_borrowed_stream` returns a `'static` `Arc` with no lifetime, so a full `Arc` over a
-//!   gpu-mem stream is only offered `unsafe` ([`cudarc_stream_arc`]).
+//! * [`array_from_slice`] takes the `CudaSlice` **by value** and drops it only after the last
+//!   array view and the last gpu-mem stream operation using it are gone (a borrowing form cannot
+//!   be sound: gpu-mem arrays are `'static` handles).
+//! * [`view`] / [`view_mut`] borrow the array for the wrapper's lifetime. The wrapper's own
+//!   `CudaSlice` is never handed out and is leaked, never dropped; the wrapper's drop first
+//!   synchronizes the slice's stream, or leaks the array's memory if that fails.
+//! * [`stream_from_cudarc`] keeps the `Arc<CudaStream>` alive inside the gpu-mem stream.
+//! * [`cudarc_stream`] lends a `&CudaStream` bounded by the gpu-mem stream's borrow
+//!   ([`BorrowedCudaStream`]); a full `Arc`, which cudarc's copies and allocations keep in every
+//!   `CudaSlice`, is only offered `unsafe` ([`cudarc_stream_arc`]).
 //!
-//! Ordering: each library orders its own work. cudarc's streams are created
-//! `CU_STREAM_NON_BLOCKING`, so gpu-mem's synchronous operations (on the legacy default stream)
-//! do **not** wait for them: synchronize (or use events) between the two libraries' work on the
-//! same memory. [`array_from_slice`] synchronizes the slice's pending cudarc work before the
-//! array is made.
+//! Ordering: each library orders its own work. cudarc's streams are non-blocking, so gpu-mem's
+//! synchronous operations do **not** wait for them: synchronize (or use events) between the two
+//! libraries' work on the same memory. [`array_from_slice`] synchronizes the slice's pending
+//! cudarc work before the array is made.
+//!
+//! Why each form looks as it does: the book's guide, *Interop, several GPUs and several nodes*.
 
 use ::cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtrMut, DriverError,

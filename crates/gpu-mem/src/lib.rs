@@ -36,9 +36,8 @@
 //! # fn main() {}
 //! ```
 //!
-//! The book — guide, Numba-to-gpu-mem map, soundness rules, backend notes — is in the
-//! repository's [`docs/`](https://github.com/gpu-mem/gpu-mem/tree/main/docs/src) (`mdbook build
-//! docs`).
+//! The book (guide, Numba-to-gpu-mem map, soundness rules, backend notes) is in the repository's
+//! [`docs/`](https://github.com/gpu-mem/gpu-mem/tree/main/docs/src): `mdbook build docs`.
 //!
 //! Cargo features `cuda`, `roc` and `sim` choose which backends are compiled in (all three by
 //! default); asking at run time for one that is not compiled in is an error that says so.

@@ -1,40 +1,31 @@
 //! The optional `Backend` methods on CUDA: peer access and copies, IPC, managed memory and the
 //! device's default memory pool.
 //!
-//! # Contract and mapping
+//! # Contract
 //!
 //! * **Missing features**: a symbol the driver lacks (older drivers), a device attribute saying
 //!   no (`MEMORY_POOLS_SUPPORTED`, `MANAGED_MEMORY`) and `CUDA_ERROR_NOT_SUPPORTED` are
 //!   [`Error::NotSupportedByBackend`] naming the feature, so the core falls back where it can
 //!   (peer copies through the host, stream-ordered allocation as an ordinary one). Nothing else
 //!   of the backend is affected.
-//! * **Peer access**: `can_access_peer` is `cuDeviceCanAccessPeer` (a device can always access
-//!   itself); `enable_peer_access` makes `device`'s primary context current and calls
-//!   `cuCtxEnablePeerAccess(peer's primary context, 0)`; `CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`
-//!   is success. The enabled pairs are remembered (and forgotten when either device is reset),
-//!   and a launch on `device` given memory owned by another device whose access it has not
-//!   enabled is refused with [`Error::InvalidLaunch`] instead of faulting on the GPU.
-//! * **Peer copies**: `cuMemcpyPeer` / `cuMemcpyPeerAsync` with both devices' primary
-//!   contexts. The synchronous form synchronises both contexts before the copy and after it, so
-//!   it is ordered after all work on both devices and complete when it returns (the trait's
+//! * **Peer access**: a device can always access itself; enabling access twice is success. The
+//!   enabled pairs are remembered (forgotten when either device is reset), and a launch on
+//!   `device` given memory owned by another device whose access it has not enabled is refused
+//!   with [`Error::InvalidLaunch`] instead of faulting on the GPU.
+//! * **Peer copies**: the synchronous form synchronises both devices before the copy and after
+//!   it, so it is ordered after all their work and complete when it returns (the trait's
 //!   "synchronous"); the stream form is enqueued on the destination device's stream only.
-//! * **Managed memory**: `cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL)`; host and device address are
-//!   the same. Refused where the device reports `CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 0`, and an
-//!   allocation not 4096-byte aligned (the trait's host promise) is freed and refused. Freed with
-//!   `cuMemFree_v2`.
-//! * **Pool**: `alloc_async` is `cuMemAllocAsync` on the given stream (the device's default
-//!   pool), `free_async` is `cuMemFreeAsync` for pool memory; memory from `cuMemAlloc` has no
-//!   stream-ordered free, so `free_async` is [`Error::NotSupportedByBackend`] for it (the core then
-//!   frees it as usual when its last user is gone). `pool_usage` reads the default pool's
-//!   (`cuDeviceGetDefaultMemPool`) `USED_MEM_CURRENT`, `RESERVED_MEM_CURRENT` and
-//!   `RELEASE_THRESHOLD`; `pool_set_release_threshold` sets `RELEASE_THRESHOLD`; `pool_trim` is
-//!   `cuMemPoolTrimTo`.
-//! * **IPC**: `cuIpcGetMemHandle` on the base of a `cuMemAlloc` allocation (pool memory cannot
-//!   be exported this way: [`Error::NotSupportedByBackend`]); the 64 handle bytes travel in
-//!   [`IpcMemHandle::data`]. `cuIpcOpenMemHandle_v2` (or the 4.1 export) with
-//!   `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` in `device`'s primary context, `cuIpcCloseMemHandle`.
+//! * **Managed memory**: host and device address are the same; an allocation not 4096-byte
+//!   aligned (the trait's host promise) is freed and refused.
+//! * **Pool**: the device's default pool. Memory from `cuMemAlloc` has no stream-ordered free,
+//!   so `free_async` is [`Error::NotSupportedByBackend`] for it (the core then frees it as usual
+//!   when its last user is gone).
+//! * **IPC**: only `cuMemAlloc` allocations can be exported (not pool memory:
+//!   [`Error::NotSupportedByBackend`]); the 64 handle bytes travel in [`IpcMemHandle::data`].
 //!   Opening a handle in the process that made it is refused by the driver
 //!   (`CUDA_ERROR_INVALID_CONTEXT`).
+//!
+//! The driver call behind each method: the book's CUDA notes, *How the trait maps*.
 
 use super::registry::AllocKind;
 use super::{CudaBackend, DEVICE_ALIGNMENT, HOST_ALIGNMENT, is_code, nonzero_bytes, raw_stream};

@@ -9,12 +9,10 @@
 //!    encoded ([`KernelParams::build`]) before anything is compiled, so bad launches fail fast
 //!    with [`Error::InvalidLaunch`] naming the kernel.
 //! 3. A module (source and name expressions) is compiled once per device by NVRTC with the
-//!    prelude (`#include "gpu_mem.h"` is put in front, so sources may include it or not;
-//!    `#line` keeps NVRTC's line numbers those of the kernel's own code), for the target
-//!    [`CudaBackend::kernel_target`] picks; the module stays loaded until the backend is
-//!    dropped, and every kernel of it shares its variables. A kernel is found by its lowered
-//!    name (a name expression), its C name, or the C++ name that reads as the entry
-//!    (`super::ptx`); one the module lacks is [`Error::InvalidLaunch`] listing its kernels.
+//!    prelude put in front (`full_source`), for the target [`CudaBackend::kernel_target`]
+//!    picks; it stays loaded until the backend is dropped, and its kernels share its variables.
+//!    A kernel is found by its lowered name, its C name or the C++ name that reads as the entry
+//!    (`entry_of`); one the module lacks is [`Error::InvalidLaunch`] listing its kernels.
 //! 4. Each argument becomes the bytes of its compiled parameter: an array passed to an 8-byte
 //!    parameter (a pointer) is its first element's address, one passed to a parameter of
 //!    `8 + 16 N` bytes a `gm_array<T, N>` (`LaunchArg::c_parameter_for`); the sizes are the
@@ -25,12 +23,10 @@
 //!    stream the launch is only enqueued; failures surface at the stream's synchronisation.
 //! 6. Driver errors stay [`Error::Native`] (call, code and code name from the driver), with the
 //!    kernel's name added to the description.
-//! 7. Once compiled, the function itself is checked before `cuLaunchKernel`: a wrong argument
-//!    count or an argument whose size differs from the compiled parameter's is
-//!    [`Error::InvalidLaunch`]; the function's static shared memory (`cuFuncGetAttribute
-//!    SHARED_SIZE_BYTES`) plus the dynamic request must fit the device's opt-in maximum, and
-//!    where they exceed the default 48 KiB the kernel opts in with
-//!    `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)` (once per size increase).
+//! 7. Once compiled, the function itself is checked before `cuLaunchKernel`
+//!    (`check_function`): argument count and sizes, block size, and static plus dynamic shared
+//!    memory against the device's opt-in maximum, opting in above the default 48 KiB; a
+//!    mismatch is [`Error::InvalidLaunch`].
 
 use super::kernels::{FunctionHandle, NVRTC_LINE_INFO};
 use super::module_cache::{LoadedKernel, LoadedModule};
@@ -60,8 +56,9 @@ pub struct FunctionInfo {
     pub max_threads: usize,
 }
 
-/// The name NVRTC looks `entry` up by in `module` (its lowered name, its C name, or the C++
-/// name that reads as it), with its parameters' sizes as the PTX declares them.
+/// The name NVRTC looks `entry` up by in `module` (its lowered name, i.e. a name expression;
+/// its C name; or the C++ name that reads as it, found by `super::ptx`), with its parameters'
+/// sizes as the PTX declares them.
 fn entry_of(
     module: &LoadedModule,
     kernel: &Kernel,
@@ -108,7 +105,9 @@ fn program_name(module: &str) -> String {
     format!("{safe}.cu")
 }
 
-/// The text NVRTC compiles: the prelude's include, then the kernel's code from its line 1.
+/// The text NVRTC compiles: `#include "gpu_mem.h"` (so sources may include it or not), then
+/// the kernel's code after a `#line 1`, which keeps NVRTC's line numbers those of the kernel's
+/// own code.
 fn full_source(program: &str, code: &str) -> String {
     format!("#include \"{PRELUDE_NAME}\"\n#line 1 \"{program}\"\n{code}")
 }
@@ -293,8 +292,13 @@ impl CudaBackend {
         })
     }
 
-    /// Checks the arguments and shared memory against the compiled function, opting in to
-    /// more dynamic shared memory where needed (module contract, point 6).
+    /// Checks the arguments and shared memory against the compiled function (module contract,
+    /// point 7): a wrong argument count, or an argument whose size differs from the compiled
+    /// parameter's, is refused; so is a block larger than the function's own
+    /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`. Its static shared memory
+    /// (`cuFuncGetAttribute(SHARED_SIZE_BYTES)`) plus the dynamic request must fit the device's
+    /// opt-in maximum; above the default 48 KiB the kernel opts in with
+    /// `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`, once per size increase.
     fn check_function(
         &self,
         device: usize,

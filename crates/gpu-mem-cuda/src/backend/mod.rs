@@ -1,82 +1,34 @@
-//! [`CudaBackend`]: `gpu_mem_core::Backend` on the CUDA driver API (DESIGN.md §4).
+//! [`CudaBackend`]: `gpu_mem_core::Backend` (the book's *Architecture*) on the CUDA driver API.
 //!
-//! **Not yet run on hardware.** This module was written against the CUDA driver API reference
-//! on machines without an NVIDIA GPU; only the parts that need no device (loading, missing
-//! driver, flag translation, bookkeeping) are tested here, plus everything up to the driver
-//! call against a stand-in `libcuda` (tests/mock) with the real NVRTC compiling the kernels.
-//! The conformance suite under `GPU_MEM_BACKEND=cuda` on a GPU machine is its first real test.
+//! **Not yet run on hardware**: tested without a device (loading, missing driver, flags,
+//! bookkeeping) and against a stand-in `libcuda` (tests/mock) with the real NVRTC. The
+//! conformance suite under `GPU_MEM_BACKEND=cuda` on a GPU machine is its first real test.
 //!
-//! # Contract and mapping
+//! # Contract
 //!
-//! * **Contexts**: each device's primary context is retained on first use
-//!   (`cuDevicePrimaryCtxRetain`) and made current on the calling thread (`cuCtxSetCurrent`)
-//!   at the start of every method; a context the caller had current is put back when the
-//!   method returns (a thread that had none keeps the primary context current). It is released
-//!   when the backend is dropped.
-//! * **Device faults** (`CUDA_ERROR_ILLEGAL_ADDRESS`, illegal instruction, misaligned address,
-//!   hardware stack error, launch failure, ...: [`crate::driver::is_device_fault`]) destroy the
-//!   primary context for the whole process. The driver layer records the fault for the device
-//!   whose context was current; from then on every call on the device returns
-//!   [`Error::DeviceLost`] naming the original fault, synchronisations report it as
-//!   [`Error::AsyncFailure`] (the work will never run, so what it used may be released), and
-//!   releases (free, destroy, unregister) only update the bookkeeping. Recovery: drop
-//!   everything of the device and call [`CudaBackend::reset_device`]
-//!   (`cuDevicePrimaryCtxReset`), or start a new process. Other errors at a synchronisation
-//!   (misuse, `CUDA_ERROR_DEINITIALIZED`, `CUDA_ERROR_CONTEXT_IS_DESTROYED`) stay
+//! * Every method makes the device's primary context current on the calling thread (retained on
+//!   first use, released when the backend is dropped) and puts back the context the caller had.
+//! * Synchronous methods are ordered after all stream work: gpu-mem's streams are blocking (flags
+//!   0), so the legacy default stream waits for them; calls that return early (`cuMemcpyDtoD`,
+//!   `cuMemsetD8`, a kernel without a stream) are followed by a wait on that stream. Async copies
+//!   rely on the trait's guarantee that host buffers are page-locked (from `host_alloc` /
+//!   `host_register`) and untouched until the stream passes the copy.
+//! * A device fault ([`crate::driver::is_device_fault`]) destroys the primary context for the
+//!   whole process: every later call on the device is [`Error::DeviceLost`] naming the fault,
+//!   synchronisations report [`Error::AsyncFailure`] (the work will never run, so what it used
+//!   may be released), releases only update the bookkeeping. Recovery: drop everything of the
+//!   device and call [`CudaBackend::reset_device`]. Other errors at a synchronisation stay
 //!   [`Error::Native`]: they say nothing about the work, so its buffers are kept alive.
-//! * **Registration** needs `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`; without it
-//!   `host_register` is [`Error::NotSupportedByBackend`].
-//! * **Device memory**: `cuMemAlloc_v2` / `cuMemFree_v2`, as Numba does. With
-//!   `GPU_MEM_CUDA_ALLOCATOR=pool`, where the device reports
-//!   `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` and the driver exports the calls, `alloc` is
-//!   `cuMemAllocAsync` on the legacy default stream and `free` is `cuMemFreeAsync` there (a
-//!   cross-stream barrier, and the default pool's release threshold 0 returns its memory to
-//!   the OS at every synchronize: why it is not the default; see `device::pool_requested`).
-//!   Each pointer remembers which allocator made it and is freed by the matching call. The
-//!   legacy stream orders both after (and before) the work of every stream gpu-mem creates,
-//!   because those streams are created with flags 0 (blocking). `CUDA_ERROR_OUT_OF_MEMORY` becomes
-//!   [`Error::OutOfMemory`] with the device's free / total bytes.
-//! * **Copies** take byte counts: `cuMemcpy{HtoD,DtoH,DtoD}_v2` and their `Async_v2` forms on
-//!   the given stream. `cuMemcpyDtoD` and `cuMemsetD8` return before the device has finished,
-//!   so the synchronous forms then wait on the legacy stream to honour the trait's "synchronous".
-//!   Async copies rely on the trait's guarantee that host buffers are page-locked (from
-//!   `host_alloc` / `host_register`) and untouched until the stream passes the copy.
-//! * **Memset**: `cuMemsetD8_v2` / `cuMemsetD8Async` (byte counts).
-//! * **Host memory**: `cuMemHostAlloc` with 0 (pinned) plus `PORTABLE`, `DEVICEMAP` (mapped)
-//!   and `WRITECOMBINED` as requested, `cuMemHostGetDevicePointer_v2` for the device address of
-//!   mapped memory, `cuMemFreeHost`; `cuMemHostRegister_v2` with `PORTABLE` / `DEVICEMAP` and
-//!   `cuMemHostUnregister` with the same base address.
-//! * **Streams**: `cuStreamCreate(flags 0)`, `cuStreamDestroy_v2`, `cuStreamSynchronize`,
-//!   `cuStreamQuery` (`CUDA_ERROR_NOT_READY` = busy), `cuStreamWaitEvent(.., 0)`.
-//! * **Events**: `cuEventCreate` with `CU_EVENT_DISABLE_TIMING` unless timing is asked for,
-//!   `cuEventRecord`, `cuEventQuery`, `cuEventSynchronize`, `cuEventElapsedTime` (the 2.0
-//!   export), `cuEventDestroy_v2`.
-//! * **Memory info**: `cuMemGetInfo_v2`; **synchronize**: `cuCtxSynchronize`.
-//! * **Kernel launch** (`Backend::launch`, see `launch.rs` for the full contract): a kernel
-//!   needs portable source (otherwise [`Error::NotSupportedByBackend`]: simulator only). The
-//!   grid, block and dynamic shared memory are checked against the device's
-//!   [`LaunchLimits`] ([`Error::InvalidLaunch`] naming the kernel); the source is compiled with
-//!   the `gpu_mem.h` prelude by NVRTC for the device's compute capability (a cubin, or PTX the
-//!   driver JITs; see [`crate::nvrtc::choose_target`]), loaded with `cuModuleLoadData`, and
-//!   its entry found with `cuModuleGetFunction` — once per (kernel, device): the module is
-//!   cached and unloaded (`cuModuleUnload`) when the backend is dropped. Arguments become one
-//!   parameter buffer each ([`KernelParams`]): an array is `gm_array<T, N>` by value (data
-//!   pointer, `N` 64-bit extents, `N` 64-bit strides in elements), a record a `T*`, a scalar
-//!   its bytes. `cuLaunchKernel` gets `sharedMemBytes = shared_bytes` and the stream; without
-//!   a stream it is the legacy default stream, which is then synchronised so the kernel's
-//!   failure is the launch's error. The parameter layout is checked against what NVRTC
-//!   compiles (PTX `.param` declarations) and the launch against a stand-in driver; **no
-//!   kernel launched by this code has run on a GPU yet.**
-//! * The building blocks are public for callers managing modules themselves:
-//!   [`CudaBackend::compile_kernel`], [`CudaBackend::module_load`],
+//! * Device memory is `cuMemAlloc` unless `GPU_MEM_CUDA_ALLOCATOR=pool`
+//!   (`device::pool_requested`); out of memory is [`Error::OutOfMemory`] with free / total bytes.
+//! * Kernels (`launch` states the contract) compile once per (kernel, device); the parts are
+//!   public: [`CudaBackend::compile_kernel`], [`CudaBackend::module_load`],
 //!   [`CudaBackend::module_function`], [`CudaBackend::launch_function`],
-//!   [`CudaBackend::module_unload`].
+//!   [`CudaBackend::module_unload`]. A [`StreamHandle`] / [`EventHandle`] holds the `CUstream` /
+//!   `CUevent` address. `CudaBackend` is `Send + Sync` without unsafe code (library, function
+//!   pointers, numbers, mutex-guarded maps): the driver API is thread safe.
 //!
-//! Handles: a [`StreamHandle`] / [`EventHandle`] holds the `CUstream` / `CUevent` address.
-//!
-//! `CudaBackend` is `Send + Sync` without unsafe code: it holds the loaded library, function
-//! pointers, plain numbers and mutex-guarded maps; the driver API itself is thread safe and lets
-//! any thread make a primary context current.
+//! The driver call behind each method: the book's CUDA notes, *How the trait maps*.
 
 mod device;
 mod extras;

@@ -1,47 +1,33 @@
-//! [`RocBackend`]: `gpu_mem_core::Backend` on the HSA runtime (DESIGN.md §4).
+//! [`RocBackend`]: `gpu_mem_core::Backend` (the book's *Architecture*) on the HSA runtime.
 //!
-//! **Not yet run on hardware.** This module was written against the HSA runtime specification
-//! and ROCr's `hsa_ext_amd.h` (5.2.3) on machines without an AMD GPU. What runs without one:
-//! the real runtime loading and `hsa_init` failing (tests/native), the real hiprtc compiling
-//! kernels for gfx90a, and this backend's logic against a stand-in runtime made of host memory
-//! and threads (tests/mock_backend.rs: stream order, agent pointers, signal lifetimes, fills,
-//! events, failures, and kernel dispatch packets read by a stand-in packet processor that runs
-//! no code). Running the conformance suite with `GPU_MEM_BACKEND=roc` on a machine with an AMD
-//! GPU is its first real test.
+//! **Not yet run on hardware.** Written against the HSA runtime specification and ROCr's
+//! `hsa_ext_amd.h` (5.2.3) without an AMD GPU; tested against the real runtime's loading, the
+//! real hiprtc, and a stand-in runtime made of host memory and threads (tests/mock_backend.rs).
+//! Running the conformance suite with `GPU_MEM_BACKEND=roc` on an AMD GPU is its first real test.
 //!
-//! # Mapping
+//! # Contract
 //!
-//! * **Devices** are the GPU agents; see `topology` for how pools are chosen.
-//! * **Memory** (`memory`): device memory from the GPU's coarse-grained global pool; pinned and
-//!   mapped host memory from the fine-grained system pool with `hsa_amd_agents_allow_access`
-//!   (the host pointer is the device pointer; *write-combined is accepted and ignored*: ROCr has
-//!   no such memory); `host_register` page-locks with `hsa_amd_memory_lock_to_pool` /
-//!   `hsa_amd_memory_lock` and reports the returned agent pointer as the device address.
-//! * **Copies and fills** (`transfer`): `hsa_amd_memory_async_copy` with completion signals;
-//!   `hsa_amd_memory_fill` with byte handling at unaligned ends.
-//! * **Streams** (`stream`): ordered chains of completion signals, each operation depending on
-//!   the previous one's signal. **Events** (`event`): the signals a stream had reached when
-//!   recorded; timing from async-copy profiling timestamps (enabled at start-up) or the system
-//!   clock (an event behind a kernel cannot be timed: dispatch timestamps are not enabled).
-//! * **Kernels** (`launch`): portable source compiled by hiprtc for the agent's ISA, loaded into
-//!   an HSA executable (cached per kernel and device), dispatched as AQL packets on one queue
-//!   per device, created at the device's first launch; a stream launch waits for the stream's
-//!   earlier work through barrier-AND packets and its signal joins the stream's chain.
-//! * **Memory info**: the total is the device pool's size. HSA 5.2.3 has no free-memory query;
-//!   `HSA_AMD_AGENT_INFO_MEMORY_AVAIL` (0xA015, ROCm 6.x) is probed and used when it answers,
-//!   otherwise "free" is the total minus what this backend has allocated (other processes'
-//!   use is invisible then).
+//! * **Devices** are the GPU agents (`topology` chooses their pools). Device memory comes from
+//!   the GPU's coarse-grained pool; pinned and mapped host memory from the fine-grained system
+//!   pool, its host pointer being the device pointer (`memory`). Write-combined is accepted and
+//!   ignored: ROCr has no such memory.
+//! * **Streams** (`stream`) are ordered chains of completion signals: each operation (copies and
+//!   fills in `transfer`, kernel dispatches in `launch`) depends on the previous one's signal.
+//!   **Events** (`event`) are the signals a stream had reached when recorded.
 //! * **Synchronous calls** first drain every stream of the device, oldest operation first, so
 //!   they are ordered after all enqueued work as the trait requires.
 //! * Failed asynchronous work sets its signal negative; the stream is then poisoned and reports
-//!   [`Error::AsyncFailure`] at its next synchronisation (signals the runtime may still wait on
-//!   are leaked, never destroyed).
-//!
-//! Handles: [`StreamHandle`] and [`EventHandle`] are numbers this backend hands out.
+//!   [`Error::AsyncFailure`] at its next synchronisation. Signals the runtime may still wait on
+//!   are leaked, never destroyed.
+//! * **Free memory** is the total minus what this backend allocated where the runtime has no
+//!   free-memory query (HSA 5.2.3): other processes' use is invisible then.
+//! * Handles: [`StreamHandle`] and [`EventHandle`] are numbers this backend hands out.
 //!
 //! `RocBackend` is `Send + Sync` without unsafe code: it holds the loaded library, agent and
 //! pool handles (plain integers), addresses as `usize`, and mutex-guarded maps; the HSA runtime
 //! is thread safe.
+//!
+//! The runtime call behind each method: the book's ROC notes, *How the trait maps*.
 
 mod event;
 mod ipc;

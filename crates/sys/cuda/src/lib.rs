@@ -8,36 +8,18 @@
 //!   failure or a panic.
 //! * The files under `src/generated/` are bindgen output and are never edited by hand;
 //!   `cargo xtask bindgen cuda --check` verifies they match a fresh generation.
+//! * Pinned headers: `cuda.h`, `cudaTypedefs.h` and `nvrtc.h` from the PyPI wheels
+//!   `nvidia-cuda-runtime==13.5.37` and `nvidia-cuda-nvrtc==13.5.37` (`CUDA_VERSION` 13050),
+//!   installed by `.ci/install-cuda-parts.sh`.
+//! * The header version does **not** set the minimum driver: each driver function is bound by
+//!   the symbol version that old drivers export (from `cudaTypedefs.h`'s versioned `PFN_*`
+//!   types), and each is optional. [`cuda_driver_symbols!`] lists every call with its exported
+//!   name and the oldest CUDA driver exporting it; [`cuda_nvrtc_symbols!`] the NVRTC release
+//!   each (unversioned) NVRTC function needs. In practice a CUDA 7.0 driver is enough for all
+//!   but stream-ordered allocation (11.2).
 //!
-//! # Pinned headers
-//!
-//! `cuda.h`, `cudaTypedefs.h` and `nvrtc.h` from the PyPI wheels `nvidia-cuda-runtime==13.5.37`
-//! and `nvidia-cuda-nvrtc==13.5.37` (`CUDA_VERSION` 13050), installed by
-//! `.ci/install-cuda-parts.sh`.
-//!
-//! # Which driver this needs
-//!
-//! The header version does **not** set the minimum driver: the driver functions are bound by
-//! the symbol versions that old drivers export (taken from `cudaTypedefs.h`, where
-//! `PFN_cuEventElapsedTime_v2000` is the CUDA 2.0 signature and `_v12080` the 12.8 one), and each
-//! is optional. The table in [`cuda_driver_symbols!`] lists every call with its exported name and
-//! the oldest CUDA driver exporting it. In practice:
-//!
-//! * everything except stream-ordered allocation needs a CUDA 7.0 driver (primary contexts);
-//! * `cuMemAllocAsync` / `cuMemFreeAsync` need 11.2 and are used only where the device reports
-//!   `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`;
-//! * `cuda.h` 13.x maps `cuEventElapsedTime` to `cuEventElapsedTime_v2` (driver 12.8+); the
-//!   binding uses the 2.0 export instead, and `cuDevicePrimaryCtxRelease_v2` (11.0) falls back to
-//!   the 7.0 export.
-//!
-//! What the driver must understand is the code handed to it: NVRTC 13.5 emits PTX ISA 9.5, which
-//! only a driver of CUDA 13.5 or newer (`cuDriverGetVersion` >= 13050) can JIT; an older driver
-//! fails with `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (222). A cubin compiled for the device's
-//! `sm_XY` needs only a driver that runs CUDA 13.x code (>= 13000). NVRTC 13.x compiles for
-//! compute capability 7.5 and newer.
-//!
-//! NVRTC functions are unversioned; `nvrtcGetCUBIN*` need NVRTC 11.1 and
-//! `nvrtcGetSupportedArchs` 11.2 (see [`cuda_nvrtc_symbols!`]).
+//! Which driver each feature and each NVRTC's output needs: the book's CUDA notes, *NVRTC and
+//! driver versions*.
 
 #![no_std]
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]

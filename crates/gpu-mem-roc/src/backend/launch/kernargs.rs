@@ -13,30 +13,20 @@
 //! * `Record` → a pointer: 8 bytes, 8-byte aligned.
 //! * `Scalar` → its bytes, aligned to the largest power of two (at most 8) dividing its size.
 //!
-//! They go where the code object's metadata places the kernel's parameters (`.offset`, `.size`
-//! of each explicit entry of `.args`): the compiler decides the layout (a 16-byte vector type is
-//! 16-byte aligned, a struct of two floats 4-byte aligned), so a launch never guesses it. The
-//! count and every size must match the parameters, else the launch is refused naming the
-//! argument. A code object without metadata gets the AMDGPU ABI's rule instead: declaration
-//! order, each argument at the alignment above.
+//! They go where the code object's metadata places the kernel's parameters: the compiler decides
+//! the layout, a launch never guesses it. The count and every size must match the parameters,
+//! else the launch is refused naming the argument. A code object without metadata gets the
+//! AMDGPU ABI's rule instead: declaration order, each argument at the alignment above.
 //!
-//! The explicit arguments must fit in the kernel symbol's kernarg segment size
-//! (`HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE`); a longer list means the arguments
-//! do not match the kernel and is refused. The rest of the segment holds the *hidden*
-//! arguments the compiler appended. The code object's metadata lists each one with its kind,
-//! offset and size (`metadata`); they are filled from that list ([`segment`]), and a kernel
-//! needing a host service this backend does not provide (hostcall / printf buffers, the device
-//! heap, multi-grid sync, device-side enqueue) is refused. Without metadata, the fixed layouts:
+//! The explicit arguments must fit in the kernel symbol's kernarg segment, else they do not match
+//! the kernel and the launch is refused. The rest of the segment holds the *hidden* arguments,
+//! filled as the metadata lists them ([`segment`]); a kernel needing a host service this backend
+//! does not provide (hostcall / printf buffers, the device heap, multi-grid sync, device-side
+//! enqueue) is refused. Without metadata, the fixed layouts: all zero for code object v3/v4, and
+//! for v5 and later the block counts, work-group sizes, grid dimensions and dynamic group
+//! segment size of the implicit block that kernels read for `blockDim` and `gridDim`.
 //!
-//! * code object v3/v4 (ELF ABI version 1/2): global offsets, printf / hostcall / queue pointers.
-//!   All zero here: a zero global offset is what a launch means, and the pointers are only read
-//!   by kernels calling `printf`, `malloc` or device-side enqueue, which the prelude does not
-//!   offer.
-//! * code object v5+ (ELF ABI version 3+): a fixed 256-byte block that kernels *do* read for
-//!   `blockDim` and `gridDim`: block counts (u32 ×3, offset 0), work-group sizes (u16 ×3, 12),
-//!   remainders (u16 ×3, 18; zero, grids are whole blocks), grid dimensions (u16, 64) and the
-//!   dynamic group segment size (u32, 120) (LLVM AMDGPUUsage, "Code Object V5 Metadata",
-//!   hidden arguments). Those fields are filled; the rest stays zero.
+//! Details: the book's ROC notes, *Kernel launches*, *Kernel arguments in the segment*.
 
 use super::metadata::{ExplicitArg, HiddenArg};
 use crate::driver::Hsa;
@@ -296,6 +286,12 @@ pub fn segment(
         return Ok(bytes);
     }
     if abi_version.is_some_and(|v| v >= ABI_VERSION_V5) {
+        // The v5 implicit block (LLVM AMDGPUUsage, "Code Object V5 Metadata"): block counts
+        // (u32 x3) at 0, work-group sizes (u16 x3) at 12, remainders (u16 x3) at 18 left zero
+        // since grids are whole blocks, grid dimensions (u16) at 64, dynamic group segment size
+        // (u32) at 120; the rest of its 256 bytes stays zero. v3/v4 hidden arguments (global
+        // offsets, printf / hostcall / queue pointers) stay zero: a zero offset is what a launch
+        // means, and only printf, malloc or device-side enqueue read the pointers.
         let base = explicit.len().next_multiple_of(8);
         let mut field = |offset: usize, value: &[u8]| {
             let at = base + offset;

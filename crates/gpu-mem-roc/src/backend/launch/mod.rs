@@ -1,101 +1,32 @@
 //! `Backend::launch` on HSA: hiprtc-compiled portable source dispatched through an AQL queue.
 //!
-//! **Not yet run on AMD hardware.** Checked here: the real hiprtc compiling for the agent's ISA,
-//! and every step after it against the stand-in runtime of tests/mock_backend.rs, whose packet
-//! processor reads the packets this module writes, honours barrier-AND dependencies and
-//! completes signals (it runs no GPU code).
+//! **Not yet run on AMD hardware**: checked against the real hiprtc and a stand-in runtime whose
+//! packet processor reads these packets but runs no GPU code (tests/mock_backend.rs).
 //!
-//! # Steps
+//! A launch takes four steps: `code` compiles the source with the `gpu_mem.h` prelude for the
+//! agent's ISA and loads it, once per (kernel id, device); `limits` checks block, grid and shared
+//! memory against the agent ([`Error::InvalidLaunch`] naming the kernel); `kernargs` puts each
+//! argument where the code object's metadata places its parameter, in a buffer of its own from
+//! the kernarg pool; `queue` writes the dispatch packet to the device's one AQL queue, created at
+//! its first launch. Guarantees:
 //!
-//! 1. **Code** (`code`): the kernel's portable source with the `gpu_mem.h` prelude compiled by
-//!    hiprtc for the agent's ISA (its `HSA_AGENT_INFO_NAME`, e.g. `gfx90a`), loaded into an
-//!    executable; the kernel descriptor symbol `<entry>.kd` gives the kernel object and segment
-//!    sizes. Cached per (kernel id, device); a kernel compiles and loads once per device.
-//! 2. **Checks** (`limits`): the block and grid against the agent's work-group and grid limits,
-//!    static plus dynamic shared memory against the group segment (LDS) size:
-//!    [`Error::InvalidLaunch`] naming the kernel otherwise.
-//! 3. **Arguments** (`kernargs`): each at the offset the code object's metadata gives its
-//!    parameter (`metadata`; count and sizes must match, else the launch is refused), checked
-//!    against the symbol's kernarg segment size, hidden arguments filled at their metadata
-//!    offsets or the launch refused, copied into a buffer from the kernarg pool (the system pool
-//!    flagged `KERNARG_INIT`), one buffer per launch.
-//! 4. **Dispatch** (`queue`): one AQL queue per device, created at its first launch. The
-//!    packet: setup dimensions, work-group sizes = block, grid sizes = grid × block work-items
-//!    per dimension, group segment = static + dynamic bytes, private segment (plus 1 KiB per
-//!    work-item for a kernel with a dynamic call stack, as hsa.h requires), kernel object,
-//!    kernarg address, a fresh completion signal; header (type, barrier bit where ordering
-//!    needs it, system-scope acquire and release fences) published last, then the doorbell.
+//! * A stream launch runs after the stream's previous work and pending event waits (a failed one
+//!   refuses the launch): through the packet's barrier bit when that work is the queue's previous
+//!   packet, through barrier-AND packets otherwise; its completion signal joins the stream's
+//!   chain. Kernels of different streams carry no ordering and may overlap.
+//! * A synchronous launch (`stream: None`) drains every stream of the device, then dispatches and
+//!   waits; a failure is its error.
+//! * Several threads may submit at once; the doorbell never goes lower than before.
+//! * Nothing a packet names is freed under the packet processor: the completion signal owns the
+//!   kernarg buffer and the loaded kernel until it is observed complete. A dispatch stuck behind
+//!   failed work is reported failed, not waited on forever; it and its queue are leaked.
+//! * A queue error or GPU memory fault fails every dispatch in flight on the device's queue; the
+//!   next launch gets a new queue, and the broken one is kept, never destroyed.
+//! * Refused with [`Error::NotSupportedByBackend`]: kernels needing host services (hostcall and
+//!   printf buffers, device heap, multi-grid sync, device-side enqueue) and cooperative launches.
+//!   Kernels cannot be timed through events (dispatch timestamps are not enabled).
 //!
-//! # Ordering
-//!
-//! * **Stream launch**: the dispatch waits for the stream's previous work and its pending event
-//!   waits; finished ones need nothing, a failed one refuses the launch. When the queue's
-//!   previous packet is one of them (the stream's previous kernel), the dispatch's barrier bit
-//!   covers it; every other pending signal (an async copy's, another stream's kernel that is
-//!   not the queue's last packet, another device's dispatch) is waited for by barrier-AND
-//!   packets (five signals each) placed right before the dispatch. The dispatch's completion
-//!   signal becomes the stream's newest signal.
-//! * Kernels of different streams carry no ordering between them, so the packet processor may
-//!   run them concurrently; a barrier-AND packet or a barrier bit still holds back every later
-//!   packet of the queue (the packet processor launches in order) until it is satisfied.
-//! * **Synchronous launch** (`stream: None`): every stream of the device is drained first, then
-//!   the dispatch is submitted (nothing to wait for) and waited for; a failure is returned.
-//! * Several threads may submit at once: slots are reserved under a short lock that also keeps
-//!   the queue's last packet; packets are written and the doorbell rung outside it, the
-//!   doorbell never lower than before (see `queue`).
-//!
-//! # Lifetimes
-//!
-//! The completion signal owns the kernarg buffer and the loaded kernel until it is observed
-//! complete (see `signal`): the buffer is freed, and the executable destroyed, only after the
-//! packet processor is done with them. Each dispatch also holds the queue's previous
-//! dispatch as a dependency (not an HSA wait: packets launch in order), so a dispatch stuck behind failed work (a failed copy it waits on, a queue the
-//! runtime reported broken) is reported as failed instead of being waited on forever. Such work
-//! never runs and keeps the queue blocked: its signals, buffers and the queue are leaked,
-//! never freed under the runtime.
-//!
-//! # Faults and broken queues
-//!
-//! A queue error (the `hsa_queue_create` callback) or a GPU memory fault (the system event
-//! handler, which keeps ROCr from aborting the process) marks the device's queue failed: the
-//! dispatches on it never complete and their waits report the failure (a synchronous launch
-//! returns it; a stream is poisoned with the fault's address and reasons). The next launch on
-//! the device creates a new queue; the broken one is kept, never destroyed. A fault cannot be
-//! traced to one dispatch: every dispatch in flight on the device's queue fails with it.
-//!
-//! # HSA rules followed
-//!
-//! From the HSA Runtime Programmer's Reference Manual (1.2) and ROCr's `hsa.h` /
-//! `hsa_ext_amd.h` 5.2.3, cited by section name:
-//!
-//! * *Queues*: a multi-producer queue; slots reserved by an atomic add on the write index; a
-//!   slot reused only once the read index has passed it; the doorbell rung with the highest
-//!   index written, never lower than before; the size a power of two not above `HSA_AGENT_INFO_QUEUE_MAX_SIZE`.
-//! * *Architected Queuing Language packets — Packet header*: the header (with `setup`, one
-//!   32-bit word) stored last, atomically, with release semantics, so the packet processor never
-//!   reads a half-written packet; the barrier bit orders a packet after every earlier packet of
-//!   the queue, a barrier-AND packet holds back the packets after it; acquire and release fences of system scope (kernargs are written by the host,
-//!   results read by the host and by copy engines).
-//! * *Kernel dispatch packet*: `setup` holds the number of dimensions and unused dimensions are
-//!   1; work-group sizes are work-items per work-group; grid sizes are work-items per dimension
-//!   (never smaller than the work-group size); the group segment size covers static plus
-//!   dynamic group memory; reserved fields are 0.
-//! * *Barrier-AND packet*: up to five dependency signals, a 0 handle being a satisfied
-//!   dependency; the packet completes when all are 0.
-//! * *Signals*: a completion signal starts at 1 and the packet processor decrements it; waits
-//!   use `hsa_signal_wait_scacquire` so the kernel's results are visible after them.
-//! * *Code object readers* and *Executables*: the reader's memory outlives the reader; the
-//!   executable is frozen before symbols are queried; it is destroyed only when no dispatch of
-//!   its kernels is in flight. Kernel symbols are the kernel descriptors `<name>.kd` (AMDGPU
-//!   code object v3 and later).
-//! * *Memory* (`hsa_ext_amd.h`): kernarg buffers come from the pool flagged
-//!   `HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT`, with access granted to the GPU when the
-//!   pool is not accessible to it by default.
-//!
-//! Not supported: kernels whose metadata lists hidden arguments for host services
-//! (`hidden_hostcall_buffer` for printf / assert / malloc, `hidden_printf_buffer`,
-//! `hidden_heap_v1`, `hidden_multigrid_sync_arg`, device-side enqueue): refused before launch
-//! with [`Error::NotSupportedByBackend`] naming the kernel and the argument; cooperative launches, kernel timing through events (dispatch timestamps are not enabled).
+//! Details, and the HSA rules each step follows: the book's ROC notes, *Kernel launches*.
 
 mod code;
 mod kernargs;

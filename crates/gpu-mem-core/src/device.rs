@@ -1,4 +1,7 @@
 //! [`Device`]: one device of one backend, the entry point for allocating arrays and streams.
+//!
+//! Depends on `backend`, `error` and `sync` only: what a device makes (streams, arrays, host
+//! arrays, launches) is written with those types, in `impl Device` blocks of their modules.
 
 use crate::backend::{Backend, DeviceInfo, MemInfo};
 use crate::error::{BackendKind, Error, Result};

@@ -15,6 +15,9 @@
 //! memory `kDLCPU`. `device_id` is the device ordinal. Element types map to DLPack's
 //! `int`/`uint`/`float` codes with one lane; other element types (records) cannot be
 //! exported. Strides are in elements, as DLPack's are.
+//!
+//! Interop on top of the core: it may use arrays, host arrays, memory, devices and the backend;
+//! nothing else in the core uses it.
 
 use crate::array::DeviceArray;
 use crate::backend::DevicePtr;
@@ -23,8 +26,7 @@ use crate::element::Element;
 use crate::error::{BackendKind, Error, Result};
 use crate::host::{MappedArray, PinnedArray};
 use crate::layout::Layout;
-use crate::memory::{Access, Release};
-use crate::stream::KeepAlive;
+use crate::memory::{Access, KeepAlive, Release};
 /// The DLPack types this module's API names (from the `dlpark` crate), so that a producer or
 /// consumer need not depend on it to build or read a tensor.
 pub use dlpark::DlpackFlags;

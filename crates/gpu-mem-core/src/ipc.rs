@@ -13,14 +13,17 @@
 //! process sees another's streams. Backends: CUDA `cuIpcGetMemHandle` / `cuIpcOpenMemHandle`
 //! (a handle cannot be opened in the process that made it); ROC `hsa_amd_ipc_memory_create` /
 //! `_attach`; the simulator shares device memory through a memory file another process maps.
+//!
+//! Interop on top of the core: it may use arrays, memory, devices and the backend; nothing else
+//! in the core uses it.
 
-use crate::array::{DeviceArray, Storage};
+use crate::array::DeviceArray;
 use crate::backend::{DevicePtr, IpcMemHandle};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{BackendKind, Error, Result};
 use crate::layout::Layout;
-use crate::memory::Release;
+use crate::memory::{Release, Storage};
 
 /// A device array exported for another process: serialisable with [`IpcArrayHandle::to_bytes`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,14 +10,17 @@
 //! (the release threshold), and device memory in use plus cached never exceeds the capacity. A
 //! backend without a pool reports [`Error::NotSupportedByBackend`](crate::Error) from these
 //! calls, and its stream-ordered allocations fall back to ordinary ones.
+//!
+//! On top of the core: it may use arrays, streams, memory, devices and the backend; nothing
+//! else in the core uses it.
 
-use crate::array::{DeviceArray, Storage};
+use crate::array::DeviceArray;
 use crate::backend::{Enqueued, PoolUsage};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Order};
-use crate::memory::DeviceAlloc;
+use crate::memory::{DeviceAlloc, Storage};
 use crate::stream::Stream;
 use std::marker::PhantomData;
 use std::sync::Arc;

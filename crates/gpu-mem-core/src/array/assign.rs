@@ -17,9 +17,9 @@
 
 use crate::array::DeviceArray;
 use crate::backend::DevicePtr;
+use crate::backend::kernel::{Kernel, LaunchArg, LaunchConfig, portable};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, LaunchArg, LaunchConfig};
 use crate::layout::Layout;
 use ndarray::{ArrayBase, Data, Dimension};
 use std::any::TypeId;
@@ -30,7 +30,7 @@ const KERNEL_AXES: usize = 8;
 
 fn assign_kernel() -> &'static Kernel {
     static KERNEL: OnceLock<Kernel> = OnceLock::new();
-    KERNEL.get_or_init(|| Kernel::from_source(crate::kernel::portable::ASSIGN, "gm_assign"))
+    KERNEL.get_or_init(|| Kernel::from_source(portable::ASSIGN, "gm_assign"))
 }
 
 /// Numba's broadcast check of a value of shape `value` against a target of shape `target`.

@@ -25,20 +25,6 @@ impl<T: Element> LayoutSource for DeviceArray<T> {
     }
 }
 
-/// Page-locked, mapped and managed arrays are host arrays to Numba (`device_array_like(pinned)`),
-/// and give their layout as such, without waiting for stream work on them.
-macro_rules! host_array_layout_source {
-    ($($array:ident),*) => {$(
-        impl<T: Element> LayoutSource for crate::host::$array<T> {
-            type Elem = T;
-            fn source_layout(&self) -> Result<Layout> {
-                Ok(self.layout.clone())
-            }
-        }
-    )*};
-}
-host_array_layout_source!(PinnedArray, MappedArray, ManagedArray);
-
 impl<S, D> LayoutSource for ArrayBase<S, D>
 where
     S: RawData,

@@ -1,11 +1,11 @@
 //! The [`DeviceArray`] type and its attributes.
 
-use crate::array::Storage;
 use crate::backend::DevicePtr;
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::memory::Storage;
 use std::fmt;
 use std::marker::PhantomData;
 

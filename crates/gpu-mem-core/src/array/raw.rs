@@ -21,14 +21,14 @@
 //! 4. other users of the memory order their work with gpu-mem's (through events or stream
 //!    synchronization): gpu-mem orders only the work it enqueues itself.
 
-use crate::array::{DeviceArray, Storage};
+use crate::array::DeviceArray;
 use crate::backend::{DevicePtr, Enqueued};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::memory::{Access, ForeignMemory, PendingUses, Release};
-use crate::stream::{KeepAlive, Stream};
+use crate::memory::{Access, ForeignMemory, KeepAlive, PendingUses, Release, Storage};
+use crate::stream::Stream;
 use std::any::Any;
 use std::marker::PhantomData;
 use std::sync::Arc;

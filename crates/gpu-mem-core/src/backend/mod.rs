@@ -5,6 +5,11 @@
 //! it, and nothing backend-specific leaks into them. Handles ([`DevicePtr`], [`StreamHandle`],
 //! [`EventHandle`]) are plain numbers whose meaning belongs to the backend that made them.
 //!
+//! This module is the bottom of the core with `error`, `element` and `layout`: it depends on
+//! `error` only. The data that crosses the trait is its own: addresses, handles and flags in
+//! `types`, and what a kernel launch carries in `kernel` (which `crate::kernel` re-exports).
+//! Devices, memory, streams and arrays are built on top of it.
+//!
 //! # Contract
 //!
 //! * Every method takes the device ordinal it acts on; a backend makes whatever context it needs
@@ -21,12 +26,13 @@
 //! * Errors are returned, never panicked; work that fails after it was enqueued is reported by the
 //!   next synchronization of that stream as [`Error::AsyncFailure`].
 
+pub(crate) mod kernel;
 mod types;
 
 pub use types::*;
 
+use self::kernel::{Kernel, LaunchArg, LaunchConfig, Module};
 use crate::error::{BackendKind, Error, Result};
-use crate::kernel::{Kernel, LaunchArg, LaunchConfig};
 use std::fmt::Debug;
 use std::ptr::NonNull;
 
@@ -520,7 +526,7 @@ pub unsafe trait Backend: Send + Sync + Debug {
     fn module_global(
         &self,
         device: usize,
-        module: &crate::kernel::Module,
+        module: &Module,
         name: &str,
     ) -> Result<(DevicePtr, usize)> {
         let _ = (device, module, name);

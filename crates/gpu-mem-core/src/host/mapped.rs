@@ -1,13 +1,13 @@
 //! [`MappedArray`]: page-locked host memory mapped into the device address space.
 
-use crate::array::{DeviceArray, LayoutSource, Storage};
+use crate::array::{DeviceArray, LayoutSource};
 use crate::backend::HostAllocFlags;
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::host::pinned::allocate_zeroed;
 use crate::layout::{Layout, Order};
-use crate::memory::{Access, HostBuffer};
+use crate::memory::{Access, HostBuffer, Storage};
 use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Data, Dimension};
 use std::marker::PhantomData;
 use std::sync::Arc;

@@ -7,17 +7,18 @@
 //!   the kernel ([`InOut`]); [`In`] only copies in; [`Out`] only copies back (its device buffer
 //!   starts zeroed on the simulator, undefined on GPUs). Non-contiguous host arrays are refused,
 //!   as in Numba.
+//!
+//! Each kind is prepared from what lies below `kernel`: device arrays and records (`array`), host
+//! arrays (`host`), and the memory a stream keeps alive (`memory`).
 
-use crate::array::DeviceArray;
 use crate::array::host_layout::layout_of;
+use crate::array::{DeviceArray, DeviceRecord};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::host::{ManagedArray, MappedArray};
 use crate::kernel::LaunchArg;
-use crate::memory::HostBuffer;
-use crate::stream::KeepAlive;
-use crate::{DeviceRecord, array::Storage};
+use crate::memory::{HostBuffer, KeepAlive, Storage};
 use ndarray::{ArrayBase, Data, DataMut, Dimension};
 use std::any::TypeId;
 use std::sync::Arc;

@@ -1,11 +1,14 @@
 //! Launching: [`Device::launch`] (synchronous, Numba's default stream) and [`Stream::launch`].
+//!
+//! Written here, above `stream` and `device`, which know nothing of kernel arguments: a stream
+//! launch is one more submission ([`Stream::submit`]) of a stream.
 
 use crate::backend::Enqueued;
 use crate::device::Device;
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelArg, LaunchArg, LaunchConfig, Prepared};
-use crate::memory::{Access, PendingUses};
-use crate::stream::{KeepAlive, Stream};
+use crate::memory::{Access, KeepAlive, PendingUses};
+use crate::stream::Stream;
 
 fn prepare_all(device: &Device, args: &mut [&mut dyn KernelArg]) -> Result<Vec<Prepared>> {
     args.iter_mut().map(|arg| arg.prepare(device)).collect()

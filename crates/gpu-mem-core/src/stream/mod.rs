@@ -1,10 +1,17 @@
 //! Streams: [`Stream`], an ordered queue of device work, with the bookkeeping that makes async
-//! copies sound; the asynchronous copies enqueued on it (`copies`); and [`Event`]s, markers in a
-//! stream's work (`event`). The device constructors `Device::stream` and `Device::event` are here
-//! too. `event` knows nothing of streams: recording into and waiting on a stream are written here,
-//! so the dependency runs one way. Likewise `memory` knows nothing of streams: a stream is a
-//! `memory::WorkQueue` to the host buffers it uses, and registers how to reclaim the memory its
-//! work keeps alive (`memory::set_reclaim`) for allocations that find no room.
+//! copies sound; [`Event`]s, markers in a stream's work (`event`); and the host memory its copies
+//! accept ([`HostSource`], [`HostDestination`], `host_memory`). The device constructors
+//! `Device::stream` and `Device::event` are here too.
+//!
+//! This module depends on `memory`, `device`, `backend`, `layout`, `element`, `error` and
+//! `sync`; arrays, host arrays and kernels sit above it. So the work put on a stream that names
+//! those is written with them: the asynchronous copies of device arrays in
+//! `array/stream_transfer.rs`, work of other libraries in `array/raw.rs`, kernel launches in
+//! `kernel/launch.rs`, each through [`Stream::submit`]. `event` knows nothing of streams:
+//! recording into and waiting on a stream are written here, so the dependency runs one way.
+//! Likewise `memory` knows nothing of streams: a stream is a `memory::WorkQueue` to the host
+//! buffers it uses, and registers how to reclaim the memory its work keeps alive
+//! (`memory::set_reclaim`) for allocations that find no room.
 //!
 //! Every operation enqueued through a `Stream` gets a ticket (the stream's submission count after
 //! it). The stream keeps what the operation touches — device allocations, page-locked host
@@ -16,31 +23,19 @@
 use crate::backend::{Enqueued, StreamHandle};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::memory::{Access, PendingUses, WorkQueue};
+use crate::memory::{Access, KeepAlive, PendingUses, WorkQueue};
 use smallvec::SmallVec;
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-mod copies;
 mod event;
+mod host_memory;
 
 pub use event::Event;
-
-/// Something enqueued work needs alive until it completes (device memory, a host buffer, a
-/// kernel's code): held by the stream, dropped on a host thread once the work is known complete.
-/// The common kinds are reference counts held directly, so keeping them allocates nothing.
-#[derive(Debug)]
-#[allow(dead_code, reason = "the values are held only to be dropped later")]
-pub(crate) enum KeepAlive {
-    /// The memory behind an array.
-    Storage(crate::array::Storage),
-    /// A page-locked host buffer.
-    Host(Arc<crate::memory::HostBuffer>),
-    /// Anything else (a kernel's code, the owner of an adopted stream).
-    Other(Box<dyn Any + Send + Sync>),
-}
+pub use host_memory::{HostDestination, HostSource};
+pub(crate) use host_memory::{HostMemory, HostMemoryMut, LockedMemory, Sealed};
 
 impl Device {
     /// Waits for all work on all streams of this device (Numba's `cuda.synchronize()`); what the
@@ -120,10 +115,10 @@ fn release_kept_memory(device: &Device) -> bool {
 /// Whether some memory in `list` is held by nothing else (its arrays were dropped).
 fn keeps_dropped_memory(list: &[(u64, KeepAlive)]) -> bool {
     list.iter().any(|(_, kept)| match kept {
-        KeepAlive::Storage(crate::array::Storage::Device(alloc)) => {
+        KeepAlive::Storage(crate::memory::Storage::Device(alloc)) => {
             Arc::strong_count(alloc) == count_holds(list, alloc)
         }
-        KeepAlive::Storage(crate::array::Storage::Mapped(buffer)) | KeepAlive::Host(buffer) => {
+        KeepAlive::Storage(crate::memory::Storage::Mapped(buffer)) | KeepAlive::Host(buffer) => {
             Arc::strong_count(buffer) == count_host_holds(list, buffer)
         }
         _ => false,
@@ -291,7 +286,7 @@ impl StreamInner {
 fn count_host_holds(list: &[(u64, KeepAlive)], buffer: &Arc<crate::memory::HostBuffer>) -> usize {
     list.iter()
         .filter(|(_, k)| match k {
-            KeepAlive::Host(b) | KeepAlive::Storage(crate::array::Storage::Mapped(b)) => {
+            KeepAlive::Host(b) | KeepAlive::Storage(crate::memory::Storage::Mapped(b)) => {
                 Arc::ptr_eq(b, buffer)
             }
             _ => false,
@@ -303,7 +298,7 @@ fn count_host_holds(list: &[(u64, KeepAlive)], buffer: &Arc<crate::memory::HostB
 fn count_holds(list: &[(u64, KeepAlive)], alloc: &Arc<crate::memory::DeviceAlloc>) -> usize {
     list.iter()
         .filter(|(_, k)| {
-            matches!(k, KeepAlive::Storage(crate::array::Storage::Device(a)) if Arc::ptr_eq(a, alloc))
+            matches!(k, KeepAlive::Storage(crate::memory::Storage::Device(a)) if Arc::ptr_eq(a, alloc))
         })
         .count()
 }

@@ -1,6 +1,6 @@
 //! [`LaunchArg`]: one kernel argument as a backend receives it.
 
-use crate::backend::DevicePtr;
+use crate::backend::types::DevicePtr;
 use std::any::TypeId;
 
 /// A kernel argument, type-erased for the [`Backend`](crate::Backend).

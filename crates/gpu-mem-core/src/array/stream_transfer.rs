@@ -3,18 +3,20 @@
 //!
 //! Each operation hands the stream everything it touches to keep alive, and records itself on
 //! the host buffers it reads or writes, so host code touching those buffers waits for it.
+//!
+//! Methods of [`Stream`] written with the arrays they move, which sit above streams: the stream
+//! gives the submission ([`Stream::submit`]) and the host memory it accepts ([`HostSource`],
+//! [`HostDestination`]), and knows nothing of device arrays.
 
+use crate::array::DeviceArray;
 use crate::array::host_layout::{contiguous_c, contiguous_f, core_view};
 use crate::array::transfer::non_contiguous;
-use crate::array::{DeviceArray, Storage};
 use crate::backend::{DevicePtr, Enqueued, HostAllocFlags};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::host::source::{HostMemory, HostMemoryMut, LockedMemory};
-use crate::host::{HostDestination, HostSource};
 use crate::layout::{Layout, Order, check_compatible};
-use crate::memory::{Access, HostBuffer, PendingUses};
-use crate::stream::{KeepAlive, Stream};
+use crate::memory::{Access, HostBuffer, KeepAlive, PendingUses, Storage};
+use crate::stream::{HostDestination, HostMemory, HostMemoryMut, HostSource, LockedMemory, Stream};
 use std::sync::Arc;
 
 impl LockedMemory<'_> {

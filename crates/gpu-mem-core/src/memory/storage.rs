@@ -1,9 +1,13 @@
-//! What a device array's memory is: a device allocation, or host memory mapped into the device.
+//! What a device array's memory is: a device allocation, host memory mapped into the device,
+//! or device memory owned elsewhere.
+//!
+//! Defined here, with the memory it holds, rather than with the arrays: streams keep it alive
+//! ([`KeepAlive::Storage`](crate::memory::KeepAlive::Storage), see `keep_alive`) and look into
+//! it, and arrays sit above streams.
 
 use crate::backend::DevicePtr;
 use crate::device::Device;
 use crate::memory::{DeviceAlloc, ForeignMemory, HostBuffer};
-use crate::stream::KeepAlive;
 use std::sync::Arc;
 
 /// Shared memory behind one or more arrays.
@@ -33,11 +37,6 @@ impl Storage {
             Storage::Mapped(buffer) => buffer.device_ptr().unwrap_or(DevicePtr::NULL),
             Storage::Foreign(memory) => memory.ptr(),
         }
-    }
-
-    /// A handle that keeps the memory alive while enqueued work uses it.
-    pub(crate) fn keep_alive(&self) -> KeepAlive {
-        KeepAlive::Storage(self.clone())
     }
 
     /// The host buffer, for mapped memory (whose host side must wait for device work).

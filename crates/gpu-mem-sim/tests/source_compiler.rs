@@ -101,10 +101,7 @@ fn a_second_launch_needs_neither_compiler_nor_disk() {
     let kernel = Kernel::from_source(SOURCE, "nothing");
     launch(&backend, &kernel).unwrap();
     let cache = std::path::PathBuf::from(std::env::var_os("GPU_MEM_CACHE_DIR").unwrap());
-    let built: Vec<_> = std::fs::read_dir(cache.join("sim-kernels"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .collect();
+    let built: Vec<_> = libraries(&cache.join("sim-kernels"));
     assert_eq!(built.len(), 1, "one library in the cache: {built:?}");
     std::fs::remove_dir_all(&cache).unwrap();
     // SAFETY: this child process runs a single test on one thread.
@@ -511,6 +508,105 @@ fn deep_recursion_names_the_kernel_and_the_stack_setting() {
             None,
         )
     };
+}
+
+/// The kernel libraries in cache folder `dir`, by name.
+fn libraries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "so"))
+        .collect();
+    found.sort();
+    found
+}
+
+/// A kernel whose threads wait at a barrier (built stackless) and one that waits for nothing.
+const TWO_FORMS: &str = "#include \"gpu_mem.h\"\n\
+    extern \"C\" __global__ void waits() {\n\
+        __shared__ int s[32]; s[threadIdx.x] = threadIdx.x; __syncthreads();\n\
+        if (s[31 - threadIdx.x] != 31 - (int)threadIdx.x) __trap();\n\
+    }\n";
+
+/// The precompiled prelude changes a compile's speed, never its result: the libraries built
+/// with it and without it (`GPU_MEM_SIM_PRECOMPILED=0`) are the same bytes, for both thread
+/// forms; a damaged header in the cache is rebuilt, never used.
+#[test]
+fn the_precompiled_prelude_changes_nothing_but_speed() {
+    if std::env::var_os(CHILD).is_some() {
+        let backend = SimBackend::new(SimConfig::default());
+        launch(&backend, &Kernel::from_source(SOURCE, "nothing")).unwrap();
+        let waits = Kernel::from_source(TWO_FORMS, "waits");
+        let args: [LaunchArg; 0] = [];
+        // SAFETY: the kernel touches only its shared array.
+        unsafe { backend.launch(0, &waits, &LaunchConfig::new(2, 32), &args, None) }.unwrap();
+        return;
+    }
+    let with = tempdir("precompiled");
+    let without = tempdir("not-precompiled");
+    let test = "the_precompiled_prelude_changes_nothing_but_speed";
+    in_child(test, &[("GPU_MEM_CACHE_DIR", with.to_str().unwrap())]);
+    in_child(
+        test,
+        &[
+            ("GPU_MEM_CACHE_DIR", without.to_str().unwrap()),
+            ("GPU_MEM_SIM_PRECOMPILED", "0"),
+        ],
+    );
+    let (with_dir, without_dir) = (with.join("sim-kernels"), without.join("sim-kernels"));
+    let built = libraries(&with_dir);
+    assert_eq!(built.len(), 2, "a library per module: {built:?}");
+    let names = |dir: &std::path::Path| {
+        libraries(dir)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&with_dir), names(&without_dir), "the same cache keys");
+    for library in &built {
+        let other = without_dir.join(library.file_name().unwrap());
+        assert!(
+            std::fs::read(library).unwrap() == std::fs::read(&other).unwrap(),
+            "{} differs when built without the precompiled prelude",
+            library.display()
+        );
+    }
+    let headers = |dir: &std::path::Path| {
+        let mut found: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "gch"))
+            .collect();
+        found.sort();
+        found
+    };
+    assert!(headers(&without_dir).is_empty(), "turned off, none is made");
+    let made = headers(&with_dir);
+    let clang = std::env::var("GPU_MEM_SIM_CXX").is_ok_and(|c| c.contains("clang"));
+    if clang {
+        assert!(made.is_empty(), "clang takes none: {made:?}");
+    } else {
+        // One per thread form.
+        assert_eq!(made.len(), 2, "{made:?}");
+        // Damaged: cut short. The next build rebuilds it and still builds the same library.
+        let good = std::fs::read(&made[0]).unwrap();
+        std::fs::write(&made[0], &good[..good.len() / 2]).unwrap();
+        for library in &built {
+            std::fs::remove_file(library).unwrap();
+        }
+        in_child(test, &[("GPU_MEM_CACHE_DIR", with.to_str().unwrap())]);
+        // (A header's bytes vary from build to build: it records the folder it was built in.)
+        let rebuilt = std::fs::read(&made[0]).unwrap().len();
+        assert!(rebuilt > good.len() / 2 + 1, "not rebuilt: {rebuilt} bytes");
+        for library in &built {
+            let other = without_dir.join(library.file_name().unwrap());
+            assert!(std::fs::read(library).unwrap() == std::fs::read(&other).unwrap());
+        }
+    }
+    std::fs::remove_dir_all(&with).unwrap();
+    std::fs::remove_dir_all(&without).unwrap();
 }
 
 fn tempdir(tag: &str) -> std::path::PathBuf {

@@ -209,6 +209,51 @@ impl Cache {
         File::open(&self.dir)?.sync_all()
     }
 
+    /// The path of the file stored under `name` by [`Cache::store_checked`], when it is there,
+    /// passes the file checks and its content has the hash stored beside it (`{name}.sha256`);
+    /// why not otherwise (`Ok(None)`: there is none). For files a compiler reads by path (a
+    /// precompiled header): the folder is this user's alone, so the file checked is the file
+    /// read.
+    pub(crate) fn checked_file(&self, name: &str) -> Result<Option<PathBuf>, String> {
+        let Some(mut file) = self.open_file(name)? else {
+            return Ok(None);
+        };
+        let Some(mut digest) = self.open_file(&format!("{name}.sha256"))? else {
+            return Ok(None);
+        };
+        let mut expected = Vec::new();
+        digest
+            .read_to_end(&mut expected)
+            .map_err(|e| format!("cannot read its hash: {e}"))?;
+        let mut hash = Sha256::new();
+        std::io::copy(&mut file, &mut hash).map_err(|e| format!("cannot read it: {e}"))?;
+        if expected != hex(&hash.finalize()).as_bytes() {
+            return Err("its content does not have the hash stored beside it".into());
+        }
+        Ok(Some(self.dir.join(name)))
+    }
+
+    /// Stores the file at `staged` (in a folder of [`Cache::scratch`]) under `name`, with the
+    /// hash of its content beside it (`{name}.sha256`): both synced and renamed into place, the
+    /// hash last, so a reader that finds the hash finds the whole file.
+    pub(crate) fn store_checked(&self, name: &str, staged: &Path) -> std::io::Result<()> {
+        let mut hash = Sha256::new();
+        {
+            let mut file = File::open(staged)?;
+            std::io::copy(&mut file, &mut hash)?;
+            file.sync_all()?;
+        }
+        let digest_staged = staged.with_extension("sha256");
+        {
+            let mut file = private_create(&digest_staged)?;
+            std::io::Write::write_all(&mut file, hex(&hash.finalize()).as_bytes())?;
+            file.sync_all()?;
+        }
+        std::fs::rename(staged, self.dir.join(name))?;
+        std::fs::rename(&digest_staged, self.dir.join(format!("{name}.sha256")))?;
+        File::open(&self.dir)?.sync_all()
+    }
+
     /// A fresh private folder inside the cache for one compile (removed by the caller).
     pub(crate) fn scratch(&self) -> std::io::Result<PathBuf> {
         static NEXT: AtomicU64 = AtomicU64::new(0);

@@ -72,6 +72,15 @@ pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str]
     }
 }
 
+/// The macros a unit of `threads` defines before it includes the prelude (`wrapper::kernel_part`),
+/// defined the same way for the prelude precompiled for it, as GCC requires.
+pub(crate) fn prelude_defines(threads: Threads) -> &'static [&'static str] {
+    match threads {
+        Threads::Calls => &[],
+        Threads::Stackless => &["-DGM_SIM_STACKLESS=1"],
+    }
+}
+
 /// Every symbol of a program defined at link time (see [`LINK_FLAGS`]). For stackless programs this
 /// matters more: GCC leaves an await in an unevaluated operand (`sizeof(helper(x))`) calling
 /// functions it never instantiates, which would otherwise fail only when a thread got there (a
@@ -179,6 +188,41 @@ impl Compiler {
         // Best effort: the build's folder is removed after the build.
         let _ = std::fs::remove_file(&object);
         linked
+    }
+
+    /// Precompiles the prelude (`include`'s `gpu_mem.h`) into `output` for units of `threads`,
+    /// with the flags of every compile (GCC's `.gch`; see `super::precompiled`). Run in
+    /// `include`'s parent, naming files relatively as [`Compiler::compile`] does.
+    pub(crate) fn precompile(
+        &self,
+        include: &Path,
+        output: &Path,
+        threads: Threads,
+    ) -> std::result::Result<(), CompileFailure> {
+        let folder = include.parent().unwrap_or(Path::new("."));
+        let within = |path: &Path| path.strip_prefix(folder).unwrap_or(path).to_path_buf();
+        let mut command = Command::new(&self.path);
+        command
+            .current_dir(folder)
+            .args(standard(threads, self.is_clang()))
+            .args(FLAGS)
+            .args(prelude_defines(threads))
+            .arg("-I")
+            .arg(within(include))
+            .args(["-x", "c++-header"])
+            .arg(within(&include.join("gpu_mem.h")))
+            .arg("-o")
+            .arg(within(output));
+        self.run(&mut command).map(drop)
+    }
+
+    /// Whether it takes a precompiled header from beside the header it includes, as GCC does
+    /// (checking that it fits, and reading the header as text otherwise). Anything but clang is
+    /// taken for GCC (`c++` names it without saying so); clang wants `-include-pch`, whose
+    /// file checks a header written afresh for every build never passes, so its units read the
+    /// prelude as text.
+    pub(crate) fn takes_gch(&self) -> bool {
+        !self.is_clang()
     }
 
     /// The text of `source_file` after preprocessing with the headers of `include`, the prelude

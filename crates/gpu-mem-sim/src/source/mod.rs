@@ -30,6 +30,7 @@ mod dynamic_shared;
 mod elf;
 mod headers;
 mod includes;
+mod precompiled;
 mod shifts;
 mod signature;
 mod stackless;
@@ -550,6 +551,7 @@ fn compile_into(
         let source = scratch.join("kernel.cpp");
         std::fs::write(&source, unit).map_err(|e| other("write", &source, e))?;
         let output = scratch.join("kernel.so");
+        precompiled::place(cache, compiler, plan.threads, &include);
         compiler
             .compile(&source, &include, &output, plan.threads)
             .map_err(|failure| Failure::of_compile(module, compiler, failure))?;

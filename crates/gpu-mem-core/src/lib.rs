@@ -26,6 +26,8 @@ pub mod smart;
 mod stream;
 #[doc(hidden)]
 pub mod sync;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// The `ndarray` version this crate's host arrays are made of.
 pub use ndarray;

@@ -11,6 +11,7 @@ mod async_random;
 mod backend;
 #[cfg_attr(miri, allow(dead_code))]
 mod common;
+mod contract;
 mod copy_engine;
 mod fibers;
 mod kept_memory;

@@ -1,0 +1,5 @@
+//! Support for testing backends, behind the `testing` cargo feature (off by default, so nothing
+//! here reaches an application): the raw-[`Backend`](crate::Backend) contract, written once and
+//! run by each backend's own tests.
+
+pub mod contract;

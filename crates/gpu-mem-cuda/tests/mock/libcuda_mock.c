@@ -9,8 +9,9 @@
  *   - device pointers must lie inside a live allocation (or mapped host memory);
  *   - memory from cuMemAlloc must be freed by cuMemFree and memory from cuMemAllocAsync by
  *     cuMemFreeAsync;
- *   - registering twice gives 712, unregistering an unknown base gives 713, and
- *     cuMemHostGetDevicePointer needs memory allocated / registered with DEVICEMAP;
+ *   - registering a range twice, or memory from cuMemHostAlloc (page-locked already), gives
+ *     712, unregistering an unknown base gives 713, and cuMemHostGetDevicePointer needs memory
+ *     allocated / registered with DEVICEMAP;
  *   - cuEventElapsedTime fails with CUDA_ERROR_INVALID_HANDLE for untimed or unrecorded events;
  *   - cuLaunchKernel checks the launch shape against the device limits it reports;
  *     cuLaunchCooperativeKernel also that the grid fits 132 resident blocks.
@@ -673,7 +674,8 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_ITEMS; ++i) {
         struct item *it = &items[i];
-        if (it->kind == HOST_REGISTERED && (char *)p < it->base + it->bytes && it->base < (char *)p + bytes)
+        if ((it->kind == HOST_REGISTERED || it->kind == HOST_ALLOC) &&
+            (char *)p < it->base + it->bytes && it->base < (char *)p + bytes)
             r = E_ALREADY_REGISTERED;
     }
     if (r == OK && !add_item(HOST_REGISTERED, p, bytes, flags)) r = E_OUT_OF_MEMORY;

@@ -16,10 +16,10 @@ const GPU1_AGENT: u64 = 3;
 const CHUNK: usize = 4 << 20;
 
 /// Two GPUs while alive; back to one (and peer access allowed) when dropped, even on failure.
-struct TwoGpus<'a>(&'a Mock);
+pub(crate) struct TwoGpus<'a>(&'a Mock);
 
 impl<'a> TwoGpus<'a> {
-    fn new(mock: &'a Mock) -> Result<TwoGpus<'a>, Failed> {
+    pub(crate) fn new(mock: &'a Mock) -> Result<TwoGpus<'a>, Failed> {
         mock.set_gpu_count(2)?;
         Ok(TwoGpus(mock))
     }

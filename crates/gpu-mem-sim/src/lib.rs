@@ -468,6 +468,13 @@ unsafe impl Backend for SimBackend {
         flags: HostAllocFlags,
     ) -> Result<HostAllocation> {
         let d = self.device(device)?;
+        if bytes == 0 {
+            // As CUDA and HSA: `cuMemHostAlloc` of 0 bytes is an invalid value.
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "page-locked allocations must be non-empty".into(),
+            });
+        }
         let mut host = lock(&d.host);
         let (ptr, layout) = host.allocate(bytes)?;
         let mapped = match flags

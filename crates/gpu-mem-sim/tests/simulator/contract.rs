@@ -24,13 +24,8 @@ fn simulator_contract() -> Contract {
 /// Rules the simulator is known to break where the other backends keep them, with the start of
 /// the failure each gives. Undocumented disagreements to settle in the simulator, not accepted
 /// differences: the check must still fail with that message (so that the entry goes once the
-/// simulator keeps the rule) and says so on every run.
-const KNOWN_BREAKS: &[(&str, &str)] = &[(
-    // CUDA and ROC refuse a page-locked allocation of 0 bytes as the trait asks (`bytes > 0`);
-    // the simulator allocates a page. The core never asks for 0 bytes.
-    "empty_allocations_are_refused",
-    "host_alloc of 0 bytes gave Ok(",
-)];
+/// simulator keeps the rule) and says so on every run. None today.
+const KNOWN_BREAKS: &[(&str, &str)] = &[];
 
 fn run(name: &str) {
     let check = contract::check(name).expect("every generated test names a check");

@@ -443,22 +443,8 @@ fn mock_contract() -> Contract {
 /// Rules of the contract the ROC backend is known to break where CUDA and the simulator keep
 /// them, with the start of the failure each gives: undocumented disagreements to settle in the
 /// backend, not accepted differences. Each is reported as ignored with its failure, never as
-/// passed, and fails once the backend keeps the rule (so the entry goes).
-const KNOWN_BREAKS: &[(&str, &str)] = &[
-    (
-        // Copies and fills take only the backend's own device allocations (`device_side`): the
-        // device address of mapped, managed or mapped-registered host memory is refused, so
-        // the core's `MappedArray::read` and `ManagedArray::read` (a `copy_dtoh` from it) fail.
-        "host_memory_device_addresses_serve_copies",
-        "mapped page-locked memory: memset_d8 through the device address failed: invalid device pointer",
-    ),
-    (
-        // Registration looks up only the exact start: a range inside a registered one, and
-        // memory from `host_alloc`, are locked again.
-        "overlapping_registrations_are_refused",
-        "registering a range inside a registered one gave Ok",
-    ),
-];
+/// passed, and fails once the backend keeps the rule (so the entry goes). None today.
+const KNOWN_BREAKS: &[(&str, &str)] = &[];
 
 /// One check of the contract on fresh backends over two stand-in GPUs; a pass also needs the
 /// stand-in to have seen no violation, and every lock, allocation and signal the backends took

@@ -125,6 +125,29 @@ impl Registry {
             .map(|(base, r)| r.agent_ptr + (addr - base))
     }
 
+    /// Where in the host's address space the bytes `device`'s GPU reaches at device address
+    /// `[addr, addr + bytes)` are, when that range is the device address of host memory made
+    /// accessible to it: a host or managed allocation (the same address) or a registration
+    /// (its agent pointer + offset).
+    pub fn host_of_gpu_address(&self, device: usize, addr: usize, bytes: usize) -> Option<usize> {
+        let reaches = |owner: usize, portable: bool| portable || owner == device;
+        if containing(&lock(&self.host), addr, bytes, |a| a.bytes)
+            .is_some_and(|(_, a)| reaches(a.device, a.portable))
+        {
+            return Some(addr);
+        }
+        let end = addr.checked_add(bytes)?;
+        lock(&self.registered)
+            .iter()
+            .find(|(_, r)| {
+                r.settled
+                    && reaches(r.device, r.portable)
+                    && r.agent_ptr <= addr
+                    && r.agent_ptr.checked_add(r.bytes).is_some_and(|e| end <= e)
+            })
+            .map(|(base, r)| base + (addr - r.agent_ptr))
+    }
+
     /// Device bytes still free by this process' own accounting.
     pub fn device_bytes_in_use(&self, device: usize) -> u64 {
         lock(&self.device)
@@ -343,7 +366,19 @@ impl RocBackend {
         }
         {
             let mut registered = lock(&self.registry.registered);
-            if let Some(known) = registered.get(&address) {
+            let end = address.checked_add(bytes).ok_or(Error::HostRegistration {
+                address,
+                bytes,
+                reason: "the range overflows the address space",
+            })?;
+            // As CUDA (`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`): no byte may be locked twice,
+            // by another registration or as page-locked memory of `host_alloc`; unlocking one of
+            // two overlapping locks would unpin pages the other still needs.
+            let overlapping = registered
+                .range(..end)
+                .next_back()
+                .filter(|(base, r)| **base + r.bytes > address);
+            if let Some((_, known)) = overlapping {
                 return Err(Error::HostRegistration {
                     address,
                     bytes,
@@ -352,6 +387,17 @@ impl RocBackend {
                     } else {
                         "being registered or unregistered by another thread"
                     },
+                });
+            }
+            let pinned = lock(&self.registry.host)
+                .range(..end)
+                .next_back()
+                .is_some_and(|(base, a)| base + a.bytes > address);
+            if pinned {
+                return Err(Error::HostRegistration {
+                    address,
+                    bytes,
+                    reason: "already page-locked (memory of host_alloc or managed_alloc)",
                 });
             }
             // Reserved while the pages are locked (see `Registration::settled`).

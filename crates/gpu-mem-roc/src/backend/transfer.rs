@@ -99,12 +99,24 @@ impl RocBackend {
             bytes: bytes as u64,
             reason: "range overflows the address space",
         })?;
-        let allocs = lock(&self.registry.device);
-        let inside = allocs
+        let inside = lock(&self.registry.device)
             .range(..=ptr.0)
             .next_back()
             .is_some_and(|(base, a)| a.device == device && end.0 <= base + a.bytes as u64);
         if !inside {
+            // The device address of host memory this GPU reaches (mapped page-locked, managed
+            // or mapped-registered memory), which copies take as CUDA's do: a copy engine moves
+            // it as the host side of a copy, at that address.
+            if self
+                .registry
+                .host_of_gpu_address(device, ptr.0 as usize, bytes)
+                .is_some()
+            {
+                return Ok(Side {
+                    address: ptr.0 as usize,
+                    agent: self.topology.host.agent,
+                });
+            }
             return Err(Error::InvalidPointer {
                 kind: "device",
                 address: ptr.0,
@@ -471,10 +483,11 @@ impl RocBackend {
         if bytes == 0 {
             return Ok(());
         }
-        self.device_side(device, dst, bytes)?;
+        let side = self.device_side(device, dst, bytes)?;
         self.drain_device_for_ordering(device);
-        // SAFETY: the range is inside a live allocation (checked) and no earlier work is pending.
-        unsafe { self.fill_bytes(dst.0 as usize, value, bytes) }
+        // SAFETY: the range is inside a live allocation or host memory this GPU reaches
+        // (checked), and no earlier work is pending.
+        unsafe { self.fill(device, side, value, bytes) }
     }
 
     /// # Safety
@@ -491,13 +504,39 @@ impl RocBackend {
         if bytes == 0 {
             return Ok(());
         }
-        self.device_side(device, dst, bytes)?;
+        let side = self.device_side(device, dst, bytes)?;
         let mut stream = lock(&handle);
         stream.drain_with_waits(self.wait_tick())?;
-        // SAFETY: inside a live allocation (checked); the stream's earlier work and the events it
-        // waits for have completed, and the stream stays locked, so nothing later on it starts
-        // before the fill is done.
-        unsafe { self.fill_bytes(dst.0 as usize, value, bytes) }
+        // SAFETY: inside a live allocation or host memory this GPU reaches (checked); the
+        // stream's earlier work and the events it waits for have completed, and the stream
+        // stays locked, so nothing later on it starts before the fill is done.
+        unsafe { self.fill(device, side, value, bytes) }
+    }
+
+    /// Fills `bytes` bytes at `side` (from [`RocBackend::device_side`]) with `value`: device
+    /// memory with the runtime's fills, host memory (the device address of page-locked, managed
+    /// or registered memory) with the CPU at its host address.
+    ///
+    /// # Safety
+    /// As [`RocBackend::fill_bytes`], for the memory `side` names.
+    unsafe fn fill(&self, device: usize, side: Side, value: u8, bytes: usize) -> Result<()> {
+        if side.agent.handle != self.topology.host.agent.handle {
+            // SAFETY: forwarded.
+            return unsafe { self.fill_bytes(side.address, value, bytes) };
+        }
+        let host = self
+            .registry
+            .host_of_gpu_address(device, side.address, bytes)
+            .ok_or(Error::InvalidPointer {
+                kind: "device",
+                address: side.address as u64,
+                bytes: bytes as u64,
+                reason: "not inside a live allocation of this device",
+            })?;
+        // SAFETY: host memory of a live allocation or registration (looked up just now), which
+        // no device work touches (caller).
+        unsafe { std::ptr::write_bytes(host as *mut u8, value, bytes) };
+        Ok(())
     }
 
     /// Byte fill of `[dst, dst + bytes)` from 32-bit word fills plus read-modify-write of the

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use gpu_mem::Backend;
+use gpu_mem::backend::{Launch, Streams};
 use gpu_mem::prelude::*;
 use gpu_mem::sim::{SimBackend, SimConfig};
 use std::sync::mpsc;

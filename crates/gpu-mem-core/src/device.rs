@@ -3,7 +3,7 @@
 //! Depends on `backend`, `error` and `sync` only: what a device makes (streams, arrays, host
 //! arrays, launches) is written with those types, in `impl Device` blocks of their modules.
 
-use crate::backend::{Backend, DeviceInfo, MemInfo};
+use crate::backend::{Backend, DeviceInfo, MemInfo, require};
 use crate::error::{BackendKind, Error, Result};
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -106,8 +106,8 @@ impl Device {
         if !self.same_backend(peer) {
             return Ok(false);
         }
-        self.shared
-            .backend
+        let backend = self.backend();
+        require(backend.as_ref(), backend.peer(), "peer access")?
             .can_access_peer(self.ordinal(), peer.ordinal())
     }
 
@@ -126,8 +126,8 @@ impl Device {
                 found: peer.ordinal(),
             });
         }
-        self.shared
-            .backend
+        let backend = self.backend();
+        require(backend.as_ref(), backend.peer(), "peer access")?
             .enable_peer_access(self.ordinal(), peer.ordinal())
     }
 

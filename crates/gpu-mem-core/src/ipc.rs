@@ -18,7 +18,7 @@
 //! in the core uses it.
 
 use crate::array::DeviceArray;
-use crate::backend::{DevicePtr, IpcMemHandle};
+use crate::backend::{DevicePtr, IpcMemHandle, require};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{BackendKind, Error, Result};
@@ -190,8 +190,8 @@ impl<T: Element> DeviceArray<T> {
                 reason: "an empty array has no memory to export".into(),
             });
         }
-        let memory = device
-            .backend()
+        let backend = device.backend();
+        let memory = require(backend.as_ref(), backend.ipc(), "IPC memory handles")?
             .ipc_get_handle(device.ordinal(), alloc.ptr())?;
         Ok(IpcArrayHandle {
             backend: device.kind(),
@@ -262,9 +262,9 @@ impl Device {
                 reason: format!("offset {} is not aligned for {}", handle.offset, T::dtype()),
             });
         }
-        let base = self
-            .backend()
-            .ipc_open_handle(self.ordinal(), &handle.memory)?;
+        let backend = self.backend();
+        let ipc = require(backend.as_ref(), backend.ipc(), "IPC memory handles")?;
+        let base = ipc.ipc_open_handle(self.ordinal(), &handle.memory)?;
         // `base` maps `handle.memory.bytes` bytes at an aligned address (the offset was checked
         // above) until `Release::IpcMapping` closes it, after the last array and operation.
         let array = match base.0.checked_add(handle.offset) {
@@ -287,7 +287,7 @@ impl Device {
         };
         if array.is_err() {
             // SAFETY: `base` was just opened and nothing uses it.
-            let _ = unsafe { self.backend().ipc_close_handle(self.ordinal(), base) };
+            let _ = unsafe { ipc.ipc_close_handle(self.ordinal(), base) };
         }
         array
     }

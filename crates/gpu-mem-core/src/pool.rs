@@ -15,7 +15,7 @@
 //! else in the core uses it.
 
 use crate::array::DeviceArray;
-use crate::backend::{Enqueued, PoolUsage};
+use crate::backend::{Enqueued, PoolUsage, StreamOrderedPool, require};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -50,22 +50,28 @@ impl MemoryPool {
     /// (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`, `..._RESERVED_MEM_CURRENT`,
     /// `..._RELEASE_THRESHOLD`).
     pub fn usage(&self) -> Result<PoolUsage> {
-        self.device.backend().pool_usage(self.device.ordinal())
+        self.pool("memory pools")?.pool_usage(self.device.ordinal())
     }
 
     /// Keeps up to `bytes` of freed memory for reuse instead of releasing it
     /// (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`; `u64::MAX` keeps everything). On the simulator the
     /// pool never holds more than the device's capacity, whatever the threshold.
     pub fn set_release_threshold(&self, bytes: u64) -> Result<()> {
-        self.device
-            .backend()
+        self.pool("memory pools")?
             .pool_set_release_threshold(self.device.ordinal(), bytes)
     }
 
     /// Releases freed memory the pool keeps until at most `keep` bytes of it remain
     /// (`cuMemPoolTrimTo`). Memory in use is never released.
     pub fn trim(&self, keep: u64) -> Result<()> {
-        self.device.backend().pool_trim(self.device.ordinal(), keep)
+        self.pool("memory pools")?
+            .pool_trim(self.device.ordinal(), keep)
+    }
+
+    /// The backend's pool, or the error naming `feature` where it has none.
+    fn pool(&self, feature: &'static str) -> Result<&dyn StreamOrderedPool> {
+        let backend = self.device.backend();
+        require(backend.as_ref(), backend.pool(), feature)
     }
 }
 
@@ -93,12 +99,14 @@ impl Stream {
         // keeping dropped memory alive is waited for first (outside `put_on_stream`).
         let ptr = crate::memory::allocate_or_release(device, || {
             self.put_on_stream(|stream| {
+                let backend = device.backend();
+                let pool = require(
+                    backend.as_ref(),
+                    backend.pool(),
+                    "stream-ordered allocation",
+                )?;
                 // SAFETY: the stream's handle is live while `self` is.
-                unsafe {
-                    device
-                        .backend()
-                        .alloc_async(device.ordinal(), bytes, stream)
-                }
+                unsafe { pool.alloc_async(device.ordinal(), bytes, stream) }
             })
         });
         let alloc = match ptr {
@@ -139,11 +147,16 @@ impl Stream {
         }
         let device = self.device().clone();
         let freed = self.submit(Vec::new, &[], |stream| {
+            let backend = device.backend();
+            let pool = require(
+                backend.as_ref(),
+                backend.pool(),
+                "stream-ordered allocation",
+            )?;
             // SAFETY: `ptr` came from `alloc`/`alloc_async` on this device and is freed once: on
             // success `disarm` below stops the allocation's drop from freeing it again; only work
             // on this stream (ordered before this free) still uses it; the handle is live.
-            unsafe { device.backend().free_async(device.ordinal(), ptr, stream) }
-                .map(|()| Enqueued::Queued)
+            unsafe { pool.free_async(device.ordinal(), ptr, stream) }.map(|()| Enqueued::Queued)
         });
         match freed {
             Ok(_) => {

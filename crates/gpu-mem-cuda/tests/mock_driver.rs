@@ -11,6 +11,7 @@
 mod mock;
 
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags};
+use gpu_mem_core::backend::{Events, Memory, Streams, Transfer};
 use gpu_mem_core::testing::contract::{self, Contract, Expect, Outcome};
 use gpu_mem_core::{Backend, BackendKind, Error};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};

@@ -16,8 +16,9 @@ mod mock;
 mod ptx_params;
 
 use gpu_mem_core::backend::{DevicePtr, StreamHandle};
+use gpu_mem_core::backend::{Launch, Memory, PeerAccess, Streams};
 use gpu_mem_core::kernel::{Dim3, Kernel, LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, BackendKind, Error};
+use gpu_mem_core::{BackendKind, Error};
 use gpu_mem_cuda::CudaBackend;
 use gpu_mem_cuda::nvrtc::{CodeKind, ComputeCapability, Nvrtc};
 use libtest_mimic::{Arguments, Failed, Trial};

@@ -10,6 +10,9 @@
 mod mock;
 
 use gpu_mem_core::backend::{DevicePtr, IpcMemHandle};
+use gpu_mem_core::backend::{
+    IpcMemory, ManagedMemory, Memory, PeerAccess, StreamOrderedPool, Streams, Transfer,
+};
 use gpu_mem_core::{Backend, Error};
 use libtest_mimic::{Arguments, Failed, Trial};
 use mock::{Mock, build, ensure};

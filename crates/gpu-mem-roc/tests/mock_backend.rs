@@ -15,6 +15,7 @@ mod multi;
 #[path = "mock/stuck.rs"]
 mod stuck;
 
+use gpu_mem_core::backend::{Events, Memory, Streams, Transfer};
 use gpu_mem_core::backend::{HostAllocFlags, HostRegisterFlags, StreamHandle};
 use gpu_mem_core::testing::contract::{self, Contract, Expect, Outcome};
 use gpu_mem_core::{Backend, Error};
@@ -432,7 +433,7 @@ fn mock_contract() -> Contract {
     Contract {
         capacity: Some(VRAM_BYTES),
         exact_accounting: true,
-        // HSA has no stream-ordered allocation (the trait's `alloc_async` says so).
+        // HSA has no stream-ordered allocation: the backend hands out no pool.
         stream_ordered_pool: Expect::NotSupported,
         // hsa_amd_ipc_memory_attach maps a handle in the process that made it, too.
         ipc_open_in_exporting_process: true,

@@ -21,8 +21,9 @@
 //! * 1024 blocks of a compute-bound kernel: at least 1.7x faster with two workers than with one
 //!   (each measured in a child process with `GPU_MEM_SIM_WORKERS` set).
 
+use gpu_mem_core::Kernel;
+use gpu_mem_core::backend::{Launch, Memory};
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::time::Instant;
 

@@ -53,8 +53,9 @@ pub mod bench_support;
 use copy::{Mover, copy_ranges, fill_range, read_range, write_range};
 use event::SimEvent;
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
-    HostRegisterFlags, IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
+    DeviceInfo, DevicePtr, Enqueued, EventHandle, Events, HostAllocFlags, HostAllocation,
+    HostRegisterFlags, IpcMemHandle, IpcMemory, Launch, ManagedMemory, MemInfo, Memory, PeerAccess,
+    PoolUsage, StreamHandle, StreamOrderedPool, Streams, Transfer,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::sync::{lock, read, write};
@@ -442,6 +443,25 @@ unsafe impl Backend for SimBackend {
         first
     }
 
+    fn peer(&self) -> Option<&dyn PeerAccess> {
+        Some(self)
+    }
+
+    fn ipc(&self) -> Option<&dyn IpcMemory> {
+        Some(self)
+    }
+
+    fn managed(&self) -> Option<&dyn ManagedMemory> {
+        Some(self)
+    }
+
+    fn pool(&self) -> Option<&dyn StreamOrderedPool> {
+        Some(self)
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Memory for SimBackend {
     fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
         let d = self.device(device)?;
         if bytes == 0 {
@@ -575,7 +595,10 @@ unsafe impl Backend for SimBackend {
         }
         Ok(())
     }
+}
 
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Transfer for SimBackend {
     unsafe fn copy_htod(
         &self,
         device: usize,
@@ -717,7 +740,10 @@ unsafe impl Backend for SimBackend {
             Ok(())
         })
     }
+}
 
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Streams for SimBackend {
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
         let d = self.device(device)?;
         let handle = self.handle();
@@ -804,7 +830,10 @@ unsafe impl Backend for SimBackend {
             }),
         )
     }
+}
 
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Events for SimBackend {
     fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
         let d = self.device(device)?;
         let handle = self.handle();
@@ -885,158 +914,10 @@ unsafe impl Backend for SimBackend {
             }),
         }
     }
+}
 
-    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
-        self.device(device)?;
-        self.device(peer)?;
-        Ok(true)
-    }
-
-    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
-        let d = self.device(device)?;
-        let p = self.device(peer)?;
-        if device != peer {
-            d.memory.enable_peer(peer, p.memory.shared_regions());
-        }
-        Ok(())
-    }
-
-    unsafe fn copy_peer(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        reentry::refuse_in_kernel("peer copy")?;
-        let (d, s) = (self.device(dst_device)?, self.device(src_device)?);
-        let to = d.memory.resolve_own_write(dst, bytes)?;
-        let from = s.memory.resolve_own(src, bytes)?;
-        d.activity.wait_idle();
-        s.activity.wait_idle();
-        copy_ranges(&to, &from);
-        Ok(())
-    }
-
-    unsafe fn copy_peer_async(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        let (d, s) = (self.device(dst_device)?, self.device(src_device)?);
-        let to = d.memory.resolve_own_write(dst, bytes)?;
-        let from = s.memory.resolve_own(src, bytes)?;
-        self.enqueue(
-            d,
-            stream,
-            "peer copy",
-            Box::new(move || {
-                copy_ranges(&to, &from);
-                Ok(())
-            }),
-        )
-    }
-
-    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
-        reentry::refuse_in_kernel("IPC handle export")?;
-        let d = self.device(device)?;
-        let region = d.memory.allocation(ptr)?;
-        // The block's bytes move onto a shared file: nothing may be writing them meanwhile, and
-        // a block not zeroed yet is zeroed first (`resolve` does it).
-        d.activity.wait_idle();
-        d.memory.resolve(ptr, region.len())?;
-        ipc::export(&region)
-    }
-
-    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
-        let d = self.device(device)?;
-        let (mapping, ptr) = ipc::import(handle)?;
-        let len = usize::try_from(handle.bytes).map_err(|_| Error::Overflow {
-            what: format!("an IPC mapping of {} bytes", handle.bytes),
-        })?;
-        d.memory.insert_imported(mapping, ptr, len)
-    }
-
-    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
-        reentry::refuse_in_kernel("IPC handle close")?;
-        let d = self.device(device)?;
-        d.activity.wait_idle();
-        d.memory.remove_imported(ptr)
-    }
-
-    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
-        let d = self.device(device)?;
-        if bytes == 0 {
-            return Err(Error::InvalidArgument {
-                name: "bytes",
-                reason: "managed allocations must be non-empty".into(),
-            });
-        }
-        let (ptr, host) = d.memory.allocate_managed(bytes)?;
-        Ok(HostAllocation {
-            host,
-            device: Some(ptr),
-            zeroed: true,
-        })
-    }
-
-    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        reentry::refuse_in_kernel("free of managed memory")?;
-        let d = self.device(device)?;
-        d.activity.wait_idle();
-        d.memory.free_managed(host)
-    }
-
-    unsafe fn alloc_async(
-        &self,
-        device: usize,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<DevicePtr> {
-        let d = self.device(device)?;
-        // The stream must exist; the block is taken from the pool (the cache) at once, which
-        // work enqueued later on the stream may use.
-        self.stream(d, stream)?;
-        self.alloc(device, bytes)
-    }
-
-    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()> {
-        let d = self.device(device)?;
-        d.memory.allocation(ptr)?;
-        let memory = Arc::clone(&d.memory);
-        self.enqueue(
-            d,
-            stream,
-            "stream-ordered free",
-            Box::new(move || memory.free(ptr).map_err(|e| e.to_string())),
-        )
-    }
-
-    fn pool_usage(&self, device: usize) -> Result<PoolUsage> {
-        let d = self.device(device)?;
-        let used = d.memory.used();
-        Ok(PoolUsage {
-            used,
-            reserved: used + d.memory.cached(),
-            release_threshold: d.memory.cache_limit(),
-        })
-    }
-
-    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()> {
-        self.device(device)?.memory.set_cache_limit(bytes);
-        Ok(())
-    }
-
-    fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
-        self.device(device)?.memory.trim_cache_to(keep);
-        Ok(())
-    }
-
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Launch for SimBackend {
     unsafe fn launch(
         &self,
         device: usize,
@@ -1100,6 +981,169 @@ unsafe impl Backend for SimBackend {
         name: &str,
     ) -> Result<(DevicePtr, usize)> {
         self.map_module_global(device, module, name)
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl PeerAccess for SimBackend {
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
+        self.device(device)?;
+        self.device(peer)?;
+        Ok(true)
+    }
+
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
+        let d = self.device(device)?;
+        let p = self.device(peer)?;
+        if device != peer {
+            d.memory.enable_peer(peer, p.memory.shared_regions());
+        }
+        Ok(())
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        reentry::refuse_in_kernel("peer copy")?;
+        let (d, s) = (self.device(dst_device)?, self.device(src_device)?);
+        let to = d.memory.resolve_own_write(dst, bytes)?;
+        let from = s.memory.resolve_own(src, bytes)?;
+        d.activity.wait_idle();
+        s.activity.wait_idle();
+        copy_ranges(&to, &from);
+        Ok(())
+    }
+
+    unsafe fn copy_peer_async(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let (d, s) = (self.device(dst_device)?, self.device(src_device)?);
+        let to = d.memory.resolve_own_write(dst, bytes)?;
+        let from = s.memory.resolve_own(src, bytes)?;
+        self.enqueue(
+            d,
+            stream,
+            "peer copy",
+            Box::new(move || {
+                copy_ranges(&to, &from);
+                Ok(())
+            }),
+        )
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl IpcMemory for SimBackend {
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+        reentry::refuse_in_kernel("IPC handle export")?;
+        let d = self.device(device)?;
+        let region = d.memory.allocation(ptr)?;
+        // The block's bytes move onto a shared file: nothing may be writing them meanwhile, and
+        // a block not zeroed yet is zeroed first (`resolve` does it).
+        d.activity.wait_idle();
+        d.memory.resolve(ptr, region.len())?;
+        ipc::export(&region)
+    }
+
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+        let d = self.device(device)?;
+        let (mapping, ptr) = ipc::import(handle)?;
+        let len = usize::try_from(handle.bytes).map_err(|_| Error::Overflow {
+            what: format!("an IPC mapping of {} bytes", handle.bytes),
+        })?;
+        d.memory.insert_imported(mapping, ptr, len)
+    }
+
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        reentry::refuse_in_kernel("IPC handle close")?;
+        let d = self.device(device)?;
+        d.activity.wait_idle();
+        d.memory.remove_imported(ptr)
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl ManagedMemory for SimBackend {
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
+        let d = self.device(device)?;
+        if bytes == 0 {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "managed allocations must be non-empty".into(),
+            });
+        }
+        let (ptr, host) = d.memory.allocate_managed(bytes)?;
+        Ok(HostAllocation {
+            host,
+            device: Some(ptr),
+            zeroed: true,
+        })
+    }
+
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        reentry::refuse_in_kernel("free of managed memory")?;
+        let d = self.device(device)?;
+        d.activity.wait_idle();
+        d.memory.free_managed(host)
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl StreamOrderedPool for SimBackend {
+    unsafe fn alloc_async(
+        &self,
+        device: usize,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<DevicePtr> {
+        let d = self.device(device)?;
+        // The stream must exist; the block is taken from the pool (the cache) at once, which
+        // work enqueued later on the stream may use.
+        self.stream(d, stream)?;
+        self.alloc(device, bytes)
+    }
+
+    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()> {
+        let d = self.device(device)?;
+        d.memory.allocation(ptr)?;
+        let memory = Arc::clone(&d.memory);
+        self.enqueue(
+            d,
+            stream,
+            "stream-ordered free",
+            Box::new(move || memory.free(ptr).map_err(|e| e.to_string())),
+        )
+    }
+
+    fn pool_usage(&self, device: usize) -> Result<PoolUsage> {
+        let d = self.device(device)?;
+        let used = d.memory.used();
+        Ok(PoolUsage {
+            used,
+            reserved: used + d.memory.cached(),
+            release_threshold: d.memory.cache_limit(),
+        })
+    }
+
+    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()> {
+        self.device(device)?.memory.set_cache_limit(bytes);
+        Ok(())
+    }
+
+    fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
+        self.device(device)?.memory.trim_cache_to(keep);
+        Ok(())
     }
 }
 

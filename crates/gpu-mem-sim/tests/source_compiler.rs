@@ -8,8 +8,9 @@
 #![cfg(not(miri))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use gpu_mem_core::backend::Launch;
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Error, Kernel};
+use gpu_mem_core::{Error, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::process::Command;
 

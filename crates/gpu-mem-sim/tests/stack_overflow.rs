@@ -4,8 +4,9 @@
 #![cfg(all(unix, not(miri)))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use gpu_mem_core::Kernel;
+use gpu_mem_core::backend::{Launch, Memory};
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::process::{Command, Output};
 

@@ -11,7 +11,7 @@
 use crate::array::DeviceArray;
 use crate::array::host_layout::{contiguous_c, contiguous_f, core_view};
 use crate::array::transfer::non_contiguous;
-use crate::backend::{DevicePtr, Enqueued, HostAllocFlags};
+use crate::backend::{DevicePtr, Enqueued, HostAllocFlags, require};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Order, check_compatible};
@@ -253,12 +253,12 @@ impl Stream {
         ];
         let src_device = src.device().ordinal();
         let submitted = self.submit(keep, &uses, |stream| {
+            let backend = device.backend();
             // SAFETY: both spans lie in storage the stream keeps alive until completion; a peer
             // source lies on `src_device` of the same backend.
             unsafe {
                 if peer {
-                    device
-                        .backend()
+                    require(backend.as_ref(), backend.peer(), "peer copies")?
                         .copy_peer_async(
                             device.ordinal(),
                             dst_ptr,
@@ -269,13 +269,7 @@ impl Stream {
                         )
                         .map(|()| Enqueued::Queued)
                 } else {
-                    device.backend().copy_dtod_async(
-                        device.ordinal(),
-                        dst_ptr,
-                        src_ptr,
-                        bytes,
-                        stream,
-                    )
+                    backend.copy_dtod_async(device.ordinal(), dst_ptr, src_ptr, bytes, stream)
                 }
             }
         });

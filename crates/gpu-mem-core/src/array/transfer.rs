@@ -5,7 +5,7 @@ use crate::array::DeviceArray;
 use crate::array::host_layout::{
     array_from_span, contiguous_c, contiguous_f, core_view, layout_of,
 };
-use crate::backend::DevicePtr;
+use crate::backend::{DevicePtr, require};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, check_compatible};
@@ -148,12 +148,11 @@ impl<T: Element> DeviceArray<T> {
             };
         }
         if device.same_backend(from) {
-            // SAFETY: each span lies inside live storage of its device.
-            let peer = unsafe {
-                device
-                    .backend()
-                    .copy_peer(device.ordinal(), dst, from.ordinal(), src, bytes)
-            };
+            let backend = device.backend();
+            let peer = require(backend.as_ref(), backend.peer(), "peer copies").and_then(|peer| {
+                // SAFETY: each span lies inside live storage of its device.
+                unsafe { peer.copy_peer(device.ordinal(), dst, from.ordinal(), src, bytes) }
+            });
             match peer {
                 Err(Error::NotSupportedByBackend { .. }) => {}
                 other => return other,

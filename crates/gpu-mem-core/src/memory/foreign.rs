@@ -4,7 +4,7 @@
 //! alive until their work is done, and it is released (the owner dropped, the deleter run, the
 //! IPC mapping closed) only after the last user.
 
-use crate::backend::DevicePtr;
+use crate::backend::{DevicePtr, require};
 use crate::device::Device;
 use std::any::Any;
 use std::fmt;
@@ -84,14 +84,14 @@ impl Drop for ForeignMemory {
             Some(Release::Owner(owner)) => drop(owner),
             Some(Release::Deleter(deleter)) => deleter(self.base),
             Some(Release::IpcMapping { base }) => {
-                // SAFETY: `base` came from `ipc_open_handle` on this device (the only place that
-                // makes this kind) and is closed here, once; every enqueued operation using it
-                // holds an `Arc` of this value, so none is in flight.
-                let result = unsafe {
-                    self.device
-                        .backend()
-                        .ipc_close_handle(self.device.ordinal(), base)
-                };
+                let backend = self.device.backend();
+                let result = require(backend.as_ref(), backend.ipc(), "IPC memory handles")
+                    .and_then(|ipc| {
+                        // SAFETY: `base` came from `ipc_open_handle` on this device (the only
+                        // place that makes this kind) and is closed here, once; every enqueued
+                        // operation using it holds an `Arc` of this value, so none is in flight.
+                        unsafe { ipc.ipc_close_handle(self.device.ordinal(), base) }
+                    });
                 if let Err(error) = result {
                     self.device.report_release_error("IPC handle close", error);
                 }

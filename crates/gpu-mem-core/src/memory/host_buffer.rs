@@ -5,7 +5,7 @@
 //! host-side access first waits on its [`PendingUses`], so no safe code can read memory an
 //! in-flight copy writes, or write or free memory an in-flight copy uses.
 
-use crate::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags};
+use crate::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags, require};
 use crate::device::Device;
 use crate::error::Result;
 use crate::memory::PendingUses;
@@ -86,7 +86,9 @@ impl HostBuffer {
             (None, None, true)
         } else {
             let alloc = crate::memory::allocate_or_release(device, || {
-                device.backend().managed_alloc(device.ordinal(), bytes)
+                let backend = device.backend();
+                require(backend.as_ref(), backend.managed(), "managed memory")?
+                    .managed_alloc(device.ordinal(), bytes)
             })?;
             (Some(alloc.host), alloc.device, alloc.zeroed)
         };
@@ -188,9 +190,14 @@ impl Drop for HostBuffer {
             HostBufferKind::Allocated(_) => unsafe {
                 self.device.backend().host_free(device, base)
             },
-            // SAFETY: `base` came from `managed_alloc` on this device and is freed once, here,
-            // after every use has completed.
-            HostBufferKind::Managed => unsafe { self.device.backend().managed_free(device, base) },
+            HostBufferKind::Managed => {
+                let backend = self.device.backend();
+                require(backend.as_ref(), backend.managed(), "managed memory").and_then(|managed| {
+                    // SAFETY: `base` came from `managed_alloc` on this device and is freed
+                    // once, here, after every use has completed.
+                    unsafe { managed.managed_free(device, base) }
+                })
+            }
             // SAFETY: `base` was registered on this device by `register` and is unregistered once,
             // here, before the owner in `self.owner` is dropped (fields drop after this body).
             HostBufferKind::Registered(_) => unsafe {

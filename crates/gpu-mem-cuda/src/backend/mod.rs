@@ -50,8 +50,9 @@ use crate::driver::sys::{CUevent, CUresult, CUstream};
 use crate::nvrtc::Nvrtc;
 use device::{Current, DeviceFacts, DeviceSlot};
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
-    HostRegisterFlags, IpcMemHandle, MemInfo, PoolUsage, StreamHandle,
+    DeviceInfo, DevicePtr, Enqueued, EventHandle, Events, HostAllocFlags, HostAllocation,
+    HostRegisterFlags, IpcMemHandle, IpcMemory, Launch, ManagedMemory, MemInfo, Memory, PeerAccess,
+    PoolUsage, StreamHandle, StreamOrderedPool, Streams, Transfer,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
@@ -391,8 +392,25 @@ unsafe impl Backend for CudaBackend {
             .map_err(|e| as_async_failure(e, "device work", 0))
     }
 
-    // ----- device memory -------------------------------------------------------------------
+    fn peer(&self) -> Option<&dyn PeerAccess> {
+        Some(self)
+    }
 
+    fn ipc(&self) -> Option<&dyn IpcMemory> {
+        Some(self)
+    }
+
+    fn managed(&self) -> Option<&dyn ManagedMemory> {
+        Some(self)
+    }
+
+    fn pool(&self) -> Option<&dyn StreamOrderedPool> {
+        Some(self)
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Memory for CudaBackend {
     fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
         nonzero_bytes(bytes)?;
         let slot = self.slot(device)?;
@@ -442,8 +460,6 @@ unsafe impl Backend for CudaBackend {
             }),
         }
     }
-
-    // ----- host memory ---------------------------------------------------------------------
 
     fn host_alloc(
         &self,
@@ -599,9 +615,10 @@ unsafe impl Backend for CudaBackend {
             other => other,
         }
     }
+}
 
-    // ----- copies and memset ---------------------------------------------------------------
-
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Transfer for CudaBackend {
     unsafe fn copy_htod(
         &self,
         device: usize,
@@ -722,9 +739,10 @@ unsafe impl Backend for CudaBackend {
         }
         .map(|()| Enqueued::Queued)
     }
+}
 
-    // ----- streams -------------------------------------------------------------------------
-
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Streams for CudaBackend {
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
         let _cx = self.current(device)?;
         let stream = self.driver.stream_create(flags::stream_flags())?;
@@ -775,9 +793,10 @@ unsafe impl Backend for CudaBackend {
                 .stream_wait_event(raw_stream(stream), raw_event(event))
         }
     }
+}
 
-    // ----- events --------------------------------------------------------------------------
-
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Events for CudaBackend {
     fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
         let _cx = self.current(device)?;
         let event = self.driver.event_create(flags::event_flags(timing))?;
@@ -859,9 +878,34 @@ unsafe impl Backend for CudaBackend {
             other => other,
         }
     }
+}
 
-    // ----- several devices, processes, managed memory, pool (see extras.rs) ------------------
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Launch for CudaBackend {
+    unsafe fn launch(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        // SAFETY: the caller upholds Backend::launch's contract, which launch_kernel shares.
+        unsafe { self.launch_kernel(device, kernel, config, args, stream) }
+    }
 
+    fn module_global(
+        &self,
+        device: usize,
+        module: &gpu_mem_core::kernel::Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        self.module_variable(device, module, name)
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl PeerAccess for CudaBackend {
     fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
         self.peer_possible(device, peer)
     }
@@ -894,7 +938,10 @@ unsafe impl Backend for CudaBackend {
         // SAFETY: the caller upholds Backend::copy_peer_async's contract, which peer_copy shares.
         unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes, Some(stream)) }
     }
+}
 
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl IpcMemory for CudaBackend {
     fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
         self.ipc_export(device, ptr)
     }
@@ -907,7 +954,10 @@ unsafe impl Backend for CudaBackend {
         // SAFETY: the caller upholds Backend::ipc_close_handle's contract.
         unsafe { self.ipc_close(device, ptr) }
     }
+}
 
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl ManagedMemory for CudaBackend {
     fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
         self.managed_allocate(device, bytes)
     }
@@ -916,7 +966,10 @@ unsafe impl Backend for CudaBackend {
         // SAFETY: the caller upholds Backend::managed_free's contract.
         unsafe { self.managed_release(device, host) }
     }
+}
 
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl StreamOrderedPool for CudaBackend {
     unsafe fn alloc_async(
         &self,
         device: usize,
@@ -942,29 +995,6 @@ unsafe impl Backend for CudaBackend {
 
     fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
         self.default_pool_trim(device, keep)
-    }
-
-    // ----- kernels -------------------------------------------------------------------------
-
-    unsafe fn launch(
-        &self,
-        device: usize,
-        kernel: &Kernel,
-        config: &LaunchConfig,
-        args: &[LaunchArg],
-        stream: Option<StreamHandle>,
-    ) -> Result<()> {
-        // SAFETY: the caller upholds Backend::launch's contract, which launch_kernel shares.
-        unsafe { self.launch_kernel(device, kernel, config, args, stream) }
-    }
-
-    fn module_global(
-        &self,
-        device: usize,
-        module: &gpu_mem_core::kernel::Module,
-        name: &str,
-    ) -> Result<(DevicePtr, usize)> {
-        self.module_variable(device, module, name)
     }
 }
 

@@ -44,8 +44,9 @@ mod transfer;
 use crate::driver::Hsa;
 use event::{Event, Recorded};
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
-    HostRegisterFlags, IpcMemHandle, MemInfo, StreamHandle,
+    DeviceInfo, DevicePtr, Enqueued, EventHandle, Events, HostAllocFlags, HostAllocation,
+    HostRegisterFlags, IpcMemHandle, IpcMemory, Launch, ManagedMemory, MemInfo, Memory, PeerAccess,
+    StreamHandle, Streams, Transfer,
 };
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::sync::lock;
@@ -304,6 +305,21 @@ unsafe impl Backend for RocBackend {
         first_error.map_or(Ok(()), Err)
     }
 
+    fn peer(&self) -> Option<&dyn PeerAccess> {
+        Some(self)
+    }
+
+    fn ipc(&self) -> Option<&dyn IpcMemory> {
+        Some(self)
+    }
+
+    fn managed(&self) -> Option<&dyn ManagedMemory> {
+        Some(self)
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Memory for RocBackend {
     fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
         self.alloc_device(device, bytes)
     }
@@ -342,7 +358,10 @@ unsafe impl Backend for RocBackend {
         // SAFETY: forwarded contract.
         unsafe { self.unregister_host(device, host) }
     }
+}
 
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Transfer for RocBackend {
     unsafe fn copy_htod(
         &self,
         device: usize,
@@ -434,85 +453,10 @@ unsafe impl Backend for RocBackend {
         // SAFETY: forwarded contract.
         unsafe { self.memset_async(device, dst, value, bytes, stream) }.map(|()| Enqueued::Queued)
     }
+}
 
-    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
-        self.peer_accessible(device, peer)
-    }
-
-    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
-        self.enable_peer(device, peer)
-    }
-
-    unsafe fn copy_peer(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes) }
-    }
-
-    unsafe fn copy_peer_async(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.peer_copy_async(dst_device, dst, src_device, src, bytes, stream) }
-    }
-
-    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
-        self.ipc_export(device, ptr)
-    }
-
-    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
-        self.ipc_import(device, handle)
-    }
-
-    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.ipc_close(device, ptr) }
-    }
-
-    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
-        self.alloc_managed(device, bytes)
-    }
-
-    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.free_managed(device, host) }
-    }
-
-    unsafe fn launch(
-        &self,
-        device: usize,
-        kernel: &Kernel,
-        config: &LaunchConfig,
-        args: &[LaunchArg],
-        stream: Option<StreamHandle>,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.launch_kernel(device, kernel, config, args, stream) }
-    }
-
-    fn module_global(
-        &self,
-        device: usize,
-        module: &gpu_mem_core::kernel::Module,
-        name: &str,
-    ) -> Result<(DevicePtr, usize)> {
-        let loaded = self.loaded_module(device, module)?;
-        let (address, size) = loaded.variable(&self.hsa, module.name(), name)?;
-        Ok((DevicePtr(address), size))
-    }
-
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Streams for RocBackend {
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
         self.gpu(device)?;
         let handle = self.new_handle();
@@ -555,7 +499,10 @@ unsafe impl Backend for RocBackend {
         }
         Ok(())
     }
+}
 
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Events for RocBackend {
     fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
         self.gpu(device)?;
         let handle = self.new_handle();
@@ -638,5 +585,95 @@ unsafe impl Backend for RocBackend {
         let (t0, t1) = (self.completion_ticks(&start)?, self.completion_ticks(&end)?);
         let ticks = t1 as f64 - t0 as f64;
         Ok((ticks * 1000.0 / self.topology.timestamp_frequency as f64) as f32)
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl Launch for RocBackend {
+    unsafe fn launch(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_kernel(device, kernel, config, args, stream) }
+    }
+
+    fn module_global(
+        &self,
+        device: usize,
+        module: &gpu_mem_core::kernel::Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        let loaded = self.loaded_module(device, module)?;
+        let (address, size) = loaded.variable(&self.hsa, module.name(), name)?;
+        Ok((DevicePtr(address), size))
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl PeerAccess for RocBackend {
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
+        self.peer_accessible(device, peer)
+    }
+
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
+        self.enable_peer(device, peer)
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes) }
+    }
+
+    unsafe fn copy_peer_async(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.peer_copy_async(dst_device, dst, src_device, src, bytes, stream) }
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl IpcMemory for RocBackend {
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+        self.ipc_export(device, ptr)
+    }
+
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+        self.ipc_import(device, handle)
+    }
+
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.ipc_close(device, ptr) }
+    }
+}
+
+// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
+unsafe impl ManagedMemory for RocBackend {
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
+        self.alloc_managed(device, bytes)
+    }
+
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_managed(device, host) }
     }
 }

@@ -4,9 +4,10 @@
 //! GPU code, so results in memory are not checked: the packet is).
 
 use super::{Dispatch, Mock, ensure};
+use gpu_mem_core::Error;
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, StreamHandle};
+use gpu_mem_core::backend::{Launch, Memory, Streams, Transfer};
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Error};
 use libtest_mimic::Failed;
 use std::any::TypeId;
 

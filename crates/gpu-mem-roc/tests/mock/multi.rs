@@ -5,6 +5,9 @@
 
 use super::{Mock, Stats, ensure, pattern, pinned};
 use gpu_mem_core::backend::DevicePtr;
+use gpu_mem_core::backend::{
+    IpcMemory, Launch, ManagedMemory, Memory, PeerAccess, Streams, Transfer,
+};
 use gpu_mem_core::{Backend, Error};
 use gpu_mem_roc::RocBackend;
 use libtest_mimic::Failed;
@@ -385,30 +388,34 @@ pub fn ipc_handles(mock: &Mock) -> Result<(), Failed> {
     Ok(())
 }
 
-/// HSA has no stream-ordered allocator and the backend adds no pool of its own: the pool calls
-/// report `NotSupportedByBackend`, and the core's stream-ordered allocation falls back to an
-/// ordinary `alloc` (checked through the core's own types over this backend).
+/// HSA has no stream-ordered allocator and the backend adds no pool of its own: it hands out no
+/// pool capability, the core's pool calls report `NotSupportedByBackend`, and its stream-ordered
+/// allocation falls back to an ordinary `alloc` (checked through the core's own types over this
+/// backend).
 pub fn no_memory_pool(mock: &Mock) -> Result<(), Failed> {
     let b = std::sync::Arc::new(mock.backend()?);
-    let s = b.stream_create(0)?;
+    ensure(b.pool().is_none(), || {
+        "the ROC backend hands out a stream-ordered pool".into()
+    })?;
     let unsupported = |r: gpu_mem_core::Result<()>, what: &str| {
         ensure(
-            matches!(r, Err(Error::NotSupportedByBackend { .. })),
+            matches!(
+                &r,
+                Err(Error::NotSupportedByBackend {
+                    feature: "memory pools",
+                    ..
+                })
+            ),
             || format!("{what}: {r:?}"),
         )
     };
-    // SAFETY: `s` is a live stream of device 0; a refused call allocates and frees nothing.
-    unsafe {
-        unsupported(b.alloc_async(0, 4096, s).map(drop), "alloc_async")?;
-        unsupported(b.free_async(0, DevicePtr(4096), s), "free_async")?;
-        b.stream_destroy(0, s)?;
-    }
-    unsupported(b.pool_usage(0).map(drop), "pool_usage")?;
+    let pool = gpu_mem_core::Device::new(b.clone(), 0)?.memory_pool();
+    unsupported(pool.usage().map(drop), "MemoryPool::usage")?;
     unsupported(
-        b.pool_set_release_threshold(0, 0),
-        "pool_set_release_threshold",
+        pool.set_release_threshold(0),
+        "MemoryPool::set_release_threshold",
     )?;
-    unsupported(b.pool_trim(0, 0), "pool_trim")?;
+    unsupported(pool.trim(0), "MemoryPool::trim")?;
 
     let vram = mock.stats()?.live_vram;
     let dev = gpu_mem_core::Device::new(b.clone(), 0)?;

@@ -6,9 +6,10 @@
 
 use super::launch::{args, kernel};
 use super::{Mock, ensure, pinned};
+use gpu_mem_core::Error;
 use gpu_mem_core::backend::{DevicePtr, StreamHandle};
+use gpu_mem_core::backend::{Events, Launch, Memory, Streams, Transfer};
 use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Error};
 use gpu_mem_roc::RocBackend;
 use libtest_mimic::Failed;
 use std::sync::{Arc, mpsc};

@@ -2,8 +2,9 @@
 //! backend keeps (`contract`): it checks every device address and handle it is given. These also
 //! run under Miri (`cargo +nightly miri test -p gpu-mem-sim`).
 
+use gpu_mem_core::Error;
 use gpu_mem_core::backend::{DevicePtr, HostRegisterFlags};
-use gpu_mem_core::{Backend, Error};
+use gpu_mem_core::backend::{Events, ManagedMemory, Memory, Streams, Transfer};
 use gpu_mem_sim::{SimBackend, SimConfig};
 
 fn sim(devices: usize, memory: u64) -> SimBackend {

@@ -1,8 +1,9 @@
 //! What several of the simulator's test modules share: launching a kernel over one array.
 
 use gpu_mem_core::backend::DevicePtr;
+use gpu_mem_core::backend::{Launch, Memory, Transfer};
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Element, Error, Kernel};
+use gpu_mem_core::{Element, Error, Kernel};
 use gpu_mem_sim::SimBackend;
 
 /// A one-dimensional array argument of `len` elements of `T` at `ptr`.

@@ -6,8 +6,8 @@
 
 #![cfg(not(miri))]
 
-use gpu_mem_core::Backend;
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags};
+use gpu_mem_core::backend::{Memory, Streams, Transfer};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::ptr::NonNull;
 

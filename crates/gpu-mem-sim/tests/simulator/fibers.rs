@@ -5,8 +5,9 @@
 
 use crate::common;
 
+use gpu_mem_core::backend::{Memory, Transfer};
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Error, Kernel};
+use gpu_mem_core::{Error, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig, SimKernel};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -4,6 +4,7 @@
 //! capacity. These also run under Miri (`cargo +nightly miri test -p gpu-mem-sim`).
 
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags};
+use gpu_mem_core::backend::{Memory, Streams, Transfer};
 use gpu_mem_core::{Backend, Error};
 use gpu_mem_sim::{SimBackend, SimConfig};
 

@@ -4,6 +4,7 @@
 //! failure, work put on the handle after it was handed out; and that the data is right.
 //! The tests without kernels also run under Miri (`cargo +nightly miri test -p gpu-mem-sim`).
 
+use gpu_mem_core::backend::{Streams, Transfer};
 use gpu_mem_core::{Backend, Device, Order, Stream};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::sync::Arc;

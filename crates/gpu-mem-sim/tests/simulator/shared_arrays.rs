@@ -6,8 +6,9 @@
 //! (glibc before 2.40 clobbers vector registers there when kernels use TLS descriptors).
 #![cfg(not(miri))]
 
+use gpu_mem_core::Kernel;
+use gpu_mem_core::backend::{Launch, Memory, Transfer};
 use gpu_mem_core::kernel::{LaunchArg, LaunchConfig};
-use gpu_mem_core::{Backend, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig};
 
 /// A kernel whose block fills a 16 KiB shared array with its own block index (plus `tag`) and

@@ -5,6 +5,7 @@
 
 use gpu_mem_core::Backend;
 use gpu_mem_core::backend::{DevicePtr, HostAllocFlags};
+use gpu_mem_core::backend::{Events, Memory, Streams, Transfer};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::time::{Duration, Instant};
 

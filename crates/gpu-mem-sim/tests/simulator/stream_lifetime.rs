@@ -8,9 +8,10 @@
 //! Miri too (`cargo +nightly miri test -p gpu-mem-sim`).
 
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, Enqueued, EventHandle, HostAllocFlags, HostAllocation,
-    HostRegisterFlags, MemInfo, StreamHandle,
+    DeviceInfo, DevicePtr, Enqueued, EventHandle, Events, HostAllocFlags, HostAllocation,
+    HostRegisterFlags, Launch, MemInfo, Memory, StreamHandle, Streams, Transfer,
 };
+use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig, Module};
 use gpu_mem_core::{Backend, BackendKind, Device, Order, Result};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::ptr::NonNull;
@@ -65,25 +66,35 @@ unsafe impl Backend for Gate {
     fn kind(&self) -> BackendKind {
         self.sim.kind()
     }
+
     fn device_count(&self) -> usize {
         self.sim.device_count()
     }
+
     fn device_info(&self, device: usize) -> Result<DeviceInfo> {
         self.sim.device_info(device)
     }
+
     fn mem_info(&self, device: usize) -> Result<MemInfo> {
         self.sim.mem_info(device)
     }
+
     fn synchronize(&self, device: usize) -> Result<()> {
         self.sim.synchronize(device)
     }
+}
+
+// SAFETY: every method forwards to the simulator with the same arguments.
+unsafe impl Memory for Gate {
     fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
         self.sim.alloc(device, bytes)
     }
+
     unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.free(device, ptr) }
     }
+
     fn host_alloc(
         &self,
         device: usize,
@@ -92,10 +103,12 @@ unsafe impl Backend for Gate {
     ) -> Result<HostAllocation> {
         self.sim.host_alloc(device, bytes, flags)
     }
+
     unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.host_free(device, host) }
     }
+
     unsafe fn host_register(
         &self,
         device: usize,
@@ -106,10 +119,15 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.host_register(device, host, bytes, flags) }
     }
+
     unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.host_unregister(device, host) }
     }
+}
+
+// SAFETY: every method forwards to the simulator with the same arguments.
+unsafe impl Transfer for Gate {
     unsafe fn copy_htod(
         &self,
         device: usize,
@@ -120,6 +138,7 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.copy_htod(device, dst, src, bytes) }
     }
+
     unsafe fn copy_dtoh(
         &self,
         device: usize,
@@ -130,6 +149,7 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.copy_dtoh(device, dst, src, bytes) }
     }
+
     unsafe fn copy_dtod(
         &self,
         device: usize,
@@ -140,6 +160,7 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.copy_dtod(device, dst, src, bytes) }
     }
+
     unsafe fn memset_d8(
         &self,
         device: usize,
@@ -150,6 +171,7 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.memset_d8(device, dst, value, bytes) }
     }
+
     unsafe fn copy_htod_async(
         &self,
         device: usize,
@@ -161,6 +183,7 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.copy_htod_async(device, dst, src, bytes, stream) }
     }
+
     unsafe fn copy_dtoh_async(
         &self,
         device: usize,
@@ -172,6 +195,7 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.copy_dtoh_async(device, dst, src, bytes, stream) }
     }
+
     unsafe fn copy_dtod_async(
         &self,
         device: usize,
@@ -183,6 +207,7 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.copy_dtod_async(device, dst, src, bytes, stream) }
     }
+
     unsafe fn memset_d8_async(
         &self,
         device: usize,
@@ -194,9 +219,14 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.memset_d8_async(device, dst, value, bytes, stream) }
     }
+}
+
+// SAFETY: every method forwards to the simulator with the same arguments.
+unsafe impl Streams for Gate {
     fn stream_create(&self, device: usize) -> Result<StreamHandle> {
         self.sim.stream_create(device)
     }
+
     unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
         // SAFETY: the caller's contract, forwarded.
         let result = unsafe { self.sim.stream_destroy(device, stream) };
@@ -206,6 +236,7 @@ unsafe impl Backend for Gate {
         });
         result
     }
+
     unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
         if IS_HOST_ACCESS.get() {
             self.update(|seen| seen.host_waiting = true);
@@ -221,10 +252,12 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.stream_synchronize(device, stream) }
     }
+
     unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.stream_query(device, stream) }
     }
+
     unsafe fn stream_wait_event(
         &self,
         device: usize,
@@ -234,13 +267,19 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.stream_wait_event(device, stream, event) }
     }
+}
+
+// SAFETY: every method forwards to the simulator with the same arguments.
+unsafe impl Events for Gate {
     fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
         self.sim.event_create(device, timing)
     }
+
     unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()> {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.event_destroy(device, event) }
     }
+
     unsafe fn event_record(
         &self,
         device: usize,
@@ -250,14 +289,17 @@ unsafe impl Backend for Gate {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.event_record(device, event, stream) }
     }
+
     unsafe fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.event_query(device, event) }
     }
+
     unsafe fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.event_synchronize(device, event) }
     }
+
     unsafe fn event_elapsed_ms(
         &self,
         device: usize,
@@ -266,6 +308,29 @@ unsafe impl Backend for Gate {
     ) -> Result<f32> {
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.sim.event_elapsed_ms(device, start, end) }
+    }
+}
+
+// SAFETY: every method forwards to the simulator with the same arguments.
+unsafe impl Launch for Gate {
+    unsafe fn launch(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.sim.launch(device, kernel, config, args, stream) }
+    }
+    fn module_global(
+        &self,
+        device: usize,
+        module: &Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        self.sim.module_global(device, module, name)
     }
 }
 

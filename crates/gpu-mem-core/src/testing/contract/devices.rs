@@ -1,8 +1,8 @@
 //! Devices: their numbering, their facts, their independence, and use from many threads.
 
 use super::{
-    Context, Contract, Expect, Factory, Outcome, Verdict, download, ensure, needs_two_devices,
-    pattern, upload,
+    Context, Contract, Expect, Factory, Optional, Outcome, Verdict, download, ensure,
+    needs_two_devices, pattern, upload,
 };
 use crate::backend::{Backend, HostAllocFlags};
 use crate::error::{Error, Result};

@@ -2,7 +2,7 @@
 //! as the contract expects, or answers `NotSupportedByBackend` where the backend lacks it.
 
 use super::{
-    Context, Contract, Expect, Factory, LARGE, Outcome, Verdict, download, ensure,
+    Context, Contract, Expect, Factory, LARGE, Optional, Outcome, Verdict, download, ensure,
     needs_two_devices, not_supported, offset, pattern, upload,
 };
 use crate::backend::{Backend, DevicePtr, HostAllocFlags, IpcMemHandle, StreamHandle};

@@ -1,8 +1,8 @@
 //! Host memory: page-locked allocations and registrations.
 
 use super::{
-    Context, Contract, Expect, Factory, Outcome, Verdict, download, ensure, not_supported, offset,
-    pattern, upload,
+    Context, Contract, Expect, Factory, Optional, Outcome, Verdict, download, ensure,
+    not_supported, offset, pattern, upload,
 };
 use crate::backend::{Backend, DevicePtr, HostAllocFlags, HostRegisterFlags};
 use crate::error::{Error, Result};

@@ -1,8 +1,8 @@
 //! Device memory: allocation, accounting, and synchronous copies and fills.
 
 use super::{
-    Context, Contract, Expect, Factory, LARGE, Outcome, Verdict, download, ensure, offset, pattern,
-    upload,
+    Context, Contract, Expect, Factory, LARGE, Optional, Outcome, Verdict, download, ensure,
+    offset, pattern, upload,
 };
 use crate::backend::{DevicePtr, HostAllocFlags};
 use crate::error::Error;

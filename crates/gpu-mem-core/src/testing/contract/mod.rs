@@ -33,9 +33,12 @@ mod host;
 mod memory;
 mod streams;
 
-use crate::backend::{Backend, DevicePtr};
+use crate::backend::{
+    Backend, DevicePtr, HostAllocation, IpcMemHandle, PoolUsage, StreamHandle, require,
+};
 use crate::error::{Error, Result};
 use std::fmt::Debug;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// Makes a fresh backend for one check (each check starts from a backend no other check used).
@@ -332,4 +335,132 @@ fn needs_two_devices(b: &dyn Backend) -> Option<Outcome> {
             b.device_count()
         ))
     })
+}
+
+/// The optional capabilities' methods as the core reaches them: through the backend's
+/// accessor, a `None` answering [`Error::NotSupportedByBackend`] naming the feature.
+trait Optional {
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool>;
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()>;
+    /// # Safety
+    /// As [`PeerAccess::copy_peer`](crate::backend::PeerAccess::copy_peer).
+    unsafe fn copy_peer(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()>;
+    /// # Safety
+    /// As [`PeerAccess::copy_peer_async`](crate::backend::PeerAccess::copy_peer_async).
+    unsafe fn copy_peer_async(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle>;
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr>;
+    /// # Safety
+    /// As [`IpcMemory::ipc_close_handle`](crate::backend::IpcMemory::ipc_close_handle).
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()>;
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation>;
+    /// # Safety
+    /// As [`ManagedMemory::managed_free`](crate::backend::ManagedMemory::managed_free).
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()>;
+    /// # Safety
+    /// As [`StreamOrderedPool::alloc_async`](crate::backend::StreamOrderedPool::alloc_async).
+    unsafe fn alloc_async(
+        &self,
+        device: usize,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<DevicePtr>;
+    /// # Safety
+    /// As [`StreamOrderedPool::free_async`](crate::backend::StreamOrderedPool::free_async).
+    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()>;
+    fn pool_usage(&self, device: usize) -> Result<PoolUsage>;
+    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()>;
+    fn pool_trim(&self, device: usize, keep: u64) -> Result<()>;
+}
+
+impl Optional for dyn Backend + '_ {
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
+        require(self, self.peer(), "peer access")?.can_access_peer(device, peer)
+    }
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
+        require(self, self.peer(), "peer access")?.enable_peer_access(device, peer)
+    }
+    unsafe fn copy_peer(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        let peer = require(self, self.peer(), "peer copies")?;
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { peer.copy_peer(dst_device, dst, src_device, src, bytes) }
+    }
+    unsafe fn copy_peer_async(
+        &self,
+        dst_device: usize,
+        dst: DevicePtr,
+        src_device: usize,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let peer = require(self, self.peer(), "peer copies")?;
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { peer.copy_peer_async(dst_device, dst, src_device, src, bytes, stream) }
+    }
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+        require(self, self.ipc(), "IPC memory handles")?.ipc_get_handle(device, ptr)
+    }
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+        require(self, self.ipc(), "IPC memory handles")?.ipc_open_handle(device, handle)
+    }
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+        let ipc = require(self, self.ipc(), "IPC memory handles")?;
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { ipc.ipc_close_handle(device, ptr) }
+    }
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
+        require(self, self.managed(), "managed memory")?.managed_alloc(device, bytes)
+    }
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+        let managed = require(self, self.managed(), "managed memory")?;
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { managed.managed_free(device, host) }
+    }
+    unsafe fn alloc_async(
+        &self,
+        device: usize,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<DevicePtr> {
+        let pool = require(self, self.pool(), "stream-ordered allocation")?;
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { pool.alloc_async(device, bytes, stream) }
+    }
+    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()> {
+        let pool = require(self, self.pool(), "stream-ordered allocation")?;
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { pool.free_async(device, ptr, stream) }
+    }
+    fn pool_usage(&self, device: usize) -> Result<PoolUsage> {
+        require(self, self.pool(), "memory pools")?.pool_usage(device)
+    }
+    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()> {
+        require(self, self.pool(), "memory pools")?.pool_set_release_threshold(device, bytes)
+    }
+    fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
+        require(self, self.pool(), "memory pools")?.pool_trim(device, keep)
+    }
 }

@@ -12,8 +12,8 @@ use crate::error::Result;
 /// An implementation must uphold [`Backend`](super::Backend)'s contract, and:
 ///
 /// * **Mappings.** [`IpcMemory::ipc_open_handle`] returns, on `Ok`, the device address of a
-///   mapping of at least [`IpcMemHandle::bytes`] bytes, aligned as [`Memory::alloc`](super::Memory::alloc)'s
-///   allocations are, which stays valid until it is passed to
+///   mapping of at least [`IpcMemHandle::bytes`] bytes, aligned as the allocations of
+///   [`Memory::alloc`](super::Memory::alloc) are, which stays valid until it is passed to
 ///   [`IpcMemory::ipc_close_handle`].
 /// * **Exports.** [`IpcMemory::ipc_get_handle`] neither frees nor moves the allocation it
 ///   exports.

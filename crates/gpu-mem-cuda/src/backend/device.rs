@@ -195,7 +195,7 @@ pub const ALLOCATOR_ENV: &str = "GPU_MEM_CUDA_ALLOCATOR";
 /// every blocking stream (a cross-stream barrier), and with the pool's default release threshold
 /// of 0 its memory goes back to the OS at every synchronize, so a loop that allocates, works
 /// and synchronizes pays the OS round trip each time, unless the threshold is raised
-/// (`Backend::pool_set_release_threshold`, `cuMemPoolSetAttribute`). `hw-bench alloc` in the
+/// (`StreamOrderedPool::pool_set_release_threshold`, `cuMemPoolSetAttribute`). `hw-bench alloc` in the
 /// hardware bundle measures both.
 fn pool_requested() -> Result<bool> {
     match std::env::var(ALLOCATOR_ENV) {

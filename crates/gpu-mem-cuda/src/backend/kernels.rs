@@ -1,4 +1,4 @@
-//! The kernel building blocks under `Backend::launch`, public for callers that manage modules
+//! The kernel building blocks under `Launch::launch`, public for callers that manage modules
 //! themselves: NVRTC compilation for a device, module loading and unloading, function lookup
 //! and a raw `cuLaunchKernel`.
 //!
@@ -163,7 +163,7 @@ impl CudaBackend {
 
     /// `cuLaunchKernel(function, grid, block, shared bytes, stream, params, NULL)` —
     /// `cuLaunchCooperativeKernel` for a cooperative configuration — with no checks of its own
-    /// (`Backend::launch` validates the configuration and builds `params`).
+    /// (`Launch::launch` validates the configuration and builds `params`).
     ///
     /// # Safety
     /// `function` belongs to a module still loaded on `device`; `stream` is live (or the null

@@ -1,4 +1,4 @@
-//! `Backend::launch` on CUDA: CUDA C++ source → NVRTC → module (cached) → `cuLaunchKernel`.
+//! [`Launch`] on CUDA: CUDA C++ source → NVRTC → module (cached) → `cuLaunchKernel`.
 //!
 //! # Contract
 //!
@@ -34,7 +34,7 @@ use super::params::KernelParams;
 use super::{CudaBackend, legacy_stream, ptx};
 use crate::driver::sys::CUfunction_attribute;
 use crate::nvrtc::{CompileRequest, PRELUDE_NAME};
-use gpu_mem_core::backend::{DevicePtr, StreamHandle};
+use gpu_mem_core::backend::{DevicePtr, Launch, StreamHandle};
 use gpu_mem_core::kernel::compiled::normalized;
 use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig, Module};
 use gpu_mem_core::sync::lock;
@@ -220,44 +220,6 @@ impl CudaBackend {
         Ok(loaded.function)
     }
 
-    /// `Backend::module_global`: the variable the source calls `name` (found in the module's
-    /// PTX, `cuModuleGetGlobal`), the module compiled and loaded on `device` first.
-    pub(super) fn module_variable(
-        &self,
-        device: usize,
-        module: &Module,
-        name: &str,
-    ) -> Result<(DevicePtr, usize)> {
-        let loaded = self.loaded_module(device, module, module.name())?;
-        let Some(found) = ptx::find_variable(&loaded.ptx, name) else {
-            let known = ptx::variable_names(&loaded.ptx);
-            return Err(Error::InvalidArgument {
-                name: "symbol",
-                reason: format!(
-                    "the module `{}` has no __device__, __constant__ or __managed__ variable `{name}` at file scope; its variables: {}",
-                    module.name(),
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            });
-        };
-        let found = std::ffi::CString::new(found).map_err(|_| Error::InvalidArgument {
-            name: "symbol",
-            reason: "contains a NUL byte".into(),
-        })?;
-        let _cx = self.current(device)?;
-        // SAFETY: the module is loaded on `device` (current here) and cached until the backend
-        // drops.
-        let (ptr, bytes) = unsafe {
-            self.driver
-                .module_get_global(loaded.module.0 as usize as _, &found)
-        }?;
-        Ok((DevicePtr(ptr), bytes))
-    }
-
     /// The byte sizes of `function`'s parameters, where known.
     fn param_sizes(&self, function: FunctionHandle) -> Option<Vec<usize>> {
         lock(&self.functions)
@@ -368,12 +330,38 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// The body of `Backend::launch` (see the module contract).
-    ///
-    /// # Safety
-    /// As `Backend::launch`: every argument's memory stays valid until the kernel completes,
-    /// and the kernel stays inside its arguments.
-    pub(super) unsafe fn launch_kernel(
+    /// Number of kernel modules currently loaded by launches (all devices).
+    pub fn loaded_kernel_modules(&self) -> usize {
+        self.modules.loaded()
+    }
+
+    /// Unloads every cached module (from the backend's `Drop`), after waiting for each device
+    /// so no kernel is still running from them.
+    pub(super) fn unload_kernel_modules(&self) {
+        for (device, module) in self.modules.take_all() {
+            let unloaded = self.current(device).and_then(|_cx| {
+                if let Err(err) = self.driver.ctx_synchronize() {
+                    tracing::warn!(%err, device, "waiting for kernels before unloading failed");
+                }
+                // SAFETY: the module came from module_load on `device` and was removed from the
+                // cache, so it is unloaded once; the backend is being dropped, so no launch can
+                // use it any more, and the device was synchronised above.
+                unsafe { self.module_unload(device, module) }
+            });
+            if let Err(err) = unloaded {
+                tracing::warn!(%err, device, "cuModuleUnload failed");
+            }
+        }
+    }
+}
+
+// SAFETY: a launch without a stream is on the legacy default stream and waited for before it
+// returns; one on a stream is that stream's work; the parameters are the arguments' own bytes
+// (`KernelParams`), checked against the compiled function. Module variables come from
+// cuModuleGetGlobal on a module cached until the backend drops.
+unsafe impl Launch for CudaBackend {
+    /// See the module contract.
+    unsafe fn launch(
         &self,
         device: usize,
         kernel: &Kernel,
@@ -424,28 +412,42 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Number of kernel modules currently loaded by launches (all devices).
-    pub fn loaded_kernel_modules(&self) -> usize {
-        self.modules.loaded()
-    }
-
-    /// Unloads every cached module (from the backend's `Drop`), after waiting for each device
-    /// so no kernel is still running from them.
-    pub(super) fn unload_kernel_modules(&self) {
-        for (device, module) in self.modules.take_all() {
-            let unloaded = self.current(device).and_then(|_cx| {
-                if let Err(err) = self.driver.ctx_synchronize() {
-                    tracing::warn!(%err, device, "waiting for kernels before unloading failed");
-                }
-                // SAFETY: the module came from module_load on `device` and was removed from the
-                // cache, so it is unloaded once; the backend is being dropped, so no launch can
-                // use it any more, and the device was synchronised above.
-                unsafe { self.module_unload(device, module) }
+    /// The variable the source calls `name` (found in the module's PTX, `cuModuleGetGlobal`),
+    /// the module compiled and loaded on `device` first.
+    fn module_global(
+        &self,
+        device: usize,
+        module: &Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        let loaded = self.loaded_module(device, module, module.name())?;
+        let Some(found) = ptx::find_variable(&loaded.ptx, name) else {
+            let known = ptx::variable_names(&loaded.ptx);
+            return Err(Error::InvalidArgument {
+                name: "symbol",
+                reason: format!(
+                    "the module `{}` has no __device__, __constant__ or __managed__ variable `{name}` at file scope; its variables: {}",
+                    module.name(),
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
             });
-            if let Err(err) = unloaded {
-                tracing::warn!(%err, device, "cuModuleUnload failed");
-            }
-        }
+        };
+        let found = std::ffi::CString::new(found).map_err(|_| Error::InvalidArgument {
+            name: "symbol",
+            reason: "contains a NUL byte".into(),
+        })?;
+        let _cx = self.current(device)?;
+        // SAFETY: the module is loaded on `device` (current here) and cached until the backend
+        // drops.
+        let (ptr, bytes) = unsafe {
+            self.driver
+                .module_get_global(loaded.module.0 as usize as _, &found)
+        }?;
+        Ok((DevicePtr(ptr), bytes))
     }
 }
 

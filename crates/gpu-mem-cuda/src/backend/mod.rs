@@ -1,4 +1,6 @@
-//! [`CudaBackend`]: `gpu_mem_core::Backend` (the book's *Architecture*) on the CUDA driver API.
+//! [`CudaBackend`]: `gpu_mem_core::Backend` (the book's *Architecture*) on the CUDA driver API,
+//! one file per concern (`memory`, `transfer`, `stream`, `event`, `launch`) and per capability
+//! (`peer`, `ipc`, `managed`, `pool`), each stating its part of the contract.
 //!
 //! **Not yet run on hardware**: tested without a device (loading, missing driver, flags,
 //! bookkeeping) and against a stand-in `libcuda` (tests/mock) with the real NVRTC. The
@@ -9,58 +11,59 @@
 //! * Every method makes the device's primary context current on the calling thread (retained on
 //!   first use, released when the backend is dropped) and puts back the context the caller had.
 //! * Synchronous methods are ordered after all stream work: gpu-mem's streams are blocking (flags
-//!   0), so the legacy default stream waits for them; calls that return early (`cuMemcpyDtoD`,
-//!   `cuMemsetD8`, a kernel without a stream) are followed by a wait on that stream. Async copies
-//!   rely on the trait's guarantee that host buffers are page-locked (from `host_alloc` /
-//!   `host_register`) and untouched until the stream passes the copy.
+//!   0), so the legacy default stream waits for them.
 //! * A device fault ([`crate::driver::is_device_fault`]) destroys the primary context for the
 //!   whole process: every later call on the device is [`Error::DeviceLost`] naming the fault,
 //!   synchronisations report [`Error::AsyncFailure`] (the work will never run, so what it used
 //!   may be released), releases only update the bookkeeping. Recovery: drop everything of the
 //!   device and call [`CudaBackend::reset_device`]. Other errors at a synchronisation stay
 //!   [`Error::Native`]: they say nothing about the work, so its buffers are kept alive.
-//! * Device memory is `cuMemAlloc` unless `GPU_MEM_CUDA_ALLOCATOR=pool`
-//!   (`device::pool_requested`); out of memory is [`Error::OutOfMemory`] with free / total bytes.
-//! * Kernels (`launch` states the contract) compile once per (kernel, device); the parts are
-//!   public: [`CudaBackend::compile_kernel`], [`CudaBackend::module_load`],
+//! * Every capability is handed out; where the driver lacks a symbol (older drivers), a device
+//!   attribute says no (`MEMORY_POOLS_SUPPORTED`, `MANAGED_MEMORY`) or the driver answers
+//!   `CUDA_ERROR_NOT_SUPPORTED`, the call is [`Error::NotSupportedByBackend`] naming the feature,
+//!   so the core falls back where it can. Nothing else of the backend is affected.
+//! * Kernels compile once per (kernel, device); the parts are public:
+//!   [`CudaBackend::compile_kernel`], [`CudaBackend::module_load`],
 //!   [`CudaBackend::module_function`], [`CudaBackend::launch_function`],
-//!   [`CudaBackend::module_unload`]. A [`StreamHandle`] / [`EventHandle`] holds the `CUstream` /
-//!   `CUevent` address. `CudaBackend` is `Send + Sync` without unsafe code (library, function
-//!   pointers, numbers, mutex-guarded maps): the driver API is thread safe.
+//!   [`CudaBackend::module_unload`]. `CudaBackend` is `Send + Sync` without unsafe code: the
+//!   driver API is thread safe.
 //!
 //! The driver call behind each method: the book's CUDA notes, *How the trait maps*.
 
 mod device;
-mod extras;
+mod event;
 mod flags;
+mod ipc;
 mod kernels;
 mod launch;
 mod limits;
+mod managed;
+mod memory;
 mod module_cache;
 mod params;
+mod peer;
+mod pool;
 pub mod ptx;
 mod registry;
+mod stream;
+mod transfer;
 
 pub use kernels::{FunctionHandle, ModuleHandle};
 pub use limits::LaunchLimits;
 pub use params::KernelParams;
 
 use crate::driver::CudaDriver;
-use crate::driver::sys::{CUevent, CUresult, CUstream};
+use crate::driver::sys::{CUcontext, CUevent, CUresult, CUstream};
 use crate::nvrtc::Nvrtc;
 use device::{Current, DeviceFacts, DeviceSlot};
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, Enqueued, EventHandle, Events, HostAllocFlags, HostAllocation,
-    HostRegisterFlags, IpcMemHandle, IpcMemory, Launch, ManagedMemory, MemInfo, Memory, PeerAccess,
-    PoolUsage, StreamHandle, StreamOrderedPool, Streams, Transfer,
+    DeviceInfo, EventHandle, IpcMemory, ManagedMemory, MemInfo, PeerAccess, StreamHandle,
+    StreamOrderedPool,
 };
-use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use module_cache::ModuleCache;
 use registry::{AddressMap, AllocKind, Registry};
 use std::collections::{HashMap, HashSet};
-use std::ffi::c_void;
-use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 /// Host alignment the trait promises for page-locked and managed memory (`host_alloc`,
@@ -125,6 +128,23 @@ fn native_code(err: &Error) -> Option<i64> {
 
 fn is_code(err: &Error, code: CUresult) -> bool {
     native_code(err) == Some(i64::from(code.0))
+}
+
+fn not_supported(feature: &'static str, reason: String) -> Error {
+    Error::NotSupportedByBackend {
+        backend: BackendKind::Cuda,
+        feature,
+        reason,
+    }
+}
+
+/// `CUDA_ERROR_NOT_SUPPORTED` from the driver becomes [`Error::NotSupportedByBackend`].
+fn unsupported_code(err: Error, feature: &'static str) -> Error {
+    if is_code(&err, CUresult::CUDA_ERROR_NOT_SUPPORTED) {
+        not_supported(feature, format!("the CUDA driver refused: {err}"))
+    } else {
+        err
+    }
 }
 
 fn nonzero_bytes(bytes: usize) -> Result<()> {
@@ -308,28 +328,27 @@ impl CudaBackend {
         }
     }
 
-    /// `cuMemAllocAsync` on the legacy stream; `None` when the pool cannot serve the request
-    /// in a form the trait allows (unsupported, or not 256-byte aligned), so the caller falls
-    /// back to `cuMemAlloc`.
-    fn alloc_stream_ordered(&self, device: usize, bytes: usize) -> Result<Option<u64>> {
-        // SAFETY: the legacy default stream (null) of the current context is always valid.
-        match unsafe { self.driver.mem_alloc_async(bytes, legacy_stream()) } {
-            Ok(ptr) if ptr.is_multiple_of(DEVICE_ALIGNMENT) => Ok(Some(ptr)),
-            Ok(ptr) => {
-                tracing::warn!(
-                    ptr,
-                    "pool allocation not 256-byte aligned; using cuMemAlloc"
-                );
-                // SAFETY: `ptr` was just allocated on the legacy stream and never used.
-                unsafe { self.driver.mem_free_async(ptr, legacy_stream()) }?;
-                Ok(None)
-            }
-            Err(err) if is_code(&err, CUresult::CUDA_ERROR_NOT_SUPPORTED) => {
-                tracing::info!(device, "cuMemAllocAsync not supported; using cuMemAlloc");
-                Ok(None)
-            }
-            Err(err) => Err(self.out_of_memory(device, bytes, err)),
+    /// [`Error::NotSupportedByBackend`] unless the driver exports every one of `symbols`.
+    fn need(&self, symbols: &[&'static str], feature: &'static str) -> Result<()> {
+        match symbols.iter().find(|s| !self.driver.has(s)) {
+            None => Ok(()),
+            Some(symbol) => Err(not_supported(
+                feature,
+                format!(
+                    "the CUDA driver at {} does not export {symbol} (too old a driver)",
+                    self.driver.path()
+                ),
+            )),
         }
+    }
+
+    /// The primary context of `device` (retained on first use), or the device's fault.
+    fn context_of(&self, device: usize) -> Result<CUcontext> {
+        let slot = self.slot(device)?;
+        if let Some(fault) = self.driver.fault(slot.facts.handle) {
+            return Err(self.driver.lost(slot.facts.handle, fault));
+        }
+        slot.context(self.driver)
     }
 
     /// Waits for the legacy default stream (and so for every blocking stream's earlier work).
@@ -356,11 +375,11 @@ impl Drop for CudaBackend {
     }
 }
 
-// SAFETY: the driver keeps the trait's promises: cuMemAlloc ranges never overlap while live;
-// cuMemHostAlloc returns page-aligned memory owned by the caller until cuMemFreeHost; the
-// synchronize and query calls are cuCtxSynchronize / cuStreamSynchronize / cuEventSynchronize,
-// which return success only once the work has completed; the device count is read once at
-// start-up.
+// SAFETY: the device count is read once at start-up; `synchronize` is cuCtxSynchronize, which
+// returns success only once the context's work has completed (a device fault is a failure, never
+// completion); each concern keeps its promises in its own file (see the SAFETY comment of each
+// impl there); every capability is this backend itself, decided at compile time (a device or
+// driver lacking one refuses at run time).
 unsafe impl Backend for CudaBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
@@ -406,595 +425,6 @@ unsafe impl Backend for CudaBackend {
 
     fn pool(&self) -> Option<&dyn StreamOrderedPool> {
         Some(self)
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Memory for CudaBackend {
-    fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
-        nonzero_bytes(bytes)?;
-        let slot = self.slot(device)?;
-        let _cx = self.current(device)?;
-        if slot.facts.stream_ordered_alloc
-            && let Some(ptr) = self.alloc_stream_ordered(device, bytes)?
-        {
-            self.allocations
-                .insert(device, ptr, AllocKind::StreamOrdered);
-            self.owners.insert(ptr, device, bytes as u64);
-            return Ok(DevicePtr(ptr));
-        }
-        let ptr = self
-            .driver
-            .mem_alloc(bytes)
-            .map_err(|e| self.out_of_memory(device, bytes, e))?;
-        self.allocations.insert(device, ptr, AllocKind::Plain);
-        self.owners.insert(ptr, device, bytes as u64);
-        Ok(DevicePtr(ptr))
-    }
-
-    unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
-        let cx = self.current_unless_lost(device)?;
-        let kind = self.allocations.remove(device, ptr.0);
-        if kind.is_some() {
-            self.owners.remove(ptr.0);
-        }
-        if cx.is_none() && kind.is_some() {
-            // The lost context took the allocation with it.
-            return Ok(());
-        }
-        match kind {
-            Some(AllocKind::StreamOrdered) => {
-                // SAFETY: the pointer came from cuMemAllocAsync on this device (registry) and
-                // the caller guarantees no enqueued work still uses it; the legacy stream orders
-                // the free after all earlier work of blocking streams anyway.
-                released(unsafe { self.driver.mem_free_async(ptr.0, legacy_stream()) })
-            }
-            // SAFETY: the pointer came from cuMemAlloc on this device (registry), freed once
-            // (removed above), unused by enqueued work (caller).
-            Some(AllocKind::Plain) => released(unsafe { self.driver.mem_free(ptr.0) }),
-            None => Err(Error::InvalidPointer {
-                kind: "device",
-                address: ptr.0,
-                bytes: 0,
-                reason: "not an allocation of this backend on this device, or already freed",
-            }),
-        }
-    }
-
-    fn host_alloc(
-        &self,
-        device: usize,
-        bytes: usize,
-        flags: HostAllocFlags,
-    ) -> Result<HostAllocation> {
-        nonzero_bytes(bytes)?;
-        let _cx = self.current(device)?;
-        let raw = self
-            .driver
-            .mem_host_alloc(bytes, flags::host_alloc_flags(flags))?;
-        let host = match NonNull::new(raw.cast::<u8>()) {
-            Some(host) if (raw as u64).is_multiple_of(HOST_ALIGNMENT) => host,
-            host => {
-                if host.is_some() {
-                    // SAFETY: `raw` was just allocated by cuMemHostAlloc and nothing else has
-                    // seen it.
-                    if let Err(err) = unsafe { self.driver.mem_free_host(raw) } {
-                        tracing::warn!(%err, "freeing a refused host allocation failed");
-                    }
-                }
-                return Err(Error::InvalidPointer {
-                    kind: "host",
-                    address: raw as u64,
-                    bytes: bytes as u64,
-                    reason: if host.is_some() {
-                        "cuMemHostAlloc returned memory that is not 4096-byte aligned"
-                    } else {
-                        "cuMemHostAlloc succeeded but returned a null pointer"
-                    },
-                });
-            }
-        };
-        self.host_allocs.insert(device, host.as_ptr() as u64, bytes);
-        if !flags.mapped {
-            return Ok(HostAllocation {
-                host,
-                device: None,
-                zeroed: false,
-            });
-        }
-        // SAFETY: `raw` is a live allocation made with CU_MEMHOSTALLOC_DEVICEMAP just above.
-        match unsafe { self.driver.mem_host_get_device_pointer(raw) } {
-            Ok(device_ptr) => Ok(HostAllocation {
-                host,
-                device: Some(DevicePtr(device_ptr)),
-                zeroed: false,
-            }),
-            Err(err) => {
-                self.host_allocs.remove(device, host.as_ptr() as u64);
-                // SAFETY: `raw` came from cuMemHostAlloc above and nothing else has seen it.
-                if let Err(free_err) = unsafe { self.driver.mem_free_host(raw) } {
-                    tracing::warn!(%free_err, "freeing an unmappable host allocation failed");
-                }
-                Err(err)
-            }
-        }
-    }
-
-    unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        let cx = self.current_unless_lost(device)?;
-        self.host_allocs.remove(device, host.as_ptr() as u64);
-        if cx.is_none() {
-            // The lost context's page-locked memory goes with it at the reset.
-            return Ok(());
-        }
-        // SAFETY: the caller guarantees `host` came from host_alloc, is freed once and unused.
-        released(unsafe { self.driver.mem_free_host(host.as_ptr().cast::<c_void>()) })
-    }
-
-    unsafe fn host_register(
-        &self,
-        device: usize,
-        host: NonNull<u8>,
-        bytes: usize,
-        flags: HostRegisterFlags,
-    ) -> Result<Option<DevicePtr>> {
-        nonzero_bytes(bytes)?;
-        if !self.slot(device)?.facts.host_register {
-            return Err(Error::NotSupportedByBackend {
-                backend: BackendKind::Cuda,
-                feature: "registering host memory",
-                reason: format!(
-                    "device {device} reports CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED = 0; use pinned_array instead"
-                ),
-            });
-        }
-        let _cx = self.current(device)?;
-        let raw = host.as_ptr().cast::<c_void>();
-        let address = host.as_ptr() as usize;
-        // SAFETY: the caller guarantees the range is valid host memory that outlives the
-        // registration.
-        let registered = unsafe {
-            self.driver
-                .mem_host_register(raw, bytes, flags::host_register_flags(flags))
-        };
-        if let Err(err) = registered {
-            return Err(
-                if is_code(&err, CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
-                    Error::HostRegistration {
-                        address,
-                        bytes,
-                        reason: "already registered",
-                    }
-                } else {
-                    err
-                },
-            );
-        }
-        self.registrations.insert(device, address as u64, bytes);
-        if !flags.mapped {
-            return Ok(None);
-        }
-        // SAFETY: the range was registered with CU_MEMHOSTREGISTER_DEVICEMAP just above.
-        match unsafe { self.driver.mem_host_get_device_pointer(raw) } {
-            Ok(device_ptr) => Ok(Some(DevicePtr(device_ptr))),
-            Err(err) => {
-                self.registrations.remove(device, address as u64);
-                // SAFETY: undoing the registration made above; nothing has used it.
-                if let Err(undo) = unsafe { self.driver.mem_host_unregister(raw) } {
-                    tracing::warn!(%undo, "unregistering an unmappable range failed");
-                }
-                Err(err)
-            }
-        }
-    }
-
-    unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        let cx = self.current_unless_lost(device)?;
-        let address = host.as_ptr() as usize;
-        // Out of the bookkeeping first: whatever the driver answers below, the registration
-        // must not keep `reset_device` refusing for good.
-        let registered = self.registrations.remove(device, address as u64);
-        let not_registered = |bytes| Error::HostRegistration {
-            address,
-            bytes,
-            reason: "not registered",
-        };
-        if cx.is_none() {
-            // The lost context's registrations end with it.
-            return registered.map(|_| ()).ok_or_else(|| not_registered(0));
-        }
-        // SAFETY: the caller guarantees `host` is the registered base and unused by enqueued work.
-        let result = unsafe {
-            self.driver
-                .mem_host_unregister(host.as_ptr().cast::<c_void>())
-        };
-        match released(result) {
-            Err(err) if is_code(&err, CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) => {
-                Err(not_registered(registered.unwrap_or(0)))
-            }
-            other => other,
-        }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Transfer for CudaBackend {
-    unsafe fn copy_htod(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-    ) -> Result<()> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees both ranges; the count is in bytes.
-        unsafe { self.driver.memcpy_htod(dst.0, src.cast::<c_void>(), bytes) }
-    }
-
-    unsafe fn copy_dtoh(
-        &self,
-        device: usize,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees both ranges; cuMemcpyDtoH returns once the data is in
-        // host memory.
-        unsafe { self.driver.memcpy_dtoh(dst.cast::<c_void>(), src.0, bytes) }
-    }
-
-    unsafe fn copy_dtod(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees both device ranges.
-        unsafe { self.driver.memcpy_dtod(dst.0, src.0, bytes) }?;
-        self.wait_legacy_stream()
-    }
-
-    unsafe fn memset_d8(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-    ) -> Result<()> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees the device range; the count is in bytes.
-        unsafe { self.driver.memset_d8(dst.0, value, bytes) }?;
-        self.wait_legacy_stream()
-    }
-
-    unsafe fn copy_htod_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<Enqueued> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees the ranges stay valid, `src` is page-locked and
-        // unwritten until the stream passes the copy, and the stream is live.
-        unsafe {
-            self.driver
-                .memcpy_htod_async(dst.0, src.cast::<c_void>(), bytes, raw_stream(stream))
-        }
-        .map(|()| Enqueued::Queued)
-    }
-
-    unsafe fn copy_dtoh_async(
-        &self,
-        device: usize,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<Enqueued> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees the ranges stay valid, `dst` is page-locked and
-        // untouched until the stream passes the copy, and the stream is live.
-        unsafe {
-            self.driver
-                .memcpy_dtoh_async(dst.cast::<c_void>(), src.0, bytes, raw_stream(stream))
-        }
-        .map(|()| Enqueued::Queued)
-    }
-
-    unsafe fn copy_dtod_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<Enqueued> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
-        unsafe {
-            self.driver
-                .memcpy_dtod_async(dst.0, src.0, bytes, raw_stream(stream))
-        }
-        .map(|()| Enqueued::Queued)
-    }
-
-    unsafe fn memset_d8_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<Enqueued> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees the range stays valid until the fill completes.
-        unsafe {
-            self.driver
-                .memset_d8_async(dst.0, value, bytes, raw_stream(stream))
-        }
-        .map(|()| Enqueued::Queued)
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Streams for CudaBackend {
-    fn stream_create(&self, device: usize) -> Result<StreamHandle> {
-        let _cx = self.current(device)?;
-        let stream = self.driver.stream_create(flags::stream_flags())?;
-        self.streams.insert(device, stream as usize as u64, ());
-        Ok(StreamHandle(stream as usize as u64))
-    }
-
-    unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
-        let cx = self.current_unless_lost(device)?;
-        self.streams.remove(device, stream.0);
-        if cx.is_none() {
-            return Ok(());
-        }
-        // SAFETY: the caller guarantees the stream came from stream_create and is destroyed once.
-        released(unsafe { self.driver.stream_destroy(raw_stream(stream)) })
-    }
-
-    unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
-        let _cx = self
-            .current(device)
-            .map_err(|e| as_async_failure(e, "stream work", stream.0))?;
-        // SAFETY: the caller guarantees the stream came from stream_create on this device and
-        // is not destroyed (the trait's contract).
-        unsafe { self.driver.stream_synchronize(raw_stream(stream)) }
-            .map_err(|e| as_async_failure(e, "stream work", stream.0))
-    }
-
-    unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
-        let _cx = self
-            .current(device)
-            .map_err(|e| as_async_failure(e, "stream work", stream.0))?;
-        // SAFETY: as in stream_synchronize.
-        unsafe { self.driver.stream_query(raw_stream(stream)) }
-            .map_err(|e| as_async_failure(e, "stream work", stream.0))
-    }
-
-    unsafe fn stream_wait_event(
-        &self,
-        device: usize,
-        stream: StreamHandle,
-        event: EventHandle,
-    ) -> Result<()> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees both handles came from this backend's create calls on
-        // this device and are not destroyed (the trait's contract).
-        unsafe {
-            self.driver
-                .stream_wait_event(raw_stream(stream), raw_event(event))
-        }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Events for CudaBackend {
-    fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
-        let _cx = self.current(device)?;
-        let event = self.driver.event_create(flags::event_flags(timing))?;
-        let handle = event as usize as u64;
-        self.events.insert(device, handle, timing);
-        Ok(EventHandle(handle))
-    }
-
-    unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()> {
-        let cx = self.current_unless_lost(device)?;
-        self.events.remove(device, event.0);
-        if cx.is_none() {
-            return Ok(());
-        }
-        // SAFETY: the caller guarantees the event came from event_create and is destroyed once.
-        released(unsafe { self.driver.event_destroy(raw_event(event)) })
-    }
-
-    unsafe fn event_record(
-        &self,
-        device: usize,
-        event: EventHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        let _cx = self.current(device)?;
-        // SAFETY: the caller guarantees both handles came from this backend on this device and
-        // are not destroyed (the trait's contract).
-        unsafe {
-            self.driver
-                .event_record(raw_event(event), raw_stream(stream))
-        }
-    }
-
-    unsafe fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
-        let _cx = self
-            .current(device)
-            .map_err(|e| as_async_failure(e, "work before an event", 0))?;
-        // SAFETY: as in event_record. A never-recorded event reports complete (CUDA_SUCCESS).
-        unsafe { self.driver.event_query(raw_event(event)) }
-            .map_err(|e| as_async_failure(e, "work before an event", 0))
-    }
-
-    unsafe fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
-        let _cx = self
-            .current(device)
-            .map_err(|e| as_async_failure(e, "work before an event", 0))?;
-        // SAFETY: as in event_record.
-        unsafe { self.driver.event_synchronize(raw_event(event)) }
-            .map_err(|e| as_async_failure(e, "work before an event", 0))
-    }
-
-    unsafe fn event_elapsed_ms(
-        &self,
-        device: usize,
-        start: EventHandle,
-        end: EventHandle,
-    ) -> Result<f32> {
-        let _cx = self.current(device)?;
-        for event in [start, end] {
-            if self.events.get(device, event.0) == Some(false) {
-                return Err(Error::EventTiming {
-                    reason: "an event was created without timing",
-                });
-            }
-        }
-        // SAFETY: as in event_record.
-        match unsafe {
-            self.driver
-                .event_elapsed_time(raw_event(start), raw_event(end))
-        } {
-            Err(err) if is_code(&err, CUresult::CUDA_ERROR_NOT_READY) => Err(Error::EventTiming {
-                reason: "an event has not completed yet",
-            }),
-            Err(err) if is_code(&err, CUresult::CUDA_ERROR_INVALID_HANDLE) => {
-                Err(Error::EventTiming {
-                    reason: "an event was never recorded",
-                })
-            }
-            other => other,
-        }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Launch for CudaBackend {
-    unsafe fn launch(
-        &self,
-        device: usize,
-        kernel: &Kernel,
-        config: &LaunchConfig,
-        args: &[LaunchArg],
-        stream: Option<StreamHandle>,
-    ) -> Result<()> {
-        // SAFETY: the caller upholds Backend::launch's contract, which launch_kernel shares.
-        unsafe { self.launch_kernel(device, kernel, config, args, stream) }
-    }
-
-    fn module_global(
-        &self,
-        device: usize,
-        module: &gpu_mem_core::kernel::Module,
-        name: &str,
-    ) -> Result<(DevicePtr, usize)> {
-        self.module_variable(device, module, name)
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl PeerAccess for CudaBackend {
-    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
-        self.peer_possible(device, peer)
-    }
-
-    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
-        self.enable_peer(device, peer)
-    }
-
-    unsafe fn copy_peer(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        // SAFETY: the caller upholds Backend::copy_peer's contract, which peer_copy shares.
-        unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes, None) }
-    }
-
-    unsafe fn copy_peer_async(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: the caller upholds Backend::copy_peer_async's contract, which peer_copy shares.
-        unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes, Some(stream)) }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl IpcMemory for CudaBackend {
-    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
-        self.ipc_export(device, ptr)
-    }
-
-    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
-        self.ipc_import(device, handle)
-    }
-
-    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
-        // SAFETY: the caller upholds Backend::ipc_close_handle's contract.
-        unsafe { self.ipc_close(device, ptr) }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl ManagedMemory for CudaBackend {
-    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
-        self.managed_allocate(device, bytes)
-    }
-
-    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        // SAFETY: the caller upholds Backend::managed_free's contract.
-        unsafe { self.managed_release(device, host) }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl StreamOrderedPool for CudaBackend {
-    unsafe fn alloc_async(
-        &self,
-        device: usize,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<DevicePtr> {
-        // SAFETY: the caller guarantees the stream is a live stream of this device.
-        unsafe { self.pool_alloc(device, bytes, stream) }
-    }
-
-    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()> {
-        // SAFETY: the caller upholds Backend::free_async's contract.
-        unsafe { self.pool_free(device, ptr, stream) }
-    }
-
-    fn pool_usage(&self, device: usize) -> Result<PoolUsage> {
-        self.default_pool_usage(device)
-    }
-
-    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()> {
-        self.default_pool_set_threshold(device, bytes)
-    }
-
-    fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
-        self.default_pool_trim(device, keep)
     }
 }
 

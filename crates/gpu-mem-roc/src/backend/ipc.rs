@@ -20,7 +20,7 @@
 
 use super::RocBackend;
 use super::memory::DeviceAlloc;
-use gpu_mem_core::backend::{DevicePtr, IpcMemHandle};
+use gpu_mem_core::backend::{DevicePtr, IpcMemHandle, IpcMemory};
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
@@ -53,7 +53,35 @@ fn from_bytes(data: &[u8]) -> Result<sys::hsa_amd_ipc_memory_t> {
 }
 
 impl RocBackend {
-    pub(super) fn ipc_export(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
+    /// `Ok` when the runtime reports a mapping at `mapped` of at least `len` bytes.
+    fn check_mapping(&self, mapped: usize, len: usize) -> std::result::Result<(), String> {
+        let info = self
+            .hsa
+            .pointer_info(mapped)
+            .map_err(|e| format!("cannot check the size of the mapping: {e}"))?;
+        // The mapping may lie inside a larger block the runtime reports (a small allocation
+        // exported as a fragment of a 2 MiB block, at an offset): it must end inside it.
+        let base = info.agentBaseAddress as usize;
+        let fits = mapped
+            .checked_sub(base)
+            .and_then(|offset| offset.checked_add(len))
+            .is_some_and(|end| end <= info.sizeInBytes);
+        if !fits {
+            return Err(format!(
+                "the handle claims {len} bytes at {mapped:#x}, but the runtime mapped {} bytes at \
+                 {base:#x}",
+                info.sizeInBytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+// SAFETY: an attached mapping is recorded as an imported allocation of its full length (its
+// size checked against what the runtime reports, where it reports the block) and detached only
+// by `ipc_close_handle`, after the device's streams drain; exporting keeps the allocation.
+unsafe impl IpcMemory for RocBackend {
+    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
         let gpu = self.gpu(device)?;
         let entry = lock(&self.registry.device).get(&ptr.0).copied();
         let Some(alloc) = entry.filter(|a| a.device == device && a.imports == 0) else {
@@ -76,7 +104,7 @@ impl RocBackend {
         })
     }
 
-    pub(super) fn ipc_import(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
+    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
         self.gpu(device)?;
         let raw = from_bytes(&handle.data)?;
         let len = usize::try_from(handle.bytes)
@@ -123,32 +151,7 @@ impl RocBackend {
         Ok(DevicePtr(address))
     }
 
-    /// `Ok` when the runtime reports a mapping at `mapped` of at least `len` bytes.
-    fn check_mapping(&self, mapped: usize, len: usize) -> std::result::Result<(), String> {
-        let info = self
-            .hsa
-            .pointer_info(mapped)
-            .map_err(|e| format!("cannot check the size of the mapping: {e}"))?;
-        // The mapping may lie inside a larger block the runtime reports (a small allocation
-        // exported as a fragment of a 2 MiB block, at an offset): it must end inside it.
-        let base = info.agentBaseAddress as usize;
-        let fits = mapped
-            .checked_sub(base)
-            .and_then(|offset| offset.checked_add(len))
-            .is_some_and(|end| end <= info.sizeInBytes);
-        if !fits {
-            return Err(format!(
-                "the handle claims {len} bytes at {mapped:#x}, but the runtime mapped {} bytes at \
-                 {base:#x}",
-                info.sizeInBytes
-            ));
-        }
-        Ok(())
-    }
-
-    /// # Safety
-    /// As `Backend::ipc_close_handle`.
-    pub(super) unsafe fn ipc_close(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         self.gpu(device)?;
         // Counted down (the last open taken out) before the runtime detaches, so that two
         // threads closing one mapping cannot both detach it; counted up again if detaching

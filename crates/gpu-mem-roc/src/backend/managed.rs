@@ -9,13 +9,18 @@
 
 use super::RocBackend;
 use super::memory::{HostAlloc, free_or_restore, take_if};
-use gpu_mem_core::backend::{DevicePtr, HostAllocation};
+use gpu_mem_core::backend::{DevicePtr, HostAllocation, ManagedMemory};
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::ptr::NonNull;
 
-impl RocBackend {
-    pub(super) fn alloc_managed(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
+impl RocBackend {}
+
+// SAFETY: managed memory is fine-grained system-pool memory, page aligned and the caller's
+// until `managed_free` (which drains the device's streams first), with the host address as the
+// device address.
+unsafe impl ManagedMemory for RocBackend {
+    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
         let gpu = self.gpu(device)?;
         if bytes == 0 {
             return Err(Error::InvalidArgument {
@@ -68,9 +73,7 @@ impl RocBackend {
         })
     }
 
-    /// # Safety
-    /// As `Backend::managed_free`.
-    pub(super) unsafe fn free_managed(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
         let taken = take_if(&self.registry.host, address, |a| {

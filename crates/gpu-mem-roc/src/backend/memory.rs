@@ -13,7 +13,7 @@
 //!   `hsa_memory_register` is not used: in ROCr it does not page-lock anything.
 
 use super::RocBackend;
-use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostAllocation, HostRegisterFlags};
+use gpu_mem_core::backend::{DevicePtr, HostAllocFlags, HostAllocation, HostRegisterFlags, Memory};
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hsa_sys as sys;
@@ -159,7 +159,33 @@ impl Registry {
 }
 
 impl RocBackend {
-    pub(super) fn alloc_device(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
+    /// The GPU agents a host allocation or registration is made accessible to.
+    pub(super) fn host_agents(&self, device: usize, portable: bool) -> Vec<sys::hsa_agent_t> {
+        if portable {
+            self.topology
+                .gpus
+                .iter()
+                .filter(|g| g.host_pool_access)
+                .map(|g| g.agent)
+                .collect()
+        } else {
+            self.topology
+                .gpus
+                .get(device)
+                .map(|g| g.agent)
+                .into_iter()
+                .collect()
+        }
+    }
+}
+
+// SAFETY: device memory comes from the GPU's coarse-grained pool, whose allocations never
+// overlap while live and are aligned to its granule (a page, past the 256 bytes promised);
+// host memory from the fine-grained system pool, page aligned and the caller's until freed;
+// registration page-locks the range in place (`hsa_amd_memory_lock*`) and never writes it.
+// Releases drain the device's streams first.
+unsafe impl Memory for RocBackend {
+    fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
         let gpu = self.gpu(device)?;
         if bytes == 0 {
             return Err(Error::InvalidArgument {
@@ -223,9 +249,7 @@ impl RocBackend {
         Ok(DevicePtr(address))
     }
 
-    /// # Safety
-    /// As `Backend::free`.
-    pub(super) unsafe fn free_device(&self, device: usize, ptr: DevicePtr) -> Result<()> {
+    unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
         self.gpu(device)?;
         let taken = take_if(&self.registry.device, ptr.0, |a| {
             a.device == device && a.imports == 0
@@ -244,26 +268,7 @@ impl RocBackend {
         })
     }
 
-    /// The GPU agents a host allocation or registration is made accessible to.
-    pub(super) fn host_agents(&self, device: usize, portable: bool) -> Vec<sys::hsa_agent_t> {
-        if portable {
-            self.topology
-                .gpus
-                .iter()
-                .filter(|g| g.host_pool_access)
-                .map(|g| g.agent)
-                .collect()
-        } else {
-            self.topology
-                .gpus
-                .get(device)
-                .map(|g| g.agent)
-                .into_iter()
-                .collect()
-        }
-    }
-
-    pub(super) fn alloc_host(
+    fn host_alloc(
         &self,
         device: usize,
         bytes: usize,
@@ -324,9 +329,7 @@ impl RocBackend {
         })
     }
 
-    /// # Safety
-    /// As `Backend::host_free`.
-    pub(super) unsafe fn free_host(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+    unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
         let taken = take_if(&self.registry.host, address, |a| {
@@ -347,9 +350,7 @@ impl RocBackend {
         })
     }
 
-    /// # Safety
-    /// As `Backend::host_register`.
-    pub(super) unsafe fn register_host(
+    unsafe fn host_register(
         &self,
         device: usize,
         host: NonNull<u8>,
@@ -447,9 +448,7 @@ impl RocBackend {
         Ok(flags.mapped.then_some(DevicePtr(agent_ptr as u64)))
     }
 
-    /// # Safety
-    /// As `Backend::host_unregister`.
-    pub(super) unsafe fn unregister_host(&self, device: usize, host: NonNull<u8>) -> Result<()> {
+    unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
         self.gpu(device)?;
         let address = host.as_ptr() as usize;
         // Marked unsettled first, so that two threads unregistering the same range cannot both

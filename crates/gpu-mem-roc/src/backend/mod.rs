@@ -1,4 +1,5 @@
-//! [`RocBackend`]: `gpu_mem_core::Backend` (the book's *Architecture*) on the HSA runtime.
+//! [`RocBackend`]: `gpu_mem_core::Backend` (the book's *Architecture*) on the HSA runtime, one
+//! file per concern and per capability; HSA has no stream-ordered allocation: no `pool`.
 //!
 //! **Not yet run on hardware.** Written against the HSA runtime specification and ROCr's
 //! `hsa_ext_amd.h` (5.2.3) without an AMD GPU; tested against the real runtime's loading, the
@@ -23,9 +24,8 @@
 //!   free-memory query (HSA 5.2.3): other processes' use is invisible then.
 //! * Handles: [`StreamHandle`] and [`EventHandle`] are numbers this backend hands out.
 //!
-//! `RocBackend` is `Send + Sync` without unsafe code: it holds the loaded library, agent and
-//! pool handles (plain integers), addresses as `usize`, and mutex-guarded maps; the HSA runtime
-//! is thread safe.
+//! `RocBackend` is `Send + Sync` without unsafe code (library, plain handles, addresses as
+//! `usize`, mutex-guarded maps); the HSA runtime is thread safe.
 //!
 //! The runtime call behind each method: the book's ROC notes, *How the trait maps*.
 
@@ -44,17 +44,13 @@ mod transfer;
 use crate::driver::Hsa;
 use event::{Event, Recorded};
 use gpu_mem_core::backend::{
-    DeviceInfo, DevicePtr, Enqueued, EventHandle, Events, HostAllocFlags, HostAllocation,
-    HostRegisterFlags, IpcMemHandle, IpcMemory, Launch, ManagedMemory, MemInfo, Memory, PeerAccess,
-    StreamHandle, Streams, Transfer,
+    DeviceInfo, EventHandle, IpcMemory, ManagedMemory, MemInfo, PeerAccess, StreamHandle,
 };
-use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use launch::Launcher;
 use memory::Registry;
 use std::collections::{BTreeSet, HashMap};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use stream::Stream;
@@ -272,11 +268,11 @@ impl Drop for RocBackend {
     }
 }
 
-// SAFETY: the HSA runtime keeps the trait's promises: pool allocations never overlap while live;
-// host allocations come from the fine-grained system pool, page aligned and owned by the caller
-// until freed; synchronization waits on the completion signals of the work (which the runtime
-// sets only after the copies and dispatches have finished); the agent list is read once at
-// start-up.
+// SAFETY: the agent list is read once at start-up; `synchronize` drains every stream of the
+// device, waiting on the completion signals of its work (which the runtime sets only after the
+// copies and dispatches have finished); each concern keeps its promises in its own file (see the
+// SAFETY comment of each impl there); the capabilities are this backend itself, decided at
+// compile time.
 unsafe impl Backend for RocBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Roc
@@ -315,365 +311,5 @@ unsafe impl Backend for RocBackend {
 
     fn managed(&self) -> Option<&dyn ManagedMemory> {
         Some(self)
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Memory for RocBackend {
-    fn alloc(&self, device: usize, bytes: usize) -> Result<DevicePtr> {
-        self.alloc_device(device, bytes)
-    }
-
-    unsafe fn free(&self, device: usize, ptr: DevicePtr) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.free_device(device, ptr) }
-    }
-
-    fn host_alloc(
-        &self,
-        device: usize,
-        bytes: usize,
-        flags: HostAllocFlags,
-    ) -> Result<HostAllocation> {
-        self.alloc_host(device, bytes, flags)
-    }
-
-    unsafe fn host_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.free_host(device, host) }
-    }
-
-    unsafe fn host_register(
-        &self,
-        device: usize,
-        host: NonNull<u8>,
-        bytes: usize,
-        flags: HostRegisterFlags,
-    ) -> Result<Option<DevicePtr>> {
-        // SAFETY: forwarded contract.
-        unsafe { self.register_host(device, host, bytes, flags) }
-    }
-
-    unsafe fn host_unregister(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.unregister_host(device, host) }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Transfer for RocBackend {
-    unsafe fn copy_htod(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.htod(device, dst, src, bytes) }
-    }
-
-    unsafe fn copy_dtoh(
-        &self,
-        device: usize,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.dtoh(device, dst, src, bytes) }
-    }
-
-    unsafe fn copy_dtod(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.dtod(device, dst, src, bytes) }
-    }
-
-    unsafe fn memset_d8(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.memset(device, dst, value, bytes) }
-    }
-
-    unsafe fn copy_htod_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<Enqueued> {
-        // SAFETY: forwarded contract.
-        unsafe { self.htod_async(device, dst, src, bytes, stream) }.map(|()| Enqueued::Queued)
-    }
-
-    unsafe fn copy_dtoh_async(
-        &self,
-        device: usize,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<Enqueued> {
-        // SAFETY: forwarded contract.
-        unsafe { self.dtoh_async(device, dst, src, bytes, stream) }.map(|()| Enqueued::Queued)
-    }
-
-    unsafe fn copy_dtod_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<Enqueued> {
-        // SAFETY: forwarded contract.
-        unsafe { self.dtod_async(device, dst, src, bytes, stream) }.map(|()| Enqueued::Queued)
-    }
-
-    unsafe fn memset_d8_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<Enqueued> {
-        // SAFETY: forwarded contract.
-        unsafe { self.memset_async(device, dst, value, bytes, stream) }.map(|()| Enqueued::Queued)
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Streams for RocBackend {
-    fn stream_create(&self, device: usize) -> Result<StreamHandle> {
-        self.gpu(device)?;
-        let handle = self.new_handle();
-        let stream = Arc::new(Mutex::new(Stream::new(handle, self.wait_tick())));
-        lock(&self.streams).insert(handle, (device, stream));
-        Ok(StreamHandle(handle))
-    }
-
-    unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
-        let s = self.stream(device, stream)?;
-        // Destroying waits for the stream's work (its signals must outlive it); a failure is
-        // reported, and the stream is gone either way.
-        let drained = lock(&s).drain(self.wait_tick());
-        lock(&self.streams).remove(&stream.0);
-        drained
-    }
-
-    unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
-        let s = self.stream(device, stream)?;
-        let mut s = lock(&s);
-        s.drain(self.wait_tick())
-    }
-
-    unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
-        let s = self.stream(device, stream)?;
-        let mut s = lock(&s);
-        s.is_idle()
-    }
-
-    unsafe fn stream_wait_event(
-        &self,
-        device: usize,
-        stream: StreamHandle,
-        event: EventHandle,
-    ) -> Result<()> {
-        let s = self.stream(device, stream)?;
-        // An event never recorded has nothing to wait for (as in CUDA).
-        if let Some(recorded) = self.recorded(device, event)? {
-            lock(&s).wait_for(&recorded.signals);
-        }
-        Ok(())
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Events for RocBackend {
-    fn event_create(&self, device: usize, timing: bool) -> Result<EventHandle> {
-        self.gpu(device)?;
-        let handle = self.new_handle();
-        lock(&self.events).insert(
-            handle,
-            Event {
-                device,
-                timing,
-                recorded: None,
-            },
-        );
-        Ok(EventHandle(handle))
-    }
-
-    unsafe fn event_destroy(&self, device: usize, event: EventHandle) -> Result<()> {
-        self.with_event(device, event, |_| Ok(()))?;
-        // Dropping the captured signals only releases references; streams hold their own.
-        lock(&self.events).remove(&event.0);
-        Ok(())
-    }
-
-    unsafe fn event_record(
-        &self,
-        device: usize,
-        event: EventHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        let s = self.stream(device, stream)?;
-        let signals = lock(&s).marker()?;
-        let recorded_at = self.now_ticks()?;
-        self.with_event(device, event, |e| {
-            e.recorded = Some(Recorded {
-                signals,
-                recorded_at,
-                stream: stream.0,
-            });
-            Ok(())
-        })
-    }
-
-    unsafe fn event_query(&self, device: usize, event: EventHandle) -> Result<bool> {
-        match self.recorded(device, event)? {
-            None => Ok(true),
-            Some(r) => r.is_complete(),
-        }
-    }
-
-    unsafe fn event_synchronize(&self, device: usize, event: EventHandle) -> Result<()> {
-        match self.recorded(device, event)? {
-            None => Ok(()),
-            Some(r) => r.wait(self.wait_tick()),
-        }
-    }
-
-    unsafe fn event_elapsed_ms(
-        &self,
-        device: usize,
-        start: EventHandle,
-        end: EventHandle,
-    ) -> Result<f32> {
-        let timed = |e: EventHandle| -> Result<Recorded> {
-            let (timing, recorded) =
-                self.with_event(device, e, |ev| Ok((ev.timing, ev.recorded.clone())))?;
-            if !timing {
-                return Err(Error::EventTiming {
-                    reason: "the event was created without timing",
-                });
-            }
-            let recorded = recorded.ok_or(Error::EventTiming {
-                reason: "the event was never recorded",
-            })?;
-            if !recorded.is_complete()? {
-                return Err(Error::EventTiming {
-                    reason: "the event's work has not completed yet",
-                });
-            }
-            Ok(recorded)
-        };
-        let (start, end) = (timed(start)?, timed(end)?);
-        let (t0, t1) = (self.completion_ticks(&start)?, self.completion_ticks(&end)?);
-        let ticks = t1 as f64 - t0 as f64;
-        Ok((ticks * 1000.0 / self.topology.timestamp_frequency as f64) as f32)
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl Launch for RocBackend {
-    unsafe fn launch(
-        &self,
-        device: usize,
-        kernel: &Kernel,
-        config: &LaunchConfig,
-        args: &[LaunchArg],
-        stream: Option<StreamHandle>,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.launch_kernel(device, kernel, config, args, stream) }
-    }
-
-    fn module_global(
-        &self,
-        device: usize,
-        module: &gpu_mem_core::kernel::Module,
-        name: &str,
-    ) -> Result<(DevicePtr, usize)> {
-        let loaded = self.loaded_module(device, module)?;
-        let (address, size) = loaded.variable(&self.hsa, module.name(), name)?;
-        Ok((DevicePtr(address), size))
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl PeerAccess for RocBackend {
-    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
-        self.peer_accessible(device, peer)
-    }
-
-    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
-        self.enable_peer(device, peer)
-    }
-
-    unsafe fn copy_peer(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.peer_copy(dst_device, dst, src_device, src, bytes) }
-    }
-
-    unsafe fn copy_peer_async(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.peer_copy_async(dst_device, dst, src_device, src, bytes, stream) }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl IpcMemory for RocBackend {
-    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
-        self.ipc_export(device, ptr)
-    }
-
-    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
-        self.ipc_import(device, handle)
-    }
-
-    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.ipc_close(device, ptr) }
-    }
-}
-
-// SAFETY: the promises this concern makes are among those the `Backend` impl above keeps (see its SAFETY comment).
-unsafe impl ManagedMemory for RocBackend {
-    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
-        self.alloc_managed(device, bytes)
-    }
-
-    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.free_managed(device, host) }
     }
 }

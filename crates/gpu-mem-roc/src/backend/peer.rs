@@ -21,7 +21,7 @@
 use super::RocBackend;
 use super::transfer::{BOUNCE_BYTES, Side};
 use crate::driver::Hsa;
-use gpu_mem_core::backend::{DevicePtr, StreamHandle};
+use gpu_mem_core::backend::{DevicePtr, PeerAccess, StreamHandle};
 use gpu_mem_core::kernel::LaunchArg;
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Kernel, Result};
@@ -107,7 +107,38 @@ impl RocBackend {
         )
     }
 
-    pub(super) fn peer_accessible(&self, device: usize, peer: usize) -> Result<bool> {
+    /// Whether a direct copy between the two devices is allowed: each agent reaches the other's
+    /// memory.
+    fn direct_peer_copy(&self, a: usize, b: usize) -> bool {
+        let peers = lock(&self.peer_access);
+        peers.contains(&(a, b)) && peers.contains(&(b, a))
+    }
+
+    /// A system-pool buffer of `bytes` every GPU with system-pool access may use.
+    fn staging(&self, bytes: usize) -> Result<Staging> {
+        // SAFETY: the system pool of the topology this runtime reported, initialised while the
+        // backend lives.
+        let ptr = unsafe {
+            self.hsa
+                .memory_pool_allocate(self.topology.host.pool.pool, bytes)
+        }?;
+        let staging = Staging {
+            hsa: Arc::clone(&self.hsa),
+            address: ptr as usize,
+        };
+        let agents = self.host_agents(0, true);
+        // SAFETY: `ptr` is the base of the allocation just made (freed by `staging` on error).
+        unsafe { self.hsa.agents_allow_access(&agents, ptr) }?;
+        Ok(staging)
+    }
+}
+
+// SAFETY: peer copies touch only the given ranges of their devices (checked against their
+// allocations); the synchronous one drains both devices' streams first and waits for its
+// copies, the stream one chains on the destination's stream; access is granted with
+// `hsa_amd_agents_allow_access` on the peer's allocations, existing and later.
+unsafe impl PeerAccess for RocBackend {
+    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
         let gpu = self.gpu(device)?;
         let target = self.gpu(peer)?;
         if device == peer {
@@ -124,8 +155,8 @@ impl RocBackend {
         Ok(access != sys::HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED)
     }
 
-    pub(super) fn enable_peer(&self, device: usize, peer: usize) -> Result<()> {
-        if !self.peer_accessible(device, peer)? {
+    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
+        if !self.can_access_peer(device, peer)? {
             return Err(Error::NotSupportedByBackend {
                 backend: BackendKind::Roc,
                 feature: "peer access",
@@ -159,16 +190,7 @@ impl RocBackend {
         Ok(())
     }
 
-    /// Whether a direct copy between the two devices is allowed: each agent reaches the other's
-    /// memory.
-    fn direct_peer_copy(&self, a: usize, b: usize) -> bool {
-        let peers = lock(&self.peer_access);
-        peers.contains(&(a, b)) && peers.contains(&(b, a))
-    }
-
-    /// # Safety
-    /// As `Backend::copy_peer`.
-    pub(super) unsafe fn peer_copy(
+    unsafe fn copy_peer(
         &self,
         dst_device: usize,
         dst: DevicePtr,
@@ -209,9 +231,7 @@ impl RocBackend {
         Ok(())
     }
 
-    /// # Safety
-    /// As `Backend::copy_peer_async`.
-    pub(super) unsafe fn peer_copy_async(
+    unsafe fn copy_peer_async(
         &self,
         dst_device: usize,
         dst: DevicePtr,
@@ -231,7 +251,7 @@ impl RocBackend {
         if dst_device == src_device || self.direct_peer_copy(dst_device, src_device) {
             let mut stream = lock(&handle);
             let deps = stream.dependencies()?;
-            // SAFETY: as in `peer_copy`; the ranges stay valid until the copy completes (caller).
+            // SAFETY: as in `copy_peer`; the ranges stay valid until the copy completes (caller).
             let completion = unsafe { self.start_copy(dst, src, bytes, deps, OP) }?;
             stream.push(completion);
             return Ok(());
@@ -262,23 +282,5 @@ impl RocBackend {
             deps = vec![out];
         }
         Ok(())
-    }
-
-    /// A system-pool buffer of `bytes` every GPU with system-pool access may use.
-    fn staging(&self, bytes: usize) -> Result<Staging> {
-        // SAFETY: the system pool of the topology this runtime reported, initialised while the
-        // backend lives.
-        let ptr = unsafe {
-            self.hsa
-                .memory_pool_allocate(self.topology.host.pool.pool, bytes)
-        }?;
-        let staging = Staging {
-            hsa: Arc::clone(&self.hsa),
-            address: ptr as usize,
-        };
-        let agents = self.host_agents(0, true);
-        // SAFETY: `ptr` is the base of the allocation just made (freed by `staging` on error).
-        unsafe { self.hsa.agents_allow_access(&agents, ptr) }?;
-        Ok(staging)
     }
 }

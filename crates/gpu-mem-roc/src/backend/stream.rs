@@ -6,10 +6,13 @@
 //! the stream: everything behind it can never run, is leaked (see `signal`), and every later
 //! synchronisation reports the failure.
 
+use super::RocBackend;
 use super::signal::{self, Signal, State};
+use gpu_mem_core::backend::{EventHandle, StreamHandle, Streams};
+use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Reap completed signals once this many are pending (the runtime slows down, and Numba saw
 /// hangs, with very long dependency chains).
@@ -200,5 +203,55 @@ impl Stream {
         }
         self.waits.clear();
         self.failure = Some(reason);
+    }
+}
+
+// SAFETY: each operation on a stream depends on the previous one's completion signal, so the
+// runtime runs them in order; `stream_synchronize` and `stream_query` report completion only
+// once every signal of the stream is observed complete (a failure poisons the stream and is
+// reported, never as completion); `stream_wait_event` makes later work depend on the event's
+// signals.
+unsafe impl Streams for RocBackend {
+    fn stream_create(&self, device: usize) -> Result<StreamHandle> {
+        self.gpu(device)?;
+        let handle = self.new_handle();
+        let stream = Arc::new(Mutex::new(Stream::new(handle, self.wait_tick())));
+        lock(&self.streams).insert(handle, (device, stream));
+        Ok(StreamHandle(handle))
+    }
+
+    unsafe fn stream_destroy(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        let s = self.stream(device, stream)?;
+        // Destroying waits for the stream's work (its signals must outlive it); a failure is
+        // reported, and the stream is gone either way.
+        let drained = lock(&s).drain(self.wait_tick());
+        lock(&self.streams).remove(&stream.0);
+        drained
+    }
+
+    unsafe fn stream_synchronize(&self, device: usize, stream: StreamHandle) -> Result<()> {
+        let s = self.stream(device, stream)?;
+        let mut s = lock(&s);
+        s.drain(self.wait_tick())
+    }
+
+    unsafe fn stream_query(&self, device: usize, stream: StreamHandle) -> Result<bool> {
+        let s = self.stream(device, stream)?;
+        let mut s = lock(&s);
+        s.is_idle()
+    }
+
+    unsafe fn stream_wait_event(
+        &self,
+        device: usize,
+        stream: StreamHandle,
+        event: EventHandle,
+    ) -> Result<()> {
+        let s = self.stream(device, stream)?;
+        // An event never recorded has nothing to wait for (as in CUDA).
+        if let Some(recorded) = self.recorded(device, event)? {
+            lock(&s).wait_for(&recorded.signals);
+        }
+        Ok(())
     }
 }

@@ -23,7 +23,7 @@
 
 use super::RocBackend;
 use super::signal::{self, Signal, State};
-use gpu_mem_core::backend::{DevicePtr, StreamHandle};
+use gpu_mem_core::backend::{DevicePtr, Enqueued, StreamHandle, Transfer};
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_hsa_sys as sys;
@@ -263,108 +263,6 @@ impl RocBackend {
         }
     }
 
-    /// # Safety
-    /// As `Backend::copy_htod`.
-    pub(super) unsafe fn htod(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-    ) -> Result<()> {
-        if bytes == 0 {
-            return Ok(());
-        }
-        let dst = self.device_side(device, dst, bytes)?;
-        const OP: &str = "host-to-device copy";
-        if let Some(src) = self.host_side_if_accessible(device, src as usize, bytes) {
-            // SAFETY: both sides are GPU-accessible (pool memory) and valid (caller).
-            return unsafe { self.copy_now(device, dst, src, bytes, OP) };
-        }
-        let bounce = self.bounce()?;
-        self.drain_device_for_ordering(device);
-        for offset in (0..bytes).step_by(BOUNCE_BYTES) {
-            let len = BOUNCE_BYTES.min(bytes - offset);
-            // SAFETY: the caller guarantees `src` is readable for `bytes`; the bounce buffer is
-            // ours alone for this call and `len <= BOUNCE_BYTES`; the previous chunk's copy
-            // out of it has finished (waited below).
-            unsafe {
-                std::ptr::copy_nonoverlapping(src.add(offset), bounce.address as *mut u8, len)
-            };
-            let chunk_dst = Side {
-                address: dst.address + offset,
-                agent: dst.agent,
-            };
-            let chunk_src = Side {
-                address: bounce.address,
-                agent: self.topology.host.agent,
-            };
-            // SAFETY: the bounce buffer is GPU-accessible pool memory, the device range is
-            // inside a live allocation (checked above); both stay valid until the wait returns.
-            unsafe { self.copy_and_wait(chunk_dst, chunk_src, len, OP) }?;
-        }
-        Ok(())
-    }
-
-    /// # Safety
-    /// As `Backend::copy_dtoh`.
-    pub(super) unsafe fn dtoh(
-        &self,
-        device: usize,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        if bytes == 0 {
-            return Ok(());
-        }
-        let src = self.device_side(device, src, bytes)?;
-        const OP: &str = "device-to-host copy";
-        if let Some(dst) = self.host_side_if_accessible(device, dst as usize, bytes) {
-            // SAFETY: as in `htod`.
-            return unsafe { self.copy_now(device, dst, src, bytes, OP) };
-        }
-        let bounce = self.bounce()?;
-        self.drain_device_for_ordering(device);
-        for offset in (0..bytes).step_by(BOUNCE_BYTES) {
-            let len = BOUNCE_BYTES.min(bytes - offset);
-            let chunk_src = Side {
-                address: src.address + offset,
-                agent: src.agent,
-            };
-            let chunk_dst = Side {
-                address: bounce.address,
-                agent: self.topology.host.agent,
-            };
-            // SAFETY: as in `htod`.
-            unsafe { self.copy_and_wait(chunk_dst, chunk_src, len, OP) }?;
-            // SAFETY: the chunk's copy into the bounce buffer has finished (waited above); the
-            // caller guarantees `dst` is writable for `bytes`.
-            unsafe {
-                std::ptr::copy_nonoverlapping(bounce.address as *const u8, dst.add(offset), len)
-            };
-        }
-        Ok(())
-    }
-
-    /// # Safety
-    /// As `Backend::copy_dtod`.
-    pub(super) unsafe fn dtod(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        if bytes == 0 {
-            return Ok(());
-        }
-        let dst = self.device_side(device, dst, bytes)?;
-        let src = self.device_side(device, src, bytes)?;
-        // SAFETY: both are live allocations of this GPU (checked) for the call (caller).
-        unsafe { self.copy_now(device, dst, src, bytes, "device-to-device copy") }
-    }
-
     /// Enqueues a copy on `stream`.
     ///
     /// # Safety
@@ -385,132 +283,6 @@ impl RocBackend {
         let completion = unsafe { self.start_copy(dst, src, bytes, deps, op) }?;
         stream.push(completion);
         Ok(())
-    }
-
-    /// # Safety
-    /// As `Backend::copy_htod_async`.
-    pub(super) unsafe fn htod_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        if bytes == 0 {
-            return self.stream(device, stream).map(drop);
-        }
-        let dst = self.device_side(device, dst, bytes)?;
-        let src = self.host_side_for_async(device, src as usize, bytes)?;
-        // SAFETY: checked accessible; validity until completion is the caller's guarantee.
-        unsafe {
-            self.enqueue_copy(
-                device,
-                stream,
-                dst,
-                src,
-                bytes,
-                "asynchronous host-to-device copy",
-            )
-        }
-    }
-
-    /// # Safety
-    /// As `Backend::copy_dtoh_async`.
-    pub(super) unsafe fn dtoh_async(
-        &self,
-        device: usize,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        if bytes == 0 {
-            return self.stream(device, stream).map(drop);
-        }
-        let src = self.device_side(device, src, bytes)?;
-        let dst = self.host_side_for_async(device, dst as usize, bytes)?;
-        // SAFETY: as in `htod_async`.
-        unsafe {
-            self.enqueue_copy(
-                device,
-                stream,
-                dst,
-                src,
-                bytes,
-                "asynchronous device-to-host copy",
-            )
-        }
-    }
-
-    /// # Safety
-    /// As `Backend::copy_dtod_async`.
-    pub(super) unsafe fn dtod_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        if bytes == 0 {
-            return self.stream(device, stream).map(drop);
-        }
-        let dst = self.device_side(device, dst, bytes)?;
-        let src = self.device_side(device, src, bytes)?;
-        // SAFETY: as in `htod_async`.
-        unsafe {
-            self.enqueue_copy(
-                device,
-                stream,
-                dst,
-                src,
-                bytes,
-                "asynchronous device-to-device copy",
-            )
-        }
-    }
-
-    /// # Safety
-    /// As `Backend::memset_d8`.
-    pub(super) unsafe fn memset(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-    ) -> Result<()> {
-        if bytes == 0 {
-            return Ok(());
-        }
-        let side = self.device_side(device, dst, bytes)?;
-        self.drain_device_for_ordering(device);
-        // SAFETY: the range is inside a live allocation or host memory this GPU reaches
-        // (checked), and no earlier work is pending.
-        unsafe { self.fill(device, side, value, bytes) }
-    }
-
-    /// # Safety
-    /// As `Backend::memset_d8_async`.
-    pub(super) unsafe fn memset_async(
-        &self,
-        device: usize,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        let handle = self.stream(device, stream)?;
-        if bytes == 0 {
-            return Ok(());
-        }
-        let side = self.device_side(device, dst, bytes)?;
-        let mut stream = lock(&handle);
-        stream.drain_with_waits(self.wait_tick())?;
-        // SAFETY: inside a live allocation or host memory this GPU reaches (checked); the
-        // stream's earlier work and the events it waits for have completed, and the stream
-        // stays locked, so nothing later on it starts before the fill is done.
-        unsafe { self.fill(device, side, value, bytes) }
     }
 
     /// Fills `bytes` bytes at `side` (from [`RocBackend::device_side`]) with `value`: device
@@ -592,6 +364,227 @@ impl RocBackend {
             self.hsa
                 .memory_copy(lo as *mut c_void, words.as_ptr().cast(), len)
         }
+    }
+}
+
+// SAFETY: every copy and fill is checked to lie in a live allocation (or host memory the GPU
+// reaches) and touches only its ranges, reading the source; synchronous ones drain the device's
+// streams first and wait for their copies (pageable memory through a bounce buffer); enqueued
+// ones chain on the stream's completion signals and answer `Queued`.
+unsafe impl Transfer for RocBackend {
+    unsafe fn copy_htod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let dst = self.device_side(device, dst, bytes)?;
+        const OP: &str = "host-to-device copy";
+        if let Some(src) = self.host_side_if_accessible(device, src as usize, bytes) {
+            // SAFETY: both sides are GPU-accessible (pool memory) and valid (caller).
+            return unsafe { self.copy_now(device, dst, src, bytes, OP) };
+        }
+        let bounce = self.bounce()?;
+        self.drain_device_for_ordering(device);
+        for offset in (0..bytes).step_by(BOUNCE_BYTES) {
+            let len = BOUNCE_BYTES.min(bytes - offset);
+            // SAFETY: the caller guarantees `src` is readable for `bytes`; the bounce buffer is
+            // ours alone for this call and `len <= BOUNCE_BYTES`; the previous chunk's copy
+            // out of it has finished (waited below).
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.add(offset), bounce.address as *mut u8, len)
+            };
+            let chunk_dst = Side {
+                address: dst.address + offset,
+                agent: dst.agent,
+            };
+            let chunk_src = Side {
+                address: bounce.address,
+                agent: self.topology.host.agent,
+            };
+            // SAFETY: the bounce buffer is GPU-accessible pool memory, the device range is
+            // inside a live allocation (checked above); both stay valid until the wait returns.
+            unsafe { self.copy_and_wait(chunk_dst, chunk_src, len, OP) }?;
+        }
+        Ok(())
+    }
+
+    unsafe fn copy_dtoh(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let src = self.device_side(device, src, bytes)?;
+        const OP: &str = "device-to-host copy";
+        if let Some(dst) = self.host_side_if_accessible(device, dst as usize, bytes) {
+            // SAFETY: as in `copy_htod`.
+            return unsafe { self.copy_now(device, dst, src, bytes, OP) };
+        }
+        let bounce = self.bounce()?;
+        self.drain_device_for_ordering(device);
+        for offset in (0..bytes).step_by(BOUNCE_BYTES) {
+            let len = BOUNCE_BYTES.min(bytes - offset);
+            let chunk_src = Side {
+                address: src.address + offset,
+                agent: src.agent,
+            };
+            let chunk_dst = Side {
+                address: bounce.address,
+                agent: self.topology.host.agent,
+            };
+            // SAFETY: as in `copy_htod`.
+            unsafe { self.copy_and_wait(chunk_dst, chunk_src, len, OP) }?;
+            // SAFETY: the chunk's copy into the bounce buffer has finished (waited above); the
+            // caller guarantees `dst` is writable for `bytes`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bounce.address as *const u8, dst.add(offset), len)
+            };
+        }
+        Ok(())
+    }
+
+    unsafe fn copy_dtod(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let dst = self.device_side(device, dst, bytes)?;
+        let src = self.device_side(device, src, bytes)?;
+        // SAFETY: both are live allocations of this GPU (checked) for the call (caller).
+        unsafe { self.copy_now(device, dst, src, bytes, "device-to-device copy") }
+    }
+
+    unsafe fn memset_d8(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let side = self.device_side(device, dst, bytes)?;
+        self.drain_device_for_ordering(device);
+        // SAFETY: the range is inside a live allocation or host memory this GPU reaches
+        // (checked), and no earlier work is pending.
+        unsafe { self.fill(device, side, value, bytes) }
+    }
+
+    unsafe fn copy_htod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<Enqueued> {
+        if bytes == 0 {
+            return self.stream(device, stream).map(|_| Enqueued::Queued);
+        }
+        let dst = self.device_side(device, dst, bytes)?;
+        let src = self.host_side_for_async(device, src as usize, bytes)?;
+        // SAFETY: checked accessible; validity until completion is the caller's guarantee.
+        unsafe {
+            self.enqueue_copy(
+                device,
+                stream,
+                dst,
+                src,
+                bytes,
+                "asynchronous host-to-device copy",
+            )
+        }
+        .map(|()| Enqueued::Queued)
+    }
+
+    unsafe fn copy_dtoh_async(
+        &self,
+        device: usize,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<Enqueued> {
+        if bytes == 0 {
+            return self.stream(device, stream).map(|_| Enqueued::Queued);
+        }
+        let src = self.device_side(device, src, bytes)?;
+        let dst = self.host_side_for_async(device, dst as usize, bytes)?;
+        // SAFETY: as in `copy_htod_async`.
+        unsafe {
+            self.enqueue_copy(
+                device,
+                stream,
+                dst,
+                src,
+                bytes,
+                "asynchronous device-to-host copy",
+            )
+        }
+        .map(|()| Enqueued::Queued)
+    }
+
+    unsafe fn copy_dtod_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<Enqueued> {
+        if bytes == 0 {
+            return self.stream(device, stream).map(|_| Enqueued::Queued);
+        }
+        let dst = self.device_side(device, dst, bytes)?;
+        let src = self.device_side(device, src, bytes)?;
+        // SAFETY: as in `copy_htod_async`.
+        unsafe {
+            self.enqueue_copy(
+                device,
+                stream,
+                dst,
+                src,
+                bytes,
+                "asynchronous device-to-device copy",
+            )
+        }
+        .map(|()| Enqueued::Queued)
+    }
+
+    unsafe fn memset_d8_async(
+        &self,
+        device: usize,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<Enqueued> {
+        let handle = self.stream(device, stream)?;
+        if bytes == 0 {
+            return Ok(Enqueued::Queued);
+        }
+        let side = self.device_side(device, dst, bytes)?;
+        let mut stream = lock(&handle);
+        stream.drain_with_waits(self.wait_tick())?;
+        // SAFETY: inside a live allocation or host memory this GPU reaches (checked); the
+        // stream's earlier work and the events it waits for have completed, and the stream
+        // stays locked, so nothing later on it starts before the fill is done.
+        unsafe { self.fill(device, side, value, bytes) }.map(|()| Enqueued::Queued)
     }
 }
 

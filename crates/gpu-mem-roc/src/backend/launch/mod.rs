@@ -1,4 +1,4 @@
-//! `Backend::launch` on HSA: hiprtc-compiled portable source dispatched through an AQL queue.
+//! [`Launch`] on HSA: hiprtc-compiled portable source dispatched through an AQL queue.
 //!
 //! **Not yet run on AMD hardware**: checked against the real hiprtc and a stand-in runtime whose
 //! packet processor reads these packets but runs no GPU code (tests/mock_backend.rs).
@@ -38,7 +38,7 @@ use super::RocBackend;
 use super::signal::{self, QUEUE_FAILED, Signal, State};
 use crate::driver::hsa::PoolInfo;
 use code::{LoadedKernel, LoadedModule};
-use gpu_mem_core::backend::StreamHandle;
+use gpu_mem_core::backend::{DevicePtr, Launch, StreamHandle};
 use gpu_mem_core::kernel::{Kernel, KernelSource, LaunchArg, LaunchConfig, Module};
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Result};
@@ -164,116 +164,6 @@ impl Launcher {
 }
 
 impl RocBackend {
-    /// # Safety
-    /// As `Backend::launch`.
-    pub(super) unsafe fn launch_kernel(
-        &self,
-        device: usize,
-        kernel: &Kernel,
-        config: &LaunchConfig,
-        args: &[LaunchArg],
-        stream: Option<StreamHandle>,
-    ) -> Result<()> {
-        self.gpu(device)?;
-        let source = kernel
-            .source()
-            .ok_or_else(|| Error::NotSupportedByBackend {
-                backend: BackendKind::Roc,
-                feature: "kernel launch",
-                reason: format!(
-                    "kernel `{}` has no portable GPU source (the ROC backend compiles source with \
-                 hiprtc; a simulator closure cannot run on a GPU)",
-                    kernel.name()
-                ),
-            })?;
-        if config.cooperative {
-            // HIP's grid barrier needs the multi-grid arguments hipLaunchCooperativeKernel
-            // passes and a co-residency check; a dispatch packet of this backend has neither.
-            return Err(Error::NotSupportedByBackend {
-                backend: BackendKind::Roc,
-                feature: "cooperative launch",
-                reason: format!(
-                    "kernel `{}`: the ROC backend dispatches through HSA queues and cannot make a cooperative launch (this_grid().sync()); run it on CUDA or the simulator",
-                    kernel.name()
-                ),
-            });
-        }
-        self.check_peer_args(device, kernel, args)?;
-        let stream = stream.map(|h| self.stream(device, h)).transpose()?;
-        let dev = self.device_launch(device)?;
-        if stream.is_none() {
-            // A synchronous launch runs after all enqueued work of the device. Drained before
-            // the queue is chosen: a wait that finds a dispatch stuck behind failed work marks
-            // its queue blocked, and this launch then goes to a new queue instead of behind it.
-            self.drain_device_for_ordering(device);
-        }
-        let loaded = self.loaded_kernel(device, kernel, source)?;
-        let geometry = limits::check(kernel.name(), config, &dev.limits, loaded.group_size)?;
-        let explicit = kernargs::pack(kernel.name(), args, loaded.explicit.as_deref())?;
-        let shape = DispatchShape {
-            grid: config.grid,
-            block: config.block,
-            dims: geometry.dims,
-            dynamic_group: u32::try_from(config.shared_bytes).unwrap_or(u32::MAX),
-        };
-        if loaded.kernarg_alignment as usize > dev.kernarg_pool.alignment.max(16) {
-            return Err(Error::InvalidLaunch {
-                kernel: kernel.name().to_string(),
-                reason: format!(
-                    "its kernarg segment needs {}-byte alignment; the kernarg pool gives {}",
-                    loaded.kernarg_alignment, dev.kernarg_pool.alignment
-                ),
-            });
-        }
-        // The queue is chosen last, and chosen again when it was replaced (or found stuck)
-        // while this launch waited for its stream: the kernarg segment names the queue.
-        for _ in 0..QUEUE_ATTEMPTS {
-            let queue = dev.queue(&self.hsa)?;
-            let segment = kernargs::segment(
-                kernel.name(),
-                &explicit,
-                loaded.kernarg_size as usize,
-                loaded.abi_version,
-                loaded.hidden.as_deref(),
-                shape,
-                queue.address(),
-            )?;
-            let buffer = KernargBuffer::new(
-                &self.hsa,
-                dev.kernarg_pool.pool,
-                dev.kernarg_grant,
-                &segment,
-            )?;
-            let loaded = Arc::clone(&loaded);
-            let dispatched = match &stream {
-                None => self.dispatch_now(&dev, &queue, loaded, buffer, geometry)?,
-                Some(s) => {
-                    let mut s = lock(s);
-                    let deps = s.dependencies()?;
-                    match self.dispatch(&dev, &queue, loaded, buffer, geometry, deps)? {
-                        Some(completion) => {
-                            s.push(completion);
-                            Some(())
-                        }
-                        None => None,
-                    }
-                }
-            };
-            if dispatched.is_some() {
-                return Ok(());
-            }
-        }
-        Err(Error::AsyncFailure {
-            operation: "kernel launch",
-            stream: 0,
-            reason: format!(
-                "the device's queue was replaced {QUEUE_ATTEMPTS} times while `{}` was being \
-                 submitted (work on it keeps failing)",
-                kernel.name()
-            ),
-        })
-    }
-
     /// The device's queue and limits, set up at its first launch.
     fn device_launch(&self, device: usize) -> Result<Arc<DeviceLaunch>> {
         let mut devices = lock(&self.launcher.devices);
@@ -525,5 +415,131 @@ impl RocBackend {
                 })
             }
         }
+    }
+}
+
+// SAFETY: a launch without a stream drains the device's streams, dispatches and waits for the
+// kernel; one on a stream chains on its completion signals; the kernarg buffer and the loaded
+// code live until the dispatch is observed complete. Module variables are the loaded code
+// object's, which stays loaded while the backend lives.
+unsafe impl Launch for RocBackend {
+    /// See the module contract.
+    unsafe fn launch(
+        &self,
+        device: usize,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[LaunchArg],
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        self.gpu(device)?;
+        let source = kernel
+            .source()
+            .ok_or_else(|| Error::NotSupportedByBackend {
+                backend: BackendKind::Roc,
+                feature: "kernel launch",
+                reason: format!(
+                    "kernel `{}` has no portable GPU source (the ROC backend compiles source with \
+                 hiprtc; a simulator closure cannot run on a GPU)",
+                    kernel.name()
+                ),
+            })?;
+        if config.cooperative {
+            // HIP's grid barrier needs the multi-grid arguments hipLaunchCooperativeKernel
+            // passes and a co-residency check; a dispatch packet of this backend has neither.
+            return Err(Error::NotSupportedByBackend {
+                backend: BackendKind::Roc,
+                feature: "cooperative launch",
+                reason: format!(
+                    "kernel `{}`: the ROC backend dispatches through HSA queues and cannot make a cooperative launch (this_grid().sync()); run it on CUDA or the simulator",
+                    kernel.name()
+                ),
+            });
+        }
+        self.check_peer_args(device, kernel, args)?;
+        let stream = stream.map(|h| self.stream(device, h)).transpose()?;
+        let dev = self.device_launch(device)?;
+        if stream.is_none() {
+            // A synchronous launch runs after all enqueued work of the device. Drained before
+            // the queue is chosen: a wait that finds a dispatch stuck behind failed work marks
+            // its queue blocked, and this launch then goes to a new queue instead of behind it.
+            self.drain_device_for_ordering(device);
+        }
+        let loaded = self.loaded_kernel(device, kernel, source)?;
+        let geometry = limits::check(kernel.name(), config, &dev.limits, loaded.group_size)?;
+        let explicit = kernargs::pack(kernel.name(), args, loaded.explicit.as_deref())?;
+        let shape = DispatchShape {
+            grid: config.grid,
+            block: config.block,
+            dims: geometry.dims,
+            dynamic_group: u32::try_from(config.shared_bytes).unwrap_or(u32::MAX),
+        };
+        if loaded.kernarg_alignment as usize > dev.kernarg_pool.alignment.max(16) {
+            return Err(Error::InvalidLaunch {
+                kernel: kernel.name().to_string(),
+                reason: format!(
+                    "its kernarg segment needs {}-byte alignment; the kernarg pool gives {}",
+                    loaded.kernarg_alignment, dev.kernarg_pool.alignment
+                ),
+            });
+        }
+        // The queue is chosen last, and chosen again when it was replaced (or found stuck)
+        // while this launch waited for its stream: the kernarg segment names the queue.
+        for _ in 0..QUEUE_ATTEMPTS {
+            let queue = dev.queue(&self.hsa)?;
+            let segment = kernargs::segment(
+                kernel.name(),
+                &explicit,
+                loaded.kernarg_size as usize,
+                loaded.abi_version,
+                loaded.hidden.as_deref(),
+                shape,
+                queue.address(),
+            )?;
+            let buffer = KernargBuffer::new(
+                &self.hsa,
+                dev.kernarg_pool.pool,
+                dev.kernarg_grant,
+                &segment,
+            )?;
+            let loaded = Arc::clone(&loaded);
+            let dispatched = match &stream {
+                None => self.dispatch_now(&dev, &queue, loaded, buffer, geometry)?,
+                Some(s) => {
+                    let mut s = lock(s);
+                    let deps = s.dependencies()?;
+                    match self.dispatch(&dev, &queue, loaded, buffer, geometry, deps)? {
+                        Some(completion) => {
+                            s.push(completion);
+                            Some(())
+                        }
+                        None => None,
+                    }
+                }
+            };
+            if dispatched.is_some() {
+                return Ok(());
+            }
+        }
+        Err(Error::AsyncFailure {
+            operation: "kernel launch",
+            stream: 0,
+            reason: format!(
+                "the device's queue was replaced {QUEUE_ATTEMPTS} times while `{}` was being \
+                 submitted (work on it keeps failing)",
+                kernel.name()
+            ),
+        })
+    }
+
+    fn module_global(
+        &self,
+        device: usize,
+        module: &gpu_mem_core::kernel::Module,
+        name: &str,
+    ) -> Result<(DevicePtr, usize)> {
+        let loaded = self.loaded_module(device, module)?;
+        let (address, size) = loaded.variable(&self.hsa, module.name(), name)?;
+        Ok((DevicePtr(address), size))
     }
 }

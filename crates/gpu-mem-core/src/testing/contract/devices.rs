@@ -1,8 +1,8 @@
 //! Devices: their numbering, their facts, their independence, and use from many threads.
 
 use super::{
-    Context, Contract, Expect, Factory, Optional, Outcome, Verdict, download, ensure,
-    needs_two_devices, pattern, upload,
+    Context, Contract, Expect, Factory, Outcome, Verdict, download, ensure, needs_two_devices,
+    pattern, upload,
 };
 use crate::backend::{Backend, HostAllocFlags};
 use crate::error::{Error, Result};
@@ -59,8 +59,8 @@ pub(super) fn devices_report_their_ordinal_and_capacity(
 
 /// An ordinal at or past `device_count()` is refused by every method taking one, with
 /// [`Error::NoSuchDevice`] naming the ordinal and the count (CUDA's `CUDA_ERROR_INVALID_DEVICE`;
-/// Numba raises it as `CudaSupportError`). An optional feature may answer
-/// `NotSupportedByBackend` instead.
+/// Numba raises it as `CudaSupportError`). A capability the backend hands out may answer
+/// `NotSupportedByBackend` instead (a device or driver without it).
 pub(super) fn bad_device_index_is_an_error(_: &Contract, factory: Factory<'_>) -> Verdict {
     let b = factory()?;
     let count = b.device_count();
@@ -92,23 +92,29 @@ pub(super) fn bad_device_index_is_an_error(_: &Contract, factory: Factory<'_>) -
             b.event_create(device, true).map(drop),
             false,
         )?;
-        refused(
-            "can_access_peer",
-            b.can_access_peer(device, 0).map(drop),
-            true,
-        )?;
-        refused(
-            "can_access_peer",
-            b.can_access_peer(0, device).map(drop),
-            true,
-        )?;
-        refused("enable_peer_access", b.enable_peer_access(device, 0), true)?;
-        refused(
-            "managed_alloc",
-            b.managed_alloc(device, 4096).map(drop),
-            true,
-        )?;
-        refused("pool_usage", b.pool_usage(device).map(drop), true)?;
+        if let Some(p) = b.peer() {
+            refused(
+                "can_access_peer",
+                p.can_access_peer(device, 0).map(drop),
+                true,
+            )?;
+            refused(
+                "can_access_peer",
+                p.can_access_peer(0, device).map(drop),
+                true,
+            )?;
+            refused("enable_peer_access", p.enable_peer_access(device, 0), true)?;
+        }
+        if let Some(managed) = b.managed() {
+            refused(
+                "managed_alloc",
+                managed.managed_alloc(device, 4096).map(drop),
+                true,
+            )?;
+        }
+        if let Some(pool) = b.pool() {
+            refused("pool_usage", pool.pool_usage(device).map(drop), true)?;
+        }
     }
     Ok(Outcome::Passed)
 }

@@ -1,82 +1,68 @@
-//! The optional features: peer access, managed memory, stream-ordered pools and IPC. Each works
-//! as the contract expects, or answers `NotSupportedByBackend` where the backend lacks it.
+//! The optional capabilities: peer access, managed memory, stream-ordered pools and IPC. Each is
+//! handed out by its accessor exactly where the contract expects it, and then works as it says.
 
 use super::{
-    Context, Contract, Expect, Factory, LARGE, Optional, Outcome, Verdict, download, ensure,
+    Context, Contract, Factory, LARGE, Outcome, Verdict, download, ensure, expected,
     needs_two_devices, not_supported, offset, pattern, upload,
 };
-use crate::backend::{Backend, DevicePtr, HostAllocFlags, IpcMemHandle, StreamHandle};
+use crate::backend::{
+    Backend, DevicePtr, HostAllocFlags, IpcMemory, PeerAccess, StreamHandle, StreamOrderedPool,
+};
 use crate::error::Error;
 
+/// Peer access is handed out ([`Backend::peer`]) where the backend has it; there,
 /// `can_access_peer` says a device reaches its own memory (`cuDeviceCanAccessPeer`; Numba's
 /// `can_access_peer`); enabling access a device can have succeeds, twice too, and access it
 /// cannot have is `NotSupportedByBackend`; peer copies, synchronous and on the destination's
 /// stream, move the bytes between devices whatever the access (`cuMemcpyPeer`).
 pub(super) fn peer_access_and_copies(contract: &Contract, factory: Factory<'_>) -> Verdict {
     let b = factory()?;
-    let two = b.device_count() >= 2;
-    let peer = usize::from(two);
-    match contract.peer {
-        Expect::Works => {}
-        Expect::Skip(reason) => return Ok(Outcome::Skipped(reason.into())),
-        Expect::NotSupported => {
-            not_supported(b.can_access_peer(0, peer), "can_access_peer")?;
-            not_supported(b.enable_peer_access(0, peer), "enable_peer_access")?;
-            let (src, dst) = (
-                b.alloc(peer, 256).ctx("alloc")?,
-                b.alloc(0, 256).ctx("alloc")?,
-            );
-            // SAFETY: both ranges lie in live allocations of their devices.
-            let copied = unsafe { b.copy_peer(0, dst, peer, src, 256) };
-            // SAFETY: allocated above, unused.
-            unsafe {
-                b.free(peer, src).ctx("free")?;
-                b.free(0, dst).ctx("free")?;
-            }
-            not_supported(copied, "copy_peer")?;
-            return Ok(Outcome::Passed);
-        }
-    }
+    let p = match expected(contract.peer, b.peer(), "peer")? {
+        Ok(p) => p,
+        Err(outcome) => return Ok(outcome),
+    };
     ensure(
-        b.can_access_peer(0, 0).ctx("can_access_peer(0, 0)")?,
+        p.can_access_peer(0, 0).ctx("can_access_peer(0, 0)")?,
         || "device 0 cannot access its own memory".into(),
     )?;
     if let Some(skip) = needs_two_devices(b.as_ref()) {
         return Ok(skip);
     }
+    peer_round_trip(b.as_ref(), p)
+}
+
+/// [`peer_access_and_copies`] on two devices where peer access is handed out.
+fn peer_round_trip(b: &dyn Backend, p: &dyn PeerAccess) -> Verdict {
     for (device, other) in [(0, 1), (1, 0)] {
-        if b.can_access_peer(device, other).ctx("can_access_peer")? {
-            b.enable_peer_access(device, other)
+        if p.can_access_peer(device, other).ctx("can_access_peer")? {
+            p.enable_peer_access(device, other)
                 .ctx("enable_peer_access")?;
-            b.enable_peer_access(device, other)
+            p.enable_peer_access(device, other)
                 .ctx("enable_peer_access a second time")?;
         } else {
             not_supported(
-                b.enable_peer_access(device, other),
+                p.enable_peer_access(device, other),
                 "enable_peer_access where can_access_peer is false",
             )?;
         }
     }
     let n = 8192 + 3;
     let data = pattern(n, 61);
-    let on_1 = upload(b.as_ref(), 1, &data)?;
-    let on_0 = upload(b.as_ref(), 0, &pattern(n, 62))?;
+    let on_1 = upload(b, 1, &data)?;
+    let on_0 = upload(b, 0, &pattern(n, 62))?;
     let back_on_1 = b.alloc(1, n).ctx("alloc")?;
     let stream = b.stream_create(1).ctx("stream_create")?;
     // SAFETY: every range lies in a live allocation of the device named with it; the stream is
     // a live one of the destination device, synchronised before the bytes are read.
     let (on_0_now, back) = unsafe {
-        b.copy_peer(0, offset(on_0, 10), 1, on_1, n - 10)
+        p.copy_peer(0, offset(on_0, 10), 1, on_1, n - 10)
             .ctx("copy_peer")?;
-        b.copy_peer(0, on_0, 1, on_1, 0)
+        p.copy_peer(0, on_0, 1, on_1, 0)
             .ctx("copy_peer of 0 bytes")?;
-        b.copy_peer_async(1, back_on_1, 0, on_0, n, stream)
+        p.copy_peer_async(1, back_on_1, 0, on_0, n, stream)
             .ctx("copy_peer_async")?;
         b.stream_synchronize(1, stream).ctx("stream_synchronize")?;
-        (
-            download(b.as_ref(), 0, on_0, n)?,
-            download(b.as_ref(), 1, back_on_1, n)?,
-        )
+        (download(b, 0, on_0, n)?, download(b, 1, back_on_1, n)?)
     };
     let mut expected = pattern(n, 62);
     expected[10..].copy_from_slice(&data[..n - 10]);
@@ -96,25 +82,21 @@ pub(super) fn peer_access_and_copies(contract: &Contract, factory: Factory<'_>) 
     Ok(Outcome::Passed)
 }
 
-/// Managed memory (`cuMemAllocManaged`; Numba's `managed_array`) is one allocation with a host
-/// and a device address (which `host_memory_device_addresses_serve_copies` uses): 4096-byte
-/// aligned, zero where the backend says so, the host's to write; freeing it twice is an error.
-/// Where it is not provided, it is `NotSupportedByBackend`.
+/// Managed memory (`cuMemAllocManaged`; Numba's `managed_array`) is handed out
+/// ([`Backend::managed`]) where the backend has it: one allocation with a host and a device
+/// address (which `host_memory_device_addresses_serve_copies` uses), 4096-byte aligned, zero
+/// where the backend says so, the host's to write; freeing it twice is an error.
 pub(super) fn managed_memory_allocates_and_frees(
     contract: &Contract,
     factory: Factory<'_>,
 ) -> Verdict {
     let b = factory()?;
-    match contract.managed {
-        Expect::Works => {}
-        Expect::Skip(reason) => return Ok(Outcome::Skipped(reason.into())),
-        Expect::NotSupported => {
-            not_supported(b.managed_alloc(0, 4096), "managed_alloc")?;
-            return Ok(Outcome::Passed);
-        }
-    }
+    let managed = match expected(contract.managed, b.managed(), "managed")? {
+        Ok(managed) => managed,
+        Err(outcome) => return Ok(outcome),
+    };
     let n = 8192;
-    let m = b.managed_alloc(0, n).ctx("managed_alloc")?;
+    let m = managed.managed_alloc(0, n).ctx("managed_alloc")?;
     let host = m.host.as_ptr();
     ensure(m.device.is_some(), || {
         "managed memory without a device address".into()
@@ -133,8 +115,8 @@ pub(super) fn managed_memory_allocates_and_frees(
     ensure(back == data, || "host writes do not stay".into())?;
     // SAFETY: freed once, unused; the second free must be refused.
     unsafe {
-        b.managed_free(0, m.host).ctx("managed_free")?;
-        ensure(b.managed_free(0, m.host).is_err(), || {
+        managed.managed_free(0, m.host).ctx("managed_free")?;
+        ensure(managed.managed_free(0, m.host).is_err(), || {
             "a second managed_free succeeded".into()
         })?;
     }
@@ -142,34 +124,24 @@ pub(super) fn managed_memory_allocates_and_frees(
 }
 
 /// Stream-ordered allocation (`cuMemAllocAsync` / `cuMemFreeAsync`; Numba's
-/// `CUDA_MEMORY_MANAGER=cuda_async` pool): memory allocated on a stream serves that stream's
-/// later work and is returned by a free on it; the pool reports its use, and takes a release
-/// threshold and a trim. Where there is no pool, each of these is `NotSupportedByBackend`.
+/// `CUDA_MEMORY_MANAGER=cuda_async` pool) is handed out ([`Backend::pool`]) where the backend has
+/// a pool: memory allocated on a stream serves that stream's later work and is returned by a
+/// free on it; the pool reports its use, and takes a release threshold and a trim.
 pub(super) fn stream_ordered_allocation(contract: &Contract, factory: Factory<'_>) -> Verdict {
     let b = factory()?;
-    let s = b.stream_create(0).ctx("stream_create")?;
-    let verdict = match contract.stream_ordered_pool {
-        Expect::Works => pool_round_trip(b.as_ref(), s)?,
-        Expect::Skip(reason) => Outcome::Skipped(reason.into()),
-        Expect::NotSupported => {
-            // SAFETY: `s` is a live stream of device 0.
-            not_supported(unsafe { b.alloc_async(0, 4096, s) }, "alloc_async")?;
-            not_supported(b.pool_usage(0), "pool_usage")?;
-            not_supported(
-                b.pool_set_release_threshold(0, 0),
-                "pool_set_release_threshold",
-            )?;
-            not_supported(b.pool_trim(0, 0), "pool_trim")?;
-            Outcome::Passed
-        }
+    let pool = match expected(contract.stream_ordered_pool, b.pool(), "pool")? {
+        Ok(pool) => pool,
+        Err(outcome) => return Ok(outcome),
     };
+    let s = b.stream_create(0).ctx("stream_create")?;
+    let verdict = pool_round_trip(b.as_ref(), pool, s)?;
     // SAFETY: the stream is idle (its work was synchronised) and destroyed once.
     unsafe { b.stream_destroy(0, s) }.ctx("stream_destroy")?;
     Ok(verdict)
 }
 
 /// [`stream_ordered_allocation`] where the pool works.
-fn pool_round_trip(b: &dyn Backend, s: StreamHandle) -> Verdict {
+fn pool_round_trip(b: &dyn Backend, pool: &dyn StreamOrderedPool, s: StreamHandle) -> Verdict {
     let n = LARGE;
     let data = pattern(n, 44);
     let flags = HostAllocFlags::default();
@@ -180,12 +152,12 @@ fn pool_round_trip(b: &dyn Backend, s: StreamHandle) -> Verdict {
     // SAFETY: `s` is a live stream of device 0; the page-locked buffers hold n bytes and outlive
     // the work (synchronised below), and the pool memory is used only on `s` before its free.
     let usage = unsafe {
-        match b.alloc_async(0, 0, s) {
+        match pool.alloc_async(0, 0, s) {
             Err(Error::InvalidArgument { .. }) => {}
             other => return Err(format!("alloc_async of 0 bytes gave {other:?}")),
         }
         std::ptr::copy_nonoverlapping(data.as_ptr(), src.host.as_ptr(), n);
-        let p = b.alloc_async(0, n, s).ctx("alloc_async")?;
+        let p = pool.alloc_async(0, n, s).ctx("alloc_async")?;
         ensure(!p.is_null() && p.0 % 256 == 0, || {
             format!(
                 "stream-ordered memory at {:#x} is not 256-byte aligned",
@@ -196,8 +168,8 @@ fn pool_round_trip(b: &dyn Backend, s: StreamHandle) -> Verdict {
             .ctx("copy_htod_async")?;
         b.copy_dtoh_async(0, dst.host.as_ptr(), p, n, s)
             .ctx("copy_dtoh_async")?;
-        let usage = b.pool_usage(0).ctx("pool_usage")?;
-        b.free_async(0, p, s).ctx("free_async")?;
+        let usage = pool.pool_usage(0).ctx("pool_usage")?;
+        pool.free_async(0, p, s).ctx("free_async")?;
         b.stream_synchronize(0, s).ctx("stream_synchronize")?;
         usage
     };
@@ -210,10 +182,10 @@ fn pool_round_trip(b: &dyn Backend, s: StreamHandle) -> Verdict {
     ensure(got == data.as_slice(), || {
         "stream-ordered memory lost its bytes".into()
     })?;
-    b.pool_set_release_threshold(0, 0)
+    pool.pool_set_release_threshold(0, 0)
         .ctx("pool_set_release_threshold")?;
-    b.pool_trim(0, 0).ctx("pool_trim")?;
-    let after = b.pool_usage(0).ctx("pool_usage")?;
+    pool.pool_trim(0, 0).ctx("pool_trim")?;
+    let after = pool.pool_usage(0).ctx("pool_usage")?;
     ensure(after.reserved >= after.used, || format!("{after:?}"))?;
     // SAFETY: the work using them has completed; each is freed once.
     unsafe {
@@ -223,38 +195,35 @@ fn pool_round_trip(b: &dyn Backend, s: StreamHandle) -> Verdict {
     Ok(Outcome::Passed)
 }
 
-/// An allocation exported for another process (`cuIpcGetMemHandle`; Numba's
-/// `DeviceNDArray.get_ipc_handle`) names at least its size; where the exporting process may
-/// open its own handle, the mapping shows the allocation's bytes, live, and closes; where it may
-/// not (CUDA), opening is an error. Where IPC is not provided, exporting is
-/// `NotSupportedByBackend`.
+/// Exporting allocations for another process is handed out ([`Backend::ipc`]) where the backend
+/// can: an exported allocation (`cuIpcGetMemHandle`; Numba's `DeviceNDArray.get_ipc_handle`)
+/// names at least its size; where the exporting process may open its own handle, the mapping
+/// shows the allocation's bytes, live, and closes; where it may not (CUDA), opening is an error.
 pub(super) fn ipc_handles(contract: &Contract, factory: Factory<'_>) -> Verdict {
     let b = factory()?;
+    let ipc = match expected(contract.ipc, b.ipc(), "ipc")? {
+        Ok(ipc) => ipc,
+        Err(outcome) => return Ok(outcome),
+    };
     let n = 8192 + 5;
     let data = pattern(n, 55);
     let ptr = upload(b.as_ref(), 0, &data)?;
-    let verdict = match contract.ipc {
-        Expect::Works => ipc_round_trip(contract, b.as_ref(), ptr, &data)?,
-        Expect::Skip(reason) => Outcome::Skipped(reason.into()),
-        Expect::NotSupported => {
-            not_supported(b.ipc_get_handle(0, ptr), "ipc_get_handle")?;
-            let foreign = IpcMemHandle {
-                bytes: 4096,
-                data: vec![0; 64],
-            };
-            not_supported(b.ipc_open_handle(0, &foreign), "ipc_open_handle")?;
-            Outcome::Passed
-        }
-    };
+    let verdict = ipc_round_trip(contract, b.as_ref(), ipc, ptr, &data)?;
     // SAFETY: allocated above, freed once; any mapping of it is closed.
     unsafe { b.free(0, ptr) }.ctx("free")?;
     Ok(verdict)
 }
 
 /// [`ipc_handles`] where IPC works.
-fn ipc_round_trip(contract: &Contract, b: &dyn Backend, ptr: DevicePtr, data: &[u8]) -> Verdict {
+fn ipc_round_trip(
+    contract: &Contract,
+    b: &dyn Backend,
+    ipc: &dyn IpcMemory,
+    ptr: DevicePtr,
+    data: &[u8],
+) -> Verdict {
     let n = data.len();
-    let handle = b.ipc_get_handle(0, ptr).ctx("ipc_get_handle")?;
+    let handle = ipc.ipc_get_handle(0, ptr).ctx("ipc_get_handle")?;
     ensure(handle.bytes >= n as u64 && !handle.data.is_empty(), || {
         format!(
             "the handle of {n} bytes says {} bytes, {} bytes of data",
@@ -263,22 +232,22 @@ fn ipc_round_trip(contract: &Contract, b: &dyn Backend, ptr: DevicePtr, data: &[
         )
     })?;
     if !contract.ipc_open_in_exporting_process {
-        return match b.ipc_open_handle(0, &handle) {
+        return match ipc.ipc_open_handle(0, &handle) {
             Err(_) => Ok(Outcome::Passed),
             Ok(mapped) => {
                 // SAFETY: opened just above, closed once, unused.
-                let _ = unsafe { b.ipc_close_handle(0, mapped) };
+                let _ = unsafe { ipc.ipc_close_handle(0, mapped) };
                 Err("the exporting process opened its own handle, which the contract says it cannot".into())
             }
         };
     }
-    let mapped = b.ipc_open_handle(0, &handle).ctx("ipc_open_handle")?;
+    let mapped = ipc.ipc_open_handle(0, &handle).ctx("ipc_open_handle")?;
     // SAFETY: `mapped` maps the n bytes of `ptr`, both live; no work is pending on either.
     let (seen, live) = unsafe {
         let seen = download(b, 0, mapped, n)?;
         b.memset_d8(0, ptr, 0x6D, 16).ctx("memset_d8")?;
         let live = download(b, 0, mapped, 16)?;
-        b.ipc_close_handle(0, mapped).ctx("ipc_close_handle")?;
+        ipc.ipc_close_handle(0, mapped).ctx("ipc_close_handle")?;
         (seen, live)
     };
     ensure(seen == data, || {

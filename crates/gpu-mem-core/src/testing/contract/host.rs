@@ -1,8 +1,8 @@
 //! Host memory: page-locked allocations and registrations.
 
 use super::{
-    Context, Contract, Expect, Factory, Optional, Outcome, Verdict, download, ensure,
-    not_supported, offset, pattern, upload,
+    Context, Contract, Expect, Factory, Outcome, Verdict, download, ensure, not_supported, offset,
+    pattern, upload,
 };
 use crate::backend::{Backend, DevicePtr, HostAllocFlags, HostRegisterFlags};
 use crate::error::{Error, Result};
@@ -276,12 +276,13 @@ pub(super) fn host_memory_device_addresses_serve_copies(
         tried.push((
             "managed memory",
             (|| {
-                let m = b.managed_alloc(0, n).ctx("managed_alloc")?;
+                let managed = b.managed().ok_or("Backend::managed answered None")?;
+                let m = managed.managed_alloc(0, n).ctx("managed_alloc")?;
                 let device = m.device.ok_or("no device address")?;
                 // SAFETY: `device` is the managed allocation's n bytes, which no work uses.
                 let reached = unsafe { reaches_host(b, m.host, device, n) };
                 // SAFETY: allocated above, freed once, unused.
-                unsafe { b.managed_free(0, m.host) }.ctx("managed_free")?;
+                unsafe { managed.managed_free(0, m.host) }.ctx("managed_free")?;
                 reached
             })(),
         ));

@@ -1,8 +1,8 @@
 //! Device memory: allocation, accounting, and synchronous copies and fills.
 
 use super::{
-    Context, Contract, Expect, Factory, LARGE, Optional, Outcome, Verdict, download, ensure,
-    offset, pattern, upload,
+    Context, Contract, Expect, Factory, LARGE, Outcome, Verdict, download, ensure, offset, pattern,
+    upload,
 };
 use crate::backend::{DevicePtr, HostAllocFlags};
 use crate::error::Error;
@@ -58,7 +58,8 @@ pub(super) fn empty_allocations_are_refused(contract: &Contract, factory: Factor
     let r = b.alloc(0, 0);
     refused("alloc", matches!(r, Err(Error::InvalidArgument { .. })), &r)?;
     if contract.managed == Expect::Works {
-        let r = b.managed_alloc(0, 0);
+        let managed = b.managed().ok_or("Backend::managed answered None")?;
+        let r = managed.managed_alloc(0, 0);
         refused(
             "managed_alloc",
             matches!(r, Err(Error::InvalidArgument { .. })),

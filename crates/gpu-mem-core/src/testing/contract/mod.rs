@@ -19,8 +19,9 @@
 //!   the device address of mapped or managed memory serves copies and fills as any other;
 //!   registration follows `cuMemHostRegister`: one per range, none over memory locked already,
 //!   undone only at its start.
-//! * Optional features (peer access, managed memory, IPC, stream-ordered pools) work or answer
-//!   [`Error::NotSupportedByBackend`]; nothing panics.
+//! * Optional capabilities (peer access, managed memory, IPC, stream-ordered pools) are handed
+//!   out by their accessor ([`Backend::peer`], ...) exactly where the backend has them, and then
+//!   work; nothing panics.
 //!
 //! Where backends legitimately differ, the [`Contract`] says what to expect ([`Expect`] per
 //! feature, the device count, whether memory accounting is exact). Run the checks as
@@ -33,12 +34,9 @@ mod host;
 mod memory;
 mod streams;
 
-use crate::backend::{
-    Backend, DevicePtr, HostAllocation, IpcMemHandle, PoolUsage, StreamHandle, require,
-};
+use crate::backend::{Backend, DevicePtr};
 use crate::error::{Error, Result};
 use std::fmt::Debug;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// Makes a fresh backend for one check (each check starts from a backend no other check used).
@@ -59,13 +57,15 @@ pub enum Outcome {
 /// What the backend under test does with one optional feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
-    /// The feature works: its check exercises it.
+    /// The feature works: its check asserts the capability's accessor answers `Some`, and
+    /// exercises it.
     Works,
-    /// The backend does not provide it: its check asserts every method of it answers
-    /// [`Error::NotSupportedByBackend`].
+    /// The backend does not provide it: its check asserts the capability's accessor answers
+    /// `None` (which the core reports as [`Error::NotSupportedByBackend`]).
     NotSupported,
     /// The backend provides it but it cannot be checked here, for the reason given (a stand-in
-    /// driver without it, a test environment that forbids it): its check is skipped.
+    /// driver without it, a test environment that forbids it): its check asserts the accessor
+    /// answers `Some`, and is skipped.
     Skip(&'static str),
 }
 
@@ -277,6 +277,29 @@ impl<T> Context<T> for Result<T> {
     }
 }
 
+/// The capability an accessor answered (`found`, from [`Backend::peer`] or its like, named
+/// `accessor`) checked against what the contract expects of it: `Ok(Ok(capability))` to exercise
+/// where it works; `Ok(Err(outcome))`, the check's outcome, where the backend lacks it (the
+/// accessor answered `None`, as expected) or it cannot be checked here; `Err` where the answer is
+/// not the expected one.
+fn expected<'a, C: ?Sized>(
+    expect: Expect,
+    found: Option<&'a C>,
+    accessor: &str,
+) -> Result<Result<&'a C, Outcome>, String> {
+    match (expect, found) {
+        (Expect::Works, Some(capability)) => Ok(Ok(capability)),
+        (Expect::Skip(reason), Some(_)) => Ok(Err(Outcome::Skipped(reason.into()))),
+        (Expect::NotSupported, None) => Ok(Err(Outcome::Passed)),
+        (Expect::NotSupported, Some(_)) => Err(format!(
+            "Backend::{accessor} answered Some, but the contract says the backend lacks it"
+        )),
+        (_, None) => Err(format!(
+            "Backend::{accessor} answered None, but the contract says the backend provides it"
+        )),
+    }
+}
+
 /// `Ok(())` when `result` is [`Error::NotSupportedByBackend`], as for a feature the backend lacks.
 fn not_supported<T: Debug>(result: Result<T>, what: &str) -> Result<(), String> {
     match result {
@@ -337,130 +360,29 @@ fn needs_two_devices(b: &dyn Backend) -> Option<Outcome> {
     })
 }
 
-/// The optional capabilities' methods as the core reaches them: through the backend's
-/// accessor, a `None` answering [`Error::NotSupportedByBackend`] naming the feature.
-trait Optional {
-    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool>;
-    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()>;
-    /// # Safety
-    /// As [`PeerAccess::copy_peer`](crate::backend::PeerAccess::copy_peer).
-    unsafe fn copy_peer(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()>;
-    /// # Safety
-    /// As [`PeerAccess::copy_peer_async`](crate::backend::PeerAccess::copy_peer_async).
-    unsafe fn copy_peer_async(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()>;
-    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle>;
-    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr>;
-    /// # Safety
-    /// As [`IpcMemory::ipc_close_handle`](crate::backend::IpcMemory::ipc_close_handle).
-    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()>;
-    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation>;
-    /// # Safety
-    /// As [`ManagedMemory::managed_free`](crate::backend::ManagedMemory::managed_free).
-    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()>;
-    /// # Safety
-    /// As [`StreamOrderedPool::alloc_async`](crate::backend::StreamOrderedPool::alloc_async).
-    unsafe fn alloc_async(
-        &self,
-        device: usize,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<DevicePtr>;
-    /// # Safety
-    /// As [`StreamOrderedPool::free_async`](crate::backend::StreamOrderedPool::free_async).
-    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()>;
-    fn pool_usage(&self, device: usize) -> Result<PoolUsage>;
-    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()>;
-    fn pool_trim(&self, device: usize, keep: u64) -> Result<()>;
-}
+#[cfg(test)]
+mod tests {
+    use super::{Expect, Outcome, expected};
 
-impl Optional for dyn Backend + '_ {
-    fn can_access_peer(&self, device: usize, peer: usize) -> Result<bool> {
-        require(self, self.peer(), "peer access")?.can_access_peer(device, peer)
-    }
-    fn enable_peer_access(&self, device: usize, peer: usize) -> Result<()> {
-        require(self, self.peer(), "peer access")?.enable_peer_access(device, peer)
-    }
-    unsafe fn copy_peer(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
-        let peer = require(self, self.peer(), "peer copies")?;
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { peer.copy_peer(dst_device, dst, src_device, src, bytes) }
-    }
-    unsafe fn copy_peer_async(
-        &self,
-        dst_device: usize,
-        dst: DevicePtr,
-        src_device: usize,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        let peer = require(self, self.peer(), "peer copies")?;
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { peer.copy_peer_async(dst_device, dst, src_device, src, bytes, stream) }
-    }
-    fn ipc_get_handle(&self, device: usize, ptr: DevicePtr) -> Result<IpcMemHandle> {
-        require(self, self.ipc(), "IPC memory handles")?.ipc_get_handle(device, ptr)
-    }
-    fn ipc_open_handle(&self, device: usize, handle: &IpcMemHandle) -> Result<DevicePtr> {
-        require(self, self.ipc(), "IPC memory handles")?.ipc_open_handle(device, handle)
-    }
-    unsafe fn ipc_close_handle(&self, device: usize, ptr: DevicePtr) -> Result<()> {
-        let ipc = require(self, self.ipc(), "IPC memory handles")?;
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { ipc.ipc_close_handle(device, ptr) }
-    }
-    fn managed_alloc(&self, device: usize, bytes: usize) -> Result<HostAllocation> {
-        require(self, self.managed(), "managed memory")?.managed_alloc(device, bytes)
-    }
-    unsafe fn managed_free(&self, device: usize, host: NonNull<u8>) -> Result<()> {
-        let managed = require(self, self.managed(), "managed memory")?;
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { managed.managed_free(device, host) }
-    }
-    unsafe fn alloc_async(
-        &self,
-        device: usize,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<DevicePtr> {
-        let pool = require(self, self.pool(), "stream-ordered allocation")?;
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { pool.alloc_async(device, bytes, stream) }
-    }
-    unsafe fn free_async(&self, device: usize, ptr: DevicePtr, stream: StreamHandle) -> Result<()> {
-        let pool = require(self, self.pool(), "stream-ordered allocation")?;
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { pool.free_async(device, ptr, stream) }
-    }
-    fn pool_usage(&self, device: usize) -> Result<PoolUsage> {
-        require(self, self.pool(), "memory pools")?.pool_usage(device)
-    }
-    fn pool_set_release_threshold(&self, device: usize, bytes: u64) -> Result<()> {
-        require(self, self.pool(), "memory pools")?.pool_set_release_threshold(device, bytes)
-    }
-    fn pool_trim(&self, device: usize, keep: u64) -> Result<()> {
-        require(self, self.pool(), "memory pools")?.pool_trim(device, keep)
+    #[test]
+    fn a_capability_is_checked_against_what_the_contract_expects() {
+        let have = Some(&1u8);
+        assert_eq!(expected(Expect::Works, have, "peer"), Ok(Ok(&1u8)));
+        assert_eq!(
+            expected(Expect::Skip("no driver"), have, "peer"),
+            Ok(Err(Outcome::Skipped("no driver".into())))
+        );
+        assert_eq!(
+            expected::<u8>(Expect::NotSupported, None, "pool"),
+            Ok(Err(Outcome::Passed))
+        );
+        for (expect, found) in [
+            (Expect::NotSupported, have),
+            (Expect::Works, None),
+            (Expect::Skip("no driver"), None),
+        ] {
+            let wrong = expected(expect, found, "ipc").unwrap_err();
+            assert!(wrong.starts_with("Backend::ipc answered"), "{wrong}");
+        }
     }
 }

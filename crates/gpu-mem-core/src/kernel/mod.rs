@@ -21,8 +21,8 @@ mod launch;
 mod symbols;
 
 pub use crate::backend::kernel::{
-    Dim3, Kernel, KernelSource, LaunchArg, LaunchConfig, Module, SimForm, check_peer_arguments,
-    compiled, portable, scan,
+    CParameter, Dim3, Kernel, KernelSource, LaunchArg, LaunchConfig, Module, SimForm,
+    check_peer_arguments, compiled, encode_parameters, portable, scan,
 };
 pub use args::{DevicePointer, In, InOut, KernelArg, Out, Prepared, Scalar};
 pub use symbols::AsModule;

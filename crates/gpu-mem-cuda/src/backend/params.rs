@@ -5,8 +5,8 @@
 //!
 //! Each [`LaunchArg`] becomes exactly the bytes of the C parameter the kernel declares (the
 //! driver copies as many bytes from each pointer as the compiled parameter has), as
-//! [`LaunchArg::c_parameter_for`] lays it out given the compiled parameter's size (shared with
-//! the ROC backend):
+//! [`encode_parameters`] lays it out given the compiled parameter's size (the layout is the
+//! core's, shared with the ROC backend):
 //!
 //! * `Array` → its first element's address for a pointer parameter (8 bytes; the array must be
 //!   contiguous from there), else `gm_array<T, N>` by value: the 8-byte data pointer, then
@@ -18,10 +18,11 @@
 //!
 //! Every buffer is stored in 8-byte-aligned memory, which satisfies all of these alignments.
 //! Malformed arguments (strides that do not match the shape, a zero-sized scalar, a dimension
-//! that does not fit `long long`) are [`Error::InvalidLaunch`] naming the kernel.
+//! that does not fit `long long`) are
+//! [`Error::InvalidLaunch`](gpu_mem_core::Error::InvalidLaunch) naming the kernel.
 
-use gpu_mem_core::kernel::LaunchArg;
-use gpu_mem_core::{Error, Result};
+use gpu_mem_core::Result;
+use gpu_mem_core::kernel::{LaunchArg, encode_parameters};
 use std::ffi::c_void;
 
 /// One parameter: its exact bytes, its alignment, and an 8-byte-aligned copy the driver reads.
@@ -64,17 +65,12 @@ impl KernelParams {
         args: &[LaunchArg],
         sizes: Option<&[usize]>,
     ) -> Result<KernelParams> {
-        let params = args
-            .iter()
-            .enumerate()
-            .map(|(index, arg)| {
-                let size = sizes.and_then(|s| s.get(index).copied());
-                encode(arg, size).map_err(|reason| Error::InvalidLaunch {
-                    kernel: kernel.to_string(),
-                    reason: format!("argument {index} ({}): {reason}", arg.describe()),
-                })
-            })
-            .collect::<Result<_>>()?;
+        let params = encode_parameters(kernel, args, |index| {
+            sizes.and_then(|s| s.get(index).copied())
+        })?
+        .into_iter()
+        .map(|p| Param::new(p.bytes, p.alignment))
+        .collect();
         Ok(KernelParams { params })
     }
 
@@ -108,14 +104,10 @@ impl KernelParams {
     }
 }
 
-fn encode(arg: &LaunchArg, size: Option<usize>) -> std::result::Result<Param, String> {
-    let (bytes, alignment) = arg.c_parameter_for(size)?;
-    Ok(Param::new(bytes, alignment))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_mem_core::Error;
     use gpu_mem_core::backend::DevicePtr;
     use std::any::TypeId;
 

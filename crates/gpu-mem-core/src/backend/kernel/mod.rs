@@ -16,6 +16,7 @@ mod config;
 mod definition;
 mod launch_arg;
 mod module;
+mod params;
 pub mod portable;
 pub mod scan;
 
@@ -23,3 +24,4 @@ pub use config::{Dim3, LaunchConfig};
 pub use definition::{Kernel, KernelSource, SimForm};
 pub use launch_arg::{LaunchArg, check_peer_arguments};
 pub use module::Module;
+pub use params::{CParameter, encode_parameters};

@@ -3,8 +3,8 @@
 //!
 //! # Layout
 //!
-//! Each argument's bytes ([`LaunchArg::c_parameter_for`] given the parameter's size from the
-//! metadata, shared with the CUDA backend):
+//! Each argument's bytes ([`encode_parameters`] given the parameter's size from the metadata:
+//! the core's layout, shared with the CUDA backend):
 //!
 //! * `Array` → its first element's address for a pointer parameter (8 bytes; the array must be
 //!   contiguous from there); else the prelude's `gm_array<T, N>` by value: 8-byte data
@@ -30,7 +30,7 @@
 
 use super::metadata::{ExplicitArg, HiddenArg};
 use crate::driver::Hsa;
-use gpu_mem_core::kernel::{Dim3, LaunchArg};
+use gpu_mem_core::kernel::{CParameter, Dim3, LaunchArg, encode_parameters};
 use gpu_mem_core::{BackendKind, Error, Result};
 use gpu_mem_hsa_sys as sys;
 use std::ffi::c_void;
@@ -66,18 +66,13 @@ fn put(bytes: &mut Vec<u8>, align: usize, value: &[u8]) {
 /// The explicit arguments, laid out as the module docs describe: at the offsets of `layout`
 /// (the kernel's parameters from its metadata) when given, else by the ABI's rule.
 pub fn pack(kernel: &str, args: &[LaunchArg], layout: Option<&[ExplicitArg]>) -> Result<Vec<u8>> {
-    let packed = args
-        .iter()
-        .enumerate()
-        .map(|(index, arg)| {
-            let size = layout.and_then(|l| l.get(index)).map(|slot| slot.size);
-            arg_bytes(kernel, index, arg, size)
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let packed = encode_parameters(kernel, args, |index| {
+        layout.and_then(|l| l.get(index)).map(|slot| slot.size)
+    })?;
     let Some(layout) = layout else {
         let mut bytes = Vec::new();
-        for (align, value) in &packed {
-            put(&mut bytes, *align, value);
+        for param in &packed {
+            put(&mut bytes, param.alignment, &param.bytes);
         }
         return Ok(bytes);
     };
@@ -92,7 +87,7 @@ pub fn pack(kernel: &str, args: &[LaunchArg], layout: Option<&[ExplicitArg]>) ->
         ));
     }
     let mut bytes = Vec::new();
-    for (index, ((_, value), slot)) in packed.iter().zip(layout).enumerate() {
+    for (index, (CParameter { bytes: value, .. }, slot)) in packed.iter().zip(layout).enumerate() {
         if value.len() != slot.size {
             return Err(invalid(
                 kernel,
@@ -124,22 +119,6 @@ pub fn pack(kernel: &str, args: &[LaunchArg], layout: Option<&[ExplicitArg]>) ->
         bytes[slot.offset..end].copy_from_slice(value);
     }
     Ok(bytes)
-}
-
-/// One argument's alignment and bytes (see the module docs).
-fn arg_bytes(
-    kernel: &str,
-    index: usize,
-    arg: &LaunchArg,
-    size: Option<usize>,
-) -> Result<(usize, Vec<u8>)> {
-    let (bytes, alignment) = arg.c_parameter_for(size).map_err(|reason| {
-        invalid(
-            kernel,
-            format!("argument {index} ({}): {reason}", arg.describe()),
-        )
-    })?;
-    Ok((alignment, bytes))
 }
 
 /// What the implicit v5 block describes.

@@ -1,0 +1,271 @@
+//! The byte layout of kernel parameters, shared by the GPU backends: each [`LaunchArg`] as the C
+//! parameter the compiled kernel declares, for `cuLaunchKernel`'s parameter buffers (CUDA) and
+//! the kernarg segment (ROC).
+//!
+//! # Layout
+//!
+//! * `Array` → its first element's address for a pointer parameter (8 bytes; the array must be
+//!   contiguous from there), else the prelude's `gm_array<T, N>` by value: the 8-byte data
+//!   pointer, then `shape[N]`, then `strides[N]` in elements, all 64-bit (`8 + 16 N` bytes,
+//!   8-byte aligned; a 0-d array is the pointer alone).
+//! * `Record` → a `T*`: the 8-byte device address.
+//! * `Scalar` → its bytes unchanged, aligned to the largest power of two (at most 8) dividing
+//!   its size.
+//!
+//! Which form an array takes depends on the compiled parameter's size where the backend knows
+//! it (8 bytes: a pointer); where it does not, `gm_array`. A malformed argument (strides that do
+//! not match the shape, a zero-sized scalar, a dimension that does not fit `long long`) is
+//! [`Error::InvalidLaunch`] naming the kernel and the argument ([`encode_parameters`]).
+
+use super::launch_arg::LaunchArg;
+use crate::error::{Error, Result};
+
+/// One argument as a C kernel parameter: its exact bytes and its C alignment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CParameter {
+    /// What the kernel receives.
+    pub bytes: Vec<u8>,
+    /// The parameter's alignment in bytes: 1, 2, 4 or 8.
+    pub alignment: usize,
+}
+
+/// A launch's arguments for `kernel` (the name used in errors) as C parameters
+/// ([`LaunchArg::c_parameter_for`]), `size_of(index)` giving the compiled parameter's size where
+/// the backend knows it. A malformed argument is [`Error::InvalidLaunch`] naming the argument.
+pub fn encode_parameters(
+    kernel: &str,
+    args: &[LaunchArg],
+    size_of: impl Fn(usize) -> Option<usize>,
+) -> Result<Vec<CParameter>> {
+    args.iter()
+        .enumerate()
+        .map(|(index, arg)| {
+            let (bytes, alignment) =
+                arg.c_parameter_for(size_of(index))
+                    .map_err(|reason| Error::InvalidLaunch {
+                        kernel: kernel.to_string(),
+                        reason: format!("argument {index} ({}): {reason}", arg.describe()),
+                    })?;
+            Ok(CParameter { bytes, alignment })
+        })
+        .collect()
+}
+
+impl LaunchArg {
+    /// The argument as the C parameter a compiled kernel declares, given that parameter's size
+    /// in bytes where the backend knows it: an array goes as its first element's address
+    /// ([`LaunchArg::pointer_address`]) to an 8-byte parameter (a pointer), and as a
+    /// `gm_array<T, N>` to one of `8 + 16 N` bytes (or when the size is unknown); the rest as
+    /// [`LaunchArg::c_parameter`]. Bytes and C alignment; the error says what is malformed.
+    pub fn c_parameter_for(&self, size: Option<usize>) -> Result<(Vec<u8>, usize), String> {
+        match self {
+            LaunchArg::Array { shape, .. } if !shape.is_empty() && size == Some(8) => {
+                let ptr = self.pointer_address()?;
+                Ok((ptr.0.to_ne_bytes().to_vec(), 8))
+            }
+            _ => self.c_parameter(),
+        }
+    }
+
+    /// The argument as a C kernel parameter of the portable prelude, what GPU backends pass:
+    /// its bytes and C alignment. An `Array` is a `gm_array<T, N>` by value (the 8-byte data
+    /// pointer, then `N` extents and `N` strides in elements as `long long`), 8-byte aligned; a
+    /// 0-d array (there is no `gm_array<T, 0>`) is its data pointer alone, for a `T*`
+    /// parameter. A `Record` is its pointer; a `Scalar` its bytes, aligned to the largest power
+    /// of two up to 8 dividing its size. The error says what is malformed.
+    pub fn c_parameter(&self) -> Result<(Vec<u8>, usize), String> {
+        match self {
+            LaunchArg::Array {
+                ptr,
+                shape,
+                strides,
+                ..
+            } => {
+                if shape.len() != strides.len() {
+                    return Err(format!(
+                        "{} shape entries but {} strides",
+                        shape.len(),
+                        strides.len()
+                    ));
+                }
+                let mut bytes = Vec::with_capacity(8 + 16 * shape.len());
+                bytes.extend_from_slice(&ptr.0.to_ne_bytes());
+                for &extent in shape {
+                    let extent = i64::try_from(extent)
+                        .map_err(|_| format!("extent {extent} does not fit a 64-bit long long"))?;
+                    bytes.extend_from_slice(&extent.to_ne_bytes());
+                }
+                for &stride in strides {
+                    let stride = i64::try_from(stride)
+                        .map_err(|_| format!("stride {stride} does not fit a 64-bit long long"))?;
+                    bytes.extend_from_slice(&stride.to_ne_bytes());
+                }
+                Ok((bytes, 8))
+            }
+            LaunchArg::Record { ptr, .. } => Ok((ptr.0.to_ne_bytes().to_vec(), 8)),
+            LaunchArg::Scalar { bytes, .. } => {
+                if bytes.is_empty() {
+                    return Err("a zero-sized value cannot be a kernel parameter".to_string());
+                }
+                Ok((bytes.clone(), 1 << bytes.len().trailing_zeros().min(3)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CParameter, LaunchArg, encode_parameters};
+    use crate::backend::DevicePtr;
+    use crate::error::Error;
+    use proptest::prelude::*;
+    use std::any::TypeId;
+
+    fn array(shape: Vec<usize>, strides: Vec<isize>) -> LaunchArg {
+        array_at(0x1000, shape, strides, 0)
+    }
+
+    /// An array at `ptr` reaching `span_len` elements from its first one.
+    fn array_at(ptr: u64, shape: Vec<usize>, strides: Vec<isize>, span_len: usize) -> LaunchArg {
+        LaunchArg::Array {
+            ptr: DevicePtr(ptr),
+            shape,
+            strides,
+            min_offset: 0,
+            span_len,
+            itemsize: 4,
+            elem: TypeId::of::<f32>(),
+            dtype: "f32",
+        }
+    }
+
+    fn scalar(bytes: Vec<u8>) -> LaunchArg {
+        LaunchArg::Scalar {
+            bytes,
+            elem: TypeId::of::<u8>(),
+            dtype: "bytes",
+        }
+    }
+
+    fn words(bytes: &[u8]) -> Vec<i64> {
+        bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn arrays_are_gm_array_structs_by_value() {
+        let (bytes, align) = array(vec![3, 5], vec![5, -1]).c_parameter().unwrap();
+        assert_eq!(align, 8);
+        assert_eq!(words(&bytes), vec![0x1000, 3, 5, 5, -1]);
+        // 0-d: the pointer alone.
+        let (bytes, align) = array(vec![], vec![]).c_parameter().unwrap();
+        assert_eq!((words(&bytes), align), (vec![0x1000], 8));
+    }
+
+    #[test]
+    fn scalars_align_to_their_size_up_to_8() {
+        for (len, align) in [(1, 1), (2, 2), (4, 4), (8, 8), (12, 4), (16, 8), (6, 2)] {
+            assert_eq!(
+                scalar(vec![7; len]).c_parameter().unwrap().1,
+                align,
+                "{len}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_arguments_say_what_is_wrong() {
+        let e = array(vec![2, 2], vec![1]).c_parameter().unwrap_err();
+        assert!(e.contains("2 shape entries but 1 strides"), "{e}");
+        let e = array(vec![usize::MAX], vec![1]).c_parameter().unwrap_err();
+        assert!(e.contains("does not fit"), "{e}");
+        let e = scalar(vec![]).c_parameter().unwrap_err();
+        assert!(e.contains("zero-sized"), "{e}");
+    }
+
+    #[test]
+    fn a_launch_names_the_kernel_and_the_malformed_argument() {
+        let args = [scalar(vec![1; 4]), array(vec![2, 2], vec![1])];
+        match encode_parameters("kern", &args, |_| None) {
+            Err(Error::InvalidLaunch { kernel, reason }) => {
+                assert_eq!(kernel, "kern");
+                assert!(
+                    reason.starts_with("argument 1 (array of f32 (2, 2)): 2 shape entries"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let sizes = [Some(4), Some(8)];
+        let dense = array_at(0x1000, vec![2, 2], vec![2, 1], 4);
+        let params = encode_parameters("kern", &[scalar(vec![9; 4]), dense], |i| sizes[i]).unwrap();
+        assert_eq!(
+            params,
+            vec![
+                CParameter {
+                    bytes: vec![9; 4],
+                    alignment: 4
+                },
+                CParameter {
+                    bytes: 0x1000u64.to_ne_bytes().to_vec(),
+                    alignment: 8
+                },
+            ]
+        );
+    }
+
+    proptest! {
+        /// An array is `gm_array<T, N>`: `8 + 16 N` bytes, 8-byte aligned, holding the pointer,
+        /// the extents and the strides in that order; a pointer parameter gets the pointer alone
+        /// when the array is dense from its first element, and an error when it is not.
+        #[test]
+        fn arrays_encode_pointer_shape_and_strides(
+            ptr in any::<u64>(),
+            dims in prop::collection::vec((0usize..1024, -(1isize << 40)..1 << 40), 0..6),
+            dense in any::<bool>(),
+        ) {
+            let (shape, strides): (Vec<usize>, Vec<isize>) = dims.into_iter().unzip();
+            let arg = array_at(ptr, shape.clone(), strides.clone(), 0);
+            let (bytes, alignment) = arg.c_parameter().unwrap();
+            prop_assert_eq!(alignment, 8);
+            prop_assert_eq!(bytes.len(), 8 + 16 * shape.len());
+            let expected: Vec<i64> = std::iter::once(ptr as i64)
+                .chain(shape.iter().map(|&d| d as i64))
+                .chain(strides.iter().map(|&s| s as i64))
+                .collect();
+            prop_assert_eq!(words(&bytes), expected);
+            // Unknown and `gm_array`-sized parameters get the struct; 0-d arrays are always the
+            // pointer alone.
+            prop_assert_eq!(arg.c_parameter_for(None).unwrap(), (bytes.clone(), 8));
+            prop_assert_eq!(
+                arg.c_parameter_for(Some(8 + 16 * shape.len())).unwrap(),
+                (bytes, 8)
+            );
+            let count: usize = shape.iter().product();
+            let span = if dense { count } else { count + 1 };
+            let arg = array_at(ptr, shape.clone(), strides, span);
+            let pointer = arg.c_parameter_for(Some(8));
+            if shape.is_empty() || dense || count == 0 {
+                prop_assert_eq!(pointer.unwrap(), (ptr.to_ne_bytes().to_vec(), 8));
+            } else {
+                prop_assert!(pointer.unwrap_err().contains("contiguous"));
+            }
+        }
+
+        /// A scalar keeps its bytes; its alignment is the largest power of two up to 8 that
+        /// divides its size.
+        #[test]
+        fn scalars_keep_their_bytes_at_their_natural_alignment(
+            bytes in prop::collection::vec(any::<u8>(), 1..64),
+            size in prop::option::of(0usize..64),
+        ) {
+            let (encoded, alignment) = scalar(bytes.clone()).c_parameter_for(size).unwrap();
+            prop_assert_eq!(&encoded, &bytes);
+            prop_assert!(alignment.is_power_of_two() && alignment <= 8);
+            prop_assert_eq!(bytes.len() % alignment, 0);
+            prop_assert!(alignment == 8 || bytes.len() % (2 * alignment) != 0);
+        }
+    }
+}

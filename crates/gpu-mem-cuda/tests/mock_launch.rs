@@ -1,4 +1,4 @@
-//! `Backend::launch` of the CUDA backend against the stand-in `libcuda`
+//! `Launch::launch` of the CUDA backend against the stand-in `libcuda`
 //! (tests/mock/libcuda_mock.c), with the real NVRTC compiling the kernels.
 //!
 //! The stand-in runs nothing: it records each launch's shape, stream and parameter bytes and

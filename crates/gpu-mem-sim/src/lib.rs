@@ -20,6 +20,9 @@
 //!   pageable copies are CPU copies;
 //! * `GPU_MEM_SIM_DEVICES` devices, each with its own memory; every allocation is accounted, so
 //!   leaks show in [`SimBackend::live_allocations`] and `mem_info`.
+//!
+//! The `Backend` family is implemented in `backend`, one file per concern and per capability
+//! (the simulator hands out all of them).
 
 mod abi;
 mod backend;

@@ -1,4 +1,4 @@
-//! `Backend::launch` against the stand-in runtime: the kernel is compiled by the real hiprtc
+//! `Launch::launch` against the stand-in runtime: the kernel is compiled by the real hiprtc
 //! for the stand-in GPU's ISA (gfx90a); loading, kernel symbols, kernarg buffers, the AQL queue
 //! and its packet processor are the stand-in's, which logs every packet it takes (it runs no
 //! GPU code, so results in memory are not checked: the packet is).

@@ -1,8 +1,8 @@
-//! Tables of optional function pointers resolved from a loaded library: [`symbol_table!`].
+//! Tables of optional function pointers resolved from a loaded library: [`symbol_table!`](crate::symbol_table).
 //!
 //! The -sys crates list the functions they bind through a generated macro
 //! (`cuda_driver_symbols!`, `gpu_mem_hsa_sys_functions!`, ...) that calls back a macro of the
-//! backend with the whole list; the backend's callback hands the list to [`symbol_table!`],
+//! backend with the whole list; the backend's callback hands the list to [`symbol_table!`](crate::symbol_table),
 //! which defines one struct per library. Every field is an `Option`: a symbol the loaded library
 //! lacks is `None`, so only what needs it fails, not the whole library. A table is stored next
 //! to the library it was resolved from, which is never unloaded (the crate's contract), so its
@@ -37,7 +37,7 @@
 /// The struct (`Clone`, `Copy`) gets one public field per entry and:
 ///
 /// * `unsafe fn resolve(library: &libloading::Library) -> Self`: looks every field up, taking
-///   the first listed name the library exports ([`lookup`](crate::lookup)); fields whose names
+///   the first listed name the library exports ([`lookup`]); fields whose names
 ///   it exports none of stay `None`. Safety: each listed name that `library` exports has the
 ///   field's signature (the declarations were generated from that library's headers).
 /// * `fn presence(&self) -> Vec<(&'static str, &'static str, bool)>`: `(field, first listed

@@ -188,7 +188,7 @@ thread_local! {
     static SPARE_SCHEDULE: Cell<Option<Schedule>> = const { Cell::new(None) };
 }
 
-/// Records that thread `linear` waits (see [`Block::wait`]); `false` when the block has no such
+/// Records that thread `linear` waits (see `Block::wait`, the fibers runner); `false` when the block has no such
 /// thread. The wait's parts come as separate arguments: a `Wait` built on the stack and copied
 /// whole stalls on store forwarding (its small fields are written as single bytes).
 #[allow(clippy::too_many_arguments)]

@@ -365,13 +365,13 @@ fn async_kernels_run_under_miri() {
     assert_eq!(out, expected);
 }
 
-/// A spin-wait that never awaits holds the block's only OS thread, so the thread it waits for
-/// never runs: reported as a fault after the spin limits (the watchdog's time, 1 s here), not
-/// a hang.
+/// A spin-wait that never awaits holds the block's only OS thread, so the thread it waits for never
+/// runs: reported as a fault after the spin limits (the watchdog's time,
+/// [`common::WATCHDOG_SECONDS`] here), not a hang.
 #[test]
 #[cfg_attr(miri, ignore = "spins for a second")]
 fn a_spin_wait_that_never_awaits_is_reported() {
-    let backend = common::backend_with_watchdog(1.0);
+    let backend = common::backend_with_watchdog(common::WATCHDOG_SECONDS);
     let kernel = Kernel::sim_async("spin", async |t| {
         let flag = t.shared_array::<u32, 1>([1]);
         if t.thread_idx().x == 0 {
@@ -386,7 +386,7 @@ fn a_spin_wait_that_never_awaits_is_reported() {
         fault_message(&error).contains("no forward progress: the thread spun"),
         "{error}"
     );
-    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    assert!(started.elapsed() >= std::time::Duration::from_secs_f64(common::WATCHDOG_SECONDS));
 }
 
 /// A closure returning a future runs its own code when the thread first runs: a panic there is
@@ -563,14 +563,14 @@ fn a_fault_ends_its_block_without_waiting_for_the_spinning_threads() {
     }
 }
 
-/// Threads kept at a block barrier by others that loop on warp votes for a flag the waiting
-/// threads would set after it: every round has a vote released, which counted as progress, so
-/// the launch never returned. Now reported once the barrier has waited 2^20 rounds and the
-/// watchdog's time, 1 s here (a GPU hangs on this kernel). As plain and as async closures.
+/// Threads kept at a block barrier by others that loop on warp votes for a flag the waiting threads
+/// would set after it: every round has a vote released, which counted as progress, so the launch
+/// never returned. Now reported once the barrier has waited the watchdog's rounds and time
+/// ([`common::WATCHDOG_SECONDS`] here; a GPU hangs on this kernel). As plain and as async closures.
 #[test]
 #[cfg_attr(miri, ignore = "runs for a second")]
 fn threads_kept_at_a_barrier_by_a_loop_of_warp_votes_are_reported() {
-    let backend = common::backend_with_watchdog(1.0);
+    let backend = common::backend_with_watchdog(common::WATCHDOG_SECONDS);
     let plain = Kernel::sim("poll_forever", |t| {
         let flag = t.shared_array::<u32, 1>([1]);
         if t.thread_idx().x < 32 {
@@ -613,7 +613,10 @@ fn threads_kept_at_a_barrier_by_a_loop_of_warp_votes_are_reported() {
                 }
                 other => panic!("expected a report, got {other}"),
             }
-            assert!(took >= std::time::Duration::from_secs(1), "{took:?}");
+            assert!(
+                took >= std::time::Duration::from_secs_f64(common::WATCHDOG_SECONDS),
+                "{took:?}"
+            );
         }
     });
 }

@@ -54,6 +54,10 @@ pub fn run_on_array<T: Element>(
     result.map(|()| back)
 }
 
+/// The watchdog time of the tests of its reports: short, so they do not wait the default 10 s;
+/// the counts of rounds and spins shrink with it (`Watchdog::after`), down to their least.
+pub const WATCHDOG_SECONDS: f64 = 0.25;
+
 /// A simulator whose watchdog reports a block without progress after `seconds` instead of the
 /// default 10, so that tests of the report do not wait that long.
 pub fn backend_with_watchdog(seconds: f64) -> gpu_mem_sim::SimBackend {

@@ -223,12 +223,12 @@ fn a_thread_that_spins_past_the_round_limit_and_finishes_is_not_reported() {
     assert_eq!(FINISHED.load(Ordering::SeqCst), 1);
 }
 
-/// Threads that only spin, waiting for something no thread will ever do, are reported (after
-/// the round limit and the watchdog's time, 1 s here), and the fibers they leave run later
-/// launches.
+/// Threads that only spin, waiting for something no thread will ever do, are reported (after the
+/// round limit and the watchdog's time, [`common::WATCHDOG_SECONDS`] here), and the fibers they
+/// leave run later launches.
 #[test]
 fn threads_that_only_spin_are_reported() {
-    let backend = common::backend_with_watchdog(1.0);
+    let backend = common::backend_with_watchdog(common::WATCHDOG_SECONDS);
     let kernel = Kernel::sim("stuck_spin", |t| {
         let flag = t.shared_array::<u32, 1>([1]);
         while flag.atomic_add([0], 0) == 0 {
@@ -243,6 +243,6 @@ fn threads_that_only_spin_are_reported() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    assert!(started.elapsed() >= std::time::Duration::from_secs_f64(common::WATCHDOG_SECONDS));
     later_launches_run(&backend);
 }

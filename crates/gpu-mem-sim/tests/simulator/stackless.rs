@@ -628,8 +628,8 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
 }
 
 /// A stackless thread spinning on a flag nobody sets is reported as on fibers (after the round
-/// limit and the watchdog's time, 1 s here, with the same account of each thread: one exited,
-/// one spinning), and the backend runs later launches.
+/// limit and the watchdog's time, [`common::WATCHDOG_SECONDS`] here, with the same account of each
+/// thread: one exited, one spinning), and the backend runs later launches.
 #[test]
 fn endless_spin_waits_are_reported() {
     let source = r#"#include "gpu_mem.h"
@@ -641,13 +641,16 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     while (atomicAdd(&flag, 0) == 0) { }
     a(threadIdx.x) = 1;
 }"#;
-    let backend = common::backend_with_watchdog(1.0);
+    let backend = common::backend_with_watchdog(common::WATCHDOG_SECONDS);
     let started = std::time::Instant::now();
     let (stackless, fibers) = both_ways_on(&backend, source, 2);
     let message = stackless.unwrap_err();
     assert!(message.contains("no forward progress"), "{message}");
     assert_eq!(Err(message), fibers);
-    assert!(started.elapsed() >= std::time::Duration::from_secs(2));
+    // Both ways: the watchdog's time twice.
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs_f64(2.0 * common::WATCHDOG_SECONDS)
+    );
     let (after, fibers) = both_ways_on(&backend, &reduction_of_two(), 2);
     assert_eq!(after, fibers);
     assert!(after.is_ok(), "{after:?}");

@@ -283,7 +283,7 @@ impl Block<'_> {
     }
 
     /// The fiber to switch to after thread `linear` suspended, when it is not simply the next
-    /// thread's: a fresh one for an unstarted thread (given its [`Start`]), null to go back to
+    /// thread's: a fresh one for an unstarted thread (given its job, `fiber::Job`), null to go back to
     /// `Block::run`, or `None` when `linear` itself runs on.
     #[inline(never)]
     fn next_after(&self, s: &mut Schedule, linear: usize) -> Option<*const Fiber> {

@@ -90,6 +90,7 @@ impl<'a> Block<'a> {
     /// No other reference to it is alive: callers hold it only within one function that neither
     /// switches fibers nor runs kernel code.
     #[allow(clippy::mut_from_ref)]
+    #[inline]
     pub(super) unsafe fn schedule(&self) -> &mut Schedule {
         // SAFETY: the caller's contract; a block is only touched by its own OS thread.
         unsafe { &mut *self.schedule.get() }
@@ -103,6 +104,7 @@ impl<'a> Block<'a> {
     /// The static shared buffer a thread's next `shared_array` call gets (`ThreadOps::shared`):
     /// `calls` counts that thread's calls, which are matched by order. `None` after `fault` got
     /// the reason (a size or type that does not match, the block's limit).
+    #[inline]
     pub(super) fn next_shared(
         &self,
         calls: &Cell<usize>,
@@ -119,6 +121,7 @@ impl<'a> Block<'a> {
             .ok()
     }
 
+    #[inline]
     pub(crate) fn record_fault(&self, thread: Dim3, message: String) {
         let mut fault = self.fault.borrow_mut();
         if fault.is_none() {

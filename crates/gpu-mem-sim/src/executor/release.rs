@@ -18,6 +18,7 @@ use gpu_mem_core::kernel::Dim3;
 
 impl Block<'_> {
     /// Sets thread `linear`'s operands of a collective (sizing the block's slots first).
+    #[inline]
     pub(super) fn set_operands(&self, linear: usize, (value, arg, width): (u64, i64, u32)) {
         let count = self.block_dim.count() as usize;
         let mut slots = self.slots.borrow_mut();
@@ -33,6 +34,7 @@ impl Block<'_> {
     }
 
     /// Thread `linear`'s result of the collective it was released from.
+    #[inline]
     pub(super) fn result_of(&self, linear: usize) -> u64 {
         self.slots
             .borrow()

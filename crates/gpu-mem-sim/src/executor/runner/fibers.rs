@@ -331,6 +331,7 @@ impl Block<'_> {
     }
 
     /// Whether the block is ending the threads left waiting.
+    #[inline]
     pub(in crate::executor) fn cancelling(&self) -> bool {
         // SAFETY: a short read; nothing else holds the schedule while a thread runs.
         unsafe { self.schedule() }.cancelling

@@ -71,6 +71,7 @@ impl Block<'_> {
 
     /// An idle fiber (the block's spare ones first) given thread `linear` to start (for the
     /// driver, thread 0).
+    #[inline]
     fn fresh_fiber(&self, s: &mut Schedule, linear: usize) -> Result<*const Fiber, Error> {
         let fresh = match s.spare.pop() {
             Some(fiber) => fiber,

@@ -217,6 +217,14 @@ mod tests {
     }
 
     proptest! {
+        // Under Miri the interpreter is isolated from the file system: a few cases, and no
+        // failure-persistence file (which needs the working directory).
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { 256 },
+            failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+            ..ProptestConfig::default()
+        })]
+
         /// An array is `gm_array<T, N>`: `8 + 16 N` bytes, 8-byte aligned, holding the pointer,
         /// the extents and the strides in that order; a pointer parameter gets the pointer alone
         /// when the array is dense from its first element, and an error when it is not.

@@ -631,10 +631,11 @@ fn dwt_haar(rt: &Runtime, len: usize) -> Result<(), String> {
     }?;
     while left != 0 {
         let shared = (2 * block as usize + 2 * block as usize / 16) * size_of::<f32>();
-        // SAFETY: block b reads id[1024 b .. 1024 (b + 1)) (2 x bdim per block, inside the
+        // Block b reads id[1024 b .. 1024 (b + 1)) (2 x bdim per block, inside the
         // signal), writes details at od[left + global id] and below (inside the len
         // outputs) and approx_final[b]; its shared indices stay below 2 bdim + 2 bdim / 16,
         // the dynamic shared memory given.
+        // SAFETY: every access stays within those bounds.
         unsafe {
             launch(
                 &dev,
@@ -1470,10 +1471,11 @@ fn fdtd3d(rt: &Runtime) -> Result<(), String> {
     for _ in 0..steps {
         let mut output = buffers[dst].slice(s![padding..]).map_err(fail("slice"))?;
         let mut input = buffers[src].slice(s![padding..]).map_err(fail("slice"))?;
-        // SAFETY: threads read the volume's points from the first inner plane minus RADIUS to
+        // Threads read the volume's points from the first inner plane minus RADIUS to
         // the last plus RADIUS (the halo planes); a thread past the inner extent in x or y reads
         // at most a block's width or height further, which wraps into the next row or plane,
         // still inside the volume of dimz + 2 RADIUS planes; only inner points are written.
+        // SAFETY: every access stays within those bounds.
         unsafe {
             launch(
                 &dev,

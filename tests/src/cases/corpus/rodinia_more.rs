@@ -383,10 +383,11 @@ fn btree_find_k(rt: &Runtime) -> Result<(), String> {
     let mut d_keys = upload(&dev, &queries, "keys")?;
     let mut d_ans = upload(&dev, &vec![-1i32; count], "ans")?;
     let kernel = Kernel::from_source(BTREE, "findK");
-    // SAFETY: block `bid` reads query `bid` and its own currKnode/offset entries (count each);
+    // Block `bid` reads query `bid` and its own currKnode/offset entries (count each);
     // the nodes it visits are knode indices the tree holds (findK checks a child index against
     // knodes_elem before following it), key slots thid and thid + 1 <= DEFAULT_ORDER, and the
     // leaves' record indices (< records).
+    // SAFETY: every access stays within those bounds.
     unsafe {
         launch(
             &dev,
@@ -1914,10 +1915,11 @@ fn pf_run(dev: &Device, setup: &PfSetup, frames: usize) -> Result<PfState, Strin
     let config = LaunchConfig::new(blocks as u32, PF_THREADS as u32);
     let max_size = (setup.isz_x * setup.isz_y * setup.nfr) as i32;
     for k in 1..=frames as i32 {
-        // SAFETY: threads with i >= Nparticles only clear their shared slot; the others work
+        // Threads with i >= Nparticles only clear their shared slot; the others work
         // on particle i of the N-long arrays, its countOnes entries of ind (N x countOnes), and
         // video pixels at indices kept below max_size (the kernel resets larger ones to 0);
         // each block writes partial_sums[block] (N >= blocks).
+        // SAFETY: every access stays within those bounds.
         unsafe {
             launch(
                 dev,

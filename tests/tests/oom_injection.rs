@@ -75,7 +75,12 @@ impl SmallDevice {
                 requested,
                 free,
                 total,
+                report,
             } => {
+                assert!(
+                    report.is_some(),
+                    "{context}: the error says what holds the memory"
+                );
                 assert_eq!(*backend, BackendKind::Sim, "{context}: {error}");
                 assert_eq!(*device, 0, "{context}: {error}");
                 assert_eq!(*total, self.capacity, "{context}: {error}");

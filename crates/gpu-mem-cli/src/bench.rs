@@ -24,6 +24,9 @@ pub struct BenchArgs {
     /// Time spent per measurement, in milliseconds.
     #[arg(long, default_value_t = 20)]
     millis: u64,
+    /// Also draw bandwidth against size per kind of memory, as SVG, to this file.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
 
 #[derive(Serialize, Clone)]
@@ -342,6 +345,24 @@ pub fn run(choice: BackendChoice, args: &BenchArgs) -> Result<()> {
         rows.extend(row);
     }
     progress.finish();
+    if let Some(path) = &args.plot {
+        let series: Vec<(String, Vec<(f64, f64)>)> = kinds
+            .iter()
+            .map(|&(direction, memory)| {
+                let points = rows
+                    .iter()
+                    .filter(|r| r.direction == direction && r.memory == memory)
+                    .map(|r| (r.bytes as f64, r.gib_per_s))
+                    .collect();
+                (format!("{direction} {memory}"), points)
+            })
+            .collect();
+        let title = format!("gpu-mem bandwidth: {backend} backend, {}", info.name);
+        crate::plot::bandwidth(&title, &series, path)?;
+        if !args.json {
+            progress.print(&format!("bandwidth chart: {}", path.display()));
+        }
+    }
     if args.json {
         let report = Report {
             backend,

@@ -1,4 +1,5 @@
-//! `gpu-mem`: backend and device information, and a bandwidth benchmark.
+//! `gpu-mem`: backend and device information, a bandwidth benchmark, and saved memory
+//! snapshots read back.
 //!
 //! The backend is chosen as the library does: `GPU_MEM_BACKEND=auto|cuda|roc|sim` (default
 //! `auto`), or `--backend`, which wins over the environment.
@@ -20,7 +21,9 @@ macro_rules! errln {
 
 mod bench;
 mod info;
+mod memory;
 mod output;
+mod plot;
 mod selftest;
 
 use clap::{Parser, Subcommand};
@@ -139,6 +142,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         device: usize,
     },
+    /// Prints the summary of a memory snapshot saved as JSON (`Device::memory_snapshot`) and
+    /// draws its live memory over time by kind as SVG.
+    Memory(memory::MemoryArgs),
 }
 
 fn main() -> ExitCode {
@@ -154,6 +160,7 @@ fn main() -> ExitCode {
         Command::Info { json } => info::run(selected, json),
         Command::Bench(args) => bench::run(selected.choice, &args),
         Command::Selftest { device } => selftest::run(selected.choice, device),
+        Command::Memory(args) => memory::run(&args),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -236,3 +236,64 @@ fn backend_option_takes_the_environment_variables_names() {
         "{stderr}"
     );
 }
+
+/// `gpu-mem memory SNAPSHOT.json` prints the summary of a snapshot a program saved, and draws
+/// its live memory as SVG; a file that is not a snapshot is an error that says so.
+#[test]
+fn memory_reads_a_saved_snapshot_and_draws_it() {
+    use gpu_mem::prelude::*;
+    let dir = std::env::temp_dir().join(format!("gpu-mem-cli-memory-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rt = Runtime::open_kind(gpu_mem::BackendKind::Sim).unwrap();
+    let dev = rt.device(0).unwrap();
+    let kept = dev.device_array::<f32>(&[3 << 10], Order::C).unwrap();
+    let json = dir.join("snapshot.json");
+    std::fs::write(&json, dev.memory_snapshot().to_json()).unwrap();
+    drop(kept);
+
+    let output = gpu_mem().arg("memory").arg(&json).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        text.contains("12.0 KiB") && text.contains(file!()),
+        "{text}"
+    );
+    let svg = std::fs::read_to_string(dir.join("snapshot.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("device"), "{svg}");
+
+    std::fs::write(dir.join("bad.json"), "{\"not\": 1}").unwrap();
+    let output = gpu_mem()
+        .arg("memory")
+        .arg(dir.join("bad.json"))
+        .output()
+        .unwrap();
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && error.contains("not a gpu-mem memory snapshot"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `gpu-mem bench --plot FILE.svg` draws a line per kind of transfer.
+#[test]
+fn bench_draws_bandwidth_against_size() {
+    let path = std::env::temp_dir().join(format!("gpu-mem-bench-{}.svg", std::process::id()));
+    let output = gpu_mem()
+        .args(["bench", "--max", "64KiB", "--millis", "1", "--plot"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.contains("H2D") || svg.contains("h2d"), "{svg}");
+    std::fs::remove_file(&path).unwrap();
+}

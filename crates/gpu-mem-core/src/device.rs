@@ -1,9 +1,10 @@
 //! [`Device`]: one device of one backend, the entry point for allocating arrays and streams.
 //!
-//! Depends on `backend`, `error` and `sync` only: what a device makes (streams, arrays, host
+//! Depends on `backend`, `accounting`, `error` and `sync` only: what a device makes (streams, arrays, host
 //! arrays, launches) is written with those types, in `impl Device` blocks of their modules.
 
-use crate::backend::{Backend, DeviceInfo, MemInfo, require};
+use crate::accounting::DeviceUsage;
+use crate::backend::{Backend, DeviceInfo, MemInfo, PoolUsage, require};
 use crate::error::{BackendKind, Error, Result};
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,8 @@ struct DeviceShared {
     /// Errors raised inside `Drop` implementations (which cannot return them), kept until
     /// [`Device::take_release_errors`] or [`Device::check_release_errors`] collects them.
     release_errors: Mutex<Vec<Error>>,
+    /// The device's memory accounting, shared with every other handle of the same device.
+    usage: Arc<DeviceUsage>,
 }
 
 impl fmt::Debug for Device {
@@ -42,11 +45,13 @@ impl Device {
                 count,
             });
         }
+        let usage = crate::accounting::for_device(&backend, ordinal);
         Ok(Device {
             shared: Arc::new(DeviceShared {
                 backend,
                 ordinal,
                 release_errors: Mutex::new(Vec::new()),
+                usage,
             }),
         })
     }
@@ -61,6 +66,17 @@ impl Device {
     /// ```
     pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
         &self.shared.backend
+    }
+
+    /// The device's memory accounting (what every allocation on it counts in).
+    pub(crate) fn usage(&self) -> &Arc<DeviceUsage> {
+        &self.shared.usage
+    }
+
+    /// The stream-ordered pool's usage, where the backend has a pool that answers.
+    pub(crate) fn pool_usage(&self) -> Option<PoolUsage> {
+        let backend = self.backend();
+        backend.pool()?.pool_usage(self.ordinal()).ok()
     }
 
     /// Which backend kind this device belongs to.

@@ -262,6 +262,7 @@ impl<T: Element> DeviceArray<T> {
     /// byte offset, shape and strides address valid `T`s of one allocation that stays valid
     /// until the deleter runs), and the producer's pending work on it is complete or ordered
     /// before gpu-mem's (DLPack's stream exchange).
+    #[track_caller]
     pub unsafe fn from_dlpack(device: &Device, tensor: DlpackTensor) -> Result<DeviceArray<T>> {
         // SAFETY: `tensor` owns a valid managed tensor (its constructor's contract).
         let managed = unsafe { tensor.raw.as_ref() };
@@ -358,6 +359,7 @@ impl<T: Element> DeviceArray<T> {
                 &shape,
                 &strides,
                 Release::Owner(Box::new(tensor)),
+                Some(crate::accounting::MemoryKind::Foreign),
             )
         }
     }

@@ -10,6 +10,8 @@ use std::fmt;
 
 /// Which backend an error comes from (for native errors and availability).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum BackendKind {
     /// NVIDIA CUDA driver API.
     Cuda,
@@ -49,6 +51,57 @@ pub fn fmt_dims<T: fmt::Display>(dims: &[T]) -> String {
             format!("({})", parts.join(", "))
         }
     }
+}
+
+/// What held a device's memory when an allocation failed: attached to out-of-memory errors so
+/// they say what holds the rest, not only what was asked and what was free.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryReport {
+    /// Bytes held by live allocations, per kind of memory (kinds holding nothing left out).
+    pub held: Vec<(&'static str, u64)>,
+    /// Bytes caches keep for reuse that a trim would give back
+    /// ([`MemoryPool::trim`](crate::MemoryPool::trim)).
+    pub releasable_bytes: u64,
+    /// The largest live allocations: bytes, kind, and where each was made.
+    pub largest: Vec<(u64, &'static str, String)>,
+}
+
+impl fmt::Display for MemoryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::units::human_bytes;
+        if self.held.is_empty() {
+            f.write_str("; gpu-mem holds no memory on this device")?;
+        } else {
+            f.write_str("; held by gpu-mem: ")?;
+            for (i, (kind, bytes)) in self.held.iter().enumerate() {
+                let sep = if i == 0 { "" } else { ", " };
+                write!(f, "{sep}{} {kind}", human_bytes(*bytes))?;
+            }
+        }
+        if self.releasable_bytes > 0 {
+            write!(
+                f,
+                "; {} cached by the stream-ordered pool (a trim releases it)",
+                human_bytes(self.releasable_bytes)
+            )?;
+        }
+        if !self.largest.is_empty() {
+            f.write_str("; largest live allocations:")?;
+            for (bytes, kind, location) in &self.largest {
+                write!(
+                    f,
+                    "\n  {} {kind} allocated at {location}",
+                    human_bytes(*bytes)
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The report's text, or nothing when there is none.
+fn report_text(report: &Option<Box<MemoryReport>>) -> String {
+    report.as_ref().map(|r| r.to_string()).unwrap_or_default()
 }
 
 /// Everything that can go wrong in gpu-mem.
@@ -198,7 +251,8 @@ pub enum Error {
     },
     /// A device allocation did not fit.
     #[error(
-        "out of device memory on {backend} device {device}: requested {requested} bytes, {free} of {total} bytes free"
+        "out of device memory on {backend} device {device}: requested {requested} bytes, {free} of {total} bytes free{}",
+        report_text(.report)
     )]
     OutOfMemory {
         /// Backend.
@@ -211,6 +265,8 @@ pub enum Error {
         free: u64,
         /// Device capacity.
         total: u64,
+        /// What held the device's memory (attached by the core; backends leave it `None`).
+        report: Option<Box<MemoryReport>>,
     },
     /// A device ordinal that does not exist.
     #[error("no {backend} device {device}: the backend has {count} device(s)")]
@@ -408,7 +464,10 @@ pub enum Error {
         kernel: String,
     },
     /// Host memory (ordinary or page-locked) could not be allocated.
-    #[error("out of host memory: {what} needs {requested} bytes: {reason}")]
+    #[error(
+        "out of host memory: {what} needs {requested} bytes: {reason}{}",
+        report_text(.report)
+    )]
     HostOutOfMemory {
         /// What the memory was for.
         what: String,
@@ -416,6 +475,8 @@ pub enum Error {
         requested: u64,
         /// Why it failed (the allocator refused, or a configured limit).
         reason: String,
+        /// What held the device's memory, for page-locked memory (attached by the core).
+        report: Option<Box<MemoryReport>>,
     },
     /// Kernel source that the backend's compiler rejected (NVRTC, hiprtc, or the host C++
     /// compiler of the simulator); `log` is the compiler's message, naming the kernel's file and

@@ -209,6 +209,7 @@ impl Device {
     /// Opens an array another process exported with [`DeviceArray::ipc_handle`] (Numba's
     /// `open_ipc_array` / `IpcArrayHandle.open()`): a device array over the same memory, mapped
     /// into this device until the array and its views are dropped.
+    #[track_caller]
     pub fn open_ipc_array<T: Element>(&self, handle: &IpcArrayHandle) -> Result<DeviceArray<T>> {
         if handle.backend != self.kind() {
             return Err(Error::InvalidArgument {
@@ -276,6 +277,7 @@ impl Device {
                     &handle.shape,
                     &handle.strides,
                     Release::IpcMapping { base },
+                    Some(crate::accounting::MemoryKind::IpcOpened),
                 )
             },
             None => Err(Error::Overflow {

@@ -9,6 +9,7 @@
 //! an asynchronous operation still uses it, and device memory dropped while a stream still uses
 //! it is freed only after that work.
 
+mod accounting;
 pub mod array;
 pub mod backend;
 mod device;
@@ -28,6 +29,8 @@ mod stream;
 pub mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod units;
+pub mod usage;
 
 /// The `ndarray` version this crate's host arrays are made of.
 pub use ndarray;
@@ -86,3 +89,4 @@ pub use layout::{Layout, Order, ReshapeOrder};
 pub use pool::MemoryPool;
 pub use smart::{SmartArray, Where};
 pub use stream::{AutoSynchronize, Event, Stream};
+pub use usage::{MemoryKind, MemorySnapshot, MemoryStats, assert_no_leaks};

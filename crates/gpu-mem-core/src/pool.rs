@@ -80,6 +80,7 @@ impl Stream {
     /// ordered on this stream (`cuMemAllocAsync`): work enqueued on this stream after the call
     /// may use it; work on other streams must first wait for this stream (an event). On a
     /// backend without stream-ordered allocation it is an ordinary allocation.
+    #[track_caller]
     pub fn device_array<T: Element>(
         &self,
         shape: &[usize],
@@ -110,7 +111,7 @@ impl Stream {
             })
         });
         let alloc = match ptr {
-            Ok(ptr) => DeviceAlloc::adopt(device, ptr, bytes),
+            Ok(ptr) => DeviceAlloc::adopt(device, ptr, bytes, self.handle().0),
             Err(Error::NotSupportedByBackend { .. }) => {
                 return DeviceArray::allocate(device, layout);
             }

@@ -97,6 +97,7 @@ impl<T: Element> SmartArray<T> {
 
     /// A zero-filled array that starts on the device (Numba's `SmartArray(shape=..., dtype=...,
     /// where='gpu')`, whose contents were undefined).
+    #[track_caller]
     pub fn on_device(device: &Device, shape: &[usize], order: Order) -> Result<SmartArray<T>> {
         let mut array = device.device_array::<T>(shape, order)?;
         array.memset(0)?;
@@ -172,6 +173,7 @@ impl<T: Element> SmartArray<T> {
         Ok(())
     }
 
+    #[track_caller]
     fn sync_device(&mut self) -> Result<()> {
         if self.device_valid {
             return Ok(());
@@ -214,6 +216,7 @@ impl<T: Element> SmartArray<T> {
     /// write device memory (`s.device()?.view().fill(x)`); after such a write, call
     /// [`SmartArray::mark_changed`] with [`Where::Device`], or write through
     /// [`SmartArray::device_mut`], which marks the host side stale itself.
+    #[track_caller]
     pub fn device(&mut self) -> Result<&DeviceArray<T>> {
         self.sync_device()?;
         self.on_device.as_ref().ok_or_else(missing)
@@ -222,6 +225,7 @@ impl<T: Element> SmartArray<T> {
     /// The device array for writing: synced first, and the host side is marked stale. A view of
     /// it (writes through it are the array's), so that the array itself, its shape and its
     /// device, stay what they are.
+    #[track_caller]
     pub fn device_mut(&mut self) -> Result<DeviceArray<T>> {
         self.sync_device()?;
         self.host_valid = false;
@@ -232,6 +236,7 @@ impl<T: Element> SmartArray<T> {
     }
 
     /// Numba's `get(where)`.
+    #[track_caller]
     pub fn get(&mut self, side: Where) -> Result<SmartRef<'_, T>> {
         Ok(match side {
             Where::Host => SmartRef::Host(self.host()?),

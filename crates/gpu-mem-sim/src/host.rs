@@ -64,6 +64,7 @@ impl HostTable {
                  (GPU_MEM_SIM_PINNED_LIMIT raises it)",
                 self.limit, self.locked
             ),
+            report: None,
         })
     }
 
@@ -76,6 +77,7 @@ impl HostTable {
                 what: format!("{what} on simulator device {}", self.device),
                 requested: len as u64,
                 reason: "the size is larger than any allocation can be".into(),
+                report: None,
             })?;
         self.check_limit(layout.size(), what)?;
         // SAFETY: the layout has a non-zero size. Zeroed memory comes from the allocator
@@ -86,6 +88,7 @@ impl HostTable {
             what: format!("{what} on simulator device {}", self.device),
             requested: len as u64,
             reason: "the host allocator refused".into(),
+            report: None,
         })?;
         self.locked += layout.size() as u64;
         Ok((ptr, layout))

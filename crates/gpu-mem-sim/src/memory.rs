@@ -517,6 +517,7 @@ impl AddressSpace {
             requested: request,
             free: self.capacity.saturating_sub(used),
             total: self.capacity,
+            report: None,
         }
     }
 

@@ -97,6 +97,8 @@ mod book_doctests {
     struct StreamsAndEvents;
     #[doc = include_str!("../../../docs/src/guide/kernels.md")]
     struct Kernels;
+    #[doc = include_str!("../../../docs/src/guide/where-memory-goes.md")]
+    struct WhereMemoryGoes;
 }
 
 /// [`Stream::from_raw_handle`] on the simulator: a stream adopting another stream's handle.

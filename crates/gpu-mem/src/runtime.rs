@@ -181,9 +181,28 @@ pub fn backends() -> Vec<BackendStatus> {
 }
 
 /// An opened backend and its devices.
+///
+/// When the last clone of a runtime is dropped with [`leak_check_enabled`](gpu_mem_core::usage::leak_check_enabled)
+/// (`GPU_MEM_LEAK_CHECK=1`, or a debug build), allocations of its devices still alive are listed
+/// in a `tracing` warning with where each was made.
 #[derive(Clone)]
 pub struct Runtime {
     backend: Arc<dyn Backend>,
+    /// Shared by the clones; the last one's drop runs the leak check.
+    _leak_check: Arc<LeakCheck>,
+}
+
+/// Runs the leak check for a backend when dropped.
+struct LeakCheck {
+    backend: Arc<dyn Backend>,
+}
+
+impl Drop for LeakCheck {
+    fn drop(&mut self) {
+        if gpu_mem_core::usage::leak_check_enabled() {
+            gpu_mem_core::usage::warn_about_leaks(&self.backend);
+        }
+    }
 }
 
 impl fmt::Debug for Runtime {
@@ -207,7 +226,7 @@ impl Runtime {
             BackendChoice::Only(kind) => {
                 let backend = open_backend(kind)?;
                 tracing::info!(backend = %kind, devices = backend.device_count(), "opened backend");
-                Ok(Runtime { backend })
+                Ok(Runtime::with_backend(backend))
             }
             BackendChoice::Auto => {
                 let mut reasons = Vec::new();
@@ -215,7 +234,7 @@ impl Runtime {
                     match open_backend(kind) {
                         Ok(backend) => {
                             tracing::info!(backend = %kind, devices = backend.device_count(), "auto: selected backend");
-                            return Ok(Runtime { backend });
+                            return Ok(Runtime::with_backend(backend));
                         }
                         // A library that is not installed is the normal case on most
                         // machines; one that is there but cannot be used (a driver and library
@@ -244,7 +263,12 @@ impl Runtime {
 
     /// Wraps an already opened backend (e.g. a configured simulator).
     pub fn with_backend(backend: Arc<dyn Backend>) -> Runtime {
-        Runtime { backend }
+        Runtime {
+            _leak_check: Arc::new(LeakCheck {
+                backend: Arc::clone(&backend),
+            }),
+            backend,
+        }
     }
 
     /// The backend.

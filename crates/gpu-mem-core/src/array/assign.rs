@@ -77,6 +77,7 @@ impl<T: Element> DeviceArray<T> {
     /// index reaching each element, as a sequence of assignments would leave it; one whose
     /// indices outnumber its elements over 64 times and exceed 2^32 is
     /// [`Error::Unsupported`] (broadcast axes, stride 0, count once).
+    #[track_caller]
     pub fn fill(&mut self, value: T) -> Result<()> {
         if self.is_empty() {
             return Ok(());
@@ -105,6 +106,7 @@ impl<T: Element> DeviceArray<T> {
     /// Numba's errors ([`Error::AssignRank`], [`Error::AssignShape`]). The value must be
     /// contiguous apart from broadcast axes ([`Error::NonContiguous`], as in Numba). A target
     /// whose elements overlap is written as [`DeviceArray::fill`] says.
+    #[track_caller]
     pub fn assign<S, D>(&mut self, value: &ArrayBase<S, D>) -> Result<()>
     where
         S: Data<Elem = T>,
@@ -183,6 +185,7 @@ impl<T: Element> DeviceArray<T> {
     }
 
     /// A new allocation holding a copy of this array's span, with the same layout.
+    #[track_caller]
     pub(crate) fn duplicate(&self) -> Result<DeviceArray<T>> {
         let copy = DeviceArray::<T>::allocate(self.device(), self.layout.clone())?;
         let (dst, bytes) = copy.span();

@@ -44,6 +44,7 @@ impl Device {
     /// axes, for which only the core is stored). The host array must be contiguous once its
     /// broadcast axes are removed ([`Error::NonContiguous`] otherwise, as in Numba). A 0-d
     /// array (`ndarray::arr0(x)`) gives a 0-d device array.
+    #[track_caller]
     pub fn to_device<S, D>(&self, host: &ArrayBase<S, D>) -> Result<DeviceArray<S::Elem>>
     where
         S: Data,
@@ -75,12 +76,14 @@ impl Device {
     }
 
     /// Copies a slice to a new 1-d device array (Numba's `cuda.to_device(list)`).
+    #[track_caller]
     pub fn to_device_slice<T: Element>(&self, values: &[T]) -> Result<DeviceArray<T>> {
         self.to_device(&ndarray::ArrayView1::from(values))
     }
 
     /// Allocates an uninitialised device array (Numba's `cuda.device_array(shape, dtype,
     /// order=...)`). The simulator fills new memory with zeros; GPUs leave it undefined.
+    #[track_caller]
     pub fn device_array<T: Element>(
         &self,
         shape: &[usize],
@@ -90,6 +93,7 @@ impl Device {
     }
 
     /// Allocates a device array with explicit element strides (Numba's `strides=`).
+    #[track_caller]
     pub fn device_array_with_strides<T: Element>(
         &self,
         shape: &[usize],
@@ -101,6 +105,7 @@ impl Device {
     /// Allocates a device array with `like`'s shape and element type and contiguous strides
     /// (Numba's `cuda.device_array_like`): F order if `like` is only F-contiguous, C order
     /// otherwise; axes of non-contiguous arrays are ordered as numpy's `empty_like` does.
+    #[track_caller]
     pub fn device_array_like<L: LayoutSource>(&self, like: &L) -> Result<DeviceArray<L::Elem>> {
         DeviceArray::allocate(self, like.source_layout()?.like())
     }

@@ -38,6 +38,7 @@ impl<T: Element> fmt::Debug for DeviceArray<T> {
 
 impl<T: Element> DeviceArray<T> {
     /// Allocates uninitialised (zeroed on the simulator) device memory for `layout`.
+    #[track_caller]
     pub(crate) fn allocate(device: &Device, layout: Layout) -> Result<Self> {
         check_element::<T>(DEVICE_ALIGN, "device allocations")?;
         let bytes = span_bytes::<T>(&layout)?;

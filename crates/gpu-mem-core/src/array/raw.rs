@@ -21,6 +21,7 @@
 //! 4. other users of the memory order their work with gpu-mem's (through events or stream
 //!    synchronization): gpu-mem orders only the work it enqueues itself.
 
+use crate::accounting::MemoryKind;
 use crate::array::DeviceArray;
 use crate::backend::{DevicePtr, Enqueued};
 use crate::device::Device;
@@ -63,6 +64,7 @@ impl<T: Element> DeviceArray<T> {
     /// aligned for `T`; every element reached lies in memory that stays allocated at least until
     /// `owner` is dropped, which gpu-mem does once, after the last array and enqueued operation
     /// using the memory are gone; other users order their work with gpu-mem's.
+    #[track_caller]
     pub unsafe fn from_raw_parts<O: Any + Send + Sync>(
         device: &Device,
         ptr: DevicePtr,
@@ -71,7 +73,16 @@ impl<T: Element> DeviceArray<T> {
         owner: O,
     ) -> Result<DeviceArray<T>> {
         // SAFETY: the caller's contract is this function's.
-        unsafe { Self::foreign(device, ptr, shape, strides, Release::Owner(Box::new(owner))) }
+        unsafe {
+            Self::foreign(
+                device,
+                ptr,
+                shape,
+                strides,
+                Release::Owner(Box::new(owner)),
+                Some(MemoryKind::Foreign),
+            )
+        }
     }
 
     /// A device array over memory another library allocated, released by `deleter`, which
@@ -82,6 +93,7 @@ impl<T: Element> DeviceArray<T> {
     /// # Safety
     /// As [`DeviceArray::from_raw_parts`], with "until `deleter` runs" for "until `owner` is
     /// dropped".
+    #[track_caller]
     pub unsafe fn from_raw_parts_with_deleter<F>(
         device: &Device,
         ptr: DevicePtr,
@@ -100,18 +112,24 @@ impl<T: Element> DeviceArray<T> {
                 shape,
                 strides,
                 Release::Deleter(Box::new(deleter)),
+                Some(MemoryKind::Foreign),
             )
         }
     }
 
+    /// An array over memory gpu-mem did not allocate, counted in the statistics as `kind`
+    /// (`None`: not counted, as a module's own variables).
+    ///
     /// # Safety
     /// As [`DeviceArray::from_raw_parts`].
+    #[track_caller]
     pub(crate) unsafe fn foreign(
         device: &Device,
         ptr: DevicePtr,
         shape: &[usize],
         strides: &[isize],
         release: Release,
+        kind: Option<MemoryKind>,
     ) -> Result<DeviceArray<T>> {
         crate::array::device_array::check_element::<T>(
             crate::array::device_array::DEVICE_ALIGN,
@@ -154,7 +172,7 @@ impl<T: Element> DeviceArray<T> {
             Release::Deleter(deleter) if empty => Release::Deleter(Box::new(move |_| deleter(ptr))),
             other => other,
         };
-        let memory = ForeignMemory::new(device, base, bytes, release);
+        let memory = ForeignMemory::new(device, base, bytes, release, kind);
         Ok(DeviceArray {
             storage: Storage::Foreign(Arc::new(memory)),
             offset: if empty { 0 } else { offset },

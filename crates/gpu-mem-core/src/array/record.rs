@@ -17,6 +17,7 @@ pub struct DeviceRecord<T: Element> {
 
 impl Device {
     /// Copies `value` to the device (Numba's `cuda.to_device(np_record)`).
+    #[track_caller]
     pub fn to_device_record<T: Element>(&self, value: &T) -> Result<DeviceRecord<T>> {
         let mut array = DeviceArray::<T>::allocate(self, Layout::scalar())?;
         array.set(&[], *value)?;

@@ -59,6 +59,7 @@ impl Stream {
     /// Copies `host` to a new device array on this stream (Numba's `to_device(ary, stream)`).
     /// The device array has the host array's shape and strides; the host array must be
     /// contiguous once broadcast axes are removed.
+    #[track_caller]
     pub fn to_device<T: Element, H: HostSource<T> + ?Sized>(
         &self,
         host: &H,
@@ -152,6 +153,7 @@ impl Stream {
     /// Copies `src` into host memory on this stream (Numba's `copy_to_host(ary, stream)`), with
     /// Numba's compatibility check. Page-locked destinations are written asynchronously (reading
     /// them waits for the stream); a pageable destination makes the call wait for the stream.
+    #[track_caller]
     pub fn copy_to_host<T: Element, H: HostDestination<T> + ?Sized>(
         &self,
         src: &DeviceArray<T>,
@@ -207,6 +209,7 @@ impl Stream {
     /// so work on `src`'s device that writes it must be waited for first (an event recorded
     /// there and [`Stream::wait_event`] here, or a synchronize). A backend without asynchronous
     /// peer copies makes this call synchronize the stream and copy synchronously.
+    #[track_caller]
     pub fn copy_from_device<T: Element>(
         &self,
         dst: &mut DeviceArray<T>,
@@ -311,6 +314,7 @@ impl Stream {
     }
 
     /// Copies `bytes` into a fresh page-locked staging buffer.
+    #[track_caller]
     fn stage(&self, bytes: &[u8]) -> Result<Arc<HostBuffer>> {
         let staging = HostBuffer::allocate(self.device(), bytes.len(), HostAllocFlags::default())?;
         if !bytes.is_empty() {

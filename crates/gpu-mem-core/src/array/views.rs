@@ -117,6 +117,7 @@ impl<T: Element> DeviceArray<T> {
 
     /// The transpose of a 2-d array, as a **new C-contiguous copy** (Numba's `d.T` on a GPU:
     /// a copy, not a view; writes to it do not reach `self`). Other dimensions are refused.
+    #[track_caller]
     pub fn t(&self) -> Result<DeviceArray<T>> {
         let layout = self.layout.transposed_2d()?;
         let host = self.copy_to_host()?;

@@ -35,11 +35,13 @@ pub struct ManagedArray<T: Element> {
 impl Device {
     /// Allocates a zero-filled, C-ordered managed array (Numba's `cuda.managed_array(shape,
     /// dtype)`, with `attach_global=True`).
+    #[track_caller]
     pub fn managed_array<T: Element>(&self, shape: &[usize]) -> Result<ManagedArray<T>> {
         self.managed_array_with_order(shape, Order::C)
     }
 
     /// Allocates a zero-filled managed array in C or Fortran order.
+    #[track_caller]
     pub fn managed_array_with_order<T: Element>(
         &self,
         shape: &[usize],
@@ -50,10 +52,12 @@ impl Device {
 
     /// Allocates a zero-filled managed array shaped like `like` (a host or device array), with
     /// the strides `device_array_like` gives.
+    #[track_caller]
     pub fn managed_array_like<L: LayoutSource>(&self, like: &L) -> Result<ManagedArray<L::Elem>> {
         self.managed_array_with_layout(like.source_layout()?.like())
     }
 
+    #[track_caller]
     fn managed_array_with_layout<T: Element>(&self, layout: Layout) -> Result<ManagedArray<T>> {
         let buffer = allocate_zeroed::<T>(self, &layout, None)?;
         if buffer.bytes() > 0 && buffer.device_ptr().is_none() {

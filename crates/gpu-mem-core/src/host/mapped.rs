@@ -36,6 +36,7 @@ pub struct MappedArray<T: Element> {
 impl Device {
     /// Allocates a zero-filled, C-ordered mapped host array (Numba's `cuda.mapped_array(shape,
     /// dtype, portable=, wc=)`).
+    #[track_caller]
     pub fn mapped_array<T: Element>(
         &self,
         shape: &[usize],
@@ -45,6 +46,7 @@ impl Device {
     }
 
     /// Allocates a zero-filled mapped host array in C or Fortran order.
+    #[track_caller]
     pub fn mapped_array_with_order<T: Element>(
         &self,
         shape: &[usize],
@@ -57,6 +59,7 @@ impl Device {
     /// Allocates a zero-filled mapped host array shaped like `like`, a host or device array
     /// (Numba's `cuda.mapped_array_like(ary, portable=, wc=)`), with the strides
     /// `device_array_like` gives.
+    #[track_caller]
     pub fn mapped_array_like<L: LayoutSource>(
         &self,
         like: &L,
@@ -66,6 +69,7 @@ impl Device {
     }
 
     /// `layout` is dense with non-negative strides.
+    #[track_caller]
     fn mapped_array_with_layout<T: Element>(
         &self,
         layout: Layout,

@@ -24,12 +24,14 @@ pub struct PinnedArray<T: Element> {
 impl Device {
     /// Allocates a zero-filled, C-ordered page-locked host array (Numba's
     /// `cuda.pinned_array(shape, dtype)`).
+    #[track_caller]
     pub fn pinned_array<T: Element>(&self, shape: &[usize]) -> Result<PinnedArray<T>> {
         self.pinned_array_with_order(shape, Order::C)
     }
 
     /// Allocates a zero-filled page-locked host array in C or Fortran order (Numba's
     /// `order=`).
+    #[track_caller]
     pub fn pinned_array_with_order<T: Element>(
         &self,
         shape: &[usize],
@@ -41,11 +43,13 @@ impl Device {
     /// Allocates a zero-filled page-locked host array shaped like `like`, a host or device array
     /// (Numba's `cuda.pinned_array_like(ary)`): same shape and element type, and the strides
     /// `device_array_like` gives (C, F, or the source's axis order without its gaps).
+    #[track_caller]
     pub fn pinned_array_like<L: LayoutSource>(&self, like: &L) -> Result<PinnedArray<L::Elem>> {
         self.pinned_array_with_layout(like.source_layout()?.like())
     }
 
     /// `layout` is dense with non-negative strides.
+    #[track_caller]
     fn pinned_array_with_layout<T: Element>(&self, layout: Layout) -> Result<PinnedArray<T>> {
         let buffer = allocate_zeroed::<T>(self, &layout, Some(HostAllocFlags::default()))?;
         Ok(PinnedArray {
@@ -71,6 +75,7 @@ fn first_element<T: Element>(buffer: &HostBuffer, layout: &Layout) -> *mut T {
 
 /// Allocates page-locked memory for `layout` and zero-fills it (fresh host memory is
 /// uninitialised on GPUs, and reading uninitialised memory is undefined behaviour in Rust).
+#[track_caller]
 pub(crate) fn allocate_zeroed<T: Element>(
     device: &Device,
     layout: &Layout,

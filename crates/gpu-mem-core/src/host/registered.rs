@@ -82,6 +82,7 @@ unsafe impl<T: Element, D: Dimension> Sync for Registered<T, D> {}
 
 impl Device {
     /// Page-locks `array` for fast and asynchronous transfers (Numba's `cuda.pinned(ary)`).
+    #[track_caller]
     pub fn pinned<T: Element, D: Dimension + 'static>(
         &self,
         array: Array<T, D>,
@@ -91,6 +92,7 @@ impl Device {
 
     /// Registers `array` with the device (ROC's `roc.register(ary)`; the same as
     /// [`Device::pinned`]). Drop the guard or call [`Registered::deregister`] to undo it.
+    #[track_caller]
     pub fn register<T: Element, D: Dimension + 'static>(
         &self,
         array: Array<T, D>,
@@ -100,6 +102,7 @@ impl Device {
 
     /// Maps `array` into the device address space (Numba's `cuda.mapped(ary)`):
     /// [`Registered::device_view`] is a zero-copy device array over it.
+    #[track_caller]
     pub fn mapped<T: Element, D: Dimension + 'static>(
         &self,
         array: Array<T, D>,
@@ -116,6 +119,7 @@ impl Device {
 }
 
 impl<T: Element, D: Dimension + 'static> Registered<T, D> {
+    #[track_caller]
     fn new(
         device: &Device,
         mut array: Array<T, D>,

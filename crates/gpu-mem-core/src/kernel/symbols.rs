@@ -73,6 +73,8 @@ impl Device {
                 &[len],
                 &[1],
                 Release::Owner(Box::new(module.clone())),
+                // The module's own memory: no allocation of gpu-mem's to count.
+                None,
             )
         }
     }

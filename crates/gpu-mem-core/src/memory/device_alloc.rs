@@ -4,6 +4,7 @@
 //! clone until that work has completed, so the memory is freed only after the last user — host
 //! handle or in-flight operation — is gone.
 
+use crate::accounting::{MemoryKind, Ticket};
 use crate::backend::DevicePtr;
 use crate::device::Device;
 use crate::error::Result;
@@ -14,9 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct DeviceAlloc {
     device: Device,
     ptr: DevicePtr,
-    /// Size, for diagnostics.
-    #[allow(dead_code)]
-    bytes: usize,
+    /// Counts the allocation while it lives (none for zero bytes: nothing was allocated).
+    ticket: Option<Ticket>,
     /// Freed another way (a stream-ordered free): dropping frees nothing.
     disarmed: AtomicBool,
 }
@@ -24,36 +24,51 @@ pub(crate) struct DeviceAlloc {
 impl DeviceAlloc {
     /// Allocates `bytes` bytes; zero bytes gives the null pointer and no backend call (Numba's
     /// zero-size arrays have a NULL device pointer).
+    #[track_caller]
     pub(crate) fn new(device: &Device, bytes: usize) -> Result<DeviceAlloc> {
-        let ptr = if bytes == 0 {
-            DevicePtr::NULL
-        } else {
-            crate::memory::allocate_or_release(device, || {
-                device.backend().alloc(device.ordinal(), bytes)
-            })?
-        };
+        if bytes == 0 {
+            return Ok(DeviceAlloc {
+                device: device.clone(),
+                ptr: DevicePtr::NULL,
+                ticket: None,
+                disarmed: AtomicBool::new(false),
+            });
+        }
+        let ptr = crate::memory::allocate_or_release(device, || {
+            device.backend().alloc(device.ordinal(), bytes)
+        })?;
         Ok(DeviceAlloc {
             device: device.clone(),
             ptr,
-            bytes,
+            ticket: Some(Ticket::new(device.usage(), MemoryKind::Device, bytes, None)),
             disarmed: AtomicBool::new(false),
         })
     }
 
-    /// Takes ownership of `bytes` bytes at `ptr`, allocated by the backend on `device` (a
-    /// stream-ordered allocation), to be freed on drop like any other.
-    pub(crate) fn adopt(device: &Device, ptr: DevicePtr, bytes: usize) -> DeviceAlloc {
+    /// Takes ownership of `bytes` bytes at `ptr`, allocated from the stream-ordered pool on
+    /// `device` ordered on `stream`, to be freed on drop like any other.
+    #[track_caller]
+    pub(crate) fn adopt(device: &Device, ptr: DevicePtr, bytes: usize, stream: u64) -> DeviceAlloc {
         DeviceAlloc {
             device: device.clone(),
             ptr,
-            bytes,
+            ticket: Some(Ticket::new(
+                device.usage(),
+                MemoryKind::Pool,
+                bytes,
+                Some(stream),
+            )),
             disarmed: AtomicBool::new(false),
         }
     }
 
-    /// Forgets the memory (it was freed another way): dropping frees nothing.
+    /// Forgets the memory (it was freed another way, and is counted as freed now): dropping
+    /// frees nothing.
     pub(crate) fn disarm(&self) {
         self.disarmed.store(true, Ordering::Release);
+        if let Some(ticket) = &self.ticket {
+            ticket.release();
+        }
     }
 
     pub(crate) fn device(&self) -> &Device {

@@ -4,6 +4,7 @@
 //! alive until their work is done, and it is released (the owner dropped, the deleter run, the
 //! IPC mapping closed) only after the last user.
 
+use crate::accounting::{MemoryKind, Ticket};
 use crate::backend::{DevicePtr, require};
 use crate::device::Device;
 use std::any::Any;
@@ -31,6 +32,8 @@ pub(crate) struct ForeignMemory {
     base: DevicePtr,
     bytes: usize,
     release: Option<Release>,
+    /// Counts the range while arrays use it (none when empty or not counted).
+    _ticket: Option<Ticket>,
 }
 
 impl fmt::Debug for ForeignMemory {
@@ -50,17 +53,25 @@ impl fmt::Debug for ForeignMemory {
 }
 
 impl ForeignMemory {
+    #[track_caller]
     pub(crate) fn new(
         device: &Device,
         base: DevicePtr,
         bytes: usize,
         release: Release,
+        kind: Option<MemoryKind>,
     ) -> ForeignMemory {
+        // A `match`, not a closure: the caller's location must reach the ticket.
+        let ticket = match kind {
+            Some(kind) if bytes > 0 => Some(Ticket::new(device.usage(), kind, bytes, None)),
+            _ => None,
+        };
         ForeignMemory {
             device: device.clone(),
             base,
             bytes,
             release: Some(release),
+            _ticket: ticket,
         }
     }
 

@@ -5,6 +5,7 @@
 //! host-side access first waits on its [`PendingUses`], so no safe code can read memory an
 //! in-flight copy writes, or write or free memory an in-flight copy uses.
 
+use crate::accounting::{MemoryKind, Ticket};
 use crate::backend::{DevicePtr, HostAllocFlags, HostRegisterFlags, require};
 use crate::device::Device;
 use crate::error::Result;
@@ -36,6 +37,9 @@ pub(crate) struct HostBuffer {
     /// Keeps registered memory alive; dropped after the memory is unregistered.
     _owner: Option<Box<dyn Any + Send>>,
     pending: PendingUses,
+    /// Counts the memory while it is held (none for an empty range). Declared after `_owner`
+    /// and `pending` only for reading order: it holds no memory, so drop order does not matter.
+    _ticket: Option<Ticket>,
 }
 
 impl std::fmt::Debug for HostBuffer {
@@ -57,8 +61,22 @@ unsafe impl Send for HostBuffer {}
 // operations whose exclusivity is checked by the callers (`&mut` on the owning array type).
 unsafe impl Sync for HostBuffer {}
 
+/// The ticket of a buffer (none for an empty one). A function rather than a closure over
+/// `base`, so that the caller's location reaches the ticket.
+#[track_caller]
+fn ticket(
+    device: &Device,
+    base: Option<NonNull<u8>>,
+    kind: MemoryKind,
+    bytes: usize,
+) -> Option<Ticket> {
+    base?;
+    Some(Ticket::new(device.usage(), kind, bytes, None))
+}
+
 impl HostBuffer {
     /// Allocates page-locked host memory; `bytes == 0` allocates nothing.
+    #[track_caller]
     pub(crate) fn allocate(device: &Device, bytes: usize, flags: HostAllocFlags) -> Result<Self> {
         let (base, device_ptr, zeroed) = if bytes == 0 {
             (None, None, true)
@@ -67,6 +85,11 @@ impl HostBuffer {
                 device.backend().host_alloc(device.ordinal(), bytes, flags)
             })?;
             (Some(alloc.host), alloc.device, alloc.zeroed)
+        };
+        let kind = if flags.mapped {
+            MemoryKind::Mapped
+        } else {
+            MemoryKind::PageLocked
         };
         Ok(HostBuffer {
             device: device.clone(),
@@ -77,10 +100,12 @@ impl HostBuffer {
             kind: HostBufferKind::Allocated(flags),
             _owner: None,
             pending: PendingUses::default(),
+            _ticket: ticket(device, base, kind, bytes),
         })
     }
 
     /// Allocates managed memory; `bytes == 0` allocates nothing.
+    #[track_caller]
     pub(crate) fn allocate_managed(device: &Device, bytes: usize) -> Result<Self> {
         let (base, device_ptr, zeroed) = if bytes == 0 {
             (None, None, true)
@@ -101,6 +126,7 @@ impl HostBuffer {
             kind: HostBufferKind::Managed,
             _owner: None,
             pending: PendingUses::default(),
+            _ticket: ticket(device, base, MemoryKind::Managed, bytes),
         })
     }
 
@@ -109,6 +135,7 @@ impl HostBuffer {
     /// # Safety
     /// `base..base+bytes` lies in memory owned by `owner` that does not move when `owner` moves
     /// (a heap buffer), and nothing else accesses it while this buffer lives except through it.
+    #[track_caller]
     pub(crate) unsafe fn register(
         device: &Device,
         owner: Box<dyn Any + Send>,
@@ -139,6 +166,7 @@ impl HostBuffer {
             kind: HostBufferKind::Registered(flags),
             _owner: Some(owner),
             pending: PendingUses::default(),
+            _ticket: ticket(device, base, MemoryKind::Registered, bytes),
         })
     }
 

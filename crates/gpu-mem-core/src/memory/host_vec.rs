@@ -13,6 +13,7 @@ fn refused(what: &str, len: usize, itemsize: usize, reason: &str) -> Error {
         what: what.to_string(),
         requested: (len as u64).saturating_mul(itemsize as u64),
         reason: reason.to_string(),
+        report: None,
     }
 }
 

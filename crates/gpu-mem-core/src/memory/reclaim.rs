@@ -10,6 +10,7 @@
 use crate::device::Device;
 use crate::error::{Error, Result};
 use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 
 /// Waits for the work of `device`'s streams that keeps memory alive whose owners are gone;
 /// `true` when there was any (so another try may find room).
@@ -24,17 +25,39 @@ pub(crate) fn set_reclaim(reclaim: Reclaim) {
 }
 
 /// Runs `allocate`, and when it fails for want of room (device memory, or the page-locked
-/// limit) while in-flight work keeps memory alive, waits for that work and runs it again.
+/// limit) while in-flight work keeps memory alive, waits for that work and runs it again. The
+/// retries are counted in the device's statistics, and an allocation that still finds no room
+/// fails with an error that says what holds the memory.
 pub(crate) fn allocate_or_release<R>(
     device: &Device,
     allocate: impl Fn() -> Result<R>,
 ) -> Result<R> {
-    match allocate() {
-        Err(Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. })
-            if RECLAIM.get().is_some_and(|reclaim| reclaim(device)) =>
-        {
-            allocate()
+    let result = match allocate() {
+        Err(error @ (Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. })) => {
+            retry(device, error, allocate)
         }
         other => other,
+    };
+    result.map_err(|error| device.usage().explain(error, device.pool_usage()))
+}
+
+/// The retry after a failure for want of room, when there is in-flight work to wait for.
+#[cold]
+fn retry<R>(device: &Device, error: Error, allocate: impl Fn() -> Result<R>) -> Result<R> {
+    let usage = device.usage();
+    let held_before = usage.current_bytes();
+    if !RECLAIM.get().is_some_and(|reclaim| reclaim(device)) {
+        return Err(error);
     }
+    let oom = &usage.oom;
+    oom.retries.fetch_add(1, Ordering::Relaxed);
+    oom.reclaimed_bytes.fetch_add(
+        held_before.saturating_sub(usage.current_bytes()),
+        Ordering::Relaxed,
+    );
+    let result = allocate();
+    if result.is_ok() {
+        oom.retries_succeeded.fetch_add(1, Ordering::Relaxed);
+    }
+    result
 }

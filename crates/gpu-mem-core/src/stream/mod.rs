@@ -30,6 +30,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+mod callback;
 mod event;
 mod host_memory;
 
@@ -155,6 +156,8 @@ pub(crate) struct StreamInner {
     /// handle alive. Such a handle is never destroyed by gpu-mem; the owner is dropped with this
     /// value (after the stream's last synchronization), or leaked with it when that failed.
     owner: Option<KeepAlive>,
+    /// Where [`Stream::add_callback`] sends callbacks, once the stream has a callback thread.
+    callbacks: Mutex<Option<std::sync::mpsc::Sender<callback::Pending>>>,
 }
 
 impl fmt::Debug for StreamInner {
@@ -370,6 +373,7 @@ impl Stream {
                 settled: AtomicU64::new(0),
                 handle_shared: AtomicBool::new(owner.is_some()),
                 owner,
+                callbacks: Mutex::new(None),
             }),
         };
         // Before the stream can keep anything alive: an allocation that finds no room may then

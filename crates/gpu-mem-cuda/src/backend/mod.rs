@@ -325,6 +325,7 @@ impl CudaBackend {
             requested: bytes as u64,
             free,
             total,
+            report: None,
         }
     }
 

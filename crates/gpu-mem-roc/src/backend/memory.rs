@@ -208,6 +208,7 @@ unsafe impl Memory for RocBackend {
                     requested: bytes as u64,
                     free: info.free,
                     total: info.total,
+                    report: None,
                 });
             }
             Err(e) => return Err(e),

@@ -140,6 +140,7 @@ pub(super) fn out_of_memory_names_the_sizes(contract: &Contract, factory: Factor
             requested,
             free: f,
             total: t,
+            ..
         }) if backend == b.kind()
             && requested == request
             && t == total

@@ -1,7 +1,7 @@
 //! DLPack exports and imports on every backend: device, pinned and mapped arrays export with
 //! the backend's device types, shape, strides and dtype; the exported memory stays alive until
 //! the consumer is done; an imported tensor becomes a device array. (The deleter and refusal
-//! checks, which count a simulator's allocations, are in `tests/dlpack.rs`.)
+//! checks, which count a simulator's allocations, are in `tests/tests/integration/dlpack.rs`.)
 
 use crate::{Case, ensure, fail};
 use gpu_mem::dlpack::DlpackTensor;

@@ -275,6 +275,7 @@ mod tests {
 
     /// The prelude's `#define GM_SIM_OP_*` lines are the table's codes, one for one.
     #[test]
+    #[cfg_attr(miri, ignore = "reads text only: no unsafe code to check")]
     fn the_prelude_defines_the_table_codes() {
         let defines: Vec<(&str, i32)> = gpu_mem_core::KERNEL_PRELUDE
             .lines()

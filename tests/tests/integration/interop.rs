@@ -452,7 +452,7 @@ fn ipc_shares_device_memory_between_processes() {
         .args([
             "--ignored",
             "--exact",
-            "ipc_child",
+            "interop::ipc_child",
             "--nocapture",
             "--test-threads=1",
         ])

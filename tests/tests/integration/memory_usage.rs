@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use gpu_mem::prelude::*;
-use gpu_mem::sim::{SimBackend, SimConfig};
+use gpu_mem::sim::{SimBackend, SimConfig, SimDeviceConfig};
 use gpu_mem::usage::{MemoryKind, leaks};
 use gpu_mem::{Backend, Error, MapFlags};
 use std::sync::Arc;
@@ -232,4 +232,52 @@ fn a_retry_after_in_flight_work_is_counted_with_what_it_released() {
     let too_big = dev.device_array::<u8>(&[4 * CHUNK], Order::C);
     assert!(matches!(too_big, Err(Error::OutOfMemory { .. })));
     assert_eq!(dev.memory_stats().oom.failures, 1);
+}
+
+#[test]
+fn pageable_copies_on_a_stream_reuse_one_staging_buffer() {
+    let (_rt, dev) = device(16 << 20);
+    let stream = dev.stream().unwrap();
+    let host = ndarray::Array1::<f32>::from_iter((0..10_000).map(|i| i as f32));
+    let mut back = ndarray::Array1::<f32>::zeros(10_000);
+    for _ in 0..5 {
+        let on_device = stream.to_device(&host).unwrap();
+        stream.copy_to_host(&on_device, &mut back).unwrap();
+        stream.synchronize().unwrap();
+        assert_eq!(back, host);
+    }
+    // 40,000 bytes each way: one 64 KiB buffer, made once, kept by the stream.
+    let s = dev.memory_stats().kind(MemoryKind::PageLocked);
+    assert_eq!((s.allocations, s.current_bytes), (1, 64 << 10), "{s:?}");
+    drop(stream);
+    assert_eq!(
+        dev.memory_stats()
+            .kind(MemoryKind::PageLocked)
+            .current_bytes,
+        0
+    );
+}
+
+#[test]
+fn idle_staging_buffers_give_way_to_a_page_locked_allocation() {
+    let backend: Arc<dyn Backend> = Arc::new(SimBackend::new(SimConfig {
+        devices: vec![SimDeviceConfig {
+            memory: 4 << 20,
+            pinned_limit: 1 << 20,
+            ..SimDeviceConfig::default()
+        }],
+    }));
+    let rt = Runtime::with_backend(backend);
+    let dev = rt.device(0).unwrap();
+    let stream = dev.stream().unwrap();
+    let host = ndarray::Array1::<u8>::ones(600 << 10);
+    drop(stream.to_device(&host).unwrap());
+    stream.synchronize().unwrap();
+    // The stream keeps a 1 MiB buffer, the whole limit: a pinned array needs it back.
+    assert_eq!(dev.memory_stats().host_total.current_bytes, 1 << 20);
+    let pinned = dev.pinned_array::<u8>(&[512 << 10]).unwrap();
+    let stats = dev.memory_stats();
+    assert_eq!(stats.host_total.current_bytes, 512 << 10);
+    assert!(stats.oom.retries_succeeded >= 1, "{:?}", stats.oom);
+    drop(pinned);
 }

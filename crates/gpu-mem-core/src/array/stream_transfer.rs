@@ -11,7 +11,7 @@
 use crate::array::DeviceArray;
 use crate::array::host_layout::{contiguous_c, contiguous_f, core_view};
 use crate::array::transfer::non_contiguous;
-use crate::backend::{DevicePtr, Enqueued, HostAllocFlags, require};
+use crate::backend::{DevicePtr, Enqueued, require};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Order, check_compatible};
@@ -177,11 +177,7 @@ impl Stream {
                 if bytes == 0 || src.layout.size() == 0 {
                     return Ok(());
                 }
-                let staging = Arc::new(HostBuffer::allocate(
-                    self.device(),
-                    bytes,
-                    HostAllocFlags::default(),
-                )?);
+                let staging = self.inner().staging_buffer(bytes)?;
                 self.enqueue_dtoh(src, &staging, staging.base().as_ptr())?;
                 self.synchronize()?;
                 // SAFETY: the copy into the staging buffer has completed; it holds `bytes`
@@ -313,18 +309,19 @@ impl Stream {
         Ok(())
     }
 
-    /// Copies `bytes` into a fresh page-locked staging buffer.
+    /// Copies `bytes` into a page-locked staging buffer of the stream's (`stream::staging`).
     #[track_caller]
     fn stage(&self, bytes: &[u8]) -> Result<Arc<HostBuffer>> {
-        let staging = HostBuffer::allocate(self.device(), bytes.len(), HostAllocFlags::default())?;
+        let staging = self.inner().staging_buffer(bytes.len())?;
         if !bytes.is_empty() {
-            // SAFETY: the staging buffer was just allocated with `bytes.len()` bytes and nothing
-            // else refers to it; the source is a live slice that does not overlap it.
+            // SAFETY: the staging buffer holds at least `bytes.len()` bytes and no copy uses it
+            // (only the stream's cache held it, and host code never reaches it); the source is a
+            // live slice that does not overlap it.
             unsafe {
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), staging.base().as_ptr(), bytes.len())
             };
         }
-        Ok(Arc::new(staging))
+        Ok(staging)
     }
 
     /// Enqueues a copy of `src`'s span into `dst`, inside the page-locked `buffer`, and records

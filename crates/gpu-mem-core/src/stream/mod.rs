@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 mod callback;
 mod event;
 mod host_memory;
+mod staging;
 
 pub use event::Event;
 pub use host_memory::{HostDestination, HostSource};
@@ -96,7 +97,8 @@ fn streams_of(device: &Device) -> Vec<Arc<StreamInner>> {
 /// deallocations then (registered with `memory::set_reclaim` as streams are created). Work
 /// that only uses memory still held elsewhere is not waited for (it would free nothing), nor is
 /// a stream whose bookkeeping is busy (the caller may be inside that stream's
-/// `enqueue_external`). A failure of that work stays for its stream's owner.
+/// `enqueue_external`). A failure of that work stays for its stream's owner. The staging
+/// buffers a stream keeps for its pageable copies go too, once no copy uses them.
 fn release_kept_memory(device: &Device) -> bool {
     let mut released = false;
     for inner in streams_of(device) {
@@ -104,11 +106,14 @@ fn release_kept_memory(device: &Device) -> bool {
             Some(list) => keeps_dropped_memory(&list),
             None => false,
         };
-        if worth_it {
+        let staging_in_use = crate::sync::try_lock(&inner.staging)
+            .is_some_and(|kept| kept.iter().any(|buffer| Arc::strong_count(buffer) > 1));
+        if worth_it || staging_in_use {
             // (An error is kept for the stream's owner, see `StreamInner::synchronize`.)
             let _ = inner.synchronize();
             released = true;
         }
+        released |= inner.release_idle_staging() > 0;
     }
     released
 }
@@ -158,6 +163,8 @@ pub(crate) struct StreamInner {
     owner: Option<KeepAlive>,
     /// Where [`Stream::add_callback`] sends callbacks, once the stream has a callback thread.
     callbacks: Mutex<Option<std::sync::mpsc::Sender<callback::Pending>>>,
+    /// Page-locked buffers of pageable copies, kept for reuse (`staging`).
+    staging: Mutex<Vec<Arc<crate::memory::HostBuffer>>>,
 }
 
 impl fmt::Debug for StreamInner {
@@ -374,6 +381,7 @@ impl Stream {
                 handle_shared: AtomicBool::new(owner.is_some()),
                 owner,
                 callbacks: Mutex::new(None),
+                staging: Mutex::new(Vec::new()),
             }),
         };
         // Before the stream can keep anything alive: an allocation that finds no room may then

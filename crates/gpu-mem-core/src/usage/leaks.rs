@@ -1,7 +1,8 @@
 //! Leak reports: the allocations still alive when a test or a program says none should be.
 //!
-//! Memory of dropped arrays that in-flight work keeps alive is not a leak: [`leaks`] first
-//! waits for the device's streams, which lets that memory go.
+//! Memory of dropped arrays that in-flight work keeps alive is not a leak, nor are the staging
+//! buffers streams keep for reuse: [`leaks`] first waits for the device's streams, which lets
+//! that memory go, and releases what is cached (`Device::release_cached_memory`).
 
 use super::snapshot::{self, LiveAllocation};
 use crate::backend::Backend;
@@ -26,6 +27,10 @@ pub fn leaks(device: &Device) -> Vec<LiveAllocation> {
     // (lost) still has its ledger read.
     if let Err(error) = device.synchronize() {
         tracing::debug!("leak check: synchronize failed ({error}); reading the ledger as it is");
+    }
+    // Buffers streams keep for reuse are not leaks.
+    if let Err(error) = device.release_cached_memory() {
+        tracing::debug!("leak check: releasing cached memory failed ({error})");
     }
     snapshot::take(device.usage(), None).allocations
 }

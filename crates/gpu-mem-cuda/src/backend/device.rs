@@ -95,6 +95,21 @@ pub struct DeviceSlot {
     pub facts: DeviceFacts,
     /// Single assignments only: a poisoned lock is still consistent.
     context: Mutex<Option<usize>>,
+    /// Set once gpu-mem has given the default pool its release threshold
+    /// ([`DEFAULT_RELEASE_THRESHOLD`], at the first stream-ordered allocation).
+    pub pool_threshold_set: std::sync::Once,
+}
+
+/// The release threshold gpu-mem gives the device's default pool before its first
+/// stream-ordered allocation: the device's whole memory, RMM's default for its pool, so freed
+/// memory stays in the pool for the next `cuMemAllocAsync` instead of going back to the OS at
+/// every synchronize (the driver's default of 0 makes a loop that allocates, works and
+/// synchronizes pay that round trip each time). An allocation that then finds no room trims the
+/// pool and tries again (the core's out-of-memory path), so plain `cuMemAlloc` still gets what
+/// the pool keeps. Not measured on a GPU yet: `hw-bench alloc` in the hardware bundle measures
+/// the pool with thresholds 0 and this one. `MemoryPool::set_release_threshold` changes it.
+pub fn default_release_threshold(facts: &DeviceFacts) -> u64 {
+    facts.info.total_memory
 }
 
 /// The calling thread's context before a backend call, put back when the call ends.
@@ -126,6 +141,7 @@ impl DeviceSlot {
         DeviceSlot {
             facts,
             context: Mutex::new(None),
+            pool_threshold_set: std::sync::Once::new(),
         }
     }
 

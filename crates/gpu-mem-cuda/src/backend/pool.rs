@@ -31,6 +31,7 @@ unsafe impl StreamOrderedPool for CudaBackend {
         nonzero_bytes(bytes)?;
         self.pools_supported(device, &["cuMemAllocAsync", "cuMemFreeAsync"])?;
         let _cx = self.current(device)?;
+        self.give_pool_its_threshold(device);
         // SAFETY: the caller guarantees the stream is live and of this device.
         let ptr =
             unsafe { self.driver.mem_alloc_async(bytes, raw_stream(stream)) }.map_err(|e| {
@@ -122,6 +123,19 @@ unsafe impl StreamOrderedPool for CudaBackend {
 }
 
 impl CudaBackend {
+    /// Gives the default pool gpu-mem's release threshold, once per device, before its first
+    /// stream-ordered allocation (`device::default_release_threshold`). A failure leaves the
+    /// driver's threshold and is logged: allocations work either way.
+    fn give_pool_its_threshold(&self, device: usize) {
+        let Ok(slot) = self.slot(device) else { return };
+        slot.pool_threshold_set.call_once(|| {
+            let bytes = super::device::default_release_threshold(&slot.facts);
+            if let Err(error) = self.pool_set_release_threshold(device, bytes) {
+                tracing::warn!(device, %error, "could not set the pool's release threshold");
+            }
+        });
+    }
+
     pub(super) fn pools_supported(&self, device: usize, symbols: &[&'static str]) -> Result<()> {
         if !self.slot(device)?.facts.pools {
             return Err(not_supported(

@@ -10,6 +10,7 @@
 //! it is freed only after that work.
 
 mod accounting;
+pub mod allocator;
 pub mod array;
 pub mod backend;
 mod device;
@@ -74,6 +75,7 @@ pub const RTC_HEADERS: &[(&str, &str)] = &[
         include_str!("../include/rtc/math_constants.h"),
     ),
 ];
+pub use allocator::DeviceAllocator;
 pub use device::Device;
 pub use element::Element;
 pub use error::{BackendKind, Error, Result};
@@ -86,6 +88,7 @@ pub use kernel::{
     DevicePointer, Dim3, In, InOut, Kernel, KernelArg, LaunchConfig, Module, Out, Scalar,
 };
 pub use layout::{Layout, Order, ReshapeOrder};
+pub use memory::RawDeviceMemory;
 pub use pool::MemoryPool;
 pub use smart::{SmartArray, Where};
 pub use stream::{AutoSynchronize, Event, Stream};

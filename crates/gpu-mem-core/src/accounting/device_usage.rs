@@ -2,7 +2,8 @@
 //! the [`Ticket`] each counted allocation holds, whose drop counts the free.
 //!
 //! A device's accounting belongs to the device, not to a `Device` handle: `Runtime::device(0)`
-//! called twice gives two handles over one accounting. [`for_device`] finds it by backend
+//! called twice gives two handles over one accounting, which lives while some handle of the
+//! device does (every array holds one). [`for_device`] finds it by backend
 //! instance and ordinal (a lock taken when a `Device` is made, never on an allocation).
 
 use super::counters::{CacheStats, KindCounters, MemoryStats, OomCounters};
@@ -29,6 +30,9 @@ pub(crate) struct DeviceUsage {
     pub(crate) oom: OomCounters,
     pub(crate) ledger: Ledger,
     next_id: AtomicU64,
+    /// The user's allocator for device arrays, when one is set (`crate::allocator`): a setting
+    /// of the device, shared by its handles like the accounting, so it lives here.
+    pub(crate) allocator: std::sync::RwLock<Option<Arc<dyn crate::allocator::DeviceAllocator>>>,
 }
 
 impl DeviceUsage {
@@ -44,6 +48,7 @@ impl DeviceUsage {
             oom: OomCounters::default(),
             ledger: Ledger::default(),
             next_id: AtomicU64::new(1),
+            allocator: std::sync::RwLock::new(None),
         }
     }
 
@@ -159,10 +164,13 @@ impl Drop for Ticket {
     }
 }
 
+/// A device's accounting, found by backend instance and ordinal. Weak: the accounting lives as
+/// long as some `Device` handle of the device (every array holds one), so the registry keeps
+/// neither it nor, through an allocator set on it, the backend alive.
 struct Entry {
     backend: Weak<dyn Backend>,
     ordinal: usize,
-    usage: Arc<DeviceUsage>,
+    usage: Weak<DeviceUsage>,
 }
 
 static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
@@ -175,18 +183,19 @@ fn same_backend(weak: &Weak<dyn Backend>, backend: &Arc<dyn Backend>) -> bool {
 pub(crate) fn for_device(backend: &Arc<dyn Backend>, ordinal: usize) -> Arc<DeviceUsage> {
     let mut registry = crate::sync::lock(&REGISTRY);
     // A backend instance that is gone may share an address with a new one: forget it first.
-    registry.retain(|entry| entry.backend.strong_count() > 0);
-    if let Some(entry) = registry
+    registry.retain(|entry| entry.backend.strong_count() > 0 && entry.usage.strong_count() > 0);
+    let found = registry
         .iter()
         .find(|e| e.ordinal == ordinal && same_backend(&e.backend, backend))
-    {
-        return Arc::clone(&entry.usage);
+        .and_then(|entry| entry.usage.upgrade());
+    if let Some(usage) = found {
+        return usage;
     }
     let usage = Arc::new(DeviceUsage::new(backend.kind(), ordinal, tracking()));
     registry.push(Entry {
         backend: Arc::downgrade(backend),
         ordinal,
-        usage: Arc::clone(&usage),
+        usage: Arc::downgrade(&usage),
     });
     usage
 }
@@ -197,7 +206,7 @@ pub(crate) fn of_backend(backend: &Arc<dyn Backend>) -> Vec<Arc<DeviceUsage>> {
     let mut usages: Vec<Arc<DeviceUsage>> = registry
         .iter()
         .filter(|e| same_backend(&e.backend, backend))
-        .map(|e| Arc::clone(&e.usage))
+        .filter_map(|e| e.usage.upgrade())
         .collect();
     usages.sort_by_key(|u| u.ordinal);
     usages

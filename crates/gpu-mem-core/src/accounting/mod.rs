@@ -6,7 +6,10 @@
 //! turned off (`GPU_MEM_TRACK`, [`Tracking`]). A device's accounting is shared by every
 //! `Device` handle of it (found by backend instance and ordinal when a `Device` is made).
 //!
-//! This module depends on `backend` and `error` only: `device` holds a device's accounting and
+//! A device's accounting also carries the one setting shared like it by every handle of the
+//! device: the user's allocator for device arrays (`allocator`).
+//!
+//! This module depends on `backend`, `allocator` and `error` only: `device` holds a device's accounting and
 //! `memory` makes the tickets; reading it (statistics, snapshots, leak reports) is `usage`'s.
 
 mod counters;

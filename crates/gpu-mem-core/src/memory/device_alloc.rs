@@ -5,9 +5,11 @@
 //! handle or in-flight operation — is gone.
 
 use crate::accounting::{MemoryKind, Ticket};
+use crate::allocator::DeviceAllocator;
 use crate::backend::DevicePtr;
 use crate::device::Device;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Device memory owned by gpu-mem.
@@ -19,6 +21,9 @@ pub(crate) struct DeviceAlloc {
     ticket: Option<Ticket>,
     /// Freed another way (a stream-ordered free): dropping frees nothing.
     disarmed: AtomicBool,
+    /// The user's allocator the memory came from (`None`: the backend's), with the size it
+    /// was asked for.
+    source: Option<(Arc<dyn DeviceAllocator>, usize)>,
 }
 
 impl DeviceAlloc {
@@ -32,16 +37,20 @@ impl DeviceAlloc {
                 ptr: DevicePtr::NULL,
                 ticket: None,
                 disarmed: AtomicBool::new(false),
+                source: None,
             });
         }
-        let ptr = crate::memory::allocate_or_release(device, || {
-            device.backend().alloc(device.ordinal(), bytes)
+        let allocator = crate::sync::read(&device.usage().allocator).clone();
+        let ptr = crate::memory::allocate_or_release(device, || match &allocator {
+            Some(allocator) => from_allocator(allocator.as_ref(), device.ordinal(), bytes),
+            None => device.backend().alloc(device.ordinal(), bytes),
         })?;
         Ok(DeviceAlloc {
             device: device.clone(),
             ptr,
             ticket: Some(Ticket::new(device.usage(), MemoryKind::Device, bytes, None)),
             disarmed: AtomicBool::new(false),
+            source: allocator.map(|allocator| (allocator, bytes)),
         })
     }
 
@@ -59,6 +68,7 @@ impl DeviceAlloc {
                 Some(stream),
             )),
             disarmed: AtomicBool::new(false),
+            source: None,
         }
     }
 
@@ -85,12 +95,137 @@ impl Drop for DeviceAlloc {
         if self.ptr.is_null() || self.disarmed.load(Ordering::Acquire) {
             return;
         }
-        // SAFETY: `ptr` came from `alloc` on this device and is freed only here, once. Every
-        // enqueued operation that uses it holds an `Arc<DeviceAlloc>` until it has completed, so
-        // reaching this drop means no work uses the memory any more.
-        let result = unsafe { self.device.backend().free(self.device.ordinal(), self.ptr) };
+        let ordinal = self.device.ordinal();
+        let result = match &self.source {
+            // SAFETY: `ptr` came from this allocator's `allocate(ordinal, bytes)` and is freed
+            // only here, once; no work uses it any more (as below).
+            Some((allocator, bytes)) => unsafe { allocator.free(ordinal, self.ptr, *bytes) },
+            // SAFETY: `ptr` came from `alloc` on this device and is freed only here, once. Every
+            // enqueued operation that uses it holds an `Arc<DeviceAlloc>` until it has
+            // completed, so reaching this drop means no work uses the memory any more.
+            None => unsafe { self.device.backend().free(ordinal, self.ptr) },
+        };
         if let Err(error) = result {
             self.device.report_release_error("device free", error);
         }
+    }
+}
+
+/// Memory from the user's allocator, checked where it can be: not null and 256-byte aligned
+/// (refused otherwise, and given back).
+fn from_allocator(
+    allocator: &dyn DeviceAllocator,
+    ordinal: usize,
+    bytes: usize,
+) -> Result<DevicePtr> {
+    let ptr = allocator.allocate(ordinal, bytes)?;
+    if !ptr.is_null() && ptr.0.is_multiple_of(crate::allocator::ALIGNMENT as u64) {
+        return Ok(ptr);
+    }
+    if !ptr.is_null() {
+        // SAFETY: `ptr` was just returned by `allocate(ordinal, bytes)` and nothing used it.
+        let _ = unsafe { allocator.free(ordinal, ptr, bytes) };
+    }
+    Err(Error::InvalidPointer {
+        kind: "device",
+        address: ptr.0,
+        bytes: bytes as u64,
+        reason: "the device's allocator returned memory that is null or not 256-byte aligned",
+    })
+}
+
+/// Device memory taken straight from the backend, past any allocator the device was given:
+/// what an allocator ([`DeviceAllocator`]) hands out in pieces. Freed when dropped. Not counted
+/// in the statistics (what the allocator hands out from it is).
+///
+/// It keeps the device's backend alive, not the `Device`: an allocator set on a device may
+/// hold its blocks without keeping the device's handles (and their settings) alive in a circle.
+pub struct RawDeviceMemory {
+    backend: Arc<dyn crate::backend::Backend>,
+    ordinal: usize,
+    ptr: DevicePtr,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for RawDeviceMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawDeviceMemory")
+            .field("backend", &self.backend.kind())
+            .field("device", &self.ordinal)
+            .field("ptr", &format_args!("{:#x}", self.ptr.0))
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl RawDeviceMemory {
+    /// Allocates `bytes` (> 0) bytes of `device`'s memory from its backend.
+    pub fn new(device: &Device, bytes: usize) -> Result<RawDeviceMemory> {
+        if bytes == 0 {
+            return Err(Error::InvalidArgument {
+                name: "bytes",
+                reason: "raw device memory needs at least one byte".into(),
+            });
+        }
+        let ptr = crate::memory::allocate_or_release(device, || {
+            device.backend().alloc(device.ordinal(), bytes)
+        })?;
+        Ok(RawDeviceMemory {
+            backend: Arc::clone(device.backend()),
+            ordinal: device.ordinal(),
+            ptr,
+            bytes,
+        })
+    }
+
+    /// The address of the first byte (256-byte aligned, as every backend's allocations).
+    pub fn ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// The size.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The device's ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
+impl Drop for RawDeviceMemory {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `alloc` on this device and is freed only here, once; the
+        // safe API hands out its address only, and whoever used it for work (an allocator's
+        // arrays) promised that work is done before this value goes (the allocator keeps it).
+        let result = unsafe { self.backend.free(self.ordinal, self.ptr) };
+        if let Err(error) = result {
+            tracing::error!(
+                device = self.ordinal,
+                "freeing raw device memory failed: {error}"
+            );
+        }
+    }
+}
+
+impl Device {
+    /// Takes the memory of this device's arrays from `allocator` from now on (Numba's External
+    /// Memory Management plugins), for every handle of the device; arrays made before keep
+    /// theirs, and give it back where it came from.
+    pub fn set_allocator(&self, allocator: Arc<dyn DeviceAllocator>) {
+        *crate::sync::write(&self.usage().allocator) = Some(allocator);
+    }
+
+    /// Goes back to the backend's allocator for new arrays.
+    pub fn clear_allocator(&self) {
+        *crate::sync::write(&self.usage().allocator) = None;
+    }
+
+    /// The name of the allocator new arrays come from, when one was set.
+    pub fn allocator_name(&self) -> Option<String> {
+        crate::sync::read(&self.usage().allocator)
+            .as_ref()
+            .map(|allocator| allocator.name().to_string())
     }
 }

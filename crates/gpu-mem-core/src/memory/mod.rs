@@ -18,6 +18,7 @@ mod reclaim;
 mod storage;
 
 pub(crate) use device_alloc::DeviceAlloc;
+pub use device_alloc::RawDeviceMemory;
 pub(crate) use foreign::{ForeignMemory, Release};
 pub(crate) use host_buffer::{HostBuffer, HostBufferKind};
 pub(crate) use host_vec::{try_collect, zeroed_vec};

@@ -269,6 +269,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a backtrace reads the working directory: Miri's isolation forbids it"
+    )]
     fn backtraces_are_kept_when_asked_for() {
         let usage = usage(Tracking::parse("backtrace").unwrap());
         let _a = Ticket::new(&usage, MemoryKind::Device, 8, None);

@@ -34,7 +34,7 @@ pub struct AllocationEvent {
     pub seconds: f64,
     /// `true` for an allocation, `false` for a free.
     pub allocated: bool,
-    /// Which allocation (the id [`LiveAllocation::id`] shows).
+    /// Which allocation (the id [`LiveAllocation::id`](crate::usage::LiveAllocation::id) shows).
     pub id: u64,
     /// Kind of memory.
     pub kind: MemoryKind,

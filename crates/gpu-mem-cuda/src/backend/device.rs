@@ -96,7 +96,7 @@ pub struct DeviceSlot {
     /// Single assignments only: a poisoned lock is still consistent.
     context: Mutex<Option<usize>>,
     /// Set once gpu-mem has given the default pool its release threshold
-    /// ([`DEFAULT_RELEASE_THRESHOLD`], at the first stream-ordered allocation).
+    /// ([`default_release_threshold`], at the first stream-ordered allocation).
     pub pool_threshold_set: std::sync::Once,
 }
 

@@ -4,7 +4,8 @@
 //!   `memcpy` of the same size into already-touched memory;
 //! * a 64 MiB `to_device` (a new device array each time) should be within 1.3x of that `memcpy`
 //!   and at least as fast as Numba's CUDA simulator (11.4 ms on the reference machine);
-//! * a 64-byte `to_device` should cost under 2 µs;
+//! * a 64-byte `to_device` should cost under 2 µs, of which the memory accounting (counters and
+//!   the ledger of live allocations, `gpu_mem_core::usage`) under 2%;
 //! * a 4 KiB page-locked stream copy plus `synchronize` should take at most 5 µs at the 99th
 //!   percentile over 10,000 round trips, with no second mode.
 
@@ -196,6 +197,50 @@ fn small_to_device(c: &mut Criterion) {
     });
 }
 
+/// The accounting's share of a 64-byte `to_device`: rounds of 64 B `to_device` calls and of the
+/// accounting alone (one allocation counted and freed), interleaved, medians over the rounds.
+fn accounting_cost(_: &mut Criterion) {
+    const ROUNDS: usize = 31;
+    const CALLS: u32 = 20_000;
+    let dev = device();
+    let host = ndarray::Array1::from_elem(16, 1.0f32);
+    let (mut whole, mut accounting) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        for _ in 0..CALLS {
+            black_box(
+                dev.to_device(black_box(&host))
+                    .unwrap_or_else(|e| panic!("{e}")),
+            );
+        }
+        whole.push(start.elapsed() / CALLS);
+        let start = Instant::now();
+        for _ in 0..CALLS {
+            gpu_mem_core::usage::bench_support::count_one_allocation(&dev, black_box(64));
+        }
+        accounting.push(start.elapsed() / CALLS);
+    }
+    let (whole, accounting) = (median(whole), median(accounting));
+    let share = accounting.as_secs_f64() / whole.as_secs_f64();
+    let targets_met = share < 0.02;
+    println!(
+        "accounting of a 64 B to_device: {:.1} ns of {:.1} ns ({:.2}%, target < 2%; tracking: {:?})",
+        accounting.as_secs_f64() * 1e9,
+        whole.as_secs_f64() * 1e9,
+        share * 100.0,
+        gpu_mem_core::usage::tracking(),
+    );
+    report(
+        "transfers_accounting",
+        &[
+            ("to_device_64b_seconds".to_string(), whole.as_secs_f64()),
+            ("accounting_seconds".to_string(), accounting.as_secs_f64()),
+            ("accounting_share".to_string(), share),
+        ],
+        targets_met,
+    );
+}
+
 fn small_stream_round_trip(c: &mut Criterion) {
     let dev = device();
     let stream = match dev.stream() {
@@ -294,6 +339,7 @@ criterion_group!(
     stream_round_trip_percentiles,
     big_copies,
     small_to_device,
+    accounting_cost,
     small_stream_round_trip
 );
 criterion_main!(benches);

@@ -8,6 +8,7 @@
 //! * `kernel_reentry`: kernels that call back into the host API;
 //! * `memory_usage`: statistics, snapshots, leak reports and out-of-memory explanations;
 //! * `oom_injection`: random work on tiny devices, many allocations failing;
+//! * `per_thread_stream`: a stream per thread (`Device::per_thread_stream`);
 //! * `soak`: a long seeded run of mixed operations (`soak::` alone, in release, on a GPU);
 //! * `stream_order_props`: any sequence of stream work matches a serial model (proptest);
 //! * `stream_callbacks`: host callbacks after a stream's work.
@@ -19,6 +20,7 @@ mod interop;
 mod kernel_reentry;
 mod memory_usage;
 mod oom_injection;
+mod per_thread_stream;
 mod soak;
 mod stream_callbacks;
 mod stream_order_props;

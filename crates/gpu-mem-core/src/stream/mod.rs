@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 mod callback;
 mod event;
 mod host_memory;
+mod per_thread;
 mod staging;
 
 pub use event::Event;

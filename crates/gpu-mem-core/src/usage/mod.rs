@@ -6,6 +6,9 @@
 //! The counting itself is `accounting`'s: every allocation holds a ticket while it lives, so
 //! what is read here is what the allocations did, whatever the backend.
 
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod bench_support;
 mod leaks;
 mod snapshot;
 mod summary;

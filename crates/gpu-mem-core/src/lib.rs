@@ -80,8 +80,8 @@ pub use device::Device;
 pub use element::Element;
 pub use error::{BackendKind, Error, Result};
 pub use host::{
-    HostDestination, HostSource, ManagedArray, MapFlags, MappedArray, PinnedArray, Registered,
-    Rejected,
+    Advice, HostDestination, HostSource, ManagedArray, MapFlags, MappedArray, MemoryLocation,
+    PinnedArray, Registered, Rejected,
 };
 pub use ipc::IpcArrayHandle;
 pub use kernel::{

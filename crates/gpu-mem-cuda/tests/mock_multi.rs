@@ -1,11 +1,14 @@
-//! Peer access and copies, managed memory, the default pool and IPC (issue 14) against the
-//! stand-in `libcuda` (tests/mock/libcuda_mock.c), built here with `cc`.
+//! Peer access and copies, managed memory (and its prefetch and advice, `managed_hints`), the
+//! default pool and IPC (issue 14) against the stand-in `libcuda` (tests/mock/libcuda_mock.c),
+//! built here with `cc`.
 //!
 //! The stand-in is host memory, not a GPU: these tests prove the backend's side of the driver
 //! contract (which context is current, which contexts and streams are passed, flags, byte
 //! counts, handles, what a missing symbol does), never anything about hardware. Without a C
 //! compiler the trials are reported as ignored.
 
+#[path = "mock/managed_hints.rs"]
+mod managed_hints;
 #[path = "support/mock.rs"]
 mod mock;
 
@@ -44,6 +47,21 @@ fn main() {
         ("reset_forgets_peer_access", 0, reset_forgets_peer_access),
         ("managed_memory_is_global_and_freed", 0, managed_memory),
         ("managed_memory_unsupported_device", 0, managed_unsupported),
+        (
+            "managed_hints_reach_the_driver",
+            0,
+            managed_hints::hints_reach_the_driver,
+        ),
+        (
+            "managed_hints_need_concurrent_access",
+            0,
+            managed_hints::hints_need_concurrent_access,
+        ),
+        (
+            "old_driver_has_no_managed_hints",
+            1,
+            managed_hints::old_driver_has_no_hints,
+        ),
         ("default_pool_usage_threshold_trim", 0, default_pool),
         ("pool_without_device_support", 0, pool_unsupported),
         ("ipc_export_open_close", 0, ipc_roundtrip),

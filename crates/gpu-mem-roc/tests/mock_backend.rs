@@ -10,6 +10,8 @@
 
 #[path = "mock/launch.rs"]
 mod launch;
+#[path = "mock/managed_hints.rs"]
+mod managed_hints;
 #[path = "mock/multi.rs"]
 mod multi;
 #[path = "mock/stuck.rs"]
@@ -260,6 +262,10 @@ fn main() {
         (
             "managed_memory_is_shared_system_memory",
             multi::managed_memory,
+        ),
+        (
+            "managed_hints_are_validated_and_recorded",
+            managed_hints::managed_hints,
         ),
         ("ipc_handles_map_the_full_allocation", multi::ipc_handles),
         ("no_memory_pool_falls_back_to_alloc", multi::no_memory_pool),

@@ -14,7 +14,7 @@
 //! block is zeroed lazily and only where it is not about to be overwritten: a copy that covers
 //! the whole allocation (`to_device`) never zeroes it at all.
 
-use gpu_mem_core::backend::DevicePtr;
+use gpu_mem_core::backend::{DevicePtr, ManagedHints};
 use gpu_mem_core::sync::{get_mut, lock, read, write};
 use gpu_mem_core::{BackendKind, Error, Result};
 use std::alloc::Layout as AllocLayout;
@@ -196,6 +196,8 @@ pub(crate) struct Region {
     lock: Mutex<()>,
     /// Managed memory: the host reaches it too (it is also a host window).
     managed: bool,
+    /// Managed memory: the advice and prefetches given for it (`backend::managed`).
+    hints: Mutex<ManagedHints>,
     /// The memory file the block was moved onto when it was exported to other processes.
     shared: Mutex<Option<SharedFile>>,
     /// Memory of another process mapped here by `ipc_open_handle` (unmapped on drop).
@@ -233,6 +235,7 @@ impl Region {
             unzeroed: AtomicBool::new(unzeroed),
             lock: Mutex::new(()),
             managed: false,
+            hints: Mutex::new(ManagedHints::default()),
             shared: Mutex::new(None),
             imported: None,
         }
@@ -269,6 +272,11 @@ impl Region {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, ()> {
         lock(&self.lock)
+    }
+
+    /// The advice and prefetches recorded for managed memory (never set for other regions).
+    pub(crate) fn hints(&self) -> MutexGuard<'_, ManagedHints> {
+        lock(&self.hints)
     }
 
     /// Host address of `offset` within the region (caller holds the lock to access it).
@@ -813,6 +821,24 @@ impl AddressSpace {
             ));
         }
         Err(invalid("not inside any live device allocation"))
+    }
+
+    /// Validates that `ptr..ptr+len` (`len` > 0) lies in one live managed allocation of this
+    /// device, and returns it (its memory as it is: nothing is read).
+    pub(crate) fn managed_range(&self, ptr: DevicePtr, len: usize) -> Result<Range> {
+        let invalid = |reason| Error::InvalidPointer {
+            kind: "managed",
+            address: ptr.0,
+            bytes: len as u64,
+            reason,
+        };
+        match find(&self.read(), ptr, len) {
+            Some(Ok(range)) if range.region.managed && range.offset < range.region.len => Ok(range),
+            Some(Err(reason)) => Err(invalid(reason)),
+            _ => Err(invalid(
+                "not inside a live managed allocation of this device",
+            )),
+        }
     }
 
     /// Validates `ptr..ptr+len` in this device's own regions only (peers not consulted).

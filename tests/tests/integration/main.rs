@@ -6,6 +6,7 @@
 //! * `hostile_inputs`: shapes, strides, indices and sizes chosen to break the layout math;
 //! * `interop`: raw pointers, foreign memory, external work and IPC handles;
 //! * `kernel_reentry`: kernels that call back into the host API;
+//! * `managed_hints`: prefetch and advice on managed arrays;
 //! * `memory_usage`: statistics, snapshots, leak reports and out-of-memory explanations;
 //! * `oom_injection`: random work on tiny devices, many allocations failing;
 //! * `per_thread_stream`: a stream per thread (`Device::per_thread_stream`);
@@ -18,6 +19,7 @@ mod dlpack;
 mod hostile_inputs;
 mod interop;
 mod kernel_reentry;
+mod managed_hints;
 mod memory_usage;
 mod oom_injection;
 mod per_thread_stream;

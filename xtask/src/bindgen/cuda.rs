@@ -418,6 +418,21 @@ const DRIVER_SYMBOLS: &[Symbol] = &[
         &["cuMemAllocManaged"],
         "6.0",
     ),
+    // Managed-memory hints: the 12.2 signatures with a `CUmemLocation`, which `cuda.h` 13.x
+    // selects (`cuMemPrefetchAsync_v2`, `cuMemAdvise_v2`). The 8.0 exports take a `CUdevice`
+    // instead, a different signature: no fallback to them, so an older driver has no hints.
+    sym(
+        "cuMemPrefetchAsync",
+        "PFN_cuMemPrefetchAsync_v12020",
+        &["cuMemPrefetchAsync_v2"],
+        "12.2",
+    ),
+    sym(
+        "cuMemAdvise",
+        "PFN_cuMemAdvise_v12020",
+        &["cuMemAdvise_v2"],
+        "12.2",
+    ),
     // The device's default memory pool.
     sym(
         "cuDeviceGetDefaultMemPool",

@@ -14,7 +14,8 @@
 //!
 //! This module is the bottom of the core with `error`, `element` and `layout`: it depends on
 //! `error` only. The data that crosses the traits is its own: addresses, handles and flags in
-//! `types`, and what a kernel launch carries in `kernel` (which `crate::kernel` re-exports).
+//! `types`, managed-memory locations and advice in `advice`, and what a kernel launch carries
+//! in `kernel` (which `crate::kernel` re-exports).
 //!
 //! # Contract
 //!
@@ -30,6 +31,7 @@
 //!   passes one. Errors are returned, never panicked; work that fails after it was enqueued is
 //!   reported by its stream's next synchronization as [`Error::AsyncFailure`].
 
+mod advice;
 mod event;
 mod ipc;
 pub(crate) mod kernel;
@@ -42,6 +44,7 @@ mod stream;
 mod transfer;
 mod types;
 
+pub use advice::{ManagedAdvice, ManagedHints, ManagedLocation};
 pub use event::Events;
 pub use ipc::IpcMemory;
 pub use launch::Launch;

@@ -10,7 +10,8 @@
 //! ([`ManagedArray::read`], [`ManagedArray::write`], ordered after the device's work) or through
 //! `unsafe` views whose contract is that no device work touches the memory meanwhile. Kernels and
 //! stream copies use it through [`ManagedArray::device_view`], or take the array itself as a
-//! launch argument.
+//! launch argument. Where the memory should live is hinted with [`ManagedArray::prefetch`] and
+//! [`ManagedArray::advise`] (`managed_hints`).
 
 use crate::array::{DeviceArray, LayoutSource};
 use crate::device::Device;

@@ -17,6 +17,7 @@
 //! the interop modules above use it.
 
 pub(crate) mod managed;
+mod managed_hints;
 pub(crate) mod mapped;
 pub(crate) mod pinned;
 mod registered;
@@ -24,6 +25,7 @@ mod source;
 
 pub use crate::stream::{HostDestination, HostSource};
 pub use managed::ManagedArray;
+pub use managed_hints::{Advice, MemoryLocation};
 pub use mapped::{MapFlags, MappedArray};
 pub use pinned::PinnedArray;
 pub use registered::{Registered, Rejected};

@@ -72,6 +72,21 @@ impl<V: Copy> Registry<V> {
     }
 }
 
+impl Registry<usize> {
+    /// The base of `device`'s entry whose range (`base`, and the value as its length in bytes)
+    /// holds `address..address+bytes`. A scan of every entry: for the few ranges of a kind
+    /// (managed memory) that are looked up by an interior address.
+    pub fn containing(&self, device: usize, address: u64, bytes: u64) -> Option<u64> {
+        let end = address.checked_add(bytes)?;
+        lock(&self.entries)
+            .iter()
+            .find(|((d, base), len)| {
+                *d == device && *base <= address && base.checked_add(**len as u64) >= Some(end)
+            })
+            .map(|((_, base), _)| *base)
+    }
+}
+
 /// Which device owns each device address range (plain, stream-ordered and IPC-opened memory;
 /// unified addressing makes addresses unique across devices), so a launch can tell a peer's
 /// array from its own.
@@ -131,6 +146,19 @@ mod tests {
         assert_eq!(r.update(0, 0x1000, |_| None), Some(2));
         assert_eq!(r.get(0, 0x1000), None);
         assert_eq!(r.len(), 0);
+    }
+
+    #[test]
+    fn a_range_is_found_inside_one_entry_of_its_device() {
+        let r = Registry::<usize>::new();
+        r.insert(0, 4096, 100);
+        r.insert(1, 8192, 100);
+        assert_eq!(r.containing(0, 4096, 100), Some(4096));
+        assert_eq!(r.containing(0, 4100, 10), Some(4096));
+        assert_eq!(r.containing(0, 4100, 100), None);
+        assert_eq!(r.containing(0, 8192, 1), None);
+        assert_eq!(r.containing(1, 8200, 1), Some(8192));
+        assert_eq!(r.containing(0, u64::MAX, 2), None);
     }
 
     #[test]

@@ -25,9 +25,9 @@ use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Error, Result};
 use gpu_mem_cuda_sys::driver::{
     CU_IPC_HANDLE_SIZE, CUcontext, CUdevice_attribute, CUdevice_v1, CUdeviceptr_v2, CUevent,
-    CUfunction, CUfunction_attribute, CUipcMemHandle_v1, CUmemAccess_flags, CUmemAccessDesc_v1,
-    CUmemLocation, CUmemLocation_st__bindgen_ty_1, CUmemLocationType, CUmemPool_attribute,
-    CUmemoryPool, CUmodule, CUresult, CUstream,
+    CUfunction, CUfunction_attribute, CUipcMemHandle_v1, CUmem_advise, CUmemAccess_flags,
+    CUmemAccessDesc_v1, CUmemLocation, CUmemLocation_st__bindgen_ty_1, CUmemLocationType,
+    CUmemPool_attribute, CUmemoryPool, CUmodule, CUresult, CUstream,
 };
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
@@ -864,6 +864,42 @@ impl CudaDriver {
         // SAFETY: the out-pointer is a live local.
         self.check("cuMemAllocManaged", unsafe { f(&mut ptr, bytes, flags) })?;
         Ok(ptr)
+    }
+
+    /// `cuMemPrefetchAsync_v2(ptr, bytes, location, 0, stream)`: enqueues on `stream` a
+    /// migration of the range to `location` (the flags are reserved: 0).
+    ///
+    /// # Safety
+    /// `stream` is live (or null, the legacy stream of the current context); `ptr..ptr+bytes`
+    /// is managed memory that stays allocated until the prefetch has completed.
+    pub unsafe fn mem_prefetch_async(
+        &self,
+        ptr: CUdeviceptr_v2,
+        bytes: usize,
+        location: CUmemLocation,
+        stream: CUstream,
+    ) -> Result<()> {
+        let f = get!(self.cuMemPrefetchAsync, "managed memory prefetch");
+        // SAFETY: guaranteed by the caller; the location is passed by value, the count is in
+        // bytes.
+        self.check("cuMemPrefetchAsync", unsafe {
+            f(ptr, bytes, location, 0, stream)
+        })
+    }
+
+    /// `cuMemAdvise_v2(ptr, bytes, advice, location)` (the location is ignored by the advice
+    /// that names none).
+    pub fn mem_advise(
+        &self,
+        ptr: CUdeviceptr_v2,
+        bytes: usize,
+        advice: CUmem_advise,
+        location: CUmemLocation,
+    ) -> Result<()> {
+        let f = get!(self.cuMemAdvise, "managed memory advice");
+        // SAFETY: every argument is passed by value; the driver checks that the range is
+        // managed memory, and advice reads and writes none of it.
+        self.check("cuMemAdvise", unsafe { f(ptr, bytes, advice, location) })
     }
 
     // ----- memory pools --------------------------------------------------------------------

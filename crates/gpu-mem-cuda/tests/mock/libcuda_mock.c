@@ -29,7 +29,10 @@
  *     PEER_ACCESS_ALREADY_ENABLED the second time; cuMemcpyPeer(Async) checks each range
  *     against its own context's device and the stream against the destination device;
  *   - cuMemAllocManaged records its flags; managed memory is reachable from every device and
- *     freed by cuMemFree;
+ *     freed by cuMemFree; cuMemPrefetchAsync_v2 / cuMemAdvise_v2 (not in the old driver) need a
+ *     range inside one managed allocation and a valid location, the prefetch a stream of the
+ *     current device, and both refuse a device without CONCURRENT_MANAGED_ACCESS where the
+ *     driver does; they record what they were given;
  *   - cuMemAllocAsync / cuMemFreeAsync need a stream of the current device; the default pool
  *     keeps freed bytes up to its release threshold at each synchronisation;
  *   - cuIpcOpenMemHandle insists on CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS and refuses handles of
@@ -112,6 +115,13 @@ static int managed_supported = 1;
 static int peer_possible = 1;
 static char peer_enabled[DEVICES][DEVICES];
 static unsigned last_managed_flags = 0xFFFFFFFFu;
+/* CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS of every device. */
+static int concurrent_managed = 1;
+/* The managed-memory hints that reached the driver: how many, and the last of each kind. */
+struct hint { unsigned long long ptr; size_t bytes; int device; int type; int id; int advice; };
+static int prefetches, advices;
+static struct hint last_prefetch, last_advice;
+static CUstream last_prefetch_stream = (CUstream)(uintptr_t)-1;
 static unsigned last_ipc_open_flags = 0xFFFFFFFFu;
 static int peer_copies, peer_async_copies, ctx_syncs;
 static size_t last_peer_bytes;
@@ -152,6 +162,18 @@ unsigned long long mock_last_peer_bytes(void) { return last_peer_bytes; }
 unsigned long long mock_last_peer_stream(void) { return (unsigned long long)(uintptr_t)last_peer_stream; }
 unsigned long long mock_pool_threshold(int device) { return pools[device].threshold; }
 unsigned long long mock_last_trim(void) { return last_trim; }
+void mock_set_concurrent_managed(int on) { concurrent_managed = on; }
+int mock_prefetches(void) { return prefetches; }
+int mock_advices(void) { return advices; }
+/* The last prefetch (which = 0) or advice (which = 1): {ptr, bytes, device (current context),
+ * location type, location id, advice}, and the prefetch's stream. */
+void mock_last_hint(int which, unsigned long long out[6]) {
+    struct hint h = which ? last_advice : last_prefetch;
+    out[0] = h.ptr; out[1] = h.bytes; out[2] = (unsigned long long)h.device;
+    out[3] = (unsigned long long)h.type; out[4] = (unsigned long long)h.id;
+    out[5] = (unsigned long long)h.advice;
+}
+unsigned long long mock_last_prefetch_stream(void) { return (unsigned long long)(uintptr_t)last_prefetch_stream; }
 
 static int current_device(void) {
     if (!current) return -1;
@@ -336,6 +358,7 @@ CUresult cuDeviceGetAttribute(int *v, int attribute, CUdevice d) {
         case 97: *v = 232448; return OK; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (227 KiB) */
         case 99: *v = host_register_supported; return OK; /* HOST_REGISTER_SUPPORTED */
         case 83: *v = managed_supported; return OK; /* MANAGED_MEMORY */
+        case 89: *v = concurrent_managed; return OK; /* CONCURRENT_MANAGED_ACCESS */
         case 75: *v = 9; return OK;     /* COMPUTE_CAPABILITY_MAJOR */
         case 76: *v = 0; return OK;     /* COMPUTE_CAPABILITY_MINOR */
 #ifndef MOCK_OLD_DRIVER
@@ -1113,6 +1136,56 @@ CUresult cuMemAllocManaged(CUdeviceptr *p, size_t bytes, unsigned flags) {
     *p = (CUdeviceptr)(uintptr_t)mem;
     return OK;
 }
+
+/* ----- managed-memory hints (12.2's _v2 exports; not in the "old" driver) -------------------- */
+
+#ifndef MOCK_OLD_DRIVER
+/* cuda.h's CUmemLocation, passed by value: a type (1 device, 2 host), then an id. */
+typedef struct { int type; int id; } CUmemLocation;
+
+/* Is [p, p+n) inside one managed allocation? */
+static int managed_range(CUdeviceptr p, size_t n) {
+    const char *a = (const char *)(uintptr_t)p;
+    int ok = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ITEMS && !ok; ++i)
+        if (items[i].kind == MANAGED && a >= items[i].base && a + n <= items[i].base + items[i].bytes)
+            ok = 1;
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+static int location_ok(CUmemLocation l) {
+    return l.type == 2 || (l.type == 1 && l.id >= 0 && l.id < DEVICES);
+}
+
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation to, unsigned flags, CUstream s) {
+    NEED_CONTEXT();
+    if (n == 0 || flags != 0 || !managed_range(p, n) || !location_ok(to)) return E_INVALID_VALUE;
+    if (!stream_of(s, current_device())) return E_INVALID_HANDLE;
+    /* The stream's device and a destination device must migrate on request (one flag here). */
+    if (!concurrent_managed) return E_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    ++prefetches;
+    last_prefetch = (struct hint){p, n, current_device(), to.type, to.id, 0};
+    last_prefetch_stream = s;
+    pthread_mutex_unlock(&lock);
+    return OK;
+}
+
+CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, int advice, CUmemLocation at) {
+    NEED_CONTEXT();
+    if (n == 0 || advice < 1 || advice > 6 || !managed_range(p, n)) return E_INVALID_VALUE;
+    int located = advice == 3 || advice == 5 || advice == 6;
+    if (located && !location_ok(at)) return E_INVALID_VALUE;
+    if ((advice == 3 || advice == 5) && at.type == 1 && !concurrent_managed) return E_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    ++advices;
+    last_advice = (struct hint){p, n, current_device(), at.type, at.id, advice};
+    pthread_mutex_unlock(&lock);
+    return OK;
+}
+#endif
 #endif
 
 /* ----- inter-process sharing ------------------------------------------------------------ */

@@ -98,7 +98,7 @@ pub(super) fn free_or_restore<K: Ord, V>(
 }
 
 /// The entry whose range `[base, base + len)` contains `[addr, addr + bytes)`.
-fn containing<V: Copy>(
+pub(super) fn containing<V: Copy>(
     map: &BTreeMap<usize, V>,
     addr: usize,
     bytes: usize,

@@ -44,13 +44,14 @@ mod transfer;
 use crate::driver::Hsa;
 use event::{Event, Recorded};
 use gpu_mem_core::backend::{
-    DeviceInfo, EventHandle, IpcMemory, ManagedMemory, MemInfo, PeerAccess, StreamHandle,
+    DeviceInfo, EventHandle, IpcMemory, ManagedHints, ManagedMemory, MemInfo, PeerAccess,
+    StreamHandle,
 };
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
 use launch::Launcher;
 use memory::Registry;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use stream::Stream;
@@ -79,6 +80,8 @@ pub struct RocBackend {
     /// `(device, peer)` pairs for which `enable_peer_access` granted `device` access to
     /// `peer`'s memory (see `peer`).
     peer_access: Mutex<BTreeSet<(usize, usize)>>,
+    /// Advice and prefetches recorded per managed allocation, by base address (see `managed`).
+    managed_hints: Mutex<BTreeMap<usize, ManagedHints>>,
 }
 
 impl RocBackend {
@@ -127,6 +130,7 @@ impl RocBackend {
             launcher: Launcher::default(),
             bounce: transfer::BouncePool::default(),
             peer_access: Mutex::new(BTreeSet::new()),
+            managed_hints: Mutex::new(BTreeMap::new()),
         }
     }
 

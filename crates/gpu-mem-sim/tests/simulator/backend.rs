@@ -105,3 +105,78 @@ fn destroyed_handles_are_refused() {
         ));
     }
 }
+
+/// Prefetch and advice on managed memory are recorded per allocation (`managed_hints`): advice
+/// at once, a prefetch when its stream reaches it, after the work before it.
+#[test]
+#[cfg_attr(miri, ignore = "closure kernels run on fibers, which Miri cannot run")]
+fn managed_hints_are_recorded_in_stream_order() {
+    use gpu_mem_core::backend::{Launch, ManagedAdvice, ManagedLocation, StreamHandle};
+    use gpu_mem_core::{Kernel, LaunchConfig};
+    use gpu_mem_sim::SimKernel;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let b = sim(2, 1 << 20);
+    let m = b.managed_alloc(0, 8192).unwrap();
+    let base = m.device.unwrap();
+    let inner = DevicePtr(base.0 + 4096);
+    let s = b.stream_create(0).unwrap();
+    // A kernel holding the stream until the test lets it go.
+    let gate = Arc::new(AtomicBool::new(false));
+    let held = Arc::clone(&gate);
+    let hold = Kernel::sim("hold", move |_| {
+        while !held.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+    let to = ManagedLocation::Device(1);
+    // SAFETY: the kernel touches no memory; the stream is live; the range lies in the managed
+    // allocation, freed only after the stream is synchronised.
+    unsafe {
+        b.launch(0, &hold, &LaunchConfig::new(1, 1), &[], Some(s))
+            .unwrap();
+        b.managed_prefetch(0, inner, 100, to, s).unwrap();
+    }
+    b.managed_advise(0, base, 8192, ManagedAdvice::SetReadMostly)
+        .unwrap();
+    let queued = b.managed_hints(0, inner).unwrap();
+    assert!(queued.read_mostly, "advice is recorded at once: {queued:?}");
+    assert_eq!(
+        (queued.prefetched_to, queued.prefetches),
+        (None, 0),
+        "a prefetch behind a running kernel already counted"
+    );
+    gate.store(true, Ordering::Release);
+    // SAFETY: the stream is live.
+    unsafe { b.stream_synchronize(0, s).unwrap() };
+    let done = b.managed_hints(0, base).unwrap();
+    assert_eq!((done.prefetched_to, done.prefetches), (Some(to), 1));
+    // Refused: memory that is not managed, a stream of the other device, no such location.
+    let plain = b.alloc(0, 256).unwrap();
+    let other: StreamHandle = b.stream_create(1).unwrap();
+    // SAFETY: every call is refused; the streams and memory are live.
+    unsafe {
+        let host = ManagedLocation::Host;
+        assert!(matches!(
+            b.managed_prefetch(0, plain, 256, host, s),
+            Err(Error::InvalidPointer { .. })
+        ));
+        assert!(matches!(
+            b.managed_prefetch(0, base, 8192, host, other),
+            Err(Error::InvalidHandle { .. })
+        ));
+        assert!(matches!(
+            b.managed_prefetch(0, base, 8192, ManagedLocation::Device(2), s),
+            Err(Error::NoSuchDevice { .. })
+        ));
+    }
+    assert!(b.managed_hints(0, plain).is_err());
+    // SAFETY: nothing is in flight; each is released once.
+    unsafe {
+        b.stream_destroy(1, other).unwrap();
+        b.stream_destroy(0, s).unwrap();
+        b.free(0, plain).unwrap();
+        b.managed_free(0, m.host).unwrap();
+    }
+}

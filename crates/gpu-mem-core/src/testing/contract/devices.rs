@@ -4,7 +4,7 @@ use super::{
     Context, Contract, Expect, Factory, Outcome, Verdict, download, ensure, needs_two_devices,
     pattern, upload,
 };
-use crate::backend::{Backend, HostAllocFlags};
+use crate::backend::{Backend, DevicePtr, HostAllocFlags, ManagedAdvice};
 use crate::error::{Error, Result};
 
 /// The backend drives the devices the contract names, numbered from 0; each reports its
@@ -109,6 +109,12 @@ pub(super) fn bad_device_index_is_an_error(_: &Contract, factory: Factory<'_>) -
             refused(
                 "managed_alloc",
                 managed.managed_alloc(device, 4096).map(drop),
+                true,
+            )?;
+            let advice = ManagedAdvice::SetReadMostly;
+            refused(
+                "managed_advise",
+                managed.managed_advise(device, DevicePtr(1 << 20), 4096, advice),
                 true,
             )?;
         }

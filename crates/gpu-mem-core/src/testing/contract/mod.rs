@@ -22,6 +22,9 @@
 //! * Optional capabilities (peer access, managed memory, IPC, stream-ordered pools) are handed
 //!   out by their accessor ([`Backend::peer`], ...) exactly where the backend has them, and then
 //!   work; nothing panics.
+//! * Managed memory takes prefetches and advice (`cuMemPrefetchAsync`, `cuMemAdvise`) that
+//!   change no byte, or refuses them as `NotSupportedByBackend`; bad ranges, locations, devices
+//!   and streams are errors.
 //!
 //! Where backends legitimately differ, the [`Contract`] says what to expect ([`Expect`] per
 //! feature, the device count, whether memory accounting is exact). Run the checks as
@@ -31,6 +34,7 @@
 mod devices;
 mod extras;
 mod host;
+mod managed_hints;
 mod memory;
 mod streams;
 
@@ -201,6 +205,7 @@ macro_rules! contract_tests {
             [devices_are_separate]
             [peer_access_and_copies]
             [managed_memory_allocates_and_frees]
+            [managed_prefetch_and_advise]
             [stream_ordered_allocation]
             [ipc_handles #[cfg_attr(miri, ignore = "IPC needs shared files, which Miri's isolation forbids")]]
         }
@@ -243,6 +248,7 @@ mod bodies {
         page_locked_memory_follows_its_flags, registered_memory_serves_async_copies,
         registration_rules,
     };
+    pub(super) use super::managed_hints::managed_prefetch_and_advise;
     pub(super) use super::memory::{
         allocations_are_aligned_and_disjoint, copies_round_trip_at_offsets,
         empty_allocations_are_refused, freeing_what_is_not_allocated_is_an_error,

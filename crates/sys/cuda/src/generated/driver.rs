@@ -976,6 +976,30 @@ impl CUfunction_attribute_enum {
 pub struct CUfunction_attribute_enum(pub ::core::ffi::c_uint);
 /// Function properties
 pub use self::CUfunction_attribute_enum as CUfunction_attribute;
+impl CUmem_advise_enum {
+    ///< Data will mostly be read and only occasionally be written to
+    pub const CU_MEM_ADVISE_SET_READ_MOSTLY: CUmem_advise_enum = CUmem_advise_enum(1);
+    ///< Undo the effect of ::CU_MEM_ADVISE_SET_READ_MOSTLY
+    pub const CU_MEM_ADVISE_UNSET_READ_MOSTLY: CUmem_advise_enum = CUmem_advise_enum(2);
+    ///< Set the preferred location for the data as the specified device
+    pub const CU_MEM_ADVISE_SET_PREFERRED_LOCATION: CUmem_advise_enum = CUmem_advise_enum(
+        3,
+    );
+    ///< Clear the preferred location for the data
+    pub const CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: CUmem_advise_enum = CUmem_advise_enum(
+        4,
+    );
+    ///< Data will be accessed by the specified device, so prevent page faults as much as possible
+    pub const CU_MEM_ADVISE_SET_ACCESSED_BY: CUmem_advise_enum = CUmem_advise_enum(5);
+    ///< Let the Unified Memory subsystem decide on the page faulting policy for the specified device
+    pub const CU_MEM_ADVISE_UNSET_ACCESSED_BY: CUmem_advise_enum = CUmem_advise_enum(6);
+}
+#[repr(transparent)]
+/// Memory advise values
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUmem_advise_enum(pub ::core::ffi::c_uint);
+/// Memory advise values
+pub use self::CUmem_advise_enum as CUmem_advise;
 impl CUjit_option_enum {
     /** Max number of registers that a thread may use.\n
  Option type: unsigned int\n
@@ -2154,6 +2178,14 @@ pub type PFN_cuMemPoolSetAccess_v11020 = ::core::option::Option<
         count: usize,
     ) -> CUresult,
 >;
+pub type PFN_cuMemAdvise_v12020 = ::core::option::Option<
+    unsafe extern "C" fn(
+        devPtr: CUdeviceptr_v2,
+        count: usize,
+        advice: CUmem_advise,
+        location: CUmemLocation_v1,
+    ) -> CUresult,
+>;
 pub type PFN_cuStreamCreate_v2000 = ::core::option::Option<
     unsafe extern "C" fn(phStream: *mut CUstream, Flags: ::core::ffi::c_uint) -> CUresult,
 >;
@@ -2334,6 +2366,15 @@ pub type PFN_cuLaunchKernel_v4000 = ::core::option::Option<
         hStream: CUstream,
         kernelParams: *mut *mut ::core::ffi::c_void,
         extra: *mut *mut ::core::ffi::c_void,
+    ) -> CUresult,
+>;
+pub type PFN_cuMemPrefetchAsync_v12020 = ::core::option::Option<
+    unsafe extern "C" fn(
+        devPtr: CUdeviceptr_v2,
+        count: usize,
+        location: CUmemLocation_v1,
+        flags: ::core::ffi::c_uint,
+        hStream: CUstream,
     ) -> CUresult,
 >;
 pub type PFN_cuLaunchCooperativeKernel_v9000 = ::core::option::Option<

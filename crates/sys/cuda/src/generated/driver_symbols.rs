@@ -69,6 +69,8 @@
 /// | `cuMemcpyPeer` | `cuMemcpyPeer` | 4.0 |
 /// | `cuMemcpyPeerAsync` | `cuMemcpyPeerAsync` | 4.0 |
 /// | `cuMemAllocManaged` | `cuMemAllocManaged` | 6.0 |
+/// | `cuMemPrefetchAsync` | `cuMemPrefetchAsync_v2` | 12.2 |
+/// | `cuMemAdvise` | `cuMemAdvise_v2` | 12.2 |
 /// | `cuDeviceGetDefaultMemPool` | `cuDeviceGetDefaultMemPool` | 11.2 |
 /// | `cuMemPoolGetAttribute` | `cuMemPoolGetAttribute` | 11.2 |
 /// | `cuMemPoolSetAttribute` | `cuMemPoolSetAttribute` | 11.2 |
@@ -143,6 +145,8 @@ macro_rules! cuda_driver_symbols {
             cuMemcpyPeer: $crate::driver::PFN_cuMemcpyPeer_v4000 = ["cuMemcpyPeer"], "4.0";
             cuMemcpyPeerAsync: $crate::driver::PFN_cuMemcpyPeerAsync_v4000 = ["cuMemcpyPeerAsync"], "4.0";
             cuMemAllocManaged: $crate::driver::PFN_cuMemAllocManaged_v6000 = ["cuMemAllocManaged"], "6.0";
+            cuMemPrefetchAsync: $crate::driver::PFN_cuMemPrefetchAsync_v12020 = ["cuMemPrefetchAsync_v2"], "12.2";
+            cuMemAdvise: $crate::driver::PFN_cuMemAdvise_v12020 = ["cuMemAdvise_v2"], "12.2";
             cuDeviceGetDefaultMemPool: $crate::driver::PFN_cuDeviceGetDefaultMemPool_v11020 = ["cuDeviceGetDefaultMemPool"], "11.2";
             cuMemPoolGetAttribute: $crate::driver::PFN_cuMemPoolGetAttribute_v11020 = ["cuMemPoolGetAttribute"], "11.2";
             cuMemPoolSetAttribute: $crate::driver::PFN_cuMemPoolSetAttribute_v11020 = ["cuMemPoolSetAttribute"], "11.2";

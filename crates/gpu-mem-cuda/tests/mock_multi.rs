@@ -352,16 +352,30 @@ fn default_pool(mock: &Mock) -> Result<(), Failed> {
     ensure(allocation_kind(mock, p)? == 2, || {
         "not a cuMemAllocAsync allocation".into()
     })?;
+    // Before its first stream-ordered allocation the backend gave the pool a release threshold
+    // of the device's memory (the driver's is 0).
+    let total = b.device_info(0)?.total_memory;
     let usage = b.pool_usage(0)?;
     ensure(
-        usage.used == n as u64 && usage.reserved == n as u64 && usage.release_threshold == 0,
-        || format!("{usage:?}"),
+        usage.used == n as u64 && usage.reserved == n as u64 && usage.release_threshold == total,
+        || format!("{usage:?}, device memory {total}"),
     )?;
     // SAFETY: allocated above on this stream; nothing else uses it.
     unsafe { b.free_async(0, p, s)? };
     ensure(mock.call::<i32>("mock_async_frees")? == 1, || {
         "cuMemFreeAsync not called".into()
     })?;
+    b.synchronize(0)?;
+    let usage = b.pool_usage(0)?;
+    ensure(usage.used == 0 && usage.reserved == n as u64, || {
+        format!("that threshold keeps freed memory for reuse: {usage:?}")
+    })?;
+    b.pool_set_release_threshold(0, 0)?;
+    // SAFETY: as above.
+    unsafe {
+        let q = b.alloc_async(0, n, s)?;
+        b.free_async(0, q, s)?;
+    }
     b.synchronize(0)?;
     let usage = b.pool_usage(0)?;
     ensure(usage.used == 0 && usage.reserved == 0, || {

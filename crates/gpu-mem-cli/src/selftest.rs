@@ -1,5 +1,6 @@
 //! `gpu-mem selftest`: a quick end-to-end check of the selected backend — allocation,
-//! transfers both ways, page-locked and mapped memory, a stream with an event, and a kernel.
+//! transfers both ways, page-locked and mapped memory, a stream with an event, a kernel, and the
+//! memory statistics (what the checks allocated, counted and all given back).
 
 use gpu_mem::kernels::{TPB, matmul_tiled};
 use gpu_mem::prelude::*;
@@ -84,6 +85,33 @@ fn kernel(dev: &Device) -> gpu_mem::Result<()> {
     Ok(())
 }
 
+/// The statistics follow an allocation and its free, and the checks before left nothing alive.
+fn memory_statistics(dev: &Device) -> gpu_mem::Result<()> {
+    use gpu_mem::usage::MemoryKind;
+    let before = dev.memory_stats().kind(MemoryKind::Device);
+    let d = dev.device_array::<u8>(&[3 << 20], Order::C)?;
+    let during = dev.memory_stats().kind(MemoryKind::Device);
+    if during.current_bytes != before.current_bytes + (3 << 20)
+        || during.allocations != before.allocations + 1
+    {
+        return Err(fail(&format!(
+            "a 3 MiB array was not counted: {before:?} then {during:?}"
+        )));
+    }
+    if !dev.memory_summary().contains("3.0 MiB") {
+        return Err(fail("the memory summary does not show the 3 MiB array"));
+    }
+    drop(d);
+    let alive = gpu_mem::usage::leaks(dev);
+    if !alive.is_empty() {
+        return Err(fail(&format!(
+            "{} allocation(s) of the checks still alive: {alive:?}",
+            alive.len()
+        )));
+    }
+    Ok(())
+}
+
 pub fn run(choice: BackendChoice, device: usize) -> gpu_mem::Result<()> {
     let runtime = Runtime::open(choice)?;
     let dev = runtime.device(device)?;
@@ -92,11 +120,12 @@ pub fn run(choice: BackendChoice, device: usize) -> gpu_mem::Result<()> {
         runtime.kind(),
         dev.info()?.name
     );
-    let checks: [(&str, Check); 4] = [
+    let checks: [(&str, Check); 5] = [
         ("transfers", transfers),
         ("streams and events", streams),
         ("mapped memory", mapped),
         ("kernel launch", kernel),
+        ("memory statistics", memory_statistics),
     ];
     let mut failed = 0;
     for (name, check) in checks {

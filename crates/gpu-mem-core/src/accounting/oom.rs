@@ -34,45 +34,16 @@ impl DeviceUsage {
     }
 
     /// Counts a final out-of-memory failure and attaches the report to it; other errors pass.
-    pub(crate) fn explain(&self, error: Error, pool: Option<PoolUsage>) -> Error {
-        match error {
-            Error::OutOfMemory {
-                backend,
-                device,
-                requested,
-                free,
-                total,
-                report: None,
-            } => {
-                self.oom
-                    .failures
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                Error::OutOfMemory {
-                    backend,
-                    device,
-                    requested,
-                    free,
-                    total,
-                    report: Some(Box::new(self.report(pool))),
-                }
-            }
-            Error::HostOutOfMemory {
-                what,
-                requested,
-                reason,
-                report: None,
-            } => {
-                self.oom
-                    .failures
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                Error::HostOutOfMemory {
-                    what,
-                    requested,
-                    reason,
-                    report: Some(Box::new(self.report(pool))),
-                }
-            }
-            other => other,
+    pub(crate) fn explain(&self, mut error: Error, pool: Option<PoolUsage>) -> Error {
+        if let Error::OutOfMemory { report, .. } | Error::HostOutOfMemory { report, .. } =
+            &mut error
+            && report.is_none()
+        {
+            self.oom
+                .failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *report = Some(Box::new(self.report(pool)));
         }
+        error
     }
 }

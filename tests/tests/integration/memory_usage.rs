@@ -281,3 +281,29 @@ fn idle_staging_buffers_give_way_to_a_page_locked_allocation() {
     assert!(stats.oom.retries_succeeded >= 1, "{:?}", stats.oom);
     drop(pinned);
 }
+
+#[test]
+fn a_launchs_staged_arguments_name_the_launch() {
+    use gpu_mem::kernels::{TPB, matmul_tiled};
+    let (_rt, dev) = device(16 << 20);
+    let stream = dev.stream().unwrap();
+    let n = 2 * TPB;
+    let a = ndarray::Array2::<f32>::ones((n, n));
+    let mut c = dev.device_array::<f32>(&[n, n], Order::C).unwrap();
+    let config = LaunchConfig::new((2, 2), (TPB as u32, TPB as u32));
+    let kernel = matmul_tiled();
+    let args: &mut [&mut dyn gpu_mem::KernelArg] = &mut [&mut In(&a), &mut In(&a), &mut c];
+    // SAFETY: the ready-made kernel stays inside its three n x n arguments.
+    let at = next_line!();
+    let launched = unsafe { stream.launch(&kernel, config, args) };
+    launched.unwrap();
+    // The two host arrays' device copies live until the stream is done with them.
+    let staged: Vec<_> = dev
+        .memory_snapshot()
+        .allocations
+        .into_iter()
+        .filter(|x| x.bytes == (n * n * 4) as u64 && x.location.starts_with(&at))
+        .collect();
+    stream.synchronize().unwrap();
+    assert_eq!(staged.len(), 2, "{:?}", dev.memory_snapshot().allocations);
+}

@@ -116,6 +116,8 @@ impl Ticket {
         bytes: usize,
         stream: Option<u64>,
     ) -> Ticket {
+        let caller = Location::caller();
+        let location = SITE.with(std::cell::Cell::get).unwrap_or(caller);
         let bytes = bytes as u64;
         usage.kinds[kind.index()].on_alloc(bytes);
         usage.total(kind).on_alloc(bytes);
@@ -128,7 +130,7 @@ impl Ticket {
             let record = Record {
                 kind,
                 bytes,
-                location: Location::caller(),
+                location,
                 at: Instant::now(),
                 stream,
                 backtrace,
@@ -167,6 +169,43 @@ impl Drop for Ticket {
 /// A device's accounting, found by backend instance and ordinal. Weak: the accounting lives as
 /// long as some `Device` handle of the device (every array holds one), so the registry keeps
 /// neither it nor, through an allocator set on it, the backend alive.
+thread_local! {
+    /// Where this thread's allocations are attributed while an [`AttributeTo`] is alive.
+    static SITE: std::cell::Cell<Option<&'static Location<'static>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// While alive, this thread's allocations are attributed to the caller of the function that
+/// made it: for paths `#[track_caller]` cannot follow (a kernel's arguments prepared through
+/// trait objects and closures). The outermost one wins.
+#[must_use = "allocations are attributed only while it lives"]
+pub(crate) struct AttributeTo {
+    outermost: bool,
+}
+
+impl AttributeTo {
+    #[track_caller]
+    pub(crate) fn caller() -> AttributeTo {
+        let site = Location::caller();
+        let outermost = SITE.with(|s| {
+            let unset = s.get().is_none();
+            if unset {
+                s.set(Some(site));
+            }
+            unset
+        });
+        AttributeTo { outermost }
+    }
+}
+
+impl Drop for AttributeTo {
+    fn drop(&mut self) {
+        if self.outermost {
+            SITE.with(|s| s.set(None));
+        }
+    }
+}
+
 struct Entry {
     backend: Weak<dyn Backend>,
     ordinal: usize,

@@ -10,7 +10,11 @@ use crate::kernel::{Kernel, KernelArg, LaunchArg, LaunchConfig, Prepared};
 use crate::memory::{Access, KeepAlive, PendingUses};
 use crate::stream::Stream;
 
+/// Prepares every argument; the device memory staged for host arrays is attributed to the
+/// launch's caller (the trait objects and the closure here hide it from `#[track_caller]`).
+#[track_caller]
 fn prepare_all(device: &Device, args: &mut [&mut dyn KernelArg]) -> Result<Vec<Prepared>> {
+    let _site = crate::accounting::AttributeTo::caller();
     args.iter_mut().map(|arg| arg.prepare(device)).collect()
 }
 
@@ -37,6 +41,7 @@ impl Device {
     /// kernel's parameters, in number, order, rank and element type: the GPU backends check
     /// only their sizes (CUDA only with a driver that reports them, 12.4 and newer). (The
     /// simulator checks all of that, bounds and barriers, and reports violations as errors.)
+    #[track_caller]
     pub unsafe fn launch(
         &self,
         kernel: &Kernel,
@@ -62,6 +67,7 @@ impl Stream {
     ///
     /// # Safety
     /// As [`Device::launch`].
+    #[track_caller]
     pub unsafe fn launch(
         &self,
         kernel: &Kernel,

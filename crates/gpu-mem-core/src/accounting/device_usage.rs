@@ -166,9 +166,6 @@ impl Drop for Ticket {
     }
 }
 
-/// A device's accounting, found by backend instance and ordinal. Weak: the accounting lives as
-/// long as some `Device` handle of the device (every array holds one), so the registry keeps
-/// neither it nor, through an allocator set on it, the backend alive.
 thread_local! {
     /// Where this thread's allocations are attributed while an [`AttributeTo`] is alive.
     static SITE: std::cell::Cell<Option<&'static Location<'static>>> =
@@ -206,6 +203,9 @@ impl Drop for AttributeTo {
     }
 }
 
+/// A device's accounting, found by backend instance and ordinal. Weak: the accounting lives as
+/// long as some `Device` handle of the device (every array holds one), so the registry keeps
+/// neither it nor, through an allocator set on it, the backend alive.
 struct Entry {
     backend: Weak<dyn Backend>,
     ordinal: usize,

@@ -282,6 +282,18 @@ fn idle_staging_buffers_give_way_to_a_page_locked_allocation() {
     drop(pinned);
 }
 
+/// `stream.launch`, attributed to the caller of this function.
+#[track_caller]
+fn launch_on(
+    stream: &Stream,
+    kernel: &gpu_mem::Kernel,
+    config: LaunchConfig,
+    args: &mut [&mut dyn gpu_mem::KernelArg],
+) -> gpu_mem::Result<()> {
+    // SAFETY: the test's kernel, the tiled matmul, stays inside its three n x n arguments.
+    unsafe { stream.launch(kernel, config, args) }
+}
+
 #[test]
 fn a_launchs_staged_arguments_name_the_launch() {
     use gpu_mem::kernels::{TPB, matmul_tiled};
@@ -293,9 +305,8 @@ fn a_launchs_staged_arguments_name_the_launch() {
     let config = LaunchConfig::new((2, 2), (TPB as u32, TPB as u32));
     let kernel = matmul_tiled();
     let args: &mut [&mut dyn gpu_mem::KernelArg] = &mut [&mut In(&a), &mut In(&a), &mut c];
-    // SAFETY: the ready-made kernel stays inside its three n x n arguments.
     let at = next_line!();
-    let launched = unsafe { stream.launch(&kernel, config, args) };
+    let launched = launch_on(&stream, &kernel, config, args);
     launched.unwrap();
     // The two host arrays' device copies live until the stream is done with them.
     let staged: Vec<_> = dev

@@ -10,55 +10,89 @@ use crate::backend::PoolUsage;
 use crate::error::BackendKind;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// One kind's counters (or a total's).
+/// Live bytes and count packed in one word, so an allocation or a free is one atomic add:
+/// the count above [`BYTES_BITS`], the bytes below (16 TiB of live memory per kind).
+const BYTES_BITS: u32 = 44;
+const BYTES_MASK: u64 = (1 << BYTES_BITS) - 1;
+
+/// One allocation of `bytes` in the packed word (a size beyond the field counts as its
+/// largest value: no allocation comes near it).
+fn packed(bytes: u64) -> u64 {
+    (1 << BYTES_BITS) | bytes.min(BYTES_MASK)
+}
+
+/// One kind's counters (or a total's, whose cumulative ones stay 0: a total reads them as the
+/// sum of its kinds').
 #[derive(Debug, Default)]
 pub(crate) struct KindCounters {
-    current_bytes: AtomicU64,
+    /// Live count and bytes ([`BYTES_BITS`]).
+    live: AtomicU64,
     peak_bytes: AtomicU64,
-    current_count: AtomicU64,
     peak_count: AtomicU64,
     allocations: AtomicU64,
-    frees: AtomicU64,
-    allocated_bytes: AtomicU64,
 }
 
 impl KindCounters {
+    /// Counts an allocation in the live word and the peaks (what a total counts).
+    pub(crate) fn on_alloc_live(&self, bytes: u64) {
+        let one = packed(bytes);
+        let now = self.live.fetch_add(one, Relaxed).wrapping_add(one);
+        let (count, bytes) = (now >> BYTES_BITS, now & BYTES_MASK);
+        // A plain load first: the locked `fetch_max` only when a peak moves.
+        if bytes > self.peak_bytes.load(Relaxed) {
+            self.peak_bytes.fetch_max(bytes, Relaxed);
+        }
+        if count > self.peak_count.load(Relaxed) {
+            self.peak_count.fetch_max(count, Relaxed);
+        }
+    }
+
+    /// Counts an allocation of a kind: live, peaks and the cumulative counters.
     pub(crate) fn on_alloc(&self, bytes: u64) {
         self.allocations.fetch_add(1, Relaxed);
-        self.allocated_bytes.fetch_add(bytes, Relaxed);
-        let now = self.current_bytes.fetch_add(bytes, Relaxed) + bytes;
-        self.peak_bytes.fetch_max(now, Relaxed);
-        let count = self.current_count.fetch_add(1, Relaxed) + 1;
-        self.peak_count.fetch_max(count, Relaxed);
+        self.on_alloc_live(bytes);
     }
 
     pub(crate) fn on_free(&self, bytes: u64) {
-        self.frees.fetch_add(1, Relaxed);
-        self.current_bytes.fetch_sub(bytes, Relaxed);
-        self.current_count.fetch_sub(1, Relaxed);
+        self.live.fetch_sub(packed(bytes), Relaxed);
     }
 
     pub(crate) fn current_bytes(&self) -> u64 {
-        self.current_bytes.load(Relaxed)
+        self.live.load(Relaxed) & BYTES_MASK
     }
 
     pub(crate) fn reset_peak(&self) {
-        self.peak_bytes
-            .store(self.current_bytes.load(Relaxed), Relaxed);
-        self.peak_count
-            .store(self.current_count.load(Relaxed), Relaxed);
+        let live = self.live.load(Relaxed);
+        self.peak_bytes.store(live & BYTES_MASK, Relaxed);
+        self.peak_count.store(live >> BYTES_BITS, Relaxed);
     }
 
+    /// The counters as values; frees are the allocations no longer live.
     pub(crate) fn read(&self) -> KindStats {
+        let live = self.live.load(Relaxed);
+        let allocations = self.allocations.load(Relaxed);
+        let current_count = live >> BYTES_BITS;
         KindStats {
-            current_bytes: self.current_bytes.load(Relaxed),
+            current_bytes: live & BYTES_MASK,
             peak_bytes: self.peak_bytes.load(Relaxed),
-            current_count: self.current_count.load(Relaxed),
+            current_count,
             peak_count: self.peak_count.load(Relaxed),
-            allocations: self.allocations.load(Relaxed),
-            frees: self.frees.load(Relaxed),
-            allocated_bytes: self.allocated_bytes.load(Relaxed),
+            allocations,
+            frees: allocations.saturating_sub(current_count),
         }
+    }
+
+    /// A total's reading: its own live and peak counters, and its kinds' cumulative ones.
+    pub(crate) fn read_total<'a>(
+        &self,
+        kinds: impl Iterator<Item = &'a KindCounters>,
+    ) -> KindStats {
+        let mut stats = self.read();
+        for kind in kinds {
+            stats.allocations += kind.allocations.load(Relaxed);
+        }
+        stats.frees = stats.allocations.saturating_sub(stats.current_count);
+        stats
     }
 }
 
@@ -99,8 +133,6 @@ pub struct KindStats {
     pub allocations: u64,
     /// Allocations freed.
     pub frees: u64,
-    /// Bytes allocated, summed over every allocation made.
-    pub allocated_bytes: u64,
 }
 
 /// Allocations that found no room, and the retries that followed: an allocation that fails for

@@ -6,30 +6,28 @@
 //! device does (every array holds one). [`for_device`] finds it by backend
 //! instance and ordinal (a lock taken when a `Device` is made, never on an allocation).
 
+use super::clock::{self, Origin};
 use super::counters::{CacheStats, KindCounters, MemoryStats, OomCounters};
 use super::kind::MemoryKind;
-use super::ledger::{Ledger, Record};
+use super::ledger::{self, Ledger, Record};
 use super::tracking::{Tracking, tracking};
 use crate::backend::{Backend, PoolUsage};
 use crate::error::BackendKind;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
 
 /// The accounting of one device of one backend instance.
 #[derive(Debug)]
 pub(crate) struct DeviceUsage {
     pub(crate) backend: BackendKind,
     pub(crate) ordinal: usize,
-    pub(crate) started: Instant,
+    pub(crate) origin: Origin,
     pub(crate) tracking: Tracking,
     pub(crate) kinds: [KindCounters; MemoryKind::ALL.len()],
     pub(crate) device_total: KindCounters,
     pub(crate) host_total: KindCounters,
     pub(crate) oom: OomCounters,
     pub(crate) ledger: Ledger,
-    next_id: AtomicU64,
     /// The user's allocator for device arrays, when one is set (`crate::allocator`): a setting
     /// of the device, shared by its handles like the accounting, so it lives here.
     pub(crate) allocator: std::sync::RwLock<Option<Arc<dyn crate::allocator::DeviceAllocator>>>,
@@ -40,14 +38,13 @@ impl DeviceUsage {
         DeviceUsage {
             backend,
             ordinal,
-            started: Instant::now(),
+            origin: Origin::now(),
             tracking,
             kinds: Default::default(),
             device_total: KindCounters::default(),
             host_total: KindCounters::default(),
             oom: OomCounters::default(),
             ledger: Ledger::default(),
-            next_id: AtomicU64::new(1),
             allocator: std::sync::RwLock::new(None),
         }
     }
@@ -67,6 +64,12 @@ impl DeviceUsage {
 
     /// The counters read into plain values; `pool` is the stream-ordered pool's usage.
     pub(crate) fn stats(&self, pool: Option<PoolUsage>) -> MemoryStats {
+        let of_group = |on_device: bool| {
+            MemoryKind::ALL
+                .iter()
+                .filter(move |kind| kind.on_device() == on_device)
+                .map(|kind| &self.kinds[kind.index()])
+        };
         MemoryStats {
             backend: self.backend,
             device: self.ordinal,
@@ -74,8 +77,8 @@ impl DeviceUsage {
                 .iter()
                 .map(|&kind| (kind, self.kinds[kind.index()].read()))
                 .collect(),
-            device_total: self.device_total.read(),
-            host_total: self.host_total.read(),
+            device_total: self.device_total.read_total(of_group(true)),
+            host_total: self.host_total.read_total(of_group(false)),
             oom: self.oom.read(),
             cached: CacheStats::from_pool(pool),
         }
@@ -90,20 +93,29 @@ impl DeviceUsage {
         self.host_total.reset_peak();
     }
 
-    fn history_clock(&self) -> Option<Duration> {
-        self.tracking.history.then(|| self.started.elapsed())
+    /// Counts the free of `ticket`'s allocation: called once, by the owner of the memory, when
+    /// it gives the memory back.
+    pub(crate) fn release(&self, ticket: &Ticket) {
+        self.kinds[ticket.kind.index()].on_free(ticket.bytes);
+        self.total(ticket.kind).on_free(ticket.bytes);
+        if let Some(entry) = ticket.entry {
+            let history = self.tracking.history.then(clock::now);
+            self.ledger.remove(entry, history);
+        }
     }
 }
 
-/// Counts one allocation while it lives: made after the backend allocated, dropped (or
-/// [`release`](Ticket::release)d) when the memory is given back.
+/// One counted allocation: made when the memory is allocated, given to
+/// [`DeviceUsage::release`] once when it is given back, by its owner (which holds the device,
+/// so the ticket holds nothing: counting costs a few atomic adds and, with locations, one
+/// uncontended lock).
 #[derive(Debug)]
+#[must_use = "an allocation's ticket is released when its memory is given back"]
 pub(crate) struct Ticket {
-    usage: Arc<DeviceUsage>,
-    id: u64,
     kind: MemoryKind,
     bytes: u64,
-    released: AtomicBool,
+    /// Its record in the ledger, when locations are kept.
+    entry: Option<ledger::Entry>,
 }
 
 impl Ticket {
@@ -111,18 +123,17 @@ impl Ticket {
     /// between the public API and here is `#[track_caller]`).
     #[track_caller]
     pub(crate) fn new(
-        usage: &Arc<DeviceUsage>,
+        usage: &DeviceUsage,
         kind: MemoryKind,
         bytes: usize,
         stream: Option<u64>,
     ) -> Ticket {
         let caller = Location::caller();
-        let location = SITE.with(std::cell::Cell::get).unwrap_or(caller);
         let bytes = bytes as u64;
         usage.kinds[kind.index()].on_alloc(bytes);
-        usage.total(kind).on_alloc(bytes);
-        let id = usage.next_id.fetch_add(1, Ordering::Relaxed);
-        if usage.tracking.locations {
+        usage.total(kind).on_alloc_live(bytes);
+        let entry = usage.tracking.locations.then(|| {
+            let location = SITE.with(std::cell::Cell::get).unwrap_or(caller);
             let backtrace = usage
                 .tracking
                 .backtraces
@@ -131,38 +142,13 @@ impl Ticket {
                 kind,
                 bytes,
                 location,
-                at: Instant::now(),
+                at: clock::now(),
                 stream,
                 backtrace,
             };
-            usage.ledger.insert(id, record, usage.history_clock());
-        }
-        Ticket {
-            usage: Arc::clone(usage),
-            id,
-            kind,
-            bytes,
-            released: AtomicBool::new(false),
-        }
-    }
-
-    /// Counts the free now (a stream-ordered free was enqueued); dropping counts nothing more.
-    pub(crate) fn release(&self) {
-        if self.released.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let usage = &self.usage;
-        usage.kinds[self.kind.index()].on_free(self.bytes);
-        usage.total(self.kind).on_free(self.bytes);
-        if usage.tracking.locations {
-            usage.ledger.remove(self.id, usage.history_clock());
-        }
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        self.release();
+            usage.ledger.insert(record, usage.tracking.history)
+        });
+        Ticket { kind, bytes, entry }
     }
 }
 
@@ -206,13 +192,13 @@ impl Drop for AttributeTo {
 /// A device's accounting, found by backend instance and ordinal. Weak: the accounting lives as
 /// long as some `Device` handle of the device (every array holds one), so the registry keeps
 /// neither it nor, through an allocator set on it, the backend alive.
-struct Entry {
+struct Registered {
     backend: Weak<dyn Backend>,
     ordinal: usize,
     usage: Weak<DeviceUsage>,
 }
 
-static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+static REGISTRY: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
 
 fn same_backend(weak: &Weak<dyn Backend>, backend: &Arc<dyn Backend>) -> bool {
     std::ptr::addr_eq(weak.as_ptr(), Arc::as_ptr(backend))
@@ -231,7 +217,7 @@ pub(crate) fn for_device(backend: &Arc<dyn Backend>, ordinal: usize) -> Arc<Devi
         return usage;
     }
     let usage = Arc::new(DeviceUsage::new(backend.kind(), ordinal, tracking()));
-    registry.push(Entry {
+    registry.push(Registered {
         backend: Arc::downgrade(backend),
         ordinal,
         usage: Arc::downgrade(&usage),
@@ -256,10 +242,9 @@ mod tests {
     use super::{DeviceUsage, Ticket};
     use crate::accounting::{MemoryKind, Tracking};
     use crate::error::BackendKind;
-    use std::sync::Arc;
 
-    fn usage(tracking: Tracking) -> Arc<DeviceUsage> {
-        Arc::new(DeviceUsage::new(BackendKind::Sim, 0, tracking))
+    fn usage(tracking: Tracking) -> DeviceUsage {
+        DeviceUsage::new(BackendKind::Sim, 0, tracking)
     }
 
     #[test]
@@ -267,11 +252,9 @@ mod tests {
         let usage = usage(Tracking::parse("history").unwrap());
         let a = Ticket::new(&usage, MemoryKind::Device, 100, None);
         let b = Ticket::new(&usage, MemoryKind::Pool, 50, Some(7));
-        drop(a);
-        b.release();
-        b.release();
-        drop(b);
-        let history = usage.ledger.history();
+        usage.release(&a);
+        usage.release(&b);
+        let history = usage.ledger.history(&usage.origin);
         let steps: Vec<(bool, MemoryKind, u64)> = history
             .iter()
             .map(|e| (e.allocated, e.kind, e.bytes))
@@ -288,13 +271,13 @@ mod tests {
         assert!(history.windows(2).all(|w| w[0].seconds <= w[1].seconds));
         assert!(history[0].location.starts_with(file!()));
         let stats = usage.stats(None);
-        assert_eq!(
-            stats.kind(MemoryKind::Pool).frees,
-            1,
-            "a release counts once"
-        );
+        assert_eq!(stats.kind(MemoryKind::Pool).frees, 1);
         assert_eq!(stats.device_total.current_bytes, 0);
         assert_eq!(stats.device_total.peak_bytes, 150);
+        assert_eq!(
+            (stats.device_total.allocations, stats.device_total.frees),
+            (2, 2)
+        );
     }
 
     #[test]
@@ -303,7 +286,7 @@ mod tests {
         let a = Ticket::new(&usage, MemoryKind::Managed, 8, None);
         assert!(usage.ledger.live().is_empty());
         assert_eq!(usage.stats(None).host_total.current_bytes, 8);
-        drop(a);
+        usage.release(&a);
         assert_eq!(usage.stats(None).host_total.current_bytes, 0);
     }
 
@@ -314,7 +297,7 @@ mod tests {
     )]
     fn backtraces_are_kept_when_asked_for() {
         let usage = usage(Tracking::parse("backtrace").unwrap());
-        let _a = Ticket::new(&usage, MemoryKind::Device, 8, None);
+        let a = Ticket::new(&usage, MemoryKind::Device, 8, None);
         let live = usage.ledger.live();
         assert!(
             live[0]
@@ -323,5 +306,21 @@ mod tests {
                 .as_deref()
                 .is_some_and(|b| !b.is_empty())
         );
+        usage.release(&a);
+    }
+
+    #[test]
+    fn freed_slots_are_reused_and_ids_keep_growing() {
+        let usage = usage(Tracking::default());
+        let a = Ticket::new(&usage, MemoryKind::Device, 1, None);
+        let first = usage.ledger.live()[0].0;
+        usage.release(&a);
+        let b = Ticket::new(&usage, MemoryKind::Device, 2, None);
+        let live = usage.ledger.live();
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].1.bytes, 2);
+        assert!(live[0].0 > first);
+        usage.release(&b);
+        assert!(usage.ledger.live().is_empty());
     }
 }

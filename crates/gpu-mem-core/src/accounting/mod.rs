@@ -12,6 +12,7 @@
 //! This module depends on `backend`, `allocator` and `error` only: `device` holds a device's accounting and
 //! `memory` makes the tickets; reading it (statistics, snapshots, leak reports) is `usage`'s.
 
+mod clock;
 mod counters;
 mod device_usage;
 mod kind;

@@ -75,9 +75,10 @@ impl DeviceAlloc {
     /// Forgets the memory (it was freed another way, and is counted as freed now): dropping
     /// frees nothing.
     pub(crate) fn disarm(&self) {
-        self.disarmed.store(true, Ordering::Release);
-        if let Some(ticket) = &self.ticket {
-            ticket.release();
+        if !self.disarmed.swap(true, Ordering::AcqRel)
+            && let Some(ticket) = &self.ticket
+        {
+            self.device.usage().release(ticket);
         }
     }
 
@@ -94,6 +95,9 @@ impl Drop for DeviceAlloc {
     fn drop(&mut self) {
         if self.ptr.is_null() || self.disarmed.load(Ordering::Acquire) {
             return;
+        }
+        if let Some(ticket) = &self.ticket {
+            self.device.usage().release(ticket);
         }
         let ordinal = self.device.ordinal();
         let result = match &self.source {

@@ -32,7 +32,8 @@ pub(crate) struct ForeignMemory {
     base: DevicePtr,
     bytes: usize,
     release: Option<Release>,
-    /// Counts the range while arrays use it (none when empty or not counted).
+    /// Counts the range while arrays use it (none when empty or not counted); released in
+    /// `drop`.
     _ticket: Option<Ticket>,
 }
 
@@ -91,6 +92,9 @@ impl ForeignMemory {
 
 impl Drop for ForeignMemory {
     fn drop(&mut self) {
+        if let Some(ticket) = &self._ticket {
+            self.device.usage().release(ticket);
+        }
         match self.release.take() {
             Some(Release::Owner(owner)) => drop(owner),
             Some(Release::Deleter(deleter)) => deleter(self.base),

@@ -37,8 +37,7 @@ pub(crate) struct HostBuffer {
     /// Keeps registered memory alive; dropped after the memory is unregistered.
     _owner: Option<Box<dyn Any + Send>>,
     pending: PendingUses,
-    /// Counts the memory while it is held (none for an empty range). Declared after `_owner`
-    /// and `pending` only for reading order: it holds no memory, so drop order does not matter.
+    /// Counts the memory while it is held (none for an empty range); released in `drop`.
     _ticket: Option<Ticket>,
 }
 
@@ -211,6 +210,9 @@ impl Drop for HostBuffer {
                 .report_release_error("waiting for host buffer users", error);
         }
         let Some(base) = self.base else { return };
+        if let Some(ticket) = &self._ticket {
+            self.device.usage().release(ticket);
+        }
         let device = self.device.ordinal();
         let result = match self.kind {
             // SAFETY: `base` came from `host_alloc` on this device and is freed once, here, after

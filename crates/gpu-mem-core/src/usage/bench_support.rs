@@ -7,5 +7,7 @@ use crate::device::Device;
 /// does: the accounting's whole cost per allocation.
 #[track_caller]
 pub fn count_one_allocation(device: &Device, bytes: usize) {
-    drop(Ticket::new(device.usage(), MemoryKind::Device, bytes, None));
+    let usage = device.usage();
+    let ticket = Ticket::new(usage, MemoryKind::Device, bytes, None);
+    usage.release(&ticket);
 }

@@ -69,7 +69,8 @@ impl MemorySnapshot {
 }
 
 pub(crate) fn take(usage: &DeviceUsage, pool: Option<PoolUsage>) -> MemorySnapshot {
-    let now = std::time::Instant::now();
+    let origin = &usage.origin;
+    let seconds = origin.seconds_now();
     let allocations = usage
         .ledger
         .live()
@@ -79,16 +80,16 @@ pub(crate) fn take(usage: &DeviceUsage, pool: Option<PoolUsage>) -> MemorySnapsh
             kind: record.kind,
             bytes: record.bytes,
             location: record.location.to_string(),
-            age_seconds: now.saturating_duration_since(record.at).as_secs_f64(),
+            age_seconds: (seconds - origin.seconds_at(record.at)).max(0.0),
             stream: record.stream,
             backtrace: record.backtrace,
         })
         .collect();
     MemorySnapshot {
-        seconds: now.saturating_duration_since(usage.started).as_secs_f64(),
+        seconds,
         stats: usage.stats(pool),
         listed: usage.tracking.locations,
         allocations,
-        history: usage.ledger.history(),
+        history: usage.ledger.history(origin),
     }
 }

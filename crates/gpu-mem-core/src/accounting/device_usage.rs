@@ -34,6 +34,12 @@ pub(crate) struct DeviceUsage {
 }
 
 impl DeviceUsage {
+    /// An accounting of its own, in no registry (for measuring the accounting alone).
+    #[cfg(feature = "bench-internals")]
+    pub(crate) fn standalone(tracking: Tracking) -> DeviceUsage {
+        DeviceUsage::new(BackendKind::Sim, 0, tracking)
+    }
+
     fn new(backend: BackendKind, ordinal: usize, tracking: Tracking) -> DeviceUsage {
         DeviceUsage {
             backend,

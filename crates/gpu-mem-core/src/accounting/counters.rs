@@ -3,7 +3,9 @@
 //!
 //! Counters are `Relaxed`: each is exact, but a reading taken while other threads allocate may
 //! mix a counter from before an allocation with one from after it (as every allocator's
-//! statistics do). The peaks are exact: `fetch_max` after the add.
+//! statistics do). A kind's peaks are exact: `fetch_max` after the add. An allocation or free
+//! costs three atomic adds in all (two for the allocation, one for the free); the groups' totals
+//! are summed from their kinds (see [`GroupPeaks`]).
 
 use super::kind::MemoryKind;
 use crate::backend::PoolUsage;
@@ -21,8 +23,7 @@ fn packed(bytes: u64) -> u64 {
     (1 << BYTES_BITS) | bytes.min(BYTES_MASK)
 }
 
-/// One kind's counters (or a total's, whose cumulative ones stay 0: a total reads them as the
-/// sum of its kinds').
+/// One kind's counters.
 #[derive(Debug, Default)]
 pub(crate) struct KindCounters {
     /// Live count and bytes ([`BYTES_BITS`]).
@@ -32,48 +33,50 @@ pub(crate) struct KindCounters {
     allocations: AtomicU64,
 }
 
-impl KindCounters {
-    /// Counts an allocation in the live word and the peaks (what a total counts).
-    pub(crate) fn on_alloc_live(&self, bytes: u64) {
-        let one = packed(bytes);
-        let now = self.live.fetch_add(one, Relaxed).wrapping_add(one);
-        let (count, bytes) = (now >> BYTES_BITS, now & BYTES_MASK);
-        // A plain load first: the locked `fetch_max` only when a peak moves.
-        if bytes > self.peak_bytes.load(Relaxed) {
-            self.peak_bytes.fetch_max(bytes, Relaxed);
-        }
-        if count > self.peak_count.load(Relaxed) {
-            self.peak_count.fetch_max(count, Relaxed);
-        }
+/// Moves `peak` up to `value` when it is higher: a plain load first, the locked `fetch_max`
+/// only when the peak moves.
+fn raise(peak: &AtomicU64, value: u64) {
+    if value > peak.load(Relaxed) {
+        peak.fetch_max(value, Relaxed);
     }
+}
 
-    /// Counts an allocation of a kind: live, peaks and the cumulative counters.
+impl KindCounters {
+    /// Counts an allocation: live, peaks, and the allocations made.
     pub(crate) fn on_alloc(&self, bytes: u64) {
         self.allocations.fetch_add(1, Relaxed);
-        self.on_alloc_live(bytes);
+        let one = packed(bytes);
+        let now = self.live.fetch_add(one, Relaxed).wrapping_add(one);
+        raise(&self.peak_bytes, now & BYTES_MASK);
+        raise(&self.peak_count, now >> BYTES_BITS);
     }
 
     pub(crate) fn on_free(&self, bytes: u64) {
         self.live.fetch_sub(packed(bytes), Relaxed);
     }
 
+    /// Live (count, bytes).
+    pub(crate) fn live(&self) -> (u64, u64) {
+        let live = self.live.load(Relaxed);
+        (live >> BYTES_BITS, live & BYTES_MASK)
+    }
+
     pub(crate) fn current_bytes(&self) -> u64 {
-        self.live.load(Relaxed) & BYTES_MASK
+        self.live().1
     }
 
     pub(crate) fn reset_peak(&self) {
-        let live = self.live.load(Relaxed);
-        self.peak_bytes.store(live & BYTES_MASK, Relaxed);
-        self.peak_count.store(live >> BYTES_BITS, Relaxed);
+        let (count, bytes) = self.live();
+        self.peak_bytes.store(bytes, Relaxed);
+        self.peak_count.store(count, Relaxed);
     }
 
     /// The counters as values; frees are the allocations no longer live.
     pub(crate) fn read(&self) -> KindStats {
-        let live = self.live.load(Relaxed);
+        let (current_count, current_bytes) = self.live();
         let allocations = self.allocations.load(Relaxed);
-        let current_count = live >> BYTES_BITS;
         KindStats {
-            current_bytes: live & BYTES_MASK,
+            current_bytes,
             peak_bytes: self.peak_bytes.load(Relaxed),
             current_count,
             peak_count: self.peak_count.load(Relaxed),
@@ -81,18 +84,53 @@ impl KindCounters {
             frees: allocations.saturating_sub(current_count),
         }
     }
+}
 
-    /// A total's reading: its own live and peak counters, and its kinds' cumulative ones.
-    pub(crate) fn read_total<'a>(
-        &self,
-        kinds: impl Iterator<Item = &'a KindCounters>,
-    ) -> KindStats {
-        let mut stats = self.read();
+/// The peaks of a group of kinds' sum (device-resident, host). The group's live figures are its
+/// kinds' summed when read, so an allocation or free costs the group no atomic add: after an
+/// allocation the kinds' live words are read and summed, and the peak raised. Exact for one
+/// thread; with several threads allocating and freeing kinds of one group at once, the sum of
+/// words read one after another may include an allocation next to memory another thread was
+/// just freeing.
+#[derive(Debug, Default)]
+pub(crate) struct GroupPeaks {
+    peak_bytes: AtomicU64,
+    peak_count: AtomicU64,
+}
+
+/// The live (count, bytes) of `kinds` together.
+pub(crate) fn live_sum<'a>(kinds: impl Iterator<Item = &'a KindCounters>) -> (u64, u64) {
+    kinds.fold((0, 0), |(count, bytes), kind| {
+        let (c, b) = kind.live();
+        (count + c, bytes + b)
+    })
+}
+
+impl GroupPeaks {
+    /// Raises the peaks to the group's live sum.
+    pub(crate) fn after_alloc(&self, (count, bytes): (u64, u64)) {
+        raise(&self.peak_bytes, bytes);
+        raise(&self.peak_count, count);
+    }
+
+    pub(crate) fn reset(&self, (count, bytes): (u64, u64)) {
+        self.peak_bytes.store(bytes, Relaxed);
+        self.peak_count.store(count, Relaxed);
+    }
+
+    /// The group's statistics from its kinds'.
+    pub(crate) fn read<'a>(&self, kinds: impl Iterator<Item = &'a KindCounters>) -> KindStats {
+        let mut total = KindStats::default();
         for kind in kinds {
-            stats.allocations += kind.allocations.load(Relaxed);
+            let stats = kind.read();
+            total.current_bytes += stats.current_bytes;
+            total.current_count += stats.current_count;
+            total.allocations += stats.allocations;
+            total.frees += stats.frees;
         }
-        stats.frees = stats.allocations.saturating_sub(stats.current_count);
-        stats
+        total.peak_bytes = self.peak_bytes.load(Relaxed).max(total.current_bytes);
+        total.peak_count = self.peak_count.load(Relaxed).max(total.current_count);
+        total
     }
 }
 

@@ -7,7 +7,7 @@
 //! instance and ordinal (a lock taken when a `Device` is made, never on an allocation).
 
 use super::clock::{self, Origin};
-use super::counters::{CacheStats, KindCounters, MemoryStats, OomCounters};
+use super::counters::{CacheStats, GroupPeaks, KindCounters, MemoryStats, OomCounters, live_sum};
 use super::kind::MemoryKind;
 use super::ledger::{self, Ledger, Record};
 use super::tracking::{Tracking, tracking};
@@ -24,8 +24,8 @@ pub(crate) struct DeviceUsage {
     pub(crate) origin: Origin,
     pub(crate) tracking: Tracking,
     pub(crate) kinds: [KindCounters; MemoryKind::ALL.len()],
-    pub(crate) device_total: KindCounters,
-    pub(crate) host_total: KindCounters,
+    pub(crate) device_peaks: GroupPeaks,
+    pub(crate) host_peaks: GroupPeaks,
     pub(crate) oom: OomCounters,
     pub(crate) ledger: Ledger,
     /// The user's allocator for device arrays, when one is set (`crate::allocator`): a setting
@@ -47,35 +47,37 @@ impl DeviceUsage {
             origin: Origin::now(),
             tracking,
             kinds: Default::default(),
-            device_total: KindCounters::default(),
-            host_total: KindCounters::default(),
+            device_peaks: GroupPeaks::default(),
+            host_peaks: GroupPeaks::default(),
             oom: OomCounters::default(),
             ledger: Ledger::default(),
             allocator: std::sync::RwLock::new(None),
         }
     }
 
-    fn total(&self, kind: MemoryKind) -> &KindCounters {
-        if kind.on_device() {
-            &self.device_total
+    /// The counters of the kinds in `kind`'s group (device-resident or host), and its peaks.
+    fn group(&self, on_device: bool) -> (impl Iterator<Item = &KindCounters>, &GroupPeaks) {
+        let kinds = MemoryKind::ALL
+            .iter()
+            .filter(move |kind| kind.on_device() == on_device)
+            .map(|kind| &self.kinds[kind.index()]);
+        let peaks = if on_device {
+            &self.device_peaks
         } else {
-            &self.host_total
-        }
+            &self.host_peaks
+        };
+        (kinds, peaks)
     }
 
     /// Bytes held by every live allocation of every kind.
     pub(crate) fn current_bytes(&self) -> u64 {
-        self.device_total.current_bytes() + self.host_total.current_bytes()
+        live_sum(self.kinds.iter()).1
     }
 
     /// The counters read into plain values; `pool` is the stream-ordered pool's usage.
     pub(crate) fn stats(&self, pool: Option<PoolUsage>) -> MemoryStats {
-        let of_group = |on_device: bool| {
-            MemoryKind::ALL
-                .iter()
-                .filter(move |kind| kind.on_device() == on_device)
-                .map(|kind| &self.kinds[kind.index()])
-        };
+        let (device_kinds, device_peaks) = self.group(true);
+        let (host_kinds, host_peaks) = self.group(false);
         MemoryStats {
             backend: self.backend,
             device: self.ordinal,
@@ -83,8 +85,8 @@ impl DeviceUsage {
                 .iter()
                 .map(|&kind| (kind, self.kinds[kind.index()].read()))
                 .collect(),
-            device_total: self.device_total.read_total(of_group(true)),
-            host_total: self.host_total.read_total(of_group(false)),
+            device_total: device_peaks.read(device_kinds),
+            host_total: host_peaks.read(host_kinds),
             oom: self.oom.read(),
             cached: CacheStats::from_pool(pool),
         }
@@ -95,15 +97,16 @@ impl DeviceUsage {
         for counters in &self.kinds {
             counters.reset_peak();
         }
-        self.device_total.reset_peak();
-        self.host_total.reset_peak();
+        for on_device in [true, false] {
+            let (kinds, peaks) = self.group(on_device);
+            peaks.reset(live_sum(kinds));
+        }
     }
 
     /// Counts the free of `ticket`'s allocation: called once, by the owner of the memory, when
     /// it gives the memory back.
     pub(crate) fn release(&self, ticket: &Ticket) {
         self.kinds[ticket.kind.index()].on_free(ticket.bytes);
-        self.total(ticket.kind).on_free(ticket.bytes);
         if let Some(entry) = ticket.entry {
             let history = self.tracking.history.then(clock::now);
             self.ledger.remove(entry, history);
@@ -137,7 +140,8 @@ impl Ticket {
         let caller = Location::caller();
         let bytes = bytes as u64;
         usage.kinds[kind.index()].on_alloc(bytes);
-        usage.total(kind).on_alloc_live(bytes);
+        let (kinds, peaks) = usage.group(kind.on_device());
+        peaks.after_alloc(live_sum(kinds));
         let entry = usage.tracking.locations.then(|| {
             let location = SITE.with(std::cell::Cell::get).unwrap_or(caller);
             let backtrace = usage

@@ -62,10 +62,9 @@ impl Device {
             });
         }
         let len = bytes / size;
-        // SAFETY: the backend returned the variable's address on this device and its size; the
-        // memory stays allocated while the backend lives, which the array's device keeps alive
-        // (the module is never unloaded before the backend). Kernels and copies that touch it
-        // are ordered as for any device memory.
+        // The module is never unloaded before the backend, which the array's device keeps alive.
+        // SAFETY: the backend gave the variable's address and size on this device; the memory
+        // lives as long as the backend; work that touches it is ordered as any device memory's.
         unsafe {
             DeviceArray::foreign(
                 self,

@@ -172,10 +172,9 @@ unsafe impl ManagedMemory for CudaBackend {
         self.concurrent_managed_access(device, FEATURE)?;
         let location = self.managed_location(to, true, FEATURE)?;
         let _cx = self.current(device)?;
-        // SAFETY: the stream is a live one of this device's context (caller: one of ours, or
-        // an adopted `CUstream` of it, which the driver checks against the current context);
-        // the range lies in a managed allocation of this device (registry) that the caller
-        // keeps allocated until the prefetch has completed.
+        // (An adopted `CUstream` is checked by the driver against the current context.)
+        // SAFETY: the stream is a live one of this device's context (caller); the range lies in
+        // a managed allocation of this device (registry) kept allocated until the prefetch ends.
         unsafe {
             self.driver
                 .mem_prefetch_async(ptr.0, bytes, location, raw_stream(stream))

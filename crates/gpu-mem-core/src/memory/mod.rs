@@ -24,5 +24,5 @@ pub(crate) use host_buffer::{HostBuffer, HostBufferKind};
 pub(crate) use host_vec::{try_collect, zeroed_vec};
 pub(crate) use keep_alive::KeepAlive;
 pub(crate) use pending::{Access, PendingUses, WorkQueue};
-pub(crate) use reclaim::{allocate_or_release, set_reclaim};
+pub(crate) use reclaim::{allocate_or_release, set_reclaim, trim_pool};
 pub(crate) use storage::Storage;

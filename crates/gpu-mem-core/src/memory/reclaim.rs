@@ -63,21 +63,31 @@ fn wait_for_kept_memory(device: &Device, _: &Error) -> Option<u64> {
     waited.then(|| held_before.saturating_sub(usage.current_bytes()))
 }
 
-/// Trims the stream-ordered pool to what its live allocations use, for device memory: the
-/// freed memory it keeps for reuse (its release threshold) is then the driver's again.
+/// Trims the stream-ordered pool to what its live allocations use, for device memory.
 fn trim_the_pool(device: &Device, error: &Error) -> Option<u64> {
     if !matches!(error, Error::OutOfMemory { .. }) {
         return None;
     }
+    trim_pool(device).ok().filter(|&released| released > 0)
+}
+
+/// Trims `device`'s stream-ordered pool to what its live allocations use: the freed memory it
+/// keeps for reuse (its release threshold) is the driver's again. Returns the bytes released
+/// (0 on a backend without a pool, when it kept nothing, or when it cannot say what it keeps);
+/// the trim's own failure is the error.
+pub(crate) fn trim_pool(device: &Device) -> Result<u64> {
     let backend = device.backend();
-    let pool = backend.pool()?;
-    let usage = pool.pool_usage(device.ordinal()).ok()?;
+    let Some(pool) = backend.pool() else {
+        return Ok(0);
+    };
+    let Ok(usage) = pool.pool_usage(device.ordinal()) else {
+        return Ok(0);
+    };
     let kept = usage.reserved.saturating_sub(usage.used);
-    if kept == 0 {
-        return None;
+    if kept > 0 {
+        pool.pool_trim(device.ordinal(), 0)?;
     }
-    pool.pool_trim(device.ordinal(), 0).ok()?;
-    Some(kept)
+    Ok(kept)
 }
 
 /// The tries after a failure for want of room: one after each releaser that gave back memory.

@@ -48,16 +48,7 @@ impl crate::device::Device {
         for inner in super::streams_of(self) {
             released += inner.release_idle_staging() as u64;
         }
-        let backend = self.backend();
-        if let Some(pool) = backend.pool()
-            && let Ok(usage) = pool.pool_usage(self.ordinal())
-        {
-            let kept = usage.reserved.saturating_sub(usage.used);
-            if kept > 0 {
-                pool.pool_trim(self.ordinal(), 0)?;
-                released += kept;
-            }
-        }
+        released += crate::memory::trim_pool(self)?;
         Ok(released)
     }
 }

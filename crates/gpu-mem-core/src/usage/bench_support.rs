@@ -1,16 +1,6 @@
 //! What the transfers benchmark measures of the accounting alone (feature `bench-internals`).
 
 use crate::accounting::{DeviceUsage, MemoryKind, Ticket, Tracking};
-use crate::device::Device;
-
-/// Counts an allocation of `bytes` bytes on `device` and its free, as every allocation and free
-/// does, with the process's tracking: the accounting's whole cost per allocation.
-#[track_caller]
-pub fn count_one_allocation(device: &Device, bytes: usize) {
-    let usage = device.usage();
-    let ticket = Ticket::new(usage, MemoryKind::Device, bytes, None);
-    usage.release(&ticket);
-}
 
 /// A device's accounting on its own with the given tracking, to measure one setting beside
 /// another in the same run (the process's tracking is chosen once).

@@ -76,6 +76,7 @@ typedef unsigned long long gm_u64;
 #endif
 
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -152,7 +153,7 @@ struct gm_sim_runtime {
     void (*fault)(const char *message);
     void (*progress)(void);
 };
-#define GM_SIM_ABI 1
+#define GM_SIM_ABI 2
 
 static gm_sim_runtime gm_sim_rt;
 
@@ -808,6 +809,68 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
     }
 }
 
+/* A block's threads as a loop (C layout shared with the simulator), for a kernel whose threads
+ * never wait for each other: they run here, in index order (x fastest), each a call of the
+ * entry with the launch's parameters (copied out once), so that starting a thread costs an
+ * index update, and the compiler may inline the kernel into the loop, instead of a call from
+ * the simulator per thread. The loop stops after the first thread that faults. */
+struct gm_sim_threads {
+    gm_sim_thread* thread;        /* what threadIdx & co read: set to each thread before it runs */
+    void* const* args;            /* the launch's argument buffers */
+    const unsigned char* faulted; /* nonzero once a thread of the block recorded a fault */
+    unsigned int count;           /* threads in the block */
+    unsigned int dim_x, dim_y;    /* the block's extent in x and y */
+    unsigned int warp_size;
+    int status; /* out: 0, 1 if a C++ exception reached a thread, 2 if it trapped */
+};
+
+template <typename... P, unsigned long... I>
+void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
+                        std::integer_sequence<unsigned long, I...>) {
+    typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
+        Params;
+    /* Copied out: each thread receives its own copy of these, as from the buffers. */
+    const Params params(*static_cast<const typename std::tuple_element<I, Params>::type*>(
+        t->args[I])...);
+    gm_sim_thread* const thread = t->thread;
+    const unsigned char* const faulted = t->faulted;
+    const unsigned int count = t->count, dim_x = t->dim_x, dim_y = t->dim_y;
+    const unsigned int warp = t->warp_size == 0 ? 1 : t->warp_size;
+    gm_uint3 index = {0, 0, 0};
+    unsigned int lane = 0;
+    t->status = 0;
+    try {
+        for (unsigned int i = 0; i < count; ++i) {
+            thread->thread_idx = index;
+            thread->lane = lane;
+            entry(std::get<I>(params)...);
+            if (*faulted != 0) {
+                return;
+            }
+            if (++index.x == dim_x) {
+                index.x = 0;
+                if (++index.y == dim_y) {
+                    index.y = 0;
+                    ++index.z;
+                }
+            }
+            if (++lane == warp) {
+                lane = 0;
+            }
+        }
+    } catch (const gm_sim_trap&) {
+        t->status = 2;
+    } catch (...) {
+        gm_sim_rt.fault("a C++ exception escaped the kernel");
+        t->status = 1;
+    }
+}
+
+template <typename... P>
+void gm_sim_run_threads(void (*entry)(P...), gm_sim_threads* t) {
+    gm_sim_thread_loop(entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+}
+
 #define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
 /* A module's kernels and variables, as the simulator's generated entry points list them (C
@@ -817,6 +880,7 @@ struct gm_sim_kernel {
     const char* name;                            /* as launched: `k`, `ns::k`, `k<float, 4>` */
     const gm_sim_param* (*params)(int* count);   /* its parameters */
     int (*run)(void* const* args);               /* one thread (threads as calls), else null */
+    void (*run_threads)(gm_sim_threads*);        /* a block's threads (threads as calls) */
     void (*start_round)(struct gm_sim_round*);   /* stackless threads, else null */
     void (*resume_round)(struct gm_sim_round*);
 };

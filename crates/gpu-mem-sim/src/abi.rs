@@ -4,7 +4,7 @@
 //! A compiled program (`crate::source`) exports `gm_sim_abi`, `gm_sim_init` and the kernels'
 //! entry points ([`Entry`]); the executor (`crate::executor`) hands every program the table of
 //! its callbacks ([`GmSimRuntime`]) and runs the entry points, exchanging [`GmSimThread`],
-//! [`GmSimRound`] and [`GmSimWait`] with them. Every type here is `#[repr(C)]` and mirrors the
+//! [`GmSimThreads`], [`GmSimRound`] and [`GmSimWait`] with them. Every type here is `#[repr(C)]` and mirrors the
 //! prelude's declaration field for field; a change to either side bumps [`ABI`], and a library
 //! built for another ABI is refused at load.
 //!
@@ -15,7 +15,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 1;
+pub(crate) const ABI: u32 = 2;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -27,6 +27,25 @@ pub(crate) struct GmSimThread {
     pub(crate) grid_dim: [u32; 3],
     pub(crate) warp_size: u32,
     pub(crate) lane: u32,
+}
+
+/// `gm_sim_threads`: a block's threads run as a loop by the program, for a kernel whose threads
+/// never wait for each other (see `executor::runner::direct`).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GmSimThreads {
+    /// What compiled code reads through `threadIdx` & co; the program sets it to each thread.
+    pub(crate) thread: *mut GmSimThread,
+    pub(crate) args: *const *mut c_void,
+    /// Nonzero once a thread of the block recorded a fault: the loop stops after that thread.
+    pub(crate) faulted: *const u8,
+    pub(crate) count: u32,
+    pub(crate) dim_x: u32,
+    pub(crate) dim_y: u32,
+    pub(crate) warp_size: u32,
+    /// The outcome: 0, 1 if a C++ exception reached a thread, 2 if a thread trapped (both
+    /// recorded as the block's fault through the runtime's callbacks).
+    pub(crate) status: c_int,
 }
 
 /// `gm_sim_round`: one round of a block's stackless threads, run by the program (see
@@ -113,10 +132,20 @@ pub(crate) struct GmSimRuntime {
 /// How the executor runs a program's threads: its entry points.
 #[derive(Clone, Copy)]
 pub(crate) enum Entry {
-    /// `run`: runs the kernel as one thread, with one argument buffer per parameter.
-    Calls(unsafe extern "C" fn(*const *mut c_void) -> c_int),
+    /// The entry points of threads as calls.
+    Calls(CallsEntry),
     /// The entry points of coroutine threads.
     Stackless(StacklessEntry),
+}
+
+/// A kernel's entry points for threads as calls.
+#[derive(Clone, Copy)]
+pub(crate) struct CallsEntry {
+    /// `run(args)`: runs the kernel as one thread, with one argument buffer per parameter.
+    pub(crate) run: unsafe extern "C" fn(*const *mut c_void) -> c_int,
+    /// `run_threads(&threads)`: runs a block's threads one after another, for threads that
+    /// never wait.
+    pub(crate) run_threads: unsafe extern "C" fn(*mut GmSimThreads),
 }
 
 /// A stackless kernel's entry points.

@@ -36,6 +36,9 @@ pub(crate) struct Block<'a> {
     pub(super) slots: RefCell<Vec<Slot>>,
     /// First fault of the block: thread index and message.
     pub(super) fault: RefCell<Option<(Dim3, String)>>,
+    /// 1 once `fault` holds one: what a program running the block's threads as a loop reads
+    /// after each thread (`runner::direct`).
+    faulted: Cell<u8>,
     schedule: UnsafeCell<Schedule>,
 }
 
@@ -80,6 +83,7 @@ impl<'a> Block<'a> {
             // Sized by the first collective.
             slots: RefCell::new(Vec::new()),
             fault: RefCell::new(None),
+            faulted: Cell::new(0),
             schedule: UnsafeCell::new(Schedule::default()),
         }
     }
@@ -126,7 +130,15 @@ impl<'a> Block<'a> {
         let mut fault = self.fault.borrow_mut();
         if fault.is_none() {
             *fault = Some((thread, message));
+            self.faulted.set(1);
         }
+    }
+
+    /// Where a program reads whether the block has faulted (nonzero: it has), valid as long as
+    /// the block.
+    #[inline]
+    pub(super) fn faulted_flag(&self) -> *const u8 {
+        self.faulted.as_ptr().cast_const()
     }
 
     pub(super) fn divergence(&self, detail: String) -> Error {

@@ -8,8 +8,8 @@
 //! | a closure                              | `Fibers`    | `runner::fibers`    |
 //! | an async closure                       | `Polled`    | `runner::polled`    |
 //!
-//! `Direct` runs each thread as a plain call: any order is a valid schedule of threads that
-//! never wait for each other. `Stackless` runs a block round by round, each thread a heap frame
+//! `Direct` runs a block's threads as a loop inside the compiled program, each a plain call:
+//! any order is a valid schedule of threads that never wait for each other. `Stackless` runs a block round by round, each thread a heap frame
 //! of the program's. `Fibers` gives each thread that waits a stack of its own. `Polled` polls
 //! each thread's future round by round. All four release barriers and collectives, and report
 //! divergence, faults and spinning, by the same rules (`crate::executor::release`,
@@ -18,7 +18,7 @@
 //! decides that when it compiles, from the source alone); the plan reads what was built.
 
 use super::args::{Resolved, encode};
-use crate::abi::{Entry, StacklessEntry};
+use crate::abi::{CallsEntry, Entry, GmSimThreads, StacklessEntry};
 use crate::thread::{PolledBody, SimKernelFn};
 use std::ffi::{c_int, c_void};
 
@@ -47,6 +47,9 @@ pub(crate) struct Compiled<'a> {
 /// A compiled entry point run once per thread (`run(args)`).
 pub(crate) type CallEntry = unsafe extern "C" fn(*const *mut c_void) -> c_int;
 
+/// A compiled entry point that runs a block's threads as a loop (`run_threads(&threads)`).
+pub(crate) type ThreadsEntry = unsafe extern "C" fn(*mut GmSimThreads);
+
 /// How the launch's threads run.
 #[derive(Clone, Copy)]
 pub(crate) enum Plan<'a> {
@@ -67,10 +70,13 @@ pub(crate) enum OnFibers<'a> {
     Compiled(Calls<'a>),
 }
 
-/// A compiled entry point run once per thread, with the launch's argument buffers.
+/// A compiled kernel's entry points for threads as calls, with the launch's argument buffers.
 #[derive(Clone, Copy)]
 pub(crate) struct Calls<'a> {
+    /// One thread (on fibers).
     pub(crate) run: CallEntry,
+    /// A block's threads as a loop in the program (direct).
+    pub(crate) run_threads: ThreadsEntry,
     pub(crate) args: &'a [*mut c_void],
 }
 
@@ -147,12 +153,13 @@ impl<'a> Prepared<'a> {
                 args: &self.args,
             }),
             Code::Compiled(Compiled {
-                entry: Entry::Calls(run),
+                entry: Entry::Calls(CallsEntry { run, run_threads }),
                 waits,
                 ..
             }) => {
                 let calls = Calls {
                     run,
+                    run_threads,
                     args: &self.args,
                 };
                 if waits {

@@ -36,7 +36,7 @@ mod signature;
 mod stackless;
 mod wrapper;
 
-use crate::abi::{ABI, Entry, GmSimRound, GmSimRuntime, StacklessEntry};
+use crate::abi::{ABI, CallsEntry, Entry, GmSimRound, GmSimRuntime, GmSimThreads, StacklessEntry};
 use crate::executor::{self, RUNTIME};
 pub(crate) use compiler::Threads;
 use compiler::{CompileFailure, Compiler};
@@ -571,6 +571,7 @@ struct RawKernel {
     name: *const c_char,
     params: Option<unsafe extern "C" fn(*mut c_int) -> *const RawParam>,
     run: Option<unsafe extern "C" fn(*const *mut c_void) -> c_int>,
+    run_threads: Option<unsafe extern "C" fn(*mut GmSimThreads)>,
     start_round: Option<unsafe extern "C" fn(*mut GmSimRound)>,
     resume_round: Option<unsafe extern "C" fn(*mut GmSimRound)>,
 }
@@ -696,12 +697,14 @@ fn load(
         let params = raw.params.ok_or("a kernel without a parameter table")?;
         let entry = match (
             threads,
-            raw.run,
+            (raw.run, raw.run_threads),
             raw.start_round,
             raw.resume_round,
             begin_block,
         ) {
-            (Threads::Calls, Some(run), _, _, _) => Entry::Calls(run),
+            (Threads::Calls, (Some(run), Some(run_threads)), _, _, _) => {
+                Entry::Calls(CallsEntry { run, run_threads })
+            }
             (Threads::Stackless, _, Some(start_round), Some(resume_round), Some(begin_block)) => {
                 Entry::Stackless(StacklessEntry {
                     start_round,

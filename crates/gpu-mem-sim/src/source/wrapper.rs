@@ -1,8 +1,8 @@
 //! The translation unit the host compiler builds for one module: the prelude (host branch), the
 //! kernel's source with its own file name and line numbers, and the entry points the simulator
 //! loads: `gm_sim_abi`, `gm_sim_init`, `gm_sim_kernels` (each kernel with its parameters and its
-//! thread functions: `run` for threads as calls, `start_round` / `resume_round` for stackless
-//! threads) and, for stackless threads, `gm_sim_begin_block`. (Variables are found in the
+//! thread functions: `run` (one thread) and `run_threads` (a block's threads as a loop) for
+//! threads as calls, `start_round` / `resume_round` for stackless threads) and, for stackless threads, `gm_sim_begin_block`. (Variables are found in the
 //! library's symbol table, `super::elf`.) The generated code follows the kernel's, so it uses
 //! only `gm_sim_` names, which no kernel's macro can have taken.
 
@@ -87,11 +87,12 @@ pub(crate) fn translation_unit(
             Threads::Calls => {
                 let _ = writeln!(
                     unit,
-                    "static int gm_sim_run_{i}(void* const* gm_sim_args) {{ return gm_sim_invoke(&{entry}, gm_sim_args); }}"
+                    "static int gm_sim_run_{i}(void* const* gm_sim_args) {{ return gm_sim_invoke(&{entry}, gm_sim_args); }}\n\
+                     static void gm_sim_threads_{i}(gm_sim_threads* gm_sim_t) {{ gm_sim_run_threads(&{entry}, gm_sim_t); }}"
                 );
                 let _ = writeln!(
                     table,
-                    "    {{\"{entry}\", &gm_sim_params_{i}, &gm_sim_run_{i}, nullptr, nullptr}},"
+                    "    {{\"{entry}\", &gm_sim_params_{i}, &gm_sim_run_{i}, &gm_sim_threads_{i}, nullptr, nullptr}},"
                 );
             }
             Threads::Stackless => {
@@ -102,14 +103,14 @@ pub(crate) fn translation_unit(
                 );
                 let _ = writeln!(
                     table,
-                    "    {{\"{entry}\", &gm_sim_params_{i}, nullptr, &gm_sim_start_{i}, &gm_sim_resume_{i}}},"
+                    "    {{\"{entry}\", &gm_sim_params_{i}, nullptr, nullptr, &gm_sim_start_{i}, &gm_sim_resume_{i}}},"
                 );
             }
         }
     }
     let _ = write!(
         unit,
-        "static const gm_sim_kernel gm_sim_kernel_table[] = {{\n{table}    {{nullptr, nullptr, nullptr, nullptr, nullptr}}\n}};\n\
+        "static const gm_sim_kernel gm_sim_kernel_table[] = {{\n{table}    {{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}}\n}};\n\
          GM_SIM_EXPORT const gm_sim_kernel* gm_sim_kernels(int* gm_sim_count) {{\n\
          \x20   *gm_sim_count = {};\n\
          \x20   return gm_sim_kernel_table;\n\
@@ -162,7 +163,7 @@ mod tests {
         assert!(tu.contains("gm_sim_invoke(&scale, gm_sim_args)"));
         assert!(tu.contains("gm_sim_invoke(&sum<float, 4>, gm_sim_args)"));
         assert!(
-            tu.contains("{\"sum<float, 4>\", &gm_sim_params_1, &gm_sim_run_1, nullptr, nullptr}")
+            tu.contains("{\"sum<float, 4>\", &gm_sim_params_1, &gm_sim_run_1, &gm_sim_threads_1, nullptr, nullptr}")
         );
         assert_eq!(file_name("we\"ird name"), "we_ird_name.cu");
         let tu = translation_unit("scale.cu", "line one", &declared, Threads::Stackless);

@@ -13,6 +13,7 @@ mod backend;
 mod common;
 mod contract;
 mod copy_engine;
+mod direct;
 mod fibers;
 mod kept_memory;
 mod mapped_race;

@@ -1,21 +1,43 @@
 //! The direct runner: a compiled kernel whose threads never wait for each other (its source
-//! names no barrier, collective, atomic or spin hint) runs each thread as a plain call, one
-//! after another, where any order is a valid schedule. The block stops at its first fault.
+//! names no barrier, collective, atomic or spin hint) has the program run the block's threads
+//! as a loop (`gm_sim_run_threads`), each a plain call, one after another, where any order is a
+//! valid schedule. Starting a thread is then an index update inside the program, not a call
+//! from here. The block stops after its first fault.
 
+use crate::abi::GmSimThreads;
 use crate::executor::block::Block;
 use crate::executor::fiber::{Fiber, Target};
 use crate::executor::plan::Calls;
-use crate::executor::sim_thread::SimThread;
+use crate::executor::sim_thread::{SimThread, make_current};
 
 impl Block<'_> {
     /// Runs the threads on the driver `fiber` ([`Block::run_on_driver`]).
     pub(super) fn drive_direct(&self, calls: Calls<'_>, fiber: *const Fiber) -> Target {
-        let count = self.block_dim.count() as u32;
-        for linear in 0..count {
-            calls.run_thread(&SimThread::new(self, linear, None));
-            if self.fault.borrow().is_some() {
-                break;
-            }
+        // What compiled code reads through `threadIdx` & co: one for all threads, set by the
+        // program to each thread before it runs; callbacks (faults) find it as the current
+        // thread, as for a stackless block.
+        let thread = SimThread::new(self, 0, None);
+        make_current(&thread);
+        let mut threads = GmSimThreads {
+            thread: thread.info_ptr(),
+            args: calls.args.as_ptr(),
+            faulted: self.faulted_flag(),
+            count: self.block_dim.count() as u32,
+            dim_x: self.block_dim.x,
+            dim_y: self.block_dim.y,
+            warp_size: self.warp_size,
+            status: 0,
+        };
+        // SAFETY: the program was compiled from the kernel's source with the prelude's host
+        // branch, its parameters were checked against the launch's arguments, and `args` holds
+        // one buffer of each parameter's exact layout, alive for the launch; `thread` and the
+        // fault flag outlive the call, and nothing else touches them during it.
+        unsafe { (calls.run_threads)(&mut threads) };
+        if threads.status != 0 {
+            // Recorded already through the callbacks; kept in case the program could not.
+            // SAFETY: the program is done with `info`.
+            let index = unsafe { (*thread.info_ptr()).thread_index() };
+            self.record_fault(index, "a C++ exception escaped the kernel".to_string());
         }
         self.driver_done(Ok(()), fiber)
     }

@@ -514,6 +514,20 @@ pub enum Error {
         /// What the user can do about it.
         recovery: &'static str,
     },
+    /// A collective or point-to-point call (NCCL, RCCL, the simulator's model) failed or was
+    /// refused before anything was enqueued: `call` is NCCL's name of it (`ncclAllReduce`,
+    /// `ncclCommInitRank`, ...), `reason` includes the engine's own text (`ncclGetLastError`).
+    #[error("{call} on rank {rank} of {nranks} failed: {reason}")]
+    Collective {
+        /// The call.
+        call: &'static str,
+        /// The calling rank.
+        rank: usize,
+        /// Ranks in the communicator.
+        nranks: usize,
+        /// Why.
+        reason: String,
+    },
     /// Errors that happened in `Drop` and were kept for a later check.
     #[error("{count} error(s) happened while releasing resources; first: {first}")]
     DeferredRelease {

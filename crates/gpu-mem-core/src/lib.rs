@@ -13,6 +13,8 @@ mod accounting;
 pub mod allocator;
 pub mod array;
 pub mod backend;
+#[cfg(feature = "collectives")]
+pub mod collective;
 mod device;
 #[cfg(feature = "dlpack")]
 pub mod dlpack;

@@ -26,6 +26,7 @@
 
 mod abi;
 mod backend;
+mod collective;
 mod config;
 mod copy;
 mod event;
@@ -88,6 +89,8 @@ pub struct SimBackend {
     id: u64,
     devices: Vec<SimDevice>,
     next_handle: AtomicU64,
+    /// The communicators of collective calls (`collective`).
+    collectives: collective::Registry,
 }
 
 impl std::fmt::Debug for SimBackend {
@@ -141,6 +144,7 @@ impl SimBackend {
             id: recent_stream::new_backend_id(),
             devices,
             next_handle: AtomicU64::new(1),
+            collectives: collective::Registry::new(),
         }
     }
 
@@ -159,6 +163,13 @@ impl SimBackend {
 
     fn handle(&self) -> u64 {
         self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// How long a rank's collective call waits for the other ranks before it fails, naming the
+    /// ranks that never called (default 30 s, or `GPU_MEM_SIM_COLLECTIVE_TIMEOUT_MS`). NCCL
+    /// would wait for ever; the simulator reports the mistake instead.
+    pub fn set_collective_timeout(&self, timeout: std::time::Duration) {
+        self.collectives.set_timeout(timeout);
     }
 
     /// Live device allocations on `device` (0 once every array is dropped).

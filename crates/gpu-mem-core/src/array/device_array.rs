@@ -62,6 +62,12 @@ impl<T: Element> DeviceArray<T> {
         }
     }
 
+    /// The memory behind the array (what a stream keeps alive for work on it).
+    #[cfg_attr(not(feature = "collectives"), allow(dead_code))]
+    pub(crate) fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
     /// The device holding the memory.
     pub fn device(&self) -> &Device {
         self.storage.device()

@@ -7,8 +7,8 @@
 //!
 //! The trait is split by concern, one file each. What every backend provides is a supertrait:
 //! [`Memory`], [`Transfer`], [`Streams`], [`Events`], [`Launch`]. What only some provide is a
-//! capability — [`PeerAccess`], [`IpcMemory`], [`ManagedMemory`], [`StreamOrderedPool`] — that
-//! a backend decides once and hands out through an accessor ([`Backend::peer`], ...) answering
+//! capability — [`PeerAccess`], [`IpcMemory`], [`ManagedMemory`], [`StreamOrderedPool`],
+//! [`Collectives`] — that a backend decides once and hands out through an accessor ([`Backend::peer`], ...) answering
 //! `None` where it lacks it; the core turns that `None` into [`Error::NotSupportedByBackend`]
 //! naming the feature (`require`, the one place that builds it) and falls back where it can.
 //!
@@ -32,6 +32,7 @@
 //!   reported by its stream's next synchronization as [`Error::AsyncFailure`].
 
 mod advice;
+mod collective;
 mod event;
 mod ipc;
 pub(crate) mod kernel;
@@ -45,6 +46,9 @@ mod transfer;
 mod types;
 
 pub use advice::{ManagedAdvice, ManagedHints, ManagedLocation};
+pub use collective::{
+    CollectiveCall, CollectiveType, Collectives, CommHandle, ReduceOp, UNIQUE_ID_BYTES, UniqueId,
+};
 pub use event::Events;
 pub use ipc::IpcMemory;
 pub use launch::Launch;
@@ -138,6 +142,12 @@ pub unsafe trait Backend:
 
     /// Stream-ordered allocation from the device's memory pool, where the backend has one.
     fn pool(&self) -> Option<&dyn StreamOrderedPool> {
+        None
+    }
+
+    /// Collective communication between devices (NCCL, RCCL, the simulator's model), where the
+    /// backend has it.
+    fn collectives(&self) -> Option<&dyn Collectives> {
         None
     }
 }

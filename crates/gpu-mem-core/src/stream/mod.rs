@@ -288,6 +288,19 @@ impl StreamInner {
         Arc::strong_count(alloc) == 1 + count_holds(&list, alloc)
     }
 
+    /// Keeps `keep` alive until the stream's next synchronization that covers work enqueued on
+    /// its handle *now*: an empty operation with a ticket of its own. For work another library
+    /// put on the handle after its gpu-mem submission (a grouped NCCL call is issued at the
+    /// group's end), whose earlier ticket a synchronization inside the group may have passed.
+    #[cfg_attr(not(feature = "collectives"), allow(dead_code))]
+    pub(crate) fn keep_until_synchronized(&self, keep: Vec<KeepAlive>) {
+        let mut list = self.lock_keep_alive();
+        let ticket = self.submitted.load(Ordering::Acquire) + 1;
+        self.submitted.store(ticket, Ordering::Release);
+        self.settled.store(UNSETTLED, Ordering::Release);
+        list.extend(keep.into_iter().map(|k| (ticket, k)));
+    }
+
     fn lock_keep_alive(&self) -> MutexGuard<'_, Vec<(u64, KeepAlive)>> {
         crate::sync::lock(&self.keep_alive)
     }

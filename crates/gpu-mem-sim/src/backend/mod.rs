@@ -1,5 +1,6 @@
 //! `gpu_mem_core::Backend` on the simulator, one file per concern (`memory`, `transfer`,
-//! `stream`, `event`, `launch`) and per capability (`peer`, `ipc`, `managed`, `pool`): the
+//! `stream`, `event`, `launch`) and per capability (`peer`, `ipc`, `managed`, `pool`,
+//! `collective`): the
 //! simulator hands out every capability the trait knows.
 //!
 //! # Contract
@@ -13,6 +14,7 @@
 //!   [`Error::AsyncFailure`]; `synchronize` reports the first failure of the device's streams
 //!   and leaves each for its own stream too.
 
+mod collective;
 mod event;
 mod ipc;
 mod launch;
@@ -26,7 +28,7 @@ mod transfer;
 use crate::stream::SimStream;
 use crate::{SimBackend, reentry};
 use gpu_mem_core::backend::{
-    DeviceInfo, IpcMemory, ManagedMemory, MemInfo, PeerAccess, StreamOrderedPool,
+    Collectives, DeviceInfo, IpcMemory, ManagedMemory, MemInfo, PeerAccess, StreamOrderedPool,
 };
 use gpu_mem_core::sync::read;
 use gpu_mem_core::{Backend, BackendKind, Error, Result};
@@ -106,6 +108,10 @@ unsafe impl Backend for SimBackend {
     }
 
     fn pool(&self) -> Option<&dyn StreamOrderedPool> {
+        Some(self)
+    }
+
+    fn collectives(&self) -> Option<&dyn Collectives> {
         Some(self)
     }
 }

@@ -39,6 +39,12 @@ pub enum Requires {
     /// Shifts by the width or more answered as NVIDIA GPUs answer them (and the simulator);
     /// AMD GPUs take the count modulo the width.
     ClampedShifts,
+    /// Collectives (`gpu_mem::collective`): NCCL on CUDA, the simulator's model of it; not on
+    /// ROC, whose backend has no RCCL path (its streams are HSA queues, not HIP streams).
+    Collectives,
+    /// Collectives, checking the simulator's diagnostics (mismatched calls, a missing rank),
+    /// which NCCL leaves undefined or hanging.
+    SimulatedCollectives,
 }
 
 impl Requires {
@@ -62,6 +68,17 @@ impl Requires {
             Requires::CooperativeLaunch if kind == BackendKind::Roc => {
                 Some("the ROC backend makes no cooperative launches")
             }
+            Requires::Collectives | Requires::SimulatedCollectives if cfg!(miri) => Some(
+                "collective cases wait on each other's ranks (threads and timeouts); Miri covers the stream bookkeeping they share with copies",
+            ),
+            Requires::Collectives | Requires::SimulatedCollectives if kind == BackendKind::Roc => {
+                Some(
+                    "the ROC backend has no RCCL path yet (its streams are HSA queues, which RCCL cannot take)",
+                )
+            }
+            Requires::SimulatedCollectives if kind != BackendKind::Sim => Some(
+                "simulator-only collective diagnostics (NCCL leaves mismatched calls undefined or hanging)",
+            ),
             Requires::ClampedShifts if kind == BackendKind::Roc => Some(
                 "AMD GPUs take a shift count modulo the width, where NVIDIA's (and the simulator) clamp it",
             ),

@@ -42,7 +42,9 @@
 //! Cargo features `cuda`, `roc` and `sim` choose which backends are compiled in (all three by
 //! default); asking at run time for one that is not compiled in is an error that says so.
 //! [`backends`] reports each backend with its availability and the reason when it is
-//! unavailable. Every failure is an [`Error`], never a panic.
+//! unavailable. Every failure is an [`Error`], never a panic. Feature `nccl` adds
+//! [`collective`]: NCCL/RCCL collectives over arrays and streams (the simulator's model of NCCL
+//! between its devices where there is no GPU).
 
 /// The `ndarray` version gpu-mem's host arrays are made of, so a program need not match it.
 pub use ndarray;

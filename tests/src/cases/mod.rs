@@ -2,6 +2,7 @@
 
 mod arrays;
 mod assign;
+mod collectives;
 mod corpus;
 mod cuda_source;
 mod dlpack;
@@ -32,6 +33,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(smart::cases());
     cases.extend(soundness::cases());
     cases.extend(dlpack::cases());
+    cases.extend(collectives::cases());
     cases
 }
 

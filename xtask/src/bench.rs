@@ -2,7 +2,10 @@
 //!
 //! * `kernels` (`cargo bench -p gpu-mem --bench kernels`): the simulator's kernels, from portable
 //!   source, beside Numba's CUDA simulator (target: 10,000x faster) and the tiled matmul beside a
-//!   plain i-k-j Rust loop (target: within 10x); compile costs.
+//!   plain i-k-j Rust loop (target: within 10x); compile costs. Then `corpus` (`cargo bench -p
+//!   gpu-mem-conformance --bench corpus`): real kernels of the test corpus (cuda-samples,
+//!   Rodinia, PolyBench, HeCBench) beside plain single-threaded Rust loops computing the same
+//!   outputs (targets: a geometric mean of the ratios of at most 3x, none above 10x).
 //! * `executor` (`cargo bench -p gpu-mem-sim --bench executor`): launch, thread and barrier
 //!   costs for source and closure kernels, and block scaling over one and two workers.
 //! * `transfers` (`cargo bench -p gpu-mem-sim --bench transfers`): the simulator's 64 MiB
@@ -14,21 +17,29 @@
 
 use std::process::Command;
 
-const BENCHES: [(&str, &[&str]); 3] = [
-    ("kernels", &["bench", "-p", "gpu-mem", "--bench", "kernels"]),
+/// Each benchmark's name and the cargo commands that run it, in order.
+const BENCHES: [(&str, &[&[&str]]); 3] = [
+    (
+        "kernels",
+        &[
+            &["bench", "-p", "gpu-mem", "--bench", "kernels"],
+            &["bench", "-p", "gpu-mem-conformance", "--bench", "corpus"],
+        ],
+    ),
     (
         "executor",
-        &["bench", "-p", "gpu-mem-sim", "--bench", "executor"],
+        &[&["bench", "-p", "gpu-mem-sim", "--bench", "executor"]],
     ),
     (
         "transfers",
-        &["bench", "-p", "gpu-mem-sim", "--bench", "transfers"],
+        &[&["bench", "-p", "gpu-mem-sim", "--bench", "transfers"]],
     ),
 ];
 
 /// Runs the named benchmarks (all of them without arguments); `--json` asks each benchmark for
-/// a JSON summary line after its table (`GPU_MEM_BENCH_JSON=1`; `kernels` and `executor` print
-/// one, `transfers` one for its 64 MiB ratios and one for its round trips).
+/// a JSON summary line after its table (`GPU_MEM_BENCH_JSON=1`; `kernels` prints one for the
+/// kernels benchmark and one for the corpus, `executor` one, `transfers` one for its 64 MiB
+/// ratios and one for its round trips).
 pub fn run(args: &[String]) -> Result<(), String> {
     let json = args.iter().any(|a| a == "--json");
     let args: Vec<String> = args.iter().filter(|a| *a != "--json").cloned().collect();
@@ -42,23 +53,25 @@ pub fn run(args: &[String]) -> Result<(), String> {
         ));
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    for (name, cargo_args) in BENCHES {
+    for (name, commands) in BENCHES {
         if !args.is_empty() && !args.iter().any(|a| a == name) {
             continue;
         }
-        println!("== {name}: cargo {}", cargo_args.join(" "));
-        let mut command = Command::new(&cargo);
-        command.args(cargo_args);
-        if json {
-            // An environment variable, not an argument: criterion's harness rejects arguments
-            // it does not know.
-            command.env("GPU_MEM_BENCH_JSON", "1");
-        }
-        let status = command
-            .status()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if !status.success() {
-            return Err(format!("the {name} benchmark failed ({status})"));
+        for cargo_args in commands {
+            println!("== {name}: cargo {}", cargo_args.join(" "));
+            let mut command = Command::new(&cargo);
+            command.args(*cargo_args);
+            if json {
+                // An environment variable, not an argument: criterion's harness rejects
+                // arguments it does not know.
+                command.env("GPU_MEM_BENCH_JSON", "1");
+            }
+            let status = command
+                .status()
+                .map_err(|e| format!("cannot run cargo: {e}"))?;
+            if !status.success() {
+                return Err(format!("the {name} benchmark failed ({status})"));
+            }
         }
     }
     Ok(())

@@ -815,7 +815,6 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
  * index update, and the compiler may inline the kernel into the loop, instead of a call from
  * the simulator per thread. The loop stops after the first thread that faults. */
 struct gm_sim_threads {
-    gm_sim_thread* thread;        /* what threadIdx & co read: set to each thread before it runs */
     void* const* args;            /* the launch's argument buffers */
     const unsigned char* faulted; /* nonzero once a thread of the block recorded a fault */
     unsigned int count;           /* threads in the block */
@@ -832,7 +831,10 @@ void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
     /* Copied out: each thread receives its own copy of these, as from the buffers. */
     const Params params(*static_cast<const typename std::tuple_element<I, Params>::type*>(
         t->args[I])...);
-    gm_sim_thread* const thread = t->thread;
+    /* What threadIdx & co read, set to each thread before it runs: asked through the same
+     * `const` function the kernel's reads go through, so that once the kernel is inlined here
+     * the compiler sees one pointer, and each index read as the value just stored. */
+    gm_sim_thread* const thread = const_cast<gm_sim_thread*>(gm_sim_self());
     const unsigned char* const faulted = t->faulted;
     const unsigned int count = t->count, dim_x = t->dim_x, dim_y = t->dim_y;
     const unsigned int warp = t->warp_size == 0 ? 1 : t->warp_size;

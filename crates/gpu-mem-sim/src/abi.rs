@@ -30,12 +30,11 @@ pub(crate) struct GmSimThread {
 }
 
 /// `gm_sim_threads`: a block's threads run as a loop by the program, for a kernel whose threads
-/// never wait for each other (see `executor::runner::direct`).
+/// never wait for each other (see `executor::runner::direct`). The program sets each thread's
+/// indices in the current thread's [`GmSimThread`] (what the runtime's `this` returns).
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct GmSimThreads {
-    /// What compiled code reads through `threadIdx` & co; the program sets it to each thread.
-    pub(crate) thread: *mut GmSimThread,
     pub(crate) args: *const *mut c_void,
     /// Nonzero once a thread of the block recorded a fault: the loop stops after that thread.
     pub(crate) faulted: *const u8,

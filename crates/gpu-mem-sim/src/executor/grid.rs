@@ -1,5 +1,6 @@
-//! Running a grid: blocks spread over the simulator's worker threads (`crate::workers`), the
-//! error of the lowest failing block kept.
+//! Running a grid: blocks spread over the simulator's worker threads (`crate::workers`) once
+//! the launching thread has run them alone for a moment, the error of the lowest failing
+//! block kept.
 
 use super::Limits;
 use super::args::{Resolved, views};
@@ -13,6 +14,11 @@ use gpu_mem_core::sync::{get_mut, lock};
 use gpu_mem_core::{Error, Result};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the launching thread runs a grid's blocks alone before worker threads help: a
+/// launch whose blocks take less never wakes one.
+const RUN_ALONE_FOR: Duration = Duration::from_micros(20);
 
 /// The argument views, shared by the worker threads.
 struct Views<'a>(Vec<crate::thread::ArgView<'a>>);
@@ -64,12 +70,17 @@ pub(crate) fn run_grid(
     let next = AtomicU64::new(0);
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
     let failure = LowestFailure::default();
-    let work = || {
+    // Runs blocks until none is left or, with `until`, that time has passed; returns whether
+    // blocks are left.
+    let run_blocks = |until: Option<Instant>| -> bool {
         let _in_kernel = enter_kernel(kernel);
         loop {
+            if until.is_some_and(|until| Instant::now() >= until) {
+                return next.load(Ordering::Relaxed) < total;
+            }
             let linear = next.fetch_add(1, Ordering::Relaxed);
             if linear >= total || linear > failure.lowest.load(Ordering::Acquire) {
-                return;
+                return false;
             }
             let block = BlockRun {
                 kernel,
@@ -83,9 +94,16 @@ pub(crate) fn run_grid(
             }
         }
     };
-    // The launching thread runs blocks too; the process's worker threads help with the rest.
-    let helpers = usize::try_from(total.saturating_sub(1)).unwrap_or(usize::MAX);
-    crate::workers::run_parallel(helpers, &work);
+    // The launching thread runs blocks alone first: waking a worker costs microseconds of
+    // system time on both sides, more than a small grid's whole work. Past `RUN_ALONE_FOR` the
+    // process's worker threads help with the rest.
+    if run_blocks(Some(Instant::now() + RUN_ALONE_FOR)) {
+        let left = total.saturating_sub(next.load(Ordering::Relaxed));
+        let helpers = usize::try_from(left.saturating_sub(1)).unwrap_or(usize::MAX);
+        crate::workers::run_parallel(helpers, &|| {
+            run_blocks(None);
+        });
+    }
     failure.into_result()
 }
 

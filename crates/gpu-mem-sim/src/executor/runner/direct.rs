@@ -13,13 +13,12 @@ use crate::executor::sim_thread::{SimThread, make_current};
 impl Block<'_> {
     /// Runs the threads on the driver `fiber` ([`Block::run_on_driver`]).
     pub(super) fn drive_direct(&self, calls: Calls<'_>, fiber: *const Fiber) -> Target {
-        // What compiled code reads through `threadIdx` & co: one for all threads, set by the
-        // program to each thread before it runs; callbacks (faults) find it as the current
-        // thread, as for a stackless block.
+        // What compiled code reads through `threadIdx` & co: one for all threads, found by the
+        // program as the current thread's and set to each thread before it runs; callbacks
+        // (faults) find it there too, as for a stackless block.
         let thread = SimThread::new(self, 0, None);
         make_current(&thread);
         let mut threads = GmSimThreads {
-            thread: thread.info_ptr(),
             args: calls.args.as_ptr(),
             faulted: self.faulted_flag(),
             count: self.block_dim.count() as u32,

@@ -36,7 +36,11 @@ impl Block<'_> {
     /// Runs the block from one fiber of this OS thread, the driver, which [`run_on_fiber`]
     /// hands to the plan's runner; the runner ends with [`Block::driver_done`].
     fn run_on_driver(&self) -> Result<(), Error> {
-        let count = self.block_dim.count() as usize;
+        // A direct block's threads never wait: its schedule holds the driver only.
+        let count = match self.plan {
+            Plan::Direct(_) => 1,
+            _ => self.block_dim.count() as usize,
+        };
         let driver = {
             // SAFETY: no thread runs yet.
             let s = unsafe { self.schedule() };

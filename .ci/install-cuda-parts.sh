@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the parts of CUDA that gpu-mem's CUDA tests and `cargo xtask bindgen cuda` use on a
-# machine without a GPU or driver: the pinned NVIDIA wheels from PyPI (cuda.h, nvrtc.h,
-# libnvrtc, and ptxas from the nvcc wheel) and libclang for bindgen.
+# Installs the parts of CUDA that gpu-mem's CUDA tests and `cargo xtask bindgen cuda|nccl` use on
+# a machine without a GPU or driver: the pinned NVIDIA wheels from PyPI (cuda.h, nvrtc.h,
+# libnvrtc, ptxas from the nvcc wheel, nccl.h and libnccl.so.2 from the NCCL wheel) and libclang
+# for bindgen.
 #
 # Idempotent: a stamp file records what was installed; a second run only checks it and exits.
 #
@@ -10,6 +11,7 @@
 #   headers = $PREFIX/nvidia/cu13/include            (GPU_MEM_CUDA_INCLUDE: bindgen, NVRTC's -I)
 #   nvrtc   = $PREFIX/nvidia/cu13/lib/libnvrtc.so.13 (GPU_MEM_NVRTC_LIBRARY for the tests)
 #   ptxas   = $PREFIX/nvidia/cu13/bin/ptxas          (GPU_MEM_PTXAS for the tests)
+#   nccl    = $PREFIX/nvidia/nccl/lib/libnccl.so.2   (GPU_MEM_NCCL_LIBRARY for the tests)
 # The tests look in the default PREFIX themselves, so exporting these is only needed when
 # GPU_MEM_CUDA_WHEELS is changed.
 set -euo pipefail
@@ -18,11 +20,15 @@ set -euo pipefail
 # cuda/std) is what <cooperative_groups.h> includes; its wheel is versioned on its own.
 CUDA_WHEEL_VERSION=13.5.37
 CCCL_WHEEL_VERSION=13.3.5.0.6
+# NCCL for CUDA 13: nccl.h for `cargo xtask bindgen nccl`, libnccl.so.2 for the loader and symbol
+# tests (it loads without a GPU; creating a communicator then fails with NCCL's own error).
+NCCL_WHEEL_VERSION=2.32.3
 WHEELS=(
     "nvidia-cuda-runtime==${CUDA_WHEEL_VERSION}"
     "nvidia-cuda-nvrtc==${CUDA_WHEEL_VERSION}"
     "nvidia-cuda-nvcc==${CUDA_WHEEL_VERSION}"
     "nvidia-cuda-cccl==${CCCL_WHEEL_VERSION}"
+    "nvidia-nccl-cu13==${NCCL_WHEEL_VERSION}"
 )
 
 PREFIX="${GPU_MEM_CUDA_WHEELS:-${HOME:-/root}/.cache/gpu-mem/cuda-wheels}"
@@ -67,7 +73,7 @@ pip_cmd() {
 install_wheels() {
     if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANTED_STAMP" ] \
         && [ -f "$CU/include/cuda.h" ] && [ -f "$CU/include/nvrtc.h" ] \
-        && [ -e "$CU/lib/libnvrtc.so.13" ]; then
+        && [ -e "$CU/lib/libnvrtc.so.13" ] && [ -f "$PREFIX/nvidia/nccl/include/nccl.h" ]; then
         log "wheels already installed in $PREFIX"
         return 0
     fi
@@ -94,6 +100,8 @@ write_paths() {
         echo "GPU_MEM_CUDA_INCLUDE=$CU/include"
         echo "GPU_MEM_NVRTC_LIBRARY=$CU/lib/libnvrtc.so.13"
         if [ -x "$ptxas" ]; then echo "GPU_MEM_PTXAS=$ptxas"; fi
+        echo "GPU_MEM_NCCL_INCLUDE=$PREFIX/nvidia/nccl/include"
+        echo "GPU_MEM_NCCL_LIBRARY=$PREFIX/nvidia/nccl/lib/libnccl.so.2"
     } >"$PREFIX/paths.env"
     log "paths ($PREFIX/paths.env):"
     sed 's/^/  /' "$PREFIX/paths.env"

@@ -11,6 +11,8 @@
 //! * [`nvrtc`] — NVRTC loaded the same way; compiles kernel source with the portable prelude
 //!   `gpu_mem.h` to PTX or a cubin.
 //!
+//! * `nccl` (feature `nccl`) — NCCL (`libnccl.so.2`) loaded the same way, behind the
+//!   backend's collectives capability (`gpu_mem::collective`).
 //! * `cudarc` (feature `cudarc`) — interop with the cudarc crate: arrays over `CudaSlice`s,
 //!   `CudaView`s of arrays, streams both ways, all in the device's primary context.
 //!
@@ -18,12 +20,14 @@
 //! [`probe`] (driver facts without creating contexts).
 //!
 //! Environment: `GPU_MEM_CUDA_LIBRARY` overrides the driver path, `GPU_MEM_NVRTC_LIBRARY` the
-//! NVRTC path.
+//! NVRTC path, `GPU_MEM_NCCL_LIBRARY` the NCCL path.
 
 pub mod backend;
 #[cfg(feature = "cudarc")]
 pub mod cudarc;
 pub mod driver;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 pub mod nvrtc;
 
 pub use backend::CudaBackend;

@@ -22,18 +22,18 @@ use std::path::{Path, PathBuf};
 const PINNED_CUDA_VERSION: u32 = 13050;
 
 /// One native function bound at run time.
-struct Symbol {
+pub(super) struct Symbol {
     /// Field name in the driver layer's table (the API name without version suffix).
-    field: &'static str,
+    pub(super) field: &'static str,
     /// The function-pointer type generated for it.
-    pfn: &'static str,
+    pub(super) pfn: &'static str,
     /// Exported names to try, in order.
-    exported: &'static [&'static str],
+    pub(super) exported: &'static [&'static str],
     /// The oldest driver (CUDA version) or NVRTC release that exports the first name.
-    since: &'static str,
+    pub(super) since: &'static str,
 }
 
-const fn sym(
+pub(super) const fn sym(
     field: &'static str,
     pfn: &'static str,
     exported: &'static [&'static str],
@@ -633,7 +633,7 @@ pub fn run(check: bool) -> Result<(), String> {
     }
 }
 
-fn workspace_root() -> PathBuf {
+pub(super) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)
@@ -641,7 +641,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// The header directory: `GPU_MEM_CUDA_INCLUDE`, else the install script's location.
-fn find_include_dir() -> Result<PathBuf, String> {
+pub(super) fn find_include_dir() -> Result<PathBuf, String> {
     let mut tried = Vec::new();
     if let Some(dir) = std::env::var_os("GPU_MEM_CUDA_INCLUDE") {
         let dir = PathBuf::from(dir);
@@ -716,7 +716,7 @@ fn generate(include: &Path) -> Result<Vec<(&'static str, String)>, String> {
     ])
 }
 
-fn base_builder(include: &Path, header: String) -> bindgen::Builder {
+pub(super) fn base_builder(include: &Path, header: String) -> bindgen::Builder {
     bindgen::Builder::default()
         .header_contents("gpu_mem_cuda_wrapper.h", &header)
         .clang_arg(format!("-I{}", include.display()))
@@ -770,7 +770,7 @@ fn bindgen_nvrtc(include: &Path) -> Result<String, String> {
 /// `pub type PFN_nvrtcX = Option<unsafe extern "C" fn(args) -> R>;` items, so that NVRTC, which
 /// has no typedef header, is loaded the same way as the driver. Parameter names and `size_t`
 /// (as `usize`) are kept from the declarations.
-fn functions_to_pointer_types(text: &str) -> Result<String, String> {
+pub(super) fn functions_to_pointer_types(text: &str) -> Result<String, String> {
     let start = text
         .find("unsafe extern \"C\" {")
         .ok_or("bindgen produced no extern block for nvrtc.h")?;
@@ -804,7 +804,12 @@ fn functions_to_pointer_types(text: &str) -> Result<String, String> {
 }
 
 /// Index of the bracket closing the one at `open` (which must be `open_ch`).
-fn matching_close(text: &str, open: usize, open_ch: char, close_ch: char) -> Option<usize> {
+pub(super) fn matching_close(
+    text: &str,
+    open: usize,
+    open_ch: char,
+    close_ch: char,
+) -> Option<usize> {
     let mut depth = 0usize;
     for (i, c) in text[open..].char_indices() {
         if c == open_ch {
@@ -820,7 +825,11 @@ fn matching_close(text: &str, open: usize, open_ch: char, close_ch: char) -> Opt
 }
 
 /// bindgen silently skips allowlist entries that match nothing; a renamed typedef must fail.
-fn ensure_all_present(generated: &str, symbols: &[Symbol], file: &str) -> Result<(), String> {
+pub(super) fn ensure_all_present(
+    generated: &str,
+    symbols: &[Symbol],
+    file: &str,
+) -> Result<(), String> {
     let missing: Vec<&str> = symbols
         .iter()
         .filter(|s| !generated.contains(&format!("pub type {} =", s.pfn)))
@@ -838,7 +847,17 @@ fn ensure_all_present(generated: &str, symbols: &[Symbol], file: &str) -> Result
 
 /// The `macro_rules!` table the driver layer expands into its function-pointer struct.
 fn symbol_table(module: &str, macro_name: &str, symbols: &[Symbol]) -> String {
-    let mut out = String::from(BANNER);
+    symbol_table_with(BANNER, module, macro_name, symbols)
+}
+
+/// [`symbol_table`] under another banner.
+pub(super) fn symbol_table_with(
+    banner: &str,
+    module: &str,
+    macro_name: &str,
+    symbols: &[Symbol],
+) -> String {
+    let mut out = String::from(banner);
     let _ = writeln!(
         out,
         "/// Calls `$m!` with every {module} function gpu-mem binds, one entry per call:\n\
@@ -875,7 +894,7 @@ fn symbol_table(module: &str, macro_name: &str, symbols: &[Symbol]) -> String {
     out
 }
 
-fn first_difference(old: &str, new: &str) -> String {
+pub(super) fn first_difference(old: &str, new: &str) -> String {
     if old.is_empty() {
         return "missing or empty".to_string();
     }

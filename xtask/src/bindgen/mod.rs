@@ -1,6 +1,7 @@
 //! `cargo xtask bindgen`: regenerates the committed FFI declarations of the -sys crates.
 
 mod cuda;
+mod nccl;
 mod rocm;
 
 /// Runs the `bindgen` command with its arguments.
@@ -15,13 +16,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "cuda" => cuda::run(check),
         "hsa" => rocm::run_hsa(check),
         "hip" => rocm::run_hip(check),
+        "nccl" => nccl::run(check),
         "all" => {
             cuda::run(check)?;
+            nccl::run(check)?;
             rocm::run_hsa(check)?;
             rocm::run_hip(check)
         }
         other => Err(format!(
-            "unknown bindgen target `{other}` (cuda, hsa, hip, all)"
+            "unknown bindgen target `{other}` (cuda, nccl, hsa, hip, all)"
         )),
     }
 }

@@ -1,6 +1,7 @@
 //! [`CudaBackend`]: `gpu_mem_core::Backend` (the book's *Architecture*) on the CUDA driver API,
 //! one file per concern (`memory`, `transfer`, `stream`, `event`, `launch`) and per capability
-//! (`peer`, `ipc`, `managed`, `pool`), each stating its part of the contract.
+//! (`peer`, `ipc`, `managed`, `pool`, and with feature `nccl` `collective`), each stating its
+//! part of the contract.
 //!
 //! **Not yet run on hardware**: tested without a device (loading, missing driver, flags,
 //! bookkeeping) and against a stand-in `libcuda` (tests/mock) with the real NVRTC. The
@@ -30,6 +31,8 @@
 //!
 //! The driver call behind each method: the book's CUDA notes, *How the trait maps*.
 
+#[cfg(feature = "nccl")]
+mod collective;
 mod device;
 mod event;
 mod flags;
@@ -105,6 +108,9 @@ pub struct CudaBackend {
     functions: Mutex<HashMap<u64, launch::FunctionInfo>>,
     /// The process's driver, shared with every other backend over the same library.
     driver: &'static CudaDriver,
+    /// NCCL for collectives, loaded on first use.
+    #[cfg(feature = "nccl")]
+    nccl: Mutex<Option<Arc<crate::nccl::Nccl>>>,
 }
 
 fn legacy_stream() -> CUstream {
@@ -207,6 +213,8 @@ impl CudaBackend {
             modules: ModuleCache::default(),
             functions: Mutex::new(HashMap::new()),
             driver,
+            #[cfg(feature = "nccl")]
+            nccl: Mutex::new(None),
         })
     }
 
@@ -425,6 +433,11 @@ unsafe impl Backend for CudaBackend {
     }
 
     fn pool(&self) -> Option<&dyn StreamOrderedPool> {
+        Some(self)
+    }
+
+    #[cfg(feature = "nccl")]
+    fn collectives(&self) -> Option<&dyn gpu_mem_core::backend::Collectives> {
         Some(self)
     }
 }

@@ -5,6 +5,8 @@
 //!   `libloading`; one thin function per native call turning status codes into `Result`.
 //! * [`hiprtc`] — portable kernel source → AMD GPU code object for an agent's ISA.
 //! * `backend` — [`RocBackend`], the [`gpu_mem_core::Backend`] implementation.
+//! * `rccl` (feature `nccl`) — RCCL (`librccl.so.1`) found and opened at run time; not yet
+//!   behind a collectives capability (see its docs).
 //!
 //! [`open`] is the entry point the facade calls for `GPU_MEM_BACKEND=roc` (and, for `auto`,
 //! after CUDA): it fails with [`Error::LibraryLoad`] when the runtime is not installed (or does
@@ -16,6 +18,8 @@
 mod backend;
 pub mod driver;
 pub mod hiprtc;
+#[cfg(feature = "nccl")]
+pub mod rccl;
 
 pub use backend::RocBackend;
 

@@ -809,15 +809,18 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
     }
 }
 
-/* A block's threads as a loop (C layout shared with the simulator), for a kernel whose threads
- * never wait for each other: they run here, in index order (x fastest), each a call of the
- * entry with the launch's parameters (copied out once), so that starting a thread costs an
- * index update, and the compiler may inline the kernel into the loop, instead of a call from
- * the simulator per thread. The loop stops after the first thread that faults. */
+/* Blocks' threads as a loop (C layout shared with the simulator), for a kernel whose threads
+ * never wait for each other: they run here, block after block and in each block in index order
+ * (x fastest), each a call of the entry with the launch's parameters (copied out once), so that
+ * starting a thread costs an index update, and the compiler may inline the kernel into the
+ * loop, instead of a call from the simulator per thread. The loop stops after the first thread
+ * that faults. */
 struct gm_sim_threads {
     void* const* args;            /* the launch's argument buffers */
-    const unsigned char* faulted; /* nonzero once a thread of the block recorded a fault */
-    unsigned int count;           /* threads in the block */
+    const unsigned char* faulted; /* nonzero once a thread recorded a fault */
+    unsigned long long first_block; /* linear index (x fastest) of the first block */
+    unsigned long long blocks;      /* consecutive blocks to run */
+    unsigned int count;           /* threads in a block */
     unsigned int dim_x, dim_y;    /* the block's extent in x and y */
     unsigned int warp_size;
     int status; /* out: 0, 1 if a C++ exception reached a thread, 2 if it trapped */
@@ -838,26 +841,34 @@ void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
     const unsigned char* const faulted = t->faulted;
     const unsigned int count = t->count, dim_x = t->dim_x, dim_y = t->dim_y;
     const unsigned int warp = t->warp_size == 0 ? 1 : t->warp_size;
-    gm_uint3 index = {0, 0, 0};
-    unsigned int lane = 0;
+    const unsigned long long grid_x = thread->grid_dim.x == 0 ? 1 : thread->grid_dim.x;
+    const unsigned long long grid_y = thread->grid_dim.y == 0 ? 1 : thread->grid_dim.y;
+    const unsigned long long end = t->first_block + t->blocks;
     t->status = 0;
     try {
-        for (unsigned int i = 0; i < count; ++i) {
-            thread->thread_idx = index;
-            thread->lane = lane;
-            entry(std::get<I>(params)...);
-            if (*faulted != 0) {
-                return;
-            }
-            if (++index.x == dim_x) {
-                index.x = 0;
-                if (++index.y == dim_y) {
-                    index.y = 0;
-                    ++index.z;
+        for (unsigned long long b = t->first_block; b < end; ++b) {
+            thread->block_idx.x = (unsigned int)(b % grid_x);
+            thread->block_idx.y = (unsigned int)((b / grid_x) % grid_y);
+            thread->block_idx.z = (unsigned int)(b / (grid_x * grid_y));
+            gm_uint3 index = {0, 0, 0};
+            unsigned int lane = 0;
+            for (unsigned int i = 0; i < count; ++i) {
+                thread->thread_idx = index;
+                thread->lane = lane;
+                entry(std::get<I>(params)...);
+                if (*faulted != 0) {
+                    return;
                 }
-            }
-            if (++lane == warp) {
-                lane = 0;
+                if (++index.x == dim_x) {
+                    index.x = 0;
+                    if (++index.y == dim_y) {
+                        index.y = 0;
+                        ++index.z;
+                    }
+                }
+                if (++lane == warp) {
+                    lane = 0;
+                }
             }
         }
     } catch (const gm_sim_trap&) {

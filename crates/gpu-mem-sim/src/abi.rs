@@ -29,15 +29,20 @@ pub(crate) struct GmSimThread {
     pub(crate) lane: u32,
 }
 
-/// `gm_sim_threads`: a block's threads run as a loop by the program, for a kernel whose threads
-/// never wait for each other (see `executor::runner::direct`). The program sets each thread's
-/// indices in the current thread's [`GmSimThread`] (what the runtime's `this` returns).
+/// `gm_sim_threads`: consecutive blocks' threads run as a loop by the program, for a kernel whose
+/// threads never wait for each other (see `executor::runner::direct`). The program sets each
+/// thread's block and thread indices in the current thread's [`GmSimThread`] (what the
+/// runtime's `this` returns).
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct GmSimThreads {
     pub(crate) args: *const *mut c_void,
-    /// Nonzero once a thread of the block recorded a fault: the loop stops after that thread.
+    /// Nonzero once a thread recorded a fault: the loop stops after that thread.
     pub(crate) faulted: *const u8,
+    /// The linear index (x fastest) of the first block, and how many consecutive blocks run.
+    pub(crate) first_block: u64,
+    pub(crate) blocks: u64,
+    /// Threads in a block.
     pub(crate) count: u32,
     pub(crate) dim_x: u32,
     pub(crate) dim_y: u32,

@@ -21,6 +21,9 @@ pub(crate) struct Block<'a> {
     /// Whether they run compiled code (`plan.is_compiled()`, read on every switch).
     pub(crate) compiled: bool,
     pub(crate) block_idx: Dim3,
+    /// Consecutive blocks (in linear order from `block_idx`) run as this one: more than one only
+    /// for the direct plan, whose threads share nothing across blocks (`grid::blocks_per_claim`).
+    pub(crate) blocks: u64,
     pub(crate) block_dim: Dim3,
     pub(crate) grid_dim: Dim3,
     pub(crate) warp_size: u32,
@@ -34,8 +37,8 @@ pub(crate) struct Block<'a> {
     pub(crate) ctx: BlockCtx<'a>,
     /// Each thread's operands and result of a collective (`super::release`).
     pub(super) slots: RefCell<Vec<Slot>>,
-    /// First fault of the block: thread index and message.
-    pub(super) fault: RefCell<Option<(Dim3, String)>>,
+    /// First fault of the block: block and thread index, and message.
+    pub(super) fault: RefCell<Option<(Dim3, Dim3, String)>>,
     /// 1 once `fault` holds one: what a program running the block's threads as a loop reads
     /// after each thread (`runner::direct`).
     faulted: Cell<u8>,
@@ -57,7 +60,7 @@ impl<'a> Block<'a> {
         kernel: &'a str,
         plan: Plan<'a>,
         args: &'a [ArgView<'a>],
-        block_idx: Dim3,
+        (block_idx, blocks): (Dim3, u64),
         block_dim: Dim3,
         grid_dim: Dim3,
         limits: Limits,
@@ -74,6 +77,7 @@ impl<'a> Block<'a> {
             compiled: plan.is_compiled(),
             ctx,
             block_idx,
+            blocks,
             block_dim,
             grid_dim,
             warp_size,
@@ -127,9 +131,15 @@ impl<'a> Block<'a> {
 
     #[inline]
     pub(crate) fn record_fault(&self, thread: Dim3, message: String) {
+        self.record_fault_in(self.block_idx, thread, message);
+    }
+
+    /// As [`Block::record_fault`], for a thread of block `block` (one of the consecutive blocks
+    /// a direct block runs).
+    pub(crate) fn record_fault_in(&self, block: Dim3, thread: Dim3, message: String) {
         let mut fault = self.fault.borrow_mut();
         if fault.is_none() {
-            *fault = Some((thread, message));
+            *fault = Some((block, thread, message));
             self.faulted.set(1);
         }
     }
@@ -139,6 +149,12 @@ impl<'a> Block<'a> {
     #[inline]
     pub(super) fn faulted_flag(&self) -> *const u8 {
         self.faulted.as_ptr().cast_const()
+    }
+
+    /// The linear index of the (first) block it runs.
+    #[inline]
+    pub(super) fn first_linear(&self) -> u64 {
+        block_linear(self.block_idx, self.grid_dim)
     }
 
     pub(super) fn divergence(&self, detail: String) -> Error {
@@ -154,15 +170,31 @@ impl<'a> Block<'a> {
     /// it is reported first.
     pub(super) fn fault_or(&self, result: Result<(), Error>) -> Result<(), Error> {
         match self.fault.borrow_mut().take() {
-            Some((thread, message)) => Err(Error::KernelFault {
+            Some((block, thread, message)) => Err(Error::KernelFault {
                 kernel: self.kernel.to_string(),
-                block: self.block_idx.to_array(),
+                block: block.to_array(),
                 thread: thread.to_array(),
                 message,
             }),
             None => result,
         }
     }
+}
+
+/// The index in a grid of `grid` of the block with linear index `linear` (x fastest).
+pub(super) fn block_index(linear: u64, grid: Dim3) -> Dim3 {
+    let (gx, gy) = (u64::from(grid.x.max(1)), u64::from(grid.y.max(1)));
+    Dim3::new(
+        (linear % gx) as u32,
+        ((linear / gx) % gy) as u32,
+        (linear / (gx * gy)) as u32,
+    )
+}
+
+/// The linear index (x fastest) of block `block` in a grid of `grid`: [`block_index`]'s inverse.
+pub(super) fn block_linear(block: Dim3, grid: Dim3) -> u64 {
+    let (gx, gy) = (u64::from(grid.x), u64::from(grid.y));
+    u64::from(block.x) + gx * (u64::from(block.y) + gy * u64::from(block.z))
 }
 
 /// The index in a block of `dim` of the thread with linear index `linear` (x fastest). Every
@@ -204,6 +236,22 @@ pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_indices_and_linear_indices_are_inverse() {
+        for (x, y, z) in [(1, 1, 1), (7, 1, 1), (4, 3, 1), (3, 5, 7), (65_535, 2, 1)] {
+            let grid = Dim3::new(x, y, z);
+            let total = grid.count();
+            for linear in (0..total).step_by((total / 97).max(1) as usize) {
+                let block = block_index(linear, grid);
+                assert!(
+                    block.x < x && block.y < y && block.z < z,
+                    "{block:?} in {grid:?}"
+                );
+                assert_eq!(block_linear(block, grid), linear, "{block:?} in {grid:?}");
+            }
+        }
+    }
 
     #[test]
     fn thread_indices_match_the_division_formula() {

@@ -4,7 +4,7 @@
 
 use super::Limits;
 use super::args::{Resolved, views};
-use super::block::Block;
+use super::block::{Block, block_index, block_linear};
 use super::grid_barrier::GridBarrier;
 use super::plan::{Code, Plan, Prepared};
 use super::shared::SharedMemory;
@@ -35,15 +35,6 @@ impl<'a> Views<'a> {
     }
 }
 
-fn block_index(linear: u64, grid: Dim3) -> Dim3 {
-    let (gx, gy) = (grid.x as u64, grid.y as u64);
-    Dim3::new(
-        (linear % gx) as u32,
-        ((linear / gx) % gy) as u32,
-        (linear / (gx * gy)) as u32,
-    )
-}
-
 /// Runs every block of `config`'s grid; returns the error of the lowest-numbered failing block.
 pub(crate) fn run_grid(
     kernel: &str,
@@ -68,6 +59,7 @@ pub(crate) fn run_grid(
         return run_cooperative(kernel, plan, &views, config, limits);
     }
     let next = AtomicU64::new(0);
+    let claim = blocks_per_claim(&plan, config);
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
     let failure = LowestFailure::default();
     // Runs blocks until none is left or, with `until`, that time has passed; returns whether
@@ -78,7 +70,7 @@ pub(crate) fn run_grid(
             if until.is_some_and(|until| Instant::now() >= until) {
                 return next.load(Ordering::Relaxed) < total;
             }
-            let linear = next.fetch_add(1, Ordering::Relaxed);
+            let linear = next.fetch_add(claim, Ordering::Relaxed);
             if linear >= total || linear > failure.lowest.load(Ordering::Acquire) {
                 return false;
             }
@@ -89,8 +81,8 @@ pub(crate) fn run_grid(
                 config,
                 limits,
             };
-            if let Err(error) = block.run(linear, None) {
-                failure.record(linear, error);
+            if let Err((failed, error)) = block.run(linear, claim.min(total - linear), None) {
+                failure.record(failed, error);
             }
         }
     };
@@ -146,10 +138,10 @@ fn run_cooperative(
                 .name(format!("gpu-mem-sim block {linear}"))
                 .spawn_scoped(scope, move || {
                     let _in_kernel = enter_kernel(kernel);
-                    let outcome = block.run(linear, Some(barrier));
+                    let outcome = block.run(linear, 1, Some(barrier));
                     barrier.leave();
-                    if let Err(error) = outcome {
-                        failure.record(linear, error);
+                    if let Err((failed, error)) = outcome {
+                        failure.record(failed, error);
                     }
                 });
             if let Err(error) = started {
@@ -183,25 +175,57 @@ struct BlockRun<'k, 'a> {
 }
 
 impl BlockRun<'_, '_> {
-    /// Runs block `linear` on the calling OS thread.
-    fn run(&self, linear: u64, grid: Option<&GridBarrier>) -> Result<()> {
+    /// Runs `blocks` consecutive blocks from block `linear` on the calling OS thread (more than
+    /// one only as [`blocks_per_claim`] allows); the error comes with its block's linear index.
+    fn run(
+        &self,
+        linear: u64,
+        blocks: u64,
+        grid: Option<&GridBarrier>,
+    ) -> std::result::Result<(), (u64, Error)> {
         let shared = SharedMemory::new(self.limits.shared_memory, self.config.shared_bytes)
-            .map_err(|reason| Error::InvalidLaunch {
-                kernel: self.kernel.to_string(),
-                reason,
+            .map_err(|reason| {
+                let kernel = self.kernel.to_string();
+                (linear, Error::InvalidLaunch { kernel, reason })
             })?;
         let block = Block::new(
             self.kernel,
             self.plan,
             self.views.get(),
-            block_index(linear, self.config.grid),
+            (block_index(linear, self.config.grid), blocks),
             self.config.block,
             self.config.grid,
             self.limits,
             shared,
             grid,
         );
-        block.run()
+        block.run().map_err(|error| {
+            let failed = match &error {
+                Error::KernelFault { block, .. } => {
+                    let [x, y, z] = *block;
+                    block_linear(Dim3::new(x, y, z), self.config.grid)
+                }
+                _ => linear,
+            };
+            (failed, error)
+        })
+    }
+}
+
+/// Threads a worker claims at once, as whole blocks, where blocks may run as one: enough that
+/// a block's fixed cost (its state, the switch to the driver fiber and back, ~0.3 us) is spread
+/// over many small blocks, few enough that the workers share a grid evenly.
+const THREADS_PER_CLAIM: u64 = 2048;
+
+/// How many consecutive blocks one `Block` runs: several only for the direct plan, whose
+/// threads share nothing within or across blocks, and without dynamic shared memory (each
+/// block gets its own, zeroed).
+fn blocks_per_claim(plan: &Plan<'_>, config: &LaunchConfig) -> u64 {
+    match plan {
+        Plan::Direct(_) if config.shared_bytes == 0 => {
+            (THREADS_PER_CLAIM / config.block.count().max(1)).max(1)
+        }
+        _ => 1,
     }
 }
 

@@ -179,16 +179,18 @@ impl ThreadOps for SimThread<'_, '_> {
     }
 
     fn fault(&self, message: String) {
-        // A stackless block's threads share one `SimThread`, whose `info` the program sets to
-        // the running thread (elsewhere both say the same).
-        let thread = if self.block.compiled {
+        // A stackless or direct block's threads share one `SimThread`, whose `info` the program
+        // sets to the running thread (and a direct one's to its block; elsewhere both say the
+        // same).
+        let (block, thread) = if self.block.compiled {
             // SAFETY: read on the thread's own OS thread, from a callback of the compiled code,
             // which writes `info` only between threads, never during this call.
-            unsafe { (*self.info.get()).thread_index() }
+            let info = unsafe { &*self.info.get() };
+            (info.block_index(), info.thread_index())
         } else {
-            self.thread
+            (self.block.block_idx, self.thread)
         };
-        self.block.record_fault(thread, message);
+        self.block.record_fault_in(block, thread, message);
     }
 }
 
@@ -218,6 +220,13 @@ impl GmSimThread {
     #[inline]
     pub(crate) fn thread_index(&self) -> Dim3 {
         let [x, y, z] = self.thread_idx;
+        Dim3::new(x, y, z)
+    }
+
+    /// The block of the thread it describes.
+    #[inline]
+    pub(crate) fn block_index(&self) -> Dim3 {
+        let [x, y, z] = self.block_idx;
         Dim3::new(x, y, z)
     }
 }

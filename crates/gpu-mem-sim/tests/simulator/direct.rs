@@ -177,3 +177,54 @@ extern "C" __global__ void trap_at_nine(int* data) {
         .collect();
     assert_eq!(back, expected);
 }
+
+#[test]
+fn small_blocks_run_together_and_a_fault_names_its_own_block() {
+    let backend = SimBackend::new(SimConfig::default());
+    // 32 x 32 blocks of 4 x 4 threads (several run as one): each thread writes its global
+    // linear index; blocks (5, 9) and (20, 28) fault in thread (1, 2), and the lower one is
+    // reported.
+    let source = r#"#include "gpu_mem.h"
+extern "C" __global__ void tiles(gm_array<int, 1> out, int fault) {
+    const int bx = blockIdx.x + gridDim.x * blockIdx.y;
+    const int t = threadIdx.x + blockDim.x * threadIdx.y;
+    if (fault && threadIdx.x == 1 && threadIdx.y == 2 &&
+        ((blockIdx.x == 5 && blockIdx.y == 9) || (blockIdx.x == 20 && blockIdx.y == 28))) {
+        __trap();
+    }
+    out(bx * 16 + t) = bx * 16 + t;
+}
+"#;
+    use gpu_mem_core::backend::{Memory, Transfer};
+    use gpu_mem_core::kernel::LaunchArg;
+    let len = 32 * 32 * 16;
+    let bytes = len * 4;
+    let out = backend.alloc(0, bytes).unwrap();
+    let kernel = Kernel::from_source(source, "tiles");
+    let config = LaunchConfig::new(Dim3::new(32, 32, 1), Dim3::new(4, 4, 1));
+    let launch = |fault: i32| {
+        let args = [
+            common::array_arg::<i32>(out, len),
+            LaunchArg::Scalar {
+                bytes: fault.to_ne_bytes().to_vec(),
+                elem: std::any::TypeId::of::<i32>(),
+                dtype: "i32",
+            },
+        ];
+        common::launch(&backend, &kernel, config, &args)
+    };
+    launch(0).unwrap();
+    let mut back = vec![0i32; len];
+    // SAFETY: `out` holds `bytes` bytes; the launch was synchronous.
+    unsafe { backend.copy_dtoh(0, back.as_mut_ptr().cast(), out, bytes) }.unwrap();
+    assert!(back.iter().enumerate().all(|(i, v)| *v == i as i32));
+
+    let error = launch(1).unwrap_err();
+    assert!(
+        matches!(&error, Error::KernelFault { block, thread, .. }
+            if block[..2] == [5, 9] && thread[..2] == [1, 2]),
+        "{error}"
+    );
+    // SAFETY: allocated above, no work pending on it.
+    unsafe { backend.free(0, out) }.unwrap();
+}

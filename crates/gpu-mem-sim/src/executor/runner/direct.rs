@@ -2,7 +2,9 @@
 //! names no barrier, collective, atomic or spin hint) has the program run the block's threads
 //! as a loop (`gm_sim_run_threads`), each a plain call, one after another, where any order is a
 //! valid schedule. Starting a thread is then an index update inside the program, not a call
-//! from here. The block stops after its first fault.
+//! from here, and one `Block` may stand for several consecutive blocks of the grid
+//! ([`Block::blocks`]), which the program runs one after another. It stops after the first
+//! fault, which names the faulting thread's block.
 
 use crate::abi::GmSimThreads;
 use crate::executor::block::Block;
@@ -21,6 +23,8 @@ impl Block<'_> {
         let mut threads = GmSimThreads {
             args: calls.args.as_ptr(),
             faulted: self.faulted_flag(),
+            first_block: self.first_linear(),
+            blocks: self.blocks,
             count: self.block_dim.count() as u32,
             dim_x: self.block_dim.x,
             dim_y: self.block_dim.y,
@@ -35,8 +39,12 @@ impl Block<'_> {
         if threads.status != 0 {
             // Recorded already through the callbacks; kept in case the program could not.
             // SAFETY: the program is done with `info`.
-            let index = unsafe { (*thread.info_ptr()).thread_index() };
-            self.record_fault(index, "a C++ exception escaped the kernel".to_string());
+            let info = unsafe { &*thread.info_ptr() };
+            self.record_fault_in(
+                info.block_index(),
+                info.thread_index(),
+                "a C++ exception escaped the kernel".to_string(),
+            );
         }
         self.driver_done(Ok(()), fiber)
     }

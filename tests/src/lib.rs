@@ -108,6 +108,20 @@ pub fn backends_under_test() -> Vec<(BackendKind, Result<(), String>)> {
         .collect()
 }
 
+/// Why the collective cases cannot run on `kind` although the backend is available (its
+/// engine does not load: NCCL missing or too old), found once per run; `None` when they can.
+pub fn collectives_unavailable(kind: BackendKind) -> Option<&'static str> {
+    let reason = match runtime_open_kind(kind).and_then(|rt| rt.device(0)) {
+        Ok(device) => match gpu_mem::collective::engine(&device) {
+            Ok(_) => return None,
+            Err(error) => format!("no collectives engine: {error}"),
+        },
+        Err(error) => format!("no device to ask for a collectives engine: {error}"),
+    };
+    // One string per backend and run, for the harness's table of skip reasons.
+    Some(Box::leak(reason.into_boxed_str()))
+}
+
 /// Opens a fresh runtime of `kind` for one case.
 pub fn fresh_runtime(kind: BackendKind) -> Result<Runtime, String> {
     runtime_open_kind(kind).map_err(|e| e.to_string())

@@ -1,7 +1,9 @@
 //! Runs every conformance case on every backend under test (see `gpu_mem_conformance`).
 //! Cases that cannot run somewhere are reported as ignored, and the reasons are printed.
 
-use gpu_mem_conformance::{backends_under_test, cases, fresh_runtime};
+use gpu_mem_conformance::{
+    Requires, backends_under_test, cases, collectives_unavailable, fresh_runtime,
+};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::collections::BTreeMap;
 
@@ -13,9 +15,20 @@ fn main() {
         if let Err(reason) = &availability {
             println!("skipping the {kind} backend: {reason}");
         }
+        // Asked once, and only where the collective cases would otherwise run.
+        let mut collectives_skip = None;
         for case in cases::all() {
             let run = case.run;
-            let skip = case.requires.skip_reason(kind);
+            let mut skip = case.requires.skip_reason(kind);
+            if skip.is_none()
+                && availability.is_ok()
+                && matches!(
+                    case.requires,
+                    Requires::Collectives | Requires::SimulatedCollectives
+                )
+            {
+                skip = *collectives_skip.get_or_insert_with(|| collectives_unavailable(kind));
+            }
             if let (Ok(()), Some(reason)) = (&availability, skip) {
                 *skipped.entry((kind.to_string(), reason)).or_default() += 1;
             }

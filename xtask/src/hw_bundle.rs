@@ -8,7 +8,8 @@
 //! DIR/bin/gpu-mem        the CLI (info, bench --json, selftest)
 //! DIR/bin/conformance    the conformance suite (run one case per process by run.sh)
 //! DIR/bin/roc-native, cuda-loader, cuda-nvrtc_kernels   the backends' native tests
-//! DIR/bin/<example>      matmul_tiled, block_sum, barrier_wave, diagnostics
+//! DIR/bin/<example>      matmul_tiled, block_sum, barrier_wave, diagnostics, all_reduce (a
+//!                        one-rank NCCL communicator on the GPU; NCCL itself is the machine's)
 //! DIR/bin/hw-bench       gpu-mem's side of the numba comparison and the allocator bench
 //! DIR/src/...            the portable kernel sources the native tests compile
 //! ```
@@ -31,7 +32,13 @@ const RUN_SH: &str = include_str!("hw_bundle/run.sh");
 const NUMBA_COMPARE: &str = include_str!("hw_bundle/numba_compare.py");
 
 /// Examples of the `gpu-mem` package the bundle runs.
-const EXAMPLES: [&str; 4] = ["matmul_tiled", "block_sum", "barrier_wave", "diagnostics"];
+const EXAMPLES: [&str; 5] = [
+    "matmul_tiled",
+    "block_sum",
+    "barrier_wave",
+    "diagnostics",
+    "all_reduce",
+];
 
 /// Test binaries: (package, test target, name in the bundle).
 const TESTS: [(&str, &str, &str); 5] = [
@@ -91,7 +98,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "--bin",
         "gpu-mem",
     ];
-    build.extend(["-p", "gpu-mem"]);
+    // `nccl`: the all_reduce example, and the CUDA backend's NCCL path.
+    build.extend(["-p", "gpu-mem", "--features", "gpu-mem/nccl"]);
     for example in EXAMPLES {
         build.extend(["--example", example]);
     }

@@ -164,6 +164,21 @@ done
 [ -n "$ptxas" ] || ptxas=$(command -v ptxas 2>/dev/null || true)
 report "ptxas" GPU_MEM_PTXAS "$ptxas" "\$CUDA_HOME/bin, /usr/local/cuda*/bin, PATH"
 
+# NCCL for the collectives (gpu_mem::collective): not in the bundle (the library alone is ~340 MB),
+# so the machine's own: a pip-installed nvidia-nccl-cu12/cu13 wheel (PyTorch brings one), the CUDA
+# toolkit's, or the system's.
+nccl_patterns=()
+for d in $CUDA_DIRS; do
+    [ -n "$d" ] && nccl_patterns+=("$d/lib64/libnccl.so.2" "$d/lib/libnccl.so.2")
+done
+nccl_patterns+=("/usr/lib/x86_64-linux-gnu/libnccl.so.2" "/usr/lib64/libnccl.so.2")
+while IFS= read -r site_dir; do
+    [ -n "$site_dir" ] && nccl_patterns+=("$site_dir/nvidia/nccl/lib/libnccl.so.2")
+done < <(python_site_dirs; echo "${GPU_MEM_CUDA_WHEELS:-$HOME/.cache/gpu-mem/cuda-wheels}")
+nccl=$(first_file "${nccl_patterns[@]}")
+if [ -z "$nccl" ]; then nccl=$(ldconfig_lib libnccl.so.2); fi
+report "NCCL" GPU_MEM_NCCL_LIBRARY "$nccl" "\$CUDA_HOME, /usr/local/cuda*, /usr/lib*, python site-packages nvidia/nccl/lib, ldconfig"
+
 hsa=$(first_file /opt/rocm/lib/libhsa-runtime64.so.1 /opt/rocm-*/lib/libhsa-runtime64.so.1)
 [ -n "$hsa" ] || hsa=$(ldconfig_lib libhsa-runtime64.so.1)
 report "HSA runtime (libhsa-runtime64)" GPU_MEM_HSA_LIBRARY "$hsa" "/opt/rocm*/lib, ldconfig"
@@ -310,7 +325,7 @@ done
 
 # ---- 5. examples ---------------------------------------------------------------------------------
 say "examples"
-EXAMPLE_LIST="matmul_tiled block_sum barrier_wave diagnostics"
+EXAMPLE_LIST="matmul_tiled block_sum barrier_wave diagnostics all_reduce"
 for kind in "${AVAILABLE[@]}"; do
     if [ "$kind" = sim ] && [ -z "$CXX_FOUND" ]; then
         row "examples sim" skip "no host C++ compiler (c++, g++, clang++): portable-source kernels cannot be built"; continue
@@ -326,6 +341,27 @@ for kind in "${AVAILABLE[@]}"; do
     done
     if [ -z "$failedlist" ]; then row "examples $kind" ok "$passed passed"
     else row "examples $kind" FAIL "$passed passed; failed:$failedlist"; fi
+done
+
+# A one-rank communicator on each GPU backend: ncclCommInitAll over the device (the example's
+# default), then ncclCommInitRank with a unique id passed through a file (its --threads form).
+# The example says "no collectives here" and exits 0 where the engine does not load: a skip.
+for kind in "${AVAILABLE[@]}"; do
+    [ "$kind" = sim ] && continue
+    [ -x "$BIN/all_reduce" ] || { row "collectives $kind" skip "all_reduce not in the bundle"; continue; }
+    if out_of_time 90; then row "collectives $kind" skip "time budget spent"; continue; fi
+    section "collectives on $kind: one rank" "$EXAMPLES"
+    idfile=$(mktemp -u)
+    out=$( { GPU_MEM_BACKEND=$kind CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} run_limited "$(limit 60 90)" "$BIN/all_reduce" \
+             && GPU_MEM_BACKEND=$kind CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} run_limited "$(limit 60 90)" "$BIN/all_reduce" --threads --file "$idfile"; } 2>&1)
+    status=$?
+    rm -f "$idfile" "$idfile.partial"
+    printf '%s\n' "$out" >> "$EXAMPLES"
+    engine=$(printf '%s\n' "$out" | sed -n 's/.*engine: //p' | head -n 1)
+    if printf '%s\n' "$out" | grep -q "no collectives here"; then
+        row "collectives $kind" skip "$(printf '%s\n' "$out" | grep -m1 "no collectives here")"
+    elif [ $status -ne 0 ]; then row "collectives $kind" FAIL "status $status (examples.txt)"
+    else row "collectives $kind" ok "one rank, InitAll and InitRank: ${engine:-engine not named}"; fi
 done
 
 # ---- 6. benchmarks --------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ use gpu_mem_cuda::nccl::{MIN_NCCL_VERSION, NCCL_LIBRARY, Nccl};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
 
+type LibraryTest = fn(&Path) -> Result<(), Failed>;
+
 fn main() {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
@@ -18,7 +20,7 @@ fn main() {
         "libnccl.so.2 not found (run .ci/install-cuda-parts.sh or set GPU_MEM_NCCL_LIBRARY)",
     );
     let path = library.clone().unwrap_or_default();
-    let with_library: [(&str, fn(&Path) -> Result<(), Failed>); 3] = [
+    let with_library: [(&str, LibraryTest); 3] = [
         (
             "every_bound_call_is_exported_by_the_real_library",
             every_bound_call_is_exported_by_the_real_library,

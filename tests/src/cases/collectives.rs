@@ -381,8 +381,8 @@ fn send_and_recv_around_a_ring_on_4(rt: &Runtime) -> Result<(), String> {
     })
     .map_err(fail("send/recv"))?;
     sync_all(&streams)?;
-    for r in 0..n {
-        let got = recvs[r].copy_to_host().map_err(fail("copy_to_host"))?;
+    for (r, recv) in recvs.iter().enumerate() {
+        let got = recv.copy_to_host().map_err(fail("copy_to_host"))?;
         ensure!(
             got == input::<u32>((r + n - 1) % n, len).into_dyn(),
             "rank {r}: not its left neighbour's data"

@@ -185,7 +185,7 @@ impl Nccl {
 
     /// `ncclGetLastError`: the text of the last error on `comm` (or of the thread's last
     /// error, for a null `comm`), where the library has it.
-    pub fn last_error(&self, comm: ncclComm_t) -> Option<String> {
+    fn last_error(&self, comm: ncclComm_t) -> Option<String> {
         let f = self.symbols.ncclGetLastError?;
         // SAFETY: ncclGetLastError accepts null or a live communicator and returns a string
         // owned by NCCL (or null), copied out at once.
@@ -193,7 +193,7 @@ impl Nccl {
     }
 
     /// The [`Error::Native`] for a failed `call` (on `comm`, when it has one).
-    pub fn error(&self, call: &'static str, code: ncclResult_t, comm: Option<ncclComm_t>) -> Error {
+    fn error(&self, call: &'static str, code: ncclResult_t, comm: Option<ncclComm_t>) -> Error {
         let last = self.last_error(comm.unwrap_or(std::ptr::null_mut()));
         Error::Native {
             backend: BackendKind::Cuda,
@@ -247,10 +247,10 @@ impl Nccl {
             internal: id.map(|b| b as c_char),
         };
         let mut comm: ncclComm_t = std::ptr::null_mut();
-        // SAFETY: the out-pointer is a live local; the id is passed by value; the caller made
-        // the device's context current.
         self.check(
             "ncclCommInitRank",
+            // SAFETY: the out-pointer is a live local; the id is passed by value; the caller
+            // made the device's context current.
             unsafe { f(&mut comm, nranks, id, rank) },
             None,
         )?;
@@ -262,9 +262,9 @@ impl Nccl {
         let f = get!(self.ncclCommInitAll);
         let mut comms: Vec<ncclComm_t> = vec![std::ptr::null_mut(); devices.len()];
         let n = int("devices", devices.len())?;
-        // SAFETY: `comms` has room for one communicator per device, `devices` is read only.
         self.check(
             "ncclCommInitAll",
+            // SAFETY: `comms` has room for one communicator per device, `devices` is read only.
             unsafe { f(comms.as_mut_ptr(), n, devices.as_ptr()) },
             None,
         )?;
@@ -297,7 +297,7 @@ impl Nccl {
         let t = data_type(dtype);
         let ptr = |p: gpu_mem_core::backend::DevicePtr| p.0 as usize as *mut c_void;
         let name = call.name();
-        // SAFETY (every arm): the caller's contract; the pointers are device addresses NCCL
+        // In every arm: the caller's contract holds; the pointers are device addresses NCCL
         // reads or writes on `stream`, sized by the counts.
         let code = match *call {
             CollectiveCall::AllReduce {
@@ -307,6 +307,7 @@ impl Nccl {
                 op,
             } => {
                 let f = get!(self.ncclAllReduce);
+                // SAFETY: see above: the caller's contract covers the ranges, comm and stream.
                 unsafe { f(ptr(send), ptr(recv), count, t, red_op(op), comm, stream) }
             }
             CollectiveCall::Reduce {
@@ -318,6 +319,7 @@ impl Nccl {
             } => {
                 let f = get!(self.ncclReduce);
                 let root = int("root", root)?;
+                // SAFETY: see above: the caller's contract covers the ranges, comm and stream.
                 unsafe {
                     f(
                         ptr(send),
@@ -339,10 +341,12 @@ impl Nccl {
             } => {
                 let f = get!(self.ncclBroadcast);
                 let root = int("root", root)?;
+                // SAFETY: see above: the caller's contract covers the ranges, comm and stream.
                 unsafe { f(ptr(send), ptr(recv), count, t, root, comm, stream) }
             }
             CollectiveCall::AllGather { send, recv, count } => {
                 let f = get!(self.ncclAllGather);
+                // SAFETY: see above: the caller's contract covers the ranges, comm and stream.
                 unsafe { f(ptr(send), ptr(recv), count, t, comm, stream) }
             }
             CollectiveCall::ReduceScatter {
@@ -352,16 +356,19 @@ impl Nccl {
                 op,
             } => {
                 let f = get!(self.ncclReduceScatter);
+                // SAFETY: see above: the caller's contract covers the ranges, comm and stream.
                 unsafe { f(ptr(send), ptr(recv), count, t, red_op(op), comm, stream) }
             }
             CollectiveCall::Send { buf, count, peer } => {
                 let f = get!(self.ncclSend);
                 let peer = int("peer", peer)?;
+                // SAFETY: see above: the caller's contract covers the ranges, comm and stream.
                 unsafe { f(ptr(buf), count, t, peer, comm, stream) }
             }
             CollectiveCall::Recv { buf, count, peer } => {
                 let f = get!(self.ncclRecv);
                 let peer = int("peer", peer)?;
+                // SAFETY: see above: the caller's contract covers the ranges, comm and stream.
                 unsafe { f(ptr(buf), count, t, peer, comm, stream) }
             }
         };

@@ -1538,6 +1538,12 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
     }
 }
 
+/* Cooperative groups, before the names below suspend: a stackless kernel's block groups have
+ * their syncs written as block barriers (the simulator lowers them), and the rest of the header
+ * (member functions that wait) is never called from a coroutine. The kernel's own include of it
+ * is then a second one, which does nothing. */
+#include <cooperative_groups.h>
+
 /* Every function above is defined: from here on the barrier names suspend the coroutine. */
 #define __syncthreads() co_await GM_SIM_BLOCK_BARRIER(GM_FENCE_LOCAL)
 #define syncthreads() co_await GM_SIM_BLOCK_BARRIER(GM_FENCE_LOCAL)

@@ -392,18 +392,22 @@ fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
         }
     };
     let mut plans = Vec::with_capacity(2);
+    // The stackless form starts from the source with its block groups' syncs written as block
+    // barriers (`stackless::lower_block_groups`), where it has any.
+    let lowered = stackless::lower_block_groups(&code);
+    let stackless_code = lowered.as_deref().unwrap_or(&code);
     // Clang builds the stackless form as C++20 (`compiler::standard`), which must not change
     // what the kernel computes.
     let as_cxx20 = || {
         compiler
             .is_clang()
-            .then(|| stackless::why_not_as_cxx20(&code))
+            .then(|| stackless::why_not_as_cxx20(stackless_code))
             .flatten()
     };
-    match stackless::why_not(&code) {
+    match stackless::why_not(stackless_code) {
         None => match as_cxx20() {
             None => {
-                if let Some(rewritten) = stackless::rewrite(&code) {
+                if let Some(rewritten) = stackless::rewrite(stackless_code) {
                     plans.push(plan(Threads::Stackless, &rewritten));
                 }
             }
@@ -772,6 +776,20 @@ mod tests {
         }
         let entries = lock(&PROGRAMS).as_ref().map_or(0, |p| p.by_kernel.len());
         assert!(entries <= MAX_KERNEL_ENTRIES, "{entries} kernel ids kept");
+    }
+
+    #[test]
+    fn block_groups_run_stackless_and_other_groups_on_stacks() {
+        let block = "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n\
+                     __global__ void k(int* a) {\n\
+                     \x20   cg::thread_block cta = cg::this_thread_block();\n\
+                     \x20   a[cta.thread_rank()] += 1; cg::sync(cta); cta.sync();\n}\n";
+        assert_eq!(threads_of(block), Threads::Stackless);
+        let tile = block.replace(
+            "cta.sync();",
+            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); t.sync();",
+        );
+        assert_eq!(threads_of(&tile), Threads::Calls);
     }
 
     #[test]

@@ -20,8 +20,10 @@
 //!   state), and a helper called in a statement with `&&`, `||` or `?:`, or named in an
 //!   unevaluated operand, keeps the kernel on stacks.
 
+mod block_groups;
 mod cxx20;
 
+pub(crate) use block_groups::lower as lower_block_groups;
 pub(crate) use cxx20::why_not_as_cxx20;
 
 use crate::thread::Collective;
@@ -96,7 +98,11 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
     if !super::wrapper::may_wait(code) {
         return Some("its threads wait for nothing".into());
     }
-    if let Some(word) = NEEDS_A_STACK.iter().find(|word| code.contains(*word)) {
+    // Cooperative groups that only name block groups, whose syncs are lowered to block barriers
+    // already (`block_groups`), wait nowhere else.
+    if let Some(word) = NEEDS_A_STACK.iter().find(|&&word| {
+        code.contains(word) && !(word == "cooperative_groups" && block_groups::is_block_level(code))
+    }) {
         return Some(format!("it names `{word}`"));
     }
     let Some(toks) = tokens(code) else {

@@ -94,6 +94,48 @@ fn stackless_threads_compute_what_threads_on_fibers_compute() {
 }
 
 #[test]
+fn block_groups_synced_as_barriers_compute_and_report_as_on_fibers() {
+    // NVIDIA's samples' form: a block group's sync, in the kernel and in a helper taking the
+    // group; run stackless (its syncs lowered to block barriers) and on fibers.
+    let source = r#"#include "gpu_mem.h"
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ void halve(const cg::thread_block& cta, int* s, int width) {
+    if (cta.thread_rank() < width) s[cta.thread_rank()] += s[cta.thread_rank() + width];
+    cg::sync(cta);
+}
+__global__ void k(gm_array<int, 1> data) {
+    cg::thread_block cta = cg::this_thread_block();
+    __shared__ int s[256];
+    s[cta.thread_rank()] = data(threadIdx.x);
+    cta.sync();
+    for (int width = blockDim.x / 2; width > 0; width /= 2) halve(cta, s, width);
+    data(threadIdx.x) = s[0] * 1000 + (int)cta.size();
+}
+"#;
+    let (stackless, fibers) = both_ways(source, 256);
+    let expected: i32 = (0..256).sum::<i32>() * 1000 + 256;
+    assert_eq!(stackless.as_deref(), Ok(&[expected; 256][..]));
+    assert_eq!(stackless, fibers);
+    // A sync only some threads reach is reported at its own line, both ways.
+    let divergent = r#"#include "gpu_mem.h"
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(gm_array<int, 1> data) {
+    cg::thread_block cta = cg::this_thread_block();
+    if (cta.thread_rank() < 2) {
+        cg::sync(cta);
+    }
+    data(threadIdx.x) = 1;
+}
+"#;
+    let (stackless, fibers) = both_ways(divergent, 4);
+    let (stackless, fibers) = (stackless.unwrap_err(), fibers.unwrap_err());
+    assert!(stackless.contains("k.cu:7"), "{stackless}");
+    assert!(fibers.contains("k.cu:7"), "{fibers}");
+}
+
+#[test]
 fn frames_larger_than_a_chunk_and_many_threads() {
     // 1024 threads, each keeping 4 KiB of locals across a barrier: 4 MiB of frames per block.
     let source = r#"#include "gpu_mem.h"

@@ -46,7 +46,16 @@ use std::sync::{Arc, Mutex};
 pub use crate::backend::{CollectiveType, ReduceOp, UNIQUE_ID_BYTES, UniqueId};
 
 /// An element type NCCL reduces and moves. Implemented for `i8`, `u8`, `i32`, `u32`, `i64`,
-/// `u64`, `f32` and `f64`; a type NCCL lacks is refused at compile time:
+/// `u64`, `f32` and `f64`:
+///
+/// ```no_run
+/// # use gpu_mem_core::collective::Communicator;
+/// # fn f(c: &Communicator, s: &gpu_mem_core::Stream, a: &mut gpu_mem_core::DeviceArray<f32>) {
+/// c.all_reduce_in_place(s, a, gpu_mem_core::backend::ReduceOp::Sum);
+/// # }
+/// ```
+///
+/// a type NCCL lacks is refused at compile time:
 ///
 /// ```compile_fail
 /// # use gpu_mem_core::collective::Communicator;

@@ -182,6 +182,13 @@ fn mock_contract() -> Contract {
         } else {
             Expect::Works
         },
+        collectives: if cfg!(feature = "nccl") {
+            Expect::Skip(
+                "the stand-in driver has no NCCL beside it (tests/mock_nccl.rs checks the call protocol against a stand-in NCCL)",
+            )
+        } else {
+            Expect::NotSupported
+        },
         ..Contract::new(2)
     }
 }

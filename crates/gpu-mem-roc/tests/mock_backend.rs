@@ -443,6 +443,8 @@ fn mock_contract() -> Contract {
         stream_ordered_pool: Expect::NotSupported,
         // hsa_amd_ipc_memory_attach maps a handle in the process that made it, too.
         ipc_open_in_exporting_process: true,
+        // RCCL is not wired to the backend's HSA streams: it hands out no collectives.
+        collectives: Expect::NotSupported,
         ..Contract::new(2)
     }
 }

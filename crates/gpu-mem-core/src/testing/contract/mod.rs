@@ -22,6 +22,8 @@
 //! * Optional capabilities (peer access, managed memory, IPC, stream-ordered pools) are handed
 //!   out by their accessor ([`Backend::peer`], ...) exactly where the backend has them, and then
 //!   work; nothing panics.
+//! * Collectives, where handed out ([`Backend::collectives`]), name their engine, make one
+//!   communicator per device, and sum and broadcast between the devices on their streams.
 //! * Managed memory takes prefetches and advice (`cuMemPrefetchAsync`, `cuMemAdvise`) that
 //!   change no byte, or refuses them as `NotSupportedByBackend`; bad ranges, locations, devices
 //!   and streams are errors.
@@ -31,6 +33,7 @@
 //! libtest-mimic trials from [`checks`], or as one `#[test]` each with
 //! [`contract_tests!`](crate::contract_tests).
 
+mod collectives;
 mod devices;
 mod extras;
 mod host;
@@ -101,6 +104,8 @@ pub struct Contract {
     pub stream_ordered_pool: Expect,
     /// Exporting allocations to other processes.
     pub ipc: Expect,
+    /// Collectives between the backend's devices (NCCL's calls).
+    pub collectives: Expect,
     /// Whether the exporting process may open its own handle: CUDA refuses
     /// (`cuIpcOpenMemHandle` answers `CUDA_ERROR_INVALID_CONTEXT` for a handle of its own
     /// process), and so does the simulator after it; HSA maps the memory again.
@@ -122,6 +127,7 @@ impl Contract {
             managed: Expect::Works,
             stream_ordered_pool: Expect::Works,
             ipc: Expect::Works,
+            collectives: Expect::Works,
             ipc_open_in_exporting_process: false,
         }
     }
@@ -208,6 +214,7 @@ macro_rules! contract_tests {
             [managed_prefetch_and_advise]
             [stream_ordered_allocation]
             [ipc_handles #[cfg_attr(miri, ignore = "IPC needs shared files, which Miri's isolation forbids")]]
+            [collectives_meet_between_devices]
         }
     };
     (@emit [checks] $([$name:ident $(#[$attr:meta])*])*) => {
@@ -235,6 +242,7 @@ impl Check {
 
 /// The checks' bodies under one path, for the list in [`contract_tests!`](crate::contract_tests).
 mod bodies {
+    pub(super) use super::collectives::collectives_meet_between_devices;
     pub(super) use super::devices::{
         bad_device_index_is_an_error, devices_are_separate,
         devices_report_their_ordinal_and_capacity, work_from_several_threads,

@@ -33,6 +33,36 @@ impl Block<'_> {
         }
     }
 
+    /// Every thread's operands at once (`operands(linear)`, `None` for one that has none): one
+    /// borrow of the slots for a whole round of a collective.
+    #[inline]
+    pub(super) fn set_all_operands(
+        &self,
+        mut operands: impl FnMut(usize) -> Option<(u64, i64, u32)>,
+    ) {
+        let count = self.block_dim.count() as usize;
+        let mut slots = self.slots.borrow_mut();
+        if slots.len() != count {
+            slots.clear();
+            slots.resize(count, Slot::default());
+        }
+        for (linear, slot) in slots.iter_mut().enumerate() {
+            if let Some((value, arg, width)) = operands(linear) {
+                slot.value = value;
+                slot.arg = arg;
+                slot.width = width;
+            }
+        }
+    }
+
+    /// Hands every thread's result to `take(linear, result)`, with one borrow of the slots.
+    #[inline]
+    pub(super) fn take_all_results(&self, mut take: impl FnMut(usize, u64)) {
+        for (linear, slot) in self.slots.borrow().iter().enumerate() {
+            take(linear, slot.result);
+        }
+    }
+
     /// Thread `linear`'s result of the collective it was released from.
     #[inline]
     pub(super) fn result_of(&self, linear: usize) -> u64 {

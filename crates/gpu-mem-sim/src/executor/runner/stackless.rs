@@ -210,12 +210,8 @@ impl Block<'_> {
             return;
         };
         let live = |linear: usize| !frames[linear].is_null();
-        for linear in (0..frames.len()).filter(|&l| live(l)) {
-            // SAFETY: as above.
-            if let Some(operands) = unsafe { GmSimWait::operands(waits[linear]) } {
-                self.set_operands(linear, operands);
-            }
-        }
+        // SAFETY: as above.
+        self.set_all_operands(|l| live(l).then(|| unsafe { GmSimWait::operands(waits[l]) })?);
         if op.scope() == BarrierScope::Block {
             self.combine_block(op);
         } else {
@@ -227,10 +223,12 @@ impl Block<'_> {
                 }
             }
         }
-        for linear in (0..frames.len()).filter(|&l| live(l)) {
-            // SAFETY: as above; nothing else touches a suspended thread's wait.
-            unsafe { GmSimWait::set_result(waits[linear], self.result_of(linear)) };
-        }
+        self.take_all_results(|linear, result| {
+            if live(linear) {
+                // SAFETY: as above; nothing else touches a suspended thread's wait.
+                unsafe { GmSimWait::set_result(waits[linear], result) };
+            }
+        });
     }
 
     /// Hands a round that is not "every live thread waits at one block barrier" to the block's

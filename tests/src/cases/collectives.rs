@@ -25,6 +25,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(crate::cases!["collectives", Requires::SimulatedCollectives;
         mismatched_calls_are_errors_not_hangs,
         a_rank_that_never_calls_is_reported,
+        arrays_outlive_the_calls_that_use_them,
     ]);
     cases
 }
@@ -609,5 +610,50 @@ fn a_rank_that_never_calls_is_reported(rt: &Runtime) -> Result<(), String> {
         .err()
         .ok_or("a broken communicator worked")?;
     ensure!(e.to_string().contains("unusable"), "{e}");
+    Ok(())
+}
+
+/// Arrays dropped right after a call stay allocated until a synchronization has shown the call
+/// complete, as for copies: the streams keep them.
+fn arrays_outlive_the_calls_that_use_them(rt: &Runtime) -> Result<(), String> {
+    let world = world(rt, 2)?;
+    let sim = world.sim.as_ref().ok_or("a simulator case")?;
+    let (comms, streams) = ranks(&world)?;
+    let live = |d: usize| sim.live_allocations(d).map_err(fail("live_allocations"));
+    let before = [live(0)?, live(1)?];
+    {
+        let sends = world
+            .devices
+            .iter()
+            .map(|d| d.to_device(&Array1::from_elem(1 << 16, 1.5f64)))
+            .collect::<gpu_mem::Result<Vec<_>>>()
+            .map_err(fail("to_device"))?;
+        let mut recvs = world
+            .devices
+            .iter()
+            .map(|d| d.device_array::<f64>(&[1 << 16], Order::C))
+            .collect::<gpu_mem::Result<Vec<_>>>()
+            .map_err(fail("device_array"))?;
+        collective::group(|| {
+            for r in 0..2 {
+                comms[r].all_reduce(&streams[r], &sends[r], &mut recvs[r], ReduceOp::Sum)?;
+            }
+            Ok(())
+        })
+        .map_err(fail("all_reduce"))?;
+    } // every array dropped here, the calls perhaps still running
+    for d in 0..2 {
+        ensure!(
+            live(d)? == before[d] + 2,
+            "device {d}: the arrays of an unfinished call were freed"
+        );
+    }
+    sync_all(&streams)?;
+    for d in 0..2 {
+        ensure!(
+            live(d)? == before[d],
+            "device {d}: memory kept after the calls completed"
+        );
+    }
     Ok(())
 }

@@ -206,6 +206,19 @@ impl Communicator {
         &self.device
     }
 
+    /// `Ok` while the communicator is usable; the error that made it unusable otherwise
+    /// (`ncclCommGetAsyncError`: a peer gone or a network failure after the calls were
+    /// enqueued; on the simulator, a rank that never called). NCCL reports such errors here,
+    /// not through the streams, which may then never complete: a program waiting on work across
+    /// nodes polls this (or `Stream::query`) rather than blocking in `synchronize`.
+    pub fn check(&self) -> Result<()> {
+        let engine = engine_of(&self.device)?;
+        // SAFETY: the handle came from an init call of this backend for this device and is
+        // destroyed only when `self` drops.
+        unsafe { engine.comm_check(self.device.ordinal(), self.handle) }
+            .map_err(|e| wrap("ncclCommGetAsyncError", self.rank, self.nranks, e))
+    }
+
     /// `recv` = `op` over every rank's `send` (`ncclAllReduce`); both have the same size.
     pub fn all_reduce<T: CollectiveElement>(
         &self,

@@ -190,6 +190,7 @@ fn calls_reach_nccl(built: &Built, test: &str) -> Result<(), Failed> {
         || "broadcast root".into(),
     )?;
     stream.synchronize()?;
+    comms[0].check()?;
     drop(comms);
     ensure(nccl.int("mock_destroys")? == 2, || {
         "dropping the communicators did not destroy both".into()

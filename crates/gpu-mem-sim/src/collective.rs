@@ -332,6 +332,11 @@ impl Member {
     pub(crate) fn nranks(&self) -> usize {
         self.clique.nranks
     }
+
+    /// Why the communicator is unusable, once it is.
+    pub(crate) fn broken(&self) -> Option<String> {
+        lock(&self.clique.state).broken.clone()
+    }
 }
 
 /// Waits on `condvar` for at most `timeout` (a poisoned lock is still consistent here: every

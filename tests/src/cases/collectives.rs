@@ -529,6 +529,7 @@ fn mismatched_calls_are_errors_not_hangs(rt: &Runtime) -> Result<(), String> {
         sim.set_collective_timeout(Duration::from_secs(20));
     }
     let (comms, streams) = ranks(&world)?;
+    comms[0].check().map_err(fail("a fresh communicator"))?;
     let mut a0 = world.devices[0]
         .device_array::<f32>(&[8], Order::C)
         .map_err(fail("a"))?;

@@ -277,6 +277,14 @@ pub unsafe trait Collectives: Send + Sync {
     /// `comm` came from an init call of this backend and is destroyed only once.
     unsafe fn comm_destroy(&self, device: usize, comm: CommHandle) -> Result<()>;
 
+    /// Whether the communicator is still usable (`ncclCommGetAsyncError`): an error that
+    /// happened after calls were enqueued (a peer gone, a network failure; on the simulator, a
+    /// rank that never called) makes it unusable, and is returned here.
+    ///
+    /// # Safety
+    /// `comm` came from an init call of this backend for `device` and is not destroyed.
+    unsafe fn comm_check(&self, device: usize, comm: CommHandle) -> Result<()>;
+
     /// Enqueues `call` of rank `rank` of `nranks` on `stream` (`ncclAllReduce`, ...).
     ///
     /// # Safety

@@ -102,6 +102,11 @@ unsafe impl Collectives for CudaBackend {
         unsafe { nccl.comm_destroy(comm(handle)) }
     }
 
+    unsafe fn comm_check(&self, _device: usize, handle: CommHandle) -> Result<()> {
+        // SAFETY: the caller guarantees a live communicator.
+        unsafe { self.nccl()?.comm_async_error(comm(handle)) }
+    }
+
     unsafe fn enqueue(
         &self,
         device: usize,

@@ -281,6 +281,24 @@ impl Nccl {
         self.check("ncclCommDestroy", unsafe { f(comm) }, None)
     }
 
+    /// `ncclCommGetAsyncError`: `Ok` while `comm` is usable (or still initialising), else the
+    /// error that made it unusable, with NCCL's last-error text.
+    ///
+    /// # Safety
+    /// `comm` is live.
+    pub unsafe fn comm_async_error(&self, comm: ncclComm_t) -> Result<()> {
+        let f = get!(self.ncclCommGetAsyncError);
+        let mut state = ncclResult_t::ncclSuccess;
+        // SAFETY: the caller guarantees a live communicator; the out-pointer is a live local.
+        let code = unsafe { f(comm, &mut state) };
+        self.check("ncclCommGetAsyncError", code, Some(comm))?;
+        if state == ncclResult_t::ncclSuccess || state == ncclResult_t::ncclInProgress {
+            Ok(())
+        } else {
+            Err(self.error("ncclCommGetAsyncError", state, Some(comm)))
+        }
+    }
+
     /// Enqueues one rank's `call` on `stream` (`ncclAllReduce`, ...).
     ///
     /// # Safety

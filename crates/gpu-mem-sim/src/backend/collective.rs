@@ -57,6 +57,19 @@ unsafe impl Collectives for SimBackend {
         self.collectives.destroy(comm.0)
     }
 
+    unsafe fn comm_check(&self, _device: usize, comm: CommHandle) -> Result<()> {
+        let member = self.collectives.member(comm.0)?;
+        match member.broken() {
+            None => Ok(()),
+            Some(why) => Err(Error::Collective {
+                call: "ncclCommGetAsyncError",
+                rank: member.rank,
+                nranks: member.nranks(),
+                reason: format!("the communicator is unusable: {why}"),
+            }),
+        }
+    }
+
     unsafe fn enqueue(
         &self,
         device: usize,

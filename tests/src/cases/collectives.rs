@@ -643,16 +643,16 @@ fn arrays_outlive_the_calls_that_use_them(rt: &Runtime) -> Result<(), String> {
         })
         .map_err(fail("all_reduce"))?;
     } // every array dropped here, the calls perhaps still running
-    for d in 0..2 {
+    for (d, &was) in before.iter().enumerate() {
         ensure!(
-            live(d)? == before[d] + 2,
+            live(d)? == was + 2,
             "device {d}: the arrays of an unfinished call were freed"
         );
     }
     sync_all(&streams)?;
-    for d in 0..2 {
+    for (d, &was) in before.iter().enumerate() {
         ensure!(
-            live(d)? == before[d],
+            live(d)? == was,
             "device {d}: memory kept after the calls completed"
         );
     }

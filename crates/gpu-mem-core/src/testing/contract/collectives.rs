@@ -98,13 +98,13 @@ fn all_reduce_and_broadcast(
     let root = comms.len() - 1;
     c.group_start().ctx("group_start")?;
     let mut enqueued = Ok(());
-    for r in 0..comms.len() {
+    for (r, &buf) in sends.iter().enumerate() {
         enqueued = enqueued.and_then(|()| {
             call(
                 r,
                 CollectiveCall::Broadcast {
-                    send: sends[r],
-                    recv: sends[r],
+                    send: buf,
+                    recv: buf,
                     count: n,
                     root,
                 },

@@ -790,6 +790,12 @@ mod tests {
             "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); t.sync();",
         );
         assert_eq!(threads_of(&tile), Threads::Calls);
+        // A helper that waits only at an atomic would be a coroutine per call: fibers instead.
+        let atomic_helper = block.replace(
+            "__global__ void k(int* a) {",
+            "__device__ void add(int* a) { atomicAdd(a, 1); }\n__global__ void k(int* a) { add(a);",
+        );
+        assert_eq!(threads_of(&atomic_helper), Threads::Calls);
     }
 
     #[test]

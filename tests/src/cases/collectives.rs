@@ -566,6 +566,34 @@ fn mismatched_calls_are_errors_not_hangs(rt: &Runtime) -> Result<(), String> {
             "{e}"
         );
     }
+    // The same call and count with different element types (8 f32 against 8 i32).
+    let mut b1 = world.devices[1]
+        .device_array::<i32>(&[8], Order::C)
+        .map_err(fail("b"))?;
+    comms[0]
+        .all_reduce_in_place(&streams[0], &mut a0, ReduceOp::Sum)
+        .map_err(fail("enqueue"))?;
+    comms[1]
+        .all_reduce_in_place(&streams[1], &mut b1, ReduceOp::Sum)
+        .map_err(fail("enqueue"))?;
+    for s in &streams {
+        let e = s.synchronize().err().ok_or("different types completed")?;
+        ensure!(
+            e.to_string().contains("of 8 f32") && e.to_string().contains("of 8 i32"),
+            "{e}"
+        );
+    }
+    // The communicator is still usable: a matching call completes.
+    comms[0]
+        .all_reduce_in_place(&streams[0], &mut a0, ReduceOp::Sum)
+        .map_err(fail("enqueue"))?;
+    let mut c1 = world.devices[1]
+        .device_array::<f32>(&[8], Order::C)
+        .map_err(fail("c"))?;
+    comms[1]
+        .all_reduce_in_place(&streams[1], &mut c1, ReduceOp::Sum)
+        .map_err(fail("enqueue"))?;
+    sync_all(&streams)?;
     Ok(())
 }
 

@@ -101,6 +101,10 @@ mod book_doctests {
     struct Kernels;
     #[doc = include_str!("../../../docs/src/guide/where-memory-goes.md")]
     struct WhereMemoryGoes;
+    /// (Its collectives example runs on two simulated devices; the other blocks are ignored.)
+    #[cfg(feature = "nccl")]
+    #[doc = include_str!("../../../docs/src/guide/interop-and-multi-gpu.md")]
+    struct InteropAndMultiGpu;
 }
 
 /// [`Stream::from_raw_handle`] on the simulator: a stream adopting another stream's handle.

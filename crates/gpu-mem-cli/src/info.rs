@@ -23,6 +23,9 @@ struct BackendReport {
     compiled: bool,
     available: bool,
     reason: Option<String>,
+    /// The collectives engine ("NCCL 2.32.3 (libnccl.so.2)"), why it cannot be used, or that the
+    /// backend has none (`gpu_mem::collective`).
+    collectives: Option<String>,
     devices: Vec<DeviceReport>,
 }
 
@@ -35,6 +38,17 @@ struct Report {
     choice_source: &'static str,
     selection_error: Option<String>,
     backends: Vec<BackendReport>,
+}
+
+/// What `backend` answers about collectives: its engine, or why there is none usable.
+fn collectives(backend: &std::sync::Arc<dyn gpu_mem::Backend>) -> String {
+    match backend.collectives() {
+        None => "none (the backend has no engine, or its `nccl` feature is off)".into(),
+        Some(engine) => match engine.engine() {
+            Ok(name) => name,
+            Err(error) => format!("unavailable: {error}"),
+        },
+    }
 }
 
 fn devices(backend: &std::sync::Arc<dyn gpu_mem::Backend>) -> Result<Vec<DeviceReport>> {
@@ -60,6 +74,7 @@ fn devices(backend: &std::sync::Arc<dyn gpu_mem::Backend>) -> Result<Vec<DeviceR
 pub fn run(selected: Selection, json: bool) -> Result<()> {
     let mut reports = Vec::new();
     for status in backends() {
+        let engine = status.backend.as_ref().ok().map(collectives);
         let (available, reason, devs) = match &status.backend {
             // A backend that opens but cannot report a device is listed with the reason, and
             // the others still are.
@@ -82,6 +97,7 @@ pub fn run(selected: Selection, json: bool) -> Result<()> {
             compiled: status.compiled,
             available,
             reason,
+            collectives: engine,
             devices: devs,
         });
     }
@@ -129,6 +145,9 @@ pub fn run(selected: Selection, json: bool) -> Result<()> {
                 b.backend,
                 b.reason.as_deref().unwrap_or("unknown reason")
             );
+        }
+        if let Some(engine) = &b.collectives {
+            outln!("  collectives: {engine}");
         }
         for d in &b.devices {
             outln!("  device {}: {} ({})", d.ordinal, d.name, d.arch);

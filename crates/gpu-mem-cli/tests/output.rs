@@ -297,3 +297,29 @@ fn bench_draws_bandwidth_against_size() {
     assert!(svg.contains("H2D") || svg.contains("h2d"), "{svg}");
     std::fs::remove_file(&path).unwrap();
 }
+
+/// `info` names each backend's collectives engine: the simulator's model of NCCL, in text and
+/// in JSON.
+#[test]
+fn info_names_the_collectives_engine() {
+    let out = gpu_mem().arg("info").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("collectives: the gpu-mem simulator's model of NCCL"),
+        "{text}"
+    );
+    let out = gpu_mem().args(["info", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sim = json["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["backend"] == "sim")
+        .unwrap();
+    assert!(
+        sim["collectives"]
+            .as_str()
+            .is_some_and(|e| e.contains("model of NCCL")),
+        "{sim}"
+    );
+}

@@ -16,10 +16,12 @@
 //!   it. A rank that does not post within the timeout fails the others' calls, naming it, and
 //!   breaks the clique: every later call on it fails at once, as NCCL's communicator is unusable
 //!   after an error.
-//! * **Point to point.** A send posts its bytes to the (sender, receiver) mailbox and completes
-//!   (an eager send: NCCL may also complete a small send before its receive is posted); a
-//!   receive waits for the next message of its pair, up to the timeout, and fails when its size
-//!   or type differs. Messages of a pair arrive in order.
+//! * **Point to point.** A send posts its bytes to the (sender, receiver) mailbox; outside a
+//!   group it then waits, up to the timeout, until its receive has taken them (a receiver that
+//!   never calls is reported), inside one it completes at once (NCCL progresses a group's sends
+//!   and receives together, so a ring exchange on one stream cannot wait for itself). A receive
+//!   waits for the next message of its pair, up to the timeout, and fails when its size or type
+//!   differs. Messages of a pair arrive in order.
 //! * **Stream order.** All of this runs as jobs of the streams the calls were given, so each
 //!   call is ordered after its stream's earlier work and complete when the stream says so.
 
@@ -321,6 +323,10 @@ pub(crate) struct Job {
     /// Where the rank's result goes (`None` where it gets none: a reduce's non-root, a send).
     pub(crate) output: Option<Range>,
     pub(crate) timeout: Duration,
+    /// For a send: whether it waits until its receive has taken it (outside a group), or
+    /// completes at once (inside one, where NCCL progresses a rank's sends and receives
+    /// together, so that a ring exchange on one stream cannot wait for itself).
+    pub(crate) rendezvous: bool,
 }
 
 impl Member {
@@ -416,17 +422,33 @@ impl Job {
         });
         match self.call {
             CollectiveCall::Send { peer, .. } => {
-                let mut state = lock(&clique.state);
-                if let Some(why) = &state.broken {
-                    return Err(format!("the communicator is unusable: {why}"));
+                {
+                    let mut state = lock(&clique.state);
+                    if let Some(why) = &state.broken {
+                        return Err(format!("the communicator is unusable: {why}"));
+                    }
+                    state
+                        .mailboxes
+                        .entry((rank, peer))
+                        .or_default()
+                        .push_back(Arc::clone(&post));
+                    clique.changed.notify_all();
                 }
-                state
-                    .mailboxes
-                    .entry((rank, peer))
-                    .or_default()
-                    .push_back(post);
-                clique.changed.notify_all();
-                Ok(())
+                if !self.rendezvous {
+                    return Ok(());
+                }
+                // Outside a group the send completes once its receive has taken it.
+                self.wait(|state| {
+                    let waiting = state
+                        .mailboxes
+                        .get(&(rank, peer))
+                        .is_some_and(|queue| queue.iter().any(|p| Arc::ptr_eq(p, &post)));
+                    if waiting {
+                        Err(format!("rank {peer} never received from rank {rank}"))
+                    } else {
+                        Ok(())
+                    }
+                })
             }
             CollectiveCall::Recv { peer, .. } => {
                 let message = self.wait(|state| {

@@ -26,6 +26,7 @@ pub fn cases() -> Vec<Case> {
         mismatched_calls_are_errors_not_hangs,
         a_rank_that_never_calls_is_reported,
         arrays_outlive_the_calls_that_use_them,
+        a_send_nobody_receives_is_reported,
     ]);
     cases
 }
@@ -684,5 +685,37 @@ fn arrays_outlive_the_calls_that_use_them(rt: &Runtime) -> Result<(), String> {
             "device {d}: memory kept after the calls completed"
         );
     }
+    Ok(())
+}
+
+/// Outside a group a send completes once its receive took it: a matched pair completes, and a
+/// send whose receiver never calls is reported after the timeout, naming both ranks.
+fn a_send_nobody_receives_is_reported(rt: &Runtime) -> Result<(), String> {
+    let world = world(rt, 2)?;
+    let sim = world.sim.as_ref().ok_or("a simulator case")?;
+    sim.set_collective_timeout(Duration::from_millis(300));
+    let (comms, streams) = ranks(&world)?;
+    let data = world.devices[0]
+        .to_device(&Array1::from_iter(0..64u64))
+        .map_err(fail("to_device"))?;
+    let mut into = world.devices[1]
+        .device_array::<u64>(&[64], Order::C)
+        .map_err(fail("device_array"))?;
+    comms[0].send(&streams[0], &data, 1).map_err(fail("send"))?;
+    comms[1]
+        .recv(&streams[1], &mut into, 0)
+        .map_err(fail("recv"))?;
+    sync_all(&streams)?;
+    let got = into.copy_to_host().map_err(fail("copy_to_host"))?;
+    ensure!(got.iter().copied().eq(0..64u64), "wrong bytes received");
+    comms[0].send(&streams[0], &data, 1).map_err(fail("send"))?;
+    let e = streams[0]
+        .synchronize()
+        .err()
+        .ok_or("a send nobody received completed")?;
+    ensure!(
+        e.to_string().contains("rank 1 never received from rank 0"),
+        "{e}"
+    );
     Ok(())
 }

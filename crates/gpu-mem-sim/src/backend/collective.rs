@@ -187,6 +187,7 @@ unsafe impl Collectives for SimBackend {
             input,
             output,
             timeout: self.collectives.timeout(),
+            rendezvous: GROUP_DEPTH.with(Cell::get) == 0,
         };
         self.enqueue(d, stream, call.name(), Box::new(move || job.run()))
     }

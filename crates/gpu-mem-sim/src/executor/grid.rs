@@ -59,17 +59,33 @@ pub(crate) fn run_grid(
         return run_cooperative(kernel, plan, &views, config, limits);
     }
     let next = AtomicU64::new(0);
-    let claim = blocks_per_claim(&plan, config);
+    let most = blocks_per_claim(&plan, config);
+    let workers = crate::workers::worker_count() as u64;
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
     let failure = LowestFailure::default();
     // Runs blocks until none is left or, with `until`, that time has passed; returns whether
-    // blocks are left.
+    // blocks are left. Alone (with `until`), claims start at one block and grow eightfold, so
+    // that a grid of heavy blocks lets the workers in after its first one; with the workers, each
+    // claim is at most half a worker's share of what is left, so that they finish together.
     let run_blocks = |until: Option<Instant>| -> bool {
         let _in_kernel = enter_kernel(kernel);
+        let mut alone = 1u64;
         loop {
-            if until.is_some_and(|until| Instant::now() >= until) {
-                return next.load(Ordering::Relaxed) < total;
-            }
+            let claim = match until {
+                Some(until) if Instant::now() >= until => {
+                    return next.load(Ordering::Relaxed) < total;
+                }
+                Some(_) => {
+                    let claim = alone.min(most);
+                    alone = alone.saturating_mul(8);
+                    claim
+                }
+                None if workers == 1 => most,
+                None => {
+                    let left = total.saturating_sub(next.load(Ordering::Relaxed));
+                    (left / (2 * workers)).clamp(1, most)
+                }
+            };
             let linear = next.fetch_add(claim, Ordering::Relaxed);
             if linear >= total || linear > failure.lowest.load(Ordering::Acquire) {
                 return false;

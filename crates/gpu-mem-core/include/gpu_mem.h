@@ -826,6 +826,22 @@ struct gm_sim_threads {
     int status; /* out: 0, 1 if a C++ exception reached a thread, 2 if it trapped */
 };
 
+/* From a thread's index and lane to the next thread's in a block of `dim_x` x `dim_y` x ... (x
+ * fastest), with warps of `warp` lanes: what the loops over a block's threads step by. */
+inline void gm_sim_next_thread(gm_uint3& index, unsigned int& lane, unsigned int dim_x,
+                               unsigned int dim_y, unsigned int warp) {
+    if (++index.x == dim_x) {
+        index.x = 0;
+        if (++index.y == dim_y) {
+            index.y = 0;
+            ++index.z;
+        }
+    }
+    if (++lane == warp) {
+        lane = 0;
+    }
+}
+
 template <typename... P, unsigned long... I>
 void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
                         std::integer_sequence<unsigned long, I...>) {
@@ -859,16 +875,7 @@ void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
                 if (*faulted != 0) {
                     return;
                 }
-                if (++index.x == dim_x) {
-                    index.x = 0;
-                    if (++index.y == dim_y) {
-                        index.y = 0;
-                        ++index.z;
-                    }
-                }
-                if (++lane == warp) {
-                    lane = 0;
-                }
+                gm_sim_next_thread(index, lane, dim_x, dim_y, warp);
             }
         }
     } catch (const gm_sim_trap&) {
@@ -1510,16 +1517,7 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
                 ++ended;
             }
         }
-        if (++index.x == dim_x) {
-            index.x = 0;
-            if (++index.y == dim_y) {
-                index.y = 0;
-                ++index.z;
-            }
-        }
-        if (++lane == warp) {
-            lane = 0;
-        }
+        gm_sim_next_thread(index, lane, dim_x, dim_y, warp);
     }
     r->waiting = waiting;
     r->fence = fence;

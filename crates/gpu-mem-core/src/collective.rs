@@ -606,11 +606,9 @@ impl Communicator {
         let keep = || storages.iter().map(|s| s.keep_alive()).collect::<Vec<_>>();
         stream
             .submit(keep, &[], |handle| {
-                // SAFETY: the communicator is live (destroyed only when `self` drops) and was
-                // made for this device, as was the stream (checked above); every range the call
-                // names lies in the arrays checked above, on this device, which the stream keeps
-                // alive until the work is complete (`submit`), and none of them is mapped host
-                // memory, so host code cannot reach them meanwhile.
+                // SAFETY: the communicator (live until `self` drops) and stream are this device's;
+                // every range lies in the arrays checked above (device memory, not mapped), kept
+                // alive by the stream until the work is complete (`submit`).
                 unsafe { engine.enqueue(self.device.ordinal(), self.handle, &call, dtype, handle) }
                     .map(|()| Enqueued::Queued)
             })

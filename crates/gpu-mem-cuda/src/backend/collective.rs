@@ -44,10 +44,9 @@ fn comm(handle: CommHandle) -> sys::ncclComm_t {
     handle.0 as usize as sys::ncclComm_t
 }
 
-// SAFETY: `enqueue` passes NCCL exactly the ranges its call names, on the stream given, with
-// the device's context current; NCCL's work on a stream is that stream's work, so the
-// backend's stream and device synchronizations cover it. A handle is the `ncclComm_t` NCCL
-// returned for the device, until `comm_destroy`.
+// SAFETY: `enqueue` gives NCCL exactly the call's ranges, on the given stream with the device's
+// context current (so stream and device synchronizations cover NCCL's work); a handle is the
+// `ncclComm_t` NCCL returned for the device, until `comm_destroy`.
 unsafe impl Collectives for CudaBackend {
     fn engine(&self) -> Result<String> {
         let nccl = self.nccl()?;

@@ -15,10 +15,9 @@ thread_local! {
     static GROUP_DEPTH: Cell<usize> = const { Cell::new(0) };
 }
 
-// SAFETY: every range a call names is resolved against the device's live allocations when the
-// call is enqueued (`resolve` for what it reads, `resolve_write` for what it writes, each sized
-// by its count and type), and only those ranges are touched, by a job of the given stream; a
-// communicator handle names a member of this simulator's registry until `comm_destroy`.
+// SAFETY: a call's ranges are resolved against the device's live allocations when enqueued
+// (`resolve` / `resolve_write`, sized by count and type) and only they are touched, by a job of
+// the given stream; a handle names a registry member until `comm_destroy`.
 unsafe impl Collectives for SimBackend {
     fn engine(&self) -> Result<String> {
         Ok("the gpu-mem simulator's model of NCCL (one process)".into())

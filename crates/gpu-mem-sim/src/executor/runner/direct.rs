@@ -31,10 +31,9 @@ impl Block<'_> {
             warp_size: self.warp_size,
             status: 0,
         };
-        // SAFETY: the program was compiled from the kernel's source with the prelude's host
-        // branch, its parameters were checked against the launch's arguments, and `args` holds
-        // one buffer of each parameter's exact layout, alive for the launch; `thread` and the
-        // fault flag outlive the call, and nothing else touches them during it.
+        // SAFETY: a program of the prelude's host branch, its parameters checked against the
+        // launch's arguments, whose buffers (one per parameter, exact layout) live for the
+        // launch; `thread` and the fault flag outlive the call, untouched by anything else.
         unsafe { (calls.run_threads)(&mut threads) };
         if threads.status != 0 {
             // Recorded already through the callbacks; kept in case the program could not.

@@ -16,6 +16,7 @@
 
 use gpu_mem_core::{Error, Result};
 use gpu_mem_loader::{Library, LibrarySpec, accept_any};
+use gpu_mem_nccl_sys::decode_version;
 use std::ffi::c_int;
 use std::path::Path;
 
@@ -129,16 +130,6 @@ impl Rccl {
     /// `(field, exported name, resolved)` for every call of the table.
     pub fn presence(&self) -> Vec<(&'static str, &'static str, bool)> {
         self.symbols.presence()
-    }
-}
-
-/// `(major, minor, patch)` of an `NCCL_VERSION_CODE`.
-fn decode_version(code: c_int) -> (u32, u32, u32) {
-    let code = code.max(0) as u32;
-    if code >= 10000 {
-        (code / 10000, (code % 10000) / 100, code % 100)
-    } else {
-        (code / 1000, (code % 1000) / 100, code % 100)
     }
 }
 

@@ -20,16 +20,8 @@ pub const NCCL_LIBRARY: LibrarySpec = LibrarySpec {
 /// needs 2.10, and the last-error text 2.13; older libraries refuse or omit only those.)
 pub const MIN_NCCL_VERSION: (u32, u32, u32) = (2, 7, 0);
 
-/// `(major, minor, patch)` of an `NCCL_VERSION_CODE` (`ncclGetVersion`): `X*1000 + Y*100 + Z`
-/// up to 2.8, `X*10000 + Y*100 + Z` from 2.9 on.
-pub fn decode_version(code: i32) -> (u32, u32, u32) {
-    let code = code.max(0) as u32;
-    if code >= 10000 {
-        (code / 10000, (code % 10000) / 100, code % 100)
-    } else {
-        (code / 1000, (code % 1000) / 100, code % 100)
-    }
-}
+/// `(major, minor, patch)` of an `NCCL_VERSION_CODE` (shared with RCCL's loader).
+pub use gpu_mem_nccl_sys::decode_version;
 
 /// Turns the generated symbol list into the table `Symbols` (the release each entry needs is
 /// documentation of the -sys crate only).

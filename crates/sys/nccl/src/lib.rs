@@ -14,6 +14,8 @@
 //! * The header version does not set the minimum library: [`nccl_symbols!`] lists the oldest
 //!   NCCL release exporting each call, and the loader refuses a library older than the calls it
 //!   needs with a clear error.
+//! * Besides the declarations, one pure function both loaders share: [`decode_version`], the
+//!   release a version code of `ncclGetVersion` names.
 //! * RCCL's `rccl.h` declares the same calls with the same types and the same values for
 //!   everything bound here (the integer and 32/64-bit float types, the five reductions, the
 //!   128-byte unique id); its streams are `hipStream_t` where NCCL's are `cudaStream_t`.
@@ -35,3 +37,14 @@ pub mod nccl {
 }
 
 include!("generated/nccl_symbols.rs");
+
+/// `(major, minor, patch)` of an `NCCL_VERSION_CODE` (`ncclGetVersion`, which RCCL reports the
+/// same way): `X*1000 + Y*100 + Z` up to 2.8, `X*10000 + Y*100 + Z` from 2.9 on.
+pub const fn decode_version(code: i32) -> (u32, u32, u32) {
+    let code = if code < 0 { 0 } else { code as u32 };
+    if code >= 10000 {
+        (code / 10000, (code % 10000) / 100, code % 100)
+    } else {
+        (code / 1000, (code % 1000) / 100, code % 100)
+    }
+}

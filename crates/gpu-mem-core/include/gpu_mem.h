@@ -122,6 +122,11 @@ struct gm_sim_thread {
     gm_uint3 grid_dim;
     unsigned int warp_size;
     unsigned int lane;
+    /* Checked programs (GM_SIM_CHECKED): where a thread whose access was refused goes (a
+     * `__builtin_setjmp` buffer of the frame that started it), and that frame's address (the
+     * thread's stack lies below it). Null elsewhere. */
+    void* escape;
+    void* stack_top;
 };
 
 /* Collective operations (values shared with the simulator). */
@@ -152,15 +157,29 @@ struct gm_sim_runtime {
                          unsigned long long itemsize);
     void (*fault)(const char *message);
     void (*progress)(void);
+    /* Checked programs: every load and store (GM_SIM_ACCESS_*), before it happens; nonzero if
+     * the thread may not make it (the fault is recorded: the thread ends). */
+    int (*access)(const void *address, unsigned long long size, int kind, const void *pc);
 };
-#define GM_SIM_ABI 2
+#define GM_SIM_ABI 3
+#define GM_SIM_ACCESS_READ 0
+#define GM_SIM_ACCESS_WRITE 1
+#define GM_SIM_ACCESS_ATOMIC 2
+
+/* The prelude's own glue (what reads the simulator's buffers and tables) is not checked in a
+ * checked program: only the kernel's accesses are. */
+#if defined(GM_SIM_CHECKED)
+#define GM_SIM_UNCHECKED __attribute__((no_sanitize("thread")))
+#else
+#define GM_SIM_UNCHECKED
+#endif
 
 static gm_sim_runtime gm_sim_rt;
 
 // The running simulated thread's indices. `const`: within one thread's run of the kernel the
 // answer never changes (after a barrier the same thread is current again), so the compiler asks
 // once per kernel call instead of at every `threadIdx` (noinline keeps the attribute in force).
-__attribute__((const, noinline)) static const gm_sim_thread *gm_sim_self() {
+__attribute__((const, noinline)) GM_SIM_UNCHECKED static const gm_sim_thread *gm_sim_self() {
     return gm_sim_rt.self();
 }
 
@@ -787,7 +806,7 @@ const gm_sim_param* gm_sim_describe(R (*)(P...), int* count) {
 }
 
 template <typename R, typename... P, unsigned long... I>
-R gm_sim_call(R (*entry)(P...), void* const* args, std::integer_sequence<unsigned long, I...>) {
+GM_SIM_UNCHECKED R gm_sim_call(R (*entry)(P...), void* const* args, std::integer_sequence<unsigned long, I...>) {
     return entry(
         *static_cast<typename std::remove_cv<typename std::remove_reference<P>::type>::type*>(
             args[I])...);
@@ -797,7 +816,7 @@ R gm_sim_call(R (*entry)(P...), void* const* args, std::integer_sequence<unsigne
  * reached it, 2 if the thread trapped (`assert`, `__trap`, `exit`: the fault is recorded).
  * Nothing escapes into the simulator. */
 template <typename... P>
-int gm_sim_invoke(void (*entry)(P...), void* const* args) {
+GM_SIM_UNCHECKED int gm_sim_invoke_unescaped(void (*entry)(P...), void* const* args) {
     try {
         gm_sim_call(entry, args, std::make_integer_sequence<unsigned long, sizeof...(P)>());
         return 0;
@@ -807,6 +826,38 @@ int gm_sim_invoke(void (*entry)(P...), void* const* args) {
         gm_sim_rt.fault("a C++ exception escaped the kernel");
         return 1;
     }
+}
+
+#if defined(GM_SIM_CHECKED)
+/* Runs `run()` as a thread whose refused access ends it here: 2, as after a trap. */
+template <typename F>
+GM_SIM_UNCHECKED __attribute__((noinline)) int gm_sim_escapable(F run) {
+    void* escape[5];
+    gm_sim_thread* self = const_cast<gm_sim_thread*>(gm_sim_self());
+    void* const outer = self->escape;
+    void* const outer_top = self->stack_top;
+    if (__builtin_setjmp(escape) != 0) {
+        self = const_cast<gm_sim_thread*>(gm_sim_self());
+        self->escape = outer;
+        self->stack_top = outer_top;
+        return 2;
+    }
+    self->escape = escape;
+    self->stack_top = __builtin_frame_address(0);
+    const int status = run();
+    self->escape = outer;
+    self->stack_top = outer_top;
+    return status;
+}
+#endif
+
+template <typename... P>
+GM_SIM_UNCHECKED int gm_sim_invoke(void (*entry)(P...), void* const* args) {
+#if defined(GM_SIM_CHECKED)
+    return gm_sim_escapable([=]() GM_SIM_UNCHECKED { return gm_sim_invoke_unescaped(entry, args); });
+#else
+    return gm_sim_invoke_unescaped(entry, args);
+#endif
 }
 
 /* Blocks' threads as a loop (C layout shared with the simulator), for a kernel whose threads
@@ -843,7 +894,7 @@ inline void gm_sim_next_thread(gm_uint3& index, unsigned int& lane, unsigned int
 }
 
 template <typename... P, unsigned long... I>
-void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
+GM_SIM_UNCHECKED void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
                         std::integer_sequence<unsigned long, I...>) {
     typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
         Params;
@@ -887,9 +938,24 @@ void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
 }
 
 template <typename... P>
-void gm_sim_run_threads(void (*entry)(P...), gm_sim_threads* t) {
+GM_SIM_UNCHECKED void gm_sim_run_threads(void (*entry)(P...), gm_sim_threads* t) {
+#if defined(GM_SIM_CHECKED)
+    /* A refused access ends the thread and, as any fault, the loop. */
+    if (gm_sim_escapable([=]() GM_SIM_UNCHECKED {
+            gm_sim_thread_loop(entry, t,
+                               std::make_integer_sequence<unsigned long, sizeof...(P)>());
+            return 0;
+        }) == 2) {
+        t->status = 2;
+    }
+#else
     gm_sim_thread_loop(entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+#endif
 }
+
+#if defined(GM_SIM_CHECKED)
+#include "gm_sim/checked.h"
+#endif
 
 #define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
 

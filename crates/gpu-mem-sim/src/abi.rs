@@ -15,7 +15,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 2;
+pub(crate) const ABI: u32 = 3;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -27,6 +27,11 @@ pub(crate) struct GmSimThread {
     pub(crate) grid_dim: [u32; 3],
     pub(crate) warp_size: u32,
     pub(crate) lane: u32,
+    /// Checked programs: where a thread whose access is refused goes (the program's own
+    /// `__builtin_setjmp` buffer), and the address of the frame that started the thread (its
+    /// stack lies below); 0 elsewhere. Written by the program only.
+    pub(crate) escape: usize,
+    pub(crate) stack_top: usize,
 }
 
 /// `gm_sim_threads`: consecutive blocks' threads run as a loop by the program, for a kernel whose
@@ -131,7 +136,16 @@ pub(crate) struct GmSimRuntime {
     pub(crate) index_fault: extern "C" fn(c_int, *const i64, *const i64, u64) -> *mut c_void,
     pub(crate) fault: extern "C" fn(*const c_char),
     pub(crate) progress: extern "C" fn(),
+    /// Checked programs: `access(address, size, kind, pc)` before every load and store
+    /// ([`ACCESS_WRITE`], [`ACCESS_ATOMIC`], else a read); nonzero: refused (the fault is
+    /// recorded and the thread ends).
+    pub(crate) access: extern "C" fn(*const c_void, u64, c_int, *const c_void) -> c_int,
 }
+
+/// `GM_SIM_ACCESS_WRITE`.
+pub(crate) const ACCESS_WRITE: c_int = 1;
+/// `GM_SIM_ACCESS_ATOMIC`.
+pub(crate) const ACCESS_ATOMIC: c_int = 2;
 
 /// How the executor runs a program's threads: its entry points.
 #[derive(Clone, Copy)]

@@ -14,6 +14,8 @@
 //! * `GPU_MEM_SIM_SHARED_MEMORY` — shared memory per block (default `48KiB`).
 //! * `GPU_MEM_SIM_WATCHDOG` — seconds a block may go without progress before it is reported
 //!   (default 10; [`Watchdog`]).
+//! * `GPU_MEM_SIM_CHECK` — what the simulator checks of compiled kernels beyond `gm_array`
+//!   indices: `none` (default) or `memcheck` ([`Checks`]).
 
 use gpu_mem_core::{Error, Result};
 
@@ -37,6 +39,49 @@ pub struct SimDeviceConfig {
     pub pinned_limit: u64,
     /// When a block that makes no progress is reported rather than left to hang.
     pub watchdog: Watchdog,
+    /// What is checked of the compiled kernels it runs.
+    pub checks: Checks,
+}
+
+/// What the simulator checks of a compiled kernel's memory accesses, beyond `gm_array` indices
+/// (always checked), as NVIDIA's compute-sanitizer tools do on a GPU.
+///
+/// Off by default: a checked kernel calls into the simulator at every load and store and runs
+/// its threads on stacks (never as coroutines), several times slower; turn it on where a kernel
+/// is being tested (`GPU_MEM_SIM_CHECK=memcheck cargo test`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Checks {
+    /// Every load, store and atomic of the kernel's code lands in memory its thread may touch
+    /// (live allocations, its block's shared memory, its own stack), or the thread ends with a
+    /// `KernelFault` naming the access, the nearest allocation and the source line, before
+    /// anything is written.
+    pub memcheck: bool,
+}
+
+impl Checks {
+    /// The checks `value` names: `none`, or `memcheck` (comma-separated).
+    pub fn parse(value: &str) -> Result<Checks> {
+        let mut checks = Checks::default();
+        for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            match word {
+                "none" => {}
+                "memcheck" => checks.memcheck = true,
+                _ => {
+                    return Err(invalid(
+                        "GPU_MEM_SIM_CHECK",
+                        value,
+                        "`none` or `memcheck` (comma-separated)",
+                    ));
+                }
+            }
+        }
+        Ok(checks)
+    }
+
+    /// Whether kernels are built checked.
+    pub fn any(&self) -> bool {
+        self.memcheck
+    }
 }
 
 /// When the simulator reports a block that makes no progress — threads that only spin
@@ -107,6 +152,7 @@ impl Default for SimDeviceConfig {
             shared_memory: DEFAULT_SHARED_MEMORY,
             pinned_limit: DEFAULT_PINNED_LIMIT,
             watchdog: Watchdog::default(),
+            checks: Checks::default(),
         }
     }
 }
@@ -170,8 +216,13 @@ impl SimConfig {
             Some(v) => Watchdog::after(parse_watchdog(&v)?),
             None => Watchdog::default(),
         };
+        let checks = match var("GPU_MEM_SIM_CHECK") {
+            Some(v) => Checks::parse(&v)?,
+            None => Checks::default(),
+        };
         let devices = (0..count)
             .map(|i| SimDeviceConfig {
+                checks,
                 memory,
                 warp_size: *warps.get(i).or(warps.last()).unwrap_or(&32),
                 shared_memory,

@@ -37,6 +37,7 @@ mod launch;
 mod memory;
 mod recent_stream;
 mod reentry;
+mod sanitizer;
 mod source;
 mod stream;
 #[cfg(test)]
@@ -45,8 +46,8 @@ pub mod thread;
 mod workers;
 
 pub use config::{
-    DEFAULT_PINNED_LIMIT, DEFAULT_SHARED_MEMORY, DEFAULT_WATCHDOG, SimConfig, SimDeviceConfig,
-    Watchdog, parse_size, parse_size_of,
+    Checks, DEFAULT_PINNED_LIMIT, DEFAULT_SHARED_MEMORY, DEFAULT_WATCHDOG, SimConfig,
+    SimDeviceConfig, Watchdog, parse_size, parse_size_of,
 };
 pub use thread::{SimKernel, ThreadCtx};
 
@@ -72,6 +73,7 @@ struct SimDevice {
     warp_size: u32,
     shared_memory: usize,
     watchdog: Watchdog,
+    checks: Checks,
     memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
     /// Read-locked to find a stream (see [`SimBackend::on_stream`]).
@@ -132,6 +134,7 @@ impl SimBackend {
                 warp_size: c.warp_size,
                 shared_memory: c.shared_memory,
                 watchdog: c.watchdog,
+                checks: c.checks,
                 memory: Arc::new(AddressSpace::new(ordinal, c.memory)),
                 activity: Arc::new(DeviceActivity::default()),
                 streams: RwLock::new(HashMap::default()),

@@ -474,6 +474,35 @@ impl AddressSpace {
         }
     }
 
+    /// What a checked kernel's threads may touch of global memory (`crate::sanitizer`): every
+    /// region of this device and of the peers it may address, by host address.
+    pub(crate) fn accessible(&self) -> crate::sanitizer::MemoryMap {
+        let describe = |device: usize, r: &Region| crate::sanitizer::Allocation {
+            host: r.ptr.as_ptr() as usize,
+            len: r.len,
+            device: r.start,
+            device_index: device,
+            what: if r.managed {
+                "managed allocation"
+            } else if r.imported.is_some() {
+                "memory of another process"
+            } else if r.owned.is_some() {
+                "allocation"
+            } else {
+                "mapped host memory"
+            },
+        };
+        let mut all: Vec<_> = self
+            .read()
+            .values()
+            .map(|r| describe(self.device, r))
+            .collect();
+        for (peer, regions) in read(&self.peers).iter() {
+            all.extend(read(regions).values().map(|r| describe(*peer, r)));
+        }
+        crate::sanitizer::MemoryMap::new(all)
+    }
+
     /// Number of live device allocations (mapped windows not included).
     pub(crate) fn live_allocations(&self) -> usize {
         self.read().values().filter(|r| r.owned.is_some()).count()

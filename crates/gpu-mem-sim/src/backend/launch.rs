@@ -36,12 +36,17 @@ unsafe impl Launch for SimBackend {
         }
         // Portable source is what a GPU runs, so it is preferred; the closure form is for
         // kernels written only for the simulator.
-        let code = launch::LaunchCode::of(kernel)?;
+        let code = launch::LaunchCode::of(kernel, d.checks.memcheck)?;
         code.check_args(kernel.name(), args)?;
         executor::check_config(kernel, config, d.shared_memory, code.static_shared())?;
         let resolved = executor::resolve_args(&d.memory, kernel.name(), args)?;
         let name = kernel.name().to_string();
         let config = *config;
+        // What a checked program's threads may touch of global memory.
+        let memory = d
+            .checks
+            .memcheck
+            .then(|| std::sync::Arc::new(d.memory.accessible()));
         let limits = executor::Limits {
             warp_size: d.warp_size,
             shared_memory: d.shared_memory,
@@ -51,14 +56,28 @@ unsafe impl Launch for SimBackend {
             None => {
                 reentry::refuse_in_kernel("synchronous kernel launch")?;
                 d.activity.wait_idle();
-                executor::run_grid(&name, code.code(), &resolved, &config, limits)
+                executor::run_grid(
+                    &name,
+                    code.code(),
+                    &resolved,
+                    &config,
+                    limits,
+                    memory.as_deref(),
+                )
             }
             Some(stream) => self.enqueue(
                 d,
                 stream,
                 "kernel launch",
                 Box::new(move || {
-                    let ran = executor::run_grid(&name, code.code(), &resolved, &config, limits);
+                    let ran = executor::run_grid(
+                        &name,
+                        code.code(),
+                        &resolved,
+                        &config,
+                        limits,
+                        memory.as_deref(),
+                    );
                     // The job may hold the last clone of the kernel, whose captures are dropped
                     // here: a blocking call from their `Drop` would wait for this very job, so
                     // it is refused as one from the kernel's threads is.
@@ -85,7 +104,7 @@ unsafe impl Launch for SimBackend {
         if let Some(found) = symbols.get(&key) {
             return Ok(*found);
         }
-        let variable = source::variable(module, name)?;
+        let variable = source::variable(module, name, d.checks.memcheck)?;
         let host = NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(
             variable.address,
         ))

@@ -42,8 +42,14 @@ pub(crate) struct Block<'a> {
     /// 1 once `fault` holds one: what a program running the block's threads as a loop reads
     /// after each thread (`runner::direct`).
     faulted: Cell<u8>,
+    /// A checked program's block: its number among all blocks, which the OS thread's cache of
+    /// allowed ranges belongs to (`crate::sanitizer::Allowed`); 0 for others.
+    pub(crate) check_owner: u64,
     schedule: UnsafeCell<Schedule>,
 }
+
+/// Numbers of checked blocks (never 0).
+static CHECKED_BLOCKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Drop for Block<'_> {
     fn drop(&mut self) {
@@ -88,6 +94,11 @@ impl<'a> Block<'a> {
             slots: RefCell::new(Vec::new()),
             fault: RefCell::new(None),
             faulted: Cell::new(0),
+            check_owner: if plan.checked().is_some() {
+                CHECKED_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            } else {
+                0
+            },
             schedule: UnsafeCell::new(Schedule::default()),
         }
     }

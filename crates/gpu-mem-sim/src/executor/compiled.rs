@@ -10,8 +10,10 @@
 use super::plan::Calls;
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
-    ABI, GLOBAL_FENCE, GmSimRuntime, GmSimThread, GmSimWait, GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
+    ABI, ACCESS_ATOMIC, ACCESS_WRITE, GLOBAL_FENCE, GmSimRuntime, GmSimThread, GmSimWait,
+    GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
 };
+use crate::sanitizer::Access;
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -151,6 +153,7 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
     index_fault: rt_index_fault,
     fault: rt_fault,
     progress: rt_progress,
+    access: rt_access,
 };
 
 thread_local! {
@@ -165,6 +168,8 @@ static OUTSIDE: GmSimThread = GmSimThread {
     grid_dim: [1; 3],
     warp_size: 1,
     lane: 0,
+    escape: 0,
+    stack_top: 0,
 };
 
 extern "C" fn rt_self() -> *const GmSimThread {
@@ -300,6 +305,36 @@ extern "C" fn rt_fault(message: *const c_char) {
 
 extern "C" fn rt_progress() {
     with_current(|t| t.progress());
+}
+
+extern "C" fn rt_access(
+    address: *const c_void,
+    size: u64,
+    kind: c_int,
+    pc: *const c_void,
+) -> c_int {
+    let kind = match kind {
+        ACCESS_WRITE => Access::Write,
+        ACCESS_ATOMIC => Access::Atomic,
+        _ => Access::Read,
+    };
+    let refused = with_current(|t| {
+        t.check_access(address as usize, size, kind, pc as usize)
+            .is_err()
+    });
+    c_int::from(refused.unwrap_or(false))
+}
+
+/// Whether `address..address + bytes` lies in a scratch buffer of this OS thread, which an
+/// out-of-bounds `gm_array` access reaches instead of its element.
+pub(crate) fn in_scratch(address: usize, bytes: usize) -> bool {
+    SCRATCH.with_borrow(|scratch| {
+        scratch.0.iter().any(|buffer| {
+            let start = buffer.cast::<u8>().as_ptr() as usize;
+            let len = buffer.len() * std::mem::size_of::<u128>();
+            address >= start && address.saturating_add(bytes) <= start + len
+        })
+    })
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use super::grid_barrier::GridBarrier;
 use super::plan::{Code, Plan, Prepared};
 use super::shared::SharedMemory;
 use crate::reentry::enter_kernel;
+use crate::sanitizer::MemoryMap;
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
 use gpu_mem_core::sync::{get_mut, lock};
 use gpu_mem_core::{Error, Result};
@@ -42,8 +43,9 @@ pub(crate) fn run_grid(
     args: &[Resolved],
     config: &LaunchConfig,
     limits: Limits,
+    memory: Option<&MemoryMap>,
 ) -> Result<()> {
-    let prepared = Prepared::new(code, args);
+    let prepared = Prepared::new(code, args, memory);
     let plan = prepared.plan();
     if cfg!(miri) && !plan.runs_under_miri() {
         return Err(Error::NotSupportedByBackend {

@@ -19,6 +19,7 @@
 
 use super::args::{Resolved, encode};
 use crate::abi::{CallsEntry, Entry, GmSimThreads, StacklessEntry};
+use crate::sanitizer::{MemoryMap, ProgramLayout};
 use crate::thread::{PolledBody, SimKernelFn};
 use std::ffi::{c_int, c_void};
 
@@ -42,6 +43,18 @@ pub(crate) struct Compiled<'a> {
     pub(crate) waits: bool,
     /// Per parameter: whether it is a pointer (an array passed to it is its address).
     pub(crate) pointers: &'a [bool],
+    /// A checked program's memory (`crate::sanitizer`); `None` for others.
+    pub(crate) layout: Option<&'a ProgramLayout>,
+}
+
+/// What the accesses of a checked program's threads are checked against.
+#[derive(Clone, Copy)]
+pub(crate) struct Checked<'a> {
+    pub(crate) layout: &'a ProgramLayout,
+    pub(crate) memory: &'a MemoryMap,
+    /// `[start, end)` of each argument buffer, which the prelude's glue reads parameters from
+    /// (through code of the C++ library's, which is instrumented).
+    pub(crate) args: &'a [(usize, usize)],
 }
 
 /// A compiled entry point run once per thread (`run(args)`).
@@ -78,6 +91,8 @@ pub(crate) struct Calls<'a> {
     /// A block's threads as a loop in the program (direct).
     pub(crate) run_threads: ThreadsEntry,
     pub(crate) args: &'a [*mut c_void],
+    /// A checked program's: what its accesses are checked against.
+    pub(crate) checked: Option<Checked<'a>>,
 }
 
 /// A stackless program's entry points, with the launch's argument buffers.
@@ -98,6 +113,14 @@ unsafe impl Send for Rounds<'_> {}
 unsafe impl Sync for Rounds<'_> {}
 
 impl Plan<'_> {
+    /// What a checked program's accesses are checked against; `None` for others.
+    pub(crate) fn checked(&self) -> Option<Checked<'_>> {
+        match self {
+            Plan::Direct(calls) | Plan::Fibers(OnFibers::Compiled(calls)) => calls.checked,
+            Plan::Stackless(_) | Plan::Fibers(OnFibers::Closure(_)) | Plan::Polled(_) => None,
+        }
+    }
+
     /// Whether the threads run compiled code (which reads its indices from a `GmSimThread`).
     pub(crate) fn is_compiled(&self) -> bool {
         matches!(
@@ -116,13 +139,21 @@ impl Plan<'_> {
 /// parameter, laid out as the C parameter.
 pub(crate) struct Prepared<'a> {
     code: Code<'a>,
+    /// The launch's global memory, for a checked program.
+    memory: Option<&'a MemoryMap>,
     /// The buffers (kept alive here) and a pointer to each (`void* args[]`).
     _buffers: Vec<Box<[u64]>>,
     args: Vec<*mut c_void>,
+    /// Each buffer's `[start, end)`.
+    arg_ranges: Vec<(usize, usize)>,
 }
 
 impl<'a> Prepared<'a> {
-    pub(crate) fn new(code: Code<'a>, resolved: &[Resolved]) -> Prepared<'a> {
+    pub(crate) fn new(
+        code: Code<'a>,
+        resolved: &[Resolved],
+        memory: Option<&'a MemoryMap>,
+    ) -> Prepared<'a> {
         let buffers = match code {
             Code::Compiled(compiled) => encode(resolved, |i| {
                 compiled.pointers.get(i).copied().unwrap_or(false)
@@ -133,8 +164,17 @@ impl<'a> Prepared<'a> {
             .iter()
             .map(|b| b.as_ptr().cast::<c_void>().cast_mut())
             .collect();
+        let arg_ranges = buffers
+            .iter()
+            .map(|b| {
+                let start = b.as_ptr() as usize;
+                (start, start + std::mem::size_of_val(&**b))
+            })
+            .collect();
         Prepared {
             code,
+            memory,
+            arg_ranges,
             _buffers: buffers,
             args,
         }
@@ -155,12 +195,18 @@ impl<'a> Prepared<'a> {
             Code::Compiled(Compiled {
                 entry: Entry::Calls(CallsEntry { run, run_threads }),
                 waits,
+                layout,
                 ..
             }) => {
                 let calls = Calls {
                     run,
                     run_threads,
                     args: &self.args,
+                    checked: layout.zip(self.memory).map(|(layout, memory)| Checked {
+                        layout,
+                        memory,
+                        args: &self.arg_ranges,
+                    }),
                 };
                 if waits {
                     Plan::Fibers(OnFibers::Compiled(calls))

@@ -6,9 +6,11 @@
 //! here.
 
 use super::block::Block;
+use super::compiled::in_scratch;
 use super::fiber::Fiber;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::GmSimThread;
+use crate::sanitizer::{Access, Allowed, Frame, check, source_line};
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, UnsafeCell};
@@ -194,6 +196,55 @@ impl ThreadOps for SimThread<'_, '_> {
     }
 }
 
+impl SimThread<'_, '_> {
+    /// Whether this thread of a checked program may make an access (`crate::sanitizer`): if
+    /// not, the fault is recorded (the program then ends the thread).
+    pub(crate) fn check_access(
+        &self,
+        address: usize,
+        size: u64,
+        access: Access,
+        pc: usize,
+    ) -> Result<(), ()> {
+        let owner = self.block.check_owner;
+        if Allowed::hit(owner, address, size) {
+            return Ok(());
+        }
+        let Some(checked) = self.block.plan.checked() else {
+            return Ok(());
+        };
+        // SAFETY: read on the thread's own OS thread from a callback of its program, which
+        // writes `info` only between threads (never during this call).
+        let info = unsafe { &*self.info.get() };
+        // Below every frame of the kernel: where the stack is now.
+        let here = std::ptr::addr_of!(owner) as usize;
+        let (dynamic, dynamic_len) = self.block.shared.dynamic_ptr();
+        let frame = Frame {
+            program: checked.layout,
+            memory: checked.memory,
+            thread_info: (
+                self.info.get() as usize,
+                self.info.get() as usize + std::mem::size_of::<GmSimThread>(),
+            ),
+            stack: (here, info.stack_top),
+            dynamic_shared: (dynamic as usize, dynamic_len),
+            args: checked.args,
+            scratch: &in_scratch,
+        };
+        match check(&frame, address, size, access) {
+            Ok(range) => {
+                Allowed::remember(owner, range);
+                Ok(())
+            }
+            Err(violation) => {
+                let line = source_line(&checked.layout.path, checked.layout.base, pc);
+                self.fault(violation.message(line.as_deref()));
+                Err(())
+            }
+        }
+    }
+}
+
 /// What compiled code reads as thread `thread` (linear index `linear`) of `block`.
 #[inline]
 fn thread_info(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
@@ -204,6 +255,8 @@ fn thread_info(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
         grid_dim: block.grid_dim.to_array(),
         warp_size: block.warp_size,
         lane: lane_of(linear, block.warp_size),
+        escape: 0,
+        stack_top: 0,
     }
 }
 

@@ -54,6 +54,9 @@ pub(crate) enum Threads {
     /// Each thread a coroutine of the rewritten entry (`super::stackless`): `gm_sim_start_round`,
     /// `gm_sim_resume_round` and `gm_sim_begin_block`.
     Stackless,
+    /// As [`Threads::Calls`], every access of the kernel checked (`crate::sanitizer`): built
+    /// with [`instrumentation`] and `GM_SIM_CHECKED`.
+    Checked,
 }
 
 /// The language of a program: C++17, the dialect kernels are written in, with coroutines for
@@ -65,7 +68,7 @@ pub(crate) enum Threads {
 /// declared constructors), after which a kernel runs on stacks.
 pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
-        (Threads::Calls, _) => &["-std=c++17"],
+        (Threads::Calls | Threads::Checked, _) => &["-std=c++17"],
         (Threads::Stackless, false) => &["-std=c++17", "-fcoroutines"],
         // (`u8` literals stay `char`, as in C++17, not C++20's `char8_t`.)
         (Threads::Stackless, true) => &["-std=c++20", "-fno-char8_t"],
@@ -78,6 +81,29 @@ pub(crate) fn prelude_defines(threads: Threads) -> &'static [&'static str] {
     match threads {
         Threads::Calls => &[],
         Threads::Stackless => &["-DGM_SIM_STACKLESS=1"],
+        Threads::Checked => &["-DGM_SIM_CHECKED=1"],
+    }
+}
+
+/// The instrumentation of a unit of `threads`: for checked programs, a call before every load,
+/// store and atomic of the kernel (ThreadSanitizer's, whose functions the prelude's
+/// `gm_sim/checked.h` supplies: no sanitizer runtime is linked, see [`LINK_FLAGS`]), without
+/// calls at function entry and exit, and line tables to name the line of a refused access.
+pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'static str] {
+    match (threads, clang) {
+        (Threads::Calls | Threads::Stackless, _) => &[],
+        (Threads::Checked, false) => &[
+            "-fsanitize=thread",
+            "--param",
+            "tsan-instrument-func-entry-exit=0",
+            "-g1",
+        ],
+        (Threads::Checked, true) => &[
+            "-fsanitize=thread",
+            "-mllvm",
+            "-tsan-instrument-func-entry-exit=0",
+            "-gline-tables-only",
+        ],
     }
 }
 
@@ -170,6 +196,7 @@ impl Compiler {
             .current_dir(folder)
             .args(standard(threads, self.is_clang()))
             .args(FLAGS)
+            .args(instrumentation(threads, self.is_clang()))
             .arg("-I")
             .arg(within(include))
             .arg("-c")
@@ -206,6 +233,7 @@ impl Compiler {
             .current_dir(folder)
             .args(standard(threads, self.is_clang()))
             .args(FLAGS)
+            .args(instrumentation(threads, self.is_clang()))
             .args(prelude_defines(threads))
             .arg("-I")
             .arg(within(include))

@@ -29,7 +29,8 @@ pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
 /// the C++ runtime's guard of thread-locals with constructors. The tests' check that a
 /// stackless kernel gets all of the limit finds one missing from this list.
 fn is_prelude_tls(name: &[u8]) -> bool {
-    const PRELUDE: [&str; 4] = [
+    const PRELUDE: [&str; 5] = [
+        "gm_sim_tls_anchor",
         "gm_sim_frames",
         "gm_sim_sub_frames",
         "gm_sim_frames_owner",
@@ -45,6 +46,50 @@ fn is_prelude_tls(name: &[u8]) -> bool {
         || PRELUDE
             .iter()
             .any(|p| name == format!("_ZL{}{p}", p.len()).as_bytes())
+}
+
+/// Every thread-local of the symbol table (name, offset in the thread-local block, size): a
+/// checked program's `__shared__` arrays and the prelude's own.
+pub(crate) fn thread_locals(bytes: &[u8]) -> Vec<(String, u64, u64)> {
+    use gpu_mem_core::kernel::compiled::{STT_TLS, symbols};
+    symbols(bytes)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| s.kind == STT_TLS)
+        .map(|s| (s.name, s.value, s.size))
+        .collect()
+}
+
+/// `(p_vaddr, p_memsz)` of each `PT_LOAD` program header, and the `PT_TLS` segment's size;
+/// `None` when `bytes` is not a 64-bit little-endian ELF file.
+pub(crate) fn loaded_segments(bytes: &[u8]) -> Option<(Vec<(u64, u64)>, u64)> {
+    const PT_LOAD: u32 = 1;
+    let r = headers(bytes)?;
+    let mut loads = Vec::new();
+    for header in r.1 {
+        if r.0.u32_at(header)? == PT_LOAD {
+            loads.push((
+                r.0.u64_at(header.checked_add(0x10)?)?,
+                r.0.u64_at(header.checked_add(0x28)?)?,
+            ));
+        }
+    }
+    Some((loads, tls_size(bytes)?))
+}
+
+/// The file's reader and the offsets of its program headers.
+fn headers(bytes: &[u8]) -> Option<(Reader<'_>, Vec<usize>)> {
+    if bytes.get(..4)? != b"\x7fELF" || *bytes.get(4)? != 2 || *bytes.get(5)? != 1 {
+        return None;
+    }
+    let r = Reader(bytes);
+    let phoff = usize::try_from(r.u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(r.u16_at(0x36)?);
+    let phnum = usize::from(r.u16_at(0x38)?);
+    let offsets = (0..phnum)
+        .map(|i| phoff.checked_add(i.checked_mul(phentsize)?))
+        .collect::<Option<Vec<usize>>>()?;
+    Some((r, offsets))
 }
 
 /// Little-endian reads that fail (`None`) past the end of the file.
@@ -76,15 +121,8 @@ impl Reader<'_> {
 /// none; `None` when `bytes` is not such a file.
 fn tls_size(bytes: &[u8]) -> Option<u64> {
     const PT_TLS: u32 = 7;
-    if bytes.get(..4)? != b"\x7fELF" || *bytes.get(4)? != 2 || *bytes.get(5)? != 1 {
-        return None;
-    }
-    let r = Reader(bytes);
-    let phoff = usize::try_from(r.u64_at(0x20)?).ok()?;
-    let phentsize = usize::from(r.u16_at(0x36)?);
-    let phnum = usize::from(r.u16_at(0x38)?);
-    for i in 0..phnum {
-        let header = phoff.checked_add(i.checked_mul(phentsize)?)?;
+    let (r, headers) = headers(bytes)?;
+    for header in headers {
         if r.u32_at(header)? == PT_TLS {
             return r.u64_at(header.checked_add(0x28)?);
         }

@@ -38,6 +38,7 @@ mod wrapper;
 
 use crate::abi::{ABI, CallsEntry, Entry, GmSimRound, GmSimRuntime, GmSimThreads, StacklessEntry};
 use crate::executor::{self, RUNTIME};
+use crate::sanitizer::{ProgramLayout, ThreadLocal};
 pub(crate) use compiler::Threads;
 use compiler::{CompileFailure, Compiler};
 use declarations::Declared;
@@ -68,6 +69,8 @@ pub(crate) struct SourceProgram {
     /// atomic or spin hint): such threads may wait on fibers of their own, the others run as
     /// plain calls.
     pub(crate) waits: bool,
+    /// A checked program's memory (`crate::sanitizer`); `None` for others.
+    layout: Option<Arc<ProgramLayout>>,
 }
 
 impl std::fmt::Debug for SourceProgram {
@@ -95,6 +98,7 @@ impl SourceProgram {
             entry: self.entry,
             waits: self.waits,
             pointers: &self.pointers,
+            layout: self.layout.as_deref(),
         }
     }
 }
@@ -146,8 +150,8 @@ const MAX_KERNEL_ENTRIES: usize = 4096;
 /// Kernels by kernel id (the fast path), modules by content and by cache key.
 #[derive(Default)]
 struct Programs {
-    by_kernel: HashMap<u64, Arc<SourceProgram>>,
-    by_module: HashMap<Module, Arc<LoadedModule>>,
+    by_kernel: HashMap<(u64, bool), Arc<SourceProgram>>,
+    by_module: HashMap<(Module, bool), Arc<LoadedModule>>,
     by_key: HashMap<String, Arc<LoadedModule>>,
 }
 
@@ -171,12 +175,17 @@ fn unsupported_under_miri() -> Error {
 }
 
 /// The program of `kernel`'s entry point, its module compiled (or taken from a cache) and
-/// loaded.
-pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<SourceProgram>> {
+/// loaded; `checked`: the module built with its accesses checked (`crate::sanitizer`), a
+/// library of its own (with its own module variables).
+pub(crate) fn program(
+    kernel: &Kernel,
+    source: &KernelSource,
+    checked: bool,
+) -> Result<Arc<SourceProgram>> {
     if cfg!(miri) {
         return Err(unsupported_under_miri());
     }
-    if let Some(found) = programs(|p| p.by_kernel.get(&kernel.id()).cloned()) {
+    if let Some(found) = programs(|p| p.by_kernel.get(&(kernel.id(), checked)).cloned()) {
         return Ok(found);
     }
     let invalid = |reason: String| Error::InvalidLaunch {
@@ -189,7 +198,7 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
             source.entry
         )));
     }
-    let module = loaded_module(kernel.name(), &source.module)?;
+    let module = loaded_module(kernel.name(), &source.module, checked)?;
     let program = module.kernel(&source.entry).cloned().ok_or_else(|| {
         invalid(format!(
             "the source has no kernel `{}` to launch; its kernels: {} (a template kernel is launched by an instantiation the module is made with: Kernel::from_source(code, \"name<arguments>\") or Module::with_name_expressions)",
@@ -204,18 +213,18 @@ pub(crate) fn program(kernel: &Kernel, source: &KernelSource) -> Result<Arc<Sour
             // by content.
             p.by_kernel.clear();
         }
-        p.by_kernel.insert(kernel.id(), program.clone());
+        p.by_kernel.insert((kernel.id(), checked), program.clone());
     });
     Ok(program)
 }
 
 /// The variable `name` of `module` (built and loaded first if it is not yet): its address in
 /// this process and its size.
-pub(crate) fn variable(module: &Module, name: &str) -> Result<Variable> {
+pub(crate) fn variable(module: &Module, name: &str, checked: bool) -> Result<Variable> {
     if cfg!(miri) {
         return Err(unsupported_under_miri());
     }
-    let loaded = loaded_module(module.name(), module)?;
+    let loaded = loaded_module(module.name(), module, checked)?;
     let wanted = compiled::normalized(name);
     loaded
         .variables
@@ -237,8 +246,9 @@ pub(crate) fn variable(module: &Module, name: &str) -> Result<Variable> {
 }
 
 /// `module` loaded: found by content, or built.
-fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
-    if let Some(found) = programs(|p| p.by_module.get(module).cloned()) {
+fn loaded_module(what: &str, module: &Module, checked: bool) -> Result<Arc<LoadedModule>> {
+    let by_module = (module.clone(), checked);
+    if let Some(found) = programs(|p| p.by_module.get(&by_module).cloned()) {
         return Ok(found);
     }
     if let Some(bad) = module
@@ -254,9 +264,9 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
         });
     }
     let compiler = Compiler::from_env()?;
-    let plans = plans(module, &compiler);
+    let plans = plans(module, &compiler, checked);
     let _building = lock(&BUILDING);
-    if let Some(found) = programs(|p| p.by_module.get(module).cloned()) {
+    if let Some(found) = programs(|p| p.by_module.get(&by_module).cloned()) {
         return Ok(found);
     }
     let cache = cache::open().map_err(|reason| Error::KernelCompile {
@@ -320,7 +330,7 @@ fn loaded_module(what: &str, module: &Module) -> Result<Arc<LoadedModule>> {
         compiler: compiler.describe(),
         log: "no way to build the kernel was tried".to_string(),
     })?;
-    programs(|p| p.by_module.insert(module.clone(), loaded.clone()));
+    programs(|p| p.by_module.insert(by_module, loaded.clone()));
     Ok(loaded)
 }
 
@@ -354,8 +364,8 @@ struct Plan {
 const SHIFTS_AS_WRITTEN: &str = "the kernel did not compile with its shifts made a GPU's (a template argument list in a shift count?), so it is built as written: a shift by the width or more is reported as a fault rather than give a GPU's 0";
 
 /// The ways to build `module`, best first: stackless threads when the source allows them, then
-/// ordinary calls (always; the answer when the first is refused).
-fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
+/// ordinary calls (always; the answer when the first is refused); `checked`: only checked calls.
+fn plans(module: &Module, compiler: &Compiler, checked: bool) -> Vec<Plan> {
     let as_written = dynamic_shared::rewrite(module.code()).into_owned();
     let code = shifts::rewrite(&as_written).into_owned();
     if warp_synchronous(&code) {
@@ -368,7 +378,12 @@ fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
     let file = wrapper::file_name(module.name());
     let names = module.name_expressions().join("\n");
     let plan = |threads: Threads, compiled: &str| {
-        let flags = [compiler::FLAGS.join(" "), compiler::LINK_FLAGS.join(" ")].join(" ");
+        let flags = [
+            compiler::FLAGS.join(" "),
+            compiler::instrumentation(threads, compiler.is_clang()).join(" "),
+            compiler::LINK_FLAGS.join(" "),
+        ]
+        .join(" ");
         let key = cache::key(&[
             b"gpu-mem-sim module",
             &ABI.to_le_bytes(),
@@ -392,6 +407,16 @@ fn plans(module: &Module, compiler: &Compiler) -> Vec<Plan> {
         }
     };
     let mut plans = Vec::with_capacity(2);
+    if checked {
+        plans.push(plan(Threads::Checked, &code));
+        if code != as_written {
+            plans.push(Plan {
+                caveat: Some(SHIFTS_AS_WRITTEN),
+                ..plan(Threads::Checked, &as_written)
+            });
+        }
+        return plans;
+    }
     // The stackless form starts from the source with its block groups' syncs written as block
     // barriers (`stackless::lower_block_groups`), where it has any.
     let lowered = stackless::lower_block_groups(&code);
@@ -664,7 +689,7 @@ fn load(
         )
     };
     let begin_block = match threads {
-        Threads::Calls => None,
+        Threads::Calls | Threads::Checked => None,
         // SAFETY: as above.
         Threads::Stackless => Some(unsafe {
             *library
@@ -682,6 +707,15 @@ fn load(
         init(&RUNTIME);
     }
     let waits = wrapper::may_wait(code);
+    let layout = match threads {
+        Threads::Checked => Some(Arc::new(checked_layout(
+            &library,
+            &bytes,
+            &path,
+            abi as usize,
+        )?)),
+        Threads::Calls | Threads::Stackless => None,
+    };
     let static_shared = usize::try_from(tls).unwrap_or(usize::MAX);
     let text = |p: *const c_char| {
         // SAFETY: the wrapper's tables hold string literals (or null).
@@ -706,7 +740,7 @@ fn load(
             raw.resume_round,
             begin_block,
         ) {
-            (Threads::Calls, (Some(run), Some(run_threads)), _, _, _) => {
+            (Threads::Calls | Threads::Checked, (Some(run), Some(run_threads)), _, _, _) => {
                 Entry::Calls(CallsEntry { run, run_threads })
             }
             (Threads::Stackless, _, Some(start_round), Some(resume_round), Some(begin_block)) => {
@@ -741,11 +775,65 @@ fn load(
             params,
             static_shared,
             waits,
+            layout: layout.clone(),
         };
         loaded.kernels.push((name, Arc::new(program)));
     }
     loaded.variables = variables(&bytes, abi as usize);
     Ok(loaded)
+}
+
+/// Where a checked program keeps its own memory (`crate::sanitizer`), from its file and where
+/// its `gm_sim_abi` was loaded (`abi`).
+fn checked_layout(
+    library: &libloading::Library,
+    bytes: &[u8],
+    path: &Path,
+    abi: usize,
+) -> std::result::Result<ProgramLayout, String> {
+    let symbols = compiled::symbols(bytes).ok_or("a checked library without a symbol table")?;
+    let base = symbols
+        .iter()
+        .find(|s| s.kind == compiled::STT_FUNC && s.name == "gm_sim_abi")
+        .and_then(|s| abi.checked_sub(usize::try_from(s.value).ok()?))
+        .ok_or("no gm_sim_abi in the symbol table")?;
+    let (loads, tls_size) = elf::loaded_segments(bytes).ok_or("not a 64-bit ELF library")?;
+    let thread_locals = elf::thread_locals(bytes);
+    let anchor_offset = thread_locals
+        .iter()
+        .find(|(name, _, _)| name.ends_with("gm_sim_tls_anchor"))
+        .map(|&(_, offset, _)| offset)
+        .ok_or("no gm_sim_tls_anchor in the symbol table")?;
+    type Anchor = unsafe extern "C" fn() -> *mut u8;
+    // SAFETY: the wrapper's `extern "C"` function of a checked unit, with exactly this type.
+    let anchor = unsafe {
+        *library
+            .get::<Anchor>(b"gm_sim_tls_anchor_address\0")
+            .map_err(|e| e.to_string())?
+    };
+    let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    Ok(ProgramLayout {
+        segments: loads
+            .into_iter()
+            .map(|(vaddr, size)| {
+                let start = base.saturating_add(to_usize(vaddr));
+                (start, start.saturating_add(to_usize(size)))
+            })
+            .collect(),
+        thread_locals: thread_locals
+            .into_iter()
+            .filter(|(_, _, size)| *size > 0)
+            .map(|(name, offset, size)| ThreadLocal {
+                offset: to_usize(offset),
+                size: to_usize(size),
+                name,
+            })
+            .collect(),
+        tls_size: to_usize(tls_size),
+        tls_anchor: (anchor, to_usize(anchor_offset)),
+        path: path.to_path_buf(),
+        base,
+    })
 }
 
 #[cfg(all(test, not(miri)))]

@@ -39,6 +39,9 @@ fn key(compiler: &Compiler, threads: Threads) -> String {
             .join(" ")
             .as_bytes(),
         compiler::FLAGS.join(" ").as_bytes(),
+        compiler::instrumentation(threads, compiler.is_clang())
+            .join(" ")
+            .as_bytes(),
         compiler::prelude_defines(threads).join(" ").as_bytes(),
         &headers::fingerprint(),
     ])

@@ -57,6 +57,7 @@ pub(crate) fn kernel_part(file: &str, code: &str, threads: Threads) -> String {
     let mode = match threads {
         Threads::Calls => "",
         Threads::Stackless => "#define GM_SIM_STACKLESS 1\n",
+        Threads::Checked => "#define GM_SIM_CHECKED 1\n",
     };
     format!("{mode}#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{code}\n")
 }
@@ -84,7 +85,7 @@ pub(crate) fn translation_unit(
             "static const gm_sim_param* gm_sim_params_{i}(int* gm_sim_count) {{ return gm_sim_describe(&{entry}, gm_sim_count); }}"
         );
         match threads {
-            Threads::Calls => {
+            Threads::Calls | Threads::Checked => {
                 let _ = writeln!(
                     unit,
                     "static int gm_sim_run_{i}(void* const* gm_sim_args) {{ return gm_sim_invoke(&{entry}, gm_sim_args); }}\n\
@@ -119,6 +120,13 @@ pub(crate) fn translation_unit(
     );
     if threads == Threads::Stackless {
         unit.push_str("GM_SIM_EXPORT void gm_sim_begin_block() { gm_sim_frames_reset(); }\n");
+    }
+    if threads == Threads::Checked {
+        // Where this OS thread's thread-locals (the `__shared__` arrays) are.
+        unit.push_str(
+            "static thread_local char gm_sim_tls_anchor;\n\
+             GM_SIM_EXPORT GM_SIM_UNCHECKED char* gm_sim_tls_anchor_address() { return &gm_sim_tls_anchor; }\n",
+        );
     }
     unit
 }

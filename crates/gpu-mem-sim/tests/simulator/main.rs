@@ -17,6 +17,7 @@ mod direct;
 mod fibers;
 mod kept_memory;
 mod mapped_race;
+mod memcheck;
 mod memory_reuse;
 mod pinned_limit;
 mod settled_streams;

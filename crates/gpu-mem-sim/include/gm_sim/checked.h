@@ -1,0 +1,135 @@
+/* A checked program's accesses (GM_SIM_CHECKED): the compiler instruments every load, store
+ * and atomic of the kernel as ThreadSanitizer does (`-fsanitize=thread`, no runtime linked),
+ * and these are the functions it calls. Each asks the simulator (`gm_sim_rt.access`) before
+ * the access happens; an access the thread may not make ends the thread where it started
+ * (`gm_sim_escapable`), so nothing is read or written. Atomics are done here, after their
+ * check, always sequentially consistent (at least what any order asked for). */
+#ifndef GM_SIM_CHECKED_H
+#define GM_SIM_CHECKED_H
+
+#define GM_SIM_HOOK extern "C" GM_SIM_UNCHECKED __attribute__((noinline, visibility("hidden")))
+
+/* Ends the running thread where it started (see gm_sim_escapable); returns if nothing started
+ * it there (the library's own constructors). */
+GM_SIM_UNCHECKED __attribute__((noinline)) inline void gm_sim_escape() {
+    void** const escape = static_cast<void**>(gm_sim_self()->escape);
+    if (escape != nullptr) {
+        __builtin_longjmp(escape, 1);
+    }
+}
+
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check(const volatile void* a,
+                                                                        unsigned long long size,
+                                                                        int kind,
+                                                                        const void* pc) {
+    /* (Null before gm_sim_init: the library's own constructors run unchecked.) */
+    if (gm_sim_rt.access != nullptr &&
+        __builtin_expect(gm_sim_rt.access(const_cast<const void*>(a), size, kind, pc) != 0, 0)) {
+        gm_sim_escape();
+    }
+}
+
+#define GM_SIM_PC __builtin_return_address(0)
+#define GM_SIM_READ_WRITE(n)                                                                   \
+    GM_SIM_HOOK void __tsan_read##n(void* a) { gm_sim_check(a, n, GM_SIM_ACCESS_READ, GM_SIM_PC); } \
+    GM_SIM_HOOK void __tsan_write##n(void* a) {                                                \
+        gm_sim_check(a, n, GM_SIM_ACCESS_WRITE, GM_SIM_PC);                                    \
+    }                                                                                          \
+    GM_SIM_HOOK void __tsan_unaligned_read##n(void* a) {                                       \
+        gm_sim_check(a, n, GM_SIM_ACCESS_READ, GM_SIM_PC);                                     \
+    }                                                                                          \
+    GM_SIM_HOOK void __tsan_unaligned_write##n(void* a) {                                      \
+        gm_sim_check(a, n, GM_SIM_ACCESS_WRITE, GM_SIM_PC);                                    \
+    }                                                                                          \
+    GM_SIM_HOOK void __tsan_volatile_read##n(void* a) {                                        \
+        gm_sim_check(a, n, GM_SIM_ACCESS_READ, GM_SIM_PC);                                     \
+    }                                                                                          \
+    GM_SIM_HOOK void __tsan_volatile_write##n(void* a) {                                       \
+        gm_sim_check(a, n, GM_SIM_ACCESS_WRITE, GM_SIM_PC);                                    \
+    }
+GM_SIM_READ_WRITE(1)
+GM_SIM_READ_WRITE(2)
+GM_SIM_READ_WRITE(4)
+GM_SIM_READ_WRITE(8)
+GM_SIM_READ_WRITE(16)
+#undef GM_SIM_READ_WRITE
+
+GM_SIM_HOOK void __tsan_read_range(void* a, unsigned long size) {
+    gm_sim_check(a, size, GM_SIM_ACCESS_READ, GM_SIM_PC);
+}
+GM_SIM_HOOK void __tsan_write_range(void* a, unsigned long size) {
+    gm_sim_check(a, size, GM_SIM_ACCESS_WRITE, GM_SIM_PC);
+}
+GM_SIM_HOOK void* __tsan_memcpy(void* to, const void* from, unsigned long size) {
+    gm_sim_check(from, size, GM_SIM_ACCESS_READ, GM_SIM_PC);
+    gm_sim_check(to, size, GM_SIM_ACCESS_WRITE, GM_SIM_PC);
+    return __builtin_memcpy(to, from, size);
+}
+GM_SIM_HOOK void* __tsan_memmove(void* to, const void* from, unsigned long size) {
+    gm_sim_check(from, size, GM_SIM_ACCESS_READ, GM_SIM_PC);
+    gm_sim_check(to, size, GM_SIM_ACCESS_WRITE, GM_SIM_PC);
+    return __builtin_memmove(to, from, size);
+}
+GM_SIM_HOOK void* __tsan_memset(void* to, int value, unsigned long size) {
+    gm_sim_check(to, size, GM_SIM_ACCESS_WRITE, GM_SIM_PC);
+    return __builtin_memset(to, value, size);
+}
+/* What the instrumentation calls besides accesses: nothing to do. */
+GM_SIM_HOOK void __tsan_init() {}
+GM_SIM_HOOK void __tsan_func_entry(void*) {}
+GM_SIM_HOOK void __tsan_func_exit() {}
+GM_SIM_HOOK void __tsan_vptr_update(void**, void*) {}
+GM_SIM_HOOK void __tsan_vptr_read(void**) {}
+GM_SIM_HOOK void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+GM_SIM_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+#define GM_SIM_ATOMIC_OP(n, T, op, builtin)                                                    \
+    GM_SIM_HOOK T __tsan_atomic##n##_##op(volatile T* a, T v, int) {                           \
+        gm_sim_check(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                           \
+        return builtin(a, v, __ATOMIC_SEQ_CST);                                                \
+    }
+#define GM_SIM_ATOMICS(n, T)                                                                   \
+    GM_SIM_HOOK T __tsan_atomic##n##_load(const volatile T* a, int) {                          \
+        gm_sim_check(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                           \
+        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                           \
+    }                                                                                          \
+    GM_SIM_HOOK void __tsan_atomic##n##_store(volatile T* a, T v, int) {                       \
+        gm_sim_check(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                           \
+        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                              \
+    }                                                                                          \
+    GM_SIM_ATOMIC_OP(n, T, exchange, __atomic_exchange_n)                                      \
+    GM_SIM_ATOMIC_OP(n, T, fetch_add, __atomic_fetch_add)                                      \
+    GM_SIM_ATOMIC_OP(n, T, fetch_sub, __atomic_fetch_sub)                                      \
+    GM_SIM_ATOMIC_OP(n, T, fetch_and, __atomic_fetch_and)                                      \
+    GM_SIM_ATOMIC_OP(n, T, fetch_or, __atomic_fetch_or)                                        \
+    GM_SIM_ATOMIC_OP(n, T, fetch_xor, __atomic_fetch_xor)                                      \
+    GM_SIM_ATOMIC_OP(n, T, fetch_nand, __atomic_fetch_nand)                                    \
+    GM_SIM_HOOK int __tsan_atomic##n##_compare_exchange_strong(volatile T* a, T* expected,     \
+                                                               T desired, int, int) {          \
+        gm_sim_check(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                           \
+        return __atomic_compare_exchange_n(a, expected, desired, false, __ATOMIC_SEQ_CST,      \
+                                           __ATOMIC_SEQ_CST);                                  \
+    }                                                                                          \
+    GM_SIM_HOOK int __tsan_atomic##n##_compare_exchange_weak(volatile T* a, T* expected,       \
+                                                             T desired, int, int) {            \
+        gm_sim_check(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                           \
+        return __atomic_compare_exchange_n(a, expected, desired, true, __ATOMIC_SEQ_CST,       \
+                                           __ATOMIC_SEQ_CST);                                  \
+    }                                                                                          \
+    GM_SIM_HOOK T __tsan_atomic##n##_compare_exchange_val(volatile T* a, T expected, T desired, \
+                                                          int, int) {                          \
+        gm_sim_check(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                           \
+        __atomic_compare_exchange_n(a, &expected, desired, false, __ATOMIC_SEQ_CST,            \
+                                    __ATOMIC_SEQ_CST);                                         \
+        return expected;                                                                       \
+    }
+GM_SIM_ATOMICS(8, unsigned char)
+GM_SIM_ATOMICS(16, unsigned short)
+GM_SIM_ATOMICS(32, unsigned int)
+GM_SIM_ATOMICS(64, unsigned long long)
+#undef GM_SIM_ATOMICS
+#undef GM_SIM_ATOMIC_OP
+#undef GM_SIM_PC
+#undef GM_SIM_HOOK
+
+#endif

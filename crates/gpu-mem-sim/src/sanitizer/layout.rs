@@ -1,0 +1,99 @@
+//! Where a loaded checked program keeps its own memory: its loaded segments (code, constants,
+//! `__device__` and `__constant__` variables) and its thread-locals (the static `__shared__`
+//! arrays, one instance per OS thread), read from the library file and its load address.
+
+/// A thread-local of the program: its offset in the thread-local block, size and symbol.
+#[derive(Debug, Clone)]
+pub(crate) struct ThreadLocal {
+    pub(crate) offset: usize,
+    pub(crate) size: usize,
+    pub(crate) name: String,
+}
+
+/// A checked program's memory, as loaded.
+pub(crate) struct ProgramLayout {
+    /// `[start, end)` of each loaded segment.
+    pub(crate) segments: Vec<(usize, usize)>,
+    /// The kernels' static `__shared__` arrays (and the prelude's thread-locals, which its code
+    /// reaches on the kernel's behalf).
+    pub(crate) thread_locals: Vec<ThreadLocal>,
+    /// Bytes of the thread-local block.
+    pub(crate) tls_size: usize,
+    /// The address of the prelude's anchor thread-local on the calling OS thread, and its
+    /// offset in the block: where this OS thread's block starts.
+    pub(crate) tls_anchor: (unsafe extern "C" fn() -> *mut u8, usize),
+    /// The library file, for source lines.
+    pub(crate) path: std::path::PathBuf,
+    /// Where the library is loaded.
+    pub(crate) base: usize,
+}
+
+impl std::fmt::Debug for ProgramLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgramLayout")
+            .field("segments", &self.segments)
+            .field("thread_locals", &self.thread_locals.len())
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProgramLayout {
+    /// Start of the calling OS thread's thread-local block of the program.
+    pub(crate) fn tls_base(&self) -> usize {
+        let (anchor, offset) = self.tls_anchor;
+        // SAFETY: the prelude's `gm_sim_tls_anchor` of a loaded checked program: it returns the
+        // address of a thread-local and touches nothing else.
+        let at = unsafe { anchor() } as usize;
+        at.wrapping_sub(offset)
+    }
+
+    /// Whether `address..address + size` lies in one of the program's loaded segments.
+    pub(crate) fn in_segments(&self, address: usize, size: usize) -> Option<(usize, usize)> {
+        self.segments
+            .iter()
+            .copied()
+            .find(|&(start, end)| address >= start && address.saturating_add(size) <= end)
+    }
+}
+
+/// The name of a variable from its symbol: a function's `static` (`_ZZ<function>E<n><name>`,
+/// perhaps with a discriminator `_<k>`) or a file-scope one (`_ZL<n><name>`) by its own name;
+/// anything else as it is.
+pub(crate) fn variable_name(symbol: &str) -> &str {
+    // `<n><name>` that ends `tail` (but for a discriminator).
+    fn whole_name(tail: &str) -> Option<&str> {
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let n: usize = tail[..digits].parse().ok()?;
+        let name = tail.get(digits..digits.checked_add(n)?)?;
+        let rest = &tail[digits + n..];
+        let discriminator = rest.is_empty()
+            || (rest.starts_with('_') && rest[1..].bytes().all(|b| b.is_ascii_digit()));
+        (n > 0 && discriminator).then_some(name)
+    }
+    if let Some(rest) = symbol.strip_prefix("_ZZ") {
+        return rest
+            .match_indices('E')
+            .find_map(|(e, _)| whole_name(&rest[e + 1..]))
+            .unwrap_or(symbol);
+    }
+    symbol
+        .strip_prefix("_ZL")
+        .and_then(whole_name)
+        .unwrap_or(symbol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::variable_name;
+
+    #[test]
+    fn variables_are_named_by_their_last_name() {
+        assert_eq!(variable_name("_ZZ6kernelPfiE4tile"), "tile");
+        assert_eq!(variable_name("_ZZ6kernelPfiE4tile_0"), "tile");
+        assert_eq!(variable_name("_ZL5cache"), "cache");
+        assert_eq!(variable_name("plain"), "plain");
+        assert_eq!(variable_name("_Zweird"), "_Zweird");
+        assert_eq!(variable_name("_ZZ1kvE5TILEX"), "TILEX");
+    }
+}

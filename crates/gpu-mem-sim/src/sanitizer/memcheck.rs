@@ -1,0 +1,343 @@
+//! memcheck: whether a simulated thread may make an access, and what to say when it may not.
+
+use super::Access;
+use super::layout::{ProgramLayout, variable_name};
+use std::cell::Cell;
+
+/// A range of global memory a launch's threads may touch, by its host address.
+#[derive(Debug, Clone)]
+pub(crate) struct Allocation {
+    pub(crate) host: usize,
+    pub(crate) len: usize,
+    /// Its address on the device.
+    pub(crate) device: u64,
+    /// The device it belongs to.
+    pub(crate) device_index: usize,
+    /// What it is, for messages ("allocation", "mapped host memory", ...).
+    pub(crate) what: &'static str,
+}
+
+/// The global memory of a launch: its device's allocations and those of peers it may reach,
+/// taken when the launch starts.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryMap {
+    /// Sorted by host address.
+    by_host: Vec<Allocation>,
+}
+
+impl MemoryMap {
+    pub(crate) fn new(mut allocations: Vec<Allocation>) -> MemoryMap {
+        allocations.sort_by_key(|a| a.host);
+        MemoryMap {
+            by_host: allocations,
+        }
+    }
+
+    /// The allocation holding all of `address..address + size`.
+    fn holding(&self, address: usize, size: usize) -> Option<&Allocation> {
+        let i = self.by_host.partition_point(|a| a.host <= address);
+        let a = self.by_host.get(i.checked_sub(1)?)?;
+        (address.saturating_add(size) <= a.host.saturating_add(a.len)).then_some(a)
+    }
+
+    /// The allocation nearest to `address` (by its start or end).
+    fn nearest(&self, address: usize) -> Option<&Allocation> {
+        let distance = |a: &Allocation| {
+            if address < a.host {
+                a.host - address
+            } else {
+                address.saturating_sub(a.host.saturating_add(a.len))
+            }
+        };
+        self.by_host.iter().min_by_key(|a| distance(a))
+    }
+}
+
+/// What a thread may touch besides global memory, as the executor knows it at the access.
+pub(crate) struct Frame<'a> {
+    pub(crate) program: &'a ProgramLayout,
+    pub(crate) memory: &'a MemoryMap,
+    /// The thread's description (`threadIdx` & co read it).
+    pub(crate) thread_info: (usize, usize),
+    /// The frame that started the thread, and where the stack is now (below every frame of the
+    /// kernel): the thread's own stack lies between.
+    pub(crate) stack: (usize, usize),
+    /// The block's dynamic shared memory.
+    pub(crate) dynamic_shared: (usize, usize),
+    /// The launch's argument buffers.
+    pub(crate) args: &'a [(usize, usize)],
+    /// Whether the range lies in a buffer that out-of-bounds `gm_array` accesses reach.
+    pub(crate) scratch: &'a dyn Fn(usize, usize) -> bool,
+}
+
+/// Where a refused access was headed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Space {
+    Global,
+    Shared,
+    Local,
+}
+
+/// An access a thread may not make.
+#[derive(Debug, Clone)]
+pub(crate) struct Violation {
+    pub(crate) access: Access,
+    pub(crate) space: Space,
+    pub(crate) size: u64,
+    pub(crate) address: usize,
+    /// The nearest allocation or shared array, and where the access lies from it.
+    pub(crate) nearest: Option<String>,
+}
+
+impl Violation {
+    /// compute-sanitizer's words, then where it lies, then the source line (if known).
+    pub(crate) fn message(&self, line: Option<&str>) -> String {
+        let space = match self.space {
+            Space::Global => "__global__",
+            Space::Shared => "__shared__",
+            Space::Local => "__local__",
+        };
+        let verb = match self.access {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Atomic => "atomic",
+        };
+        let mut text = format!(
+            "memcheck: Invalid {space} {verb} of size {} at {:#x}",
+            self.size, self.address
+        );
+        if let Some(nearest) = &self.nearest {
+            text.push_str(&format!(": {nearest}"));
+        }
+        if let Some(line) = line {
+            text.push_str(&format!(" (at {line})"));
+        }
+        text
+    }
+}
+
+/// Whether `[address, address + size)` lies in `[start, end)`.
+fn within(address: usize, size: usize, (start, end): (usize, usize)) -> bool {
+    address >= start && address.saturating_add(size) <= end
+}
+
+/// `bytes` as a count with thousands separators.
+fn bytes(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Where `address` lies from `[start, start + len)`, in words.
+fn relative(address: usize, start: usize, len: usize) -> String {
+    if address < start {
+        format!("{} bytes before", bytes(start - address))
+    } else if address >= start + len {
+        format!("{} bytes past the end of", bytes(address - (start + len)))
+    } else {
+        format!(
+            "{} bytes into (and running past the end of)",
+            bytes(address - start)
+        )
+    }
+}
+
+/// The range an access is allowed in, or why it is not.
+pub(crate) fn check(
+    frame: &Frame<'_>,
+    address: usize,
+    size: u64,
+    access: Access,
+) -> Result<(usize, usize), Violation> {
+    let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
+    if let Some(a) = frame.memory.holding(address, size_bytes) {
+        return Ok((a.host, a.host + a.len));
+    }
+    // The stack below the frame that started the thread (from where it is now).
+    if within(address, size_bytes, frame.stack) {
+        return Ok(frame.stack);
+    }
+    if within(address, size_bytes, frame.thread_info) {
+        return Ok(frame.thread_info);
+    }
+    let (dyn_start, dyn_len) = frame.dynamic_shared;
+    if dyn_len > 0 && within(address, size_bytes, (dyn_start, dyn_start + dyn_len)) {
+        return Ok((dyn_start, dyn_start + dyn_len));
+    }
+    let tls = frame.program.tls_base();
+    for local in &frame.program.thread_locals {
+        let start = tls.wrapping_add(local.offset);
+        if within(address, size_bytes, (start, start + local.size)) {
+            return Ok((start, start + local.size));
+        }
+    }
+    if let Some(segment) = frame.program.in_segments(address, size_bytes) {
+        return Ok(segment);
+    }
+    if let Some(&buffer) = frame.args.iter().find(|&&b| within(address, size_bytes, b)) {
+        return Ok(buffer);
+    }
+    if (frame.scratch)(address, size_bytes) {
+        return Ok((address, address + size_bytes));
+    }
+    Err(describe(frame, address, size, access, tls))
+}
+
+/// What a refused access was headed for, and the nearest thing it could have meant.
+fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: usize) -> Violation {
+    let tls_end = tls.wrapping_add(frame.program.tls_size);
+    let (dyn_start, dyn_len) = frame.dynamic_shared;
+    // Shared: in the thread-local block (between or past the arrays) or just past the dynamic
+    // memory; local: the thread's stack around its frames.
+    const NEAR: usize = 1 << 16;
+    let near_dynamic = dyn_len > 0 && address >= dyn_start && address < dyn_start + dyn_len + NEAR;
+    let in_tls = address >= tls && address < tls_end.saturating_add(NEAR);
+    let (sp, top) = frame.stack;
+    let near_stack = address >= sp.saturating_sub(NEAR) && address < top.saturating_add(NEAR);
+    let space = if in_tls || near_dynamic {
+        Space::Shared
+    } else if near_stack {
+        Space::Local
+    } else {
+        Space::Global
+    };
+    let nearest = match space {
+        Space::Shared if near_dynamic => Some(format!(
+            "{} the {}-byte dynamic shared memory of the block",
+            relative(address, dyn_start, dyn_len),
+            bytes(dyn_len)
+        )),
+        Space::Shared => frame
+            .program
+            .thread_locals
+            .iter()
+            .filter(|l| !l.name.contains("gm_sim_"))
+            .min_by_key(|l| {
+                let start = tls.wrapping_add(l.offset);
+                if address < start {
+                    start - address
+                } else {
+                    address.saturating_sub(start + l.size)
+                }
+            })
+            .map(|l| {
+                format!(
+                    "{} the {}-byte shared array `{}`",
+                    relative(address, tls.wrapping_add(l.offset), l.size),
+                    bytes(l.size),
+                    variable_name(&l.name)
+                )
+            }),
+        Space::Local => Some("outside the thread's stack frames".to_string()),
+        Space::Global => frame.memory.nearest(address).map(|a| {
+            format!(
+                "{} the {}-byte {} at {:#x} on device {}",
+                relative(address, a.host, a.len),
+                bytes(a.len),
+                a.what,
+                a.device,
+                a.device_index
+            )
+        }),
+    };
+    Violation {
+        access,
+        space,
+        size,
+        address,
+        nearest,
+    }
+}
+
+/// Ranges this OS thread was allowed lately, for one block ([`Allowed::owner`]): most accesses
+/// are answered here, without looking anything up.
+pub(crate) struct Allowed;
+
+const SLOTS: usize = 4;
+
+thread_local! {
+    static OWNER: Cell<u64> = const { Cell::new(0) };
+    static RANGES: Cell<[(usize, usize); SLOTS]> = const { Cell::new([(0, 0); SLOTS]) };
+    static NEXT: Cell<usize> = const { Cell::new(0) };
+}
+
+impl Allowed {
+    /// Whether `owner` (a block's number) was allowed a range holding the access.
+    #[inline]
+    pub(crate) fn hit(owner: u64, address: usize, size: u64) -> bool {
+        if OWNER.get() != owner {
+            return false;
+        }
+        let end = address.saturating_add(usize::try_from(size).unwrap_or(usize::MAX));
+        RANGES
+            .get()
+            .iter()
+            .any(|&(start, stop)| address >= start && end <= stop)
+    }
+
+    /// Remembers that `owner` may touch `range`.
+    pub(crate) fn remember(owner: u64, range: (usize, usize)) {
+        if OWNER.get() != owner {
+            OWNER.set(owner);
+            RANGES.set([(0, 0); SLOTS]);
+            NEXT.set(0);
+        }
+        let mut ranges = RANGES.get();
+        let next = NEXT.get();
+        ranges[next % SLOTS] = range;
+        RANGES.set(ranges);
+        NEXT.set(next.wrapping_add(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allocation(host: usize, len: usize) -> Allocation {
+        Allocation {
+            host,
+            len,
+            device: 0x7f00_0000_0000 + host as u64,
+            device_index: 0,
+            what: "allocation",
+        }
+    }
+
+    #[test]
+    fn an_access_is_held_only_by_an_allocation_around_all_of_it() {
+        let map = MemoryMap::new(vec![allocation(4096, 1024), allocation(1000, 16)]);
+        assert!(map.holding(4096, 4).is_some());
+        assert!(map.holding(4096 + 1020, 4).is_some());
+        assert!(map.holding(4096 + 1021, 4).is_none());
+        assert!(map.holding(4095, 1).is_none());
+        assert!(map.holding(1000, 16).is_some());
+        assert_eq!(map.nearest(5124).map(|a| a.host), Some(4096));
+        assert_eq!(map.nearest(1020).map(|a| a.host), Some(1000));
+    }
+
+    #[test]
+    fn distances_are_said_in_bytes() {
+        assert_eq!(relative(5124, 4096, 1024), "4 bytes past the end of");
+        assert_eq!(relative(4000, 4096, 1024), "96 bytes before");
+        assert_eq!(bytes(1_048_576), "1,048,576");
+        assert_eq!(bytes(12), "12");
+    }
+
+    #[test]
+    fn the_cache_answers_only_for_its_block() {
+        Allowed::remember(7, (100, 200));
+        assert!(Allowed::hit(7, 100, 100));
+        assert!(!Allowed::hit(7, 150, 100));
+        assert!(!Allowed::hit(8, 100, 4));
+        Allowed::remember(8, (300, 400));
+        assert!(!Allowed::hit(8, 100, 4));
+        assert!(Allowed::hit(8, 300, 4));
+    }
+}

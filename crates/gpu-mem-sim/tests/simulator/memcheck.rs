@@ -1,0 +1,298 @@
+//! memcheck (`Checks::memcheck`): kernels with the mistakes people make, each refused with the
+//! kind of access, the space, the size, where it lies from the nearest allocation or shared
+//! array, and the source line; and correct kernels, which it must not report.
+
+use crate::common::array_arg;
+use gpu_mem_core::backend::{Launch, Memory, Transfer};
+use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};
+use gpu_mem_core::{Element, Error, Kernel};
+use gpu_mem_sim::{Checks, SimBackend, SimConfig, SimDeviceConfig};
+
+fn checked() -> SimBackend {
+    SimBackend::new(SimConfig {
+        devices: vec![SimDeviceConfig {
+            checks: Checks { memcheck: true },
+            ..SimDeviceConfig::default()
+        }],
+    })
+}
+
+fn config(grid: u32, block: u32, shared: usize) -> LaunchConfig {
+    LaunchConfig::new(Dim3::new(grid, 1, 1), Dim3::new(block, 1, 1)).with_shared_bytes(shared)
+}
+
+/// Runs `code`'s kernel `k` over arrays holding `inputs` (and the scalars after them), and
+/// returns the arrays afterwards, or the launch's error.
+fn run<T: Element + Copy>(
+    backend: &SimBackend,
+    code: &str,
+    launch: LaunchConfig,
+    inputs: &[Vec<T>],
+    scalars: &[LaunchArg],
+) -> Result<Vec<Vec<T>>, Error> {
+    let kernel = Kernel::from_source(code, "k");
+    let mut args = Vec::new();
+    let mut ptrs = Vec::new();
+    for input in inputs {
+        let bytes = std::mem::size_of_val(input.as_slice());
+        let ptr = backend.alloc(0, bytes).unwrap();
+        // SAFETY: `ptr` holds `bytes` bytes.
+        unsafe { backend.copy_htod(0, ptr, input.as_ptr().cast(), bytes) }.unwrap();
+        args.push(array_arg::<T>(ptr, input.len()));
+        ptrs.push((ptr, bytes));
+    }
+    args.extend(scalars.iter().cloned());
+    // SAFETY: the kernels' accesses are checked: a bad one is a fault, not a write.
+    let ran = unsafe { backend.launch(0, &kernel, &launch, &args, None) };
+    let mut out = Vec::new();
+    for ((ptr, bytes), input) in ptrs.into_iter().zip(inputs) {
+        let mut back = input.clone();
+        // SAFETY: as above; the launch was synchronous.
+        unsafe { backend.copy_dtoh(0, back.as_mut_ptr().cast(), ptr, bytes) }.unwrap();
+        // SAFETY: allocated above, nothing pending.
+        unsafe { backend.free(0, ptr) }.unwrap();
+        out.push(back);
+    }
+    ran.map(|()| out)
+}
+
+fn int(v: i32) -> LaunchArg {
+    LaunchArg::Scalar {
+        bytes: v.to_ne_bytes().to_vec(),
+        elem: std::any::TypeId::of::<i32>(),
+        dtype: "i32",
+    }
+}
+
+/// The fault's message, with the thread it names.
+#[track_caller]
+fn fault_of(result: Result<Vec<Vec<f32>>, Error>) -> ([u32; 3], [u32; 3], String) {
+    match result {
+        Err(Error::KernelFault {
+            block,
+            thread,
+            message,
+            ..
+        }) => (block, thread, message),
+        other => panic!("expected a memcheck fault, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_stencil_reading_one_past_the_end_is_refused_at_its_line() {
+    let code = r#"
+extern "C" __global__ void k(const float* in, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        out[i] = in[i] + in[i + 1];
+    }
+}
+"#;
+    let (block, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(2, 32, 0),
+        &[vec![1.0f32; 64], vec![0.0f32; 64]],
+        &[int(64)],
+    ));
+    assert_eq!((block, thread), ([1, 0, 0], [31, 0, 0]), "{message}");
+    assert!(
+        message.contains("Invalid __global__ read of size 4")
+            && message.contains("0 bytes past the end of the 256-byte allocation"),
+        "{message}"
+    );
+    assert!(message.contains("k.cu:5"), "{message}");
+}
+
+#[test]
+fn a_write_without_a_bounds_check_is_refused_before_it_lands() {
+    let code = r#"
+extern "C" __global__ void k(float* out, float* guard) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = 1.0f;
+}
+"#;
+    let result = run(
+        &checked(),
+        code,
+        config(1, 64, 0),
+        &[vec![0.0f32; 40], vec![7.0f32; 64]],
+        &[],
+    );
+    let (_, thread, message) = fault_of(result);
+    assert_eq!(thread, [40, 0, 0], "{message}");
+    assert!(
+        message.contains("Invalid __global__ write of size 4")
+            && message.contains("0 bytes past the end of the 160-byte allocation"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_negative_index_is_said_to_lie_before_the_allocation() {
+    let code = r#"
+extern "C" __global__ void k(float* a) {
+    int i = threadIdx.x;
+    a[i - 2] = a[i];
+}
+"#;
+    let (_, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(1, 8, 0),
+        &[vec![0.0f32; 8]],
+        &[],
+    ));
+    assert_eq!(thread, [0, 0, 0], "{message}");
+    assert!(
+        message.contains("Invalid __global__ write of size 4"),
+        "{message}"
+    );
+    assert!(
+        message.contains("8 bytes before the 32-byte allocation"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_shared_array_overflow_names_the_array() {
+    let code = r#"
+extern "C" __global__ void k(float* out) {
+    __shared__ float tile[32];
+    tile[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = tile[threadIdx.x % 32];
+}
+"#;
+    let (_, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(1, 64, 0),
+        &[vec![0.0f32; 64]],
+        &[],
+    ));
+    assert_eq!(thread, [32, 0, 0], "{message}");
+    assert!(
+        message.contains("Invalid __shared__ write of size 4"),
+        "{message}"
+    );
+    assert!(
+        message.contains("the 128-byte shared array `tile`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn dynamic_shared_memory_ends_where_the_launch_says() {
+    let code = r#"
+extern "C" __global__ void k(float* out) {
+    extern __shared__ float s[];
+    s[threadIdx.x * 2] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
+"#;
+    let (_, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(1, 32, 32 * 4),
+        &[vec![0.0f32; 32]],
+        &[],
+    ));
+    assert_eq!(thread, [16, 0, 0], "{message}");
+    assert!(
+        message.contains("Invalid __shared__ write of size 4"),
+        "{message}"
+    );
+    assert!(message.contains("dynamic shared memory"), "{message}");
+}
+
+#[test]
+fn a_histogram_bin_out_of_range_is_an_invalid_atomic() {
+    let code = r#"
+extern "C" __global__ void k(const float* data, float* bins) {
+    int bin = (int)data[threadIdx.x];
+    atomicAdd((int*)&bins[bin], 1);
+}
+"#;
+    let mut data = vec![1.0f32; 32];
+    data[5] = 300.0;
+    let (_, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(1, 32, 0),
+        &[data, vec![0.0f32; 16]],
+        &[],
+    ));
+    assert_eq!(thread, [5, 0, 0], "{message}");
+    assert!(
+        message.contains("Invalid __global__ atomic of size 4"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_wild_pointer_is_refused_without_touching_the_process() {
+    let code = r#"
+extern "C" __global__ void k(float* a) {
+    float* wild = (float*)((char*)a - (1ll << 30));
+    wild[threadIdx.x] = 1.0f;
+}
+"#;
+    let (_, _, message) = fault_of(run(
+        &checked(),
+        code,
+        config(1, 4, 0),
+        &[vec![0.0f32; 4]],
+        &[],
+    ));
+    assert!(
+        message.contains("Invalid __global__ write of size 4"),
+        "{message}"
+    );
+    assert!(
+        message.contains("bytes before the 16-byte allocation"),
+        "{message}"
+    );
+}
+
+#[test]
+fn correct_kernels_are_not_reported() {
+    // Shared tiles and barriers, locals, module variables, dynamic shared memory, atomics.
+    let code = r#"
+__device__ int calls;
+__constant__ float scale = 2.0f;
+struct pair { float a, b; };
+__device__ float twice(const pair& p) { return scale * (p.a + p.b); }
+extern "C" __global__ void k(const float* in, float* out, int n) {
+    __shared__ float tile[64];
+    extern __shared__ float extra[];
+    float local[8];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? in[i] : 0.0f;
+    extra[threadIdx.x] = 1.0f;
+    for (int j = 0; j < 8; ++j) local[j] = (float)j;
+    __syncthreads();
+    pair p = {tile[(threadIdx.x + 1) % blockDim.x], extra[threadIdx.x] + local[threadIdx.x % 8]};
+    if (i < n) out[i] = twice(p);
+    atomicAdd(&calls, 1);
+}
+"#;
+    let n = 100;
+    let input: Vec<f32> = (0..128).map(|v| v as f32).collect();
+    let out = run(
+        &checked(),
+        code,
+        config(2, 64, 64 * 4),
+        &[input.clone(), vec![0.0f32; 128]],
+        &[int(n)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..n as usize {
+        let block = i / 64;
+        let next = block * 64 + (i % 64 + 1) % 64;
+        let tile = if next < n as usize { input[next] } else { 0.0 };
+        let expected = 2.0 * (tile + 1.0 + (i % 64 % 8) as f32);
+        assert_eq!(out[1][i], expected, "element {i}");
+    }
+}

@@ -798,7 +798,7 @@ gm_sim_param gm_sim_describe_one() {
 }
 
 template <typename R, typename... P>
-const gm_sim_param* gm_sim_describe(R (*)(P...), int* count) {
+GM_SIM_UNCHECKED const gm_sim_param* gm_sim_describe(R (*)(P...), int* count) {
     static const gm_sim_param params[sizeof...(P) + 1] = {gm_sim_describe_one<P>()...,
                                                           gm_sim_param{}};
     *count = (int)sizeof...(P);

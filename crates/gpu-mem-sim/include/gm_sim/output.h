@@ -32,7 +32,8 @@
     throw gm_sim_trap{};
 }
 
-inline int gm_sim_printf(const char* format, ...) {
+/* Unchecked: it reads the C library's `stdout`, outside anything a thread may touch. */
+GM_SIM_UNCHECKED inline int gm_sim_printf(const char* format, ...) {
     char small[1024];
     va_list args;
     va_start(args, format);

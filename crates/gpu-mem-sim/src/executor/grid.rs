@@ -8,6 +8,7 @@ use super::block::{Block, block_index, block_linear};
 use super::grid_barrier::GridBarrier;
 use super::plan::{Code, Plan, Prepared};
 use super::shared::SharedMemory;
+use super::sim_thread::RunningBlocks;
 use crate::reentry::enter_kernel;
 use crate::sanitizer::MemoryMap;
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
@@ -71,6 +72,7 @@ pub(crate) fn run_grid(
     // claim is at most half a worker's share of what is left, so that they finish together.
     let run_blocks = |until: Option<Instant>| -> bool {
         let _in_kernel = enter_kernel(kernel);
+        let _running = RunningBlocks;
         let mut alone = 1u64;
         loop {
             let claim = match until {
@@ -156,6 +158,7 @@ fn run_cooperative(
                 .name(format!("gpu-mem-sim block {linear}"))
                 .spawn_scoped(scope, move || {
                     let _in_kernel = enter_kernel(kernel);
+                    let _running = RunningBlocks;
                     let outcome = block.run(linear, 1, Some(barrier));
                     barrier.leave();
                     if let Err((failed, error)) = outcome {

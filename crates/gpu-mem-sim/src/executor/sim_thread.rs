@@ -29,6 +29,17 @@ pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
     CURRENT.set(std::ptr::from_ref(thread).cast::<()>());
 }
 
+/// Held while an OS thread runs blocks: when dropped, no simulated thread is current on it any
+/// more, so compiled code it calls later outside a launch (a library's initialisers, at load)
+/// finds none instead of one whose block is gone.
+pub(crate) struct RunningBlocks;
+
+impl Drop for RunningBlocks {
+    fn drop(&mut self) {
+        CURRENT.set(std::ptr::null());
+    }
+}
+
 /// Runs `f` with the current simulated thread; `None` outside one.
 #[inline]
 pub(super) fn with_current<R>(f: impl FnOnce(&SimThread<'_, '_>) -> R) -> Option<R> {

@@ -76,13 +76,13 @@ pub(crate) fn translation_unit(
     unit.push_str(
         "#line 1 \"gpu-mem-sim-entry.cpp\"\n\
          GM_SIM_EXPORT unsigned int gm_sim_abi() { return GM_SIM_ABI; }\n\
-         GM_SIM_EXPORT void gm_sim_init(const gm_sim_runtime* gm_sim_runtime_table) { gm_sim_rt = *gm_sim_runtime_table; }\n",
+         GM_SIM_EXPORT GM_SIM_UNCHECKED void gm_sim_init(const gm_sim_runtime* gm_sim_runtime_table) { gm_sim_rt = *gm_sim_runtime_table; }\n",
     );
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {
         let _ = writeln!(
             unit,
-            "static const gm_sim_param* gm_sim_params_{i}(int* gm_sim_count) {{ return gm_sim_describe(&{entry}, gm_sim_count); }}"
+            "GM_SIM_UNCHECKED static const gm_sim_param* gm_sim_params_{i}(int* gm_sim_count) {{ return gm_sim_describe(&{entry}, gm_sim_count); }}"
         );
         match threads {
             Threads::Calls | Threads::Checked => {

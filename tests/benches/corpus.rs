@@ -1575,6 +1575,9 @@ struct Row {
     path: String,
     /// Medians in seconds (simulator, reference), where the kernel was timed.
     times: Option<(f64, f64)>,
+    /// With `--memcheck`: the same on a simulator whose kernels are checked
+    /// (`Checks::memcheck`), beside the reference again.
+    checked_times: Option<(f64, f64)>,
     /// Why the kernel is left out of the summary, if it is.
     excluded: Option<String>,
 }
@@ -1608,6 +1611,13 @@ fn medians(op: &mut Op) -> Result<(f64, f64), String> {
     Ok((median(sim), median(reference)))
 }
 
+/// The medians of `setup`'s kernel on `dev` (a checked simulator's) beside its reference.
+fn checked_medians(dev: &Device, setup: Setup) -> Result<(f64, f64), String> {
+    let mut bench = setup(dev)?;
+    warm_up(&mut bench.op)??;
+    medians(&mut bench.op)
+}
+
 fn run_one(dev: &Device, collection: &'static str, setup: Setup) -> Row {
     plans::take();
     let mut row = Row {
@@ -1617,6 +1627,7 @@ fn run_one(dev: &Device, collection: &'static str, setup: Setup) -> Row {
         launches: 0,
         path: "-".to_string(),
         times: None,
+        checked_times: None,
         excluded: None,
     };
     let mut bench = match setup(dev) {
@@ -1666,6 +1677,21 @@ fn main() -> Result<(), String> {
     // bench --json` sets) adds a JSON summary; other arguments are ignored.
     let json = std::env::args().any(|a| a == "--json")
         || std::env::var_os("GPU_MEM_BENCH_JSON").is_some_and(|v| v == "1");
+    // `--memcheck` (or GPU_MEM_BENCH_MEMCHECK=1): each kernel also on a simulator that checks
+    // every access (`Checks::memcheck`), its cost as a ratio of the two ratios to the reference.
+    let memcheck = std::env::args().any(|a| a == "--memcheck")
+        || std::env::var_os("GPU_MEM_BENCH_MEMCHECK").is_some_and(|v| v == "1");
+    let checked_runtime = memcheck.then(|| {
+        let mut config = gpu_mem::sim::SimConfig::default();
+        for device in &mut config.devices {
+            device.checks = gpu_mem::sim::Checks { memcheck: true };
+        }
+        Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(config)))
+    });
+    let checked_dev = match &checked_runtime {
+        Some(runtime) => Some(support::device(runtime)?),
+        None => None,
+    };
     plans::install();
     let runtime =
         Runtime::open(BackendChoice::Only(BackendKind::Sim)).map_err(fail("simulator"))?;
@@ -1680,7 +1706,13 @@ fn main() -> Result<(), String> {
     );
     let mut rows = Vec::with_capacity(BENCHES.len());
     for (collection, setup) in BENCHES {
-        let row = run_one(&dev, collection, setup);
+        let mut row = run_one(&dev, collection, setup);
+        if let (Some(checked), None) = (&checked_dev, &row.excluded) {
+            match checked_medians(checked, setup) {
+                Ok(times) => row.checked_times = Some(times),
+                Err(error) => row.excluded = Some(format!("failed under memcheck: {error}")),
+            }
+        }
         let figures = match row.times {
             Some((sim, reference)) => format!(
                 "{:>9.3} ms {:>9.3} ms {:>8.1}x",
@@ -1694,6 +1726,15 @@ fn main() -> Result<(), String> {
             "{:<24} {:<13} {:<17} {:>8} {:<16} {figures}",
             row.name, row.collection, row.form, row.launches, row.path
         );
+        if let (Some((sim, reference)), Some((checked, checked_ref))) =
+            (row.times, row.checked_times)
+        {
+            println!(
+                "    memcheck: {:>9.3} ms, {:.2}x the unchecked simulator",
+                checked * 1e3,
+                (checked / checked_ref) / (sim / reference)
+            );
+        }
         if let Some(reason) = &row.excluded {
             println!("    excluded from the summary: {reason}");
         }
@@ -1740,6 +1781,29 @@ fn main() -> Result<(), String> {
         verdict(max_met)
     );
     println!("\ntargets {}", verdict(geomean_met && max_met));
+    let costs: Vec<(&str, f64)> = rows
+        .iter()
+        .filter(|row| row.excluded.is_none())
+        .filter_map(|row| {
+            let ((sim, reference), (checked, checked_ref)) = (row.times?, row.checked_times?);
+            Some((
+                row.name.as_str(),
+                (checked / checked_ref) / (sim / reference),
+            ))
+        })
+        .collect();
+    if !costs.is_empty() {
+        let mean = (costs.iter().map(|(_, r)| r.ln()).sum::<f64>() / costs.len() as f64).exp();
+        let (worst, most) = costs
+            .iter()
+            .copied()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or(("-", f64::NAN));
+        println!(
+            "memcheck / unchecked: geometric mean {mean:.2}x, largest {most:.2}x ({worst}) (target <= 2x): {}",
+            verdict(mean <= 2.0 && most <= 2.0)
+        );
+    }
     if json {
         let kernels: Vec<String> = rows
             .iter()

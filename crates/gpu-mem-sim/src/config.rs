@@ -346,6 +346,20 @@ mod tests {
     }
 
     #[test]
+    fn checks_are_named() {
+        assert_eq!(Checks::parse("none").unwrap(), Checks::default());
+        assert_eq!(Checks::parse("").unwrap(), Checks::default());
+        assert!(Checks::parse("memcheck").unwrap().memcheck);
+        assert!(Checks::parse(" none , memcheck ").unwrap().any());
+        let Err(Error::InvalidArgument { name, reason }) = Checks::parse("memcheck,racecheck")
+        else {
+            panic!("an unknown check is refused");
+        };
+        assert_eq!(name, "GPU_MEM_SIM_CHECK");
+        assert!(reason.contains("racecheck"), "{reason}");
+    }
+
+    #[test]
     fn watchdog_in_seconds() {
         assert_eq!(
             parse_watchdog("0.5").unwrap(),

@@ -22,6 +22,23 @@ extern "C" __global__ void past_the_end(gm_array<float, 1> a) {
 }
 "#;
 
+/// Plain CUDA with pointers: only a checked simulator (`Checks::memcheck`) sees these.
+const POINTERS: &str = r#"
+extern "C" __global__ void stencil(const float* in, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        out[i] = in[i] + in[i + 1];
+    }
+}
+
+extern "C" __global__ void tile_overflow(float* out) {
+    __shared__ float tile[32];
+    tile[threadIdx.x] = out[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = tile[31 - threadIdx.x % 32];
+}
+"#;
+
 const BROKEN: &str = r#"#include "gpu_mem.h"
 
 extern "C" __global__ void broken(gm_array<float, 1> a) {
@@ -61,6 +78,35 @@ fn main() -> gpu_mem::Result<()> {
         // SAFETY: the simulator checks what this broken kernel does.
         unsafe { dev.launch(&oob, config, &mut [&mut wrong]) },
         |e| matches!(e, Error::InvalidLaunch { .. }),
+    );
+    // The same simulator with every access of a kernel checked before it happens.
+    let mut config_checked = gpu_mem::sim::SimConfig::default();
+    for device in &mut config_checked.devices {
+        device.checks = gpu_mem::sim::Checks { memcheck: true };
+    }
+    let checked = Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
+        config_checked,
+    )))
+    .device(0)?;
+    let mut input = checked.to_device(&ndarray::Array1::<f32>::ones(32))?;
+    let mut output = checked.device_array::<f32>(&[64], Order::C)?;
+    let stencil = Kernel::from_source(POINTERS, "stencil");
+    show(
+        "memcheck: one past the end",
+        unsafe {
+            checked.launch(
+                &stencil,
+                config,
+                &mut [&mut input, &mut output, &mut Scalar(32i32)],
+            )
+        },
+        |e| matches!(e, Error::KernelFault { .. }),
+    );
+    let overflow = Kernel::from_source(POINTERS, "tile_overflow");
+    show(
+        "memcheck: shared array overflow",
+        unsafe { checked.launch(&overflow, LaunchConfig::new(1, 64), &mut [&mut output]) },
+        |e| matches!(e, Error::KernelFault { .. }),
     );
     let broken = Kernel::from_source(BROKEN, "broken");
     show(

@@ -189,62 +189,78 @@ pub(crate) fn check(
     Err(describe(frame, address, size, access, tls))
 }
 
-/// What a refused access was headed for, and the nearest thing it could have meant.
-fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: usize) -> Violation {
-    let tls_end = tls.wrapping_add(frame.program.tls_size);
-    let (dyn_start, dyn_len) = frame.dynamic_shared;
-    // Shared: in the thread-local block (between or past the arrays) or just past the dynamic
-    // memory; local: the thread's stack around its frames.
-    const NEAR: usize = 1 << 16;
-    let near_dynamic = dyn_len > 0 && address >= dyn_start && address < dyn_start + dyn_len + NEAR;
-    let in_tls = address >= tls && address < tls_end.saturating_add(NEAR);
-    let (sp, top) = frame.stack;
-    let near_stack = address >= sp.saturating_sub(NEAR) && address < top.saturating_add(NEAR);
-    let space = if in_tls || near_dynamic {
-        Space::Shared
-    } else if near_stack {
-        Space::Local
+/// How far `address` lies from `[start, start + len)` (0 inside).
+fn distance(address: usize, start: usize, len: usize) -> usize {
+    if address < start {
+        start - address
     } else {
-        Space::Global
-    };
-    let nearest = match space {
-        Space::Shared if near_dynamic => Some(format!(
-            "{} the {}-byte dynamic shared memory of the block",
-            relative(address, dyn_start, dyn_len),
-            bytes(dyn_len)
-        )),
-        Space::Shared => frame
-            .program
-            .thread_locals
-            .iter()
-            .filter(|l| !l.name.contains("gm_sim_"))
-            .min_by_key(|l| {
-                let start = tls.wrapping_add(l.offset);
-                if address < start {
-                    start - address
-                } else {
-                    address.saturating_sub(start + l.size)
-                }
-            })
-            .map(|l| {
-                format!(
-                    "{} the {}-byte shared array `{}`",
-                    relative(address, tls.wrapping_add(l.offset), l.size),
-                    bytes(l.size),
-                    variable_name(&l.name)
-                )
-            }),
-        Space::Local => Some("outside the thread's stack frames".to_string()),
-        Space::Global => frame.memory.nearest(address).map(|a| {
-            format!(
+        address.saturating_sub(start.saturating_add(len))
+    }
+}
+
+/// What a refused access was headed for: the nearest of the launch's allocations, the block's
+/// shared arrays and dynamic shared memory, and the thread's stack, said with how far outside
+/// it the access lies.
+fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: usize) -> Violation {
+    let global = frame
+        .memory
+        .nearest(address)
+        .map(|a| (distance(address, a.host, a.len), a));
+    let shared = frame
+        .program
+        .thread_locals
+        .iter()
+        .filter(|l| !l.name.contains("gm_sim_") && l.name != "__tls_guard")
+        .map(|l| (distance(address, tls.wrapping_add(l.offset), l.size), l))
+        .min_by_key(|&(d, _)| d);
+    let (dyn_start, dyn_len) = frame.dynamic_shared;
+    let dynamic = (dyn_len > 0).then(|| distance(address, dyn_start, dyn_len));
+    let (sp, top) = frame.stack;
+    let local = (top > sp).then(|| distance(address, sp, top - sp));
+    let far = usize::MAX;
+    let least = [
+        global.map_or(far, |(d, _)| d),
+        shared.map_or(far, |(d, _)| d),
+        dynamic.unwrap_or(far),
+        local.unwrap_or(far),
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(far);
+    let (space, nearest) = match (shared, global) {
+        _ if least == far => (Space::Global, None),
+        (Some((d, l)), _) if d == least => (
+            Space::Shared,
+            Some(format!(
+                "{} the {}-byte shared array `{}`",
+                relative(address, tls.wrapping_add(l.offset), l.size),
+                bytes(l.size),
+                variable_name(&l.name)
+            )),
+        ),
+        _ if dynamic == Some(least) => (
+            Space::Shared,
+            Some(format!(
+                "{} the {}-byte dynamic shared memory of the block",
+                relative(address, dyn_start, dyn_len),
+                bytes(dyn_len)
+            )),
+        ),
+        (_, Some((d, a))) if d == least => (
+            Space::Global,
+            Some(format!(
                 "{} the {}-byte {} at {:#x} on device {}",
                 relative(address, a.host, a.len),
                 bytes(a.len),
                 a.what,
                 a.device,
                 a.device_index
-            )
-        }),
+            )),
+        ),
+        _ => (
+            Space::Local,
+            Some("outside the thread's own stack frames".to_string()),
+        ),
     };
     Violation {
         access,
@@ -261,38 +277,51 @@ pub(crate) struct Allowed;
 
 const SLOTS: usize = 4;
 
+/// The cache of one OS thread: one thread-local, so that a hit costs one lookup.
+struct Cache {
+    owner: Cell<u64>,
+    ranges: [Cell<(usize, usize)>; SLOTS],
+    next: Cell<usize>,
+}
+
 thread_local! {
-    static OWNER: Cell<u64> = const { Cell::new(0) };
-    static RANGES: Cell<[(usize, usize); SLOTS]> = const { Cell::new([(0, 0); SLOTS]) };
-    static NEXT: Cell<usize> = const { Cell::new(0) };
+    static CACHE: Cache = const {
+        Cache {
+            owner: Cell::new(0),
+            ranges: [const { Cell::new((0, 0)) }; SLOTS],
+            next: Cell::new(0),
+        }
+    };
 }
 
 impl Allowed {
     /// Whether `owner` (a block's number) was allowed a range holding the access.
     #[inline]
     pub(crate) fn hit(owner: u64, address: usize, size: u64) -> bool {
-        if OWNER.get() != owner {
-            return false;
-        }
         let end = address.saturating_add(usize::try_from(size).unwrap_or(usize::MAX));
-        RANGES
-            .get()
-            .iter()
-            .any(|&(start, stop)| address >= start && end <= stop)
+        CACHE.with(|cache| {
+            cache.owner.get() == owner
+                && cache.ranges.iter().any(|range| {
+                    let (start, stop) = range.get();
+                    address >= start && end <= stop
+                })
+        })
     }
 
     /// Remembers that `owner` may touch `range`.
     pub(crate) fn remember(owner: u64, range: (usize, usize)) {
-        if OWNER.get() != owner {
-            OWNER.set(owner);
-            RANGES.set([(0, 0); SLOTS]);
-            NEXT.set(0);
-        }
-        let mut ranges = RANGES.get();
-        let next = NEXT.get();
-        ranges[next % SLOTS] = range;
-        RANGES.set(ranges);
-        NEXT.set(next.wrapping_add(1));
+        CACHE.with(|cache| {
+            if cache.owner.get() != owner {
+                cache.owner.set(owner);
+                for slot in &cache.ranges {
+                    slot.set((0, 0));
+                }
+                cache.next.set(0);
+            }
+            let next = cache.next.get();
+            cache.ranges[next % SLOTS].set(range);
+            cache.next.set(next.wrapping_add(1));
+        });
     }
 }
 

@@ -20,7 +20,8 @@ pub(crate) fn source_line(library: &Path, base: usize, pc: usize) -> Option<Stri
     let output = Command::new(tool())
         .arg("-e")
         .arg(&library)
-        .args(["-f", "-C", "-p"])
+        // (Base names: the build's folder is a scratch one, gone by now.)
+        .args(["-f", "-C", "-p", "-s"])
         .arg(format!("{offset:#x}"))
         .output()
         .ok()?;

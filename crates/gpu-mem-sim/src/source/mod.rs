@@ -843,7 +843,7 @@ mod tests {
 
     fn threads_of(code: &str) -> Threads {
         let kernel = Kernel::from_source(code, "k");
-        let program = program(&kernel, kernel.source().expect("a source kernel"))
+        let program = program(&kernel, kernel.source().expect("a source kernel"), false)
             .unwrap_or_else(|e| panic!("{e}"));
         match program.entry {
             Entry::Calls(_) => Threads::Calls,
@@ -855,10 +855,11 @@ mod tests {
     fn kernel_objects_made_over_and_over_do_not_grow_the_id_map_for_ever() {
         let code = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void made_often() {}\n";
         let first = Kernel::from_source(code, "made_often");
-        let program_of_first = program(&first, first.source().expect("source")).expect("built");
+        let program_of_first =
+            program(&first, first.source().expect("source"), false).expect("built");
         for _ in 0..MAX_KERNEL_ENTRIES + 10 {
             let kernel = Kernel::from_source(code, "made_often");
-            let again = program(&kernel, kernel.source().expect("source")).expect("found");
+            let again = program(&kernel, kernel.source().expect("source"), false).expect("found");
             // Found by content: the one program.
             assert!(Arc::ptr_eq(&again, &program_of_first));
         }

@@ -93,6 +93,7 @@ fn main() -> gpu_mem::Result<()> {
     let stencil = Kernel::from_source(POINTERS, "stencil");
     show(
         "memcheck: one past the end",
+        // SAFETY: the checked simulator refuses the bad access before it happens.
         unsafe {
             checked.launch(
                 &stencil,
@@ -105,6 +106,7 @@ fn main() -> gpu_mem::Result<()> {
     let overflow = Kernel::from_source(POINTERS, "tile_overflow");
     show(
         "memcheck: shared array overflow",
+        // SAFETY: the checked simulator refuses the bad access before it happens.
         unsafe { checked.launch(&overflow, LaunchConfig::new(1, 64), &mut [&mut output]) },
         |e| matches!(e, Error::KernelFault { .. }),
     );

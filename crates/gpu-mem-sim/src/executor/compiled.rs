@@ -319,7 +319,7 @@ extern "C" fn rt_access(
         _ => Access::Read,
     };
     let refused = with_current(|t| {
-        t.check_access(address as usize, size, kind, pc as usize)
+        t.check_access((address as usize, size, kind), pc as usize, &in_scratch)
             .is_err()
     });
     c_int::from(refused.unwrap_or(false))
@@ -327,7 +327,7 @@ extern "C" fn rt_access(
 
 /// Whether `address..address + bytes` lies in a scratch buffer of this OS thread, which an
 /// out-of-bounds `gm_array` access reaches instead of its element.
-pub(crate) fn in_scratch(address: usize, bytes: usize) -> bool {
+fn in_scratch(address: usize, bytes: usize) -> bool {
     SCRATCH.with_borrow(|scratch| {
         scratch.0.iter().any(|buffer| {
             let start = buffer.cast::<u8>().as_ptr() as usize;

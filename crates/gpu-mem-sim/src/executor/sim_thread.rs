@@ -6,7 +6,6 @@
 //! here.
 
 use super::block::Block;
-use super::compiled::in_scratch;
 use super::fiber::Fiber;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::GmSimThread;
@@ -209,13 +208,13 @@ impl ThreadOps for SimThread<'_, '_> {
 
 impl SimThread<'_, '_> {
     /// Whether this thread of a checked program may make an access (`crate::sanitizer`): if
-    /// not, the fault is recorded (the program then ends the thread).
+    /// not, the fault is recorded (the program then ends the thread). `scratch`: whether a
+    /// range lies where out-of-bounds `gm_array` accesses go.
     pub(crate) fn check_access(
         &self,
-        address: usize,
-        size: u64,
-        access: Access,
+        (address, size, access): (usize, u64, Access),
         pc: usize,
+        scratch: &dyn Fn(usize, usize) -> bool,
     ) -> Result<(), ()> {
         let owner = self.block.check_owner;
         if Allowed::hit(owner, address, size) {
@@ -240,7 +239,7 @@ impl SimThread<'_, '_> {
             stack: (here, info.stack_top),
             dynamic_shared: (dynamic as usize, dynamic_len),
             args: checked.args,
-            scratch: &in_scratch,
+            scratch,
         };
         match check(&frame, address, size, access) {
             Ok(range) => {

@@ -17,8 +17,6 @@ pub(crate) struct ProgramLayout {
     /// The kernels' static `__shared__` arrays (and the prelude's thread-locals, which its code
     /// reaches on the kernel's behalf).
     pub(crate) thread_locals: Vec<ThreadLocal>,
-    /// Bytes of the thread-local block.
-    pub(crate) tls_size: usize,
     /// The address of the prelude's anchor thread-local on the calling OS thread, and its
     /// offset in the block: where this OS thread's block starts.
     pub(crate) tls_anchor: (unsafe extern "C" fn() -> *mut u8, usize),

@@ -5,6 +5,8 @@
 //!   (`__tls_guard`): those are not the kernels', so the arrays are counted from the symbol
 //!   table where the library has one, and only without one is the whole thread-local segment
 //!   taken;
+//! * for a checked program (`crate::sanitizer`), its loaded segments and every thread-local
+//!   symbol, which its threads may touch;
 //!
 //! The symbol table itself is read by `gpu_mem_core::kernel::compiled`.
 
@@ -60,9 +62,9 @@ pub(crate) fn thread_locals(bytes: &[u8]) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
-/// `(p_vaddr, p_memsz)` of each `PT_LOAD` program header, and the `PT_TLS` segment's size;
-/// `None` when `bytes` is not a 64-bit little-endian ELF file.
-pub(crate) fn loaded_segments(bytes: &[u8]) -> Option<(Vec<(u64, u64)>, u64)> {
+/// `(p_vaddr, p_memsz)` of each `PT_LOAD` program header; `None` when `bytes` is not a 64-bit
+/// little-endian ELF file.
+pub(crate) fn loaded_segments(bytes: &[u8]) -> Option<Vec<(u64, u64)>> {
     const PT_LOAD: u32 = 1;
     let r = headers(bytes)?;
     let mut loads = Vec::new();
@@ -74,7 +76,7 @@ pub(crate) fn loaded_segments(bytes: &[u8]) -> Option<(Vec<(u64, u64)>, u64)> {
             ));
         }
     }
-    Some((loads, tls_size(bytes)?))
+    Some(loads)
 }
 
 /// The file's reader and the offsets of its program headers.

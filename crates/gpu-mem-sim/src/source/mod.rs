@@ -797,7 +797,7 @@ fn checked_layout(
         .find(|s| s.kind == compiled::STT_FUNC && s.name == "gm_sim_abi")
         .and_then(|s| abi.checked_sub(usize::try_from(s.value).ok()?))
         .ok_or("no gm_sim_abi in the symbol table")?;
-    let (loads, tls_size) = elf::loaded_segments(bytes).ok_or("not a 64-bit ELF library")?;
+    let loads = elf::loaded_segments(bytes).ok_or("not a 64-bit ELF library")?;
     let thread_locals = elf::thread_locals(bytes);
     let anchor_offset = thread_locals
         .iter()
@@ -829,7 +829,6 @@ fn checked_layout(
                 name,
             })
             .collect(),
-        tls_size: to_usize(tls_size),
         tls_anchor: (anchor, to_usize(anchor_offset)),
         path: path.to_path_buf(),
         base,

@@ -1684,7 +1684,10 @@ fn main() -> Result<(), String> {
     let checked_runtime = memcheck.then(|| {
         let mut config = gpu_mem::sim::SimConfig::default();
         for device in &mut config.devices {
-            device.checks = gpu_mem::sim::Checks { memcheck: true };
+            device.checks = gpu_mem::sim::Checks {
+                memcheck: true,
+                ..gpu_mem::sim::Checks::default()
+            };
         }
         Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(config)))
     });

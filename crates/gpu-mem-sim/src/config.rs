@@ -15,7 +15,7 @@
 //! * `GPU_MEM_SIM_WATCHDOG` — seconds a block may go without progress before it is reported
 //!   (default 10; [`Watchdog`]).
 //! * `GPU_MEM_SIM_CHECK` — what the simulator checks of compiled kernels beyond `gm_array`
-//!   indices: `none` (default) or `memcheck` ([`Checks`]).
+//!   indices: `none` (default), `memcheck` or `racecheck`, comma-separated ([`Checks`]).
 
 use gpu_mem_core::{Error, Result};
 
@@ -56,21 +56,28 @@ pub struct Checks {
     /// `KernelFault` naming the access, the nearest allocation and the source line, before
     /// anything is written.
     pub memcheck: bool,
+    /// Two threads of a block touching the same word of shared memory, at least one writing,
+    /// with no barrier between them (block barriers; warp barriers and collectives within a
+    /// warp; atomics excepted) make the launch fail with a `KernelFault` naming both accesses,
+    /// their threads and lines. Its kernels are built checked, so memcheck's checks come with
+    /// it.
+    pub racecheck: bool,
 }
 
 impl Checks {
-    /// The checks `value` names: `none`, or `memcheck` (comma-separated).
+    /// The checks `value` names: `none`, `memcheck` or `racecheck` (comma-separated).
     pub fn parse(value: &str) -> Result<Checks> {
         let mut checks = Checks::default();
         for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             match word {
                 "none" => {}
                 "memcheck" => checks.memcheck = true,
+                "racecheck" => checks.racecheck = true,
                 _ => {
                     return Err(invalid(
                         "GPU_MEM_SIM_CHECK",
                         value,
-                        "`none` or `memcheck` (comma-separated)",
+                        "`none`, `memcheck` or `racecheck` (comma-separated)",
                     ));
                 }
             }
@@ -80,7 +87,7 @@ impl Checks {
 
     /// Whether kernels are built checked.
     pub fn any(&self) -> bool {
-        self.memcheck
+        self.memcheck || self.racecheck
     }
 }
 
@@ -351,12 +358,13 @@ mod tests {
         assert_eq!(Checks::parse("").unwrap(), Checks::default());
         assert!(Checks::parse("memcheck").unwrap().memcheck);
         assert!(Checks::parse(" none , memcheck ").unwrap().any());
-        let Err(Error::InvalidArgument { name, reason }) = Checks::parse("memcheck,racecheck")
+        assert!(Checks::parse("racecheck").unwrap().racecheck);
+        let Err(Error::InvalidArgument { name, reason }) = Checks::parse("memcheck,initcheck")
         else {
             panic!("an unknown check is refused");
         };
         assert_eq!(name, "GPU_MEM_SIM_CHECK");
-        assert!(reason.contains("racecheck"), "{reason}");
+        assert!(reason.contains("initcheck"), "{reason}");
     }
 
     #[test]

@@ -82,7 +82,10 @@ fn main() -> gpu_mem::Result<()> {
     // The same simulator with every access of a kernel checked before it happens.
     let mut config_checked = gpu_mem::sim::SimConfig::default();
     for device in &mut config_checked.devices {
-        device.checks = gpu_mem::sim::Checks { memcheck: true };
+        device.checks = gpu_mem::sim::Checks {
+            memcheck: true,
+            ..gpu_mem::sim::Checks::default()
+        };
     }
     let checked = Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
         config_checked,

@@ -36,7 +36,7 @@ unsafe impl Launch for SimBackend {
         }
         // Portable source is what a GPU runs, so it is preferred; the closure form is for
         // kernels written only for the simulator.
-        let code = launch::LaunchCode::of(kernel, d.checks.memcheck)?;
+        let code = launch::LaunchCode::of(kernel, d.checks.any())?;
         code.check_args(kernel.name(), args)?;
         executor::check_config(kernel, config, d.shared_memory, code.static_shared())?;
         let resolved = executor::resolve_args(&d.memory, kernel.name(), args)?;
@@ -45,7 +45,7 @@ unsafe impl Launch for SimBackend {
         // What a checked program's threads may touch of global memory.
         let memory = d
             .checks
-            .memcheck
+            .any()
             .then(|| std::sync::Arc::new(d.memory.accessible()));
         let limits = executor::Limits {
             warp_size: d.warp_size,
@@ -62,30 +62,33 @@ unsafe impl Launch for SimBackend {
                     &resolved,
                     &config,
                     limits,
-                    memory.as_deref(),
+                    memory.as_deref().map(|m| (m, d.checks.racecheck)),
                 )
             }
-            Some(stream) => self.enqueue(
-                d,
-                stream,
-                "kernel launch",
-                Box::new(move || {
-                    let ran = executor::run_grid(
-                        &name,
-                        code.code(),
-                        &resolved,
-                        &config,
-                        limits,
-                        memory.as_deref(),
-                    );
-                    // The job may hold the last clone of the kernel, whose captures are dropped
-                    // here: a blocking call from their `Drop` would wait for this very job, so
-                    // it is refused as one from the kernel's threads is.
-                    let _in_kernel = reentry::enter_kernel(&name);
-                    drop(code);
-                    ran.map_err(|e| e.to_string())
-                }),
-            ),
+            Some(stream) => {
+                let races = d.checks.racecheck;
+                self.enqueue(
+                    d,
+                    stream,
+                    "kernel launch",
+                    Box::new(move || {
+                        let ran = executor::run_grid(
+                            &name,
+                            code.code(),
+                            &resolved,
+                            &config,
+                            limits,
+                            memory.as_deref().map(|m| (m, races)),
+                        );
+                        // The job may hold the last clone of the kernel, whose captures are dropped
+                        // here: a blocking call from their `Drop` would wait for this very job, so
+                        // it is refused as one from the kernel's threads is.
+                        let _in_kernel = reentry::enter_kernel(&name);
+                        drop(code);
+                        ran.map_err(|e| e.to_string())
+                    }),
+                )
+            }
         }
     }
 
@@ -104,7 +107,7 @@ unsafe impl Launch for SimBackend {
         if let Some(found) = symbols.get(&key) {
             return Ok(*found);
         }
-        let variable = source::variable(module, name, d.checks.memcheck)?;
+        let variable = source::variable(module, name, d.checks.any())?;
         let host = NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(
             variable.address,
         ))

@@ -8,6 +8,7 @@ use super::plan::Plan;
 use super::schedule::{Schedule, Slot};
 use super::shared::SharedMemory;
 use crate::config::Watchdog;
+use crate::sanitizer::Shadow;
 use crate::thread::{ArgView, BlockCtx};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
@@ -45,6 +46,8 @@ pub(crate) struct Block<'a> {
     /// A checked program's block: its number among all blocks, which the OS thread's cache of
     /// allowed ranges belongs to (`crate::sanitizer::Allowed`); 0 for others.
     pub(crate) check_owner: u64,
+    /// racecheck: the last accesses of each word of shared memory (`crate::sanitizer`).
+    pub(crate) races: RefCell<Shadow>,
     schedule: UnsafeCell<Schedule>,
 }
 
@@ -99,6 +102,7 @@ impl<'a> Block<'a> {
             } else {
                 0
             },
+            races: RefCell::new(Shadow::default()),
             schedule: UnsafeCell::new(Schedule::default()),
         }
     }

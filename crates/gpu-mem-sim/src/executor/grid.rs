@@ -44,7 +44,7 @@ pub(crate) fn run_grid(
     args: &[Resolved],
     config: &LaunchConfig,
     limits: Limits,
-    memory: Option<&MemoryMap>,
+    memory: Option<(&MemoryMap, bool)>,
 ) -> Result<()> {
     let prepared = Prepared::new(code, args, memory);
     let plan = prepared.plan();

@@ -55,6 +55,8 @@ pub(crate) struct Checked<'a> {
     /// `[start, end)` of each argument buffer, which the prelude's glue reads parameters from
     /// (through code of the C++ library's, which is instrumented).
     pub(crate) args: &'a [(usize, usize)],
+    /// Whether races on shared memory are looked for too (`Checks::racecheck`).
+    pub(crate) races: bool,
 }
 
 /// A compiled entry point run once per thread (`run(args)`).
@@ -139,8 +141,8 @@ impl Plan<'_> {
 /// parameter, laid out as the C parameter.
 pub(crate) struct Prepared<'a> {
     code: Code<'a>,
-    /// The launch's global memory, for a checked program.
-    memory: Option<&'a MemoryMap>,
+    /// The launch's global memory for a checked program, and whether races are looked for.
+    memory: Option<(&'a MemoryMap, bool)>,
     /// The buffers (kept alive here) and a pointer to each (`void* args[]`).
     _buffers: Vec<Box<[u64]>>,
     args: Vec<*mut c_void>,
@@ -152,7 +154,7 @@ impl<'a> Prepared<'a> {
     pub(crate) fn new(
         code: Code<'a>,
         resolved: &[Resolved],
-        memory: Option<&'a MemoryMap>,
+        memory: Option<(&'a MemoryMap, bool)>,
     ) -> Prepared<'a> {
         let buffers = match code {
             Code::Compiled(compiled) => encode(resolved, |i| {
@@ -202,11 +204,14 @@ impl<'a> Prepared<'a> {
                     run,
                     run_threads,
                     args: &self.args,
-                    checked: layout.zip(self.memory).map(|(layout, memory)| Checked {
-                        layout,
-                        memory,
-                        args: &self.arg_ranges,
-                    }),
+                    checked: layout
+                        .zip(self.memory)
+                        .map(|(layout, (memory, races))| Checked {
+                            layout,
+                            memory,
+                            args: &self.arg_ranges,
+                            races,
+                        }),
                 };
                 if waits {
                     Plan::Fibers(OnFibers::Compiled(calls))

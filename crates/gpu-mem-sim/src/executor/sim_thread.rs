@@ -7,9 +7,10 @@
 
 use super::block::Block;
 use super::fiber::Fiber;
+use super::plan::Checked;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::GmSimThread;
-use crate::sanitizer::{Access, Allowed, Frame, check, source_line};
+use crate::sanitizer::{Access, Allowed, Frame, Granted, Stamp, check, source_line};
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
 use std::cell::{Cell, UnsafeCell};
@@ -64,6 +65,9 @@ pub(crate) struct SimThread<'b, 'a> {
     pub(crate) info: UnsafeCell<GmSimThread>,
     shared_calls: Cell<usize>,
     atomics: Cell<u32>,
+    /// Block barriers, and warp barriers and collectives, it has passed (racecheck's order).
+    block_syncs: Cell<u32>,
+    warp_syncs: Cell<u32>,
     /// The fiber it runs on; `None` for a thread run as a plain call (a compiled kernel that
     /// never waits for other threads).
     pub(super) fiber: Option<*const Fiber>,
@@ -86,6 +90,8 @@ impl<'b, 'a> SimThread<'b, 'a> {
             }),
             shared_calls: Cell::new(0),
             atomics: Cell::new(0),
+            block_syncs: Cell::new(0),
+            warp_syncs: Cell::new(0),
             fiber,
         }
     }
@@ -117,6 +123,11 @@ impl<'b, 'a> SimThread<'b, 'a> {
         let compiled = block.compiled;
         block.wait(self.linear, fiber, scope, fence, mask, at, op);
         self.resumed(block, compiled);
+        let passed = match scope {
+            BarrierScope::Block => &self.block_syncs,
+            BarrierScope::Warp => &self.warp_syncs,
+        };
+        passed.set(passed.get().wrapping_add(1));
     }
 
     /// Back from a switch: other threads ran meanwhile.
@@ -242,8 +253,15 @@ impl SimThread<'_, '_> {
             scratch,
         };
         match check(&frame, address, size, access) {
-            Ok(range) => {
-                Allowed::remember(owner, range);
+            Ok(granted) if checked.races && granted.shared => {
+                // Not remembered: every access of shared memory is recorded.
+                if access != Access::Atomic {
+                    self.record_shared(checked, info, &granted, (address, size, access), pc);
+                }
+                Ok(())
+            }
+            Ok(granted) => {
+                Allowed::remember(owner, granted.range);
                 Ok(())
             }
             Err(violation) => {
@@ -252,6 +270,68 @@ impl SimThread<'_, '_> {
                 Err(())
             }
         }
+    }
+}
+
+impl SimThread<'_, '_> {
+    /// racecheck: records an access of shared memory, and the block's fault if it races with an
+    /// earlier one (the first race only: the launch fails with it).
+    fn record_shared(
+        &self,
+        checked: Checked<'_>,
+        info: &GmSimThread,
+        granted: &Granted,
+        (address, size, access): (usize, u64, Access),
+        pc: usize,
+    ) {
+        let (block, thread) = (info.block_index(), info.thread_index());
+        let dim = self.block.block_dim;
+        let grid = self.block.grid_dim;
+        let linear = thread.x + dim.x * (thread.y + dim.y * thread.z);
+        let now = Stamp {
+            block: u64::from(block.x)
+                + u64::from(grid.x) * (u64::from(block.y) + u64::from(grid.y) * u64::from(block.z)),
+            thread: linear,
+            warp: linear / self.block.warp_size.max(1),
+            block_syncs: self.block_syncs.get(),
+            warp_syncs: self.warp_syncs.get(),
+            pc,
+            write: access == Access::Write,
+        };
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        let Some(hazard) = self.block.races.borrow_mut().access(address, size, now) else {
+            return;
+        };
+        if self.block.fault.borrow().is_some() {
+            return;
+        }
+        let layout = checked.layout;
+        let line = |pc| source_line(&layout.path, layout.base, pc).unwrap_or_else(|| "?".into());
+        let kind = |write| if write { "Write" } else { "Read" };
+        let index = |linear: u32| {
+            let (x, y) = (linear % dim.x.max(1), linear / dim.x.max(1));
+            format!("({}, {}, {})", x, y % dim.y.max(1), y / dim.y.max(1))
+        };
+        let array = match &granted.array {
+            Some(name) => format!(
+                "the shared array `{name}`, byte {}",
+                hazard.address - granted.range.0
+            ),
+            None => format!(
+                "dynamic shared memory, byte {}",
+                hazard.address - granted.range.0
+            ),
+        };
+        self.fault(format!(
+            "racecheck: Race reported between {} access at {} by thread {} and {} access at {} by thread {} on 4 bytes at {:#x} ({array}), with no barrier between them",
+            kind(hazard.earlier.write),
+            line(hazard.earlier.pc),
+            index(hazard.earlier.thread),
+            kind(hazard.later.write),
+            line(hazard.later.pc),
+            index(hazard.later.thread),
+            hazard.address,
+        ));
     }
 }
 

@@ -148,43 +148,74 @@ fn relative(address: usize, start: usize, len: usize) -> String {
     }
 }
 
-/// The range an access is allowed in, or why it is not.
+/// Where an allowed access lies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Granted {
+    /// The whole range it may touch there.
+    pub(crate) range: (usize, usize),
+    /// The block's shared memory: the name of the static array, or `None` for the dynamic
+    /// memory; `None` outside shared memory (see [`Granted::shared`]).
+    pub(crate) array: Option<String>,
+    pub(crate) shared: bool,
+}
+
+impl Granted {
+    fn other(range: (usize, usize)) -> Granted {
+        Granted {
+            range,
+            array: None,
+            shared: false,
+        }
+    }
+}
+
+/// Where an access is allowed, or why it is not.
 pub(crate) fn check(
     frame: &Frame<'_>,
     address: usize,
     size: u64,
     access: Access,
-) -> Result<(usize, usize), Violation> {
+) -> Result<Granted, Violation> {
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
     if let Some(a) = frame.memory.holding(address, size_bytes) {
-        return Ok((a.host, a.host + a.len));
+        return Ok(Granted::other((a.host, a.host + a.len)));
     }
     // The stack below the frame that started the thread (from where it is now).
     if within(address, size_bytes, frame.stack) {
-        return Ok(frame.stack);
+        return Ok(Granted::other(frame.stack));
     }
     if within(address, size_bytes, frame.thread_info) {
-        return Ok(frame.thread_info);
+        return Ok(Granted::other(frame.thread_info));
     }
     let (dyn_start, dyn_len) = frame.dynamic_shared;
     if dyn_len > 0 && within(address, size_bytes, (dyn_start, dyn_start + dyn_len)) {
-        return Ok((dyn_start, dyn_start + dyn_len));
+        return Ok(Granted {
+            range: (dyn_start, dyn_start + dyn_len),
+            array: None,
+            shared: true,
+        });
     }
     let tls = frame.program.tls_base();
     for local in &frame.program.thread_locals {
         let start = tls.wrapping_add(local.offset);
         if within(address, size_bytes, (start, start + local.size)) {
-            return Ok((start, start + local.size));
+            // The prelude's own thread-locals are not the kernel's shared memory.
+            let prelude = local.name.contains("gm_sim_") || local.name == "__tls_guard";
+            return Ok(Granted {
+                range: (start, start + local.size),
+                array: (!prelude).then(|| variable_name(&local.name).to_string()),
+                shared: !prelude,
+            });
         }
     }
     if let Some(segment) = frame.program.in_segments(address, size_bytes) {
-        return Ok(segment);
+        return Ok(Granted::other(segment));
     }
     if let Some(&buffer) = frame.args.iter().find(|&&b| within(address, size_bytes, b)) {
-        return Ok(buffer);
+        return Ok(Granted::other(buffer));
     }
     if (frame.scratch)(address, size_bytes) {
-        return Ok((address, address + size_bytes));
+        return Ok(Granted::other((address, address + size_bytes)));
     }
     Err(describe(frame, address, size, access, tls))
 }

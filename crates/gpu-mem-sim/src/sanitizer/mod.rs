@@ -21,10 +21,12 @@
 
 mod layout;
 mod memcheck;
+mod racecheck;
 mod symbolize;
 
 pub(crate) use layout::{ProgramLayout, ThreadLocal};
-pub(crate) use memcheck::{Allocation, Allowed, Frame, MemoryMap, check};
+pub(crate) use memcheck::{Allocation, Allowed, Frame, Granted, MemoryMap, check};
+pub(crate) use racecheck::{Shadow, Stamp};
 pub(crate) use symbolize::source_line;
 
 /// What an access does.

@@ -11,7 +11,10 @@ use gpu_mem_sim::{Checks, SimBackend, SimConfig, SimDeviceConfig};
 fn checked() -> SimBackend {
     SimBackend::new(SimConfig {
         devices: vec![SimDeviceConfig {
-            checks: Checks { memcheck: true },
+            checks: Checks {
+                memcheck: true,
+                ..Checks::default()
+            },
             ..SimDeviceConfig::default()
         }],
     })
@@ -295,4 +298,152 @@ extern "C" __global__ void k(const float* in, float* out, int n) {
         let expected = 2.0 * (tile + 1.0 + (i % 64 % 8) as f32);
         assert_eq!(got, expected, "element {i}");
     }
+}
+
+fn racechecked() -> SimBackend {
+    SimBackend::new(SimConfig {
+        devices: vec![SimDeviceConfig {
+            checks: Checks {
+                racecheck: true,
+                ..Checks::default()
+            },
+            ..SimDeviceConfig::default()
+        }],
+    })
+}
+
+/// A tree reduction in shared memory; `SYNC` is what separates its steps.
+fn reduction(sync: &str) -> String {
+    format!(
+        r#"
+extern "C" __global__ void k(const float* in, float* out) {{
+    __shared__ float partial[64];
+    unsigned t = threadIdx.x;
+    partial[t] = in[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {{
+        if (t < s) {{
+            partial[t] += partial[t + s];
+        }}
+        {sync}
+    }}
+    if (t == 0) out[blockIdx.x] = partial[0];
+}}
+"#
+    )
+}
+
+#[test]
+fn a_reduction_missing_its_barrier_is_a_race_naming_both_threads_and_lines() {
+    let input: Vec<f32> = (0..128).map(|v| v as f32).collect();
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &reduction(""),
+        config(2, 64, 0),
+        &[input.clone(), vec![0.0f32; 2]],
+        &[],
+    ));
+    assert!(
+        message.starts_with("racecheck: Race reported between"),
+        "{message}"
+    );
+    assert!(message.contains("the shared array `partial`"), "{message}");
+    assert!(message.contains("k.cu:9"), "{message}");
+    let out = run(
+        &racechecked(),
+        &reduction("__syncthreads();"),
+        config(2, 64, 0),
+        &[input.clone(), vec![0.0f32; 2]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("the correct reduction: {e}"));
+    assert_eq!(
+        out[1],
+        vec![(0..64).sum::<i32>() as f32, (64..128).sum::<i32>() as f32]
+    );
+}
+
+#[test]
+fn a_shared_histogram_without_atomics_races_and_with_them_does_not() {
+    let histogram = |update: &str| {
+        format!(
+            r#"
+extern "C" __global__ void k(const float* in, float* out) {{
+    __shared__ int bins[4];
+    if (threadIdx.x < 4) bins[threadIdx.x] = 0;
+    __syncthreads();
+    int bin = (int)in[threadIdx.x] % 4;
+    {update}
+    __syncthreads();
+    if (threadIdx.x < 4) out[threadIdx.x] = (float)bins[threadIdx.x];
+}}
+"#
+        )
+    };
+    let input: Vec<f32> = (0..32).map(|v| v as f32).collect();
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &histogram("bins[bin] = bins[bin] + 1;"),
+        config(1, 32, 0),
+        &[input.clone(), vec![0.0f32; 4]],
+        &[],
+    ));
+    assert!(message.contains("racecheck"), "{message}");
+    let out = run(
+        &racechecked(),
+        &histogram("atomicAdd(&bins[bin], 1);"),
+        config(1, 32, 0),
+        &[input, vec![0.0f32; 4]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("the atomic histogram: {e}"));
+    assert_eq!(out[1], vec![8.0; 4]);
+}
+
+#[test]
+fn warp_steps_need_syncwarp_between_them() {
+    // The last steps of a reduction within one warp: the legacy `volatile` form races, the
+    // form with `__syncwarp()` between the steps does not.
+    let warp = |sync: &str| {
+        format!(
+            r#"
+extern "C" __global__ void k(const float* in, float* out) {{
+    __shared__ float s[64];
+    unsigned t = threadIdx.x;
+    s[t] = in[t];
+    __syncthreads();
+    if (t < 32) {{
+        volatile float* v = s;
+        float x = v[t] + v[t + 32]; {sync}
+        v[t] = x; {sync}
+        for (int d = 16; d > 0; d >>= 1) {{
+            if (t < d) x += v[t + d];
+            {sync}
+            v[t] = x;
+            {sync}
+        }}
+    }}
+    if (t == 0) out[0] = s[0];
+}}
+"#
+        )
+    };
+    let input = vec![1.0f32; 64];
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &warp(""),
+        config(1, 64, 0),
+        &[input.clone(), vec![0.0f32; 1]],
+        &[],
+    ));
+    assert!(message.contains("racecheck"), "{message}");
+    let out = run(
+        &racechecked(),
+        &warp("__syncwarp();"),
+        config(1, 64, 0),
+        &[input, vec![0.0f32; 1]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("with __syncwarp: {e}"));
+    assert_eq!(out[1], vec![64.0]);
 }

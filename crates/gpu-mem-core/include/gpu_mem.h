@@ -165,6 +165,9 @@ struct gm_sim_runtime {
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
+/* Not an access: the thread passed a block-wide synchronisation the executor does not see (a
+ * `cuda::barrier` phase), which orders its accesses as a block barrier does (racecheck). */
+#define GM_SIM_ACCESS_SYNCED 3
 
 /* The prelude's own glue (what reads the simulator's buffers and tables) is not checked in a
  * checked program: only the kernel's accesses are. */

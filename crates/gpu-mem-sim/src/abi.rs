@@ -146,6 +146,9 @@ pub(crate) struct GmSimRuntime {
 pub(crate) const ACCESS_WRITE: c_int = 1;
 /// `GM_SIM_ACCESS_ATOMIC`.
 pub(crate) const ACCESS_ATOMIC: c_int = 2;
+/// `GM_SIM_ACCESS_SYNCED`: no access, the thread passed a block-wide synchronisation the
+/// executor does not see (a `cuda::barrier` phase).
+pub(crate) const ACCESS_SYNCED: c_int = 3;
 
 /// How the executor runs a program's threads: its entry points.
 #[derive(Clone, Copy)]

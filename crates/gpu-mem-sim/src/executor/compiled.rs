@@ -10,8 +10,8 @@
 use super::plan::Calls;
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
-    ABI, ACCESS_ATOMIC, ACCESS_WRITE, GLOBAL_FENCE, GmSimRuntime, GmSimThread, GmSimWait,
-    GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
+    ABI, ACCESS_ATOMIC, ACCESS_SYNCED, ACCESS_WRITE, GLOBAL_FENCE, GmSimRuntime, GmSimThread,
+    GmSimWait, GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
 };
 use crate::sanitizer::Access;
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
@@ -314,6 +314,10 @@ extern "C" fn rt_access(
     pc: *const c_void,
 ) -> c_int {
     let kind = match kind {
+        ACCESS_SYNCED => {
+            with_current(|t| t.passed_block_sync());
+            return 0;
+        }
         ACCESS_WRITE => Access::Write,
         ACCESS_ATOMIC => Access::Atomic,
         _ => Access::Read,

@@ -274,6 +274,12 @@ impl SimThread<'_, '_> {
 }
 
 impl SimThread<'_, '_> {
+    /// The thread passed a block-wide synchronisation the executor does not see (a
+    /// `cuda::barrier` phase): racecheck counts it as a block barrier.
+    pub(crate) fn passed_block_sync(&self) {
+        self.block_syncs.set(self.block_syncs.get().wrapping_add(1));
+    }
+
     /// racecheck: records an access of shared memory, and the block's fault if it races with an
     /// earlier one (the first race only: the launch fails with it).
     fn record_shared(
@@ -323,7 +329,7 @@ impl SimThread<'_, '_> {
             ),
         };
         self.fault(format!(
-            "racecheck: Race reported between {} access at {} by thread {} and {} access at {} by thread {} on 4 bytes at {:#x} ({array}), with no barrier between them",
+            "racecheck: Race reported between {} access at {} by thread {} and {} access at {} by thread {} at {:#x} ({array}), with no barrier between them",
             kind(hazard.earlier.write),
             line(hazard.earlier.pc),
             index(hazard.earlier.thread),

@@ -199,8 +199,12 @@ pub(crate) fn check(
     for local in &frame.program.thread_locals {
         let start = tls.wrapping_add(local.offset);
         if within(address, size_bytes, (start, start + local.size)) {
-            // The prelude's own thread-locals are not the kernel's shared memory.
-            let prelude = local.name.contains("gm_sim_") || local.name == "__tls_guard";
+            // The prelude's own thread-locals, and the guards of a `static __shared__` with
+            // a constructor (`_ZGV...`: its threads all check them), are not the kernel's
+            // shared memory.
+            let prelude = local.name.contains("gm_sim_")
+                || local.name == "__tls_guard"
+                || local.name.starts_with("_ZGV");
             return Ok(Granted {
                 range: (start, start + local.size),
                 array: (!prelude).then(|| variable_name(&local.name).to_string()),

@@ -5,9 +5,9 @@
 //! warp collectives (its [`Stamp`]). All threads of a block pass the same block barriers in the
 //! same order, so an access by one thread is ordered before another thread's access exactly
 //! when the later one has passed more block barriers, or, in the same warp, more warp
-//! barriers; anything else may happen at the same time on a GPU. Each 4-byte word of shared
-//! memory keeps its last write and the reads since, of two threads at most ([`Shadow`]: enough
-//! for a write to meet another thread's read where there is one); a write after an unordered read or
+//! barriers; anything else may happen at the same time on a GPU. Each byte of shared memory
+//! keeps its last write and the reads since, of two threads at most ([`Shadow`]: enough for a
+//! write to meet another thread's read where there is one); a write after an unordered read or
 //! write of another thread, or a read after an unordered write, is a [`Hazard`]. Atomics order
 //! themselves and are not recorded.
 
@@ -56,27 +56,28 @@ struct Word {
     other_read: Option<Stamp>,
 }
 
-/// The last write and reads of each word of a block's shared memory touched so far.
+/// The last write and reads of each byte of a block's shared memory touched so far, a 4-byte
+/// word's bytes under one key (one lookup per word for most accesses).
 #[derive(Debug, Default)]
 pub(crate) struct Shadow {
-    words: HashMap<usize, Word>,
+    words: HashMap<usize, [Word; 4]>,
 }
 
 impl Shadow {
     /// Records an access of `size` bytes at `address`; the first hazard it makes, if any.
     pub(crate) fn access(&mut self, address: usize, size: usize, now: Stamp) -> Option<Hazard> {
-        let first = address & !3;
         let end = address.saturating_add(size.max(1));
         let mut found = None;
-        let mut word = first;
-        while word < end {
-            let w = self.words.entry(word).or_default();
+        let mut byte = address;
+        while byte < end {
+            let lanes = self.words.entry(byte & !3).or_default();
+            let w = &mut lanes[byte & 3];
             let unordered = |earlier: Option<Stamp>| earlier.filter(|e| !e.ordered_before(&now));
             let conflict = |earlier: Option<Stamp>| {
                 unordered(earlier).map(|earlier| Hazard {
                     earlier,
                     later: now,
-                    address: word,
+                    address: byte,
                 })
             };
             let hazard = if now.write {
@@ -100,7 +101,7 @@ impl Shadow {
                     _ => w.read = Some(now),
                 }
             }
-            word += 4;
+            byte += 1;
         }
         found
     }
@@ -145,9 +146,20 @@ mod tests {
         shadow.access(8, 4, stamp(3, 2, true));
         assert!(
             shadow.access(10, 2, stamp(4, 2, true)).is_some(),
-            "same word"
+            "same bytes"
         );
         assert_eq!(shadow.access(12, 4, stamp(4, 2, true)), None, "next word");
+        let mut shadow = Shadow::default();
+        shadow.access(16, 1, stamp(0, 0, true));
+        assert_eq!(
+            shadow.access(17, 1, stamp(1, 0, true)),
+            None,
+            "other bytes of a word"
+        );
+        assert!(
+            shadow.access(16, 4, stamp(2, 0, false)).is_some(),
+            "a word over both"
+        );
     }
 
     #[test]

@@ -14,11 +14,14 @@
 //!   array each time (target: within 1.3x of `memcpy` into touched memory, and no slower than
 //!   Numba's simulator), a 64-byte `to_device` (target: under 2 µs) and the 4 KiB page-locked
 //!   copy + `synchronize` round trip (target: p99 at most 5 µs over 10,000 round trips).
+//! * `sanitizer` (`cargo bench -p gpu-mem-conformance --bench corpus -- --memcheck`): the corpus
+//!   again, each kernel also with every access checked (`Checks::memcheck`), its cost as the
+//!   ratio of the two ratios to the reference (target: at most 2x).
 
 use std::process::Command;
 
 /// Each benchmark's name and the cargo commands that run it, in order.
-const BENCHES: [(&str, &[&[&str]]); 3] = [
+const BENCHES: [(&str, &[&[&str]]); 4] = [
     (
         "kernels",
         &[
@@ -33,6 +36,18 @@ const BENCHES: [(&str, &[&[&str]]); 3] = [
     (
         "transfers",
         &[&["bench", "-p", "gpu-mem-sim", "--bench", "transfers"]],
+    ),
+    (
+        "sanitizer",
+        &[&[
+            "bench",
+            "-p",
+            "gpu-mem-conformance",
+            "--bench",
+            "corpus",
+            "--",
+            "--memcheck",
+        ]],
     ),
 ];
 
@@ -49,7 +64,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .collect();
     if !unknown.is_empty() {
         return Err(format!(
-            "unknown benchmark(s) {unknown:?}: choose from kernels, executor, transfers"
+            "unknown benchmark(s) {unknown:?}: choose from kernels, executor, transfers, sanitizer"
         ));
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

@@ -1,7 +1,8 @@
 //! What the simulator says about broken kernels, all written as portable source: barrier
-//! divergence, an out-of-bounds index, a wrong argument and a compile error. Each launch must
-//! fail with the expected error; the example prints the messages (the "Debugging a kernel on the
-//! simulator" page of the book shows them).
+//! divergence, an out-of-bounds index, a wrong argument, a compile error, and, with the
+//! simulator's checks on, an access past an array, a shared array overflow and a race. Each
+//! launch must fail with the expected error; the example prints the messages (the "Debugging a
+//! kernel on the simulator" page of the book shows them).
 //!
 //! `cargo run -p gpu-mem --example diagnostics`
 
@@ -36,6 +37,21 @@ extern "C" __global__ void tile_overflow(float* out) {
     tile[threadIdx.x] = out[threadIdx.x];
     __syncthreads();
     out[threadIdx.x] = tile[31 - threadIdx.x % 32];
+}
+"#;
+
+/// A reduction missing a barrier: only racecheck (`Checks::racecheck`) sees it.
+const RACY: &str = r#"
+extern "C" __global__ void sum_without_barrier(const float* in, float* out) {
+    __shared__ float partial[32];
+    unsigned t = threadIdx.x;
+    partial[t] = in[t];
+    __syncthreads();
+    for (unsigned s = 16; s > 0; s >>= 1) {
+        if (t < s) partial[t] += partial[t + s];
+        // (a __syncthreads() belongs here)
+    }
+    if (t == 0) out[0] = partial[0];
 }
 "#;
 
@@ -111,6 +127,27 @@ fn main() -> gpu_mem::Result<()> {
         "memcheck: shared array overflow",
         // SAFETY: the checked simulator refuses the bad access before it happens.
         unsafe { checked.launch(&overflow, LaunchConfig::new(1, 64), &mut [&mut output]) },
+        |e| matches!(e, Error::KernelFault { .. }),
+    );
+    // And one that also looks for races on shared memory.
+    let mut config_races = gpu_mem::sim::SimConfig::default();
+    for device in &mut config_races.devices {
+        device.checks = gpu_mem::sim::Checks {
+            racecheck: true,
+            ..gpu_mem::sim::Checks::default()
+        };
+    }
+    let races = Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
+        config_races,
+    )))
+    .device(0)?;
+    let mut values = races.to_device(&ndarray::Array1::<f32>::ones(32))?;
+    let mut sum = races.device_array::<f32>(&[1], Order::C)?;
+    let racy = Kernel::from_source(RACY, "sum_without_barrier");
+    show(
+        "racecheck: a missing barrier",
+        // SAFETY: the kernel stays inside its arrays (checked too).
+        unsafe { races.launch(&racy, config, &mut [&mut values, &mut sum]) },
         |e| matches!(e, Error::KernelFault { .. }),
     );
     let broken = Kernel::from_source(BROKEN, "broken");

@@ -224,6 +224,10 @@ pub(crate) fn check(
     Err(describe(frame, address, size, access, tls))
 }
 
+/// How far from the block's shared memory or the thread's stack a refused access may lie and
+/// still be said to be headed there.
+const NEAR: usize = 64 << 10;
+
 /// How far `address` lies from `[start, start + len)` (0 inside).
 fn distance(address: usize, start: usize, len: usize) -> usize {
     if address < start {
@@ -234,7 +238,8 @@ fn distance(address: usize, start: usize, len: usize) -> usize {
 }
 
 /// What a refused access was headed for: the nearest of the launch's allocations, the block's
-/// shared arrays and dynamic shared memory, and the thread's stack, said with how far outside
+/// shared arrays and dynamic shared memory, and the thread's stack (these three only within
+/// [`NEAR`]: further away, a wild pointer is taken for a global one), said with how far outside
 /// it the access lies.
 fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: usize) -> Violation {
     let global = frame
@@ -253,11 +258,13 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
     let (sp, top) = frame.stack;
     let local = (top > sp).then(|| distance(address, sp, top - sp));
     let far = usize::MAX;
+    let near = |d: usize| if d <= NEAR { d } else { far };
+    let shared = shared.filter(|&(d, _)| d <= NEAR);
     let least = [
         global.map_or(far, |(d, _)| d),
         shared.map_or(far, |(d, _)| d),
-        dynamic.unwrap_or(far),
-        local.unwrap_or(far),
+        dynamic.map_or(far, near),
+        local.map_or(far, near),
     ]
     .into_iter()
     .min()
@@ -306,7 +313,7 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
     }
 }
 
-/// Ranges this OS thread was allowed lately, for one block ([`Allowed::owner`]): most accesses
+/// Ranges this OS thread was allowed lately, for one block (`Block::check_owner`): most accesses
 /// are answered here, without looking anything up.
 pub(crate) struct Allowed;
 

@@ -1,23 +1,26 @@
 //! The simulator as a sanitizer: what it checks of compiled kernels beyond `gm_array` indices.
 //!
-//! A device whose [`crate::Checks`] ask for `memcheck` builds its kernels *checked*
-//! (`source`'s `Threads::Checked`): the host compiler instruments every load, store and atomic of
-//! the kernel (ThreadSanitizer's instrumentation, `-fsanitize=thread`, with no runtime linked),
-//! and the prelude's `gm_sim/checked.h` supplies the functions it calls, which ask
-//! [`memcheck::check`] through the executor before the access happens.
+//! A device whose [`crate::Checks`] ask for `memcheck` or `racecheck` builds its kernels
+//! *checked* (`source`'s `Threads::Checked`): the host compiler instruments every load, store and
+//! atomic of the kernel (ThreadSanitizer's instrumentation, `-fsanitize=thread`, with no runtime
+//! linked), and the prelude's `gm_sim/checked.h` supplies the functions it calls, which ask the
+//! executor (`SimThread::check_access`) before the access happens.
 //!
 //! Contract:
-//! * a thread may touch the live allocations of its device and of peers with access enabled
-//!   (device, managed and mapped host memory, module variables: [`MemoryMap`]), its block's
-//!   static `__shared__` arrays (each array's own bytes), the launch's dynamic shared memory,
-//!   its own stack below the frame that started it, and its program's own data; anything else
-//!   is refused before it happens;
-//! * a refused access is a `KernelFault` in compute-sanitizer's words (`Invalid __global__
-//!   write of size 4`), with the address, the nearest allocation or shared array and how far
-//!   outside it the access lies, and the kernel's source line; the thread ends there, as after
-//!   a trap, and nothing is read or written;
-//! * the checks cost a call per access: a small per-OS-thread cache of allowed ranges answers
-//!   most of them ([`memcheck::Allowed`]).
+//! * memcheck ([`memcheck`]): a thread may touch the live allocations of its device and of
+//!   peers with access enabled (device, managed and mapped host memory, module variables:
+//!   [`MemoryMap`]), its block's static `__shared__` arrays (each array's own bytes), the
+//!   launch's dynamic shared memory, its own stack below the frame that started it, and its
+//!   program's own data; anything else is refused before it happens, as a `KernelFault` in
+//!   compute-sanitizer's words (`Invalid __global__ write of size 4`) with the address, the
+//!   nearest allocation or shared array and how far outside it the access lies, and the
+//!   kernel's source line; the thread ends there, as after a trap, and nothing is read or
+//!   written;
+//! * racecheck ([`racecheck`]): two threads of a block touching the same byte of shared memory,
+//!   at least one writing, with no barrier between them, fail the launch naming both accesses;
+//!   racecheck builds kernels checked, so memcheck's checks come with it;
+//! * each access costs a call: a small per-OS-thread cache of allowed ranges answers most of
+//!   them ([`memcheck::Allowed`]); with racecheck every access of shared memory is recorded.
 
 mod layout;
 mod memcheck;

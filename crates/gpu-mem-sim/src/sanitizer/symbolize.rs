@@ -30,6 +30,8 @@ pub(crate) fn source_line(library: &Path, base: usize, pc: usize) -> Option<Stri
     }
     let text = String::from_utf8_lossy(&output.stdout);
     let line = text.lines().next()?.trim();
+    // (`(discriminator N)`: which of several blocks on the line, noise to a reader.)
+    let line = line.find(" (discriminator").map_or(line, |at| &line[..at]);
     (!line.is_empty() && !line.contains("??:")).then(|| line.to_string())
 }
 

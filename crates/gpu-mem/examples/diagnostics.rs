@@ -62,6 +62,15 @@ extern "C" __global__ void broken(gm_array<float, 1> a) {
 }
 "#;
 
+/// Device 0 of a simulator that makes `checks` of the kernels it runs.
+fn simulator_checking(checks: gpu_mem::sim::Checks) -> gpu_mem::Result<Device> {
+    let mut config = gpu_mem::sim::SimConfig::default();
+    for device in &mut config.devices {
+        device.checks = checks;
+    }
+    Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(config))).device(0)
+}
+
 fn main() -> gpu_mem::Result<()> {
     let dev = Runtime::open(BackendChoice::Only(BackendKind::Sim))?.device(0)?;
     let mut a = dev.device_array::<f32>(&[32], Order::C)?;
@@ -96,17 +105,10 @@ fn main() -> gpu_mem::Result<()> {
         |e| matches!(e, Error::InvalidLaunch { .. }),
     );
     // The same simulator with every access of a kernel checked before it happens.
-    let mut config_checked = gpu_mem::sim::SimConfig::default();
-    for device in &mut config_checked.devices {
-        device.checks = gpu_mem::sim::Checks {
-            memcheck: true,
-            ..gpu_mem::sim::Checks::default()
-        };
-    }
-    let checked = Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
-        config_checked,
-    )))
-    .device(0)?;
+    let checked = simulator_checking(gpu_mem::sim::Checks {
+        memcheck: true,
+        ..gpu_mem::sim::Checks::default()
+    })?;
     let mut input = checked.to_device(&ndarray::Array1::<f32>::ones(32))?;
     let mut output = checked.device_array::<f32>(&[64], Order::C)?;
     let stencil = Kernel::from_source(POINTERS, "stencil");
@@ -130,17 +132,10 @@ fn main() -> gpu_mem::Result<()> {
         |e| matches!(e, Error::KernelFault { .. }),
     );
     // And one that also looks for races on shared memory.
-    let mut config_races = gpu_mem::sim::SimConfig::default();
-    for device in &mut config_races.devices {
-        device.checks = gpu_mem::sim::Checks {
-            racecheck: true,
-            ..gpu_mem::sim::Checks::default()
-        };
-    }
-    let races = Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(
-        config_races,
-    )))
-    .device(0)?;
+    let races = simulator_checking(gpu_mem::sim::Checks {
+        racecheck: true,
+        ..gpu_mem::sim::Checks::default()
+    })?;
     let mut values = races.to_device(&ndarray::Array1::<f32>::ones(32))?;
     let mut sum = races.device_array::<f32>(&[1], Order::C)?;
     let racy = Kernel::from_source(RACY, "sum_without_barrier");

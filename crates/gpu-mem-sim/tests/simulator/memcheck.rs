@@ -2,6 +2,9 @@
 //! kind of access, the space, the size, where it lies from the nearest allocation or shared
 //! array, and the source line; and correct kernels, which it must not report.
 
+// Source kernels: the host compiler and loaded libraries are outside what Miri interprets.
+#![cfg(not(miri))]
+
 use crate::common::array_arg;
 use gpu_mem_core::backend::{Launch, Memory, Transfer};
 use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};

@@ -379,3 +379,27 @@ impl GmSimThread {
         Dim3::new(x, y, z)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CURRENT, RunningBlocks, with_current};
+
+    /// An OS thread that stops running blocks forgets its current thread: compiled code it runs
+    /// later outside a launch (a library's initialisers) must not reach a thread whose block is
+    /// gone. (Without the reset, `with_current` reads through the dangling pointer, which Miri
+    /// reports.)
+    #[test]
+    fn an_os_thread_that_stops_running_blocks_has_no_current_thread() {
+        {
+            let _running = RunningBlocks;
+            // What a finished block leaves behind: a pointer to a thread that is gone.
+            CURRENT.set(
+                std::ptr::NonNull::<u64>::dangling()
+                    .as_ptr()
+                    .cast_const()
+                    .cast(),
+            );
+        }
+        assert!(with_current(|_| ()).is_none());
+    }
+}

@@ -1575,8 +1575,8 @@ struct Row {
     path: String,
     /// Medians in seconds (simulator, reference), where the kernel was timed.
     times: Option<(f64, f64)>,
-    /// With `--memcheck`: the same on a simulator whose kernels are checked
-    /// (`Checks::memcheck`), beside the reference again.
+    /// With `--memcheck` or `--racecheck`: the same on a simulator whose kernels are checked
+    /// that way, beside the reference again.
     checked_times: Option<(f64, f64)>,
     /// Why the kernel is left out of the summary, if it is.
     excluded: Option<String>,
@@ -1678,15 +1678,23 @@ fn main() -> Result<(), String> {
     let json = std::env::args().any(|a| a == "--json")
         || std::env::var_os("GPU_MEM_BENCH_JSON").is_some_and(|v| v == "1");
     // `--memcheck` (or GPU_MEM_BENCH_MEMCHECK=1): each kernel also on a simulator that checks
-    // every access (`Checks::memcheck`), its cost as a ratio of the two ratios to the reference.
-    let memcheck = std::env::args().any(|a| a == "--memcheck")
+    // every access (`Checks::memcheck`), its cost as a ratio of the two ratios to the reference
+    // (target: 2x); `--racecheck`: the same with races on shared memory looked for too (5x).
+    let racecheck = std::env::args().any(|a| a == "--racecheck");
+    let memcheck = racecheck
+        || std::env::args().any(|a| a == "--memcheck")
         || std::env::var_os("GPU_MEM_BENCH_MEMCHECK").is_some_and(|v| v == "1");
+    let (check, target) = if racecheck {
+        ("racecheck", 5.0)
+    } else {
+        ("memcheck", 2.0)
+    };
     let checked_runtime = memcheck.then(|| {
         let mut config = gpu_mem::sim::SimConfig::default();
         for device in &mut config.devices {
             device.checks = gpu_mem::sim::Checks {
-                memcheck: true,
-                ..gpu_mem::sim::Checks::default()
+                memcheck: !racecheck,
+                racecheck,
             };
         }
         Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(config)))
@@ -1713,7 +1721,7 @@ fn main() -> Result<(), String> {
         if let (Some(checked), None) = (&checked_dev, &row.excluded) {
             match checked_medians(checked, setup) {
                 Ok(times) => row.checked_times = Some(times),
-                Err(error) => row.excluded = Some(format!("failed under memcheck: {error}")),
+                Err(error) => row.excluded = Some(format!("failed under {check}: {error}")),
             }
         }
         let figures = match row.times {
@@ -1733,7 +1741,7 @@ fn main() -> Result<(), String> {
             (row.times, row.checked_times)
         {
             println!(
-                "    memcheck: {:>9.3} ms, {:.2}x the unchecked simulator",
+                "    {check}: {:>9.3} ms, {:.2}x the unchecked simulator",
                 checked * 1e3,
                 (checked / checked_ref) / (sim / reference)
             );
@@ -1803,8 +1811,8 @@ fn main() -> Result<(), String> {
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap_or(("-", f64::NAN));
         println!(
-            "memcheck / unchecked: geometric mean {mean:.2}x, largest {most:.2}x ({worst}) (target <= 2x): {}",
-            verdict(mean <= 2.0 && most <= 2.0)
+            "{check} / unchecked: geometric mean {mean:.2}x, largest {most:.2}x ({worst}) (target <= {target}x): {}",
+            verdict(mean <= target && most <= target)
         );
     }
     if json {

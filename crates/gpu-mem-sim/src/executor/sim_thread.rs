@@ -271,9 +271,7 @@ impl SimThread<'_, '_> {
             }
         }
     }
-}
 
-impl SimThread<'_, '_> {
     /// The thread passed a block-wide synchronisation the executor does not see (a
     /// `cuda::barrier` phase): racecheck counts it as a block barrier.
     pub(crate) fn passed_block_sync(&self) {

@@ -99,16 +99,7 @@ fn ignorable_with(
 
 /// libnvrtc from the pinned wheel (or `GPU_MEM_NVRTC_LIBRARY`).
 fn wheel_nvrtc() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("GPU_MEM_NVRTC_LIBRARY") {
-        return Some(PathBuf::from(p));
-    }
-    let prefix = std::env::var_os("GPU_MEM_CUDA_WHEELS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpu-mem/cuda-wheels"))
-        })?;
-    let path = prefix.join("nvidia/cu13/lib/libnvrtc.so.13");
-    path.is_file().then_some(path)
+    gpu_mem_core::testing::wheels::file("GPU_MEM_NVRTC_LIBRARY", "nvidia/cu13/lib/libnvrtc.so.13")
 }
 
 fn missing_driver_error_names_libcuda() -> Result<(), Failed> {

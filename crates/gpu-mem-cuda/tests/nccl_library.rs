@@ -74,16 +74,7 @@ fn ignorable(
 }
 
 fn wheel_nccl() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(NCCL_LIBRARY.override_var) {
-        return Some(PathBuf::from(p));
-    }
-    let prefix = std::env::var_os("GPU_MEM_CUDA_WHEELS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpu-mem/cuda-wheels"))
-        })?;
-    let path = prefix.join("nvidia/nccl/lib/libnccl.so.2");
-    path.is_file().then_some(path)
+    gpu_mem_core::testing::wheels::file(NCCL_LIBRARY.override_var, "nvidia/nccl/lib/libnccl.so.2")
 }
 
 fn every_bound_call_is_exported_by_the_real_library(path: &Path) -> Result<(), Failed> {

@@ -67,12 +67,8 @@ fn sources() -> Vec<PathBuf> {
 }
 
 fn wheel_nvrtc() -> Option<PathBuf> {
-    let prefix = std::env::var_os("GPU_MEM_CUDA_WHEELS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpu-mem/cuda-wheels"))
-        })?;
-    Some(prefix.join("nvidia/cu13/lib/libnvrtc.so.13")).filter(|p| p.is_file())
+    Some(gpu_mem_core::testing::wheels::prefix()?.join("nvidia/cu13/lib/libnvrtc.so.13"))
+        .filter(|p| p.is_file())
 }
 
 fn load_nvrtc() -> Result<Nvrtc, String> {

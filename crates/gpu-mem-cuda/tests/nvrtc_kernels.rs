@@ -71,11 +71,7 @@ const CAPABILITIES: [ComputeCapability; 2] =
     [ComputeCapability::new(8, 0), ComputeCapability::new(9, 0)];
 
 fn wheel_prefix() -> Option<PathBuf> {
-    std::env::var_os("GPU_MEM_CUDA_WHEELS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpu-mem/cuda-wheels"))
-        })
+    gpu_mem_core::testing::wheels::prefix()
 }
 
 /// NVRTC from `GPU_MEM_NVRTC_LIBRARY`, the pinned wheel, or the system's sonames.

@@ -43,14 +43,5 @@ fn main() {
 }
 
 fn nccl_wheel() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("GPU_MEM_NCCL_LIBRARY") {
-        return Some(PathBuf::from(p));
-    }
-    let prefix = std::env::var_os("GPU_MEM_CUDA_WHEELS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpu-mem/cuda-wheels"))
-        })?;
-    let path = prefix.join("nvidia/nccl/lib/libnccl.so.2");
-    path.is_file().then_some(path)
+    gpu_mem_core::testing::wheels::file("GPU_MEM_NCCL_LIBRARY", "nvidia/nccl/lib/libnccl.so.2")
 }

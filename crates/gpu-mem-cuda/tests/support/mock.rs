@@ -34,16 +34,7 @@ pub fn build(dir: &Path, name: &str, defines: &[&str]) -> Result<PathBuf, String
 
 /// libnvrtc from `GPU_MEM_NVRTC_LIBRARY` or the pinned wheel of `.ci/install-cuda-parts.sh`.
 pub fn wheel_nvrtc() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("GPU_MEM_NVRTC_LIBRARY") {
-        return Some(PathBuf::from(p));
-    }
-    let prefix = std::env::var_os("GPU_MEM_CUDA_WHEELS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpu-mem/cuda-wheels"))
-        })?;
-    let path = prefix.join("nvidia/cu13/lib/libnvrtc.so.13");
-    path.is_file().then_some(path)
+    gpu_mem_core::testing::wheels::file("GPU_MEM_NVRTC_LIBRARY", "nvidia/cu13/lib/libnvrtc.so.13")
 }
 
 /// One private copy of the mock (its own file, so its own global state) and a handle to it

@@ -1,7 +1,8 @@
 //! memcheck: whether a simulated thread may make an access, and what to say when it may not.
 
 use super::Access;
-use super::layout::{ProgramLayout, variable_name};
+use super::layout::ProgramLayout;
+use gpu_mem_core::kernel::compiled::unscoped_name;
 use std::cell::Cell;
 
 /// A range of global memory a launch's threads may touch, by its host address.
@@ -207,7 +208,7 @@ pub(crate) fn check(
                 || local.name.starts_with("_ZGV");
             return Ok(Granted {
                 range: (start, start + local.size),
-                array: (!prelude).then(|| variable_name(&local.name).to_string()),
+                array: (!prelude).then(|| unscoped_name(&local.name)),
                 shared: !prelude,
             });
         }
@@ -277,7 +278,7 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
                 "{} the {}-byte shared array `{}`",
                 relative(address, tls.wrapping_add(l.offset), l.size),
                 bytes(l.size),
-                variable_name(&l.name)
+                unscoped_name(&l.name)
             )),
         ),
         _ if dynamic == Some(least) => (

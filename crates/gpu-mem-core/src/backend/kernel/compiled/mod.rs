@@ -8,4 +8,4 @@ mod elf;
 mod names;
 
 pub use elf::{STT_FUNC, STT_OBJECT, STT_TLS, Symbol, symbols};
-pub use names::{is_named, normalized, source_name};
+pub use names::{is_named, normalized, source_name, unscoped_name};

@@ -6,13 +6,37 @@
 /// The source spelling of `symbol`: demangled where it is a C++ name, without a function's
 /// parameters or return type, template arguments kept; the symbol itself where it is a C name.
 pub fn source_name(symbol: &str) -> String {
-    let Ok(parsed) = cpp_demangle::Symbol::new(symbol.as_bytes()) else {
+    demangled(symbol).map_or_else(|| symbol.to_string(), |text| strip_signature(&text))
+}
+
+/// `symbol` demangled, where it is a C++ name.
+fn demangled(symbol: &str) -> Option<String> {
+    cpp_demangle::Symbol::new(symbol.as_bytes())
+        .ok()?
+        .demangle()
+        .ok()
+}
+
+/// The name of the entity `symbol` is, without the scopes around it: `tile` for a function's
+/// `static` array (`_ZZ6kernelPfiE4tile`, `kernel(float*, int)::tile`), `v` for `ns::v`; the
+/// symbol itself where it is a C name or no C++ one.
+pub fn unscoped_name(symbol: &str) -> String {
+    let Some(text) = demangled(symbol) else {
         return symbol.to_string();
     };
-    let Ok(text) = parsed.demangle() else {
-        return symbol.to_string();
-    };
-    strip_signature(&text)
+    // After the last `::` outside parameters and template arguments.
+    let mut depth = 0i32;
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    for (i, &c) in bytes.iter().enumerate() {
+        match c {
+            b'<' | b'(' => depth += 1,
+            b'>' | b')' => depth -= 1,
+            b':' if depth == 0 && bytes.get(i + 1) == Some(&b':') => start = i + 2,
+            _ => {}
+        }
+    }
+    text[start..].to_string()
 }
 
 /// `void f<int>(int*)` → `f<int>`; `ns::v` → `ns::v`.
@@ -116,5 +140,15 @@ mod tests {
         assert!(!is_named("_ZN2ns5innerE", "inner"));
         assert!(!is_named("_Z4maskIfE", "mask<double>"));
         assert!(is_named("_Z5blockIiLj128EEvPKT_PS0_j", "block<int,128u>"));
+    }
+
+    #[test]
+    fn variables_are_named_by_their_last_name() {
+        assert_eq!(unscoped_name("_ZZ6kernelPfiE4tile"), "tile");
+        assert_eq!(unscoped_name("_ZZ6kernelPfiE4tile_0"), "tile");
+        assert_eq!(unscoped_name("_ZL5cache"), "cache");
+        assert_eq!(unscoped_name("plain"), "plain");
+        assert_eq!(unscoped_name("_Zweird"), "_Zweird");
+        assert_eq!(unscoped_name("_ZZ1kvE5TILEX"), "TILEX");
     }
 }

@@ -532,7 +532,8 @@ const TWO_FORMS: &str = "#include \"gpu_mem.h\"\n\
 
 /// The precompiled prelude changes a compile's speed, never its result: the libraries built
 /// with it and without it (`GPU_MEM_SIM_PRECOMPILED=0`) are the same bytes, for both thread
-/// forms; a damaged header in the cache is rebuilt, never used.
+/// forms (with GCC; clang's name the prelude's headers by where the cache keeps them, see
+/// below); a damaged header in the cache is rebuilt, never used.
 #[test]
 fn the_precompiled_prelude_changes_nothing_but_speed() {
     if std::env::var_os(CHILD).is_some() {
@@ -565,49 +566,129 @@ fn the_precompiled_prelude_changes_nothing_but_speed() {
             .collect::<Vec<_>>()
     };
     assert_eq!(names(&with_dir), names(&without_dir), "the same cache keys");
-    for library in &built {
-        let other = without_dir.join(library.file_name().unwrap());
-        assert!(
-            std::fs::read(library).unwrap() == std::fs::read(&other).unwrap(),
-            "{} differs when built without the precompiled prelude",
-            library.display()
-        );
-    }
+    // clang's header names the prelude's headers by their full paths (kept in the cache), and
+    // so do the shift checks of the libraries built with it: only GCC's are the same bytes.
+    let clang = std::env::var("GPU_MEM_SIM_CXX").is_ok_and(|c| c.contains("clang"));
+    let same_libraries = || {
+        for library in &built {
+            let other = without_dir.join(library.file_name().unwrap());
+            assert!(
+                clang || std::fs::read(library).unwrap() == std::fs::read(&other).unwrap(),
+                "{} differs when built without the precompiled prelude",
+                library.display()
+            );
+        }
+    };
+    same_libraries();
     let headers = |dir: &std::path::Path| {
         let mut found: Vec<_> = std::fs::read_dir(dir)
             .unwrap()
             .flatten()
             .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "gch"))
+            .filter(|p| p.extension().is_some_and(|e| e == "gch" || e == "pch"))
             .collect();
         found.sort();
         found
     };
     assert!(headers(&without_dir).is_empty(), "turned off, none is made");
     let made = headers(&with_dir);
-    let clang = std::env::var("GPU_MEM_SIM_CXX").is_ok_and(|c| c.contains("clang"));
-    if clang {
-        assert!(made.is_empty(), "clang takes none: {made:?}");
-    } else {
-        // One per thread form.
-        assert_eq!(made.len(), 2, "{made:?}");
-        // Damaged: cut short. The next build rebuilds it and still builds the same library.
-        let good = std::fs::read(&made[0]).unwrap();
-        std::fs::write(&made[0], &good[..good.len() / 2]).unwrap();
-        for library in &built {
-            std::fs::remove_file(library).unwrap();
-        }
-        in_child(test, &[("GPU_MEM_CACHE_DIR", with.to_str().unwrap())]);
-        // (A header's bytes vary from build to build: it records the folder it was built in.)
-        let rebuilt = std::fs::read(&made[0]).unwrap().len();
-        assert!(rebuilt > good.len() / 2 + 1, "not rebuilt: {rebuilt} bytes");
-        for library in &built {
-            let other = without_dir.join(library.file_name().unwrap());
-            assert!(std::fs::read(library).unwrap() == std::fs::read(&other).unwrap());
-        }
+    // One per thread form.
+    assert_eq!(made.len(), 2, "{made:?}");
+    // Damaged: cut short. The next build rebuilds it and still builds the same library (and
+    // the child runs it).
+    let good = std::fs::read(&made[0]).unwrap();
+    std::fs::write(&made[0], &good[..good.len() / 2]).unwrap();
+    for library in &built {
+        std::fs::remove_file(library).unwrap();
     }
+    in_child(test, &[("GPU_MEM_CACHE_DIR", with.to_str().unwrap())]);
+    // (A header's bytes vary from build to build: it records the folder it was built in.)
+    let rebuilt = std::fs::read(&made[0]).unwrap().len();
+    assert!(rebuilt > good.len() / 2 + 1, "not rebuilt: {rebuilt} bytes");
+    same_libraries();
     std::fs::remove_dir_all(&with).unwrap();
     std::fs::remove_dir_all(&without).unwrap();
+}
+
+/// clang's precompiled prelude is read with the headers kept beside it in the cache. When they
+/// change while a process uses them, clang refuses the header and the unit is compiled from the
+/// text instead; the next process finds them changed and writes them again.
+#[test]
+fn clangs_header_is_dropped_when_its_headers_change() {
+    let Some(clang) = clang() else {
+        eprintln!("skipped: no clang++ on PATH (clang's precompiled prelude is not tested)");
+        return;
+    };
+    let kept_prelude = |cache: &std::path::Path| {
+        let kept: Vec<_> = std::fs::read_dir(cache.join("sim-kernels"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "headers"))
+            .collect();
+        assert_eq!(kept.len(), 1, "the headers of the one form built: {kept:?}");
+        kept[0].join("include").join("gpu_mem.h")
+    };
+    const CHANGED: &str = "\n// changed\n";
+    if std::env::var_os(CHILD).is_some() {
+        let cache = std::path::PathBuf::from(std::env::var_os("GPU_MEM_CACHE_DIR").unwrap());
+        let backend = SimBackend::new(SimConfig::default());
+        launch(&backend, &Kernel::from_source(SOURCE, "nothing")).unwrap();
+        if std::env::var_os("GPU_MEM_TEST_CHANGE_HEADERS").is_some() {
+            let prelude = kept_prelude(&cache);
+            let text = std::fs::read_to_string(&prelude).unwrap();
+            std::fs::write(&prelude, format!("{text}{CHANGED}")).unwrap();
+        }
+        let other = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void other() {}\n";
+        launch(&backend, &Kernel::from_source(other, "other")).unwrap();
+        return;
+    }
+    let cache = tempdir("clang-headers");
+    let test = "clangs_header_is_dropped_when_its_headers_change";
+    let env = [
+        ("GPU_MEM_CACHE_DIR", cache.to_str().unwrap()),
+        ("GPU_MEM_SIM_CXX", clang.as_str()),
+        ("GPU_MEM_TEST_CHANGE_HEADERS", "1"),
+    ];
+    // The second kernel is built after its headers changed: from the text.
+    let output = in_child(test, &env);
+    let dir = cache.join("sim-kernels");
+    assert_eq!(libraries(&dir).len(), 2, "{output}");
+    let prelude = kept_prelude(&cache);
+    assert!(
+        std::fs::read_to_string(&prelude)
+            .unwrap()
+            .ends_with(CHANGED)
+    );
+    // The next process writes them again.
+    for library in libraries(&dir) {
+        std::fs::remove_file(library).unwrap();
+    }
+    in_child(test, &env[..2]);
+    assert!(
+        !std::fs::read_to_string(&prelude)
+            .unwrap()
+            .ends_with(CHANGED)
+    );
+    assert_eq!(libraries(&dir).len(), 2);
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
+/// The clang++ the simulator's tests may use: `GPU_MEM_SIM_CXX` when it names clang, else
+/// `clang++-16` or `clang++` on `PATH`.
+fn clang() -> Option<String> {
+    if let Ok(named) = std::env::var("GPU_MEM_SIM_CXX") {
+        return named.contains("clang").then_some(named);
+    }
+    ["clang++-16", "clang++"]
+        .into_iter()
+        .map(String::from)
+        .find(|name| {
+            Command::new(name)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
 }
 
 fn tempdir(tag: &str) -> std::path::PathBuf {

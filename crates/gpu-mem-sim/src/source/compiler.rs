@@ -117,6 +117,14 @@ const UNDEFINED_SYMBOLS_ARE_ERRORS: &str = if cfg!(target_vendor = "apple") {
     "-Wl,-z,defs"
 };
 
+/// The prelude as clang precompiled it (`super::precompiled`): the header, and the folder of
+/// headers it was built from, which it names by their full paths and checks when used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClangPch {
+    pub(crate) file: PathBuf,
+    pub(crate) include: PathBuf,
+}
+
 /// Why a compile failed.
 #[derive(Debug)]
 pub(crate) enum CompileFailure {
@@ -176,14 +184,16 @@ impl Compiler {
         })
     }
 
-    /// Compiles `source_file` into the shared library `output`, with the headers of `include`;
-    /// the compiler's message on failure.
+    /// Compiles `source_file` into the shared library `output`, with the headers of `include`
+    /// (or, with `pch`, the prelude clang precompiled and the headers it was built from); the
+    /// compiler's message on failure.
     pub(crate) fn compile(
         &self,
         source_file: &Path,
         include: &Path,
         output: &Path,
         threads: Threads,
+        pch: Option<&ClangPch>,
     ) -> std::result::Result<(), CompileFailure> {
         // Run in the build's folder, naming its files relatively: the library records header
         // paths (in shift checks' locations), and the folder is a fresh one each build, so the
@@ -196,9 +206,19 @@ impl Compiler {
             .current_dir(folder)
             .args(standard(threads, self.is_clang()))
             .args(FLAGS)
-            .args(instrumentation(threads, self.is_clang()))
-            .arg("-I")
-            .arg(within(include))
+            .args(instrumentation(threads, self.is_clang()));
+        match pch {
+            // The headers the header was built from, where it recorded them: a header of the
+            // prelude included again (`#pragma once` goes by file) is then the same file.
+            Some(pch) => command
+                .arg("-include-pch")
+                .arg(&pch.file)
+                .arg("-fpch-validate-input-files-content")
+                .arg("-I")
+                .arg(&pch.include),
+            None => command.arg("-I").arg(within(include)),
+        };
+        command
             .arg("-c")
             .arg("-o")
             .arg(within(&object))
@@ -218,8 +238,9 @@ impl Compiler {
     }
 
     /// Precompiles the prelude (`include`'s `gpu_mem.h`) into `output` for units of `threads`,
-    /// with the flags of every compile (GCC's `.gch`; see `super::precompiled`). Run in
-    /// `include`'s parent, naming files relatively as [`Compiler::compile`] does.
+    /// with the flags of every compile (GCC's `.gch`, clang's `.pch`; see
+    /// `super::precompiled`). Run in `include`'s parent, naming files relatively as
+    /// [`Compiler::compile`] does.
     pub(crate) fn precompile(
         &self,
         include: &Path,
@@ -246,11 +267,19 @@ impl Compiler {
 
     /// Whether it takes a precompiled header from beside the header it includes, as GCC does
     /// (checking that it fits, and reading the header as text otherwise). Anything but clang is
-    /// taken for GCC (`c++` names it without saying so); clang wants `-include-pch`, whose
-    /// file checks a header written afresh for every build never passes, so its units read the
-    /// prelude as text.
+    /// taken for GCC (`c++` names it without saying so); clang is given its header with
+    /// `-include-pch` ([`ClangPch`]).
     pub(crate) fn takes_gch(&self) -> bool {
         !self.is_clang()
+    }
+
+    /// Whether a failed compile's `message` is clang refusing its precompiled header (one
+    /// changed or removed behind the cache's back) rather than the unit: the unit is then
+    /// compiled again without it.
+    pub(crate) fn refused_pch(message: &str) -> bool {
+        ["AST file", "precompiled header", "PCH file"]
+            .iter()
+            .any(|words| message.contains(words))
     }
 
     /// The text of `source_file` after preprocessing with the headers of `include`, the prelude

@@ -157,10 +157,29 @@ struct Programs {
 
 static PROGRAMS: Mutex<Option<Programs>> = Mutex::new(None);
 
-/// Held while a module is built: one build at a time in a process (two threads launching the
-/// same new kernel build it once), while [`PROGRAMS`] is held only to look programs up and add
-/// them, so that kernels built already launch while another compiles.
-static BUILDING: Mutex<()> = Mutex::new(());
+/// The modules being built, each with the lock its builder holds: a module is built once (two
+/// threads launching the same new kernel build it once), different modules side by side, while
+/// [`PROGRAMS`] is held only to look programs up and add them, so that kernels built already
+/// launch while others compile.
+type Building = HashMap<(Module, bool), Arc<Mutex<()>>>;
+static BUILDING: Mutex<Option<Building>> = Mutex::new(None);
+
+/// The lock of `module`'s build (made for the first thread to build it).
+fn build_lock(module: &(Module, bool)) -> Arc<Mutex<()>> {
+    lock(&BUILDING)
+        .get_or_insert_with(HashMap::new)
+        .entry(module.clone())
+        .or_default()
+        .clone()
+}
+
+/// Forgets `module`'s build lock once its build is over: a thread still waiting for it holds
+/// its own reference, and finds the module among the programs (or builds it, after a failure).
+fn build_over(module: &(Module, bool)) {
+    if let Some(building) = lock(&BUILDING).as_mut() {
+        building.remove(module);
+    }
+}
 
 fn programs<R>(f: impl FnOnce(&mut Programs) -> R) -> R {
     f(lock(&PROGRAMS).get_or_insert_with(Programs::default))
@@ -265,10 +284,26 @@ fn loaded_module(what: &str, module: &Module, checked: bool) -> Result<Arc<Loade
     }
     let compiler = Compiler::from_env()?;
     let plans = plans(module, &compiler, checked);
-    let _building = lock(&BUILDING);
-    if let Some(found) = programs(|p| p.by_module.get(&by_module).cloned()) {
-        return Ok(found);
-    }
+    let slot = build_lock(&by_module);
+    let built = {
+        let _building = lock(&slot);
+        match programs(|p| p.by_module.get(&by_module).cloned()) {
+            Some(found) => Ok(found),
+            None => build_module(what, module, &compiler, &plans, by_module.clone()),
+        }
+    };
+    build_over(&by_module);
+    built
+}
+
+/// Builds `module` by the first of its `plans` that the compiler takes (under its build lock).
+fn build_module(
+    what: &str,
+    module: &Module,
+    compiler: &Compiler,
+    plans: &[Plan],
+    by_module: (Module, bool),
+) -> Result<Arc<LoadedModule>> {
     let cache = cache::open().map_err(|reason| Error::KernelCompile {
         kernel: what.to_string(),
         compiler: compiler.describe(),
@@ -296,9 +331,9 @@ fn loaded_module(what: &str, module: &Module, checked: bool) -> Result<Arc<Loade
             );
             continue;
         }
-        // Building under `BUILDING` keeps two threads from building the same module; other
-        // processes are kept apart by the rename.
-        match build(&cache, &compiler, module, plan, &mut declared) {
+        // The module's build lock keeps two threads from building it twice; other processes
+        // (and two modules that share a unit) are kept apart by the rename.
+        match build(&cache, compiler, module, plan, &mut declared) {
             Ok(loaded) => {
                 let loaded = Arc::new(loaded);
                 programs(|p| p.by_key.insert(plan.key.clone(), loaded.clone()));
@@ -580,10 +615,22 @@ fn compile_into(
         let source = scratch.join("kernel.cpp");
         std::fs::write(&source, unit).map_err(|e| other("write", &source, e))?;
         let output = scratch.join("kernel.so");
-        precompiled::place(cache, compiler, plan.threads, &include);
-        compiler
-            .compile(&source, &include, &output, plan.threads)
-            .map_err(|failure| Failure::of_compile(module, compiler, failure))?;
+        let pch = match precompiled::place(cache, compiler, plan.threads, &include) {
+            precompiled::Placed::Clang(pch) => Some(pch),
+            precompiled::Placed::Beside | precompiled::Placed::Text => None,
+        };
+        let compiled = compiler.compile(&source, &include, &output, plan.threads, pch.as_ref());
+        let compiled = match (compiled, &pch) {
+            (Err(CompileFailure::Refused(message)), Some(pch))
+                if Compiler::refused_pch(&message) =>
+            {
+                tracing::warn!(module = name, pch = %pch.file.display(), %message, "clang refused the precompiled prelude; compiling the prelude as text");
+                precompiled::forget(pch);
+                compiler.compile(&source, &include, &output, plan.threads, None)
+            }
+            (compiled, _) => compiled,
+        };
+        compiled.map_err(|failure| Failure::of_compile(module, compiler, failure))?;
         let library = std::fs::read(&output).map_err(|e| other("read", &output, e))?;
         cache
             .store(&plan.key, &library, &scratch)

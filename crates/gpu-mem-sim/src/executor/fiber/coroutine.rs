@@ -1,5 +1,6 @@
-//! Fibers as corosensei coroutines, for targets without a native switch: a fiber "switches" by
-//! suspending to the driver loop of [`enter`], which resumes the fiber it names.
+//! Fibers as corosensei coroutines, for targets without a native switch (and on x86-64 Unix
+//! when `GPU_MEM_SIM_FIBERS=portable`): a fiber "switches" by suspending to the driver loop of
+//! [`enter`], which resumes the fiber it names.
 
 use super::{Fiber, stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -12,6 +13,12 @@ enum Hop {
 }
 
 type Coro = Coroutine<(), Hop, (), stack::ColoredStack>;
+
+/// The coroutine context of `fiber` (see `super::imp`).
+#[inline(always)]
+fn own(fiber: &Fiber) -> &Context {
+    super::imp::portable(&fiber.context)
+}
 
 pub(super) struct Context {
     /// `None` only between taking the stack out and laying it out again.
@@ -39,7 +46,7 @@ impl Context {
         };
         let coroutine = Coro::with_stack(stack, move |yielder: &Yielder<(), Hop>, ()| {
             // SAFETY: the contract of `prepare`.
-            unsafe { (*fiber).context.yielder.set(yielder) };
+            unsafe { own(&*fiber).yielder.set(yielder) };
             let _ =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::fiber_main(fiber)));
             super::abort("a panic reached a simulator fiber's root")
@@ -78,10 +85,6 @@ impl Context {
     }
 }
 
-/// Nothing to prefetch: corosensei keeps the stack pointer to itself.
-#[inline(always)]
-pub(super) fn prefetch(_context: &Context) {}
-
 /// # Safety
 /// See `super::enter`.
 pub(super) unsafe fn enter(to: &Fiber) {
@@ -89,7 +92,7 @@ pub(super) unsafe fn enter(to: &Fiber) {
     loop {
         // SAFETY: fibers live until their OS thread ends; only the driver resumes coroutines,
         // one at a time, so this is the only borrow.
-        let coroutine = unsafe { &mut *(*current).context.coroutine.get() };
+        let coroutine = unsafe { &mut *own(&*current).coroutine.get() };
         let Some(coroutine) = coroutine else {
             super::abort("a simulator fiber without a coroutine was resumed");
         };
@@ -105,14 +108,14 @@ pub(super) unsafe fn enter(to: &Fiber) {
 #[inline]
 pub(super) unsafe fn switch(from: &Fiber, to: &Fiber) {
     // SAFETY: `from` runs, so its coroutine has started and set its yielder.
-    unsafe { (*from.context.yielder.get()).suspend(Hop::To(to)) };
+    unsafe { (*own(from).yielder.get()).suspend(Hop::To(to)) };
 }
 
 /// # Safety
 /// See `super::to_main`.
 pub(super) unsafe fn to_main(from: &Fiber) {
     // SAFETY: as in `switch`.
-    unsafe { (*from.context.yielder.get()).suspend(Hop::Main) };
+    unsafe { (*own(from).yielder.get()).suspend(Hop::Main) };
 }
 
 #[cfg(feature = "bench-internals")]

@@ -11,7 +11,7 @@
 //! nothing and are simply laid out afresh for the next.)
 
 use super::super::stack;
-use super::imp::{initial_frame, switch_stacks};
+use super::native::{initial_frame, switch_stacks};
 use corosensei::stack::Stack;
 
 /// One measurement's state, shared by the fibers through raw pointers only (no reference to it

@@ -10,7 +10,8 @@
 //! On x86-64 Unix (the System V ABI) a switch is a handful of instructions (`native.rs`);
 //! elsewhere (Windows, whose ABI saves more registers and keeps stack limits in the thread
 //! block; other architectures) fibers are corosensei coroutines and each switch passes through a
-//! driver loop on the caller's stack (`coroutine.rs`), with the same behaviour. Fibers are kept
+//! driver loop on the caller's stack (`coroutine.rs`), with the same behaviour. x86-64 Unix has
+//! both, the native ones unless `GPU_MEM_SIM_FIBERS=portable` (`either.rs`). Fibers are kept
 //! per OS thread and reused across blocks and launches; their stacks come from [`super::stack`],
 //! which also reports overflows. `floor.rs` measures what a block's first barrier costs with
 //! these switches and stacks and no scheduling at all, for the executor benchmark.
@@ -18,30 +19,37 @@
 use super::stack;
 use std::cell::{Cell, RefCell};
 
-#[cfg(all(
-    target_arch = "x86_64",
-    unix,
-    not(miri),
-    not(feature = "coroutine-fibers")
-))]
-#[path = "native.rs"]
+// x86-64 System V has both switches, chosen per process (`either.rs`); other targets (and
+// Miri) have the coroutines only.
+mod coroutine;
+#[cfg(all(target_arch = "x86_64", unix, not(miri)))]
+#[path = "either.rs"]
 mod imp;
-#[cfg(not(all(
-    target_arch = "x86_64",
-    unix,
-    not(miri),
-    not(feature = "coroutine-fibers")
-)))]
-#[path = "coroutine.rs"]
-mod imp;
+#[cfg(all(target_arch = "x86_64", unix, not(miri)))]
+mod native;
+#[cfg(not(all(target_arch = "x86_64", unix, not(miri))))]
+mod imp {
+    #[cfg(feature = "bench-internals")]
+    pub(crate) use super::coroutine::first_barrier_floor;
+    pub(super) use super::coroutine::{Context, enter, switch, to_main};
 
-#[cfg(all(
-    target_arch = "x86_64",
-    unix,
-    not(miri),
-    not(feature = "coroutine-fibers"),
-    feature = "bench-internals"
-))]
+    /// The coroutine context of a fiber (the only kind here).
+    #[inline(always)]
+    pub(super) fn portable(context: &Context) -> &Context {
+        context
+    }
+
+    /// Nothing to prefetch: corosensei keeps the stack pointer to itself.
+    #[inline(always)]
+    pub(super) fn prefetch(_context: &Context) {}
+
+    /// Nothing to choose here.
+    pub(super) fn chosen() -> Result<(), String> {
+        Ok(())
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", unix, not(miri), feature = "bench-internals"))]
 mod floor;
 
 #[cfg(feature = "bench-internals")]
@@ -94,6 +102,7 @@ pub(crate) fn take() -> Result<*const Fiber, String> {
     if let Some(fiber) = IDLE.with_borrow_mut(Vec::pop) {
         return Ok(fiber);
     }
+    imp::chosen()?;
     let stack = stack::take()?;
     let limit = stack::limit(&stack);
     let fiber = Box::new(Fiber {

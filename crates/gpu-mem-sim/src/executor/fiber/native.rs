@@ -14,6 +14,12 @@ pub(super) struct Context {
     stack: Option<stack::ColoredStack>,
 }
 
+/// The native context of `fiber` (see `super::own_context`).
+#[inline(always)]
+fn own(fiber: &Fiber) -> &Context {
+    super::imp::native(&fiber.context)
+}
+
 thread_local! {
     /// The OS thread's own stack pointer while it runs fibers (inside `enter`).
     static MAIN: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
@@ -73,7 +79,7 @@ pub(super) unsafe fn enter(to: &Fiber) {
     let main = MAIN.with(Cell::as_ptr);
     // SAFETY: `to.sp` holds a frame laid out by `prepare` or saved by `switch_stacks`; the
     // current stack's pointer is saved in `MAIN`, where `to_main` finds it.
-    unsafe { switch_stacks(main, to.context.sp.get()) };
+    unsafe { switch_stacks(main, own(to).sp.get()) };
 }
 
 /// # Safety
@@ -82,7 +88,7 @@ pub(super) unsafe fn enter(to: &Fiber) {
 pub(super) unsafe fn switch(from: &Fiber, to: &Fiber) {
     // SAFETY: as in `enter`; `from` is the running fiber, whose pointer is saved for whoever
     // switches back to it.
-    unsafe { switch_stacks(from.context.sp.as_ptr(), to.context.sp.get()) };
+    unsafe { switch_stacks(own(from).sp.as_ptr(), own(to).sp.get()) };
 }
 
 /// # Safety
@@ -90,7 +96,7 @@ pub(super) unsafe fn switch(from: &Fiber, to: &Fiber) {
 pub(super) unsafe fn to_main(from: &Fiber) {
     let main = MAIN.get();
     // SAFETY: `enter` saved the OS thread's stack pointer in `MAIN` and waits there.
-    unsafe { switch_stacks(from.context.sp.as_ptr(), main) };
+    unsafe { switch_stacks(own(from).sp.as_ptr(), main) };
 }
 
 #[cfg(feature = "bench-internals")]

@@ -130,7 +130,9 @@ pub(super) unsafe fn to_main(from: &Fiber) {
 }
 
 #[cfg(feature = "bench-internals")]
-/// The native switch's floor (`floor.rs`); none for the portable fibers.
+/// Runs blocks of `threads` threads on native fibers through a first barrier with no scheduling
+/// at all, on the calling OS thread, while `next_block` hands out blocks (`floor.rs`); none for
+/// the portable fibers.
 pub(crate) fn first_barrier_floor(
     threads: usize,
     next_block: &dyn Fn() -> bool,
@@ -138,7 +140,7 @@ pub(crate) fn first_barrier_floor(
     if PORTABLE.as_ref().is_ok_and(|&portable| portable) {
         coroutine::first_barrier_floor(threads, next_block)
     } else {
-        native::first_barrier_floor(threads, next_block)
+        Some(super::floor::first_barriers(threads, next_block))
     }
 }
 

@@ -99,16 +99,6 @@ pub(super) unsafe fn to_main(from: &Fiber) {
     unsafe { switch_stacks(own(from).sp.as_ptr(), main) };
 }
 
-#[cfg(feature = "bench-internals")]
-/// Runs blocks of `threads` threads on fibers through a first barrier with no scheduling at
-/// all, on the calling OS thread, while `next_block` hands out blocks (see `floor.rs`).
-pub(crate) fn first_barrier_floor(
-    threads: usize,
-    next_block: &dyn Fn() -> bool,
-) -> Option<Result<(), String>> {
-    Some(super::floor::first_barriers(threads, next_block))
-}
-
 /// Writes, below `top` (a fresh stack's starting point), the frame whose first switch to it
 /// calls `entry(arg)` (an `extern "C" fn(*const T) -> !`) through [`trampoline`]; returns the
 /// stack pointer to switch to.

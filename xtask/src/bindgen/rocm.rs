@@ -296,10 +296,11 @@ fn run(target: &Target, check: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The checkout xtask was built from (as its other commands find it): the binary the tests
+/// built runs without cargo around it.
 fn workspace_root() -> Result<PathBuf, String> {
-    let manifest = std::env::var("CARGO_MANIFEST_DIR")
-        .map_err(|_| "CARGO_MANIFEST_DIR is not set: run through `cargo xtask`".to_string())?;
-    Path::new(&manifest)
+    let manifest = env!("CARGO_MANIFEST_DIR");
+    Path::new(manifest)
         .parent()
         .map(Path::to_path_buf)
         .ok_or_else(|| format!("{manifest} has no parent directory"))

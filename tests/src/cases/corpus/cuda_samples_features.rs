@@ -405,6 +405,17 @@ fn arrive_wait_barrier_normalizes(rt: &Runtime) -> Result<(), String> {
 // fp16ScalarProduct: half2 arithmetic, rounded as a GPU rounds it
 // ---------------------------------------------------------------------------------------------
 
+/// `2^k` for `k` in f64's normal range, exactly (`powi` need not be exact, and is not under
+/// Miri).
+fn pow2(k: i32) -> f64 {
+    f64::from_bits(u64::from((k + 1023) as u16) << 52)
+}
+
+/// The exponent of a positive normal `a`: `floor(log2(a))`, exactly.
+fn exponent(a: f64) -> i32 {
+    ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023
+}
+
 /// The half nearest `v` (ties to even), as bits: what every half operation rounds to.
 fn half_bits(v: f64) -> u16 {
     let sign = if v.is_sign_negative() { 0x8000u16 } else { 0 };
@@ -416,20 +427,16 @@ fn half_bits(v: f64) -> u16 {
         return sign | 0x7c00;
     }
     // Units of the half's last place at this magnitude: 2^-24 below 2^-14, else 2^(e - 10).
-    let exponent = if a < 2f64.powi(-14) {
-        -14
-    } else {
-        a.log2().floor() as i32
-    };
-    let unit = 2f64.powi(exponent - 10);
+    let e = if a < pow2(-14) { -14 } else { exponent(a) };
+    let unit = pow2(e - 10);
     let units = (a / unit).round_ties_even();
     let value = units * unit;
     // Back to bits through the value (exact: `value` is a half).
-    let bits = if value < 2f64.powi(-14) {
-        (value / 2f64.powi(-24)) as u16
+    let bits = if value < pow2(-14) {
+        (value / pow2(-24)) as u16
     } else {
-        let e = value.log2().floor() as i32;
-        let mantissa = (value / 2f64.powi(e) - 1.0) * 1024.0;
+        let e = exponent(value);
+        let mantissa = (value / pow2(e) - 1.0) * 1024.0;
         (((e + 15) as u16) << 10) | mantissa as u16
     };
     sign | bits
@@ -440,10 +447,10 @@ fn half_value(bits: u16) -> f64 {
     let exponent = i32::from((bits >> 10) & 0x1f);
     let mantissa = f64::from(bits & 0x3ff);
     sign * match exponent {
-        0 => mantissa * 2f64.powi(-24),
+        0 => mantissa * pow2(-24),
         31 if mantissa == 0.0 => f64::INFINITY,
         31 => f64::NAN,
-        e => (1.0 + mantissa / 1024.0) * 2f64.powi(e - 15),
+        e => (1.0 + mantissa / 1024.0) * pow2(e - 15),
     }
 }
 
@@ -546,7 +553,7 @@ fn fp16_scalar_product_intrinsics(rt: &Runtime) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{half_bits, half_value};
+    use super::{half_bits, half_value, pow2};
 
     #[test]
     fn half_rounding_matches_ieee() {
@@ -555,8 +562,8 @@ mod tests {
         assert_eq!(half_bits(2051.0), 0x6802); // a tie: to even (2052)
         assert_eq!(half_bits(65504.0), 0x7bff);
         assert_eq!(half_bits(65520.0), 0x7c00);
-        assert_eq!(half_bits(2f64.powi(-24)), 0x0001);
-        assert_eq!(half_bits(2f64.powi(-25)), 0x0000); // a tie: to even (0)
+        assert_eq!(half_bits(pow2(-24)), 0x0001);
+        assert_eq!(half_bits(pow2(-25)), 0x0000); // a tie: to even (0)
         assert_eq!(half_bits(-0.5), 0xb800);
         for bits in (0u16..0x7c00).step_by(7) {
             assert_eq!(half_bits(half_value(bits)), bits);

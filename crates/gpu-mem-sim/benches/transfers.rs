@@ -13,7 +13,6 @@
 // A benchmark has no caller to return an error to: it stops at the first failure.
 #![allow(clippy::panic)]
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gpu_mem_core::{Device, Order};
 use gpu_mem_sim::{SimBackend, SimConfig};
 use std::hint::black_box;
@@ -33,43 +32,68 @@ fn device() -> Device {
     }
 }
 
-fn big_copies(c: &mut Criterion) {
+/// Times `f`: batches of as many calls as take about a millisecond, 30 of them after a
+/// warm-up; prints the median time per call (and the throughput over `bytes` per call) as
+/// `name`.
+fn time_calls(name: &str, bytes: Option<usize>, mut f: impl FnMut()) {
+    let mut batch = 1u32;
+    loop {
+        let t = Instant::now();
+        for _ in 0..batch {
+            f();
+        }
+        if t.elapsed() >= Duration::from_millis(1) || batch >= 1 << 20 {
+            break;
+        }
+        batch *= 2;
+    }
+    let samples = (0..30)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..batch {
+                f();
+            }
+            t.elapsed() / batch
+        })
+        .collect();
+    let per_call = median(samples);
+    match bytes {
+        Some(bytes) => println!(
+            "{name:<34} {:>10.2} µs  {:>8.2} GiB/s",
+            per_call.as_secs_f64() * 1e6,
+            bytes as f64 / per_call.as_secs_f64() / f64::from(1u32 << 30)
+        ),
+        None => println!("{name:<34} {:>10.2} µs", per_call.as_secs_f64() * 1e6),
+    }
+}
+
+fn big_copies() {
     let dev = device();
-    let mut group = c.benchmark_group("64MiB");
-    group.throughput(Throughput::Bytes(BIG as u64));
-    group.sample_size(20);
     let src = vec![7u8; BIG];
     let mut dst = vec![0u8; BIG];
-    group.bench_function("memcpy", |b| {
-        b.iter(|| dst.copy_from_slice(black_box(&src)))
+    time_calls("64MiB/memcpy", Some(BIG), || {
+        dst.copy_from_slice(black_box(&src))
     });
     let host = ndarray::Array1::from_elem(BIG, 7u8);
     let mut d = dev
         .device_array::<u8>(&[BIG], Order::C)
         .unwrap_or_else(|e| panic!("{e}"));
-    group.bench_function("host_to_device", |b| {
-        b.iter(|| {
-            d.copy_from_host(black_box(&host))
-                .unwrap_or_else(|e| panic!("{e}"))
-        })
+    time_calls("64MiB/host_to_device", Some(BIG), || {
+        d.copy_from_host(black_box(&host))
+            .unwrap_or_else(|e| panic!("{e}"))
     });
     let mut back = ndarray::Array1::from_elem(BIG, 0u8);
-    group.bench_function("device_to_host", |b| {
-        b.iter(|| {
-            d.copy_to_host_into(black_box(&mut back))
-                .unwrap_or_else(|e| panic!("{e}"))
-        })
+    time_calls("64MiB/device_to_host", Some(BIG), || {
+        d.copy_to_host_into(black_box(&mut back))
+            .unwrap_or_else(|e| panic!("{e}"))
     });
     drop(d);
-    group.bench_function("to_device_new_array", |b| {
-        b.iter(|| {
-            black_box(
-                dev.to_device(black_box(&host))
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
-        })
+    time_calls("64MiB/to_device_new_array", Some(BIG), || {
+        black_box(
+            dev.to_device(black_box(&host))
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
     });
-    group.finish();
 }
 
 /// Prints whether the targets of one comparison were met, and `figures` with that verdict as one
@@ -96,7 +120,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 /// The 64 MiB ratios, measured interleaved in one run: `memcpy` into touched memory, a copy
 /// into an existing device array from pageable and from page-locked memory (the latter on a
 /// stream, through the simulator's copy engine), and `to_device` (a new device array each time).
-fn big_ratios(_: &mut Criterion) {
+fn big_ratios() {
     let dev = device();
     let src = vec![7u8; BIG];
     let mut dst = vec![0u8; BIG];
@@ -185,23 +209,21 @@ fn big_ratios(_: &mut Criterion) {
     );
 }
 
-fn small_to_device(c: &mut Criterion) {
+fn small_to_device() {
     let dev = device();
     let host = ndarray::Array1::from_elem(16, 1.0f32); // 64 bytes
-    c.bench_function("to_device_64B", |b| {
-        b.iter(|| {
-            black_box(
-                dev.to_device(black_box(&host))
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
-        })
+    time_calls("to_device_64B", None, || {
+        black_box(
+            dev.to_device(black_box(&host))
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
     });
 }
 
 /// The accounting's share of a 64-byte `to_device`: rounds of 64 B `to_device` calls, of the
 /// counters alone and of the counters with the list of live allocations and their locations
 /// (the default), interleaved, medians over the rounds. The target is the counters'.
-fn accounting_cost(_: &mut Criterion) {
+fn accounting_cost() {
     use gpu_mem_core::usage::Tracking;
     use gpu_mem_core::usage::bench_support::Accounting;
     const ROUNDS: usize = 31;
@@ -257,7 +279,7 @@ fn accounting_cost(_: &mut Criterion) {
     );
 }
 
-fn small_stream_round_trip(c: &mut Criterion) {
+fn small_stream_round_trip() {
     let dev = device();
     let stream = match dev.stream() {
         Ok(stream) => stream,
@@ -269,20 +291,18 @@ fn small_stream_round_trip(c: &mut Criterion) {
     let mut d = dev
         .device_array::<u8>(&[4096], Order::C)
         .unwrap_or_else(|e| panic!("{e}"));
-    c.bench_function("stream_copy_4KiB_and_sync", |b| {
-        b.iter(|| {
-            stream
-                .copy_from_host(&mut d, &pinned)
-                .unwrap_or_else(|e| panic!("{e}"));
-            stream.synchronize().unwrap_or_else(|e| panic!("{e}"));
-        })
+    time_calls("stream_copy_4KiB_and_sync", Some(4096), || {
+        stream
+            .copy_from_host(&mut d, &pinned)
+            .unwrap_or_else(|e| panic!("{e}"));
+        stream.synchronize().unwrap_or_else(|e| panic!("{e}"));
     });
 }
 
 /// The distribution of the 4 KiB page-locked copy + `synchronize` round trip: each of 10,000
 /// round trips timed on its own (after 1,000 to warm up), with a small gap between them as a
 /// real program has, so both the worker's and the waiter's idle paths are exercised.
-fn stream_round_trip_percentiles(_: &mut Criterion) {
+fn stream_round_trip_percentiles() {
     let dev = device();
     let stream = dev.stream().unwrap_or_else(|e| panic!("stream: {e}"));
     let pinned = dev
@@ -349,13 +369,11 @@ fn stream_round_trip_percentiles(_: &mut Criterion) {
     report("transfers_round_trip_4kib", &figures, targets_met);
 }
 
-criterion_group!(
-    benches,
-    big_ratios,
-    stream_round_trip_percentiles,
-    big_copies,
-    small_to_device,
-    accounting_cost,
-    small_stream_round_trip
-);
-criterion_main!(benches);
+fn main() {
+    big_ratios();
+    stream_round_trip_percentiles();
+    big_copies();
+    small_to_device();
+    accounting_cost();
+    small_stream_round_trip();
+}

@@ -1002,14 +1002,17 @@ static void *packet_processor(void *arg) {
       usleep(50);
       continue;
     }
-    /* The producer must ring the doorbell with an index covering this packet. */
-    uint64_t deadline = now_ns() + 1000000000ull;
+    /* The producer must ring the doorbell with an index covering this packet. Generous: a
+     * producer preempted between publishing and ringing (a loaded machine) breaks no contract;
+     * one that never rings still trips it. */
+    uint64_t deadline = now_ns() + 20000000000ull;
     while (hsa_signal_load_scacquire(mq->q.doorbell_signal) < (int64_t)r) {
       if (atomic_load(&mq->stop)) return NULL;
       if (now_ns() > deadline) { atomic_fetch_add(&violations, 1); break; }
       usleep(50);
     }
     hsa_signal_t completion = {0};
+    running_t *started = NULL;
     if ((h >> HSA_PACKET_HEADER_BARRIER) & 1) {
       if (!wait_idle(mq)) return NULL;
     }
@@ -1073,15 +1076,22 @@ static void *packet_processor(void *arg) {
         if (run->slot < 0) usleep(50);
       }
       atomic_fetch_add(&mq->outstanding, 1);
-      pthread_t t;
-      pthread_create(&t, NULL, run_dispatch, run);
-      pthread_detach(t);
+      started = run;
     } else {
       atomic_fetch_add(&violations, 1); /* this backend only writes the two packet types */
     }
-    /* Retire: the slot becomes INVALID and reusable, then the completion signal drops. */
+    /* Retire: the slot becomes INVALID and reusable, then the completion signal drops. A
+     * dispatch starts running only now, so that it cannot complete while its slot still holds
+     * a header naming its kernel arguments (which the backend may free once it completes:
+     * freeing them is a violation while a live slot names them). What it needs was copied
+     * into `run`, the log and in_flight[] (which keeps its kernarg in use until it ends). */
     __atomic_store_n((uint16_t *)slot, (uint16_t)HSA_PACKET_TYPE_INVALID, __ATOMIC_RELEASE);
     atomic_store(&mq->read, r + 1);
+    if (started) {
+      pthread_t t;
+      pthread_create(&t, NULL, run_dispatch, started);
+      pthread_detach(t);
+    }
     if (completion.handle) {
       mock_signal *m = sig(completion);
       if (m) atomic_fetch_sub(&m->value, 1);

@@ -117,10 +117,12 @@ const UNDEFINED_SYMBOLS_ARE_ERRORS: &str = if cfg!(target_vendor = "apple") {
     "-Wl,-z,defs"
 };
 
-/// The prelude as clang precompiled it (`super::precompiled`): the header, and the folder of
-/// headers it was built from, which it names by their full paths and checks when used.
+/// The prelude precompiled (`super::precompiled`): the header, and the folder of headers it was
+/// built from. clang's names them by their full paths and checks them when used, so its folder
+/// is kept in the cache; GCC's was a scratch folder, gone since (GCC finds its header beside
+/// the prelude instead).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ClangPch {
+pub(crate) struct PrecompiledPrelude {
     pub(crate) file: PathBuf,
     pub(crate) include: PathBuf,
 }
@@ -185,7 +187,7 @@ impl Compiler {
     }
 
     /// Compiles `source_file` into the shared library `output`, with the headers of `include`
-    /// (or, with `pch`, the prelude clang precompiled and the headers it was built from); the
+    /// (or, with `pch`, clang's precompiled prelude and the headers it was built from); the
     /// compiler's message on failure.
     pub(crate) fn compile(
         &self,
@@ -193,7 +195,7 @@ impl Compiler {
         include: &Path,
         output: &Path,
         threads: Threads,
-        pch: Option<&ClangPch>,
+        pch: Option<&PrecompiledPrelude>,
     ) -> std::result::Result<(), CompileFailure> {
         // Run in the build's folder, naming its files relatively: the library records header
         // paths (in shift checks' locations), and the folder is a fresh one each build, so the
@@ -268,7 +270,7 @@ impl Compiler {
     /// Whether it takes a precompiled header from beside the header it includes, as GCC does
     /// (checking that it fits, and reading the header as text otherwise). Anything but clang is
     /// taken for GCC (`c++` names it without saying so); clang is given its header with
-    /// `-include-pch` ([`ClangPch`]).
+    /// `-include-pch` ([`PrecompiledPrelude`], in [`Compiler::compile`]).
     pub(crate) fn takes_gch(&self) -> bool {
         !self.is_clang()
     }

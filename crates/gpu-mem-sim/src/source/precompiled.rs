@@ -22,7 +22,7 @@
 //! `GPU_MEM_SIM_PRECOMPILED=0` turns it off.
 
 use super::cache::{self, Cache};
-use super::compiler::{self, ClangPch, Compiler, Threads};
+use super::compiler::{self, Compiler, PrecompiledPrelude, Threads};
 use super::headers;
 use crate::abi::ABI;
 use gpu_mem_core::sync::lock;
@@ -33,10 +33,10 @@ use std::sync::Mutex;
 /// The variable that turns precompiled preludes off (`0`).
 pub(crate) const VARIABLE: &str = "GPU_MEM_SIM_PRECOMPILED";
 
-/// What this process knows of each header: its checked path (and for clang the headers it was
-/// built from: [`ClangPch`]), or `None` once it could not be built or checked (the process then
+/// What this process knows of each header: its checked path and the headers it was built from
+/// ([`PrecompiledPrelude`]), or `None` once it could not be built or checked (the process then
 /// reads the prelude as text, without trying again).
-static KNOWN: Mutex<Option<HashMap<String, Option<ClangPch>>>> = Mutex::new(None);
+static KNOWN: Mutex<Option<HashMap<String, Option<PrecompiledPrelude>>>> = Mutex::new(None);
 
 /// The cache key of the prelude precompiled by `compiler` for units of `threads`.
 fn key(compiler: &Compiler, threads: Threads) -> String {
@@ -65,7 +65,7 @@ pub(crate) enum Placed {
     /// GCC's header, beside the prelude in the compile's own include folder.
     Beside,
     /// clang's header, passed on its command line.
-    Clang(ClangPch),
+    Clang(PrecompiledPrelude),
 }
 
 /// The prelude precompiled for `threads`, built into the cache first if it is not there; for
@@ -95,7 +95,7 @@ pub(crate) fn place(
 
 /// Drops `pch`, which clang refused, for the rest of the process: later compiles read the
 /// prelude as text.
-pub(crate) fn forget(pch: &ClangPch) {
+pub(crate) fn forget(pch: &PrecompiledPrelude) {
     let mut known = lock(&KNOWN);
     for found in known.get_or_insert_with(HashMap::new).values_mut() {
         if found.as_ref() == Some(pch) {
@@ -106,7 +106,7 @@ pub(crate) fn forget(pch: &ClangPch) {
 
 /// The checked header for `threads` (with, for clang, the headers it was built from), built
 /// when missing.
-fn header(cache: &Cache, compiler: &Compiler, threads: Threads) -> Option<ClangPch> {
+fn header(cache: &Cache, compiler: &Compiler, threads: Threads) -> Option<PrecompiledPrelude> {
     let key = key(compiler, threads);
     // Held while building: the process's other compiles wait for the header rather than
     // build it again.
@@ -132,7 +132,7 @@ fn header(cache: &Cache, compiler: &Compiler, threads: Threads) -> Option<ClangP
             }
         };
         // (For GCC, `include` is the scratch folder it was built in, gone since.)
-        Some(ClangPch {
+        Some(PrecompiledPrelude {
             file,
             include: include.unwrap_or_default(),
         })

@@ -20,6 +20,12 @@ static PORTABLE: LazyLock<Result<bool, String>> =
         Err(std::env::VarError::NotUnicode(_)) => Err(format!("{VARIABLE} is not valid UTF-8")),
     });
 
+/// Whether this process's fibers are the portable ones (a refused choice makes none: see
+/// [`chosen`]).
+fn runs_portable() -> bool {
+    PORTABLE.as_ref().is_ok_and(|&portable| portable)
+}
+
 /// Checks the choice before the first fiber is made: why not, when it names no kind.
 pub(super) fn chosen() -> Result<(), String> {
     PORTABLE.as_ref().map(drop).map_err(Clone::clone)
@@ -32,7 +38,7 @@ pub(super) enum Context {
 
 impl Context {
     pub(super) fn new(stack: stack::ColoredStack) -> Context {
-        if PORTABLE.as_ref().is_ok_and(|&portable| portable) {
+        if runs_portable() {
             Context::Portable(coroutine::Context::new(stack))
         } else {
             Context::Native(native::Context::new(stack))
@@ -137,7 +143,7 @@ pub(crate) fn first_barrier_floor(
     threads: usize,
     next_block: &dyn Fn() -> bool,
 ) -> Option<Result<(), String>> {
-    if PORTABLE.as_ref().is_ok_and(|&portable| portable) {
+    if runs_portable() {
         coroutine::first_barrier_floor(threads, next_block)
     } else {
         Some(super::floor::first_barriers(threads, next_block))

@@ -143,9 +143,23 @@ void mock_hsa_set_peer_never(int never) { atomic_store(&peer_never, never); }
 /* Whether `agent` (a handle) may access the allocation containing the address `addr` now. */
 int mock_hsa_can_reach(uint64_t agent, uintptr_t addr);
 void mock_hsa_set_delay_us(int us) { atomic_store(&delay_us, us); }
-/* While set, copies whose dependencies are met wait before running (tests release them). */
-static atomic_int hold_copies = 0;
-void mock_hsa_hold_copies(int hold) { atomic_store(&hold_copies, hold); }
+/* While set, copies whose dependencies are met wait before running (tests release them). They
+ * sleep on a condition variable: a thousand held copies polling would starve the thread
+ * enqueuing them (and the rest of the machine) of CPU. */
+static int hold_copies = 0;
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_released = PTHREAD_COND_INITIALIZER;
+void mock_hsa_hold_copies(int hold) {
+  pthread_mutex_lock(&hold_lock);
+  hold_copies = hold;
+  if (!hold) pthread_cond_broadcast(&hold_released);
+  pthread_mutex_unlock(&hold_lock);
+}
+static void wait_while_copies_held(void) {
+  pthread_mutex_lock(&hold_lock);
+  while (hold_copies) pthread_cond_wait(&hold_released, &hold_lock);
+  pthread_mutex_unlock(&hold_lock);
+}
 void mock_hsa_fail_next_dispatch(void) { atomic_store(&fail_next_dispatch, 1); }
 void mock_hsa_fault_next_dispatch(void) { atomic_store(&fail_next_dispatch, 2); }
 /* How long each dispatch "runs"; returns the previous value. */
@@ -547,6 +561,36 @@ hsa_status_t hsa_amd_ipc_memory_detach(void *mapped) {
 }
 
 /* ---- signals ---------------------------------------------------------------------------- */
+/* Threads of the stand-in that wait for a signal (copies waiting for their dependencies, waits
+ * of the backend) sleep until a write of that signal wakes them, instead of polling: a thousand
+ * queued copies polling would starve the thread that enqueues them. Signals share wake-ups by
+ * handle among a few buckets; a wait also ends after `max_ns`, whatever happens. */
+#define SIGNAL_WAKE_BUCKETS 64
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t written;
+} signal_wake[SIGNAL_WAKE_BUCKETS] = {
+    [0 ... SIGNAL_WAKE_BUCKETS - 1] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER}};
+/* Wakes the waiters of signal `m`, after its value was written. */
+static void signal_written(mock_signal *m) {
+  size_t b = (size_t)(m - signals) % SIGNAL_WAKE_BUCKETS;
+  pthread_mutex_lock(&signal_wake[b].lock);
+  pthread_cond_broadcast(&signal_wake[b].written);
+  pthread_mutex_unlock(&signal_wake[b].lock);
+}
+/* Sleeps while signal `m` still holds `seen`, until a write of it or `max_ns` pass. */
+static void await_signal_write(mock_signal *m, int64_t seen, uint64_t max_ns) {
+  size_t b = (size_t)(m - signals) % SIGNAL_WAKE_BUCKETS;
+  struct timespec ts; /* pthread_cond_timedwait's clock: CLOCK_REALTIME */
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t until = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + max_ns;
+  ts.tv_sec = (time_t)(until / 1000000000ull);
+  ts.tv_nsec = (long)(until % 1000000000ull);
+  pthread_mutex_lock(&signal_wake[b].lock);
+  /* Checked under the lock a writer takes after writing: no write is missed. */
+  if (atomic_load(&m->value) == seen) pthread_cond_timedwait(&signal_wake[b].written, &signal_wake[b].lock, &ts);
+  pthread_mutex_unlock(&signal_wake[b].lock);
+}
 static hsa_status_t new_signal(hsa_signal_value_t initial, hsa_signal_t *out) {
   int i = atomic_fetch_add(&next_signal, 1);
   if (i >= MAX_SIGNALS) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
@@ -576,6 +620,7 @@ void hsa_signal_store_screlease(hsa_signal_t s, hsa_signal_value_t v) {
   mock_signal *m = sig(s);
   if (!m) return;
   hsa_signal_value_t old = atomic_exchange(&m->value, v);
+  signal_written(m);
   /* Doorbells are rung with ever higher packet indices (a lower one after a higher one would
    * tell the packet processor less work is ready than before). */
   if (atomic_load(&m->doorbell) && v < old) atomic_fetch_add(&doorbell_regressions, 1);
@@ -597,8 +642,9 @@ hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t s, hsa_signal_conditio
   uint64_t deadline = timeout == UINT64_MAX ? UINT64_MAX : now_ns() + timeout;
   for (;;) {
     int64_t v = atomic_load(&m->value);
-    if (satisfied(v, c, cmp) || now_ns() >= deadline) return v;
-    usleep(50);
+    uint64_t now = now_ns();
+    if (satisfied(v, c, cmp) || now >= deadline) return v;
+    await_signal_write(m, v, deadline - now < 20000000ull ? deadline - now : 20000000ull);
   }
 }
 hsa_signal_value_t hsa_signal_wait_relaxed(hsa_signal_t s, hsa_signal_condition_t c, hsa_signal_value_t cmp,
@@ -619,23 +665,21 @@ typedef struct {
 
 static void *copy_thread(void *arg) {
   copy_job *job = arg;
-  /* Polls every 100 us at first, backing off to 2 ms: a thousand copies queued behind a slow
-   * one then leave the CPU to the thread enqueuing them. */
-  useconds_t pause = 100;
   for (;;) { /* wait for every dependency to reach 0; a negative one means never */
-    int ready = 1;
-    for (uint32_t i = 0; i < job->ndeps; i++) {
-      int64_t v = atomic_load(&sig(job->deps[i])->value);
-      if (v != 0) ready = 0;
+    mock_signal *pending = NULL;
+    int64_t seen = 0;
+    for (uint32_t i = 0; i < job->ndeps && !pending; i++) {
+      mock_signal *dep = sig(job->deps[i]);
+      seen = atomic_load(&dep->value);
+      if (seen != 0) pending = dep;
     }
-    if (ready) break;
-    usleep(pause);
-    if (pause < 2000) pause += pause / 4;
+    if (!pending) break;
+    await_signal_write(pending, seen, 20000000ull);
   }
   for (uint32_t i = 0; i < job->ndeps; i++) atomic_fetch_sub(&signals[job->deps[i].handle - 1].waited_on_by_pending, 1);
   mock_signal *done = sig(job->done);
   done->start = now_ns();
-  while (atomic_load(&hold_copies)) usleep(200);
+  wait_while_copies_held();
   usleep((useconds_t)atomic_load(&delay_us));
   if (!job->fail) memcpy((void *)job->dst, (const void *)job->src, job->size);
   done->end = now_ns();
@@ -643,6 +687,7 @@ static void *copy_thread(void *arg) {
   atomic_store(&done->timed, atomic_load(&profiling));
   if (job->fail) atomic_store(&done->value, -1);
   else atomic_fetch_sub(&done->value, 1);
+  signal_written(done);
   free(job);
   return NULL;
 }
@@ -942,7 +987,10 @@ static void *run_dispatch(void *arg) {
   atomic_fetch_sub(&r->mq->outstanding, 1);
   if (r->completion.handle) {
     mock_signal *m = sig(r->completion);
-    if (m) atomic_fetch_sub(&m->value, 1);
+    if (m) {
+      atomic_fetch_sub(&m->value, 1);
+      signal_written(m);
+    }
   }
   free(r);
   return NULL;
@@ -1094,7 +1142,10 @@ static void *packet_processor(void *arg) {
     }
     if (completion.handle) {
       mock_signal *m = sig(completion);
-      if (m) atomic_fetch_sub(&m->value, 1);
+      if (m) {
+        atomic_fetch_sub(&m->value, 1);
+        signal_written(m);
+      }
     }
   }
 }

@@ -1618,7 +1618,13 @@ fn checked_medians(dev: &Device, setup: Setup) -> Result<(f64, f64), String> {
     medians(&mut bench.op)
 }
 
-fn run_one(dev: &Device, collection: &'static str, setup: Setup) -> Row {
+/// Sets up one kernel and times it; `None` if `chosen` says no to its name.
+fn run_one(
+    dev: &Device,
+    collection: &'static str,
+    setup: Setup,
+    chosen: &dyn Fn(&str) -> bool,
+) -> Option<Row> {
     plans::take();
     let mut row = Row {
         name: String::new(),
@@ -1635,9 +1641,12 @@ fn run_one(dev: &Device, collection: &'static str, setup: Setup) -> Row {
         Err(error) => {
             row.name = format!("({collection})");
             row.excluded = Some(format!("setup failed: {error}"));
-            return row;
+            return Some(row);
         }
     };
+    if !chosen(bench.name) {
+        return None;
+    }
     row.name = bench.name.to_string();
     row.form = bench.form;
     row.launches = bench.launches;
@@ -1655,7 +1664,7 @@ fn run_one(dev: &Device, collection: &'static str, setup: Setup) -> Row {
             }
         }
     }
-    row
+    Some(row)
 }
 
 fn json_string(s: &str) -> String {
@@ -1674,7 +1683,8 @@ fn json_string(s: &str) -> String {
 
 fn main() -> Result<(), String> {
     // `cargo bench` passes `--bench`; `--json` (or GPU_MEM_BENCH_JSON=1, what `cargo xtask
-    // bench --json` sets) adds a JSON summary; other arguments are ignored.
+    // bench --json` sets) adds a JSON summary; arguments that are not options choose kernels
+    // by a part of their names (any case), all of them if none is given.
     let json = std::env::args().any(|a| a == "--json")
         || std::env::var_os("GPU_MEM_BENCH_JSON").is_some_and(|v| v == "1");
     // `--memcheck` (or GPU_MEM_BENCH_MEMCHECK=1): each kernel also on a simulator that checks
@@ -1715,9 +1725,20 @@ fn main() -> Result<(), String> {
         "{:<24} {:<13} {:<17} {:>8} {:<16} {:>12} {:>12} {:>9}",
         "kernel", "collection", "form", "launches", "path", "simulator", "reference", "sim/ref"
     );
+    let wanted: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .map(|a| a.to_lowercase())
+        .collect();
+    let chosen = |name: &str| {
+        let name = name.to_lowercase();
+        wanted.is_empty() || wanted.iter().any(|w| name.contains(w.as_str()))
+    };
     let mut rows = Vec::with_capacity(BENCHES.len());
     for (collection, setup) in BENCHES {
-        let mut row = run_one(&dev, collection, setup);
+        let Some(mut row) = run_one(&dev, collection, setup, &chosen) else {
+            continue;
+        };
         if let (Some(checked), None) = (&checked_dev, &row.excluded) {
             match checked_medians(checked, setup) {
                 Ok(times) => row.checked_times = Some(times),

@@ -145,6 +145,15 @@ struct gm_sim_thread {
 #define GM_SIM_OP_ACTIVE 11
 #define GM_SIM_OP_GRID_SYNC 12
 
+/* Checked programs: ranges the simulated thread running on this OS thread may touch, as the
+ * simulator last granted them; a checked program reads them before it asks (`access`). The
+ * simulator empties them whenever another block's thread becomes current. An empty slot is
+ * {~0, 0}. (C layout shared with Rust.) */
+#define GM_SIM_ALLOWED_SLOTS 8
+struct gm_sim_allowed {
+    __UINTPTR_TYPE__ ranges[GM_SIM_ALLOWED_SLOTS][2]; /* [start, end) */
+};
+
 /* The executor's entry points, installed once by gm_sim_init (C layout shared with Rust). */
 struct gm_sim_runtime {
     unsigned int abi;
@@ -160,8 +169,10 @@ struct gm_sim_runtime {
     /* Checked programs: every load and store (GM_SIM_ACCESS_*), before it happens; nonzero if
      * the thread may not make it (the fault is recorded: the thread ends). */
     int (*access)(const void *address, unsigned long long size, int kind, const void *pc);
+    /* Checked programs: this OS thread's allowed ranges (they live as long as the OS thread). */
+    const gm_sim_allowed *(*allowed)(void);
 };
-#define GM_SIM_ABI 3
+#define GM_SIM_ABI 4
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2

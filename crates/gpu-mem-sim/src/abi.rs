@@ -12,10 +12,11 @@
 //! executor side both depend on it and never on each other through it. What the fields mean to
 //! the scheduler is read in the executor (`executor::compiled`).
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 3;
+pub(crate) const ABI: u32 = 4;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -140,7 +141,25 @@ pub(crate) struct GmSimRuntime {
     /// ([`ACCESS_WRITE`], [`ACCESS_ATOMIC`], else a read); nonzero: refused (the fault is
     /// recorded and the thread ends).
     pub(crate) access: extern "C" fn(*const c_void, u64, c_int, *const c_void) -> c_int,
+    /// Checked programs: this OS thread's [`GmSimAllowed`] (it lives as long as the OS thread).
+    pub(crate) allowed: extern "C" fn() -> *const GmSimAllowed,
 }
+
+/// `GM_SIM_ALLOWED_SLOTS`.
+pub(crate) const ALLOWED_SLOTS: usize = 8;
+
+/// `gm_sim_allowed`: ranges (`[start, end)`) the simulated thread running on an OS thread may
+/// touch, as the executor last granted them, which a checked program reads before it asks
+/// (`access`); the executor writes them only between the program's reads (in its callbacks, on
+/// the same OS thread). An empty slot is [`ALLOWED_EMPTY`].
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GmSimAllowed {
+    pub(crate) ranges: [Cell<[usize; 2]>; ALLOWED_SLOTS],
+}
+
+/// A slot of [`GmSimAllowed`] that holds no access.
+pub(crate) const ALLOWED_EMPTY: [usize; 2] = [usize::MAX, 0];
 
 /// `GM_SIM_ACCESS_WRITE`.
 pub(crate) const ACCESS_WRITE: c_int = 1;

@@ -1,7 +1,8 @@
 /* A checked program's accesses (GM_SIM_CHECKED): the compiler instruments every load, store
  * and atomic of the kernel as ThreadSanitizer does (`-fsanitize=thread`, no runtime linked),
  * and these are the functions it calls. Each asks the simulator (`gm_sim_rt.access`) before
- * the access happens; an access the thread may not make ends the thread where it started
+ * the access happens, unless the ranges it granted this OS thread's current thread lately
+ * (`gm_sim_allowed`) hold it; an access the thread may not make ends the thread where it started
  * (`gm_sim_escapable`), so nothing is read or written. Atomics are done here, after their
  * check, always sequentially consistent (at least what any order asked for). */
 #ifndef GM_SIM_CHECKED_H
@@ -18,13 +19,42 @@ GM_SIM_UNCHECKED __attribute__((noinline)) inline void gm_sim_escape() {
     }
 }
 
+/* This OS thread's allowed ranges (`gm_sim_allowed`), once asked for. */
+static thread_local const gm_sim_allowed* gm_sim_allowed_here = nullptr;
+
+/* Whether the simulator already granted this OS thread's current thread a range holding the
+ * access: most accesses are answered here, without a call into the simulator. */
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline bool gm_sim_granted(const volatile void* a,
+                                                                          unsigned long long size) {
+    const gm_sim_allowed* const allowed = gm_sim_allowed_here;
+    if (__builtin_expect(allowed == nullptr, 0)) {
+        return false;
+    }
+    const __UINTPTR_TYPE__ at = reinterpret_cast<__UINTPTR_TYPE__>(a);
+    for (int i = 0; i < GM_SIM_ALLOWED_SLOTS; ++i) {
+        const __UINTPTR_TYPE__ start = allowed->ranges[i][0], end = allowed->ranges[i][1];
+        if (at >= start && at <= end && size <= end - at) {
+            return true;
+        }
+    }
+    return false;
+}
+
 GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check(const volatile void* a,
                                                                         unsigned long long size,
                                                                         int kind,
                                                                         const void* pc) {
+    if (__builtin_expect(gm_sim_granted(a, size), 1)) {
+        return;
+    }
     /* (Null before gm_sim_init: the library's own constructors run unchecked.) */
-    if (gm_sim_rt.access != nullptr &&
-        __builtin_expect(gm_sim_rt.access(const_cast<const void*>(a), size, kind, pc) != 0, 0)) {
+    if (gm_sim_rt.access == nullptr) {
+        return;
+    }
+    if (gm_sim_allowed_here == nullptr) {
+        gm_sim_allowed_here = gm_sim_rt.allowed();
+    }
+    if (__builtin_expect(gm_sim_rt.access(const_cast<const void*>(a), size, kind, pc) != 0, 0)) {
         gm_sim_escape();
     }
 }

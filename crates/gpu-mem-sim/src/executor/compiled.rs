@@ -10,10 +10,10 @@
 use super::plan::Calls;
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
-    ABI, ACCESS_ATOMIC, ACCESS_SYNCED, ACCESS_WRITE, GLOBAL_FENCE, GmSimRuntime, GmSimThread,
-    GmSimWait, GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
+    ABI, ACCESS_ATOMIC, ACCESS_SYNCED, ACCESS_WRITE, GLOBAL_FENCE, GmSimAllowed, GmSimRuntime,
+    GmSimThread, GmSimWait, GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
 };
-use crate::sanitizer::Access;
+use crate::sanitizer::{Access, Allowed};
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -154,6 +154,7 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
     fault: rt_fault,
     progress: rt_progress,
     access: rt_access,
+    allowed: rt_allowed,
 };
 
 thread_local! {
@@ -327,6 +328,10 @@ extern "C" fn rt_access(
             .is_err()
     });
     c_int::from(refused.unwrap_or(false))
+}
+
+extern "C" fn rt_allowed() -> *const GmSimAllowed {
+    Allowed::here()
 }
 
 /// Whether `address..address + bytes` lies in a scratch buffer of this OS thread, which an

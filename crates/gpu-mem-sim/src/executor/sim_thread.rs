@@ -13,6 +13,7 @@ use crate::abi::GmSimThread;
 use crate::sanitizer::{Access, Allowed, Frame, Granted, Stamp, check, source_line};
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
+use gpu_mem_core::kernel::compiled::unscoped_name;
 use std::cell::{Cell, UnsafeCell};
 
 /// The payload that unwinds a closure thread left waiting when its block ends.
@@ -27,6 +28,9 @@ thread_local! {
 #[inline]
 pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
     CURRENT.set(std::ptr::from_ref(thread).cast::<()>());
+    // A checked program reads the OS thread's allowed ranges without asking: they must be
+    // this block's.
+    Allowed::serve(thread.block.check_owner);
 }
 
 /// Held while an OS thread runs blocks: when dropped, no simulated thread is current on it any
@@ -37,6 +41,7 @@ pub(crate) struct RunningBlocks;
 impl Drop for RunningBlocks {
     fn drop(&mut self) {
         CURRENT.set(std::ptr::null());
+        Allowed::serve(0);
     }
 }
 
@@ -227,8 +232,7 @@ impl SimThread<'_, '_> {
         pc: usize,
         scratch: &dyn Fn(usize, usize) -> bool,
     ) -> Result<(), ()> {
-        let owner = self.block.check_owner;
-        if Allowed::hit(owner, address, size) {
+        if Allowed::hit(address, size) {
             return Ok(());
         }
         let Some(checked) = self.block.plan.checked() else {
@@ -237,8 +241,18 @@ impl SimThread<'_, '_> {
         // SAFETY: read on the thread's own OS thread from a callback of its program, which
         // writes `info` only between threads (never during this call).
         let info = unsafe { &*self.info.get() };
+        if checked.races {
+            // Shared memory the block met before: recorded without being looked up again.
+            let known = self.block.races.borrow().shared_holding(address, size);
+            if let Some(granted) = known {
+                if access != Access::Atomic {
+                    self.record_shared(checked, info, &granted, (address, size, access), pc);
+                }
+                return Ok(());
+            }
+        }
         // Below every frame of the kernel: where the stack is now.
-        let here = std::ptr::addr_of!(owner) as usize;
+        let here = std::ptr::addr_of!(address) as usize;
         let (dynamic, dynamic_len) = self.block.shared.dynamic_ptr();
         let frame = Frame {
             program: checked.layout,
@@ -254,14 +268,15 @@ impl SimThread<'_, '_> {
         };
         match check(&frame, address, size, access) {
             Ok(granted) if checked.races && granted.shared => {
-                // Not remembered: every access of shared memory is recorded.
+                // Not among the OS thread's ranges: every access of shared memory is recorded.
+                self.block.races.borrow_mut().learn_shared(granted);
                 if access != Access::Atomic {
                     self.record_shared(checked, info, &granted, (address, size, access), pc);
                 }
                 Ok(())
             }
             Ok(granted) => {
-                Allowed::remember(owner, granted.range);
+                Allowed::remember(granted.range);
                 Ok(())
             }
             Err(violation) => {
@@ -316,9 +331,10 @@ impl SimThread<'_, '_> {
             let (x, y) = (linear % dim.x.max(1), linear / dim.x.max(1));
             format!("({}, {}, {})", x, y % dim.y.max(1), y / dim.y.max(1))
         };
-        let array = match &granted.array {
-            Some(name) => format!(
-                "the shared array `{name}`, byte {}",
+        let array = match granted.array.and_then(|i| layout.thread_locals.get(i)) {
+            Some(local) => format!(
+                "the shared array `{}`, byte {}",
+                unscoped_name(&local.name),
                 hazard.address - granted.range.0
             ),
             None => format!(

@@ -2,6 +2,7 @@
 
 use super::Access;
 use super::layout::ProgramLayout;
+use crate::abi::{ALLOWED_EMPTY, ALLOWED_SLOTS, GmSimAllowed};
 use gpu_mem_core::kernel::compiled::unscoped_name;
 use std::cell::Cell;
 
@@ -150,13 +151,14 @@ fn relative(address: usize, start: usize, len: usize) -> String {
 }
 
 /// Where an allowed access lies.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Granted {
     /// The whole range it may touch there.
     pub(crate) range: (usize, usize),
-    /// The block's shared memory: the name of the static array, or `None` for the dynamic
-    /// memory; `None` outside shared memory (see [`Granted::shared`]).
-    pub(crate) array: Option<String>,
+    /// The block's shared memory: the static array (its index in the program's
+    /// [`ProgramLayout::thread_locals`]), or `None` for the dynamic memory; `None` outside
+    /// shared memory (see [`Granted::shared`]).
+    pub(crate) array: Option<usize>,
     pub(crate) shared: bool,
 }
 
@@ -169,6 +171,10 @@ impl Granted {
         }
     }
 }
+
+/// The checked prelude's thread-local that points at the OS thread's [`GmSimAllowed`]
+/// (`gm_sim/checked.h`).
+const ALLOWED_POINTER: &str = "gm_sim_allowed_here";
 
 /// Where an access is allowed, or why it is not.
 pub(crate) fn check(
@@ -197,9 +203,14 @@ pub(crate) fn check(
         });
     }
     let tls = frame.program.tls_base();
-    for local in &frame.program.thread_locals {
+    for (index, local) in frame.program.thread_locals.iter().enumerate() {
         let start = tls.wrapping_add(local.offset);
         if within(address, size_bytes, (start, start + local.size)) {
+            if local.name.contains(ALLOWED_POINTER) {
+                // Where the program finds the ranges it may skip asking for: a kernel that
+                // wrote there would disable its own checks.
+                break;
+            }
             // The prelude's own thread-locals, and the guards of a `static __shared__` with
             // a constructor (`_ZGV...`: its threads all check them), are not the kernel's
             // shared memory.
@@ -208,7 +219,7 @@ pub(crate) fn check(
                 || local.name.starts_with("_ZGV");
             return Ok(Granted {
                 range: (start, start + local.size),
-                array: (!prelude).then(|| unscoped_name(&local.name)),
+                array: (!prelude).then_some(index),
                 shared: !prelude,
             });
         }
@@ -315,15 +326,15 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
 }
 
 /// Ranges this OS thread was allowed lately, for one block (`Block::check_owner`): most accesses
-/// are answered here, without looking anything up.
+/// are answered here, without looking anything up. The ranges are a [`GmSimAllowed`] that a
+/// checked program reads itself before it asks (`gm_sim/checked.h`), so they are emptied
+/// whenever a thread of another block becomes current on the OS thread ([`Allowed::serve`]).
 pub(crate) struct Allowed;
-
-const SLOTS: usize = 4;
 
 /// The cache of one OS thread: one thread-local, so that a hit costs one lookup.
 struct Cache {
     owner: Cell<u64>,
-    ranges: [Cell<(usize, usize)>; SLOTS],
+    allowed: GmSimAllowed,
     next: Cell<usize>,
 }
 
@@ -331,40 +342,55 @@ thread_local! {
     static CACHE: Cache = const {
         Cache {
             owner: Cell::new(0),
-            ranges: [const { Cell::new((0, 0)) }; SLOTS],
+            allowed: GmSimAllowed {
+                ranges: [const { Cell::new(ALLOWED_EMPTY) }; ALLOWED_SLOTS],
+            },
             next: Cell::new(0),
         }
     };
 }
 
 impl Allowed {
-    /// Whether `owner` (a block's number) was allowed a range holding the access.
+    /// Whether the OS thread's current block was allowed a range holding the access.
     #[inline]
-    pub(crate) fn hit(owner: u64, address: usize, size: u64) -> bool {
-        let end = address.saturating_add(usize::try_from(size).unwrap_or(usize::MAX));
+    pub(crate) fn hit(address: usize, size: u64) -> bool {
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
         CACHE.with(|cache| {
-            cache.owner.get() == owner
-                && cache.ranges.iter().any(|range| {
-                    let (start, stop) = range.get();
-                    address >= start && end <= stop
-                })
+            cache.allowed.ranges.iter().any(|range| {
+                let [start, end] = range.get();
+                address >= start && address <= end && size <= end - address
+            })
         })
     }
 
-    /// Remembers that `owner` may touch `range`.
-    pub(crate) fn remember(owner: u64, range: (usize, usize)) {
+    /// A thread of block `owner` (0: not a checked one) becomes current on this OS thread: the
+    /// ranges of another block are forgotten.
+    #[inline]
+    pub(crate) fn serve(owner: u64) {
         CACHE.with(|cache| {
             if cache.owner.get() != owner {
                 cache.owner.set(owner);
-                for slot in &cache.ranges {
-                    slot.set((0, 0));
+                for slot in &cache.allowed.ranges {
+                    slot.set(ALLOWED_EMPTY);
                 }
                 cache.next.set(0);
             }
+        });
+    }
+
+    /// Remembers that the current block may touch `range`.
+    pub(crate) fn remember((start, end): (usize, usize)) {
+        CACHE.with(|cache| {
             let next = cache.next.get();
-            cache.ranges[next % SLOTS].set(range);
+            cache.allowed.ranges[next % ALLOWED_SLOTS].set([start, end]);
             cache.next.set(next.wrapping_add(1));
         });
+    }
+
+    /// This OS thread's ranges, for its checked programs to read (valid while the OS thread
+    /// lives).
+    pub(crate) fn here() -> *const GmSimAllowed {
+        CACHE.with(|cache| std::ptr::from_ref(&cache.allowed))
     }
 }
 
@@ -404,12 +430,20 @@ mod tests {
 
     #[test]
     fn the_cache_answers_only_for_its_block() {
-        Allowed::remember(7, (100, 200));
-        assert!(Allowed::hit(7, 100, 100));
-        assert!(!Allowed::hit(7, 150, 100));
-        assert!(!Allowed::hit(8, 100, 4));
-        Allowed::remember(8, (300, 400));
-        assert!(!Allowed::hit(8, 100, 4));
-        assert!(Allowed::hit(8, 300, 4));
+        Allowed::serve(7);
+        Allowed::remember((100, 200));
+        assert!(Allowed::hit(100, 100));
+        assert!(!Allowed::hit(150, 100));
+        assert!(!Allowed::hit(usize::MAX, 0), "empty slots hold nothing");
+        Allowed::serve(7);
+        assert!(Allowed::hit(100, 4), "the same block keeps its ranges");
+        Allowed::serve(8);
+        assert!(!Allowed::hit(100, 4), "another block's are forgotten");
+        Allowed::remember((300, 400));
+        assert!(Allowed::hit(300, 4));
+        // What a checked program reads is what `hit` answers from.
+        // SAFETY: this OS thread's cache, read on it while nothing writes it.
+        let ranges = unsafe { &*Allowed::here() }.ranges.iter().map(Cell::get);
+        assert!(ranges.into_iter().any(|r| r == [300, 400]));
     }
 }

@@ -19,8 +19,10 @@
 //! * racecheck ([`racecheck`]): two threads of a block touching the same byte of shared memory,
 //!   at least one writing, with no barrier between them, fail the launch naming both accesses;
 //!   racecheck builds kernels checked, so memcheck's checks come with it;
-//! * each access costs a call: a small per-OS-thread cache of allowed ranges answers most of
-//!   them ([`memcheck::Allowed`]); with racecheck every access of shared memory is recorded.
+//! * each access costs a call of a hook in the program, which looks in the ranges granted to
+//!   the OS thread's current block lately ([`memcheck::Allowed`], read by the program itself)
+//!   and asks the executor only outside them; with racecheck every access of shared memory is
+//!   asked for and recorded.
 
 mod layout;
 mod memcheck;

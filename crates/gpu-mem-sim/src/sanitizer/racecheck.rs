@@ -11,7 +11,7 @@
 //! write of another thread, or a read after an unordered write, is a [`Hazard`]. Atomics order
 //! themselves and are not recorded.
 
-use std::collections::HashMap;
+use super::memcheck::Granted;
 
 /// Who accessed a word, and where the thread stood then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,60 +56,177 @@ struct Word {
     other_read: Option<Stamp>,
 }
 
-/// The last write and reads of each byte of a block's shared memory touched so far, a 4-byte
-/// word's bytes under one key (one lookup per word for most accesses).
+/// The last write and reads of each byte of a block's shared memory touched so far, by the
+/// shared array (or dynamic shared memory) it belongs to: each array met keeps a dense index of
+/// its 4-byte words into one list of the words touched, so that finding a word's history costs
+/// a subtraction and two loads, not a hash and a probe. Arrays met are also what lets an access
+/// of them skip the search among everything a thread may touch ([`Shadow::shared_holding`]).
 #[derive(Debug, Default)]
 pub(crate) struct Shadow {
-    words: HashMap<usize, [Word; 4]>,
+    regions: Vec<Region>,
+    /// The words touched, in the order first touched; `Region::words` index this.
+    touched: Vec<Lanes>,
+}
+
+/// A shared array met by the block, and its words' places in [`Shadow::touched`] (0: not
+/// touched yet, else the place plus one).
+#[derive(Debug)]
+struct Region {
+    granted: Granted,
+    /// The first word (address / 4) of the range.
+    first_word: usize,
+    words: Vec<u32>,
+}
+
+/// What a word's bytes remember: most words are only ever accessed whole (a `float`, an `int`),
+/// and then their four bytes remember the same, once.
+#[derive(Debug, Clone)]
+enum Lanes {
+    Whole(Word),
+    Bytes(Box<[Word; 4]>),
 }
 
 impl Shadow {
-    /// Records an access of `size` bytes at `address`; the first hazard it makes, if any.
+    /// The shared array or dynamic shared memory met before that holds the access.
+    pub(crate) fn shared_holding(&self, address: usize, size: u64) -> Option<Granted> {
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        self.region_holding(address, size)
+            .map(|r| self.regions[r].granted)
+    }
+
+    fn region_holding(&self, address: usize, size: usize) -> Option<usize> {
+        self.regions.iter().position(|r| {
+            let (start, end) = r.granted.range;
+            address >= start && address <= end && size <= end - address
+        })
+    }
+
+    /// Remembers shared memory an access was granted.
+    pub(crate) fn learn_shared(&mut self, granted: Granted) {
+        if self.regions.iter().any(|r| r.granted == granted) {
+            return;
+        }
+        let (start, end) = granted.range;
+        let first_word = start >> 2;
+        let words = end.div_ceil(4).saturating_sub(first_word);
+        self.regions.push(Region {
+            granted,
+            first_word,
+            words: vec![0; words],
+        });
+    }
+
+    /// Records an access of `size` bytes at `address`, in shared memory learnt before (the
+    /// executor learns an array before it records an access of it; anything else is learnt
+    /// here as a range of its own); the first hazard it makes, if any.
     pub(crate) fn access(&mut self, address: usize, size: usize, now: Stamp) -> Option<Hazard> {
-        let end = address.saturating_add(size.max(1));
+        let size = size.max(1);
+        let end = address.saturating_add(size);
+        let region = match self.region_holding(address, size) {
+            Some(region) => region,
+            None => {
+                self.learn_shared(Granted {
+                    range: (address, end),
+                    array: None,
+                    shared: true,
+                });
+                self.regions.len() - 1
+            }
+        };
         let mut found = None;
-        let mut byte = address;
-        while byte < end {
-            let lanes = self.words.entry(byte & !3).or_default();
-            let w = &mut lanes[byte & 3];
-            let unordered = |earlier: Option<Stamp>| earlier.filter(|e| !e.ordered_before(&now));
-            let conflict = |earlier: Option<Stamp>| {
-                unordered(earlier).map(|earlier| Hazard {
-                    earlier,
-                    later: now,
-                    address: byte,
-                })
-            };
-            let hazard = if now.write {
-                conflict(w.write)
-                    .or_else(|| conflict(w.read))
-                    .or_else(|| conflict(w.other_read))
-            } else {
-                conflict(w.write)
+        let mut word = address >> 2;
+        while word << 2 < end {
+            let lanes = self.lanes(region, word);
+            let first = (word << 2).max(address);
+            let last = ((word << 2) + 4).min(end);
+            let hazard = match lanes {
+                // The whole word, remembered as one: its first byte answers for all four.
+                Lanes::Whole(w) if last - first == 4 => record(w, first, now),
+                _ => {
+                    let mut bytes = match lanes {
+                        Lanes::Whole(w) => [*w; 4],
+                        Lanes::Bytes(bytes) => **bytes,
+                    };
+                    let mut hazard = None;
+                    for byte in first..last {
+                        let h = record(&mut bytes[byte & 3], byte, now);
+                        hazard = hazard.or(h);
+                    }
+                    // A write of the whole word leaves its bytes alike again.
+                    *lanes = if last - first == 4 && now.write {
+                        Lanes::Whole(bytes[0])
+                    } else {
+                        Lanes::Bytes(Box::new(bytes))
+                    };
+                    hazard
+                }
             };
             found = found.or(hazard);
-            if now.write {
-                *w = Word {
-                    write: Some(now),
-                    read: None,
-                    other_read: None,
-                };
-            } else {
-                match unordered(w.read) {
-                    // Another thread's read stays; this one is kept beside it.
-                    Some(read) if read.thread != now.thread => w.other_read = Some(now),
-                    _ => w.read = Some(now),
-                }
-            }
-            byte += 1;
+            word += 1;
         }
         found
     }
+
+    /// What `word` of `region` remembers (made on its first touch).
+    fn lanes(&mut self, region: usize, word: usize) -> &mut Lanes {
+        let region = &mut self.regions[region];
+        let slot = &mut region.words[word - region.first_word];
+        if *slot == 0 {
+            self.touched.push(Lanes::Whole(Word::default()));
+            *slot = u32::try_from(self.touched.len()).unwrap_or(u32::MAX);
+        }
+        let place = *slot as usize - 1;
+        &mut self.touched[place]
+    }
+}
+
+/// Records `now` in the shadow `w` of `byte`; the hazard it makes with an earlier access.
+fn record(w: &mut Word, byte: usize, now: Stamp) -> Option<Hazard> {
+    let unordered = |earlier: Option<Stamp>| earlier.filter(|e| !e.ordered_before(&now));
+    let conflict = |earlier: Option<Stamp>| {
+        unordered(earlier).map(|earlier| Hazard {
+            earlier,
+            later: now,
+            address: byte,
+        })
+    };
+    let hazard = if now.write {
+        conflict(w.write)
+            .or_else(|| conflict(w.read))
+            .or_else(|| conflict(w.other_read))
+    } else {
+        conflict(w.write)
+    };
+    if now.write {
+        *w = Word {
+            write: Some(now),
+            read: None,
+            other_read: None,
+        };
+    } else {
+        match unordered(w.read) {
+            // Another thread's read stays; this one is kept beside it.
+            Some(read) if read.thread != now.thread => w.other_read = Some(now),
+            _ => w.read = Some(now),
+        }
+    }
+    hazard
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A block's shadow that met one shared array, at 0..4096.
+    fn with_one_array() -> Shadow {
+        let mut shadow = Shadow::default();
+        shadow.learn_shared(Granted {
+            range: (0, 4096),
+            array: Some(0),
+            shared: true,
+        });
+        shadow
+    }
 
     fn stamp(thread: u32, block_syncs: u32, write: bool) -> Stamp {
         Stamp {
@@ -125,31 +242,31 @@ mod tests {
 
     #[test]
     fn a_read_of_another_threads_write_needs_a_barrier_between() {
-        let mut shadow = Shadow::default();
+        let mut shadow = with_one_array();
         assert_eq!(shadow.access(64, 4, stamp(0, 0, true)), None);
         let hazard = shadow
             .access(64, 4, stamp(1, 0, false))
             .expect("a read-after-write race");
         assert_eq!((hazard.earlier.thread, hazard.later.thread), (0, 1));
-        let mut shadow = Shadow::default();
+        let mut shadow = with_one_array();
         shadow.access(64, 4, stamp(0, 0, true));
         assert_eq!(shadow.access(64, 4, stamp(1, 1, false)), None);
     }
 
     #[test]
     fn writes_after_reads_and_writes_of_others_are_races_reads_alone_are_not() {
-        let mut shadow = Shadow::default();
+        let mut shadow = with_one_array();
         shadow.access(8, 4, stamp(3, 2, false));
         assert_eq!(shadow.access(8, 4, stamp(4, 2, false)), None);
         assert!(shadow.access(8, 4, stamp(5, 2, true)).is_some());
-        let mut shadow = Shadow::default();
+        let mut shadow = with_one_array();
         shadow.access(8, 4, stamp(3, 2, true));
         assert!(
             shadow.access(10, 2, stamp(4, 2, true)).is_some(),
             "same bytes"
         );
         assert_eq!(shadow.access(12, 4, stamp(4, 2, true)), None, "next word");
-        let mut shadow = Shadow::default();
+        let mut shadow = with_one_array();
         shadow.access(16, 1, stamp(0, 0, true));
         assert_eq!(
             shadow.access(17, 1, stamp(1, 0, true)),
@@ -163,8 +280,45 @@ mod tests {
     }
 
     #[test]
-    fn a_write_meets_another_threads_read_even_after_its_own() {
+    fn words_split_by_byte_accesses_and_joined_by_whole_writes_keep_each_bytes_history() {
+        let mut shadow = with_one_array();
+        shadow.access(32, 4, stamp(0, 0, true));
+        // Thread 1 writes byte 33 after a barrier: no race; the word is split.
+        assert_eq!(shadow.access(33, 1, stamp(1, 1, true)), None);
+        // Thread 2, same phase: byte 32 (thread 0's, ordered) is fine, byte 33 races.
+        assert_eq!(shadow.access(32, 1, stamp(2, 1, false)), None);
+        let hazard = shadow
+            .access(32, 4, stamp(2, 1, false))
+            .expect("byte 33's write by thread 1");
+        assert_eq!((hazard.earlier.thread, hazard.address), (1, 33));
+        // A whole write after a barrier joins the word: every byte now remembers thread 3.
+        assert_eq!(shadow.access(32, 4, stamp(3, 2, true)), None);
+        let hazard = shadow
+            .access(34, 1, stamp(4, 2, false))
+            .expect("thread 3's write");
+        assert_eq!((hazard.earlier.thread, hazard.address), (3, 34));
+    }
+
+    #[test]
+    fn shared_memory_met_once_is_known_by_its_range() {
         let mut shadow = Shadow::default();
+        let tile = Granted {
+            range: (4096, 4096 + 128),
+            array: Some(3),
+            shared: true,
+        };
+        assert_eq!(shadow.shared_holding(4096, 4), None);
+        shadow.learn_shared(tile);
+        shadow.learn_shared(tile);
+        assert_eq!(shadow.regions.len(), 1);
+        assert_eq!(shadow.shared_holding(4096 + 124, 4), Some(tile));
+        assert_eq!(shadow.shared_holding(4096 + 125, 4), None, "past its end");
+        assert_eq!(shadow.shared_holding(4095, 1), None);
+    }
+
+    #[test]
+    fn a_write_meets_another_threads_read_even_after_its_own() {
+        let mut shadow = with_one_array();
         shadow.access(8, 4, stamp(0, 1, false));
         shadow.access(8, 4, stamp(8, 1, false));
         let hazard = shadow
@@ -175,7 +329,7 @@ mod tests {
 
     #[test]
     fn one_thread_or_a_warp_barrier_orders_its_own_accesses() {
-        let mut shadow = Shadow::default();
+        let mut shadow = with_one_array();
         shadow.access(0, 4, stamp(7, 0, true));
         assert_eq!(shadow.access(0, 4, stamp(7, 0, false)), None);
         let mut later = stamp(8, 0, false);

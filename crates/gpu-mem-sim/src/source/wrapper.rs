@@ -8,6 +8,7 @@
 
 use super::compiler::Threads;
 use super::declarations::Declared;
+use crate::abi::{GmSimAllowed, GmSimRuntime, GmSimThread};
 use crate::thread::Collective;
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
@@ -77,6 +78,15 @@ pub(crate) fn translation_unit(
         "#line 1 \"gpu-mem-sim-entry.cpp\"\n\
          GM_SIM_EXPORT unsigned int gm_sim_abi() { return GM_SIM_ABI; }\n\
          GM_SIM_EXPORT GM_SIM_UNCHECKED void gm_sim_init(const gm_sim_runtime* gm_sim_runtime_table) { gm_sim_rt = *gm_sim_runtime_table; }\n",
+    );
+    // The structures the executor and the program share must agree in size (a field added on
+    // one side only would otherwise be read past or short).
+    let _ = writeln!(
+        unit,
+        "static_assert(sizeof(gm_sim_runtime) == {} && sizeof(gm_sim_thread) == {} && sizeof(gm_sim_allowed) == {}, \"the prelude's ABI structures differ from the simulator's\");",
+        std::mem::size_of::<GmSimRuntime>(),
+        std::mem::size_of::<GmSimThread>(),
+        std::mem::size_of::<GmSimAllowed>(),
     );
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {

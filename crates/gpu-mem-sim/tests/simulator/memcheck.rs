@@ -263,6 +263,65 @@ extern "C" __global__ void k(float* a) {
 }
 
 #[test]
+fn memory_freed_after_a_launch_is_refused_to_the_next_one() {
+    // The program answers most accesses from the ranges granted lately on its OS thread,
+    // without asking: a launch after a free must not find the freed allocation there.
+    let backend = checked();
+    let code = r#"
+extern "C" __global__ void k(float* a, unsigned long long* where, unsigned long long stale) {
+    if (stale == 0) {
+        a[threadIdx.x] = 1.0f;
+        where[0] = (unsigned long long)a;
+    } else {
+        ((float*)stale)[threadIdx.x] = 2.0f;
+    }
+}
+"#;
+    let kernel = Kernel::from_source(code, "k");
+    let a = backend.alloc(0, 64).unwrap();
+    let keep = backend.alloc(0, 64).unwrap();
+    let where_ = backend.alloc(0, 8).unwrap();
+    let scalar = |v: u64| LaunchArg::Scalar {
+        bytes: v.to_ne_bytes().to_vec(),
+        elem: std::any::TypeId::of::<u64>(),
+        dtype: "u64",
+    };
+    let launch = |first: gpu_mem_core::backend::DevicePtr, stale: u64| {
+        let args = [
+            array_arg::<f32>(first, 16),
+            array_arg::<u64>(where_, 1),
+            scalar(stale),
+        ];
+        // SAFETY: the kernel's accesses are checked: a bad one is a fault, not a write.
+        unsafe { backend.launch(0, &kernel, &config(1, 16, 0), &args, None) }
+    };
+    launch(a, 0).unwrap();
+    let mut address = 0u64;
+    // SAFETY: `where_` holds 8 bytes; the launch was synchronous.
+    unsafe { backend.copy_dtoh(0, std::ptr::from_mut(&mut address).cast(), where_, 8) }.unwrap();
+    assert_ne!(address, 0);
+    // SAFETY: nothing pending on `a`.
+    unsafe { backend.free(0, a) }.unwrap();
+    let (_, _, message) = match launch(keep, address) {
+        Err(Error::KernelFault {
+            block,
+            thread,
+            message,
+            ..
+        }) => (block, thread, message),
+        other => panic!("a write to freed memory was not refused: {other:?}"),
+    };
+    assert!(
+        message.contains("Invalid __global__ write of size 4"),
+        "{message}"
+    );
+    for ptr in [keep, where_] {
+        // SAFETY: nothing pending.
+        unsafe { backend.free(0, ptr) }.unwrap();
+    }
+}
+
+#[test]
 fn correct_kernels_are_not_reported() {
     // Shared tiles and barriers, locals, module variables, dynamic shared memory, atomics.
     let code = r#"

@@ -326,8 +326,8 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
 }
 
 /// Ranges this OS thread was allowed lately, for one block (`Block::check_owner`): most accesses
-/// are answered here, without looking anything up. The ranges are a [`GmSimAllowed`] that a
-/// checked program reads itself before it asks (`gm_sim/checked.h`), so they are emptied
+/// are answered from them, without looking anything up. They are a [`GmSimAllowed`] that a
+/// checked program tests itself before it asks (`gm_sim/checked.h`), so they are emptied
 /// whenever a thread of another block becomes current on the OS thread ([`Allowed::serve`]).
 pub(crate) struct Allowed;
 
@@ -351,18 +351,6 @@ thread_local! {
 }
 
 impl Allowed {
-    /// Whether the OS thread's current block was allowed a range holding the access.
-    #[inline]
-    pub(crate) fn hit(address: usize, size: u64) -> bool {
-        let size = usize::try_from(size).unwrap_or(usize::MAX);
-        CACHE.with(|cache| {
-            cache.allowed.ranges.iter().any(|range| {
-                let [start, end] = range.get();
-                address >= start && address <= end && size <= end - address
-            })
-        })
-    }
-
     /// A thread of block `owner` (0: not a checked one) becomes current on this OS thread: the
     /// ranges of another block are forgotten.
     #[inline]
@@ -428,22 +416,29 @@ mod tests {
         assert_eq!(bytes(12), "12");
     }
 
+    /// Whether the OS thread's granted ranges hold the access: the test `gm_sim/checked.h`'s
+    /// `gm_sim_granted` makes.
+    fn granted(address: usize, size: usize) -> bool {
+        // SAFETY: this OS thread's cache, read on it while nothing writes it.
+        let allowed = unsafe { &*Allowed::here() };
+        allowed.ranges.iter().any(|range| {
+            let [start, end] = range.get();
+            address >= start && address <= end && size <= end - address
+        })
+    }
+
     #[test]
     fn the_cache_answers_only_for_its_block() {
         Allowed::serve(7);
         Allowed::remember((100, 200));
-        assert!(Allowed::hit(100, 100));
-        assert!(!Allowed::hit(150, 100));
-        assert!(!Allowed::hit(usize::MAX, 0), "empty slots hold nothing");
+        assert!(granted(100, 100));
+        assert!(!granted(150, 100));
+        assert!(!granted(usize::MAX, 0), "empty slots hold nothing");
         Allowed::serve(7);
-        assert!(Allowed::hit(100, 4), "the same block keeps its ranges");
+        assert!(granted(100, 4), "the same block keeps its ranges");
         Allowed::serve(8);
-        assert!(!Allowed::hit(100, 4), "another block's are forgotten");
+        assert!(!granted(100, 4), "another block's are forgotten");
         Allowed::remember((300, 400));
-        assert!(Allowed::hit(300, 4));
-        // What a checked program reads is what `hit` answers from.
-        // SAFETY: this OS thread's cache, read on it while nothing writes it.
-        let ranges = unsafe { &*Allowed::here() }.ranges.iter().map(Cell::get);
-        assert!(ranges.into_iter().any(|r| r == [300, 400]));
+        assert!(granted(300, 4));
     }
 }

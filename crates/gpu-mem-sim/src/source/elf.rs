@@ -1,7 +1,8 @@
 //! What the simulator reads from a compiled kernel library itself:
 //! * how much of its thread-local storage is the kernels' static `__shared__` arrays (the
 //!   prelude's host branch makes them `static thread_local`). The prelude's stackless section
-//!   has thread-locals of its own (frame arenas), and the C++ runtime adds a guard
+//!   and its checked hooks have thread-locals of their own (frame arenas, the pointer to the
+//!   granted ranges), and the C++ runtime adds a guard
 //!   (`__tls_guard`): those are not the kernels', so the arrays are counted from the symbol
 //!   table where the library has one, and only without one is the whole thread-local segment
 //!   taken;
@@ -31,12 +32,14 @@ pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
 /// the C++ runtime's guard of thread-locals with constructors. The tests' check that a
 /// stackless kernel gets all of the limit finds one missing from this list.
 fn is_prelude_tls(name: &[u8]) -> bool {
-    const PRELUDE: [&str; 5] = [
+    const PRELUDE: [&str; 6] = [
         "gm_sim_tls_anchor",
         "gm_sim_frames",
         "gm_sim_sub_frames",
         "gm_sim_frames_owner",
         "gm_sim_subs",
+        // A checked program's pointer to its OS thread's granted ranges (`gm_sim/checked.h`).
+        "gm_sim_allowed_here",
     ];
     // The exchange buffer of cooperative groups' tiles larger than a warp (the simulator's,
     // where a GPU's live in the user's `block_tile_memory`).
@@ -180,6 +183,7 @@ mod tests {
     fn only_the_preludes_and_runtimes_thread_locals_are_not_the_kernels() {
         assert!(is_prelude_tls(b"_ZL13gm_sim_frames"));
         assert!(is_prelude_tls(b"_ZL11gm_sim_subs"));
+        assert!(is_prelude_tls(b"_ZL19gm_sim_allowed_here"));
         assert!(is_prelude_tls(b"__tls_guard"));
         assert!(is_prelude_tls(
             b"_ZN18cooperative_groups7detailsL20gm_sim_tile_exchangeE"

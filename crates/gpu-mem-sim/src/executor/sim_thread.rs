@@ -29,8 +29,11 @@ thread_local! {
 pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
     CURRENT.set(std::ptr::from_ref(thread).cast::<()>());
     // A checked program reads the OS thread's allowed ranges without asking: they must be
-    // this block's.
-    Allowed::serve(thread.block.check_owner);
+    // this block's. (Unchecked programs never read them: their launches pay nothing here.)
+    let owner = thread.block.check_owner;
+    if owner != 0 {
+        Allowed::serve(owner);
+    }
 }
 
 /// Held while an OS thread runs blocks: when dropped, no simulated thread is current on it any

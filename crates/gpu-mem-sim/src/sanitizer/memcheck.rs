@@ -328,7 +328,8 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
 /// Ranges this OS thread was allowed lately, for one block (`Block::check_owner`): most accesses
 /// are answered from them, without looking anything up. They are a [`GmSimAllowed`] that a
 /// checked program tests itself before it asks (`gm_sim/checked.h`), so they are emptied
-/// whenever a thread of another block becomes current on the OS thread ([`Allowed::serve`]).
+/// whenever a thread of another checked block becomes current on the OS thread
+/// ([`Allowed::serve`]), and when the OS thread stops running blocks.
 pub(crate) struct Allowed;
 
 /// The cache of one OS thread: one thread-local, so that a hit costs one lookup.
@@ -351,8 +352,8 @@ thread_local! {
 }
 
 impl Allowed {
-    /// A thread of block `owner` (0: not a checked one) becomes current on this OS thread: the
-    /// ranges of another block are forgotten.
+    /// A thread of checked block `owner` becomes current on this OS thread (0: the OS thread
+    /// stops running blocks): the ranges of another block are forgotten.
     #[inline]
     pub(crate) fn serve(owner: u64) {
         CACHE.with(|cache| {

@@ -119,7 +119,7 @@ impl Violation {
 }
 
 /// Whether `[address, address + size)` lies in `[start, end)`.
-fn within(address: usize, size: usize, (start, end): (usize, usize)) -> bool {
+pub(super) fn within(address: usize, size: usize, (start, end): (usize, usize)) -> bool {
     address >= start && address.saturating_add(size) <= end
 }
 
@@ -424,7 +424,7 @@ mod tests {
         let allowed = unsafe { &*Allowed::here() };
         allowed.ranges.iter().any(|range| {
             let [start, end] = range.get();
-            address >= start && address <= end && size <= end - address
+            within(address, size, (start, end))
         })
     }
 

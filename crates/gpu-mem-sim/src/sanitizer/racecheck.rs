@@ -11,7 +11,7 @@
 //! write of another thread, or a read after an unordered write, is a [`Hazard`]. Atomics order
 //! themselves and are not recorded.
 
-use super::memcheck::Granted;
+use super::memcheck::{Granted, within};
 
 /// Who accessed a word, and where the thread stood then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,10 +95,9 @@ impl Shadow {
     }
 
     fn region_holding(&self, address: usize, size: usize) -> Option<usize> {
-        self.regions.iter().position(|r| {
-            let (start, end) = r.granted.range;
-            address >= start && address <= end && size <= end - address
-        })
+        self.regions
+            .iter()
+            .position(|r| within(address, size, r.granted.range))
     }
 
     /// Remembers shared memory an access was granted.

@@ -16,6 +16,9 @@
 //!   (default 10; [`Watchdog`]).
 //! * `GPU_MEM_SIM_CHECK` — what the simulator checks of compiled kernels beyond `gm_array`
 //!   indices: `none` (default), `memcheck` or `racecheck`, comma-separated ([`Checks`]).
+//! * `GPU_MEM_SIM_THREAD_ORDER` — the order a block's threads run in between barriers:
+//!   `index` (default), `reverse`, `random:SEED` or `random` (a seed drawn and logged)
+//!   ([`ThreadOrder`]).
 
 use gpu_mem_core::{Error, Result};
 
@@ -41,6 +44,8 @@ pub struct SimDeviceConfig {
     pub watchdog: Watchdog,
     /// What is checked of the compiled kernels it runs.
     pub checks: Checks,
+    /// The order a block's threads run in between barriers.
+    pub thread_order: ThreadOrder,
 }
 
 /// What the simulator checks of a compiled kernel's memory accesses, beyond `gm_array` indices
@@ -88,6 +93,74 @@ impl Checks {
     /// Whether kernels are built checked.
     pub fn any(&self) -> bool {
         self.memcheck || self.racecheck
+    }
+}
+
+/// The order in which the simulator runs a block's threads between two barriers.
+///
+/// Any order is one a GPU may take, so a correct kernel computes the same in each; a kernel
+/// that reads what another thread writes without a barrier between them gets that value only
+/// when the writer happens to run first. `Index` (thread 0 first) hides the bugs where the lower
+/// thread writes; `Reverse` and `Random` expose them, as wrong results in the user's own checks
+/// (racecheck names the two accesses). Any order other than `Index` runs every kernel's threads
+/// on stacks of their own (never as a loop or as coroutines), so it costs several times the
+/// time: it is for tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum ThreadOrder {
+    /// In index order (x fastest), each thread until it waits.
+    #[default]
+    Index,
+    /// The highest thread first.
+    Reverse,
+    /// A pseudo-random order drawn from `seed`, the block's index and the number of barriers
+    /// passed: each block and each stretch between barriers gets its own, the same in every
+    /// run with the same seed.
+    Random {
+        /// What the orders are drawn from.
+        seed: u64,
+    },
+}
+
+impl ThreadOrder {
+    /// The order `value` names: `index`, `reverse`, `random:SEED` (a decimal or `0x` number)
+    /// or `random` (a seed drawn from the clock, logged with `tracing` and printed by
+    /// `Display`).
+    pub fn parse(value: &str) -> Result<ThreadOrder> {
+        let expected = "`index`, `reverse`, `random` or `random:SEED`";
+        let value = value.trim();
+        match value {
+            "index" => return Ok(ThreadOrder::Index),
+            "reverse" => return Ok(ThreadOrder::Reverse),
+            "random" => {
+                let seed = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |t| t.as_nanos() as u64);
+                let order = ThreadOrder::Random { seed };
+                tracing::info!(%order, "simulated threads run in a random order; set GPU_MEM_SIM_THREAD_ORDER={order} to run this order again");
+                return Ok(order);
+            }
+            _ => {}
+        }
+        let seed = value
+            .strip_prefix("random:")
+            .map(str::trim)
+            .and_then(|s| match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => s.parse().ok(),
+            })
+            .ok_or_else(|| invalid("GPU_MEM_SIM_THREAD_ORDER", value, expected))?;
+        Ok(ThreadOrder::Random { seed })
+    }
+}
+
+impl std::fmt::Display for ThreadOrder {
+    /// As [`ThreadOrder::parse`] reads it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadOrder::Index => f.write_str("index"),
+            ThreadOrder::Reverse => f.write_str("reverse"),
+            ThreadOrder::Random { seed } => write!(f, "random:{seed}"),
+        }
     }
 }
 
@@ -160,6 +233,7 @@ impl Default for SimDeviceConfig {
             pinned_limit: DEFAULT_PINNED_LIMIT,
             watchdog: Watchdog::default(),
             checks: Checks::default(),
+            thread_order: ThreadOrder::Index,
         }
     }
 }
@@ -187,8 +261,8 @@ impl SimConfig {
     }
 
     /// Reads `GPU_MEM_SIM_DEVICES`, `GPU_MEM_SIM_MEMORY`, `GPU_MEM_SIM_WARP_SIZE`,
-    /// `GPU_MEM_SIM_SHARED_MEMORY`, `GPU_MEM_SIM_PINNED_LIMIT` and `GPU_MEM_SIM_WATCHDOG`
-    /// (seconds, such as `10` or `0.5`).
+    /// `GPU_MEM_SIM_SHARED_MEMORY`, `GPU_MEM_SIM_PINNED_LIMIT`, `GPU_MEM_SIM_WATCHDOG`
+    /// (seconds, such as `10` or `0.5`), `GPU_MEM_SIM_CHECK` and `GPU_MEM_SIM_THREAD_ORDER`.
     pub fn from_env() -> Result<SimConfig> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let count = match var("GPU_MEM_SIM_DEVICES") {
@@ -227,9 +301,14 @@ impl SimConfig {
             Some(v) => Checks::parse(&v)?,
             None => Checks::default(),
         };
+        let thread_order = match var("GPU_MEM_SIM_THREAD_ORDER") {
+            Some(v) => ThreadOrder::parse(&v)?,
+            None => ThreadOrder::Index,
+        };
         let devices = (0..count)
             .map(|i| SimDeviceConfig {
                 checks,
+                thread_order,
                 memory,
                 warp_size: *warps.get(i).or(warps.last()).unwrap_or(&32),
                 shared_memory,
@@ -365,6 +444,37 @@ mod tests {
         };
         assert_eq!(name, "GPU_MEM_SIM_CHECK");
         assert!(reason.contains("initcheck"), "{reason}");
+    }
+
+    #[test]
+    fn thread_orders_are_named_as_they_print() {
+        assert_eq!(ThreadOrder::parse("index").unwrap(), ThreadOrder::Index);
+        assert_eq!(
+            ThreadOrder::parse(" reverse ").unwrap(),
+            ThreadOrder::Reverse
+        );
+        assert_eq!(
+            ThreadOrder::parse("random:0x10").unwrap(),
+            ThreadOrder::Random { seed: 16 }
+        );
+        for order in [
+            ThreadOrder::Index,
+            ThreadOrder::Reverse,
+            ThreadOrder::Random { seed: u64::MAX },
+        ] {
+            assert_eq!(ThreadOrder::parse(&order.to_string()).unwrap(), order);
+        }
+        assert!(matches!(
+            ThreadOrder::parse("random").unwrap(),
+            ThreadOrder::Random { .. }
+        ));
+        for bad in ["", "random:", "random:-1", "shuffled", "random:0xg"] {
+            let Err(Error::InvalidArgument { name, reason }) = ThreadOrder::parse(bad) else {
+                panic!("{bad:?} is refused");
+            };
+            assert_eq!(name, "GPU_MEM_SIM_THREAD_ORDER");
+            assert!(reason.contains("random:SEED"), "{reason}");
+        }
     }
 
     #[test]

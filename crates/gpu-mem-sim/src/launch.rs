@@ -24,13 +24,11 @@ pub(crate) enum LaunchCode {
 }
 
 impl LaunchCode {
-    /// The code `kernel` runs on the simulator (compiling its source the first time);
-    /// `checked`: its source built with every access checked (`crate::sanitizer`).
-    pub(crate) fn of(kernel: &Kernel, checked: bool) -> Result<LaunchCode> {
+    /// The code `kernel` runs on the simulator (compiling its source the first time, the way
+    /// `build` says).
+    pub(crate) fn of(kernel: &Kernel, build: source::Build) -> Result<LaunchCode> {
         if let Some(source) = kernel.source() {
-            return Ok(LaunchCode::Source(source::program(
-                kernel, source, checked,
-            )?));
+            return Ok(LaunchCode::Source(source::program(kernel, source, build)?));
         }
         match closure_form(kernel) {
             Some(ClosureForm::Blocking(body)) => Ok(LaunchCode::Closure(body)),

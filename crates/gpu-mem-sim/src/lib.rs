@@ -47,7 +47,7 @@ mod workers;
 
 pub use config::{
     Checks, DEFAULT_PINNED_LIMIT, DEFAULT_SHARED_MEMORY, DEFAULT_WATCHDOG, SimConfig,
-    SimDeviceConfig, Watchdog, parse_size, parse_size_of,
+    SimDeviceConfig, ThreadOrder, Watchdog, parse_size, parse_size_of,
 };
 pub use thread::{SimKernel, ThreadCtx};
 
@@ -74,6 +74,7 @@ struct SimDevice {
     shared_memory: usize,
     watchdog: Watchdog,
     checks: Checks,
+    thread_order: ThreadOrder,
     memory: Arc<AddressSpace>,
     activity: Arc<DeviceActivity>,
     /// Read-locked to find a stream (see [`SimBackend::on_stream`]).
@@ -82,6 +83,13 @@ struct SimDevice {
     host: Mutex<HostTable>,
     /// Module variables mapped into the address space (by module and name), each once.
     symbols: Mutex<HashMap<(gpu_mem_core::kernel::Module, String), (DevicePtr, usize)>>,
+}
+
+impl SimDevice {
+    /// How the device's modules are built, from its checks and thread order.
+    fn build(&self) -> source::Build {
+        source::Build::of(self.checks, self.thread_order)
+    }
 }
 
 /// The simulator backend.
@@ -135,6 +143,7 @@ impl SimBackend {
                 shared_memory: c.shared_memory,
                 watchdog: c.watchdog,
                 checks: c.checks,
+                thread_order: c.thread_order,
                 memory: Arc::new(AddressSpace::new(ordinal, c.memory)),
                 activity: Arc::new(DeviceActivity::default()),
                 streams: RwLock::new(HashMap::default()),

@@ -36,7 +36,7 @@ unsafe impl Launch for SimBackend {
         }
         // Portable source is what a GPU runs, so it is preferred; the closure form is for
         // kernels written only for the simulator.
-        let code = launch::LaunchCode::of(kernel, d.checks.any())?;
+        let code = launch::LaunchCode::of(kernel, d.build())?;
         code.check_args(kernel.name(), args)?;
         executor::check_config(kernel, config, d.shared_memory, code.static_shared())?;
         let resolved = executor::resolve_args(&d.memory, kernel.name(), args)?;
@@ -51,6 +51,7 @@ unsafe impl Launch for SimBackend {
             warp_size: d.warp_size,
             shared_memory: d.shared_memory,
             watchdog: d.watchdog,
+            thread_order: d.thread_order,
         };
         match stream {
             None => {
@@ -107,7 +108,7 @@ unsafe impl Launch for SimBackend {
         if let Some(found) = symbols.get(&key) {
             return Ok(*found);
         }
-        let variable = source::variable(module, name, d.checks.any())?;
+        let variable = source::variable(module, name, d.build())?;
         let host = NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(
             variable.address,
         ))

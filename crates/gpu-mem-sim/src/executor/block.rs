@@ -7,7 +7,7 @@ use super::grid_barrier::GridBarrier;
 use super::plan::Plan;
 use super::schedule::{Schedule, Slot};
 use super::shared::SharedMemory;
-use crate::config::Watchdog;
+use crate::config::{ThreadOrder, Watchdog};
 use crate::sanitizer::Shadow;
 use crate::thread::{ArgView, BlockCtx};
 use gpu_mem_core::Error;
@@ -31,6 +31,8 @@ pub(crate) struct Block<'a> {
     /// How long, and for how many rounds, the block may go without progress before it is
     /// reported (`super::watchdog`).
     pub(super) watchdog: Watchdog,
+    /// The order its threads run in between barriers (`super::schedule`).
+    pub(super) thread_order: ThreadOrder,
     pub(crate) shared: SharedMemory,
     /// The grid barrier of a cooperative launch; `None` for others.
     pub(super) grid: Option<&'a GridBarrier>,
@@ -91,6 +93,7 @@ impl<'a> Block<'a> {
             grid_dim,
             warp_size,
             watchdog: limits.watchdog,
+            thread_order: limits.thread_order,
             shared,
             grid,
             // Sized by the first collective.

@@ -47,7 +47,7 @@ pub(crate) fn run_grid(
     memory: Option<(&MemoryMap, bool)>,
 ) -> Result<()> {
     let prepared = Prepared::new(code, args, memory);
-    let plan = prepared.plan();
+    let plan = prepared.plan(limits.thread_order);
     if cfg!(miri) && !plan.runs_under_miri() {
         return Err(Error::NotSupportedByBackend {
             backend: gpu_mem_core::BackendKind::Sim,

@@ -40,7 +40,7 @@ pub(crate) use fiber::first_barrier_floor;
 pub(crate) use grid::run_grid;
 pub(crate) use plan::{Code, Compiled};
 
-/// A simulated device's limits, as a launch runs under them.
+/// A simulated device's limits and settings, as a launch runs under them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
     pub(crate) warp_size: u32,
@@ -48,6 +48,8 @@ pub(crate) struct Limits {
     pub(crate) shared_memory: usize,
     /// When a block without progress is reported.
     pub(crate) watchdog: crate::config::Watchdog,
+    /// The order of a block's threads between barriers.
+    pub(crate) thread_order: crate::config::ThreadOrder,
 }
 
 use gpu_mem_core::kernel::{Kernel, LaunchConfig};

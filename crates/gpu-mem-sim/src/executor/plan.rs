@@ -19,6 +19,7 @@
 
 use super::args::{Resolved, encode};
 use crate::abi::{CallsEntry, Entry, GmSimThreads, StacklessEntry};
+use crate::config::ThreadOrder;
 use crate::sanitizer::{MemoryMap, ProgramLayout};
 use crate::thread::{PolledBody, SimKernelFn};
 use std::ffi::{c_int, c_void};
@@ -182,8 +183,10 @@ impl<'a> Prepared<'a> {
         }
     }
 
-    /// The plan: the one place that decides how the threads run.
-    pub(crate) fn plan(&self) -> Plan<'_> {
+    /// The plan: the one place that decides how the threads run. Threads that never wait run
+    /// as a loop in the program only in index order; another `order` puts them on fibers,
+    /// whose runner takes them in any order.
+    pub(crate) fn plan(&self, order: ThreadOrder) -> Plan<'_> {
         match self.code {
             Code::Closure(closure) => Plan::Fibers(OnFibers::Closure(closure)),
             Code::Async(body) => Plan::Polled(body),
@@ -213,7 +216,7 @@ impl<'a> Prepared<'a> {
                             races,
                         }),
                 };
-                if waits {
+                if waits || order != ThreadOrder::Index {
                     Plan::Fibers(OnFibers::Compiled(calls))
                 } else {
                     Plan::Direct(calls)

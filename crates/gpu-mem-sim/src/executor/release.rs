@@ -127,6 +127,7 @@ impl Block<'_> {
         if self.barrier_stalled(s) {
             return Err(self.stalled_at_barrier(s));
         }
+        s.next_stretch();
         Ok(true)
     }
 

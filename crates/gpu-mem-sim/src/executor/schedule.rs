@@ -1,10 +1,14 @@
 //! A block's scheduling state: each thread's phase (unstarted, ready, waiting, done), where the
 //! waiting ones wait, and the counts the release rules (`super::release`) and the watchdog
 //! (`super::watchdog`) read. Every runner records its threads' waits here the same way
-//! ([`record_wait`]), so the rules see one picture whatever runs the threads.
+//! ([`record_wait`]), so the rules see one picture whatever runs the threads. The order the
+//! runners that scan the block (fibers, polled) take its threads in is kept here too
+//! ([`Schedule::arrange`]): positions in a scan map to threads, in index order unless the
+//! device asks for another (`crate::ThreadOrder`).
 
 use super::fiber::Fiber;
 use crate::abi::GmSimWait;
+use crate::config::ThreadOrder;
 use crate::thread::{BarrierScope, Collective, Fence, Site};
 use gpu_mem_core::Error;
 use std::cell::Cell;
@@ -64,6 +68,14 @@ pub(super) struct Schedule {
     /// of `super::stackless`, kept here to be reused).
     pub(super) frames: Vec<*mut std::ffi::c_void>,
     pub(super) wait_at: Vec<*mut GmSimWait>,
+    /// The thread at each position of a scan; empty for index order ([`Schedule::at`]).
+    order: Vec<u32>,
+    /// Each thread's position in `order`.
+    position: Vec<u32>,
+    /// A random order's generator state, which the next stretch's order is drawn from.
+    draws: Option<u64>,
+    /// The position of the first unstarted thread (unstarted threads are always the last ones
+    /// in the order).
     pub(super) next_unstarted: usize,
     pub(super) waiting: usize,
     pub(super) done: usize,
@@ -96,6 +108,9 @@ impl Default for Schedule {
             spare: Vec::new(),
             frames: Vec::new(),
             wait_at: Vec::new(),
+            order: Vec::new(),
+            position: Vec::new(),
+            draws: None,
             next_unstarted: 0,
             waiting: 0,
             done: 0,
@@ -135,14 +150,79 @@ impl Schedule {
             spare: kept.spare,
             frames: kept.frames,
             wait_at: kept.wait_at,
+            order: kept.order,
+            position: kept.position,
             ..Schedule::default()
         };
+        self.order.clear();
+        self.position.clear();
         self.phases.clear();
         self.phases.resize(count, Phase::Unstarted);
         // Stale entries are harmless (a wait is read only where the phase says `Waiting`), so
         // the buffer only ever grows.
         if self.waits.len() < count {
             self.waits.resize(count, Wait::NONE);
+        }
+    }
+
+    /// Puts the threads of block `block` (its linear index in the grid) in `order`, each until
+    /// it waits; a random order is drawn again for every stretch between barriers
+    /// ([`Schedule::next_stretch`]). Called after [`Schedule::take`], before any thread starts.
+    pub(super) fn arrange(&mut self, order: ThreadOrder, block: u64) {
+        let count = self.phases.len();
+        match order {
+            ThreadOrder::Index => return,
+            ThreadOrder::Reverse => self.order.extend((0..count as u32).rev()),
+            ThreadOrder::Random { seed } => {
+                self.order.extend(0..count as u32);
+                let mut state = seed ^ mix(block.wrapping_add(0x5851_f42d_4c95_7f2d));
+                shuffle(&mut self.order, &mut state);
+                self.draws = Some(state);
+            }
+        }
+        self.position.resize(count, 0);
+        for (p, &thread) in self.order.iter().enumerate() {
+            self.position[thread as usize] = p as u32;
+        }
+    }
+
+    /// The thread at position `p` of a scan of the block.
+    #[inline(always)]
+    pub(super) fn at(&self, p: usize) -> usize {
+        match self.order.get(p) {
+            Some(&thread) => thread as usize,
+            None => p,
+        }
+    }
+
+    /// The position of thread `linear` in a scan of the block.
+    #[inline(always)]
+    pub(super) fn position_of(&self, linear: usize) -> usize {
+        match self.position.get(linear) {
+            Some(&p) => p as usize,
+            None => linear,
+        }
+    }
+
+    /// Whether the threads run in index order.
+    #[inline(always)]
+    pub(super) fn in_index_order(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// A round ended and the block goes on: a random order is drawn again once every thread has
+    /// started (unstarted threads must stay the last ones in the order).
+    pub(super) fn next_stretch(&mut self) {
+        let Some(mut state) = self.draws else {
+            return;
+        };
+        if self.phases.contains(&Phase::Unstarted) {
+            return;
+        }
+        shuffle(&mut self.order, &mut state);
+        self.draws = Some(state);
+        for (p, &thread) in self.order.iter().enumerate() {
+            self.position[thread as usize] = p as u32;
         }
     }
 
@@ -181,6 +261,23 @@ impl Schedule {
                 _ => State::Ready,
             })
             .collect()
+    }
+}
+
+/// SplitMix64's output function: a well-mixed 64-bit value of `x`.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Fisher-Yates over `order`, drawing from a SplitMix64 sequence at `state`.
+fn shuffle(order: &mut [u32], state: &mut u64) {
+    for i in (1..order.len()).rev() {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        // Multiply-shift: an index below `i + 1` without a division.
+        let j = ((u128::from(mix(*state)) * (i as u128 + 1)) >> 64) as usize;
+        order.swap(i, j);
     }
 }
 
@@ -262,4 +359,77 @@ pub(crate) struct Slot {
     pub(super) arg: i64,
     pub(super) width: u32,
     pub(super) result: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arranged(order: ThreadOrder, block: u64, count: usize) -> Schedule {
+        let mut s = Schedule::default();
+        s.restart(count);
+        s.arrange(order, block);
+        s
+    }
+
+    fn scan(s: &Schedule) -> Vec<usize> {
+        (0..s.phases.len()).map(|p| s.at(p)).collect()
+    }
+
+    fn is_permutation(scan: &[usize]) -> bool {
+        let mut sorted = scan.to_vec();
+        sorted.sort_unstable();
+        sorted == (0..scan.len()).collect::<Vec<_>>()
+    }
+
+    #[test]
+    fn index_and_reverse_orders_scan_as_named() {
+        let s = arranged(ThreadOrder::Index, 3, 5);
+        assert!(s.in_index_order());
+        assert_eq!(scan(&s), [0, 1, 2, 3, 4]);
+        let s = arranged(ThreadOrder::Reverse, 3, 5);
+        assert_eq!(scan(&s), [4, 3, 2, 1, 0]);
+        assert_eq!(
+            (0..5).map(|t| s.position_of(t)).collect::<Vec<_>>(),
+            [4, 3, 2, 1, 0]
+        );
+    }
+
+    #[test]
+    fn random_orders_are_permutations_per_seed_block_and_stretch() {
+        let seed = ThreadOrder::Random { seed: 7 };
+        let a = arranged(seed, 0, 256);
+        assert!(is_permutation(&scan(&a)));
+        for p in 0..256 {
+            assert_eq!(a.position_of(a.at(p)), p);
+        }
+        // The same seed and block: the same order; another block or seed: another.
+        assert_eq!(scan(&a), scan(&arranged(seed, 0, 256)));
+        assert_ne!(scan(&a), scan(&arranged(seed, 1, 256)));
+        assert_ne!(
+            scan(&a),
+            scan(&arranged(ThreadOrder::Random { seed: 8 }, 0, 256))
+        );
+        assert_ne!(scan(&a), (0..256).collect::<Vec<_>>());
+        // A new stretch waits until every thread has started, then draws a new order.
+        let mut s = arranged(seed, 0, 256);
+        s.next_stretch();
+        assert_eq!(
+            scan(&s),
+            scan(&a),
+            "threads not started yet keep their places"
+        );
+        s.phases.fill(Phase::Ready);
+        s.next_stretch();
+        let next = scan(&s);
+        assert!(is_permutation(&next));
+        assert_ne!(next, scan(&a));
+        for p in 0..256 {
+            assert_eq!(s.position_of(s.at(p)), p);
+        }
+        // A restart (the next block of this OS thread) is in index order until arranged.
+        s.restart(4);
+        assert!(s.in_index_order());
+        assert_eq!(scan(&s), [0, 1, 2, 3]);
+    }
 }

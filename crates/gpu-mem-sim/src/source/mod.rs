@@ -150,8 +150,8 @@ const MAX_KERNEL_ENTRIES: usize = 4096;
 /// Kernels by kernel id (the fast path), modules by content and by cache key.
 #[derive(Default)]
 struct Programs {
-    by_kernel: HashMap<(u64, bool), Arc<SourceProgram>>,
-    by_module: HashMap<(Module, bool), Arc<LoadedModule>>,
+    by_kernel: HashMap<(u64, Build), Arc<SourceProgram>>,
+    by_module: HashMap<(Module, Build), Arc<LoadedModule>>,
     by_key: HashMap<String, Arc<LoadedModule>>,
 }
 
@@ -161,11 +161,11 @@ static PROGRAMS: Mutex<Option<Programs>> = Mutex::new(None);
 /// threads launching the same new kernel build it once), different modules side by side, while
 /// [`PROGRAMS`] is held only to look programs up and add them, so that kernels built already
 /// launch while others compile.
-type Building = HashMap<(Module, bool), Arc<Mutex<()>>>;
+type Building = HashMap<(Module, Build), Arc<Mutex<()>>>;
 static BUILDING: Mutex<Option<Building>> = Mutex::new(None);
 
 /// The lock of `module`'s build (made for the first thread to build it).
-fn build_lock(module: &(Module, bool)) -> Arc<Mutex<()>> {
+fn build_lock(module: &(Module, Build)) -> Arc<Mutex<()>> {
     lock(&BUILDING)
         .get_or_insert_with(HashMap::new)
         .entry(module.clone())
@@ -175,7 +175,7 @@ fn build_lock(module: &(Module, bool)) -> Arc<Mutex<()>> {
 
 /// Forgets `module`'s build lock once its build is over: a thread still waiting for it holds
 /// its own reference, and finds the module among the programs (or builds it, after a failure).
-fn build_over(module: &(Module, bool)) {
+fn build_over(module: &(Module, Build)) {
     if let Some(building) = lock(&BUILDING).as_mut() {
         building.remove(module);
     }
@@ -193,18 +193,42 @@ fn unsupported_under_miri() -> Error {
     }
 }
 
+/// How a device has its modules built; each way is a library of its own (with its own module
+/// variables) where the code built differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Build {
+    /// Stackless threads where the source allows them, else threads as calls.
+    Fastest,
+    /// Threads as calls only, which the executor can run in any order (`crate::ThreadOrder`).
+    Calls,
+    /// Threads as calls, every access checked (`crate::sanitizer`).
+    Checked,
+}
+
+impl Build {
+    /// The build a device with these settings runs.
+    pub(crate) fn of(checks: crate::Checks, order: crate::ThreadOrder) -> Build {
+        if checks.any() {
+            Build::Checked
+        } else if order != crate::ThreadOrder::Index {
+            Build::Calls
+        } else {
+            Build::Fastest
+        }
+    }
+}
+
 /// The program of `kernel`'s entry point, its module compiled (or taken from a cache) and
-/// loaded; `checked`: the module built with its accesses checked (`crate::sanitizer`), a
-/// library of its own (with its own module variables).
+/// loaded the way `build` says.
 pub(crate) fn program(
     kernel: &Kernel,
     source: &KernelSource,
-    checked: bool,
+    build: Build,
 ) -> Result<Arc<SourceProgram>> {
     if cfg!(miri) {
         return Err(unsupported_under_miri());
     }
-    if let Some(found) = programs(|p| p.by_kernel.get(&(kernel.id(), checked)).cloned()) {
+    if let Some(found) = programs(|p| p.by_kernel.get(&(kernel.id(), build)).cloned()) {
         return Ok(found);
     }
     let invalid = |reason: String| Error::InvalidLaunch {
@@ -217,7 +241,7 @@ pub(crate) fn program(
             source.entry
         )));
     }
-    let module = loaded_module(kernel.name(), &source.module, checked)?;
+    let module = loaded_module(kernel.name(), &source.module, build)?;
     let program = module.kernel(&source.entry).cloned().ok_or_else(|| {
         invalid(format!(
             "the source has no kernel `{}` to launch; its kernels: {} (a template kernel is launched by an instantiation the module is made with: Kernel::from_source(code, \"name<arguments>\") or Module::with_name_expressions)",
@@ -232,18 +256,18 @@ pub(crate) fn program(
             // by content.
             p.by_kernel.clear();
         }
-        p.by_kernel.insert((kernel.id(), checked), program.clone());
+        p.by_kernel.insert((kernel.id(), build), program.clone());
     });
     Ok(program)
 }
 
 /// The variable `name` of `module` (built and loaded first if it is not yet): its address in
 /// this process and its size.
-pub(crate) fn variable(module: &Module, name: &str, checked: bool) -> Result<Variable> {
+pub(crate) fn variable(module: &Module, name: &str, build: Build) -> Result<Variable> {
     if cfg!(miri) {
         return Err(unsupported_under_miri());
     }
-    let loaded = loaded_module(module.name(), module, checked)?;
+    let loaded = loaded_module(module.name(), module, build)?;
     let wanted = compiled::normalized(name);
     loaded
         .variables
@@ -265,8 +289,8 @@ pub(crate) fn variable(module: &Module, name: &str, checked: bool) -> Result<Var
 }
 
 /// `module` loaded: found by content, or built.
-fn loaded_module(what: &str, module: &Module, checked: bool) -> Result<Arc<LoadedModule>> {
-    let by_module = (module.clone(), checked);
+fn loaded_module(what: &str, module: &Module, build: Build) -> Result<Arc<LoadedModule>> {
+    let by_module = (module.clone(), build);
     if let Some(found) = programs(|p| p.by_module.get(&by_module).cloned()) {
         return Ok(found);
     }
@@ -283,7 +307,7 @@ fn loaded_module(what: &str, module: &Module, checked: bool) -> Result<Arc<Loade
         });
     }
     let compiler = Compiler::from_env()?;
-    let plans = plans(module, &compiler, checked);
+    let plans = plans(module, &compiler, build);
     let slot = build_lock(&by_module);
     let built = {
         let _building = lock(&slot);
@@ -302,7 +326,7 @@ fn build_module(
     module: &Module,
     compiler: &Compiler,
     plans: &[Plan],
-    by_module: (Module, bool),
+    by_module: (Module, Build),
 ) -> Result<Arc<LoadedModule>> {
     let cache = cache::open().map_err(|reason| Error::KernelCompile {
         kernel: what.to_string(),
@@ -399,8 +423,9 @@ struct Plan {
 const SHIFTS_AS_WRITTEN: &str = "the kernel did not compile with its shifts made a GPU's (a template argument list in a shift count?), so it is built as written: a shift by the width or more is reported as a fault rather than give a GPU's 0";
 
 /// The ways to build `module`, best first: stackless threads when the source allows them, then
-/// ordinary calls (always; the answer when the first is refused); `checked`: only checked calls.
-fn plans(module: &Module, compiler: &Compiler, checked: bool) -> Vec<Plan> {
+/// ordinary calls (always; the answer when the first is refused); only calls, or only checked
+/// calls, where `build` says so.
+fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
     let as_written = dynamic_shared::rewrite(module.code()).into_owned();
     let code = shifts::rewrite(&as_written).into_owned();
     if warp_synchronous(&code) {
@@ -442,50 +467,46 @@ fn plans(module: &Module, compiler: &Compiler, checked: bool) -> Vec<Plan> {
         }
     };
     let mut plans = Vec::with_capacity(2);
-    if checked {
-        plans.push(plan(Threads::Checked, &code));
-        if code != as_written {
-            plans.push(Plan {
-                caveat: Some(SHIFTS_AS_WRITTEN),
-                ..plan(Threads::Checked, &as_written)
-            });
-        }
-        return plans;
-    }
-    // The stackless form starts from the source with its block groups' syncs written as block
-    // barriers (`stackless::lower_block_groups`), where it has any.
-    let lowered = stackless::lower_block_groups(&code);
-    let stackless_code = lowered.as_deref().unwrap_or(&code);
-    // Clang builds the stackless form as C++20 (`compiler::standard`), which must not change
-    // what the kernel computes.
-    let as_cxx20 = || {
-        compiler
-            .is_clang()
-            .then(|| stackless::why_not_as_cxx20(stackless_code))
-            .flatten()
-    };
-    match stackless::why_not(stackless_code) {
-        None => match as_cxx20() {
-            None => {
-                if let Some(rewritten) = stackless::rewrite(stackless_code) {
-                    plans.push(plan(Threads::Stackless, &rewritten));
+    if build == Build::Fastest {
+        // The stackless form starts from the source with its block groups' syncs written as block
+        // barriers (`stackless::lower_block_groups`), where it has any.
+        let lowered = stackless::lower_block_groups(&code);
+        let stackless_code = lowered.as_deref().unwrap_or(&code);
+        // Clang builds the stackless form as C++20 (`compiler::standard`), which must not change
+        // what the kernel computes.
+        let as_cxx20 = || {
+            compiler
+                .is_clang()
+                .then(|| stackless::why_not_as_cxx20(stackless_code))
+                .flatten()
+        };
+        match stackless::why_not(stackless_code) {
+            None => match as_cxx20() {
+                None => {
+                    if let Some(rewritten) = stackless::rewrite(stackless_code) {
+                        plans.push(plan(Threads::Stackless, &rewritten));
+                    }
                 }
+                Some(reason) => {
+                    tracing::debug!(module = module.name(), %reason, "kernel runs on stacks: clang would build its stackless form as C++20");
+                }
+            },
+            // (A kernel whose threads wait for nothing runs them as plain calls, faster still.)
+            Some(reason) if wrapper::may_wait(&code) => {
+                tracing::debug!(module = module.name(), %reason, "kernel runs on stacks: not tried stackless");
             }
-            Some(reason) => {
-                tracing::debug!(module = module.name(), %reason, "kernel runs on stacks: clang would build its stackless form as C++20");
-            }
-        },
-        // (A kernel whose threads wait for nothing runs them as plain calls, faster still.)
-        Some(reason) if wrapper::may_wait(&code) => {
-            tracing::debug!(module = module.name(), %reason, "kernel runs on stacks: not tried stackless");
+            Some(_) => {}
         }
-        Some(_) => {}
     }
-    plans.push(plan(Threads::Calls, &code));
+    let calls = match build {
+        Build::Checked => Threads::Checked,
+        Build::Fastest | Build::Calls => Threads::Calls,
+    };
+    plans.push(plan(calls, &code));
     if code != as_written {
         plans.push(Plan {
             caveat: Some(SHIFTS_AS_WRITTEN),
-            ..plan(Threads::Calls, &as_written)
+            ..plan(calls, &as_written)
         });
     }
     plans
@@ -889,8 +910,12 @@ mod tests {
 
     fn threads_of(code: &str) -> Threads {
         let kernel = Kernel::from_source(code, "k");
-        let program = program(&kernel, kernel.source().expect("a source kernel"), false)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let program = program(
+            &kernel,
+            kernel.source().expect("a source kernel"),
+            Build::Fastest,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         match program.entry {
             Entry::Calls(_) => Threads::Calls,
             Entry::Stackless(_) => Threads::Stackless,
@@ -902,10 +927,11 @@ mod tests {
         let code = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void made_often() {}\n";
         let first = Kernel::from_source(code, "made_often");
         let program_of_first =
-            program(&first, first.source().expect("source"), false).expect("built");
+            program(&first, first.source().expect("source"), Build::Fastest).expect("built");
         for _ in 0..MAX_KERNEL_ENTRIES + 10 {
             let kernel = Kernel::from_source(code, "made_often");
-            let again = program(&kernel, kernel.source().expect("source"), false).expect("found");
+            let again =
+                program(&kernel, kernel.source().expect("source"), Build::Fastest).expect("found");
             // Found by content: the one program.
             assert!(Arc::ptr_eq(&again, &program_of_first));
         }

@@ -25,3 +25,4 @@ mod shared_arrays;
 mod stackless;
 mod stream_handoff;
 mod stream_lifetime;
+mod thread_order;

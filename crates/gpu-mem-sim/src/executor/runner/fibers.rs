@@ -3,8 +3,9 @@
 //!
 //! A thread runs until it waits: at a barrier or collective ([`Block::wait`]), or to let the
 //! others run ([`Block::yield_now`], from atomics and spin-wait hints). The waiting thread
-//! itself picks the next thread to run — the next ready one in index order, or an unstarted one
-//! on a fresh fiber — and switches to it; a thread that ends leaves its fiber to the next
+//! itself picks the next thread to run — the next ready one in the block's order (index order
+//! unless the device asks for another: `Schedule::arrange`), or an unstarted one on a fresh
+//! fiber — and switches to it; a thread that ends leaves its fiber to the next
 //! unstarted thread. When the scan reaches the end of the block (a round), what can be released
 //! is released: every thread waiting at one block barrier at once (counted as they arrive), or
 //! the general checks for warp barriers, collectives and mixed waits. When nothing can proceed
@@ -63,11 +64,13 @@ impl Block<'_> {
         // SAFETY: no thread runs yet.
         let s = unsafe { self.schedule() };
         *s = Schedule::take(count);
+        s.arrange(self.thread_order, self.first_linear());
         // The fibers the block may need, in one go.
         fiber::take_idle(count, &mut s.spare);
-        let first = self.fresh_fiber(s, 0)?;
+        let leader = s.at(0);
+        let first = self.fresh_fiber(s, leader)?;
         stack::running(self.kernel);
-        s.phases[0] = Phase::Ready;
+        s.phases[leader] = Phase::Ready;
         s.next_unstarted = 1;
         // SAFETY: `first` holds thread 0; the block outlives the call, and every thread it
         // starts has ended (or is ended below) before it returns.
@@ -180,7 +183,7 @@ impl Block<'_> {
         s.done += 1;
         s.progressed = true;
         if s.next_unstarted < s.phases.len() {
-            let next = s.next_unstarted;
+            let next = s.at(s.next_unstarted);
             s.next_unstarted += 1;
             s.phases[next] = Phase::Ready;
             s.fibers[next] = fiber;
@@ -255,6 +258,9 @@ impl Block<'_> {
     /// The fiber to run after thread `linear` stopped; `None` when it runs on itself.
     #[inline(always)]
     fn next_fiber(&self, s: &mut Schedule, linear: usize) -> Option<*const Fiber> {
+        if !s.in_index_order() {
+            return self.next_after(s, linear);
+        }
         // The common case: the next thread waits to be resumed. The one after it will most
         // likely run next: its stack starts coming into the cache now.
         let next = linear + 1;
@@ -301,20 +307,23 @@ impl Block<'_> {
         }
     }
 
-    /// The next thread to run after `from`: the next ready or unstarted one in index order; at
-    /// the end of the block, a round ends (see [`Block::end_round`]) and the scan starts over.
+    /// The next thread to run after thread `from`: the next ready or unstarted one in the
+    /// block's order; at the end of the block, a round ends (see [`Block::end_round`]) and the
+    /// scan starts over.
     #[inline]
     fn pick(&self, s: &mut Schedule, from: usize) -> Next {
         let count = s.phases.len();
-        let mut i = from + 1;
+        // Positions in the order (in index order, thread indices).
+        let mut i = s.position_of(from) + 1;
         loop {
             while i < count {
-                match s.phases[i] {
-                    Phase::Ready => return Next::Run(i),
+                let thread = s.at(i);
+                match s.phases[thread] {
+                    Phase::Ready => return Next::Run(thread),
                     Phase::Unstarted => {
-                        s.phases[i] = Phase::Ready;
+                        s.phases[thread] = Phase::Ready;
                         s.next_unstarted = i + 1;
-                        return Next::Start(i);
+                        return Next::Start(thread);
                     }
                     _ => i += 1,
                 }

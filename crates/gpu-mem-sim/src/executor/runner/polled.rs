@@ -3,8 +3,8 @@
 //!
 //! A thread runs until it awaits a barrier or collective: the future records the wait in the
 //! block's schedule (the same `record_wait` as for threads on fibers) and returns `Pending`.
-//! Every round polls, in index order, each thread that may go on; at the end of the round the
-//! block's scheduler (`crate::executor::release`: `end_round`) releases exactly what it releases for
+//! Every round polls, in the block's order (`Schedule::arrange`), each thread that may go on; at
+//! the end of the round the block's scheduler (`crate::executor::release`: `end_round`) releases exactly what it releases for
 //! threads on fibers — a block barrier once every thread waits there, warp collectives with
 //! their results — or reports divergence and spinning threads the same way. A released thread
 //! reads its result when polled again. Where a thread on a fiber pays two stack switches and a
@@ -327,6 +327,8 @@ impl Block<'_> {
     /// been dropped when it returns.
     fn drive_polled(&self, body: &dyn PolledBody) -> Result<(), Error> {
         let count = self.block_dim.count() as usize;
+        // SAFETY: no thread runs yet.
+        unsafe { self.schedule() }.arrange(self.thread_order, self.first_linear());
         let polled = Polled::new(self, count);
         let dim = self.block_dim;
         let mut ctxs: Vec<AsyncThreadCtx<'_>> = Vec::with_capacity(count);
@@ -387,7 +389,8 @@ impl Block<'_> {
                 let linear = polled.current.get();
                 self.polled_thread_ended(linear);
                 polled.end_thread(linear, futures);
-                from = linear + 1;
+                // SAFETY: executor code between polls; nothing else holds the schedule.
+                from = unsafe { self.schedule() }.position_of(linear) + 1;
             }
             // SAFETY: executor code between polls; nothing else holds the schedule.
             let s = unsafe { self.schedule() };
@@ -397,7 +400,7 @@ impl Block<'_> {
         }
     }
 
-    /// Polls, in index order from `from`, every thread that may go on.
+    /// Polls, in the block's order from position `from`, every thread that may go on.
     #[inline]
     fn poll_round_from(
         &self,
@@ -405,10 +408,11 @@ impl Block<'_> {
         futures: &mut dyn PolledThreads,
         from: usize,
     ) {
-        for linear in from..polled.standing.len() {
-            {
+        for position in from..polled.standing.len() {
+            let linear = {
                 // SAFETY: executor code between polls; nothing else holds the schedule.
                 let s = unsafe { self.schedule() };
+                let linear = s.at(position);
                 // Compares, not a `match`: the usual round has every thread in one phase, and
                 // the branches stay predicted where a jump table's would not.
                 let phase = s.phases[linear];
@@ -418,7 +422,8 @@ impl Block<'_> {
                 if phase == Phase::Unstarted {
                     s.phases[linear] = Phase::Ready;
                 }
-            }
+                linear
+            };
             polled.start_poll(linear);
             match futures.poll(linear) {
                 Poll::Ready(()) => self.polled_thread_ended(linear),

@@ -1575,7 +1575,7 @@ struct Row {
     path: String,
     /// Medians in seconds (simulator, reference), where the kernel was timed.
     times: Option<(f64, f64)>,
-    /// With `--memcheck` or `--racecheck`: the same on a simulator whose kernels are checked
+    /// With `--memcheck`, `--racecheck` or `--initcheck`: the same on a simulator whose kernels are checked
     /// that way, beside the reference again.
     checked_times: Option<(f64, f64)>,
     /// Why the kernel is left out of the summary, if it is.
@@ -1689,13 +1689,19 @@ fn main() -> Result<(), String> {
         || std::env::var_os("GPU_MEM_BENCH_JSON").is_some_and(|v| v == "1");
     // `--memcheck` (or GPU_MEM_BENCH_MEMCHECK=1): each kernel also on a simulator that checks
     // every access (`Checks::memcheck`), its cost as a ratio of the two ratios to the reference
-    // (target: 2x); `--racecheck`: the same with races on shared memory looked for too (5x).
+    // (target: 2x); `--racecheck`: the same with races on shared memory looked for too (5x);
+    // `--initcheck`: with reads of memory never written looked for (held to memcheck's 2x:
+    // once an allocation was written whole, its accesses cost what memcheck's do).
     let racecheck = std::env::args().any(|a| a == "--racecheck");
+    let initcheck = std::env::args().any(|a| a == "--initcheck");
     let memcheck = racecheck
+        || initcheck
         || std::env::args().any(|a| a == "--memcheck")
         || std::env::var_os("GPU_MEM_BENCH_MEMCHECK").is_some_and(|v| v == "1");
     let (check, target) = if racecheck {
         ("racecheck", 5.0)
+    } else if initcheck {
+        ("initcheck", 2.0)
     } else {
         ("memcheck", 2.0)
     };
@@ -1703,8 +1709,9 @@ fn main() -> Result<(), String> {
         let mut config = gpu_mem::sim::SimConfig::default();
         for device in &mut config.devices {
             device.checks = gpu_mem::sim::Checks {
-                memcheck: !racecheck,
+                memcheck: !racecheck && !initcheck,
                 racecheck,
+                initcheck,
             };
         }
         Runtime::with_backend(std::sync::Arc::new(gpu_mem::sim::SimBackend::new(config)))

@@ -15,7 +15,8 @@
 //! * `GPU_MEM_SIM_WATCHDOG` — seconds a block may go without progress before it is reported
 //!   (default 10; [`Watchdog`]).
 //! * `GPU_MEM_SIM_CHECK` — what the simulator checks of compiled kernels beyond `gm_array`
-//!   indices: `none` (default), `memcheck` or `racecheck`, comma-separated ([`Checks`]).
+//!   indices: `none` (default), `memcheck`, `racecheck` or `initcheck`, comma-separated
+//!   ([`Checks`]).
 //! * `GPU_MEM_SIM_THREAD_ORDER` — the order a block's threads run in between barriers:
 //!   `index` (default), `reverse`, `random:SEED` or `random` (a seed drawn and logged)
 //!   ([`ThreadOrder`]).
@@ -67,10 +68,17 @@ pub struct Checks {
     /// their threads and lines. Its kernels are built checked, so memcheck's checks come with
     /// it.
     pub racecheck: bool,
+    /// A kernel reading device memory that no copy, fill or kernel wrote since it was allocated
+    /// (zeros on the simulator, whatever the memory held before on a GPU) fails with a
+    /// `KernelFault` naming the access, the first unwritten byte and the line. Its device's
+    /// allocations keep a bit per byte; its kernels are built checked, so memcheck's checks
+    /// come with it.
+    pub initcheck: bool,
 }
 
 impl Checks {
-    /// The checks `value` names: `none`, `memcheck` or `racecheck` (comma-separated).
+    /// The checks `value` names: `none`, `memcheck`, `racecheck` or `initcheck`
+    /// (comma-separated).
     pub fn parse(value: &str) -> Result<Checks> {
         let mut checks = Checks::default();
         for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -78,11 +86,12 @@ impl Checks {
                 "none" => {}
                 "memcheck" => checks.memcheck = true,
                 "racecheck" => checks.racecheck = true,
+                "initcheck" => checks.initcheck = true,
                 _ => {
                     return Err(invalid(
                         "GPU_MEM_SIM_CHECK",
                         value,
-                        "`none`, `memcheck` or `racecheck` (comma-separated)",
+                        "`none`, `memcheck`, `racecheck` or `initcheck` (comma-separated)",
                     ));
                 }
             }
@@ -92,7 +101,7 @@ impl Checks {
 
     /// Whether kernels are built checked.
     pub fn any(&self) -> bool {
-        self.memcheck || self.racecheck
+        self.memcheck || self.racecheck || self.initcheck
     }
 }
 
@@ -438,12 +447,17 @@ mod tests {
         assert!(Checks::parse("memcheck").unwrap().memcheck);
         assert!(Checks::parse(" none , memcheck ").unwrap().any());
         assert!(Checks::parse("racecheck").unwrap().racecheck);
-        let Err(Error::InvalidArgument { name, reason }) = Checks::parse("memcheck,initcheck")
+        assert!(Checks::parse("initcheck").unwrap().initcheck);
+        assert!(Checks::parse("initcheck").unwrap().any());
+        let Err(Error::InvalidArgument { name, reason }) = Checks::parse("memcheck,synccheck")
         else {
             panic!("an unknown check is refused");
         };
         assert_eq!(name, "GPU_MEM_SIM_CHECK");
-        assert!(reason.contains("initcheck"), "{reason}");
+        assert!(
+            reason.contains("synccheck") && reason.contains("initcheck"),
+            "{reason}"
+        );
     }
 
     #[test]

@@ -52,6 +52,11 @@ impl LaunchCode {
         }
     }
 
+    /// Whether it is compiled code (whose accesses a checked build sees one by one).
+    pub(crate) fn is_compiled(&self) -> bool {
+        matches!(self, LaunchCode::Source(_))
+    }
+
     /// Bytes of static `__shared__` arrays a block of it declares.
     pub(crate) fn static_shared(&self) -> usize {
         match self {

@@ -144,7 +144,9 @@ impl SimBackend {
                 watchdog: c.watchdog,
                 checks: c.checks,
                 thread_order: c.thread_order,
-                memory: Arc::new(AddressSpace::new(ordinal, c.memory)),
+                memory: Arc::new(
+                    AddressSpace::new(ordinal, c.memory).tracking_writes(c.checks.initcheck),
+                ),
                 activity: Arc::new(DeviceActivity::default()),
                 streams: RwLock::new(HashMap::default()),
                 events: Mutex::new(HashMap::default()),

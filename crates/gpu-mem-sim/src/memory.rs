@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 mod host_windows;
 mod shared;
+use crate::sanitizer::Written;
 use host_windows::HostWindows;
 pub(crate) use shared::{Mapping, SharedFile};
 
@@ -202,6 +203,9 @@ pub(crate) struct Region {
     shared: Mutex<Option<SharedFile>>,
     /// Memory of another process mapped here by `ipc_open_handle` (unmapped on drop).
     imported: Option<Mapping>,
+    /// initcheck: the bytes of a device allocation written since it was allocated (`None`
+    /// where the device does not track them; `crate::sanitizer`).
+    written: Option<Arc<Written>>,
 }
 
 #[derive(Debug)]
@@ -238,6 +242,7 @@ impl Region {
             hints: Mutex::new(ManagedHints::default()),
             shared: Mutex::new(None),
             imported: None,
+            written: None,
         }
     }
 
@@ -303,13 +308,23 @@ impl Region {
 
     /// Prepares `offset..offset+len` (inside the region) to be overwritten: a region not zeroed
     /// yet is zeroed everywhere else, so the write leaves it fully defined. Call under the lock.
+    /// Every host-side write calls it, so it also records the written bytes for initcheck.
     pub(crate) fn prepare_write(&self, guard: &MutexGuard<'_, ()>, offset: usize, len: usize) {
+        self.mark_written(offset, len);
         if self.unzeroed.load(Ordering::Acquire) {
             let end = offset.saturating_add(len).min(self.len);
             let offset = offset.min(end);
             self.zero(guard, 0, offset);
             self.zero(guard, end, self.len - end);
             self.unzeroed.store(false, Ordering::Release);
+        }
+    }
+
+    /// initcheck: `offset..offset+len` of the region was written (or handed to code whose
+    /// writes are not seen, a closure kernel's arguments).
+    pub(crate) fn mark_written(&self, offset: usize, len: usize) {
+        if let Some(written) = &self.written {
+            written.mark(offset, len);
         }
     }
 }
@@ -363,6 +378,8 @@ pub(crate) struct AddressSpace {
     host_windows: HostWindows,
     /// Host blocks of freed allocations, for reuse.
     cache: Arc<BlockCache>,
+    /// initcheck: device allocations record the bytes written to them.
+    track_writes: bool,
 }
 
 /// The regions of one device, by start address.
@@ -425,6 +442,16 @@ impl AddressSpace {
             peers: RwLock::new(Vec::new()),
             host_windows: HostWindows::new(),
             cache: Arc::new(BlockCache::new(capacity.min(CACHE_LIMIT))),
+            track_writes: false,
+        }
+    }
+
+    /// The same, its device allocations recording the bytes written to them when `initcheck`
+    /// (one bit per byte; `crate::sanitizer`).
+    pub(crate) fn tracking_writes(self, initcheck: bool) -> AddressSpace {
+        AddressSpace {
+            track_writes: initcheck,
+            ..self
         }
     }
 
@@ -491,6 +518,7 @@ impl AddressSpace {
             } else {
                 "mapped host memory"
             },
+            written: r.written.clone(),
         };
         let mut all: Vec<_> = self
             .read()
@@ -622,7 +650,10 @@ impl AddressSpace {
             layout,
             cache: Some(Arc::clone(&self.cache)),
         };
-        let region = Region::new(start, len, ptr, Some(owned), unzeroed);
+        let mut region = Region::new(start, len, ptr, Some(owned), unzeroed);
+        if self.track_writes {
+            region.written = Some(Arc::new(Written::new(len)));
+        }
         self.write().insert(start, Arc::new(region));
         Ok(DevicePtr(start))
     }

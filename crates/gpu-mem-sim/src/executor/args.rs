@@ -31,6 +31,16 @@ pub(crate) enum Resolved {
     },
 }
 
+impl Resolved {
+    /// The device memory the argument reaches, if any.
+    pub(crate) fn range(&self) -> Option<&Range> {
+        match self {
+            Resolved::Array { _range, .. } | Resolved::Record { _range, .. } => _range.as_ref(),
+            Resolved::Scalar { .. } => None,
+        }
+    }
+}
+
 // SAFETY: the raw pointers address simulated device memory kept alive by the `Range`s; the
 // launch contract (unsafe, caller-checked) makes concurrent access the caller's responsibility.
 unsafe impl Send for Resolved {}

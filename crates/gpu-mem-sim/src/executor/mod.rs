@@ -33,7 +33,7 @@ mod sim_thread;
 mod stack;
 mod watchdog;
 
-pub(crate) use args::resolve as resolve_args;
+pub(crate) use args::{Resolved, resolve as resolve_args};
 pub(crate) use compiled::RUNTIME;
 #[cfg(feature = "bench-internals")]
 pub(crate) use fiber::first_barrier_floor;

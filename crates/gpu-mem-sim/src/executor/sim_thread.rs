@@ -277,11 +277,19 @@ impl SimThread<'_, '_> {
                 Ok(())
             }
             Ok(granted) => {
-                Allowed::remember(granted.range);
+                if granted.keep {
+                    Allowed::remember(granted.range);
+                }
                 Ok(())
             }
             Err(violation) => {
-                let line = source_line(&checked.layout.path, checked.layout.base, pc);
+                // Only the block's first fault is reported: the others need no source line (a
+                // run of `addr2line` each).
+                let line = if self.block.fault.borrow().is_none() {
+                    source_line(checked.layout, pc)
+                } else {
+                    None
+                };
                 self.fault(violation.message(line.as_deref()));
                 Err(())
             }
@@ -326,7 +334,7 @@ impl SimThread<'_, '_> {
             return;
         }
         let layout = checked.layout;
-        let line = |pc| source_line(&layout.path, layout.base, pc).unwrap_or_else(|| "?".into());
+        let line = |pc| source_line(layout, pc).unwrap_or_else(|| "?".into());
         let kind = |write| if write { "Write" } else { "Read" };
         let index = |linear: u32| {
             let (x, y) = (linear % dim.x.max(1), linear / dim.x.max(1));

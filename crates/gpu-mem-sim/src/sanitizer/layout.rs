@@ -24,6 +24,10 @@ pub(crate) struct ProgramLayout {
     pub(crate) path: std::path::PathBuf,
     /// Where the library is loaded.
     pub(crate) base: usize,
+    /// Base names of the files the build compiled besides the kernel's (the prelude's headers
+    /// and the generated unit): a source line in them is the prelude's code running on the
+    /// kernel's behalf, and the kernel's own line is the one it was inlined into.
+    pub(crate) prelude_files: Vec<&'static str>,
 }
 
 impl std::fmt::Debug for ProgramLayout {

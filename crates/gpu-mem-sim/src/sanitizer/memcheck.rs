@@ -1,10 +1,12 @@
 //! memcheck: whether a simulated thread may make an access, and what to say when it may not.
 
 use super::Access;
+use super::initcheck::Written;
 use super::layout::ProgramLayout;
 use crate::abi::{ALLOWED_EMPTY, ALLOWED_SLOTS, GmSimAllowed};
 use gpu_mem_core::kernel::compiled::unscoped_name;
 use std::cell::Cell;
+use std::sync::Arc;
 
 /// A range of global memory a launch's threads may touch, by its host address.
 #[derive(Debug, Clone)]
@@ -17,6 +19,8 @@ pub(crate) struct Allocation {
     pub(crate) device_index: usize,
     /// What it is, for messages ("allocation", "mapped host memory", ...).
     pub(crate) what: &'static str,
+    /// initcheck: the bytes written since it was allocated (`None`: not tracked).
+    pub(crate) written: Option<Arc<Written>>,
 }
 
 /// The global memory of a launch: its device's allocations and those of peers it may reach,
@@ -89,6 +93,8 @@ pub(crate) struct Violation {
     pub(crate) address: usize,
     /// The nearest allocation or shared array, and where the access lies from it.
     pub(crate) nearest: Option<String>,
+    /// initcheck: the access lies inside an allocation but reads bytes never written.
+    pub(crate) uninitialized: bool,
 }
 
 impl Violation {
@@ -104,10 +110,17 @@ impl Violation {
             Access::Write => "write",
             Access::Atomic => "atomic",
         };
-        let mut text = format!(
-            "memcheck: Invalid {space} {verb} of size {} at {:#x}",
-            self.size, self.address
-        );
+        let mut text = if self.uninitialized {
+            format!(
+                "initcheck: Uninitialized {space} memory {verb} of size {} at {:#x}",
+                self.size, self.address
+            )
+        } else {
+            format!(
+                "memcheck: Invalid {space} {verb} of size {} at {:#x}",
+                self.size, self.address
+            )
+        };
         if let Some(nearest) = &self.nearest {
             text.push_str(&format!(": {nearest}"));
         }
@@ -160,6 +173,9 @@ pub(crate) struct Granted {
     /// shared memory (see [`Granted::shared`]).
     pub(crate) array: Option<usize>,
     pub(crate) shared: bool,
+    /// Whether later accesses of `range` need no asking (false for an allocation initcheck
+    /// still tracks: each of its accesses is looked at).
+    pub(crate) keep: bool,
 }
 
 impl Granted {
@@ -168,6 +184,7 @@ impl Granted {
             range,
             array: None,
             shared: false,
+            keep: true,
         }
     }
 }
@@ -185,7 +202,15 @@ pub(crate) fn check(
 ) -> Result<Granted, Violation> {
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
     if let Some(a) = frame.memory.holding(address, size_bytes) {
-        return Ok(Granted::other((a.host, a.host + a.len)));
+        let granted = Granted::other((a.host, a.host + a.len));
+        return match &a.written {
+            Some(written) if !written.complete() => initialized(a, written, address, size, access)
+                .map(|()| Granted {
+                    keep: false,
+                    ..granted
+                }),
+            _ => Ok(granted),
+        };
     }
     // The stack below the frame that started the thread (from where it is now).
     if within(address, size_bytes, frame.stack) {
@@ -200,6 +225,7 @@ pub(crate) fn check(
             range: (dyn_start, dyn_start + dyn_len),
             array: None,
             shared: true,
+            keep: true,
         });
     }
     let tls = frame.program.tls_base();
@@ -221,6 +247,7 @@ pub(crate) fn check(
                 range: (start, start + local.size),
                 array: (!prelude).then_some(index),
                 shared: !prelude,
+                keep: true,
             });
         }
     }
@@ -234,6 +261,41 @@ pub(crate) fn check(
         return Ok(Granted::other((address, address + size_bytes)));
     }
     Err(describe(frame, address, size, access, tls))
+}
+
+/// initcheck's verdict on an access of `a`, whose `written` bytes are tracked: a write is
+/// recorded; a read or atomic of a byte never written is refused.
+fn initialized(
+    a: &Allocation,
+    written: &Written,
+    address: usize,
+    size: u64,
+    access: Access,
+) -> Result<(), Violation> {
+    let offset = address - a.host;
+    let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
+    if access == Access::Write {
+        written.mark(offset, size_bytes);
+        return Ok(());
+    }
+    let Some(first) = written.first_unwritten(offset, size_bytes) else {
+        return Ok(());
+    };
+    Err(Violation {
+        access,
+        space: Space::Global,
+        size,
+        address,
+        nearest: Some(format!(
+            "byte {} of the {}-byte {} at {:#x} on device {} was never written since it was allocated (no copy, fill or kernel wrote it)",
+            bytes(first),
+            bytes(a.len),
+            a.what,
+            a.device,
+            a.device_index
+        )),
+        uninitialized: true,
+    })
 }
 
 /// How far from the block's shared memory or the thread's stack a refused access may lie and
@@ -322,6 +384,7 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
         size,
         address,
         nearest,
+        uninitialized: false,
     }
 }
 
@@ -394,6 +457,7 @@ mod tests {
             device: 0x7f00_0000_0000 + host as u64,
             device_index: 0,
             what: "allocation",
+            written: None,
         }
     }
 

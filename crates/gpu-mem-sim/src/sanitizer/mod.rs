@@ -24,11 +24,13 @@
 //!   and asks the executor only outside them; with racecheck every access of shared memory is
 //!   asked for and recorded.
 
+mod initcheck;
 mod layout;
 mod memcheck;
 mod racecheck;
 mod symbolize;
 
+pub(crate) use initcheck::Written;
 pub(crate) use layout::{ProgramLayout, ThreadLocal};
 pub(crate) use memcheck::{Allocation, Allowed, Frame, Granted, MemoryMap, check};
 pub(crate) use racecheck::{Shadow, Stamp};

@@ -128,6 +128,7 @@ impl Shadow {
                     range: (address, end),
                     array: None,
                     shared: true,
+                    keep: true,
                 });
                 self.regions.len() - 1
             }
@@ -223,6 +224,7 @@ mod tests {
             range: (0, 4096),
             array: Some(0),
             shared: true,
+            keep: true,
         });
         shadow
     }
@@ -305,6 +307,7 @@ mod tests {
             range: (4096, 4096 + 128),
             array: Some(3),
             shared: true,
+            keep: true,
         };
         assert_eq!(shadow.shared_holding(4096, 4), None);
         shadow.learn_shared(tile);

@@ -2,12 +2,15 @@
 //! `addr2line` (installed with the compiler that built the program); only ever asked after a
 //! fault, so its start-up costs nothing on the way there.
 
+use super::ProgramLayout;
 use std::path::Path;
 use std::process::Command;
 
-/// `function at file:line` for the code at `pc` (a return address into the program loaded at
-/// `base` from `library`); `None` when the tool is missing or the line unknown.
-pub(crate) fn source_line(library: &Path, base: usize, pc: usize) -> Option<String> {
+/// `function at file:line` for the code at `pc` (a return address into `program`), the
+/// kernel's own line where the code is the prelude's inlined into it (an atomic's loop, a math
+/// function); `None` when the tool is missing or the line unknown.
+pub(crate) fn source_line(program: &ProgramLayout, pc: usize) -> Option<String> {
+    let (library, base) = (program.path.as_path(), program.base);
     // The call's own address: a return address is the next instruction's.
     let offset = pc.checked_sub(base)?.checked_sub(1)?;
     // A library loaded from its descriptor (`/proc/self/fd/N`) is this process's to name.
@@ -20,8 +23,9 @@ pub(crate) fn source_line(library: &Path, base: usize, pc: usize) -> Option<Stri
     let output = Command::new(tool())
         .arg("-e")
         .arg(&library)
-        // (Base names: the build's folder is a scratch one, gone by now.)
-        .args(["-f", "-C", "-p", "-s"])
+        // (Base names: the build's folder is a scratch one, gone by now. `-i`: the functions
+        // the code was inlined into, innermost first.)
+        .args(["-f", "-C", "-p", "-s", "-i"])
         .arg(format!("{offset:#x}"))
         .output()
         .ok()?;
@@ -29,10 +33,27 @@ pub(crate) fn source_line(library: &Path, base: usize, pc: usize) -> Option<Stri
         return None;
     }
     let text = String::from_utf8_lossy(&output.stdout);
-    let line = text.lines().next()?.trim();
-    // (`(discriminator N)`: which of several blocks on the line, noise to a reader.)
-    let line = line.find(" (discriminator").map_or(line, |at| &line[..at]);
-    (!line.is_empty() && !line.contains("??:")).then(|| line.to_string())
+    let frames: Vec<&str> = text
+        .lines()
+        .map(|line| {
+            let line = line.trim();
+            let line = line.strip_prefix("(inlined by) ").unwrap_or(line);
+            // (`(discriminator N)`: which of several blocks on the line, noise to a reader.)
+            line.find(" (discriminator").map_or(line, |at| &line[..at])
+        })
+        .filter(|line| !line.is_empty() && !line.contains("??:"))
+        .collect();
+    let file = |frame: &str| {
+        let place = frame.rsplit(" at ").next().unwrap_or(frame);
+        place
+            .rsplit_once(':')
+            .map_or(place, |(file, _)| file)
+            .to_string()
+    };
+    let own = frames
+        .iter()
+        .find(|frame| !program.prelude_files.contains(&file(frame).as_str()));
+    own.or(frames.first()).map(|line| line.to_string())
 }
 
 /// `GPU_MEM_SIM_ADDR2LINE`, else `addr2line` on `PATH`.

@@ -181,6 +181,9 @@ fn build_over(module: &(Module, Build)) {
     }
 }
 
+/// The generated translation unit's file name (it includes the kernel's file, named after it).
+const UNIT_FILE: &str = "kernel.cpp";
+
 fn programs<R>(f: impl FnOnce(&mut Programs) -> R) -> R {
     f(lock(&PROGRAMS).get_or_insert_with(Programs::default))
 }
@@ -633,7 +636,7 @@ fn compile_into(
             }
         };
         let unit = wrapper::translation_unit(&file, &plan.code, declared, plan.threads);
-        let source = scratch.join("kernel.cpp");
+        let source = scratch.join(UNIT_FILE);
         std::fs::write(&source, unit).map_err(|e| other("write", &source, e))?;
         let output = scratch.join("kernel.so");
         let pch = match precompiled::place(cache, compiler, plan.threads, &include) {
@@ -900,6 +903,10 @@ fn checked_layout(
         tls_anchor: (anchor, to_usize(anchor_offset)),
         path: path.to_path_buf(),
         base,
+        prelude_files: headers::all()
+            .map(|(name, _)| name.rsplit('/').next().unwrap_or(name))
+            .chain([UNIT_FILE])
+            .collect(),
     })
 }
 

@@ -1,0 +1,126 @@
+//! initcheck: which bytes of a device allocation were ever written since it was allocated.
+//!
+//! A GPU's fresh allocation holds whatever its memory held before; the simulator's reads as
+//! zero, which hides a kernel that reads memory nobody wrote. On a device with initcheck each
+//! device allocation keeps one bit per byte ([`Written`]), set by every write that lands in it:
+//! copies and fills (`crate::memory::Region::prepare_write`, which every host-side writer calls),
+//! the checked accesses of compiled kernels (`super::memcheck::check`), and, for closure kernels
+//! (whose accesses are not instrumented), the whole of every array they are given. A checked
+//! kernel's read (or atomic) of a byte whose bit is clear is refused, as compute-sanitizer's
+//! initcheck reports it. Managed, mapped and imported memory is not tracked: the host writes it
+//! directly. Once every byte was written the allocation is granted like any other, so a kernel
+//! over fully initialised memory pays nothing more than memcheck.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// The written bytes of one allocation: a bit per byte, and how many are still unwritten.
+pub(crate) struct Written {
+    bits: Box<[AtomicU64]>,
+    missing: AtomicUsize,
+    len: usize,
+}
+
+impl std::fmt::Debug for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Written")
+            .field("len", &self.len)
+            .field("missing", &self.missing.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// The bits of word `word` that bytes `[start, end)` cover.
+fn mask(word: usize, (start, end): (usize, usize)) -> u64 {
+    let low = start.saturating_sub(word * 64).min(64);
+    let high = end.saturating_sub(word * 64).min(64);
+    let upto = |n: usize| if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    upto(high) & !upto(low)
+}
+
+impl Written {
+    /// Nothing written yet, of `len` bytes.
+    pub(crate) fn new(len: usize) -> Written {
+        Written {
+            bits: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            missing: AtomicUsize::new(len),
+            len,
+        }
+    }
+
+    /// Whether every byte was written.
+    #[inline]
+    pub(crate) fn complete(&self) -> bool {
+        self.missing.load(Ordering::Acquire) == 0
+    }
+
+    /// Bytes `[offset, offset + len)` were written (clamped to the allocation).
+    pub(crate) fn mark(&self, offset: usize, len: usize) {
+        if self.complete() {
+            return;
+        }
+        let end = offset.saturating_add(len).min(self.len);
+        let start = offset.min(end);
+        if start == end {
+            return;
+        }
+        let mut newly = 0;
+        for word in start / 64..end.div_ceil(64) {
+            let bits = mask(word, (start, end));
+            let old = self.bits[word].fetch_or(bits, Ordering::AcqRel);
+            newly += (bits & !old).count_ones() as usize;
+        }
+        self.missing.fetch_sub(newly, Ordering::AcqRel);
+    }
+
+    /// The first byte of `[offset, offset + len)` never written, if any (bytes past the
+    /// allocation count as written: memcheck refuses them first).
+    pub(crate) fn first_unwritten(&self, offset: usize, len: usize) -> Option<usize> {
+        if self.complete() {
+            return None;
+        }
+        let end = offset.saturating_add(len).min(self.len);
+        let start = offset.min(end);
+        (start / 64..end.div_ceil(64)).find_map(|word| {
+            let wanted = mask(word, (start, end));
+            let unwritten = wanted & !self.bits[word].load(Ordering::Acquire);
+            (unwritten != 0).then(|| word * 64 + unwritten.trailing_zeros() as usize)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_cover_the_bytes_of_their_word() {
+        assert_eq!(mask(0, (0, 64)), u64::MAX);
+        assert_eq!(mask(0, (1, 3)), 0b110);
+        assert_eq!(mask(1, (60, 70)), 0b11_1111);
+        assert_eq!(mask(0, (60, 70)), 0xf << 60);
+        assert_eq!(mask(2, (60, 70)), 0);
+    }
+
+    #[test]
+    fn writes_are_counted_once_and_reads_find_the_first_gap() {
+        let written = Written::new(200);
+        assert_eq!(written.first_unwritten(0, 4), Some(0));
+        written.mark(0, 100);
+        written.mark(50, 100);
+        assert_eq!(written.first_unwritten(0, 150), None);
+        assert_eq!(written.first_unwritten(148, 4), Some(150));
+        assert!(!written.complete());
+        written.mark(150, 1000);
+        assert!(written.complete(), "{written:?}");
+        assert_eq!(written.first_unwritten(0, 200), None);
+        // A write across many words, and one clamped at the end.
+        let wide = Written::new(1000);
+        wide.mark(3, 990);
+        assert_eq!(wide.first_unwritten(0, 1000), Some(0));
+        assert_eq!(wide.first_unwritten(3, 990), None);
+        assert_eq!(wide.first_unwritten(990, 10), Some(993));
+        wide.mark(0, 3);
+        wide.mark(993, usize::MAX);
+        assert!(wide.complete());
+    }
+}

@@ -1,8 +1,8 @@
 //! What the simulator says about broken kernels, all written as portable source: barrier
 //! divergence, an out-of-bounds index, a wrong argument, a compile error, and, with the
-//! simulator's checks on, an access past an array, a shared array overflow and a race. Each
-//! launch must fail with the expected error; the example prints the messages (the "Debugging a
-//! kernel on the simulator" page of the book shows them).
+//! simulator's checks on, an access past an array, a shared array overflow, a race and a read
+//! of memory nothing wrote. Each launch must fail with the expected error; the example prints
+//! the messages (the "Debugging a kernel on the simulator" page of the book shows them).
 //!
 //! `cargo run -p gpu-mem --example diagnostics`
 
@@ -52,6 +52,14 @@ extern "C" __global__ void sum_without_barrier(const float* in, float* out) {
         // (a __syncthreads() belongs here)
     }
     if (t == 0) out[0] = partial[0];
+}
+"#;
+
+/// A sum into an array nobody cleared: only initcheck (`Checks::initcheck`) sees it.
+const UNCLEARED: &str = r#"
+extern "C" __global__ void add_into(const float* in, float* total) {
+    unsigned t = threadIdx.x;
+    total[t] += in[t];
 }
 "#;
 
@@ -143,6 +151,20 @@ fn main() -> gpu_mem::Result<()> {
         "racecheck: a missing barrier",
         // SAFETY: the kernel stays inside its arrays (checked too).
         unsafe { races.launch(&racy, config, &mut [&mut values, &mut sum]) },
+        |e| matches!(e, Error::KernelFault { .. }),
+    );
+    // And one that looks for reads of device memory nothing wrote.
+    let init = simulator_checking(gpu_mem::sim::Checks {
+        initcheck: true,
+        ..gpu_mem::sim::Checks::default()
+    })?;
+    let mut addends = init.to_device(&ndarray::Array1::<f32>::ones(32))?;
+    let mut total = init.device_array::<f32>(&[32], Order::C)?;
+    let uncleared = Kernel::from_source(UNCLEARED, "add_into");
+    show(
+        "initcheck: an array nobody cleared",
+        // SAFETY: the kernel stays inside its arrays (checked too).
+        unsafe { init.launch(&uncleared, config, &mut [&mut addends, &mut total]) },
         |e| matches!(e, Error::KernelFault { .. }),
     );
     let broken = Kernel::from_source(BROKEN, "broken");

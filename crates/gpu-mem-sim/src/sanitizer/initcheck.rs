@@ -29,6 +29,10 @@ impl std::fmt::Debug for Written {
     }
 }
 
+/// How far [`Written::written_run`] looks each way, in words of 64 bytes (32 KiB): a stretch
+/// that long is granted at once, and a miss scans no more.
+const RUN_WORDS: usize = 512;
+
 /// The bits of word `word` that bytes `[start, end)` cover.
 fn mask(word: usize, (start, end): (usize, usize)) -> u64 {
     let low = start.saturating_sub(word * 64).min(64);
@@ -70,6 +74,29 @@ impl Written {
             newly += (bits & !old).count_ones() as usize;
         }
         self.missing.fetch_sub(newly, Ordering::AcqRel);
+    }
+
+    /// The stretch of whole written words around `offset` (at most [`RUN_WORDS`] words each way),
+    /// as byte offsets `[start, end)`; empty when the word at `offset` is not written whole.
+    /// Accesses inside it need no recording nor checking, so it may be granted.
+    pub(crate) fn written_run(&self, offset: usize) -> (usize, usize) {
+        let whole = |word: usize| {
+            self.bits
+                .get(word)
+                .is_some_and(|w| w.load(Ordering::Acquire) == u64::MAX)
+        };
+        let at = offset / 64;
+        if !whole(at) {
+            return (offset, offset);
+        }
+        let first = (at.saturating_sub(RUN_WORDS)..at)
+            .rev()
+            .find(|&w| !whole(w))
+            .map_or(at.saturating_sub(RUN_WORDS), |w| w + 1);
+        let last = (at + 1..at + 1 + RUN_WORDS)
+            .find(|&w| !whole(w))
+            .unwrap_or(at + 1 + RUN_WORDS);
+        (first * 64, (last * 64).min(self.len))
     }
 
     /// The first byte of `[offset, offset + len)` never written, if any (bytes past the
@@ -117,6 +144,9 @@ mod tests {
         let wide = Written::new(1000);
         wide.mark(3, 990);
         assert_eq!(wide.first_unwritten(0, 1000), Some(0));
+        // Whole words only: 64..960 (bytes 960..993 fill part of the last word).
+        assert_eq!(wide.written_run(500), (64, 960));
+        assert_eq!(wide.written_run(10), (10, 10));
         assert_eq!(wide.first_unwritten(3, 990), None);
         assert_eq!(wide.first_unwritten(990, 10), Some(993));
         wide.mark(0, 3);

@@ -202,14 +202,9 @@ pub(crate) fn check(
 ) -> Result<Granted, Violation> {
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
     if let Some(a) = frame.memory.holding(address, size_bytes) {
-        let granted = Granted::other((a.host, a.host + a.len));
         return match &a.written {
-            Some(written) if !written.complete() => initialized(a, written, address, size, access)
-                .map(|()| Granted {
-                    keep: false,
-                    ..granted
-                }),
-            _ => Ok(granted),
+            Some(written) if !written.complete() => initialized(a, written, address, size, access),
+            _ => Ok(Granted::other((a.host, a.host + a.len))),
         };
     }
     // The stack below the frame that started the thread (from where it is now).
@@ -264,22 +259,30 @@ pub(crate) fn check(
 }
 
 /// initcheck's verdict on an access of `a`, whose `written` bytes are tracked: a write is
-/// recorded; a read or atomic of a byte never written is refused.
+/// recorded; a read or atomic of a byte never written is refused. What is granted is the
+/// stretch of written bytes around the access (later accesses there need no look), or nothing.
 fn initialized(
     a: &Allocation,
     written: &Written,
     address: usize,
     size: u64,
     access: Access,
-) -> Result<(), Violation> {
+) -> Result<Granted, Violation> {
     let offset = address - a.host;
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
-    if access == Access::Write {
-        written.mark(offset, size_bytes);
-        return Ok(());
-    }
-    let Some(first) = written.first_unwritten(offset, size_bytes) else {
-        return Ok(());
+    let unwritten = match access {
+        Access::Write => {
+            written.mark(offset, size_bytes);
+            None
+        }
+        Access::Read | Access::Atomic => written.first_unwritten(offset, size_bytes),
+    };
+    let Some(first) = unwritten else {
+        let (start, end) = written.written_run(offset);
+        return Ok(Granted {
+            keep: start < end,
+            ..Granted::other((a.host + start, a.host + end))
+        });
     };
     Err(Violation {
         access,

@@ -1,10 +1,10 @@
 //! The simulator as a sanitizer: what it checks of compiled kernels beyond `gm_array` indices.
 //!
-//! A device whose [`crate::Checks`] ask for `memcheck` or `racecheck` builds its kernels
-//! *checked* (`source`'s `Threads::Checked`): the host compiler instruments every load, store and
-//! atomic of the kernel (ThreadSanitizer's instrumentation, `-fsanitize=thread`, with no runtime
-//! linked), and the prelude's `gm_sim/checked.h` supplies the functions it calls, which ask the
-//! executor (`SimThread::check_access`) before the access happens.
+//! A device whose [`crate::Checks`] ask for `memcheck`, `racecheck` or `initcheck` builds its
+//! kernels *checked* (`source`'s `Threads::Checked`): the host compiler instruments every load,
+//! store and atomic of the kernel (ThreadSanitizer's instrumentation, `-fsanitize=thread`, with
+//! no runtime linked), and the prelude's `gm_sim/checked.h` supplies the functions it calls,
+//! which ask the executor (`SimThread::check_access`) before the access happens.
 //!
 //! Contract:
 //! * memcheck ([`memcheck`]): a thread may touch the live allocations of its device and of
@@ -19,6 +19,9 @@
 //! * racecheck ([`racecheck`]): two threads of a block touching the same byte of shared memory,
 //!   at least one writing, with no barrier between them, fail the launch naming both accesses;
 //!   racecheck builds kernels checked, so memcheck's checks come with it;
+//! * initcheck ([`initcheck`]): a read or atomic of a device allocation's byte that no copy,
+//!   fill or kernel wrote since it was allocated is refused, as memcheck refuses (memcheck's
+//!   checks come with it too);
 //! * each access costs a call of a hook in the program, which looks in the ranges granted to
 //!   the OS thread's current block lately ([`memcheck::Allowed`], read by the program itself)
 //!   and asks the executor only outside them; with racecheck every access of shared memory is

@@ -179,6 +179,9 @@ struct gm_sim_runtime {
 /* Not an access: the thread passed a block-wide synchronisation the executor does not see (a
  * `cuda::barrier` phase), which orders its accesses as a block barrier does (racecheck). */
 #define GM_SIM_ACCESS_SYNCED 3
+/* An atomic that only writes (a store): an atomic as racecheck sees it, a write as initcheck
+ * does. */
+#define GM_SIM_ACCESS_ATOMIC_STORE 4
 
 /* The prelude's own glue (what reads the simulator's buffers and tables) is not checked in a
  * checked program: only the kernel's accesses are. */

@@ -165,6 +165,8 @@ pub(crate) const ALLOWED_EMPTY: [usize; 2] = [usize::MAX, 0];
 pub(crate) const ACCESS_WRITE: c_int = 1;
 /// `GM_SIM_ACCESS_ATOMIC`.
 pub(crate) const ACCESS_ATOMIC: c_int = 2;
+/// `GM_SIM_ACCESS_ATOMIC_STORE`: an atomic that only writes.
+pub(crate) const ACCESS_ATOMIC_STORE: c_int = 4;
 /// `GM_SIM_ACCESS_SYNCED`: no access, the thread passed a block-wide synchronisation the
 /// executor does not see (a `cuda::barrier` phase).
 pub(crate) const ACCESS_SYNCED: c_int = 3;

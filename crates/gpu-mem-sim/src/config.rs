@@ -69,10 +69,10 @@ pub struct Checks {
     /// it.
     pub racecheck: bool,
     /// A kernel reading device memory that no copy, fill or kernel wrote since it was allocated
-    /// (zeros on the simulator, whatever the memory held before on a GPU) fails with a
-    /// `KernelFault` naming the access, the first unwritten byte and the line. Its device's
-    /// allocations keep a bit per byte; its kernels are built checked, so memcheck's checks
-    /// come with it.
+    /// (zeros on the simulator, whatever the memory held before on a GPU), or shared memory
+    /// no thread of its block wrote, fails with a `KernelFault` naming the access, the first
+    /// unwritten byte and the line. Its device's allocations keep a bit per byte; its kernels
+    /// are built checked, so memcheck's checks come with it.
     pub initcheck: bool,
 }
 

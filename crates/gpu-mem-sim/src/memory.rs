@@ -14,6 +14,7 @@
 //! block is zeroed lazily and only where it is not about to be overwritten: a copy that covers
 //! the whole allocation (`to_device`) never zeroes it at all.
 
+use crate::sanitizer::Written;
 use gpu_mem_core::backend::{DevicePtr, ManagedHints};
 use gpu_mem_core::sync::{get_mut, lock, read, write};
 use gpu_mem_core::{BackendKind, Error, Result};
@@ -25,7 +26,6 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 mod host_windows;
 mod shared;
-use crate::sanitizer::Written;
 use host_windows::HostWindows;
 pub(crate) use shared::{Mapping, SharedFile};
 
@@ -206,6 +206,8 @@ pub(crate) struct Region {
     /// initcheck: the bytes of a device allocation written since it was allocated (`None`
     /// where the device does not track them; `crate::sanitizer`).
     written: Option<Arc<Written>>,
+    /// Where the user allocated it, when the public API said (`backend::call_site`).
+    site: Option<&'static std::panic::Location<'static>>,
 }
 
 #[derive(Debug)]
@@ -243,6 +245,7 @@ impl Region {
             shared: Mutex::new(None),
             imported: None,
             written: None,
+            site: None,
         }
     }
 
@@ -519,6 +522,7 @@ impl AddressSpace {
                 "mapped host memory"
             },
             written: r.written.clone(),
+            site: r.site,
         };
         let mut all: Vec<_> = self
             .read()
@@ -654,6 +658,7 @@ impl AddressSpace {
         if self.track_writes {
             region.written = Some(Arc::new(Written::new(len)));
         }
+        region.site = gpu_mem_core::backend::call_site();
         self.write().insert(start, Arc::new(region));
         Ok(DevicePtr(start))
     }

@@ -1,6 +1,7 @@
 //! The integration tests of the public API on the simulator, in one test binary (one link
 //! instead of one per file): each module is one concern.
 //!
+//! * `checked_kernels`: the simulator's checks naming where arrays were allocated;
 //! * `device_allocator`: a user's allocator under a device (`Device::set_allocator`);
 //! * `dlpack`: DLPack export and import, counted against the simulator's allocations;
 //! * `hostile_inputs`: shapes, strides, indices and sizes chosen to break the layout math;
@@ -14,6 +15,7 @@
 //! * `stream_order_props`: any sequence of stream work matches a serial model (proptest);
 //! * `stream_callbacks`: host callbacks after a stream's work.
 
+mod checked_kernels;
 mod device_allocator;
 mod dlpack;
 mod hostile_inputs;

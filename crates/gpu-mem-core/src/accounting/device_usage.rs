@@ -143,7 +143,7 @@ impl Ticket {
         let (kinds, peaks) = usage.group(kind.on_device());
         peaks.after_alloc(live_sum(kinds));
         let entry = usage.tracking.locations.then(|| {
-            let location = SITE.with(std::cell::Cell::get).unwrap_or(caller);
+            let location = crate::backend::call_site().unwrap_or(caller);
             let backtrace = usage
                 .tracking
                 .backtraces
@@ -159,43 +159,6 @@ impl Ticket {
             usage.ledger.insert(record, usage.tracking.history)
         });
         Ticket { kind, bytes, entry }
-    }
-}
-
-thread_local! {
-    /// Where this thread's allocations are attributed while an [`AttributeTo`] is alive.
-    static SITE: std::cell::Cell<Option<&'static Location<'static>>> =
-        const { std::cell::Cell::new(None) };
-}
-
-/// While alive, this thread's allocations are attributed to the caller of the function that
-/// made it: for paths `#[track_caller]` cannot follow (a kernel's arguments prepared through
-/// trait objects and closures). The outermost one wins.
-#[must_use = "allocations are attributed only while it lives"]
-pub(crate) struct AttributeTo {
-    outermost: bool,
-}
-
-impl AttributeTo {
-    #[track_caller]
-    pub(crate) fn caller() -> AttributeTo {
-        let site = Location::caller();
-        let outermost = SITE.with(|s| {
-            let unset = s.get().is_none();
-            if unset {
-                s.set(Some(site));
-            }
-            unset
-        });
-        AttributeTo { outermost }
-    }
-}
-
-impl Drop for AttributeTo {
-    fn drop(&mut self) {
-        if self.outermost {
-            SITE.with(|s| s.set(None));
-        }
     }
 }
 

@@ -21,7 +21,7 @@ mod oom;
 mod tracking;
 
 pub use counters::{CacheStats, KindStats, MemoryStats, OomStats};
-pub(crate) use device_usage::{AttributeTo, DeviceUsage, Ticket, for_device, of_backend};
+pub(crate) use device_usage::{DeviceUsage, Ticket, for_device, of_backend};
 pub use kind::MemoryKind;
 pub use ledger::AllocationEvent;
 pub use tracking::{HISTORY_EVENTS, Tracking, set_tracking, tracking};

@@ -32,6 +32,7 @@
 //!   reported by its stream's next synchronization as [`Error::AsyncFailure`].
 
 mod advice;
+mod call_site;
 mod collective;
 mod event;
 mod ipc;
@@ -46,6 +47,8 @@ mod transfer;
 mod types;
 
 pub use advice::{ManagedAdvice, ManagedHints, ManagedLocation};
+pub(crate) use call_site::CallSite;
+pub use call_site::call_site;
 pub use collective::{
     CollectiveCall, CollectiveType, Collectives, CommHandle, ReduceOp, UNIQUE_ID_BYTES, UniqueId,
 };

@@ -14,7 +14,7 @@ use crate::stream::Stream;
 /// launch's caller (the trait objects and the closure here hide it from `#[track_caller]`).
 #[track_caller]
 fn prepare_all(device: &Device, args: &mut [&mut dyn KernelArg]) -> Result<Vec<Prepared>> {
-    let _site = crate::accounting::AttributeTo::caller();
+    let _site = crate::backend::CallSite::enter();
     args.iter_mut().map(|arg| arg.prepare(device)).collect()
 }
 

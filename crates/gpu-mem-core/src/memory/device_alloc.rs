@@ -41,6 +41,8 @@ impl DeviceAlloc {
             });
         }
         let allocator = crate::sync::read(&device.usage().allocator).clone();
+        // The backend may name the user's call in its reports (the simulator's memcheck).
+        let _site = crate::backend::CallSite::enter();
         let ptr = crate::memory::allocate_or_release(device, || match &allocator {
             Some(allocator) => from_allocator(allocator.as_ref(), device.ordinal(), bytes),
             None => device.backend().alloc(device.ordinal(), bytes),

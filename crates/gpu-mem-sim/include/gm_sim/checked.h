@@ -124,7 +124,7 @@ GM_SIM_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMI
         return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                           \
     }                                                                                          \
     GM_SIM_HOOK void __tsan_atomic##n##_store(volatile T* a, T v, int) {                       \
-        gm_sim_check(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                           \
+        gm_sim_check(a, sizeof(T), GM_SIM_ACCESS_ATOMIC_STORE, GM_SIM_PC);                     \
         __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                              \
     }                                                                                          \
     GM_SIM_ATOMIC_OP(n, T, exchange, __atomic_exchange_n)                                      \

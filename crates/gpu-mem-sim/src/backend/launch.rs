@@ -70,11 +70,11 @@ unsafe impl Launch for SimBackend {
                     &resolved,
                     &config,
                     limits,
-                    memory.as_deref().map(|m| (m, d.checks.racecheck)),
+                    memory.as_deref().map(|m| (m, d.checks)),
                 )
             }
             Some(stream) => {
-                let races = d.checks.racecheck;
+                let checks = d.checks;
                 self.enqueue(
                     d,
                     stream,
@@ -86,7 +86,7 @@ unsafe impl Launch for SimBackend {
                             &resolved,
                             &config,
                             limits,
-                            memory.as_deref().map(|m| (m, races)),
+                            memory.as_deref().map(|m| (m, checks)),
                         );
                         // The job may hold the last clone of the kernel, whose captures are dropped
                         // here: a blocking call from their `Drop` would wait for this very job, so

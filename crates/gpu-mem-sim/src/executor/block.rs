@@ -8,7 +8,7 @@ use super::plan::Plan;
 use super::schedule::{Schedule, Slot};
 use super::shared::SharedMemory;
 use crate::config::{ThreadOrder, Watchdog};
-use crate::sanitizer::Shadow;
+use crate::sanitizer::{Shadow, SharedWritten};
 use crate::thread::{ArgView, BlockCtx};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
@@ -50,6 +50,8 @@ pub(crate) struct Block<'a> {
     pub(crate) check_owner: u64,
     /// racecheck: the last accesses of each word of shared memory (`crate::sanitizer`).
     pub(crate) races: RefCell<Shadow>,
+    /// initcheck: the bytes of shared memory its threads wrote (`crate::sanitizer`).
+    pub(crate) shared_written: RefCell<SharedWritten>,
     schedule: UnsafeCell<Schedule>,
 }
 
@@ -106,6 +108,7 @@ impl<'a> Block<'a> {
                 0
             },
             races: RefCell::new(Shadow::default()),
+            shared_written: RefCell::new(SharedWritten::default()),
             schedule: UnsafeCell::new(Schedule::default()),
         }
     }

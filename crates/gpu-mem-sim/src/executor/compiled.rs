@@ -10,8 +10,8 @@
 use super::plan::Calls;
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
-    ABI, ACCESS_ATOMIC, ACCESS_SYNCED, ACCESS_WRITE, GLOBAL_FENCE, GmSimAllowed, GmSimRuntime,
-    GmSimThread, GmSimWait, GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
+    ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_SYNCED, ACCESS_WRITE, GLOBAL_FENCE,
+    GmSimAllowed, GmSimRuntime, GmSimThread, GmSimWait, GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
 };
 use crate::sanitizer::{Access, Allowed};
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
@@ -321,6 +321,7 @@ extern "C" fn rt_access(
         }
         ACCESS_WRITE => Access::Write,
         ACCESS_ATOMIC => Access::Atomic,
+        ACCESS_ATOMIC_STORE => Access::AtomicStore,
         _ => Access::Read,
     };
     let refused = with_current(|t| {

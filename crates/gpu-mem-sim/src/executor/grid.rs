@@ -44,7 +44,7 @@ pub(crate) fn run_grid(
     args: &[Resolved],
     config: &LaunchConfig,
     limits: Limits,
-    memory: Option<(&MemoryMap, bool)>,
+    memory: Option<(&MemoryMap, crate::Checks)>,
 ) -> Result<()> {
     let prepared = Prepared::new(code, args, memory);
     let plan = prepared.plan(limits.thread_order);
@@ -243,7 +243,9 @@ const THREADS_PER_CLAIM: u64 = 2048;
 /// block gets its own, zeroed).
 fn blocks_per_claim(plan: &Plan<'_>, config: &LaunchConfig) -> u64 {
     match plan {
-        Plan::Direct(_) if config.shared_bytes == 0 => {
+        // (A checked block keeps what its threads did to shared memory, for racecheck and
+        // initcheck: one block at a time.)
+        Plan::Direct(calls) if config.shared_bytes == 0 && calls.checked.is_none() => {
             (THREADS_PER_CLAIM / config.block.count().max(1)).max(1)
         }
         _ => 1,

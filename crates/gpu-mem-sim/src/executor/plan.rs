@@ -19,10 +19,11 @@
 
 use super::args::{Resolved, encode};
 use crate::abi::{CallsEntry, Entry, GmSimThreads, StacklessEntry};
-use crate::config::ThreadOrder;
+use crate::config::{Checks, ThreadOrder};
 use crate::sanitizer::{MemoryMap, ProgramLayout};
 use crate::thread::{PolledBody, SimKernelFn};
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::AtomicBool;
 
 /// What a launch runs, as the executor receives it (see `crate::launch`).
 #[derive(Clone, Copy)]
@@ -56,8 +57,11 @@ pub(crate) struct Checked<'a> {
     /// `[start, end)` of each argument buffer, which the prelude's glue reads parameters from
     /// (through code of the C++ library's, which is instrumented).
     pub(crate) args: &'a [(usize, usize)],
-    /// Whether races on shared memory are looked for too (`Checks::racecheck`).
-    pub(crate) races: bool,
+    /// What is looked for besides memcheck's refusals (races, unwritten memory).
+    pub(crate) checks: Checks,
+    /// initcheck: whether the launch has warned of a read of unwritten shared memory (once
+    /// per launch).
+    pub(crate) warned: &'a AtomicBool,
 }
 
 /// A compiled entry point run once per thread (`run(args)`).
@@ -142,20 +146,22 @@ impl Plan<'_> {
 /// parameter, laid out as the C parameter.
 pub(crate) struct Prepared<'a> {
     code: Code<'a>,
-    /// The launch's global memory for a checked program, and whether races are looked for.
-    memory: Option<(&'a MemoryMap, bool)>,
+    /// The launch's global memory for a checked program, and the device's checks.
+    memory: Option<(&'a MemoryMap, Checks)>,
     /// The buffers (kept alive here) and a pointer to each (`void* args[]`).
     _buffers: Vec<Box<[u64]>>,
     args: Vec<*mut c_void>,
     /// Each buffer's `[start, end)`.
     arg_ranges: Vec<(usize, usize)>,
+    /// See [`Checked::warned`].
+    warned: AtomicBool,
 }
 
 impl<'a> Prepared<'a> {
     pub(crate) fn new(
         code: Code<'a>,
         resolved: &[Resolved],
-        memory: Option<(&'a MemoryMap, bool)>,
+        memory: Option<(&'a MemoryMap, Checks)>,
     ) -> Prepared<'a> {
         let buffers = match code {
             Code::Compiled(compiled) => encode(resolved, |i| {
@@ -177,6 +183,7 @@ impl<'a> Prepared<'a> {
         Prepared {
             code,
             memory,
+            warned: AtomicBool::new(false),
             arg_ranges,
             _buffers: buffers,
             args,
@@ -209,11 +216,12 @@ impl<'a> Prepared<'a> {
                     args: &self.args,
                     checked: layout
                         .zip(self.memory)
-                        .map(|(layout, (memory, races))| Checked {
+                        .map(|(layout, (memory, checks))| Checked {
                             layout,
                             memory,
                             args: &self.arg_ranges,
-                            races,
+                            checks,
+                            warned: &self.warned,
                         }),
                 };
                 if waits || order != ThreadOrder::Index {

@@ -10,7 +10,9 @@ use super::fiber::Fiber;
 use super::plan::Checked;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::GmSimThread;
-use crate::sanitizer::{Access, Allowed, Frame, Granted, Stamp, check, source_line};
+use crate::sanitizer::{
+    Access, Allowed, Frame, Granted, Stamp, Violation, check, source_line, unwritten_shared,
+};
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
 use gpu_mem_core::kernel::compiled::unscoped_name;
@@ -210,22 +212,26 @@ impl ThreadOps for SimThread<'_, '_> {
     }
 
     fn fault(&self, message: String) {
-        // A stackless or direct block's threads share one `SimThread`, whose `info` the program
-        // sets to the running thread (and a direct one's to its block; elsewhere both say the
-        // same).
-        let (block, thread) = if self.block.compiled {
+        let (block, thread) = self.indices();
+        self.block.record_fault_in(block, thread, message);
+    }
+}
+
+impl SimThread<'_, '_> {
+    /// The block and thread this thread is: a stackless or direct block's threads share one
+    /// `SimThread`, whose `info` the program sets to the running thread (and a direct one's to
+    /// its block; elsewhere both say the same).
+    fn indices(&self) -> (Dim3, Dim3) {
+        if self.block.compiled {
             // SAFETY: read on the thread's own OS thread, from a callback of the compiled code,
             // which writes `info` only between threads, never during this call.
             let info = unsafe { &*self.info.get() };
             (info.block_index(), info.thread_index())
         } else {
             (self.block.block_idx, self.thread)
-        };
-        self.block.record_fault_in(block, thread, message);
+        }
     }
-}
 
-impl SimThread<'_, '_> {
     /// Whether this thread of a checked program may make an access (`crate::sanitizer`): if
     /// not, the fault is recorded (the program then ends the thread). `scratch`: whether a
     /// range lies where out-of-bounds `gm_array` accesses go.
@@ -242,14 +248,11 @@ impl SimThread<'_, '_> {
         // SAFETY: read on the thread's own OS thread from a callback of its program, which
         // writes `info` only between threads (never during this call).
         let info = unsafe { &*self.info.get() };
-        if checked.races {
+        if checked.checks.racecheck {
             // Shared memory the block met before: recorded without being looked up again.
             let known = self.block.races.borrow().shared_holding(address, size);
             if let Some(granted) = known {
-                if access != Access::Atomic {
-                    self.record_shared(checked, info, &granted, (address, size, access), pc);
-                }
-                return Ok(());
+                return self.shared_access(checked, info, &granted, (address, size, access), pc);
             }
         }
         // Below every frame of the kernel: where the stack is now.
@@ -267,14 +270,14 @@ impl SimThread<'_, '_> {
             args: checked.args,
             scratch,
         };
+        let watched = checked.checks.racecheck || checked.checks.initcheck;
         match check(&frame, address, size, access) {
-            Ok(granted) if checked.races && granted.shared => {
-                // Not among the OS thread's ranges: every access of shared memory is recorded.
-                self.block.races.borrow_mut().learn_shared(granted);
-                if access != Access::Atomic {
-                    self.record_shared(checked, info, &granted, (address, size, access), pc);
+            Ok(granted) if watched && granted.shared => {
+                // Not among the OS thread's ranges: shared memory is watched access by access.
+                if checked.checks.racecheck {
+                    self.block.races.borrow_mut().learn_shared(granted);
                 }
-                Ok(())
+                self.shared_access(checked, info, &granted, (address, size, access), pc)
             }
             Ok(granted) => {
                 if granted.keep {
@@ -282,18 +285,76 @@ impl SimThread<'_, '_> {
                 }
                 Ok(())
             }
-            Err(violation) => {
-                // Only the block's first fault is reported: the others need no source line (a
-                // run of `addr2line` each).
-                let line = if self.block.fault.borrow().is_none() {
-                    source_line(checked.layout, pc)
-                } else {
-                    None
-                };
-                self.fault(violation.message(line.as_deref()));
-                Err(())
+            Err(violation) => self.refuse(checked, &violation, pc),
+        }
+    }
+
+    /// An access of shared memory (`granted`) while racecheck or initcheck watch it: a read of
+    /// bytes no thread of the block wrote is reported (initcheck, a warning: see below), the
+    /// access recorded and compared with the others (racecheck). Under initcheck alone, an
+    /// array written whole needs no more watching, and is granted.
+    fn shared_access(
+        &self,
+        checked: Checked<'_>,
+        info: &GmSimThread,
+        granted: &Granted,
+        (address, size, access): (usize, u64, Access),
+        pc: usize,
+    ) -> Result<(), ()> {
+        if checked.checks.initcheck {
+            let verdict =
+                self.block
+                    .shared_written
+                    .borrow_mut()
+                    .access(granted.range, address, size, access);
+            match verdict {
+                // A warning, once per launch, not a fault: such a read is often harmless (a
+                // partial last warp's lanes reading a slot no lane filled, their results unused,
+                // as in NVIDIA's shfl_integral_image sample), and the simulator cannot tell
+                // whether the value is used. compute-sanitizer does not look at shared memory.
+                Err(first) => {
+                    if !checked
+                        .warned
+                        .swap(true, std::sync::atomic::Ordering::Relaxed)
+                    {
+                        let read = unwritten_shared(
+                            checked.layout,
+                            granted,
+                            (address, size, access),
+                            first,
+                        );
+                        let line = source_line(checked.layout, pc);
+                        let (block, thread) = self.indices();
+                        tracing::warn!(
+                            kernel = self.block.kernel,
+                            ?block,
+                            ?thread,
+                            "{}",
+                            read.message(line.as_deref())
+                        );
+                    }
+                }
+                Ok(true) if !checked.checks.racecheck => Allowed::remember(granted.range),
+                Ok(_) => {}
             }
         }
+        if checked.checks.racecheck && !access.is_atomic() {
+            self.record_shared(checked, info, granted, (address, size, access), pc);
+        }
+        Ok(())
+    }
+
+    /// Records the fault of a refused access (the program then ends the thread).
+    fn refuse(&self, checked: Checked<'_>, violation: &Violation, pc: usize) -> Result<(), ()> {
+        // Only the block's first fault is reported: the others need no source line (a run of
+        // `addr2line` each).
+        let line = if self.block.fault.borrow().is_none() {
+            source_line(checked.layout, pc)
+        } else {
+            None
+        };
+        self.fault(violation.message(line.as_deref()));
+        Err(())
     }
 
     /// The thread passed a block-wide synchronisation the executor does not see (a

@@ -1,4 +1,5 @@
-//! initcheck: which bytes of a device allocation were ever written since it was allocated.
+//! initcheck: which bytes of a device allocation were ever written since it was allocated, and
+//! which bytes of a block's shared memory its threads wrote.
 //!
 //! A GPU's fresh allocation holds whatever its memory held before; the simulator's reads as
 //! zero, which hides a kernel that reads memory nobody wrote. On a device with initcheck each
@@ -10,7 +11,13 @@
 //! initcheck reports it. Managed, mapped and imported memory is not tracked: the host writes it
 //! directly. Once every byte was written the allocation is granted like any other, so a kernel
 //! over fully initialised memory pays nothing more than memcheck.
+//!
+//! A block's shared memory starts as whatever the previous block left there, on a GPU as on the
+//! simulator; each block keeps the bytes its threads wrote of each shared array and of the
+//! dynamic shared memory ([`SharedWritten`]), and a read of another byte is refused the same
+//! way.
 
+use super::Access;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The written bytes of one allocation: a bit per byte, and how many are still unwritten.
@@ -115,9 +122,64 @@ impl Written {
     }
 }
 
+/// The bytes a block's threads wrote of its shared memory, per array (by its range).
+#[derive(Debug, Default)]
+pub(crate) struct SharedWritten {
+    arrays: Vec<(usize, Written)>,
+}
+
+impl SharedWritten {
+    /// An access of `[address, address + size)` inside the shared array at `[start, end)`: a
+    /// write is recorded; a read or atomic of a byte no thread of the block wrote is refused
+    /// with that byte's offset in the array. `Ok(true)` once the whole array was written.
+    pub(crate) fn access(
+        &mut self,
+        (start, end): (usize, usize),
+        address: usize,
+        size: u64,
+        access: Access,
+    ) -> Result<bool, usize> {
+        let index = match self.arrays.iter().position(|(at, _)| *at == start) {
+            Some(index) => index,
+            None => {
+                self.arrays
+                    .push((start, Written::new(end.saturating_sub(start))));
+                self.arrays.len() - 1
+            }
+        };
+        let written = &self.arrays[index].1;
+        let offset = address.saturating_sub(start);
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        if !access.reads() {
+            written.mark(offset, size);
+        } else if let Some(first) = written.first_unwritten(offset, size) {
+            return Err(first);
+        }
+        Ok(written.complete())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blocks_shared_arrays_are_written_apart() {
+        let mut shared = SharedWritten::default();
+        let tile = (1000, 1128);
+        let sums = (2000, 2016);
+        assert_eq!(shared.access(tile, 1000, 4, Access::Read), Err(0));
+        assert_eq!(shared.access(tile, 1000, 64, Access::Write), Ok(false));
+        assert_eq!(shared.access(tile, 1060, 4, Access::Read), Ok(false));
+        assert_eq!(shared.access(tile, 1062, 4, Access::Atomic), Err(64));
+        assert_eq!(
+            shared.access(sums, 2000, 4, Access::Read),
+            Err(0),
+            "another array"
+        );
+        assert_eq!(shared.access(tile, 1064, 64, Access::Write), Ok(true));
+        assert_eq!(shared.access(tile, 1124, 4, Access::Read), Ok(true));
+    }
 
     #[test]
     fn masks_cover_the_bytes_of_their_word() {

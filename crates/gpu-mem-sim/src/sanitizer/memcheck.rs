@@ -21,6 +21,25 @@ pub(crate) struct Allocation {
     pub(crate) what: &'static str,
     /// initcheck: the bytes written since it was allocated (`None`: not tracked).
     pub(crate) written: Option<Arc<Written>>,
+    /// Where the user allocated it, when known.
+    pub(crate) site: Option<&'static std::panic::Location<'static>>,
+}
+
+impl Allocation {
+    /// `the 1,024-byte allocation at 0x7f00... on device 0 (made at src/main.rs:12:5)`.
+    fn described(&self) -> String {
+        let made = self
+            .site
+            .map(|site| format!(" (made at {site})"))
+            .unwrap_or_default();
+        format!(
+            "the {}-byte {} at {:#x} on device {}{made}",
+            bytes(self.len),
+            self.what,
+            self.device,
+            self.device_index
+        )
+    }
 }
 
 /// The global memory of a launch: its device's allocations and those of peers it may reach,
@@ -108,7 +127,7 @@ impl Violation {
         let verb = match self.access {
             Access::Read => "read",
             Access::Write => "write",
-            Access::Atomic => "atomic",
+            Access::Atomic | Access::AtomicStore => "atomic",
         };
         let mut text = if self.uninitialized {
             format!(
@@ -270,12 +289,11 @@ fn initialized(
 ) -> Result<Granted, Violation> {
     let offset = address - a.host;
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
-    let unwritten = match access {
-        Access::Write => {
-            written.mark(offset, size_bytes);
-            None
-        }
-        Access::Read | Access::Atomic => written.first_unwritten(offset, size_bytes),
+    let unwritten = if access.reads() {
+        written.first_unwritten(offset, size_bytes)
+    } else {
+        written.mark(offset, size_bytes);
+        None
     };
     let Some(first) = unwritten else {
         let (start, end) = written.written_run(offset);
@@ -290,15 +308,45 @@ fn initialized(
         size,
         address,
         nearest: Some(format!(
-            "byte {} of the {}-byte {} at {:#x} on device {} was never written since it was allocated (no copy, fill or kernel wrote it)",
+            "byte {} of {} was never written since it was allocated (no copy, fill or kernel wrote it)",
             bytes(first),
-            bytes(a.len),
-            a.what,
-            a.device,
-            a.device_index
+            a.described()
         )),
         uninitialized: true,
     })
+}
+
+/// initcheck's refusal of a read of shared memory `granted` (a static array or the dynamic
+/// memory) whose byte `first` (from the array's start) no thread of the block wrote.
+pub(crate) fn unwritten_shared(
+    program: &ProgramLayout,
+    granted: &Granted,
+    (address, size, access): (usize, u64, Access),
+    first: usize,
+) -> Violation {
+    let (start, end) = granted.range;
+    let what = match granted.array.and_then(|i| program.thread_locals.get(i)) {
+        Some(local) => format!(
+            "the {}-byte shared array `{}`",
+            bytes(end - start),
+            unscoped_name(&local.name)
+        ),
+        None => format!(
+            "the {}-byte dynamic shared memory of the block",
+            bytes(end - start)
+        ),
+    };
+    Violation {
+        access,
+        space: Space::Shared,
+        size,
+        address,
+        nearest: Some(format!(
+            "byte {} of {what} was not written by any thread of this block",
+            bytes(first)
+        )),
+        uninitialized: true,
+    }
 }
 
 /// How far from the block's shared memory or the thread's stack a refused access may lie and
@@ -368,12 +416,9 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
         (_, Some((d, a))) if d == least => (
             Space::Global,
             Some(format!(
-                "{} the {}-byte {} at {:#x} on device {}",
+                "{} {}",
                 relative(address, a.host, a.len),
-                bytes(a.len),
-                a.what,
-                a.device,
-                a.device_index
+                a.described()
             )),
         ),
         _ => (
@@ -461,6 +506,7 @@ mod tests {
             device_index: 0,
             what: "allocation",
             written: None,
+            site: None,
         }
     }
 

@@ -20,8 +20,8 @@
 //!   at least one writing, with no barrier between them, fail the launch naming both accesses;
 //!   racecheck builds kernels checked, so memcheck's checks come with it;
 //! * initcheck ([`initcheck`]): a read or atomic of a device allocation's byte that no copy,
-//!   fill or kernel wrote since it was allocated is refused, as memcheck refuses (memcheck's
-//!   checks come with it too);
+//!   fill or kernel wrote since it was allocated, or of a byte of shared memory no thread of
+//!   the block wrote, is refused, as memcheck refuses (memcheck's checks come with it too);
 //! * each access costs a call of a hook in the program, which looks in the ranges granted to
 //!   the OS thread's current block lately ([`memcheck::Allowed`], read by the program itself)
 //!   and asks the executor only outside them; with racecheck every access of shared memory is
@@ -33,9 +33,11 @@ mod memcheck;
 mod racecheck;
 mod symbolize;
 
-pub(crate) use initcheck::Written;
+pub(crate) use initcheck::{SharedWritten, Written};
 pub(crate) use layout::{ProgramLayout, ThreadLocal};
-pub(crate) use memcheck::{Allocation, Allowed, Frame, Granted, MemoryMap, check};
+pub(crate) use memcheck::{
+    Allocation, Allowed, Frame, Granted, MemoryMap, Violation, check, unwritten_shared,
+};
 pub(crate) use racecheck::{Shadow, Stamp};
 pub(crate) use symbolize::source_line;
 
@@ -44,5 +46,20 @@ pub(crate) use symbolize::source_line;
 pub(crate) enum Access {
     Read,
     Write,
+    /// An atomic that reads (a load, an exchange, an update).
     Atomic,
+    /// An atomic that only writes (a store).
+    AtomicStore,
+}
+
+impl Access {
+    /// Whether it is atomic (never a race with another atomic).
+    pub(crate) fn is_atomic(self) -> bool {
+        matches!(self, Access::Atomic | Access::AtomicStore)
+    }
+
+    /// Whether it reads what is there (initcheck refuses it on bytes never written).
+    pub(crate) fn reads(self) -> bool {
+        matches!(self, Access::Read | Access::Atomic)
+    }
 }

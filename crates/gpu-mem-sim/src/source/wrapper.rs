@@ -80,13 +80,21 @@ pub(crate) fn translation_unit(
          GM_SIM_EXPORT GM_SIM_UNCHECKED void gm_sim_init(const gm_sim_runtime* gm_sim_runtime_table) { gm_sim_rt = *gm_sim_runtime_table; }\n",
     );
     // The structures the executor and the program share must agree in size (a field added on
-    // one side only would otherwise be read past or short).
+    // one side only would otherwise be read past or short), and the access kinds in code.
     let _ = writeln!(
         unit,
         "static_assert(sizeof(gm_sim_runtime) == {} && sizeof(gm_sim_thread) == {} && sizeof(gm_sim_allowed) == {}, \"the prelude's ABI structures differ from the simulator's\");",
         std::mem::size_of::<GmSimRuntime>(),
         std::mem::size_of::<GmSimThread>(),
         std::mem::size_of::<GmSimAllowed>(),
+    );
+    let _ = writeln!(
+        unit,
+        "static_assert(GM_SIM_ACCESS_WRITE == {} && GM_SIM_ACCESS_ATOMIC == {} && GM_SIM_ACCESS_SYNCED == {} && GM_SIM_ACCESS_ATOMIC_STORE == {}, \"the prelude's access kinds differ from the simulator's\");",
+        crate::abi::ACCESS_WRITE,
+        crate::abi::ACCESS_ATOMIC,
+        crate::abi::ACCESS_SYNCED,
+        crate::abi::ACCESS_ATOMIC_STORE,
     );
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {

@@ -68,3 +68,49 @@ pub fn backend_with_watchdog(seconds: f64) -> gpu_mem_sim::SimBackend {
         }],
     })
 }
+
+/// Warnings the simulator logged through `tracing`, from every thread (a process-wide
+/// subscriber, installed by the first call; tests find theirs by a kernel name of their own).
+pub fn warnings() -> &'static std::sync::Mutex<Vec<String>> {
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+
+    /// Every field of an event, as `name=value`.
+    struct Fields(String);
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={value:?} ", field.name()));
+        }
+    }
+    struct Warnings;
+    impl Subscriber for Warnings {
+        fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+            *metadata.level() <= Level::WARN
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut fields = Fields(String::new());
+            event.record(&mut fields);
+            WARNINGS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(fields.0);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+    INSTALLED.call_once(|| {
+        // (Another subscriber set first would keep the warnings from here: a test then fails
+        // saying it saw none.)
+        let _ = tracing::subscriber::set_global_default(Warnings);
+    });
+    &WARNINGS
+}

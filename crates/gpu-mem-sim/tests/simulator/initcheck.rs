@@ -168,3 +168,68 @@ extern "C" __global__ void k(const float* in, unsigned int* bins) {
     unsafe { backend.copy_dtoh(0, counted.as_mut_ptr().cast(), bins, 16) }.unwrap();
     assert_eq!(counted, [16; 4]);
 }
+
+/// Reads of shared memory no thread of the block wrote, logged as warnings (once per launch)
+/// with the kernel named `name`.
+fn shared_warnings(name: &str) -> Vec<String> {
+    let warnings = common::warnings().lock().unwrap().clone();
+    warnings
+        .into_iter()
+        .filter(|w| w.contains(&format!("kernel=\"{name}\"")))
+        .collect()
+}
+
+#[test]
+fn shared_memory_no_thread_of_the_block_wrote_is_reported_once_per_launch() {
+    let half = r#"
+extern "C" __global__ void half_tile(const float* in, float* out) {
+    __shared__ float tile[64];
+    int t = threadIdx.x;
+    if (t < 32) tile[t] = in[t];
+    __syncthreads();
+    out[t] = tile[63 - t];
+}
+"#;
+    common::warnings();
+    let backend = initchecked();
+    let (input, out) = (floats(&backend, 64, 64), floats(&backend, 64, 0));
+    let args = [array_arg::<f32>(input, 64), array_arg::<f32>(out, 64)];
+    // A warning, not a fault: the simulator cannot tell whether the value read is used.
+    let kernel = Kernel::from_source(half, "half_tile");
+    let config = LaunchConfig::new(Dim3::new(3, 1, 1), Dim3::new(64, 1, 1));
+    common::launch(&backend, &kernel, config, &args).unwrap();
+    let said = shared_warnings("half_tile");
+    assert_eq!(said.len(), 1, "once for the launch: {said:?}");
+    assert!(
+        said[0].contains("initcheck: Uninitialized __shared__ memory read of size 4")
+            && said[0].contains("byte 252 of the 256-byte shared array `tile`")
+            && said[0].contains("not written by any thread of this block")
+            && said[0].contains("half_tile.cu:7"),
+        "{said:?}"
+    );
+    // Written whole by the block's threads first: nothing to say, block after block (each
+    // block's own writes count, not what the block before left in the same memory).
+    let whole = half
+        .replace("if (t < 32) ", "")
+        .replace("half_tile", "whole_tile");
+    let kernel = Kernel::from_source(whole.as_str(), "whole_tile");
+    common::launch(&backend, &kernel, config, &args).unwrap();
+    assert_eq!(shared_warnings("whole_tile"), Vec::<String>::new());
+    // Dynamic shared memory is watched the same way.
+    let dynamic = r#"
+extern "C" __global__ void from_dynamic(const float* in, float* out) {
+    extern __shared__ float buffer[];
+    int t = threadIdx.x;
+    out[t] = buffer[t] + in[t];
+}
+"#;
+    let kernel = Kernel::from_source(dynamic, "from_dynamic");
+    let config = LaunchConfig::new(Dim3::new(1, 1, 1), Dim3::new(64, 1, 1)).with_shared_bytes(256);
+    common::launch(&backend, &kernel, config, &args).unwrap();
+    let said = shared_warnings("from_dynamic");
+    assert!(
+        said.len() == 1
+            && said[0].contains("byte 0 of the 256-byte dynamic shared memory of the block"),
+        "{said:?}"
+    );
+}

@@ -72,8 +72,8 @@ impl Block<'_> {
         stack::running(self.kernel);
         s.phases[leader] = Phase::Ready;
         s.next_unstarted = 1;
-        // SAFETY: `first` holds thread 0; the block outlives the call, and every thread it
-        // starts has ended (or is ended below) before it returns.
+        // SAFETY: `first` holds the block's first thread; the block outlives the call, and every
+        // thread it starts has ended (or is ended below) before it returns.
         unsafe { fiber::enter(first) };
         self.end_waiting_threads();
         // SAFETY: no thread runs any more.

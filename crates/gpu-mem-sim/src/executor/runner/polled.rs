@@ -4,9 +4,10 @@
 //! A thread runs until it awaits a barrier or collective: the future records the wait in the
 //! block's schedule (the same `record_wait` as for threads on fibers) and returns `Pending`.
 //! Every round polls, in the block's order (`Schedule::arrange`), each thread that may go on; at
-//! the end of the round the block's scheduler (`crate::executor::release`: `end_round`) releases exactly what it releases for
-//! threads on fibers — a block barrier once every thread waits there, warp collectives with
-//! their results — or reports divergence and spinning threads the same way. A released thread
+//! the end of the round the block's scheduler (`crate::executor::release`: `end_round`)
+//! releases exactly what it releases for threads on fibers — a block barrier once every thread
+//! waits there, warp collectives with their results — or reports divergence and spinning
+//! threads the same way. A released thread
 //! reads its result when polled again. Where a thread on a fiber pays two stack switches and a
 //! stack per barrier, a polled one pays a return and a call, and keeps only its future.
 //!

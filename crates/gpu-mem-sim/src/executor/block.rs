@@ -50,6 +50,9 @@ pub(crate) struct Block<'a> {
     pub(crate) check_owner: u64,
     /// racecheck: the last accesses of each word of shared memory (`crate::sanitizer`).
     pub(crate) races: RefCell<Shadow>,
+    /// racecheck: each thread's clock of its warp's lanes, `warp_size` entries per thread
+    /// (`crate::sanitizer::synchronize`); empty without racecheck.
+    pub(crate) warp_clocks: RefCell<Vec<u32>>,
     /// initcheck: the bytes of shared memory its threads wrote (`crate::sanitizer`).
     pub(crate) shared_written: RefCell<SharedWritten>,
     schedule: UnsafeCell<Schedule>,
@@ -108,6 +111,11 @@ impl<'a> Block<'a> {
                 0
             },
             races: RefCell::new(Shadow::default()),
+            warp_clocks: RefCell::new(if plan.checked().is_some_and(|c| c.checks.racecheck) {
+                vec![0; block_dim.count() as usize * warp_size as usize]
+            } else {
+                Vec::new()
+            }),
             shared_written: RefCell::new(SharedWritten::default()),
             schedule: UnsafeCell::new(Schedule::default()),
         }

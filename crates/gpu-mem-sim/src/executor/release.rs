@@ -178,6 +178,34 @@ impl Block<'_> {
                 if let Some(op) = wait.op {
                     self.combine_warp(op, base, here, lanes);
                 }
+                let mut clocks = self.warp_clocks.borrow_mut();
+                if !clocks.is_empty() {
+                    // racecheck: the lanes that named each other in their masks are ordered
+                    // with each other from here on (two halves of a warp may pass one
+                    // `__syncwarp(mask)` site at once, each with its own half's mask).
+                    let mut left = here;
+                    while left != 0 {
+                        let lane = left.trailing_zeros() as usize;
+                        let mask = match members[lane] {
+                            State::Waiting(w) => w.mask,
+                            _ => here,
+                        };
+                        let group = (0..lanes)
+                            .filter(|&l| {
+                                left & (1 << l) != 0
+                                    && matches!(members[l], State::Waiting(w) if w.mask == mask)
+                            })
+                            .fold(0u64, |bits, l| bits | 1 << l);
+                        let group = if group == 0 { 1 << lane } else { group };
+                        crate::sanitizer::synchronize(
+                            &mut clocks,
+                            self.warp_size as usize,
+                            base,
+                            group,
+                        );
+                        left &= !group;
+                    }
+                }
                 for (lane, state) in members.iter_mut().enumerate() {
                     if here & (1 << lane) != 0 {
                         *state = State::Ready;

@@ -77,7 +77,6 @@ pub(crate) struct SimThread<'b, 'a> {
     atomics: Cell<u32>,
     /// Block barriers, and warp barriers and collectives, it has passed (racecheck's order).
     block_syncs: Cell<u32>,
-    warp_syncs: Cell<u32>,
     /// The fiber it runs on; `None` for a thread run as a plain call (a compiled kernel that
     /// never waits for other threads).
     pub(super) fiber: Option<*const Fiber>,
@@ -101,7 +100,6 @@ impl<'b, 'a> SimThread<'b, 'a> {
             shared_calls: Cell::new(0),
             atomics: Cell::new(0),
             block_syncs: Cell::new(0),
-            warp_syncs: Cell::new(0),
             fiber,
         }
     }
@@ -133,11 +131,11 @@ impl<'b, 'a> SimThread<'b, 'a> {
         let compiled = block.compiled;
         block.wait(self.linear, fiber, scope, fence, mask, at, op);
         self.resumed(block, compiled);
-        let passed = match scope {
-            BarrierScope::Block => &self.block_syncs,
-            BarrierScope::Warp => &self.warp_syncs,
-        };
-        passed.set(passed.get().wrapping_add(1));
+        // (Warp barriers and collectives move the warp clocks when they release:
+        // `Block::release_warp`.)
+        if scope == BarrierScope::Block {
+            self.block_syncs.set(self.block_syncs.get().wrapping_add(1));
+        }
     }
 
     /// Back from a switch: other threads ran meanwhile.
@@ -377,18 +375,30 @@ impl SimThread<'_, '_> {
         let dim = self.block.block_dim;
         let grid = self.block.grid_dim;
         let linear = thread.x + dim.x * (thread.y + dim.y * thread.z);
+        let warp = self.block.warp_size.max(1) as usize;
+        let clocks = self.block.warp_clocks.borrow();
+        let clock = clocks
+            .get(linear as usize * warp..(linear as usize + 1) * warp)
+            .unwrap_or(&[]);
         let now = Stamp {
             block: u64::from(block.x)
                 + u64::from(grid.x) * (u64::from(block.y) + u64::from(grid.y) * u64::from(block.z)),
             thread: linear,
-            warp: linear / self.block.warp_size.max(1),
+            warp: linear / warp as u32,
             block_syncs: self.block_syncs.get(),
-            warp_syncs: self.warp_syncs.get(),
+            lane: (linear as usize % warp) as u8,
+            warp_epoch: clock.get(linear as usize % warp).copied().unwrap_or(0),
             pc,
             write: access == Access::Write,
         };
         let size = usize::try_from(size).unwrap_or(usize::MAX);
-        let Some(hazard) = self.block.races.borrow_mut().access(address, size, now) else {
+        let hazard = self
+            .block
+            .races
+            .borrow_mut()
+            .access(address, size, now, clock);
+        drop(clocks);
+        let Some(hazard) = hazard else {
             return;
         };
         if self.block.fault.borrow().is_some() {

@@ -38,7 +38,7 @@ pub(crate) use layout::{ProgramLayout, ThreadLocal};
 pub(crate) use memcheck::{
     Allocation, Allowed, Frame, Granted, MemoryMap, Violation, check, unwritten_shared,
 };
-pub(crate) use racecheck::{Shadow, Stamp};
+pub(crate) use racecheck::{Shadow, Stamp, synchronize};
 pub(crate) use symbolize::source_line;
 
 /// What an access does.

@@ -1,11 +1,15 @@
 //! racecheck: conflicting accesses to a block's shared memory by different threads with no
 //! barrier between them, as compute-sanitizer's racecheck finds them on a GPU.
 //!
-//! Every simulated thread counts the block barriers it has passed, and the warp barriers and
-//! warp collectives (its [`Stamp`]). All threads of a block pass the same block barriers in the
-//! same order, so an access by one thread is ordered before another thread's access exactly
-//! when the later one has passed more block barriers, or, in the same warp, more warp
-//! barriers; anything else may happen at the same time on a GPU. Each byte of shared memory
+//! Every simulated thread counts the block barriers it has passed (its [`Stamp`]). All threads
+//! of a block pass the same block barriers in the same order, so an access by one thread is
+//! ordered before another thread's access when the later one has passed more block barriers.
+//! Within a warp, `__syncwarp(mask)` and the collectives order only the lanes that take part,
+//! which need not be the whole warp: each thread keeps a clock of its warp's lanes (a vector
+//! clock), joined among the lanes that pass a warp barrier or collective together
+//! ([`synchronize`]); an access is ordered before a later one of another lane once that lane's
+//! clock has seen the first lane's clock move past the access. Anything else may happen at the
+//! same time on a GPU. Each byte of shared memory
 //! keeps its last write and the reads since, of two threads at most ([`Shadow`]: enough for a
 //! write to meet another thread's read where there is one); a write after an unordered read or
 //! write of another thread, or a read after an unordered write, is a [`Hazard`]. Atomics order
@@ -21,21 +25,49 @@ pub(crate) struct Stamp {
     pub(crate) thread: u32,
     /// The thread's warp.
     pub(crate) warp: u32,
-    /// Block barriers, and warp barriers and collectives, the thread has passed.
+    /// Block barriers the thread has passed.
     pub(crate) block_syncs: u32,
-    pub(crate) warp_syncs: u32,
+    /// The thread's lane, and its own entry of its warp clock at the access.
+    pub(crate) lane: u8,
+    pub(crate) warp_epoch: u32,
     /// The access's code address (for its source line).
     pub(crate) pc: usize,
     pub(crate) write: bool,
 }
 
 impl Stamp {
-    /// Whether this (earlier) access is ordered before `later`'s.
-    fn ordered_before(&self, later: &Stamp) -> bool {
+    /// Whether this (earlier) access is ordered before `later`'s, whose thread's warp clock is
+    /// `later_clock`.
+    fn ordered_before(&self, later: &Stamp, later_clock: &[u32]) -> bool {
         self.block != later.block
             || self.thread == later.thread
             || later.block_syncs > self.block_syncs
-            || (self.warp == later.warp && later.warp_syncs > self.warp_syncs)
+            || (self.warp == later.warp
+                && later_clock
+                    .get(usize::from(self.lane))
+                    .is_some_and(|&seen| seen > self.warp_epoch))
+    }
+}
+
+/// The lanes `lanes` (a mask) of the warp whose first thread is `first` passed a warp barrier
+/// or collective together: each moves its own entry on, then all take the latest of every
+/// entry. `clocks` holds `warp` entries per thread of the block.
+pub(crate) fn synchronize(clocks: &mut [u32], warp: usize, first: usize, lanes: u64) {
+    let taking_part = |lane: usize| lane < 64 && lanes & (1 << lane) != 0;
+    let mut joined = vec![0u32; warp];
+    for lane in (0..warp).filter(|&l| taking_part(l)) {
+        let Some(row) = clocks.get_mut((first + lane) * warp..(first + lane + 1) * warp) else {
+            continue;
+        };
+        row[lane] = row[lane].wrapping_add(1);
+        for (j, seen) in joined.iter_mut().zip(row.iter()) {
+            *j = (*j).max(*seen);
+        }
+    }
+    for lane in (0..warp).filter(|&l| taking_part(l)) {
+        if let Some(row) = clocks.get_mut((first + lane) * warp..(first + lane + 1) * warp) {
+            row.copy_from_slice(&joined);
+        }
     }
 }
 
@@ -117,8 +149,15 @@ impl Shadow {
 
     /// Records an access of `size` bytes at `address`, in shared memory learnt before (the
     /// executor learns an array before it records an access of it; anything else is learnt
-    /// here as a range of its own); the first hazard it makes, if any.
-    pub(crate) fn access(&mut self, address: usize, size: usize, now: Stamp) -> Option<Hazard> {
+    /// here as a range of its own); the first hazard it makes, if any. `clock`: the accessing
+    /// thread's warp clock.
+    pub(crate) fn access(
+        &mut self,
+        address: usize,
+        size: usize,
+        now: Stamp,
+        clock: &[u32],
+    ) -> Option<Hazard> {
         let size = size.max(1);
         let end = address.saturating_add(size);
         let region = match self.region_holding(address, size) {
@@ -141,7 +180,7 @@ impl Shadow {
             let last = ((word << 2) + 4).min(end);
             let hazard = match lanes {
                 // The whole word, remembered as one: its first byte answers for all four.
-                Lanes::Whole(w) if last - first == 4 => record(w, first, now),
+                Lanes::Whole(w) if last - first == 4 => record(w, first, now, clock),
                 _ => {
                     let mut bytes = match lanes {
                         Lanes::Whole(w) => [*w; 4],
@@ -149,7 +188,7 @@ impl Shadow {
                     };
                     let mut hazard = None;
                     for byte in first..last {
-                        let h = record(&mut bytes[byte & 3], byte, now);
+                        let h = record(&mut bytes[byte & 3], byte, now, clock);
                         hazard = hazard.or(h);
                     }
                     // A write of the whole word leaves its bytes alike again.
@@ -180,9 +219,10 @@ impl Shadow {
     }
 }
 
-/// Records `now` in the shadow `w` of `byte`; the hazard it makes with an earlier access.
-fn record(w: &mut Word, byte: usize, now: Stamp) -> Option<Hazard> {
-    let unordered = |earlier: Option<Stamp>| earlier.filter(|e| !e.ordered_before(&now));
+/// Records `now` (by a thread whose warp clock is `clock`) in the shadow `w` of `byte`; the
+/// hazard it makes with an earlier access.
+fn record(w: &mut Word, byte: usize, now: Stamp, clock: &[u32]) -> Option<Hazard> {
+    let unordered = |earlier: Option<Stamp>| earlier.filter(|e| !e.ordered_before(&now, clock));
     let conflict = |earlier: Option<Stamp>| {
         unordered(earlier).map(|earlier| Hazard {
             earlier,
@@ -235,47 +275,55 @@ mod tests {
             thread,
             warp: thread / 32,
             block_syncs,
-            warp_syncs: 0,
+            lane: (thread % 32) as u8,
+            warp_epoch: 0,
             pc: 0,
             write,
         }
     }
 
+    /// The warp clock of a thread that never passed a warp barrier.
+    const NO_CLOCK: &[u32] = &[0; 32];
+
     #[test]
     fn a_read_of_another_threads_write_needs_a_barrier_between() {
         let mut shadow = with_one_array();
-        assert_eq!(shadow.access(64, 4, stamp(0, 0, true)), None);
+        assert_eq!(shadow.access(64, 4, stamp(0, 0, true), NO_CLOCK), None);
         let hazard = shadow
-            .access(64, 4, stamp(1, 0, false))
+            .access(64, 4, stamp(1, 0, false), NO_CLOCK)
             .expect("a read-after-write race");
         assert_eq!((hazard.earlier.thread, hazard.later.thread), (0, 1));
         let mut shadow = with_one_array();
-        shadow.access(64, 4, stamp(0, 0, true));
-        assert_eq!(shadow.access(64, 4, stamp(1, 1, false)), None);
+        shadow.access(64, 4, stamp(0, 0, true), NO_CLOCK);
+        assert_eq!(shadow.access(64, 4, stamp(1, 1, false), NO_CLOCK), None);
     }
 
     #[test]
     fn writes_after_reads_and_writes_of_others_are_races_reads_alone_are_not() {
         let mut shadow = with_one_array();
-        shadow.access(8, 4, stamp(3, 2, false));
-        assert_eq!(shadow.access(8, 4, stamp(4, 2, false)), None);
-        assert!(shadow.access(8, 4, stamp(5, 2, true)).is_some());
+        shadow.access(8, 4, stamp(3, 2, false), NO_CLOCK);
+        assert_eq!(shadow.access(8, 4, stamp(4, 2, false), NO_CLOCK), None);
+        assert!(shadow.access(8, 4, stamp(5, 2, true), NO_CLOCK).is_some());
         let mut shadow = with_one_array();
-        shadow.access(8, 4, stamp(3, 2, true));
+        shadow.access(8, 4, stamp(3, 2, true), NO_CLOCK);
         assert!(
-            shadow.access(10, 2, stamp(4, 2, true)).is_some(),
+            shadow.access(10, 2, stamp(4, 2, true), NO_CLOCK).is_some(),
             "same bytes"
         );
-        assert_eq!(shadow.access(12, 4, stamp(4, 2, true)), None, "next word");
-        let mut shadow = with_one_array();
-        shadow.access(16, 1, stamp(0, 0, true));
         assert_eq!(
-            shadow.access(17, 1, stamp(1, 0, true)),
+            shadow.access(12, 4, stamp(4, 2, true), NO_CLOCK),
+            None,
+            "next word"
+        );
+        let mut shadow = with_one_array();
+        shadow.access(16, 1, stamp(0, 0, true), NO_CLOCK);
+        assert_eq!(
+            shadow.access(17, 1, stamp(1, 0, true), NO_CLOCK),
             None,
             "other bytes of a word"
         );
         assert!(
-            shadow.access(16, 4, stamp(2, 0, false)).is_some(),
+            shadow.access(16, 4, stamp(2, 0, false), NO_CLOCK).is_some(),
             "a word over both"
         );
     }
@@ -283,19 +331,19 @@ mod tests {
     #[test]
     fn words_split_by_byte_accesses_and_joined_by_whole_writes_keep_each_bytes_history() {
         let mut shadow = with_one_array();
-        shadow.access(32, 4, stamp(0, 0, true));
+        shadow.access(32, 4, stamp(0, 0, true), NO_CLOCK);
         // Thread 1 writes byte 33 after a barrier: no race; the word is split.
-        assert_eq!(shadow.access(33, 1, stamp(1, 1, true)), None);
+        assert_eq!(shadow.access(33, 1, stamp(1, 1, true), NO_CLOCK), None);
         // Thread 2, same phase: byte 32 (thread 0's, ordered) is fine, byte 33 races.
-        assert_eq!(shadow.access(32, 1, stamp(2, 1, false)), None);
+        assert_eq!(shadow.access(32, 1, stamp(2, 1, false), NO_CLOCK), None);
         let hazard = shadow
-            .access(32, 4, stamp(2, 1, false))
+            .access(32, 4, stamp(2, 1, false), NO_CLOCK)
             .expect("byte 33's write by thread 1");
         assert_eq!((hazard.earlier.thread, hazard.address), (1, 33));
         // A whole write after a barrier joins the word: every byte now remembers thread 3.
-        assert_eq!(shadow.access(32, 4, stamp(3, 2, true)), None);
+        assert_eq!(shadow.access(32, 4, stamp(3, 2, true), NO_CLOCK), None);
         let hazard = shadow
-            .access(34, 1, stamp(4, 2, false))
+            .access(34, 1, stamp(4, 2, false), NO_CLOCK)
             .expect("thread 3's write");
         assert_eq!((hazard.earlier.thread, hazard.address), (3, 34));
     }
@@ -321,10 +369,10 @@ mod tests {
     #[test]
     fn a_write_meets_another_threads_read_even_after_its_own() {
         let mut shadow = with_one_array();
-        shadow.access(8, 4, stamp(0, 1, false));
-        shadow.access(8, 4, stamp(8, 1, false));
+        shadow.access(8, 4, stamp(0, 1, false), NO_CLOCK);
+        shadow.access(8, 4, stamp(8, 1, false), NO_CLOCK);
         let hazard = shadow
-            .access(8, 4, stamp(8, 1, true))
+            .access(8, 4, stamp(8, 1, true), NO_CLOCK)
             .expect("a write-after-read race");
         assert_eq!(hazard.earlier.thread, 0);
     }
@@ -332,20 +380,69 @@ mod tests {
     #[test]
     fn one_thread_or_a_warp_barrier_orders_its_own_accesses() {
         let mut shadow = with_one_array();
-        shadow.access(0, 4, stamp(7, 0, true));
-        assert_eq!(shadow.access(0, 4, stamp(7, 0, false)), None);
-        let mut later = stamp(8, 0, false);
-        later.warp_syncs = 1;
+        shadow.access(0, 4, stamp(7, 0, true), NO_CLOCK);
+        assert_eq!(shadow.access(0, 4, stamp(7, 0, false), NO_CLOCK), None);
+        // Lanes 7 and 8 pass a __syncwarp together.
+        let mut clocks = vec![0u32; 64 * 32];
+        synchronize(&mut clocks, 32, 0, 1 << 7 | 1 << 8);
+        let lane8 = &clocks[8 * 32..9 * 32];
         assert_eq!(
-            shadow.access(0, 4, later),
+            shadow.access(0, 4, stamp(8, 0, false), lane8),
             None,
             "same warp, after __syncwarp"
         );
-        let mut other_warp = stamp(40, 0, true);
-        other_warp.warp_syncs = 1;
+        let other_warp = stamp(40, 0, true);
         assert!(
-            shadow.access(0, 4, other_warp).is_some(),
+            shadow
+                .access(0, 4, other_warp, &clocks[40 * 32..41 * 32])
+                .is_some(),
             "another warp's lanes"
+        );
+    }
+
+    #[test]
+    fn a_partial_warp_barrier_orders_only_the_lanes_in_its_mask() {
+        let warp = 32;
+        let mut clocks = vec![0u32; 32 * warp];
+        let row = |clocks: &[u32], t: usize| clocks[t * warp..(t + 1) * warp].to_vec();
+        let mut shadow = with_one_array();
+        shadow.access(0, 4, stamp(0, 0, true), &row(&clocks, 0));
+        // Each half of the warp passes its own __syncwarp(mask).
+        synchronize(&mut clocks, warp, 0, 0x0000_ffff);
+        synchronize(&mut clocks, warp, 0, 0xffff_0000);
+        assert_eq!(
+            shadow.access(0, 4, stamp(5, 0, false), &row(&clocks, 5)),
+            None,
+            "lane 5 synchronised with lane 0"
+        );
+        let mut shadow = with_one_array();
+        shadow.access(0, 4, stamp(0, 0, true), NO_CLOCK);
+        assert!(
+            shadow
+                .access(0, 4, stamp(20, 0, false), &row(&clocks, 20))
+                .is_some(),
+            "lane 20 only synchronised with its own half"
+        );
+        // Through a third lane: 0 with 1, then 1 with 2 orders 0's access before 2's.
+        let mut clocks = vec![0u32; 32 * warp];
+        let mut shadow = with_one_array();
+        shadow.access(0, 4, stamp(0, 0, true), &row(&clocks, 0));
+        synchronize(&mut clocks, warp, 0, 0b011);
+        synchronize(&mut clocks, warp, 0, 0b110);
+        assert_eq!(
+            shadow.access(0, 4, stamp(2, 0, false), &row(&clocks, 2)),
+            None
+        );
+        // A lane's later access is not ordered by a barrier it passed before it.
+        let mut epoch = stamp(0, 0, true);
+        epoch.warp_epoch = clocks[0];
+        let mut shadow = with_one_array();
+        shadow.access(8, 4, epoch, &row(&clocks, 0));
+        assert!(
+            shadow
+                .access(8, 4, stamp(1, 0, false), &row(&clocks, 1))
+                .is_some(),
+            "lane 0 wrote after the barrier it passed with lane 1"
         );
     }
 }

@@ -501,3 +501,45 @@ extern "C" __global__ void k(const float* in, float* out) {{
     .unwrap_or_else(|e| panic!("with __syncwarp: {e}"));
     assert_eq!(out[1], vec![64.0]);
 }
+
+#[test]
+fn a_partial_syncwarp_orders_only_the_lanes_in_its_mask() {
+    // Each half of a warp exchanges values through shared memory after a __syncwarp of its
+    // own half: a neighbour in the same half is ordered, a lane of the other half is not.
+    let exchange = |partner: &str| {
+        format!(
+            r#"
+extern "C" __global__ void k(const float* in, float* out) {{
+    __shared__ float s[32];
+    unsigned t = threadIdx.x;
+    unsigned half = t < 16 ? 0x0000ffffu : 0xffff0000u;
+    s[t] = in[t];
+    __syncwarp(half);
+    out[t] = s[{partner}];
+}}
+"#
+        )
+    };
+    let input: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let out = run(
+        &racechecked(),
+        &exchange("t ^ 1"),
+        config(1, 32, 0),
+        &[input.clone(), vec![0.0f32; 32]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("within a half: {e}"));
+    assert_eq!(out[1][..4], [1.0, 0.0, 3.0, 2.0]);
+    let (_, thread, message) = fault_of(run(
+        &racechecked(),
+        &exchange("t ^ 16"),
+        config(1, 32, 0),
+        &[input, vec![0.0f32; 32]],
+        &[],
+    ));
+    assert!(
+        message.contains("racecheck: Race reported") && message.contains("k.cu:8"),
+        "{message}"
+    );
+    assert!(thread[0] < 32, "{message}");
+}

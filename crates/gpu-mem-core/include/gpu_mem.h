@@ -182,6 +182,9 @@ struct gm_sim_runtime {
 /* An atomic that only writes (a store): an atomic as racecheck sees it, a write as initcheck
  * does. */
 #define GM_SIM_ACCESS_ATOMIC_STORE 4
+/* Or'ed into an access's kind: it does not lie on a multiple of its size, which a GPU refuses
+ * (memcheck). */
+#define GM_SIM_ACCESS_MISALIGNED 8
 
 /* The prelude's own glue (what reads the simulator's buffers and tables) is not checked in a
  * checked program: only the kernel's accesses are. */

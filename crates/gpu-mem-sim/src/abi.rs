@@ -167,6 +167,9 @@ pub(crate) const ACCESS_WRITE: c_int = 1;
 pub(crate) const ACCESS_ATOMIC: c_int = 2;
 /// `GM_SIM_ACCESS_ATOMIC_STORE`: an atomic that only writes.
 pub(crate) const ACCESS_ATOMIC_STORE: c_int = 4;
+/// `GM_SIM_ACCESS_MISALIGNED`, or'ed into a kind: the access does not lie on a multiple of its
+/// size.
+pub(crate) const ACCESS_MISALIGNED: c_int = 8;
 /// `GM_SIM_ACCESS_SYNCED`: no access, the thread passed a block-wide synchronisation the
 /// executor does not see (a `cuda::barrier` phase).
 pub(crate) const ACCESS_SYNCED: c_int = 3;

@@ -67,7 +67,7 @@ inline T collective(int op, unsigned long long mask, T value, long long arg, int
 /* Where the threads of a tile larger than a warp exchange values: per block (the block's
  * threads share an OS thread), 32 bytes a thread of a block of 1024. */
 constexpr unsigned long gm_sim_tile_exchange_bytes = 32 * 1024;
-static thread_local unsigned char gm_sim_tile_exchange[gm_sim_tile_exchange_bytes];
+alignas(16) static thread_local unsigned char gm_sim_tile_exchange[gm_sim_tile_exchange_bytes];
 
 /* Every thread of the block puts `value` in its slot, then reads the slot `read(rank)` of its
  * tile, all behind block barriers. */

@@ -10,8 +10,9 @@
 use super::plan::Calls;
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
-    ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_SYNCED, ACCESS_WRITE, GLOBAL_FENCE,
-    GmSimAllowed, GmSimRuntime, GmSimThread, GmSimWait, GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
+    ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_MISALIGNED, ACCESS_SYNCED, ACCESS_WRITE,
+    GLOBAL_FENCE, GmSimAllowed, GmSimRuntime, GmSimThread, GmSimWait, GmSimWaitMore, WARP_SCOPE,
+    YIELD_KIND,
 };
 use crate::sanitizer::{Access, Allowed};
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
@@ -314,7 +315,8 @@ extern "C" fn rt_access(
     kind: c_int,
     pc: *const c_void,
 ) -> c_int {
-    let kind = match kind {
+    let misaligned = kind & ACCESS_MISALIGNED != 0;
+    let kind = match kind & !ACCESS_MISALIGNED {
         ACCESS_SYNCED => {
             with_current(|t| t.passed_block_sync());
             return 0;
@@ -324,9 +326,13 @@ extern "C" fn rt_access(
         ACCESS_ATOMIC_STORE => Access::AtomicStore,
         _ => Access::Read,
     };
+    let access = (address as usize, size, kind);
     let refused = with_current(|t| {
-        t.check_access((address as usize, size, kind), pc as usize, &in_scratch)
-            .is_err()
+        if misaligned {
+            t.misaligned(access, pc as usize, &in_scratch).is_err()
+        } else {
+            t.check_access(access, pc as usize, &in_scratch).is_err()
+        }
     });
     c_int::from(refused.unwrap_or(false))
 }

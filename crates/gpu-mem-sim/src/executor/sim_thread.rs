@@ -11,7 +11,8 @@ use super::plan::Checked;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::GmSimThread;
 use crate::sanitizer::{
-    Access, Allowed, Frame, Granted, Stamp, Violation, check, source_line, unwritten_shared,
+    Access, Allowed, Frame, Granted, Stamp, Violation, check, misaligned, source_line,
+    unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
@@ -255,19 +256,7 @@ impl SimThread<'_, '_> {
         }
         // Below every frame of the kernel: where the stack is now.
         let here = std::ptr::addr_of!(address) as usize;
-        let (dynamic, dynamic_len) = self.block.shared.dynamic_ptr();
-        let frame = Frame {
-            program: checked.layout,
-            memory: checked.memory,
-            thread_info: (
-                self.info.get() as usize,
-                self.info.get() as usize + std::mem::size_of::<GmSimThread>(),
-            ),
-            stack: (here, info.stack_top),
-            dynamic_shared: (dynamic as usize, dynamic_len),
-            args: checked.args,
-            scratch,
-        };
+        let frame = self.frame(checked, info, here, scratch);
         let watched = checked.checks.racecheck || checked.checks.initcheck;
         match check(&frame, address, size, access) {
             Ok(granted) if watched && granted.shared => {
@@ -285,6 +274,53 @@ impl SimThread<'_, '_> {
             }
             Err(violation) => self.refuse(checked, &violation, pc),
         }
+    }
+
+    /// What the thread may touch, for `check`: `here`, an address below every frame of the
+    /// kernel (where the stack is now).
+    fn frame<'f>(
+        &self,
+        checked: Checked<'f>,
+        info: &GmSimThread,
+        here: usize,
+        scratch: &'f dyn Fn(usize, usize) -> bool,
+    ) -> Frame<'f> {
+        let (dynamic, dynamic_len) = self.block.shared.dynamic_ptr();
+        Frame {
+            program: checked.layout,
+            memory: checked.memory,
+            thread_info: (
+                self.info.get() as usize,
+                self.info.get() as usize + std::mem::size_of::<GmSimThread>(),
+            ),
+            stack: (here, info.stack_top),
+            dynamic_shared: (dynamic as usize, dynamic_len),
+            args: checked.args,
+            scratch,
+        }
+    }
+
+    /// A checked program's access that does not lie on a multiple of its size (the program
+    /// found it so: `gm_sim/checked.h`), which a GPU refuses: always refused, said as memcheck
+    /// says it (an access outside what the thread may touch as that).
+    pub(crate) fn misaligned(
+        &self,
+        (address, size, access): (usize, u64, Access),
+        pc: usize,
+        scratch: &dyn Fn(usize, usize) -> bool,
+    ) -> Result<(), ()> {
+        let Some(checked) = self.block.plan.checked() else {
+            return Ok(());
+        };
+        // SAFETY: as in `check_access`.
+        let info = unsafe { &*self.info.get() };
+        let here = std::ptr::addr_of!(address) as usize;
+        let frame = self.frame(checked, info, here, scratch);
+        let refused = match check(&frame, address, size, access) {
+            Err(violation) => violation,
+            Ok(granted) => misaligned(&granted, (address, size, access)),
+        };
+        self.refuse(checked, &refused, pc)
     }
 
     /// An access of shared memory (`granted`) while racecheck or initcheck watch it: a read of

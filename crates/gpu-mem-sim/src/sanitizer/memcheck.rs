@@ -316,6 +316,31 @@ fn initialized(
     })
 }
 
+/// memcheck's refusal of an access inside `granted` that does not lie on a multiple of its
+/// size.
+pub(crate) fn misaligned(
+    granted: &Granted,
+    (address, size, access): (usize, u64, Access),
+) -> Violation {
+    let size_bytes = usize::try_from(size).unwrap_or(usize::MAX).max(1);
+    let past = address % size_bytes;
+    Violation {
+        access,
+        space: if granted.shared {
+            Space::Shared
+        } else {
+            Space::Global
+        },
+        size,
+        address,
+        nearest: Some(format!(
+            "misaligned: {past} byte{} past a multiple of {size_bytes}, where an access of {size_bytes} bytes must lie",
+            if past == 1 { "" } else { "s" }
+        )),
+        uninitialized: false,
+    }
+}
+
 /// initcheck's refusal of a read of shared memory `granted` (a static array or the dynamic
 /// memory) whose byte `first` (from the array's start) no thread of the block wrote.
 pub(crate) fn unwritten_shared(

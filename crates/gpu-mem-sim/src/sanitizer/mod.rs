@@ -15,7 +15,8 @@
 //!   compute-sanitizer's words (`Invalid __global__ write of size 4`) with the address, the
 //!   nearest allocation or shared array and how far outside it the access lies, and the
 //!   kernel's source line; the thread ends there, as after a trap, and nothing is read or
-//!   written;
+//!   written; so is an access the compiler took to be aligned that does not lie on a multiple
+//!   of its size (of 8 for 16 bytes), which a GPU refuses;
 //! * racecheck ([`racecheck`]): two threads of a block touching the same byte of shared memory,
 //!   at least one writing, with no barrier between them, fail the launch naming both accesses;
 //!   racecheck builds kernels checked, so memcheck's checks come with it;
@@ -36,7 +37,7 @@ mod symbolize;
 pub(crate) use initcheck::{SharedWritten, Written};
 pub(crate) use layout::{ProgramLayout, ThreadLocal};
 pub(crate) use memcheck::{
-    Allocation, Allowed, Frame, Granted, MemoryMap, Violation, check, unwritten_shared,
+    Allocation, Allowed, Frame, Granted, MemoryMap, Violation, check, misaligned, unwritten_shared,
 };
 pub(crate) use racecheck::{Shadow, Stamp, synchronize};
 pub(crate) use symbolize::source_line;

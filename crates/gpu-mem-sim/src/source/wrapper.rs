@@ -90,11 +90,12 @@ pub(crate) fn translation_unit(
     );
     let _ = writeln!(
         unit,
-        "static_assert(GM_SIM_ACCESS_WRITE == {} && GM_SIM_ACCESS_ATOMIC == {} && GM_SIM_ACCESS_SYNCED == {} && GM_SIM_ACCESS_ATOMIC_STORE == {}, \"the prelude's access kinds differ from the simulator's\");",
+        "static_assert(GM_SIM_ACCESS_WRITE == {} && GM_SIM_ACCESS_ATOMIC == {} && GM_SIM_ACCESS_SYNCED == {} && GM_SIM_ACCESS_ATOMIC_STORE == {} && GM_SIM_ACCESS_MISALIGNED == {}, \"the prelude's access kinds differ from the simulator's\");",
         crate::abi::ACCESS_WRITE,
         crate::abi::ACCESS_ATOMIC,
         crate::abi::ACCESS_SYNCED,
         crate::abi::ACCESS_ATOMIC_STORE,
+        crate::abi::ACCESS_MISALIGNED,
     );
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {

@@ -543,3 +543,60 @@ extern "C" __global__ void k(const float* in, float* out) {{
     );
     assert!(thread[0] < 32, "{message}");
 }
+
+#[test]
+fn a_misaligned_load_is_refused_as_a_gpu_refuses_it() {
+    // Bytes read as ints from an odd offset: a GPU faults ("misaligned address").
+    let code = r#"
+extern "C" __global__ void k(const float* in, float* out) {
+    int i = threadIdx.x;
+    const char* bytes = reinterpret_cast<const char*>(in);
+    const int* words = reinterpret_cast<const int*>(bytes + 2);
+    out[i] = (float)words[i];
+}
+"#;
+    let (_, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(1, 8, 0),
+        &[vec![1.0f32; 16], vec![0.0f32; 8]],
+        &[],
+    ));
+    assert_eq!(thread, [0, 0, 0], "{message}");
+    assert!(
+        message.contains("Invalid __global__ read of size 4")
+            && message.contains("misaligned: 2 bytes past a multiple of 4")
+            && message.contains("k.cu:6"),
+        "{message}"
+    );
+    // An atomic off its boundary too.
+    let atomic = r#"
+extern "C" __global__ void k(const float* in, float* out) {
+    char* bytes = reinterpret_cast<char*>(out);
+    atomicAdd(reinterpret_cast<unsigned int*>(bytes + 1), 1u);
+}
+"#;
+    let (_, _, message) = fault_of(run(
+        &checked(),
+        atomic,
+        config(1, 1, 0),
+        &[vec![1.0f32; 1], vec![0.0f32; 2]],
+        &[],
+    ));
+    assert!(
+        message.contains("Invalid __global__ atomic of size 4")
+            && message.contains("misaligned: 1 byte past a multiple of 4"),
+        "{message}"
+    );
+    // Aligned, the same int loads are fine.
+    let aligned = code.replace("bytes + 2", "bytes + 4");
+    let out = run(
+        &checked(),
+        &aligned,
+        config(1, 8, 0),
+        &[vec![1.0f32; 16], vec![0.0f32; 8]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("aligned: {e}"));
+    assert_eq!(out[1], vec![1_065_353_216.0f32; 8]);
+}

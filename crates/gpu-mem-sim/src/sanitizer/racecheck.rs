@@ -54,7 +54,10 @@ impl Stamp {
 /// entry. `clocks` holds `warp` entries per thread of the block.
 pub(crate) fn synchronize(clocks: &mut [u32], warp: usize, first: usize, lanes: u64) {
     let taking_part = |lane: usize| lane < 64 && lanes & (1 << lane) != 0;
-    let mut joined = vec![0u32; warp];
+    // (A warp has at most 64 lanes: no allocation per release.)
+    let warp = warp.min(64);
+    let mut joined = [0u32; 64];
+    let joined = &mut joined[..warp];
     for lane in (0..warp).filter(|&l| taking_part(l)) {
         let Some(row) = clocks.get_mut((first + lane) * warp..(first + lane + 1) * warp) else {
             continue;
@@ -66,7 +69,7 @@ pub(crate) fn synchronize(clocks: &mut [u32], warp: usize, first: usize, lanes: 
     }
     for lane in (0..warp).filter(|&l| taking_part(l)) {
         if let Some(row) = clocks.get_mut((first + lane) * warp..(first + lane + 1) * warp) {
-            row.copy_from_slice(&joined);
+            row.copy_from_slice(joined);
         }
     }
 }

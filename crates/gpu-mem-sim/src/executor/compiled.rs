@@ -328,11 +328,8 @@ extern "C" fn rt_access(
     };
     let access = (address as usize, size, kind);
     let refused = with_current(|t| {
-        if misaligned {
-            t.misaligned(access, pc as usize, &in_scratch).is_err()
-        } else {
-            t.check_access(access, pc as usize, &in_scratch).is_err()
-        }
+        t.check_access(access, pc as usize, &in_scratch, misaligned)
+            .is_err()
     });
     c_int::from(refused.unwrap_or(false))
 }

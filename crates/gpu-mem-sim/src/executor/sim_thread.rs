@@ -11,7 +11,7 @@ use super::plan::Checked;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::GmSimThread;
 use crate::sanitizer::{
-    Access, Allowed, Frame, Granted, Stamp, Violation, check, misaligned, source_line,
+    Access, Allowed, Frame, Granted, Stamp, Violation, check, misaligned_access, source_line,
     unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
@@ -233,12 +233,16 @@ impl SimThread<'_, '_> {
 
     /// Whether this thread of a checked program may make an access (`crate::sanitizer`): if
     /// not, the fault is recorded (the program then ends the thread). `scratch`: whether a
-    /// range lies where out-of-bounds `gm_array` accesses go.
+    /// range lies where out-of-bounds `gm_array` accesses go. `misaligned`: the program found
+    /// that the access does not lie on a multiple of its size (`gm_sim/checked.h`), which a GPU
+    /// refuses: always refused, in memcheck's words (as an access outside what the thread may
+    /// touch, if it is that too).
     pub(crate) fn check_access(
         &self,
         (address, size, access): (usize, u64, Access),
         pc: usize,
         scratch: &dyn Fn(usize, usize) -> bool,
+        misaligned: bool,
     ) -> Result<(), ()> {
         // (The program asks only for what the OS thread's granted ranges do not hold.)
         let Some(checked) = self.block.plan.checked() else {
@@ -247,7 +251,7 @@ impl SimThread<'_, '_> {
         // SAFETY: read on the thread's own OS thread from a callback of its program, which
         // writes `info` only between threads (never during this call).
         let info = unsafe { &*self.info.get() };
-        if checked.checks.racecheck {
+        if checked.checks.racecheck && !misaligned {
             // Shared memory the block met before: recorded without being looked up again.
             let known = self.block.races.borrow().shared_holding(address, size);
             if let Some(granted) = known {
@@ -259,6 +263,10 @@ impl SimThread<'_, '_> {
         let frame = self.frame(checked, info, here, scratch);
         let watched = checked.checks.racecheck || checked.checks.initcheck;
         match check(&frame, address, size, access) {
+            Ok(granted) if misaligned => {
+                let refused = misaligned_access(&granted, (address, size, access));
+                self.refuse(checked, &refused, pc)
+            }
             Ok(granted) if watched && granted.shared => {
                 // Not among the OS thread's ranges: shared memory is watched access by access.
                 if checked.checks.racecheck {
@@ -298,29 +306,6 @@ impl SimThread<'_, '_> {
             args: checked.args,
             scratch,
         }
-    }
-
-    /// A checked program's access that does not lie on a multiple of its size (the program
-    /// found it so: `gm_sim/checked.h`), which a GPU refuses: always refused, said as memcheck
-    /// says it (an access outside what the thread may touch as that).
-    pub(crate) fn misaligned(
-        &self,
-        (address, size, access): (usize, u64, Access),
-        pc: usize,
-        scratch: &dyn Fn(usize, usize) -> bool,
-    ) -> Result<(), ()> {
-        let Some(checked) = self.block.plan.checked() else {
-            return Ok(());
-        };
-        // SAFETY: as in `check_access`.
-        let info = unsafe { &*self.info.get() };
-        let here = std::ptr::addr_of!(address) as usize;
-        let frame = self.frame(checked, info, here, scratch);
-        let refused = match check(&frame, address, size, access) {
-            Err(violation) => violation,
-            Ok(granted) => misaligned(&granted, (address, size, access)),
-        };
-        self.refuse(checked, &refused, pc)
     }
 
     /// An access of shared memory (`granted`) while racecheck or initcheck watch it: a read of

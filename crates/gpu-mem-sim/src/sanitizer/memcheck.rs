@@ -318,7 +318,7 @@ fn initialized(
 
 /// memcheck's refusal of an access inside `granted` that does not lie on a multiple of its
 /// size.
-pub(crate) fn misaligned(
+pub(crate) fn misaligned_access(
     granted: &Granted,
     (address, size, access): (usize, u64, Access),
 ) -> Violation {

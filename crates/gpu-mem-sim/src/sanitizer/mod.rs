@@ -37,7 +37,8 @@ mod symbolize;
 pub(crate) use initcheck::{SharedWritten, Written};
 pub(crate) use layout::{ProgramLayout, ThreadLocal};
 pub(crate) use memcheck::{
-    Allocation, Allowed, Frame, Granted, MemoryMap, Violation, check, misaligned, unwritten_shared,
+    Allocation, Allowed, Frame, Granted, MemoryMap, Violation, check, misaligned_access,
+    unwritten_shared,
 };
 pub(crate) use racecheck::{Shadow, Stamp, synchronize};
 pub(crate) use symbolize::source_line;

@@ -7,14 +7,22 @@
 //!
 //! Needs libnvrtc (`.ci/install-cuda-parts.sh`) but no GPU; without it the trials are reported
 //! as ignored, with the reason.
+//!
+//! NVRTC compiles one program at a time in a process, so each file is compiled by a child
+//! process of this binary (`gpu_mem_core::testing::child`): the harness's threads then keep as
+//! many compiles going as the machine has cores.
 
 use gpu_mem_core::kernel::Module;
 use gpu_mem_core::kernel::scan;
+use gpu_mem_core::testing::child::{self, Verdict};
 use gpu_mem_cuda::backend::ptx;
 use gpu_mem_cuda::nvrtc::{CodeKind, CompileRequest, ComputeCapability, Nvrtc};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::time::Duration;
+
+/// How long one file's compile may take in its child (the slowest take seconds).
+const CHILD_DEADLINE: Duration = Duration::from_secs(300);
 
 /// The instantiations the conformance cases launch of the templates of `file`
 /// (`tests/corpus/INSTANTIATIONS`).
@@ -141,11 +149,34 @@ fn compile_and_find(nvrtc: &Nvrtc, path: &Path) -> Result<(), Failed> {
     Ok(())
 }
 
+/// The child's side: compiles the file `path` names and exits with the verdict.
+fn child_main(path: &str) -> ! {
+    let verdict = match load_nvrtc() {
+        Err(e) => Verdict::Skipped(format!("NVRTC unavailable: {e}")),
+        Ok(nvrtc) => match compile_and_find(&nvrtc, Path::new(path)) {
+            Ok(()) => Verdict::Passed,
+            Err(failed) => Verdict::Failed(failed.message().unwrap_or("failed").to_string()),
+        },
+    };
+    child::exit(verdict)
+}
+
+/// The parent's side: `path` compiled in a child process of its own.
+fn compiled_in_child(path: &Path) -> Result<(), Failed> {
+    let command = child::this_binary()?;
+    match child::run(command, &path.display().to_string(), CHILD_DEADLINE) {
+        Verdict::Passed => Ok(()),
+        Verdict::Skipped(reason) => Err(format!("the child could not compile: {reason}").into()),
+        Verdict::Failed(message) => Err(message.into()),
+    }
+}
+
 fn main() {
+    if let Some(path) = child::role() {
+        child_main(&path);
+    }
     let args = Arguments::from_args();
-    let nvrtc = load_nvrtc().map(Arc::new);
-    let reason = nvrtc
-        .as_ref()
+    let reason = load_nvrtc()
         .err()
         .map(|e| format!("NVRTC unavailable: {e}"));
     if let Some(reason) = &reason {
@@ -159,12 +190,8 @@ fn main() {
                 .unwrap_or(&path)
                 .display()
                 .to_string();
-            let nvrtc = nvrtc.as_ref().ok().cloned();
-            Trial::test(format!("sm_90::{name}"), move || match nvrtc {
-                Some(nvrtc) => compile_and_find(&nvrtc, &path),
-                None => Err("NVRTC unavailable".into()),
-            })
-            .with_ignored_flag(reason.is_some())
+            Trial::test(format!("sm_90::{name}"), move || compiled_in_child(&path))
+                .with_ignored_flag(reason.is_some())
         })
         .collect();
     libtest_mimic::run(&args, trials).exit();

@@ -1,5 +1,5 @@
 //! hiprtc compiles the real-kernel corpus (`tests/corpus/*/*.cu`) and gpu-mem's CUDA C++ test
-//! kernels (`tests/kernels/cuda/*.cu`) for gfx90a as the ROC backend compiles a module
+//! kernels (`tests/kernels/cuda/*.cu`), a trial for each collection, for gfx90a as the ROC backend compiles a module
 //! (`hiprtc::compile_module`: the prelude, gpu-mem's C library headers, CUDA's header names made
 //! HIP's, the instantiations the conformance cases launch), and each kernel the source defines
 //! is a kernel descriptor (`<name>.kd`) of the code object that reads as its source name.
@@ -11,21 +11,50 @@ use gpu_mem_roc::hiprtc;
 use libtest_mimic::Completion;
 use std::path::PathBuf;
 
-/// Every `.cu` file of the corpus and of the CUDA C++ test kernels.
-fn sources() -> Vec<PathBuf> {
+/// The child trial's prefix: `corpus:<collection>` (see `support::in_own_process`).
+pub const TRIAL: &str = "corpus:";
+
+/// The name of gpu-mem's own CUDA C++ test kernels among the corpus collections.
+const OWN_KERNELS: &str = "kernels";
+
+/// The folder of each collection: gpu-mem's CUDA C++ test kernels and each corpus collection.
+fn collection_dirs() -> Vec<(String, PathBuf)> {
     let tests = crates_dir().join("..").join("tests");
-    let mut dirs = vec![tests.join("kernels/cuda")];
+    let mut dirs = vec![(OWN_KERNELS.to_string(), tests.join("kernels/cuda"))];
     if let Ok(collections) = std::fs::read_dir(tests.join("corpus")) {
         dirs.extend(
             collections
                 .flatten()
                 .map(|e| e.path())
-                .filter(|p| p.is_dir()),
+                .filter(|p| p.is_dir())
+                .map(|p| {
+                    let name = p
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
+                    (name, p)
+                }),
         );
     }
-    let mut out: Vec<PathBuf> = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
+    dirs.sort();
+    dirs
+}
+
+/// The collections, each compiled by a trial of its own.
+pub fn collections() -> Vec<String> {
+    collection_dirs()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Every `.cu` file of `collection`.
+fn sources(collection: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = collection_dirs()
+        .into_iter()
+        .filter(|(name, _)| name == collection)
+        .filter_map(|(_, dir)| std::fs::read_dir(dir).ok())
         .flat_map(|files| files.flatten().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "cu"))
         .collect();
@@ -47,13 +76,15 @@ fn instantiations(file: &str) -> Vec<String> {
         .collect()
 }
 
-/// Compiles every file for gfx90a; lists each failure.
-pub fn corpus_compiles() -> Outcome {
+/// Compiles every file of `collection` for gfx90a; lists each failure.
+pub fn compiles(collection: &str) -> Outcome {
     if let Err(skip) = hip_or_skip() {
         return Ok(skip);
     }
-    let sources = sources();
-    ensure(!sources.is_empty(), || "no corpus files found".into())?;
+    let sources = sources(collection);
+    ensure(!sources.is_empty(), || {
+        format!("no files in the collection {collection}")
+    })?;
     let mut failures = Vec::new();
     for path in &sources {
         let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");

@@ -207,7 +207,7 @@ pub fn override_names_path() -> Outcome {
     let missing = "/nonexistent/libhsa-runtime64-gpu-mem-test.so.1";
     let out = std::process::Command::new(exe)
         .env(ENV_OVERRIDE, missing)
-        .env(crate::CHILD_ENV, "hsa-override")
+        .env(gpu_mem_core::testing::child::ROLE, "hsa-override")
         .output()
         .map_err(|e| format!("cannot re-run the test binary: {e}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout);

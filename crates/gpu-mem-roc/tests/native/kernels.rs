@@ -175,7 +175,13 @@ fn compile_or_skip(
 const PROBE_TRIAL: &str = "probe";
 const PORTABLE_TRIAL: &str = "portable";
 
-/// Runs the compile trial `name` for `arch` in this process (a child under a newer userland).
+/// The child trial compiling the portable kernels for `arch` (see [`run_by_name`]).
+pub fn portable_trial(arch: &str) -> String {
+    format!("{PORTABLE_TRIAL}:{arch}")
+}
+
+/// Runs the compile trial `name` for `arch` in this process (a child process of the test
+/// binary).
 pub fn run_by_name(name: &str, arch: &str) -> Option<Outcome> {
     let arch: &'static str = ARCHS.iter().find(|a| **a == arch)?;
     match name {

@@ -14,27 +14,12 @@ mod kernels;
 mod newer_hip;
 mod support;
 
+use gpu_mem_core::testing::child::{self, Verdict};
 use libtest_mimic::{Arguments, Trial};
 
-/// Set when the binary is re-run as a child process by a test that needs its own environment.
-pub const CHILD_ENV: &str = "GPU_MEM_ROC_TEST_CHILD";
-
 fn main() {
-    if let Ok(role) = std::env::var(CHILD_ENV) {
-        if let Some(trial) = role.strip_prefix(newer_hip::ROLE_PREFIX) {
-            std::process::exit(newer_hip::child_main(trial, run_in_child));
-        }
-        let result = match role.as_str() {
-            "hsa-override" => hsa::override_child(),
-            other => Err(format!("unknown child role {other}")),
-        };
-        match result {
-            Ok(()) => std::process::exit(0),
-            Err(message) => {
-                eprintln!("{message}");
-                std::process::exit(1);
-            }
-        }
+    if let Some(role) = child::role() {
+        child::exit(run_role(&role));
     }
     let args = Arguments::from_args();
     let mut trials = vec![
@@ -61,8 +46,14 @@ fn main() {
             "hiprtc::unknown_isa_is_refused",
             kernels::unknown_isa_is_refused,
         ),
-        Trial::ignorable_test("hiprtc::corpus::gfx90a", corpus::corpus_compiles),
     ];
+    // The compile trials that take seconds run in child processes, side by side.
+    for collection in corpus::collections() {
+        trials.push(Trial::ignorable_test(
+            format!("hiprtc::corpus::gfx90a::{collection}"),
+            move || support::in_own_process(&format!("{}{collection}", corpus::TRIAL)),
+        ));
+    }
     for arch in kernels::ARCHS {
         trials.push(Trial::ignorable_test(
             format!("hiprtc::probe_kernel::{arch}"),
@@ -70,7 +61,7 @@ fn main() {
         ));
         trials.push(Trial::ignorable_test(
             format!("hiprtc::portable_kernels::{arch}"),
-            kernels::portable_kernels_compile(arch),
+            move || support::in_own_process(&kernels::portable_trial(arch)),
         ));
     }
     // The loaders against the newer userland's libraries (ROCr 6.1, HIP 5.7.1).
@@ -91,8 +82,34 @@ const NEWER_USERLAND_TRIALS: [(&str, &str); 4] = [
     ("hip::every_table_symbol_is_exported", "hip-symbols"),
 ];
 
-/// Runs the trial a parent named (see `newer_hip`), in this child process.
+/// What this process, a child of the test binary, was started to run: a trial under the newer
+/// userland (`newer_hip`), one under the same libraries (`support::in_own_process`), or the HSA
+/// library override's.
+fn run_role(role: &str) -> Verdict {
+    if let Some(trial) = role.strip_prefix(newer_hip::ROLE_PREFIX) {
+        return newer_hip::child_main(trial, run_in_child);
+    }
+    if let Some(trial) = role.strip_prefix(support::OWN_PROCESS) {
+        return match run_in_child(trial) {
+            Some(outcome) => support::verdict(outcome),
+            None => Verdict::Failed(format!("no trial named {trial}")),
+        };
+    }
+    match role {
+        "hsa-override" => match hsa::override_child() {
+            Ok(()) => Verdict::Passed,
+            Err(message) => Verdict::Failed(message),
+        },
+        other => Verdict::Failed(format!("unknown child role {other}")),
+    }
+}
+
+/// Runs the trial a parent named (see `newer_hip` and `support::in_own_process`), in this child
+/// process.
 fn run_in_child(trial: &str) -> Option<support::Outcome> {
+    if let Some(collection) = trial.strip_prefix(corpus::TRIAL) {
+        return Some(corpus::compiles(collection));
+    }
     match trial {
         "hsa-symbols" => Some(hsa::every_symbol_exists()),
         "hsa-init" => Some(hsa::init_fails_without_kfd()),

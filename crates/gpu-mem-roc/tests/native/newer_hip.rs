@@ -9,15 +9,14 @@
 //! library path, with `GPU_MEM_HIPRTC_LIBRARY`, `GPU_MEM_COMGR_LIBRARY` and `GPU_MEM_HSA_LIBRARY`
 //! naming its libraries, and the trial runs there unchanged: the real libraries, the backend's
 //! loaders and compile options, the same checks. The child's exit status carries the outcome
-//! back.
+//! back (`gpu_mem_core::testing::child`).
 
-use crate::support::{Outcome, mapped_file};
+use crate::support::{CHILD_DEADLINE, Outcome, mapped_file, outcome, verdict};
+use gpu_mem_core::testing::child::{self, Verdict};
 use gpu_mem_roc::hiprtc;
 use libtest_mimic::{Completion, Failed};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 /// Names the unpacked root (the directory holding `usr/`) instead of the default,
 /// `<target dir>/hip-userland/root` found from the test binary's location.
@@ -25,12 +24,6 @@ pub const USERLAND_ENV: &str = "GPU_MEM_TEST_HIP_USERLAND";
 
 /// The child role's prefix; the rest names the trial (`<trial>:<arch>` for compile trials).
 pub const ROLE_PREFIX: &str = "newer-hip:";
-
-/// How long a child trial may run (compiling every portable kernel takes seconds).
-const CHILD_DEADLINE: Duration = Duration::from_secs(300);
-
-/// Exit status of a child whose trial was skipped (its reason on the last line of stderr).
-const EXIT_IGNORED: i32 = 2;
 
 /// How to get the newer userland, for the reasons of skipped trials.
 pub const FETCH_HINT: &str = "`.ci/fetch-hip-userland.sh` unpacks Debian 13's HIP 5.7.1 and ROCr 6.1, whose hiprtc knows gfx11";
@@ -68,7 +61,7 @@ impl Userland {
 
 /// Whether this process is the child running a trial under the newer userland.
 fn in_child() -> bool {
-    std::env::var(crate::CHILD_ENV).is_ok_and(|role| role.starts_with(ROLE_PREFIX))
+    child::role().is_some_and(|role| role.starts_with(ROLE_PREFIX))
 }
 
 /// For `arch` unknown to the system's comgr, the outcome of the compile trial `trial` run under
@@ -100,11 +93,11 @@ pub fn run(trial: &str) -> Outcome {
 
 fn run_child(userland: &Userland, trial: &str) -> Outcome {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let child = Command::new(&userland.loader)
+    let mut command = Command::new(&userland.loader);
+    command
         .arg("--library-path")
         .arg(&userland.libraries)
         .arg(&exe)
-        .env(crate::CHILD_ENV, format!("{ROLE_PREFIX}{trial}"))
         .env(USERLAND_ENV, &userland.root)
         .env(
             "GPU_MEM_HIPRTC_LIBRARY",
@@ -117,79 +110,19 @@ fn run_child(userland: &Userland, trial: &str) -> Outcome {
         .env(
             "GPU_MEM_HSA_LIBRARY",
             userland.libraries.join("libhsa-runtime64.so.1"),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot run the test binary under {}: {e}",
-                userland.loader.display()
-            )
-        })?;
-    let out = wait_with_deadline(child)?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    print!("{stdout}");
-    match out.status.code() {
-        Some(0) => Ok(Completion::Completed),
-        Some(EXIT_IGNORED) => Ok(Completion::ignored_with(
-            stderr.lines().last().unwrap_or("skipped in the child"),
-        )),
-        _ => Err(Failed::from(format!(
-            "under {} ({}): {stderr}",
-            userland.loader.display(),
-            out.status
+        );
+    match child::run(command, &format!("{ROLE_PREFIX}{trial}"), CHILD_DEADLINE) {
+        Verdict::Failed(message) => Err(Failed::from(format!(
+            "under {}: {message}",
+            userland.loader.display()
         ))),
+        verdict => outcome(verdict),
     }
 }
 
-/// The child's output once it exits; killed and reported after [`CHILD_DEADLINE`].
-fn wait_with_deadline(mut child: Child) -> Result<Output, Failed> {
-    // Read both pipes on their own threads so a chatty child never blocks on a full pipe.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            break status;
-        }
-        if started.elapsed() > CHILD_DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("the child still ran after {CHILD_DEADLINE:?}; killed").into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Ok(Output {
-        status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
-    })
-}
-
 /// The child's side: runs `trial` with `run`, then checks that every ROCm library it loaded
-/// came from the newer userland; returns the exit status.
-pub fn child_main(trial: &str, run: impl FnOnce(&str) -> Option<Outcome>) -> i32 {
+/// came from the newer userland; returns the verdict.
+pub fn child_main(trial: &str, run: impl FnOnce(&str) -> Option<Outcome>) -> Verdict {
     let outcome = (|| {
         let userland = std::env::var_os(USERLAND_ENV)
             .and_then(|root| Userland::at(Path::new(&root)))
@@ -208,15 +141,5 @@ pub fn child_main(trial: &str, run: impl FnOnce(&str) -> Option<Outcome>) -> i32
         }
         Ok(outcome)
     })();
-    match outcome {
-        Ok(Completion::Completed) => 0,
-        Ok(Completion::Ignored { reason }) => {
-            eprintln!("{}", reason.unwrap_or_else(|| "skipped".into()));
-            EXIT_IGNORED
-        }
-        Err(failed) => {
-            eprintln!("{}", failed.message().unwrap_or("failed"));
-            1
-        }
-    }
+    verdict(outcome)
 }

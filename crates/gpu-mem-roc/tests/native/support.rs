@@ -1,13 +1,55 @@
 //! Shared helpers: loading the real libraries or skipping with a reason, locating files.
 
 use gpu_mem_core::Error;
+use gpu_mem_core::testing::child::{self, Verdict};
 use gpu_mem_roc::driver::{Hip, Hsa};
 use libtest_mimic::{Completion, Failed};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What a test returns: pass, fail, or skipped at run time with a reason.
 pub type Outcome = Result<Completion, Failed>;
+
+/// How long a trial run in a child process may take (compiling a corpus collection takes tens
+/// of seconds).
+pub const CHILD_DEADLINE: Duration = Duration::from_secs(300);
+
+/// The role prefix of a trial run by this binary again, under the same libraries (see
+/// [`in_own_process`]).
+pub const OWN_PROCESS: &str = "own:";
+
+/// A trial's outcome as a child process reports it.
+pub fn verdict(outcome: Outcome) -> Verdict {
+    match outcome {
+        Ok(Completion::Completed) => Verdict::Passed,
+        Ok(Completion::Ignored { reason }) => {
+            Verdict::Skipped(reason.unwrap_or_else(|| "skipped".into()))
+        }
+        Err(failed) => Verdict::Failed(failed.message().unwrap_or("failed").to_string()),
+    }
+}
+
+/// A child process's verdict as the trial's outcome.
+pub fn outcome(verdict: Verdict) -> Outcome {
+    match verdict {
+        Verdict::Passed => Ok(Completion::Completed),
+        Verdict::Skipped(reason) => Ok(Completion::ignored_with(reason)),
+        Verdict::Failed(message) => Err(Failed::from(message)),
+    }
+}
+
+/// The outcome of `trial` (a name `main`'s `run_in_child` knows) run by a child process of this
+/// binary under the same libraries. hiprtc compiles one program at a time in a process (the
+/// backend holds a lock around it), so compile trials run this way to run side by side.
+pub fn in_own_process(trial: &str) -> Outcome {
+    let command = child::this_binary()?;
+    outcome(child::run(
+        command,
+        &format!("{OWN_PROCESS}{trial}"),
+        CHILD_DEADLINE,
+    ))
+}
 
 const INSTALL_HINT: &str = "install it with `.ci/install-rocm-parts.sh` (Debian 12, as root)";
 

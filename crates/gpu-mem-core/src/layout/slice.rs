@@ -284,6 +284,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, slow under Miri: run natively")]
     fn new_axis_and_every_index() {
         let a = Layout::contiguous(&[2, 3], Order::C).unwrap();
         let (v, off) = a

@@ -396,6 +396,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, slow under Miri: run natively")]
     fn random_orders_are_permutations_per_seed_block_and_stretch() {
         let seed = ThreadOrder::Random { seed: 7 };
         let a = arranged(seed, 0, 256);

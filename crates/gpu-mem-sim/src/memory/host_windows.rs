@@ -173,6 +173,7 @@ mod tests {
         /// Inserting and removing windows (disjoint slots of a 64-slot space) in any order,
         /// every lookup answers what a plain scan of the live windows answers.
         #[test]
+        #[cfg_attr(miri, ignore = "safe code only, slow under Miri: run natively")]
         fn lookups_match_a_scan(
             steps in proptest::collection::vec((0usize..64, 1usize..3, any::<bool>()), 1..40),
             probes in proptest::collection::vec((0usize..70 * 256, 0usize..600), 1..20),

@@ -533,6 +533,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, slow under Miri: run natively")]
     fn keys_separate_their_parts() {
         assert_ne!(key(&[b"ab", b"c"]), key(&[b"a", b"bc"]));
         assert_eq!(key(&[b"x"]).len(), 64);

@@ -556,6 +556,7 @@ mod tests {
     use super::{half_bits, half_value, pow2};
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, slow under Miri: run natively")]
     fn half_rounding_matches_ieee() {
         assert_eq!(half_bits(1.0), 0x3c00);
         assert_eq!(half_bits(2049.0), 0x6800); // a tie: to even (2048)

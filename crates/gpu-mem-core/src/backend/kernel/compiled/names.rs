@@ -124,6 +124,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, slow under Miri: run natively")]
     fn compiled_names_read_as_the_source_spells_them() {
         assert_eq!(source_name("_Z4maskIfE"), "mask<float>");
         assert_eq!(source_name("_ZN2ns5innerE"), "ns::inner");
@@ -143,6 +144,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, slow under Miri: run natively")]
     fn variables_are_named_by_their_last_name() {
         assert_eq!(unscoped_name("_ZZ6kernelPfiE4tile"), "tile");
         assert_eq!(unscoped_name("_ZZ6kernelPfiE4tile_0"), "tile");

@@ -469,6 +469,7 @@ mod tests {
     /// Operator functions, and a default argument holding `>`, are functions, not variables
     /// with an initializer: the kernel after them is found (it was not, and ran on fibers).
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, slow under Miri: run natively")]
     fn operator_functions_do_not_hide_the_kernel_after_them() {
         let code = "#include \"gpu_mem.h\"\n\
                     __device__ bool operator==(const V& a, float s) { return a.x == s; }\n\

@@ -445,6 +445,7 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
             compiler::FLAGS.join(" "),
             compiler::instrumentation(threads, compiler.is_clang()).join(" "),
             compiler::LINK_FLAGS.join(" "),
+            compiler.linker.unwrap_or_default().to_string(),
         ]
         .join(" ");
         let key = cache::key(&[

@@ -1,8 +1,9 @@
 //! hiprtc compiles the real-kernel corpus (`tests/corpus/*/*.cu`) and gpu-mem's CUDA C++ test
-//! kernels (`tests/kernels/cuda/*.cu`), a trial for each collection, for gfx90a as the ROC backend compiles a module
-//! (`hiprtc::compile_module`: the prelude, gpu-mem's C library headers, CUDA's header names made
-//! HIP's, the instantiations the conformance cases launch), and each kernel the source defines
-//! is a kernel descriptor (`<name>.kd`) of the code object that reads as its source name.
+//! kernels (`tests/kernels/cuda/*.cu`), a trial for each collection, for gfx90a as the ROC
+//! backend compiles a module (`hiprtc::compile_module`: the prelude, gpu-mem's C library headers,
+//! CUDA's header names made HIP's, the instantiations the conformance cases launch), and each
+//! kernel the source defines is a kernel descriptor (`<name>.kd`) of the code object that reads
+//! as its source name.
 
 use crate::support::{Outcome, crates_dir, ensure, hip_or_skip};
 use gpu_mem_core::kernel::compiled::{STT_OBJECT, is_named, symbols};

@@ -148,10 +148,12 @@ struct gm_sim_thread {
 /* Checked programs: ranges the simulated thread running on this OS thread may touch, as the
  * simulator last granted them; a checked program reads them before it asks (`access`). The
  * simulator empties them whenever another block's thread becomes current. An empty slot is
- * {~0, 0}. (C layout shared with Rust.) */
+ * {~0, 0}. `atomics`: nonzero when every atomic is to be told (`access`) wherever it lies
+ * (racecheck orders accesses by them). (C layout shared with Rust.) */
 #define GM_SIM_ALLOWED_SLOTS 8
 struct gm_sim_allowed {
     __UINTPTR_TYPE__ ranges[GM_SIM_ALLOWED_SLOTS][2]; /* [start, end) */
+    __UINTPTR_TYPE__ atomics;
 };
 
 /* The executor's entry points, installed once by gm_sim_init (C layout shared with Rust). */
@@ -172,7 +174,7 @@ struct gm_sim_runtime {
     /* Checked programs: this OS thread's allowed ranges (they live as long as the OS thread). */
     const gm_sim_allowed *(*allowed)(void);
 };
-#define GM_SIM_ABI 4
+#define GM_SIM_ABI 5
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2

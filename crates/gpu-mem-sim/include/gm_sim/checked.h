@@ -75,6 +75,23 @@ GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check_aligned
     gm_sim_check(a, size, kind, pc);
 }
 
+/* An atomic: asked for even inside the ranges granted when the simulator watches atomics
+ * (`gm_sim_allowed::atomics`: racecheck orders accesses by them). */
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check_atomic(
+    const volatile void* a, unsigned long long size, int kind, const void* pc) {
+    const gm_sim_allowed* const allowed = gm_sim_allowed_here;
+    if (__builtin_expect(allowed != nullptr && allowed->atomics != 0, 0)) {
+        if ((reinterpret_cast<__UINTPTR_TYPE__>(a) & (size - 1)) != 0) {
+            kind |= GM_SIM_ACCESS_MISALIGNED;
+        }
+        if (gm_sim_rt.access(const_cast<const void*>(a), size, kind, pc) != 0) {
+            gm_sim_escape();
+        }
+        return;
+    }
+    gm_sim_check_aligned(a, size, kind, pc);
+}
+
 #define GM_SIM_PC __builtin_return_address(0)
 #define GM_SIM_READ_WRITE(n)                                                                   \
     GM_SIM_HOOK void __tsan_read##n(void* a) {                                                 \
@@ -133,16 +150,16 @@ GM_SIM_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMI
 
 #define GM_SIM_ATOMIC_OP(n, T, op, builtin)                                                    \
     GM_SIM_HOOK T __tsan_atomic##n##_##op(volatile T* a, T v, int) {                           \
-        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         return builtin(a, v, __ATOMIC_SEQ_CST);                                                \
     }
 #define GM_SIM_ATOMICS(n, T)                                                                   \
     GM_SIM_HOOK T __tsan_atomic##n##_load(const volatile T* a, int) {                          \
-        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                           \
     }                                                                                          \
     GM_SIM_HOOK void __tsan_atomic##n##_store(volatile T* a, T v, int) {                       \
-        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC_STORE, GM_SIM_PC);             \
+        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC_STORE, GM_SIM_PC);             \
         __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                              \
     }                                                                                          \
     GM_SIM_ATOMIC_OP(n, T, exchange, __atomic_exchange_n)                                      \
@@ -154,19 +171,19 @@ GM_SIM_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMI
     GM_SIM_ATOMIC_OP(n, T, fetch_nand, __atomic_fetch_nand)                                    \
     GM_SIM_HOOK int __tsan_atomic##n##_compare_exchange_strong(volatile T* a, T* expected,     \
                                                                T desired, int, int) {          \
-        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         return __atomic_compare_exchange_n(a, expected, desired, false, __ATOMIC_SEQ_CST,      \
                                            __ATOMIC_SEQ_CST);                                  \
     }                                                                                          \
     GM_SIM_HOOK int __tsan_atomic##n##_compare_exchange_weak(volatile T* a, T* expected,       \
                                                              T desired, int, int) {            \
-        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         return __atomic_compare_exchange_n(a, expected, desired, true, __ATOMIC_SEQ_CST,       \
                                            __ATOMIC_SEQ_CST);                                  \
     }                                                                                          \
     GM_SIM_HOOK T __tsan_atomic##n##_compare_exchange_val(volatile T* a, T expected, T desired, \
                                                           int, int) {                          \
-        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         __atomic_compare_exchange_n(a, &expected, desired, false, __ATOMIC_SEQ_CST,            \
                                     __ATOMIC_SEQ_CST);                                         \
         return expected;                                                                       \

@@ -5,6 +5,7 @@
 use super::Limits;
 use super::grid_barrier::GridBarrier;
 use super::plan::Plan;
+use super::races::PendingRace;
 use super::schedule::{Schedule, Slot};
 use super::shared::SharedMemory;
 use crate::config::{ThreadOrder, Watchdog};
@@ -55,7 +56,39 @@ pub(crate) struct Block<'a> {
     pub(crate) warp_clocks: RefCell<Vec<u32>>,
     /// initcheck: the bytes of shared memory its threads wrote (`crate::sanitizer`).
     pub(crate) shared_written: RefCell<SharedWritten>,
+    /// racecheck: what it knows of global memory (`crate::sanitizer::GlobalRaces`).
+    pub(crate) global: GlobalSeen,
+    /// racecheck: hazards met at writes not yet settled (`super::races`).
+    pub(super) pending_races: RefCell<Vec<PendingRace>>,
+    /// racecheck: whether a hazard of identical data was logged.
+    pub(super) identical_logged: Cell<bool>,
     schedule: UnsafeCell<Schedule>,
+}
+
+/// racecheck: what a block knows of the launch's global memory and atomics.
+#[derive(Default)]
+pub(crate) struct GlobalSeen {
+    /// Whether racecheck watches the block: its program then asks for every atomic.
+    pub(crate) watch_atomics: bool,
+    /// Allocations its threads accessed (their accesses need no look in the memory map).
+    pub(crate) ranges: RefCell<Vec<(usize, usize)>>,
+    /// Whether it recorded an access of global memory since its last atomic.
+    pub(crate) accessed: Cell<bool>,
+    /// The latest time on the launch's clock of atomics its threads saw; a thread sees it at a
+    /// block barrier.
+    pub(crate) seen: Cell<u64>,
+}
+
+impl GlobalSeen {
+    /// The allocation met before that holds `[address, address + size)`.
+    pub(crate) fn holding(&self, address: usize, size: u64) -> Option<(usize, usize)> {
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        self.ranges
+            .borrow()
+            .iter()
+            .copied()
+            .find(|&(start, end)| address >= start && address.saturating_add(size) <= end)
+    }
 }
 
 /// Numbers of checked blocks (never 0).
@@ -117,6 +150,12 @@ impl<'a> Block<'a> {
                 Vec::new()
             }),
             shared_written: RefCell::new(SharedWritten::default()),
+            global: GlobalSeen {
+                watch_atomics: plan.checked().is_some_and(|c| c.checks.racecheck),
+                ..GlobalSeen::default()
+            },
+            pending_races: RefCell::new(Vec::new()),
+            identical_logged: Cell::new(false),
             schedule: UnsafeCell::new(Schedule::default()),
         }
     }
@@ -198,6 +237,7 @@ impl<'a> Block<'a> {
     /// divergence that follows it (a thread that panicked never reaches the next barrier), so
     /// it is reported first.
     pub(super) fn fault_or(&self, result: Result<(), Error>) -> Result<(), Error> {
+        self.settle_races();
         match self.fault.borrow_mut().take() {
             Some((block, thread, message)) => Err(Error::KernelFault {
                 kernel: self.kernel.to_string(),

@@ -25,6 +25,7 @@ mod fiber;
 mod grid;
 mod grid_barrier;
 mod plan;
+mod races;
 mod release;
 mod runner;
 mod schedule;

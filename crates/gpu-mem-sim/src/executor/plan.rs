@@ -20,7 +20,7 @@
 use super::args::{Resolved, encode};
 use crate::abi::{CallsEntry, Entry, GmSimThreads, StacklessEntry};
 use crate::config::{Checks, ThreadOrder};
-use crate::sanitizer::{MemoryMap, ProgramLayout};
+use crate::sanitizer::{GlobalRaces, MemoryMap, ProgramLayout};
 use crate::thread::{PolledBody, SimKernelFn};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::AtomicBool;
@@ -62,6 +62,8 @@ pub(crate) struct Checked<'a> {
     /// initcheck: whether the launch has warned of a read of unwritten shared memory (once
     /// per launch).
     pub(crate) warned: &'a AtomicBool,
+    /// racecheck: what the launch's threads did to global memory.
+    pub(crate) global_races: &'a GlobalRaces,
 }
 
 /// A compiled entry point run once per thread (`run(args)`).
@@ -155,6 +157,8 @@ pub(crate) struct Prepared<'a> {
     arg_ranges: Vec<(usize, usize)>,
     /// See [`Checked::warned`].
     warned: AtomicBool,
+    /// See [`Checked::global_races`] (empty unless the launch is checked with racecheck).
+    global_races: GlobalRaces,
 }
 
 impl<'a> Prepared<'a> {
@@ -184,6 +188,7 @@ impl<'a> Prepared<'a> {
             code,
             memory,
             warned: AtomicBool::new(false),
+            global_races: GlobalRaces::default(),
             arg_ranges,
             _buffers: buffers,
             args,
@@ -222,6 +227,7 @@ impl<'a> Prepared<'a> {
                             args: &self.arg_ranges,
                             checks,
                             warned: &self.warned,
+                            global_races: &self.global_races,
                         }),
                 };
                 if waits || order != ThreadOrder::Index {

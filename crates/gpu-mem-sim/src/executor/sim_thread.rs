@@ -5,14 +5,15 @@
 //! (`super::runner::fibers`); a thread run as a plain call (`Direct`, stackless) never waits
 //! here.
 
-use super::block::Block;
+use super::block::{Block, block_linear};
 use super::fiber::Fiber;
 use super::plan::Checked;
+use super::races::Report;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::GmSimThread;
 use crate::sanitizer::{
-    Access, Allowed, Frame, Granted, Stamp, Violation, check, misaligned_access, source_line,
-    unwritten_shared,
+    Access, Across, Allowed, Frame, Granted, Stamp, Violation, check, misaligned_access,
+    source_line, unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
@@ -35,7 +36,7 @@ pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
     // this block's. (Unchecked programs never read them: their launches pay nothing here.)
     let owner = thread.block.check_owner;
     if owner != 0 {
-        Allowed::serve(owner);
+        Allowed::serve(owner, thread.block.global.watch_atomics);
     }
 }
 
@@ -47,7 +48,7 @@ pub(crate) struct RunningBlocks;
 impl Drop for RunningBlocks {
     fn drop(&mut self) {
         CURRENT.set(std::ptr::null());
-        Allowed::serve(0);
+        Allowed::serve(0, false);
     }
 }
 
@@ -78,6 +79,11 @@ pub(crate) struct SimThread<'b, 'a> {
     atomics: Cell<u32>,
     /// Block barriers, and warp barriers and collectives, it has passed (racecheck's order).
     block_syncs: Cell<u32>,
+    /// Grid barriers it has passed (racecheck's order across blocks).
+    grid_syncs: Cell<u32>,
+    /// racecheck: the latest time on the launch's clock of atomics it saw (its own atomics, its
+    /// block's through block barriers).
+    seen: Cell<u64>,
     /// The fiber it runs on; `None` for a thread run as a plain call (a compiled kernel that
     /// never waits for other threads).
     pub(super) fiber: Option<*const Fiber>,
@@ -101,6 +107,8 @@ impl<'b, 'a> SimThread<'b, 'a> {
             shared_calls: Cell::new(0),
             atomics: Cell::new(0),
             block_syncs: Cell::new(0),
+            grid_syncs: Cell::new(0),
+            seen: Cell::new(0),
             fiber,
         }
     }
@@ -134,8 +142,14 @@ impl<'b, 'a> SimThread<'b, 'a> {
         self.resumed(block, compiled);
         // (Warp barriers and collectives move the warp clocks when they release:
         // `Block::release_warp`.)
+        // racecheck: what the block's threads saw before a barrier, all see after it (after a
+        // warp's, more than the warp saw: a race missed rather than one reported wrongly).
+        self.seen.set(self.seen.get().max(block.global.seen.get()));
         if scope == BarrierScope::Block {
             self.block_syncs.set(self.block_syncs.get().wrapping_add(1));
+            if op == Some(Collective::GridSync) {
+                self.grid_syncs.set(self.grid_syncs.get().wrapping_add(1));
+            }
         }
     }
 
@@ -251,11 +265,24 @@ impl SimThread<'_, '_> {
         // SAFETY: read on the thread's own OS thread from a callback of its program, which
         // writes `info` only between threads (never during this call).
         let info = unsafe { &*self.info.get() };
+        if checked.checks.racecheck {
+            // Writes that met a hazard have landed by now.
+            self.block.settle_races();
+        }
+        if checked.checks.racecheck && access.is_atomic() {
+            // (Before its check: a refused atomic ends the thread, which then sees nothing.)
+            self.atomic(info);
+        }
         if checked.checks.racecheck && !misaligned {
             // Shared memory the block met before: recorded without being looked up again.
             let known = self.block.races.borrow().shared_holding(address, size);
             if let Some(granted) = known {
                 return self.shared_access(checked, info, &granted, (address, size, access), pc);
+            }
+            // So is global memory, unless initcheck looks at its bytes.
+            if !checked.checks.initcheck && self.block.global.holding(address, size).is_some() {
+                self.global_access(checked, info, (address, size, access), pc);
+                return Ok(());
             }
         }
         // Below every frame of the kernel: where the stack is now.
@@ -273,6 +300,14 @@ impl SimThread<'_, '_> {
                     self.block.races.borrow_mut().learn_shared(granted);
                 }
                 self.shared_access(checked, info, &granted, (address, size, access), pc)
+            }
+            Ok(granted) if checked.checks.racecheck && granted.global => {
+                // Global memory is watched access by access too.
+                if !checked.checks.initcheck {
+                    self.block.global.ranges.borrow_mut().push(granted.range);
+                }
+                self.global_access(checked, info, (address, size, access), pc);
+                Ok(())
             }
             Ok(granted) => {
                 if granted.keep {
@@ -392,26 +427,9 @@ impl SimThread<'_, '_> {
         (address, size, access): (usize, u64, Access),
         pc: usize,
     ) {
-        let (block, thread) = (info.block_index(), info.thread_index());
-        let dim = self.block.block_dim;
-        let grid = self.block.grid_dim;
-        let linear = thread.x + dim.x * (thread.y + dim.y * thread.z);
-        let warp = self.block.warp_size.max(1) as usize;
+        let (now, row) = self.stamp(info, access, pc);
         let clocks = self.block.warp_clocks.borrow();
-        let clock = clocks
-            .get(linear as usize * warp..(linear as usize + 1) * warp)
-            .unwrap_or(&[]);
-        let now = Stamp {
-            block: u64::from(block.x)
-                + u64::from(grid.x) * (u64::from(block.y) + u64::from(grid.y) * u64::from(block.z)),
-            thread: linear,
-            warp: linear / warp as u32,
-            block_syncs: self.block_syncs.get(),
-            lane: (linear as usize % warp) as u8,
-            warp_epoch: clock.get(linear as usize % warp).copied().unwrap_or(0),
-            pc,
-            write: access == Access::Write,
-        };
+        let clock = clocks.get(row).unwrap_or(&[]);
         let size = usize::try_from(size).unwrap_or(usize::MAX);
         let hazard = self
             .block
@@ -422,16 +440,7 @@ impl SimThread<'_, '_> {
         let Some(hazard) = hazard else {
             return;
         };
-        if self.block.fault.borrow().is_some() {
-            return;
-        }
         let layout = checked.layout;
-        let line = |pc| source_line(layout, pc).unwrap_or_else(|| "?".into());
-        let kind = |write| if write { "Write" } else { "Read" };
-        let index = |linear: u32| {
-            let (x, y) = (linear % dim.x.max(1), linear / dim.x.max(1));
-            format!("({}, {}, {})", x, y % dim.y.max(1), y / dim.y.max(1))
-        };
         let array = match granted.array.and_then(|i| layout.thread_locals.get(i)) {
             Some(local) => format!(
                 "the shared array `{}`, byte {}",
@@ -443,16 +452,109 @@ impl SimThread<'_, '_> {
                 hazard.address - granted.range.0
             ),
         };
-        self.fault(format!(
-            "racecheck: Race reported between {} access at {} by thread {} and {} access at {} by thread {} at {:#x} ({array}), with no barrier between them",
-            kind(hazard.earlier.write),
-            line(hazard.earlier.pc),
-            index(hazard.earlier.thread),
-            kind(hazard.later.write),
-            line(hazard.later.pc),
-            index(hazard.later.thread),
-            hazard.address,
-        ));
+        self.block.race(
+            Report {
+                at: (hazard.address as u64, array),
+                hazard,
+                unordered: "with no barrier between them",
+            },
+            (address, size),
+        );
+    }
+
+    /// racecheck: an atomic (of any memory), which orders what its block did before it before
+    /// what threads that see it do after (`crate::sanitizer::GlobalRaces`).
+    fn atomic(&self, info: &GmSimThread) {
+        let Some(checked) = self.block.plan.checked() else {
+            return;
+        };
+        let (now, _) = self.stamp(info, Access::Atomic, 0);
+        let after_accesses = self.block.global.accessed.replace(false);
+        let time =
+            checked
+                .global_races
+                .atomic(now.block, now.thread, now.block_syncs, after_accesses);
+        self.seen.set(time);
+        let seen = &self.block.global.seen;
+        seen.set(seen.get().max(time));
+    }
+
+    /// racecheck: records an access of global memory (atomics are not recorded: `atomic` saw
+    /// them), and the block's fault if it races with an earlier one.
+    fn global_access(
+        &self,
+        checked: Checked<'_>,
+        info: &GmSimThread,
+        (address, size, access): (usize, u64, Access),
+        pc: usize,
+    ) {
+        if access.is_atomic() {
+            return;
+        }
+        self.block.global.accessed.set(true);
+        let races = checked.global_races;
+        let (mut now, row) = self.stamp(info, access, pc);
+        now.time = races.now();
+        let clocks = self.block.warp_clocks.borrow();
+        let order = Across {
+            clock: clocks.get(row).unwrap_or(&[]),
+            seen: self.seen.get(),
+            races,
+        };
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        let hazard = races.access(address, size, now, &order);
+        drop(clocks);
+        let Some(hazard) = hazard else {
+            return;
+        };
+        let at = checked
+            .memory
+            .place(hazard.address)
+            .unwrap_or_else(|| (hazard.address as u64, "global memory".into()));
+        self.block.race(
+            Report {
+                hazard,
+                at,
+                unordered: "with no barrier, grid barrier or atomic ordering them",
+            },
+            (address, size),
+        );
+    }
+
+    /// Who this thread is, and where it stands, at an access at `pc` (`time`: 0); the range of
+    /// its warp clock in the block's `warp_clocks`.
+    fn stamp(
+        &self,
+        info: &GmSimThread,
+        access: Access,
+        pc: usize,
+    ) -> (Stamp, std::ops::Range<usize>) {
+        let (block, thread) = (info.block_index(), info.thread_index());
+        let dim = self.block.block_dim;
+        let linear = thread.x + dim.x * (thread.y + dim.y * thread.z);
+        let warp = self.block.warp_size.max(1) as usize;
+        let row = linear as usize * warp..(linear as usize + 1) * warp;
+        let lane = linear as usize % warp;
+        let warp_epoch = self
+            .block
+            .warp_clocks
+            .borrow()
+            .get(row.start + lane)
+            .copied()
+            .unwrap_or(0);
+        let now = Stamp {
+            block: block_linear(block, self.block.grid_dim),
+            thread: linear,
+            warp: linear / warp as u32,
+            block_syncs: self.block_syncs.get(),
+            grid_syncs: self.grid_syncs.get(),
+            lane: lane as u8,
+            warp_epoch,
+            time: 0,
+            pc,
+            write: access == Access::Write,
+        };
+        (now, row)
     }
 }
 

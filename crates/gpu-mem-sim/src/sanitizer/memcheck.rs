@@ -65,6 +65,17 @@ impl MemoryMap {
         (address.saturating_add(size) <= a.host.saturating_add(a.len)).then_some(a)
     }
 
+    /// The device address of the byte at host `address`, and where it lies in its allocation:
+    /// `byte 4 of the 1,024-byte allocation at 0x... on device 0 (made at src/main.rs:12:5)`.
+    pub(crate) fn place(&self, address: usize) -> Option<(u64, String)> {
+        let a = self.holding(address, 1)?;
+        let offset = address - a.host;
+        Some((
+            a.device + offset as u64,
+            format!("byte {} of {}", bytes(offset), a.described()),
+        ))
+    }
+
     /// The allocation nearest to `address` (by its start or end).
     fn nearest(&self, address: usize) -> Option<&Allocation> {
         let distance = |a: &Allocation| {
@@ -192,6 +203,8 @@ pub(crate) struct Granted {
     /// shared memory (see [`Granted::shared`]).
     pub(crate) array: Option<usize>,
     pub(crate) shared: bool,
+    /// Global memory: an allocation of the launch's [`MemoryMap`] (racecheck watches it).
+    pub(crate) global: bool,
     /// Whether later accesses of `range` need no asking (false for an allocation initcheck
     /// still tracks: each of its accesses is looked at).
     pub(crate) keep: bool,
@@ -203,7 +216,15 @@ impl Granted {
             range,
             array: None,
             shared: false,
+            global: false,
             keep: true,
+        }
+    }
+
+    fn global(range: (usize, usize)) -> Granted {
+        Granted {
+            global: true,
+            ..Granted::other(range)
         }
     }
 }
@@ -223,7 +244,7 @@ pub(crate) fn check(
     if let Some(a) = frame.memory.holding(address, size_bytes) {
         return match &a.written {
             Some(written) if !written.complete() => initialized(a, written, address, size, access),
-            _ => Ok(Granted::other((a.host, a.host + a.len))),
+            _ => Ok(Granted::global((a.host, a.host + a.len))),
         };
     }
     // The stack below the frame that started the thread (from where it is now).
@@ -239,6 +260,7 @@ pub(crate) fn check(
             range: (dyn_start, dyn_start + dyn_len),
             array: None,
             shared: true,
+            global: false,
             keep: true,
         });
     }
@@ -261,6 +283,7 @@ pub(crate) fn check(
                 range: (start, start + local.size),
                 array: (!prelude).then_some(index),
                 shared: !prelude,
+                global: false,
                 keep: true,
             });
         }
@@ -299,7 +322,7 @@ fn initialized(
         let (start, end) = written.written_run(offset);
         return Ok(Granted {
             keep: start < end,
-            ..Granted::other((a.host + start, a.host + end))
+            ..Granted::global((a.host + start, a.host + end))
         });
     };
     Err(Violation {
@@ -481,6 +504,7 @@ thread_local! {
             owner: Cell::new(0),
             allowed: GmSimAllowed {
                 ranges: [const { Cell::new(ALLOWED_EMPTY) }; ALLOWED_SLOTS],
+                atomics: Cell::new(0),
             },
             next: Cell::new(0),
         }
@@ -489,12 +513,14 @@ thread_local! {
 
 impl Allowed {
     /// A thread of checked block `owner` becomes current on this OS thread (0: the OS thread
-    /// stops running blocks): the ranges of another block are forgotten.
+    /// stops running blocks): the ranges of another block are forgotten. `atomics`: whether the
+    /// block's program asks for every atomic (`GmSimAllowed::atomics`).
     #[inline]
-    pub(crate) fn serve(owner: u64) {
+    pub(crate) fn serve(owner: u64, atomics: bool) {
         CACHE.with(|cache| {
             if cache.owner.get() != owner {
                 cache.owner.set(owner);
+                cache.allowed.atomics.set(usize::from(atomics));
                 for slot in &cache.allowed.ranges {
                     slot.set(ALLOWED_EMPTY);
                 }
@@ -568,14 +594,14 @@ mod tests {
 
     #[test]
     fn the_cache_answers_only_for_its_block() {
-        Allowed::serve(7);
+        Allowed::serve(7, false);
         Allowed::remember((100, 200));
         assert!(granted(100, 100));
         assert!(!granted(150, 100));
         assert!(!granted(usize::MAX, 0), "empty slots hold nothing");
-        Allowed::serve(7);
+        Allowed::serve(7, false);
         assert!(granted(100, 4), "the same block keeps its ranges");
-        Allowed::serve(8);
+        Allowed::serve(8, false);
         assert!(!granted(100, 4), "another block's are forgotten");
         Allowed::remember((300, 400));
         assert!(granted(300, 4));

@@ -17,30 +17,34 @@
 //!   kernel's source line; the thread ends there, as after a trap, and nothing is read or
 //!   written; so is an access the compiler took to be aligned that does not lie on a multiple
 //!   of its size (of 8 for 16 bytes), which a GPU refuses;
-//! * racecheck ([`racecheck`]): two threads of a block touching the same byte of shared memory,
-//!   at least one writing, with no barrier between them, fail the launch naming both accesses;
-//!   racecheck builds kernels checked, so memcheck's checks come with it;
+//! * racecheck ([`racecheck`], [`global_races`]): two threads touching the same byte, at least
+//!   one writing, with nothing ordering them, fail the launch naming both accesses: in shared
+//!   memory threads of a block with no barrier between them, in global memory threads of any
+//!   blocks with no barrier, grid barrier or atomic between them; racecheck builds kernels
+//!   checked, so memcheck's checks come with it;
 //! * initcheck ([`initcheck`]): a read or atomic of a device allocation's byte that no copy,
 //!   fill or kernel wrote since it was allocated, or of a byte of shared memory no thread of
 //!   the block wrote, is refused, as memcheck refuses (memcheck's checks come with it too);
 //! * each access costs a call of a hook in the program, which looks in the ranges granted to
 //!   the OS thread's current block lately ([`memcheck::Allowed`], read by the program itself)
-//!   and asks the executor only outside them; with racecheck every access of shared memory is
-//!   asked for and recorded.
+//!   and asks the executor only outside them; with racecheck every access of shared and global
+//!   memory, and every atomic, is asked for and recorded.
 
+mod global_races;
 mod initcheck;
 mod layout;
 mod memcheck;
 mod racecheck;
 mod symbolize;
 
+pub(crate) use global_races::{Across, GlobalRaces};
 pub(crate) use initcheck::{SharedWritten, Written};
 pub(crate) use layout::{ProgramLayout, ThreadLocal};
 pub(crate) use memcheck::{
     Allocation, Allowed, Frame, Granted, MemoryMap, Violation, check, misaligned_access,
     unwritten_shared,
 };
-pub(crate) use racecheck::{Shadow, Stamp, synchronize};
+pub(crate) use racecheck::{Hazard, Shadow, Stamp, synchronize};
 pub(crate) use symbolize::source_line;
 
 /// What an access does.

@@ -1,5 +1,7 @@
-//! racecheck: conflicting accesses to a block's shared memory by different threads with no
-//! barrier between them, as compute-sanitizer's racecheck finds them on a GPU.
+//! racecheck: conflicting accesses to memory by different threads with no barrier, fence or
+//! atomic between them, as compute-sanitizer's racecheck finds them in shared memory on a GPU;
+//! this module holds the order and a block's shared memory, `super::global_races` the launch's
+//! global memory.
 //!
 //! Every simulated thread counts the block barriers it has passed (its [`Stamp`]). All threads
 //! of a block pass the same block barriers in the same order, so an access by one thread is
@@ -9,11 +11,11 @@
 //! clock), joined among the lanes that pass a warp barrier or collective together
 //! ([`synchronize`]); an access is ordered before a later one of another lane once that lane's
 //! clock has seen the first lane's clock move past the access. Anything else may happen at the
-//! same time on a GPU. Each byte of shared memory
-//! keeps its last write and the reads since, of two threads at most ([`Shadow`]: enough for a
-//! write to meet another thread's read where there is one); a write after an unordered read or
-//! write of another thread, or a read after an unordered write, is a [`Hazard`]. Atomics order
-//! themselves and are not recorded.
+//! same time on a GPU. Each byte keeps its last write and the reads since, of two threads at
+//! most ([`Word`]: enough for a write to meet another thread's read where there is one); a
+//! write after an unordered read or write of another thread, or a read after an unordered
+//! write, is a [`Hazard`]. Atomics order themselves and are not recorded. What orders two
+//! accesses is an [`Order`]: [`InBlock`] for shared memory, which only one block sees.
 
 use super::memcheck::{Granted, within};
 
@@ -27,25 +29,46 @@ pub(crate) struct Stamp {
     pub(crate) warp: u32,
     /// Block barriers the thread has passed.
     pub(crate) block_syncs: u32,
+    /// Grid barriers the thread has passed: all blocks pass them together.
+    pub(crate) grid_syncs: u32,
     /// The thread's lane, and its own entry of its warp clock at the access.
     pub(crate) lane: u8,
     pub(crate) warp_epoch: u32,
+    /// The launch's clock of atomics at the access (`super::global_races`; 0 in shared
+    /// memory).
+    pub(crate) time: u64,
     /// The access's code address (for its source line).
     pub(crate) pc: usize,
     pub(crate) write: bool,
 }
 
 impl Stamp {
-    /// Whether this (earlier) access is ordered before `later`'s, whose thread's warp clock is
-    /// `later_clock`.
-    fn ordered_before(&self, later: &Stamp, later_clock: &[u32]) -> bool {
-        self.block != later.block
-            || self.thread == later.thread
-            || later.block_syncs > self.block_syncs
-            || (self.warp == later.warp
-                && later_clock
-                    .get(usize::from(self.lane))
-                    .is_some_and(|&seen| seen > self.warp_epoch))
+    /// Whether this (earlier) access is ordered before `later`'s within their block: the same
+    /// thread, a block barrier between, or a warp barrier or collective that `later_clock` (the
+    /// later thread's warp clock) has seen this lane pass after the access.
+    pub(crate) fn ordered_in_block(&self, later: &Stamp, later_clock: &[u32]) -> bool {
+        self.block == later.block
+            && (self.thread == later.thread
+                || later.block_syncs > self.block_syncs
+                || (self.warp == later.warp
+                    && later_clock
+                        .get(usize::from(self.lane))
+                        .is_some_and(|&seen| seen > self.warp_epoch)))
+    }
+}
+
+/// What orders an earlier access before a later one (happens before it).
+pub(crate) trait Order {
+    fn before(&self, earlier: &Stamp, later: &Stamp) -> bool;
+}
+
+/// The order of a block's shared memory, which no other block sees: the later thread's warp
+/// clock.
+pub(crate) struct InBlock<'a>(pub(crate) &'a [u32]);
+
+impl Order for InBlock<'_> {
+    fn before(&self, earlier: &Stamp, later: &Stamp) -> bool {
+        earlier.block != later.block || earlier.ordered_in_block(later, self.0)
     }
 }
 
@@ -82,9 +105,9 @@ pub(crate) struct Hazard {
     pub(crate) address: usize,
 }
 
-/// What one word of shared memory remembers.
+/// What one byte (or a word accessed whole) remembers.
 #[derive(Debug, Default, Clone, Copy)]
-struct Word {
+pub(crate) struct Word {
     write: Option<Stamp>,
     /// Reads since the write: one, and another thread's beside it when they are unordered.
     read: Option<Stamp>,
@@ -116,7 +139,7 @@ struct Region {
 /// What a word's bytes remember: most words are only ever accessed whole (a `float`, an `int`),
 /// and then their four bytes remember the same, once.
 #[derive(Debug, Clone)]
-enum Lanes {
+pub(crate) enum Lanes {
     Whole(Word),
     Bytes(Box<[Word; 4]>),
 }
@@ -170,6 +193,7 @@ impl Shadow {
                     range: (address, end),
                     array: None,
                     shared: true,
+                    global: false,
                     keep: true,
                 });
                 self.regions.len() - 1
@@ -179,31 +203,7 @@ impl Shadow {
         let mut word = address >> 2;
         while word << 2 < end {
             let lanes = self.lanes(region, word);
-            let first = (word << 2).max(address);
-            let last = ((word << 2) + 4).min(end);
-            let hazard = match lanes {
-                // The whole word, remembered as one: its first byte answers for all four.
-                Lanes::Whole(w) if last - first == 4 => record(w, first, now, clock),
-                _ => {
-                    let mut bytes = match lanes {
-                        Lanes::Whole(w) => [*w; 4],
-                        Lanes::Bytes(bytes) => **bytes,
-                    };
-                    let mut hazard = None;
-                    for byte in first..last {
-                        let h = record(&mut bytes[byte & 3], byte, now, clock);
-                        hazard = hazard.or(h);
-                    }
-                    // A write of the whole word leaves its bytes alike again.
-                    *lanes = if last - first == 4 && now.write {
-                        Lanes::Whole(bytes[0])
-                    } else {
-                        Lanes::Bytes(Box::new(bytes))
-                    };
-                    hazard
-                }
-            };
-            found = found.or(hazard);
+            found = found.or(lanes.record(word, (address, end), now, &InBlock(clock)));
             word += 1;
         }
         found
@@ -222,10 +222,53 @@ impl Shadow {
     }
 }
 
-/// Records `now` (by a thread whose warp clock is `clock`) in the shadow `w` of `byte`; the
-/// hazard it makes with an earlier access.
-fn record(w: &mut Word, byte: usize, now: Stamp, clock: &[u32]) -> Option<Hazard> {
-    let unordered = |earlier: Option<Stamp>| earlier.filter(|e| !e.ordered_before(&now, clock));
+impl Default for Lanes {
+    fn default() -> Lanes {
+        Lanes::Whole(Word::default())
+    }
+}
+
+impl Lanes {
+    /// Records `now`'s access of the bytes `[address, end)` that lie in `word` (an address / 4);
+    /// the first hazard it makes with an earlier access, by `order`.
+    pub(crate) fn record(
+        &mut self,
+        word: usize,
+        (address, end): (usize, usize),
+        now: Stamp,
+        order: &impl Order,
+    ) -> Option<Hazard> {
+        let first = (word << 2).max(address);
+        let last = ((word << 2) + 4).min(end);
+        match self {
+            // The whole word, remembered as one: its first byte answers for all four.
+            Lanes::Whole(w) if last - first == 4 => record(w, first, now, order),
+            _ => {
+                let mut bytes = match self {
+                    Lanes::Whole(w) => [*w; 4],
+                    Lanes::Bytes(bytes) => **bytes,
+                };
+                let mut hazard = None;
+                for byte in first..last {
+                    let h = record(&mut bytes[byte & 3], byte, now, order);
+                    hazard = hazard.or(h);
+                }
+                // A write of the whole word leaves its bytes alike again.
+                *self = if last - first == 4 && now.write {
+                    Lanes::Whole(bytes[0])
+                } else {
+                    Lanes::Bytes(Box::new(bytes))
+                };
+                hazard
+            }
+        }
+    }
+}
+
+/// Records `now` in the shadow `w` of `byte`; the hazard it makes with an earlier access, by
+/// `order`.
+fn record(w: &mut Word, byte: usize, now: Stamp, order: &impl Order) -> Option<Hazard> {
+    let unordered = |earlier: Option<Stamp>| earlier.filter(|e| !order.before(e, &now));
     let conflict = |earlier: Option<Stamp>| {
         unordered(earlier).map(|earlier| Hazard {
             earlier,
@@ -249,7 +292,9 @@ fn record(w: &mut Word, byte: usize, now: Stamp, clock: &[u32]) -> Option<Hazard
     } else {
         match unordered(w.read) {
             // Another thread's read stays; this one is kept beside it.
-            Some(read) if read.thread != now.thread => w.other_read = Some(now),
+            Some(read) if (read.block, read.thread) != (now.block, now.thread) => {
+                w.other_read = Some(now);
+            }
             _ => w.read = Some(now),
         }
     }
@@ -267,6 +312,7 @@ mod tests {
             range: (0, 4096),
             array: Some(0),
             shared: true,
+            global: false,
             keep: true,
         });
         shadow
@@ -278,8 +324,10 @@ mod tests {
             thread,
             warp: thread / 32,
             block_syncs,
+            grid_syncs: 0,
             lane: (thread % 32) as u8,
             warp_epoch: 0,
+            time: 0,
             pc: 0,
             write,
         }
@@ -358,6 +406,7 @@ mod tests {
             range: (4096, 4096 + 128),
             array: Some(3),
             shared: true,
+            global: false,
             keep: true,
         };
         assert_eq!(shadow.shared_holding(4096, 4), None);

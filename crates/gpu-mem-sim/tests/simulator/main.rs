@@ -15,6 +15,7 @@ mod contract;
 mod copy_engine;
 mod direct;
 mod fibers;
+mod global_races;
 mod initcheck;
 mod kept_memory;
 mod mapped_race;

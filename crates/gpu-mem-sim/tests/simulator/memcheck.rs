@@ -23,13 +23,13 @@ fn checked() -> SimBackend {
     })
 }
 
-fn config(grid: u32, block: u32, shared: usize) -> LaunchConfig {
+pub(crate) fn config(grid: u32, block: u32, shared: usize) -> LaunchConfig {
     LaunchConfig::new(Dim3::new(grid, 1, 1), Dim3::new(block, 1, 1)).with_shared_bytes(shared)
 }
 
 /// Runs `code`'s kernel `k` over arrays holding `inputs` (and the scalars after them), and
 /// returns the arrays afterwards, or the launch's error.
-fn run<T: Element + Copy>(
+pub(crate) fn run<T: Element + Copy>(
     backend: &SimBackend,
     code: &str,
     launch: LaunchConfig,
@@ -72,7 +72,7 @@ fn int(v: i32) -> LaunchArg {
 
 /// The fault's message, with the thread it names.
 #[track_caller]
-fn fault_of(result: Result<Vec<Vec<f32>>, Error>) -> ([u32; 3], [u32; 3], String) {
+pub(crate) fn fault_of(result: Result<Vec<Vec<f32>>, Error>) -> ([u32; 3], [u32; 3], String) {
     match result {
         Err(Error::KernelFault {
             block,
@@ -354,7 +354,7 @@ extern "C" __global__ void k(const float* in, float* out, int n) {
     }
 }
 
-fn racechecked() -> SimBackend {
+pub(crate) fn racechecked() -> SimBackend {
     SimBackend::new(SimConfig {
         devices: vec![SimDeviceConfig {
             checks: Checks {

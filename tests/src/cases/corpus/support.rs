@@ -77,6 +77,27 @@ pub fn device(rt: &Runtime) -> Result<Device, String> {
     rt.device(0).map_err(fail("device"))
 }
 
+/// Whether the simulator looks for races (`GPU_MEM_SIM_CHECK=racecheck`): a kernel that races as
+/// its original does then fails, naming the race.
+pub fn racechecked(rt: &Runtime) -> bool {
+    rt.kind() == gpu_mem::BackendKind::Sim
+        && gpu_mem::sim::SimConfig::from_env()
+            .is_ok_and(|config| config.devices.iter().any(|d| d.checks.racecheck))
+}
+
+/// What a run whose kernel `kernel` races, as its original does, gave: under racecheck the race
+/// must be reported, naming `kernel` (then `None`); otherwise the run's own result.
+pub fn racing<T>(rt: &Runtime, kernel: &str, ran: Result<T, String>) -> Result<Option<T>, String> {
+    if !racechecked(rt) {
+        return ran.map(Some);
+    }
+    match ran {
+        Err(e) if e.contains("racecheck: Race reported") && e.contains(kernel) => Ok(None),
+        Err(e) => Err(e),
+        Ok(_) => Err(format!("racecheck did not report the race in `{kernel}`")),
+    }
+}
+
 /// Launches `kernel` (named in errors).
 ///
 /// # Safety

@@ -1,0 +1,319 @@
+//! racecheck on global memory: conflicting accesses of a launch's threads to device, managed
+//! and mapped memory and module variables, in one block or across blocks, with nothing that
+//! orders them.
+//!
+//! Contract:
+//! * one [`GlobalRaces`] per checked launch, shared by all its blocks (which run on several OS
+//!   threads at once); each byte keeps its last write and reads as in shared memory
+//!   (`super::racecheck`), so memory costs about 100 bytes per word touched;
+//! * two accesses are ordered ([`Across`]) when the block orders them (the same thread, a block
+//!   barrier, a warp barrier or collective: `Stamp::ordered_in_block`), when a grid barrier lies
+//!   between them, or when an atomic orders them: the earlier access's block made an atomic
+//!   after it, by the same thread or by one that passed a block barrier since ([`Release`]), no
+//!   later than the latest atomic the later thread saw, its own or, through a block barrier,
+//!   one of its block's ([`GlobalRaces::atomic`]). Every atomic counts as a release and an
+//!   acquire, whatever its address and order: a kernel that publishes with a fence and an
+//!   atomic, or takes a lock with one, is never reported; a race that only an atomic on an
+//!   unrelated address hides is missed;
+//! * atomics are not recorded (they never race with each other); a volatile access is recorded
+//!   as a plain one (a flag polled through `volatile` across blocks is a race by this rule);
+//! * memory lives until the launch ends: the next launch starts with nothing recorded.
+
+use super::racecheck::{Hazard, Lanes, Order, Stamp};
+use gpu_mem_core::sync::lock;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// Locks the words of global memory are spread over (by address), so that blocks on different
+/// OS threads rarely wait for each other.
+const SHARDS: usize = 64;
+
+/// How many of a block's atomics after an access are looked at for one that orders it before a
+/// later access; past that, the two are taken as ordered (a miss, never a false report).
+const RELEASES_LOOKED_AT: usize = 256;
+
+/// What a launch's threads did to global memory, and its atomics.
+pub(crate) struct GlobalRaces {
+    /// The launch's clock: every atomic moves it on by one.
+    clock: AtomicU64,
+    /// Each word's history (`Lanes`), by its address / 4; made at the first access (every
+    /// launch has a `GlobalRaces`, few are checked).
+    shards: OnceLock<Box<[Mutex<Words>]>>,
+    /// Each block's atomics that may order its accesses before others', in the order made.
+    releases: Mutex<HashMap<u64, Vec<Release>, BuildHasherDefault<WordHasher>>>,
+}
+
+type Words = HashMap<usize, Lanes, BuildHasherDefault<WordHasher>>;
+
+/// An atomic made by `thread` of a block after it had passed `block_syncs` block barriers, at
+/// `time` on the launch's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Release {
+    time: u64,
+    thread: u32,
+    block_syncs: u32,
+}
+
+impl Release {
+    /// Whether the access `earlier` (of this atomic's block, before it in time) comes before
+    /// this atomic in its block's order.
+    fn follows(&self, earlier: &Stamp) -> bool {
+        self.thread == earlier.thread || self.block_syncs > earlier.block_syncs
+    }
+}
+
+impl Default for GlobalRaces {
+    fn default() -> GlobalRaces {
+        GlobalRaces {
+            clock: AtomicU64::new(0),
+            shards: OnceLock::new(),
+            releases: Mutex::default(),
+        }
+    }
+}
+
+impl GlobalRaces {
+    /// The launch's clock now (what an access's `Stamp::time` holds).
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.load(Ordering::Relaxed)
+    }
+
+    /// An atomic made by `thread` of `block` after `block_syncs` block barriers: its time on the
+    /// launch's clock, which the thread has now seen. `after_accesses`: whether the block
+    /// recorded an access of global memory since its last atomic recorded here (without one,
+    /// this atomic orders nothing an earlier one does not).
+    pub(crate) fn atomic(
+        &self,
+        block: u64,
+        thread: u32,
+        block_syncs: u32,
+        after_accesses: bool,
+    ) -> u64 {
+        let time = self.clock.fetch_add(1, Ordering::Relaxed) + 1;
+        if after_accesses {
+            lock(&self.releases)
+                .entry(block)
+                .or_default()
+                .push(Release {
+                    time,
+                    thread,
+                    block_syncs,
+                });
+        }
+        time
+    }
+
+    /// Records `now`'s access of `size` bytes at `address`; the first hazard it makes with an
+    /// earlier access. `order`: what the accessing thread has seen.
+    pub(crate) fn access(
+        &self,
+        address: usize,
+        size: usize,
+        now: Stamp,
+        order: &Across<'_>,
+    ) -> Option<Hazard> {
+        let end = address.saturating_add(size.max(1));
+        let shards = self
+            .shards
+            .get_or_init(|| (0..SHARDS).map(|_| Mutex::default()).collect());
+        let mut found = None;
+        let mut word = address >> 2;
+        while word << 2 < end {
+            let mut words = lock(&shards[(word >> 4) % SHARDS]);
+            let lanes = words.entry(word).or_default();
+            found = found.or(lanes.record(word, (address, end), now, order));
+            word += 1;
+        }
+        found
+    }
+
+    /// Whether an atomic of `earlier`'s block after it, that follows it in the block's order,
+    /// came no later than `seen` on the launch's clock.
+    fn released(&self, earlier: &Stamp, seen: u64) -> bool {
+        let releases = lock(&self.releases);
+        let Some(list) = releases.get(&earlier.block) else {
+            return false;
+        };
+        // (A block's atomics are made on one OS thread at a time: their times rise.)
+        let first = list.partition_point(|r| r.time <= earlier.time);
+        let mut candidates = list[first..].iter().take_while(|r| r.time <= seen);
+        candidates
+            .by_ref()
+            .take(RELEASES_LOOKED_AT)
+            .any(|r| r.follows(earlier))
+            || candidates.next().is_some()
+    }
+}
+
+/// The order of global memory as a thread sees it at an access.
+pub(crate) struct Across<'a> {
+    /// The thread's warp clock (`super::racecheck::synchronize`).
+    pub(crate) clock: &'a [u32],
+    /// The latest time on the launch's clock the thread has seen: its own atomics, and through
+    /// block barriers its block's.
+    pub(crate) seen: u64,
+    pub(crate) races: &'a GlobalRaces,
+}
+
+impl Order for Across<'_> {
+    fn before(&self, earlier: &Stamp, later: &Stamp) -> bool {
+        earlier.ordered_in_block(later, self.clock)
+            || later.grid_syncs > earlier.grid_syncs
+            || (self.seen > earlier.time && self.races.released(earlier, self.seen))
+    }
+}
+
+/// A hash of word addresses (consecutive integers): Fibonacci hashing, one multiplication.
+#[derive(Default)]
+pub(crate) struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(block: u64, thread: u32, block_syncs: u32, time: u64, write: bool) -> Stamp {
+        Stamp {
+            block,
+            thread,
+            warp: thread / 32,
+            block_syncs,
+            grid_syncs: 0,
+            lane: (thread % 32) as u8,
+            warp_epoch: 0,
+            time,
+            pc: 0,
+            write,
+        }
+    }
+
+    const NO_CLOCK: &[u32] = &[0; 32];
+
+    fn seeing(races: &GlobalRaces, seen: u64) -> Across<'_> {
+        Across {
+            clock: NO_CLOCK,
+            seen,
+            races,
+        }
+    }
+
+    #[test]
+    fn blocks_race_unless_a_grid_barrier_lies_between() {
+        let races = GlobalRaces::default();
+        assert_eq!(
+            races.access(64, 4, stamp(0, 5, 0, 0, true), &seeing(&races, 0)),
+            None
+        );
+        let hazard = races
+            .access(64, 4, stamp(1, 5, 0, 0, false), &seeing(&races, 0))
+            .expect("another block's thread 5 reads what block 0's wrote");
+        assert_eq!((hazard.earlier.block, hazard.later.block), (0, 1));
+        let races = GlobalRaces::default();
+        races.access(64, 4, stamp(0, 5, 0, 0, true), &seeing(&races, 0));
+        let mut after = stamp(1, 5, 1, 0, false);
+        after.grid_syncs = 1;
+        assert_eq!(races.access(64, 4, after, &seeing(&races, 0)), None);
+    }
+
+    #[test]
+    fn reads_of_two_blocks_are_kept_for_a_later_write() {
+        let races = GlobalRaces::default();
+        races.access(8, 4, stamp(0, 1, 0, 0, false), &seeing(&races, 0));
+        races.access(8, 4, stamp(1, 1, 0, 0, false), &seeing(&races, 0));
+        // Block 0's thread 1 writes: ordered after its own read, not after block 1's.
+        let hazard = races
+            .access(8, 4, stamp(0, 1, 0, 0, true), &seeing(&races, 0))
+            .expect("a write after block 1's read");
+        assert_eq!(hazard.earlier.block, 1);
+    }
+
+    #[test]
+    fn an_atomic_after_a_write_orders_it_before_accesses_that_saw_the_atomic() {
+        // Block 0's thread 0 writes its partial sum, then counts itself done with an atomic;
+        // block 1's thread 0 counts itself after it and its threads read block 0's sum.
+        let races = GlobalRaces::default();
+        let write = stamp(0, 0, 1, races.now(), true);
+        races.access(256, 4, write, &seeing(&races, 0));
+        let released = races.atomic(0, 0, 1, true);
+        let seen = races.atomic(1, 0, 1, false);
+        assert!(seen > released);
+        assert_eq!(
+            races.access(
+                256,
+                4,
+                stamp(1, 7, 2, races.now(), false),
+                &seeing(&races, seen)
+            ),
+            None
+        );
+        // A thread that saw only the launch's clock before the atomic is not ordered after it.
+        let races = GlobalRaces::default();
+        races.access(256, 4, write, &seeing(&races, 0));
+        let before = races.atomic(1, 0, 0, false);
+        races.atomic(0, 0, 1, true);
+        assert!(
+            races
+                .access(
+                    256,
+                    4,
+                    stamp(1, 7, 2, races.now(), false),
+                    &seeing(&races, before)
+                )
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn an_atomic_orders_only_what_comes_before_it_in_its_block() {
+        // Thread 3 writes; thread 0 of its block makes an atomic with no barrier between: the
+        // atomic does not follow the write, and a thread that saw it still races.
+        let races = GlobalRaces::default();
+        races.access(16, 4, stamp(0, 3, 0, 0, true), &seeing(&races, 0));
+        races.atomic(0, 0, 0, true);
+        let seen = races.atomic(1, 0, 0, false);
+        assert!(
+            races
+                .access(16, 4, stamp(1, 0, 0, seen, false), &seeing(&races, seen))
+                .is_some()
+        );
+        // After a barrier, thread 0's atomic follows thread 3's write.
+        let races = GlobalRaces::default();
+        races.access(16, 4, stamp(0, 3, 0, 0, true), &seeing(&races, 0));
+        races.atomic(0, 0, 1, true);
+        let seen = races.atomic(1, 0, 0, false);
+        assert_eq!(
+            races.access(16, 4, stamp(1, 0, 0, seen, false), &seeing(&races, seen)),
+            None
+        );
+    }
+
+    #[test]
+    fn word_hashes_spread_consecutive_words() {
+        use std::hash::BuildHasher;
+        let build = BuildHasherDefault::<WordHasher>::default();
+        let hashes: std::collections::HashSet<u64> =
+            (0..4096usize).map(|w| build.hash_one(w) >> 52).collect();
+        assert!(hashes.len() > 3000, "{} distinct top bits", hashes.len());
+    }
+}

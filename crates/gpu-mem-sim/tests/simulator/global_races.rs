@@ -1,0 +1,260 @@
+//! racecheck on global memory (`Checks::racecheck`): kernels whose threads, in one block or in
+//! several, touch the same bytes of an allocation with nothing ordering them, each reported
+//! with both accesses; and kernels ordered by barriers, grid barriers and atomics, which it must
+//! not report.
+
+// Source kernels: the host compiler and loaded libraries are outside what Miri interprets.
+#![cfg(not(miri))]
+
+use crate::memcheck::{config, fault_of, racechecked, run};
+use gpu_mem_core::kernel::{Dim3, LaunchConfig};
+
+#[test]
+fn a_global_histogram_without_atomics_races_and_with_them_does_not() {
+    let histogram = |update: &str| {
+        format!(
+            r#"
+extern "C" __global__ void k(const float* in, float* bins) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int bin = (int)in[i] % 4;
+    {update}
+}}
+"#
+        )
+    };
+    let input: Vec<f32> = (0..64).map(|v| v as f32).collect();
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &histogram("bins[bin] = bins[bin] + 1.0f;"),
+        config(2, 32, 0),
+        &[input.clone(), vec![0.0f32; 4]],
+        &[],
+    ));
+    assert!(
+        message.starts_with("racecheck: Race reported between"),
+        "{message}"
+    );
+    assert!(message.contains("k.cu:5"), "{message}");
+    assert!(message.contains("of the 16-byte allocation"), "{message}");
+    let out = run(
+        &racechecked(),
+        &histogram("atomicAdd(&bins[bin], 1.0f);"),
+        config(2, 32, 0),
+        &[input, vec![0.0f32; 4]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("the atomic histogram: {e}"));
+    assert_eq!(out[1], vec![16.0; 4]);
+}
+
+/// Each block sums its part in shared memory; `FINISH` adds the block's sum to `out[0]`.
+fn block_sums(finish: &str) -> String {
+    format!(
+        r#"
+extern "C" __global__ void k(const float* in, float* out, float* partial, float* counter) {{
+    unsigned* done = reinterpret_cast<unsigned*>(counter);
+    __shared__ float s[32];
+    __shared__ bool last;
+    unsigned t = threadIdx.x;
+    s[t] = in[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    for (unsigned d = 16; d > 0; d >>= 1) {{
+        if (t < d) s[t] += s[t + d];
+        __syncthreads();
+    }}
+    {finish}
+}}
+"#
+    )
+}
+
+#[test]
+fn blocks_adding_to_one_total_without_atomics_race_across_blocks() {
+    let input = vec![1.0f32; 128];
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &block_sums("if (t == 0) out[0] += s[0];"),
+        config(4, 32, 0),
+        &[input, vec![0.0f32; 1], vec![0.0f32; 4], vec![0.0f32; 1]],
+        &[],
+    ));
+    assert!(message.contains("racecheck: Race reported"), "{message}");
+    assert!(
+        message.contains("by thread (0, 0, 0) of block ("),
+        "both threads are thread 0, of two blocks: {message}"
+    );
+    assert!(message.contains("k.cu:13"), "{message}");
+    assert!(
+        message.contains("with no barrier, grid barrier or atomic ordering them"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_last_block_may_read_what_the_others_published_before_their_atomic() {
+    // NVIDIA's threadFenceReduction: each block publishes its sum, fences and counts itself
+    // done; the block that counts last adds up the others' sums.
+    let finish = r#"
+    if (t == 0) {
+        partial[blockIdx.x] = s[0];
+        __threadfence();
+        unsigned ticket = atomicInc(done, gridDim.x);
+        last = ticket == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (last && t == 0) {
+        float total = 0;
+        for (unsigned b = 0; b < gridDim.x; ++b) total += partial[b];
+        out[0] = total;
+    }"#;
+    let input: Vec<f32> = (0..128).map(|v| v as f32).collect();
+    let out = run(
+        &racechecked(),
+        &block_sums(finish),
+        config(4, 32, 0),
+        &[input, vec![0.0f32; 1], vec![0.0f32; 4], vec![0.0f32; 1]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("published through an atomic: {e}"));
+    assert_eq!(out[1], vec![(0..128).sum::<i32>() as f32]);
+    // Read before the atomic (the last block found by reading the counter, not by counting
+    // itself): the sums of blocks that had not counted are read unordered.
+    let early = r#"
+    if (t == 0) partial[blockIdx.x] = s[0];
+    if (t == 0 && blockIdx.x == gridDim.x - 1) {
+        float total = 0;
+        for (unsigned b = 0; b < gridDim.x; ++b) total += partial[b];
+        out[0] = total;
+    }"#;
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &block_sums(early),
+        config(4, 32, 0),
+        &[
+            vec![1.0f32; 128],
+            vec![0.0f32; 1],
+            vec![0.0f32; 4],
+            vec![0.0f32; 1],
+        ],
+        &[],
+    ));
+    assert!(message.contains("racecheck: Race reported"), "{message}");
+}
+
+#[test]
+fn a_block_barrier_orders_its_threads_global_accesses() {
+    let neighbours = |sync: &str| {
+        format!(
+            r#"
+extern "C" __global__ void k(const float* in, float* out) {{
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = in[i] * 2.0f;
+    {sync}
+    float right = threadIdx.x + 1 < blockDim.x ? out[i + 1] : 0.0f;
+    {sync}
+    out[i] += right;
+}}
+"#
+        )
+    };
+    let input: Vec<f32> = (0..64).map(|v| v as f32).collect();
+    let out = run(
+        &racechecked(),
+        &neighbours("__syncthreads();"),
+        config(2, 32, 0),
+        &[input.clone(), vec![0.0f32; 64]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("with barriers: {e}"));
+    assert_eq!(out[1][0], 0.0 + 2.0);
+    assert_eq!(out[1][31], 62.0);
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &neighbours(""),
+        config(2, 32, 0),
+        &[input, vec![0.0f32; 64]],
+        &[],
+    ));
+    assert!(message.contains("racecheck: Race reported"), "{message}");
+    assert!(
+        !message.contains("of block"),
+        "both threads are of one block: {message}"
+    );
+}
+
+#[test]
+fn a_grid_barrier_orders_every_blocks_accesses() {
+    // Each block writes its own element, then, after the grid barrier, reads its neighbour's.
+    let rotate = |sync: &str| {
+        format!(
+            r#"
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void k(const float* in, float* out) {{
+    unsigned b = blockIdx.x;
+    if (threadIdx.x == 0) out[b] = in[b];
+    {sync}
+    float next = threadIdx.x == 0 ? out[(b + 1) % gridDim.x] : 0.0f;
+    {sync}
+    if (threadIdx.x == 0) out[b] = next;
+}}
+"#
+        )
+    };
+    let launch = LaunchConfig::new(Dim3::new(4, 1, 1), Dim3::new(8, 1, 1)).cooperative();
+    let input = vec![1.0f32, 2.0, 3.0, 4.0];
+    let out = run(
+        &racechecked(),
+        &rotate("cg::this_grid().sync();"),
+        launch,
+        &[input.clone(), vec![0.0f32; 4]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("with grid barriers: {e}"));
+    assert_eq!(out[1], vec![2.0, 3.0, 4.0, 1.0]);
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &rotate("__syncthreads();"),
+        launch,
+        &[input, vec![0.0f32; 4]],
+        &[],
+    ));
+    assert!(message.contains("of block"), "{message}");
+}
+
+#[test]
+fn every_thread_storing_the_same_flag_is_not_a_race_storing_its_own_value_is() {
+    // Rodinia's bfs: any thread that finds work sets `*over = true`; all store the same value
+    // (compute-sanitizer's "identical data"), so no interleaving changes the outcome.
+    let flag = |value: &str| {
+        format!(
+            r#"
+extern "C" __global__ void k(const float* in, float* over) {{
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (in[i] > 0.0f) over[0] = {value};
+}}
+"#
+        )
+    };
+    let input = vec![1.0f32; 64];
+    let out = run(
+        &racechecked(),
+        &flag("1.0f"),
+        config(2, 32, 0),
+        &[input.clone(), vec![0.0f32; 1]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("the same value from every thread: {e}"));
+    assert_eq!(out[1], vec![1.0]);
+    let (_, _, message) = fault_of(run(
+        &racechecked(),
+        &flag("(float)i"),
+        config(2, 32, 0),
+        &[input, vec![0.0f32; 1]],
+        &[],
+    ));
+    assert!(
+        message.contains("racecheck: Race reported between Write access"),
+        "{message}"
+    );
+}

@@ -1,7 +1,7 @@
 //! What the simulator says about broken kernels, all written as portable source: barrier
 //! divergence, an out-of-bounds index, a wrong argument, a compile error, and, with the
-//! simulator's checks on, an access past an array, a shared array overflow, a race and a read
-//! of memory nothing wrote. Each launch must fail with the expected error; the example prints
+//! simulator's checks on, an access past an array, a shared array overflow, races in shared and
+//! in global memory and a read of memory nothing wrote. Each launch must fail with the expected error; the example prints
 //! the messages (the "Debugging a kernel on the simulator" page of the book shows them).
 //!
 //! `cargo run -p gpu-mem --example diagnostics`
@@ -52,6 +52,21 @@ extern "C" __global__ void sum_without_barrier(const float* in, float* out) {
         // (a __syncthreads() belongs here)
     }
     if (t == 0) out[0] = partial[0];
+}
+"#;
+
+/// Blocks adding their sums to one total with a plain `+=`: only racecheck sees it.
+const RACY_TOTAL: &str = r#"
+extern "C" __global__ void total_without_atomics(const float* in, float* total) {
+    __shared__ float partial[32];
+    unsigned t = threadIdx.x;
+    partial[t] = in[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    for (unsigned s = 16; s > 0; s >>= 1) {
+        if (t < s) partial[t] += partial[t + s];
+        __syncthreads();
+    }
+    if (t == 0) total[0] += partial[0]; // (atomicAdd(total, partial[0]) belongs here)
 }
 "#;
 
@@ -139,7 +154,7 @@ fn main() -> gpu_mem::Result<()> {
         unsafe { checked.launch(&overflow, LaunchConfig::new(1, 64), &mut [&mut output]) },
         |e| matches!(e, Error::KernelFault { .. }),
     );
-    // And one that also looks for races on shared memory.
+    // And one that also looks for races.
     let races = simulator_checking(gpu_mem::sim::Checks {
         racecheck: true,
         ..gpu_mem::sim::Checks::default()
@@ -151,6 +166,20 @@ fn main() -> gpu_mem::Result<()> {
         "racecheck: a missing barrier",
         // SAFETY: the kernel stays inside its arrays (checked too).
         unsafe { races.launch(&racy, config, &mut [&mut values, &mut sum]) },
+        |e| matches!(e, Error::KernelFault { .. }),
+    );
+    let mut many = races.to_device(&ndarray::Array1::<f32>::ones(128))?;
+    let racy_total = Kernel::from_source(RACY_TOTAL, "total_without_atomics");
+    show(
+        "racecheck: blocks adding to one total",
+        // SAFETY: the kernel stays inside its arrays (checked too).
+        unsafe {
+            races.launch(
+                &racy_total,
+                LaunchConfig::new(4, 32),
+                &mut [&mut many, &mut sum],
+            )
+        },
         |e| matches!(e, Error::KernelFault { .. }),
     );
     // And one that looks for reads of device memory nothing wrote.

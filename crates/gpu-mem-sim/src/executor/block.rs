@@ -5,7 +5,7 @@
 use super::Limits;
 use super::grid_barrier::GridBarrier;
 use super::plan::Plan;
-use super::races::PendingRace;
+use super::races::{self, PendingRaces, Report};
 use super::schedule::{Schedule, Slot};
 use super::shared::SharedMemory;
 use crate::config::{ThreadOrder, Watchdog};
@@ -59,9 +59,7 @@ pub(crate) struct Block<'a> {
     /// racecheck: what it knows of global memory (`crate::sanitizer::GlobalRaces`).
     pub(crate) global: GlobalSeen,
     /// racecheck: hazards met at writes not yet settled (`super::races`).
-    pub(super) pending_races: RefCell<Vec<PendingRace>>,
-    /// racecheck: whether a hazard of identical data was logged.
-    pub(super) identical_logged: Cell<bool>,
+    pending_races: PendingRaces,
     schedule: UnsafeCell<Schedule>,
 }
 
@@ -154,8 +152,7 @@ impl<'a> Block<'a> {
                 watch_atomics: plan.checked().is_some_and(|c| c.checks.racecheck),
                 ..GlobalSeen::default()
             },
-            pending_races: RefCell::new(Vec::new()),
-            identical_logged: Cell::new(false),
+            pending_races: PendingRaces::default(),
             schedule: UnsafeCell::new(Schedule::default()),
         }
     }
@@ -231,6 +228,46 @@ impl<'a> Block<'a> {
             block: self.block_idx.to_array(),
             detail,
         }
+    }
+
+    /// racecheck found `report`'s hazard at an access of `bytes` (host address, size): a fault
+    /// now, or once the write has landed and changed them (`super::races`).
+    pub(super) fn race(&self, report: Report, bytes: (usize, usize)) {
+        if self.fault.borrow().is_none()
+            && let Some(report) = self.pending_races.hold(report, bytes)
+        {
+            self.race_fault(&report);
+        }
+    }
+
+    /// Settles the hazards met at writes that have landed since.
+    pub(super) fn settle_races(&self) {
+        for report in self.pending_races.settle(self.kernel) {
+            self.race_fault(&report);
+        }
+    }
+
+    /// Records a race as the block's fault (the first only), naming the later access's thread.
+    fn race_fault(&self, report: &Report) {
+        let Some(checked) = self.plan.checked() else {
+            return;
+        };
+        if self.fault.borrow().is_some() {
+            return;
+        }
+        let grid = self.grid_dim;
+        let message = races::message(
+            checked,
+            report,
+            |t| self.thread_index(t),
+            |b| block_index(b, grid),
+        );
+        let later = &report.hazard.later;
+        self.record_fault_in(
+            block_index(later.block, grid),
+            self.thread_index(later.thread),
+            message,
+        );
     }
 
     /// The block's first fault, if any, else `result`. A fault is the root cause of any

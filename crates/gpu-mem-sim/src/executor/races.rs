@@ -9,21 +9,14 @@
 //! Only the block's first fault is reported: its message is built (with the source lines, a
 //! run of `addr2line`) only then.
 
-use super::block::{Block, block_index};
 use super::plan::Checked;
 use crate::sanitizer::{Hazard, Stamp, source_line};
+use gpu_mem_core::kernel::Dim3;
+use std::cell::{Cell, RefCell};
 
 /// The most bytes of a write kept to compare (a 16-byte vector); larger writes (a copy of a
 /// range) are reported at once.
 const KEPT: usize = 16;
-
-/// A hazard met at a write that has not landed yet.
-pub(crate) struct PendingRace {
-    report: Report,
-    /// The host address and size of the write, and what its bytes held before it.
-    bytes: (usize, usize),
-    before: [u8; KEPT],
-}
 
 /// A hazard, where its byte lies, and what was missing between its accesses.
 pub(crate) struct Report {
@@ -34,89 +27,95 @@ pub(crate) struct Report {
     pub(crate) unordered: &'static str,
 }
 
-impl Block<'_> {
-    /// racecheck found `report`'s hazard at an access of `size` bytes at host `address`.
-    pub(super) fn race(&self, report: Report, (address, size): (usize, usize)) {
-        if self.fault.borrow().is_some() {
-            return;
-        }
+/// A hazard met at a write that has not landed yet.
+struct PendingRace {
+    report: Report,
+    /// The host address and size of the write, and what its bytes held before it.
+    bytes: (usize, usize),
+    before: [u8; KEPT],
+}
+
+/// A block's hazards met at writes not settled yet.
+#[derive(Default)]
+pub(crate) struct PendingRaces {
+    pending: RefCell<Vec<PendingRace>>,
+    /// Whether a hazard of identical data was logged.
+    identical_logged: Cell<bool>,
+}
+
+impl PendingRaces {
+    /// A hazard met at an access of `size` bytes at host `address`: `Some` when it is a fault
+    /// now (a read, or a write too large to compare), else kept until [`PendingRaces::settle`].
+    pub(super) fn hold(&self, report: Report, (address, size): (usize, usize)) -> Option<Report> {
         if !report.hazard.later.write || size > KEPT {
-            return self.race_fault(&report);
+            return Some(report);
         }
-        self.pending_races.borrow_mut().push(PendingRace {
+        self.pending.borrow_mut().push(PendingRace {
             report,
             bytes: (address, size),
             before: bytes_at(address, size),
         });
+        None
     }
 
-    /// Settles the hazards met at writes that have landed since (see the module's docs).
-    pub(super) fn settle_races(&self) {
-        let pending = std::mem::take(&mut *self.pending_races.borrow_mut());
+    /// The hazards kept whose writes have landed and changed their bytes: the faults. Those
+    /// that left their bytes as they were are logged (once per block) and dropped.
+    pub(super) fn settle(&self, kernel: &str) -> Vec<Report> {
+        if self.pending.borrow().is_empty() {
+            return Vec::new();
+        }
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        let mut faults = Vec::new();
         for race in pending {
             let (address, size) = race.bytes;
-            let same = bytes_at(address, size) == race.before;
-            if same {
-                if !self.identical_logged.replace(true) {
-                    tracing::debug!(
-                        kernel = self.kernel,
-                        "racecheck: a write racing with another access left the bytes at {:#x} as they were (identical data): not reported",
-                        race.report.at.0
-                    );
-                }
-            } else {
-                self.race_fault(&race.report);
+            if bytes_at(address, size) != race.before {
+                faults.push(race.report);
+            } else if !self.identical_logged.replace(true) {
+                tracing::debug!(
+                    kernel,
+                    "racecheck: a write racing with another access left the bytes at {:#x} as they were (identical data): not reported",
+                    race.report.at.0
+                );
             }
         }
+        faults
     }
+}
 
-    /// Records the report as the block's fault, naming the later access's thread.
-    fn race_fault(&self, report: &Report) {
-        if self.fault.borrow().is_some() {
-            return;
+/// compute-sanitizer's words for a race, with both accesses' lines and threads: `thread` and
+/// `block` give a stamp's thread and block indices.
+pub(super) fn message(
+    checked: Checked<'_>,
+    report: &Report,
+    thread: impl Fn(u32) -> Dim3,
+    block: impl Fn(u64) -> Dim3,
+) -> String {
+    let hazard = &report.hazard;
+    let line = |pc| source_line(checked.layout, pc).unwrap_or_else(|| "?".into());
+    let kind = |write| if write { "Write" } else { "Read" };
+    let across = hazard.earlier.block != hazard.later.block;
+    let who = |stamp: &Stamp| {
+        let t = thread(stamp.thread);
+        let index = format!("({}, {}, {})", t.x, t.y, t.z);
+        if across {
+            let b = block(stamp.block);
+            format!("{index} of block ({}, {}, {})", b.x, b.y, b.z)
+        } else {
+            index
         }
-        let Some(checked) = self.plan.checked() else {
-            return;
-        };
-        let later = &report.hazard.later;
-        let message = self.race_message(checked, report);
-        self.record_fault_in(
-            block_index(later.block, self.grid_dim),
-            self.thread_index(later.thread),
-            message,
-        );
-    }
-
-    /// compute-sanitizer's words for a race, with both accesses' lines and threads.
-    fn race_message(&self, checked: Checked<'_>, report: &Report) -> String {
-        let hazard = &report.hazard;
-        let layout = checked.layout;
-        let line = |pc| source_line(layout, pc).unwrap_or_else(|| "?".into());
-        let kind = |write| if write { "Write" } else { "Read" };
-        let across = hazard.earlier.block != hazard.later.block;
-        let who = |stamp: &Stamp| {
-            let t = self.thread_index(stamp.thread);
-            let thread = format!("({}, {}, {})", t.x, t.y, t.z);
-            if across {
-                let b = block_index(stamp.block, self.grid_dim);
-                format!("{thread} of block ({}, {}, {})", b.x, b.y, b.z)
-            } else {
-                thread
-            }
-        };
-        format!(
-            "racecheck: Race reported between {} access at {} by thread {} and {} access at {} by thread {} at {:#x} ({}), {}",
-            kind(hazard.earlier.write),
-            line(hazard.earlier.pc),
-            who(&hazard.earlier),
-            kind(hazard.later.write),
-            line(hazard.later.pc),
-            who(&hazard.later),
-            report.at.0,
-            report.at.1,
-            report.unordered,
-        )
-    }
+    };
+    format!(
+        "racecheck: Race reported between {} access at {} by thread {} and {} access at {} by thread {} at {:#x} ({}), {}",
+        kind(hazard.earlier.write),
+        line(hazard.earlier.pc),
+        who(&hazard.earlier),
+        kind(hazard.later.write),
+        line(hazard.later.pc),
+        who(&hazard.later),
+        report.at.0,
+        report.at.1,
+        report.unordered,
+    )
 }
 
 /// The `size` (at most [`KEPT`]) bytes at host `address`, which the executor granted a thread

@@ -153,6 +153,7 @@ struct gm_sim_thread {
 #define GM_SIM_ALLOWED_SLOTS 8
 struct gm_sim_allowed {
     __UINTPTR_TYPE__ ranges[GM_SIM_ALLOWED_SLOTS][2]; /* [start, end) */
+    __UINTPTR_TYPE__ reads; /* bit i: ranges[i] is granted for reads only */
     __UINTPTR_TYPE__ atomics;
 };
 
@@ -174,7 +175,7 @@ struct gm_sim_runtime {
     /* Checked programs: this OS thread's allowed ranges (they live as long as the OS thread). */
     const gm_sim_allowed *(*allowed)(void);
 };
-#define GM_SIM_ABI 5
+#define GM_SIM_ABI 6
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2

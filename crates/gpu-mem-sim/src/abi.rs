@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 5;
+pub(crate) const ABI: u32 = 6;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -156,6 +156,8 @@ pub(crate) const ALLOWED_SLOTS: usize = 8;
 #[derive(Debug)]
 pub(crate) struct GmSimAllowed {
     pub(crate) ranges: [Cell<[usize; 2]>; ALLOWED_SLOTS],
+    /// The slots (bit `i` for `ranges[i]`) granted for reads only: writes there are asked for.
+    pub(crate) reads: Cell<usize>,
     /// Nonzero: every atomic is asked for, wherever it lies (racecheck orders accesses by them).
     pub(crate) atomics: Cell<usize>,
 }

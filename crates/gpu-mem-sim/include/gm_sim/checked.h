@@ -23,17 +23,20 @@ GM_SIM_UNCHECKED __attribute__((noinline)) inline void gm_sim_escape() {
 static thread_local const gm_sim_allowed* gm_sim_allowed_here = nullptr;
 
 /* Whether the simulator already granted this OS thread's current thread a range holding the
- * access: most accesses are answered here, without a call into the simulator. */
+ * access (`kind`: a range granted for reads only does not hold a write): most accesses are
+ * answered here, without a call into the simulator. */
 GM_SIM_UNCHECKED __attribute__((always_inline)) inline bool gm_sim_granted(const volatile void* a,
-                                                                          unsigned long long size) {
+                                                                          unsigned long long size,
+                                                                          int kind) {
     const gm_sim_allowed* const allowed = gm_sim_allowed_here;
     if (__builtin_expect(allowed == nullptr, 0)) {
         return false;
     }
     const __UINTPTR_TYPE__ at = reinterpret_cast<__UINTPTR_TYPE__>(a);
+    const __UINTPTR_TYPE__ refused = kind == GM_SIM_ACCESS_READ ? 0 : allowed->reads;
     for (int i = 0; i < GM_SIM_ALLOWED_SLOTS; ++i) {
         const __UINTPTR_TYPE__ start = allowed->ranges[i][0], end = allowed->ranges[i][1];
-        if (at >= start && at <= end && size <= end - at) {
+        if (at >= start && at <= end && size <= end - at && ((refused >> i) & 1) == 0) {
             return true;
         }
     }
@@ -44,7 +47,7 @@ GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check(const v
                                                                         unsigned long long size,
                                                                         int kind,
                                                                         const void* pc) {
-    if (__builtin_expect(gm_sim_granted(a, size), 1)) {
+    if (__builtin_expect(gm_sim_granted(a, size, kind), 1)) {
         return;
     }
     /* (Null before gm_sim_init: the library's own constructors run unchecked.) */

@@ -68,8 +68,9 @@ pub(crate) struct Block<'a> {
 pub(crate) struct GlobalSeen {
     /// Whether racecheck watches the block: its program then asks for every atomic.
     pub(crate) watch_atomics: bool,
-    /// Allocations its threads accessed (their accesses need no look in the memory map).
-    pub(crate) ranges: RefCell<Vec<(usize, usize)>>,
+    /// Allocations its threads accessed, with their indices in the memory map (their accesses
+    /// need no look in it).
+    pub(crate) ranges: RefCell<Vec<((usize, usize), usize)>>,
     /// Whether it recorded an access of global memory since its last atomic.
     pub(crate) accessed: Cell<bool>,
     /// The latest time on the launch's clock of atomics its threads saw; a thread sees it at a
@@ -78,14 +79,14 @@ pub(crate) struct GlobalSeen {
 }
 
 impl GlobalSeen {
-    /// The allocation met before that holds `[address, address + size)`.
-    pub(crate) fn holding(&self, address: usize, size: u64) -> Option<(usize, usize)> {
+    /// The allocation met before that holds `[address, address + size)`: its range and index.
+    pub(crate) fn holding(&self, address: usize, size: u64) -> Option<((usize, usize), usize)> {
         let size = usize::try_from(size).unwrap_or(usize::MAX);
         self.ranges
             .borrow()
             .iter()
             .copied()
-            .find(|&(start, end)| address >= start && address.saturating_add(size) <= end)
+            .find(|&((start, end), _)| address >= start && address.saturating_add(size) <= end)
     }
 }
 
@@ -241,9 +242,12 @@ impl<'a> Block<'a> {
     }
 
     /// Settles the hazards met at writes that have landed since.
+    #[inline]
     pub(super) fn settle_races(&self) {
-        for report in self.pending_races.settle(self.kernel) {
-            self.race_fault(&report);
+        if self.pending_races.any() {
+            for report in self.pending_races.settle(self.kernel) {
+                self.race_fault(&report);
+            }
         }
     }
 

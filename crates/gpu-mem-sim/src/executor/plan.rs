@@ -188,7 +188,10 @@ impl<'a> Prepared<'a> {
             code,
             memory,
             warned: AtomicBool::new(false),
-            global_races: GlobalRaces::default(),
+            global_races: match memory {
+                Some((map, checks)) if checks.racecheck => GlobalRaces::new(map.ranges()),
+                _ => GlobalRaces::default(),
+            },
             arg_ranges,
             _buffers: buffers,
             args,

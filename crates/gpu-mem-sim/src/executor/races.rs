@@ -58,12 +58,15 @@ impl PendingRaces {
         None
     }
 
+    /// Whether hazards wait to be settled (asked before every access: inlined).
+    #[inline]
+    pub(super) fn any(&self) -> bool {
+        !self.pending.borrow().is_empty()
+    }
+
     /// The hazards kept whose writes have landed and changed their bytes: the faults. Those
     /// that left their bytes as they were are logged (once per block) and dropped.
     pub(super) fn settle(&self, kernel: &str) -> Vec<Report> {
-        if self.pending.borrow().is_empty() {
-            return Vec::new();
-        }
         let pending = std::mem::take(&mut *self.pending.borrow_mut());
         let mut faults = Vec::new();
         for race in pending {

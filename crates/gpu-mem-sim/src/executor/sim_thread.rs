@@ -280,8 +280,9 @@ impl SimThread<'_, '_> {
                 return self.shared_access(checked, info, &granted, (address, size, access), pc);
             }
             // So is global memory, unless initcheck looks at its bytes.
-            if !checked.checks.initcheck && self.block.global.holding(address, size).is_some() {
-                self.global_access(checked, info, (address, size, access), pc);
+            let known = self.block.global.holding(address, size);
+            if let Some(allocation) = known.filter(|_| !checked.checks.initcheck) {
+                self.global_access(checked, info, allocation, (address, size, access), pc);
                 return Ok(());
             }
         }
@@ -301,12 +302,13 @@ impl SimThread<'_, '_> {
                 }
                 self.shared_access(checked, info, &granted, (address, size, access), pc)
             }
-            Ok(granted) if checked.checks.racecheck && granted.global => {
+            Ok(granted) if checked.checks.racecheck && granted.global.is_some() => {
                 // Global memory is watched access by access too.
+                let allocation = (granted.range, granted.global.unwrap_or_default());
                 if !checked.checks.initcheck {
-                    self.block.global.ranges.borrow_mut().push(granted.range);
+                    self.block.global.ranges.borrow_mut().push(allocation);
                 }
-                self.global_access(checked, info, (address, size, access), pc);
+                self.global_access(checked, info, allocation, (address, size, access), pc);
                 Ok(())
             }
             Ok(granted) => {
@@ -479,20 +481,31 @@ impl SimThread<'_, '_> {
         seen.set(seen.get().max(time));
     }
 
-    /// racecheck: records an access of global memory (atomics are not recorded: `atomic` saw
-    /// them), and the block's fault if it races with an earlier one.
+    /// racecheck: records an access of global memory in `allocation` (its range and index in
+    /// the memory map), and the block's fault if it races with an earlier one. Atomics are not
+    /// recorded (`atomic` saw them), nor reads of an allocation no thread wrote yet, which are
+    /// granted for reads until one does (on this OS thread, until its block changes).
     fn global_access(
         &self,
         checked: Checked<'_>,
         info: &GmSimThread,
+        (range, allocation): ((usize, usize), usize),
         (address, size, access): (usize, u64, Access),
         pc: usize,
     ) {
+        let races = checked.global_races;
         if access.is_atomic() {
             return;
         }
+        if races.read_only(allocation) {
+            if access == Access::Read {
+                Allowed::remember_reads(range);
+                return;
+            }
+            // The first write: this OS thread's reads of it are asked for again.
+            Allowed::forget(range);
+        }
         self.block.global.accessed.set(true);
-        let races = checked.global_races;
         let (mut now, row) = self.stamp(info, access, pc);
         now.time = races.now();
         let clocks = self.block.warp_clocks.borrow();
@@ -502,7 +515,7 @@ impl SimThread<'_, '_> {
             races,
         };
         let size = usize::try_from(size).unwrap_or(usize::MAX);
-        let hazard = races.access(address, size, now, &order);
+        let hazard = races.access(allocation, (address, size), now, &order);
         drop(clocks);
         let Some(hazard) = hazard else {
             return;

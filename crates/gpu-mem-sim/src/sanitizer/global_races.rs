@@ -4,8 +4,14 @@
 //!
 //! Contract:
 //! * one [`GlobalRaces`] per checked launch, shared by all its blocks (which run on several OS
-//!   threads at once); each byte keeps its last write and reads as in shared memory
-//!   (`super::racecheck`), so memory costs about 100 bytes per word touched;
+//!   threads at once), with a shadow per allocation of the launch's memory map: each byte keeps
+//!   its last write and reads as in shared memory (`super::racecheck`), in pages of
+//!   [`PAGE_WORDS`] words made at their first access (about 150 bytes per 4-byte word);
+//! * an allocation no thread of the launch wrote yet is read without a record
+//!   ([`GlobalRaces::read_only`]): inputs cost what memcheck's reads cost. Its first write starts
+//!   the records, so a read made before it is not compared with it (a race between a launch's
+//!   very first write to an array and an earlier read of the same bytes is missed; the next
+//!   ones are not);
 //! * two accesses are ordered ([`Across`]) when the block orders them (the same thread, a block
 //!   barrier, a warp barrier or collective: `Stamp::ordered_in_block`), when a grid barrier lies
 //!   between them, or when an atomic orders them: the earlier access's block made an atomic
@@ -23,29 +29,69 @@ use super::racecheck::{Hazard, Lanes, Order, Stamp};
 use gpu_mem_core::sync::lock;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// Locks the words of global memory are spread over (by address), so that blocks on different
-/// OS threads rarely wait for each other.
-const SHARDS: usize = 64;
+/// Words of an allocation's shadow made at once (and locked together): 256 bytes of memory,
+/// few enough that blocks on two workers seldom share a page.
+const PAGE_WORDS: usize = 64;
 
 /// How many of a block's atomics after an access are looked at for one that orders it before a
 /// later access; past that, the two are taken as ordered (a miss, never a false report).
 const RELEASES_LOOKED_AT: usize = 256;
 
 /// What a launch's threads did to global memory, and its atomics.
+#[derive(Default)]
 pub(crate) struct GlobalRaces {
     /// The launch's clock: every atomic moves it on by one.
     clock: AtomicU64,
-    /// Each word's history (`Lanes`), by its address / 4; made at the first access (every
-    /// launch has a `GlobalRaces`, few are checked).
-    shards: OnceLock<Box<[Mutex<Words>]>>,
+    /// One per allocation of the launch's memory map, in its order (none unless racecheck
+    /// watches the launch).
+    allocations: Box<[Shadow]>,
     /// Each block's atomics that may order its accesses before others', in the order made.
     releases: Mutex<HashMap<u64, Vec<Release>, BuildHasherDefault<WordHasher>>>,
 }
 
-type Words = HashMap<usize, Lanes, BuildHasherDefault<WordHasher>>;
+/// What the launch's threads did to one allocation.
+struct Shadow {
+    /// The allocation's first word (host address / 4) and its length in words.
+    first_word: usize,
+    words: usize,
+    /// Whether a thread of the launch wrote it.
+    written: AtomicBool,
+    /// Each page's words (`Lanes`), made at their first access.
+    pages: OnceLock<Box<[OnceLock<Page>]>>,
+}
+
+type Page = Box<Mutex<Box<[Lanes]>>>;
+
+impl Shadow {
+    fn new((start, end): (usize, usize)) -> Shadow {
+        let first_word = start >> 2;
+        Shadow {
+            first_word,
+            words: end.div_ceil(4).saturating_sub(first_word),
+            written: AtomicBool::new(false),
+            pages: OnceLock::new(),
+        }
+    }
+
+    /// The page holding word `word` (an address / 4), made if it was not.
+    fn page(&self, word: usize) -> Option<&Mutex<Box<[Lanes]>>> {
+        let index = word.checked_sub(self.first_word)? / PAGE_WORDS;
+        let pages = self.pages.get_or_init(|| {
+            (0..self.words.div_ceil(PAGE_WORDS))
+                .map(|_| OnceLock::new())
+                .collect()
+        });
+        let page = pages.get(index)?.get_or_init(|| {
+            Box::new(Mutex::new(
+                (0..PAGE_WORDS).map(|_| Lanes::default()).collect(),
+            ))
+        });
+        Some(page)
+    }
+}
 
 /// An atomic made by `thread` of a block after it had passed `block_syncs` block barriers, at
 /// `time` on the launch's clock.
@@ -64,20 +110,27 @@ impl Release {
     }
 }
 
-impl Default for GlobalRaces {
-    fn default() -> GlobalRaces {
+impl GlobalRaces {
+    /// The races of a launch over `allocations` (each `[start, end)` on the host, in the
+    /// memory map's order).
+    pub(crate) fn new(allocations: impl Iterator<Item = (usize, usize)>) -> GlobalRaces {
         GlobalRaces {
-            clock: AtomicU64::new(0),
-            shards: OnceLock::new(),
-            releases: Mutex::default(),
+            allocations: allocations.map(Shadow::new).collect(),
+            ..GlobalRaces::default()
         }
     }
-}
 
-impl GlobalRaces {
     /// The launch's clock now (what an access's `Stamp::time` holds).
     pub(crate) fn now(&self) -> u64 {
         self.clock.load(Ordering::Relaxed)
+    }
+
+    /// Whether no thread of the launch wrote allocation `allocation` yet: a read of it needs
+    /// no record.
+    pub(crate) fn read_only(&self, allocation: usize) -> bool {
+        self.allocations
+            .get(allocation)
+            .is_some_and(|a| !a.written.load(Ordering::Relaxed))
     }
 
     /// An atomic made by `thread` of `block` after `block_syncs` block barriers: its time on the
@@ -105,24 +158,30 @@ impl GlobalRaces {
         time
     }
 
-    /// Records `now`'s access of `size` bytes at `address`; the first hazard it makes with an
-    /// earlier access. `order`: what the accessing thread has seen.
+    /// Records `now`'s access of `size` bytes at `address`, in allocation `allocation`; the
+    /// first hazard it makes with an earlier access. `order`: what the accessing thread has
+    /// seen.
     pub(crate) fn access(
         &self,
-        address: usize,
-        size: usize,
+        allocation: usize,
+        (address, size): (usize, usize),
         now: Stamp,
         order: &Across<'_>,
     ) -> Option<Hazard> {
+        let shadow = self.allocations.get(allocation)?;
+        // (Stored once: a store per write would move the flag's cache line between the
+        // workers' cores on every write, as every read of it does.)
+        if now.write && !shadow.written.load(Ordering::Relaxed) {
+            shadow.written.store(true, Ordering::Relaxed);
+        }
         let end = address.saturating_add(size.max(1));
-        let shards = self
-            .shards
-            .get_or_init(|| (0..SHARDS).map(|_| Mutex::default()).collect());
         let mut found = None;
         let mut word = address >> 2;
         while word << 2 < end {
-            let mut words = lock(&shards[(word >> 4) % SHARDS]);
-            let lanes = words.entry(word).or_default();
+            let page = shadow.page(word)?;
+            let mut words = lock(page);
+            // (Pages start at multiples of PAGE_WORDS from the allocation's first word.)
+            let lanes = words.get_mut((word - shadow.first_word) % PAGE_WORDS)?;
             found = found.or(lanes.record(word, (address, end), now, order));
             word += 1;
         }
@@ -220,30 +279,30 @@ mod tests {
 
     #[test]
     fn blocks_race_unless_a_grid_barrier_lies_between() {
-        let races = GlobalRaces::default();
+        let races = GlobalRaces::new([(0, 4096)].into_iter());
         assert_eq!(
-            races.access(64, 4, stamp(0, 5, 0, 0, true), &seeing(&races, 0)),
+            races.access(0, (64, 4), stamp(0, 5, 0, 0, true), &seeing(&races, 0)),
             None
         );
         let hazard = races
-            .access(64, 4, stamp(1, 5, 0, 0, false), &seeing(&races, 0))
+            .access(0, (64, 4), stamp(1, 5, 0, 0, false), &seeing(&races, 0))
             .expect("another block's thread 5 reads what block 0's wrote");
         assert_eq!((hazard.earlier.block, hazard.later.block), (0, 1));
-        let races = GlobalRaces::default();
-        races.access(64, 4, stamp(0, 5, 0, 0, true), &seeing(&races, 0));
+        let races = GlobalRaces::new([(0, 4096)].into_iter());
+        races.access(0, (64, 4), stamp(0, 5, 0, 0, true), &seeing(&races, 0));
         let mut after = stamp(1, 5, 1, 0, false);
         after.grid_syncs = 1;
-        assert_eq!(races.access(64, 4, after, &seeing(&races, 0)), None);
+        assert_eq!(races.access(0, (64, 4), after, &seeing(&races, 0)), None);
     }
 
     #[test]
     fn reads_of_two_blocks_are_kept_for_a_later_write() {
-        let races = GlobalRaces::default();
-        races.access(8, 4, stamp(0, 1, 0, 0, false), &seeing(&races, 0));
-        races.access(8, 4, stamp(1, 1, 0, 0, false), &seeing(&races, 0));
+        let races = GlobalRaces::new([(0, 4096)].into_iter());
+        races.access(0, (8, 4), stamp(0, 1, 0, 0, false), &seeing(&races, 0));
+        races.access(0, (8, 4), stamp(1, 1, 0, 0, false), &seeing(&races, 0));
         // Block 0's thread 1 writes: ordered after its own read, not after block 1's.
         let hazard = races
-            .access(8, 4, stamp(0, 1, 0, 0, true), &seeing(&races, 0))
+            .access(0, (8, 4), stamp(0, 1, 0, 0, true), &seeing(&races, 0))
             .expect("a write after block 1's read");
         assert_eq!(hazard.earlier.block, 1);
     }
@@ -252,31 +311,31 @@ mod tests {
     fn an_atomic_after_a_write_orders_it_before_accesses_that_saw_the_atomic() {
         // Block 0's thread 0 writes its partial sum, then counts itself done with an atomic;
         // block 1's thread 0 counts itself after it and its threads read block 0's sum.
-        let races = GlobalRaces::default();
+        let races = GlobalRaces::new([(0, 4096)].into_iter());
         let write = stamp(0, 0, 1, races.now(), true);
-        races.access(256, 4, write, &seeing(&races, 0));
+        races.access(0, (256, 4), write, &seeing(&races, 0));
         let released = races.atomic(0, 0, 1, true);
         let seen = races.atomic(1, 0, 1, false);
         assert!(seen > released);
         assert_eq!(
             races.access(
-                256,
-                4,
+                0,
+                (256, 4),
                 stamp(1, 7, 2, races.now(), false),
                 &seeing(&races, seen)
             ),
             None
         );
         // A thread that saw only the launch's clock before the atomic is not ordered after it.
-        let races = GlobalRaces::default();
-        races.access(256, 4, write, &seeing(&races, 0));
+        let races = GlobalRaces::new([(0, 4096)].into_iter());
+        races.access(0, (256, 4), write, &seeing(&races, 0));
         let before = races.atomic(1, 0, 0, false);
         races.atomic(0, 0, 1, true);
         assert!(
             races
                 .access(
-                    256,
-                    4,
+                    0,
+                    (256, 4),
                     stamp(1, 7, 2, races.now(), false),
                     &seeing(&races, before)
                 )
@@ -288,23 +347,65 @@ mod tests {
     fn an_atomic_orders_only_what_comes_before_it_in_its_block() {
         // Thread 3 writes; thread 0 of its block makes an atomic with no barrier between: the
         // atomic does not follow the write, and a thread that saw it still races.
-        let races = GlobalRaces::default();
-        races.access(16, 4, stamp(0, 3, 0, 0, true), &seeing(&races, 0));
+        let races = GlobalRaces::new([(0, 4096)].into_iter());
+        races.access(0, (16, 4), stamp(0, 3, 0, 0, true), &seeing(&races, 0));
         races.atomic(0, 0, 0, true);
         let seen = races.atomic(1, 0, 0, false);
         assert!(
             races
-                .access(16, 4, stamp(1, 0, 0, seen, false), &seeing(&races, seen))
+                .access(
+                    0,
+                    (16, 4),
+                    stamp(1, 0, 0, seen, false),
+                    &seeing(&races, seen)
+                )
                 .is_some()
         );
         // After a barrier, thread 0's atomic follows thread 3's write.
-        let races = GlobalRaces::default();
-        races.access(16, 4, stamp(0, 3, 0, 0, true), &seeing(&races, 0));
+        let races = GlobalRaces::new([(0, 4096)].into_iter());
+        races.access(0, (16, 4), stamp(0, 3, 0, 0, true), &seeing(&races, 0));
         races.atomic(0, 0, 1, true);
         let seen = races.atomic(1, 0, 0, false);
         assert_eq!(
-            races.access(16, 4, stamp(1, 0, 0, seen, false), &seeing(&races, seen)),
+            races.access(
+                0,
+                (16, 4),
+                stamp(1, 0, 0, seen, false),
+                &seeing(&races, seen)
+            ),
             None
+        );
+    }
+
+    #[test]
+    fn reads_before_the_first_write_need_no_record() {
+        let races = GlobalRaces::new([(0, 64), (64, 4096)].into_iter());
+        assert!(races.read_only(0) && races.read_only(1));
+        races.access(1, (64, 4), stamp(0, 0, 0, 0, true), &seeing(&races, 0));
+        assert!(races.read_only(0) && !races.read_only(1));
+        assert!(!races.read_only(2), "no such allocation");
+    }
+
+    #[test]
+    fn pages_split_an_allocation_and_end_with_it() {
+        let races = GlobalRaces::new([(4096, 4096 + 4 * PAGE_WORDS + 8)].into_iter());
+        let last = 4096 + 4 * PAGE_WORDS + 4;
+        races.access(0, (last, 4), stamp(0, 1, 0, 0, true), &seeing(&races, 0));
+        assert!(
+            races
+                .access(0, (last, 4), stamp(0, 2, 0, 0, false), &seeing(&races, 0))
+                .is_some(),
+            "the last word's page"
+        );
+        assert_eq!(
+            races.access(
+                0,
+                (4096 + 4 * PAGE_WORDS, 4),
+                stamp(0, 2, 0, 0, false),
+                &seeing(&races, 0)
+            ),
+            None,
+            "the word before it"
         );
     }
 

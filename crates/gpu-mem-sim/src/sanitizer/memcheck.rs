@@ -60,9 +60,20 @@ impl MemoryMap {
 
     /// The allocation holding all of `address..address + size`.
     fn holding(&self, address: usize, size: usize) -> Option<&Allocation> {
+        self.index_holding(address, size).map(|i| &self.by_host[i])
+    }
+
+    /// The index (in [`MemoryMap::ranges`]' order) of the allocation holding all of
+    /// `address..address + size`.
+    fn index_holding(&self, address: usize, size: usize) -> Option<usize> {
         let i = self.by_host.partition_point(|a| a.host <= address);
         let a = self.by_host.get(i.checked_sub(1)?)?;
-        (address.saturating_add(size) <= a.host.saturating_add(a.len)).then_some(a)
+        (address.saturating_add(size) <= a.host.saturating_add(a.len)).then_some(i - 1)
+    }
+
+    /// Each allocation's `[start, end)` on the host.
+    pub(crate) fn ranges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.by_host.iter().map(|a| (a.host, a.host + a.len))
     }
 
     /// The device address of the byte at host `address`, and where it lies in its allocation:
@@ -203,8 +214,9 @@ pub(crate) struct Granted {
     /// shared memory (see [`Granted::shared`]).
     pub(crate) array: Option<usize>,
     pub(crate) shared: bool,
-    /// Global memory: an allocation of the launch's [`MemoryMap`] (racecheck watches it).
-    pub(crate) global: bool,
+    /// Global memory: the index of an allocation of the launch's [`MemoryMap`] (racecheck
+    /// watches them).
+    pub(crate) global: Option<usize>,
     /// Whether later accesses of `range` need no asking (false for an allocation initcheck
     /// still tracks: each of its accesses is looked at).
     pub(crate) keep: bool,
@@ -216,15 +228,8 @@ impl Granted {
             range,
             array: None,
             shared: false,
-            global: false,
+            global: None,
             keep: true,
-        }
-    }
-
-    fn global(range: (usize, usize)) -> Granted {
-        Granted {
-            global: true,
-            ..Granted::other(range)
         }
     }
 }
@@ -241,11 +246,16 @@ pub(crate) fn check(
     access: Access,
 ) -> Result<Granted, Violation> {
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
-    if let Some(a) = frame.memory.holding(address, size_bytes) {
-        return match &a.written {
+    if let Some(index) = frame.memory.index_holding(address, size_bytes) {
+        let a = &frame.memory.by_host[index];
+        let granted = match &a.written {
             Some(written) if !written.complete() => initialized(a, written, address, size, access),
-            _ => Ok(Granted::global((a.host, a.host + a.len))),
+            _ => Ok(Granted::other((a.host, a.host + a.len))),
         };
+        return granted.map(|g| Granted {
+            global: Some(index),
+            ..g
+        });
     }
     // The stack below the frame that started the thread (from where it is now).
     if within(address, size_bytes, frame.stack) {
@@ -260,7 +270,7 @@ pub(crate) fn check(
             range: (dyn_start, dyn_start + dyn_len),
             array: None,
             shared: true,
-            global: false,
+            global: None,
             keep: true,
         });
     }
@@ -283,7 +293,7 @@ pub(crate) fn check(
                 range: (start, start + local.size),
                 array: (!prelude).then_some(index),
                 shared: !prelude,
-                global: false,
+                global: None,
                 keep: true,
             });
         }
@@ -322,7 +332,7 @@ fn initialized(
         let (start, end) = written.written_run(offset);
         return Ok(Granted {
             keep: start < end,
-            ..Granted::global((a.host + start, a.host + end))
+            ..Granted::other((a.host + start, a.host + end))
         });
     };
     Err(Violation {
@@ -504,6 +514,7 @@ thread_local! {
             owner: Cell::new(0),
             allowed: GmSimAllowed {
                 ranges: [const { Cell::new(ALLOWED_EMPTY) }; ALLOWED_SLOTS],
+                reads: Cell::new(0),
                 atomics: Cell::new(0),
             },
             next: Cell::new(0),
@@ -524,17 +535,46 @@ impl Allowed {
                 for slot in &cache.allowed.ranges {
                     slot.set(ALLOWED_EMPTY);
                 }
+                cache.allowed.reads.set(0);
                 cache.next.set(0);
             }
         });
     }
 
     /// Remembers that the current block may touch `range`.
-    pub(crate) fn remember((start, end): (usize, usize)) {
+    pub(crate) fn remember(range: (usize, usize)) {
+        Allowed::grant(range, false);
+    }
+
+    /// Remembers that the current block may read `range` (its writes are still asked for).
+    pub(crate) fn remember_reads(range: (usize, usize)) {
+        Allowed::grant(range, true);
+    }
+
+    fn grant((start, end): (usize, usize), reads_only: bool) {
         CACHE.with(|cache| {
             let next = cache.next.get();
-            cache.allowed.ranges[next % ALLOWED_SLOTS].set([start, end]);
+            let slot = next % ALLOWED_SLOTS;
+            cache.allowed.ranges[slot].set([start, end]);
+            let reads = cache.allowed.reads.get() & !(1 << slot);
+            cache
+                .allowed
+                .reads
+                .set(reads | (usize::from(reads_only) << slot));
             cache.next.set(next.wrapping_add(1));
+        });
+    }
+
+    /// Forgets what was granted of `range` on this OS thread.
+    pub(crate) fn forget((start, end): (usize, usize)) {
+        CACHE.with(|cache| {
+            for (slot, range) in cache.allowed.ranges.iter().enumerate() {
+                if range.get() == [start, end] {
+                    range.set(ALLOWED_EMPTY);
+                    let reads = cache.allowed.reads.get();
+                    cache.allowed.reads.set(reads & !(1 << slot));
+                }
+            }
         });
     }
 

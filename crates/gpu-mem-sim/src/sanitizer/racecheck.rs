@@ -193,7 +193,7 @@ impl Shadow {
                     range: (address, end),
                     array: None,
                     shared: true,
-                    global: false,
+                    global: None,
                     keep: true,
                 });
                 self.regions.len() - 1
@@ -312,7 +312,7 @@ mod tests {
             range: (0, 4096),
             array: Some(0),
             shared: true,
-            global: false,
+            global: None,
             keep: true,
         });
         shadow
@@ -406,7 +406,7 @@ mod tests {
             range: (4096, 4096 + 128),
             array: Some(3),
             shared: true,
-            global: false,
+            global: None,
             keep: true,
         };
         assert_eq!(shadow.shared_holding(4096, 4), None);

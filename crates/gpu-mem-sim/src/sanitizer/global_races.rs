@@ -11,7 +11,7 @@
 //!   ([`GlobalRaces::read_only`]): inputs cost what memcheck's reads cost. Its first write starts
 //!   the records, so a read made before it is not compared with it (a race between a launch's
 //!   very first write to an array and an earlier read of the same bytes is missed; the next
-//!   ones are not);
+//!   ones are not); a block on another OS thread sees that first write from its next block on;
 //! * two accesses are ordered ([`Across`]) when the block orders them (the same thread, a block
 //!   barrier, a warp barrier or collective: `Stamp::ordered_in_block`), when a grid barrier lies
 //!   between them, or when an atomic orders them: the earlier access's block made an atomic

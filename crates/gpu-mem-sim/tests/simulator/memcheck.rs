@@ -36,7 +36,18 @@ pub(crate) fn run<T: Element + Copy>(
     inputs: &[Vec<T>],
     scalars: &[LaunchArg],
 ) -> Result<Vec<Vec<T>>, Error> {
-    let kernel = Kernel::from_source(code, "k");
+    run_kernel(backend, (code, "k"), launch, inputs, scalars)
+}
+
+/// As [`run`], for the kernel named in `(code, name)`.
+pub(crate) fn run_kernel<T: Element + Copy>(
+    backend: &SimBackend,
+    (code, name): (&str, &str),
+    launch: LaunchConfig,
+    inputs: &[Vec<T>],
+    scalars: &[LaunchArg],
+) -> Result<Vec<Vec<T>>, Error> {
+    let kernel = Kernel::from_source(code, name);
     let mut args = Vec::new();
     let mut ptrs = Vec::new();
     for input in inputs {

@@ -155,6 +155,10 @@ struct gm_sim_allowed {
     __UINTPTR_TYPE__ ranges[GM_SIM_ALLOWED_SLOTS][2]; /* [start, end) */
     __UINTPTR_TYPE__ reads; /* bit i: ranges[i] is granted for reads only */
     __UINTPTR_TYPE__ atomics;
+    /* [start, end): what the running thread wrote last, recorded by racecheck; its accesses
+     * there need no asking until it waits. Emptied by the simulator when another thread becomes
+     * current, and by the program when its loop starts the next thread. */
+    __UINTPTR_TYPE__ mine[2];
 };
 
 /* The executor's entry points, installed once by gm_sim_init (C layout shared with Rust). */
@@ -175,7 +179,7 @@ struct gm_sim_runtime {
     /* Checked programs: this OS thread's allowed ranges (they live as long as the OS thread). */
     const gm_sim_allowed *(*allowed)(void);
 };
-#define GM_SIM_ABI 6
+#define GM_SIM_ABI 7
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
@@ -916,6 +920,11 @@ inline void gm_sim_next_thread(gm_uint3& index, unsigned int& lane, unsigned int
     }
 }
 
+#if defined(GM_SIM_CHECKED)
+/* The program's loop starts another thread (gm_sim/checked.h). */
+GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
+#endif
+
 template <typename... P, unsigned long... I>
 GM_SIM_UNCHECKED void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
                         std::integer_sequence<unsigned long, I...>) {
@@ -945,6 +954,9 @@ GM_SIM_UNCHECKED void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
             for (unsigned int i = 0; i < count; ++i) {
                 thread->thread_idx = index;
                 thread->lane = lane;
+#if defined(GM_SIM_CHECKED)
+                gm_sim_thread_starts();
+#endif
                 entry(std::get<I>(params)...);
                 if (*faulted != 0) {
                     return;

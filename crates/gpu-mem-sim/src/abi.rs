@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 6;
+pub(crate) const ABI: u32 = 7;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -160,6 +160,10 @@ pub(crate) struct GmSimAllowed {
     pub(crate) reads: Cell<usize>,
     /// Nonzero: every atomic is asked for, wherever it lies (racecheck orders accesses by them).
     pub(crate) atomics: Cell<usize>,
+    /// What the running thread wrote last, recorded by racecheck (`[start, end)`): its accesses
+    /// there need no asking until it waits. Emptied when another thread becomes current (here,
+    /// or by the program when its loop starts the next thread: the one field it writes).
+    pub(crate) mine: Cell<[usize; 2]>,
 }
 
 /// A slot of [`GmSimAllowed`] that holds no access.

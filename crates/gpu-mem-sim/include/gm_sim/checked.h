@@ -33,6 +33,9 @@ GM_SIM_UNCHECKED __attribute__((always_inline)) inline bool gm_sim_granted(const
         return false;
     }
     const __UINTPTR_TYPE__ at = reinterpret_cast<__UINTPTR_TYPE__>(a);
+    if (at >= allowed->mine[0] && at <= allowed->mine[1] && size <= allowed->mine[1] - at) {
+        return true;
+    }
     const __UINTPTR_TYPE__ refused = kind == GM_SIM_ACCESS_READ ? 0 : allowed->reads;
     for (int i = 0; i < GM_SIM_ALLOWED_SLOTS; ++i) {
         const __UINTPTR_TYPE__ start = allowed->ranges[i][0], end = allowed->ranges[i][1];
@@ -76,6 +79,15 @@ GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check_aligned
         gm_sim_escape();
     }
     gm_sim_check(a, size, kind, pc);
+}
+
+/* The program's loop starts another thread: what the last one wrote is no longer its own. */
+GM_SIM_UNCHECKED inline void gm_sim_thread_starts() {
+    gm_sim_allowed* const allowed = const_cast<gm_sim_allowed*>(gm_sim_allowed_here);
+    if (allowed != nullptr) {
+        allowed->mine[0] = ~static_cast<__UINTPTR_TYPE__>(0);
+        allowed->mine[1] = 0;
+    }
 }
 
 /* An atomic: asked for even inside the ranges granted when the simulator watches atomics

@@ -37,6 +37,7 @@ pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
     let owner = thread.block.check_owner;
     if owner != 0 {
         Allowed::serve(owner, thread.block.global.watch_atomics);
+        Allowed::switched();
     }
 }
 
@@ -518,6 +519,9 @@ impl SimThread<'_, '_> {
         let hazard = races.access(allocation, (address, size), now, &order);
         drop(clocks);
         let Some(hazard) = hazard else {
+            if now.write {
+                Allowed::mine((address, address.saturating_add(size)));
+            }
             return;
         };
         let at = checked

@@ -12,6 +12,8 @@
 //!   the records, so a read made before it is not compared with it (a race between a launch's
 //!   very first write to an array and an earlier read of the same bytes is missed; the next
 //!   ones are not); a block on another OS thread sees that first write from its next block on;
+//! * a thread's accesses to bytes it wrote last, with no wait since, are not recorded either
+//!   (the executor grants them, `Allowed::mine`): a race with them is a race with that write;
 //! * two accesses are ordered ([`Across`]) when the block orders them (the same thread, a block
 //!   barrier, a warp barrier or collective: `Stamp::ordered_in_block`), when a grid barrier lies
 //!   between them, or when an atomic orders them: the earlier access's block made an atomic

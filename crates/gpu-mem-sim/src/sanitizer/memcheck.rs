@@ -516,6 +516,7 @@ thread_local! {
                 ranges: [const { Cell::new(ALLOWED_EMPTY) }; ALLOWED_SLOTS],
                 reads: Cell::new(0),
                 atomics: Cell::new(0),
+                mine: Cell::new(ALLOWED_EMPTY),
             },
             next: Cell::new(0),
         }
@@ -536,6 +537,7 @@ impl Allowed {
                     slot.set(ALLOWED_EMPTY);
                 }
                 cache.allowed.reads.set(0);
+                cache.allowed.mine.set(ALLOWED_EMPTY);
                 cache.next.set(0);
             }
         });
@@ -563,6 +565,18 @@ impl Allowed {
                 .set(reads | (usize::from(reads_only) << slot));
             cache.next.set(next.wrapping_add(1));
         });
+    }
+
+    /// Another thread becomes current on this OS thread: what the last one wrote is not its.
+    #[inline]
+    pub(crate) fn switched() {
+        CACHE.with(|cache| cache.allowed.mine.set(ALLOWED_EMPTY));
+    }
+
+    /// The running thread wrote `range`, and racecheck recorded it: until it waits, its
+    /// accesses there need no record (a race with them is a race with that write).
+    pub(crate) fn mine((start, end): (usize, usize)) {
+        CACHE.with(|cache| cache.allowed.mine.set([start, end]));
     }
 
     /// Forgets what was granted of `range` on this OS thread.
@@ -621,15 +635,44 @@ mod tests {
         assert_eq!(bytes(12), "12");
     }
 
-    /// Whether the OS thread's granted ranges hold the access: the test `gm_sim/checked.h`'s
+    /// Whether the OS thread's granted ranges hold a read: the test `gm_sim/checked.h`'s
     /// `gm_sim_granted` makes.
     fn granted(address: usize, size: usize) -> bool {
+        granted_for(address, size, false)
+    }
+
+    /// As [`granted`], for a read or (`write`) a write.
+    fn granted_for(address: usize, size: usize, write: bool) -> bool {
         // SAFETY: this OS thread's cache, read on it while nothing writes it.
         let allowed = unsafe { &*Allowed::here() };
-        allowed.ranges.iter().any(|range| {
+        let [start, end] = allowed.mine.get();
+        if within(address, size, (start, end)) {
+            return true;
+        }
+        let refused = if write { allowed.reads.get() } else { 0 };
+        allowed.ranges.iter().enumerate().any(|(slot, range)| {
             let [start, end] = range.get();
-            within(address, size, (start, end))
+            within(address, size, (start, end)) && (refused >> slot) & 1 == 0
         })
+    }
+
+    #[test]
+    fn ranges_granted_for_reads_refuse_writes_and_a_threads_own_writes_end_with_it() {
+        Allowed::serve(9, true);
+        Allowed::remember_reads((1000, 2000));
+        assert!(granted_for(1500, 4, false));
+        assert!(!granted_for(1500, 4, true), "granted for reads only");
+        Allowed::forget((1000, 2000));
+        assert!(!granted_for(1500, 4, false), "forgotten");
+        Allowed::remember((1000, 2000));
+        assert!(granted_for(1500, 4, true), "granted again, for writes too");
+        Allowed::mine((5000, 5004));
+        assert!(granted_for(5000, 4, true) && !granted_for(5000, 8, false));
+        Allowed::switched();
+        assert!(!granted_for(5000, 4, false), "another thread's write");
+        Allowed::mine((5000, 5004));
+        Allowed::serve(10, false);
+        assert!(!granted_for(5000, 4, false) && !granted_for(1500, 4, false));
     }
 
     #[test]

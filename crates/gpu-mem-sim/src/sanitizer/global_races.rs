@@ -30,7 +30,6 @@
 use super::racecheck::{Hazard, Lanes, Order, Stamp};
 use gpu_mem_core::sync::lock;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -51,7 +50,7 @@ pub(crate) struct GlobalRaces {
     /// watches the launch).
     allocations: Box<[Shadow]>,
     /// Each block's atomics that may order its accesses before others', in the order made.
-    releases: Mutex<HashMap<u64, Vec<Release>, BuildHasherDefault<WordHasher>>>,
+    releases: Mutex<HashMap<u64, Vec<Release>>>,
 }
 
 /// What the launch's threads did to one allocation.
@@ -226,30 +225,6 @@ impl Order for Across<'_> {
     }
 }
 
-/// A hash of word addresses (consecutive integers): Fibonacci hashing, one multiplication.
-#[derive(Default)]
-pub(crate) struct WordHasher(u64);
-
-impl Hasher for WordHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,15 +232,8 @@ mod tests {
     fn stamp(block: u64, thread: u32, block_syncs: u32, time: u64, write: bool) -> Stamp {
         Stamp {
             block,
-            thread,
-            warp: thread / 32,
-            block_syncs,
-            grid_syncs: 0,
-            lane: (thread % 32) as u8,
-            warp_epoch: 0,
             time,
-            pc: 0,
-            write,
+            ..Stamp::of(thread, block_syncs, write)
         }
     }
 
@@ -409,14 +377,5 @@ mod tests {
             None,
             "the word before it"
         );
-    }
-
-    #[test]
-    fn word_hashes_spread_consecutive_words() {
-        use std::hash::BuildHasher;
-        let build = BuildHasherDefault::<WordHasher>::default();
-        let hashes: std::collections::HashSet<u64> =
-            (0..4096usize).map(|w| build.hash_one(w) >> 52).collect();
-        assert!(hashes.len() > 3000, "{} distinct top bits", hashes.len());
     }
 }

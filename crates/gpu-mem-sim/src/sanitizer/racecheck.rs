@@ -57,6 +57,26 @@ impl Stamp {
     }
 }
 
+#[cfg(test)]
+impl Stamp {
+    /// For tests: an access by `thread` (of block 0, in warps of 32) after `block_syncs` block
+    /// barriers.
+    pub(crate) fn of(thread: u32, block_syncs: u32, write: bool) -> Stamp {
+        Stamp {
+            block: 0,
+            thread,
+            warp: thread / 32,
+            block_syncs,
+            grid_syncs: 0,
+            lane: (thread % 32) as u8,
+            warp_epoch: 0,
+            time: 0,
+            pc: 0,
+            write,
+        }
+    }
+}
+
 /// What orders an earlier access before a later one (happens before it).
 pub(crate) trait Order {
     fn before(&self, earlier: &Stamp, later: &Stamp) -> bool;
@@ -319,18 +339,7 @@ mod tests {
     }
 
     fn stamp(thread: u32, block_syncs: u32, write: bool) -> Stamp {
-        Stamp {
-            block: 0,
-            thread,
-            warp: thread / 32,
-            block_syncs,
-            grid_syncs: 0,
-            lane: (thread % 32) as u8,
-            warp_epoch: 0,
-            time: 0,
-            pc: 0,
-            write,
-        }
+        Stamp::of(thread, block_syncs, write)
     }
 
     /// The warp clock of a thread that never passed a warp barrier.

@@ -27,8 +27,10 @@
 //!   the block wrote, is refused, as memcheck refuses (memcheck's checks come with it too);
 //! * each access costs a call of a hook in the program, which looks in the ranges granted to
 //!   the OS thread's current block lately ([`memcheck::Allowed`], read by the program itself)
-//!   and asks the executor only outside them; with racecheck every access of shared and global
-//!   memory, and every atomic, is asked for and recorded.
+//!   and asks the executor only outside them; with racecheck every atomic and every access of
+//!   shared and global memory is asked for and recorded, except reads of an allocation no
+//!   thread of the launch wrote yet and a thread's repeats of its own last write
+//!   ([`global_races`]).
 
 mod global_races;
 mod initcheck;

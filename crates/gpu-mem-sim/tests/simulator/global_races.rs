@@ -286,3 +286,37 @@ fn every_thread_storing_the_same_flag_is_not_a_race_storing_its_own_value_is() {
     .unwrap_or_else(|e| panic!("the same value from every thread: {e}"));
     assert_eq!(out[1], vec![1.0]);
 }
+
+#[test]
+fn a_threads_own_last_write_is_its_own_only() {
+    // Every thread of one block adds to one word, twice. A thread's accesses after its first
+    // write go unrecorded (they are its own), which must end when the next thread starts: in
+    // the program's loop over the block's threads (a source that names no wait) and on fibers
+    // (a barrier first; each source is built apart, since whether threads may wait is decided
+    // per source).
+    let add = |before: &str| {
+        format!(
+            r#"
+extern "C" __global__ void k(const float* in, float* out) {{
+    {before}
+    out[0] += in[threadIdx.x];
+    out[0] += in[threadIdx.x];
+}}
+"#
+        )
+    };
+    for code in [add(""), add("__syncthreads();")] {
+        let (_, thread, message) = fault_of(run(
+            &racechecked(),
+            &code,
+            config(1, 32, 0),
+            &[vec![1.0f32; 32], vec![0.0f32; 1]],
+            &[],
+        ));
+        assert!(
+            message.contains("racecheck: Race reported between Write access"),
+            "{code}: {message}"
+        );
+        assert_eq!(thread, [1, 0, 0], "{code}: the second thread's first read");
+    }
+}

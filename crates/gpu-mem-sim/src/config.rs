@@ -62,11 +62,13 @@ pub struct Checks {
     /// `KernelFault` naming the access, the nearest allocation and the source line, before
     /// anything is written.
     pub memcheck: bool,
-    /// Two threads of a block touching the same word of shared memory, at least one writing,
-    /// with no barrier between them (block barriers; warp barriers and collectives within a
-    /// warp; atomics excepted) make the launch fail with a `KernelFault` naming both accesses,
-    /// their threads and lines. Its kernels are built checked, so memcheck's checks come with
-    /// it.
+    /// Two threads touching the same byte, at least one writing, with nothing ordering them,
+    /// make the launch fail with a `KernelFault` naming both accesses, their threads (and
+    /// blocks) and lines: in a block's shared memory, threads with no barrier between them
+    /// (block barriers; warp barriers and collectives within a warp); in global memory, threads
+    /// of any blocks with no barrier, grid barrier or atomic between them. Atomics never race
+    /// with each other, and a write that leaves the bytes as they were is not reported. Its
+    /// kernels are built checked, so memcheck's checks come with it.
     pub racecheck: bool,
     /// A kernel reading device memory that no copy, fill or kernel wrote since it was allocated
     /// (zeros on the simulator, whatever the memory held before on a GPU), or shared memory

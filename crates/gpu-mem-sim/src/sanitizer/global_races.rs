@@ -6,7 +6,8 @@
 //! * one [`GlobalRaces`] per checked launch, shared by all its blocks (which run on several OS
 //!   threads at once), with a shadow per allocation of the launch's memory map: each byte keeps
 //!   its last write and reads as in shared memory (`super::racecheck`), in pages of
-//!   [`PAGE_WORDS`] words made at their first access (about 150 bytes per 4-byte word);
+//!   [`PAGE_WORDS`] words made at their first access (about 150 bytes per 4-byte word), at most
+//!   [`SHADOW_WORDS`] a launch: past them memory not met yet is not watched (a warning says so);
 //! * an allocation no thread of the launch wrote yet is read without a record
 //!   ([`GlobalRaces::read_only`]): inputs cost what memcheck's reads cost. Its first write starts
 //!   the records, so a read made before it is not compared with it (a race between a launch's
@@ -30,12 +31,19 @@
 use super::racecheck::{Hazard, Lanes, Order, Stamp};
 use gpu_mem_core::sync::lock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Words of an allocation's shadow made at once (and locked together): 256 bytes of memory,
-/// few enough that blocks on two workers seldom share a page.
+/// few enough that blocks on two workers seldom share a page. A large allocation's pages are
+/// larger, so that its table of pages holds at most [`MAX_PAGES`].
 const PAGE_WORDS: usize = 64;
+const MAX_PAGES: usize = 1 << 16;
+
+/// The most words a launch's shadow holds (about 1.2 GiB): past them, the accesses of memory
+/// not met yet are not looked at for races, and the launch warns once, instead of the process
+/// running out of memory.
+const SHADOW_WORDS: usize = 8 << 20;
 
 /// How many of a block's atomics after an access are looked at for one that orders it before a
 /// later access; past that, the two are taken as ordered (a miss, never a false report).
@@ -51,13 +59,17 @@ pub(crate) struct GlobalRaces {
     allocations: Box<[Shadow]>,
     /// Each block's atomics that may order its accesses before others', in the order made.
     releases: Mutex<HashMap<u64, Vec<Release>>>,
+    /// Words the shadow may still make (of [`SHADOW_WORDS`]), and whether it ran out.
+    budget: AtomicUsize,
+    ran_out: AtomicBool,
 }
 
 /// What the launch's threads did to one allocation.
 struct Shadow {
-    /// The allocation's first word (host address / 4) and its length in words.
+    /// The allocation's first word (host address / 4), its length and its pages' in words.
     first_word: usize,
     words: usize,
+    page_words: usize,
     /// Whether a thread of the launch wrote it.
     written: AtomicBool,
     /// Each page's words (`Lanes`), made at their first access.
@@ -69,25 +81,36 @@ type Page = Box<Mutex<Box<[Lanes]>>>;
 impl Shadow {
     fn new((start, end): (usize, usize)) -> Shadow {
         let first_word = start >> 2;
+        let words = end.div_ceil(4).saturating_sub(first_word);
         Shadow {
             first_word,
-            words: end.div_ceil(4).saturating_sub(first_word),
+            words,
+            page_words: PAGE_WORDS.max(words.div_ceil(MAX_PAGES).next_power_of_two()),
             written: AtomicBool::new(false),
             pages: OnceLock::new(),
         }
     }
 
-    /// The page holding word `word` (an address / 4), made if it was not.
-    fn page(&self, word: usize) -> Option<&Mutex<Box<[Lanes]>>> {
-        let index = word.checked_sub(self.first_word)? / PAGE_WORDS;
+    /// The page holding word `word` (an address / 4), made if it was not and `budget` (words
+    /// the launch's shadow may still make) allows it.
+    fn page(&self, word: usize, budget: &AtomicUsize) -> Option<&Mutex<Box<[Lanes]>>> {
+        let index = word.checked_sub(self.first_word)? / self.page_words;
         let pages = self.pages.get_or_init(|| {
-            (0..self.words.div_ceil(PAGE_WORDS))
+            (0..self.words.div_ceil(self.page_words))
                 .map(|_| OnceLock::new())
                 .collect()
         });
-        let page = pages.get(index)?.get_or_init(|| {
+        let slot = pages.get(index)?;
+        if slot.get().is_none() {
+            // (Two threads making one page may both pay for it: the budget errs low.)
+            let take = |left: usize| left.checked_sub(self.page_words);
+            budget
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, take)
+                .ok()?;
+        }
+        let page = slot.get_or_init(|| {
             Box::new(Mutex::new(
-                (0..PAGE_WORDS).map(|_| Lanes::default()).collect(),
+                (0..self.page_words).map(|_| Lanes::default()).collect(),
             ))
         });
         Some(page)
@@ -117,6 +140,7 @@ impl GlobalRaces {
     pub(crate) fn new(allocations: impl Iterator<Item = (usize, usize)>) -> GlobalRaces {
         GlobalRaces {
             allocations: allocations.map(Shadow::new).collect(),
+            budget: AtomicUsize::new(SHADOW_WORDS),
             ..GlobalRaces::default()
         }
     }
@@ -179,10 +203,19 @@ impl GlobalRaces {
         let mut found = None;
         let mut word = address >> 2;
         while word << 2 < end {
-            let page = shadow.page(word)?;
+            let Some(page) = shadow.page(word, &self.budget) else {
+                if !self.ran_out.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "racecheck: the launch's record of global memory reached its limit ({} words, about {} MiB); accesses of memory it has not met are not looked at for races",
+                        SHADOW_WORDS,
+                        (SHADOW_WORDS * std::mem::size_of::<Lanes>()) >> 20
+                    );
+                }
+                return found;
+            };
             let mut words = lock(page);
-            // (Pages start at multiples of PAGE_WORDS from the allocation's first word.)
-            let lanes = words.get_mut((word - shadow.first_word) % PAGE_WORDS)?;
+            // (Pages start at multiples of their size from the allocation's first word.)
+            let lanes = words.get_mut((word - shadow.first_word) % shadow.page_words)?;
             found = found.or(lanes.record(word, (address, end), now, order));
             word += 1;
         }
@@ -354,6 +387,34 @@ mod tests {
         races.access(1, (64, 4), stamp(0, 0, 0, 0, true), &seeing(&races, 0));
         assert!(races.read_only(0) && !races.read_only(1));
         assert!(!races.read_only(2), "no such allocation");
+    }
+
+    #[test]
+    fn the_record_stops_growing_at_its_limit() {
+        let races = GlobalRaces::new([(0, 4 * PAGE_WORDS * 3)].into_iter());
+        races.budget.store(2 * PAGE_WORDS, Ordering::Relaxed);
+        let write = |address: usize, thread: u32| {
+            races.access(
+                0,
+                (address, 4),
+                stamp(0, thread, 0, 0, true),
+                &seeing(&races, 0),
+            )
+        };
+        write(0, 1);
+        write(4 * PAGE_WORDS, 1);
+        assert!(write(0, 2).is_some(), "pages made race as before");
+        write(8 * PAGE_WORDS, 1);
+        assert_eq!(write(8 * PAGE_WORDS, 2), None, "a third page is not made");
+        assert!(races.ran_out.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_large_allocation_has_larger_pages() {
+        let words = 64 * MAX_PAGES * 4;
+        let shadow = Shadow::new((0, 4 * words));
+        assert_eq!(shadow.page_words, 4 * PAGE_WORDS);
+        assert_eq!(Shadow::new((0, 4096)).page_words, PAGE_WORDS);
     }
 
     #[test]

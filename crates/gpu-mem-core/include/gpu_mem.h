@@ -196,7 +196,7 @@ struct gm_sim_runtime {
 /* The prelude's own glue (what reads the simulator's buffers and tables) is not checked in a
  * checked program: only the kernel's accesses are. */
 #if defined(GM_SIM_CHECKED)
-#define GM_SIM_UNCHECKED __attribute__((no_sanitize("thread")))
+#define GM_SIM_UNCHECKED __attribute__((no_sanitize("thread", "alignment")))
 #else
 #define GM_SIM_UNCHECKED
 #endif

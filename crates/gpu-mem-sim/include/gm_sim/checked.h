@@ -154,6 +154,38 @@ GM_SIM_HOOK void* __tsan_memset(void* to, int value, unsigned long size) {
     gm_sim_check(to, size, GM_SIM_ACCESS_WRITE, GM_SIM_PC);
     return __builtin_memset(to, value, size);
 }
+/* A load, store or member access through a pointer that does not lie on a multiple of its
+ * type's alignment (`-fsanitize=alignment`: a `float4*` made from `float* + 1`), which a GPU
+ * refuses ("misaligned address") even where each field the host compiler reads is aligned:
+ * refused as memcheck refuses a misaligned access, for an access of the type's alignment. */
+struct gm_sim_ubsan_mismatch {
+    gm_sim_ubsan_location location;
+    const gm_sim_ubsan_type* type;
+    unsigned char log_alignment;
+    unsigned char kind; /* 1: a store */
+};
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_misaligned(
+    const gm_sim_ubsan_mismatch* data, __UINTPTR_TYPE__ pointer, const void* pc) {
+    const unsigned long long alignment = 1ull << data->log_alignment;
+    /* (A null pointer is not this check's: its access is refused on its own.) */
+    if (pointer == 0 || (pointer & (alignment - 1)) == 0 || gm_sim_rt.access == nullptr) {
+        return;
+    }
+    const int kind = data->kind == 1 ? GM_SIM_ACCESS_WRITE : GM_SIM_ACCESS_READ;
+    if (gm_sim_rt.access(reinterpret_cast<const void*>(pointer), alignment,
+                         kind | GM_SIM_ACCESS_MISALIGNED, pc) != 0) {
+        gm_sim_escape();
+    }
+}
+GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1(gm_sim_ubsan_mismatch* data,
+                                                 __UINTPTR_TYPE__ pointer) {
+    gm_sim_misaligned(data, pointer, __builtin_return_address(0));
+}
+GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1_abort(gm_sim_ubsan_mismatch* data,
+                                                       __UINTPTR_TYPE__ pointer) {
+    gm_sim_misaligned(data, pointer, __builtin_return_address(0));
+}
+
 /* What the instrumentation calls besides accesses: nothing to do. */
 GM_SIM_HOOK void __tsan_init() {}
 GM_SIM_HOOK void __tsan_func_entry(void*) {}

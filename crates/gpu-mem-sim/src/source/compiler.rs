@@ -92,18 +92,22 @@ pub(crate) fn prelude_defines(threads: Threads) -> &'static [&'static str] {
 /// The instrumentation of a unit of `threads`: for checked programs, a call before every load,
 /// store and atomic of the kernel (ThreadSanitizer's, whose functions the prelude's
 /// `gm_sim/checked.h` supplies: no sanitizer runtime is linked, see [`LINK_FLAGS`]), without
-/// calls at function entry and exit, and line tables to name the line of a refused access.
+/// calls at function entry and exit, a test of every typed pointer's alignment (UBSan's
+/// `alignment`, whose handler `gm_sim/checked.h` supplies too), and line tables to name the
+/// line of a refused access.
 pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
         (Threads::Calls | Threads::Stackless, _) => &[],
         (Threads::Checked, false) => &[
             "-fsanitize=thread",
+            "-fsanitize=alignment",
             "--param",
             "tsan-instrument-func-entry-exit=0",
             "-g1",
         ],
         (Threads::Checked, true) => &[
             "-fsanitize=thread",
+            "-fsanitize=alignment",
             "-mllvm",
             "-tsan-instrument-func-entry-exit=0",
             "-gline-tables-only",

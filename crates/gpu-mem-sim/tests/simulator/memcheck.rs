@@ -611,3 +611,49 @@ extern "C" __global__ void k(const float* in, float* out) {
     .unwrap_or_else(|e| panic!("aligned: {e}"));
     assert_eq!(out[1], vec![1_065_353_216.0f32; 8]);
 }
+
+#[test]
+fn a_vector_load_off_its_alignment_is_refused_even_when_each_field_is_aligned() {
+    // A float4 pointer made from `float* + 1`: every field the host compiler reads lies on a
+    // multiple of 4, the vector on none of 16; a GPU faults ("misaligned address").
+    let load = |use_it: &str| {
+        format!(
+            r#"
+extern "C" __global__ void k(const float* in, float* out) {{
+    int i = threadIdx.x;
+    const float4* v = reinterpret_cast<const float4*>(in + 1);
+    {use_it}
+}}
+"#
+        )
+    };
+    for use_it in [
+        "float4 t = v[i]; out[i] = t.x + t.y + t.z + t.w;",
+        "out[i] = v[i].x + v[i].w;",
+    ] {
+        let (_, thread, message) = fault_of(run(
+            &checked(),
+            &load(use_it),
+            config(1, 4, 0),
+            &[vec![1.0f32; 64], vec![0.0f32; 4]],
+            &[],
+        ));
+        assert_eq!(thread, [0, 0, 0], "{use_it}: {message}");
+        assert!(
+            message.contains("memcheck: Invalid __global__ read of size 16")
+                && message.contains("misaligned")
+                && message.contains("k.cu:5"),
+            "{use_it}: {message}"
+        );
+    }
+    // The same vectors on their alignment are fine.
+    let out = run(
+        &checked(),
+        &load("out[i] = v[i].x + v[i].w;").replace("in + 1", "in + 4"),
+        config(1, 4, 0),
+        &[vec![1.0f32; 64], vec![0.0f32; 4]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("aligned vectors: {e}"));
+    assert_eq!(out[1], vec![2.0; 4]);
+}

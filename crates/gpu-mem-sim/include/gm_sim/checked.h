@@ -23,13 +23,18 @@ GM_SIM_UNCHECKED __attribute__((noinline)) inline void gm_sim_escape() {
 static thread_local const gm_sim_allowed* gm_sim_allowed_here = nullptr;
 
 /* Whether the simulator already granted this OS thread's current thread a range holding the
- * access (`kind`: a range granted for reads only does not hold a write): most accesses are
- * answered here, without a call into the simulator. */
+ * access (`kind`: a range granted for reads only does not hold a write, and none holds an
+ * atomic while the simulator watches atomics, `gm_sim_allowed::atomics`: racecheck orders
+ * accesses by them): most accesses are answered here, without a call into the simulator. */
 GM_SIM_UNCHECKED __attribute__((always_inline)) inline bool gm_sim_granted(const volatile void* a,
                                                                           unsigned long long size,
                                                                           int kind) {
     const gm_sim_allowed* const allowed = gm_sim_allowed_here;
     if (__builtin_expect(allowed == nullptr, 0)) {
+        return false;
+    }
+    if (allowed->atomics != 0 &&
+        (kind == GM_SIM_ACCESS_ATOMIC || kind == GM_SIM_ACCESS_ATOMIC_STORE)) {
         return false;
     }
     const __UINTPTR_TYPE__ at = reinterpret_cast<__UINTPTR_TYPE__>(a);
@@ -88,23 +93,6 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts() {
         allowed->mine[0] = ~static_cast<__UINTPTR_TYPE__>(0);
         allowed->mine[1] = 0;
     }
-}
-
-/* An atomic: asked for even inside the ranges granted when the simulator watches atomics
- * (`gm_sim_allowed::atomics`: racecheck orders accesses by them). */
-GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check_atomic(
-    const volatile void* a, unsigned long long size, int kind, const void* pc) {
-    const gm_sim_allowed* const allowed = gm_sim_allowed_here;
-    if (__builtin_expect(allowed != nullptr && allowed->atomics != 0, 0)) {
-        if ((reinterpret_cast<__UINTPTR_TYPE__>(a) & (size - 1)) != 0) {
-            kind |= GM_SIM_ACCESS_MISALIGNED;
-        }
-        if (gm_sim_rt.access(const_cast<const void*>(a), size, kind, pc) != 0) {
-            gm_sim_escape();
-        }
-        return;
-    }
-    gm_sim_check_aligned(a, size, kind, pc);
 }
 
 #define GM_SIM_PC __builtin_return_address(0)
@@ -197,16 +185,16 @@ GM_SIM_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMI
 
 #define GM_SIM_ATOMIC_OP(n, T, op, builtin)                                                    \
     GM_SIM_HOOK T __tsan_atomic##n##_##op(volatile T* a, T v, int) {                           \
-        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         return builtin(a, v, __ATOMIC_SEQ_CST);                                                \
     }
 #define GM_SIM_ATOMICS(n, T)                                                                   \
     GM_SIM_HOOK T __tsan_atomic##n##_load(const volatile T* a, int) {                          \
-        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                           \
     }                                                                                          \
     GM_SIM_HOOK void __tsan_atomic##n##_store(volatile T* a, T v, int) {                       \
-        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC_STORE, GM_SIM_PC);             \
+        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC_STORE, GM_SIM_PC);             \
         __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                              \
     }                                                                                          \
     GM_SIM_ATOMIC_OP(n, T, exchange, __atomic_exchange_n)                                      \
@@ -218,19 +206,19 @@ GM_SIM_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMI
     GM_SIM_ATOMIC_OP(n, T, fetch_nand, __atomic_fetch_nand)                                    \
     GM_SIM_HOOK int __tsan_atomic##n##_compare_exchange_strong(volatile T* a, T* expected,     \
                                                                T desired, int, int) {          \
-        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         return __atomic_compare_exchange_n(a, expected, desired, false, __ATOMIC_SEQ_CST,      \
                                            __ATOMIC_SEQ_CST);                                  \
     }                                                                                          \
     GM_SIM_HOOK int __tsan_atomic##n##_compare_exchange_weak(volatile T* a, T* expected,       \
                                                              T desired, int, int) {            \
-        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         return __atomic_compare_exchange_n(a, expected, desired, true, __ATOMIC_SEQ_CST,       \
                                            __ATOMIC_SEQ_CST);                                  \
     }                                                                                          \
     GM_SIM_HOOK T __tsan_atomic##n##_compare_exchange_val(volatile T* a, T expected, T desired, \
                                                           int, int) {                          \
-        gm_sim_check_atomic(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
+        gm_sim_check_aligned(a, sizeof(T), GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);                   \
         __atomic_compare_exchange_n(a, &expected, desired, false, __ATOMIC_SEQ_CST,            \
                                     __ATOMIC_SEQ_CST);                                         \
         return expected;                                                                       \

@@ -303,9 +303,13 @@ impl SimThread<'_, '_> {
                 }
                 self.shared_access(checked, info, &granted, (address, size, access), pc)
             }
-            Ok(granted) if checked.checks.racecheck && granted.global.is_some() => {
+            Ok(Granted {
+                range,
+                global: Some(index),
+                ..
+            }) if checked.checks.racecheck => {
                 // Global memory is watched access by access too.
-                let allocation = (granted.range, granted.global.unwrap_or_default());
+                let allocation = (range, index);
                 if !checked.checks.initcheck {
                     self.block.global.ranges.borrow_mut().push(allocation);
                 }

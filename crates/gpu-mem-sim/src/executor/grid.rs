@@ -46,7 +46,7 @@ pub(crate) fn run_grid(
     limits: Limits,
     memory: Option<(&MemoryMap, crate::Checks)>,
 ) -> Result<()> {
-    let prepared = Prepared::new(code, args, memory);
+    let prepared = Prepared::new(kernel, code, args, memory)?;
     let plan = prepared.plan(limits.thread_order);
     if cfg!(miri) && !plan.runs_under_miri() {
         return Err(Error::NotSupportedByBackend {

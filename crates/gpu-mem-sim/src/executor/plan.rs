@@ -22,6 +22,7 @@ use crate::abi::{CallsEntry, Entry, GmSimThreads, StacklessEntry};
 use crate::config::{Checks, ThreadOrder};
 use crate::sanitizer::{GlobalRaces, MemoryMap, ProgramLayout};
 use crate::thread::{PolledBody, SimKernelFn};
+use gpu_mem_core::Result;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::AtomicBool;
 
@@ -163,14 +164,15 @@ pub(crate) struct Prepared<'a> {
 
 impl<'a> Prepared<'a> {
     pub(crate) fn new(
+        kernel: &str,
         code: Code<'a>,
         resolved: &[Resolved],
         memory: Option<(&'a MemoryMap, Checks)>,
-    ) -> Prepared<'a> {
+    ) -> Result<Prepared<'a>> {
         let buffers = match code {
-            Code::Compiled(compiled) => encode(resolved, |i| {
+            Code::Compiled(compiled) => encode(kernel, resolved, |i| {
                 compiled.pointers.get(i).copied().unwrap_or(false)
-            }),
+            })?,
             Code::Closure(_) | Code::Async(_) => Vec::new(),
         };
         let args = buffers
@@ -184,7 +186,7 @@ impl<'a> Prepared<'a> {
                 (start, start + std::mem::size_of_val(&**b))
             })
             .collect();
-        Prepared {
+        Ok(Prepared {
             code,
             memory,
             warned: AtomicBool::new(false),
@@ -195,7 +197,7 @@ impl<'a> Prepared<'a> {
             arg_ranges,
             _buffers: buffers,
             args,
-        }
+        })
     }
 
     /// The plan: the one place that decides how the threads run. Threads that never wait run

@@ -181,31 +181,6 @@ fn destructors_of_ended_threads_may_use_atomics_and_barriers() {
     later_launches_run(&backend);
 }
 
-/// A device configured with a warp size the simulator cannot run is refused at launch.
-#[test]
-fn an_unsupported_warp_size_is_a_launch_error() {
-    let backend = SimBackend::new(SimConfig {
-        devices: vec![gpu_mem_sim::SimDeviceConfig {
-            warp_size: 128,
-            ..gpu_mem_sim::SimDeviceConfig::default()
-        }],
-    });
-    let kernel = Kernel::sim("ballot", |t| {
-        t.ballot_sync(u64::MAX, true);
-    });
-    let result = launch(&backend, &kernel, LaunchConfig::new(1, 128), &[]);
-    match result {
-        Err(Error::InvalidLaunch { kernel, reason }) => {
-            assert_eq!(kernel, "ballot");
-            assert!(
-                reason.contains("128") && reason.contains("32 or 64"),
-                "{reason}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
 /// Spin hints (each one an atomic would give) past the round limit, by the last thread of a
 /// block that then finishes: it is working, not stuck, and the launch succeeds (it was reported
 /// as stuck after 2^20 rounds of 16 hints, about 0.14 s in a release build).

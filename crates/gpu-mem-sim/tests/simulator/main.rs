@@ -14,6 +14,7 @@ mod common;
 mod contract;
 mod copy_engine;
 mod direct;
+mod every_form;
 mod fibers;
 mod global_races;
 mod initcheck;

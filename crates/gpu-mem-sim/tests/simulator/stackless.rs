@@ -1,14 +1,15 @@
 //! Kernels whose threads wait only at barriers and collectives, and spin only at atomics and
 //! spin hints, called in the kernel itself or in `__device__` helpers it calls, run as
 //! coroutines (stackless threads): they must compute what threads on fibers compute, and report
-//! faults, exceptions, divergence and endless spinning the same way. Each kernel here is also
-//! run in a form that must stay on fibers (a comment naming the runtime table, which keeps it
-//! from being tried), and the results compared.
+//! divergence and endless spinning the same way. Each kernel here is also run in a form that must
+//! stay on fibers (a comment naming the runtime table, which keeps it from being tried), and the
+//! results compared. Reductions, faults and C++ exceptions, divergence and spin-waits are also
+//! checked once for every form in `every_form`.
 #![cfg(not(miri))]
 
 use crate::common;
 
-use gpu_mem_core::kernel::{Dim3, LaunchConfig};
+use gpu_mem_core::kernel::LaunchConfig;
 use gpu_mem_core::{Error, Kernel};
 use gpu_mem_sim::{SimBackend, SimConfig};
 
@@ -28,69 +29,6 @@ fn run(
         config,
         &values,
     )
-}
-
-/// A block-wide tree reduction with a barrier per step, locals and a reference to `threadIdx`
-/// kept across barriers, an early `return` after the last one, in 3-D blocks of any shape.
-/// `HELPER` decides where the barrier is: in the kernel or in a helper function.
-fn reduction(helper: bool) -> String {
-    let (define, call) = if helper {
-        (
-            "__device__ void step_barrier() { __syncthreads(); }",
-            "step_barrier()",
-        )
-    } else {
-        ("", "__syncthreads()")
-    };
-    format!(
-        r#"#include "gpu_mem.h"
-{define}
-extern "C" __global__ void reduce(gm_array<int, 1> data) {{
-    GM_SHARED int cells[1024];
-    const dim3& me = threadIdx;
-    const int n = blockDim.x * blockDim.y * blockDim.z;
-    const int t = me.x + blockDim.x * (me.y + blockDim.y * me.z);
-    const long long base = (long long)blockIdx.x * n;
-    cells[t] = data(base + t);
-    int steps = 0;
-    for (int width = 1; width < n; width *= 2) {{
-        {call};
-        if (t % (2 * width) == 0 && t + width < n) cells[t] += cells[t + width];
-        ++steps;
-    }}
-    {call};
-    if (t != 0) return;
-    data(base) = cells[0] * 1000 + steps + (int)(me.x + me.y + me.z);
-}}
-"#
-    )
-}
-
-#[test]
-fn stackless_threads_compute_what_threads_on_fibers_compute() {
-    let backend = SimBackend::new(SimConfig::default());
-    for block in [
-        Dim3::new(256, 1, 1),
-        Dim3::new(16, 16, 1),
-        Dim3::new(3, 5, 7),
-        Dim3::new(1024, 1, 1),
-        Dim3::new(1, 1, 1),
-    ] {
-        let n = block.count() as usize;
-        let config = LaunchConfig::new(Dim3::new(3, 1, 1), block);
-        let init = |i: usize| (i % 97) as i32;
-        let stackless = run(&backend, &reduction(false), "reduce", config, 3 * n, init).unwrap();
-        let in_helper = run(&backend, &reduction(true), "reduce", config, 3 * n, init).unwrap();
-        let on_fibers = format!("{}{ON_FIBERS}", reduction(false));
-        let fibers = run(&backend, &on_fibers, "reduce", config, 3 * n, init).unwrap();
-        assert_eq!(stackless, fibers, "block {block}");
-        assert_eq!(in_helper, fibers, "block {block}");
-        let steps = (n as f64).log2().ceil() as i32;
-        for b in 0..3 {
-            let sum: i32 = (b * n..(b + 1) * n).map(init).sum();
-            assert_eq!(stackless[b * n], sum * 1000 + steps, "block {block}, {b}");
-        }
-    }
 }
 
 #[test]
@@ -163,83 +101,6 @@ extern "C" __global__ void keep(gm_array<int, 1> data) {
         let t = (i % 1024) as i64;
         assert_eq!(i64::from(*got), (t * 1023 * 1024 / 2) as i32 as i64, "{i}");
     }
-}
-
-#[test]
-fn faults_exceptions_and_divergence_are_reported_as_on_fibers() {
-    let backend = SimBackend::new(SimConfig::default());
-    let config = LaunchConfig::new(2, 64);
-    let oob = r#"#include "gpu_mem.h"
-extern "C" __global__ void oob(gm_array<int, 1> data) {
-    syncthreads();
-    data(threadIdx.x + 1000) = 1;
-    syncthreads();
-}
-"#;
-    let error = run(&backend, oob, "oob", config, 128, |_| 7).unwrap_err();
-    match &error {
-        Error::KernelFault {
-            kernel,
-            block,
-            thread,
-            message,
-        } => {
-            assert_eq!(kernel, "oob");
-            assert_eq!((block[0], thread[0]), (0, 0), "{error}");
-            assert!(
-                message.contains("(1000)") && message.contains("(128)"),
-                "{error}"
-            );
-        }
-        other => panic!("{other}"),
-    }
-
-    let throws = r#"#include "gpu_mem.h"
-extern "C" __global__ void throws(gm_array<int, 1> data) {
-    syncthreads();
-    if (threadIdx.x == 5) throw 42;
-    data(threadIdx.x) = 1;
-}
-"#;
-    let error = run(&backend, throws, "throws", config, 128, |_| 0).unwrap_err();
-    assert!(
-        matches!(&error, Error::KernelFault { thread, message, .. }
-            if thread[0] == 5 && message.contains("exception")),
-        "{error}"
-    );
-
-    let partial = r#"#include "gpu_mem.h"
-extern "C" __global__ void partial(gm_array<int, 1> data) {
-    if (threadIdx.x >= 32) return;
-    syncthreads();
-    data(threadIdx.x) = 1;
-}
-"#;
-    let error = run(&backend, partial, "partial", config, 128, |_| 0).unwrap_err();
-    let text = error.to_string();
-    assert!(
-        matches!(error, Error::BarrierDivergence { .. })
-            && text.contains("partial.cu:4")
-            && text.contains("32 of 64"),
-        "{text}"
-    );
-
-    let two_sites = r#"#include "gpu_mem.h"
-extern "C" __global__ void two_sites(gm_array<int, 1> data) {
-    if (threadIdx.x % 2 == 0) {
-        syncthreads();
-    } else {
-        barrier(GM_FENCE_GLOBAL);
-    }
-    data(threadIdx.x) = 1;
-}
-"#;
-    let error = run(&backend, two_sites, "two_sites", config, 128, |_| 0).unwrap_err();
-    let text = error.to_string();
-    assert!(
-        text.contains("two_sites.cu:4") && text.contains("two_sites.cu:6"),
-        "{text}"
-    );
 }
 
 /// A comment naming the runtime table (`gm_sim_rt`), which keeps a kernel from being tried

@@ -22,7 +22,7 @@ mod symbols;
 
 pub use crate::backend::kernel::{
     CParameter, Dim3, Kernel, KernelSource, LaunchArg, LaunchConfig, Module, SimForm,
-    check_peer_arguments, compiled, encode_parameters, portable, scan,
+    check_peer_arguments, compiled, encode_parameters, encode_parameters_at, portable, scan,
 };
 pub use args::{DevicePointer, In, InOut, KernelArg, Out, Prepared, Scalar};
 pub use symbols::AsModule;

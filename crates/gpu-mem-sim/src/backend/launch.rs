@@ -40,6 +40,7 @@ unsafe impl Launch for SimBackend {
         code.check_args(kernel.name(), args)?;
         executor::check_config(kernel, config, d.shared_memory, code.static_shared())?;
         let resolved = executor::resolve_args(&d.memory, kernel.name(), args)?;
+        let parameters = executor::parameters(kernel.name(), code.code(), args, &resolved)?;
         if d.checks.initcheck && !code.is_compiled() {
             // initcheck sees a compiled kernel's writes one by one, not a closure's: what a
             // closure is given counts as written, so that no later read of it is refused.
@@ -68,6 +69,7 @@ unsafe impl Launch for SimBackend {
                     &name,
                     code.code(),
                     &resolved,
+                    &parameters,
                     &config,
                     limits,
                     memory.as_deref().map(|m| (m, d.checks)),
@@ -84,6 +86,7 @@ unsafe impl Launch for SimBackend {
                             &name,
                             code.code(),
                             &resolved,
+                            &parameters,
                             &config,
                             limits,
                             memory.as_deref().map(|m| (m, checks)),

@@ -3,7 +3,7 @@
 //! block kept.
 
 use super::Limits;
-use super::args::{Resolved, views};
+use super::args::{Parameters, Resolved, views};
 use super::block::{Block, block_index, block_linear};
 use super::grid_barrier::GridBarrier;
 use super::plan::{Code, Plan, Prepared};
@@ -42,11 +42,12 @@ pub(crate) fn run_grid(
     kernel: &str,
     code: Code<'_>,
     args: &[Resolved],
+    parameters: &Parameters,
     config: &LaunchConfig,
     limits: Limits,
     memory: Option<(&MemoryMap, crate::Checks)>,
 ) -> Result<()> {
-    let prepared = Prepared::new(kernel, code, args, memory)?;
+    let prepared = Prepared::new(code, parameters, memory);
     let plan = prepared.plan(limits.thread_order);
     if cfg!(miri) && !plan.runs_under_miri() {
         return Err(Error::NotSupportedByBackend {

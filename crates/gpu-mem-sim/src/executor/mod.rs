@@ -34,7 +34,7 @@ mod sim_thread;
 mod stack;
 mod watchdog;
 
-pub(crate) use args::{Resolved, resolve as resolve_args};
+pub(crate) use args::{Parameters, Resolved, resolve as resolve_args};
 pub(crate) use compiled::RUNTIME;
 #[cfg(feature = "bench-internals")]
 pub(crate) use fiber::first_barrier_floor;
@@ -53,8 +53,25 @@ pub(crate) struct Limits {
     pub(crate) thread_order: crate::config::ThreadOrder,
 }
 
-use gpu_mem_core::kernel::{Kernel, LaunchConfig};
+use gpu_mem_core::kernel::{Kernel, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Error, Result};
+
+/// What `code` receives of the launch's arguments (`resolved` from `args`): a compiled
+/// kernel's parameters, encoded once at launch (so a malformed one is refused there); nothing
+/// for closures, which read the resolved arguments.
+pub(crate) fn parameters(
+    kernel: &str,
+    code: Code<'_>,
+    args: &[LaunchArg],
+    resolved: &[Resolved],
+) -> Result<Parameters> {
+    match code {
+        Code::Compiled(compiled) => Parameters::encode(kernel, args, resolved, |i| {
+            compiled.pointers.get(i).copied().unwrap_or(false)
+        }),
+        Code::Closure(_) | Code::Async(_) => Ok(Parameters::default()),
+    }
+}
 
 /// Largest block, per dimension and in total (CUDA's limits).
 pub(crate) const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];

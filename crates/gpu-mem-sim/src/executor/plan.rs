@@ -17,12 +17,11 @@
 //! A compiled program is built as coroutines whenever its source allows it (`crate::source`
 //! decides that when it compiles, from the source alone); the plan reads what was built.
 
-use super::args::{Resolved, encode};
+use super::args::Parameters;
 use crate::abi::{CallsEntry, Entry, GmSimThreads, StacklessEntry};
 use crate::config::{Checks, ThreadOrder};
 use crate::sanitizer::{GlobalRaces, MemoryMap, ProgramLayout};
 use crate::thread::{PolledBody, SimKernelFn};
-use gpu_mem_core::Result;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::AtomicBool;
 
@@ -151,8 +150,7 @@ pub(crate) struct Prepared<'a> {
     code: Code<'a>,
     /// The launch's global memory for a checked program, and the device's checks.
     memory: Option<(&'a MemoryMap, Checks)>,
-    /// The buffers (kept alive here) and a pointer to each (`void* args[]`).
-    _buffers: Vec<Box<[u64]>>,
+    /// A pointer to each parameter's first word (`void* args[]`).
     args: Vec<*mut c_void>,
     /// Each buffer's `[start, end)`.
     arg_ranges: Vec<(usize, usize)>,
@@ -163,30 +161,29 @@ pub(crate) struct Prepared<'a> {
 }
 
 impl<'a> Prepared<'a> {
+    /// `parameters`: a compiled kernel's (empty for closures).
     pub(crate) fn new(
-        kernel: &str,
         code: Code<'a>,
-        resolved: &[Resolved],
+        parameters: &'a Parameters,
         memory: Option<(&'a MemoryMap, Checks)>,
-    ) -> Result<Prepared<'a>> {
-        let buffers = match code {
-            Code::Compiled(compiled) => encode(kernel, resolved, |i| {
-                compiled.pointers.get(i).copied().unwrap_or(false)
-            })?,
-            Code::Closure(_) | Code::Async(_) => Vec::new(),
-        };
-        let args = buffers
+    ) -> Prepared<'a> {
+        // Compiled code only reads its parameters (each thread copies them out), so pointers
+        // made mutable for `void* args[]` are never written through.
+        let base = parameters.words.as_ptr().cast_mut();
+        let args = parameters
+            .spans
             .iter()
-            .map(|b| b.as_ptr().cast::<c_void>().cast_mut())
+            .map(|w| base.wrapping_add(w.start).cast::<c_void>())
             .collect();
-        let arg_ranges = buffers
+        let arg_ranges = parameters
+            .spans
             .iter()
-            .map(|b| {
-                let start = b.as_ptr() as usize;
-                (start, start + std::mem::size_of_val(&**b))
+            .map(|w| {
+                let start = base.wrapping_add(w.start) as usize;
+                (start, start + 8 * w.len())
             })
             .collect();
-        Ok(Prepared {
+        Prepared {
             code,
             memory,
             warned: AtomicBool::new(false),
@@ -195,9 +192,8 @@ impl<'a> Prepared<'a> {
                 _ => GlobalRaces::default(),
             },
             arg_ranges,
-            _buffers: buffers,
             args,
-        })
+        }
     }
 
     /// The plan: the one place that decides how the threads run. Threads that never wait run

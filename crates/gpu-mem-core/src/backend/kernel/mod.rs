@@ -24,4 +24,4 @@ pub use config::{Dim3, LaunchConfig};
 pub use definition::{Kernel, KernelSource, SimForm};
 pub use launch_arg::{LaunchArg, check_peer_arguments};
 pub use module::Module;
-pub use params::{CParameter, encode_parameters};
+pub use params::{CParameter, encode_parameters, encode_parameters_at};

@@ -37,18 +37,45 @@ pub fn encode_parameters(
     args: &[LaunchArg],
     size_of: impl Fn(usize) -> Option<usize>,
 ) -> Result<Vec<CParameter>> {
-    args.iter()
-        .enumerate()
-        .map(|(index, arg)| {
-            let (bytes, alignment) =
-                arg.c_parameter_for(size_of(index))
-                    .map_err(|reason| Error::InvalidLaunch {
-                        kernel: kernel.to_string(),
-                        reason: format!("argument {index} ({}): {reason}", arg.describe()),
-                    })?;
-            Ok(CParameter { bytes, alignment })
-        })
-        .collect()
+    let mut parameters = Vec::with_capacity(args.len());
+    encode_parameters_at(
+        kernel,
+        args,
+        size_of,
+        |index| args[index].address(),
+        |bytes, alignment| {
+            parameters.push(CParameter {
+                bytes: bytes.to_vec(),
+                alignment,
+            })
+        },
+    )?;
+    Ok(parameters)
+}
+
+/// As [`encode_parameters`], with `address_of(index)` in place of each array's or record's
+/// device address (a backend whose kernels see memory at other addresses, as the simulator's
+/// see host memory), each parameter handed to `put` (bytes, C alignment) in order, without a
+/// buffer of its own.
+pub fn encode_parameters_at<'a>(
+    kernel: &str,
+    args: impl IntoIterator<Item = &'a LaunchArg>,
+    size_of: impl Fn(usize) -> Option<usize>,
+    address_of: impl Fn(usize) -> u64,
+    mut put: impl FnMut(&[u8], usize),
+) -> Result<()> {
+    let mut bytes = Vec::with_capacity(8 + 16 * 4);
+    for (index, arg) in args.into_iter().enumerate() {
+        bytes.clear();
+        let alignment = arg
+            .write_c_parameter(address_of(index), size_of(index), &mut bytes)
+            .map_err(|reason| Error::InvalidLaunch {
+                kernel: kernel.to_string(),
+                reason: format!("argument {index} ({}): {reason}", arg.describe()),
+            })?;
+        put(&bytes, alignment);
+    }
+    Ok(())
 }
 
 impl LaunchArg {
@@ -58,13 +85,9 @@ impl LaunchArg {
     /// `gm_array<T, N>` to one of `8 + 16 N` bytes (or when the size is unknown); the rest as
     /// [`LaunchArg::c_parameter`]. Bytes and C alignment; the error says what is malformed.
     pub fn c_parameter_for(&self, size: Option<usize>) -> Result<(Vec<u8>, usize), String> {
-        match self {
-            LaunchArg::Array { shape, .. } if !shape.is_empty() && size == Some(8) => {
-                let ptr = self.pointer_address()?;
-                Ok((ptr.0.to_ne_bytes().to_vec(), 8))
-            }
-            _ => self.c_parameter(),
-        }
+        let mut bytes = Vec::new();
+        let alignment = self.write_c_parameter(self.address(), size, &mut bytes)?;
+        Ok((bytes, alignment))
     }
 
     /// The argument as a C kernel parameter of the portable prelude, what GPU backends pass:
@@ -74,13 +97,33 @@ impl LaunchArg {
     /// parameter. A `Record` is its pointer; a `Scalar` its bytes, aligned to the largest power
     /// of two up to 8 dividing its size. The error says what is malformed.
     pub fn c_parameter(&self) -> Result<(Vec<u8>, usize), String> {
+        self.c_parameter_for(None)
+    }
+
+    /// An array's or record's device address (0 for a scalar).
+    fn address(&self) -> u64 {
         match self {
-            LaunchArg::Array {
-                ptr,
-                shape,
-                strides,
-                ..
-            } => {
+            LaunchArg::Array { ptr, .. } | LaunchArg::Record { ptr, .. } => ptr.0,
+            LaunchArg::Scalar { .. } => 0,
+        }
+    }
+
+    /// Appends the C parameter ([`LaunchArg::c_parameter_for`]) to `out`, with `address` as the
+    /// array's or record's address; returns its C alignment.
+    fn write_c_parameter(
+        &self,
+        address: u64,
+        size: Option<usize>,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, String> {
+        match self {
+            LaunchArg::Array { shape, .. } if !shape.is_empty() && size == Some(8) => {
+                // Checks that the array is one block from its first element.
+                self.pointer_address()?;
+                out.extend_from_slice(&address.to_ne_bytes());
+                Ok(8)
+            }
+            LaunchArg::Array { shape, strides, .. } => {
                 if shape.len() != strides.len() {
                     return Err(format!(
                         "{} shape entries but {} strides",
@@ -88,26 +131,29 @@ impl LaunchArg {
                         strides.len()
                     ));
                 }
-                let mut bytes = Vec::with_capacity(8 + 16 * shape.len());
-                bytes.extend_from_slice(&ptr.0.to_ne_bytes());
+                out.extend_from_slice(&address.to_ne_bytes());
                 for &extent in shape {
                     let extent = i64::try_from(extent)
                         .map_err(|_| format!("extent {extent} does not fit a 64-bit long long"))?;
-                    bytes.extend_from_slice(&extent.to_ne_bytes());
+                    out.extend_from_slice(&extent.to_ne_bytes());
                 }
                 for &stride in strides {
                     let stride = i64::try_from(stride)
                         .map_err(|_| format!("stride {stride} does not fit a 64-bit long long"))?;
-                    bytes.extend_from_slice(&stride.to_ne_bytes());
+                    out.extend_from_slice(&stride.to_ne_bytes());
                 }
-                Ok((bytes, 8))
+                Ok(8)
             }
-            LaunchArg::Record { ptr, .. } => Ok((ptr.0.to_ne_bytes().to_vec(), 8)),
+            LaunchArg::Record { .. } => {
+                out.extend_from_slice(&address.to_ne_bytes());
+                Ok(8)
+            }
             LaunchArg::Scalar { bytes, .. } => {
                 if bytes.is_empty() {
                     return Err("a zero-sized value cannot be a kernel parameter".to_string());
                 }
-                Ok((bytes.clone(), 1 << bytes.len().trailing_zeros().min(3)))
+                out.extend_from_slice(bytes);
+                Ok(1 << bytes.len().trailing_zeros().min(3))
             }
         }
     }
@@ -115,7 +161,7 @@ impl LaunchArg {
 
 #[cfg(test)]
 mod tests {
-    use super::{CParameter, LaunchArg, encode_parameters};
+    use super::{CParameter, LaunchArg, encode_parameters, encode_parameters_at};
     use crate::backend::DevicePtr;
     use crate::error::Error;
     use proptest::prelude::*;
@@ -213,6 +259,49 @@ mod tests {
                     alignment: 8
                 },
             ]
+        );
+    }
+
+    /// With other addresses (the simulator's host ones), each array and record carries the one
+    /// given for it, in the same layout; scalars are unchanged; malformed arguments are refused
+    /// alike.
+    #[test]
+    fn parameters_at_other_addresses_keep_the_layout() {
+        let record = LaunchArg::Record {
+            ptr: DevicePtr(0x3000),
+            itemsize: 8,
+            elem: TypeId::of::<u64>(),
+            dtype: "u64",
+        };
+        let args = [
+            array_at(0x1000, vec![2, 3], vec![3, 1], 6),
+            array_at(0x2000, vec![4], vec![1], 4),
+            record,
+            scalar(vec![5; 12]),
+        ];
+        let sizes = [None, Some(8), Some(8), Some(12)];
+        let mut got = Vec::new();
+        encode_parameters_at(
+            "kern",
+            &args,
+            |i| sizes[i],
+            |i| 0xA000 + i as u64,
+            |bytes, alignment| got.push((bytes.to_vec(), alignment)),
+        )
+        .unwrap();
+        let on_device = encode_parameters("kern", &args, |i| sizes[i]).unwrap();
+        assert_eq!(words(&got[0].0), vec![0xA000, 2, 3, 3, 1]);
+        assert_eq!(words(&got[1].0), vec![0xA001]);
+        assert_eq!(words(&got[2].0), vec![0xA002]);
+        assert_eq!(got[3], (vec![5; 12], 4));
+        for (at, device) in got.iter().zip(&on_device) {
+            assert_eq!((at.0.len(), at.1), (device.bytes.len(), device.alignment));
+        }
+        let strided = [array_at(0x1000, vec![4], vec![2], 7)];
+        let error = encode_parameters_at("kern", &strided, |_| Some(8), |_| 0, |_, _| {});
+        assert!(
+            matches!(&error, Err(Error::InvalidLaunch { reason, .. }) if reason.contains("contiguous")),
+            "{error:?}"
         );
     }
 

@@ -194,8 +194,14 @@ struct gm_sim_runtime {
 #define GM_SIM_ACCESS_MISALIGNED 8
 
 /* The prelude's own glue (what reads the simulator's buffers and tables) is not checked in a
- * checked program: only the kernel's accesses are. */
-#if defined(GM_SIM_CHECKED)
+ * checked program: only the kernel's accesses are. Clang's ThreadSanitizer pass instruments
+ * atomics even in `no_sanitize("thread")` functions, which turned the hooks' own atomics into
+ * calls of themselves (a stack overflow at a checked kernel's first atomic); only
+ * `disable_sanitizer_instrumentation` keeps it out of a function entirely. */
+#if defined(GM_SIM_CHECKED) && defined(__clang__)
+#define GM_SIM_UNCHECKED \
+    __attribute__((no_sanitize("thread", "alignment"), disable_sanitizer_instrumentation))
+#elif defined(GM_SIM_CHECKED)
 #define GM_SIM_UNCHECKED __attribute__((no_sanitize("thread", "alignment")))
 #else
 #define GM_SIM_UNCHECKED

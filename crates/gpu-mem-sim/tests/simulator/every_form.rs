@@ -644,15 +644,19 @@ fn flag_kernel(form: Form, sets_flag: bool) -> Kernel {
     )
 }
 
+/// Runs [`flag_kernel`] in one block of `threads`; the flag thread 0 saw.
+fn run_flag(
+    backend: &SimBackend,
+    form: Form,
+    sets_flag: bool,
+    threads: u32,
+) -> Result<Vec<i32>, Error> {
+    let kernel = flag_kernel(form, sets_flag);
+    common::run_on_array(backend, &kernel, LaunchConfig::new(1, threads), &[0i32])
+}
+
 fn a_spin_wait_that_lets_others_run_finishes(form: Form) {
-    let out = common::run_on_array(
-        &backend(),
-        &flag_kernel(form, true),
-        LaunchConfig::new(1, 64),
-        &[0i32],
-    )
-    .unwrap();
-    assert_eq!(out, vec![42]);
+    assert_eq!(run_flag(&backend(), form, true, 64).unwrap(), vec![42]);
 }
 
 /// Reported after the spin limits and the watchdog's time ([`common::WATCHDOG_SECONDS`] here),
@@ -660,23 +664,10 @@ fn a_spin_wait_that_lets_others_run_finishes(form: Form) {
 fn a_spin_wait_that_nothing_ends_is_reported(form: Form) {
     let backend = common::backend_with_watchdog(common::WATCHDOG_SECONDS);
     let started = std::time::Instant::now();
-    let error = common::run_on_array(
-        &backend,
-        &flag_kernel(form, false),
-        LaunchConfig::new(1, 2),
-        &[0i32],
-    )
-    .unwrap_err();
+    let error = run_flag(&backend, form, false, 2).unwrap_err();
     assert!(error.to_string().contains("no forward progress"), "{error}");
     assert!(started.elapsed() >= std::time::Duration::from_secs_f64(common::WATCHDOG_SECONDS));
-    let out = common::run_on_array(
-        &backend,
-        &flag_kernel(form, true),
-        LaunchConfig::new(1, 2),
-        &[0i32],
-    )
-    .unwrap();
-    assert_eq!(out, vec![42]);
+    assert_eq!(run_flag(&backend, form, true, 2).unwrap(), vec![42]);
 }
 
 /// A device configured with a warp size the simulator cannot run is refused at launch.

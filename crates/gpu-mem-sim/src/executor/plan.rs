@@ -13,7 +13,10 @@
 //! of the program's. `Fibers` gives each thread that waits a stack of its own. `Polled` polls
 //! each thread's future round by round. All four release barriers and collectives, and report
 //! divergence, faults and spinning, by the same rules (`crate::executor::release`,
-//! `crate::executor::watchdog`), so the plan changes the cost of a launch, never its outcome.
+//! `crate::executor::watchdog`), so the plan changes the cost of a launch, never its outcome;
+//! one thing aside: after a fault, `Direct` runs no further thread, the others end the block at
+//! its next round, so what later threads wrote differs (on a GPU the faulting thread's
+//! warp-mates run beside it; `tests/simulator/every_form.rs` holds every plan to the rest).
 //! A compiled program is built as coroutines whenever its source allows it (`crate::source`
 //! decides that when it compiles, from the source alone); the plan reads what was built.
 

@@ -179,7 +179,7 @@ class thread_block_tile : public thread_group {
     unsigned long long meta_group_size() const { return (details::block_size() + N - 1) / N; }
     bool large() const { return large_; }
     /* The tile's lanes, as a warp mask. */
-    unsigned long long gm_sim_mask() const { return mask_; }
+    unsigned long long gm_tile_lanes() const { return mask_; }
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         if (large_) {
             details::block_barrier(file, line);
@@ -330,7 +330,7 @@ class coalesced_group : public thread_group {
     unsigned long long meta_group_rank() const { return 0; }
     unsigned long long meta_group_size() const { return 1; }
     /* The lanes, as a warp mask (what `__activemask` gives). */
-    unsigned long long gm_sim_mask() const { return mask_; }
+    unsigned long long gm_tile_lanes() const { return mask_; }
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         details::warp_barrier(mask_, file, line);
     }
@@ -427,7 +427,7 @@ inline coalesced_group labeled_partition(const thread_block_tile<N, P>& tile, La
                                          const char* file = __builtin_FILE(),
                                          int line = __builtin_LINE()) {
     static_assert(N <= 32, "labeled_partition of a tile of at most 32 threads");
-    return labeled_partition(coalesced_group(tile.gm_sim_mask()), label, file, line);
+    return labeled_partition(coalesced_group(tile.gm_tile_lanes()), label, file, line);
 }
 /* The threads of `group` whose `predicate` is the caller's. */
 template <typename Group>

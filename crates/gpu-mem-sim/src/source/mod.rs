@@ -954,11 +954,17 @@ mod tests {
                      \x20   cg::thread_block cta = cg::this_thread_block();\n\
                      \x20   a[cta.thread_rank()] += 1; cg::sync(cta); cta.sync();\n}\n";
         assert_eq!(threads_of(block), Threads::Stackless);
+        // A warp tile's sync and shuffles are intrinsics over its lanes; its votes are not
+        // lowered, nor are tiles wider than a warp of 32.
         let tile = block.replace(
             "cta.sync();",
             "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); t.sync();",
         );
-        assert_eq!(threads_of(&tile), Threads::Calls);
+        assert_eq!(threads_of(&tile), Threads::Stackless);
+        let vote = tile.replace("t.sync();", "a[0] = t.any(a[1]);");
+        assert_eq!(threads_of(&vote), Threads::Calls);
+        let wide = tile.replace("<32>", "<64>");
+        assert_eq!(threads_of(&wide), Threads::Calls);
         // A helper that waits only at an atomic would be a coroutine per call: fibers instead.
         let atomic_helper = block.replace(
             "__global__ void k(int* a) {",

@@ -73,6 +73,54 @@ __global__ void k(gm_array<int, 1> data) {
     assert!(fibers.contains("k.cu:7"), "{fibers}");
 }
 
+/// NVIDIA's samples' warp steps on tiles (`tile.shfl_down`, `tile.sync()`), in the kernel and in
+/// a helper taking a tile, lowered to the intrinsics over the tile's lanes: stackless they
+/// compute what they compute on fibers, in full and partial warps, and a tile sync some lanes
+/// skip is reported at its line both ways.
+#[test]
+fn warp_tiles_lowered_to_intrinsics_compute_and_report_as_on_fibers() {
+    let source = r#"#include "gpu_mem.h"
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ int tile_sum(const cg::thread_block_tile<16>& t, int v) {
+    for (int o = t.size() / 2; o > 0; o /= 2) v += t.shfl_down(v, o);
+    return v;
+}
+__global__ void k(gm_array<int, 1> data) {
+    cg::thread_block cta = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cta);
+    auto half = cg::tiled_partition<16>(cta);
+    __shared__ int s[128];
+    int v = data(threadIdx.x);
+    s[threadIdx.x] = tile.shfl_xor(v, 3) + tile.shfl_up(v, 2) * 100;
+    tile.sync();
+    int w = s[tile.meta_group_rank() * 32 + (tile.thread_rank() + 1) % 32];
+    cg::sync(cta);
+    data(threadIdx.x) = tile_sum(half, v) * 1000 + tile.shfl(w, 5) % 1000;
+}
+"#;
+    for threads in [64, 48, 96] {
+        let (stackless, fibers) = both_ways(source, threads);
+        assert!(stackless.is_ok(), "{threads}: {stackless:?}");
+        assert_eq!(stackless, fibers, "{threads} threads");
+    }
+    let divergent = r#"#include "gpu_mem.h"
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(gm_array<int, 1> data) {
+    auto tile = cg::tiled_partition<32>(cg::this_thread_block());
+    if (tile.thread_rank() < 8) {
+        tile.sync();
+    }
+    data(threadIdx.x) = 1;
+}
+"#;
+    let (stackless, fibers) = both_ways(divergent, 32);
+    let (stackless, fibers) = (stackless.unwrap_err(), fibers.unwrap_err());
+    assert!(stackless.contains("k.cu:7"), "{stackless}");
+    assert!(fibers.contains("k.cu:7"), "{fibers}");
+}
+
 #[test]
 fn frames_larger_than_a_chunk_and_many_threads() {
     // 1024 threads, each keeping 4 KiB of locals across a barrier: 4 MiB of frames per block.

@@ -1,34 +1,64 @@
-//! Cooperative groups at block scope, lowered for the stackless rewrite: NVIDIA's samples write
-//! a block barrier as `cg::sync(cta)` or `cta.sync()` on `cg::thread_block cta =
-//! cg::this_thread_block()`, where a coroutine cannot suspend (the barrier is a member
-//! function of the simulator's `cooperative_groups.h`). Such a sync of a block group is
-//! `__syncthreads()`, so [`lower`] writes it so, in place (same line, same column), and the
-//! rewrite then treats it as any other barrier.
+//! Cooperative groups of a block, lowered for the stackless rewrite: NVIDIA's samples write a
+//! block barrier as `cg::sync(cta)` or `cta.sync()` on `cg::thread_block cta =
+//! cg::this_thread_block()`, and warp steps as `tile.shfl_down(v, d)` on `cg::thread_block_tile<32>
+//! tile = cg::tiled_partition<32>(cta)`, where a coroutine cannot suspend (they are member
+//! functions of the simulator's `cooperative_groups.h`). [`lower`] writes them as the intrinsics
+//! they are, in place (same line): a block group's sync as `__syncthreads()`; a tile's `sync()` as
+//! `__syncwarp(tile.gm_tile_lanes())` and its `shfl`, `shfl_up`, `shfl_down` and `shfl_xor` as
+//! `__shfl_*_sync(tile.gm_tile_lanes(), ..., N)` (the tile's lanes, the width its size), which is
+//! what the tile's own functions call; the rewrite then treats them as any other wait.
 //!
 //! Guarantees: the source is lowered only when everything it names of cooperative groups is a
-//! block group's type, `this_thread_block()`, a sync of a variable declared as a block group
-//! (or of `this_thread_block()` itself), or a member function of a block group that does not
-//! wait (`thread_rank`, `size`, ...). Tiles, coalesced and grid groups, `reduce`, `memcpy_async`
-//! and the rest keep the kernel on stacks, as before. [`is_block_level`] says whether a source
-//! names cooperative groups only that way with no sync left, which is what the stackless check
-//! (`super::why_not`) accepts.
+//! block group's type, `this_thread_block()`, a tile of a literal size up to 32 (within a warp of
+//! 32 or 64 lanes) declared as `thread_block_tile<N> t` or `auto t = tiled_partition<N>(...)`, a
+//! sync of such a group, a tile's shuffle, or a member function that does not wait (`thread_rank`,
+//! `size`, ...). Larger and run-time sized tiles, a tile's votes, coalesced and grid groups,
+//! `reduce`, `memcpy_async` and the rest keep the kernel on stacks, as before. [`is_block_level`]
+//! says whether a source names cooperative groups only that way with nothing left to lower, which
+//! is what the stackless check (`super::why_not`) accepts.
 
 use gpu_mem_core::kernel::scan::tokens::{Token, tokens};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The namespace.
 const NAMESPACE: &str = "cooperative_groups";
 
 /// What a lowered source may name inside the namespace (qualified, or unqualified after
 /// `using namespace cooperative_groups`).
-const BLOCK_LEVEL: [&str; 3] = ["thread_block", "this_thread_block", "sync"];
+const BLOCK_LEVEL: [&str; 5] = [
+    "thread_block",
+    "this_thread_block",
+    "sync",
+    "thread_block_tile",
+    "tiled_partition",
+];
+
+/// The largest tile lowered: within one warp whatever the device's warp size (32 or 64).
+const LARGEST_TILE: u32 = 32;
+
+/// A tile's shuffles and the intrinsics they are.
+const TILE_SHUFFLES: [(&str, &str); 4] = [
+    ("shfl", "__shfl_sync"),
+    ("shfl_up", "__shfl_up_sync"),
+    ("shfl_down", "__shfl_down_sync"),
+    ("shfl_xor", "__shfl_xor_sync"),
+];
+
+/// Member functions of a group that wait (or may), besides `sync` and the shuffles: on a
+/// group this does not lower, they keep the kernel on stacks.
+const WAITING_MEMBERS: [&str; 6] = [
+    "ballot",
+    "any",
+    "all",
+    "match_any",
+    "match_all",
+    "barrier_wait",
+];
 
 /// Names of cooperative groups beyond block groups (the simulator's headers and CUDA's): a
 /// source naming one after `using namespace cooperative_groups` is not lowered.
-const BEYOND_BLOCKS: [&str; 22] = [
+const BEYOND_BLOCKS: [&str; 20] = [
     "thread_group",
-    "thread_block_tile",
-    "tiled_partition",
     "coalesced_group",
     "coalesced_threads",
     "labeled_partition",
@@ -55,15 +85,15 @@ const BEYOND_BLOCKS: [&str; 22] = [
 /// lower, or something beyond block groups, or a form this does not read).
 pub(crate) fn lower(code: &str) -> Option<String> {
     let scan = Scan::of(code)?;
-    if scan.syncs.is_empty() {
+    if scan.edits.is_empty() {
         return None;
     }
-    let mut lowered = String::with_capacity(code.len());
+    let mut lowered = String::with_capacity(code.len() + 32 * scan.edits.len());
     let mut at = 0;
-    for &(start, end) in &scan.syncs {
-        lowered.push_str(&code[at..start]);
-        lowered.push_str("__syncthreads()");
-        at = end;
+    for (start, end, with) in &scan.edits {
+        lowered.push_str(&code[at..*start]);
+        lowered.push_str(with);
+        at = *end;
     }
     lowered.push_str(&code[at..]);
     Some(lowered)
@@ -72,13 +102,13 @@ pub(crate) fn lower(code: &str) -> Option<String> {
 /// Whether `code` names cooperative groups only at block level, with no sync left to lower
 /// (so that, for the stackless check, it names nothing of them that waits).
 pub(crate) fn is_block_level(code: &str) -> bool {
-    Scan::of(code).is_some_and(|scan| scan.syncs.is_empty())
+    Scan::of(code).is_some_and(|scan| scan.edits.is_empty())
 }
 
 /// What [`lower`] reads of a source.
 struct Scan {
-    /// Byte ranges of the syncs to write as `__syncthreads()`, in order.
-    syncs: Vec<(usize, usize)>,
+    /// Byte ranges to write otherwise, and what to write there, in order.
+    edits: Vec<(usize, usize, String)>,
 }
 
 impl Scan {
@@ -121,7 +151,59 @@ impl Scan {
                 blocks.insert(text(j));
             }
         }
-        let mut syncs = Vec::new();
+        // Tiles: `thread_block_tile<N> t` (a variable or parameter) or
+        // `auto t = tiled_partition<N>(...)`, each name with one size.
+        let size_at = |i: usize| -> Option<u32> {
+            (text(i) == "<" && text(i + 2) == ">")
+                .then(|| text(i + 1).parse::<u32>().ok())
+                .flatten()
+                .filter(|n| n.is_power_of_two() && *n <= LARGEST_TILE)
+        };
+        let mut tiles: BTreeMap<&str, u32> = BTreeMap::new();
+        for i in 0..toks.len() {
+            let (size, mut j) = if names(i, "thread_block_tile") {
+                (size_at(i + 1), i + 4)
+            } else if text(i) == "auto"
+                && toks.get(i + 1).is_some_and(|t| t.ident)
+                && text(i + 2) == "="
+            {
+                let at = if text(i + 4) == ":" { i + 6 } else { i + 3 };
+                if !names(at, "tiled_partition") {
+                    continue;
+                }
+                (size_at(at + 1), i + 1)
+            } else {
+                continue;
+            };
+            let size = size?;
+            while matches!(text(j), "const" | "&") {
+                j += 1;
+            }
+            if toks.get(j).is_some_and(|t| t.ident)
+                && matches!(text(j + 1), "=" | ";" | "," | ")" | "(" | "{")
+                && *tiles.entry(text(j)).or_insert(size) != size
+            {
+                return None;
+            }
+        }
+        // The `)` closing the `(` at token `open`.
+        let closing = |open: usize| -> Option<usize> {
+            let mut depth = 0usize;
+            for (k, t) in toks.iter().enumerate().skip(open) {
+                match &code[t.start..t.end] {
+                    "(" => depth += 1,
+                    ")" => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(k);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            None
+        };
+        let mut edits = Vec::new();
         let mut i = 0;
         while i < toks.len() {
             let word = text(i);
@@ -129,16 +211,43 @@ impl Scan {
                 i += 1;
                 continue;
             }
+            let member = |name: &str| text(i + 1) == "." && text(i + 2) == name;
             // `X.sync()` of a block group variable.
-            if blocks.contains(word)
-                && text(i + 1) == "."
-                && text(i + 2) == "sync"
-                && text(i + 3) == "("
-                && text(i + 4) == ")"
-            {
-                syncs.push((toks[i].start, toks[i + 4].end));
+            if blocks.contains(word) && member("sync") && text(i + 3) == "(" && text(i + 4) == ")" {
+                edits.push((
+                    toks[i].start,
+                    toks[i + 4].end,
+                    "__syncthreads()".to_string(),
+                ));
                 i += 5;
                 continue;
+            }
+            if let Some(&size) = tiles.get(word) {
+                let mask = format!("{word}.gm_tile_lanes()");
+                // `t.sync()` of a tile: a barrier of its lanes.
+                if member("sync") && text(i + 3) == "(" && text(i + 4) == ")" {
+                    edits.push((
+                        toks[i].start,
+                        toks[i + 4].end,
+                        format!("__syncwarp({mask})"),
+                    ));
+                    i += 5;
+                    continue;
+                }
+                // `t.shfl_down(v, d)`: the intrinsic over the tile's lanes, its size the width.
+                if let Some((_, intrinsic)) = TILE_SHUFFLES.iter().find(|(name, _)| member(name))
+                    && text(i + 3) == "("
+                {
+                    let close = closing(i + 3)?;
+                    edits.push((
+                        toks[i].start,
+                        toks[i + 3].end,
+                        format!("{intrinsic}({mask}, "),
+                    ));
+                    edits.push((toks[close].start, toks[close].end, format!(", {size})")));
+                    i += 4;
+                    continue;
+                }
             }
             // `this_thread_block().sync()`.
             if names(i, "this_thread_block")
@@ -154,7 +263,7 @@ impl Scan {
                 } else {
                     toks[i].start
                 };
-                syncs.push((start, toks[i + 6].end));
+                edits.push((start, toks[i + 6].end, "__syncthreads()".to_string()));
                 i += 7;
                 continue;
             }
@@ -169,7 +278,7 @@ impl Scan {
                 } else {
                     toks[i].start
                 };
-                syncs.push((start, toks[i + 3].end));
+                edits.push((start, toks[i + 3].end, "__syncthreads()".to_string()));
                 i += 4;
                 continue;
             }
@@ -177,6 +286,18 @@ impl Scan {
                 // Any other sync (of a group this does not know, or static, or taken by address)
                 // might wait where a coroutine cannot.
                 return None;
+            }
+            // Any other group's shuffle or vote (a larger tile's, a coalesced group's) waits.
+            let after_dot = i > 0 && text(i - 1) == ".";
+            if after_dot
+                && (WAITING_MEMBERS.contains(&word)
+                    || TILE_SHUFFLES.iter().any(|(name, _)| *name == word))
+            {
+                return None;
+            }
+            // Tiles only of a literal size this lowers (not `tiled_partition(cta, n)`).
+            if names(i, "tiled_partition") || names(i, "thread_block_tile") {
+                size_at(i + 1)?;
             }
             if qualified(i) && !BLOCK_LEVEL.contains(&word) {
                 return None;
@@ -186,18 +307,19 @@ impl Scan {
             }
             i += 1;
         }
-        // Each sync is replaced within its line: reports keep naming the user's lines.
-        if syncs
+        edits.sort_by_key(|edit| edit.0);
+        // Each edit is within its line: reports keep naming the user's lines.
+        if edits
             .iter()
-            .any(|&(start, end)| code[start..end].contains('\n'))
+            .any(|(start, end, _)| code[*start..*end].contains('\n'))
         {
             return None;
         }
-        // Syncs found from the qualified start (`cg::`) must not overlap an earlier one.
-        if syncs.windows(2).any(|w| w[1].0 < w[0].1) {
+        // Edits found from the qualified start (`cg::`) must not overlap an earlier one.
+        if edits.windows(2).any(|w| w[1].0 < w[0].1) {
             return None;
         }
-        Some(Scan { syncs })
+        Some(Scan { edits })
     }
 }
 
@@ -242,8 +364,15 @@ __global__ void k(float* out) {
     #[test]
     fn anything_beyond_block_groups_is_left_alone() {
         for beyond in [
-            "auto tile = cg::tiled_partition<32>(cta); tile.sync();",
-            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta);",
+            "auto tile = cg::tiled_partition<64>(cta); tile.sync();",
+            "cg::thread_block_tile<128> t = cg::tiled_partition<128>(cta);",
+            "auto t = cg::tiled_partition(cta, 32); t.sync();",
+            "auto t = cg::tiled_partition<32>(cta); out[0] = t.ballot(1);",
+            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); t.any(1);",
+            "cg::thread_block_tile<32, cg::thread_block> t = cg::tiled_partition<32>(cta);",
+            "cg::thread_block_tile<32> a = cg::tiled_partition<32>(cta); \
+             cg::thread_block_tile<16> a2 = cg::tiled_partition<16>(cta); \
+             { cg::thread_block_tile<16> a = a2; }",
             "cg::grid_group g = cg::this_grid(); g.sync();",
             "cg::coalesced_group a = cg::coalesced_threads();",
             "float r = cg::reduce(cta, 1.0f, cg::plus<float>());",
@@ -268,6 +397,43 @@ __global__ void k(float* out) {
                  __global__ void k() { thread_block b = this_thread_block(); __syncthreads(); }\n"
             )
         );
+    }
+
+    #[test]
+    fn tiles_of_a_warp_or_less_become_warp_intrinsics_in_place() {
+        let code = r#"#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ int sum(cg::thread_block_tile<16> t, int v) {
+    for (int o = t.size() / 2; o > 0; o /= 2) v += t.shfl_down(v, o);
+    return v;
+}
+__global__ void k(int* out) {
+    cg::thread_block cta = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cta);
+    auto half = cg::tiled_partition<16>(cta);
+    int v = tile.shfl_xor(tile.shfl(out[cta.thread_rank()], 0), 1);
+    tile.sync();
+    out[tile.thread_rank()] = v + sum(half, tile.shfl_up(v,
+                                                         1));
+    cg::sync(cta);
+}
+"#;
+        let lowered = lower(code).expect("lowered");
+        assert_eq!(lowered.lines().count(), code.lines().count());
+        for expected in [
+            "v += __shfl_down_sync(t.gm_tile_lanes(), v, o, 16);",
+            "int v = __shfl_xor_sync(tile.gm_tile_lanes(), __shfl_sync(tile.gm_tile_lanes(), \
+             out[cta.thread_rank()], 0, 32), 1, 32);",
+            "    __syncwarp(tile.gm_tile_lanes());\n",
+            "sum(half, __shfl_up_sync(tile.gm_tile_lanes(), v,\n",
+            "                                                         1, 32));",
+            "    __syncthreads();\n}",
+            "cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cta);",
+        ] {
+            assert!(lowered.contains(expected), "{expected}\n{lowered}");
+        }
+        assert!(is_block_level(&lowered), "{lowered}");
+        assert!(!is_block_level(code));
     }
 
     #[test]

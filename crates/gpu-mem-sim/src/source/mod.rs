@@ -974,6 +974,24 @@ mod tests {
     }
 
     #[test]
+    fn a_kernels_own_macros_for_waits_run_stackless_unless_they_name_a_helper() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    #define __shfl_xor(v, d) __shfl_xor_sync(0xffffffff, v, d)\n\
+                    #define SUM(v) (v + __shfl_xor(v, 1))\n\
+                    __device__ int twice(int v) { return SUM(SUM(v)); }\n\
+                    extern \"C\" __global__ void k(int* a) { a[threadIdx.x] = twice(a[threadIdx.x]); }\n";
+        assert_eq!(threads_of(code), Threads::Stackless);
+        // A macro naming a helper that waits hides a call the rewrite must await.
+        let hiding = code
+            .replace("extern \"C\"", "#define TWICE(v) twice(v)\nextern \"C\"")
+            .replace("= twice(", "= TWICE(");
+        assert_eq!(threads_of(&hiding), Threads::Calls);
+        // So does one that pastes tokens.
+        let pasting = code.replace("__shfl_xor_sync(", "__shfl_##xor_sync(");
+        assert_eq!(threads_of(&pasting), Threads::Calls);
+    }
+
+    #[test]
     fn kernels_calling_barriers_collectives_and_atomics_themselves_run_stackless() {
         let body = "extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                     \x20   if (threadIdx.x >= a.shape[0]) return;\n\

@@ -22,6 +22,7 @@
 
 mod block_groups;
 mod cxx20;
+mod macros;
 
 pub(crate) use cxx20::why_not_as_cxx20;
 
@@ -63,6 +64,23 @@ static SUSPENDING: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         .collect()
 });
 
+/// The names that wait in `code`: [`SUSPENDING`]'s among `of` (all of them when `None`), and the
+/// kernel's own function-like macros for them (`macros::aliases`), with each macro's definition.
+fn waits_in<'c>(
+    code: &'c str,
+    of: Option<&dyn Fn(&str) -> bool>,
+) -> (Vec<&'c str>, Vec<std::ops::Range<usize>>) {
+    let mut names: Vec<&str> = SUSPENDING
+        .iter()
+        .copied()
+        .filter(|name| of.is_none_or(|keep| keep(name)))
+        .collect();
+    let aliases = macros::aliases(code, &names);
+    let definitions = aliases.iter().map(|(_, range)| range.clone()).collect();
+    names.extend(aliases.into_iter().map(|(name, _)| name));
+    (names, definitions)
+}
+
 /// `code` with its block groups' syncs written as block barriers (`block_groups::lower`), for
 /// its stackless form; `None` when it has none, or when the lowered source would have a helper
 /// that waits only at atomics and spin hints. Such a helper becomes a coroutine, a frame per
@@ -72,12 +90,12 @@ pub(crate) fn lower_block_groups(code: &str) -> Option<String> {
     let lowered = block_groups::lower(code)?;
     let toks = tokens(&lowered)?;
     let fns = functions(&lowered, &toks)?;
-    let waiting = waiting_helpers(&lowered, &toks, &fns, &SUSPENDING);
-    let synchronizing: Vec<&str> = SUSPENDING
-        .iter()
-        .copied()
-        .filter(|name| !name.starts_with("atomic") && *name != "__nanosleep")
-        .collect();
+    let (waits, _) = waits_in(&lowered, None);
+    let waiting = waiting_helpers(&lowered, &toks, &fns, &waits);
+    let (synchronizing, _) = waits_in(
+        &lowered,
+        Some(&|name: &str| !name.starts_with("atomic") && name != "__nanosleep"),
+    );
     let at_barriers = waiting_helpers(&lowered, &toks, &fns, &synchronizing);
     (waiting.len() == at_barriers.len()).then_some(lowered)
 }
@@ -131,11 +149,21 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
     };
     let text = |t: &Token| &code[t.start..t.end];
     let line = |t: &Token| code[..t.start].matches('\n').count() + 1;
-    let helpers = waiting_helpers(code, &toks, &fns, &SUSPENDING);
+    let (waits, macro_definitions) = waits_in(code, None);
+    let helpers = waiting_helpers(code, &toks, &fns, &waits);
+    // A macro for a wait is one more name for it; one that names a helper is not (the rewrite
+    // awaits a helper's calls in the kernel's text, not in a macro's).
+    let for_a_wait = |range: &std::ops::Range<usize>| {
+        macro_definitions.contains(range)
+            && !directive_names(&code[range.clone()], helpers.iter().copied(), false, |_| {
+                false
+            })
+    };
     if directive_names(
         code,
-        SUSPENDING.iter().copied().chain(helpers.iter().copied()),
+        waits.iter().copied().chain(helpers.iter().copied()),
         !helpers.is_empty(),
+        for_a_wait,
     ) {
         return Some(
             "a preprocessor directive names a barrier, collective, atomic or helper that waits"
@@ -194,7 +222,7 @@ pub(crate) fn why_not(code: &str) -> Option<String> {
             ));
         }
         let helper = t.ident && helpers.contains(text(t));
-        if !(t.ident && SUSPENDING.contains(&text(t)) || helper) || declared(i) {
+        if !(t.ident && waits.contains(&text(t)) || helper) || declared(i) {
             return None;
         }
         if helper && declares(code, &toks, i) {
@@ -340,27 +368,33 @@ const EXPRESSION_KEYWORDS: [&str; 8] = [
 /// Whether a preprocessor directive names one of `names` (barriers and the like, helpers that
 /// wait), or with `pasting`, pastes tokens together (`##`, which could make any name): a macro
 /// could then reach the function without a plain call the rewrite sees (`#define CAS
-/// (atomicCAS)`), which the token test (it skips directives) cannot see.
+/// (atomicCAS)`), which the token test (it skips directives) cannot see. Directives `skip` says
+/// are not looked at (the kernel's own macros for a wait, `macros`).
 fn directive_names<'n>(
     code: &str,
     names: impl Iterator<Item = &'n str> + Clone,
     pasting: bool,
+    skip: impl Fn(&std::ops::Range<usize>) -> bool,
 ) -> bool {
-    tokens::directives(code).into_iter().any(|range| {
-        code[range].lines().enumerate().any(|(k, line)| {
-            // (An `#include` names a file, not code.)
-            let include = k == 0
-                && line
-                    .trim_start()
-                    .strip_prefix('#')
-                    .is_some_and(|rest| rest.trim_start().starts_with("include"));
-            let mut words = line
-                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .filter(|w| !w.is_empty());
-            !include
-                && (pasting && line.contains("##") || words.any(|w| names.clone().any(|n| n == w)))
+    tokens::directives(code)
+        .into_iter()
+        .filter(|range| !skip(range))
+        .any(|range| {
+            code[range].lines().enumerate().any(|(k, line)| {
+                // (An `#include` names a file, not code.)
+                let include = k == 0
+                    && line
+                        .trim_start()
+                        .strip_prefix('#')
+                        .is_some_and(|rest| rest.trim_start().starts_with("include"));
+                let mut words = line
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty());
+                !include
+                    && (pasting && line.contains("##")
+                        || words.any(|w| names.clone().any(|n| n == w)))
+            })
         })
-    })
 }
 
 /// `code` with every `__global__` function, and every `__device__` helper that waits, made a
@@ -382,7 +416,8 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
         return None;
     }
     let fns = functions(code, &toks)?;
-    let helpers = waiting_helpers(code, &toks, &fns, &SUSPENDING);
+    let (waits, _) = waits_in(code, None);
+    let helpers = waiting_helpers(code, &toks, &fns, &waits);
     // (byte range replaced, replacement); sorted by position before they are made.
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut i = 0;

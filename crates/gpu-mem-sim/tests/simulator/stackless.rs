@@ -121,6 +121,32 @@ __global__ void k(gm_array<int, 1> data) {
     assert!(fibers.contains("k.cu:7"), "{fibers}");
 }
 
+/// HeCBench's form: shuffles through the kernel's own macros, in the kernel and in a helper
+/// (`source::stackless::macros`): stackless they compute what they compute on fibers.
+#[test]
+fn a_kernels_own_shuffle_macros_compute_as_on_fibers() {
+    let source = r#"#include "gpu_mem.h"
+#define __shfl(v, d)  __shfl_sync(0xffffffff, v, d)
+#define __shfl_xor(v, d)  __shfl_xor_sync(0xffffffff, v, d)
+#define WARP_SUM(v) \
+    (v + __shfl_xor(v, 16))
+__device__ int spread(int v) {
+    for (int mask = 8; mask > 0; mask /= 2) v += __shfl_xor(v, mask);
+    return v;
+}
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    int v = a(threadIdx.x);
+    int first = __shfl(v, 0);
+    a(threadIdx.x) = spread(WARP_SUM(v)) * 100 + first;
+}
+"#;
+    for threads in [32, 64, 48] {
+        let (stackless, fibers) = both_ways(source, threads);
+        assert!(stackless.is_ok(), "{threads}: {stackless:?}");
+        assert_eq!(stackless, fibers, "{threads} threads");
+    }
+}
+
 #[test]
 fn frames_larger_than_a_chunk_and_many_threads() {
     // 1024 threads, each keeping 4 KiB of locals across a barrier: 4 MiB of frames per block.

@@ -17,6 +17,7 @@
 //! says whether a source names cooperative groups only that way with nothing left to lower, which
 //! is what the stackless check (`super::why_not`) accepts.
 
+use gpu_mem_core::kernel::scan::functions::call_end;
 use gpu_mem_core::kernel::scan::tokens::{Token, tokens};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -186,23 +187,6 @@ impl Scan {
                 return None;
             }
         }
-        // The `)` closing the `(` at token `open`.
-        let closing = |open: usize| -> Option<usize> {
-            let mut depth = 0usize;
-            for (k, t) in toks.iter().enumerate().skip(open) {
-                match &code[t.start..t.end] {
-                    "(" => depth += 1,
-                    ")" => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(k);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            None
-        };
         let mut edits = Vec::new();
         let mut i = 0;
         while i < toks.len() {
@@ -238,7 +222,7 @@ impl Scan {
                 if let Some((_, intrinsic)) = TILE_SHUFFLES.iter().find(|(name, _)| member(name))
                     && text(i + 3) == "("
                 {
-                    let close = closing(i + 3)?;
+                    let close = call_end(code, &toks, i + 3)?;
                     edits.push((
                         toks[i].start,
                         toks[i + 3].end,

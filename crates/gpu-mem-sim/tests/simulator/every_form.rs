@@ -1,6 +1,6 @@
 //! Behaviours every kernel form shares, each written once and run in every form: the kernel is
 //! spelled three ways (portable source, a closure, an async closure) and checked by one function,
-//! which `every_form!` turns into a test per form. The form decides the executor's plan (see
+//! which `every_form!` turns into a test per form (checked builds are one). The form decides the executor's plan (see
 //! `executor/plan.rs`): source runs `Direct` when it names no wait and `Stackless` when it does,
 //! or on fibers when kept there; a closure runs on fibers; an async closure is `Polled`. The plan
 //! may change a launch's cost, never its outcome, and these tests hold it to that.
@@ -24,6 +24,9 @@ pub enum Form {
     /// The same source kept on fibers by a comment naming the runtime table (`gm_sim_rt`), which
     /// keeps a kernel from being tried stackless; a kernel that names no wait still runs `Direct`.
     SourceOnFibers,
+    /// The same source on a device that checks every access (`Checks::memcheck`): built
+    /// checked, its threads calls, on fibers where they wait.
+    SourceChecked,
     /// A closure (`Kernel::sim`), each thread on a fiber.
     Closure,
     /// An async closure (`Kernel::sim_async`), each thread a future polled in rounds.
@@ -38,7 +41,7 @@ fn kernel(
     polled: impl AsyncFn(&AsyncThreadCtx<'_>) + Send + Sync + 'static,
 ) -> Kernel {
     match form {
-        Form::Source => Kernel::from_source(source, "k"),
+        Form::Source | Form::SourceChecked => Kernel::from_source(source, "k"),
         Form::SourceOnFibers => Kernel::from_source(
             format!("{source}\n// gm_sim_rt: keeps this kernel on fibers\n"),
             "k",
@@ -60,6 +63,10 @@ macro_rules! every_form {
             #[test]
             fn source_on_fibers() {
                 super::$behaviour(Form::SourceOnFibers)
+            }
+            #[test]
+            fn source_checked() {
+                super::$behaviour(Form::SourceChecked)
             }
             #[test]
             fn closure() {
@@ -84,8 +91,25 @@ every_form!(
     an_unsupported_warp_size_is_a_launch_error,
 );
 
-fn backend() -> SimBackend {
-    SimBackend::new(SimConfig::default())
+/// The device `form` runs on: one that checks every access for [`Form::SourceChecked`].
+fn device(form: Form) -> SimDeviceConfig {
+    SimDeviceConfig {
+        checks: gpu_mem_sim::Checks {
+            memcheck: form == Form::SourceChecked,
+            ..gpu_mem_sim::Checks::default()
+        },
+        ..SimDeviceConfig::default()
+    }
+}
+
+fn backend_of(device: SimDeviceConfig) -> SimBackend {
+    SimBackend::new(SimConfig {
+        devices: vec![device],
+    })
+}
+
+fn backend(form: Form) -> SimBackend {
+    backend_of(device(form))
 }
 
 /// The line of `source` holding `mark`, as a report names it (`k.cu:LINE`).
@@ -97,7 +121,7 @@ fn site(source: &str, mark: &str) -> String {
 /// Where a report of `form` points: the source's `k.cu`, or this file for closures.
 fn file_of(form: Form) -> &'static str {
     match form {
-        Form::Source | Form::SourceOnFibers => "k.cu:",
+        Form::Source | Form::SourceOnFibers | Form::SourceChecked => "k.cu:",
         Form::Closure | Form::Async => "every_form.rs:",
     }
 }
@@ -125,7 +149,7 @@ fn indices(t: &ThreadCtx<'_>) {
 }
 
 fn threads_see_their_own_indices_in_blocks_of_any_shape(form: Form) {
-    let backend = backend();
+    let backend = backend(form);
     let kernel = kernel(form, INDICES, indices, async |t| indices(t));
     for block in [
         Dim3::new(256, 1, 1),
@@ -166,8 +190,14 @@ enum Failure {
 /// one ran before the block ended is the plan's: on a GPU its warp-mates run beside it, and the
 /// direct plan stops at once (`direct::threads_after_the_faulting_one_do_not_run`).
 fn a_fault_names_its_thread_and_ends_the_block(form: Form) {
-    let backend = backend();
+    let backend = backend(form);
     for failure in [Failure::OutOfBounds, Failure::Trap, Failure::Throw] {
+        if matches!((failure, form), (Failure::Throw, Form::SourceChecked)) {
+            // CUDA has no exceptions in device code; the simulator's extension is not checked:
+            // memcheck refuses the store into the exception object the C++ runtime allocated
+            // (a fault of thread 9 still, named as an invalid global write).
+            continue;
+        }
         for barrier in [false, true] {
             let fail = match failure {
                 Failure::OutOfBounds => "data(1000) = 0;",
@@ -229,8 +259,12 @@ extern "C" __global__ void k(gm_array<int, 1> data) {{
             assert_eq!((block[0], thread[0]), (0, 9), "{what}: {error}");
             let expected = match (failure, form) {
                 (Failure::OutOfBounds, _) => "1000",
-                (Failure::Trap, Form::Source | Form::SourceOnFibers) => "trap",
-                (Failure::Throw, Form::Source | Form::SourceOnFibers) => "exception",
+                (Failure::Trap, Form::Source | Form::SourceOnFibers | Form::SourceChecked) => {
+                    "trap"
+                }
+                (Failure::Throw, Form::Source | Form::SourceOnFibers | Form::SourceChecked) => {
+                    "exception"
+                }
                 (_, Form::Closure | Form::Async) => "the kernel panicked: thread 9 gives up",
             };
             assert!(message.contains(expected), "{what}: {error}");
@@ -291,7 +325,7 @@ extern "C" __global__ void k(int* data) {
     reason = "the two barriers are the same call at two sites, which is the point"
 )]
 fn a_barrier_skipped_by_some_threads_is_divergence(form: Form) {
-    let backend = backend();
+    let backend = backend(form);
     let config = LaunchConfig::new(2, 64);
     let partial = kernel(
         form,
@@ -314,7 +348,7 @@ fn a_barrier_skipped_by_some_threads_is_divergence(form: Form) {
         "{text}"
     );
     match form {
-        Form::Source | Form::SourceOnFibers => {
+        Form::Source | Form::SourceOnFibers | Form::SourceChecked => {
             assert!(text.contains(&site(PARTIAL, "reached by half")), "{text}")
         }
         Form::Closure | Form::Async => assert!(text.contains(file_of(form)), "{text}"),
@@ -342,7 +376,7 @@ fn a_barrier_skipped_by_some_threads_is_divergence(form: Form) {
     let text = error.to_string();
     assert!(matches!(error, Error::BarrierDivergence { .. }), "{text}");
     match form {
-        Form::Source | Form::SourceOnFibers => assert!(
+        Form::Source | Form::SourceOnFibers | Form::SourceChecked => assert!(
             text.contains(&site(TWO_SITES, "even threads'"))
                 && text.contains(&site(TWO_SITES, "odd threads'")),
             "{text}"
@@ -398,7 +432,7 @@ fn tree_result(t: &ThreadCtx<'_>, cells: &SharedArray<'_, u32, 1>) {
 }
 
 fn block_reductions_in_shared_memory_sum_every_thread(form: Form) {
-    let backend = backend();
+    let backend = backend(form);
     let kernel = kernel(
         form,
         TREE_SUM,
@@ -495,7 +529,7 @@ fn collectives_expected(me: u32, threads: u32) -> [u32; PER_THREAD] {
 }
 
 fn warp_and_block_collectives_give_every_thread_its_value(form: Form) {
-    let backend = backend();
+    let backend = backend(form);
     let in_form = |form| {
         kernel(
             form,
@@ -656,13 +690,18 @@ fn run_flag(
 }
 
 fn a_spin_wait_that_lets_others_run_finishes(form: Form) {
-    assert_eq!(run_flag(&backend(), form, true, 64).unwrap(), vec![42]);
+    assert_eq!(run_flag(&backend(form), form, true, 64).unwrap(), vec![42]);
 }
 
 /// Reported after the spin limits and the watchdog's time ([`common::WATCHDOG_SECONDS`] here),
 /// not a hang; the backend runs the next launch.
 fn a_spin_wait_that_nothing_ends_is_reported(form: Form) {
-    let backend = common::backend_with_watchdog(common::WATCHDOG_SECONDS);
+    let backend = backend_of(SimDeviceConfig {
+        watchdog: gpu_mem_sim::Watchdog::after(std::time::Duration::from_secs_f64(
+            common::WATCHDOG_SECONDS,
+        )),
+        ..device(form)
+    });
     let started = std::time::Instant::now();
     let error = run_flag(&backend, form, false, 2).unwrap_err();
     assert!(error.to_string().contains("no forward progress"), "{error}");
@@ -672,11 +711,9 @@ fn a_spin_wait_that_nothing_ends_is_reported(form: Form) {
 
 /// A device configured with a warp size the simulator cannot run is refused at launch.
 fn an_unsupported_warp_size_is_a_launch_error(form: Form) {
-    let backend = SimBackend::new(SimConfig {
-        devices: vec![SimDeviceConfig {
-            warp_size: 128,
-            ..SimDeviceConfig::default()
-        }],
+    let backend = backend_of(SimDeviceConfig {
+        warp_size: 128,
+        ..device(form)
     });
     let kernel = kernel(
         form,

@@ -70,19 +70,27 @@ GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check(const v
     }
 }
 
-/* An access the compiler takes to be aligned (the hooks without `unaligned` or `volatile` in
- * their names, and atomics): on a GPU one of n bytes must lie on a multiple of n, or the
- * kernel faults; here it is refused, as memcheck refuses it there. Clang also calls 16-byte
- * accesses aligned to 8 aligned, so 8 is the most asked for. */
-GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check_aligned(
-    const volatile void* a, unsigned long long size, int kind, const void* pc) {
-    const unsigned long long alignment = size < 8 ? size : 8;
+/* An access of `size` bytes at `a` that must lie on a multiple of `alignment`: off it, the
+ * simulator is asked (as a misaligned access, which memcheck refuses) and a refusal ends the
+ * thread. */
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check_alignment(
+    const volatile void* a, unsigned long long size, unsigned long long alignment, int kind,
+    const void* pc) {
     if (__builtin_expect((reinterpret_cast<__UINTPTR_TYPE__>(a) & (alignment - 1)) != 0, 0) &&
         gm_sim_rt.access != nullptr &&
         gm_sim_rt.access(const_cast<const void*>(a), size, kind | GM_SIM_ACCESS_MISALIGNED,
                          pc) != 0) {
         gm_sim_escape();
     }
+}
+
+/* An access the compiler takes to be aligned (the hooks without `unaligned` or `volatile` in
+ * their names, and atomics): on a GPU one of n bytes must lie on a multiple of n, or the
+ * kernel faults; here it is refused, as memcheck refuses it there. Clang also calls 16-byte
+ * accesses aligned to 8 aligned, so 8 is the most asked for. */
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_check_aligned(
+    const volatile void* a, unsigned long long size, int kind, const void* pc) {
+    gm_sim_check_alignment(a, size, size < 8 ? size : 8, kind, pc);
     gm_sim_check(a, size, kind, pc);
 }
 
@@ -154,16 +162,13 @@ struct gm_sim_ubsan_mismatch {
 };
 GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_misaligned(
     const gm_sim_ubsan_mismatch* data, __UINTPTR_TYPE__ pointer, const void* pc) {
-    const unsigned long long alignment = 1ull << data->log_alignment;
     /* (A null pointer is not this check's: its access is refused on its own.) */
-    if (pointer == 0 || (pointer & (alignment - 1)) == 0 || gm_sim_rt.access == nullptr) {
+    if (pointer == 0) {
         return;
     }
-    const int kind = data->kind == 1 ? GM_SIM_ACCESS_WRITE : GM_SIM_ACCESS_READ;
-    if (gm_sim_rt.access(reinterpret_cast<const void*>(pointer), alignment,
-                         kind | GM_SIM_ACCESS_MISALIGNED, pc) != 0) {
-        gm_sim_escape();
-    }
+    const unsigned long long alignment = 1ull << data->log_alignment;
+    gm_sim_check_alignment(reinterpret_cast<const volatile void*>(pointer), alignment, alignment,
+                           data->kind == 1 ? GM_SIM_ACCESS_WRITE : GM_SIM_ACCESS_READ, pc);
 }
 GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1(gm_sim_ubsan_mismatch* data,
                                                  __UINTPTR_TYPE__ pointer) {

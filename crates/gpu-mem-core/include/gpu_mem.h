@@ -179,7 +179,7 @@ struct gm_sim_runtime {
     /* Checked programs: this OS thread's allowed ranges (they live as long as the OS thread). */
     const gm_sim_allowed *(*allowed)(void);
 };
-#define GM_SIM_ABI 7
+#define GM_SIM_ABI 8
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
@@ -1573,9 +1573,130 @@ struct gm_sim_round {
     const unsigned char* ready; /* null: every waiting thread goes on; else those marked 1 */
     unsigned int yielded;       /* of the waiting ones, threads that only let the others run */
     unsigned int ended;         /* threads that ended in this round */
+    /* Releases the lanes `here` of a warp (bit k: the warp's lane k, whose wait is `waits[k]`;
+     * `base` is lane 0's index in the block, `lanes` the warp's lanes), which wait at one warp
+     * barrier or collective, writing their results into their waits as the simulator's
+     * scheduler would: nonzero when they may go on now (every lane the first one's mask names
+     * is among them). The program calls it to run a warp on within the round. */
+    int (*release_warp)(const void* block, gm_sim_wait* const* waits, unsigned int base,
+                        unsigned int lanes, unsigned long long here);
+    const void* block;          /* release_warp's first argument */
 };
 
-/* One round; `Some`: only the threads `r->ready` marks (otherwise every waiting thread). */
+/* How often one round keeps a warp going past its warp barriers and collectives before the
+ * round goes on to the next warp: a warp spinning on a shuffle until another warp of its block
+ * sets a flag still lets that warp run. */
+#define GM_SIM_WARP_RELEASES 64
+
+/* The lanes of a warp (`lanes` frames and waits) that wait where its first lane waiting at a
+ * warp barrier or collective does (one call site and kind), as bits; 0 if none waits at one. */
+inline unsigned long long gm_sim_warp_group(void* const* frames, gm_sim_wait* const* waits,
+                                            unsigned int lanes) noexcept {
+    const gm_sim_wait* first = nullptr;
+    unsigned long long here = 0;
+    for (unsigned int k = 0; k < lanes; ++k) {
+        if (frames[k] == nullptr) {
+            continue;
+        }
+        const gm_sim_wait* const w = waits[k];
+        if (first == nullptr) {
+            if (w->kind == GM_SIM_KIND_YIELD || (w->kind >> 4) != GM_SIM_SCOPE_WARP) {
+                continue;
+            }
+            first = w;
+            here = 1ull << k;
+        } else if (w->line == first->line && w->kind == first->kind && w->file == first->file) {
+            here |= 1ull << k;
+        }
+    }
+    return here;
+}
+
+/* Whether two waits are at one call site and of one kind. */
+inline bool gm_sim_same_site(const gm_sim_wait* a, const gm_sim_wait* b) noexcept {
+    return a == b || (a->line == b->line && a->kind == b->kind && a->file == b->file);
+}
+
+/* A round's outcome so far, as gm_sim_round reports it. */
+struct gm_sim_tally {
+    unsigned int waiting = 0, yielded = 0, ended = 0;
+    int fence = 0, one_site = 1;
+    gm_sim_wait* first = nullptr;
+};
+__attribute__((always_inline)) inline void gm_sim_count_wait(gm_sim_tally& t,
+                                                            gm_sim_wait* wait) noexcept {
+    ++t.waiting;
+    t.yielded += wait->kind == GM_SIM_KIND_YIELD;
+    t.fence |= wait->fence;
+    if (t.first == nullptr) {
+        t.first = wait;
+    } else if (!gm_sim_same_site(wait, t.first)) {
+        t.one_site = 0;
+    }
+}
+
+/* After a round in which a thread waited at a warp barrier or collective: in each warp all of
+ * whose lanes ran in the round (`ready`: null when every waiting thread ran, else the threads
+ * that did), the lanes at one such wait are released (`r->release_warp`) and run on, up to
+ * GM_SIM_WARP_RELEASES times. Returns the round's tally made again from the waits as they
+ * are (`ended`: threads that ended in the round before). Out of line, and the tally passed by
+ * value: the round's loop keeps it in registers. */
+template <bool Trivial>
+__attribute__((noinline)) gm_sim_tally gm_sim_run_warps_on(gm_sim_round* r,
+                                                          const unsigned char* ready,
+                                                          unsigned int ended) {
+    void** const frames = r->frames;
+    gm_sim_wait** const waits = r->waits;
+    gm_sim_thread* const thread = r->thread;
+    const unsigned int count = r->count, warp = r->warp_size;
+    gm_uint3 index = {0, 0, 0};
+    unsigned int lane = 0;
+    for (unsigned int base = 0; base < count; base += warp) {
+        const unsigned int lanes = count - base < warp ? count - base : warp;
+        const gm_uint3 first = index;
+        for (unsigned int k = 0; k < lanes; ++k) {
+            gm_sim_next_thread(index, lane, r->dim_x, r->dim_y, warp);
+        }
+        bool all_ran = true;
+        for (unsigned int k = 0; ready != nullptr && k < lanes; ++k) {
+            all_ran = all_ran && ready[base + k] != 0;
+        }
+        for (int pass = 0; all_ran && pass < GM_SIM_WARP_RELEASES; ++pass) {
+            const unsigned long long here = gm_sim_warp_group(frames + base, waits + base, lanes);
+            if (here == 0 || r->release_warp(r->block, waits + base, base, lanes, here) == 0) {
+                break;
+            }
+            gm_uint3 at = first;
+            unsigned int at_lane = 0;
+            for (unsigned int k = 0; k < lanes; ++k) {
+                if (((here >> k) & 1) != 0) {
+                    thread->thread_idx = at;
+                    thread->lane = at_lane;
+                    gm_sim_wait* wait = nullptr;
+                    if (gm_sim_resume_frame<Trivial>(frames[base + k], &wait) == 0) {
+                        waits[base + k] = wait;
+                    } else {
+                        frames[base + k] = nullptr;
+                        ++ended;
+                    }
+                }
+                gm_sim_next_thread(at, at_lane, r->dim_x, r->dim_y, warp);
+            }
+        }
+    }
+    gm_sim_tally t;
+    t.ended = ended;
+    for (unsigned int i = 0; i < count; ++i) {
+        if (frames[i] != nullptr && (ready == nullptr || ready[i] != 0)) {
+            gm_sim_count_wait(t, waits[i]);
+        }
+    }
+    return t;
+}
+
+/* One round; `Some`: only the threads `r->ready` marks (otherwise every waiting thread). When a
+ * thread waits at a warp barrier or collective after it, warps run on (gm_sim_run_warps_on), so
+ * that a shuffle costs its lanes a resume, not a round of the whole block. */
 template <bool Start, bool Some, typename... P>
 void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
     constexpr bool trivial = gm_sim_trivial_frame(static_cast<gm_sim_task (*)(P...)>(nullptr));
@@ -1589,9 +1710,8 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
     const unsigned int warp = r->warp_size == 0 ? 1 : r->warp_size;
     gm_uint3 index = {0, 0, 0};
     unsigned int lane = 0;
-    gm_sim_wait* first = nullptr;
-    unsigned int waiting = 0, yielded = 0, ended = 0;
-    int fence = 0, one_site = 1;
+    gm_sim_tally t;
+    bool at_warp_scope = false;
     for (unsigned int i = 0; i < count; ++i) {
         void* frame = Start ? nullptr : frames[i];
         if (Start || (frame != nullptr && (!Some || ready[i] != 0))) {
@@ -1609,29 +1729,25 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
                     frames[i] = frame; /* a resumed thread keeps its frame */
                 }
                 waits[i] = wait;
-                ++waiting;
-                yielded += wait->kind == GM_SIM_KIND_YIELD;
-                fence |= wait->fence;
-                if (first == nullptr) {
-                    first = wait;
-                } else if (wait != first && (wait->line != first->line ||
-                                             wait->kind != first->kind ||
-                                             wait->file != first->file)) {
-                    one_site = 0;
-                }
+                at_warp_scope |= (wait->kind >> 4) == GM_SIM_SCOPE_WARP;
+                gm_sim_count_wait(t, wait);
             } else {
                 frames[i] = nullptr;
-                ++ended;
+                ++t.ended;
             }
         }
         gm_sim_next_thread(index, lane, dim_x, dim_y, warp);
     }
-    r->waiting = waiting;
-    r->fence = fence;
-    r->one_site = one_site;
-    r->plain = first == nullptr || first->kind == GM_SIM_SCOPE_BLOCK << 4;
-    r->yielded = yielded;
-    r->ended = ended;
+    if (__builtin_expect(at_warp_scope, 0) && r->release_warp != nullptr &&
+        r->warp_size != 0 && r->warp_size <= 64) {
+        t = gm_sim_run_warps_on<trivial>(r, Some ? ready : nullptr, t.ended);
+    }
+    r->waiting = t.waiting;
+    r->fence = t.fence;
+    r->one_site = t.one_site;
+    r->plain = t.first == nullptr || t.first->kind == GM_SIM_SCOPE_BLOCK << 4;
+    r->yielded = t.yielded;
+    r->ended = t.ended;
 }
 
 template <bool Start, typename... P>

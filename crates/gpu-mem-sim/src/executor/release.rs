@@ -55,6 +55,49 @@ impl Block<'_> {
         }
     }
 
+    /// The operands of the lanes `here` of the warp whose lane 0 is thread `base`
+    /// (`operands(lane)`), with one borrow of the slots.
+    #[inline]
+    pub(super) fn set_warp_operands(
+        &self,
+        base: usize,
+        here: u64,
+        mut operands: impl FnMut(usize) -> Option<(u64, i64, u32)>,
+    ) {
+        let count = self.block_dim.count() as usize;
+        let mut slots = self.slots.borrow_mut();
+        if slots.len() != count {
+            slots.clear();
+            slots.resize(count, Slot::default());
+        }
+        for lane in lanes_of(here) {
+            if let (Some(slot), Some((value, arg, width))) =
+                (slots.get_mut(base + lane), operands(lane))
+            {
+                slot.value = value;
+                slot.arg = arg;
+                slot.width = width;
+            }
+        }
+    }
+
+    /// Hands the result of each lane of `here` (of the warp whose lane 0 is thread `base`) to
+    /// `take(lane, result)`, with one borrow of the slots.
+    #[inline]
+    pub(super) fn take_warp_results(
+        &self,
+        base: usize,
+        here: u64,
+        mut take: impl FnMut(usize, u64),
+    ) {
+        let slots = self.slots.borrow();
+        for lane in lanes_of(here) {
+            if let Some(slot) = slots.get(base + lane) {
+                take(lane, slot.result);
+            }
+        }
+    }
+
     /// Hands every thread's result to `take(linear, result)`, with one borrow of the slots.
     #[inline]
     pub(super) fn take_all_results(&self, mut take: impl FnMut(usize, u64)) {
@@ -354,6 +397,15 @@ impl Block<'_> {
 }
 
 /// The bits of a warp's `lanes` lanes.
+/// The lanes whose bits `here` sets, lowest first.
+fn lanes_of(mut here: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let lane = here.trailing_zeros() as usize;
+        here &= here.checked_sub(1)?;
+        Some(lane)
+    })
+}
+
 pub(super) fn ballot_mask(lanes: usize) -> u64 {
     if lanes >= 64 {
         u64::MAX

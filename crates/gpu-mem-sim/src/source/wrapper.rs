@@ -97,6 +97,14 @@ pub(crate) fn translation_unit(
         crate::abi::ACCESS_ATOMIC_STORE,
         crate::abi::ACCESS_MISALIGNED,
     );
+    if threads == Threads::Stackless {
+        let _ = writeln!(
+            unit,
+            "static_assert(sizeof(gm_sim_round) == {} && sizeof(gm_sim_wait_more) == {}, \"the prelude's round structures differ from the simulator's\");",
+            std::mem::size_of::<crate::abi::GmSimRound>(),
+            std::mem::size_of::<crate::abi::GmSimWaitMore>(),
+        );
+    }
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {
         let _ = writeln!(

@@ -276,6 +276,33 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     }
 }
 
+/// A warp released at its shuffles within a round (without the rest of the block) still lets
+/// the block's later warps run: the first warp spins on a vote until the last one sets a flag.
+/// Were a warp kept going for as long as it waits at warp collectives, this would never end.
+#[test]
+fn a_warp_spinning_on_a_vote_lets_its_block_run() {
+    let source = r#"#include "gpu_mem.h"
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    volatile __shared__ int flag;
+    if (threadIdx.x == 0) flag = 0;
+    syncthreads();
+    int spins = 0;
+    if (threadIdx.x < 32) {
+        while (!__any_sync(~0ull, flag != 0)) ++spins;
+    } else if (threadIdx.x == 64) {
+        flag = 1;
+    }
+    a(threadIdx.x) = spins > 0 ? 1 : 0;
+}"#;
+    let (stackless, fibers) = both_ways(source, 96);
+    let stackless = stackless.expect("the first warp sees the flag");
+    assert!(
+        stackless[..32].iter().all(|&spun| spun == 1),
+        "{stackless:?}"
+    );
+    assert!(fibers.is_ok(), "{fibers:?}");
+}
+
 /// `__device__` helpers that wait (barriers, collectives, atomics, spin hints, other such
 /// helpers) are coroutines too: values, references and structs they return, recursion, helpers
 /// called in conditions and loops, shared memory of their own, faults, divergence and spinning

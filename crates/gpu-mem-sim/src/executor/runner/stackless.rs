@@ -4,7 +4,9 @@
 //!
 //! A thread is then a heap frame of the program's, not a stack: started, it runs until it first
 //! waits, leaves the wait in its frame and returns. The block runs in rounds: the program runs
-//! every thread that may go on (`gm_sim_run_round`, in index order) and reports how many wait,
+//! every thread that may go on (`gm_sim_run_round`, in index order), runs on the warps whose
+//! lanes wait at a warp barrier or collective (released by [`Block::release_warp_in_round`],
+//! which it calls back, up to 64 times a round), and reports how many wait,
 //! and whether all at one block barrier; if so, all go on, else the block's scheduler
 //! (`crate::executor::release`, the same releases, collective results and divergence reports as for threads
 //! on fibers) says who goes on. A thread that only let the others run (every 16th atomic or spin
@@ -22,9 +24,9 @@ use crate::executor::plan::Rounds;
 use crate::executor::release::ballot_mask;
 use crate::executor::schedule::{Phase, record_wait};
 use crate::executor::sim_thread::{SimThread, make_current};
-use crate::thread::BarrierScope;
+use crate::thread::{BarrierScope, Combine};
 use gpu_mem_core::Error;
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 
 impl Block<'_> {
     /// The block's threads, run on `fiber` (the driver `run_on_driver` entered): started in
@@ -72,6 +74,8 @@ impl Block<'_> {
             ready: std::ptr::null(),
             yielded: 0,
             ended: 0,
+            release_warp: release_warp_of_round,
+            block: std::ptr::from_ref(self).cast(),
         };
         // Which waiting threads the scheduler released, when it did not release them all.
         let mut ready: Vec<u8> = Vec::new();
@@ -231,6 +235,44 @@ impl Block<'_> {
         });
     }
 
+    /// Releases lanes of a warp within a round (`gm_sim_round::release_warp`): the lanes `here`
+    /// of the warp whose lane 0 is thread `base` (`waits[k]`: lane `k`'s wait), which wait at one
+    /// warp barrier or collective (the program checked the call site and kind), go on as the
+    /// scheduler's `release_warp` lets them: once every lane the first one's mask names is
+    /// among them, each with its result computed over them (`combine_warp`) and written into
+    /// its wait. `false` for anything else (a lane missing, a collective that is no shuffle or
+    /// vote): the round then ends, and the scheduler decides, as it would have.
+    fn release_warp_in_round(&self, base: usize, waits: &[*mut GmSimWait], here: u64) -> bool {
+        let lanes = waits.len();
+        if here == 0 || lanes > 64 || here & !ballot_mask(lanes) != 0 {
+            return false;
+        }
+        let first = here.trailing_zeros() as usize;
+        // SAFETY: the wait of every lane of `here` points into its thread's suspended frame.
+        let parts = unsafe { GmSimWait::parts(waits[first]) };
+        if parts.scope != BarrierScope::Warp || parts.mask & ballot_mask(lanes) & !here != 0 {
+            return false;
+        }
+        if let Some(op) = parts.op {
+            if !matches!(op.combine(), Combine::Shuffle | Combine::WarpVote) {
+                return false;
+            }
+            // SAFETY: as above.
+            self.set_warp_operands(base, here, |lane| unsafe {
+                GmSimWait::operands(waits[lane])
+            });
+            self.combine_warp(op, base, here, lanes);
+            self.take_warp_results(base, here, |lane, result| {
+                // SAFETY: as above; nothing else touches a suspended thread's wait.
+                unsafe { GmSimWait::set_result(waits[lane], result) }
+            });
+        }
+        // SAFETY: executor code called between two of the program's thread calls, holding
+        // nothing of the schedule across them.
+        unsafe { self.schedule() }.note_progress();
+        true
+    }
+
     /// Hands a round that is not "every live thread waits at one block barrier" to the block's
     /// scheduler, which releases what it can (warp collectives and barriers, block collectives,
     /// one barrier seen through two copies of its file name) exactly as for threads on fibers:
@@ -305,6 +347,31 @@ impl Block<'_> {
         }
         Ok(Some(released))
     }
+}
+
+/// `gm_sim_round::release_warp`, for the program: [`Block::release_warp_in_round`] of the
+/// round's block.
+///
+/// # Safety
+/// `block` is the [`Block`] running the round (set by `drive_stackless`), called on its OS
+/// thread during one of its rounds; `waits` holds `lanes` waits, those of `here` of its
+/// suspended threads.
+unsafe extern "C" fn release_warp_of_round(
+    block: *const c_void,
+    waits: *const *mut GmSimWait,
+    base: u32,
+    lanes: u32,
+    here: u64,
+) -> c_int {
+    // SAFETY: the caller's contract: the block outlives its rounds, and `waits` holds `lanes`
+    // pointers.
+    let (block, waits) = unsafe {
+        (
+            &*block.cast::<Block<'_>>(),
+            std::slice::from_raw_parts(waits, lanes as usize),
+        )
+    };
+    c_int::from(block.release_warp_in_round(base as usize, waits, here))
 }
 
 /// The threads still in the block (waiting).

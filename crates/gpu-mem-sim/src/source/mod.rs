@@ -23,6 +23,7 @@
 //!   as coroutines ([`stackless`]); a way of building the compiler refuses falls back to the
 //!   next, the last being the source as written.
 
+mod atomics;
 mod cache;
 mod compiler;
 mod declarations;

@@ -761,9 +761,11 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
             "p[1] = p[0] ? 1 : atomicAdd(p, 1)",
             "switch (p[0]) { case 0: atomicAdd(p, 1); }",
         ] {
-            let code = format!("__global__ void k(int* p) {{ {call}; }}");
+            // (In a loop: atomics a thread reaches once run it as a plain call.)
+            let code = format!("__global__ void k(int* p) {{ for (;;) {{ {call}; }} }}");
             assert!(eligible(&code), "{call}");
         }
+        assert!(!eligible("__global__ void k(int* p) { atomicAdd(p, 1); }"));
         // Names that only contain a keyword's letters are names.
         assert!(eligible(
             "__global__ void k(int* p) { int co_ord = 1; syncthreads(); }"
@@ -856,7 +858,7 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
         }
         // A kernel declared first and defined later is still a kernel.
         assert!(eligible(
-            "__global__ void k(int* p);\n__global__ void k(int* p) { atomicAdd(p, 1); }"
+            "__global__ void k(int* p);\n__global__ void k(int* p) { atomicAdd(p, 1); syncthreads(); }"
         ));
         // A macro could reach a function without a call the test sees.
         for define in ["#define CAS (atomicCAS)", "#define WAIT \\\n  syncthreads"] {

@@ -12,29 +12,29 @@ use crate::abi::{GmSimAllowed, GmSimRuntime, GmSimThread};
 use crate::thread::Collective;
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
-/// `barrier`) and the collectives' own names: the prefixes of warp collectives (with their
-/// legacy forms), atomics (a spin-wait on a flag), the spin hint and cooperative groups.
-const COLLECTIVES_AND_ATOMICS: [&str; 8] = [
+/// `barrier`), the collectives' own names and atomics: the prefixes of warp collectives (with
+/// their legacy forms) and cooperative groups.
+const COLLECTIVES: [&str; 6] = [
     "__shfl",
     "ballot",
     "__all",
     "__any",
-    "atomic",
-    "nanosleep",
     "activemask",
     "cooperative_groups",
 ];
 
 /// Whether `code` may make its threads wait for each other: it names a barrier, a collective
-/// of the table (`Collective::info`), one of [`COLLECTIVES_AND_ATOMICS`] or the runtime table.
-/// Conservative: any occurrence, even in a comment or a longer name, counts; a kernel for which
-/// this is `false` runs its threads as plain calls in any order.
+/// of the table (`Collective::info`), one of [`COLLECTIVES`] or the runtime table, or a thread
+/// may call one of its atomics or spin hints again and again (`super::atomics::may_repeat`: a
+/// spin-wait). Conservative: any occurrence of those names, even in a comment or a longer name,
+/// counts; a kernel for which this is `false` runs its threads as plain calls in any order.
 pub(crate) fn may_wait(code: &str) -> bool {
     ["sync", "barrier", "gm_sim_rt"]
         .into_iter()
-        .chain(COLLECTIVES_AND_ATOMICS)
+        .chain(COLLECTIVES)
         .chain(Collective::calls())
         .any(|word| code.contains(word))
+        || super::atomics::may_repeat(code)
 }
 
 /// The file name compile errors and divergence reports show: `<kernel>.cu`.
@@ -179,7 +179,8 @@ mod tests {
             "__all_sync(m, p)",
             "__any_sync(m, p)",
             "syncthreads_count(p)",
-            "atomicAdd(&a(0), 1);",
+            "while (atomicCAS(&a(0), 0, 1) != 0) {}",
+            "__device__ void add(int* a) { atomicAdd(a, 1); }",
             "__nanosleep(100);",
         ] {
             assert!(may_wait(code), "{code}");

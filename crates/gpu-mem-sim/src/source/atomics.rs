@@ -1,0 +1,260 @@
+//! Whether a kernel's atomics and spin hints can make its threads wait for each other.
+//!
+//! A thread can only wait at an atomic by calling it again and again: a spin-wait
+//! (`while (atomicCAS(lock, 0, 1) != 0)`, `do { ... } while (atomicAdd(flag, 0) == 0)`) is a
+//! loop. The simulator lets a block's other threads run at every 16th atomic of a thread so that
+//! such loops end, which costs every atomic a call and runs a kernel with atomics as threads
+//! that wait (stackless or on fibers). A kernel each of whose threads calls every atomic at most
+//! once cannot spin at one, and runs its threads as plain calls instead
+//! (`super::wrapper::may_wait`).
+//!
+//! [`may_repeat`] decides that from the source text, conservatively: `false` only when every
+//! atomic or spin hint named anywhere in the code is a plain call of one of the prelude's atomics
+//! (or `__nanosleep`) in the body of a `__global__` function (other names of atomics, such as
+//! `atomicAdd_system` or `cuda::atomic_ref`, count as repeated), outside every loop (its condition
+//! included) and inside no block that is not a statement's (a lambda's body, say), and the code
+//! has no `goto` and no preprocessor line naming one (a macro could hide a loop). An atomic in a
+//! `__device__` helper counts as repeated: the helper may be called in a loop.
+
+use gpu_mem_core::kernel::scan::functions::{Kind, body_end, call_end, call_open, functions};
+use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
+
+/// The names that, called again and again, let a thread wait: the prelude's atomics and the
+/// spin hint.
+const ONCE_CALLABLE: [&str; 12] = [
+    "atomicAdd",
+    "atomicSub",
+    "atomicExch",
+    "atomicMin",
+    "atomicMax",
+    "atomicInc",
+    "atomicDec",
+    "atomicCAS",
+    "atomicAnd",
+    "atomicOr",
+    "atomicXor",
+    "__nanosleep",
+];
+
+/// Whether `text` may name an atomic or a spin hint anywhere (a quick test, and the one for
+/// preprocessor lines).
+fn is_atomic_word(text: &str) -> bool {
+    text.contains("atomic") || text.contains("nanosleep")
+}
+
+/// Whether the identifier `word` names an atomic operation or type or a spin hint: CUDA's
+/// atomics and their scoped forms (`atomicAdd`, `atomicCAS_system`), `atomic`, `atomic_ref` and
+/// `atomic_flag` (`std::`, `cuda::`), GCC's `__atomic_` builtins, and `__nanosleep`. A name of
+/// the kernel's own that merely contains the letters (`atomic_reduction`) is none.
+fn names_an_atomic(word: &str) -> bool {
+    let cuda = word
+        .strip_prefix("atomic")
+        .and_then(|rest| rest.chars().next())
+        .is_some_and(|c| c.is_ascii_uppercase());
+    cuda || matches!(word, "atomic" | "atomic_ref" | "atomic_flag")
+        || word.starts_with("__atomic")
+        || word.contains("nanosleep")
+}
+
+/// Whether a thread of `code` may call one of its atomics or spin hints more than once (see the
+/// module's notes); `true` whenever the text is not understood.
+pub(crate) fn may_repeat(code: &str) -> bool {
+    if !is_atomic_word(code) {
+        return false;
+    }
+    if directives(code)
+        .into_iter()
+        .any(|line| is_atomic_word(&code[line]))
+    {
+        return true;
+    }
+    let Some(toks) = tokens(code) else {
+        return true;
+    };
+    let word = |t: &Token| &code[t.start..t.end];
+    if toks.iter().any(|t| word(t) == "goto") {
+        return true;
+    }
+    let Some(fns) = functions(code, &toks) else {
+        return true;
+    };
+    let kernel_bodies: Vec<(usize, usize)> = fns
+        .iter()
+        .filter(|f| f.kind == Kind::Kernel)
+        .filter_map(|f| f.body)
+        .collect();
+    toks.iter().enumerate().any(|(i, t)| {
+        names_an_atomic(word(t))
+            && !kernel_bodies
+                .iter()
+                .any(|&(open, close)| open < i && i < close && called_once(code, &toks, open, i))
+    })
+}
+
+/// Whether token `at` (in the body opening at token `open`) is a plain call of one of
+/// [`ONCE_CALLABLE`] that the body reaches at most once: outside every loop's extent and
+/// inside no block other than a statement's.
+fn called_once(code: &str, toks: &[Token], open: usize, at: usize) -> bool {
+    let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
+    if !ONCE_CALLABLE.contains(&word(at)) || call_open(code, toks, at, false).is_none() {
+        return false;
+    }
+    // The blocks around the call, innermost last; the loops before it, and the `while`s that
+    // end their `do` loops (part of those).
+    let mut blocks: Vec<usize> = Vec::new();
+    let mut do_tails: Vec<usize> = Vec::new();
+    for k in open + 1..at {
+        match word(k) {
+            "{" => blocks.push(k),
+            "}" => {
+                blocks.pop();
+            }
+            "while" if do_tails.contains(&k) => {}
+            "for" | "while" | "do" => {
+                let (extent, tail) = loop_extent(code, toks, k, &blocks, open);
+                if extent.contains(&at) {
+                    return false;
+                }
+                do_tails.extend(tail);
+            }
+            _ => {}
+        }
+    }
+    blocks
+        .iter()
+        .all(|&brace| statement_block(code, toks, brace))
+}
+
+/// The tokens a loop starting at keyword `k` may run again: its condition and body through
+/// their end, or, where that is not plain (a body that is no block), to the end of the block
+/// around it (`blocks`' innermost, else the function body opening at `open`); and, for a `do`
+/// loop, the token of the `while` that ends it.
+fn loop_extent(
+    code: &str,
+    toks: &[Token],
+    k: usize,
+    blocks: &[usize],
+    open: usize,
+) -> (std::ops::Range<usize>, Option<usize>) {
+    let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
+    let around = blocks.last().copied().unwrap_or(open);
+    let to_block_end = (k..body_end(code, toks, around).unwrap_or(toks.len()), None);
+    let body = if word(k) == "do" {
+        k + 1
+    } else {
+        if word(k + 1) != "(" {
+            return to_block_end;
+        }
+        match call_end(code, toks, k + 1) {
+            Some(close) => close + 1,
+            None => return to_block_end,
+        }
+    };
+    if word(body) != "{" {
+        return to_block_end;
+    }
+    let Some(end) = body_end(code, toks, body) else {
+        return to_block_end;
+    };
+    if word(k) != "do" {
+        return (k..end + 1, None);
+    }
+    // `do { ... } while (condition);`: the condition runs again too.
+    if word(end + 1) == "while"
+        && word(end + 2) == "("
+        && let Some(close) = call_end(code, toks, end + 2)
+    {
+        return (k..close + 1, Some(end + 1));
+    }
+    to_block_end
+}
+
+/// Whether the `{` at token `brace` opens a statement's block (a compound statement, or the
+/// body of `if`, `else`, `switch`, a loop or a `case`), not a lambda's body, a class or an
+/// initializer.
+fn statement_block(code: &str, toks: &[Token], brace: usize) -> bool {
+    let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
+    match word(brace.wrapping_sub(1)) {
+        "{" | "}" | ";" | ":" | "else" | "do" => true,
+        ")" => {
+            // The `(` it closes, and what names that group.
+            let mut depth = 0i32;
+            let mut k = brace - 1;
+            loop {
+                match word(k) {
+                    ")" => depth += 1,
+                    "(" => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                if k == 0 {
+                    return false;
+                }
+                k -= 1;
+            }
+            k > 0 && matches!(word(k - 1), "if" | "switch" | "for" | "while")
+        }
+        _ => false,
+    }
+}
+
+// Safe code only, so nothing for Miri to check.
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::may_repeat;
+
+    fn kernel(body: &str) -> String {
+        format!("__global__ void k(int* a, int n) {{\n{body}\n}}\n")
+    }
+
+    #[test]
+    fn atomics_a_thread_reaches_once_cannot_spin() {
+        for body in [
+            "atomicAdd(&a[0], 1); atomicMax(&a[1], n);",
+            // After a loop, in branches, in a nested block; comments do not count.
+            "int s = 0; for (int i = 0; i < n; ++i) { s += a[i]; } atomicAdd(a, s); // atomic",
+            "if (n > 0) { atomicAdd(a, 1); } else { atomicSub(a, 1); }",
+            "switch (n) { case 1: { atomicOr(a, 1); break; } default: break; }",
+            "{ int v = atomicExch(a, n); a[1] = v; }",
+            "do { a[0] += 1; } while (a[0] < n); atomicInc((unsigned*)a, 3u);",
+        ] {
+            assert!(!may_repeat(&kernel(body)), "{body}");
+        }
+        assert!(!may_repeat("__global__ void k(int* a) { a[0] = 1; }"));
+        // The kernel's own names are not atomics.
+        assert!(!may_repeat(
+            "__global__ void atomic_sum(int* a, int n) { int atomics = n; atomicAdd(a, atomics); }"
+        ));
+    }
+
+    #[test]
+    fn atomics_that_may_run_again_may_spin() {
+        for body in [
+            "while (atomicCAS(a, 0, 1) != 0) {}",
+            "for (int i = 0; i < n; ++i) { atomicAdd(a, i); }",
+            "for (int i = 0; i < n; ++i) atomicAdd(a, i);",
+            "do { __nanosleep(10); } while (a[0] == 0);",
+            "do { } while (atomicAdd(a, 0) == 0);",
+            "int i = 0; again: atomicAdd(a, 1); if (++i < n) goto again;",
+            "auto f = [&] { atomicAdd(a, 1); }; for (int i = 0; i < n; ++i) f();",
+            "cuda::atomic_ref<int> r(*a); r.fetch_add(1);",
+            "atomicAdd_system(a, 1);",
+            "std::atomic<int>* f = (std::atomic<int>*)a; f->store(1);",
+            "__atomic_fetch_add(a, 1, __ATOMIC_SEQ_CST);",
+            "while (n--) if (a[n]) atomicAdd(a, 1);",
+        ] {
+            assert!(may_repeat(&kernel(body)), "{body}");
+        }
+        // In a helper (which may be called in a loop), or hidden in a macro.
+        assert!(may_repeat(
+            "__device__ void add(int* a) { atomicAdd(a, 1); }\n__global__ void k(int* a) { add(a); }"
+        ));
+        assert!(may_repeat(
+            "#define ADD(p) atomicAdd(p, 1)\n__global__ void k(int* a) { ADD(a); }"
+        ));
+    }
+}

@@ -122,6 +122,10 @@ struct gm_sim_thread {
     gm_uint3 grid_dim;
     unsigned int warp_size;
     unsigned int lane;
+    /* Nonzero where atomics and the spin hint let the block's other threads run now and then
+     * (a thread on a fiber); zero for a thread run as a plain call, which cannot let others run
+     * and need not (its kernel has no loop that could spin at an atomic). */
+    unsigned int progress;
     /* Checked programs (GM_SIM_CHECKED): where a thread whose access was refused goes (a
      * `__builtin_setjmp` buffer of the frame that started it), and that frame's address (the
      * thread's stack lies below it). Null elsewhere. */
@@ -179,7 +183,7 @@ struct gm_sim_runtime {
     /* Checked programs: this OS thread's allowed ranges (they live as long as the OS thread). */
     const gm_sim_allowed *(*allowed)(void);
 };
-#define GM_SIM_ABI 8
+#define GM_SIM_ABI 9
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
@@ -239,7 +243,12 @@ inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #if defined(GM_SIM_STACKLESS)
 #define GM_SIM_PROGRESS() ((void)0)
 #else
-#define GM_SIM_PROGRESS() gm_sim_rt.progress()
+#define GM_SIM_PROGRESS()                                                                     \
+    do {                                                                                      \
+        if (gm_sim_self()->progress != 0) {                                                   \
+            gm_sim_rt.progress();                                                             \
+        }                                                                                     \
+    } while (0)
 #endif
 #define GM_SIM_PROGRESS_EVERY 16u
 

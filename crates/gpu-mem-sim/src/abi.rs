@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 8;
+pub(crate) const ABI: u32 = 9;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -28,6 +28,10 @@ pub(crate) struct GmSimThread {
     pub(crate) grid_dim: [u32; 3],
     pub(crate) warp_size: u32,
     pub(crate) lane: u32,
+    /// Nonzero where atomics and the spin hint call the runtime's `progress` (a thread on a
+    /// fiber, which can let the block's other threads run); zero for a thread run as a plain
+    /// call, which cannot.
+    pub(crate) progress: u32,
     /// Checked programs: where a thread whose access is refused goes (the program's own
     /// `__builtin_setjmp` buffer), and the address of the frame that started the thread (its
     /// stack lies below); 0 elsewhere. Written by the program only.

@@ -170,6 +170,7 @@ static OUTSIDE: GmSimThread = GmSimThread {
     grid_dim: [1; 3],
     warp_size: 1,
     lane: 0,
+    progress: 0,
     escape: 0,
     stack_top: 0,
 };

@@ -101,7 +101,10 @@ impl<'b, 'a> SimThread<'b, 'a> {
             linear,
             // Only compiled code reads it.
             info: UnsafeCell::new(if block.compiled {
-                thread_info(block, thread, linear)
+                GmSimThread {
+                    progress: u32::from(fiber.is_some()),
+                    ..thread_info(block, thread, linear)
+                }
             } else {
                 GmSimThread::default()
             }),
@@ -589,6 +592,7 @@ fn thread_info(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
         grid_dim: block.grid_dim.to_array(),
         warp_size: block.warp_size,
         lane: lane_of(linear, block.warp_size),
+        progress: 0,
         escape: 0,
         stack_top: 0,
     }

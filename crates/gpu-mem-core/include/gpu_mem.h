@@ -1486,10 +1486,11 @@ inline gm_sim_shuffling<T> gm_sim_await_shfl(int op, unsigned long long mask, T 
  * next round; any other time it does not suspend. Then the call is made, and its value is the
  * await's. */
 static const gm_sim_wait gm_sim_yield_site = {"", 0, GM_FENCE_LOCAL, GM_SIM_KIND_YIELD};
-template <typename F, typename... A>
-struct gm_sim_progress_call {
-    F call;
-    std::tuple<A...> arguments;
+/* `co_await gm_sim_progress_point()`: the same without a call, before each call of a helper
+ * that waits only at atomics and spin hints, a bounded number of them (`(co_await
+ * gm_sim_progress_point(), helper(...))`): the helper runs as a plain function, and its calls
+ * are where a thread that spins by calling it lets the others run. */
+struct gm_sim_progress_point {
     bool await_ready() const noexcept { return false; }
     template <typename P>
     bool await_suspend(std::coroutine_handle<P> h) const noexcept {
@@ -1499,11 +1500,17 @@ struct gm_sim_progress_call {
         gm_sim_suspend_at(h, const_cast<gm_sim_wait*>(&gm_sim_yield_site));
         return true;
     }
+    void await_resume() const noexcept {}
+};
+template <typename F, typename... A>
+struct gm_sim_progress_call : gm_sim_progress_point {
+    F call;
+    std::tuple<A...> arguments;
     decltype(auto) await_resume() { return std::apply(call, arguments); }
 };
 template <typename F, typename... A>
 inline gm_sim_progress_call<F, A...> gm_sim_progressing(F call, A... arguments) {
-    return gm_sim_progress_call<F, A...>{call, std::tuple<A...>(arguments...)};
+    return gm_sim_progress_call<F, A...>{{}, call, std::tuple<A...>(arguments...)};
 }
 
 /* Whether an ended thread's frame holds nothing to destroy: its locals are gone by then, and the

@@ -966,12 +966,32 @@ mod tests {
         assert_eq!(threads_of(&vote), Threads::Calls);
         let wide = tile.replace("<32>", "<64>");
         assert_eq!(threads_of(&wide), Threads::Calls);
-        // A helper that waits only at an atomic would be a coroutine per call: fibers instead.
+        // A helper that waits only at an atomic stays a plain function when it makes a bounded
+        // number of them (its calls are the progress points); one with a loop would be a
+        // coroutine per call: fibers instead.
         let atomic_helper = block.replace(
             "__global__ void k(int* a) {",
             "__device__ void add(int* a) { atomicAdd(a, 1); }\n__global__ void k(int* a) { add(a);",
         );
-        assert_eq!(threads_of(&atomic_helper), Threads::Calls);
+        assert_eq!(threads_of(&atomic_helper), Threads::Stackless);
+        let looping_helper = atomic_helper.replace(
+            "{ atomicAdd(a, 1); }",
+            "{ for (int i = 0; i < 2; ++i) atomicAdd(a, 1); }",
+        );
+        assert_eq!(threads_of(&looping_helper), Threads::Calls);
+    }
+
+    /// NVIDIA's histogram256 form: helpers making a bounded number of atomics, called in loops
+    /// of a kernel with barriers, build stackless (the helpers plain functions).
+    #[test]
+    fn bounded_atomic_helpers_build_stackless() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    __device__ void add_byte(unsigned* h, unsigned b) { atomicAdd(h + b, 1u); }\n\
+                    __device__ void add_word(unsigned* h, unsigned w) { add_byte(h, w & 7u); add_byte(h, w >> 8 & 7u); }\n\
+                    extern \"C\" __global__ void k(unsigned* h, unsigned* d) {\n\
+                    \x20   for (int i = 0; i < 4; ++i) add_word(h, d[i]);\n\
+                    \x20   __syncthreads();\n}\n";
+        assert_eq!(threads_of(code), Threads::Stackless);
     }
 
     #[test]

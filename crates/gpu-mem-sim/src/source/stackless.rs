@@ -21,6 +21,7 @@
 //!   unevaluated operand, keeps the kernel on stacks.
 
 mod block_groups;
+mod bounded;
 mod cxx20;
 mod macros;
 
@@ -81,23 +82,47 @@ fn waits_in<'c>(
     (names, definitions)
 }
 
+/// The helpers of `code` that wait, as the stackless form builds them: those that become
+/// coroutines, and those that wait only at a bounded number of atomics and spin hints and stay
+/// plain functions (`bounded`); and the names that wait (`waits_in`).
+struct Helpers<'c> {
+    coroutines: BTreeSet<&'c str>,
+    bounded: BTreeSet<&'c str>,
+    waits: Vec<&'c str>,
+    /// Of the coroutines, how many reach a barrier or collective (the others wait only at
+    /// atomics and spin hints, and are not bounded).
+    at_barriers: usize,
+}
+
+fn helpers_of<'c>(code: &'c str, toks: &[Token], fns: &[Function]) -> Helpers<'c> {
+    let (waits, _) = waits_in(code, None);
+    let waiting = waiting_helpers(code, toks, fns, &waits);
+    let (synchronizing, _) = waits_in(
+        code,
+        Some(&|name: &str| !name.starts_with("atomic") && name != "__nanosleep"),
+    );
+    let at_barriers = waiting_helpers(code, toks, fns, &synchronizing);
+    let bounded = bounded::bounded(code, toks, fns, &waiting, &at_barriers);
+    Helpers {
+        coroutines: waiting.difference(&bounded).copied().collect(),
+        bounded,
+        waits,
+        at_barriers: at_barriers.len(),
+    }
+}
+
 /// `code` with its block groups' syncs written as block barriers (`block_groups::lower`), for
 /// its stackless form; `None` when it has none, or when the lowered source would have a helper
-/// that waits only at atomics and spin hints. Such a helper becomes a coroutine, a frame per
-/// call, where on a fiber it is a plain call: NVIDIA's histogram256 (`addByte` per byte, each an
-/// `atomicAdd`) ran 2.2x slower stackless than on fibers, so such a kernel keeps its fibers.
+/// that waits only at atomics and spin hints and is not bounded (`bounded`). Such a helper
+/// becomes a coroutine, a frame per call, where on a fiber it is a plain call: NVIDIA's
+/// histogram256 ran 2.2x slower stackless than on fibers while its `addByte` was one, so such a
+/// kernel keeps its fibers.
 pub(crate) fn lower_block_groups(code: &str) -> Option<String> {
     let lowered = block_groups::lower(code)?;
     let toks = tokens(&lowered)?;
     let fns = functions(&lowered, &toks)?;
-    let (waits, _) = waits_in(&lowered, None);
-    let waiting = waiting_helpers(&lowered, &toks, &fns, &waits);
-    let (synchronizing, _) = waits_in(
-        &lowered,
-        Some(&|name: &str| !name.starts_with("atomic") && name != "__nanosleep"),
-    );
-    let at_barriers = waiting_helpers(&lowered, &toks, &fns, &synchronizing);
-    (waiting.len() == at_barriers.len()).then_some(lowered)
+    let helpers = helpers_of(&lowered, &toks, &fns);
+    (helpers.coroutines.len() == helpers.at_barriers).then_some(lowered)
 }
 
 /// [`SUSPENDING`] besides the collectives.
@@ -416,8 +441,12 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
         return None;
     }
     let fns = functions(code, &toks)?;
-    let (waits, _) = waits_in(code, None);
-    let helpers = waiting_helpers(code, &toks, &fns, &waits);
+    let Helpers {
+        coroutines: helpers,
+        bounded,
+        waits,
+        ..
+    } = helpers_of(code, &toks, &fns);
     // (byte range replaced, replacement); sorted by position before they are made.
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut i = 0;
@@ -446,10 +475,20 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
         }
         let bind_shared = !may_observe_references(code, &toks[end..]);
         let close = body_end(code, &toks, end)?;
-        coroutine_body(code, &toks, (end, close), &helpers, bind_shared, &mut edits)?;
+        let calls = Calls {
+            helpers: &helpers,
+            bounded: &bounded,
+        };
+        coroutine_body(code, &toks, (end, close), calls, bind_shared, &mut edits)?;
         i = close + 1;
     }
     for f in &fns {
+        if let (Some(name), Some(body)) = (f.name, f.body)
+            && bounded.contains(text(&toks[name]))
+        {
+            bounded::plain_body(code, &toks, body, &waits, &mut edits)?;
+            continue;
+        }
         let Some(name) = f.name.filter(|&n| helpers.contains(text(&toks[n]))) else {
             continue;
         };
@@ -468,7 +507,11 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
         edits.push((toks[first].start, toks[first].start, "gm_sim_sub<".into()));
         edits.push((toks[last].end, toks[last].end, ">".into()));
         if let Some(body) = f.body {
-            coroutine_body(code, &toks, body, &helpers, false, &mut edits)?;
+            let calls = Calls {
+                helpers: &helpers,
+                bounded: &bounded,
+            };
+            coroutine_body(code, &toks, body, calls, false, &mut edits)?;
         }
     }
     if edits.is_empty() {
@@ -491,14 +534,23 @@ pub(crate) fn rewrite(code: &str) -> Option<String> {
     Some(out)
 }
 
+/// The helpers a coroutine's calls reach: coroutines (awaited) and bounded plain functions
+/// (each call a progress point).
+#[derive(Clone, Copy)]
+struct Calls<'a, 'c> {
+    helpers: &'a BTreeSet<&'c str>,
+    bounded: &'a BTreeSet<&'c str>,
+}
+
 /// The edits that make the body `open..=close` (tokens) a coroutine's: a `co_await` that never
 /// suspends first, `co_return` for `return`, `(co_await helper(...))` for each call of one of
-/// `helpers`, and with `bind_shared`, each `__shared__` variable bound to a reference once.
+/// `calls.helpers`, a progress point before each call of one of `calls.bounded`, and with
+/// `bind_shared`, each `__shared__` variable bound to a reference once.
 fn coroutine_body(
     code: &str,
     toks: &[Token],
     (open, close): (usize, usize),
-    helpers: &BTreeSet<&str>,
+    Calls { helpers, bounded }: Calls<'_, '_>,
     bind_shared: bool,
     edits: &mut Vec<(usize, usize, String)>,
 ) -> Option<()> {
@@ -524,6 +576,9 @@ fn coroutine_body(
                     edits.push((toks[semicolon].end, toks[semicolon].end, bind));
                     k = semicolon;
                 }
+            }
+            word if t.ident && bounded.contains(word) => {
+                bounded::progress_point(code, toks, k, edits)?;
             }
             word if t.ident && helpers.contains(word) => {
                 let open = call_open(code, toks, k, true)?;
@@ -731,6 +786,35 @@ extern "C" __global__ void tiled(gm_array<float, 2> a, int n) {
         assert!(eligible(
             "__global__ void k() { int größe = 1; syncthreads(); }"
         ));
+    }
+
+    /// A helper that waits only at a bounded number of atomics stays a plain function whose
+    /// atomics the macros leave alone; each call of it in a coroutine is a progress point. One
+    /// with a loop, or calling a barrier, is a coroutine.
+    #[test]
+    fn bounded_atomic_helpers_stay_plain_functions() {
+        let code = "__device__ int peek(int* f) { return atomicAdd(f, 0); }\n\
+                    __device__ int twice(int* f) { return peek(f) + peek(f); }\n\
+                    __global__ void k(int* f) { syncthreads(); while (twice(f) == 0) {} }";
+        let out = rewrite(code).unwrap();
+        assert!(
+            out.contains("__device__ int peek(int* f) { return (atomicAdd)(f, 0); }"),
+            "{out}"
+        );
+        assert!(out.contains("{ return peek(f) + peek(f); }"), "{out}");
+        assert!(
+            out.contains("while ((co_await gm_sim_progress_point(), twice(f)) == 0)"),
+            "{out}"
+        );
+        for unbounded in [
+            "{ int s = 0; for (int i = 0; i < 2; ++i) s += atomicAdd(f, 0); return s; }",
+            "{ syncthreads(); return atomicAdd(f, 0); }",
+        ] {
+            let code = code.replace("{ return atomicAdd(f, 0); }", unbounded);
+            let out = rewrite(&code).unwrap();
+            assert!(out.contains("gm_sim_sub<int> peek"), "{out}");
+            assert!(out.contains("(co_await twice(f))"), "{out}");
+        }
     }
 
     #[test]

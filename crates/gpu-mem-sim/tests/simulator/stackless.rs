@@ -303,6 +303,50 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
     assert!(fibers.is_ok(), "{fibers:?}");
 }
 
+/// Helpers that make a bounded number of atomics (no loop) stay plain functions, each call a
+/// progress point: a histogram through them (NVIDIA's histogram256's `addByte` / `addWord`)
+/// counts as on fibers, and a thread spinning by calling one until a later thread of its block
+/// sets a flag through another lets that thread run (the helpers' own atomics never do).
+#[test]
+fn bounded_atomic_helpers_count_and_let_spinning_threads_on() {
+    let histogram = r#"#include "gpu_mem.h"
+__device__ void add_byte(unsigned* hist, unsigned byte) { atomicAdd(hist + byte, 1u); }
+__device__ void add_word(unsigned* hist, unsigned word) {
+    add_byte(hist, word & 7u);
+    add_byte(hist, (word >> 8) & 7u);
+}
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    __shared__ unsigned hist[8];
+    if (threadIdx.x < 8) hist[threadIdx.x] = 0;
+    syncthreads();
+    for (int i = 0; i < 3; ++i) add_word(hist, (unsigned)(a(threadIdx.x) * 257 + i));
+    syncthreads();
+    a(threadIdx.x) = threadIdx.x < 8 ? (int)hist[threadIdx.x] : -1;
+}"#;
+    let (stackless, fibers) = both_ways(histogram, 64);
+    let counts = stackless.expect("the histogram runs");
+    assert_eq!(counts[..8].iter().sum::<i32>(), 64 * 3 * 2, "{counts:?}");
+    assert_eq!(Ok(counts), fibers);
+    let spin = r#"#include "gpu_mem.h"
+__device__ int peek(int* flag) { return atomicAdd(flag, 0); }
+__device__ void raise(int* flag) { atomicExch(flag, 1); }
+extern "C" __global__ void k(gm_array<int, 1> a) {
+    __shared__ int flag;
+    if (threadIdx.x == 0) flag = 0;
+    syncthreads();
+    int spins = 0;
+    if (threadIdx.x == 0) {
+        while (peek(&flag) == 0) ++spins;
+    } else if (threadIdx.x == 3) {
+        raise(&flag);
+    }
+    a(threadIdx.x) = spins > 0 ? 1 : 0;
+}"#;
+    let (stackless, fibers) = both_ways(spin, 4);
+    assert_eq!(stackless, Ok(vec![1, 0, 0, 0]));
+    assert_eq!(stackless, fibers);
+}
+
 /// `__device__` helpers that wait (barriers, collectives, atomics, spin hints, other such
 /// helpers) are coroutines too: values, references and structs they return, recursion, helpers
 /// called in conditions and loops, shared memory of their own, faults, divergence and spinning

@@ -941,7 +941,7 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
 #endif
 
 template <typename... P, unsigned long... I>
-GM_SIM_UNCHECKED void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
+GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
                         std::integer_sequence<unsigned long, I...>) {
     typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
         Params;
@@ -950,7 +950,8 @@ GM_SIM_UNCHECKED void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
         t->args[I])...);
     /* What threadIdx & co read, set to each thread before it runs: asked through the same
      * `const` function the kernel's reads go through, so that once the kernel is inlined here
-     * the compiler sees one pointer, and each index read as the value just stored. */
+     * (`flatten`: a kernel with external linkage, or called from both entries, was not) the
+     * compiler sees one pointer, and each index read as the value just stored. */
     gm_sim_thread* const thread = const_cast<gm_sim_thread*>(gm_sim_self());
     const unsigned char* const faulted = t->faulted;
     const unsigned int count = t->count, dim_x = t->dim_x, dim_y = t->dim_y;

@@ -940,9 +940,12 @@ inline void gm_sim_next_thread(gm_uint3& index, unsigned int& lane, unsigned int
 GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
 #endif
 
-template <typename... P, unsigned long... I>
-GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*entry)(P...), gm_sim_threads* t,
-                        std::integer_sequence<unsigned long, I...>) {
+/* `Entry` is the kernel: a template argument, so that the call below is a direct one, which
+ * `flatten` inlines (GCC left a kernel called from both entries, with external linkage, a call
+ * per thread); `P` is deduced from the unused first parameter. */
+template <auto Entry, typename... P, unsigned long... I>
+GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*)(P...), gm_sim_threads* t,
+                                         std::integer_sequence<unsigned long, I...>) {
     typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
         Params;
     /* Copied out: each thread receives its own copy of these, as from the buffers. */
@@ -950,8 +953,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*entry)(
         t->args[I])...);
     /* What threadIdx & co read, set to each thread before it runs: asked through the same
      * `const` function the kernel's reads go through, so that once the kernel is inlined here
-     * (`flatten`: a kernel with external linkage, or called from both entries, was not) the
-     * compiler sees one pointer, and each index read as the value just stored. */
+     * the compiler sees one pointer, and each index read as the value just stored. */
     gm_sim_thread* const thread = const_cast<gm_sim_thread*>(gm_sim_self());
     const unsigned char* const faulted = t->faulted;
     const unsigned int count = t->count, dim_x = t->dim_x, dim_y = t->dim_y;
@@ -973,7 +975,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*entry)(
 #if defined(GM_SIM_CHECKED)
                 gm_sim_thread_starts();
 #endif
-                entry(std::get<I>(params)...);
+                Entry(std::get<I>(params)...);
                 if (*faulted != 0) {
                     return;
                 }
@@ -988,20 +990,26 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*entry)(
     }
 }
 
-template <typename... P>
-GM_SIM_UNCHECKED void gm_sim_run_threads(void (*entry)(P...), gm_sim_threads* t) {
+template <auto Entry, typename... P>
+GM_SIM_UNCHECKED void gm_sim_run_threads_of(void (*)(P...), gm_sim_threads* t) {
 #if defined(GM_SIM_CHECKED)
     /* A refused access ends the thread and, as any fault, the loop. */
     if (gm_sim_escapable([=]() GM_SIM_UNCHECKED {
-            gm_sim_thread_loop(entry, t,
-                               std::make_integer_sequence<unsigned long, sizeof...(P)>());
+            gm_sim_thread_loop<Entry>(Entry, t,
+                                      std::make_integer_sequence<unsigned long, sizeof...(P)>());
             return 0;
         }) == 2) {
         t->status = 2;
     }
 #else
-    gm_sim_thread_loop(entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+    gm_sim_thread_loop<Entry>(Entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
 #endif
+}
+
+/* A block's threads (or several blocks'), run as a loop over kernel `Entry`. */
+template <auto Entry>
+GM_SIM_UNCHECKED void gm_sim_run_threads(gm_sim_threads* t) {
+    gm_sim_run_threads_of<Entry>(Entry, t);
 }
 
 #if defined(GM_SIM_CHECKED)

@@ -116,7 +116,7 @@ pub(crate) fn translation_unit(
                 let _ = writeln!(
                     unit,
                     "static int gm_sim_run_{i}(void* const* gm_sim_args) {{ return gm_sim_invoke(&{entry}, gm_sim_args); }}\n\
-                     static void gm_sim_threads_{i}(gm_sim_threads* gm_sim_t) {{ gm_sim_run_threads(&{entry}, gm_sim_t); }}"
+                     static void gm_sim_threads_{i}(gm_sim_threads* gm_sim_t) {{ gm_sim_run_threads<&{entry}>(gm_sim_t); }}"
                 );
                 let _ = writeln!(
                     table,

@@ -17,19 +17,23 @@ use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
 
 impl Block<'_> {
-    /// Sets thread `linear`'s operands of a collective (sizing the block's slots first).
+    /// The block's slots, one per thread (sized on first use in a launch's block shape).
     #[inline]
-    pub(super) fn set_operands(&self, linear: usize, (value, arg, width): (u64, i64, u32)) {
+    fn sized_slots(&self) -> std::cell::RefMut<'_, Vec<Slot>> {
         let count = self.block_dim.count() as usize;
         let mut slots = self.slots.borrow_mut();
         if slots.len() != count {
             slots.clear();
             slots.resize(count, Slot::default());
         }
-        if let Some(slot) = slots.get_mut(linear) {
-            slot.value = value;
-            slot.arg = arg;
-            slot.width = width;
+        slots
+    }
+
+    /// Sets thread `linear`'s operands of a collective (sizing the block's slots first).
+    #[inline]
+    pub(super) fn set_operands(&self, linear: usize, operands: (u64, i64, u32)) {
+        if let Some(slot) = self.sized_slots().get_mut(linear) {
+            slot.set(operands);
         }
     }
 
@@ -40,17 +44,9 @@ impl Block<'_> {
         &self,
         mut operands: impl FnMut(usize) -> Option<(u64, i64, u32)>,
     ) {
-        let count = self.block_dim.count() as usize;
-        let mut slots = self.slots.borrow_mut();
-        if slots.len() != count {
-            slots.clear();
-            slots.resize(count, Slot::default());
-        }
-        for (linear, slot) in slots.iter_mut().enumerate() {
-            if let Some((value, arg, width)) = operands(linear) {
-                slot.value = value;
-                slot.arg = arg;
-                slot.width = width;
+        for (linear, slot) in self.sized_slots().iter_mut().enumerate() {
+            if let Some(operands) = operands(linear) {
+                slot.set(operands);
             }
         }
     }
@@ -64,19 +60,10 @@ impl Block<'_> {
         here: u64,
         mut operands: impl FnMut(usize) -> Option<(u64, i64, u32)>,
     ) {
-        let count = self.block_dim.count() as usize;
-        let mut slots = self.slots.borrow_mut();
-        if slots.len() != count {
-            slots.clear();
-            slots.resize(count, Slot::default());
-        }
+        let mut slots = self.sized_slots();
         for lane in lanes_of(here) {
-            if let (Some(slot), Some((value, arg, width))) =
-                (slots.get_mut(base + lane), operands(lane))
-            {
-                slot.value = value;
-                slot.arg = arg;
-                slot.width = width;
+            if let (Some(slot), Some(operands)) = (slots.get_mut(base + lane), operands(lane)) {
+                slot.set(operands);
             }
         }
     }

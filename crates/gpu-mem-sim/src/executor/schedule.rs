@@ -361,6 +361,17 @@ pub(crate) struct Slot {
     pub(super) result: u64,
 }
 
+impl Slot {
+    /// Takes a thread's operands of a collective: its value, and a shuffle's lane or delta and
+    /// width.
+    #[inline]
+    pub(super) fn set(&mut self, (value, arg, width): (u64, i64, u32)) {
+        self.value = value;
+        self.arg = arg;
+        self.width = width;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,8 +20,8 @@ use gpu_mem_core::kernel::scan::functions::{Kind, body_end, call_end, call_open,
 use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
 
 /// The names that, called again and again, let a thread wait: the prelude's atomics and the
-/// spin hint.
-const ONCE_CALLABLE: [&str; 12] = [
+/// spin hint (where a stackless thread lets the others run, `super::stackless`).
+pub(crate) const ATOMICS_AND_SPIN_HINT: [&str; 12] = [
     "atomicAdd",
     "atomicSub",
     "atomicExch",
@@ -92,11 +92,11 @@ pub(crate) fn may_repeat(code: &str) -> bool {
 }
 
 /// Whether token `at` (in the body opening at token `open`) is a plain call of one of
-/// [`ONCE_CALLABLE`] that the body reaches at most once: outside every loop's extent and
+/// [`ATOMICS_AND_SPIN_HINT`] that the body reaches at most once: outside every loop's extent and
 /// inside no block other than a statement's.
 fn called_once(code: &str, toks: &[Token], open: usize, at: usize) -> bool {
     let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
-    if !ONCE_CALLABLE.contains(&word(at)) || call_open(code, toks, at, false).is_none() {
+    if !ATOMICS_AND_SPIN_HINT.contains(&word(at)) || call_open(code, toks, at, false).is_none() {
         return false;
     }
     // The blocks around the call, innermost last; the loops before it, and the `while`s that

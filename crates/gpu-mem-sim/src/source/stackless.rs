@@ -59,8 +59,9 @@ const COROUTINE_KEYWORDS: [&str; 3] = ["co_await", "co_yield", "co_return"];
 /// helper function that calls one becomes a coroutine too (`functions::waiting_helpers`).
 /// The collectives' names come from their table (`Collective::info`).
 static SUSPENDING: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
-    BARRIERS_AND_ATOMICS
+    BARRIERS
         .into_iter()
+        .chain(super::atomics::ATOMICS_AND_SPIN_HINT)
         .chain(Collective::calls())
         .collect()
 });
@@ -125,25 +126,13 @@ pub(crate) fn lower_block_groups(code: &str) -> Option<String> {
     (helpers.coroutines.len() == helpers.at_barriers).then_some(lowered)
 }
 
-/// [`SUSPENDING`] besides the collectives.
-const BARRIERS_AND_ATOMICS: [&str; 17] = [
+/// [`SUSPENDING`]'s barriers (the atomics and spin hint are `atomics::ATOMICS_AND_SPIN_HINT`).
+const BARRIERS: [&str; 5] = [
     "__syncthreads",
     "syncthreads",
     "barrier",
     "__syncwarp",
     "wavebarrier",
-    "atomicAdd",
-    "atomicSub",
-    "atomicExch",
-    "atomicMin",
-    "atomicMax",
-    "atomicInc",
-    "atomicDec",
-    "atomicCAS",
-    "atomicAnd",
-    "atomicOr",
-    "atomicXor",
-    "__nanosleep",
 ];
 
 /// Why `code`'s threads may not run stackless, or `None` when they may: it must name something

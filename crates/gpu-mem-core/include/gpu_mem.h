@@ -942,9 +942,16 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
 
 /* `Entry` is the kernel: a template argument, so that the call below is a direct one, which
  * `flatten` inlines (GCC left a kernel called from both entries, with external linkage, a call
- * per thread); `P` is deduced from the unused first parameter. */
+ * per thread); `P` is deduced from the unused first parameter. A checked kernel stays a call
+ * (through a `volatile` pointer): inlined into this loop, which is unchecked glue, clang drops
+ * the kernel's instrumentation, and its accesses went unchecked. */
+#if defined(GM_SIM_CHECKED)
+#define GM_SIM_LOOP_INLINE
+#else
+#define GM_SIM_LOOP_INLINE __attribute__((flatten))
+#endif
 template <auto Entry, typename... P, unsigned long... I>
-GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*)(P...), gm_sim_threads* t,
+GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_sim_threads* t,
                                          std::integer_sequence<unsigned long, I...>) {
     typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
         Params;
@@ -956,6 +963,9 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*)(P...)
      * the compiler sees one pointer, and each index read as the value just stored. */
     gm_sim_thread* const thread = const_cast<gm_sim_thread*>(gm_sim_self());
     const unsigned char* const faulted = t->faulted;
+#if defined(GM_SIM_CHECKED)
+    void (*volatile const entry)(P...) = Entry;
+#endif
     const unsigned int count = t->count, dim_x = t->dim_x, dim_y = t->dim_y;
     const unsigned int warp = t->warp_size == 0 ? 1 : t->warp_size;
     const unsigned long long grid_x = thread->grid_dim.x == 0 ? 1 : thread->grid_dim.x;
@@ -975,7 +985,11 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_thread_loop(void (*)(P...)
 #if defined(GM_SIM_CHECKED)
                 gm_sim_thread_starts();
 #endif
+#if defined(GM_SIM_CHECKED)
+                entry(std::get<I>(params)...);
+#else
                 Entry(std::get<I>(params)...);
+#endif
                 if (*faulted != 0) {
                     return;
                 }

@@ -51,40 +51,6 @@ impl Block<'_> {
         }
     }
 
-    /// The operands of the lanes `here` of the warp whose lane 0 is thread `base`
-    /// (`operands(lane)`), with one borrow of the slots.
-    #[inline]
-    pub(super) fn set_warp_operands(
-        &self,
-        base: usize,
-        here: u64,
-        mut operands: impl FnMut(usize) -> Option<(u64, i64, u32)>,
-    ) {
-        let mut slots = self.sized_slots();
-        for lane in lanes_of(here) {
-            if let (Some(slot), Some(operands)) = (slots.get_mut(base + lane), operands(lane)) {
-                slot.set(operands);
-            }
-        }
-    }
-
-    /// Hands the result of each lane of `here` (of the warp whose lane 0 is thread `base`) to
-    /// `take(lane, result)`, with one borrow of the slots.
-    #[inline]
-    pub(super) fn take_warp_results(
-        &self,
-        base: usize,
-        here: u64,
-        mut take: impl FnMut(usize, u64),
-    ) {
-        let slots = self.slots.borrow();
-        for lane in lanes_of(here) {
-            if let Some(slot) = slots.get(base + lane) {
-                take(lane, slot.result);
-            }
-        }
-    }
-
     /// Hands every thread's result to `take(linear, result)`, with one borrow of the slots.
     #[inline]
     pub(super) fn take_all_results(&self, mut take: impl FnMut(usize, u64)) {
@@ -273,31 +239,16 @@ impl Block<'_> {
         let Some(warp) = slots.get_mut(base..base + lanes) else {
             return;
         };
-        let taking_part = |lane: usize| here & (1 << lane) != 0;
-        // The votes are the same for every participant.
-        let ballot = (0..lanes)
-            .filter(|&l| taking_part(l) && warp[l].value != 0)
-            .fold(0u64, |bits, l| bits | 1 << l);
-        let vote = match op.combine() {
-            Combine::Shuffle => None,
-            Combine::ActiveMask => Some(here),
-            Combine::WarpVote | Combine::BlockVote | Combine::Grid => Some(match op {
-                Collective::All => u64::from(ballot == here & ballot_mask(lanes)),
-                Collective::Any => u64::from(ballot != 0),
-                _ => ballot,
-            }),
-        };
-        for lane in (0..lanes).filter(|&l| taking_part(l)) {
-            warp[lane].result = match vote {
-                Some(result) => result,
-                None => {
-                    let slot = warp[lane];
-                    match shuffle_source(op, lane, slot.arg, slot.width, lanes) {
-                        Some(src) if taking_part(src) => warp[src].value,
-                        _ => slot.value,
-                    }
-                }
-            };
+        let mut results = [0u64; 64];
+        combine_lanes(
+            op,
+            here,
+            lanes,
+            |lane| (warp[lane].value, warp[lane].arg, warp[lane].width),
+            |lane, result| results[lane] = result,
+        );
+        for lane in lanes_of(here).filter(|&l| l < lanes) {
+            warp[lane].result = results[lane];
         }
     }
 
@@ -384,6 +335,50 @@ impl Block<'_> {
 }
 
 /// The bits of a warp's `lanes` lanes.
+/// Every participant's result of a warp collective `op` among the lanes `here` of a warp of
+/// `lanes` (at most 64): `operands(lane)` gives a participant's value, and a shuffle's lane or
+/// delta and width; `result(lane, r)` receives each participant's result. Votes are the same
+/// for every participant; a shuffle from a lane that does not take part (or lies outside the
+/// width's segment) gives the caller its own value.
+pub(super) fn combine_lanes(
+    op: Collective,
+    here: u64,
+    lanes: usize,
+    operands: impl Fn(usize) -> (u64, i64, u32),
+    mut result: impl FnMut(usize, u64),
+) {
+    let taking_part = |lane: usize| lane < lanes && here & (1 << lane) != 0;
+    let vote = match op.combine() {
+        Combine::Shuffle => None,
+        Combine::ActiveMask => Some(here),
+        Combine::WarpVote | Combine::BlockVote | Combine::Grid => {
+            let ballot = lanes_of(here)
+                .filter(|&l| l < lanes && operands(l).0 != 0)
+                .fold(0u64, |bits, l| bits | 1 << l);
+            Some(match op {
+                Collective::All => u64::from(ballot == here & ballot_mask(lanes)),
+                Collective::Any => u64::from(ballot != 0),
+                _ => ballot,
+            })
+        }
+    };
+    for lane in lanes_of(here).filter(|&l| l < lanes) {
+        result(
+            lane,
+            match vote {
+                Some(vote) => vote,
+                None => {
+                    let (value, arg, width) = operands(lane);
+                    match shuffle_source(op, lane, arg, width, lanes) {
+                        Some(src) if taking_part(src) => operands(src).0,
+                        _ => value,
+                    }
+                }
+            },
+        );
+    }
+}
+
 /// The lanes whose bits `here` sets, lowest first.
 fn lanes_of(mut here: u64) -> impl Iterator<Item = usize> {
     std::iter::from_fn(move || {

@@ -21,7 +21,7 @@ use crate::executor::block::Block;
 use crate::executor::compiled::WaitParts;
 use crate::executor::fiber::{Fiber, Target};
 use crate::executor::plan::Rounds;
-use crate::executor::release::ballot_mask;
+use crate::executor::release::{ballot_mask, combine_lanes};
 use crate::executor::schedule::{Phase, record_wait};
 use crate::executor::sim_thread::{SimThread, make_current};
 use crate::thread::{BarrierScope, Combine};
@@ -236,13 +236,14 @@ impl Block<'_> {
     }
 
     /// Releases lanes of a warp within a round (`gm_sim_round::release_warp`): the lanes `here`
-    /// of the warp whose lane 0 is thread `base` (`waits[k]`: lane `k`'s wait), which wait at one
-    /// warp barrier or collective (the program checked the call site and kind), go on as the
-    /// scheduler's `release_warp` lets them: once every lane the first one's mask names is
-    /// among them, each with its result computed over them (`combine_warp`) and written into
-    /// its wait. `false` for anything else (a lane missing, a collective that is no shuffle or
-    /// vote): the round then ends, and the scheduler decides, as it would have.
-    fn release_warp_in_round(&self, base: usize, waits: &[*mut GmSimWait], here: u64) -> bool {
+    /// of a warp (`waits[k]`: lane `k`'s wait, which holds its operands and takes its result),
+    /// which wait at one warp barrier or collective (the program checked the call site and
+    /// kind), go on as the scheduler's `release_warp` lets them: once every lane the first one's
+    /// mask names is among them, each with its result computed over them (`combine_lanes`, as
+    /// the scheduler's `combine_warp` computes it) and written into its wait. `false` for
+    /// anything else (a lane missing, a collective that is no shuffle or vote): the round then
+    /// ends, and the scheduler decides, as it would have.
+    fn release_warp_in_round(&self, waits: &[*mut GmSimWait], here: u64) -> bool {
         let lanes = waits.len();
         if here == 0 || lanes > 64 || here & !ballot_mask(lanes) != 0 {
             return false;
@@ -257,15 +258,21 @@ impl Block<'_> {
             if !matches!(op.combine(), Combine::Shuffle | Combine::WarpVote) {
                 return false;
             }
-            // SAFETY: as above.
-            self.set_warp_operands(base, here, |lane| unsafe {
-                GmSimWait::operands(waits[lane])
-            });
-            self.combine_warp(op, base, here, lanes);
-            self.take_warp_results(base, here, |lane, result| {
+            // Read from the waits and written back there, without the block's slots: all of
+            // the results first, then each into its wait.
+            let mut results = [0u64; 64];
+            combine_lanes(
+                op,
+                here,
+                lanes,
+                // SAFETY: as above (`combine_lanes` asks only for lanes of `here`).
+                |lane| unsafe { GmSimWait::operands(waits[lane]) }.unwrap_or_default(),
+                |lane, result| results[lane] = result,
+            );
+            for lane in (0..lanes).filter(|&l| here & (1 << l) != 0) {
                 // SAFETY: as above; nothing else touches a suspended thread's wait.
-                unsafe { GmSimWait::set_result(waits[lane], result) }
-            });
+                unsafe { GmSimWait::set_result(waits[lane], results[lane]) };
+            }
         }
         // SAFETY: executor code called between two of the program's thread calls, holding
         // nothing of the schedule across them.
@@ -359,7 +366,8 @@ impl Block<'_> {
 unsafe extern "C" fn release_warp_of_round(
     block: *const c_void,
     waits: *const *mut GmSimWait,
-    base: u32,
+    // (Lane 0's index in the block: the lanes' operands and results travel in their waits.)
+    _base: u32,
     lanes: u32,
     here: u64,
 ) -> c_int {
@@ -371,7 +379,7 @@ unsafe extern "C" fn release_warp_of_round(
             std::slice::from_raw_parts(waits, lanes as usize),
         )
     };
-    c_int::from(block.release_warp_in_round(base as usize, waits, here))
+    c_int::from(block.release_warp_in_round(waits, here))
 }
 
 /// The threads still in the block (waiting).

@@ -183,7 +183,7 @@ struct gm_sim_runtime {
     /* Checked programs: this OS thread's allowed ranges (they live as long as the OS thread). */
     const gm_sim_allowed *(*allowed)(void);
 };
-#define GM_SIM_ABI 9
+#define GM_SIM_ABI 10
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
@@ -984,8 +984,6 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
                 thread->lane = lane;
 #if defined(GM_SIM_CHECKED)
                 gm_sim_thread_starts();
-#endif
-#if defined(GM_SIM_CHECKED)
                 entry(std::get<I>(params)...);
 #else
                 Entry(std::get<I>(params)...);
@@ -1613,12 +1611,12 @@ struct gm_sim_round {
     unsigned int yielded;       /* of the waiting ones, threads that only let the others run */
     unsigned int ended;         /* threads that ended in this round */
     /* Releases the lanes `here` of a warp (bit k: the warp's lane k, whose wait is `waits[k]`;
-     * `base` is lane 0's index in the block, `lanes` the warp's lanes), which wait at one warp
-     * barrier or collective, writing their results into their waits as the simulator's
-     * scheduler would: nonzero when they may go on now (every lane the first one's mask names
-     * is among them). The program calls it to run a warp on within the round. */
-    int (*release_warp)(const void* block, gm_sim_wait* const* waits, unsigned int base,
-                        unsigned int lanes, unsigned long long here);
+     * `lanes` the warp's lanes), which wait at one warp barrier or collective, writing their
+     * results into their waits as the simulator's scheduler would: nonzero when they may go on
+     * now (every lane the first one's mask names is among them). The program calls it to run a
+     * warp on within the round. */
+    int (*release_warp)(const void* block, gm_sim_wait* const* waits, unsigned int lanes,
+                        unsigned long long here);
     const void* block;          /* release_warp's first argument */
 };
 
@@ -1626,6 +1624,11 @@ struct gm_sim_round {
  * round goes on to the next warp: a warp spinning on a shuffle until another warp of its block
  * sets a flag still lets that warp run. */
 #define GM_SIM_WARP_RELEASES 64
+
+/* Whether two waits are at one call site and of one kind. */
+inline bool gm_sim_same_site(const gm_sim_wait* a, const gm_sim_wait* b) noexcept {
+    return a == b || (a->line == b->line && a->kind == b->kind && a->file == b->file);
+}
 
 /* The lanes of a warp (`lanes` frames and waits) that wait where its first lane waiting at a
  * warp barrier or collective does (one call site and kind), as bits; 0 if none waits at one. */
@@ -1644,16 +1647,11 @@ inline unsigned long long gm_sim_warp_group(void* const* frames, gm_sim_wait* co
             }
             first = w;
             here = 1ull << k;
-        } else if (w->line == first->line && w->kind == first->kind && w->file == first->file) {
+        } else if (gm_sim_same_site(w, first)) {
             here |= 1ull << k;
         }
     }
     return here;
-}
-
-/* Whether two waits are at one call site and of one kind. */
-inline bool gm_sim_same_site(const gm_sim_wait* a, const gm_sim_wait* b) noexcept {
-    return a == b || (a->line == b->line && a->kind == b->kind && a->file == b->file);
 }
 
 /* A round's outcome so far, as gm_sim_round reports it. */
@@ -1702,7 +1700,7 @@ __attribute__((noinline)) gm_sim_tally gm_sim_run_warps_on(gm_sim_round* r,
         }
         for (int pass = 0; all_ran && pass < GM_SIM_WARP_RELEASES; ++pass) {
             const unsigned long long here = gm_sim_warp_group(frames + base, waits + base, lanes);
-            if (here == 0 || r->release_warp(r->block, waits + base, base, lanes, here) == 0) {
+            if (here == 0 || r->release_warp(r->block, waits + base, lanes, here) == 0) {
                 break;
             }
             gm_uint3 at = first;

@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 9;
+pub(crate) const ABI: u32 = 10;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -91,13 +91,12 @@ pub(crate) struct GmSimRound {
     pub(crate) yielded: u32,
     /// Threads that ended in the round.
     pub(crate) ended: u32,
-    /// `release_warp(block, waits, base, lanes, here)`: releases the lanes `here` (bit `k`: lane
-    /// `k`, whose wait is `waits[k]`) of a warp of `lanes` lanes whose lane 0 is thread `base` of
-    /// the block, all waiting at one warp barrier or collective, their results written into
-    /// their waits; nonzero when they may go on. The program calls it to run a warp on within a
-    /// round.
+    /// `release_warp(block, waits, lanes, here)`: releases the lanes `here` (bit `k`: lane `k`,
+    /// whose wait is `waits[k]`) of a warp of `lanes` lanes, all waiting at one warp barrier or
+    /// collective, their results written into their waits; nonzero when they may go on. The
+    /// program calls it to run a warp on within a round.
     pub(crate) release_warp:
-        unsafe extern "C" fn(*const c_void, *const *mut GmSimWait, u32, u32, u64) -> c_int,
+        unsafe extern "C" fn(*const c_void, *const *mut GmSimWait, u32, u64) -> c_int,
     /// `release_warp`'s first argument.
     pub(crate) block: *const c_void,
 }

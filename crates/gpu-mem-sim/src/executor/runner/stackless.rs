@@ -366,8 +366,6 @@ impl Block<'_> {
 unsafe extern "C" fn release_warp_of_round(
     block: *const c_void,
     waits: *const *mut GmSimWait,
-    // (Lane 0's index in the block: the lanes' operands and results travel in their waits.)
-    _base: u32,
     lanes: u32,
     here: u64,
 ) -> c_int {

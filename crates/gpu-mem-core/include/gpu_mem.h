@@ -182,8 +182,12 @@ struct gm_sim_runtime {
     int (*access)(const void *address, unsigned long long size, int kind, const void *pc);
     /* Checked programs: this OS thread's allowed ranges (they live as long as the OS thread). */
     const gm_sim_allowed *(*allowed)(void);
+    /* Blocks run as regions (gm_sim/regions.h): the block cannot go on, as the scheduler would
+     * find it (GM_SIM_DIVERGED_*: a barrier at file:line that `a` of the `b` threads reach, the
+     * others having ended; or threads waiting at two barriers, at lines `a` and `b` of file). */
+    void (*diverged)(int kind, const char *file, int line, unsigned int a, unsigned int b);
 };
-#define GM_SIM_ABI 10
+#define GM_SIM_ABI 11
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
@@ -1028,6 +1032,10 @@ GM_SIM_UNCHECKED void gm_sim_run_threads(gm_sim_threads* t) {
 #include "gm_sim/checked.h"
 #endif
 
+#if defined(GM_SIM_REGIONS)
+#include "gm_sim/regions.h"
+#endif
+
 #define GM_SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
 /* A module's kernels and variables, as the simulator's generated entry points list them (C
@@ -1839,6 +1847,14 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
 #define atomicXor(...) GM_SIM_PROGRESSING(atomicXor, __VA_ARGS__)
 #define __nanosleep(...) GM_SIM_PROGRESSING(__nanosleep, __VA_ARGS__)
 #endif /* GM_SIM_STACKLESS */
+
+#if defined(GM_SIM_REGIONS)
+/* Every block barrier of a kernel run as regions was rewritten into the region structure; one
+ * left (in a helper, a macro) fails to compile, and the kernel is built another way. */
+#define __syncthreads() gm_sim_barrier_outside_a_region()
+#define syncthreads() gm_sim_barrier_outside_a_region()
+#define barrier(fence) gm_sim_barrier_outside_a_region()
+#endif /* GM_SIM_REGIONS */
 
 #endif /* GM_HOST */
 

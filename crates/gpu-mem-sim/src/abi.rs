@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 10;
+pub(crate) const ABI: u32 = 11;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -155,7 +155,16 @@ pub(crate) struct GmSimRuntime {
     pub(crate) access: extern "C" fn(*const c_void, u64, c_int, *const c_void) -> c_int,
     /// Checked programs: this OS thread's [`GmSimAllowed`] (it lives as long as the OS thread).
     pub(crate) allowed: extern "C" fn() -> *const GmSimAllowed,
+    /// Blocks run as regions: `diverged(kind, file, line, a, b)`, the block cannot go on
+    /// ([`DIVERGED_EXITED`]: a barrier at `line` that `a` of the `b` threads reach, the others
+    /// ended; [`DIVERGED_SITES`]: threads wait at two barriers, at lines `a` and `b`).
+    pub(crate) diverged: extern "C" fn(c_int, *const c_char, c_int, u32, u32),
 }
+
+/// `GM_SIM_DIVERGED_EXITED`.
+pub(crate) const DIVERGED_EXITED: c_int = 0;
+/// `GM_SIM_DIVERGED_SITES`.
+pub(crate) const DIVERGED_SITES: c_int = 1;
 
 /// `GM_SIM_ALLOWED_SLOTS`.
 pub(crate) const ALLOWED_SLOTS: usize = 8;
@@ -201,6 +210,9 @@ pub(crate) enum Entry {
     Calls(CallsEntry),
     /// The entry points of coroutine threads.
     Stackless(StacklessEntry),
+    /// `run_blocks(&threads)`: runs whole blocks, each as loops over its threads between its
+    /// barriers (`gm_sim/regions.h`).
+    Regions(unsafe extern "C" fn(*mut GmSimThreads)),
 }
 
 /// A kernel's entry points for threads as calls.

@@ -46,6 +46,8 @@ pub(crate) struct Block<'a> {
     /// 1 once `fault` holds one: what a program running the block's threads as a loop reads
     /// after each thread (`runner::direct`).
     faulted: Cell<u8>,
+    /// A block run as regions that could not go on: which one, and why (the first only).
+    diverged: RefCell<Option<(Dim3, String)>>,
     /// A checked program's block: its number among all blocks, which the OS thread's cache of
     /// allowed ranges belongs to (`crate::sanitizer::Allowed`); 0 for others.
     pub(crate) check_owner: u64,
@@ -137,6 +139,7 @@ impl<'a> Block<'a> {
             slots: RefCell::new(Vec::new()),
             fault: RefCell::new(None),
             faulted: Cell::new(0),
+            diverged: RefCell::new(None),
             check_owner: if plan.checked().is_some() {
                 CHECKED_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             } else {
@@ -207,6 +210,27 @@ impl<'a> Block<'a> {
         if fault.is_none() {
             *fault = Some((block, thread, message));
             self.faulted.set(1);
+        }
+    }
+
+    /// Records that block `block` (one of those a direct block runs) cannot go on: `detail`
+    /// says why, in the scheduler's words (the first only).
+    pub(crate) fn record_divergence(&self, block: Dim3, detail: String) {
+        let mut diverged = self.diverged.borrow_mut();
+        if diverged.is_none() {
+            *diverged = Some((block, detail));
+        }
+    }
+
+    /// The divergence a block run as regions recorded, as the scheduler reports one.
+    pub(super) fn take_divergence(&self) -> Result<(), Error> {
+        match self.diverged.borrow_mut().take() {
+            Some((block, detail)) => Err(Error::BarrierDivergence {
+                kernel: self.kernel.to_string(),
+                block: block.to_array(),
+                detail,
+            }),
+            None => Ok(()),
         }
     }
 

@@ -11,8 +11,8 @@ use super::plan::Calls;
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
     ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_MISALIGNED, ACCESS_SYNCED, ACCESS_WRITE,
-    GLOBAL_FENCE, GmSimAllowed, GmSimRuntime, GmSimThread, GmSimWait, GmSimWaitMore, WARP_SCOPE,
-    YIELD_KIND,
+    DIVERGED_SITES, GLOBAL_FENCE, GmSimAllowed, GmSimRuntime, GmSimThread, GmSimWait,
+    GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
 };
 use crate::sanitizer::{Access, Allowed};
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
@@ -156,6 +156,7 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
     progress: rt_progress,
     access: rt_access,
     allowed: rt_allowed,
+    diverged: rt_diverged,
 };
 
 thread_local! {
@@ -304,6 +305,25 @@ extern "C" fn rt_fault(message: *const c_char) {
             .into_owned()
     };
     with_current(|t| t.fault(text));
+}
+
+extern "C" fn rt_diverged(kind: c_int, file: *const c_char, line: c_int, a: u32, b: u32) {
+    // The scheduler's words for the same state (`super::release`), so that a block run as
+    // regions reports what it would.
+    let line_of = |n: u32| c_int::try_from(n).unwrap_or(c_int::MAX);
+    let detail = if kind == DIVERGED_SITES {
+        format!(
+            "threads wait at different barriers: {} and {}",
+            site(file, line_of(a)),
+            site(file, line_of(b))
+        )
+    } else {
+        format!(
+            "barrier at {} reached by {a} of {b} threads; the others exited",
+            site(file, line)
+        )
+    };
+    with_current(|t| t.diverged(detail));
 }
 
 extern "C" fn rt_progress() {

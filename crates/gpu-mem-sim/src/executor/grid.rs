@@ -246,7 +246,7 @@ fn blocks_per_claim(plan: &Plan<'_>, config: &LaunchConfig) -> u64 {
     match plan {
         // (A checked block keeps what its threads did to shared memory, for racecheck and
         // initcheck: one block at a time.)
-        Plan::Direct(calls) if config.shared_bytes == 0 && calls.checked.is_none() => {
+        Plan::Direct(looped) if config.shared_bytes == 0 && looped.checked.is_none() => {
             (THREADS_PER_CLAIM / config.block.count().max(1)).max(1)
         }
         _ => 1,

@@ -3,13 +3,15 @@
 //! | code                                   | plan        | runner              |
 //! |----------------------------------------|-------------|---------------------|
 //! | compiled, its source names no wait     | `Direct`    | `runner::direct`    |
+//! | compiled as regions between barriers   | `Direct`    | `runner::direct`    |
 //! | compiled as coroutines (stackless)     | `Stackless` | `runner::stackless` |
 //! | compiled as calls that may wait        | `Fibers`    | `runner::fibers`    |
 //! | a closure                              | `Fibers`    | `runner::fibers`    |
 //! | an async closure                       | `Polled`    | `runner::polled`    |
 //!
 //! `Direct` runs a block's threads as a loop inside the compiled program, each a plain call:
-//! any order is a valid schedule of threads that never wait for each other. `Stackless` runs a block round by round, each thread a heap frame
+//! any order is a valid schedule of threads that never wait for each other; a program built as
+//! regions runs each block whole there, its threads as loops between its barriers. `Stackless` runs a block round by round, each thread a heap frame
 //! of the program's. `Fibers` gives each thread that waits a stack of its own. `Polled` polls
 //! each thread's future round by round. All four release barriers and collectives, and report
 //! divergence, faults and spinning, by the same rules (`crate::executor::release`,
@@ -78,8 +80,9 @@ pub(crate) type ThreadsEntry = unsafe extern "C" fn(*mut GmSimThreads);
 /// How the launch's threads run.
 #[derive(Clone, Copy)]
 pub(crate) enum Plan<'a> {
-    /// Compiled threads that never wait: plain calls, one after another.
-    Direct(Calls<'a>),
+    /// Compiled blocks run by the program: threads that never wait as plain calls, one after
+    /// another, or a block's regions between barriers, each a loop over its threads.
+    Direct(Looped<'a>),
     /// Compiled coroutines, a block round by round.
     Stackless(Rounds<'a>),
     /// Threads on stacks of their own.
@@ -95,12 +98,21 @@ pub(crate) enum OnFibers<'a> {
     Compiled(Calls<'a>),
 }
 
-/// A compiled kernel's entry points for threads as calls, with the launch's argument buffers.
+/// A compiled kernel's entry point for threads as calls, with the launch's argument buffers.
 #[derive(Clone, Copy)]
 pub(crate) struct Calls<'a> {
     /// One thread (on fibers).
     pub(crate) run: CallEntry,
-    /// A block's threads as a loop in the program (direct).
+    pub(crate) args: &'a [*mut c_void],
+    /// A checked program's: what its accesses are checked against.
+    pub(crate) checked: Option<Checked<'a>>,
+}
+
+/// A compiled kernel's entry point for whole blocks run by the program, with the launch's
+/// argument buffers.
+#[derive(Clone, Copy)]
+pub(crate) struct Looped<'a> {
+    /// Consecutive blocks, each a loop over its threads (or its regions' loops).
     pub(crate) run_threads: ThreadsEntry,
     pub(crate) args: &'a [*mut c_void],
     /// A checked program's: what its accesses are checked against.
@@ -120,6 +132,10 @@ unsafe impl Send for Calls<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for Calls<'_> {}
 // SAFETY: as above.
+unsafe impl Send for Looped<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Looped<'_> {}
+// SAFETY: as above.
 unsafe impl Send for Rounds<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for Rounds<'_> {}
@@ -128,7 +144,8 @@ impl Plan<'_> {
     /// What a checked program's accesses are checked against; `None` for others.
     pub(crate) fn checked(&self) -> Option<Checked<'_>> {
         match self {
-            Plan::Direct(calls) | Plan::Fibers(OnFibers::Compiled(calls)) => calls.checked,
+            Plan::Direct(looped) => looped.checked,
+            Plan::Fibers(OnFibers::Compiled(calls)) => calls.checked,
             Plan::Stackless(_) | Plan::Fibers(OnFibers::Closure(_)) | Plan::Polled(_) => None,
         }
     }
@@ -213,31 +230,43 @@ impl<'a> Prepared<'a> {
                 entry,
                 args: &self.args,
             }),
+            // (Built only for threads in index order, `crate::source::Build::Fastest`.)
+            Code::Compiled(Compiled {
+                entry: Entry::Regions(run_blocks),
+                ..
+            }) => Plan::Direct(Looped {
+                run_threads: run_blocks,
+                args: &self.args,
+                checked: None,
+            }),
             Code::Compiled(Compiled {
                 entry: Entry::Calls(CallsEntry { run, run_threads }),
                 waits,
                 layout,
                 ..
             }) => {
-                let calls = Calls {
-                    run,
-                    run_threads,
-                    args: &self.args,
-                    checked: layout
-                        .zip(self.memory)
-                        .map(|(layout, (memory, checks))| Checked {
-                            layout,
-                            memory,
-                            args: &self.arg_ranges,
-                            checks,
-                            warned: &self.warned,
-                            global_races: &self.global_races,
-                        }),
-                };
+                let checked = layout
+                    .zip(self.memory)
+                    .map(|(layout, (memory, checks))| Checked {
+                        layout,
+                        memory,
+                        args: &self.arg_ranges,
+                        checks,
+                        warned: &self.warned,
+                        global_races: &self.global_races,
+                    });
                 if waits || order != ThreadOrder::Index {
-                    Plan::Fibers(OnFibers::Compiled(calls))
+                    Plan::Fibers(OnFibers::Compiled(Calls {
+                        run,
+                        args: &self.args,
+                        checked,
+                    }))
                 } else {
-                    Plan::Direct(calls)
+                    Plan::Direct(Looped {
+                        run_threads,
+                        args: &self.args,
+                        checked,
+                    })
                 }
             }
         }

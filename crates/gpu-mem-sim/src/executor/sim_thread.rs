@@ -235,6 +235,13 @@ impl ThreadOps for SimThread<'_, '_> {
 }
 
 impl SimThread<'_, '_> {
+    /// A block run as regions cannot go on (`gm_sim/regions.h`): its divergence, `detail` in
+    /// the scheduler's words, named by the block the program runs now.
+    pub(crate) fn diverged(&self, detail: String) {
+        let (block, _) = self.indices();
+        self.block.record_divergence(block, detail);
+    }
+
     /// The block and thread this thread is: a stackless or direct block's threads share one
     /// `SimThread`, whose `info` the program sets to the running thread (and a direct one's to
     /// its block; elsewhere both say the same).

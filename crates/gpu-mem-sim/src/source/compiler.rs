@@ -58,6 +58,9 @@ pub(crate) enum Threads {
     /// Each thread a coroutine of the rewritten entry (`super::stackless`): `gm_sim_start_round`,
     /// `gm_sim_resume_round` and `gm_sim_begin_block`.
     Stackless,
+    /// Whole blocks, each stretch between barriers a loop over the block's threads (the
+    /// rewritten source of `super::regions`): `gm_sim_run_blocks`.
+    Regions,
     /// As [`Threads::Calls`], every access of the kernel checked (`crate::sanitizer`): built
     /// with [`instrumentation`] and `GM_SIM_CHECKED`.
     Checked,
@@ -72,7 +75,7 @@ pub(crate) enum Threads {
 /// declared constructors), after which a kernel runs on stacks.
 pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
-        (Threads::Calls | Threads::Checked, _) => &["-std=c++17"],
+        (Threads::Calls | Threads::Regions | Threads::Checked, _) => &["-std=c++17"],
         (Threads::Stackless, false) => &["-std=c++17", "-fcoroutines"],
         // (`u8` literals stay `char`, as in C++17, not C++20's `char8_t`.)
         (Threads::Stackless, true) => &["-std=c++20", "-fno-char8_t"],
@@ -85,6 +88,7 @@ pub(crate) fn prelude_defines(threads: Threads) -> &'static [&'static str] {
     match threads {
         Threads::Calls => &[],
         Threads::Stackless => &["-DGM_SIM_STACKLESS=1"],
+        Threads::Regions => &["-DGM_SIM_REGIONS=1"],
         Threads::Checked => &["-DGM_SIM_CHECKED=1"],
     }
 }
@@ -97,7 +101,7 @@ pub(crate) fn prelude_defines(threads: Threads) -> &'static [&'static str] {
 /// line of a refused access.
 pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
-        (Threads::Calls | Threads::Stackless, _) => &[],
+        (Threads::Calls | Threads::Stackless | Threads::Regions, _) => &[],
         (Threads::Checked, false) => &[
             "-fsanitize=thread",
             "-fsanitize=alignment",

@@ -28,11 +28,11 @@ pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
 }
 
 /// The prelude's own thread-locals (file-scope `static thread_local`s of its stackless
-/// section, named as GCC and clang mangle internal-linkage variables: `_ZL<length><name>`), and
+/// and regions sections, named as GCC and clang mangle internal-linkage variables: `_ZL<length><name>`), and
 /// the C++ runtime's guard of thread-locals with constructors. The tests' check that a
 /// stackless kernel gets all of the limit finds one missing from this list.
 fn is_prelude_tls(name: &[u8]) -> bool {
-    const PRELUDE: [&str; 6] = [
+    const PRELUDE: [&str; 7] = [
         "gm_sim_tls_anchor",
         "gm_sim_frames",
         "gm_sim_sub_frames",
@@ -40,6 +40,8 @@ fn is_prelude_tls(name: &[u8]) -> bool {
         "gm_sim_subs",
         // A checked program's pointer to its OS thread's granted ranges (`gm_sim/checked.h`).
         "gm_sim_allowed_here",
+        // A block run as regions (`gm_sim/regions.h`).
+        "gm_sim_regions_state",
     ];
     // The exchange buffer of cooperative groups' tiles larger than a warp (the simulator's,
     // where a GPU's live in the user's `block_tile_memory`).

@@ -32,6 +32,7 @@ mod elf;
 mod headers;
 mod includes;
 mod precompiled;
+mod regions;
 mod shifts;
 mod signature;
 mod stackless;
@@ -78,6 +79,7 @@ impl std::fmt::Debug for SourceProgram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SourceProgram")
             .field("stackless", &matches!(self.entry, Entry::Stackless(_)))
+            .field("regions", &matches!(self.entry, Entry::Regions(_)))
             .field("params", &self.params)
             .field("static_shared", &self.static_shared)
             .finish_non_exhaustive()
@@ -471,12 +473,22 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
             caveat: None,
         }
     };
-    let mut plans = Vec::with_capacity(2);
+    let mut plans = Vec::with_capacity(3);
     if build == Build::Fastest {
         // The stackless form starts from the source with its block groups' syncs written as block
         // barriers (`stackless::lower_block_groups`), where it has any.
         let lowered = stackless::lower_block_groups(&code);
         let stackless_code = lowered.as_deref().unwrap_or(&code);
+        // Fastest of all: whole blocks as loops between barriers, where the kernel's barriers
+        // allow it (`regions`, from the same lowered source); a source the compiler then
+        // refuses is built the next way.
+        match regions::rewrite(stackless_code) {
+            Ok(rewritten) => plans.push(plan(Threads::Regions, &rewritten)),
+            Err(reason) if wrapper::may_wait(&code) => {
+                tracing::debug!(module = module.name(), %reason, "kernel not run as regions");
+            }
+            Err(_) => {}
+        }
         // Clang builds the stackless form as C++20 (`compiler::standard`), which must not change
         // what the kernel computes.
         let as_cxx20 = || {
@@ -762,7 +774,7 @@ fn load(
         )
     };
     let begin_block = match threads {
-        Threads::Calls | Threads::Checked => None,
+        Threads::Calls | Threads::Regions | Threads::Checked => None,
         // SAFETY: as above.
         Threads::Stackless => Some(unsafe {
             *library
@@ -787,7 +799,7 @@ fn load(
             &path,
             abi as usize,
         )?)),
-        Threads::Calls | Threads::Stackless => None,
+        Threads::Calls | Threads::Stackless | Threads::Regions => None,
     };
     let static_shared = usize::try_from(tls).unwrap_or(usize::MAX);
     let text = |p: *const c_char| {
@@ -816,6 +828,7 @@ fn load(
             (Threads::Calls | Threads::Checked, (Some(run), Some(run_threads)), _, _, _) => {
                 Entry::Calls(CallsEntry { run, run_threads })
             }
+            (Threads::Regions, (None, Some(run_blocks)), _, _, _) => Entry::Regions(run_blocks),
             (Threads::Stackless, _, Some(start_round), Some(resume_round), Some(begin_block)) => {
                 Entry::Stackless(StacklessEntry {
                     start_round,
@@ -928,6 +941,7 @@ mod tests {
         match program.entry {
             Entry::Calls(_) => Threads::Calls,
             Entry::Stackless(_) => Threads::Stackless,
+            Entry::Regions(_) => Threads::Regions,
         }
     }
 

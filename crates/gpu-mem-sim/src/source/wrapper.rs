@@ -58,6 +58,7 @@ pub(crate) fn kernel_part(file: &str, code: &str, threads: Threads) -> String {
     let mode = match threads {
         Threads::Calls => "",
         Threads::Stackless => "#define GM_SIM_STACKLESS 1\n",
+        Threads::Regions => "#define GM_SIM_REGIONS 1\n",
         Threads::Checked => "#define GM_SIM_CHECKED 1\n",
     };
     format!("{mode}#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{code}\n")
@@ -105,6 +106,14 @@ pub(crate) fn translation_unit(
             std::mem::size_of::<crate::abi::GmSimWaitMore>(),
         );
     }
+    if threads == Threads::Regions {
+        let _ = writeln!(
+            unit,
+            "static_assert(GM_SIM_DIVERGED_EXITED == {} && GM_SIM_DIVERGED_SITES == {}, \"the prelude's divergence kinds differ from the simulator's\");",
+            crate::abi::DIVERGED_EXITED,
+            crate::abi::DIVERGED_SITES,
+        );
+    }
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {
         let _ = writeln!(
@@ -121,6 +130,16 @@ pub(crate) fn translation_unit(
                 let _ = writeln!(
                     table,
                     "    {{\"{entry}\", &gm_sim_params_{i}, &gm_sim_run_{i}, &gm_sim_threads_{i}, nullptr, nullptr}},"
+                );
+            }
+            Threads::Regions => {
+                let _ = writeln!(
+                    unit,
+                    "static void gm_sim_blocks_{i}(gm_sim_threads* gm_sim_t) {{ gm_sim_run_blocks<&{entry}>(gm_sim_t); }}"
+                );
+                let _ = writeln!(
+                    table,
+                    "    {{\"{entry}\", &gm_sim_params_{i}, nullptr, &gm_sim_blocks_{i}, nullptr, nullptr}},"
                 );
             }
             Threads::Stackless => {

@@ -9,12 +9,12 @@
 use crate::abi::GmSimThreads;
 use crate::executor::block::Block;
 use crate::executor::fiber::{Fiber, Target};
-use crate::executor::plan::Calls;
+use crate::executor::plan::Looped;
 use crate::executor::sim_thread::{SimThread, make_current};
 
 impl Block<'_> {
     /// Runs the threads on the driver `fiber` ([`Block::run_on_driver`]).
-    pub(super) fn drive_direct(&self, calls: Calls<'_>, fiber: *const Fiber) -> Target {
+    pub(super) fn drive_direct(&self, calls: Looped<'_>, fiber: *const Fiber) -> Target {
         // What compiled code reads through `threadIdx` & co: one for all threads, found by the
         // program as the current thread's and set to each thread before it runs; callbacks
         // (faults) find it there too, as for a stackless block.
@@ -45,6 +45,6 @@ impl Block<'_> {
                 "a C++ exception escaped the kernel".to_string(),
             );
         }
-        self.driver_done(Ok(()), fiber)
+        self.driver_done(self.take_divergence(), fiber)
     }
 }

@@ -1,0 +1,293 @@
+/* Threads as loops between barriers (GM_SIM_REGIONS; the rewrite is the simulator's
+ * `source::regions`). A kernel whose block barriers all stand as statements of its body, or of
+ * loops in it, is run a whole block per call: each stretch of statements between two barriers
+ * (a region) is a loop over the block's threads, in index order, each thread one call of a
+ * lambda that holds the stretch; a loop that holds barriers runs once for the block, its
+ * condition asked of every thread, which must agree. Variables declared in the kernel's body
+ * (or a loop's) live in per-thread slots, one per thread of the block, so that each thread finds
+ * its own values again after a barrier.
+ *
+ * Included by gpu_mem.h after the threads loop it reuses (gm_sim_next_thread, gm_sim_threads). */
+
+#include <cstdlib>
+#include <new>
+#include <type_traits>
+
+#define GM_SIM_DIVERGED_EXITED 0
+#define GM_SIM_DIVERGED_SITES 1
+
+/* What a block run as regions keeps: its threads, which of them returned, and an arena for the
+ * per-thread slots of this OS thread (reused block after block). */
+struct gm_sim_regions {
+    gm_sim_thread* thread;        /* what threadIdx & co read: set to each thread in turn */
+    const unsigned char* faulted; /* nonzero once a thread recorded a fault */
+    unsigned int count;           /* threads that run: the block's, 0 once it stopped */
+    unsigned int threads;         /* the block's threads */
+    unsigned int dim_x, dim_y, warp;
+    bool any_returned;            /* some thread returned (it skips every later region) */
+    bool newly_returned;          /* some thread returned in the region that runs */
+    unsigned char* returned;      /* [threads] */
+    char* arena;
+    unsigned long used, size;
+
+    /* `bytes` for slots (aligned to 64: a vector's width), from the arena, or the heap when the
+     * arena is full (`fresh` is then set and the caller frees it). */
+    void* take(unsigned long bytes, bool& fresh) {
+        bytes = (bytes + 63) & ~63ul;
+        if (used + bytes <= size) {
+            fresh = false;
+            void* p = arena + used;
+            used += bytes;
+            return p;
+        }
+        fresh = true;
+        void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+        if (p == nullptr) {
+            throw std::bad_alloc();
+        }
+        return p;
+    }
+
+    /* The block goes no further: no thread runs in any later region. */
+    void stop() { count = 0; }
+
+    /* After each region: a fault ends the block (as the threads loop does), and a thread that
+     * returned skips every later region. */
+    void after_region() {
+        if (*faulted != 0) {
+            count = 0;
+        }
+        any_returned = any_returned || newly_returned;
+        newly_returned = false;
+    }
+
+    /* A block barrier: every thread passed the region before it. One that returned cannot
+     * reach it, which is divergence (the scheduler's rule: a barrier reached by some threads
+     * while the others exited). */
+    void at_barrier(const char* file, int line) {
+        if (count == 0 || !any_returned) {
+            return;
+        }
+        unsigned int live = 0;
+        for (unsigned int t = 0; t < threads; ++t) {
+            live += returned[t] == 0;
+        }
+        if (live != 0) {
+            gm_sim_rt.diverged(GM_SIM_DIVERGED_EXITED, file, line, live, threads);
+        }
+        stop();
+    }
+
+    template <typename F>
+    bool all(const char* file, unsigned int yes, unsigned int no, F&& condition);
+    template <typename F>
+    void each(F&& step);
+};
+
+/* This OS thread's block state (one block at a time runs on an OS thread). */
+static thread_local gm_sim_regions gm_sim_regions_state;
+inline gm_sim_regions& gm_sim_regions_here() { return gm_sim_regions_state; }
+
+/* The walk over a block's live threads that every region makes: each thread's index and lane
+ * set where threadIdx & co read them before its turn. What the loop tests is copied out of the
+ * block's state, which the threads' own stores cannot then change under it. */
+struct gm_sim_cursor {
+    gm_sim_regions& b;
+    gm_sim_thread* const thread;
+    const unsigned int count, dim_x, dim_y, warp;
+    const bool any_returned;
+    const unsigned char* const returned;
+    unsigned int t, lane;
+    gm_uint3 index;
+
+    explicit gm_sim_cursor(gm_sim_regions& b)
+        : b(b), thread(b.thread), count(b.count), dim_x(b.dim_x), dim_y(b.dim_y), warp(b.warp),
+          any_returned(b.any_returned), returned(b.returned), t(0), lane(0), index{0, 0, 0} {
+        thread->thread_idx = index;
+        thread->lane = 0;
+    }
+    bool more() const { return t < count; }
+    bool live() const { return !any_returned || returned[t] == 0; }
+    void next() {
+        ++t;
+        gm_sim_next_thread(index, lane, dim_x, dim_y, warp);
+        thread->thread_idx = index;
+        thread->lane = lane;
+    }
+    /* Runs thread `t`'s part of a region: `region(t)` is false when the thread returned. */
+    template <typename F>
+    void run(F&& region) {
+        if (!region(t)) {
+            b.returned[t] = 1;
+            b.newly_returned = true;
+        }
+    }
+};
+
+/* The condition of a loop or `if` that holds barriers, asked of every live thread: their
+ * common answer. Threads that disagree part, and wait next at different places: those that
+ * hold it at the barrier of line `yes` of `file`, the others at line `no` (0: they end without
+ * another barrier). That is divergence, reported as the scheduler would find it once every
+ * thread waited: two barriers (the first thread's first), or one that the others never reach. */
+template <typename F>
+bool gm_sim_regions::all(const char* file, unsigned int yes_line, unsigned int no_line,
+                         F&& condition) {
+    unsigned int yes = 0, live = 0;
+    bool first = false;
+    for (gm_sim_cursor c(*this); c.more(); c.next()) {
+        if (c.live()) {
+            const bool holds = condition(c.t);
+            first = live == 0 ? holds : first;
+            yes += holds ? 1 : 0;
+            ++live;
+        }
+    }
+    after_region();
+    if (count == 0 || live == 0) {
+        return false;
+    }
+    if (yes != 0 && yes != live) {
+        const unsigned int mine = first ? yes_line : no_line, theirs = first ? no_line : yes_line;
+        if (mine != 0 && theirs != 0) {
+            gm_sim_rt.diverged(GM_SIM_DIVERGED_SITES, file, 0, mine, theirs);
+        } else {
+            const unsigned int at = mine != 0 ? mine : theirs;
+            gm_sim_rt.diverged(GM_SIM_DIVERGED_EXITED, file, (int)at,
+                               at == yes_line ? yes : live - yes, threads);
+        }
+        stop();
+        return false;
+    }
+    return yes != 0;
+}
+
+/* A loop's step, made by every live thread. */
+template <typename F>
+void gm_sim_regions::each(F&& step) {
+    for (gm_sim_cursor c(*this); c.more(); c.next()) {
+        if (c.live()) {
+            step(c.t);
+        }
+    }
+    after_region();
+}
+
+/* A variable of the kernel's body (or of a loop's) in every thread of the block: the rewrite
+ * declares one where the variable's scope starts, and each thread's part of a region names its
+ * own as a reference. Plain data only: anything else fails to compile, and the kernel is built
+ * the stackless way instead. */
+template <typename T>
+struct gm_sim_slots {
+    typedef typename std::remove_cv<T>::type V;
+    static_assert(std::is_trivially_copyable<V>::value &&
+                      std::is_trivially_destructible<V>::value &&
+                      std::is_trivially_default_constructible<V>::value,
+                  "per-thread variables of a kernel run as regions are plain data");
+    gm_sim_regions& b;
+    const unsigned long mark;
+    bool fresh;
+    V* const data;
+
+    explicit gm_sim_slots(gm_sim_regions& b)
+        : b(b), mark(b.used),
+          data(static_cast<V*>(b.take(sizeof(V) * (unsigned long)b.threads, fresh))) {}
+    ~gm_sim_slots() {
+        if (fresh) {
+            std::free(data);
+        } else {
+            b.used = mark;
+        }
+    }
+    gm_sim_slots(const gm_sim_slots&) = delete;
+    gm_sim_slots& operator=(const gm_sim_slots&) = delete;
+
+    V& operator[](unsigned int t) { return data[t]; }
+    V& init(unsigned int t, const V& value) { return data[t] = value; }
+};
+
+/* A region: each live thread's turn, a lambda that returns false where the thread returned
+ * (the rewrite writes the kernel's `return;` so). */
+#define GM_SIM_EACH_THREAD                                                                    \
+    for (gm_sim_cursor gm_sim_c(gm_sim_b); gm_sim_c.more(); gm_sim_c.next())                  \
+        if (gm_sim_c.live()) gm_sim_c.run([&](unsigned int gm_sim_t) -> bool {
+#define GM_SIM_EACH_THREAD_END                                                                \
+    return true;                                                                              \
+    });                                                                                       \
+    gm_sim_b.after_region();
+#define GM_SIM_BARRIER() gm_sim_b.at_barrier(__FILE__, __LINE__)
+
+/* `p`, which the compiler may no longer see through: a thread-local's address, taken once per
+ * block where the rewrite declares `__shared__` arrays, would otherwise be taken again (a call
+ * of `__tls_get_addr`) at every use, inside the regions' loops. */
+template <typename T>
+inline T* gm_sim_opaque(T* p) {
+    __asm__("" : "+r"(p));
+    return p;
+}
+
+/* The arena of this OS thread's per-thread slots (kept for the next block). */
+#define GM_SIM_REGIONS_ARENA (1ul << 20)
+
+/* Blocks run as regions: the kernel `Entry` called once per block, its body the block's
+ * program. The loop stops after a fault, or after a block diverged. */
+template <auto Entry, typename... P, unsigned long... I>
+GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
+    void (*)(P...), gm_sim_threads* t, std::integer_sequence<unsigned long, I...>) {
+    typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
+        Params;
+    const Params params(*static_cast<const typename std::tuple_element<I, Params>::type*>(
+        t->args[I])...);
+    gm_sim_thread* const thread = const_cast<gm_sim_thread*>(gm_sim_self());
+    gm_sim_regions& b = gm_sim_regions_here();
+    if (b.arena == nullptr) {
+        b.arena = static_cast<char*>(std::aligned_alloc(64, GM_SIM_REGIONS_ARENA));
+        b.size = b.arena == nullptr ? 0 : GM_SIM_REGIONS_ARENA;
+    }
+    b.used = 0;
+    b.thread = thread;
+    b.faulted = t->faulted;
+    b.threads = t->count;
+    b.dim_x = t->dim_x;
+    b.dim_y = t->dim_y;
+    b.warp = t->warp_size == 0 ? 1 : t->warp_size;
+    bool fresh = false;
+    b.returned = static_cast<unsigned char*>(b.take(t->count, fresh));
+    const unsigned long long grid_x = thread->grid_dim.x == 0 ? 1 : thread->grid_dim.x;
+    const unsigned long long grid_y = thread->grid_dim.y == 0 ? 1 : thread->grid_dim.y;
+    const unsigned long long end = t->first_block + t->blocks;
+    t->status = 0;
+    try {
+        for (unsigned long long k = t->first_block; k < end; ++k) {
+            thread->block_idx.x = (unsigned int)(k % grid_x);
+            thread->block_idx.y = (unsigned int)((k / grid_x) % grid_y);
+            thread->block_idx.z = (unsigned int)(k / (grid_x * grid_y));
+            b.count = t->count;
+            b.any_returned = false;
+            b.newly_returned = false;
+            std::memset(b.returned, 0, t->count);
+            Entry(std::get<I>(params)...);
+            if (*t->faulted != 0 || b.count == 0) {
+                break;
+            }
+        }
+    } catch (const gm_sim_trap&) {
+        t->status = 2;
+    } catch (...) {
+        gm_sim_rt.fault("a C++ exception escaped the kernel");
+        t->status = 1;
+    }
+    if (fresh) {
+        std::free(b.returned);
+    }
+}
+
+template <auto Entry, typename... P>
+GM_SIM_UNCHECKED void gm_sim_run_blocks_of(void (*)(P...), gm_sim_threads* t) {
+    gm_sim_block_loop<Entry>(Entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+}
+
+/* A kernel's blocks, run as regions. */
+template <auto Entry>
+GM_SIM_UNCHECKED void gm_sim_run_blocks(gm_sim_threads* t) {
+    gm_sim_run_blocks_of<Entry>(Entry, t);
+}

@@ -1,0 +1,459 @@
+//! The statement structure of a kernel body as the regions rewrite sees it: a list of items per
+//! scope (the body, and the body of each loop that holds a barrier), each a statement the
+//! threads run one by one, a declaration left at block level, a barrier, or such a loop. Read
+//! from the tokens alone; anything the rewrite could get wrong is an `Err` naming its line.
+
+use gpu_mem_core::kernel::scan::functions::{body_end, call_end};
+use gpu_mem_core::kernel::scan::tokens::Token;
+
+/// The block barriers the rewrite splits regions at.
+pub(super) const BLOCK_BARRIERS: [&str; 3] = ["__syncthreads", "syncthreads", "barrier"];
+
+/// Words that start a statement which declares nothing.
+const STATEMENT_WORDS: [&str; 20] = [
+    "return", "goto", "delete", "throw", "break", "continue", "case", "default", "new", "else",
+    "do", "sizeof", "operator", "template", "if", "for", "while", "switch", "using", "typedef",
+];
+
+/// One statement of a scope.
+#[derive(Debug)]
+pub(super) enum Item {
+    /// Statements each thread runs: tokens `first..=last`; `decl` when it declares one variable
+    /// of the scope.
+    Stmt {
+        first: usize,
+        last: usize,
+        decl: Option<Decl>,
+    },
+    /// A declaration the block shares (`__shared__`, `static`, types, constants), left in place
+    /// between the regions: tokens `first..=last`.
+    Block { first: usize, last: usize },
+    /// A block barrier statement, tokens `first..=last`.
+    Barrier { first: usize, last: usize },
+    /// A loop that holds barriers.
+    Loop(Loop),
+    /// An `if` that holds barriers.
+    Branch(Branch),
+}
+
+/// `if (condition) { ... } else { ... }` with barriers inside (`else` optional).
+#[derive(Debug)]
+pub(super) struct Branch {
+    /// `if`, its `(` and the `)` that closes it.
+    pub(super) keyword: usize,
+    pub(super) open: usize,
+    pub(super) close: usize,
+    /// Each block's `{` and `}`, and its items: the `if`'s, then the `else`'s.
+    pub(super) blocks: Vec<(usize, usize, Vec<Item>)>,
+}
+
+/// A declaration of variables: `type name;`, `type name = init;`, or several declarators.
+#[derive(Debug, Clone)]
+pub(super) struct Decl {
+    /// Its first token (the type's).
+    pub(super) first: usize,
+    /// One past the base type's last token (each declarator's `*`s follow).
+    pub(super) base_end: usize,
+    pub(super) declarators: Vec<Declarator>,
+    /// The `;` that ends it.
+    pub(super) end: usize,
+}
+
+/// One variable of a declaration: `*`s, its name, an initialiser.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Declarator {
+    /// Its first token (its first `*`, or its name).
+    pub(super) start: usize,
+    /// The name's token.
+    pub(super) name: usize,
+    /// The `=`, if it has an initialiser.
+    pub(super) eq: Option<usize>,
+}
+
+/// `for (init; condition; step) { body }` or `while (condition) { body }` with barriers inside.
+#[derive(Debug)]
+pub(super) struct Loop {
+    /// `for` or `while`.
+    pub(super) keyword: usize,
+    /// The `(`, and the `)` that closes it.
+    pub(super) open: usize,
+    pub(super) close: usize,
+    /// A `for`'s two `;`.
+    pub(super) semis: Option<(usize, usize)>,
+    /// A `for`'s initialiser when it declares a variable.
+    pub(super) init: Option<Decl>,
+    /// The body's `{` and `}`.
+    pub(super) body: (usize, usize),
+    pub(super) items: Vec<Item>,
+}
+
+/// The tokens of one source, read as statements.
+pub(super) struct Statements<'c> {
+    pub(super) code: &'c str,
+    pub(super) toks: &'c [Token],
+}
+
+impl<'c> Statements<'c> {
+    pub(super) fn text(&self, k: usize) -> &'c str {
+        self.toks.get(k).map_or("", |t| &self.code[t.start..t.end])
+    }
+
+    pub(super) fn line(&self, k: usize) -> usize {
+        let at = self.toks.get(k).map_or(self.code.len(), |t| t.start);
+        self.code[..at].matches('\n').count() + 1
+    }
+
+    fn is_name(&self, k: usize) -> bool {
+        self.toks.get(k).is_some_and(|t| t.ident)
+            && !self.text(k).starts_with(|c: char| c.is_ascii_digit())
+    }
+
+    /// Whether token `k` names a block barrier (not a member or a qualified name): called, in
+    /// parentheses, taken by address.
+    pub(super) fn names_barrier(&self, k: usize) -> bool {
+        BLOCK_BARRIERS.contains(&self.text(k))
+            && !(k > 0 && matches!(self.text(k - 1), "." | ">" | ":"))
+    }
+
+    fn closing_paren(&self, open: usize) -> Result<usize, String> {
+        if self.text(open) != "(" {
+            return Err(format!("line {}: `(` expected", self.line(open)));
+        }
+        call_end(self.code, self.toks, open)
+            .ok_or_else(|| format!("line {}: a parenthesis does not close", self.line(open)))
+    }
+
+    /// The last token of the statement that starts at `i`.
+    fn statement_end(&self, i: usize) -> Result<usize, String> {
+        let unclosed = || format!("line {}: a statement does not end", self.line(i));
+        match self.text(i) {
+            "{" => body_end(self.code, self.toks, i).ok_or_else(unclosed),
+            "if" => {
+                let close = self.closing_paren(i + 1)?;
+                let mut last = self.statement_end(close + 1)?;
+                if self.text(last + 1) == "else" {
+                    last = self.statement_end(last + 2)?;
+                }
+                Ok(last)
+            }
+            "for" | "while" | "switch" => {
+                let close = self.closing_paren(i + 1)?;
+                self.statement_end(close + 1)
+            }
+            "do" => {
+                let body = self.statement_end(i + 1)?;
+                if self.text(body + 1) != "while" {
+                    return Err(unclosed());
+                }
+                let close = self.closing_paren(body + 2)?;
+                (self.text(close + 1) == ";")
+                    .then_some(close + 1)
+                    .ok_or_else(unclosed)
+            }
+            "try" | "asm" | "__asm__" | "__asm" => Err(format!(
+                "line {}: `{}` in a kernel's body",
+                self.line(i),
+                self.text(i)
+            )),
+            _ => {
+                let mut depth = 0i32;
+                for k in i..self.toks.len() {
+                    match self.text(k) {
+                        "(" | "[" | "{" => depth += 1,
+                        ")" | "]" | "}" => {
+                            depth -= 1;
+                            if depth < 0 {
+                                return Err(unclosed());
+                            }
+                        }
+                        ";" if depth == 0 => return Ok(k),
+                        _ => {}
+                    }
+                }
+                Err(unclosed())
+            }
+        }
+    }
+
+    /// The items of the scope whose tokens are `first..end` (`end`: its closing `}`).
+    pub(super) fn scope(&self, first: usize, end: usize) -> Result<Vec<Item>, String> {
+        let mut items = Vec::new();
+        let mut i = first;
+        while i < end {
+            let last = self.statement_end(i)?;
+            if last >= end {
+                return Err(format!("line {}: a statement does not end", self.line(i)));
+            }
+            let waits = (i..=last).any(|k| self.names_barrier(k));
+            let item = if !waits {
+                self.plain(i, last)?
+            } else if self.names_barrier(i)
+                && self.text(i + 1) == "("
+                && call_end(self.code, self.toks, i + 1).is_some_and(|c| c + 1 == last)
+                && self.text(last) == ";"
+            {
+                Item::Barrier { first: i, last }
+            } else if matches!(self.text(i), "for" | "while") {
+                Item::Loop(self.barrier_loop(i, last)?)
+            } else if self.text(i) == "if" {
+                Item::Branch(self.branch(i, last)?)
+            } else {
+                return Err(format!(
+                    "line {}: a barrier inside a statement other than a loop",
+                    self.line(i)
+                ));
+            };
+            items.push(item);
+            i = last + 1;
+        }
+        Ok(items)
+    }
+
+    /// A statement without barriers: left at block level, or run by each thread.
+    fn plain(&self, first: usize, last: usize) -> Result<Item, String> {
+        let shared = match self.text(first) {
+            "__shared__" | "GM_SHARED" | "static" | "constexpr" | "typedef" | "using"
+            | "static_assert" => true,
+            "extern" => self.text(first + 1) == "__shared__",
+            "const" => self.is_constant(first, last),
+            _ => false,
+        };
+        if shared {
+            return Ok(Item::Block { first, last });
+        }
+        if self.text(first) == "{" || self.text(last) != ";" {
+            return Ok(Item::Stmt {
+                first,
+                last,
+                decl: None,
+            });
+        }
+        Ok(Item::Stmt {
+            first,
+            last,
+            decl: self.declaration(first, last)?,
+        })
+    }
+
+    /// The name `__shared__ type name[...]...;` (tokens `first..=last`) declares, when it
+    /// declares one.
+    pub(super) fn shared_name(&self, first: usize, last: usize) -> Option<usize> {
+        if !matches!(self.text(first), "__shared__" | "GM_SHARED") {
+            return None;
+        }
+        let mut depth = 0i32;
+        let mut end = last;
+        for k in first..last {
+            match self.text(k) {
+                "(" | "{" => depth += 1,
+                ")" | "}" => depth -= 1,
+                "," if depth == 0 => return None,
+                "[" | "=" if depth == 0 && end == last => end = k,
+                _ => {}
+            }
+        }
+        (end > first + 1 && self.is_name(end - 1)).then_some(end - 1)
+    }
+
+    /// `const type name = literal-expression;`: the same in every thread, so shared.
+    fn is_constant(&self, first: usize, last: usize) -> bool {
+        let Some(eq) = self.assignment(first, last) else {
+            return false;
+        };
+        (first + 1..eq).all(|k| self.toks[k].ident)
+            && (eq + 1..last).all(|k| !self.toks[k].ident || self.text(k) == "sizeof")
+    }
+
+    /// The first `=` at depth 0 of `first..end` that is an assignment (not `==`, `<=`, `+=`).
+    fn assignment(&self, first: usize, end: usize) -> Option<usize> {
+        let mut depth = 0i32;
+        for k in first..end {
+            match self.text(k) {
+                "(" | "[" | "{" => depth += 1,
+                ")" | "]" | "}" => depth -= 1,
+                "=" if depth == 0 => {
+                    let joined_before = k > 0
+                        && self.toks[k - 1].end == self.toks[k].start
+                        && "=<>!+-*/%&|^".contains(self.text(k - 1));
+                    let joined_after = self
+                        .toks
+                        .get(k + 1)
+                        .is_some_and(|n| n.start == self.toks[k].end && self.text(k + 1) == "=");
+                    if !joined_before && !joined_after {
+                        return Some(k);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// `type name;`, `type name = init;` or several such declarators (`int a = 1, *b;`) over
+    /// `first..end` (`end`: its `;`), the type made of names, `*`, `::` and template
+    /// arguments; `None` for any other statement.
+    pub(super) fn declaration(&self, first: usize, end: usize) -> Result<Option<Decl>, String> {
+        if !self.is_name(first) || STATEMENT_WORDS.contains(&self.text(first)) {
+            return Ok(None);
+        }
+        // The type and the first name: up to an `=`, or a `,` outside template arguments.
+        let mut angles = 0i32;
+        let mut k = first;
+        while k < end {
+            match self.text(k) {
+                "<" => angles += 1,
+                ">" => angles -= 1,
+                "=" | "," if angles == 0 => break,
+                "*" | ":" => {}
+                "," => {}
+                _ if self.toks[k].ident => {}
+                _ => return Ok(None),
+            }
+            k += 1;
+        }
+        let name = k.wrapping_sub(1);
+        if k < first + 2 || !self.is_name(name) || STATEMENT_WORDS.contains(&self.text(name)) {
+            return Ok(None);
+        }
+        let line = self.line(first);
+        if let Some(word) = (first..name).map(|k| self.text(k)).find(|w| {
+            matches!(
+                *w,
+                "auto" | "decltype" | "struct" | "class" | "enum" | "union" | "extern"
+            )
+        }) {
+            return Err(format!(
+                "line {line}: a variable declared with `{word}` in a kernel run as regions"
+            ));
+        }
+        // The base type: the first declarator's own `*`s are its declarator's.
+        let mut base_end = name;
+        while base_end > first && self.text(base_end - 1) == "*" {
+            base_end -= 1;
+        }
+        let mut declarators = Vec::new();
+        let mut start = base_end;
+        let mut name = name;
+        loop {
+            // After the name: `=` and an initialiser up to a `,` or the end at depth 0.
+            let mut at = name + 1;
+            let eq = (self.text(at) == "=").then_some(at);
+            if eq.is_some() {
+                let mut depth = 0i32;
+                while at < end {
+                    match self.text(at) {
+                        "(" | "[" | "{" => depth += 1,
+                        ")" | "]" | "}" => depth -= 1,
+                        "," if depth == 0 => break,
+                        _ => {}
+                    }
+                    at += 1;
+                }
+            }
+            if at != end && self.text(at) != "," {
+                return Ok(None);
+            }
+            declarators.push(Declarator { start, name, eq });
+            if at == end {
+                break;
+            }
+            // The next declarator: `*`s and a name.
+            start = at + 1;
+            let mut n = start;
+            while self.text(n) == "*" {
+                n += 1;
+            }
+            if !self.is_name(n) || n >= end {
+                return Err(format!("line {line}: a declarator the rewrite cannot read"));
+            }
+            name = n;
+        }
+        Ok(Some(Decl {
+            first,
+            base_end,
+            declarators,
+            end,
+        }))
+    }
+
+    /// The `if` at `keyword`, whose statement ends at `last`: its blocks must be braced.
+    fn branch(&self, keyword: usize, last: usize) -> Result<Branch, String> {
+        let open = keyword + 1;
+        let close = self.closing_paren(open)?;
+        let unbraced = || {
+            format!(
+                "line {}: an `if` with barriers whose branches are not blocks",
+                self.line(keyword)
+            )
+        };
+        let mut blocks = Vec::new();
+        let mut at = close + 1;
+        loop {
+            if self.text(at) != "{" {
+                return Err(unbraced());
+            }
+            let end = body_end(self.code, self.toks, at).ok_or_else(unbraced)?;
+            blocks.push((at, end, self.scope(at + 1, end)?));
+            if end == last {
+                return Ok(Branch {
+                    keyword,
+                    open,
+                    close,
+                    blocks,
+                });
+            }
+            if self.text(end + 1) != "else" || blocks.len() == 2 {
+                return Err(unbraced());
+            }
+            at = end + 2;
+        }
+    }
+
+    /// The loop at `keyword` (`for` or `while`), whose statement ends at `last`.
+    fn barrier_loop(&self, keyword: usize, last: usize) -> Result<Loop, String> {
+        let open = keyword + 1;
+        let close = self.closing_paren(open)?;
+        let body_open = close + 1;
+        if self.text(body_open) != "{" || body_end(self.code, self.toks, body_open) != Some(last) {
+            return Err(format!(
+                "line {}: a loop with barriers whose body is not a block",
+                self.line(keyword)
+            ));
+        }
+        let (semis, init) = if self.text(keyword) == "for" {
+            let mut depth = 0i32;
+            let mut found = Vec::new();
+            for k in open + 1..close {
+                match self.text(k) {
+                    "(" | "[" | "{" => depth += 1,
+                    ")" | "]" | "}" => depth -= 1,
+                    ";" if depth == 0 => found.push(k),
+                    _ => {}
+                }
+            }
+            let [s1, s2] = found[..] else {
+                return Err(format!(
+                    "line {}: a `for` header the rewrite cannot read",
+                    self.line(keyword)
+                ));
+            };
+            let init = if s1 > open + 1 {
+                self.declaration(open + 1, s1)?
+            } else {
+                None
+            };
+            (Some((s1, s2)), init)
+        } else {
+            (None, None)
+        };
+        Ok(Loop {
+            keyword,
+            open,
+            close,
+            semis,
+            init,
+            body: (body_open, last),
+            items: self.scope(body_open + 1, last)?,
+        })
+    }
+}

@@ -1849,6 +1849,9 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
 #endif /* GM_SIM_STACKLESS */
 
 #if defined(GM_SIM_REGIONS)
+/* Cooperative groups first (their block groups' syncs are lowered to block barriers in a kernel
+ * run as regions; the header's own functions call the runtime). */
+#include <cooperative_groups.h>
 /* Every block barrier of a kernel run as regions was rewritten into the region structure; one
  * left (in a helper, a macro) fails to compile, and the kernel is built another way. */
 #define __syncthreads() gm_sim_barrier_outside_a_region()

@@ -26,6 +26,9 @@ struct gm_sim_regions {
     unsigned int dim_x, dim_y, warp;
     bool any_returned;            /* some thread returned (it skips every later region) */
     bool newly_returned;          /* some thread returned in the region that runs */
+    /* A region with `break` or `continue` of the loop around it: of the threads that ran it
+     * (and did not return), how many broke and continued, and what the first one did. */
+    unsigned int ran, broke, continued, first_jump;
     unsigned char* returned;      /* [threads] */
     char* arena;
     unsigned long used, size;
@@ -80,6 +83,8 @@ struct gm_sim_regions {
 
     template <typename F>
     bool all(const char* file, unsigned int yes, unsigned int no, F&& condition);
+    int after_jumps(const char* file, unsigned int broke_to, unsigned int on_to,
+                    unsigned int continued_to);
     template <typename F>
     void each(F&& step);
 };
@@ -122,7 +127,63 @@ struct gm_sim_cursor {
             b.newly_returned = true;
         }
     }
+    /* The same for a region that may leave the loop around it: `region(t)` is 0 when the
+     * thread went on, 1 when it returned, 2 when it broke out, 3 when it continued. */
+    template <typename F>
+    void run_jumps(F&& region) {
+        const int r = region(t);
+        if (r == 1) {
+            b.returned[t] = 1;
+            b.newly_returned = true;
+            return;
+        }
+        if (b.ran++ == 0) {
+            b.first_jump = (unsigned int)r;
+        }
+        b.broke += r == 2;
+        b.continued += r == 3;
+    }
 };
+
+/* After a region that may leave the loop around it: 2 when every thread broke out, 3 when every
+ * one continued, 0 when none did. Threads that disagree part, and wait next at different
+ * barriers (lines: `broke_to` for those that broke, `continued_to` for those that continued,
+ * `on_to` for the others; 0: they end): divergence, as `all` reports it. */
+inline int gm_sim_regions::after_jumps(const char* file, unsigned int broke_to, unsigned int on_to,
+                                       unsigned int continued_to) {
+    after_region();
+    const unsigned int n = ran, br = broke, co = continued, first = first_jump;
+    ran = broke = continued = 0;
+    if (count == 0 || br + co == 0) {
+        return 0;
+    }
+    if (br == n) {
+        return 2;
+    }
+    if (co == n) {
+        return 3;
+    }
+    const unsigned int to[4] = {on_to, 0, broke_to, continued_to};
+    const unsigned int how_many[4] = {n - br - co, 0, br, co};
+    const unsigned int mine = to[first];
+    unsigned int other = 0;
+    for (unsigned int k = 0; k < 4; ++k) {
+        if (k != first && how_many[k] != 0) {
+            other = k;
+            break;
+        }
+    }
+    const unsigned int theirs = to[other];
+    if (mine != 0 && theirs != 0) {
+        gm_sim_rt.diverged(GM_SIM_DIVERGED_SITES, file, 0, mine, theirs);
+    } else {
+        const unsigned int at = mine != 0 ? mine : theirs;
+        const unsigned int reaching = at == mine ? how_many[first] : how_many[other];
+        gm_sim_rt.diverged(GM_SIM_DIVERGED_EXITED, file, (int)at, reaching, threads);
+    }
+    stop();
+    return 0;
+}
 
 /* The condition of a loop or `if` that holds barriers, asked of every live thread: their
  * common answer. Threads that disagree part, and wait next at different places: those that
@@ -173,16 +234,16 @@ void gm_sim_regions::each(F&& step) {
 }
 
 /* A variable of the kernel's body (or of a loop's) in every thread of the block: the rewrite
- * declares one where the variable's scope starts, and each thread's part of a region names its
- * own as a reference. Plain data only: anything else fails to compile, and the kernel is built
- * the stackless way instead. */
+ * declares one where the variable's scope starts, and each thread's part of a region makes its
+ * own where the kernel declares it (`init`, `make`) and names it as a reference after. Types
+ * that copy as bytes and need no destructor only (the slots move with nothing but the arena):
+ * anything else fails to compile, and the kernel is built the stackless way instead. */
 template <typename T>
 struct gm_sim_slots {
     typedef typename std::remove_cv<T>::type V;
     static_assert(std::is_trivially_copyable<V>::value &&
-                      std::is_trivially_destructible<V>::value &&
-                      std::is_trivially_default_constructible<V>::value,
-                  "per-thread variables of a kernel run as regions are plain data");
+                      std::is_trivially_destructible<V>::value,
+                  "per-thread variables of a kernel run as regions copy as bytes");
     gm_sim_regions& b;
     const unsigned long mark;
     bool fresh;
@@ -202,7 +263,9 @@ struct gm_sim_slots {
     gm_sim_slots& operator=(const gm_sim_slots&) = delete;
 
     V& operator[](unsigned int t) { return data[t]; }
-    V& init(unsigned int t, const V& value) { return data[t] = value; }
+    /* `T name = value;` and `T name;` (default-initialised, as declared). */
+    V& init(unsigned int t, const V& value) { return *new (data + t) V(value); }
+    V& make(unsigned int t) { return *new (data + t) V; }
 };
 
 /* A region: each live thread's turn, a lambda that returns false where the thread returned
@@ -215,6 +278,18 @@ struct gm_sim_slots {
     });                                                                                       \
     gm_sim_b.after_region();
 #define GM_SIM_BARRIER() gm_sim_b.at_barrier(__FILE__, __LINE__)
+/* A region with `break` or `continue` of the loop around it (see `after_jumps`). */
+#define GM_SIM_EACH_THREAD_JUMPS                                                              \
+    for (gm_sim_cursor gm_sim_c(gm_sim_b); gm_sim_c.more(); gm_sim_c.next())                  \
+        if (gm_sim_c.live()) gm_sim_c.run_jumps([&](unsigned int gm_sim_t) -> int {
+#define GM_SIM_EACH_THREAD_END_JUMPS(broke_to, on_to, continued_to)                           \
+    return 0;                                                                                 \
+    });                                                                                       \
+    if (const int gm_sim_jump =                                                               \
+            gm_sim_b.after_jumps(__FILE__, broke_to, on_to, continued_to)) {                  \
+        if (gm_sim_jump == 2) break;                                                          \
+        continue;                                                                             \
+    }
 
 /* `p`, which the compiler may no longer see through: a thread-local's address, taken once per
  * block where the rewrite declares `__shared__` arrays, would otherwise be taken again (a call
@@ -262,6 +337,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
             thread->block_idx.y = (unsigned int)((k / grid_x) % grid_y);
             thread->block_idx.z = (unsigned int)(k / (grid_x * grid_y));
             b.count = t->count;
+            b.ran = b.broke = b.continued = 0;
             b.any_returned = false;
             b.newly_returned = false;
             std::memset(b.returned, 0, t->count);

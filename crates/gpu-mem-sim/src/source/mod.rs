@@ -371,6 +371,9 @@ fn build_module(
                 break;
             }
             Err(Failure::Refused(log)) if !last => {
+                if std::env::var_os("GM_DEBUG_REFUSAL").is_some() {
+                    eprintln!("{log}");
+                }
                 tracing::debug!(module = module.name(), threads = ?plan.threads, %log, "the compiler refuses this way of building the kernel; the next is tried");
                 cache.remember_refusal(&plan.key);
             }
@@ -968,7 +971,8 @@ mod tests {
                      __global__ void k(int* a) {\n\
                      \x20   cg::thread_block cta = cg::this_thread_block();\n\
                      \x20   a[cta.thread_rank()] += 1; cg::sync(cta); cta.sync();\n}\n";
-        assert_eq!(threads_of(block), Threads::Stackless);
+        // Block groups' syncs are block barriers: blocks run as regions between them.
+        assert_eq!(threads_of(block), Threads::Regions);
         // A warp tile's sync and shuffles are intrinsics over its lanes; its votes are not
         // lowered, nor are tiles wider than a warp of 32.
         let tile = block.replace(
@@ -1031,8 +1035,16 @@ mod tests {
         let body = "extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                     \x20   if (threadIdx.x >= a.shape[0]) return;\n\
                     \x20   __syncthreads(); a(threadIdx.x) += 1; barrier(GM_FENCE_GLOBAL);\n}\n";
+        // (Barriers as statements of the body: its blocks run as regions between them.)
         assert_eq!(
             threads_of(&format!("#include \"gpu_mem.h\"\n{body}")),
+            Threads::Regions
+        );
+        assert_eq!(
+            threads_of(&format!(
+                "#include \"gpu_mem.h\"\n{}",
+                body.replace("return;", "{ return; } int v = 1; if (v) __syncthreads();")
+            )),
             Threads::Stackless
         );
         // A helper that waits is a coroutine too.
@@ -1057,15 +1069,19 @@ mod tests {
                        extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                        \x20   syncthreads(); a(0) = __shfl_sync(~0ull, 1, 0);\n}\n";
         assert_eq!(threads_of(shuffle), Threads::Stackless);
-        // Atomics let the others run, called in the kernel or in a helper.
+        // Atomics let the others run, called in the kernel or in a helper (as regions, a
+        // thread that makes them once waits for nobody at them).
         let atomic = "#include \"gpu_mem.h\"\n\
                       extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                       \x20   syncthreads(); atomicAdd(&a(0), 1);\n}\n";
-        assert_eq!(threads_of(atomic), Threads::Stackless);
+        assert_eq!(threads_of(atomic), Threads::Regions);
+        let off_regions = format!("{atomic}// __syncwarp\n");
+        assert_eq!(threads_of(&off_regions), Threads::Stackless);
         let in_helper = "#include \"gpu_mem.h\"\n\
                          __device__ void add(int* p) { atomicAdd(p, 1); }\n\
                          extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                          \x20   syncthreads(); add(&a(0));\n}\n";
+        // (`atomics::may_repeat` cannot tell how often a helper's atomic runs: not regions.)
         assert_eq!(threads_of(in_helper), Threads::Stackless);
         // One in a struct's member function cannot suspend: on stacks, without a try.
         let member = "#include \"gpu_mem.h\"\n\

@@ -99,12 +99,50 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         s: &s,
         edits: Vec::new(),
     };
-    for &(open, close) in &kernels {
+    // A helper that takes a reference may change what it is passed: then every parameter a
+    // kernel names is taken to change.
+    let by_reference = fns.iter().any(|f| {
+        f.kind != Kind::Kernel
+            && f.name.is_some_and(|n| {
+                s.text(n + 1) == "("
+                    && s.parameters(n + 1).map_or(true, |ps| {
+                        ps.iter().any(|&(a, b)| (a..b).any(|k| s.text(k) == "&"))
+                    })
+            })
+    });
+    for f in fns.iter().filter(|f| f.kind == Kind::Kernel) {
+        let (Some(name), Some((open, close))) = (f.name, f.body) else {
+            continue;
+        };
+        let params = s.parameters(name + 1)?;
         let items = s.scope(open + 1, close)?;
         let mut storage = String::from("gm_sim_regions& gm_sim_b = gm_sim_regions_here(); ");
+        // Parameters a thread changes: each thread's own copy (the program passes one set
+        // to the whole block).
+        let mut visible = Vec::new();
+        let mut copies = String::new();
+        for &(first, name) in &params {
+            let text = s.text(name);
+            let named = (open..close).filter(|&k| s.text(k) == text);
+            if !named.clone().any(|k| by_reference || s.changes(k)) {
+                continue;
+            }
+            let ty = code[toks[first].start..toks[name - 1].end].replace('\n', " ");
+            storage.push_str(&format!("gm_sim_slots<{ty}> gm_sim_v_{text}(gm_sim_b); "));
+            copies.push_str(&format!(
+                "gm_sim_v_{text}.init(gm_sim_t, gm_sim_p_{text}); "
+            ));
+            out.replace(name, name, &format!("gm_sim_p_{text}"));
+            visible.push(text.to_string());
+        }
+        if !copies.is_empty() {
+            storage.push_str(&format!(
+                "GM_SIM_EACH_THREAD {copies}GM_SIM_EACH_THREAD_END "
+            ));
+        }
         out.slots_of(&items, None, &mut storage);
         out.insert(toks[open].end, &storage);
-        out.scope(&items, &mut Vec::new(), close, 0);
+        out.scope(&items, &mut visible, (close, 0), None);
     }
     Ok(out.apply())
 }
@@ -203,7 +241,7 @@ impl Rewrite<'_, '_> {
                     self.replace(
                         from,
                         v.name,
-                        &format!("{close} auto& {name} = gm_sim_v_{name}[gm_sim_t]"),
+                        &format!("{close} auto& {name} = gm_sim_v_{name}.make(gm_sim_t)"),
                     );
                     close_next = "";
                 }
@@ -213,13 +251,106 @@ impl Rewrite<'_, '_> {
         self.replace(d.end, d.end, &format!("{close_next};{tail}"));
     }
 
-    /// `return;` in a region ends the thread: the region's lambda says so.
-    fn returns(&mut self, first: usize, last: usize) {
+    /// `return;` in a region ends the thread, and a `break` or `continue` of the loop around it
+    /// leaves or goes round it: the region's lambda says so (`returned`: what it returns then).
+    fn jumps(&mut self, first: usize, last: usize, returned: &str) {
         for k in first..last {
             if self.s.text(k) == "return" && self.s.text(k + 1) == ";" {
-                self.replace(k, k, "return false");
+                self.replace(k, k, &format!("return {returned}"));
             }
         }
+        for k in self.s.loose_jumps(first, last) {
+            let code = if self.s.text(k) == "break" { 2 } else { 3 };
+            self.replace(k, k, &format!("return {code}"));
+        }
+    }
+
+    /// The regions of a scope whose closing `}` is token `close`, after which a thread waits
+    /// next at line `after` (0: it ends); `around`: the innermost loop with barriers around
+    /// it, as (the line a thread that leaves it waits at next, the line one that goes round
+    /// does).
+    fn scope(
+        &mut self,
+        items: &[Item],
+        visible: &mut Vec<String>,
+        (close, after): (usize, usize),
+        around: Option<(usize, usize)>,
+    ) {
+        let outer = visible.len();
+        let toks = self.s.toks;
+        // The region open, and whether it may leave the loop around it.
+        let mut open: Option<bool> = None;
+        for (i, item) in items.iter().enumerate() {
+            let next = |this: &Self| this.first_barrier(&items[i + 1..], after);
+            if !matches!(item, Item::Stmt { .. })
+                && let Some(jumps) = open.take()
+            {
+                // (The item that ends the region is what its threads reach next.)
+                let here = self.first_barrier(&items[i..], after);
+                self.end_region(toks[item.first()].start, jumps, here, around);
+            }
+            match item {
+                Item::Stmt { first, last, decl } => {
+                    let jumps = match open {
+                        Some(jumps) => jumps,
+                        None => {
+                            let run = items[i..]
+                                .iter()
+                                .take_while(|item| matches!(item, Item::Stmt { .. }));
+                            let jumps = run.into_iter().any(|item| match item {
+                                Item::Stmt { first, last, .. } => {
+                                    !self.s.loose_jumps(*first, *last).is_empty()
+                                }
+                                _ => false,
+                            });
+                            let head = if jumps {
+                                "GM_SIM_EACH_THREAD_JUMPS"
+                            } else {
+                                "GM_SIM_EACH_THREAD"
+                            };
+                            self.insert(
+                                toks[*first].start,
+                                &format!("{head} {}", Self::aliases(visible)),
+                            );
+                            open = Some(jumps);
+                            jumps
+                        }
+                    };
+                    self.jumps(*first, *last, if jumps { "1" } else { "false" });
+                    if let Some(d) = decl {
+                        self.declare(d, "", visible);
+                    }
+                }
+                Item::Block { first, last } => {
+                    // A shared array's address, taken once per block: a thread-local's
+                    // address is a call (`__tls_get_addr`) the compiler does not move out of
+                    // the regions' loops.
+                    if let Some(k) = self.s.shared_name(*first, *last) {
+                        let name = self.s.text(k);
+                        self.replace(k, k, &format!("gm_sim_shared_{name}"));
+                        self.insert(
+                            toks[*last].end,
+                            &format!("auto& {name} = *gm_sim_opaque(&gm_sim_shared_{name});"),
+                        );
+                    }
+                }
+                Item::Barrier { first, last } => {
+                    self.replace(*first, *last, "GM_SIM_BARRIER();");
+                }
+                Item::Loop(l) => {
+                    let next = next(self);
+                    self.barrier_loop(l, visible, next);
+                }
+                Item::Branch(b) => {
+                    let next = next(self);
+                    self.branch(b, visible, next, around);
+                }
+            }
+        }
+        if let Some(jumps) = open {
+            self.end_region(toks[close].start, jumps, after, around);
+        }
+        visible.truncate(outer);
     }
 
     /// The line of the first barrier a thread reaches running `items` on (inside a loop or
@@ -250,71 +381,27 @@ impl Rewrite<'_, '_> {
         )
     }
 
-    /// The regions of a scope whose closing `}` is token `close`, after which a thread waits
-    /// next at line `after` (0: it ends).
-    fn scope(&mut self, items: &[Item], visible: &mut Vec<String>, close: usize, after: usize) {
-        let outer = visible.len();
-        let mut open = false;
-        let toks = self.s.toks;
-        let end_region = |this: &mut Self, open: &mut bool, at: usize| {
-            if std::mem::take(open) {
-                this.insert(at, "GM_SIM_EACH_THREAD_END");
-            }
-        };
-        for (i, item) in items.iter().enumerate() {
-            let next = |this: &Self| this.first_barrier(&items[i + 1..], after);
-            match item {
-                Item::Stmt { first, last, decl } => {
-                    if !open {
-                        self.insert(
-                            toks[*first].start,
-                            &format!("GM_SIM_EACH_THREAD {}", Self::aliases(visible)),
-                        );
-                        open = true;
-                    }
-                    self.returns(*first, *last);
-                    if let Some(d) = decl {
-                        self.declare(d, "", visible);
-                    }
-                }
-                Item::Block { first, last } => {
-                    end_region(self, &mut open, toks[*first].start);
-                    // A shared array's address, taken once per block: a thread-local's
-                    // address is a call (`__tls_get_addr`) the compiler does not move out of
-                    // the regions' loops.
-                    if let Some(k) = self.s.shared_name(*first, *last) {
-                        let name = self.s.text(k);
-                        self.replace(k, k, &format!("gm_sim_shared_{name}"));
-                        self.insert(
-                            toks[*last].end,
-                            &format!("auto& {name} = *gm_sim_opaque(&gm_sim_shared_{name});"),
-                        );
-                    }
-                }
-                Item::Barrier { first, last } => {
-                    end_region(self, &mut open, toks[*first].start);
-                    self.replace(*first, *last, "GM_SIM_BARRIER();");
-                }
-                Item::Loop(l) => {
-                    end_region(self, &mut open, toks[l.keyword].start);
-                    let next = next(self);
-                    self.barrier_loop(l, visible, next);
-                }
-                Item::Branch(b) => {
-                    end_region(self, &mut open, toks[b.keyword].start);
-                    let next = next(self);
-                    self.branch(b, visible, next);
-                }
-            }
+    /// Ends a region at byte `at`, after which a thread waits next at line `next`.
+    fn end_region(&mut self, at: usize, jumps: bool, next: usize, around: Option<(usize, usize)>) {
+        match (jumps, around) {
+            (true, Some((leave, again))) => self.insert(
+                at,
+                &format!("GM_SIM_EACH_THREAD_END_JUMPS({leave}, {next}, {again})"),
+            ),
+            _ => self.insert(at, "GM_SIM_EACH_THREAD_END"),
         }
-        end_region(self, &mut open, toks[close].start);
-        visible.truncate(outer);
     }
 
     /// An `if` with barriers: its condition asked of every thread, each block's slots declared
     /// inside it.
     /// `after`: the line of the barrier after it (0: none, the threads end).
-    fn branch(&mut self, b: &Branch, visible: &mut Vec<String>, after: usize) {
+    fn branch(
+        &mut self,
+        b: &Branch,
+        visible: &mut Vec<String>,
+        after: usize,
+        around: Option<(usize, usize)>,
+    ) {
         let side = |k: usize| {
             b.blocks
                 .get(k)
@@ -327,7 +414,7 @@ impl Rewrite<'_, '_> {
             let mut storage = String::new();
             self.slots_of(items, None, &mut storage);
             self.insert(self.s.toks[*open].end, &storage);
-            self.scope(items, visible, *close, after);
+            self.scope(items, visible, (*close, after), around);
         }
     }
 
@@ -381,7 +468,7 @@ impl Rewrite<'_, '_> {
             }
         }
         let (_, body_close) = l.body;
-        self.scope(&l.items, visible, body_close, again);
+        self.scope(&l.items, visible, (body_close, again), Some((after, again)));
         self.insert(s.toks[body_close].end, "}");
         visible.truncate(outer);
     }
@@ -392,34 +479,127 @@ impl Rewrite<'_, '_> {
 mod tests {
     use super::*;
 
+    fn lines(code: &str) -> usize {
+        code.matches('\n').count()
+    }
+
     #[test]
-    fn corpus_status() {
+    fn the_library_kernels_run_as_regions_on_their_own_lines() {
+        for code in [
+            include_str!("../../../gpu-mem-core/kernels/block_sum.cu"),
+            include_str!("../../../gpu-mem-core/kernels/matmul_tiled.cu"),
+        ] {
+            let out = rewrite(code).unwrap();
+            assert_eq!(lines(&out), lines(code));
+            assert!(out.contains("GM_SIM_BARRIER();"), "{out}");
+            assert!(!out.contains("barrier(GM_FENCE_LOCAL)"), "{out}");
+        }
+    }
+
+    /// Real kernels with barriers that run as regions: shared tiles, loops with barriers and
+    /// a `break` (pathfinder), parameters each thread moves (convolutionSeparable), block
+    /// groups (the cuda-samples), several variables declared at once (matrixMul).
+    #[test]
+    fn corpus_kernels_with_barriers_run_as_regions() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/corpus");
-        for dir in std::fs::read_dir(root).unwrap() {
-            let dir = dir.unwrap().path();
-            if !dir.is_dir() {
-                continue;
-            }
-            for f in std::fs::read_dir(&dir).unwrap() {
-                let f = f.unwrap().path();
-                if f.extension().is_some_and(|e| e == "cu") {
-                    let code = std::fs::read_to_string(&f).unwrap();
-                    let code = crate::source::stackless::lower_block_groups(&code).unwrap_or(code);
-                    println!(
-                        "{:?}: {:?}",
-                        f.file_name().unwrap(),
-                        rewrite(&code).map(|_| "REGIONS")
-                    );
-                }
-            }
+        for file in [
+            "cuda-samples/matrixMul.cu",
+            "cuda-samples/transpose.cu",
+            "cuda-samples/convolutionSeparable.cu",
+            "cuda-samples/scalarProd.cu",
+            "cuda-samples/reduction.cu",
+            "rodinia/pathfinder.cu",
+            "rodinia/hotspot.cu",
+            "rodinia/lud.cu",
+        ] {
+            let code = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+            let code = crate::source::stackless::lower_block_groups(&code).unwrap_or(code);
+            let out = rewrite(&code).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(lines(&out), lines(&code), "{file}");
         }
     }
 
     #[test]
-    fn print_block_sum() {
-        let code = include_str!("../../../gpu-mem-core/kernels/block_sum.cu");
-        println!("{}", rewrite(code).unwrap());
-        let code = include_str!("../../../gpu-mem-core/kernels/matmul_tiled.cu");
-        println!("{}", rewrite(code).unwrap());
+    fn what_cannot_be_split_at_its_barriers_is_refused() {
+        let kernel = |body: &str| {
+            format!(
+                "#include \"gpu_mem.h\"\nextern \"C\" __global__ void k(int* a) {{\n{body}\n}}\n"
+            )
+        };
+        for (body, reason) in [
+            (
+                "if (a[0]) __syncthreads();",
+                "line 3: an `if` with barriers whose branches are not blocks",
+            ),
+            (
+                "do { __syncthreads(); } while (a[0]);",
+                "line 3: a barrier inside a statement other than a loop",
+            ),
+            (
+                "a[0] = 1 + (__syncthreads(), 1);",
+                "line 3: a barrier inside a statement other than a loop",
+            ),
+            (
+                "auto x = a[0]; __syncthreads();",
+                "line 3: a variable declared with `auto`",
+            ),
+            ("decltype(a) b = a; __syncthreads();", "it names `decltype`"),
+            ("__syncwarp(); __syncthreads();", "it names `__syncwarp`"),
+            (
+                "while (atomicCAS(a, 0, 1)) {} __syncthreads();",
+                "a thread may spin at an atomic",
+            ),
+        ] {
+            let error = rewrite(&kernel(body)).unwrap_err();
+            assert!(error.contains(reason), "{body}: {error}");
+        }
+        let helper = "#include \"gpu_mem.h\"\n__device__ void wait() { __syncthreads(); }\n\
+                      extern \"C\" __global__ void k(int* a) { wait(); }\n";
+        assert!(
+            rewrite(helper)
+                .unwrap_err()
+                .contains("line 2: a barrier outside")
+        );
+        let hidden = "#include \"gpu_mem.h\"\n#define SYNC __syncthreads()\n\
+                      extern \"C\" __global__ void k(int* a) { SYNC; }\n";
+        assert!(rewrite(hidden).unwrap_err().contains("directive"));
+        let plain = "extern \"C\" __global__ void k(int* a) { a[0] = 1; }\n";
+        assert!(rewrite(plain).unwrap_err().contains("wait for nothing"));
+    }
+
+    #[test]
+    fn variables_become_slots_and_parameters_a_thread_changes_copies() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    extern \"C\" __global__ void k(int* moved, const int* read, int n) {\n\
+                    \x20   int a = n, *b = &a, c;\n\
+                    \x20   __shared__ float tile[32];\n\
+                    \x20   moved += threadIdx.x;\n\
+                    \x20   __syncthreads();\n\
+                    \x20   for (int i = 0; i < n; ++i) { if (i == a) break; c = read[i]; __syncthreads(); }\n\
+                    \x20   *moved = *b + c;\n}\n";
+        let out = rewrite(code).unwrap();
+        assert_eq!(lines(&out), lines(code));
+        for wanted in [
+            "gm_sim_slots<int > gm_sim_v_a(gm_sim_b);",
+            "gm_sim_slots<int *> gm_sim_v_b(gm_sim_b);",
+            "auto& c = gm_sim_v_c.make(gm_sim_t)",
+            "gm_sim_slots<int > gm_sim_v_i(gm_sim_b);",
+            // The pointer each thread moves is its own; the others stay shared.
+            "gm_sim_p_moved ,",
+            "gm_sim_v_moved.init(gm_sim_t, gm_sim_p_moved);",
+            "const int* read",
+            // The shared array's address taken once per block.
+            "auto& tile = *gm_sim_opaque(&gm_sim_shared_tile);",
+            // A `break` of the loop with barriers leaves it for every thread, or is divergence:
+            // those that break end (0), the others wait at the barrier of line 7.
+            "return 2",
+            "GM_SIM_EACH_THREAD_END_JUMPS(0, 7, 7)",
+        ] {
+            assert!(out.contains(wanted), "{wanted}:\n{out}");
+        }
+        assert!(
+            !out.contains("gm_sim_p_read") && !out.contains("gm_sim_p_n"),
+            "{out}"
+        );
     }
 }

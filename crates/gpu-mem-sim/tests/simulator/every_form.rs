@@ -1,8 +1,8 @@
 //! Behaviours every kernel form shares, each written once and run in every form: the kernel is
 //! spelled three ways (portable source, a closure, an async closure) and checked by one function,
 //! which `every_form!` turns into a test per form (checked builds are one). The form decides the executor's plan (see
-//! `executor/plan.rs`): source runs `Direct` when it names no wait and `Stackless` when it does,
-//! or on fibers when kept there; a closure runs on fibers; an async closure is `Polled`. The plan
+//! `executor/plan.rs`): source runs `Direct` when it names no wait or runs as regions between
+//! barriers, `Stackless` when kept off regions, or on fibers when kept there; a closure runs on fibers; an async closure is `Polled`. The plan
 //! may change a launch's cost, never its outcome, and these tests hold it to that.
 //!
 //! What only one form can do (a C++ exception, a foreign future, a fiber's reuse) stays in that
@@ -19,8 +19,13 @@ use gpu_mem_sim::{SimBackend, SimConfig, SimDeviceConfig, SimKernel};
 /// How a kernel is written, and with it how the simulator runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
-    /// Portable source as written (entry `k`): `Direct` when it names no wait, else `Stackless`.
+    /// Portable source as written (entry `k`): `Direct` when it names no wait, else its blocks
+    /// as regions between barriers (`Direct` too) where its barriers allow, else `Stackless`.
     Source,
+    /// The same source kept off regions by a comment naming a warp barrier (which the
+    /// regions rewrite refuses anywhere, the stackless one only in code): `Stackless` where the
+    /// source allows it.
+    SourceStackless,
     /// The same source kept on fibers by a comment naming the runtime table (`gm_sim_rt`), which
     /// keeps a kernel from being tried stackless; a kernel that names no wait still runs `Direct`.
     SourceOnFibers,
@@ -42,6 +47,10 @@ fn kernel(
 ) -> Kernel {
     match form {
         Form::Source | Form::SourceChecked => Kernel::from_source(source, "k"),
+        Form::SourceStackless => Kernel::from_source(
+            format!("{source}\n// __syncwarp: keeps this kernel off regions\n"),
+            "k",
+        ),
         Form::SourceOnFibers => Kernel::from_source(
             format!("{source}\n// gm_sim_rt: keeps this kernel on fibers\n"),
             "k",
@@ -59,6 +68,10 @@ macro_rules! every_form {
             #[test]
             fn source() {
                 super::$behaviour(Form::Source)
+            }
+            #[test]
+            fn source_stackless() {
+                super::$behaviour(Form::SourceStackless)
             }
             #[test]
             fn source_on_fibers() {
@@ -84,6 +97,9 @@ every_form!(
     threads_see_their_own_indices_in_blocks_of_any_shape,
     a_fault_names_its_thread_and_ends_the_block,
     a_barrier_skipped_by_some_threads_is_divergence,
+    threads_that_leave_a_loop_with_barriers_apart_is_divergence,
+    a_break_out_of_a_loop_with_barriers_is_taken_together_or_is_divergence,
+    a_parameter_each_thread_moves_is_its_own,
     block_reductions_in_shared_memory_sum_every_thread,
     warp_and_block_collectives_give_every_thread_its_value,
     a_spin_wait_that_lets_others_run_finishes,
@@ -121,7 +137,9 @@ fn site(source: &str, mark: &str) -> String {
 /// Where a report of `form` points: the source's `k.cu`, or this file for closures.
 fn file_of(form: Form) -> &'static str {
     match form {
-        Form::Source | Form::SourceOnFibers | Form::SourceChecked => "k.cu:",
+        Form::Source | Form::SourceStackless | Form::SourceOnFibers | Form::SourceChecked => {
+            "k.cu:"
+        }
         Form::Closure | Form::Async => "every_form.rs:",
     }
 }
@@ -259,12 +277,20 @@ extern "C" __global__ void k(gm_array<int, 1> data) {{
             assert_eq!((block[0], thread[0]), (0, 9), "{what}: {error}");
             let expected = match (failure, form) {
                 (Failure::OutOfBounds, _) => "1000",
-                (Failure::Trap, Form::Source | Form::SourceOnFibers | Form::SourceChecked) => {
-                    "trap"
-                }
-                (Failure::Throw, Form::Source | Form::SourceOnFibers | Form::SourceChecked) => {
-                    "exception"
-                }
+                (
+                    Failure::Trap,
+                    Form::Source
+                    | Form::SourceStackless
+                    | Form::SourceOnFibers
+                    | Form::SourceChecked,
+                ) => "trap",
+                (
+                    Failure::Throw,
+                    Form::Source
+                    | Form::SourceStackless
+                    | Form::SourceOnFibers
+                    | Form::SourceChecked,
+                ) => "exception",
                 (_, Form::Closure | Form::Async) => "the kernel panicked: thread 9 gives up",
             };
             assert!(message.contains(expected), "{what}: {error}");
@@ -348,7 +374,7 @@ fn a_barrier_skipped_by_some_threads_is_divergence(form: Form) {
         "{text}"
     );
     match form {
-        Form::Source | Form::SourceOnFibers | Form::SourceChecked => {
+        Form::Source | Form::SourceStackless | Form::SourceOnFibers | Form::SourceChecked => {
             assert!(text.contains(&site(PARTIAL, "reached by half")), "{text}")
         }
         Form::Closure | Form::Async => assert!(text.contains(file_of(form)), "{text}"),
@@ -376,15 +402,181 @@ fn a_barrier_skipped_by_some_threads_is_divergence(form: Form) {
     let text = error.to_string();
     assert!(matches!(error, Error::BarrierDivergence { .. }), "{text}");
     match form {
-        Form::Source | Form::SourceOnFibers | Form::SourceChecked => assert!(
-            text.contains(&site(TWO_SITES, "even threads'"))
-                && text.contains(&site(TWO_SITES, "odd threads'")),
-            "{text}"
-        ),
+        Form::Source | Form::SourceStackless | Form::SourceOnFibers | Form::SourceChecked => {
+            assert!(
+                text.contains(&site(TWO_SITES, "even threads'"))
+                    && text.contains(&site(TWO_SITES, "odd threads'")),
+                "{text}"
+            )
+        }
         Form::Closure | Form::Async => {
             assert!(text.matches(file_of(form)).count() >= 2, "{text}")
         }
     }
+}
+
+const LOOP_APART: &str = r#"#include "gpu_mem.h"
+extern "C" __global__ void k(int* data) {
+    for (int i = 0; i <= (int)(threadIdx.x % 2); ++i) {
+        __syncthreads(); // in the loop
+    }
+    data[threadIdx.x] = 1;
+}
+"#;
+
+/// The odd threads go round a loop with a barrier once more than the even ones, which have
+/// ended by then: divergence at the loop's barrier, as for a barrier skipped.
+fn threads_that_leave_a_loop_with_barriers_apart_is_divergence(form: Form) {
+    let backend = backend(form);
+    let kernel = kernel(
+        form,
+        LOOP_APART,
+        |t| {
+            for _ in 0..=t.thread_idx().x % 2 {
+                t.syncthreads();
+            }
+        },
+        async |t| {
+            for _ in 0..=t.thread_idx().x % 2 {
+                t.syncthreads().await;
+            }
+        },
+    );
+    let config = LaunchConfig::new(1, 64);
+    let error = common::run_on_array(&backend, &kernel, config, &[0i32; 64]).unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(error, Error::BarrierDivergence { .. }) && text.contains("32 of 64"),
+        "{text}"
+    );
+    if file_of(form) == "k.cu:" {
+        assert!(text.contains(&site(LOOP_APART, "in the loop")), "{text}");
+    }
+}
+
+/// Each thread counts its steps round a loop with two barriers, reading its neighbour's cell
+/// between them, until it breaks out at step `STOP` (with `+ threadIdx.x % 2`: the odd threads
+/// one step later).
+const BREAK_OUT: &str = r#"#include "gpu_mem.h"
+extern "C" __global__ void k(int* data) {
+    __shared__ int cells[64];
+    int steps = 0;
+    cells[threadIdx.x] = 0;
+    for (int i = 0; i < 100; ++i) {
+        cells[threadIdx.x] += 1;
+        __syncthreads();
+        if (i == STOP) break;
+        steps += cells[(threadIdx.x + 1) % blockDim.x];
+        __syncthreads(); // the second
+    }
+    data[blockIdx.x * blockDim.x + threadIdx.x] = steps * 100 + cells[threadIdx.x];
+}
+"#;
+
+fn break_out(t: &ThreadCtx<'_>, i: u32) -> bool {
+    i == 4 + t.thread_idx().x % 2
+}
+
+/// Every thread breaks out of a loop with barriers at the same step: the loop ends for all;
+/// the odd threads a step later than the even ones: divergence at the second barrier, which
+/// the odd threads reach when the even ones have ended.
+fn a_break_out_of_a_loop_with_barriers_is_taken_together_or_is_divergence(form: Form) {
+    let backend = backend(form);
+    let together = BREAK_OUT.replace("STOP", "4");
+    let closure = move |t: &ThreadCtx<'_>, apart: bool| {
+        let cells = t.shared_array::<i32, 1>([64]);
+        let (me, n) = (t.thread_idx().x as usize, t.block_dim().x as usize);
+        cells.set([me], 0);
+        let mut steps = 0;
+        for i in 0..100 {
+            cells.set([me], cells.get([me]) + 1);
+            t.syncthreads();
+            if (apart && break_out(t, i)) || (!apart && i == 4) {
+                break;
+            }
+            steps += cells.get([(me + 1) % n]);
+            t.syncthreads();
+        }
+        let out = t.block_idx().x as usize * n + me;
+        t.array::<i32>(0).set([out], steps * 100 + cells.get([me]));
+    };
+    let polled = async move |t: &AsyncThreadCtx<'_>, apart: bool| {
+        let cells = t.shared_array::<i32, 1>([64]);
+        let (me, n) = (t.thread_idx().x as usize, t.block_dim().x as usize);
+        cells.set([me], 0);
+        let mut steps = 0;
+        for i in 0..100 {
+            cells.set([me], cells.get([me]) + 1);
+            t.syncthreads().await;
+            if (apart && break_out(t, i)) || (!apart && i == 4) {
+                break;
+            }
+            steps += cells.get([(me + 1) % n]);
+            t.syncthreads().await;
+        }
+        let out = t.block_idx().x as usize * n + me;
+        t.array::<i32>(0).set([out], steps * 100 + cells.get([me]));
+    };
+    let kernel_together = kernel(
+        form,
+        &together,
+        move |t| closure(t, false),
+        async move |t| polled(t, false).await,
+    );
+    let config = LaunchConfig::new(2, 64);
+    let out = common::run_on_array(&backend, &kernel_together, config, &[0i32; 128]).unwrap();
+    // Five steps, the neighbour's cell read after each of the first four: 1 + 2 + 3 + 4.
+    assert_eq!(out, vec![1005; 128]);
+
+    let apart = BREAK_OUT.replace("STOP", "4 + (int)(threadIdx.x % 2)");
+    let kernel_apart = kernel(
+        form,
+        &apart,
+        move |t| closure(t, true),
+        async move |t| polled(t, true).await,
+    );
+    let error = common::run_on_array(&backend, &kernel_apart, config, &[0i32; 128]).unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(error, Error::BarrierDivergence { .. }) && text.contains("32 of 64"),
+        "{text}"
+    );
+    if file_of(form) == "k.cu:" {
+        assert!(text.contains(&site(&apart, "the second")), "{text}");
+    }
+}
+
+const MOVED: &str = r#"#include "gpu_mem.h"
+extern "C" __global__ void k(int* data) {
+    data += blockIdx.x * blockDim.x + threadIdx.x;
+    __syncthreads();
+    *data = (int)threadIdx.x + 1;
+}
+"#;
+
+/// A kernel's parameters are each thread's own: one that moves its pointer moves no other's.
+fn a_parameter_each_thread_moves_is_its_own(form: Form) {
+    let backend = backend(form);
+    let write = |t: &ThreadCtx<'_>| {
+        let me = (t.block_idx().x * t.block_dim().x + t.thread_idx().x) as usize;
+        t.array::<i32>(0).set([me], t.thread_idx().x as i32 + 1);
+    };
+    let kernel = kernel(
+        form,
+        MOVED,
+        move |t| {
+            t.syncthreads();
+            write(t);
+        },
+        async move |t| {
+            t.syncthreads().await;
+            write(t);
+        },
+    );
+    let config = LaunchConfig::new(3, 40);
+    let out = common::run_on_array(&backend, &kernel, config, &[0i32; 120]).unwrap();
+    let expected: Vec<i32> = (0..120).map(|i| i % 40 + 1).collect();
+    assert_eq!(out, expected);
 }
 
 /// A tree reduction with its barrier in a helper function, a reference to `threadIdx` kept
@@ -486,7 +678,7 @@ extern "C" __global__ void k(unsigned int* out) {
         __shfl_sync(~0u, lane * 3, 5),
         __shfl_up_sync(~0u, lane, 2),
         __float_as_uint(__shfl_xor_sync(~0u, (float)lane, 7)),
-        __ballot_sync(~0u, lane % 3 == 0),
+        (unsigned)__ballot_sync(~0u, lane % 3 == 0),
         (unsigned)(__all_sync(~0u, lane < 40) != 0) + 2u * (unsigned)(__any_sync(~0u, lane == 9) != 0),
         (unsigned)__syncthreads_count(me % 5 == 0),
         (unsigned)(__syncthreads_and(me < 1000) != 0) + 2u * (unsigned)(__syncthreads_or(me == 7) != 0),

@@ -47,6 +47,19 @@ pub(super) struct Branch {
     pub(super) blocks: Vec<(usize, usize, Vec<Item>)>,
 }
 
+impl Item {
+    /// Its first token.
+    pub(super) fn first(&self) -> usize {
+        match self {
+            Item::Stmt { first, .. } | Item::Block { first, .. } | Item::Barrier { first, .. } => {
+                *first
+            }
+            Item::Loop(l) => l.keyword,
+            Item::Branch(b) => b.keyword,
+        }
+    }
+}
+
 /// A declaration of variables: `type name;`, `type name = init;`, or several declarators.
 #[derive(Debug, Clone)]
 pub(super) struct Decl {
@@ -173,6 +186,94 @@ impl<'c> Statements<'c> {
                 Err(unclosed())
             }
         }
+    }
+
+    /// The parameters of the function whose parameter list opens at token `open`: each as
+    /// (its first token, its name's token).
+    pub(super) fn parameters(&self, open: usize) -> Result<Vec<(usize, usize)>, String> {
+        let close = self.closing_paren(open)?;
+        let mut out = Vec::new();
+        let mut start = open + 1;
+        let mut depth = 0i32;
+        for k in open + 1..=close {
+            match self.text(k) {
+                "(" | "[" | "{" | "<" => depth += 1,
+                ")" | "]" | "}" | ">" if k < close => depth -= 1,
+                "," | ")" if depth == 0 && k > start => {
+                    let name = k - 1;
+                    if !self.is_name(name) || name == start {
+                        if self.text(start) == "void" && k == close && name == start {
+                            break;
+                        }
+                        return Err(format!(
+                            "line {}: a kernel parameter without a plain name",
+                            self.line(start)
+                        ));
+                    }
+                    out.push((start, name));
+                    start = k + 1;
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the name at token `k` is changed there: assigned (`=`, `+=`, ...), stepped
+    /// (`++`, `--`), its address taken (`&`), or a member of it assigned (`name.field = `).
+    pub(super) fn changes(&self, k: usize) -> bool {
+        let before = |back: usize| k.checked_sub(back).map_or("", |b| self.text(b));
+        if before(1) == "&" || (matches!(before(1), "+" | "-") && before(2) == before(1)) {
+            return true;
+        }
+        // Past `.field`, `->field` and `[...]` (through a member only: `p[i] = ` writes memory
+        // the parameter points to, `s.a[i] = ` the parameter's own copy).
+        let mut at = k + 1;
+        let mut member = false;
+        loop {
+            match self.text(at) {
+                "." => {
+                    member = true;
+                    at += 2;
+                }
+                "-" if self.text(at + 1) == ">" => return false,
+                "[" => match body_end_of(self, at) {
+                    Some(end) => at = end + 1,
+                    None => return true,
+                },
+                _ => break,
+            }
+        }
+        let direct = at == k + 1 || member;
+        let op = self.text(at);
+        let next = self.text(at + 1);
+        direct
+            && match op {
+                "=" => next != "=",
+                "+" | "-" => next == op || next == "=",
+                "*" | "/" | "%" | "&" | "|" | "^" => next == "=",
+                "<" | ">" => next == op && self.text(at + 2) == "=",
+                _ => false,
+            }
+    }
+
+    /// The `break`s and `continue`s among tokens `first..=last` that leave (or go round) the
+    /// loop around the statement, not one inside it.
+    pub(super) fn loose_jumps(&self, first: usize, last: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut k = first;
+        while k <= last {
+            match self.text(k) {
+                "for" | "while" | "switch" | "do" => {
+                    k = self.statement_end(k).unwrap_or(last) + 1;
+                    continue;
+                }
+                "break" | "continue" => out.push(k),
+                _ => {}
+            }
+            k += 1;
+        }
+        out
     }
 
     /// The items of the scope whose tokens are `first..end` (`end`: its closing `}`).
@@ -456,4 +557,22 @@ impl<'c> Statements<'c> {
             items: self.scope(body_open + 1, last)?,
         })
     }
+}
+
+/// The `]` that closes the `[` at token `open`.
+fn body_end_of(s: &Statements<'_>, open: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for k in open..s.toks.len() {
+        match s.text(k) {
+            "[" => depth += 1,
+            "]" => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(k);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }

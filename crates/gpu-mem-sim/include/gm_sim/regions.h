@@ -263,9 +263,22 @@ struct gm_sim_slots {
     gm_sim_slots& operator=(const gm_sim_slots&) = delete;
 
     V& operator[](unsigned int t) { return data[t]; }
-    /* `T name = value;` and `T name;` (default-initialised, as declared). */
+    /* `T name = value;` and `T name;` (value-initialised: zero for plain data, whose value a
+     * kernel may not read before it writes one, and which a region copies). */
     V& init(unsigned int t, const V& value) { return *new (data + t) V(value); }
-    V& make(unsigned int t) { return *new (data + t) V; }
+    V& make(unsigned int t) { return *new (data + t) V(); }
+};
+
+/* A variable a region copied out of its slot (the rewrite copies those whose address the kernel
+ * never takes), written back when the thread's part of the region ends, however it ends. */
+template <typename V>
+struct gm_sim_keep {
+    V& slot;
+    const V& local;
+    gm_sim_keep(V& slot, const V& local) : slot(slot), local(local) {}
+    ~gm_sim_keep() { std::memcpy(static_cast<void*>(&slot), &local, sizeof(V)); }
+    gm_sim_keep(const gm_sim_keep&) = delete;
+    gm_sim_keep& operator=(const gm_sim_keep&) = delete;
 };
 
 /* A region: each live thread's turn, a lambda that returns false where the thread returned

@@ -28,6 +28,7 @@ use crate::thread::Collective;
 use gpu_mem_core::kernel::scan::functions::{Kind, functions};
 use gpu_mem_core::kernel::scan::tokens::{directives, tokens};
 use parse::{BLOCK_BARRIERS, Branch, Decl, Item, Loop, Statements};
+use std::collections::BTreeSet;
 
 /// Names of waits other than block barriers, and of what the rewrite cannot see through: any
 /// occurrence (even in a comment) keeps a kernel off regions. (`decltype` of a variable the
@@ -98,6 +99,11 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
     let mut out = Rewrite {
         s: &s,
         edits: Vec::new(),
+        addressed: (1..toks.len())
+            .filter(|&k| s.text(k - 1) == "&" && toks[k].ident)
+            .map(|k| s.text(k))
+            .collect(),
+        by_reference: false,
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
     // kernel names is taken to change.
@@ -110,6 +116,8 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
                     })
             })
     });
+    out.by_reference = by_reference;
+    out.by_reference = by_reference;
     for f in fns.iter().filter(|f| f.kind == Kind::Kernel) {
         let (Some(name), Some((open, close))) = (f.name, f.body) else {
             continue;
@@ -151,6 +159,13 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
 struct Rewrite<'s, 'c> {
     s: &'s Statements<'c>,
     edits: Vec<(usize, usize, String)>,
+    /// Names whose address the source takes somewhere (`&name`): their slots are named by
+    /// reference in the regions, the others copied in and written back (`gm_sim_keep`), which
+    /// lets the compiler keep them in registers (a store through a reference into the slots may
+    /// alias any other store of the type: a tiled matmul's sum went to memory at every step).
+    addressed: BTreeSet<&'c str>,
+    /// Whether a helper takes a reference (and may change any variable it is passed).
+    by_reference: bool,
 }
 
 impl Rewrite<'_, '_> {
@@ -206,44 +221,75 @@ impl Rewrite<'_, '_> {
         }
     }
 
-    /// Each visible variable as the running thread's own.
-    fn aliases(visible: &[String]) -> String {
+    /// Each visible variable as the running thread's own, in code whose tokens are `span`: a
+    /// reference to its slot when its address is taken anywhere, else a copy, written back
+    /// when the code may change it.
+    fn aliases(&self, visible: &[String], span: (usize, usize)) -> String {
         visible
             .iter()
-            .map(|name| format!("auto& {name} = gm_sim_v_{name}[gm_sim_t]; "))
+            .map(|name| {
+                if self.addressed.contains(name.as_str()) {
+                    format!("auto& {name} = gm_sim_v_{name}[gm_sim_t]; ")
+                } else if self.changed_in(name, span) {
+                    format!(
+                        "auto {name} = gm_sim_v_{name}[gm_sim_t]; {}; ",
+                        Self::keep(name)
+                    )
+                } else {
+                    format!("auto {name} = gm_sim_v_{name}[gm_sim_t]; ")
+                }
+            })
             .collect()
+    }
+
+    /// Whether tokens `first..last` may change `name` (any of them, when a helper takes a
+    /// reference).
+    fn changed_in(&self, name: &str, (first, last): (usize, usize)) -> bool {
+        (first..last).any(|k| self.s.text(k) == name && (self.by_reference || self.s.changes(k)))
+    }
+
+    /// What writes a copied variable back to its slot when the thread's part ends.
+    fn keep(name: &str) -> String {
+        format!("gm_sim_keep<decltype({name})> gm_sim_k_{name}(gm_sim_v_{name}[gm_sim_t], {name})")
     }
 
     /// `d` in a region: each variable the thread's slot, initialised; `tail` follows its
     /// `;`. The names declared join `visible`.
-    fn declare(&mut self, d: &Decl, tail: &str, visible: &mut Vec<String>) {
-        // What ends the previous declarator's part: the initialiser's call.
-        let mut close_next = "";
+    fn declare(&mut self, d: &Decl, tail: &str, visible: &mut Vec<String>, region_end: usize) {
+        // What ends the previous declarator's part: the initialiser's call, and the keeper of
+        // a copied variable.
+        let mut close_next = String::new();
         for (i, v) in d.declarators.iter().enumerate() {
-            let close = close_next;
             let name = self.s.text(v.name);
             // (The first declarator starts the statement; the others replace their `,`.)
             let (from, close) = if i == 0 {
                 (d.first, String::new())
             } else {
-                (v.start - 1, format!("{close};"))
+                (v.start - 1, format!("{close_next};"))
+            };
+            let (by, keep) = if self.addressed.contains(name) {
+                ("auto&", String::new())
+            } else if self.changed_in(name, (v.name + 1, region_end)) {
+                ("auto", format!("; {}", Self::keep(name)))
+            } else {
+                ("auto", String::new())
             };
             match v.eq {
                 Some(eq) => {
                     self.replace(
                         from,
                         eq,
-                        &format!("{close} auto& {name} = gm_sim_v_{name}.init(gm_sim_t,"),
+                        &format!("{close} {by} {name} = gm_sim_v_{name}.init(gm_sim_t,"),
                     );
-                    close_next = ")";
+                    close_next = format!("){keep}");
                 }
                 None => {
                     self.replace(
                         from,
                         v.name,
-                        &format!("{close} auto& {name} = gm_sim_v_{name}.make(gm_sim_t)"),
+                        &format!("{close} {by} {name} = gm_sim_v_{name}.make(gm_sim_t)"),
                     );
-                    close_next = "";
+                    close_next = keep;
                 }
             }
             visible.push(name.to_string());
@@ -278,8 +324,9 @@ impl Rewrite<'_, '_> {
     ) {
         let outer = visible.len();
         let toks = self.s.toks;
-        // The region open, and whether it may leave the loop around it.
+        // The region open, and whether it may leave the loop around it; its last token.
         let mut open: Option<bool> = None;
+        let mut region_end = close;
         for (i, item) in items.iter().enumerate() {
             let next = |this: &Self| this.first_barrier(&items[i + 1..], after);
             if !matches!(item, Item::Stmt { .. })
@@ -294,15 +341,17 @@ impl Rewrite<'_, '_> {
                     let jumps = match open {
                         Some(jumps) => jumps,
                         None => {
-                            let run = items[i..]
+                            let run: Vec<(usize, usize)> = items[i..]
                                 .iter()
-                                .take_while(|item| matches!(item, Item::Stmt { .. }));
-                            let jumps = run.into_iter().any(|item| match item {
-                                Item::Stmt { first, last, .. } => {
-                                    !self.s.loose_jumps(*first, *last).is_empty()
-                                }
-                                _ => false,
-                            });
+                                .map_while(|item| match item {
+                                    Item::Stmt { first, last, .. } => Some((*first, *last)),
+                                    _ => None,
+                                })
+                                .collect();
+                            let jumps = run
+                                .iter()
+                                .any(|&(first, last)| !self.s.loose_jumps(first, last).is_empty());
+                            region_end = run.last().map_or(*last, |&(_, last)| last);
                             let head = if jumps {
                                 "GM_SIM_EACH_THREAD_JUMPS"
                             } else {
@@ -310,7 +359,7 @@ impl Rewrite<'_, '_> {
                             };
                             self.insert(
                                 toks[*first].start,
-                                &format!("{head} {}", Self::aliases(visible)),
+                                &format!("{head} {}", self.aliases(visible, (*first, region_end))),
                             );
                             open = Some(jumps);
                             jumps
@@ -318,7 +367,7 @@ impl Rewrite<'_, '_> {
                     };
                     self.jumps(*first, *last, if jumps { "1" } else { "false" });
                     if let Some(d) = decl {
-                        self.declare(d, "", visible);
+                        self.declare(d, "", visible, region_end);
                     }
                 }
                 Item::Block { first, last } => {
@@ -374,10 +423,10 @@ impl Rewrite<'_, '_> {
 
     /// `gm_sim_b.all(...)`'s head for a condition after which threads that hold it wait next at
     /// line `yes` and the others at line `no` (0: they end).
-    fn condition(visible: &[String], yes: usize, no: usize) -> String {
+    fn condition(&self, visible: &[String], yes: usize, no: usize, span: (usize, usize)) -> String {
         format!(
             "gm_sim_b.all(__FILE__, {yes}, {no}, [&](unsigned int gm_sim_t) -> bool {{ {}return (",
-            Self::aliases(visible)
+            self.aliases(visible, span)
         )
     }
 
@@ -407,7 +456,10 @@ impl Rewrite<'_, '_> {
                 .get(k)
                 .map_or(after, |(_, _, items)| self.first_barrier(items, after))
         };
-        let head = format!("if ({}", Self::condition(visible, side(0), side(1)));
+        let head = format!(
+            "if ({}",
+            self.condition(visible, side(0), side(1), (b.open, b.close))
+        );
         self.replace(b.keyword, b.open, &head);
         self.replace(b.close, b.close, "); }))");
         for (open, close, items) in &b.blocks {
@@ -425,10 +477,16 @@ impl Rewrite<'_, '_> {
         let s = self.s;
         let mut head = String::from("{ ");
         self.slots_of(&l.items, l.init.as_ref(), &mut head);
+        // The condition's tokens (between the `for`'s `;`s, or the `while`'s parentheses).
+        let cond_span = l.semis.unwrap_or((l.open, l.close));
         // Threads that go round again wait next at the body's first barrier.
         let again = self.first_barrier(&l.items, after);
-        let condition =
-            |visible: &[String]| format!("for (; {}", Self::condition(visible, again, after));
+        let condition = |this: &Self, visible: &[String]| {
+            format!(
+                "for (; {}",
+                this.condition(visible, again, after, cond_span)
+            )
+        };
         let outer = visible.len();
         match l.semis {
             Some((s1, s2)) => {
@@ -438,14 +496,17 @@ impl Rewrite<'_, '_> {
                     self.replace(l.keyword, l.open, &head);
                     self.replace(s1, s1, "");
                 } else {
-                    head.push_str(&format!("GM_SIM_EACH_THREAD {}", Self::aliases(visible)));
+                    head.push_str(&format!(
+                        "GM_SIM_EACH_THREAD {}",
+                        self.aliases(visible, (l.open, s1))
+                    ));
                     self.replace(l.keyword, l.open, &head);
                     match &l.init {
-                        Some(d) => self.declare(d, " GM_SIM_EACH_THREAD_END", visible),
+                        Some(d) => self.declare(d, " GM_SIM_EACH_THREAD_END", visible, s1),
                         None => self.replace(s1, s1, "; GM_SIM_EACH_THREAD_END"),
                     }
                 }
-                let mut text = condition(visible);
+                let mut text = condition(self, visible);
                 if cond_empty {
                     text.push_str("true");
                 }
@@ -455,14 +516,14 @@ impl Rewrite<'_, '_> {
                     s2,
                     &format!(
                         "); }}); gm_sim_b.each([&](unsigned int gm_sim_t) {{ {}(void)({}",
-                        Self::aliases(visible),
+                        self.aliases(visible, (s2, l.close)),
                         if step_empty { "0" } else { "" }
                     ),
                 );
                 self.replace(l.close, l.close, "); }))");
             }
             None => {
-                head.push_str(&condition(visible));
+                head.push_str(&condition(self, visible));
                 self.replace(l.keyword, l.open, &head);
                 self.replace(l.close, l.close, "); }); )");
             }
@@ -582,7 +643,11 @@ mod tests {
         for wanted in [
             "gm_sim_slots<int > gm_sim_v_a(gm_sim_b);",
             "gm_sim_slots<int *> gm_sim_v_b(gm_sim_b);",
-            "auto& c = gm_sim_v_c.make(gm_sim_t)",
+            // Variables whose address is never taken are copied in and written back (kept in
+            // registers); `a`'s is taken.
+            "auto c = gm_sim_v_c.make(gm_sim_t)",
+            "gm_sim_keep<decltype(c)> gm_sim_k_c(gm_sim_v_c[gm_sim_t], c);",
+            "auto& a = gm_sim_v_a.init(gm_sim_t,",
             "gm_sim_slots<int > gm_sim_v_i(gm_sim_b);",
             // The pointer each thread moves is its own; the others stay shared.
             "gm_sim_p_moved ,",

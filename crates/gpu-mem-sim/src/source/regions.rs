@@ -470,67 +470,82 @@ impl Rewrite<'_, '_> {
         }
     }
 
-    /// A loop with barriers: its slots in a block around it, its initialiser a region, its
-    /// condition asked of every thread (`gm_sim_regions::all`), its step made by each.
+    /// A loop with barriers, in a block that holds its slots. Its initialiser, condition and
+    /// step become lambdas where they stand (`gm_sim_init`, `gm_sim_cond`, `gm_sim_step`); a
+    /// `for` runs as `if (all(init, cond)) do { body } while (all(step, cond));`, so that every
+    /// thread makes its step and asks the condition in one pass over the block
+    /// (`gm_sim_regions::all`), a `while` as `for (; all(cond);) { body }`. A `continue` of the
+    /// `do` goes to its condition, as the `for`'s goes to its step.
     /// `after`: the line of the barrier after it (0: none, the threads end).
     fn barrier_loop(&mut self, l: &Loop, visible: &mut Vec<String>, after: usize) {
         let s = self.s;
         let mut head = String::from("{ ");
         self.slots_of(&l.items, l.init.as_ref(), &mut head);
-        // The condition's tokens (between the `for`'s `;`s, or the `while`'s parentheses).
-        let cond_span = l.semis.unwrap_or((l.open, l.close));
         // Threads that go round again wait next at the body's first barrier.
         let again = self.first_barrier(&l.items, after);
-        let condition = |this: &Self, visible: &[String]| {
-            format!(
-                "for (; {}",
-                this.condition(visible, again, after, cond_span)
-            )
-        };
+        let all = format!(
+            "gm_sim_b.all(__FILE__, {again}, {after}, [&](unsigned int gm_sim_t) -> bool {{"
+        );
         let outer = visible.len();
+        let lambda = "[&](unsigned int gm_sim_t)";
+        let (_, body_close) = l.body;
         match l.semis {
             Some((s1, s2)) => {
-                let (init_empty, cond_empty, step_empty) =
-                    (s1 == l.open + 1, s2 == s1 + 1, l.close == s2 + 1);
-                if init_empty {
-                    self.replace(l.keyword, l.open, &head);
-                    self.replace(s1, s1, "");
-                } else {
-                    head.push_str(&format!(
-                        "GM_SIM_EACH_THREAD {}",
-                        self.aliases(visible, (l.open, s1))
-                    ));
-                    self.replace(l.keyword, l.open, &head);
-                    match &l.init {
-                        Some(d) => self.declare(d, " GM_SIM_EACH_THREAD_END", visible, s1),
-                        None => self.replace(s1, s1, "; GM_SIM_EACH_THREAD_END"),
-                    }
+                head.push_str(&format!(
+                    "auto gm_sim_init = {lambda} {{ {}",
+                    self.aliases(visible, (l.open, s1))
+                ));
+                self.replace(l.keyword, l.open, &head);
+                match &l.init {
+                    Some(d) => self.declare(d, " };", visible, s1),
+                    None => self.replace(s1, s1, "; };"),
                 }
-                let mut text = condition(self, visible);
-                if cond_empty {
-                    text.push_str("true");
-                }
-                self.insert(s.toks[s1].end, &text);
+                let cond_empty = s2 == s1 + 1;
+                self.insert(
+                    s.toks[s1].end,
+                    &format!(
+                        "auto gm_sim_cond = {lambda} -> bool {{ {}return ({}",
+                        self.aliases(visible, (s1, s2)),
+                        if cond_empty { "true" } else { "" }
+                    ),
+                );
+                let step_empty = l.close == s2 + 1;
                 self.replace(
                     s2,
                     s2,
                     &format!(
-                        "); }}); gm_sim_b.each([&](unsigned int gm_sim_t) {{ {}(void)({}",
+                        "); }}; auto gm_sim_step = {lambda} {{ {}(void)({}",
                         self.aliases(visible, (s2, l.close)),
                         if step_empty { "0" } else { "" }
                     ),
                 );
-                self.replace(l.close, l.close, "); }))");
+                self.replace(
+                    l.close,
+                    l.close,
+                    &format!("); }}; if ({all} gm_sim_init(gm_sim_t); return gm_sim_cond(gm_sim_t); }})) do"),
+                );
+                self.insert(
+                    s.toks[body_close].end,
+                    &format!(
+                        "while ({all} gm_sim_step(gm_sim_t); return gm_sim_cond(gm_sim_t); }})); }}"
+                    ),
+                );
             }
             None => {
-                head.push_str(&condition(self, visible));
+                head.push_str(&format!(
+                    "auto gm_sim_cond = {lambda} -> bool {{ {}return (",
+                    self.aliases(visible, (l.open, l.close))
+                ));
                 self.replace(l.keyword, l.open, &head);
-                self.replace(l.close, l.close, "); }); )");
+                self.replace(
+                    l.close,
+                    l.close,
+                    &format!("); }}; for (; {all} return gm_sim_cond(gm_sim_t); }});)"),
+                );
+                self.insert(s.toks[body_close].end, "}");
             }
         }
-        let (_, body_close) = l.body;
         self.scope(&l.items, visible, (body_close, again), Some((after, again)));
-        self.insert(s.toks[body_close].end, "}");
         visible.truncate(outer);
     }
 }

@@ -954,6 +954,14 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
 #else
 #define GM_SIM_LOOP_INLINE __attribute__((flatten))
 #endif
+/* Block `b` (linear, x fastest) of a grid `grid_x` x `grid_y` x ... as the running block. */
+GM_SIM_UNCHECKED inline void gm_sim_enter_block(gm_sim_thread* thread, unsigned long long b,
+                               unsigned long long grid_x, unsigned long long grid_y) {
+    thread->block_idx.x = (unsigned int)(b % grid_x);
+    thread->block_idx.y = (unsigned int)((b / grid_x) % grid_y);
+    thread->block_idx.z = (unsigned int)(b / (grid_x * grid_y));
+}
+
 template <auto Entry, typename... P, unsigned long... I>
 GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_sim_threads* t,
                                          std::integer_sequence<unsigned long, I...>) {
@@ -978,9 +986,7 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
     t->status = 0;
     try {
         for (unsigned long long b = t->first_block; b < end; ++b) {
-            thread->block_idx.x = (unsigned int)(b % grid_x);
-            thread->block_idx.y = (unsigned int)((b / grid_x) % grid_y);
-            thread->block_idx.z = (unsigned int)(b / (grid_x * grid_y));
+            gm_sim_enter_block(thread, b, grid_x, grid_y);
             gm_uint3 index = {0, 0, 0};
             unsigned int lane = 0;
             for (unsigned int i = 0; i < count; ++i) {

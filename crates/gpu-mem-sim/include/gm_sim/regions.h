@@ -346,9 +346,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
     t->status = 0;
     try {
         for (unsigned long long k = t->first_block; k < end; ++k) {
-            thread->block_idx.x = (unsigned int)(k % grid_x);
-            thread->block_idx.y = (unsigned int)((k / grid_x) % grid_y);
-            thread->block_idx.z = (unsigned int)(k / (grid_x * grid_y));
+            gm_sim_enter_block(thread, k, grid_x, grid_y);
             b.count = t->count;
             b.ran = b.broke = b.continued = 0;
             b.any_returned = false;

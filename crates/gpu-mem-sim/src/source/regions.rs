@@ -394,6 +394,13 @@ impl Rewrite<'_, '_> {
                     let next = next(self);
                     self.branch(b, visible, next, around);
                 }
+                Item::Compound(open, close, items) => {
+                    let next = next(self);
+                    let mut storage = String::new();
+                    self.slots_of(items, None, &mut storage);
+                    self.insert(toks[*open].end, &storage);
+                    self.scope(items, visible, (*close, next), around);
+                }
             }
         }
         if let Some(jumps) = open {
@@ -413,6 +420,12 @@ impl Rewrite<'_, '_> {
                 Item::Branch(b) => {
                     if let Some((_, _, items)) = b.blocks.first() {
                         return self.first_barrier(items, after);
+                    }
+                }
+                Item::Compound(_, _, items) => {
+                    let inner = self.first_barrier(items, 0);
+                    if inner != 0 {
+                        return inner;
                     }
                 }
                 Item::Stmt { .. } | Item::Block { .. } => {}
@@ -574,7 +587,8 @@ mod tests {
 
     /// Real kernels with barriers that run as regions: shared tiles, loops with barriers and
     /// a `break` (pathfinder), parameters each thread moves (convolutionSeparable), block
-    /// groups (the cuda-samples), several variables declared at once (matrixMul).
+    /// groups (the cuda-samples), several variables declared at once (matrixMul), blocks with
+    /// barriers inside (bitonicSort).
     #[test]
     fn corpus_kernels_with_barriers_run_as_regions() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/corpus");
@@ -584,6 +598,7 @@ mod tests {
             "cuda-samples/convolutionSeparable.cu",
             "cuda-samples/scalarProd.cu",
             "cuda-samples/reduction.cu",
+            "cuda-samples/sortingNetworks_bitonicSort.cu",
             "rodinia/pathfinder.cu",
             "rodinia/hotspot.cu",
             "rodinia/lud.cu",

@@ -3,7 +3,7 @@
 //! threads run one by one, a declaration left at block level, a barrier, or such a loop. Read
 //! from the tokens alone; anything the rewrite could get wrong is an `Err` naming its line.
 
-use gpu_mem_core::kernel::scan::functions::{body_end, call_end};
+use gpu_mem_core::kernel::scan::functions::{body_end, bracket_end, call_end};
 use gpu_mem_core::kernel::scan::tokens::Token;
 
 /// The block barriers the rewrite splits regions at.
@@ -34,6 +34,8 @@ pub(super) enum Item {
     Loop(Loop),
     /// An `if` that holds barriers.
     Branch(Branch),
+    /// A block `{ ... }` that holds barriers: its `{`, `}` and items.
+    Compound(usize, usize, Vec<Item>),
 }
 
 /// `if (condition) { ... } else { ... }` with barriers inside (`else` optional).
@@ -56,6 +58,7 @@ impl Item {
             }
             Item::Loop(l) => l.keyword,
             Item::Branch(b) => b.keyword,
+            Item::Compound(open, _, _) => *open,
         }
     }
 }
@@ -237,7 +240,7 @@ impl<'c> Statements<'c> {
                     at += 2;
                 }
                 "-" if self.text(at + 1) == ">" => return false,
-                "[" => match body_end_of(self, at) {
+                "[" => match bracket_end(self.code, self.toks, at) {
                     Some(end) => at = end + 1,
                     None => return true,
                 },
@@ -298,6 +301,8 @@ impl<'c> Statements<'c> {
                 Item::Loop(self.barrier_loop(i, last)?)
             } else if self.text(i) == "if" {
                 Item::Branch(self.branch(i, last)?)
+            } else if self.text(i) == "{" {
+                Item::Compound(i, last, self.scope(i + 1, last)?)
             } else {
                 return Err(format!(
                     "line {}: a barrier inside a statement other than a loop",
@@ -557,22 +562,4 @@ impl<'c> Statements<'c> {
             items: self.scope(body_open + 1, last)?,
         })
     }
-}
-
-/// The `]` that closes the `[` at token `open`.
-fn body_end_of(s: &Statements<'_>, open: usize) -> Option<usize> {
-    let mut depth = 0i32;
-    for k in open..s.toks.len() {
-        match s.text(k) {
-            "[" => depth += 1,
-            "]" => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(k);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }

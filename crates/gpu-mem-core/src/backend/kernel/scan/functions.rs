@@ -331,6 +331,11 @@ pub fn body_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
     closing(code, toks, open, toks.len(), ("{", "}"))
 }
 
+/// The `]` that closes the `[` at token `open`; `None` when the source ends first.
+pub fn bracket_end(code: &str, toks: &[Token], open: usize) -> Option<usize> {
+    closing(code, toks, open, toks.len(), ("[", "]"))
+}
+
 /// The token that closes the bracket at token `open` (`opens`, closed by `closes`), before
 /// `end`.
 fn closing(

@@ -15,6 +15,9 @@
 
 #define GM_SIM_DIVERGED_EXITED 0
 #define GM_SIM_DIVERGED_SITES 1
+/* Or'ed into the line of the barrier a side of a condition reaches next, where the rewrite
+ * only guesses it (behind a loop or `if`): that side runs on to find it. */
+#define GM_SIM_GUESS 0x80000000u
 
 /* What a block run as regions keeps: its threads, which of them returned, and an arena for the
  * per-thread slots of this OS thread (reused block after block). */
@@ -24,11 +27,15 @@ struct gm_sim_regions {
     unsigned int count;           /* threads that run: the block's, 0 once it stopped */
     unsigned int threads;         /* the block's threads */
     unsigned int dim_x, dim_y, warp;
-    bool any_returned;            /* some thread returned (it skips every later region) */
+    bool any_returned;            /* some thread returned or waits (it skips every later region) */
     bool newly_returned;          /* some thread returned in the region that runs */
+    /* Threads that parted from the others at a condition and wait at the barrier of line
+     * `parked_line` (marked 2 in `returned`), while the others run on to theirs. */
+    unsigned int parked, parked_line;
+    unsigned char* choice; /* [threads]: each thread's answer at the last condition or jump */
     /* A region with `break` or `continue` of the loop around it: of the threads that ran it
-     * (and did not return), how many broke and continued, and what the first one did. */
-    unsigned int ran, broke, continued, first_jump;
+     * (and did not return), how many broke and continued (what each did: `choice`). */
+    unsigned int ran, broke, continued;
     unsigned char* returned;      /* [threads] */
     char* arena;
     unsigned long used, size;
@@ -66,19 +73,70 @@ struct gm_sim_regions {
 
     /* A block barrier: every thread passed the region before it. One that returned cannot
      * reach it, which is divergence (the scheduler's rule: a barrier reached by some threads
-     * while the others exited). */
+     * while the others exited); threads parked at another barrier wait there: two barriers,
+     * the first thread's first. */
     void at_barrier(const char* file, int line) {
         if (count == 0 || !any_returned) {
             return;
         }
-        unsigned int live = 0;
-        for (unsigned int t = 0; t < threads; ++t) {
-            live += returned[t] == 0;
+        report(file, [&](unsigned int t) { return waits_at(t, (unsigned int)line); });
+    }
+
+    /* The kernel's end: threads parked at a barrier wait for the others, which ended. */
+    void at_end(const char* file) {
+        if (count != 0 && parked != 0) {
+            report(file, [&](unsigned int t) { return waits_at(t, 0); });
         }
-        if (live != 0) {
-            gm_sim_rt.diverged(GM_SIM_DIVERGED_EXITED, file, line, live, threads);
+    }
+
+    /* The line of the barrier thread `t` waits at, if the threads that go on wait at line
+     * `going` (0: it ended). */
+    unsigned int waits_at(unsigned int t, unsigned int going) const {
+        return returned[t] == 0 ? going : returned[t] == 2 ? parked_line : 0;
+    }
+
+    /* The divergence of a block whose thread `t` waits at the barrier of line `site_of(t)`
+     * (0: it ended), in the scheduler's words: the first waiting thread's barrier and the first
+     * other one, or the one barrier some reach while the others ended. The block stops. */
+    template <typename S>
+    void report(const char* file, S&& site_of) {
+        unsigned int first = 0, other = 0, reaching = 0;
+        for (unsigned int t = 0; t < threads; ++t) {
+            const unsigned int site = site_of(t);
+            if (site == 0) {
+                continue;
+            }
+            first = first == 0 ? site : first;
+            if (site == first) {
+                ++reaching;
+            } else if (other == 0) {
+                other = site;
+            }
+        }
+        if (other != 0) {
+            gm_sim_rt.diverged(GM_SIM_DIVERGED_SITES, file, 0, first, other);
+        } else if (first != 0 && reaching != threads) {
+            gm_sim_rt.diverged(GM_SIM_DIVERGED_EXITED, file, (int)first, reaching, threads);
+        } else if (first != 0) {
+            /* Every thread at one line, having parted on the way there (the scheduler would
+             * release them; regions cannot bring the parted threads back): still divergence. */
+            gm_sim_rt.diverged(GM_SIM_DIVERGED_SITES, file, 0, first, first);
         }
         stop();
+    }
+
+    /* Threads part: those whose `choice` is not `going` wait at the barrier of line `line`
+     * (parked), the others go on alone until they reach a barrier of their own (or end), which
+     * names the divergence as the scheduler would find it. */
+    void park_all_but(unsigned char going, unsigned int line) {
+        for (unsigned int t = 0; t < threads; ++t) {
+            if (returned[t] == 0 && choice[t] != going) {
+                returned[t] = 2;
+                ++parked;
+            }
+        }
+        parked_line = line;
+        any_returned = true;
     }
 
     template <typename F>
@@ -137,9 +195,8 @@ struct gm_sim_cursor {
             b.newly_returned = true;
             return;
         }
-        if (b.ran++ == 0) {
-            b.first_jump = (unsigned int)r;
-        }
+        b.choice[t] = (unsigned char)r;
+        ++b.ran;
         b.broke += r == 2;
         b.continued += r == 3;
     }
@@ -152,7 +209,7 @@ struct gm_sim_cursor {
 inline int gm_sim_regions::after_jumps(const char* file, unsigned int broke_to, unsigned int on_to,
                                        unsigned int continued_to) {
     after_region();
-    const unsigned int n = ran, br = broke, co = continued, first = first_jump;
+    const unsigned int n = ran, br = broke, co = continued;
     ran = broke = continued = 0;
     if (count == 0 || br + co == 0) {
         return 0;
@@ -163,25 +220,25 @@ inline int gm_sim_regions::after_jumps(const char* file, unsigned int broke_to, 
     if (co == n) {
         return 3;
     }
-    const unsigned int to[4] = {on_to, 0, broke_to, continued_to};
     const unsigned int how_many[4] = {n - br - co, 0, br, co};
-    const unsigned int mine = to[first];
-    unsigned int other = 0;
-    for (unsigned int k = 0; k < 4; ++k) {
-        if (k != first && how_many[k] != 0) {
-            other = k;
-            break;
+    const unsigned int guessed[4] = {on_to, 0, broke_to, continued_to};
+    const unsigned int groups = (how_many[0] != 0) + (br != 0) + (co != 0);
+    if (groups == 2 && parked == 0) {
+        /* Two ways: where one of them waits next is a guess: it runs on, the other waits. */
+        for (int k : {0, 2, 3}) {
+            if (how_many[k] != 0 && (guessed[k] & GM_SIM_GUESS) != 0) {
+                int other = 0;
+                for (int j : {0, 2, 3}) {
+                    other = j != k && how_many[j] != 0 ? j : other;
+                }
+                park_all_but((unsigned char)k, guessed[other] & ~GM_SIM_GUESS);
+                return k;
+            }
         }
     }
-    const unsigned int theirs = to[other];
-    if (mine != 0 && theirs != 0) {
-        gm_sim_rt.diverged(GM_SIM_DIVERGED_SITES, file, 0, mine, theirs);
-    } else {
-        const unsigned int at = mine != 0 ? mine : theirs;
-        const unsigned int reaching = at == mine ? how_many[first] : how_many[other];
-        gm_sim_rt.diverged(GM_SIM_DIVERGED_EXITED, file, (int)at, reaching, threads);
-    }
-    stop();
+    const unsigned int to[4] = {on_to & ~GM_SIM_GUESS, 0, broke_to & ~GM_SIM_GUESS,
+                                continued_to & ~GM_SIM_GUESS};
+    report(file, [&](unsigned int t) { return waits_at(t, to[choice[t] & 3]); });
     return 0;
 }
 
@@ -194,11 +251,10 @@ template <typename F>
 bool gm_sim_regions::all(const char* file, unsigned int yes_line, unsigned int no_line,
                          F&& condition) {
     unsigned int yes = 0, live = 0;
-    bool first = false;
     for (gm_sim_cursor c(*this); c.more(); c.next()) {
         if (c.live()) {
             const bool holds = condition(c.t);
-            first = live == 0 ? holds : first;
+            choice[c.t] = holds;
             yes += holds ? 1 : 0;
             ++live;
         }
@@ -207,16 +263,18 @@ bool gm_sim_regions::all(const char* file, unsigned int yes_line, unsigned int n
     if (count == 0 || live == 0) {
         return false;
     }
+    if (yes != 0 && yes != live && parked == 0 && ((yes_line | no_line) & GM_SIM_GUESS) != 0) {
+        /* Where one side waits next is a guess: it runs on to find out, the other waits. */
+        const bool run_yes = (yes_line & GM_SIM_GUESS) != 0;
+        park_all_but(run_yes, (run_yes ? no_line : yes_line) & ~GM_SIM_GUESS);
+        return run_yes;
+    }
+    yes_line &= ~GM_SIM_GUESS;
+    no_line &= ~GM_SIM_GUESS;
     if (yes != 0 && yes != live) {
-        const unsigned int mine = first ? yes_line : no_line, theirs = first ? no_line : yes_line;
-        if (mine != 0 && theirs != 0) {
-            gm_sim_rt.diverged(GM_SIM_DIVERGED_SITES, file, 0, mine, theirs);
-        } else {
-            const unsigned int at = mine != 0 ? mine : theirs;
-            gm_sim_rt.diverged(GM_SIM_DIVERGED_EXITED, file, (int)at,
-                               at == yes_line ? yes : live - yes, threads);
-        }
-        stop();
+        report(file, [&](unsigned int t) {
+            return waits_at(t, choice[t] ? yes_line : no_line);
+        });
         return false;
     }
     return yes != 0;
@@ -291,6 +349,7 @@ struct gm_sim_keep {
     });                                                                                       \
     gm_sim_b.after_region();
 #define GM_SIM_BARRIER() gm_sim_b.at_barrier(__FILE__, __LINE__)
+#define GM_SIM_END() gm_sim_b.at_end(__FILE__)
 /* A region with `break` or `continue` of the loop around it (see `after_jumps`). */
 #define GM_SIM_EACH_THREAD_JUMPS                                                              \
     for (gm_sim_cursor gm_sim_c(gm_sim_b); gm_sim_c.more(); gm_sim_c.next())                  \
@@ -339,7 +398,8 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
     b.dim_y = t->dim_y;
     b.warp = t->warp_size == 0 ? 1 : t->warp_size;
     bool fresh = false;
-    b.returned = static_cast<unsigned char*>(b.take(t->count, fresh));
+    b.returned = static_cast<unsigned char*>(b.take(2ul * t->count, fresh));
+    b.choice = b.returned + t->count;
     const unsigned long long grid_x = thread->grid_dim.x == 0 ? 1 : thread->grid_dim.x;
     const unsigned long long grid_y = thread->grid_dim.y == 0 ? 1 : thread->grid_dim.y;
     const unsigned long long end = t->first_block + t->blocks;
@@ -351,6 +411,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
             b.ran = b.broke = b.continued = 0;
             b.any_returned = false;
             b.newly_returned = false;
+            b.parked = 0;
             std::memset(b.returned, 0, t->count);
             Entry(std::get<I>(params)...);
             if (*t->faulted != 0 || b.count == 0) {

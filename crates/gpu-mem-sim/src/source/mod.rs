@@ -971,8 +971,13 @@ mod tests {
                      __global__ void k(int* a) {\n\
                      \x20   cg::thread_block cta = cg::this_thread_block();\n\
                      \x20   a[cta.thread_rank()] += 1; cg::sync(cta); cta.sync();\n}\n";
-        // Block groups' syncs are block barriers: blocks run as regions between them.
-        assert_eq!(threads_of(block), Threads::Regions);
+        // Block groups' syncs are block barriers: blocks run as regions between them, each
+        // barrier on a line of its own (two on one line are one to the scheduler).
+        assert_eq!(threads_of(block), Threads::Stackless);
+        assert_eq!(
+            threads_of(&block.replace("cta.sync();", "\n cta.sync();")),
+            Threads::Regions
+        );
         // A warp tile's sync and shuffles are intrinsics over its lanes; its votes are not
         // lowered, nor are tiles wider than a warp of 32.
         let tile = block.replace(
@@ -1035,9 +1040,17 @@ mod tests {
         let body = "extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                     \x20   if (threadIdx.x >= a.shape[0]) return;\n\
                     \x20   __syncthreads(); a(threadIdx.x) += 1; barrier(GM_FENCE_GLOBAL);\n}\n";
-        // (Barriers as statements of the body: its blocks run as regions between them.)
+        // (Barriers as statements of the body, each on a line of its own: its blocks run as
+        // regions between them.)
         assert_eq!(
             threads_of(&format!("#include \"gpu_mem.h\"\n{body}")),
+            Threads::Stackless
+        );
+        assert_eq!(
+            threads_of(&format!(
+                "#include \"gpu_mem.h\"\n{}",
+                body.replace("barrier(", "\n barrier(")
+            )),
             Threads::Regions
         );
         assert_eq!(

@@ -54,6 +54,9 @@ const REFUSED: [&str; 18] = [
     "__nanosleep",
 ];
 
+/// `GM_SIM_GUESS`: or'ed into a line that [`Rewrite::first_barrier`] only guesses.
+pub(crate) const GUESS: usize = 0x8000_0000;
+
 /// `code` with every kernel's body rewritten as regions, or why it cannot be.
 pub(crate) fn rewrite(code: &str) -> Result<String, String> {
     if !super::wrapper::may_wait(code) {
@@ -95,6 +98,17 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             "line {}: a barrier outside a kernel's body",
             s.line(k)
         ));
+    }
+    // Two barriers on one line are one barrier to the scheduler (a barrier is known by its
+    // line), which releases threads that parted to reach them; regions cannot part.
+    let mut lines: Vec<usize> = (0..toks.len())
+        .filter(|&k| s.names_barrier(k))
+        .map(|k| s.line(k))
+        .collect();
+    let count = lines.len();
+    lines.dedup();
+    if lines.len() != count {
+        return Err("two barriers on one line".into());
     }
     let mut out = Rewrite {
         s: &s,
@@ -151,6 +165,8 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         out.slots_of(&items, None, &mut storage);
         out.insert(toks[open].end, &storage);
         out.scope(&items, &mut visible, (close, 0), None);
+        // (After the last region's end, inserted at the same place.)
+        out.insert(toks[close].start, "GM_SIM_END();");
     }
     Ok(out.apply())
 }
@@ -409,25 +425,21 @@ impl Rewrite<'_, '_> {
         visible.truncate(outer);
     }
 
-    /// The line of the first barrier a thread reaches running `items` on (inside a loop or
-    /// `if`, the first one there), or `after` when they hold none: what a thread that parts
-    /// from the others at a condition waits at next (0: it ends).
+    /// The line of the first barrier a thread reaches running `items` on, or `after` when
+    /// they hold none: what a thread that parts from the others at a condition waits at next
+    /// (0: it ends). Past a loop or `if` it is a guess (its first barrier inside, marked
+    /// [`GUESS`]): the program then runs that side on to find out (`gm_sim_regions::all`).
     fn first_barrier(&self, items: &[Item], after: usize) -> usize {
         for item in items {
             match item {
                 Item::Barrier { first, .. } => return self.s.line(*first),
-                Item::Loop(l) => return self.first_barrier(&l.items, after),
+                Item::Loop(l) => return self.first_barrier(&l.items, after) | GUESS,
                 Item::Branch(b) => {
                     if let Some((_, _, items)) = b.blocks.first() {
-                        return self.first_barrier(items, after);
+                        return self.first_barrier(items, after) | GUESS;
                     }
                 }
-                Item::Compound(_, _, items) => {
-                    let inner = self.first_barrier(items, 0);
-                    if inner != 0 {
-                        return inner;
-                    }
-                }
+                Item::Compound(_, _, items) => return self.first_barrier(items, after),
                 Item::Stmt { .. } | Item::Block { .. } => {}
             }
         }
@@ -636,6 +648,10 @@ mod tests {
             ),
             ("decltype(a) b = a; __syncthreads();", "it names `decltype`"),
             ("__syncwarp(); __syncthreads();", "it names `__syncwarp`"),
+            (
+                "if (a[0]) { __syncthreads(); } else { __syncthreads(); }",
+                "two barriers on one line",
+            ),
             (
                 "while (atomicCAS(a, 0, 1)) {} __syncthreads();",
                 "a thread may spin at an atomic",

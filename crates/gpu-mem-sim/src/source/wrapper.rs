@@ -109,9 +109,10 @@ pub(crate) fn translation_unit(
     if threads == Threads::Regions {
         let _ = writeln!(
             unit,
-            "static_assert(GM_SIM_DIVERGED_EXITED == {} && GM_SIM_DIVERGED_SITES == {}, \"the prelude's divergence kinds differ from the simulator's\");",
+            "static_assert(GM_SIM_DIVERGED_EXITED == {} && GM_SIM_DIVERGED_SITES == {} && GM_SIM_GUESS == {}u, \"the prelude's divergence kinds differ from the simulator's\");",
             crate::abi::DIVERGED_EXITED,
             crate::abi::DIVERGED_SITES,
+            super::regions::GUESS,
         );
     }
     let mut table = String::new();

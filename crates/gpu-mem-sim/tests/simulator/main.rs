@@ -23,6 +23,7 @@ mod mapped_race;
 mod memcheck;
 mod memory_reuse;
 mod pinned_limit;
+mod regions;
 mod settled_streams;
 mod shared_arrays;
 mod stackless;

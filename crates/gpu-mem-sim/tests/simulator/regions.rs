@@ -1,0 +1,135 @@
+//! Kernels whose block barriers stand as statements of their bodies, or of loops, `if`s and
+//! blocks in them, run each block as loops over its threads between the barriers (regions):
+//! they must compute what threads on fibers compute, and report divergence in the same words.
+//! Random kernels of such structure, with threads that agree or part at conditions, `break`s,
+//! `continue`s and early returns, run as written (regions), kept off regions (stackless) and on
+//! fibers; all three must agree.
+#![cfg(not(miri))]
+
+use crate::common;
+
+use gpu_mem_core::Kernel;
+use gpu_mem_core::kernel::LaunchConfig;
+use gpu_mem_sim::{SimBackend, SimConfig};
+
+/// A comment naming a warp barrier: the regions rewrite refuses the kernel (the stackless one
+/// reads only code).
+const OFF_REGIONS: &str = "\n// __syncwarp: keeps this kernel off regions\n";
+/// A comment naming the runtime table: keeps the kernel on fibers.
+const ON_FIBERS: &str = "\n// gm_sim_rt: keeps this kernel on fibers\n";
+
+/// A random kernel of barriers in loops, `if`s and blocks, with variables that live across
+/// them, from `seed` (a small xorshift). Its shared memory is written and read with barriers
+/// between every write and every read of another thread (a race would make the order of
+/// threads, which the forms do not share, part of the result). `apart`: whether threads may part at a condition or
+/// leave early (divergence, which every form must report alike).
+fn random_kernel(seed: u64, apart: bool) -> String {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = |below: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    };
+    let mut body = String::new();
+    for n in 0..3 + next(5) {
+        let k = next(5);
+        let line = match next(if apart { 13 } else { 9 }) {
+            0 => "syncthreads();".to_string(),
+            1 => format!("v = v * 3 + {k};"),
+            2 => format!(
+                "s[threadIdx.x] = v; syncthreads(); v += s[(threadIdx.x + {}) % blockDim.x]; syncthreads();",
+                next(64)
+            ),
+            3 => format!(
+                "for (int i = 0; i < {}; ++i) {{ v += i; syncthreads(); s[threadIdx.x] = v; syncthreads(); v += s[(threadIdx.x + 1) % blockDim.x] % 7; syncthreads(); }}",
+                1 + k
+            ),
+            4 => format!(
+                "if (blockDim.x > {}) {{ syncthreads(); v += 1; }} else {{ v -= 1; syncthreads(); }}",
+                16 * k
+            ),
+            5 => format!(
+                "for (int i = 0; i < 10; ++i) {{ v += 1; syncthreads(); if (i == {k}) break; v ^= i; syncthreads(); }}"
+            ),
+            6 => format!("int w{n} = v + {k}; syncthreads(); v += w{n};"),
+            7 => format!("{{ int j = 0; while (j < {k}) {{ j++; syncthreads(); }} v += j; }}"),
+            8 => format!(
+                "for (int i = 0; i < 6; ++i) {{ syncthreads(); if (i % 2 == {}) continue; v += i; }}",
+                k % 2
+            ),
+            // Threads that part.
+            9 => format!("if (threadIdx.x >= {}) return;", 16 * (1 + k)),
+            10 => {
+                "for (int i = 0; i <= (int)(threadIdx.x % 2); ++i) { syncthreads(); }".to_string()
+            }
+            11 => "if (threadIdx.x % 2 == 0) { syncthreads(); } else { v += 1; syncthreads(); }"
+                .to_string(),
+            _ => format!(
+                "for (int i = 0; i < 10; ++i) {{ syncthreads(); if (i == {k} + (int)(threadIdx.x % 3)) break; v += i; syncthreads(); }}"
+            ),
+        };
+        // Each barrier ends its line: two on one line are one barrier to the scheduler (a
+        // barrier is known by its line), which regions refuse.
+        body.push_str("    ");
+        body.push_str(&line.replace("syncthreads();", "syncthreads();\n       "));
+        body.push('\n');
+    }
+    format!(
+        "#include \"gpu_mem.h\"\n\
+         extern \"C\" __global__ void k(gm_array<int, 1> a) {{\n\
+         \x20   __shared__ int s[128];\n\
+         \x20   int v = a(threadIdx.x);\n\
+         {body}\
+         \x20   a(threadIdx.x) = v;\n\
+         }}\n"
+    )
+}
+
+/// Runs `source` (entry `k`, one block of `threads` over as many i32 set to their index).
+fn run(backend: &SimBackend, source: &str, threads: u32) -> Result<Vec<i32>, String> {
+    let values: Vec<i32> = (0..threads as i32).collect();
+    common::run_on_array(
+        backend,
+        &Kernel::from_source(source, "k"),
+        LaunchConfig::new(1, threads),
+        &values,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Random kernels give the same results, or the same error, as regions, stackless and on
+/// fibers, in blocks of whole and partial warps. `GPU_MEM_RANDOM_KERNELS` sets how many seeds
+/// (each of both kinds, threads that agree and threads that may part).
+#[test]
+fn random_kernels_agree_as_regions_stackless_and_on_fibers() {
+    let seeds = std::env::var("GPU_MEM_RANDOM_KERNELS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(24u64);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    std::thread::scope(|scope| {
+        for first in 0..workers.min(seeds) {
+            scope.spawn(move || {
+                let backend = SimBackend::new(SimConfig::default());
+                for seed in (first..seeds).step_by(workers as usize) {
+                    for apart in [false, true] {
+                        let source = random_kernel(seed, apart);
+                        let threads = 16 * (1 + (seed % 8) as u32);
+                        let regions = run(&backend, &source, threads);
+                        let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), threads);
+                        let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), threads);
+                        assert_eq!(
+                            regions, fibers,
+                            "regions, seed {seed}, {threads} threads:\n{source}"
+                        );
+                        assert_eq!(
+                            stackless, fibers,
+                            "stackless, seed {seed}, {threads} threads:\n{source}"
+                        );
+                    }
+                }
+            });
+        }
+    });
+}

@@ -165,6 +165,9 @@ pub(crate) struct GmSimRuntime {
 pub(crate) const DIVERGED_EXITED: c_int = 0;
 /// `GM_SIM_DIVERGED_SITES`.
 pub(crate) const DIVERGED_SITES: c_int = 1;
+/// `GM_SIM_GUESS`: or'ed into the line of a barrier the regions rewrite only guesses a thread
+/// reaches next (`crate::source::regions`).
+pub(crate) const REGIONS_GUESS: usize = 0x8000_0000;
 
 /// `GM_SIM_ALLOWED_SLOTS`.
 pub(crate) const ALLOWED_SLOTS: usize = 8;

@@ -485,12 +485,13 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
         // Fastest of all: whole blocks as loops between barriers, where the kernel's barriers
         // allow it (`regions`, from the same lowered source); a source the compiler then
         // refuses is built the next way.
-        match regions::rewrite(stackless_code) {
-            Ok(rewritten) => plans.push(plan(Threads::Regions, &rewritten)),
-            Err(reason) if wrapper::may_wait(&code) => {
-                tracing::debug!(module = module.name(), %reason, "kernel not run as regions");
+        if wrapper::may_wait(&code) {
+            match regions::rewrite(stackless_code) {
+                Ok(rewritten) => plans.push(plan(Threads::Regions, &rewritten)),
+                Err(reason) => {
+                    tracing::debug!(module = module.name(), %reason, "kernel not run as regions");
+                }
             }
-            Err(_) => {}
         }
         // Clang builds the stackless form as C++20 (`compiler::standard`), which must not change
         // what the kernel computes.

@@ -24,6 +24,7 @@
 
 mod parse;
 
+use crate::abi::REGIONS_GUESS as GUESS;
 use crate::thread::Collective;
 use gpu_mem_core::kernel::scan::functions::{Kind, functions};
 use gpu_mem_core::kernel::scan::tokens::{directives, tokens};
@@ -54,14 +55,9 @@ const REFUSED: [&str; 18] = [
     "__nanosleep",
 ];
 
-/// `GM_SIM_GUESS`: or'ed into a line that [`Rewrite::first_barrier`] only guesses.
-pub(crate) const GUESS: usize = 0x8000_0000;
-
-/// `code` with every kernel's body rewritten as regions, or why it cannot be.
+/// `code` with every kernel's body rewritten as regions, or why it cannot be. (Only for code
+/// whose threads may wait: the others run as plain calls, `super::wrapper::may_wait`.)
 pub(crate) fn rewrite(code: &str) -> Result<String, String> {
-    if !super::wrapper::may_wait(code) {
-        return Err("its threads wait for nothing".into());
-    }
     // Cooperative groups that only name block groups, whose syncs are lowered to block
     // barriers already (`super::stackless::lower_block_groups`), wait nowhere else.
     if let Some(word) = REFUSED
@@ -670,8 +666,6 @@ mod tests {
         let hidden = "#include \"gpu_mem.h\"\n#define SYNC __syncthreads()\n\
                       extern \"C\" __global__ void k(int* a) { SYNC; }\n";
         assert!(rewrite(hidden).unwrap_err().contains("directive"));
-        let plain = "extern \"C\" __global__ void k(int* a) { a[0] = 1; }\n";
-        assert!(rewrite(plain).unwrap_err().contains("wait for nothing"));
     }
 
     #[test]

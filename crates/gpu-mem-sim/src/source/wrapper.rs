@@ -112,7 +112,7 @@ pub(crate) fn translation_unit(
             "static_assert(GM_SIM_DIVERGED_EXITED == {} && GM_SIM_DIVERGED_SITES == {} && GM_SIM_GUESS == {}u, \"the prelude's divergence kinds differ from the simulator's\");",
             crate::abi::DIVERGED_EXITED,
             crate::abi::DIVERGED_SITES,
-            super::regions::GUESS,
+            crate::abi::REGIONS_GUESS,
         );
     }
     let mut table = String::new();

@@ -106,7 +106,7 @@ fn random_kernels_agree_as_regions_stackless_and_on_fibers() {
     let seeds = std::env::var("GPU_MEM_RANDOM_KERNELS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(24u64);
+        .unwrap_or(16u64);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
     std::thread::scope(|scope| {
         for first in 0..workers.min(seeds) {

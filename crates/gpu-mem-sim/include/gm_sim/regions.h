@@ -32,7 +32,10 @@ struct gm_sim_regions {
     /* Threads that parted from the others at a condition and wait at the barrier of line
      * `parked_line` (marked 2 in `returned`), while the others run on to theirs. */
     unsigned int parked, parked_line;
-    unsigned char* choice; /* [threads]: each thread's answer at the last condition or jump */
+    /* [threads]: each thread's answer at the last condition (0, 1) or jump (0, 2, 3). Not a
+     * character type: a store through one may alias anything, and every slot the regions'
+     * loops use was loaded again after each thread's store. */
+    unsigned short* choice;
     /* A region with `break` or `continue` of the loop around it: of the threads that ran it
      * (and did not return), how many broke and continued (what each did: `choice`). */
     unsigned int ran, broke, continued;
@@ -79,30 +82,32 @@ struct gm_sim_regions {
         if (count == 0 || !any_returned) {
             return;
         }
-        report(file, [&](unsigned int t) { return waits_at(t, (unsigned int)line); });
+        const unsigned int at[4] = {(unsigned int)line, 0, 0, 0};
+        report(file, at, false);
     }
 
     /* The kernel's end: threads parked at a barrier wait for the others, which ended. */
     void at_end(const char* file) {
         if (count != 0 && parked != 0) {
-            report(file, [&](unsigned int t) { return waits_at(t, 0); });
+            const unsigned int at[4] = {0, 0, 0, 0};
+            report(file, at, false);
         }
     }
 
-    /* The line of the barrier thread `t` waits at, if the threads that go on wait at line
-     * `going` (0: it ended). */
-    unsigned int waits_at(unsigned int t, unsigned int going) const {
-        return returned[t] == 0 ? going : returned[t] == 2 ? parked_line : 0;
-    }
-
-    /* The divergence of a block whose thread `t` waits at the barrier of line `site_of(t)`
-     * (0: it ended), in the scheduler's words: the first waiting thread's barrier and the first
-     * other one, or the one barrier some reach while the others ended. The block stops. */
-    template <typename S>
-    void report(const char* file, S&& site_of) {
+    /* The divergence of a block, in the scheduler's words: the first waiting thread's barrier
+     * and the first other one, or the one barrier some reach while the others ended. A live
+     * thread waits at line `at[choice]` (`by_choice`) or `at[0]`, a parked one at
+     * `parked_line`, one that returned nowhere (0: ended). The block stops. (Out of line, as
+     * every path that only a diverging block takes: `flatten` would otherwise inline it into
+     * the regions' loops, and GCC optimised them worse, twice as slow.) */
+    __attribute__((noinline, cold)) void report(const char* file, const unsigned int at[4],
+                                                bool by_choice) {
         unsigned int first = 0, other = 0, reaching = 0;
         for (unsigned int t = 0; t < threads; ++t) {
-            const unsigned int site = site_of(t);
+            const unsigned int site =
+                returned[t] == 0 ? at[by_choice ? (unsigned int)choice[t] & 3 : 0]
+                : returned[t] == 2 ? parked_line
+                                   : 0;
             if (site == 0) {
                 continue;
             }
@@ -128,9 +133,9 @@ struct gm_sim_regions {
     /* Threads part: those whose `choice` is not `going` wait at the barrier of line `line`
      * (parked), the others go on alone until they reach a barrier of their own (or end), which
      * names the divergence as the scheduler would find it. */
-    void park_all_but(unsigned char going, unsigned int line) {
+    __attribute__((noinline, cold)) void park_all_but(unsigned int going, unsigned int line) {
         for (unsigned int t = 0; t < threads; ++t) {
-            if (returned[t] == 0 && choice[t] != going) {
+            if (returned[t] == 0 && (unsigned int)choice[t] != going) {
                 returned[t] = 2;
                 ++parked;
             }
@@ -141,6 +146,14 @@ struct gm_sim_regions {
 
     template <typename F>
     bool all(const char* file, unsigned int yes, unsigned int no, F&& condition);
+    template <typename F, typename C>
+    bool all(const char* file, unsigned int yes, unsigned int no, F&& pass, C&& condition);
+    __attribute__((noinline, cold)) bool parted(const char* file, unsigned int yes,
+                                                unsigned int no);
+    /* Every `choice` back to 0 (went on), what a region with jumps leaves where none jumped. */
+    __attribute__((noinline, cold)) void clear_choices() {
+        std::memset(choice, 0, threads * sizeof *choice);
+    }
     int after_jumps(const char* file, unsigned int broke_to, unsigned int on_to,
                     unsigned int continued_to);
     template <typename F>
@@ -195,7 +208,10 @@ struct gm_sim_cursor {
             b.newly_returned = true;
             return;
         }
-        b.choice[t] = (unsigned char)r;
+        if (r != 0) {
+            /* (Rare: the others keep 0, cleared after every region where one jumped.) */
+            b.choice[t] = (unsigned short)r;
+        }
         ++b.ran;
         b.broke += r == 2;
         b.continued += r == 3;
@@ -214,11 +230,9 @@ inline int gm_sim_regions::after_jumps(const char* file, unsigned int broke_to, 
     if (count == 0 || br + co == 0) {
         return 0;
     }
-    if (br == n) {
-        return 2;
-    }
-    if (co == n) {
-        return 3;
+    if (br == n || co == n) {
+        clear_choices();
+        return br == n ? 2 : 3;
     }
     const unsigned int how_many[4] = {n - br - co, 0, br, co};
     const unsigned int guessed[4] = {on_to, 0, broke_to, continued_to};
@@ -231,14 +245,15 @@ inline int gm_sim_regions::after_jumps(const char* file, unsigned int broke_to, 
                 for (int j : {0, 2, 3}) {
                     other = j != k && how_many[j] != 0 ? j : other;
                 }
-                park_all_but((unsigned char)k, guessed[other] & ~GM_SIM_GUESS);
+                park_all_but((unsigned int)k, guessed[other] & ~GM_SIM_GUESS);
+                clear_choices();
                 return k;
             }
         }
     }
     const unsigned int to[4] = {on_to & ~GM_SIM_GUESS, 0, broke_to & ~GM_SIM_GUESS,
                                 continued_to & ~GM_SIM_GUESS};
-    report(file, [&](unsigned int t) { return waits_at(t, to[choice[t] & 3]); });
+    report(file, to, true);
     return 0;
 }
 
@@ -250,12 +265,20 @@ inline int gm_sim_regions::after_jumps(const char* file, unsigned int broke_to, 
 template <typename F>
 bool gm_sim_regions::all(const char* file, unsigned int yes_line, unsigned int no_line,
                          F&& condition) {
+    return all(file, yes_line, no_line, condition, condition);
+}
+
+/* As `all(file, yes, no, pass)`, where `pass` is what each thread does (a loop's step, then its
+ * condition) and `condition` asks the condition alone: what a block whose threads part asks
+ * again to learn each one's answer. (Recording each answer in the pass costs a store a thread,
+ * which made the block sum 1.6x slower.) */
+template <typename F, typename C>
+bool gm_sim_regions::all(const char* file, unsigned int yes_line, unsigned int no_line,
+                         F&& pass, C&& condition) {
     unsigned int yes = 0, live = 0;
     for (gm_sim_cursor c(*this); c.more(); c.next()) {
         if (c.live()) {
-            const bool holds = condition(c.t);
-            choice[c.t] = holds;
-            yes += holds ? 1 : 0;
+            yes += pass(c.t) ? 1 : 0;
             ++live;
         }
     }
@@ -263,21 +286,30 @@ bool gm_sim_regions::all(const char* file, unsigned int yes_line, unsigned int n
     if (count == 0 || live == 0) {
         return false;
     }
-    if (yes != 0 && yes != live && parked == 0 && ((yes_line | no_line) & GM_SIM_GUESS) != 0) {
+    if (yes == 0 || yes == live) {
+        return yes != 0;
+    }
+    for (gm_sim_cursor c(*this); c.more(); c.next()) {
+        if (c.live()) {
+            choice[c.t] = condition(c.t) ? 1 : 0;
+        }
+    }
+    return parted(file, yes_line, no_line);
+}
+
+/* Threads parted at a condition (`choice`: each one's answer): the side whose next barrier is a
+ * guess runs on, the other waits; or the divergence is reported. */
+inline bool gm_sim_regions::parted(const char* file, unsigned int yes_line, unsigned int no_line) {
+    if (parked == 0 && ((yes_line | no_line) & GM_SIM_GUESS) != 0) {
         /* Where one side waits next is a guess: it runs on to find out, the other waits. */
         const bool run_yes = (yes_line & GM_SIM_GUESS) != 0;
         park_all_but(run_yes, (run_yes ? no_line : yes_line) & ~GM_SIM_GUESS);
+        clear_choices();
         return run_yes;
     }
-    yes_line &= ~GM_SIM_GUESS;
-    no_line &= ~GM_SIM_GUESS;
-    if (yes != 0 && yes != live) {
-        report(file, [&](unsigned int t) {
-            return waits_at(t, choice[t] ? yes_line : no_line);
-        });
-        return false;
-    }
-    return yes != 0;
+    const unsigned int at[4] = {no_line & ~GM_SIM_GUESS, yes_line & ~GM_SIM_GUESS, 0, 0};
+    report(file, at, true);
+    return false;
 }
 
 /* A loop's step, made by every live thread. */
@@ -398,8 +430,9 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
     b.dim_y = t->dim_y;
     b.warp = t->warp_size == 0 ? 1 : t->warp_size;
     bool fresh = false;
-    b.returned = static_cast<unsigned char*>(b.take(2ul * t->count, fresh));
-    b.choice = b.returned + t->count;
+    /* `returned`, then `choice` at an even offset. */
+    b.returned = static_cast<unsigned char*>(b.take(3ul * t->count + 2, fresh));
+    b.choice = reinterpret_cast<unsigned short*>(b.returned + ((t->count + 1ul) & ~1ul));
     const unsigned long long grid_x = thread->grid_dim.x == 0 ? 1 : thread->grid_dim.x;
     const unsigned long long grid_y = thread->grid_dim.y == 0 ? 1 : thread->grid_dim.y;
     const unsigned long long end = t->first_block + t->blocks;
@@ -413,6 +446,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
             b.newly_returned = false;
             b.parked = 0;
             std::memset(b.returned, 0, t->count);
+            std::memset(b.choice, 0, t->count * sizeof *b.choice);
             Entry(std::get<I>(params)...);
             if (*t->faulted != 0 || b.count == 0) {
                 break;

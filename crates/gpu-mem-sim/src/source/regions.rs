@@ -543,12 +543,12 @@ impl Rewrite<'_, '_> {
                 self.replace(
                     l.close,
                     l.close,
-                    &format!("); }}; if ({all} gm_sim_init(gm_sim_t); return gm_sim_cond(gm_sim_t); }})) do"),
+                    &format!("); }}; if ({all} gm_sim_init(gm_sim_t); return gm_sim_cond(gm_sim_t); }}, gm_sim_cond)) do"),
                 );
                 self.insert(
                     s.toks[body_close].end,
                     &format!(
-                        "while ({all} gm_sim_step(gm_sim_t); return gm_sim_cond(gm_sim_t); }})); }}"
+                        "while ({all} gm_sim_step(gm_sim_t); return gm_sim_cond(gm_sim_t); }}, gm_sim_cond)); }}"
                     ),
                 );
             }

@@ -156,8 +156,6 @@ struct gm_sim_regions {
     }
     int after_jumps(const char* file, unsigned int broke_to, unsigned int on_to,
                     unsigned int continued_to);
-    template <typename F>
-    void each(F&& step);
 };
 
 /* This OS thread's block state (one block at a time runs on an OS thread). */
@@ -310,17 +308,6 @@ inline bool gm_sim_regions::parted(const char* file, unsigned int yes_line, unsi
     const unsigned int at[4] = {no_line & ~GM_SIM_GUESS, yes_line & ~GM_SIM_GUESS, 0, 0};
     report(file, at, true);
     return false;
-}
-
-/* A loop's step, made by every live thread. */
-template <typename F>
-void gm_sim_regions::each(F&& step) {
-    for (gm_sim_cursor c(*this); c.more(); c.next()) {
-        if (c.live()) {
-            step(c.t);
-        }
-    }
-    after_region();
 }
 
 /* A variable of the kernel's body (or of a loop's) in every thread of the block: the rewrite

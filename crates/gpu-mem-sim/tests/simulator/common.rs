@@ -114,3 +114,24 @@ pub fn warnings() -> &'static std::sync::Mutex<Vec<String>> {
     });
     &WARNINGS
 }
+
+/// Runs `check(seed)` for seeds `0..GPU_MEM_RANDOM_KERNELS` (`default` without it), spread over
+/// the machine's cores, each worker taking every `workers`-th seed (each seed compiles kernels
+/// of its own, which dominates).
+pub fn for_random_seeds(default: u64, check: impl Fn(u64) + Sync) {
+    let seeds = std::env::var("GPU_MEM_RANDOM_KERNELS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let check = &check;
+    std::thread::scope(|scope| {
+        for first in 0..workers.min(seeds) {
+            scope.spawn(move || {
+                for seed in (first..seeds).step_by(workers as usize) {
+                    check(seed);
+                }
+            });
+        }
+    });
+}

@@ -106,33 +106,22 @@ fn run(backend: &SimBackend, source: &str, threads: u32) -> Result<Vec<i32>, Str
 /// scheduler takes for one. 250 seeds agreed since.
 #[test]
 fn random_kernels_agree_as_regions_stackless_and_on_fibers() {
-    let seeds = std::env::var("GPU_MEM_RANDOM_KERNELS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(8u64);
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    std::thread::scope(|scope| {
-        for first in 0..workers.min(seeds) {
-            scope.spawn(move || {
-                let backend = SimBackend::new(SimConfig::default());
-                for seed in (first..seeds).step_by(workers as usize) {
-                    for apart in [false, true] {
-                        let source = random_kernel(seed, apart);
-                        let threads = 16 * (1 + (seed % 8) as u32);
-                        let regions = run(&backend, &source, threads);
-                        let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), threads);
-                        let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), threads);
-                        assert_eq!(
-                            regions, fibers,
-                            "regions, seed {seed}, {threads} threads:\n{source}"
-                        );
-                        assert_eq!(
-                            stackless, fibers,
-                            "stackless, seed {seed}, {threads} threads:\n{source}"
-                        );
-                    }
-                }
-            });
+    common::for_random_seeds(8, |seed| {
+        let backend = SimBackend::new(SimConfig::default());
+        for apart in [false, true] {
+            let source = random_kernel(seed, apart);
+            let threads = 16 * (1 + (seed % 8) as u32);
+            let regions = run(&backend, &source, threads);
+            let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), threads);
+            let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), threads);
+            assert_eq!(
+                regions, fibers,
+                "regions, seed {seed}, {threads} threads:\n{source}"
+            );
+            assert_eq!(
+                stackless, fibers,
+                "stackless, seed {seed}, {threads} threads:\n{source}"
+            );
         }
     });
 }

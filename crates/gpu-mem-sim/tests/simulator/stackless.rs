@@ -1014,26 +1014,14 @@ fn random_kernel(seed: u64) -> String {
 /// with each: none was refused).)
 #[test]
 fn random_kernels_agree_with_fibers() {
-    let seeds = std::env::var("GPU_MEM_RANDOM_KERNELS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(32u64);
-    // Each seed is two compiles and two launches of its own: the seeds are spread over the
-    // machine's cores (compiles dominate), each worker taking every `workers`-th seed.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    std::thread::scope(|scope| {
-        for first in 0..workers.min(seeds) {
-            scope.spawn(move || {
-                for seed in (first..seeds).step_by(workers as usize) {
-                    let source = random_kernel(seed);
-                    let threads = 16 * (1 + (seed % 8) as u32);
-                    let (stackless, fibers) = both_ways(&source, threads);
-                    assert_eq!(
-                        stackless, fibers,
-                        "seed {seed}, {threads} threads:\n{source}"
-                    );
-                }
-            });
-        }
+    // Each seed is two compiles and two launches of its own.
+    common::for_random_seeds(32, |seed| {
+        let source = random_kernel(seed);
+        let threads = 16 * (1 + (seed % 8) as u32);
+        let (stackless, fibers) = both_ways(&source, threads);
+        assert_eq!(
+            stackless, fibers,
+            "seed {seed}, {threads} threads:\n{source}"
+        );
     });
 }

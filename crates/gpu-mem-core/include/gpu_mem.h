@@ -186,8 +186,29 @@ struct gm_sim_runtime {
      * find it (GM_SIM_DIVERGED_*: a barrier at file:line that `a` of the `b` threads reach, the
      * others having ended; or threads waiting at two barriers, at lines `a` and `b` of file). */
     void (*diverged)(int kind, const char *file, int line, unsigned int a, unsigned int b);
+    /* Blocks run as regions: a warp collective (GM_SIM_OP_*, 0: a warp barrier) at file:line
+     * that the lanes `here` of warp `warp` reached, the lanes `exited` having ended: checked as
+     * the scheduler checks it and computed into `lanes[i].result` (the warp's `count` lanes);
+     * nonzero when the block cannot go on (reported). */
+    int (*warp)(int op, const char *file, int line, unsigned int warp, unsigned long long here,
+                unsigned long long exited, unsigned int count, struct gm_sim_lane *lanes);
+    /* Blocks run as regions: no thread of the block can go on, some waiting at warp collectives
+     * that cannot complete; the divergence as the scheduler reports it, from each thread's state
+     * (`returned`: GM_SIM_WARP_PARKED at the collective of line `lanes[t].result`, 2 at the
+     * barrier of line `parked_line`, 1 ended, 0 as `kind` says: GM_SIM_VERDICT_*). */
+    void (*verdict)(const char *file, int line, int kind, unsigned int threads,
+                    unsigned int parked_line, const unsigned char *returned,
+                    const struct gm_sim_lane *lanes);
 };
-#define GM_SIM_ABI 11
+/* A lane's operands of the warp collective it reached, and its result (blocks run as regions;
+ * C layout shared with Rust). */
+struct gm_sim_lane {
+    unsigned long long mask, value;
+    long long arg;
+    unsigned long long result;
+    int width, op;
+};
+#define GM_SIM_ABI 12
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
@@ -233,8 +254,24 @@ __attribute__((const, noinline)) GM_SIM_UNCHECKED static const gm_sim_thread *gm
 inline void __syncthreads(GM_SITE_ONLY) {
     gm_sim_rt.barrier(GM_SIM_SCOPE_BLOCK, GM_FENCE_LOCAL, ~0ull, gm_file, gm_line);
 }
+/* A warp collective (or, op 0, a warp barrier). A kernel run as regions exchanges at the
+ * statement the rewrite split its regions at (gm_sim/regions.h): the call records its operands
+ * before the split and hands out its result after it. */
+#if defined(GM_SIM_REGIONS)
+unsigned long long gm_sim_regions_collective(int op, unsigned long long mask,
+                                             unsigned long long value, long long arg, int width);
+#define GM_SIM_WARP_COLLECTIVE(op, mask, value, arg, width, file, line)                       \
+    gm_sim_regions_collective(op, mask, value, arg, width)
+#else
+#define GM_SIM_WARP_COLLECTIVE(op, mask, value, arg, width, file, line)                       \
+    gm_sim_rt.collective(op, mask, value, arg, width, file, line)
+#endif
 inline void __syncwarp(unsigned long long mask = ~0ull GM_SITE) {
+#if defined(GM_SIM_REGIONS)
+    (void)GM_SIM_WARP_COLLECTIVE(0, mask, 0, 0, 0, gm_file, gm_line);
+#else
     gm_sim_rt.barrier(GM_SIM_SCOPE_WARP, GM_FENCE_LOCAL, mask, gm_file, gm_line);
+#endif
 }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -290,36 +327,36 @@ inline T gm_sim_from_bits(unsigned long long bits) {
 
 template <typename T>
 inline T __shfl_sync(unsigned long long mask, T var, int src_lane, int width = warpSize GM_SITE) {
-    return gm_sim_from_bits<T>(gm_sim_rt.collective(GM_SIM_OP_SHFL, mask, gm_sim_bits(var),
+    return gm_sim_from_bits<T>(GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_SHFL, mask, gm_sim_bits(var),
                                                     src_lane, width, gm_file, gm_line));
 }
 template <typename T>
 inline T __shfl_up_sync(unsigned long long mask, T var, unsigned int delta,
                         int width = warpSize GM_SITE) {
-    return gm_sim_from_bits<T>(gm_sim_rt.collective(GM_SIM_OP_SHFL_UP, mask, gm_sim_bits(var),
+    return gm_sim_from_bits<T>(GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_SHFL_UP, mask, gm_sim_bits(var),
                                                     delta, width, gm_file, gm_line));
 }
 template <typename T>
 inline T __shfl_down_sync(unsigned long long mask, T var, unsigned int delta,
                           int width = warpSize GM_SITE) {
-    return gm_sim_from_bits<T>(gm_sim_rt.collective(GM_SIM_OP_SHFL_DOWN, mask, gm_sim_bits(var),
+    return gm_sim_from_bits<T>(GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_SHFL_DOWN, mask, gm_sim_bits(var),
                                                     delta, width, gm_file, gm_line));
 }
 template <typename T>
 inline T __shfl_xor_sync(unsigned long long mask, T var, int lane_mask,
                          int width = warpSize GM_SITE) {
-    return gm_sim_from_bits<T>(gm_sim_rt.collective(GM_SIM_OP_SHFL_XOR, mask, gm_sim_bits(var),
+    return gm_sim_from_bits<T>(GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_SHFL_XOR, mask, gm_sim_bits(var),
                                                     lane_mask, width, gm_file, gm_line));
 }
 /* One bit per lane (64 bits, for warps of 64 lanes). */
 inline unsigned long long __ballot_sync(unsigned long long mask, int predicate GM_SITE) {
-    return gm_sim_rt.collective(GM_SIM_OP_BALLOT, mask, predicate != 0, 0, 0, gm_file, gm_line);
+    return GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_BALLOT, mask, predicate != 0, 0, 0, gm_file, gm_line);
 }
 inline int __all_sync(unsigned long long mask, int predicate GM_SITE) {
-    return (int)gm_sim_rt.collective(GM_SIM_OP_ALL, mask, predicate != 0, 0, 0, gm_file, gm_line);
+    return (int)GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_ALL, mask, predicate != 0, 0, 0, gm_file, gm_line);
 }
 inline int __any_sync(unsigned long long mask, int predicate GM_SITE) {
-    return (int)gm_sim_rt.collective(GM_SIM_OP_ANY, mask, predicate != 0, 0, 0, gm_file, gm_line);
+    return (int)GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_ANY, mask, predicate != 0, 0, 0, gm_file, gm_line);
 }
 
 /* ----- atomics (CUDA's names and overloads) ---------------------------------------------- */

@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 11;
+pub(crate) const ABI: u32 = 12;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -159,6 +159,41 @@ pub(crate) struct GmSimRuntime {
     /// ([`DIVERGED_EXITED`]: a barrier at `line` that `a` of the `b` threads reach, the others
     /// ended; [`DIVERGED_SITES`]: threads wait at two barriers, at lines `a` and `b`).
     pub(crate) diverged: extern "C" fn(c_int, *const c_char, c_int, u32, u32),
+    /// Blocks run as regions: `warp(op, file, line, warp, here, exited, count, lanes)`, a warp
+    /// collective (`op`, 0: a warp barrier) at `line` reached by the lanes `here` of warp
+    /// `warp`, the lanes `exited` having ended: checked and computed as the scheduler does,
+    /// each participant's result written into its [`GmSimLane`] (`lanes` points at the warp's
+    /// `count`); nonzero when the block cannot go on (the divergence is recorded).
+    pub(crate) warp:
+        extern "C" fn(c_int, *const c_char, c_int, u32, u64, u64, u32, *mut GmSimLane) -> c_int,
+    /// Blocks run as regions: `verdict(file, line, kind, threads, parked_line, returned,
+    /// lanes)`, the block cannot go on, some of its threads waiting at warp collectives that
+    /// cannot complete: each thread's state (`returned`: [`WARP_PARKED`] waits at the
+    /// collective of line `lanes[t].result`, 2 at the barrier of line `parked_line`, 1 ended, 0
+    /// as `kind` says: [`VERDICT_ENDED`], [`VERDICT_BARRIER`] at `line`, or
+    /// [`VERDICT_COLLECTIVE`] at `line`).
+    pub(crate) verdict:
+        extern "C" fn(*const c_char, c_int, c_int, u32, u32, *const u8, *const GmSimLane),
+}
+
+/// `GM_SIM_WARP_PARKED`: a thread of a block run as regions that waits at a warp collective
+/// some of whose lanes are elsewhere.
+pub(crate) const WARP_PARKED: u8 = 255;
+/// `GM_SIM_VERDICT_*`: where the running threads of a block run as regions are.
+pub(crate) const VERDICT_ENDED: c_int = 0;
+pub(crate) const VERDICT_BARRIER: c_int = 1;
+pub(crate) const VERDICT_COLLECTIVE: c_int = 2;
+
+/// `gm_sim_lane`: a lane's operands of the warp collective it reached, and its result.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GmSimLane {
+    pub(crate) mask: u64,
+    pub(crate) value: u64,
+    pub(crate) arg: i64,
+    pub(crate) result: u64,
+    pub(crate) width: c_int,
+    pub(crate) op: c_int,
 }
 
 /// `GM_SIM_DIVERGED_EXITED`.

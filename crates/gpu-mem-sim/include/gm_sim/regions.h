@@ -13,6 +13,15 @@
 #include <new>
 #include <type_traits>
 
+#define GM_SIM_MASKED 3u
+/* A thread that waits at a warp collective some of whose lanes are elsewhere (`returned`; the
+ * collective's line in its lane's `result`). */
+#define GM_SIM_WARP_PARKED 255u
+#define GM_SIM_VERDICT_ENDED 0
+#define GM_SIM_VERDICT_BARRIER 1
+#define GM_SIM_VERDICT_COLLECTIVE 2
+#define GM_SIM_RECORD 1u
+#define GM_SIM_DELIVER 2u
 #define GM_SIM_DIVERGED_EXITED 0
 #define GM_SIM_DIVERGED_SITES 1
 /* Or'ed into the line of the barrier a side of a condition reaches next, where the rewrite
@@ -39,7 +48,20 @@ struct gm_sim_regions {
     /* A region with `break` or `continue` of the loop around it: of the threads that ran it
      * (and did not return), how many broke and continued (what each did: `choice`). */
     unsigned int ran, broke, continued;
-    unsigned char* returned;      /* [threads] */
+    /* [threads]: 0 while the thread runs; 1 once it returned; 2 parked (above); from
+     * GM_SIM_MASKED on, waiting at the end of the `if` or loop with warp collectives of depth
+     * `returned - GM_SIM_MASKED` that it left or did not enter (masked, as a GPU's lanes are
+     * after divergence). */
+    unsigned char* returned;
+    /* [threads]: each thread's operands and result of the warp collective of the statement the
+     * regions were split at; `warp_mode` says what a collective call does now (see
+     * gm_sim_regions_collective). */
+    gm_sim_lane* lanes;
+    unsigned int warp_mode;
+    /* How many `if`s and loops with warp collectives (and no barrier) are open. */
+    unsigned int depth;
+    /* How many threads wait at warp collectives that cannot complete (GM_SIM_WARP_PARKED). */
+    unsigned int warp_parked;
     char* arena;
     unsigned long used, size;
 
@@ -82,12 +104,18 @@ struct gm_sim_regions {
         if (count == 0 || !any_returned) {
             return;
         }
+        if (warp_parked != 0) {
+            return verdict(file, line, GM_SIM_VERDICT_BARRIER);
+        }
         const unsigned int at[4] = {(unsigned int)line, 0, 0, 0};
         report(file, at, false);
     }
 
     /* The kernel's end: threads parked at a barrier wait for the others, which ended. */
     void at_end(const char* file) {
+        if (count != 0 && warp_parked != 0) {
+            return verdict(file, 0, GM_SIM_VERDICT_ENDED);
+        }
         if (count != 0 && parked != 0) {
             const unsigned int at[4] = {0, 0, 0, 0};
             report(file, at, false);
@@ -144,6 +172,20 @@ struct gm_sim_regions {
         any_returned = true;
     }
 
+    void warp_exchange(const char* file, int line);
+    /* No thread can go on (the live ones as `kind` says, at `line`): the scheduler's report. */
+    __attribute__((noinline, cold)) void verdict(const char* file, int line, int kind) {
+        gm_sim_rt.verdict(file, line, kind, threads, parked_line, returned, lanes);
+        stop();
+    }
+    template <typename F>
+    bool mask_if(F&& condition);
+    bool mask_else();
+    template <typename F>
+    bool mask_loop(F&& pass);
+    template <typename F>
+    bool mask_while(F&& condition);
+    void mask_end();
     template <typename F>
     bool all(const char* file, unsigned int yes, unsigned int no, F&& condition);
     template <typename F, typename C>
@@ -158,9 +200,15 @@ struct gm_sim_regions {
                     unsigned int continued_to);
 };
 
-/* This OS thread's block state (one block at a time runs on an OS thread). */
+/* This OS thread's block state (one block at a time runs on an OS thread, and a block run as
+ * regions never leaves it). `const`, as gm_sim_self: the compiler asks once per block instead
+ * of at every warp collective's call (a thread-local's address is a call of
+ * `__tls_get_addr` in a shared library). */
 static thread_local gm_sim_regions gm_sim_regions_state;
-inline gm_sim_regions& gm_sim_regions_here() { return gm_sim_regions_state; }
+__attribute__((const, noinline)) static gm_sim_regions* gm_sim_regions_of_this_thread() {
+    return &gm_sim_regions_state;
+}
+inline gm_sim_regions& gm_sim_regions_here() { return *gm_sim_regions_of_this_thread(); }
 
 /* The walk over a block's live threads that every region makes: each thread's index and lane
  * set where threadIdx & co read them before its turn. What the loop tests is copied out of the
@@ -310,6 +358,156 @@ inline bool gm_sim_regions::parted(const char* file, unsigned int yes_line, unsi
     return false;
 }
 
+/* ----- warp collectives ----------------------------------------------------------------
+ * A statement that calls a warp collective splits the regions around it: the region before
+ * ends with each thread calling it to record its operands (`warp_mode` GM_SIM_RECORD), the
+ * warps exchange (`warp_exchange`, the simulator's rules), and the region after starts with the
+ * statement itself, whose call now hands out the thread's result (GM_SIM_DELIVER). An `if` or
+ * loop that holds collectives but no block barrier runs its body for the threads that enter
+ * it, the others masked until it ends, as a GPU's lanes are. */
+
+/* What a warp collective call does in a kernel run as regions (gpu_mem.h's
+ * GM_SIM_WARP_COLLECTIVE). */
+inline unsigned long long gm_sim_regions_collective(int op, unsigned long long mask,
+                                                    unsigned long long value, long long arg,
+                                                    int width) {
+    gm_sim_regions& b = gm_sim_regions_here();
+    const gm_uint3 i = b.thread->thread_idx;
+    gm_sim_lane& lane = b.lanes[i.x + b.dim_x * (i.y + b.dim_y * i.z)];
+    if (b.warp_mode == GM_SIM_DELIVER) {
+        return lane.result;
+    }
+    if (b.warp_mode != GM_SIM_RECORD) {
+        gm_sim_rt.fault("a warp collective the regions rewrite did not split the kernel at");
+        throw gm_sim_trap();
+    }
+    lane.op = op;
+    lane.mask = mask;
+    lane.value = value;
+    lane.arg = arg;
+    lane.width = width;
+    lane.result = value;
+    return value;
+}
+
+/* The warps exchange at the collective of line `line`, which every live thread recorded. */
+inline void gm_sim_regions::warp_exchange(const char* file, int line) {
+    if (count == 0) {
+        return;
+    }
+    for (unsigned int base = 0; base < threads; base += warp) {
+        const unsigned int n = threads - base < warp ? threads - base : warp;
+        unsigned long long here = 0, exited = 0;
+        int op = -1;
+        for (unsigned int l = 0; l < n; ++l) {
+            const unsigned char r = returned[base + l];
+            if (r == 0) {
+                here |= 1ull << l;
+                op = op < 0 ? lanes[base + l].op : op;
+            } else if (r == 1) {
+                exited |= 1ull << l;
+            }
+        }
+        if (here != 0 &&
+            gm_sim_rt.warp(op, file, line, base / warp, here, exited, n, lanes + base) != 0) {
+            /* Lanes it waits for are elsewhere: these wait here for good (as the scheduler's
+             * would), and the others go on. */
+            for (unsigned int l = 0; l < n; ++l) {
+                if (here & (1ull << l)) {
+                    returned[base + l] = (unsigned char)GM_SIM_WARP_PARKED;
+                    lanes[base + l].result = (unsigned long long)line;
+                    ++warp_parked;
+                }
+            }
+            any_returned = true;
+        }
+    }
+    if (warp_parked != 0) {
+        /* Decided now when no thread can still arrive: none is masked by an `if` or loop. */
+        for (unsigned int t = 0; t < threads; ++t) {
+            if (returned[t] >= GM_SIM_MASKED && returned[t] != GM_SIM_WARP_PARKED) {
+                return;
+            }
+        }
+        verdict(file, line, GM_SIM_VERDICT_COLLECTIVE);
+    }
+}
+
+/* An `if` with warp collectives: the threads that do not hold `condition` wait (masked) at its
+ * end; whether any thread holds it. */
+template <typename F>
+bool gm_sim_regions::mask_if(F&& condition) {
+    const unsigned char masked = (unsigned char)(GM_SIM_MASKED + ++depth);
+    unsigned int entered = 0;
+    for (gm_sim_cursor c(*this); c.more(); c.next()) {
+        if (c.live()) {
+            if (condition(c.t)) {
+                ++entered;
+            } else {
+                returned[c.t] = masked;
+                any_returned = true;
+            }
+        }
+    }
+    after_region();
+    return count != 0 && entered != 0;
+}
+
+/* Its `else`: the threads that ran the `if`'s block wait, the others run; whether any does. */
+inline bool gm_sim_regions::mask_else() {
+    const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth);
+    unsigned int entered = 0;
+    for (unsigned int t = 0; t < count; ++t) {
+        if (returned[t] == 0) {
+            returned[t] = masked;
+        } else if (returned[t] == masked) {
+            returned[t] = 0;
+            ++entered;
+        }
+    }
+    any_returned = true;
+    return entered != 0;
+}
+
+/* A loop with warp collectives starts: every live thread's initialiser and condition
+ * (`pass`), as `mask_while`. */
+template <typename F>
+bool gm_sim_regions::mask_loop(F&& pass) {
+    ++depth;
+    return mask_while(pass);
+}
+
+/* Its condition (`pass`: a step and the condition): the threads that do not hold it wait
+ * (masked) at the loop's end; whether any thread goes round. */
+template <typename F>
+bool gm_sim_regions::mask_while(F&& condition) {
+    const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth);
+    unsigned int going = 0;
+    for (gm_sim_cursor c(*this); c.more(); c.next()) {
+        if (c.live()) {
+            if (condition(c.t)) {
+                ++going;
+            } else {
+                returned[c.t] = masked;
+                any_returned = true;
+            }
+        }
+    }
+    after_region();
+    return count != 0 && going != 0;
+}
+
+/* The end of an `if` or loop with warp collectives: the threads it masked run again. */
+inline void gm_sim_regions::mask_end() {
+    const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth--);
+    bool any = false;
+    for (unsigned int t = 0; t < threads; ++t) {
+        returned[t] = returned[t] == masked ? 0 : returned[t];
+        any = any || returned[t] != 0;
+    }
+    any_returned = any;
+}
+
 /* A variable of the kernel's body (or of a loop's) in every thread of the block: the rewrite
  * declares one where the variable's scope starts, and each thread's part of a region makes its
  * own where the kernel declares it (`init`, `make`) and names it as a reference after. Types
@@ -420,6 +618,8 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
     /* `returned`, then `choice` at an even offset. */
     b.returned = static_cast<unsigned char*>(b.take(3ul * t->count + 2, fresh));
     b.choice = reinterpret_cast<unsigned short*>(b.returned + ((t->count + 1ul) & ~1ul));
+    bool fresh_lanes = false;
+    b.lanes = static_cast<gm_sim_lane*>(b.take(sizeof(gm_sim_lane) * t->count, fresh_lanes));
     const unsigned long long grid_x = thread->grid_dim.x == 0 ? 1 : thread->grid_dim.x;
     const unsigned long long grid_y = thread->grid_dim.y == 0 ? 1 : thread->grid_dim.y;
     const unsigned long long end = t->first_block + t->blocks;
@@ -432,6 +632,9 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
             b.any_returned = false;
             b.newly_returned = false;
             b.parked = 0;
+            b.depth = 0;
+            b.warp_parked = 0;
+            b.warp_mode = 0;
             std::memset(b.returned, 0, t->count);
             std::memset(b.choice, 0, t->count * sizeof *b.choice);
             Entry(std::get<I>(params)...);
@@ -444,6 +647,9 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
     } catch (...) {
         gm_sim_rt.fault("a C++ exception escaped the kernel");
         t->status = 1;
+    }
+    if (fresh_lanes) {
+        std::free(b.lanes);
     }
     if (fresh) {
         std::free(b.returned);

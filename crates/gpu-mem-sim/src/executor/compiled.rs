@@ -8,11 +8,12 @@
 //! runs at a time. No callback unwinds: they record faults instead of panicking.
 
 use super::plan::Calls;
+use super::schedule::{State, Wait};
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
     ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_MISALIGNED, ACCESS_SYNCED, ACCESS_WRITE,
-    DIVERGED_SITES, GLOBAL_FENCE, GmSimAllowed, GmSimRuntime, GmSimThread, GmSimWait,
-    GmSimWaitMore, WARP_SCOPE, YIELD_KIND,
+    DIVERGED_SITES, GLOBAL_FENCE, GmSimAllowed, GmSimLane, GmSimRuntime, GmSimThread, GmSimWait,
+    GmSimWaitMore, VERDICT_BARRIER, VERDICT_COLLECTIVE, WARP_PARKED, WARP_SCOPE, YIELD_KIND,
 };
 use crate::sanitizer::{Access, Allowed};
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
@@ -157,6 +158,8 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
     access: rt_access,
     allowed: rt_allowed,
     diverged: rt_diverged,
+    warp: rt_warp,
+    verdict: rt_verdict,
 };
 
 thread_local! {
@@ -324,6 +327,103 @@ extern "C" fn rt_diverged(kind: c_int, file: *const c_char, line: c_int, a: u32,
         )
     };
     with_current(|t| t.diverged(detail));
+}
+
+extern "C" fn rt_warp(
+    op: c_int,
+    _file: *const c_char,
+    _line: c_int,
+    _warp: u32,
+    here: u64,
+    _exited: u64,
+    count: u32,
+    lanes: *mut GmSimLane,
+) -> c_int {
+    let count = count.min(64) as usize;
+    if lanes.is_null() || count == 0 || here == 0 {
+        return 0;
+    }
+    // SAFETY: the program passes its warp's `count` lanes (`gm_sim_regions::warp_exchange`),
+    // which nothing else touches while it waits in this call.
+    let lanes = unsafe { std::slice::from_raw_parts_mut(lanes, count) };
+    let op = Collective::from_code(op);
+    // The scheduler's rule (`super::release`): the first lane's mask names the lanes the
+    // collective waits for; without all of them it cannot complete (yet: the program parks
+    // the lanes here, and asks for the verdict once no thread can go on).
+    let first = here.trailing_zeros() as usize;
+    if lanes[first].mask & super::release::ballot_mask(count) & !here != 0 {
+        return 1;
+    }
+    if let Some(op) = op {
+        let mut results = [0u64; 64];
+        super::release::combine_lanes(
+            op,
+            here,
+            count,
+            |lane| {
+                let l = &lanes[lane];
+                (l.value, l.arg, u32::try_from(l.width).unwrap_or(0))
+            },
+            |lane, result| results[lane] = result,
+        );
+        for (lane, l) in lanes.iter_mut().enumerate() {
+            if here & (1 << lane) != 0 {
+                l.result = results[lane];
+            }
+        }
+    }
+    0
+}
+
+extern "C" fn rt_verdict(
+    file: *const c_char,
+    line: c_int,
+    kind: c_int,
+    threads: u32,
+    parked_line: u32,
+    returned: *const u8,
+    lanes: *const GmSimLane,
+) {
+    if returned.is_null() || lanes.is_null() {
+        return;
+    }
+    let n = threads as usize;
+    // SAFETY: the program passes its block's `threads` states and lanes
+    // (`gm_sim_regions::verdict`), which it does not touch while it waits in this call.
+    let (returned, lanes) = unsafe {
+        (
+            std::slice::from_raw_parts(returned, n),
+            std::slice::from_raw_parts(lanes, n),
+        )
+    };
+    let line_of = |n: u64| c_int::try_from(n).unwrap_or(c_int::MAX);
+    let barrier = |line: c_int| Wait {
+        scope: BarrierScope::Block,
+        fence: Fence::Local,
+        mask: u64::MAX,
+        at: site(file, line),
+        op: None,
+    };
+    let collective = |line: c_int, lane: &GmSimLane| Wait {
+        scope: BarrierScope::Warp,
+        fence: Fence::Local,
+        mask: lane.mask,
+        at: site(file, line),
+        op: Collective::from_code(lane.op),
+    };
+    let states: Vec<State> = (0..n)
+        .map(|t| match returned[t] {
+            0 => match kind {
+                VERDICT_BARRIER => State::Waiting(barrier(line)),
+                VERDICT_COLLECTIVE => State::Waiting(collective(line, &lanes[t])),
+                _ => State::Done,
+            },
+            2 => State::Waiting(barrier(line_of(u64::from(parked_line)))),
+            WARP_PARKED => State::Waiting(collective(line_of(lanes[t].result), &lanes[t])),
+            _ => State::Done,
+        })
+        .collect();
+    with_current(|t| t.diverged_in(&states));
 }
 
 extern "C" fn rt_progress() {

@@ -213,20 +213,14 @@ impl Block<'_> {
             if wait.op == Some(Collective::Active) {
                 continue;
             }
-            let exited = (0..lanes)
-                .filter(|&lane| missing & (1 << lane) != 0 && members[lane] == State::Done)
-                .count();
-            if exited > 0 {
-                let what = match wait.op {
-                    Some(op) => op.name().to_string(),
-                    None => "wave barrier".to_string(),
-                };
-                return Err(self.divergence(format!(
-                    "{what} at {} reached by {} of the {lanes} threads of warp {}; {exited} lane(s) it waits for exited",
-                    wait.at,
-                    here.count_ones(),
-                    base / self.warp_size.max(1) as usize,
-                )));
+            if let Some(detail) = exited_lanes(
+                &wait,
+                here,
+                missing,
+                members,
+                base / self.warp_size.max(1) as usize,
+            ) {
+                return Err(self.divergence(detail));
             }
         }
         Ok(released)
@@ -332,6 +326,59 @@ impl Block<'_> {
         };
         slots.iter_mut().for_each(|s| s.result = result);
     }
+}
+
+/// A warp collective or barrier (`wait`) that the lanes `here` of warp `warp` reached, waiting
+/// for the `missing` ones: its divergence when some of those exited (`members`: the warp's
+/// lanes' states), else `None` (they may still come).
+fn exited_lanes(
+    wait: &Wait,
+    here: u64,
+    missing: u64,
+    members: &[State],
+    warp: usize,
+) -> Option<String> {
+    let lanes = members.len();
+    let exited = (0..lanes)
+        .filter(|&lane| missing & (1 << lane) != 0 && members[lane] == State::Done)
+        .count();
+    (exited > 0).then(|| {
+        let what = wait.op.map_or("wave barrier", Collective::name);
+        format!(
+            "{what} at {} reached by {} of the {lanes} threads of warp {warp}; {exited} lane(s) it waits for exited",
+            wait.at,
+            here.count_ones(),
+        )
+    })
+}
+
+/// What the scheduler reports for a block whose threads all wait or ended (`states`), some at
+/// warp collectives that cannot complete (a block run as regions, `super::compiled`): the first
+/// warp's collective some of whose lanes exited, as `release_warp` finds it, else who waits
+/// where.
+pub(super) fn verdict(states: &[State], warp: usize, index: impl Fn(usize) -> Dim3) -> String {
+    let warp = warp.max(1);
+    for (w, members) in states.chunks(warp).enumerate() {
+        let lanes = members.len().min(64);
+        let mut visited = 0u64;
+        for first in 0..lanes {
+            let State::Waiting(wait) = members[first] else {
+                continue;
+            };
+            if wait.scope != BarrierScope::Warp || visited & (1 << first) != 0 {
+                continue;
+            }
+            let here = (0..lanes)
+                .filter(|&l| matches!(members[l], State::Waiting(x) if x.scope == BarrierScope::Warp && x.at == wait.at))
+                .fold(0u64, |bits, l| bits | 1 << l);
+            visited |= here;
+            let missing = wait.mask & ballot_mask(lanes) & !here;
+            if let Some(detail) = exited_lanes(&wait, here, missing, &members[..lanes], w) {
+                return detail;
+            }
+        }
+    }
+    describe_states(states, index)
 }
 
 /// The bits of a warp's `lanes` lanes.

@@ -242,6 +242,16 @@ impl SimThread<'_, '_> {
         self.block.record_divergence(block, detail);
     }
 
+    /// A block run as regions cannot go on, its threads as `states` say (some waiting at warp
+    /// collectives that cannot complete): its divergence in the scheduler's words.
+    pub(super) fn diverged_in(&self, states: &[super::schedule::State]) {
+        let detail = super::release::verdict(states, self.block.warp_size as usize, |i| {
+            self.block
+                .thread_index(u32::try_from(i).unwrap_or(u32::MAX))
+        });
+        self.diverged(detail);
+    }
+
     /// The block and thread this thread is: a stackless or direct block's threads share one
     /// `SimThread`, whose `info` the program sets to the running thread (and a direct one's to
     /// its block; elsewhere both say the same).

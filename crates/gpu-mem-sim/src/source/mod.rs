@@ -1078,18 +1078,24 @@ mod tests {
                       \x20   auto step = [&](int i) { syncthreads(); return i; };\n\
                       \x20   a(0) = step(1);\n}\n";
         assert_eq!(threads_of(lambda), Threads::Calls);
-        // Collectives called in the kernel suspend it too.
+        // Collectives called in the kernel suspend it too, where the regions cannot split at
+        // them (in a condition).
         let shuffle = "#include \"gpu_mem.h\"\n\
                        extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                        \x20   syncthreads(); a(0) = __shfl_sync(~0ull, 1, 0);\n}\n";
-        assert_eq!(threads_of(shuffle), Threads::Stackless);
+        assert_eq!(threads_of(shuffle), Threads::Regions);
+        let asked = shuffle.replace(
+            "a(0) = __shfl_sync(~0ull, 1, 0);",
+            "if (__any_sync(~0ull, 1)) a(0) = 1;",
+        );
+        assert_eq!(threads_of(&asked), Threads::Stackless);
         // Atomics let the others run, called in the kernel or in a helper (as regions, a
         // thread that makes them once waits for nobody at them).
         let atomic = "#include \"gpu_mem.h\"\n\
                       extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                       \x20   syncthreads(); atomicAdd(&a(0), 1);\n}\n";
         assert_eq!(threads_of(atomic), Threads::Regions);
-        let off_regions = format!("{atomic}// __syncwarp\n");
+        let off_regions = format!("{atomic}// decltype: not as regions\n");
         assert_eq!(threads_of(&off_regions), Threads::Stackless);
         let in_helper = "#include \"gpu_mem.h\"\n\
                          __device__ void add(int* p) { atomicAdd(p, 1); }\n\

@@ -25,23 +25,19 @@
 mod parse;
 
 use crate::abi::REGIONS_GUESS as GUESS;
-use crate::thread::Collective;
+use crate::thread::{BarrierScope, Collective, Combine};
 use gpu_mem_core::kernel::scan::functions::{Kind, functions};
-use gpu_mem_core::kernel::scan::tokens::{directives, tokens};
+use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
 use parse::{BLOCK_BARRIERS, Branch, Decl, Item, Loop, Statements};
 use std::collections::BTreeSet;
 
-/// Names of waits other than block barriers, and of what the rewrite cannot see through: any
-/// occurrence (even in a comment) keeps a kernel off regions. (`decltype` of a variable the
-/// rewrite makes a reference, a slot or a shared array's, would name a reference type.)
-const REFUSED: [&str; 18] = [
+/// Names of waits other than block barriers and warp collectives, and of what the rewrite
+/// cannot see through: any occurrence (even in a comment) keeps a kernel off regions.
+/// (`decltype` of a variable the rewrite makes a reference, a slot or a shared array's, would
+/// name a reference type.)
+const REFUSED: [&str; 13] = [
     "decltype",
-    "__syncwarp",
     "wavebarrier",
-    "__shfl",
-    "ballot",
-    "__all",
-    "__any",
     "activemask",
     "__match",
     "__reduce_",
@@ -60,15 +56,15 @@ const REFUSED: [&str; 18] = [
 pub(crate) fn rewrite(code: &str) -> Result<String, String> {
     // Cooperative groups that only name block groups, whose syncs are lowered to block
     // barriers already (`super::stackless::lower_block_groups`), wait nowhere else.
-    if let Some(word) = REFUSED
+    // Warp collectives split regions (see `warp_calls`); block-wide votes and grid barriers
+    // are waits the regions do not know.
+    let block_collectives = Collective::ALL
         .iter()
-        .copied()
-        .chain(Collective::calls())
-        .find(|&w| {
-            code.contains(w)
-                && !(w == "cooperative_groups" && super::stackless::is_block_level(code))
-        })
-    {
+        .filter(|op| op.scope() != BarrierScope::Warp || op.combine() == Combine::ActiveMask)
+        .flat_map(|op| op.info().calls.iter().copied());
+    if let Some(word) = REFUSED.iter().copied().chain(block_collectives).find(|&w| {
+        code.contains(w) && !(w == "cooperative_groups" && super::stackless::is_block_level(code))
+    }) {
         return Err(format!("it names `{word}`"));
     }
     if super::atomics::may_repeat(code) {
@@ -82,16 +78,20 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
     {
         return Err("a preprocessor directive names a barrier".into());
     }
-    let s = Statements { code, toks: &toks };
+    let s = Statements {
+        code,
+        toks: &toks,
+        warp_calls: warp_calls(code, &toks)?,
+    };
     let kernels: Vec<(usize, usize)> = fns
         .iter()
         .filter(|f| f.kind == Kind::Kernel)
         .filter_map(|f| f.body)
         .collect();
     let inside = |k: usize| kernels.iter().any(|&(open, close)| open < k && k < close);
-    if let Some(k) = (0..toks.len()).find(|&k| s.names_barrier(k) && !inside(k)) {
+    if let Some(k) = (0..toks.len()).find(|&k| s.waits(k) && !inside(k)) {
         return Err(format!(
-            "line {}: a barrier outside a kernel's body",
+            "line {}: a barrier or warp collective outside a kernel's body",
             s.line(k)
         ));
     }
@@ -165,6 +165,85 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         out.insert(toks[close].start, "GM_SIM_END();");
     }
     Ok(out.apply())
+}
+
+/// What every warp collective's name contains: a name or directive with one of these that the
+/// rewrite does not know as a call (a pasted name, `__shfl_##xor_sync`) keeps a kernel off
+/// regions.
+const WARP_STEMS: [&str; 5] = ["__shfl", "ballot", "__all", "__any", "syncwarp"];
+
+/// The names `code` calls warp collectives by: the prelude's (and `__syncwarp`), and those of
+/// function-like macros whose definitions call one once (`#define __shfl(v, d)
+/// __shfl_sync(...)`, and macros of those), which the prelude's record and hand out as the
+/// rewrite splits the regions at their calls. Another directive that names one is refused, as
+/// is a name with a collective's stem that is none of them.
+fn warp_calls<'c>(code: &'c str, toks: &[Token]) -> Result<Vec<&'c str>, String> {
+    let mut names: Vec<&str> = Collective::ALL
+        .iter()
+        .filter(|op| op.scope() == BarrierScope::Warp && op.combine() != Combine::ActiveMask)
+        .flat_map(|op| op.info().calls.iter().copied())
+        .chain(["__syncwarp"])
+        .collect();
+    let defines = directives(code);
+    let mut known = vec![false; defines.len()];
+    // Macros of macros: until no directive names a collective by a name just learnt.
+    loop {
+        let before = names.len();
+        for (d, known) in defines.iter().zip(known.iter_mut()) {
+            let text = &code[d.clone()];
+            let calls: usize = names.iter().map(|w| count_names(text, w)).sum();
+            if *known || calls == 0 {
+                continue;
+            }
+            let defined = text
+                .trim_start_matches('#')
+                .trim_start()
+                .strip_prefix("define")
+                .map(str::trim_start)
+                .and_then(|rest| {
+                    let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+                    (end > 0 && rest[end..].starts_with('(')).then(|| &rest[..end])
+                });
+            match defined {
+                Some(name) if calls == 1 => {
+                    let at = d.start + text.find(name).unwrap_or(0);
+                    names.push(&code[at..at + name.len()]);
+                    *known = true;
+                }
+                _ => return Err("a preprocessor directive names a warp collective".into()),
+            }
+        }
+        if names.len() == before {
+            break;
+        }
+    }
+    if defines
+        .iter()
+        .zip(&known)
+        .any(|(d, known)| !known && WARP_STEMS.iter().any(|w| code[d.clone()].contains(w)))
+    {
+        return Err("a preprocessor directive names a warp collective".into());
+    }
+    if let Some(t) = toks.iter().find(|t| {
+        let text = &code[t.start..t.end];
+        t.ident && WARP_STEMS.iter().any(|w| text.contains(w)) && !names.contains(&text)
+    }) {
+        return Err(format!(
+            "`{}` is no warp collective the rewrite knows",
+            &code[t.start..t.end]
+        ));
+    }
+    Ok(names)
+}
+
+/// How often `name` stands as a whole word in `text`.
+fn count_names(text: &str, name: &str) -> usize {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    text.match_indices(name)
+        .filter(|&(at, _)| {
+            !word(text[..at].chars().next_back()) && !word(text[at + name.len()..].chars().next())
+        })
+        .count()
 }
 
 /// The edits of one source: byte ranges and what replaces them.
@@ -334,6 +413,19 @@ impl Rewrite<'_, '_> {
         (close, after): (usize, usize),
         around: Option<(usize, usize)>,
     ) {
+        let end_at = self.s.toks[close].start;
+        self.scope_ending(items, visible, (close, end_at, after), around);
+    }
+
+    /// [`Self::scope`] of a scope whose last region ends at byte `end_at` (before its `}`, or
+    /// after the last token of a statement that stands for a block).
+    fn scope_ending(
+        &mut self,
+        items: &[Item],
+        visible: &mut Vec<String>,
+        (close, end_at, after): (usize, usize, usize),
+        around: Option<(usize, usize)>,
+    ) {
         let outer = visible.len();
         let toks = self.s.toks;
         // The region open, and whether it may leave the loop around it; its last token.
@@ -349,14 +441,55 @@ impl Rewrite<'_, '_> {
                 self.end_region(toks[item.first()].start, jumps, here, around);
             }
             match item {
-                Item::Stmt { first, last, decl } => {
+                Item::Stmt {
+                    first,
+                    last,
+                    decl,
+                    call,
+                } => {
+                    if let Some(call) = call {
+                        // The threads record the call's operands where the region before
+                        // ends (one of its own if none is open), the warps exchange, and the
+                        // statement starts the next region, the call handing out results.
+                        let record = format!(
+                            "gm_sim_b.warp_mode = GM_SIM_RECORD; (void)({});",
+                            self.s.code[toks[call.name].start..toks[call.close].end]
+                                .replace('\n', " ")
+                        );
+                        let at = toks[*first].start;
+                        match open.take() {
+                            Some(jumps) => {
+                                self.insert(at, &record);
+                                let here = self.first_barrier(&items[i..], after);
+                                self.end_region(at, jumps, here, around);
+                            }
+                            None => self.insert(
+                                at,
+                                &format!(
+                                    "GM_SIM_EACH_THREAD {}{record} GM_SIM_EACH_THREAD_END",
+                                    self.aliases(visible, (*first, *last))
+                                ),
+                            ),
+                        }
+                        self.insert(
+                            at,
+                            &format!(
+                                "gm_sim_b.warp_exchange(__FILE__, {});",
+                                self.s.line(call.name)
+                            ),
+                        );
+                    }
                     let jumps = match open {
                         Some(jumps) => jumps,
                         None => {
+                            // (Up to the next statement with a warp collective.)
                             let run: Vec<(usize, usize)> = items[i..]
                                 .iter()
-                                .map_while(|item| match item {
-                                    Item::Stmt { first, last, .. } => Some((*first, *last)),
+                                .enumerate()
+                                .map_while(|(j, item)| match item {
+                                    Item::Stmt {
+                                        first, last, call, ..
+                                    } if j == 0 || call.is_none() => Some((*first, *last)),
                                     _ => None,
                                 })
                                 .collect();
@@ -377,6 +510,9 @@ impl Rewrite<'_, '_> {
                             jumps
                         }
                     };
+                    if call.is_some() {
+                        self.insert(toks[*first].start, "gm_sim_b.warp_mode = GM_SIM_DELIVER;");
+                    }
                     self.jumps(*first, *last, if jumps { "1" } else { "false" });
                     if let Some(d) = decl {
                         self.declare(d, "", visible, region_end);
@@ -416,9 +552,31 @@ impl Rewrite<'_, '_> {
             }
         }
         if let Some(jumps) = open {
-            self.end_region(toks[close].start, jumps, after, around);
+            self.end_region(end_at, jumps, after, around);
         }
         visible.truncate(outer);
+    }
+
+    /// The regions of a block (`braced`) or of a single statement that stands for one (tokens
+    /// `first..=last`), braced here; its slots declared at its start.
+    fn block(
+        &mut self,
+        (first, last, items, braced): (usize, usize, &[Item], bool),
+        visible: &mut Vec<String>,
+        after: usize,
+        around: Option<(usize, usize)>,
+    ) {
+        let toks = self.s.toks;
+        let mut storage = String::new();
+        self.slots_of(items, None, &mut storage);
+        if braced {
+            self.insert(toks[first].end, &storage);
+            self.scope(items, visible, (last, after), around);
+        } else {
+            self.insert(toks[first].start, &format!("{{ {storage}"));
+            self.scope_ending(items, visible, (last, toks[last].end, after), around);
+            self.insert(toks[last].end, "}");
+        }
     }
 
     /// The line of the first barrier a thread reaches running `items` on, or `after` when
@@ -431,7 +589,7 @@ impl Rewrite<'_, '_> {
                 Item::Barrier { first, .. } => return self.s.line(*first),
                 Item::Loop(l) => return self.first_barrier(&l.items, after) | GUESS,
                 Item::Branch(b) => {
-                    if let Some((_, _, items)) = b.blocks.first() {
+                    if let Some((_, _, items, _)) = b.blocks.first() {
                         return self.first_barrier(items, after) | GUESS;
                     }
                 }
@@ -472,10 +630,13 @@ impl Rewrite<'_, '_> {
         after: usize,
         around: Option<(usize, usize)>,
     ) {
+        if !b.barriers {
+            return self.masked_branch(b, visible, after, around);
+        }
         let side = |k: usize| {
             b.blocks
                 .get(k)
-                .map_or(after, |(_, _, items)| self.first_barrier(items, after))
+                .map_or(after, |(_, _, items, _)| self.first_barrier(items, after))
         };
         let head = format!(
             "if ({}",
@@ -483,11 +644,38 @@ impl Rewrite<'_, '_> {
         );
         self.replace(b.keyword, b.open, &head);
         self.replace(b.close, b.close, "); }))");
-        for (open, close, items) in &b.blocks {
+        for (open, close, items, _) in &b.blocks {
             let mut storage = String::new();
             self.slots_of(items, None, &mut storage);
             self.insert(self.s.toks[*open].end, &storage);
             self.scope(items, visible, (*close, after), around);
+        }
+    }
+
+    /// An `if` with warp collectives and no barrier: the threads that do not hold its
+    /// condition wait (masked) at its end, those that do run its block, and then the others
+    /// its `else` block (`gm_sim_regions::mask_if`).
+    fn masked_branch(
+        &mut self,
+        b: &Branch,
+        visible: &mut Vec<String>,
+        after: usize,
+        around: Option<(usize, usize)>,
+    ) {
+        let head = format!(
+            "if (gm_sim_b.mask_if([&](unsigned int gm_sim_t) -> bool {{ {}return (",
+            self.aliases(visible, (b.open, b.close))
+        );
+        self.replace(b.keyword, b.open, &head);
+        self.replace(b.close, b.close, "); }))");
+        for (k, (first, last, items, braced)) in b.blocks.iter().enumerate() {
+            if k == 1 {
+                self.replace(first - 1, first - 1, "if (gm_sim_b.mask_else())");
+            }
+            self.block((*first, *last, items, *braced), visible, after, around);
+        }
+        if let Some((_, close, _, _)) = b.blocks.last() {
+            self.insert(self.s.toks[*close].end, "gm_sim_b.mask_end();");
         }
     }
 
@@ -509,7 +697,9 @@ impl Rewrite<'_, '_> {
         );
         let outer = visible.len();
         let lambda = "[&](unsigned int gm_sim_t)";
-        let (_, body_close) = l.body;
+        let (body_open, body_close) = l.body;
+        // What follows the body (inserted after the body's own edits).
+        let tail;
         match l.semis {
             Some((s1, s2)) => {
                 head.push_str(&format!(
@@ -540,17 +730,26 @@ impl Rewrite<'_, '_> {
                         if step_empty { "0" } else { "" }
                     ),
                 );
-                self.replace(
-                    l.close,
-                    l.close,
-                    &format!("); }}; if ({all} gm_sim_init(gm_sim_t); return gm_sim_cond(gm_sim_t); }}, gm_sim_cond)) do"),
-                );
-                self.insert(
-                    s.toks[body_close].end,
-                    &format!(
+                if l.barriers {
+                    self.replace(
+                        l.close,
+                        l.close,
+                        &format!("); }}; if ({all} gm_sim_init(gm_sim_t); return gm_sim_cond(gm_sim_t); }}, gm_sim_cond)) do"),
+                    );
+                    tail = format!(
                         "while ({all} gm_sim_step(gm_sim_t); return gm_sim_cond(gm_sim_t); }}, gm_sim_cond)); }}"
-                    ),
-                );
+                    );
+                } else {
+                    // (The step and the condition in one pass, as above.)
+                    self.replace(
+                        l.close,
+                        l.close,
+                        &format!("); }}; if (gm_sim_b.mask_loop({lambda} -> bool {{ gm_sim_init(gm_sim_t); return gm_sim_cond(gm_sim_t); }})) do"),
+                    );
+                    tail = format!(
+                        "while (gm_sim_b.mask_while({lambda} -> bool {{ gm_sim_step(gm_sim_t); return gm_sim_cond(gm_sim_t); }})); gm_sim_b.mask_end(); }}"
+                    );
+                }
             }
             None => {
                 head.push_str(&format!(
@@ -558,15 +757,35 @@ impl Rewrite<'_, '_> {
                     self.aliases(visible, (l.open, l.close))
                 ));
                 self.replace(l.keyword, l.open, &head);
-                self.replace(
-                    l.close,
-                    l.close,
-                    &format!("); }}; for (; {all} return gm_sim_cond(gm_sim_t); }});)"),
-                );
-                self.insert(s.toks[body_close].end, "}");
+                if l.barriers {
+                    self.replace(
+                        l.close,
+                        l.close,
+                        &format!("); }}; for (; {all} return gm_sim_cond(gm_sim_t); }});)"),
+                    );
+                    tail = "}".to_string();
+                } else {
+                    self.replace(
+                        l.close,
+                        l.close,
+                        "); }; if (gm_sim_b.mask_loop(gm_sim_cond)) do",
+                    );
+                    tail = "while (gm_sim_b.mask_while(gm_sim_cond)); gm_sim_b.mask_end(); }"
+                        .to_string();
+                }
             }
         }
-        self.scope(&l.items, visible, (body_close, again), Some((after, again)));
+        let around = Some((after, again));
+        if l.braced {
+            self.scope(&l.items, visible, (body_close, again), around);
+        } else {
+            // A single statement for a body (a loop without barriers), braced here.
+            let end_at = s.toks[body_close].end;
+            self.insert(s.toks[body_open].start, "{");
+            self.scope_ending(&l.items, visible, (body_close, end_at, again), around);
+            self.insert(end_at, "}");
+        }
+        self.insert(s.toks[body_close].end, &tail);
         visible.truncate(outer);
     }
 }
@@ -632,18 +851,38 @@ mod tests {
             ),
             (
                 "do { __syncthreads(); } while (a[0]);",
-                "line 3: a barrier inside a statement other than a loop",
+                "line 3: a barrier or warp collective inside a statement",
             ),
             (
                 "a[0] = 1 + (__syncthreads(), 1);",
-                "line 3: a barrier inside a statement other than a loop",
+                "line 3: a barrier or warp collective inside a statement",
             ),
             (
                 "auto x = a[0]; __syncthreads();",
                 "line 3: a variable declared with `auto`",
             ),
             ("decltype(a) b = a; __syncthreads();", "it names `decltype`"),
-            ("__syncwarp(); __syncthreads();", "it names `__syncwarp`"),
+            ("__activemask(); __syncthreads();", "it names `activemask`"),
+            (
+                "int v = a[0] ? __shfl_sync(~0u, 1, 0) : 0;",
+                "line 3: a warp collective behind a condition",
+            ),
+            (
+                "a[0] = __shfl_sync(~0u, a[1]++, 0);",
+                "line 3: a warp collective whose operands call or assign",
+            ),
+            (
+                "a[0] = __shfl_sync(~0u, 1, 0) + __shfl_down_sync(~0u, 2, 1);",
+                "line 3: two warp collectives in one statement",
+            ),
+            (
+                "if (__any_sync(~0u, a[0])) { a[1] = 1; }",
+                "line 3: a barrier or warp collective in a condition",
+            ),
+            (
+                "for (int i = 0; i < 4; ++i) { if (i == a[0]) break; a[1] = __shfl_sync(~0u, i, 0); }",
+                "line 3: a `break` or `continue` in a loop with warp collectives",
+            ),
             (
                 "if (a[0]) { __syncthreads(); } else { __syncthreads(); }",
                 "two barriers on one line",
@@ -661,11 +900,34 @@ mod tests {
         assert!(
             rewrite(helper)
                 .unwrap_err()
-                .contains("line 2: a barrier outside")
+                .contains("line 2: a barrier or warp collective outside")
+        );
+        let shuffling = helper.replace("__syncthreads()", "__shfl_xor_sync(~0u, 1, 1)");
+        assert!(
+            rewrite(&shuffling)
+                .unwrap_err()
+                .contains("line 2: a barrier or warp collective outside")
         );
         let hidden = "#include \"gpu_mem.h\"\n#define SYNC __syncthreads()\n\
                       extern \"C\" __global__ void k(int* a) { SYNC; }\n";
         assert!(rewrite(hidden).unwrap_err().contains("directive"));
+        // A macro that calls a warp collective (or a macro of one) is a call the regions split
+        // at; one that pastes a name, or calls two, is refused.
+        let macros = "#include \"gpu_mem.h\"\n#define XOR(v, d) __shfl_xor_sync(0xffffffff, v, d)\n\
+                      #define PAIR(v) XOR(v, 1)\n\
+                      extern \"C\" __global__ void k(int* a) {\n int v = PAIR(a[0]);\n a[1] = v;\n}\n";
+        let out = rewrite(macros).unwrap();
+        assert!(out.contains("(void)(PAIR(a[0]));"), "{out}");
+        assert!(
+            out.contains("gm_sim_b.warp_exchange(__FILE__, 5);"),
+            "{out}"
+        );
+        for bad in [
+            macros.replace("__shfl_xor_sync(", "__shfl_##xor_sync("),
+            macros.replace("XOR(v, 1)", "XOR(XOR(v, 1), 2)"),
+        ] {
+            assert!(rewrite(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use super::compiler::Threads;
 use super::declarations::Declared;
-use crate::abi::{GmSimAllowed, GmSimRuntime, GmSimThread};
+use crate::abi::{GmSimAllowed, GmSimLane, GmSimRuntime, GmSimThread};
 use crate::thread::Collective;
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
@@ -84,10 +84,11 @@ pub(crate) fn translation_unit(
     // one side only would otherwise be read past or short), and the access kinds in code.
     let _ = writeln!(
         unit,
-        "static_assert(sizeof(gm_sim_runtime) == {} && sizeof(gm_sim_thread) == {} && sizeof(gm_sim_allowed) == {}, \"the prelude's ABI structures differ from the simulator's\");",
+        "static_assert(sizeof(gm_sim_runtime) == {} && sizeof(gm_sim_thread) == {} && sizeof(gm_sim_allowed) == {} && sizeof(gm_sim_lane) == {}, \"the prelude's ABI structures differ from the simulator's\");",
         std::mem::size_of::<GmSimRuntime>(),
         std::mem::size_of::<GmSimThread>(),
         std::mem::size_of::<GmSimAllowed>(),
+        std::mem::size_of::<GmSimLane>(),
     );
     let _ = writeln!(
         unit,
@@ -113,6 +114,14 @@ pub(crate) fn translation_unit(
             crate::abi::DIVERGED_EXITED,
             crate::abi::DIVERGED_SITES,
             crate::abi::REGIONS_GUESS,
+        );
+        let _ = writeln!(
+            unit,
+            "static_assert(GM_SIM_WARP_PARKED == {} && GM_SIM_VERDICT_ENDED == {} && GM_SIM_VERDICT_BARRIER == {} && GM_SIM_VERDICT_COLLECTIVE == {}, \"the prelude's verdict kinds differ from the simulator's\");",
+            crate::abi::WARP_PARKED,
+            crate::abi::VERDICT_ENDED,
+            crate::abi::VERDICT_BARRIER,
+            crate::abi::VERDICT_COLLECTIVE,
         );
     }
     let mut table = String::new();

@@ -48,7 +48,7 @@ fn kernel(
     match form {
         Form::Source | Form::SourceChecked => Kernel::from_source(source, "k"),
         Form::SourceStackless => Kernel::from_source(
-            format!("{source}\n// __syncwarp: keeps this kernel off regions\n"),
+            format!("{source}\n// decltype: keeps this kernel off regions\n"),
             "k",
         ),
         Form::SourceOnFibers => Kernel::from_source(

@@ -14,7 +14,7 @@ use gpu_mem_sim::{SimBackend, SimConfig};
 
 /// A comment naming a warp barrier: the regions rewrite refuses the kernel (the stackless one
 /// reads only code).
-const OFF_REGIONS: &str = "\n// __syncwarp: keeps this kernel off regions\n";
+const OFF_REGIONS: &str = "\n// decltype: keeps this kernel off regions\n";
 /// A comment naming the runtime table: keeps the kernel on fibers.
 const ON_FIBERS: &str = "\n// gm_sim_rt: keeps this kernel on fibers\n";
 

@@ -24,6 +24,8 @@ pub(super) enum Item {
         first: usize,
         last: usize,
         decl: Option<Decl>,
+        /// The warp collective it calls (its threads wait there for their warp's).
+        call: Option<Call>,
     },
     /// A declaration the block shares (`__shared__`, `static`, types, constants), left in place
     /// between the regions: tokens `first..=last`.
@@ -38,15 +40,28 @@ pub(super) enum Item {
     Compound(usize, usize, Vec<Item>),
 }
 
-/// `if (condition) { ... } else { ... }` with barriers inside (`else` optional).
+/// A warp collective's call in a statement: its name's token and the `)` that closes it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Call {
+    pub(super) name: usize,
+    pub(super) close: usize,
+}
+
+/// `if (condition) { ... } else { ... }` with barriers or warp collectives inside (`else`
+/// optional).
 #[derive(Debug)]
 pub(super) struct Branch {
+    /// Whether a block barrier is inside (else only warp collectives are: the threads that do
+    /// not enter a block wait, masked, at the `if`'s end).
+    pub(super) barriers: bool,
     /// `if`, its `(` and the `)` that closes it.
     pub(super) keyword: usize,
     pub(super) open: usize,
     pub(super) close: usize,
-    /// Each block's `{` and `}`, and its items: the `if`'s, then the `else`'s.
-    pub(super) blocks: Vec<(usize, usize, Vec<Item>)>,
+    /// Each block's `{` and `}` (or, when not braced, its statement's first and last
+    /// tokens), its items, and whether it is braced: the `if`'s, then the `else`'s. (Only an
+    /// `if` without barriers may have a single statement for a block.)
+    pub(super) blocks: Vec<(usize, usize, Vec<Item>, bool)>,
 }
 
 impl Item {
@@ -86,9 +101,13 @@ pub(super) struct Declarator {
     pub(super) eq: Option<usize>,
 }
 
-/// `for (init; condition; step) { body }` or `while (condition) { body }` with barriers inside.
+/// `for (init; condition; step) { body }` or `while (condition) { body }` with barriers or warp
+/// collectives inside.
 #[derive(Debug)]
 pub(super) struct Loop {
+    /// Whether a block barrier is inside (else only warp collectives are: a thread that leaves
+    /// it waits, masked, at its end).
+    pub(super) barriers: bool,
     /// `for` or `while`.
     pub(super) keyword: usize,
     /// The `(`, and the `)` that closes it.
@@ -98,8 +117,10 @@ pub(super) struct Loop {
     pub(super) semis: Option<(usize, usize)>,
     /// A `for`'s initialiser when it declares a variable.
     pub(super) init: Option<Decl>,
-    /// The body's `{` and `}`.
+    /// The body's `{` and `}` (or, when not braced, its statement's first and last tokens:
+    /// only a loop without barriers may have a single statement for a body).
     pub(super) body: (usize, usize),
+    pub(super) braced: bool,
     pub(super) items: Vec<Item>,
 }
 
@@ -107,6 +128,9 @@ pub(super) struct Loop {
 pub(super) struct Statements<'c> {
     pub(super) code: &'c str,
     pub(super) toks: &'c [Token],
+    /// The names a warp collective is called by: the prelude's, and the source's function-like
+    /// macros that call one.
+    pub(super) warp_calls: Vec<&'c str>,
 }
 
 impl<'c> Statements<'c> {
@@ -129,6 +153,71 @@ impl<'c> Statements<'c> {
     pub(super) fn names_barrier(&self, k: usize) -> bool {
         BLOCK_BARRIERS.contains(&self.text(k))
             && !(k > 0 && matches!(self.text(k - 1), "." | ">" | ":"))
+    }
+
+    /// Whether token `k` calls a warp collective (not a member or a qualified name).
+    pub(super) fn names_collective(&self, k: usize) -> bool {
+        self.warp_calls.contains(&self.text(k))
+            && !(k > 0 && matches!(self.text(k - 1), "." | ">" | ":"))
+    }
+
+    /// Whether token `k` makes a thread wait: a block barrier or a warp collective.
+    pub(super) fn waits(&self, k: usize) -> bool {
+        self.names_barrier(k) || self.names_collective(k)
+    }
+
+    /// The warp collective statement `first..=last` calls, or why the rewrite cannot split the
+    /// regions at it: one call, made whenever the statement runs (not behind `?:`, `&&`, `||`),
+    /// whose operands can be evaluated twice (recorded before the split, the statement run
+    /// after it): names, literals and operators, no assignment or call.
+    fn collective_call(&self, first: usize, last: usize) -> Result<Call, String> {
+        let line = self.line(first);
+        let calls: Vec<usize> = (first..=last)
+            .filter(|&k| self.names_collective(k))
+            .collect();
+        let [name] = calls[..] else {
+            return Err(format!(
+                "line {line}: two warp collectives in one statement"
+            ));
+        };
+        let close = (self.text(name + 1) == "(")
+            .then(|| call_end(self.code, self.toks, name + 1))
+            .flatten()
+            .ok_or_else(|| format!("line {line}: a warp collective that is not called"))?;
+        // Whether token `j` and the next touch (`&&`, `++`, `+=`).
+        let touching = |j: usize| {
+            self.toks
+                .get(j + 1)
+                .is_some_and(|n| self.toks[j].end == n.start)
+        };
+        for k in first..=last {
+            let t = self.text(k);
+            let next = if touching(k) { self.text(k + 1) } else { "" };
+            if !(name..=close).contains(&k) {
+                if t == "?" || (matches!(t, "&" | "|") && next == t) {
+                    return Err(format!(
+                        "line {line}: a warp collective behind a condition in its statement"
+                    ));
+                }
+                continue;
+            }
+            let before = if k > 0 && touching(k - 1) {
+                self.text(k - 1)
+            } else {
+                ""
+            };
+            let compares = next == "="
+                || matches!(before, "=" | "!")
+                || (matches!(before, "<" | ">")
+                    && !(k >= 2 && touching(k - 2) && self.text(k - 2) == before));
+            let calls = k > name + 1 && self.is_name(k) && self.text(k + 1) == "(" && t != "sizeof";
+            if calls || (matches!(t, "+" | "-") && next == t) || (t == "=" && !compares) {
+                return Err(format!(
+                    "line {line}: a warp collective whose operands call or assign"
+                ));
+            }
+        }
+        Ok(Call { name, close })
     }
 
     fn closing_paren(&self, open: usize) -> Result<usize, String> {
@@ -288,9 +377,29 @@ impl<'c> Statements<'c> {
             if last >= end {
                 return Err(format!("line {}: a statement does not end", self.line(i)));
             }
-            let waits = (i..=last).any(|k| self.names_barrier(k));
+            let waits = (i..=last).any(|k| self.waits(k));
+            let barriers = (i..=last).any(|k| self.names_barrier(k));
             let item = if !waits {
                 self.plain(i, last)?
+            } else if !barriers
+                && !matches!(self.text(i), "for" | "while" | "if" | "{" | "do" | "switch")
+            {
+                match self.plain(i, last)? {
+                    Item::Stmt {
+                        first, last, decl, ..
+                    } => Item::Stmt {
+                        first,
+                        last,
+                        decl,
+                        call: Some(self.collective_call(first, last)?),
+                    },
+                    _ => {
+                        return Err(format!(
+                            "line {}: a warp collective in a declaration the block shares",
+                            self.line(i)
+                        ));
+                    }
+                }
             } else if self.names_barrier(i)
                 && self.text(i + 1) == "("
                 && call_end(self.code, self.toks, i + 1).is_some_and(|c| c + 1 == last)
@@ -305,7 +414,7 @@ impl<'c> Statements<'c> {
                 Item::Compound(i, last, self.scope(i + 1, last)?)
             } else {
                 return Err(format!(
-                    "line {}: a barrier inside a statement other than a loop",
+                    "line {}: a barrier or warp collective inside a statement other than a loop",
                     self.line(i)
                 ));
             };
@@ -332,12 +441,14 @@ impl<'c> Statements<'c> {
                 first,
                 last,
                 decl: None,
+                call: None,
             });
         }
         Ok(Item::Stmt {
             first,
             last,
             decl: self.declaration(first, last)?,
+            call: None,
         })
     }
 
@@ -486,6 +597,14 @@ impl<'c> Statements<'c> {
     fn branch(&self, keyword: usize, last: usize) -> Result<Branch, String> {
         let open = keyword + 1;
         let close = self.closing_paren(open)?;
+        self.plain_header(keyword, open, close)?;
+        let barriers = (close..=last).any(|k| self.names_barrier(k));
+        if !barriers && !self.loose_jumps(close, last).is_empty() {
+            return Err(format!(
+                "line {}: a `break` or `continue` inside an `if` with warp collectives",
+                self.line(keyword)
+            ));
+        }
         let unbraced = || {
             format!(
                 "line {}: an `if` with barriers whose branches are not blocks",
@@ -496,12 +615,32 @@ impl<'c> Statements<'c> {
         let mut at = close + 1;
         loop {
             if self.text(at) != "{" {
-                return Err(unbraced());
+                // A single statement, as a block of its own (warp collectives only).
+                let end = self.statement_end(at)?;
+                if barriers || end > last {
+                    return Err(unbraced());
+                }
+                blocks.push((at, end, self.scope(at, end + 1)?, false));
+                if end == last {
+                    return Ok(Branch {
+                        barriers,
+                        keyword,
+                        open,
+                        close,
+                        blocks,
+                    });
+                }
+                if self.text(end + 1) != "else" || blocks.len() == 2 {
+                    return Err(unbraced());
+                }
+                at = end + 2;
+                continue;
             }
             let end = body_end(self.code, self.toks, at).ok_or_else(unbraced)?;
-            blocks.push((at, end, self.scope(at + 1, end)?));
+            blocks.push((at, end, self.scope(at + 1, end)?, true));
             if end == last {
                 return Ok(Branch {
+                    barriers,
                     keyword,
                     open,
                     close,
@@ -515,12 +654,34 @@ impl<'c> Statements<'c> {
         }
     }
 
+    /// A loop's or `if`'s parentheses `open..=close` wait at nothing (a condition is asked of
+    /// every thread in one pass, where no thread can wait for another).
+    fn plain_header(&self, keyword: usize, open: usize, close: usize) -> Result<(), String> {
+        if (open..=close).any(|k| self.waits(k)) {
+            return Err(format!(
+                "line {}: a barrier or warp collective in a condition",
+                self.line(keyword)
+            ));
+        }
+        Ok(())
+    }
+
     /// The loop at `keyword` (`for` or `while`), whose statement ends at `last`.
     fn barrier_loop(&self, keyword: usize, last: usize) -> Result<Loop, String> {
         let open = keyword + 1;
         let close = self.closing_paren(open)?;
+        self.plain_header(keyword, open, close)?;
         let body_open = close + 1;
-        if self.text(body_open) != "{" || body_end(self.code, self.toks, body_open) != Some(last) {
+        let barriers = (body_open..=last).any(|k| self.names_barrier(k));
+        let braced = self.text(body_open) == "{";
+        if !barriers && !self.loose_jumps(body_open + 1, last).is_empty() {
+            return Err(format!(
+                "line {}: a `break` or `continue` in a loop with warp collectives",
+                self.line(keyword)
+            ));
+        }
+        if braced && body_end(self.code, self.toks, body_open) != Some(last) || !braced && barriers
+        {
             return Err(format!(
                 "line {}: a loop with barriers whose body is not a block",
                 self.line(keyword)
@@ -553,13 +714,19 @@ impl<'c> Statements<'c> {
             (None, None)
         };
         Ok(Loop {
+            barriers,
             keyword,
             open,
             close,
             semis,
             init,
             body: (body_open, last),
-            items: self.scope(body_open + 1, last)?,
+            braced,
+            items: if braced {
+                self.scope(body_open + 1, last)?
+            } else {
+                self.scope(body_open, last + 1)?
+            },
         })
     }
 }

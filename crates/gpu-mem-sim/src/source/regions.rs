@@ -594,6 +594,11 @@ impl Rewrite<'_, '_> {
                     }
                 }
                 Item::Compound(_, _, items) => return self.first_barrier(items, after),
+                // A warp collective is where a thread waits next too; whether the others of
+                // its warp come is known only by running on to it (a guess).
+                Item::Stmt {
+                    call: Some(call), ..
+                } => return self.s.line(call.name) | GUESS,
                 Item::Stmt { .. } | Item::Block { .. } => {}
             }
         }
@@ -927,6 +932,41 @@ mod tests {
             macros.replace("XOR(v, 1)", "XOR(XOR(v, 1), 2)"),
         ] {
             assert!(rewrite(&bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Warp collectives split regions; an `if` or loop that holds them and no barrier runs
+    /// masked, a single statement for its block braced; real warp kernels rewrite.
+    #[test]
+    fn warp_collectives_split_regions_and_their_ifs_and_loops_run_masked() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    extern \"C\" __global__ void k(int* a) {\n\
+                    \x20   int v = a[threadIdx.x];\n\
+                    \x20   for (int o = 16; o > 0; o /= 2)\n\
+                    \x20       v += __shfl_down_sync(~0u, v, o);\n\
+                    \x20   if (threadIdx.x % 32 < 8) { int w = __shfl_up_sync(0xffu, v, 1, 8); v += w; }\n\
+                    \x20   else v = 0;\n\
+                    \x20   a[threadIdx.x] = v;\n}\n";
+        let out = rewrite(code).unwrap();
+        assert_eq!(lines(&out), lines(code));
+        for wanted in [
+            "gm_sim_b.warp_mode = GM_SIM_RECORD; (void)(__shfl_down_sync(~0u, v, o));",
+            "gm_sim_b.warp_exchange(__FILE__, 5);",
+            "gm_sim_b.warp_mode = GM_SIM_DELIVER;",
+            "if (gm_sim_b.mask_loop(",
+            "while (gm_sim_b.mask_while(",
+            "if (gm_sim_b.mask_if(",
+            "gm_sim_b.warp_exchange(__FILE__, 6);",
+            "if (gm_sim_b.mask_else())",
+            "gm_sim_b.mask_end();",
+        ] {
+            assert!(out.contains(wanted), "{wanted}:\n{out}");
+        }
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/corpus");
+        for file in ["cuda-samples/shfl_scan.cu", "hecbench/shuffle.cu"] {
+            let code = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+            let out = rewrite(&code).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(lines(&out), lines(&code), "{file}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! blocks in them, run each block as loops over its threads between the barriers (regions):
 //! they must compute what threads on fibers compute, and report divergence in the same words.
 //! Random kernels of such structure, with threads that agree or part at conditions, `break`s,
-//! `continue`s and early returns, run as written (regions), kept off regions (stackless) and on
+//! `continue`s, early returns and warp collectives, run as written (regions), kept off regions (stackless) and on
 //! fibers; all three must agree.
 #![cfg(not(miri))]
 
@@ -34,7 +34,7 @@ fn random_kernel(seed: u64, apart: bool) -> String {
     let mut body = String::new();
     for n in 0..3 + next(5) {
         let k = next(5);
-        let line = match next(if apart { 13 } else { 9 }) {
+        let line = match next(if apart { 16 } else { 12 }) {
             0 => "syncthreads();".to_string(),
             1 => format!("v = v * 3 + {k};"),
             2 => format!(
@@ -58,12 +58,26 @@ fn random_kernel(seed: u64, apart: bool) -> String {
                 "for (int i = 0; i < 6; ++i) {{ syncthreads(); if (i % 2 == {}) continue; v += i; }}",
                 k % 2
             ),
-            // Threads that part.
-            9 => format!("if (threadIdx.x >= {}) return;", 16 * (1 + k)),
+            // Warp collectives: at a statement, in an `if` and a loop some lanes skip (masked,
+            // their masks naming the lanes that come), in a block.
+            9 => format!("v += __shfl_xor_sync(~0u, v, {});", 1 << k),
             10 => {
+                let lanes = 4 * (k + 1);
+                format!(
+                    "if (threadIdx.x % 32 < {lanes}) {{ for (int d = 1; d < {lanes}; d *= 2) {{ int n = __shfl_up_sync({:#x}u, v, d); if ((int)(threadIdx.x % 32) >= d) v += n; }} }}",
+                    (1u64 << lanes) - 1
+                )
+            }
+            11 => {
+                "{ unsigned b = (unsigned)__ballot_sync(~0u, v % 3 == 0); v += (int)(b & 0xffu); }"
+                    .to_string()
+            }
+            // Threads that part.
+            12 => format!("if (threadIdx.x >= {}) return;", 16 * (1 + k)),
+            13 => {
                 "for (int i = 0; i <= (int)(threadIdx.x % 2); ++i) { syncthreads(); }".to_string()
             }
-            11 => "if (threadIdx.x % 2 == 0) { syncthreads(); } else { v += 1; syncthreads(); }"
+            14 => "if (threadIdx.x % 2 == 0) { syncthreads(); } else { v += 1; syncthreads(); }"
                 .to_string(),
             _ => format!(
                 "for (int i = 0; i < 10; ++i) {{ syncthreads(); if (i == {k} + (int)(threadIdx.x % 3)) break; v += i; syncthreads(); }}"

@@ -178,11 +178,9 @@ struct gm_sim_regions {
         gm_sim_rt.verdict(file, line, kind, threads, parked_line, returned, lanes);
         stop();
     }
-    template <typename F>
-    bool mask_if(F&& condition);
     bool mask_else();
     template <typename F>
-    bool mask_loop(F&& pass);
+    bool mask_enter(F&& pass);
     template <typename F>
     bool mask_while(F&& condition);
     void mask_end();
@@ -433,27 +431,7 @@ inline void gm_sim_regions::warp_exchange(const char* file, int line) {
     }
 }
 
-/* An `if` with warp collectives: the threads that do not hold `condition` wait (masked) at its
- * end; whether any thread holds it. */
-template <typename F>
-bool gm_sim_regions::mask_if(F&& condition) {
-    const unsigned char masked = (unsigned char)(GM_SIM_MASKED + ++depth);
-    unsigned int entered = 0;
-    for (gm_sim_cursor c(*this); c.more(); c.next()) {
-        if (c.live()) {
-            if (condition(c.t)) {
-                ++entered;
-            } else {
-                returned[c.t] = masked;
-                any_returned = true;
-            }
-        }
-    }
-    after_region();
-    return count != 0 && entered != 0;
-}
-
-/* Its `else`: the threads that ran the `if`'s block wait, the others run; whether any does. */
+/* An `if`'s `else`: the threads that ran the `if`'s block wait, the others run; whether any does. */
 inline bool gm_sim_regions::mask_else() {
     const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth);
     unsigned int entered = 0;
@@ -469,16 +447,16 @@ inline bool gm_sim_regions::mask_else() {
     return entered != 0;
 }
 
-/* A loop with warp collectives starts: every live thread's initialiser and condition
- * (`pass`), as `mask_while`. */
+/* An `if` or a loop with warp collectives starts: every live thread's condition (a loop's
+ * initialiser and condition), as `mask_while`; whether any thread enters. */
 template <typename F>
-bool gm_sim_regions::mask_loop(F&& pass) {
+bool gm_sim_regions::mask_enter(F&& pass) {
     ++depth;
     return mask_while(pass);
 }
 
-/* Its condition (`pass`: a step and the condition): the threads that do not hold it wait
- * (masked) at the loop's end; whether any thread goes round. */
+/* A loop's condition (`pass`: a step and the condition): the threads that do not hold it
+ * wait (masked) at the loop's end; whether any thread goes round. */
 template <typename F>
 bool gm_sim_regions::mask_while(F&& condition) {
     const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth);

@@ -659,7 +659,7 @@ impl Rewrite<'_, '_> {
 
     /// An `if` with warp collectives and no barrier: the threads that do not hold its
     /// condition wait (masked) at its end, those that do run its block, and then the others
-    /// its `else` block (`gm_sim_regions::mask_if`).
+    /// its `else` block (`gm_sim_regions::mask_enter`).
     fn masked_branch(
         &mut self,
         b: &Branch,
@@ -668,7 +668,7 @@ impl Rewrite<'_, '_> {
         around: Option<(usize, usize)>,
     ) {
         let head = format!(
-            "if (gm_sim_b.mask_if([&](unsigned int gm_sim_t) -> bool {{ {}return (",
+            "if (gm_sim_b.mask_enter([&](unsigned int gm_sim_t) -> bool {{ {}return (",
             self.aliases(visible, (b.open, b.close))
         );
         self.replace(b.keyword, b.open, &head);
@@ -749,7 +749,7 @@ impl Rewrite<'_, '_> {
                     self.replace(
                         l.close,
                         l.close,
-                        &format!("); }}; if (gm_sim_b.mask_loop({lambda} -> bool {{ gm_sim_init(gm_sim_t); return gm_sim_cond(gm_sim_t); }})) do"),
+                        &format!("); }}; if (gm_sim_b.mask_enter({lambda} -> bool {{ gm_sim_init(gm_sim_t); return gm_sim_cond(gm_sim_t); }})) do"),
                     );
                     tail = format!(
                         "while (gm_sim_b.mask_while({lambda} -> bool {{ gm_sim_step(gm_sim_t); return gm_sim_cond(gm_sim_t); }})); gm_sim_b.mask_end(); }}"
@@ -773,7 +773,7 @@ impl Rewrite<'_, '_> {
                     self.replace(
                         l.close,
                         l.close,
-                        "); }; if (gm_sim_b.mask_loop(gm_sim_cond)) do",
+                        "); }; if (gm_sim_b.mask_enter(gm_sim_cond)) do",
                     );
                     tail = "while (gm_sim_b.mask_while(gm_sim_cond)); gm_sim_b.mask_end(); }"
                         .to_string();
@@ -953,9 +953,9 @@ mod tests {
             "gm_sim_b.warp_mode = GM_SIM_RECORD; (void)(__shfl_down_sync(~0u, v, o));",
             "gm_sim_b.warp_exchange(__FILE__, 5);",
             "gm_sim_b.warp_mode = GM_SIM_DELIVER;",
-            "if (gm_sim_b.mask_loop(",
+            "if (gm_sim_b.mask_enter(",
             "while (gm_sim_b.mask_while(",
-            "if (gm_sim_b.mask_if(",
+            "if (gm_sim_b.mask_enter(",
             "gm_sim_b.warp_exchange(__FILE__, 6);",
             "if (gm_sim_b.mask_else())",
             "gm_sim_b.mask_end();",

@@ -186,17 +186,17 @@ struct gm_sim_runtime {
      * find it (GM_SIM_DIVERGED_*: a barrier at file:line that `a` of the `b` threads reach, the
      * others having ended; or threads waiting at two barriers, at lines `a` and `b` of file). */
     void (*diverged)(int kind, const char *file, int line, unsigned int a, unsigned int b);
-    /* Blocks run as regions: a warp collective (GM_SIM_OP_*, 0: a warp barrier) at file:line
-     * that the lanes `here` of warp `warp` reached, the lanes `exited` having ended: checked as
-     * the scheduler checks it and computed into `lanes[i].result` (the warp's `count` lanes);
-     * nonzero when the block cannot go on (reported). */
-    int (*warp)(int op, const char *file, int line, unsigned int warp, unsigned long long here,
-                unsigned long long exited, unsigned int count, struct gm_sim_lane *lanes);
-    /* Blocks run as regions: no thread of the block can go on, some waiting at warp collectives
-     * that cannot complete; the divergence as the scheduler reports it, from each thread's state
-     * (`returned`: GM_SIM_WARP_PARKED at the collective of line `lanes[t].result`, 2 at the
-     * barrier of line `parked_line`, 1 ended, 0 as `kind` says: GM_SIM_VERDICT_*). */
-    void (*verdict)(const char *file, int line, int kind, unsigned int threads,
+    /* Blocks run as regions: a warp collective (GM_SIM_OP_*, 0: a warp barrier) that the lanes
+     * `here` of a warp reached, computed into `lanes[i].result` (the warp's `count` lanes);
+     * nonzero when it cannot complete: lanes its mask names are not there. */
+    int (*warp)(int op, unsigned long long here, unsigned int count, struct gm_sim_lane *lanes);
+    /* Blocks run as regions: every thread of the block waits or ended, some at warp collectives
+     * that cannot complete; nonzero when the block cannot go on, its divergence reported as the
+     * scheduler reports it, from each thread's state (`returned`: GM_SIM_WARP_PARKED at the
+     * collective of line `lanes[t].result`, 2 at the barrier of line `parked_line`, 1 ended, 0
+     * as `kind` says: GM_SIM_VERDICT_*; those at a collective that released them go on unless
+     * another one fails). */
+    int (*verdict)(const char *file, int line, int kind, unsigned int threads,
                     unsigned int parked_line, const unsigned char *returned,
                     const struct gm_sim_lane *lanes);
 };

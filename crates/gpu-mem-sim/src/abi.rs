@@ -159,21 +159,20 @@ pub(crate) struct GmSimRuntime {
     /// ([`DIVERGED_EXITED`]: a barrier at `line` that `a` of the `b` threads reach, the others
     /// ended; [`DIVERGED_SITES`]: threads wait at two barriers, at lines `a` and `b`).
     pub(crate) diverged: extern "C" fn(c_int, *const c_char, c_int, u32, u32),
-    /// Blocks run as regions: `warp(op, file, line, warp, here, exited, count, lanes)`, a warp
-    /// collective (`op`, 0: a warp barrier) at `line` reached by the lanes `here` of warp
-    /// `warp`, the lanes `exited` having ended: checked and computed as the scheduler does,
-    /// each participant's result written into its [`GmSimLane`] (`lanes` points at the warp's
-    /// `count`); nonzero when the block cannot go on (the divergence is recorded).
-    pub(crate) warp:
-        extern "C" fn(c_int, *const c_char, c_int, u32, u64, u64, u32, *mut GmSimLane) -> c_int,
+    /// Blocks run as regions: `warp(op, here, count, lanes)`, a warp collective (`op`, 0: a
+    /// warp barrier) reached by the lanes `here` of a warp, computed as the scheduler does, each
+    /// participant's result written into its [`GmSimLane`] (`lanes` points at the warp's
+    /// `count`); nonzero when lanes its mask names are not there (it cannot complete).
+    pub(crate) warp: extern "C" fn(c_int, u64, u32, *mut GmSimLane) -> c_int,
     /// Blocks run as regions: `verdict(file, line, kind, threads, parked_line, returned,
-    /// lanes)`, the block cannot go on, some of its threads waiting at warp collectives that
-    /// cannot complete: each thread's state (`returned`: [`WARP_PARKED`] waits at the
+    /// lanes)`, every thread of the block waits or ended, some at warp collectives that cannot
+    /// complete: each thread's state (`returned`: [`WARP_PARKED`] waits at the
     /// collective of line `lanes[t].result`, 2 at the barrier of line `parked_line`, 1 ended, 0
     /// as `kind` says: [`VERDICT_ENDED`], [`VERDICT_BARRIER`] at `line`, or
-    /// [`VERDICT_COLLECTIVE`] at `line`).
+    /// [`VERDICT_COLLECTIVE`] at `line`, or [`VERDICT_RELEASED`]: released from the collective
+    /// at `line`, they go on); nonzero when the block cannot go on (the divergence is recorded).
     pub(crate) verdict:
-        extern "C" fn(*const c_char, c_int, c_int, u32, u32, *const u8, *const GmSimLane),
+        extern "C" fn(*const c_char, c_int, c_int, u32, u32, *const u8, *const GmSimLane) -> c_int,
 }
 
 /// `GM_SIM_WARP_PARKED`: a thread of a block run as regions that waits at a warp collective
@@ -183,6 +182,7 @@ pub(crate) const WARP_PARKED: u8 = 255;
 pub(crate) const VERDICT_ENDED: c_int = 0;
 pub(crate) const VERDICT_BARRIER: c_int = 1;
 pub(crate) const VERDICT_COLLECTIVE: c_int = 2;
+pub(crate) const VERDICT_RELEASED: c_int = 3;
 
 /// `gm_sim_lane`: a lane's operands of the warp collective it reached, and its result.
 #[repr(C)]

@@ -20,6 +20,7 @@
 #define GM_SIM_VERDICT_ENDED 0
 #define GM_SIM_VERDICT_BARRIER 1
 #define GM_SIM_VERDICT_COLLECTIVE 2
+#define GM_SIM_VERDICT_RELEASED 3
 #define GM_SIM_RECORD 1u
 #define GM_SIM_DELIVER 2u
 #define GM_SIM_DIVERGED_EXITED 0
@@ -175,8 +176,9 @@ struct gm_sim_regions {
     void warp_exchange(const char* file, int line);
     /* No thread can go on (the live ones as `kind` says, at `line`): the scheduler's report. */
     __attribute__((noinline, cold)) void verdict(const char* file, int line, int kind) {
-        gm_sim_rt.verdict(file, line, kind, threads, parked_line, returned, lanes);
-        stop();
+        if (gm_sim_rt.verdict(file, line, kind, threads, parked_line, returned, lanes) != 0) {
+            stop();
+        }
     }
     bool mask_else();
     template <typename F>
@@ -393,21 +395,18 @@ inline void gm_sim_regions::warp_exchange(const char* file, int line) {
     if (count == 0) {
         return;
     }
+    bool released = false;
     for (unsigned int base = 0; base < threads; base += warp) {
         const unsigned int n = threads - base < warp ? threads - base : warp;
-        unsigned long long here = 0, exited = 0;
+        unsigned long long here = 0;
         int op = -1;
         for (unsigned int l = 0; l < n; ++l) {
-            const unsigned char r = returned[base + l];
-            if (r == 0) {
+            if (returned[base + l] == 0) {
                 here |= 1ull << l;
                 op = op < 0 ? lanes[base + l].op : op;
-            } else if (r == 1) {
-                exited |= 1ull << l;
             }
         }
-        if (here != 0 &&
-            gm_sim_rt.warp(op, file, line, base / warp, here, exited, n, lanes + base) != 0) {
+        if (here != 0 && gm_sim_rt.warp(op, here, n, lanes + base) != 0) {
             /* Lanes it waits for are elsewhere: these wait here for good (as the scheduler's
              * would), and the others go on. */
             for (unsigned int l = 0; l < n; ++l) {
@@ -418,16 +417,20 @@ inline void gm_sim_regions::warp_exchange(const char* file, int line) {
                 }
             }
             any_returned = true;
+        } else {
+            released = released || here != 0;
         }
     }
     if (warp_parked != 0) {
-        /* Decided now when no thread can still arrive: none is masked by an `if` or loop. */
+        /* Where the scheduler ends a round (no thread is masked by an `if` or loop, so every
+         * one waits or ended): a parked collective some of whose lanes exited is reported,
+         * and so is a block none of whose warps this one released. */
         for (unsigned int t = 0; t < threads; ++t) {
             if (returned[t] >= GM_SIM_MASKED && returned[t] != GM_SIM_WARP_PARKED) {
                 return;
             }
         }
-        verdict(file, line, GM_SIM_VERDICT_COLLECTIVE);
+        verdict(file, line, released ? GM_SIM_VERDICT_RELEASED : GM_SIM_VERDICT_COLLECTIVE);
     }
 }
 

@@ -13,7 +13,8 @@ use super::sim_thread::{make_current, with_current};
 use crate::abi::{
     ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_MISALIGNED, ACCESS_SYNCED, ACCESS_WRITE,
     DIVERGED_SITES, GLOBAL_FENCE, GmSimAllowed, GmSimLane, GmSimRuntime, GmSimThread, GmSimWait,
-    GmSimWaitMore, VERDICT_BARRIER, VERDICT_COLLECTIVE, WARP_PARKED, WARP_SCOPE, YIELD_KIND,
+    GmSimWaitMore, VERDICT_BARRIER, VERDICT_COLLECTIVE, VERDICT_RELEASED, WARP_PARKED, WARP_SCOPE,
+    YIELD_KIND,
 };
 use crate::sanitizer::{Access, Allowed};
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
@@ -329,16 +330,7 @@ extern "C" fn rt_diverged(kind: c_int, file: *const c_char, line: c_int, a: u32,
     with_current(|t| t.diverged(detail));
 }
 
-extern "C" fn rt_warp(
-    op: c_int,
-    _file: *const c_char,
-    _line: c_int,
-    _warp: u32,
-    here: u64,
-    _exited: u64,
-    count: u32,
-    lanes: *mut GmSimLane,
-) -> c_int {
+extern "C" fn rt_warp(op: c_int, here: u64, count: u32, lanes: *mut GmSimLane) -> c_int {
     let count = count.min(64) as usize;
     if lanes.is_null() || count == 0 || here == 0 {
         return 0;
@@ -383,9 +375,9 @@ extern "C" fn rt_verdict(
     parked_line: u32,
     returned: *const u8,
     lanes: *const GmSimLane,
-) {
+) -> c_int {
     if returned.is_null() || lanes.is_null() {
-        return;
+        return 0;
     }
     let n = threads as usize;
     // SAFETY: the program passes its block's `threads` states and lanes
@@ -416,6 +408,7 @@ extern "C" fn rt_verdict(
             0 => match kind {
                 VERDICT_BARRIER => State::Waiting(barrier(line)),
                 VERDICT_COLLECTIVE => State::Waiting(collective(line, &lanes[t])),
+                VERDICT_RELEASED => State::Ready,
                 _ => State::Done,
             },
             2 => State::Waiting(barrier(line_of(u64::from(parked_line)))),
@@ -423,7 +416,7 @@ extern "C" fn rt_verdict(
             _ => State::Done,
         })
         .collect();
-    with_current(|t| t.diverged_in(&states));
+    c_int::from(with_current(|t| t.diverged_in(&states)).unwrap_or(false))
 }
 
 extern "C" fn rt_progress() {

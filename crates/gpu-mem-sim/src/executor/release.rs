@@ -352,11 +352,15 @@ fn exited_lanes(
     })
 }
 
-/// What the scheduler reports for a block whose threads all wait or ended (`states`), some at
-/// warp collectives that cannot complete (a block run as regions, `super::compiled`): the first
-/// warp's collective some of whose lanes exited, as `release_warp` finds it, else who waits
-/// where.
-pub(super) fn verdict(states: &[State], warp: usize, index: impl Fn(usize) -> Dim3) -> String {
+/// What the scheduler reports where a round ends for a block (`states`), some of whose threads
+/// wait at warp collectives that cannot complete (a block run as regions, `super::compiled`):
+/// the first warp's collective some of whose lanes exited, as `release_warp` finds it; else,
+/// when no thread goes on (`Ready`: released), who waits where; else nothing.
+pub(super) fn verdict(
+    states: &[State],
+    warp: usize,
+    index: impl Fn(usize) -> Dim3,
+) -> Option<String> {
     let warp = warp.max(1);
     for (w, members) in states.chunks(warp).enumerate() {
         let lanes = members.len().min(64);
@@ -374,11 +378,11 @@ pub(super) fn verdict(states: &[State], warp: usize, index: impl Fn(usize) -> Di
             visited |= here;
             let missing = wait.mask & ballot_mask(lanes) & !here;
             if let Some(detail) = exited_lanes(&wait, here, missing, &members[..lanes], w) {
-                return detail;
+                return Some(detail);
             }
         }
     }
-    describe_states(states, index)
+    (!states.contains(&State::Ready)).then(|| describe_states(states, index))
 }
 
 /// The bits of a warp's `lanes` lanes.

@@ -242,14 +242,15 @@ impl SimThread<'_, '_> {
         self.block.record_divergence(block, detail);
     }
 
-    /// A block run as regions cannot go on, its threads as `states` say (some waiting at warp
-    /// collectives that cannot complete): its divergence in the scheduler's words.
-    pub(super) fn diverged_in(&self, states: &[super::schedule::State]) {
-        let detail = super::release::verdict(states, self.block.warp_size as usize, |i| {
+    /// A block run as regions whose threads are as `states` say (some waiting at warp
+    /// collectives that cannot complete, none running): whether it cannot go on, its divergence
+    /// then recorded in the scheduler's words.
+    pub(super) fn diverged_in(&self, states: &[super::schedule::State]) -> bool {
+        let verdict = super::release::verdict(states, self.block.warp_size as usize, |i| {
             self.block
                 .thread_index(u32::try_from(i).unwrap_or(u32::MAX))
         });
-        self.diverged(detail);
+        verdict.map(|detail| self.diverged(detail)).is_some()
     }
 
     /// The block and thread this thread is: a stackless or direct block's threads share one

@@ -117,11 +117,12 @@ pub(crate) fn translation_unit(
         );
         let _ = writeln!(
             unit,
-            "static_assert(GM_SIM_WARP_PARKED == {} && GM_SIM_VERDICT_ENDED == {} && GM_SIM_VERDICT_BARRIER == {} && GM_SIM_VERDICT_COLLECTIVE == {}, \"the prelude's verdict kinds differ from the simulator's\");",
+            "static_assert(GM_SIM_WARP_PARKED == {} && GM_SIM_VERDICT_ENDED == {} && GM_SIM_VERDICT_BARRIER == {} && GM_SIM_VERDICT_COLLECTIVE == {} && GM_SIM_VERDICT_RELEASED == {}, \"the prelude's verdict kinds differ from the simulator's\");",
             crate::abi::WARP_PARKED,
             crate::abi::VERDICT_ENDED,
             crate::abi::VERDICT_BARRIER,
             crate::abi::VERDICT_COLLECTIVE,
+            crate::abi::VERDICT_RELEASED,
         );
     }
     let mut table = String::new();

@@ -135,3 +135,15 @@ pub fn for_random_seeds(default: u64, check: impl Fn(u64) + Sync) {
         }
     });
 }
+
+/// A small xorshift from `seed`: each call gives a number below its argument (the random kernel
+/// generators' choices, the same sequence for the same seed).
+pub fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move |below: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    }
+}

@@ -24,13 +24,7 @@ const ON_FIBERS: &str = "\n// gm_sim_rt: keeps this kernel on fibers\n";
 /// threads, which the forms do not share, part of the result). `apart`: whether threads may part at a condition or
 /// leave early (divergence, which every form must report alike).
 fn random_kernel(seed: u64, apart: bool) -> String {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = |below: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % below
-    };
+    let mut next = common::xorshift(seed);
     let mut body = String::new();
     for n in 0..3 + next(5) {
         let k = next(5);
@@ -138,4 +132,27 @@ fn random_kernels_agree_as_regions_stackless_and_on_fibers() {
             );
         }
     });
+}
+
+/// A warp collective some of whose lanes never come, in a block whose other warps complete
+/// theirs and go on: the same report as regions and on fibers (the lanes that did come wait for
+/// good; the verdict waits until no thread can go on).
+#[test]
+fn collectives_that_cannot_complete_are_reported_alike() {
+    let backend = SimBackend::new(SimConfig::default());
+    for tail in ["", "    v += __shfl_xor_sync(~0u, v, 2);\n"] {
+        let source = format!(
+            "#include \"gpu_mem.h\"\n\
+             extern \"C\" __global__ void k(gm_array<int, 1> a) {{\n\
+             \x20   int v = a(threadIdx.x);\n\
+             \x20   if (threadIdx.x < 48) {{ v += __shfl_xor_sync(~0u, v, 1); }}\n\
+             {tail}\
+             \x20   a(threadIdx.x) = v;\n\
+             }}\n"
+        );
+        let regions = run(&backend, &source, 64);
+        let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), 64);
+        assert!(regions.is_err(), "{source}");
+        assert_eq!(regions, fibers, "{source}");
+    }
 }

@@ -871,13 +871,7 @@ extern "C" __global__ void k(gm_array<int, 1> a) {
 /// xorshift), for
 /// [`random_kernels_agree_with_fibers`].
 fn random_kernel(seed: u64) -> String {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = |below: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % below
-    };
+    let mut next = common::xorshift(seed);
     let mut body = String::new();
     // Whether a thread may have left, or be stuck at a collective some lanes skip: a spin-wait
     // for the block's last thread could then spin until the time limit.

@@ -614,30 +614,19 @@ impl<'c> Statements<'c> {
         let mut blocks = Vec::new();
         let mut at = close + 1;
         loop {
-            if self.text(at) != "{" {
+            let braced = self.text(at) == "{";
+            let (end, items) = if braced {
+                let end = body_end(self.code, self.toks, at).ok_or_else(unbraced)?;
+                (end, self.scope(at + 1, end)?)
+            } else {
                 // A single statement, as a block of its own (warp collectives only).
                 let end = self.statement_end(at)?;
                 if barriers || end > last {
                     return Err(unbraced());
                 }
-                blocks.push((at, end, self.scope(at, end + 1)?, false));
-                if end == last {
-                    return Ok(Branch {
-                        barriers,
-                        keyword,
-                        open,
-                        close,
-                        blocks,
-                    });
-                }
-                if self.text(end + 1) != "else" || blocks.len() == 2 {
-                    return Err(unbraced());
-                }
-                at = end + 2;
-                continue;
-            }
-            let end = body_end(self.code, self.toks, at).ok_or_else(unbraced)?;
-            blocks.push((at, end, self.scope(at + 1, end)?, true));
+                (end, self.scope(at, end + 1)?)
+            };
+            blocks.push((at, end, items, braced));
             if end == last {
                 return Ok(Branch {
                     barriers,

@@ -65,6 +65,12 @@ pub(crate) fn run_grid(
     let next = AtomicU64::new(0);
     let most = blocks_per_claim(&plan, config);
     let workers = crate::workers::worker_count() as u64;
+    let launcher = std::thread::current().id();
+    // The launching thread's time per block alone (its last claim's, in ns; 0: unknown), what a
+    // helper compares its own with (see `Helping`).
+    let alone_ns = AtomicU64::new(0);
+    // Its time per block with the helpers (its last claim's; 0: none yet).
+    let together_ns = AtomicU64::new(0);
     // (block number, error) of the lowest failing block so far; blocks above it are skipped.
     let failure = LowestFailure::default();
     // Runs blocks until none is left or, with `until`, that time has passed; returns whether
@@ -75,6 +81,10 @@ pub(crate) fn run_grid(
         let _in_kernel = enter_kernel(kernel);
         let _running = RunningBlocks;
         let mut alone = 1u64;
+        let helper = std::thread::current().id() != launcher;
+        // A helper's first claim pays for its first blocks on this OS thread (fiber stacks,
+        // caches): it is not judged.
+        let mut judged = false;
         loop {
             let claim = match until {
                 Some(until) if Instant::now() >= until => {
@@ -102,8 +112,25 @@ pub(crate) fn run_grid(
                 config,
                 limits,
             };
-            if let Err((failed, error)) = block.run(linear, claim.min(total - linear), None) {
+            let blocks = claim.min(total - linear);
+            let started = Instant::now();
+            if let Err((failed, error)) = block.run(linear, blocks, None) {
                 failure.record(failed, error);
+            }
+            let elapsed = started.elapsed();
+            let per_block = Helping::per_block(elapsed, blocks);
+            let alone = alone_ns.load(Ordering::Relaxed);
+            if until.is_some() {
+                alone_ns.store(per_block, Ordering::Relaxed);
+            } else if !helper {
+                together_ns.store(per_block, Ordering::Relaxed);
+            } else if std::mem::replace(&mut judged, true)
+                && elapsed >= Helping::LEAST
+                && !Helping::speeds_up(per_block, alone, workers)
+                && !Helping::speeds_up(together_ns.load(Ordering::Relaxed), alone, workers)
+            {
+                // The launching thread goes on alone (it never stops before the queue is empty).
+                return false;
             }
         }
     };
@@ -118,6 +145,31 @@ pub(crate) fn run_grid(
         });
     }
     failure.into_result()
+}
+
+/// Whether a helper speeds a launch up. Blocks that contend for the same memory (a grid whose
+/// every thread applies atomics to the same few words) run slower on two cores than on one: each
+/// atomic moves the cache line between them (cuda-samples' simpleAtomicIntrinsics took 6.5 ms
+/// on one worker and 25-30 ms on two). When a helper's blocks and the launching thread's both
+/// take longer than the launching thread's did alone, times the number of workers (with a
+/// margin for noise), the helpers add nothing, and each stops helping. (Both: one thread that
+/// the machine's other work slows is no reason to stop.)
+struct Helping;
+
+impl Helping {
+    /// A helper's claim shorter than this says too little about its blocks (wake-up noise).
+    const LEAST: Duration = Duration::from_micros(100);
+
+    /// ns per block of a claim that took `elapsed` for `blocks`.
+    fn per_block(elapsed: Duration, blocks: u64) -> u64 {
+        u64::try_from(elapsed.as_nanos() / u128::from(blocks.max(1))).unwrap_or(u64::MAX)
+    }
+
+    /// Whether a helper whose blocks take `helper` ns each speeds up a launch whose launching
+    /// thread took `alone` ns a block alone, among `workers` threads (0: unknown, yes).
+    fn speeds_up(helper: u64, alone: u64, workers: u64) -> bool {
+        helper == 0 || alone == 0 || helper.saturating_mul(4) <= alone.saturating_mul(5 * workers)
+    }
 }
 
 /// The most blocks a cooperative launch may have: each runs on an OS thread of its own for the
@@ -282,5 +334,23 @@ impl LowestFailure {
             Some((_, error)) => Err(error),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Helping;
+    use std::time::Duration;
+
+    #[test]
+    fn helpers_stop_only_where_two_threads_are_slower_than_one() {
+        // Alone 1 us a block, two workers: a helper pays while its blocks take under 2.5 us.
+        assert!(Helping::speeds_up(2_400, 1_000, 2));
+        assert!(!Helping::speeds_up(2_600, 1_000, 2));
+        // Unknown times judge nothing.
+        assert!(Helping::speeds_up(0, 1_000, 2));
+        assert!(Helping::speeds_up(50_000, 0, 2));
+        assert_eq!(Helping::per_block(Duration::from_micros(80), 8), 10_000);
+        assert_eq!(Helping::per_block(Duration::from_micros(80), 0), 80_000);
     }
 }

@@ -241,7 +241,11 @@ static gm_sim_runtime gm_sim_rt;
 // The running simulated thread's indices. `const`: within one thread's run of the kernel the
 // answer never changes (after a barrier the same thread is current again), so the compiler asks
 // once per kernel call instead of at every `threadIdx` (noinline keeps the attribute in force).
-__attribute__((const, noinline)) GM_SIM_UNCHECKED static const gm_sim_thread *gm_sim_self() {
+// `nothrow` (the executor's callback never unwinds): a call that may throw is not moved out of
+// a loop inside a `try`, and the threads loop asked again for every thread (Rodinia's Fan2
+// spent a fifth of its time there).
+__attribute__((const, noinline, nothrow)) GM_SIM_UNCHECKED static const gm_sim_thread *
+gm_sim_self() {
     return gm_sim_rt.self();
 }
 

@@ -205,7 +205,7 @@ struct gm_sim_regions {
  * of at every warp collective's call (a thread-local's address is a call of
  * `__tls_get_addr` in a shared library). */
 static thread_local gm_sim_regions gm_sim_regions_state;
-__attribute__((const, noinline)) static gm_sim_regions* gm_sim_regions_of_this_thread() {
+__attribute__((const, noinline, nothrow)) static gm_sim_regions* gm_sim_regions_of_this_thread() {
     return &gm_sim_regions_state;
 }
 inline gm_sim_regions& gm_sim_regions_here() { return *gm_sim_regions_of_this_thread(); }

@@ -114,6 +114,7 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             .map(|k| s.text(k))
             .collect(),
         by_reference: false,
+        uniform: Vec::new(),
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
     // kernel names is taken to change.
@@ -127,7 +128,6 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             })
     });
     out.by_reference = by_reference;
-    out.by_reference = by_reference;
     for f in fns.iter().filter(|f| f.kind == Kind::Kernel) {
         let (Some(name), Some((open, close))) = (f.name, f.body) else {
             continue;
@@ -139,10 +139,12 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         // to the whole block).
         let mut visible = Vec::new();
         let mut copies = String::new();
+        out.uniform.clear();
         for &(first, name) in &params {
             let text = s.text(name);
             let named = (open..close).filter(|&k| s.text(k) == text);
             if !named.clone().any(|k| by_reference || s.changes(k)) {
+                out.uniform.push(text);
                 continue;
             }
             let ty = code[toks[first].start..toks[name - 1].end].replace('\n', " ");
@@ -257,6 +259,10 @@ struct Rewrite<'s, 'c> {
     addressed: BTreeSet<&'c str>,
     /// Whether a helper takes a reference (and may change any variable it is passed).
     by_reference: bool,
+    /// Names whose value is the same in every thread of a block where the regions being
+    /// written run: the kernel's parameters no thread changes, and the variables of the
+    /// uniform loops around (see [`Rewrite::uniform_loop`]).
+    uniform: Vec<&'c str>,
 }
 
 impl Rewrite<'_, '_> {
@@ -692,6 +698,9 @@ impl Rewrite<'_, '_> {
     /// `do` goes to its condition, as the `for`'s goes to its step.
     /// `after`: the line of the barrier after it (0: none, the threads end).
     fn barrier_loop(&mut self, l: &Loop, visible: &mut Vec<String>, after: usize) {
+        if let Some(name) = self.uniform_loop(l, visible) {
+            return self.uniform_for(l, name, visible, after);
+        }
         let s = self.s;
         let mut head = String::from("{ ");
         self.slots_of(&l.items, l.init.as_ref(), &mut head);
@@ -792,6 +801,101 @@ impl Rewrite<'_, '_> {
         }
         self.insert(s.toks[body_close].end, &tail);
         visible.truncate(outer);
+    }
+}
+
+impl<'c> Rewrite<'_, 'c> {
+    /// The variable of `for (T v = init; cond; step)` when the loop is uniform: `v` is the same
+    /// in every thread (its initialiser, the condition and the step read only `v`, uniform
+    /// names, the block's and grid's shape and index, literals and operators; nothing else
+    /// changes it, nor takes its address), so every thread takes the same way each time round.
+    /// Such a loop runs once for the block as written, `v` a plain variable the regions inside
+    /// read: no slot, and no pass over the threads to ask the condition (a tree reduction's
+    /// `for (s = blockDim.x / 2; s > 0; s >>= 1)` asked it of every thread at every level).
+    fn uniform_loop(&self, l: &Loop, visible: &[String]) -> Option<&'c str> {
+        let s = self.s;
+        let (s1, s2) = l.semis?;
+        let d = l.init.as_ref()?;
+        let [v] = d.declarators[..] else {
+            return None;
+        };
+        let name = s.text(v.name);
+        let (_, body_last) = l.body;
+        let simple = v.start == v.name
+            && !self.by_reference
+            && !self.addressed.contains(name)
+            && !visible.iter().any(|n| n == name)
+            && s2 > s1 + 1
+            && !(l.close..=body_last).any(|k| s.text(k) == name && s.changes(k));
+        // (A name of the kernel's that a thread's own variable hides is that variable.)
+        let reads = |from: usize, to: usize| {
+            (from..to)
+                .all(|k| self.uniform_token(k, name) && !visible.iter().any(|n| n == s.text(k)))
+        };
+        (simple && reads(v.eq? + 1, s1) && reads(s1 + 1, s2) && reads(s2 + 1, l.close))
+            .then_some(name)
+    }
+
+    /// Whether token `k` of a uniform loop's header (of variable `name`) keeps it uniform.
+    fn uniform_token(&self, k: usize, name: &str) -> bool {
+        const SAME_IN_A_BLOCK: [&str; 17] = [
+            "blockDim", "gridDim", "blockIdx", "warpSize", "x", "y", "z", "sizeof", "int",
+            "unsigned", "long", "short", "char", "signed", "float", "double", "bool",
+        ];
+        let s = self.s;
+        let t = s.text(k);
+        let before = if k > 0 { s.text(k - 1) } else { "" };
+        if !s.toks[k].ident {
+            // No memory read (`[`, `->`, a unary `*`), no other statement.
+            let operand_before = s.toks.get(k.wrapping_sub(1)).is_some_and(|b| b.ident)
+                || before.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                || matches!(before, ")" | "]");
+            let reads_memory = t == "[" || (t == "-" && s.text(k + 1) == ">");
+            let unary = matches!(t, "*" | "&") && !operand_before;
+            return !(reads_memory || unary || matches!(t, "{" | ";" | "}"));
+        }
+        if t.starts_with(|c: char| c.is_ascii_digit()) || t == name {
+            return true;
+        }
+        // A shift by a literal, which the shift check (`super::shifts`) wraps: it cannot fail.
+        if t == "gm_shift_count"
+            && s.text(k + 1) == "("
+            && s.text(k + 2).starts_with(|c: char| c.is_ascii_digit())
+            && s.text(k + 3) == ")"
+        {
+            return true;
+        }
+        let known = self.uniform.contains(&t)
+            || SAME_IN_A_BLOCK.contains(&t) && (t.len() > 1 || before == ".");
+        known && !s.changes(k) && (s.text(k + 1) != "(" || t == "sizeof")
+    }
+
+    /// A uniform loop ([`Self::uniform_loop`]) of variable `name`, run for the block as
+    /// written, in a block that holds its body's slots; its condition also ends it once the
+    /// block stopped (a fault, a divergence).
+    fn uniform_for(&mut self, l: &Loop, name: &'c str, visible: &mut Vec<String>, after: usize) {
+        let s = self.s;
+        let (Some((s1, s2)), (body_open, body_close)) = (l.semis, l.body) else {
+            return;
+        };
+        let mut head = String::from("{ ");
+        self.slots_of(&l.items, None, &mut head);
+        self.insert(s.toks[l.keyword].start, &head);
+        self.replace(s1, s1, "; gm_sim_b.count != 0 && (");
+        self.replace(s2, s2, ");");
+        let again = self.first_barrier(&l.items, after);
+        let around = Some((after, again));
+        self.uniform.push(name);
+        if l.braced {
+            self.scope(&l.items, visible, (body_close, again), around);
+        } else {
+            let end_at = s.toks[body_close].end;
+            self.insert(s.toks[body_open].start, "{");
+            self.scope_ending(&l.items, visible, (body_close, end_at, again), around);
+            self.insert(end_at, "}");
+        }
+        self.uniform.pop();
+        self.insert(s.toks[body_close].end, "}");
     }
 }
 
@@ -942,7 +1046,7 @@ mod tests {
         let code = "#include \"gpu_mem.h\"\n\
                     extern \"C\" __global__ void k(int* a) {\n\
                     \x20   int v = a[threadIdx.x];\n\
-                    \x20   for (int o = 16; o > 0; o /= 2)\n\
+                    \x20   for (int o = 16; o > (int)threadIdx.x % 2; o /= 2)\n\
                     \x20       v += __shfl_down_sync(~0u, v, o);\n\
                     \x20   if (threadIdx.x % 32 < 8) { int w = __shfl_up_sync(0xffu, v, 1, 8); v += w; }\n\
                     \x20   else v = 0;\n\
@@ -970,6 +1074,48 @@ mod tests {
         }
     }
 
+    /// A `for` whose variable every thread holds alike runs once for the block as written;
+    /// one whose variable or condition a thread's own values enter asks each thread.
+    #[test]
+    fn uniform_loops_run_as_written() {
+        let block_sum = include_str!("../../../gpu-mem-core/kernels/block_sum.cu");
+        let out = rewrite(block_sum).unwrap();
+        assert!(
+            out.contains("for (int stride = blockDim.x / 2 ; gm_sim_b.count != 0 && (  stride > 0 );  stride /= 2)"),
+            "{out}"
+        );
+        assert!(!out.contains("gm_sim_v_stride"), "{out}");
+        for (header, uniform) in [
+            ("for (int i = 0; i < n; i += 2 * gridDim.x)", true),
+            (
+                "for (unsigned i = sizeof(float); i < (unsigned)n; i <<= 1)",
+                true,
+            ),
+            ("for (int i = 0; i < n; ++i)", true),
+            ("for (int i = n; i > 0; i >>= gm_shift_count(1))", true),
+            ("for (int i = n; i > 0; i >>= gm_shift_count(n))", false),
+            ("for (int i = threadIdx.x; i < n; ++i)", false),
+            ("for (int i = 0; i < p[0]; ++i)", false),
+            ("for (int i = 0; i < t; ++i)", false),
+            ("for (int i = 0; i < f(n); ++i)", false),
+            ("for (int i = 0; ; ++i)", false),
+            ("for (int i = 0; i < n; i += t)", false),
+        ] {
+            let code = format!(
+                "#include \"gpu_mem.h\"\n__device__ int f(int v) {{ return v; }}\n\
+                 extern \"C\" __global__ void k(int* p, int n) {{\n\
+                 \x20   int t = threadIdx.x;\n\
+                 \x20   {header} {{ if (i == 3) {{ t += 1; }} p[t] = i; __syncthreads(); }}\n}}\n"
+            );
+            let out = rewrite(&code).unwrap();
+            assert_eq!(
+                out.contains("gm_sim_b.count != 0 &&"),
+                uniform,
+                "{header}:\n{out}"
+            );
+        }
+    }
+
     #[test]
     fn variables_become_slots_and_parameters_a_thread_changes_copies() {
         let code = "#include \"gpu_mem.h\"\n\
@@ -978,7 +1124,7 @@ mod tests {
                     \x20   __shared__ float tile[32];\n\
                     \x20   moved += threadIdx.x;\n\
                     \x20   __syncthreads();\n\
-                    \x20   for (int i = 0; i < n; ++i) { if (i == a) break; c = read[i]; __syncthreads(); }\n\
+                    \x20   for (int i = 0; i < a; ++i) { if (i == c) break; c = read[i]; __syncthreads(); }\n\
                     \x20   *moved = *b + c;\n}\n";
         let out = rewrite(code).unwrap();
         assert_eq!(lines(&out), lines(code));

@@ -459,10 +459,16 @@ fn shuffle_source(
     lanes: usize,
 ) -> Option<usize> {
     let width = (width as usize).clamp(1, lanes.max(1));
-    let group = lane - lane % width;
+    // (CUDA's widths are powers of two: masks, where a division cost more than the rest of
+    // the shuffle.)
+    let (group, within) = if width.is_power_of_two() {
+        (lane & !(width - 1), arg & (width as i64 - 1))
+    } else {
+        (lane - lane % width, arg.rem_euclid(width as i64))
+    };
     let end = group + width;
     let src = match op {
-        Collective::Shfl => group as i64 + arg.rem_euclid(width as i64),
+        Collective::Shfl => group as i64 + within,
         Collective::ShflUp => lane as i64 - i64::from(arg as u32),
         Collective::ShflDown => lane as i64 + i64::from(arg as u32),
         Collective::ShflXor => {
@@ -511,4 +517,35 @@ pub(super) fn describe_states(states: &[State], index: impl Fn(usize) -> Dim3) -
         ));
     }
     format!("no thread can proceed: {}", parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shuffle_source;
+    use crate::thread::Collective;
+
+    /// The masks of power-of-two widths read the lanes that CUDA's rule (group = lane - lane %
+    /// width, source = group + arg mod width) names, negative lanes included.
+    #[test]
+    fn power_of_two_widths_read_the_lanes_the_rule_names() {
+        for width in [1u32, 2, 4, 8, 16, 32] {
+            for lane in 0..32usize {
+                for arg in -70i64..70 {
+                    let w = width as usize;
+                    let group = lane - lane % w;
+                    let wanted = group + arg.rem_euclid(width as i64) as usize;
+                    assert_eq!(
+                        shuffle_source(Collective::Shfl, lane, arg, width, 32),
+                        Some(wanted),
+                        "width {width}, lane {lane}, arg {arg}"
+                    );
+                }
+                let up = shuffle_source(Collective::ShflUp, lane, 3, width, 32);
+                let group = lane - lane % width as usize;
+                assert_eq!(up, lane.checked_sub(3).filter(|&s| s >= group));
+            }
+        }
+        // Any other width takes the division.
+        assert_eq!(shuffle_source(Collective::Shfl, 7, 4, 6, 32), Some(10));
+    }
 }

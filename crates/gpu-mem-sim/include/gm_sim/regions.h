@@ -601,13 +601,12 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
     b.choice = reinterpret_cast<unsigned short*>(b.returned + ((t->count + 1ul) & ~1ul));
     bool fresh_lanes = false;
     b.lanes = static_cast<gm_sim_lane*>(b.take(sizeof(gm_sim_lane) * t->count, fresh_lanes));
-    const unsigned long long grid_x = thread->grid_dim.x == 0 ? 1 : thread->grid_dim.x;
-    const unsigned long long grid_y = thread->grid_dim.y == 0 ? 1 : thread->grid_dim.y;
+    gm_sim_blocks_walk blocks(thread, t->first_block);
     const unsigned long long end = t->first_block + t->blocks;
     t->status = 0;
     try {
         for (unsigned long long k = t->first_block; k < end; ++k) {
-            gm_sim_enter_block(thread, k, grid_x, grid_y);
+            blocks.enter(thread);
             b.count = t->count;
             b.ran = b.broke = b.continued = 0;
             b.any_returned = false;

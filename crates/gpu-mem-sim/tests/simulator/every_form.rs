@@ -655,6 +655,8 @@ fn block_reductions_in_shared_memory_sum_every_thread(form: Form) {
         (Dim3::new(2, 1, 1), Dim3::new(8, 4, 2)),
         (Dim3::new(1, 1, 1), Dim3::new(1024, 1, 1)),
         (Dim3::new(5, 1, 1), Dim3::new(33, 1, 1)),
+        // (Small blocks: one run of the program goes through all of them, across y and z.)
+        (Dim3::new(3, 2, 3), Dim3::new(8, 1, 1)),
     ] {
         let config = LaunchConfig::new(grid, block);
         let blocks = grid.count() as usize;

@@ -449,6 +449,7 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
     let plan = |threads: Threads, compiled: &str| {
         let flags = [
             compiler::FLAGS.join(" "),
+            compiler::optimisation(threads).join(" "),
             compiler::instrumentation(threads, compiler.is_clang()).join(" "),
             compiler::LINK_FLAGS.join(" "),
             compiler.linker.unwrap_or_default().to_string(),

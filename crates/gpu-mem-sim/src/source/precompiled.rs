@@ -49,6 +49,7 @@ fn key(compiler: &Compiler, threads: Threads) -> String {
             .join(" ")
             .as_bytes(),
         compiler::FLAGS.join(" ").as_bytes(),
+        compiler::optimisation(threads).join(" ").as_bytes(),
         compiler::instrumentation(threads, compiler.is_clang())
             .join(" ")
             .as_bytes(),

@@ -9,10 +9,12 @@
 //!   (stackless); one calling them from a struct's member function, and every closure kernel,
 //!   on fibers: all are shown);
 //! * one barrier in 1024 blocks x 256 threads: at most 15 ns per thread and barrier
-//!   (the launch with no barrier subtracted), for source kernels (stackless, with and without
-//!   an atomic per thread), closures (on fibers) and async closures (polled futures); the
-//!   barrier in a helper function (stackless: one more coroutine per thread) and the same
-//!   source on fibers are shown for comparison, and for information what 32 more barriers
+//!   (the launch with no barrier subtracted), for source kernels (stackless; with an atomic
+//!   per thread called in the kernel, which now runs as regions), closures (on fibers) and
+//!   async closures (polled futures); the
+//!   barrier in a helper function (stackless: one more coroutine per thread), the same
+//!   source on fibers and a barrier that splits a block into regions (beside the same store
+//!   per thread without it, on the threads-as-calls path) are shown for comparison, and for information what 32 more barriers
 //!   cost once every thread has started (source and closure); "closure floor" is what a
 //!   closure's first barrier costs on fibers here with nothing but the switches: the same
 //!   schedule on the executor's stacks and switch (two switches per thread, no scheduling), its
@@ -33,15 +35,22 @@ const EMPTY_STACKLESS: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ v
 /// Empty too, but calling (never) a struct's member function with an atomic, where a stackless
 /// thread could not let the others run: its threads run on fibers.
 const EMPTY_ON_FIBERS: &str = "#include \"gpu_mem.h\"\nstruct counter { __device__ void add() { static int n; atomicAdd(&n, 1); } };\nextern \"C\" __global__ void empty_fiber() { if (blockDim.x == 0) counter{}.add(); }\n";
-const ONE_BARRIER: &str =
-    "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { syncthreads(); }\n";
+/// One barrier every thread reaches, in the shape of [`EMPTY_STACKLESS`] (an `if` without
+/// braces, which keeps both stackless: as a statement of its own the barrier would split the
+/// block into regions, see [`ONE_BARRIER_REGIONS`]).
+const ONE_BARRIER: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier() { if (blockDim.x != 0) syncthreads(); }\n";
+/// A store per thread, then one barrier as a statement: the block runs as regions (loops over
+/// its threads in the program); beside [`STORE_ONLY`], the same store without the barrier
+/// (threads as calls). (With nothing around it, the regions' empty loops compile to nothing.)
+const ONE_BARRIER_REGIONS: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier_regions() { __shared__ int s[1024]; s[threadIdx.x] = 1;\n syncthreads(); }\n";
+const STORE_ONLY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void store_only() { __shared__ int s[1024]; s[threadIdx.x] = 1; }\n";
 /// One barrier, and a struct's member function with an atomic, never called, that keeps the
 /// threads on fibers.
 const ONE_BARRIER_ON_FIBERS: &str = "#include \"gpu_mem.h\"\nstruct counter { __device__ void add() { static int n; atomicAdd(&n, 1); } };\nextern \"C\" __global__ void one_barrier_fiber() { syncthreads(); if (blockDim.x == 0) counter{}.add(); }\n";
 /// One barrier, in a helper function (a coroutine too: its threads run stackless).
 const ONE_BARRIER_IN_A_HELPER: &str = "#include \"gpu_mem.h\"\n__device__ void wait() { syncthreads(); }\nextern \"C\" __global__ void one_barrier_helper() { wait(); }\n";
-/// A shared-memory atomic per thread, then one barrier (the atomic called in the kernel: its
-/// threads run stackless); and the atomic alone.
+/// A shared-memory atomic per thread, then one barrier (the atomic called once in the kernel:
+/// its blocks run as regions); and the atomic alone (threads as calls).
 const ONE_BARRIER_ATOMIC: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void one_barrier_atomic() { __shared__ int n; atomicAdd(&n, 1); syncthreads(); }\n";
 const ATOMIC_ONLY: &str = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void atomic_only() { __shared__ int n; atomicAdd(&n, 1); }\n";
 /// `k` barriers in a row: the steady cost of a barrier once every thread has started.
@@ -191,6 +200,12 @@ fn main() {
             Kernel::from_source(ONE_BARRIER, "one_barrier"),
             Kernel::from_source(EMPTY_STACKLESS, "empty_co"),
             true,
+        ),
+        (
+            "source, as regions",
+            Kernel::from_source(ONE_BARRIER_REGIONS, "one_barrier_regions"),
+            Kernel::from_source(STORE_ONLY, "store_only"),
+            false,
         ),
         (
             "closure",

@@ -711,7 +711,7 @@ impl Rewrite<'_, '_> {
         );
         let outer = visible.len();
         let lambda = "[&](unsigned int gm_sim_t)";
-        let (body_open, body_close) = l.body;
+        let (_, body_close) = l.body;
         // What follows the body (inserted after the body's own edits).
         let tail;
         match l.semis {
@@ -789,16 +789,7 @@ impl Rewrite<'_, '_> {
                 }
             }
         }
-        let around = Some((after, again));
-        if l.braced {
-            self.scope(&l.items, visible, (body_close, again), around);
-        } else {
-            // A single statement for a body (a loop without barriers), braced here.
-            let end_at = s.toks[body_close].end;
-            self.insert(s.toks[body_open].start, "{");
-            self.scope_ending(&l.items, visible, (body_close, end_at, again), around);
-            self.insert(end_at, "}");
-        }
+        self.loop_body(l, visible, (after, again));
         self.insert(s.toks[body_close].end, &tail);
         visible.truncate(outer);
     }
@@ -875,7 +866,7 @@ impl<'c> Rewrite<'_, 'c> {
     /// block stopped (a fault, a divergence).
     fn uniform_for(&mut self, l: &Loop, name: &'c str, visible: &mut Vec<String>, after: usize) {
         let s = self.s;
-        let (Some((s1, s2)), (body_open, body_close)) = (l.semis, l.body) else {
+        let (Some((s1, s2)), (_, body_close)) = (l.semis, l.body) else {
             return;
         };
         let mut head = String::from("{ ");
@@ -884,18 +875,25 @@ impl<'c> Rewrite<'_, 'c> {
         self.replace(s1, s1, "; gm_sim_b.count != 0 && (");
         self.replace(s2, s2, ");");
         let again = self.first_barrier(&l.items, after);
-        let around = Some((after, again));
         self.uniform.push(name);
+        self.loop_body(l, visible, (after, again));
+        self.uniform.pop();
+        self.insert(s.toks[body_close].end, "}");
+    }
+
+    /// The regions of a loop's body (after it a thread waits next at line `after`; going round,
+    /// at line `again`), braced here when it is a single statement (a loop without barriers).
+    fn loop_body(&mut self, l: &Loop, visible: &mut Vec<String>, (after, again): (usize, usize)) {
+        let (body_open, body_close) = l.body;
+        let around = Some((after, again));
         if l.braced {
             self.scope(&l.items, visible, (body_close, again), around);
         } else {
-            let end_at = s.toks[body_close].end;
-            self.insert(s.toks[body_open].start, "{");
+            let end_at = self.s.toks[body_close].end;
+            self.insert(self.s.toks[body_open].start, "{");
             self.scope_ending(&l.items, visible, (body_close, end_at, again), around);
             self.insert(end_at, "}");
         }
-        self.uniform.pop();
-        self.insert(s.toks[body_close].end, "}");
     }
 }
 

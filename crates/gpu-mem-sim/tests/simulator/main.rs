@@ -23,6 +23,7 @@ mod mapped_race;
 mod memcheck;
 mod memory_reuse;
 mod pinned_limit;
+mod real_mistakes;
 mod regions;
 mod settled_streams;
 mod shared_arrays;

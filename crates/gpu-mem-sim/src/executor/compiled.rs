@@ -8,7 +8,7 @@
 //! runs at a time. No callback unwinds: they record faults instead of panicking.
 
 use super::plan::Calls;
-use super::schedule::{State, Wait};
+use super::schedule::{Operands, State, Wait};
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
     ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_MISALIGNED, ACCESS_SYNCED, ACCESS_WRITE,
@@ -98,21 +98,27 @@ impl GmSimWait {
         }
     }
 
-    /// A collective's operands: value, argument, width.
+    /// A collective's operands: value, argument, width and mask (every lane for a collective
+    /// of a block).
     ///
     /// # Safety
     /// As [`GmSimWait::parts`].
     #[inline]
-    pub(crate) unsafe fn operands(wait: *const GmSimWait) -> Option<(u64, i64, u32)> {
+    pub(crate) unsafe fn operands(wait: *const GmSimWait) -> Option<Operands> {
         // SAFETY: the caller's contract.
         unsafe {
-            Collective::from_code((*wait).kind & 15)?;
+            let kind = (*wait).kind;
+            Collective::from_code(kind & 15)?;
             let more = Self::more(wait)?;
-            Some((
-                (*more).value,
-                (*more).arg,
-                u32::try_from((*more).width).unwrap_or(0),
-            ))
+            Some(Operands {
+                value: (*more).value,
+                arg: (*more).arg,
+                width: u32::try_from((*more).width).unwrap_or(0),
+                mask: match barrier_scope(kind >> 4) {
+                    BarrierScope::Warp => (*more).mask,
+                    _ => u64::MAX,
+                },
+            })
         }
     }
 
@@ -339,11 +345,14 @@ extern "C" fn rt_warp(op: c_int, here: u64, count: u32, lanes: *mut GmSimLane) -
     // which nothing else touches while it waits in this call.
     let lanes = unsafe { std::slice::from_raw_parts_mut(lanes, count) };
     let op = Collective::from_code(op);
-    // The scheduler's rule (`super::release`): the first lane's mask names the lanes the
-    // collective waits for; without all of them it cannot complete (yet: the program parks
-    // the lanes here, and asks for the verdict once no thread can go on).
-    let first = here.trailing_zeros() as usize;
-    if lanes[first].mask & super::release::ballot_mask(count) & !here != 0 {
+    // The scheduler's rule (`super::release::mask_groups`): the lowest lane's mask names the
+    // lanes its group waits for, and they complete it together; the warp's lanes here may be
+    // several groups (tiles of a warp, each calling with its own lanes). Without all of a
+    // group's lanes it cannot complete (yet: the program parks the lanes here, and asks for the
+    // verdict once no thread can go on).
+    if super::release::mask_groups(here, count, |lane| lanes[lane].mask)
+        .any(|(_, mask)| mask & !here != 0)
+    {
         return 1;
     }
     if let Some(op) = op {
@@ -354,7 +363,12 @@ extern "C" fn rt_warp(op: c_int, here: u64, count: u32, lanes: *mut GmSimLane) -
             count,
             |lane| {
                 let l = &lanes[lane];
-                (l.value, l.arg, u32::try_from(l.width).unwrap_or(0))
+                Operands {
+                    value: l.value,
+                    arg: l.arg,
+                    width: u32::try_from(l.width).unwrap_or(0),
+                    mask: l.mask,
+                }
             },
             |lane, result| results[lane] = result,
         );

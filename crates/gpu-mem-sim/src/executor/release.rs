@@ -11,7 +11,7 @@
 //! and the watchdog (`super::watchdog`) counts the round.
 
 use super::block::Block;
-use super::schedule::{Phase, Schedule, Slot, State, Wait, recount};
+use super::schedule::{Operands, Phase, Schedule, Slot, State, Wait, recount};
 use crate::thread::{BarrierScope, Collective, Combine, Fence, Site};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
@@ -31,22 +31,19 @@ impl Block<'_> {
 
     /// Sets thread `linear`'s operands of a collective (sizing the block's slots first).
     #[inline]
-    pub(super) fn set_operands(&self, linear: usize, operands: (u64, i64, u32)) {
+    pub(super) fn set_operands(&self, linear: usize, operands: Operands) {
         if let Some(slot) = self.sized_slots().get_mut(linear) {
-            slot.set(operands);
+            slot.operands = operands;
         }
     }
 
     /// Every thread's operands at once (`operands(linear)`, `None` for one that has none): one
     /// borrow of the slots for a whole round of a collective.
     #[inline]
-    pub(super) fn set_all_operands(
-        &self,
-        mut operands: impl FnMut(usize) -> Option<(u64, i64, u32)>,
-    ) {
+    pub(super) fn set_all_operands(&self, mut operands: impl FnMut(usize) -> Option<Operands>) {
         for (linear, slot) in self.sized_slots().iter_mut().enumerate() {
             if let Some(operands) = operands(linear) {
-                slot.set(operands);
+                slot.operands = operands;
             }
         }
     }
@@ -137,14 +134,12 @@ impl Block<'_> {
     }
 
     /// Releases the groups of a warp's lanes that wait at the same warp barrier or collective
-    /// once every lane its mask names is there.
+    /// once every lane its mask names is there. Lanes at one site may be several groups (the
+    /// tiles of a warp, each calling with its own lanes, [`mask_groups`]): each completes on
+    /// its own.
     fn release_warp(&self, base: usize, members: &mut [State]) -> Result<bool, Error> {
         let lanes = members.len();
-        let existing = if lanes >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << lanes) - 1
-        };
+        let existing = ballot_mask(lanes);
         let mut visited = 0u64;
         let mut released = false;
         for first in 0..lanes {
@@ -162,65 +157,54 @@ impl Block<'_> {
                 }
             }
             visited |= here;
-            let missing = wait.mask & existing & !here;
             // An active mask is complete once no lane of the warp can still arrive: the others
-            // wait elsewhere or have ended.
-            let complete = if wait.op == Some(Collective::Active) {
-                !members.contains(&State::Ready)
+            // wait elsewhere or have ended; it is the lanes there, whatever they name.
+            let groups: Vec<(u64, u64)> = if wait.op == Some(Collective::Active) {
+                if members.contains(&State::Ready) {
+                    continue;
+                }
+                vec![(here, here)]
             } else {
-                missing == 0
+                let mask_of = |lane: usize| match members[lane] {
+                    State::Waiting(w) => w.mask,
+                    _ => 0,
+                };
+                mask_groups(here, lanes, mask_of).collect()
             };
-            if complete {
+            for (group, mask) in groups {
+                let missing = mask & existing & !here;
+                if missing != 0 {
+                    if let Some(detail) = exited_lanes(
+                        &wait,
+                        group,
+                        missing,
+                        members,
+                        base / self.warp_size.max(1) as usize,
+                    ) {
+                        return Err(self.divergence(detail));
+                    }
+                    continue;
+                }
                 if let Some(op) = wait.op {
-                    self.combine_warp(op, base, here, lanes);
+                    self.combine_warp(op, base, group, lanes);
                 }
                 let mut clocks = self.warp_clocks.borrow_mut();
                 if !clocks.is_empty() {
                     // racecheck: the lanes that named each other in their masks are ordered
-                    // with each other from here on (two halves of a warp may pass one
-                    // `__syncwarp(mask)` site at once, each with its own half's mask).
-                    let mut left = here;
-                    while left != 0 {
-                        let lane = left.trailing_zeros() as usize;
-                        let mask = match members[lane] {
-                            State::Waiting(w) => w.mask,
-                            _ => here,
-                        };
-                        let group = (0..lanes)
-                            .filter(|&l| {
-                                left & (1 << l) != 0
-                                    && matches!(members[l], State::Waiting(w) if w.mask == mask)
-                            })
-                            .fold(0u64, |bits, l| bits | 1 << l);
-                        let group = if group == 0 { 1 << lane } else { group };
-                        crate::sanitizer::synchronize(
-                            &mut clocks,
-                            self.warp_size as usize,
-                            base,
-                            group,
-                        );
-                        left &= !group;
-                    }
+                    // with each other from here on.
+                    crate::sanitizer::synchronize(
+                        &mut clocks,
+                        self.warp_size as usize,
+                        base,
+                        group,
+                    );
                 }
                 for (lane, state) in members.iter_mut().enumerate() {
-                    if here & (1 << lane) != 0 {
+                    if group & (1 << lane) != 0 {
                         *state = State::Ready;
                     }
                 }
                 released = true;
-                continue;
-            }
-            if wait.op == Some(Collective::Active) {
-                continue;
-            }
-            if let Some(detail) = exited_lanes(
-                &wait,
-                here,
-                missing,
-                members,
-                base / self.warp_size.max(1) as usize,
-            ) {
-                return Err(self.divergence(detail));
             }
         }
         Ok(released)
@@ -238,7 +222,7 @@ impl Block<'_> {
             op,
             here,
             lanes,
-            |lane| (warp[lane].value, warp[lane].arg, warp[lane].width),
+            |lane| warp[lane].operands,
             |lane, result| results[lane] = result,
         );
         for lane in lanes_of(here).filter(|&l| l < lanes) {
@@ -318,7 +302,7 @@ impl Block<'_> {
     /// Computes every thread's result of a block collective (`syncthreads_count` & co).
     pub(super) fn combine_block(&self, op: Collective) {
         let mut slots = self.slots.borrow_mut();
-        let count = slots.iter().filter(|s| s.value != 0).count() as u64;
+        let count = slots.iter().filter(|s| s.operands.value != 0).count() as u64;
         let result = match op {
             Collective::SyncCount => count,
             Collective::SyncAnd => u64::from(count == slots.len() as u64),
@@ -387,16 +371,38 @@ pub(super) fn verdict(
 
 /// The bits of a warp's `lanes` lanes.
 /// Every participant's result of a warp collective `op` among the lanes `here` of a warp of
-/// `lanes` (at most 64): `operands(lane)` gives a participant's value, and a shuffle's lane or
-/// delta and width; `result(lane, r)` receives each participant's result. Votes are the same
-/// for every participant; a shuffle from a lane that does not take part (or lies outside the
-/// width's segment) gives the caller its own value.
+/// `lanes` (at most 64): `operands(lane)` gives a participant's value, a shuffle's lane or
+/// delta and width, and its mask; `result(lane, r)` receives each participant's result. The
+/// lanes here combine in the groups their masks make ([`mask_groups`]: the tiles of a warp
+/// that reach one call site together each vote and shuffle among their own lanes). Votes are
+/// the same for every participant of a group; a shuffle from a lane that does not take part
+/// (or lies outside the width's segment) gives the caller its own value.
 pub(super) fn combine_lanes(
     op: Collective,
     here: u64,
     lanes: usize,
-    operands: impl Fn(usize) -> (u64, i64, u32),
+    operands: impl Fn(usize) -> Operands,
     mut result: impl FnMut(usize, u64),
+) {
+    if op.combine() == Combine::ActiveMask {
+        // The lanes that are here, whatever they name.
+        for lane in lanes_of(here).filter(|&l| l < lanes) {
+            result(lane, here);
+        }
+        return;
+    }
+    for (group, _) in mask_groups(here, lanes, |lane| operands(lane).mask) {
+        combine_group(op, group, lanes, &operands, &mut result);
+    }
+}
+
+/// [`combine_lanes`] for one group of lanes, `here`.
+fn combine_group(
+    op: Collective,
+    here: u64,
+    lanes: usize,
+    operands: &impl Fn(usize) -> Operands,
+    result: &mut impl FnMut(usize, u64),
 ) {
     let taking_part = |lane: usize| lane < lanes && here & (1 << lane) != 0;
     let vote = match op.combine() {
@@ -404,7 +410,7 @@ pub(super) fn combine_lanes(
         Combine::ActiveMask => Some(here),
         Combine::WarpVote | Combine::BlockVote | Combine::Grid => {
             let ballot = lanes_of(here)
-                .filter(|&l| l < lanes && operands(l).0 != 0)
+                .filter(|&l| l < lanes && operands(l).value != 0)
                 .fold(0u64, |bits, l| bits | 1 << l);
             Some(match op {
                 Collective::All => u64::from(ballot == here & ballot_mask(lanes)),
@@ -419,9 +425,11 @@ pub(super) fn combine_lanes(
             match vote {
                 Some(vote) => vote,
                 None => {
-                    let (value, arg, width) = operands(lane);
+                    let Operands {
+                        value, arg, width, ..
+                    } = operands(lane);
                     match shuffle_source(op, lane, arg, width, lanes) {
-                        Some(src) if taking_part(src) => operands(src).0,
+                        Some(src) if taking_part(src) => operands(src).value,
                         _ => value,
                     }
                 }
@@ -436,6 +444,27 @@ fn lanes_of(mut here: u64) -> impl Iterator<Item = usize> {
         let lane = here.trailing_zeros() as usize;
         here &= here.checked_sub(1)?;
         Some(lane)
+    })
+}
+
+/// The groups that the lanes `here` (of a warp of `lanes`) form at one warp barrier or
+/// collective, lowest lane first: each group is the lanes here that the mask of its lowest lane
+/// names (with that lane itself), and comes with that mask, which names the lanes the group
+/// waits for. Two tiles of a warp that reach one site together are two groups.
+pub(super) fn mask_groups(
+    here: u64,
+    lanes: usize,
+    mask_of: impl Fn(usize) -> u64,
+) -> impl Iterator<Item = (u64, u64)> {
+    let mut left = here & ballot_mask(lanes);
+    std::iter::from_fn(move || {
+        let first = left.trailing_zeros() as usize;
+        (left != 0).then(|| {
+            let mask = mask_of(first) & ballot_mask(lanes);
+            let group = (mask & left) | (1 << first);
+            left &= !group;
+            (group, mask)
+        })
     })
 }
 

@@ -352,24 +352,23 @@ pub(super) fn recount(s: &mut Schedule) {
     }
 }
 
+/// A thread's operands of a collective.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Operands {
+    pub(crate) value: u64,
+    /// A shuffle's lane or delta.
+    pub(crate) arg: i64,
+    /// A shuffle's width.
+    pub(crate) width: u32,
+    /// The lanes of its warp that take part with it (a warp collective's mask).
+    pub(crate) mask: u64,
+}
+
 /// A thread's operands and result of a collective.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Slot {
-    pub(super) value: u64,
-    pub(super) arg: i64,
-    pub(super) width: u32,
+    pub(super) operands: Operands,
     pub(super) result: u64,
-}
-
-impl Slot {
-    /// Takes a thread's operands of a collective: its value, and a shuffle's lane or delta and
-    /// width.
-    #[inline]
-    pub(super) fn set(&mut self, (value, arg, width): (u64, i64, u32)) {
-        self.value = value;
-        self.arg = arg;
-        self.width = width;
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use super::block::{Block, block_linear};
 use super::fiber::Fiber;
 use super::plan::Checked;
 use super::races::Report;
+use super::schedule::Operands;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::GmSimThread;
 use crate::sanitizer::{
@@ -201,7 +202,15 @@ impl ThreadOps for SimThread<'_, '_> {
         at: Site,
     ) -> u64 {
         let linear = self.linear as usize;
-        self.block.set_operands(linear, (value, arg, width));
+        self.block.set_operands(
+            linear,
+            Operands {
+                value,
+                arg,
+                width,
+                mask,
+            },
+        );
         self.wait(op.scope(), Fence::Local, mask, at, Some(op));
         self.block.result_of(linear)
     }

@@ -17,7 +17,7 @@
 
 use crate::executor::block::{Block, panic_message};
 use crate::executor::fiber::{Fiber, Target};
-use crate::executor::schedule::{Phase, Schedule, record_wait, recount};
+use crate::executor::schedule::{Operands, Phase, Schedule, record_wait, recount};
 use crate::executor::watchdog::SpinWatch;
 use crate::thread::{
     Arrival, AsyncThreadCtx, BarrierScope, Collective, Fence, PolledBody, PolledThreads, Site,
@@ -230,8 +230,15 @@ impl Suspend for Polled<'_, '_> {
             return false;
         }
         let op = arrival.op;
-        self.block
-            .set_operands(linear, (arrival.value, arrival.arg, arrival.width));
+        self.block.set_operands(
+            linear,
+            Operands {
+                value: arrival.value,
+                arg: arrival.arg,
+                width: arrival.width,
+                mask: arrival.mask,
+            },
+        );
         standing.set(Standing::AtCollective);
         // SAFETY: as for a barrier.
         let s = unsafe { self.block.schedule() };

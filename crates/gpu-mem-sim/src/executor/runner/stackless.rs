@@ -21,7 +21,7 @@ use crate::executor::block::Block;
 use crate::executor::compiled::WaitParts;
 use crate::executor::fiber::{Fiber, Target};
 use crate::executor::plan::Rounds;
-use crate::executor::release::{ballot_mask, combine_lanes};
+use crate::executor::release::{ballot_mask, combine_lanes, mask_groups};
 use crate::executor::schedule::{Phase, record_wait};
 use crate::executor::sim_thread::{SimThread, make_current};
 use crate::thread::{BarrierScope, Combine};
@@ -238,8 +238,8 @@ impl Block<'_> {
     /// Releases lanes of a warp within a round (`gm_sim_round::release_warp`): the lanes `here`
     /// of a warp (`waits[k]`: lane `k`'s wait, which holds its operands and takes its result),
     /// which wait at one warp barrier or collective (the program checked the call site and
-    /// kind), go on as the scheduler's `release_warp` lets them: once every lane the first one's
-    /// mask names is among them, each with its result computed over them (`combine_lanes`, as
+    /// kind), go on as the scheduler's `release_warp` lets them: once every lane the mask of
+    /// each group they make names is among them, each with its result computed over its group (`combine_lanes`, as
     /// the scheduler's `combine_warp` computes it) and written into its wait. `false` for
     /// anything else (a lane missing, a collective that is no shuffle or vote): the round then
     /// ends, and the scheduler decides, as it would have.
@@ -251,7 +251,13 @@ impl Block<'_> {
         let first = here.trailing_zeros() as usize;
         // SAFETY: the wait of every lane of `here` points into its thread's suspended frame.
         let parts = unsafe { GmSimWait::parts(waits[first]) };
-        if parts.scope != BarrierScope::Warp || parts.mask & ballot_mask(lanes) & !here != 0 {
+        if parts.scope != BarrierScope::Warp {
+            return false;
+        }
+        // Every group the lanes here make (the tiles of a warp) must be complete.
+        // SAFETY: as above.
+        let mask_of = |lane: usize| unsafe { GmSimWait::parts(waits[lane]) }.mask;
+        if mask_groups(here, lanes, mask_of).any(|(_, mask)| mask & !here != 0) {
             return false;
         }
         if let Some(op) = parts.op {

@@ -19,8 +19,11 @@
  *     all run at once: LaunchConfig::cooperative)
  *   cooperative_groups::sync(group); reduce and the operators are in
  *   <cooperative_groups/reduce.h>.
- * Barriers and collectives name the line that calls them, as __syncthreads does. A kernel
- * using cooperative groups runs its threads on stacks (their calls are member functions).
+ * Barriers and collectives name the line that calls them, as __syncthreads does. The
+ * simulator writes a block group's syncs, and a warp-sized tile's syncs, shuffles and votes, as
+ * the intrinsics they are before it builds a kernel (`source::stackless::block_groups`), so that
+ * such a kernel runs as regions or coroutines; one that uses anything else of this header runs
+ * its threads on stacks (the calls here are member functions).
  */
 #pragma once
 #include "gpu_mem.h"
@@ -180,6 +183,10 @@ class thread_block_tile : public thread_group {
     bool large() const { return large_; }
     /* The tile's lanes, as a warp mask. */
     unsigned long long gm_tile_lanes() const { return mask_; }
+    /* A ballot of the warp, as the tile's: bit r for the tile's thread of rank r. */
+    unsigned int gm_tile_bits(unsigned long long warp_bits) const {
+        return (unsigned int)((warp_bits >> first_lane_) & gm_lanes(0, N));
+    }
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         if (large_) {
             details::block_barrier(file, line);
@@ -245,9 +252,8 @@ class thread_block_tile : public thread_group {
     unsigned int ballot(int predicate, const char* file = __builtin_FILE(),
                         int line = __builtin_LINE()) const {
         only_within_a_warp("ballot");
-        const unsigned long long all =
-            gm_sim_rt.collective(GM_SIM_OP_BALLOT, mask_, predicate != 0, 0, 0, file, line);
-        return (unsigned int)((all >> first_lane_) & gm_lanes(0, N));
+        return gm_tile_bits(
+            gm_sim_rt.collective(GM_SIM_OP_BALLOT, mask_, predicate != 0, 0, 0, file, line));
     }
     int any(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         only_within_a_warp("any");

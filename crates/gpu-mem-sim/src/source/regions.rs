@@ -983,7 +983,15 @@ mod tests {
                 "line 3: two warp collectives in one statement",
             ),
             (
-                "if (__any_sync(~0u, a[0])) { a[1] = 1; }",
+                "if (__any_sync(~0u, a[0])) { a[1] = __shfl_sync(~0u, 1, 0); }",
+                "line 3: a barrier or warp collective in a condition",
+            ),
+            (
+                "if (a[2] && __any_sync(~0u, a[0])) { a[1] = 1; }",
+                "line 3: a warp collective behind a condition",
+            ),
+            (
+                "while (__any_sync(~0u, a[0])) { a[0] -= 1; }",
                 "line 3: a barrier or warp collective in a condition",
             ),
             (
@@ -1038,7 +1046,8 @@ mod tests {
     }
 
     /// Warp collectives split regions; an `if` or loop that holds them and no barrier runs
-    /// masked, a single statement for its block braced; real warp kernels rewrite.
+    /// masked, a single statement for its block braced; an `if` whose condition votes and whose
+    /// blocks wait at nothing is a statement like another; real warp kernels rewrite.
     #[test]
     fn warp_collectives_split_regions_and_their_ifs_and_loops_run_masked() {
         let code = "#include \"gpu_mem.h\"\n\
@@ -1048,6 +1057,7 @@ mod tests {
                     \x20       v += __shfl_down_sync(~0u, v, o);\n\
                     \x20   if (threadIdx.x % 32 < 8) { int w = __shfl_up_sync(0xffu, v, 1, 8); v += w; }\n\
                     \x20   else v = 0;\n\
+                    \x20   if (__all_sync(~0u, v > 2)) v += 1; else { v -= 1; }\n\
                     \x20   a[threadIdx.x] = v;\n}\n";
         let out = rewrite(code).unwrap();
         assert_eq!(lines(&out), lines(code));
@@ -1061,6 +1071,9 @@ mod tests {
             "gm_sim_b.warp_exchange(__FILE__, 6);",
             "if (gm_sim_b.mask_else())",
             "gm_sim_b.mask_end();",
+            // A vote in an `if`'s condition: recorded, then the whole `if` runs.
+            "gm_sim_b.warp_mode = GM_SIM_RECORD; (void)(__all_sync(~0u, v > 2));",
+            "gm_sim_b.warp_exchange(__FILE__, 8);",
         ] {
             assert!(out.contains(wanted), "{wanted}:\n{out}");
         }

@@ -25,7 +25,7 @@ mod bounded;
 mod cxx20;
 mod macros;
 
-pub(crate) use block_groups::is_block_level;
+pub(crate) use block_groups::{TILE_LANES, is_block_level};
 pub(crate) use cxx20::why_not_as_cxx20;
 
 use crate::thread::Collective;

@@ -156,3 +156,57 @@ fn collectives_that_cannot_complete_are_reported_alike() {
         assert_eq!(regions, fibers, "{source}");
     }
 }
+
+/// Warp-sized tiles of cooperative groups (`tiled_partition<N>`): their shuffles, votes (in
+/// statements and in `if` conditions) and syncs run as regions, as intrinsics over the tile's lanes, and compute what they compute on
+/// fibers (the tiles' own member functions) and kept off regions (stackless), in blocks of
+/// whole and partial warps, with every other tile skipping an `if` (masked, as a GPU's lanes
+/// are); the tile sizes that divide the warp each give their own lanes.
+#[test]
+fn warp_tiles_agree_as_regions_stackless_and_on_fibers() {
+    let backend = SimBackend::new(SimConfig::default());
+    for size in [32, 16, 8] {
+        let source = format!(
+            "#include \"gpu_mem.h\"\n\
+             #include <cooperative_groups.h>\n\
+             namespace cg = cooperative_groups;\n\
+             extern \"C\" __global__ void k(gm_array<int, 1> a) {{\n\
+             \x20   cg::thread_block cta = cg::this_thread_block();\n\
+             \x20   cg::thread_block_tile<{size}> tile = cg::tiled_partition<{size}>(cta);\n\
+             \x20   int v = a(threadIdx.x);\n\
+             \x20   const int in = v;\n\
+             \x20   cg::sync(cta);\n\
+             \x20   if (tile.meta_group_rank() % 2 == 0) {{\n\
+             \x20       for (int o = 1; o < {size}; o *= 2) {{\n\
+             \x20           v += tile.shfl_xor(v, o) % 7;\n\
+             \x20       }}\n\
+             \x20   }}\n\
+             \x20   v += 3 * tile.shfl_down(v, 1) + 1;\n\
+             \x20   v -= tile.shfl_up(v, 2) / 2;\n\
+             \x20   int first = tile.shfl(v, 0);\n\
+             \x20   tile.sync();\n\
+             \x20   int any = tile.any(in % 13 == 0);\n\
+             \x20   int all = tile.all(in % 5 != 0 || in % 8 == 0);\n\
+             \x20   unsigned bits = tile.ballot(v & 1);\n\
+             \x20   cg::sync(tile);\n\
+             \x20   if (tile.any(v % 3 == 0)) v += 7; else v -= 1;\n\
+             \x20   if (__all_sync(~0u, in < 40)) {{ v *= 2; }}\n\
+             \x20   a(threadIdx.x) = v * 1000 + any * 100 + all * 10 + (int)(bits % 7) + first % 3;\n\
+             }}\n",
+        );
+        for threads in [64, 48] {
+            let regions = run(&backend, &source, threads);
+            let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), threads);
+            let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), threads);
+            assert!(fibers.is_ok(), "{fibers:?}\n{source}");
+            assert_eq!(
+                regions, fibers,
+                "regions, tiles of {size}, {threads} threads"
+            );
+            assert_eq!(
+                stackless, fibers,
+                "stackless, tiles of {size}, {threads} threads"
+            );
+        }
+    }
+}

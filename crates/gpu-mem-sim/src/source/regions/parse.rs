@@ -3,6 +3,7 @@
 //! threads run one by one, a declaration left at block level, a barrier, or such a loop. Read
 //! from the tokens alone; anything the rewrite could get wrong is an `Err` naming its line.
 
+use crate::source::stackless::TILE_LANES;
 use gpu_mem_core::kernel::scan::functions::{body_end, bracket_end, call_end};
 use gpu_mem_core::kernel::scan::tokens::Token;
 
@@ -210,7 +211,12 @@ impl<'c> Statements<'c> {
                 || matches!(before, "=" | "!")
                 || (matches!(before, "<" | ">")
                     && !(k >= 2 && touching(k - 2) && self.text(k - 2) == before));
-            let calls = k > name + 1 && self.is_name(k) && self.text(k + 1) == "(" && t != "sizeof";
+            // (A lowered tile's lanes, `tile.gm_tile_lanes()`, read a value, as a name does.)
+            let calls = k > name + 1
+                && self.is_name(k)
+                && self.text(k + 1) == "("
+                && t != "sizeof"
+                && t != TILE_LANES;
             if calls || (matches!(t, "+" | "-") && next == t) || (t == "=" && !compares) {
                 return Err(format!(
                     "line {line}: a warp collective whose operands call or assign"
@@ -381,6 +387,13 @@ impl<'c> Statements<'c> {
             let barriers = (i..=last).any(|k| self.names_barrier(k));
             let item = if !waits {
                 self.plain(i, last)?
+            } else if let Some(call) = self.vote_in_condition(i, last, barriers)? {
+                Item::Stmt {
+                    first: i,
+                    last,
+                    decl: None,
+                    call: Some(call),
+                }
             } else if !barriers
                 && !matches!(self.text(i), "for" | "while" | "if" | "{" | "do" | "switch")
             {
@@ -508,7 +521,7 @@ impl<'c> Statements<'c> {
 
     /// `type name;`, `type name = init;` or several such declarators (`int a = 1, *b;`) over
     /// `first..end` (`end`: its `;`), the type made of names, `*`, `::` and template
-    /// arguments; `None` for any other statement.
+    /// arguments (names and literal numbers); `None` for any other statement.
     pub(super) fn declaration(&self, first: usize, end: usize) -> Result<Option<Decl>, String> {
         if !self.is_name(first) || STATEMENT_WORDS.contains(&self.text(first)) {
             return Ok(None);
@@ -524,6 +537,8 @@ impl<'c> Statements<'c> {
                 "*" | ":" => {}
                 "," => {}
                 _ if self.toks[k].ident => {}
+                // A literal template argument (`thread_block_tile<32> t`).
+                t if angles > 0 && t.starts_with(|c: char| c.is_ascii_digit()) => {}
                 _ => return Ok(None),
             }
             k += 1;
@@ -641,6 +656,27 @@ impl<'c> Statements<'c> {
             }
             at = end + 2;
         }
+    }
+
+    /// The warp collective of an `if` statement `i..=last` (with its `else`) that calls one in
+    /// its condition and waits nowhere else (`if (__any_sync(m, p)) x = 1;`): it is a
+    /// statement like any other with a collective, recorded before the split and the whole
+    /// `if` run after it, its call handing out the result. `None` for any other statement.
+    fn vote_in_condition(
+        &self,
+        i: usize,
+        last: usize,
+        barriers: bool,
+    ) -> Result<Option<Call>, String> {
+        if barriers || self.text(i) != "if" {
+            return Ok(None);
+        }
+        let open = i + 1;
+        let close = self.closing_paren(open)?;
+        if (close + 1..=last).any(|k| self.waits(k)) || !(open..=close).any(|k| self.waits(k)) {
+            return Ok(None);
+        }
+        self.collective_call(open + 1, close - 1).map(Some)
     }
 
     /// A loop's or `if`'s parentheses `open..=close` wait at nothing (a condition is asked of

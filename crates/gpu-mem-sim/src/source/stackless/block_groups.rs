@@ -4,15 +4,19 @@
 //! tile = cg::tiled_partition<32>(cta)`, where a coroutine cannot suspend (they are member
 //! functions of the simulator's `cooperative_groups.h`). [`lower`] writes them as the intrinsics
 //! they are, in place (same line): a block group's sync as `__syncthreads()`; a tile's `sync()` as
-//! `__syncwarp(tile.gm_tile_lanes())` and its `shfl`, `shfl_up`, `shfl_down` and `shfl_xor` as
-//! `__shfl_*_sync(tile.gm_tile_lanes(), ..., N)` (the tile's lanes, the width its size), which is
-//! what the tile's own functions call; the rewrite then treats them as any other wait.
+//! `__syncwarp(tile.gm_tile_lanes())`, its `shfl`, `shfl_up`, `shfl_down` and `shfl_xor` as
+//! `__shfl_*_sync(tile.gm_tile_lanes(), ..., N)` (the tile's lanes, the width its size), its
+//! `any` and `all` as `__any_sync` and `__all_sync` over its lanes, and its `ballot` as
+//! `tile.gm_tile_bits(__ballot_sync(tile.gm_tile_lanes(), ...))` (the warp's bits shifted to
+//! the tile's), which is what the tile's own functions do; the rewrites (stackless and regions)
+//! then treat them as any other wait.
 //!
 //! Guarantees: the source is lowered only when everything it names of cooperative groups is a
 //! block group's type, `this_thread_block()`, a tile of a literal size up to 32 (within a warp of
 //! 32 or 64 lanes) declared as `thread_block_tile<N> t` or `auto t = tiled_partition<N>(...)`, a
-//! sync of such a group, a tile's shuffle, or a member function that does not wait (`thread_rank`,
-//! `size`, ...). Larger and run-time sized tiles, a tile's votes, coalesced and grid groups,
+//! sync of such a group, a tile's shuffle or vote, or a member function that does not wait
+//! (`thread_rank`, `size`, ...). Larger and run-time sized tiles, a tile's `match_any` and
+//! `match_all`, coalesced and grid groups,
 //! `reduce`, `memcpy_async` and the rest keep the kernel on stacks, as before. [`is_block_level`]
 //! says whether a source names cooperative groups only that way with nothing left to lower, which
 //! is what the stackless check (`super::why_not`) accepts.
@@ -37,6 +41,13 @@ const BLOCK_LEVEL: [&str; 5] = [
 /// The largest tile lowered: within one warp whatever the device's warp size (32 or 64).
 const LARGEST_TILE: u32 = 32;
 
+/// The member function of a lowered tile that gives its lanes as a warp mask (the mask of the
+/// intrinsics its calls become).
+pub(crate) const TILE_LANES: &str = "gm_tile_lanes";
+
+/// The member function that turns a warp's ballot into the tile's (bit 0 its rank 0).
+const TILE_BALLOT: &str = "gm_tile_bits";
+
 /// A tile's shuffles and the intrinsics they are.
 const TILE_SHUFFLES: [(&str, &str); 4] = [
     ("shfl", "__shfl_sync"),
@@ -44,6 +55,10 @@ const TILE_SHUFFLES: [(&str, &str); 4] = [
     ("shfl_down", "__shfl_down_sync"),
     ("shfl_xor", "__shfl_xor_sync"),
 ];
+
+/// A tile's votes whose results are the warp's, and the intrinsics they are (`ballot`, whose
+/// bits are the tile's, is lowered through [`TILE_BALLOT`]).
+const TILE_VOTES: [(&str, &str); 2] = [("any", "__any_sync"), ("all", "__all_sync")];
 
 /// Member functions of a group that wait (or may), besides `sync` and the shuffles: on a
 /// group this does not lower, they keep the kernel on stacks.
@@ -207,7 +222,7 @@ impl Scan {
                 continue;
             }
             if let Some(&size) = tiles.get(word) {
-                let mask = format!("{word}.gm_tile_lanes()");
+                let mask = format!("{word}.{TILE_LANES}()");
                 // `t.sync()` of a tile: a barrier of its lanes.
                 if member("sync") && text(i + 3) == "(" && text(i + 4) == ")" {
                     edits.push((
@@ -229,6 +244,30 @@ impl Scan {
                         format!("{intrinsic}({mask}, "),
                     ));
                     edits.push((toks[close].start, toks[close].end, format!(", {size})")));
+                    i += 4;
+                    continue;
+                }
+                // `t.any(p)`, `t.all(p)`: the intrinsic over the tile's lanes.
+                if let Some((_, intrinsic)) = TILE_VOTES.iter().find(|(name, _)| member(name))
+                    && text(i + 3) == "("
+                {
+                    edits.push((
+                        toks[i].start,
+                        toks[i + 3].end,
+                        format!("{intrinsic}({mask}, "),
+                    ));
+                    i += 4;
+                    continue;
+                }
+                // `t.ballot(p)`: the warp's ballot over the tile's lanes, as the tile's bits.
+                if member("ballot") && text(i + 3) == "(" {
+                    let close = call_end(code, &toks, i + 3)?;
+                    edits.push((
+                        toks[i].start,
+                        toks[i + 3].end,
+                        format!("{word}.{TILE_BALLOT}(__ballot_sync({mask}, "),
+                    ));
+                    edits.push((toks[close].start, toks[close].end, "))".to_string()));
                     i += 4;
                     continue;
                 }
@@ -263,6 +302,26 @@ impl Scan {
                     toks[i].start
                 };
                 edits.push((start, toks[i + 3].end, "__syncthreads()".to_string()));
+                i += 4;
+                continue;
+            }
+            // `cg::sync(t)` of a tile: a barrier of its lanes.
+            if names(i, "sync")
+                && text(i + 1) == "("
+                && tiles.contains_key(text(i + 2))
+                && text(i + 3) == ")"
+            {
+                let start = if qualified(i) {
+                    toks[i - 3].start
+                } else {
+                    toks[i].start
+                };
+                let tile = text(i + 2);
+                edits.push((
+                    start,
+                    toks[i + 3].end,
+                    format!("__syncwarp({tile}.{TILE_LANES}())"),
+                ));
                 i += 4;
                 continue;
             }
@@ -351,8 +410,9 @@ __global__ void k(float* out) {
             "auto tile = cg::tiled_partition<64>(cta); tile.sync();",
             "cg::thread_block_tile<128> t = cg::tiled_partition<128>(cta);",
             "auto t = cg::tiled_partition(cta, 32); t.sync();",
-            "auto t = cg::tiled_partition<32>(cta); out[0] = t.ballot(1);",
-            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); t.any(1);",
+            "auto t = cg::tiled_partition<32>(cta); out[0] = t.match_any(1);",
+            "auto t = cg::tiled_partition<64>(cta); out[0] = t.ballot(1);",
+            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); cg::reduce(t, 1, cg::plus<int>());",
             "cg::thread_block_tile<32, cg::thread_block> t = cg::tiled_partition<32>(cta);",
             "cg::thread_block_tile<32> a = cg::tiled_partition<32>(cta); \
              cg::thread_block_tile<16> a2 = cg::tiled_partition<16>(cta); \
@@ -384,7 +444,7 @@ __global__ void k(float* out) {
     }
 
     #[test]
-    fn tiles_of_a_warp_or_less_become_warp_intrinsics_in_place() {
+    fn tiles_of_a_warp_or_less_become_warp_intrinsics_in_place_votes_too() {
         let code = r#"#include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 __device__ int sum(cg::thread_block_tile<16> t, int v) {
@@ -400,6 +460,8 @@ __global__ void k(int* out) {
     out[tile.thread_rank()] = v + sum(half, tile.shfl_up(v,
                                                          1));
     cg::sync(cta);
+    if (half.any(v > 2) && tile.all(v != 0)) out[0] = (int)half.ballot(v & 1);
+    cg::sync(half);
 }
 "#;
         let lowered = lower(code).expect("lowered");
@@ -411,8 +473,11 @@ __global__ void k(int* out) {
             "    __syncwarp(tile.gm_tile_lanes());\n",
             "sum(half, __shfl_up_sync(tile.gm_tile_lanes(), v,\n",
             "                                                         1, 32));",
-            "    __syncthreads();\n}",
+            "    __syncthreads();\n    if",
             "cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cta);",
+            "    if (__any_sync(half.gm_tile_lanes(), v > 2) && __all_sync(tile.gm_tile_lanes(), \
+             v != 0)) out[0] = (int)half.gm_tile_bits(__ballot_sync(half.gm_tile_lanes(), v & 1));\n\
+             \x20   __syncwarp(half.gm_tile_lanes());\n}",
         ] {
             assert!(lowered.contains(expected), "{expected}\n{lowered}");
         }

@@ -2,21 +2,30 @@
 //!
 //! A thread can only wait at an atomic by calling it again and again: a spin-wait
 //! (`while (atomicCAS(lock, 0, 1) != 0)`, `do { ... } while (atomicAdd(flag, 0) == 0)`) is a
-//! loop. The simulator lets a block's other threads run at every 16th atomic of a thread so that
-//! such loops end, which costs every atomic a call and runs a kernel with atomics as threads
-//! that wait (stackless or on fibers). A kernel each of whose threads calls every atomic at most
-//! once cannot spin at one, and runs its threads as plain calls instead
-//! (`super::wrapper::may_wait`).
+//! loop that ends when another thread acts. The simulator lets a block's other threads run at
+//! every 16th atomic of a thread so that such loops end, which costs every atomic a call and
+//! runs a kernel with atomics as threads that wait (stackless or on fibers). A kernel each of
+//! whose threads calls every atomic a bounded number of times cannot spin at one, and runs its
+//! threads as plain calls (or its blocks as regions) instead (`super::wrapper::may_wait`).
 //!
 //! [`may_repeat`] decides that from the source text, conservatively: `false` only when every
 //! atomic or spin hint named anywhere in the code is a plain call of one of the prelude's atomics
-//! (or `__nanosleep`) in the body of a `__global__` function (other names of atomics, such as
-//! `atomicAdd_system` or `cuda::atomic_ref`, count as repeated), outside every loop (its condition
-//! included) and inside no block that is not a statement's (a lambda's body, say), and the code
-//! has no `goto` and no preprocessor line naming one (a macro could hide a loop). An atomic in a
-//! `__device__` helper counts as repeated: the helper may be called in a loop.
+//! (or `__nanosleep`) at a bounded position of a bounded function, and the code has no `goto`
+//! and no preprocessor line naming one (a macro could hide a loop); other names of atomics, such
+//! as `atomicAdd_system` or `cuda::atomic_ref`, count as repeated. A position is bounded when
+//! every loop around it (its condition included) is counted ([`counted`]: a `for` whose trip
+//! count is fixed when it starts, whatever other threads do) and no block around it is not a
+//! statement's (a lambda's body, say). A function is bounded when it is a kernel, or a helper
+//! every mention of whose name is a call at a bounded position of another bounded function
+//! (not itself, not through a pointer): a histogram's `add_byte` called by `add_word` called
+//! in a grid-stride loop.
 
-use gpu_mem_core::kernel::scan::functions::{Kind, body_end, call_end, call_open, functions};
+mod counted;
+
+use counted::{Definitions, counted};
+use gpu_mem_core::kernel::scan::functions::{
+    Function, Kind, body_end, call_end, call_open, functions,
+};
 use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
 
 /// The names that, called again and again, let a thread wait: the prelude's atomics and the
@@ -78,27 +87,108 @@ pub(crate) fn may_repeat(code: &str) -> bool {
     let Some(fns) = functions(code, &toks) else {
         return true;
     };
-    let kernel_bodies: Vec<(usize, usize)> = fns
-        .iter()
-        .filter(|f| f.kind == Kind::Kernel)
-        .filter_map(|f| f.body)
-        .collect();
+    let defs = Definitions::of(code, &toks);
+    let bounded = bounded_functions(code, &toks, &fns, &defs);
     toks.iter().enumerate().any(|(i, t)| {
         names_an_atomic(word(t))
-            && !kernel_bodies
-                .iter()
-                .any(|&(open, close)| open < i && i < close && called_once(code, &toks, open, i))
+            && !fns.iter().zip(&bounded).any(|(f, &bounded)| {
+                bounded
+                    && f.body.is_some_and(|(open, close)| open < i && i < close)
+                    && ATOMICS_AND_SPIN_HINT.contains(&word(t))
+                    && call_open(code, &toks, i, false).is_some()
+                    && bounded_position(code, &toks, f, i, &defs)
+            })
     })
 }
 
-/// Whether token `at` (in the body opening at token `open`) is a plain call of one of
-/// [`ATOMICS_AND_SPIN_HINT`] that the body reaches at most once: outside every loop's extent and
-/// inside no block other than a statement's.
-fn called_once(code: &str, toks: &[Token], open: usize, at: usize) -> bool {
+/// Which of `fns` a thread calls a bounded number of times: the kernels, and the helpers every
+/// mention of whose name (but their declarations') is a call at a bounded position of another
+/// such function's body (so none that calls itself, or is passed as a pointer).
+fn bounded_functions(
+    code: &str,
+    toks: &[Token],
+    fns: &[Function],
+    defs: &Definitions,
+) -> Vec<bool> {
     let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
-    if !ATOMICS_AND_SPIN_HINT.contains(&word(at)) || call_open(code, toks, at, false).is_none() {
-        return false;
+    let mut bounded: Vec<bool> = fns.iter().map(|f| f.kind == Kind::Kernel).collect();
+    loop {
+        let mut more = false;
+        for (h, helper) in fns.iter().enumerate() {
+            let Some(name) = helper.name.filter(|_| !bounded[h]).map(word) else {
+                continue;
+            };
+            let calls_bounded = (0..toks.len()).filter(|&i| word(i) == name).all(|i| {
+                fns.iter().any(|g| g.name == Some(i))
+                    || (word(i + 1) == "("
+                        && fns.iter().enumerate().any(|(g, caller)| {
+                            g != h
+                                && bounded[g]
+                                && caller
+                                    .body
+                                    .is_some_and(|(open, close)| open < i && i < close)
+                                && bounded_position(code, toks, caller, i, defs)
+                        }))
+            });
+            if calls_bounded {
+                bounded[h] = true;
+                more = true;
+            }
+        }
+        if !more {
+            return bounded;
+        }
     }
+}
+
+/// The names of the parameters of function `f` that it holds by value.
+fn parameter_names<'c>(code: &'c str, toks: &[Token], f: &Function) -> Vec<&'c str> {
+    let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
+    let Some(open) = f.name.map(|n| n + 1).filter(|&o| word(o) == "(") else {
+        return Vec::new();
+    };
+    let Some(close) = call_end(code, toks, open) else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    let mut depth = 0i32;
+    let mut last_name = None;
+    let mut defaulted = false;
+    // A reference names the caller's variable, which need not be the thread's own.
+    let mut reference = false;
+    for (k, tok) in toks.iter().enumerate().take(close + 1).skip(open + 1) {
+        match word(k) {
+            "(" | "[" | "<" => depth += 1,
+            ")" | "]" | ">" if depth > 0 => depth -= 1,
+            "," | ")" if depth == 0 => {
+                names.extend(last_name.take().filter(|_| !reference));
+                defaulted = false;
+                reference = false;
+            }
+            "=" if depth == 0 => defaulted = true,
+            "&" if depth == 0 => reference = true,
+            w if depth == 0 && !defaulted && tok.ident => last_name = Some(w),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// Whether token `at` in the body of function `f` is reached a bounded number of times each
+/// time `f` runs: every loop around it is counted ([`counted`]), and it lies inside no block
+/// other than a statement's (not a lambda's body).
+fn bounded_position(
+    code: &str,
+    toks: &[Token],
+    f: &Function,
+    at: usize,
+    defs: &Definitions,
+) -> bool {
+    let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
+    let Some((open, _)) = f.body else {
+        return false;
+    };
+    let params = parameter_names(code, toks, f);
     // The blocks around the call, innermost last; the loops before it, and the `while`s that
     // end their `do` loops (part of those).
     let mut blocks: Vec<usize> = Vec::new();
@@ -112,7 +202,7 @@ fn called_once(code: &str, toks: &[Token], open: usize, at: usize) -> bool {
             "while" if do_tails.contains(&k) => {}
             "for" | "while" | "do" => {
                 let (extent, tail) = loop_extent(code, toks, k, &blocks, open);
-                if extent.contains(&at) {
+                if extent.contains(&at) && !counted(code, toks, k, open, &params, defs) {
                     return false;
                 }
                 do_tails.extend(tail);
@@ -225,6 +315,29 @@ mod tests {
             assert!(!may_repeat(&kernel(body)), "{body}");
         }
         assert!(!may_repeat("__global__ void k(int* a) { a[0] = 1; }"));
+        // In counted loops: a thread calls them a bounded number of times.
+        for body in [
+            "for (int i = 0; i < n; ++i) { atomicAdd(a, i); }",
+            "for (int i = 0; i < n; ++i) atomicAdd(a, i);",
+            "for (unsigned i = threadIdx.x; i < (unsigned)n; i += blockDim.x * gridDim.x) \
+             { atomicAdd(&a[a[i] % 4], 1); }",
+            "int stride = 2 * n; for (int i = 0; i < n; i += stride) { atomicOr(a, i); }",
+            "for (int s = n; s > 0; s >>= 1) { for (int j = 0; j < STEPS; j++) atomicMax(a, s); }",
+            "for (int i = 0; i < UMUL(n, 2); i += UMUL(blockDim.x, 4)) atomicAdd(a, 1);",
+        ] {
+            let code = format!(
+                "#define UMUL(a, b) ((a) * (b))\n#define STEPS (2 * 4)\n{}",
+                kernel(body)
+            );
+            assert!(!may_repeat(&code), "{body}");
+        }
+        // Helpers called a bounded number of times, through each other.
+        let helpers = "__device__ void add_byte(int* h, int v) { atomicAdd(h + (v & 3), 1); }\n\
+                       __device__ void add_word(int* h, int v) { add_byte(h, v); add_byte(h, v >> 8); }\n";
+        assert!(!may_repeat(&format!(
+            "{helpers}{}",
+            kernel("for (int p = threadIdx.x; p < n; p += blockDim.x) add_word(a, a[p]);")
+        )));
         // The kernel's own names are not atomics.
         assert!(!may_repeat(
             "__global__ void atomic_sum(int* a, int n) { int atomics = n; atomicAdd(a, atomics); }"
@@ -235,9 +348,20 @@ mod tests {
     fn atomics_that_may_run_again_may_spin() {
         for body in [
             "while (atomicCAS(a, 0, 1) != 0) {}",
-            "for (int i = 0; i < n; ++i) { atomicAdd(a, i); }",
-            "for (int i = 0; i < n; ++i) atomicAdd(a, i);",
             "do { __nanosleep(10); } while (a[0] == 0);",
+            // Loops whose trip count another thread (or the body) may change.
+            "for (int i = 0; i < a[0]; ++i) { atomicAdd(a, i); }",
+            "for (int i = 0; i < *a; ++i) { atomicAdd(a, i); }",
+            "for (int i = 0; i < n; ++i) { atomicAdd(a, 1); i = a[1]; }",
+            "for (int i = 0; i < n; ++i) { n = atomicAdd(a, 1); }",
+            "for (int i = 0; i < n; i += a[1]) atomicAdd(a, 1);",
+            "for (int i = 0; i < n; ++i) { int* p = &i; atomicAdd(a, *p); }",
+            "for (int i = 0; i < n; ) { atomicAdd(a, i); }",
+            "for (int i = 0; atomicAdd(a, 0) < n; ++i) {}",
+            "for (int i = 0; i < load(a); ++i) atomicAdd(a, 1);",
+            "for (int i = 0; i < limit; ++i) atomicAdd(a, 1);",
+            "for (int i = 0; i < n; ++i) if (i) atomicAdd(a, 1); else atomicSub(a, 1);",
+            "int& m = a[3]; for (int i = 0; i < m; ++i) atomicAdd(a, 1);",
             "do { } while (atomicAdd(a, 0) == 0);",
             "int i = 0; again: atomicAdd(a, 1); if (++i < n) goto again;",
             "auto f = [&] { atomicAdd(a, 1); }; for (int i = 0; i < n; ++i) f();",
@@ -249,8 +373,35 @@ mod tests {
         ] {
             assert!(may_repeat(&kernel(body)), "{body}");
         }
-        // In a helper (which may be called in a loop), or hidden in a macro.
+        // A module variable bounds the loop: another thread may write it.
+        assert!(may_repeat(&format!(
+            "__device__ int limit;\n{}",
+            kernel("for (int i = 0; i < limit; ++i) atomicAdd(a, 1);")
+        )));
+        // In a helper called in a loop that is not counted, or by itself, or taken by address;
+        // or hidden in a macro.
+        let add = "__device__ void add(int* a) { atomicAdd(a, 1); }\n";
+        for body in [
+            "while (a[0] < n) add(a);",
+            "auto f = &add; f(a);",
+            "for (int i = 0; i < a[2]; ++i) { add(a); }",
+        ] {
+            assert!(may_repeat(&format!("{add}{}", kernel(body))), "{body}");
+        }
         assert!(may_repeat(
+            "__device__ void add(int* a, int n) { atomicAdd(a, 1); if (n) add(a, n - 1); }\n\
+             __global__ void k(int* a) { add(a, 3); }"
+        ));
+        // A helper's loop bounded by a reference: the caller's memory.
+        assert!(may_repeat(
+            "__device__ void add(int* a, const int& n) { for (int i = 0; i < n; ++i) atomicAdd(a, 1); }\n\
+             __global__ void k(int* a) { add(a, a[1]); }"
+        ));
+        assert!(!may_repeat(
+            "__device__ void add(int* a, int n) { for (int i = 0; i < n; ++i) atomicAdd(a, 1); }\n\
+             __global__ void k(int* a) { add(a, a[1]); }"
+        ));
+        assert!(!may_repeat(
             "__device__ void add(int* a) { atomicAdd(a, 1); }\n__global__ void k(int* a) { add(a); }"
         ));
         assert!(may_repeat(

@@ -1008,17 +1008,20 @@ mod tests {
         assert_eq!(threads_of(&looping_helper), Threads::Calls);
     }
 
-    /// NVIDIA's histogram256 form: helpers making a bounded number of atomics, called in loops
-    /// of a kernel with barriers, build stackless (the helpers plain functions).
+    /// NVIDIA's histogram256 form: helpers making a bounded number of atomics, called in
+    /// counted loops of a kernel with barriers, run as regions (a thread waits for nobody at
+    /// them); called in a loop that is not counted, stackless (the helpers plain functions).
     #[test]
-    fn bounded_atomic_helpers_build_stackless() {
+    fn bounded_atomic_helpers_run_as_regions() {
         let code = "#include \"gpu_mem.h\"\n\
                     __device__ void add_byte(unsigned* h, unsigned b) { atomicAdd(h + b, 1u); }\n\
                     __device__ void add_word(unsigned* h, unsigned w) { add_byte(h, w & 7u); add_byte(h, w >> 8 & 7u); }\n\
                     extern \"C\" __global__ void k(unsigned* h, unsigned* d) {\n\
                     \x20   for (int i = 0; i < 4; ++i) add_word(h, d[i]);\n\
                     \x20   __syncthreads();\n}\n";
-        assert_eq!(threads_of(code), Threads::Stackless);
+        assert_eq!(threads_of(code), Threads::Regions);
+        let unbounded = code.replace("i < 4", "i < (int)d[0]");
+        assert_eq!(threads_of(&unbounded), Threads::Stackless);
     }
 
     #[test]
@@ -1082,7 +1085,7 @@ mod tests {
                       \x20   a(0) = step(1);\n}\n";
         assert_eq!(threads_of(lambda), Threads::Calls);
         // Collectives called in the kernel suspend it too, where the regions cannot split at
-        // them (in a condition).
+        // them (in a loop's condition; an `if`'s is a statement like another).
         let shuffle = "#include \"gpu_mem.h\"\n\
                        extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                        \x20   syncthreads(); a(0) = __shfl_sync(~0ull, 1, 0);\n}\n";
@@ -1091,7 +1094,12 @@ mod tests {
             "a(0) = __shfl_sync(~0ull, 1, 0);",
             "if (__any_sync(~0ull, 1)) a(0) = 1;",
         );
-        assert_eq!(threads_of(&asked), Threads::Stackless);
+        assert_eq!(threads_of(&asked), Threads::Regions);
+        let looped = shuffle.replace(
+            "a(0) = __shfl_sync(~0ull, 1, 0);",
+            "while (__any_sync(~0ull, a(0) < 3)) a(0) += 1;",
+        );
+        assert_eq!(threads_of(&looped), Threads::Stackless);
         // Atomics let the others run, called in the kernel or in a helper (as regions, a
         // thread that makes them once waits for nobody at them).
         let atomic = "#include \"gpu_mem.h\"\n\
@@ -1104,8 +1112,8 @@ mod tests {
                          __device__ void add(int* p) { atomicAdd(p, 1); }\n\
                          extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
                          \x20   syncthreads(); add(&a(0));\n}\n";
-        // (`atomics::may_repeat` cannot tell how often a helper's atomic runs: not regions.)
-        assert_eq!(threads_of(in_helper), Threads::Stackless);
+        // (A helper called once makes its atomic once: regions.)
+        assert_eq!(threads_of(in_helper), Threads::Regions);
         // One in a struct's member function cannot suspend: on stacks, without a try.
         let member = "#include \"gpu_mem.h\"\n\
                       struct counter { __device__ void add(int* p) { atomicAdd(p, 1); } };\n\

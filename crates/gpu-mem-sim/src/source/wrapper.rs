@@ -210,7 +210,8 @@ mod tests {
             "__any_sync(m, p)",
             "syncthreads_count(p)",
             "while (atomicCAS(&a(0), 0, 1) != 0) {}",
-            "__device__ void add(int* a) { atomicAdd(a, 1); }",
+            "__device__ void add(int* a) { atomicAdd(a, 1); } \
+             __global__ void k(int* a) { while (a[0]) add(a); }",
             "__nanosleep(100);",
         ] {
             assert!(may_wait(code), "{code}");

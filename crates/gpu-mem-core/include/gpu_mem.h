@@ -148,6 +148,17 @@ struct gm_sim_thread {
 #define GM_SIM_OP_SYNC_OR 10
 #define GM_SIM_OP_ACTIVE 11
 #define GM_SIM_OP_GRID_SYNC 12
+#define GM_SIM_OP_REDUCE 13
+/* What a GM_SIM_OP_REDUCE combines the lanes' 32-bit values with (its `arg`): __reduce_*_sync's
+ * operation, min and max signed or unsigned after the value's type. */
+#define GM_SIM_REDUCE_ADD 0
+#define GM_SIM_REDUCE_MIN 1
+#define GM_SIM_REDUCE_MIN_UNSIGNED 2
+#define GM_SIM_REDUCE_MAX 3
+#define GM_SIM_REDUCE_MAX_UNSIGNED 4
+#define GM_SIM_REDUCE_AND 5
+#define GM_SIM_REDUCE_OR 6
+#define GM_SIM_REDUCE_XOR 7
 
 /* Checked programs: ranges the simulated thread running on this OS thread may touch, as the
  * simulator last granted them; a checked program reads them before it asks (`access`). The
@@ -362,6 +373,23 @@ inline int __all_sync(unsigned long long mask, int predicate GM_SITE) {
 inline int __any_sync(unsigned long long mask, int predicate GM_SITE) {
     return (int)GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_ANY, mask, predicate != 0, 0, 0, gm_file, gm_line);
 }
+/* CUDA's __reduce_*_sync (sm_80): the lanes of `mask` combine their values in one exchange, as
+ * the hardware's redux does. */
+#define GM_SIM_WARP_REDUCE(name, T, kind)                                                     \
+    inline T name(unsigned int mask, T value GM_SITE) {                                       \
+        return (T)GM_SIM_WARP_COLLECTIVE(GM_SIM_OP_REDUCE, mask, (unsigned int)value, kind, 0,  \
+                                         gm_file, gm_line);                                   \
+    }
+GM_SIM_WARP_REDUCE(__reduce_add_sync, unsigned int, GM_SIM_REDUCE_ADD)
+GM_SIM_WARP_REDUCE(__reduce_add_sync, int, GM_SIM_REDUCE_ADD)
+GM_SIM_WARP_REDUCE(__reduce_min_sync, unsigned int, GM_SIM_REDUCE_MIN_UNSIGNED)
+GM_SIM_WARP_REDUCE(__reduce_min_sync, int, GM_SIM_REDUCE_MIN)
+GM_SIM_WARP_REDUCE(__reduce_max_sync, unsigned int, GM_SIM_REDUCE_MAX_UNSIGNED)
+GM_SIM_WARP_REDUCE(__reduce_max_sync, int, GM_SIM_REDUCE_MAX)
+GM_SIM_WARP_REDUCE(__reduce_and_sync, unsigned int, GM_SIM_REDUCE_AND)
+GM_SIM_WARP_REDUCE(__reduce_or_sync, unsigned int, GM_SIM_REDUCE_OR)
+GM_SIM_WARP_REDUCE(__reduce_xor_sync, unsigned int, GM_SIM_REDUCE_XOR)
+#undef GM_SIM_WARP_REDUCE
 
 /* ----- atomics (CUDA's names and overloads) ---------------------------------------------- */
 /* Every atomic first lets the executor switch threads now and then (GM_SIM_PROGRESS).        */
@@ -586,10 +614,10 @@ GM_DEVICE unsigned int atomicDec_system(unsigned int *address, unsigned int val)
 
 /* ----- warp reductions ------------------------------------------------------------------ */
 
-#if !defined(GM_CUDA)
+#if !defined(GM_CUDA) && !defined(GM_SIM)
 /* CUDA's __reduce_*_sync (sm_80), which NVRTC has: the values of the lanes `mask` names,
  * combined in lane order through one shuffle per lane (every lane of `mask` makes the same
- * calls, as the CUDA functions require). */
+ * calls, as the CUDA functions require). (The simulator has them as one collective each.) */
 #define GM_WARP_REDUCE(name, T, op)                                                           \
     GM_DEVICE T name(unsigned int mask, T value) {                                            \
         T acc = 0;                                                                            \
@@ -1545,6 +1573,30 @@ inline gm_sim_waiting gm_sim_await_vote_block(int op, int predicate,
     return gm_sim_await_collective(op, GM_SIM_SCOPE_BLOCK, ~0ull, predicate != 0, 0, 0, file,
                                    line);
 }
+/* __reduce_*_sync: the kind (GM_SIM_REDUCE_*) as the value's type makes it, the result read
+ * back as that type. */
+template <typename T>
+struct gm_sim_reducing {
+    gm_sim_waiting waiting;
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    void await_suspend(std::coroutine_handle<P> h) noexcept {
+        waiting.await_suspend(h);
+    }
+    T await_resume() const noexcept { return (T)(unsigned int)waiting.at.result; }
+};
+template <typename T>
+inline gm_sim_reducing<T> gm_sim_await_reduce(int kind, unsigned int mask, T value,
+                                              const char* file = __builtin_FILE(),
+                                              int line = __builtin_LINE()) {
+    static_assert(sizeof(T) == 4, "__reduce_*_sync takes 32-bit values");
+    const bool unsigned_order =
+        (T)-1 > (T)0 && (kind == GM_SIM_REDUCE_MIN || kind == GM_SIM_REDUCE_MAX);
+    return gm_sim_reducing<T>{gm_sim_await_collective(GM_SIM_OP_REDUCE, GM_SIM_SCOPE_WARP, mask,
+                                                      (unsigned int)value,
+                                                      kind + (unsigned_order ? 1 : 0), 0, file,
+                                                      line)};
+}
 /* __ballot_sync, __all_sync, __any_sync. */
 inline gm_sim_waiting gm_sim_await_vote_warp(int op, unsigned long long mask, int predicate,
                                              const char* file = __builtin_FILE(),
@@ -1890,6 +1942,12 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
 #define __ballot_sync(m, p) (co_await gm_sim_await_vote_warp(GM_SIM_OP_BALLOT, (m), (p)))
 #define __all_sync(m, p) ((int)co_await gm_sim_await_vote_warp(GM_SIM_OP_ALL, (m), (p)))
 #define __any_sync(m, p) ((int)co_await gm_sim_await_vote_warp(GM_SIM_OP_ANY, (m), (p)))
+#define __reduce_add_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_ADD, (m), (v)))
+#define __reduce_min_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_MIN, (m), (v)))
+#define __reduce_max_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_MAX, (m), (v)))
+#define __reduce_and_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_AND, (m), (v)))
+#define __reduce_or_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_OR, (m), (v)))
+#define __reduce_xor_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_XOR, (m), (v)))
 #define __shfl_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL, __VA_ARGS__))
 #define __shfl_up_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_UP, __VA_ARGS__))
 #define __shfl_down_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_DOWN, __VA_ARGS__))

@@ -12,7 +12,7 @@
 
 use super::block::Block;
 use super::schedule::{Operands, Phase, Schedule, Slot, State, Wait, recount};
-use crate::thread::{BarrierScope, Collective, Combine, Fence, Site};
+use crate::thread::{BarrierScope, Collective, Combine, Fence, Reduction, Site};
 use gpu_mem_core::Error;
 use gpu_mem_core::kernel::Dim3;
 
@@ -416,6 +416,18 @@ fn combine_group(
                 Collective::All => u64::from(ballot == here & ballot_mask(lanes)),
                 Collective::Any => u64::from(ballot != 0),
                 _ => ballot,
+            })
+        }
+        // The lanes' values in lane order, by the operation the first one names (every lane
+        // of a group calls the same function, as CUDA requires).
+        Combine::Reduce => {
+            let first = operands(here.trailing_zeros() as usize);
+            Reduction::from_arg(first.arg).and_then(|reduction| {
+                reduction.fold(
+                    lanes_of(here)
+                        .filter(|&l| l < lanes)
+                        .map(|l| operands(l).value),
+                )
             })
         }
     };

@@ -1100,6 +1100,14 @@ mod tests {
             "while (__any_sync(~0ull, a(0) < 3)) a(0) += 1;",
         );
         assert_eq!(threads_of(&looped), Threads::Stackless);
+        // A warp reduction is one collective like a shuffle.
+        let reduced = shuffle.replace(
+            "a(0) = __shfl_sync(~0ull, 1, 0);",
+            "a(0) = __reduce_add_sync(~0u, 1);",
+        );
+        assert_eq!(threads_of(&reduced), Threads::Regions);
+        let reduced_off = format!("{reduced}// decltype: not as regions\n");
+        assert_eq!(threads_of(&reduced_off), Threads::Stackless);
         // Atomics let the others run, called in the kernel or in a helper (as regions, a
         // thread that makes them once waits for nobody at them).
         let atomic = "#include \"gpu_mem.h\"\n\

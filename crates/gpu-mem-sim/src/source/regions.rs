@@ -35,12 +35,11 @@ use std::collections::BTreeSet;
 /// cannot see through: any occurrence (even in a comment) keeps a kernel off regions.
 /// (`decltype` of a variable the rewrite makes a reference, a slot or a shared array's, would
 /// name a reference type.)
-const REFUSED: [&str; 13] = [
+const REFUSED: [&str; 12] = [
     "decltype",
     "wavebarrier",
     "activemask",
     "__match",
-    "__reduce_",
     "cooperative_groups",
     "cuda/barrier",
     "gm_sim_",

@@ -40,7 +40,7 @@ use std::sync::LazyLock;
 /// inside a function), raw strings (which the tokenizer does not read), and the vocabulary the
 /// simulator builds out of waiting calls inside functions of its own headers: cooperative
 /// groups and `cuda::barrier` (member functions) and the warp functions made of collectives.
-const NEEDS_A_STACK: [&str; 8] = [
+const NEEDS_A_STACK: [&str; 7] = [
     "gm_sim_",
     "R\"",
     "cooperative_groups",
@@ -48,7 +48,6 @@ const NEEDS_A_STACK: [&str; 8] = [
     "__activemask",
     "__match_any_sync",
     "__match_all_sync",
-    "__reduce_",
 ];
 
 /// The user's own coroutines: a kernel that is one already is left as it is.

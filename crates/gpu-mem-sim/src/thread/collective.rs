@@ -56,6 +56,74 @@ pub enum Collective {
     /// `this_grid().sync()`: every thread of the block, then every block of the grid (a
     /// cooperative launch, whose blocks all run at once).
     GridSync,
+    /// `__reduce_add_sync` & co: the lanes' 32-bit values combined by the operation `arg`
+    /// names ([`Reduction`]), in one exchange.
+    Reduce,
+}
+
+/// What a [`Collective::Reduce`] combines the lanes' values with (its `arg`, the prelude's
+/// `GM_SIM_REDUCE_*`), each on 32 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reduction {
+    Add,
+    Min,
+    MinUnsigned,
+    Max,
+    MaxUnsigned,
+    And,
+    Or,
+    Xor,
+}
+
+impl Reduction {
+    /// Every operation, in code order (`GM_SIM_REDUCE_ADD` is 0).
+    pub(crate) const ALL: [Reduction; 8] = [
+        Reduction::Add,
+        Reduction::Min,
+        Reduction::MinUnsigned,
+        Reduction::Max,
+        Reduction::MaxUnsigned,
+        Reduction::And,
+        Reduction::Or,
+        Reduction::Xor,
+    ];
+
+    /// The prelude's `GM_SIM_REDUCE_*` macro for it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn macro_name(self) -> &'static str {
+        match self {
+            Reduction::Add => "GM_SIM_REDUCE_ADD",
+            Reduction::Min => "GM_SIM_REDUCE_MIN",
+            Reduction::MinUnsigned => "GM_SIM_REDUCE_MIN_UNSIGNED",
+            Reduction::Max => "GM_SIM_REDUCE_MAX",
+            Reduction::MaxUnsigned => "GM_SIM_REDUCE_MAX_UNSIGNED",
+            Reduction::And => "GM_SIM_REDUCE_AND",
+            Reduction::Or => "GM_SIM_REDUCE_OR",
+            Reduction::Xor => "GM_SIM_REDUCE_XOR",
+        }
+    }
+
+    /// The operation of code `arg`.
+    pub(crate) fn from_arg(arg: i64) -> Option<Reduction> {
+        Self::ALL.get(usize::try_from(arg).ok()?).copied()
+    }
+
+    /// `values` (each the low 32 bits of a lane's word) combined in order; `None` for none.
+    pub(crate) fn fold(self, values: impl Iterator<Item = u64>) -> Option<u64> {
+        let words = values.map(|v| v as u32);
+        let signed = |w: u32| w as i32;
+        let combined = match self {
+            Reduction::Add => words.reduce(u32::wrapping_add),
+            Reduction::Min => words.reduce(|a, b| if signed(b) < signed(a) { b } else { a }),
+            Reduction::MinUnsigned => words.reduce(u32::min),
+            Reduction::Max => words.reduce(|a, b| if signed(b) > signed(a) { b } else { a }),
+            Reduction::MaxUnsigned => words.reduce(u32::max),
+            Reduction::And => words.reduce(|a, b| a & b),
+            Reduction::Or => words.reduce(|a, b| a | b),
+            Reduction::Xor => words.reduce(|a, b| a ^ b),
+        };
+        combined.map(u64::from)
+    }
 }
 
 /// How the participants' results of a collective are computed from their operands.
@@ -71,6 +139,8 @@ pub(crate) enum Combine {
     ActiveMask,
     /// Nothing is exchanged; the block waits for the grid.
     Grid,
+    /// Every lane gets the same word made of the lanes' values (`__reduce_*_sync`).
+    Reduce,
 }
 
 /// One row of the table.
@@ -95,7 +165,7 @@ pub(crate) struct Info {
 
 impl Collective {
     /// Every operation, in code order.
-    pub(crate) const ALL: [Collective; 12] = [
+    pub(crate) const ALL: [Collective; 13] = [
         Collective::Shfl,
         Collective::ShflUp,
         Collective::ShflDown,
@@ -108,12 +178,13 @@ impl Collective {
         Collective::SyncOr,
         Collective::Active,
         Collective::GridSync,
+        Collective::Reduce,
     ];
 
     /// The operation's row of the table.
     pub(crate) const fn info(self) -> &'static Info {
         use BarrierScope::{Block, Warp};
-        use Combine::{ActiveMask, BlockVote, Grid, Shuffle, WarpVote};
+        use Combine::{ActiveMask, BlockVote, Grid, Reduce, Shuffle, WarpVote};
         macro_rules! row {
             ($code:literal, $macro_name:literal, $name:literal, $scope:ident, $combine:ident, [$($call:literal),*]) => {
                 &Info {
@@ -218,6 +289,21 @@ impl Collective {
                 Grid,
                 []
             ),
+            Collective::Reduce => row!(
+                13,
+                "GM_SIM_OP_REDUCE",
+                "__reduce_*_sync",
+                Warp,
+                Reduce,
+                [
+                    "__reduce_add_sync",
+                    "__reduce_min_sync",
+                    "__reduce_max_sync",
+                    "__reduce_and_sync",
+                    "__reduce_or_sync",
+                    "__reduce_xor_sync"
+                ]
+            ),
         }
     }
 
@@ -271,6 +357,39 @@ mod tests {
             Collective::from_code(Collective::ALL.len() as i32 + 1),
             None
         );
+    }
+
+    /// The prelude's `#define GM_SIM_REDUCE_*` lines are the reductions' codes, in order.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads text only: no unsafe code to check")]
+    fn the_prelude_defines_the_reductions_codes() {
+        for (code, reduction) in Reduction::ALL.into_iter().enumerate() {
+            let line = format!("#define {} {code}", reduction.macro_name());
+            assert!(
+                gpu_mem_core::KERNEL_PRELUDE
+                    .lines()
+                    .any(|l| l.trim() == line),
+                "{line}"
+            );
+            assert_eq!(Reduction::from_arg(code as i64), Some(reduction));
+        }
+        assert_eq!(Reduction::from_arg(8), None);
+        assert_eq!(Reduction::from_arg(-1), None);
+    }
+
+    #[test]
+    fn reductions_fold_32_bit_words() {
+        let words = [5u64, 0xffff_ffff, 3, 0x1_0000_0002];
+        let fold = |r: Reduction| r.fold(words.iter().copied());
+        assert_eq!(fold(Reduction::Add), Some(9));
+        assert_eq!(fold(Reduction::Min), Some(0xffff_ffff)); // -1
+        assert_eq!(fold(Reduction::MinUnsigned), Some(2));
+        assert_eq!(fold(Reduction::Max), Some(5));
+        assert_eq!(fold(Reduction::MaxUnsigned), Some(0xffff_ffff));
+        assert_eq!(fold(Reduction::And), Some(0));
+        assert_eq!(fold(Reduction::Or), Some(0xffff_ffff));
+        assert_eq!(fold(Reduction::Xor), Some(5 ^ 0xffff_ffff ^ 3 ^ 2));
+        assert_eq!(Reduction::Add.fold(std::iter::empty()), None);
     }
 
     /// The prelude's `#define GM_SIM_OP_*` lines are the table's codes, one for one.

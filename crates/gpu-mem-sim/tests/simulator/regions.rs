@@ -210,3 +210,59 @@ fn warp_tiles_agree_as_regions_stackless_and_on_fibers() {
         }
     }
 }
+
+/// `__reduce_*_sync` (CUDA's sm_80 warp reductions) are one exchange each: every operation,
+/// signed and unsigned, over whole warps and over halves of a warp that reduce apart (a masked
+/// `if` and its `else`), gives what a plain loop gives, as regions, stackless and on fibers.
+#[test]
+fn warp_reductions_give_the_loops_values_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   int v = (int)(a(threadIdx.x) * 37 % 23) - 11;\n\
+                  \x20   unsigned u = (unsigned)v;\n\
+                  \x20   int add = __reduce_add_sync(~0u, v);\n\
+                  \x20   int lo = __reduce_min_sync(~0u, v);\n\
+                  \x20   unsigned ulo = __reduce_min_sync(~0u, u);\n\
+                  \x20   int hi = __reduce_max_sync(~0u, v);\n\
+                  \x20   unsigned uhi = __reduce_max_sync(~0u, u);\n\
+                  \x20   unsigned all = __reduce_and_sync(~0u, u | 0x100u);\n\
+                  \x20   unsigned any = __reduce_or_sync(~0u, u & 0xffu);\n\
+                  \x20   unsigned odd = __reduce_xor_sync(~0u, u);\n\
+                  \x20   int half = 0;\n\
+                  \x20   if (threadIdx.x % 32 < 16) {\n\
+                  \x20       half = __reduce_add_sync(0xffffu, v);\n\
+                  \x20   } else {\n\
+                  \x20       half = __reduce_max_sync(0xffff0000u, v);\n\
+                  \x20   }\n\
+                  \x20   a(threadIdx.x) = add + 3 * lo + 5 * hi + 7 * half + (int)((ulo ^ uhi ^ all ^ any ^ odd) % 1000003u);\n\
+                  }\n";
+    let value = |t: i32| (t * 37 % 23) - 11;
+    let expected: Vec<i32> = (0..64)
+        .map(|t| {
+            let warp: Vec<i32> = (t / 32 * 32..t / 32 * 32 + 32).map(value).collect();
+            let half: Vec<i32> = warp[(t % 32 / 16 * 16) as usize..][..16].to_vec();
+            let us = || warp.iter().map(|&v| v as u32);
+            let add = warp.iter().fold(0i32, |s, &v| s.wrapping_add(v));
+            let lo = *warp.iter().min().unwrap();
+            let hi = *warp.iter().max().unwrap();
+            let ulo = us().min().unwrap();
+            let uhi = us().max().unwrap();
+            let all = us().fold(u32::MAX, |s, u| s & (u | 0x100));
+            let any = us().fold(0, |s, u| s | (u & 0xff));
+            let odd = us().fold(0, |s, u| s ^ u);
+            let half = if t % 32 < 16 {
+                half.iter().sum::<i32>()
+            } else {
+                *half.iter().max().unwrap()
+            };
+            add + 3 * lo + 5 * hi + 7 * half + ((ulo ^ uhi ^ all ^ any ^ odd) % 1_000_003) as i32
+        })
+        .collect();
+    let backend = SimBackend::new(SimConfig::default());
+    let regions = run(&backend, source, 64);
+    let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), 64);
+    let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), 64);
+    assert_eq!(fibers, Ok(expected), "on fibers");
+    assert_eq!(regions, fibers, "regions");
+    assert_eq!(stackless, fibers, "stackless");
+}

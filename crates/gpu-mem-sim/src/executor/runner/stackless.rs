@@ -261,7 +261,10 @@ impl Block<'_> {
             return false;
         }
         if let Some(op) = parts.op {
-            if !matches!(op.combine(), Combine::Shuffle | Combine::WarpVote) {
+            if !matches!(
+                op.combine(),
+                Combine::Shuffle | Combine::WarpVote | Combine::Reduce
+            ) {
                 return false;
             }
             // Read from the waits and written back there, without the block's slots: all of

@@ -159,6 +159,12 @@ struct gm_sim_thread {
 #define GM_SIM_REDUCE_AND 5
 #define GM_SIM_REDUCE_OR 6
 #define GM_SIM_REDUCE_XOR 7
+/* A warp-sized tile's `cooperative_groups::reduce` (GM_SIM_REDUCE_TILE + 4 * op + type; op 0
+ * plus, 1 less, 2 greater, 3 bit_and, 4 bit_or, 5 bit_xor; type 0 int, 1 unsigned, 2 float,
+ * 3 double): a butterfly over the tile's width (its `width`), each lane combining its value with
+ * its partner's as `op(own, partner)`, its own where the partner takes no part, which is what
+ * the tile's member function computes with shuffles. */
+#define GM_SIM_REDUCE_TILE 16
 
 /* Checked programs: ranges the simulated thread running on this OS thread may touch, as the
  * simulator last granted them; a checked program reads them before it asks (`access`). The
@@ -390,6 +396,22 @@ GM_SIM_WARP_REDUCE(__reduce_and_sync, unsigned int, GM_SIM_REDUCE_AND)
 GM_SIM_WARP_REDUCE(__reduce_or_sync, unsigned int, GM_SIM_REDUCE_OR)
 GM_SIM_WARP_REDUCE(__reduce_xor_sync, unsigned int, GM_SIM_REDUCE_XOR)
 #undef GM_SIM_WARP_REDUCE
+/* The GM_SIM_REDUCE_TILE type of a value: 0 int, 1 unsigned, 2 float, 3 double. */
+template <typename T>
+constexpr int gm_sim_tile_reduce_type() {
+    static_assert(sizeof(T) == 4 || (sizeof(T) == 8 && (T)0.5 != 0),
+                  "a tile reduces 32-bit integers, floats or doubles");
+    return (T)0.5 != 0 ? (sizeof(T) == 8 ? 3 : 2) : ((T)-1 > (T)0 ? 1 : 0);
+}
+/* A warp-sized tile's `cooperative_groups::reduce` with operation `op` of cooperative groups'
+ * (see GM_SIM_REDUCE_TILE), as the simulator lowers it (`source::stackless::block_groups`):
+ * one exchange. */
+template <typename T>
+inline T __gm_tile_reduce_sync(int op, unsigned long long mask, T value, int width GM_SITE) {
+    return gm_sim_from_bits<T>(GM_SIM_WARP_COLLECTIVE(
+        GM_SIM_OP_REDUCE, mask, gm_sim_bits(value),
+        GM_SIM_REDUCE_TILE + 4 * op + gm_sim_tile_reduce_type<T>(), width, gm_file, gm_line));
+}
 
 /* ----- atomics (CUDA's names and overloads) ---------------------------------------------- */
 /* Every atomic first lets the executor switch threads now and then (GM_SIM_PROGRESS).        */
@@ -1624,6 +1646,16 @@ inline gm_sim_shuffling<T> gm_sim_await_shfl(int op, unsigned long long mask, T 
     return gm_sim_shuffling<T>{gm_sim_await_collective(op, GM_SIM_SCOPE_WARP, mask,
                                                        gm_sim_bits(var), arg, width, file, line)};
 }
+/* A tile's reduce (__gm_tile_reduce_sync). */
+template <typename T>
+inline gm_sim_shuffling<T> gm_sim_await_tile_reduce(int op, unsigned long long mask, T value,
+                                                   int width,
+                                                   const char* file = __builtin_FILE(),
+                                                   int line = __builtin_LINE()) {
+    return gm_sim_shuffling<T>{gm_sim_await_collective(
+        GM_SIM_OP_REDUCE, GM_SIM_SCOPE_WARP, mask, gm_sim_bits(value),
+        GM_SIM_REDUCE_TILE + 4 * op + gm_sim_tile_reduce_type<T>(), width, file, line)};
+}
 
 /* `co_await gm_sim_progressing(call, arguments...)`, for each atomic and spin hint the kernel
  * calls: the arguments are evaluated first, then every GM_SIM_PROGRESS_EVERY-th such call of a
@@ -1948,6 +1980,8 @@ void gm_sim_run_round(gm_sim_task (*entry)(P...), gm_sim_round* r) {
 #define __reduce_and_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_AND, (m), (v)))
 #define __reduce_or_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_OR, (m), (v)))
 #define __reduce_xor_sync(m, v) (co_await gm_sim_await_reduce(GM_SIM_REDUCE_XOR, (m), (v)))
+#define __gm_tile_reduce_sync(op, m, v, w)                                                     \
+    (co_await gm_sim_await_tile_reduce((op), (m), (v), (w)))
 #define __shfl_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL, __VA_ARGS__))
 #define __shfl_up_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_UP, __VA_ARGS__))
 #define __shfl_down_sync(...) (co_await gm_sim_await_shfl(GM_SIM_OP_SHFL_DOWN, __VA_ARGS__))

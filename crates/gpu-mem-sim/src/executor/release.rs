@@ -419,16 +419,28 @@ fn combine_group(
             })
         }
         // The lanes' values in lane order, by the operation the first one names (every lane
-        // of a group calls the same function, as CUDA requires).
+        // of a group calls the same function, as CUDA requires); a tile's butterfly of floats
+        // gives each lane its own.
         Combine::Reduce => {
             let first = operands(here.trailing_zeros() as usize);
-            Reduction::from_arg(first.arg).and_then(|reduction| {
-                reduction.fold(
+            match Reduction::from_arg(first.arg) {
+                Some(reduction) if reduction.is_butterfly() => {
+                    let mut words: Vec<Option<u64>> = (0..lanes.min(64))
+                        .map(|l| taking_part(l).then(|| operands(l).value))
+                        .collect();
+                    reduction.butterfly(&mut words, first.width as usize);
+                    for lane in lanes_of(here).filter(|&l| l < lanes) {
+                        result(lane, words[lane].unwrap_or(operands(lane).value));
+                    }
+                    return;
+                }
+                Some(reduction) => reduction.fold(
                     lanes_of(here)
                         .filter(|&l| l < lanes)
                         .map(|l| operands(l).value),
-                )
-            })
+                ),
+                None => None,
+            }
         }
     };
     for lane in lanes_of(here).filter(|&l| l < lanes) {

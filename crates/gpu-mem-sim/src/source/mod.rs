@@ -980,8 +980,8 @@ mod tests {
             threads_of(&block.replace("cta.sync();", "\n cta.sync();")),
             Threads::Regions
         );
-        // A warp tile's sync, shuffles and votes are intrinsics over its lanes; its matches
-        // are not lowered, nor are tiles wider than a warp of 32.
+        // A warp tile's sync, shuffles, votes and reductions are intrinsics over its lanes; its
+        // matches are not lowered, nor are tiles wider than a warp of 32.
         let tile = block.replace(
             "cta.sync();",
             "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); t.sync();",
@@ -989,6 +989,8 @@ mod tests {
         assert_eq!(threads_of(&tile), Threads::Regions);
         let vote = tile.replace("t.sync();", "a[0] = t.any(a[1]);");
         assert_eq!(threads_of(&vote), Threads::Regions);
+        let reduced = tile.replace("t.sync();", "a[0] = cg::reduce(t, a[1], cg::plus<int>());");
+        assert_eq!(threads_of(&reduced), Threads::Regions);
         let matched = tile.replace("t.sync();", "a[0] = t.match_any(a[1]);");
         assert_eq!(threads_of(&matched), Threads::Calls);
         let wide = tile.replace("<32>", "<64>");

@@ -62,7 +62,8 @@ pub enum Collective {
 }
 
 /// What a [`Collective::Reduce`] combines the lanes' values with (its `arg`, the prelude's
-/// `GM_SIM_REDUCE_*`), each on 32 bits.
+/// `GM_SIM_REDUCE_*`): `__reduce_*_sync`'s operations on 32-bit words, folded in lane order,
+/// or a warp-sized tile's `cooperative_groups::reduce`, a butterfly ([`Reduction::butterfly`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reduction {
     Add,
@@ -73,10 +74,35 @@ pub(crate) enum Reduction {
     And,
     Or,
     Xor,
+    /// A tile's reduce: `GM_SIM_REDUCE_TILE + 4 * op + type`.
+    Tile(TileOp, WordType),
 }
 
+/// Cooperative groups' operations, in the prelude's order (`plus` is 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TileOp {
+    Plus,
+    Less,
+    Greater,
+    BitAnd,
+    BitOr,
+    BitXor,
+}
+
+/// The type of a tile reduction's values, in the prelude's order (`int` is 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WordType {
+    I32,
+    U32,
+    F32,
+    F64,
+}
+
+/// `GM_SIM_REDUCE_TILE`: the first tile reduction's code.
+const TILE_REDUCTIONS: i64 = 16;
+
 impl Reduction {
-    /// Every operation, in code order (`GM_SIM_REDUCE_ADD` is 0).
+    /// Every `__reduce_*_sync` operation, in code order (`GM_SIM_REDUCE_ADD` is 0).
     pub(crate) const ALL: [Reduction; 8] = [
         Reduction::Add,
         Reduction::Min,
@@ -88,10 +114,70 @@ impl Reduction {
         Reduction::Xor,
     ];
 
+    /// `op(own, partner)` of two lanes' words for a tile's reduction, as the tile's reduce
+    /// computes it in C++ (`cooperative_groups/reduce.h`: `plus` is `a + b`, `less` is
+    /// `b < a ? b : a`, `greater` is `a < b ? b : a`); integers wrap.
+    fn tile_op(op: TileOp, ty: WordType, own: u64, partner: u64) -> u64 {
+        use std::cmp::Ordering::Less;
+        let order = |a: u64, b: u64| match ty {
+            WordType::I32 => (a as u32 as i32).partial_cmp(&(b as u32 as i32)),
+            WordType::U32 => (a as u32).partial_cmp(&(b as u32)),
+            WordType::F32 => f32::from_bits(a as u32).partial_cmp(&f32::from_bits(b as u32)),
+            WordType::F64 => f64::from_bits(a).partial_cmp(&f64::from_bits(b)),
+        };
+        match op {
+            TileOp::Plus => match ty {
+                WordType::I32 | WordType::U32 => {
+                    u64::from((own as u32).wrapping_add(partner as u32))
+                }
+                WordType::F32 => u64::from(
+                    (f32::from_bits(own as u32) + f32::from_bits(partner as u32)).to_bits(),
+                ),
+                WordType::F64 => (f64::from_bits(own) + f64::from_bits(partner)).to_bits(),
+            },
+            TileOp::Less if order(partner, own) == Some(Less) => partner,
+            TileOp::Greater if order(own, partner) == Some(Less) => partner,
+            TileOp::Less | TileOp::Greater => own,
+            // (Bit operations of floats are not lowered; the words would be combined as bits.)
+            TileOp::BitAnd => own & partner,
+            TileOp::BitOr => own | partner,
+            TileOp::BitXor => own ^ partner,
+        }
+    }
+
+    /// A tile's butterfly over `values` (a warp's words, `None` for lanes that take no part):
+    /// for offsets `width / 2` down to 1, each lane combines its word with that of the lane
+    /// whose index differs in that bit (its own, where that lane takes no part, as a shuffle
+    /// gives it), `op(own, partner)`; each lane's last word. Only for [`Reduction::Tile`].
+    pub(crate) fn butterfly(self, values: &mut [Option<u64>], width: usize) {
+        let Reduction::Tile(op, ty) = self else {
+            return;
+        };
+        // (Not the lanes there: a partial warp's tile still pairs lane 0 with lane 16.)
+        let width = width.clamp(1, 64);
+        let mut offset = width / 2;
+        while offset > 0 {
+            let before: Vec<Option<u64>> = values.to_vec();
+            for (lane, value) in values.iter_mut().enumerate() {
+                if let Some(own) = *value {
+                    let theirs = before.get(lane ^ offset).copied().flatten().unwrap_or(own);
+                    *value = Some(Self::tile_op(op, ty, own, theirs));
+                }
+            }
+            offset /= 2;
+        }
+    }
+
+    /// Whether each lane's result is its own butterfly's (a tile's), not one fold for all.
+    pub(crate) fn is_butterfly(self) -> bool {
+        matches!(self, Reduction::Tile(..))
+    }
+
     /// The prelude's `GM_SIM_REDUCE_*` macro for it.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn macro_name(self) -> &'static str {
         match self {
+            Reduction::Tile(..) => "GM_SIM_REDUCE_TILE",
             Reduction::Add => "GM_SIM_REDUCE_ADD",
             Reduction::Min => "GM_SIM_REDUCE_MIN",
             Reduction::MinUnsigned => "GM_SIM_REDUCE_MIN_UNSIGNED",
@@ -105,6 +191,20 @@ impl Reduction {
 
     /// The operation of code `arg`.
     pub(crate) fn from_arg(arg: i64) -> Option<Reduction> {
+        if arg >= TILE_REDUCTIONS {
+            let op = [
+                TileOp::Plus,
+                TileOp::Less,
+                TileOp::Greater,
+                TileOp::BitAnd,
+                TileOp::BitOr,
+                TileOp::BitXor,
+            ]
+            .get(usize::try_from((arg - TILE_REDUCTIONS) / 4).ok()?)?;
+            let ty = [WordType::I32, WordType::U32, WordType::F32, WordType::F64]
+                [usize::try_from((arg - TILE_REDUCTIONS) % 4).ok()?];
+            return Some(Reduction::Tile(*op, ty));
+        }
         Self::ALL.get(usize::try_from(arg).ok()?).copied()
     }
 
@@ -121,6 +221,8 @@ impl Reduction {
             Reduction::And => words.reduce(|a, b| a & b),
             Reduction::Or => words.reduce(|a, b| a | b),
             Reduction::Xor => words.reduce(|a, b| a ^ b),
+            // (A tile's results are each lane's own: `butterfly`.)
+            Reduction::Tile(..) => None,
         };
         combined.map(u64::from)
     }
@@ -301,7 +403,8 @@ impl Collective {
                     "__reduce_max_sync",
                     "__reduce_and_sync",
                     "__reduce_or_sync",
-                    "__reduce_xor_sync"
+                    "__reduce_xor_sync",
+                    "__gm_tile_reduce_sync"
                 ]
             ),
         }
@@ -374,6 +477,11 @@ mod tests {
             assert_eq!(Reduction::from_arg(code as i64), Some(reduction));
         }
         assert_eq!(Reduction::from_arg(8), None);
+        assert_eq!(
+            Reduction::from_arg(16 + 4 * 2 + 3),
+            Some(Reduction::Tile(TileOp::Greater, WordType::F64))
+        );
+        assert_eq!(Reduction::from_arg(16 + 4 * 6), None);
         assert_eq!(Reduction::from_arg(-1), None);
     }
 
@@ -390,6 +498,37 @@ mod tests {
         assert_eq!(fold(Reduction::Or), Some(0xffff_ffff));
         assert_eq!(fold(Reduction::Xor), Some(5 ^ 0xffff_ffff ^ 3 ^ 2));
         assert_eq!(Reduction::Add.fold(std::iter::empty()), None);
+    }
+
+    /// A tile's butterfly gives what its shuffles give: every lane the same sum of pairs of
+    /// pairs; a lane whose partner takes no part combines with itself.
+    #[test]
+    fn butterflies_pair_lanes_as_a_tiles_shuffles_do() {
+        let word = |v: f32| Some(u64::from(v.to_bits()));
+        let value = |w: Option<u64>| w.map(|w| f32::from_bits(w as u32));
+        let plus = Reduction::Tile(TileOp::Plus, WordType::F32);
+        let mut lanes: Vec<Option<u64>> = [1.0f32, 1e8, -1e8, 1.0].into_iter().map(word).collect();
+        plus.butterfly(&mut lanes, 4);
+        // ((1 + -1e8) + (1e8 + 1)) in f32, the same for every lane: 0.
+        let expected = (1.0f32 + -1e8) + (1e8 + 1.0);
+        assert!(
+            lanes.iter().all(|&l| value(l) == Some(expected)),
+            "{lanes:?}"
+        );
+        let mut two_tiles: Vec<Option<u64>> =
+            [3.0f32, 1.0, 4.0, 2.0].into_iter().map(word).collect();
+        Reduction::Tile(TileOp::Greater, WordType::F32).butterfly(&mut two_tiles, 2);
+        let got: Vec<_> = two_tiles.into_iter().map(value).collect();
+        assert_eq!(got, [Some(3.0), Some(3.0), Some(4.0), Some(4.0)]);
+        let mut missing = vec![word(2.0), None];
+        plus.butterfly(&mut missing, 2);
+        assert_eq!(value(missing[0]), Some(4.0));
+        let mut signed = vec![Some(u64::from((-3i32) as u32)), Some(5)];
+        Reduction::Tile(TileOp::Less, WordType::I32).butterfly(&mut signed, 2);
+        assert_eq!(signed, [Some(u64::from((-3i32) as u32)); 2]);
+        let mut unsigned = vec![Some(u64::from((-3i32) as u32)), Some(5)];
+        Reduction::Tile(TileOp::Less, WordType::U32).butterfly(&mut unsigned, 2);
+        assert_eq!(unsigned, [Some(5); 2]);
     }
 
     /// The prelude's `#define GM_SIM_OP_*` lines are the table's codes, one for one.

@@ -266,3 +266,53 @@ fn warp_reductions_give_the_loops_values_in_every_form() {
     assert_eq!(regions, fibers, "regions");
     assert_eq!(stackless, fibers, "stackless");
 }
+
+/// A tile's `cooperative_groups::reduce`, lowered to one warp reduction (32-bit integers) or to
+/// the prelude's butterfly (floats and doubles), gives what the tile's own shuffles give on
+/// fibers, bit for bit (the float sums' order included), as regions and stackless, for tiles
+/// of 32, 16 and 8 in blocks of whole and partial warps.
+#[test]
+fn tile_reductions_agree_as_regions_stackless_and_on_fibers() {
+    let backend = SimBackend::new(SimConfig::default());
+    for size in [32, 16, 8] {
+        let source = format!(
+            "#include \"gpu_mem.h\"\n\
+             #include <cooperative_groups.h>\n\
+             #include <cooperative_groups/reduce.h>\n\
+             namespace cg = cooperative_groups;\n\
+             extern \"C\" __global__ void k(gm_array<int, 1> a) {{\n\
+             \x20   cg::thread_block cta = cg::this_thread_block();\n\
+             \x20   cg::thread_block_tile<{size}> tile = cg::tiled_partition<{size}>(cta);\n\
+             \x20   int v = (int)(a(threadIdx.x) * 37 % 23) - 11;\n\
+             \x20   float f = 1.0f / (float)(v + 12) + (v % 3 == 0 ? 1e7f : 0.0f);\n\
+             \x20   double d = (double)f * 1e-3 - (double)v;\n\
+             \x20   int sum = cg::reduce(tile, v, cg::plus<int>());\n\
+             \x20   int lo = cg::reduce(tile, v, cg::less<int>());\n\
+             \x20   unsigned bits = cg::reduce(tile, (unsigned)v, cg::bit_xor<unsigned>());\n\
+             \x20   float fs = cg::reduce(tile, f, cg::plus<float>());\n\
+             \x20   float fhi = cg::reduce(tile, f, cg::greater<float>());\n\
+             \x20   double ds = cg::reduce(tile, d, cg::plus<double>());\n\
+             \x20   double dlo = cg::reduce(tile, d, cg::less<double>());\n\
+             \x20   unsigned fw = __float_as_uint(fs) ^ __float_as_uint(fhi);\n\
+             \x20   unsigned long long dw = (unsigned long long)__double_as_longlong(ds) ^\n\
+             \x20                           (unsigned long long)__double_as_longlong(dlo);\n\
+             \x20   a(threadIdx.x) = sum + 7 * lo + (int)(bits % 101u) + (int)(fw % 100003u) +\n\
+             \x20                    (int)(dw % 1000003ull);\n\
+             }}\n"
+        );
+        for threads in [64, 48] {
+            let regions = run(&backend, &source, threads);
+            let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), threads);
+            let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), threads);
+            assert!(fibers.is_ok(), "{fibers:?}\n{source}");
+            assert_eq!(
+                regions, fibers,
+                "regions, tiles of {size}, {threads} threads"
+            );
+            assert_eq!(
+                stackless, fibers,
+                "stackless, tiles of {size}, {threads} threads"
+            );
+        }
+    }
+}

@@ -15,9 +15,12 @@
 //! block group's type, `this_thread_block()`, a tile of a literal size up to 32 (within a warp of
 //! 32 or 64 lanes) declared as `thread_block_tile<N> t` or `auto t = tiled_partition<N>(...)`, a
 //! sync of such a group, a tile's shuffle or vote, or a member function that does not wait
-//! (`thread_rank`, `size`, ...). Larger and run-time sized tiles, a tile's `match_any` and
-//! `match_all`, coalesced and grid groups,
-//! `reduce`, `memcpy_async` and the rest keep the kernel on stacks, as before. [`is_block_level`]
+//! (`thread_rank`, `size`, ...), or a tile's `cooperative_groups::reduce` with `plus`, `less`,
+//! `greater`, `bit_and`, `bit_or` or `bit_xor` of a 32-bit integer type, or `plus`, `less`,
+//! `greater` of `float` or `double` (lowered to the prelude's `__gm_tile_reduce_sync`, one
+//! exchange computing the same butterfly as the tile's shuffles). Larger and
+//! run-time sized tiles, a tile's `match_any` and `match_all`, other reductions, coalesced and
+//! grid groups, `memcpy_async` and the rest keep the kernel on stacks, as before. [`is_block_level`]
 //! says whether a source names cooperative groups only that way with nothing left to lower, which
 //! is what the stackless check (`super::why_not`) accepts.
 
@@ -121,6 +124,79 @@ pub(crate) fn is_block_level(code: &str) -> bool {
     Scan::of(code).is_some_and(|scan| scan.edits.is_empty())
 }
 
+/// The operations of `cooperative_groups::reduce` a tile's reduction is lowered for, in the
+/// prelude's order (`__gm_tile_reduce_sync`'s first argument), and whether floats take them.
+const TILE_REDUCTIONS: [(&str, bool); 6] = [
+    ("plus", true),
+    ("less", true),
+    ("greater", true),
+    ("bit_and", false),
+    ("bit_or", false),
+    ("bit_xor", false),
+];
+
+/// The prelude's intrinsic for a tile's reduction: one exchange, the same butterfly over the
+/// tile's width as its shuffles make.
+const TILE_REDUCE: &str = "__gm_tile_reduce_sync";
+
+/// The 32-bit integer types a tile's reduction is lowered for, and the floating ones.
+const REDUCED_INTEGERS: [&str; 6] = [
+    "int",
+    "unsigned",
+    "unsigned int",
+    "uint",
+    "int32_t",
+    "uint32_t",
+];
+const REDUCED_FLOATS: [&str; 2] = ["float", "double"];
+
+/// A tile's reduction whose value starts at token `value` and whose call's `)` is token
+/// `close`: its operation's number in [`TILE_REDUCTIONS`], and the token of the `,` before its
+/// operation. `None` when the operation is not `[cg::]op<type>()` of those on the types above.
+fn tile_reduction<'c>(
+    text: &impl Fn(usize) -> &'c str,
+    spaces: &BTreeSet<&str>,
+    namespace_open: bool,
+    value: usize,
+    close: usize,
+) -> Option<(usize, usize)> {
+    // The last `,` at the call's depth.
+    let mut depth = 0i32;
+    let mut comma = None;
+    for k in value..close {
+        match text(k) {
+            "(" | "[" | "{" | "<" => depth += 1,
+            ")" | "]" | "}" | ">" => depth -= 1,
+            "," if depth == 0 => comma = Some(k),
+            _ => {}
+        }
+    }
+    let comma = comma?;
+    let mut k = comma + 1;
+    if text(k + 1) == ":" && text(k + 2) == ":" && spaces.contains(text(k)) {
+        k += 3;
+    } else if !namespace_open {
+        return None;
+    }
+    let op = TILE_REDUCTIONS.iter().position(|(op, _)| *op == text(k))?;
+    if text(k + 1) != "<" {
+        return None;
+    }
+    let mut j = k + 2;
+    let mut words = Vec::new();
+    while j < close && text(j) != ">" {
+        words.push(text(j));
+        j += 1;
+    }
+    let ty = words.join(" ");
+    if !(text(j) == ">" && text(j + 1) == "(" && text(j + 2) == ")" && j + 3 == close) {
+        return None;
+    }
+    let floats = TILE_REDUCTIONS[op].1;
+    (REDUCED_INTEGERS.contains(&ty.as_str()) || floats && REDUCED_FLOATS.contains(&ty.as_str()))
+        .then_some((op, comma))
+}
+
 /// What [`lower`] reads of a source.
 struct Scan {
     /// Byte ranges to write otherwise, and what to write there, in order.
@@ -219,6 +295,29 @@ impl Scan {
                     "__syncthreads()".to_string(),
                 ));
                 i += 5;
+                continue;
+            }
+            // `cg::reduce(t, v, cg::plus<int>())` over a tile: one exchange.
+            if names(i, "reduce")
+                && text(i + 1) == "("
+                && let Some(&size) = tiles.get(text(i + 2))
+                && text(i + 3) == ","
+            {
+                let close = call_end(code, &toks, i + 1)?;
+                let (op, comma) = tile_reduction(&text, &spaces, open, i + 4, close)?;
+                let start = if qualified(i) {
+                    toks[i - 3].start
+                } else {
+                    toks[i].start
+                };
+                let tile = text(i + 2);
+                edits.push((
+                    start,
+                    toks[i + 3].end,
+                    format!("{TILE_REDUCE}({op}, {tile}.{TILE_LANES}(),"),
+                ));
+                edits.push((toks[comma].start, toks[close].end, format!(", {size})")));
+                i = close + 1;
                 continue;
             }
             if let Some(&size) = tiles.get(word) {
@@ -412,7 +511,9 @@ __global__ void k(float* out) {
             "auto t = cg::tiled_partition(cta, 32); t.sync();",
             "auto t = cg::tiled_partition<32>(cta); out[0] = t.match_any(1);",
             "auto t = cg::tiled_partition<64>(cta); out[0] = t.ballot(1);",
-            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); cg::reduce(t, 1, cg::plus<int>());",
+            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); cg::reduce(t, 1L, cg::plus<long>());",
+            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); cg::reduce(t, 1, my_op());",
+            "cg::thread_block_tile<32> t = cg::tiled_partition<32>(cta); cg::reduce(t, 1.0, cg::bit_or<double>());",
             "cg::thread_block_tile<32, cg::thread_block> t = cg::tiled_partition<32>(cta);",
             "cg::thread_block_tile<32> a = cg::tiled_partition<32>(cta); \
              cg::thread_block_tile<16> a2 = cg::tiled_partition<16>(cta); \
@@ -483,6 +584,29 @@ __global__ void k(int* out) {
         }
         assert!(is_block_level(&lowered), "{lowered}");
         assert!(!is_block_level(code));
+    }
+
+    /// A tile's reduction with one of cooperative groups' operations on 32-bit integers, floats
+    /// or doubles is the prelude's one exchange, a butterfly of the tile's width.
+    #[test]
+    fn tile_reductions_become_warp_reductions_in_place() {
+        let code = SAMPLE.replace(
+            "    out[0] = s[0];",
+            "    cg::thread_block_tile<16> t = cg::tiled_partition<16>(cta);\n\
+             \x20   int n = cg::reduce(t, (int)s[0], cg::plus<int>());\n\
+             \x20   unsigned m = cg::reduce(t, 3u, cg::bit_xor<unsigned int>()) + n;\n\
+             \x20   out[0] = cg::reduce(t, s[1] * 2.0f, cg::greater<float>()) + m;",
+        );
+        let lowered = lower(&code).expect("lowered");
+        assert_eq!(lowered.lines().count(), code.lines().count());
+        for expected in [
+            "int n = __gm_tile_reduce_sync(0, t.gm_tile_lanes(), (int)s[0], 16);",
+            "unsigned m = __gm_tile_reduce_sync(5, t.gm_tile_lanes(), 3u, 16) + n;",
+            "out[0] = __gm_tile_reduce_sync(2, t.gm_tile_lanes(), s[1] * 2.0f, 16) + m;",
+        ] {
+            assert!(lowered.contains(expected), "{expected}\n{lowered}");
+        }
+        assert!(is_block_level(&lowered), "{lowered}");
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! (or `__nanosleep`) at a bounded position of a bounded function, and the code has no `goto`
 //! and no preprocessor line naming one (a macro could hide a loop); other names of atomics, such
 //! as `atomicAdd_system` or `cuda::atomic_ref`, count as repeated. A position is bounded when
-//! every loop around it (its condition included) is counted ([`counted`]: a `for` whose trip
+//! every loop around it (its condition included) is counted ([`mod@counted`]: a `for` whose trip
 //! count is fixed when it starts, whatever other threads do) and no block around it is not a
 //! statement's (a lambda's body, say). A function is bounded when it is a kernel, or a helper
 //! every mention of whose name is a call at a bounded position of another bounded function
@@ -175,7 +175,7 @@ fn parameter_names<'c>(code: &'c str, toks: &[Token], f: &Function) -> Vec<&'c s
 }
 
 /// Whether token `at` in the body of function `f` is reached a bounded number of times each
-/// time `f` runs: every loop around it is counted ([`counted`]), and it lies inside no block
+/// time `f` runs: every loop around it is counted ([`counted()`]), and it lies inside no block
 /// other than a statement's (not a lambda's body).
 fn bounded_position(
     code: &str,

@@ -56,8 +56,9 @@ pub enum Collective {
     /// `this_grid().sync()`: every thread of the block, then every block of the grid (a
     /// cooperative launch, whose blocks all run at once).
     GridSync,
-    /// `__reduce_add_sync` & co: the lanes' 32-bit values combined by the operation `arg`
-    /// names ([`Reduction`]), in one exchange.
+    /// `__reduce_add_sync` & co, and a warp-sized tile's `cooperative_groups::reduce`: the
+    /// lanes' values combined by the operation `arg` names (`GM_SIM_REDUCE_*`), in one
+    /// exchange.
     Reduce,
 }
 

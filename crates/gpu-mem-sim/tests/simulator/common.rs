@@ -147,3 +147,22 @@ pub fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
         state % below
     }
 }
+
+/// A simulator of one device that checks its compiled kernels as `checks` says.
+pub fn with_checks(checks: gpu_mem_sim::Checks) -> gpu_mem_sim::SimBackend {
+    gpu_mem_sim::SimBackend::new(gpu_mem_sim::SimConfig {
+        devices: vec![gpu_mem_sim::SimDeviceConfig {
+            checks,
+            ..gpu_mem_sim::SimDeviceConfig::default()
+        }],
+    })
+}
+
+/// A 32-bit integer argument.
+pub fn int_arg(v: i32) -> LaunchArg {
+    LaunchArg::Scalar {
+        bytes: v.to_ne_bytes().to_vec(),
+        elem: std::any::TypeId::of::<i32>(),
+        dtype: "i32",
+    }
+}

@@ -5,20 +5,11 @@
 // Source kernels: the host compiler and loaded libraries are outside what Miri interprets.
 #![cfg(not(miri))]
 
-use crate::common::{self, array_arg};
+use crate::common::{self, array_arg, with_checks as with};
 use gpu_mem_core::backend::{DevicePtr, Memory, Transfer};
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
 use gpu_mem_core::{Error, Kernel};
-use gpu_mem_sim::{Checks, SimBackend, SimConfig, SimDeviceConfig, SimKernel};
-
-fn with(checks: Checks) -> SimBackend {
-    SimBackend::new(SimConfig {
-        devices: vec![SimDeviceConfig {
-            checks,
-            ..SimDeviceConfig::default()
-        }],
-    })
-}
+use gpu_mem_sim::{Checks, SimBackend, SimKernel};
 
 fn initchecked() -> SimBackend {
     with(Checks {

@@ -5,7 +5,7 @@
 // Source kernels: the host compiler and loaded libraries are outside what Miri interprets.
 #![cfg(not(miri))]
 
-use crate::common::array_arg;
+use crate::common::{array_arg, int_arg as int};
 use gpu_mem_core::backend::{Launch, Memory, Transfer};
 use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};
 use gpu_mem_core::{Element, Error, Kernel};
@@ -71,14 +71,6 @@ pub(crate) fn run_kernel<T: Element + Copy>(
         out.push(back);
     }
     ran.map(|()| out)
-}
-
-fn int(v: i32) -> LaunchArg {
-    LaunchArg::Scalar {
-        bytes: v.to_ne_bytes().to_vec(),
-        elem: std::any::TypeId::of::<i32>(),
-        dtype: "i32",
-    }
 }
 
 /// The fault's message, with the thread it names.

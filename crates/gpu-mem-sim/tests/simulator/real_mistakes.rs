@@ -6,18 +6,10 @@
 // Source kernels: the host compiler and loaded libraries are outside what Miri interprets.
 #![cfg(not(miri))]
 
+use crate::common::{int_arg as int, with_checks as with};
 use crate::memcheck::{config, fault_of, racechecked, run};
-use gpu_mem_core::kernel::{Dim3, LaunchArg, LaunchConfig};
-use gpu_mem_sim::{Checks, SimBackend, SimConfig, SimDeviceConfig};
-
-fn with(checks: Checks) -> SimBackend {
-    SimBackend::new(SimConfig {
-        devices: vec![SimDeviceConfig {
-            checks,
-            ..SimDeviceConfig::default()
-        }],
-    })
-}
+use gpu_mem_core::kernel::{Dim3, LaunchConfig};
+use gpu_mem_sim::{Checks, SimBackend};
 
 fn memchecked() -> SimBackend {
     with(Checks {
@@ -33,14 +25,6 @@ fn all_checks() -> SimBackend {
         racecheck: true,
         initcheck: true,
     })
-}
-
-fn int(v: i32) -> LaunchArg {
-    LaunchArg::Scalar {
-        bytes: v.to_ne_bytes().to_vec(),
-        elem: std::any::TypeId::of::<i32>(),
-        dtype: "i32",
-    }
 }
 
 fn blocks_2d(grid: u32, block: u32) -> LaunchConfig {

@@ -106,6 +106,28 @@ fn run(backend: &SimBackend, source: &str, threads: u32) -> Result<Vec<i32>, Str
     .map_err(|e| e.to_string())
 }
 
+/// Runs `source` (one block of `threads`) as regions, stackless and on fibers, which must give
+/// the same results (fibers without an error); `what` names the case in a failure.
+fn agree_in_every_form(backend: &SimBackend, source: &str, threads: u32, what: &str) -> Vec<i32> {
+    let regions = run(backend, source, threads);
+    let stackless = run(backend, &format!("{source}{OFF_REGIONS}"), threads);
+    let fibers = run(backend, &format!("{source}{ON_FIBERS}"), threads);
+    let Ok(values) = fibers else {
+        panic!("on fibers, {what}, {threads} threads: {fibers:?}\n{source}");
+    };
+    assert_eq!(
+        regions.as_ref(),
+        Ok(&values),
+        "regions, {what}, {threads} threads"
+    );
+    assert_eq!(
+        stackless.as_ref(),
+        Ok(&values),
+        "stackless, {what}, {threads} threads"
+    );
+    values
+}
+
 /// Random kernels give the same results, or the same error, as regions, stackless and on
 /// fibers, in blocks of whole and partial warps. `GPU_MEM_RANDOM_KERNELS` sets how many seeds
 /// (each of both kinds, threads that agree and threads that may part; three compiles a kernel,
@@ -195,18 +217,7 @@ fn warp_tiles_agree_as_regions_stackless_and_on_fibers() {
              }}\n",
         );
         for threads in [64, 48] {
-            let regions = run(&backend, &source, threads);
-            let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), threads);
-            let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), threads);
-            assert!(fibers.is_ok(), "{fibers:?}\n{source}");
-            assert_eq!(
-                regions, fibers,
-                "regions, tiles of {size}, {threads} threads"
-            );
-            assert_eq!(
-                stackless, fibers,
-                "stackless, tiles of {size}, {threads} threads"
-            );
+            agree_in_every_form(&backend, &source, threads, &format!("tiles of {size}"));
         }
     }
 }
@@ -259,12 +270,8 @@ fn warp_reductions_give_the_loops_values_in_every_form() {
         })
         .collect();
     let backend = SimBackend::new(SimConfig::default());
-    let regions = run(&backend, source, 64);
-    let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), 64);
-    let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), 64);
-    assert_eq!(fibers, Ok(expected), "on fibers");
-    assert_eq!(regions, fibers, "regions");
-    assert_eq!(stackless, fibers, "stackless");
+    let values = agree_in_every_form(&backend, source, 64, "warp reductions");
+    assert_eq!(values, expected);
 }
 
 /// A tile's `cooperative_groups::reduce`, lowered to one warp reduction (32-bit integers) or to
@@ -301,18 +308,7 @@ fn tile_reductions_agree_as_regions_stackless_and_on_fibers() {
              }}\n"
         );
         for threads in [64, 48] {
-            let regions = run(&backend, &source, threads);
-            let stackless = run(&backend, &format!("{source}{OFF_REGIONS}"), threads);
-            let fibers = run(&backend, &format!("{source}{ON_FIBERS}"), threads);
-            assert!(fibers.is_ok(), "{fibers:?}\n{source}");
-            assert_eq!(
-                regions, fibers,
-                "regions, tiles of {size}, {threads} threads"
-            );
-            assert_eq!(
-                stackless, fibers,
-                "stackless, tiles of {size}, {threads} threads"
-            );
+            agree_in_every_form(&backend, &source, threads, &format!("tiles of {size}"));
         }
     }
 }

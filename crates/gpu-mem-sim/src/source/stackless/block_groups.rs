@@ -224,6 +224,14 @@ impl Scan {
         let qualified = |i: usize| {
             i >= 3 && text(i - 1) == ":" && text(i - 2) == ":" && spaces.contains(text(i - 3))
         };
+        // Where the name at token `i` starts, its qualifier (`cg::`) included.
+        let start_of = |i: usize| {
+            if qualified(i) {
+                toks[i - 3].start
+            } else {
+                toks[i].start
+            }
+        };
         // A name of the namespace: qualified by it, or unqualified where it is open.
         let names = |i: usize, name: &str| text(i) == name && (qualified(i) || open);
         // Variables and parameters declared as block groups: `thread_block`, then `const` or
@@ -305,11 +313,7 @@ impl Scan {
             {
                 let close = call_end(code, &toks, i + 1)?;
                 let (op, comma) = tile_reduction(&text, &spaces, open, i + 4, close)?;
-                let start = if qualified(i) {
-                    toks[i - 3].start
-                } else {
-                    toks[i].start
-                };
+                let start = start_of(i);
                 let tile = text(i + 2);
                 edits.push((
                     start,
@@ -380,11 +384,7 @@ impl Scan {
                 && text(i + 5) == "("
                 && text(i + 6) == ")"
             {
-                let start = if qualified(i) {
-                    toks[i - 3].start
-                } else {
-                    toks[i].start
-                };
+                let start = start_of(i);
                 edits.push((start, toks[i + 6].end, "__syncthreads()".to_string()));
                 i += 7;
                 continue;
@@ -395,11 +395,7 @@ impl Scan {
                 && blocks.contains(text(i + 2))
                 && text(i + 3) == ")"
             {
-                let start = if qualified(i) {
-                    toks[i - 3].start
-                } else {
-                    toks[i].start
-                };
+                let start = start_of(i);
                 edits.push((start, toks[i + 3].end, "__syncthreads()".to_string()));
                 i += 4;
                 continue;
@@ -410,11 +406,7 @@ impl Scan {
                 && tiles.contains_key(text(i + 2))
                 && text(i + 3) == ")"
             {
-                let start = if qualified(i) {
-                    toks[i - 3].start
-                } else {
-                    toks[i].start
-                };
+                let start = start_of(i);
                 let tile = text(i + 2);
                 edits.push((
                     start,

@@ -87,7 +87,7 @@ pub(crate) fn may_repeat(code: &str) -> bool {
     let Some(fns) = functions(code, &toks) else {
         return true;
     };
-    let defs = Definitions::of(code, &toks);
+    let defs = Definitions::of(code, &toks, &fns);
     let bounded = bounded_functions(code, &toks, &fns, &defs);
     toks.iter().enumerate().any(|(i, t)| {
         names_an_atomic(word(t))
@@ -362,6 +362,9 @@ mod tests {
             "for (int i = 0; i < limit; ++i) atomicAdd(a, 1);",
             "for (int i = 0; i < n; ++i) if (i) atomicAdd(a, 1); else atomicSub(a, 1);",
             "int& m = a[3]; for (int i = 0; i < m; ++i) atomicAdd(a, 1);",
+            // The bound changed through a pointer or a reference made before the loop.
+            "int m = n; int* p = &m; for (int i = 0; i < m; ++i) { atomicAdd(a, 1); *p = a[1]; }",
+            "int m = n; int& r = m; for (int i = 0; i < m; ++i) { atomicAdd(a, 1); r = a[1]; }",
             "do { } while (atomicAdd(a, 0) == 0);",
             "int i = 0; again: atomicAdd(a, 1); if (++i < n) goto again;",
             "auto f = [&] { atomicAdd(a, 1); }; for (int i = 0; i < n; ++i) f();",
@@ -391,6 +394,11 @@ mod tests {
         assert!(may_repeat(
             "__device__ void add(int* a, int n) { atomicAdd(a, 1); if (n) add(a, n - 1); }\n\
              __global__ void k(int* a) { add(a, 3); }"
+        ));
+        // A loop whose body passes its bound to a helper taking a reference.
+        assert!(may_repeat(
+            "__device__ void reload(int& m, int* a) { m = a[1]; }\n\
+             __global__ void k(int* a, int n) { for (int i = 0; i < n; ++i) { atomicAdd(a, 1); reload(n, a); } }"
         ));
         // A helper's loop bounded by a reference: the caller's memory.
         assert!(may_repeat(

@@ -11,13 +11,14 @@
 //! * only names that are the thread's own or constant: the loop's variable, the enclosing
 //!   function's parameters and the variables it declares, the built-in indices (`threadIdx.x`
 //!   & co, `warpSize`), type names, and object-like macros made of the same;
-//! * none of them changed in the loop's body (assigned, stepped, or its address taken), and
-//!   the condition itself changes nothing.
+//! * none of them changed in the loop's body (assigned, stepped, passed to a helper that takes
+//!   a reference) or through a pointer or reference made anywhere in the function, and the
+//!   condition itself changes nothing.
 //!
 //! A module variable (`__device__ int n`), which another thread may write, is none of these: a
 //! loop bounded by one stays uncounted, and its atomics may repeat.
 
-use gpu_mem_core::kernel::scan::functions::{body_end, bracket_end, call_end};
+use gpu_mem_core::kernel::scan::functions::{Function, body_end, bracket_end, call_end};
 use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
 use std::collections::BTreeMap;
 
@@ -64,10 +65,12 @@ struct Macro {
 pub(super) struct Definitions {
     macros: BTreeMap<String, Macro>,
     types: Vec<String>,
+    /// The functions that take a reference (and may change what their caller passes them).
+    by_reference: Vec<String>,
 }
 
 impl Definitions {
-    pub(super) fn of(code: &str, toks: &[Token]) -> Definitions {
+    pub(super) fn of(code: &str, toks: &[Token], fns: &[Function]) -> Definitions {
         let mut macros = BTreeMap::new();
         for line in directives(code) {
             let text = code[line].trim_start().trim_start_matches('#').trim_start();
@@ -118,7 +121,24 @@ impl Definitions {
                 types.push(text(k + 1).to_string());
             }
         }
-        Definitions { macros, types }
+        let by_reference = fns
+            .iter()
+            .filter_map(|f| {
+                let name = f.name?;
+                let open = name + 1;
+                let close = call_end(code, toks, open)?;
+                (open..close)
+                    .any(|k| {
+                        text(k) == "&" && text(k + 1) != "&" && text(k.saturating_sub(1)) != "&"
+                    })
+                    .then(|| text(name).to_string())
+            })
+            .collect();
+        Definitions {
+            macros,
+            types,
+            by_reference,
+        }
     }
 }
 
@@ -223,8 +243,26 @@ pub(super) fn counted(
         return false;
     }
     names.push(var);
-    // Nothing the loop is counted by changes in its body.
-    !(body..=body_last).any(|j| names.contains(&text(j)) && changed_at(code, toks, j))
+    // Nothing the loop is counted by changes in its body: assigned or stepped there, changed by
+    // a helper it passes a reference to, or through a pointer or reference made anywhere in
+    // the function (`int* p = &n;`, `int& r = n;`).
+    let function_end = body_end(code, toks, open).unwrap_or(toks.len());
+    let calls_by_reference = (body..=body_last)
+        .any(|j| text(j + 1) == "(" && defs.by_reference.iter().any(|f| f == text(j)));
+    let aliased = (open..function_end).any(|j| {
+        let address_of = text(j) == "&"
+            && names.contains(&text(j + 1))
+            && !(j > 0 && text(j - 1) == "&" && toks[j - 1].end == toks[j].start)
+            && !(j > 0 && toks[j - 1].ident || text(j.saturating_sub(1)) == ")");
+        let reference = text(j) == "&"
+            && toks.get(j + 1).is_some_and(|t| t.ident)
+            && text(j + 2) == "="
+            && text(j + 3) != "=";
+        address_of || reference
+    });
+    !calls_by_reference
+        && !aliased
+        && !(body..=body_last).any(|j| names.contains(&text(j)) && changed_at(code, toks, j))
 }
 
 /// The variable a `for`'s step changes, and the tokens of the operand it changes it by (empty

@@ -50,7 +50,7 @@ use gpu_mem_core::kernel::{KernelSource, LaunchArg, Module};
 use gpu_mem_core::sync::lock;
 use gpu_mem_core::{BackendKind, Error, Kernel, Result};
 use signature::{Param, ParamKind, RawParam};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -121,6 +121,30 @@ pub(crate) struct LoadedModule {
 }
 
 impl LoadedModule {
+    /// This module with the kernels named in `only` (by function name, whatever their template
+    /// arguments) taken from `part`, a build of the same module for them.
+    fn with_kernels_of(&self, part: &LoadedModule, only: &BTreeSet<String>) -> LoadedModule {
+        let function = |entry: &str| {
+            let name = entry.split('<').next().unwrap_or(entry).trim();
+            name.rsplit("::").next().unwrap_or(name).trim().to_string()
+        };
+        LoadedModule {
+            kernels: self
+                .kernels
+                .iter()
+                .map(|(entry, own)| {
+                    let program = only
+                        .contains(&function(entry))
+                        .then(|| part.kernel(entry))
+                        .flatten()
+                        .unwrap_or(own);
+                    (entry.clone(), program.clone())
+                })
+                .collect(),
+            variables: self.variables.clone(),
+        }
+    }
+
     fn kernel(&self, entry: &str) -> Option<&Arc<SourceProgram>> {
         let wanted = spaced(entry);
         self.kernels
@@ -344,11 +368,17 @@ fn build_module(
     })?;
     let mut declared: Option<Declared> = None;
     let mut chosen = None;
+    // A build for some kernels only (`Plan::only`), and which.
+    let mut partial: Option<(Arc<LoadedModule>, &BTreeSet<String>)> = None;
     for (i, plan) in plans.iter().enumerate() {
         if let Some(caveat) = plan.caveat {
             tracing::warn!(module = module.name(), "{caveat}");
         }
         if let Some(found) = programs(|p| p.by_key.get(&plan.key).cloned()) {
+            if let Some(only) = &plan.only {
+                partial = Some((found, only));
+                continue;
+            }
             chosen = Some(found);
             break;
         }
@@ -367,6 +397,10 @@ fn build_module(
             Ok(loaded) => {
                 let loaded = Arc::new(loaded);
                 programs(|p| p.by_key.insert(plan.key.clone(), loaded.clone()));
+                if let Some(only) = &plan.only {
+                    partial = Some((loaded, only));
+                    continue;
+                }
                 chosen = Some(loaded);
                 break;
             }
@@ -398,6 +432,14 @@ fn build_module(
         compiler: compiler.describe(),
         log: "no way to build the kernel was tried".to_string(),
     })?;
+    // Kernels built apart from the rest of their module share nothing with it but what their
+    // launches pass: not where the module has variables (each build would hold its own).
+    let loaded = match partial {
+        Some((part, only)) if loaded.variables.is_empty() && part.variables.is_empty() => {
+            Arc::new(loaded.with_kernels_of(&part, only))
+        }
+        _ => loaded,
+    };
     programs(|p| p.by_module.insert(by_module, loaded.clone()));
     Ok(loaded)
 }
@@ -426,6 +468,9 @@ struct Plan {
     key: String,
     /// Said (a warning) when the module is built this way: what it gives up.
     caveat: Option<&'static str>,
+    /// A build for these kernels only (by name, `regions::rewrite_subset`): the module is
+    /// built the next way too, and these kernels are taken from this build.
+    only: Option<BTreeSet<String>>,
 }
 
 /// The caveat of building a module without `shifts::rewrite`.
@@ -475,6 +520,7 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
             code: compiled.to_string(),
             key,
             caveat: None,
+            only: None,
         }
     };
     let mut plans = Vec::with_capacity(3);
@@ -491,6 +537,18 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
                 Ok(rewritten) => plans.push(plan(Threads::Regions, &rewritten)),
                 Err(reason) => {
                     tracing::debug!(module = module.name(), %reason, "kernel not run as regions");
+                    // Its kernels that can be, each on its own, are run as regions still.
+                    if let Some((rewritten, kernels)) = regions::rewrite_subset(&code) {
+                        tracing::debug!(
+                            module = module.name(),
+                            ?kernels,
+                            "these kernels run as regions"
+                        );
+                        plans.push(Plan {
+                            only: Some(kernels),
+                            ..plan(Threads::Regions, &rewritten)
+                        });
+                    }
                 }
             }
         }
@@ -936,7 +994,11 @@ mod tests {
     use super::*;
 
     fn threads_of(code: &str) -> Threads {
-        let kernel = Kernel::from_source(code, "k");
+        threads_of_kernel(code, "k")
+    }
+
+    fn threads_of_kernel(code: &str, entry: &str) -> Threads {
+        let kernel = Kernel::from_source(code, entry);
         let program = program(
             &kernel,
             kernel.source().expect("a source kernel"),
@@ -948,6 +1010,28 @@ mod tests {
             Entry::Stackless(_) => Threads::Stackless,
             Entry::Regions(_) => Threads::Regions,
         }
+    }
+
+    /// A module one of whose kernels keeps it off regions (a wait the rewrite does not know,
+    /// a helper that waits) runs its other kernels as regions still, from a build of their
+    /// own; not where the module has variables, which each build would hold apart.
+    #[test]
+    fn kernels_that_can_run_as_regions_do_beside_one_that_cannot() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    __device__ int twice(int v) { __syncthreads(); return 2 * v; }\n\
+                    extern \"C\" __global__ void fast(int* a) {\n\
+                    \x20   int v = a[threadIdx.x];\n\
+                    \x20   __syncthreads();\n\
+                    \x20   a[threadIdx.x] = v + __shfl_xor_sync(~0u, v, 1);\n}\n\
+                    extern \"C\" __global__ void slow(int* a) {\n\
+                    \x20   a[threadIdx.x] = twice(a[threadIdx.x]) + (int)__activemask();\n}\n";
+        assert_eq!(threads_of_kernel(code, "fast"), Threads::Regions);
+        assert_ne!(threads_of_kernel(code, "slow"), Threads::Regions);
+        let with_variable = code.replace(
+            "__device__ int twice",
+            "__device__ int counter;\n__device__ int twice",
+        );
+        assert_ne!(threads_of_kernel(&with_variable, "fast"), Threads::Regions);
     }
 
     #[test]

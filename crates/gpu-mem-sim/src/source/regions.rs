@@ -168,6 +168,102 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
     Ok(out.apply())
 }
 
+/// For a source whose kernels cannot all be rewritten: the kernels that can, each on its own,
+/// and the source rewritten for them alone, the other kernels' bodies emptied (and the
+/// helpers only those reach), every line kept. `None` when no kernel can, or the source has
+/// fewer than two. A module whose kernels need different forms is built twice, these kernels
+/// taken from this build (`super::build_module`). `code` is the source before
+/// `super::stackless::lower_block_groups`, which runs on each trial.
+pub(crate) fn rewrite_subset(code: &str) -> Option<(String, BTreeSet<String>)> {
+    let toks = tokens(code)?;
+    let fns = functions(code, &toks)?;
+    let word = |k: usize| &code[toks[k].start..toks[k].end];
+    let kernels: Vec<usize> = (0..fns.len())
+        .filter(|&f| fns[f].kind == Kind::Kernel && fns[f].body.is_some() && fns[f].name.is_some())
+        .collect();
+    if kernels.len() < 2 {
+        return None;
+    }
+    // The source with only `kept` kernels' bodies, and the bodies of the helpers anything else
+    // may reach: a helper stays whole when its name appears anywhere outside the bodies of the
+    // functions emptied (a kept kernel's body, another helper kept, a class's member function,
+    // an initializer).
+    let variant = |kept: &[usize]| -> String {
+        let mut live: Vec<bool> = (0..fns.len())
+            .map(|f| fns[f].kind != Kind::Kernel || kept.contains(&f))
+            .collect();
+        for f in 0..fns.len() {
+            live[f] = live[f] && (fns[f].kind == Kind::Kernel || fns[f].body.is_none());
+        }
+        loop {
+            let mut more = false;
+            for h in 0..fns.len() {
+                let (Some(name), Some(_)) = (fns[h].name, fns[h].body) else {
+                    continue;
+                };
+                if live[h] {
+                    continue;
+                }
+                let emptied = |k: usize| {
+                    (0..fns.len()).any(|f| {
+                        !live[f]
+                            && fns[f]
+                                .body
+                                .is_some_and(|(open, close)| open < k && k < close)
+                    })
+                };
+                // (A declaration's own header names it too: `T f<int>(...)`, a specialisation.)
+                let declares = |k: usize| {
+                    fns.iter().any(|f| {
+                        f.name == Some(k)
+                            || f.body.is_some_and(|(open, _)| f.start <= k && k < open)
+                    })
+                };
+                let reached =
+                    (0..toks.len()).any(|k| word(k) == word(name) && !declares(k) && !emptied(k));
+                if reached {
+                    live[h] = true;
+                    more = true;
+                }
+            }
+            if !more {
+                break;
+            }
+        }
+        let mut out = String::with_capacity(code.len());
+        let mut at = 0;
+        for (f, function) in fns.iter().enumerate() {
+            let Some((open, close)) = function.body.filter(|_| !live[f]) else {
+                continue;
+            };
+            let (start, end) = (toks[open].end, toks[close].start);
+            out.push_str(&code[at..start]);
+            out.extend(code[start..end].chars().filter(|&c| c == '\n'));
+            at = end;
+        }
+        out.push_str(&code[at..]);
+        out
+    };
+    let rewritten = |text: &str| {
+        let lowered = super::stackless::lower_block_groups(text);
+        rewrite(lowered.as_deref().unwrap_or(text)).ok()
+    };
+    let alone: Vec<usize> = kernels
+        .iter()
+        .copied()
+        .filter(|&k| rewritten(&variant(&[k])).is_some())
+        .collect();
+    if alone.is_empty() {
+        return None;
+    }
+    let text = rewritten(&variant(&alone))?;
+    let names = alone
+        .iter()
+        .filter_map(|&k| fns[k].name.map(|n| word(n).to_string()))
+        .collect();
+    Some((text, names))
+}
+
 /// What every warp collective's name contains: a name or directive with one of these that the
 /// rewrite does not know as a call (a pasted name, `__shfl_##xor_sync`) keeps a kernel off
 /// regions.

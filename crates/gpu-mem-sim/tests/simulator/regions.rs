@@ -312,3 +312,37 @@ fn tile_reductions_agree_as_regions_stackless_and_on_fibers() {
         }
     }
 }
+
+/// A module whose kernels need different forms: the one that can run as regions does, from a
+/// build of its own, and computes what it computes on fibers; so does the other.
+#[test]
+fn a_modules_kernels_run_in_the_forms_each_allows() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  __device__ int twice(int v) { __syncthreads(); return 2 * v; }\n\
+                  extern \"C\" __global__ void fast(gm_array<int, 1> a) {\n\
+                  \x20   __shared__ int s[64];\n\
+                  \x20   int v = a(threadIdx.x);\n\
+                  \x20   s[threadIdx.x] = v;\n\
+                  \x20   __syncthreads();\n\
+                  \x20   v += s[(threadIdx.x + 5) % blockDim.x];\n\
+                  \x20   a(threadIdx.x) = v + __shfl_xor_sync(~0u, v, 1);\n}\n\
+                  extern \"C\" __global__ void slow(gm_array<int, 1> a) {\n\
+                  \x20   a(threadIdx.x) = twice(a(threadIdx.x)) + (int)(__activemask() & 3u);\n}\n";
+    let backend = SimBackend::new(SimConfig::default());
+    let values: Vec<i32> = (0..64).collect();
+    let run_kernel = |code: &str, entry: &str| {
+        common::run_on_array(
+            &backend,
+            &Kernel::from_source(code, entry),
+            LaunchConfig::new(1, 64),
+            &values,
+        )
+        .map_err(|e| e.to_string())
+    };
+    for entry in ["fast", "slow"] {
+        let split = run_kernel(source, entry);
+        let fibers = run_kernel(&format!("{source}{ON_FIBERS}"), entry);
+        assert!(fibers.is_ok(), "{entry}: {fibers:?}");
+        assert_eq!(split, fibers, "{entry}");
+    }
+}

@@ -321,9 +321,23 @@ fn warp_calls<'c>(code: &'c str, toks: &[Token]) -> Result<Vec<&'c str>, String>
     {
         return Err("a preprocessor directive names a warp collective".into());
     }
+    // (A variable of the kernel's own, `unsigned ballot_bits = ...`, is none: a name declared
+    // after a type and followed by `=`, `;`, `,`, `[` or `)`.)
+    let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
+    let variable = |name: &str| {
+        (1..toks.len()).any(|k| {
+            word(k) == name
+                && (toks[k - 1].ident || matches!(word(k - 1), "*" | "&" | ">"))
+                && !matches!(word(k - 1), "return" | "else" | "case")
+                && matches!(word(k + 1), "=" | ";" | "," | "[" | ")")
+        })
+    };
     if let Some(t) = toks.iter().find(|t| {
         let text = &code[t.start..t.end];
-        t.ident && WARP_STEMS.iter().any(|w| text.contains(w)) && !names.contains(&text)
+        t.ident
+            && WARP_STEMS.iter().any(|w| text.contains(w))
+            && !names.contains(&text)
+            && !variable(text)
     }) {
         return Err(format!(
             "`{}` is no warp collective the rewrite knows",
@@ -1138,6 +1152,27 @@ mod tests {
         ] {
             assert!(rewrite(&bad).is_err(), "{bad}");
         }
+    }
+
+    /// A name with a collective's stem that the rewrite does not know keeps a kernel off
+    /// regions where it could be one called (`__shfl_up(v, 1)`, the pre-Volta shuffle), not
+    /// where the kernel declares it as a variable (reduction_warp's `ballot_result`).
+    #[test]
+    fn names_like_collectives_are_refused_unless_variables() {
+        let kernel = |body: &str| {
+            format!(
+                "#include \"gpu_mem.h\"\nextern \"C\" __global__ void k(int* a) {{\n    {body}\n}}\n"
+            )
+        };
+        let variable = kernel(
+            "unsigned ballot_result = __ballot_sync(~0u, a[0] > 0);\n    a[1] = (int)ballot_result;",
+        );
+        assert!(rewrite(&variable).is_ok(), "{:?}", rewrite(&variable));
+        let called = kernel("a[1] = __shfl_up(a[0], 1);");
+        assert_eq!(
+            rewrite(&called).err().as_deref(),
+            Some("`__shfl_up` is no warp collective the rewrite knows")
+        );
     }
 
     /// Warp collectives split regions; an `if` or loop that holds them and no barrier runs

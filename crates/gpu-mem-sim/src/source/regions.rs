@@ -184,6 +184,27 @@ pub(crate) fn rewrite_subset(code: &str) -> Option<(String, BTreeSet<String>)> {
     if kernels.len() < 2 {
         return None;
     }
+    // Kernels are taken by name: one name of two kernels (overloads) is never split.
+    let named_once = |k: usize| {
+        let name = fns[k].name.map(word);
+        kernels
+            .iter()
+            .filter(|&&j| fns[j].name.map(word) == name)
+            .count()
+            == 1
+    };
+    // A helper a macro names may be called through it anywhere: never emptied.
+    let in_directives: Vec<&str> = directives(code).into_iter().map(|d| &code[d]).collect();
+    let named_in_directives = |name: &str| {
+        in_directives.iter().any(|d| {
+            d.match_indices(name).any(|(at, _)| {
+                let before = d[..at].chars().next_back();
+                let after = d[at + name.len()..].chars().next();
+                !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+        })
+    };
     // The source with only `kept` kernels' bodies, and the bodies of the helpers anything else
     // may reach: a helper stays whole when its name appears anywhere outside the bodies of the
     // functions emptied (a kept kernel's body, another helper kept, a class's member function,
@@ -193,7 +214,10 @@ pub(crate) fn rewrite_subset(code: &str) -> Option<(String, BTreeSet<String>)> {
             .map(|f| fns[f].kind != Kind::Kernel || kept.contains(&f))
             .collect();
         for f in 0..fns.len() {
-            live[f] = live[f] && (fns[f].kind == Kind::Kernel || fns[f].body.is_none());
+            live[f] = live[f]
+                && (fns[f].kind == Kind::Kernel
+                    || fns[f].body.is_none()
+                    || fns[f].name.is_some_and(|n| named_in_directives(word(n))));
         }
         loop {
             let mut more = false;
@@ -251,7 +275,7 @@ pub(crate) fn rewrite_subset(code: &str) -> Option<(String, BTreeSet<String>)> {
     let alone: Vec<usize> = kernels
         .iter()
         .copied()
-        .filter(|&k| rewritten(&variant(&[k])).is_some())
+        .filter(|&k| named_once(k) && rewritten(&variant(&[k])).is_some())
         .collect();
     if alone.is_empty() {
         return None;
@@ -1152,6 +1176,34 @@ mod tests {
         ] {
             assert!(rewrite(&bad).is_err(), "{bad}");
         }
+    }
+
+    /// Kernels rewritten apart from their module keep every line, the helpers anything kept
+    /// may reach (a macro's included), and nothing of the kernels left out; kernels that share
+    /// a name are never split.
+    #[test]
+    fn kernels_apart_keep_what_they_reach() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    #define TWICE(v) twice(v)\n\
+                    __device__ int twice(int v) { return 2 * v; }\n\
+                    __device__ int waits(int v) { __syncthreads(); return v + 1; }\n\
+                    extern \"C\" __global__ void fast(int* a) {\n\
+                    \x20   int v = TWICE(a[threadIdx.x]);\n\
+                    \x20   __syncthreads();\n\
+                    \x20   a[threadIdx.x] = v;\n}\n\
+                    extern \"C\" __global__ void slow(int* a) {\n\
+                    \x20   a[0] = waits(a[0]);\n}\n";
+        assert!(rewrite(code).is_err());
+        let (out, names) = rewrite_subset(code).expect("fast alone");
+        assert_eq!(names, BTreeSet::from(["fast".to_string()]));
+        assert_eq!(lines(&out), lines(code));
+        assert!(out.contains("return 2 * v;"), "{out}");
+        assert!(
+            !out.contains("return v + 1;") && !out.contains("a[0] = waits"),
+            "{out}"
+        );
+        let overloaded = code.replace("void slow(int* a)", "void fast(float* a)");
+        assert_eq!(rewrite_subset(&overloaded), None);
     }
 
     /// A name with a collective's stem that the rewrite does not know keeps a kernel off

@@ -116,21 +116,30 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         uniform: Vec::new(),
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
-    // kernel names is taken to change.
-    let by_reference = fns.iter().any(|f| {
-        f.kind != Kind::Kernel
-            && f.name.is_some_and(|n| {
-                s.text(n + 1) == "("
-                    && s.parameters(n + 1).map_or(true, |ps| {
-                        ps.iter().any(|&(a, b)| (a..b).any(|k| s.text(k) == "&"))
-                    })
-            })
+    // kernel that names it (or that a macro may name it for) is taken to change.
+    let by_reference: Vec<&str> = fns
+        .iter()
+        .filter(|f| f.kind != Kind::Kernel)
+        .filter_map(|f| {
+            let n = f.name?;
+            (s.text(n + 1) == "("
+                && s.parameters(n + 1).map_or(true, |ps| {
+                    ps.iter().any(|&(a, b)| (a..b).any(|k| s.text(k) == "&"))
+                }))
+            .then(|| s.text(n))
+        })
+        .collect();
+    let through_macros = directives(code).iter().any(|d| {
+        by_reference
+            .iter()
+            .any(|name| code[d.clone()].contains(name))
     });
-    out.by_reference = by_reference;
     for f in fns.iter().filter(|f| f.kind == Kind::Kernel) {
         let (Some(name), Some((open, close))) = (f.name, f.body) else {
             continue;
         };
+        out.by_reference =
+            through_macros || (open..close).any(|k| by_reference.contains(&s.text(k)));
         let params = s.parameters(name + 1)?;
         let items = s.scope(open + 1, close)?;
         let mut storage = String::from("gm_sim_regions& gm_sim_b = gm_sim_regions_here(); ");
@@ -142,7 +151,7 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         for &(first, name) in &params {
             let text = s.text(name);
             let named = (open..close).filter(|&k| s.text(k) == text);
-            if !named.clone().any(|k| by_reference || s.changes(k)) {
+            if !named.clone().any(|k| out.by_reference || s.changes(k)) {
                 out.uniform.push(text);
                 continue;
             }
@@ -1176,6 +1185,31 @@ mod tests {
         ] {
             assert!(rewrite(&bad).is_err(), "{bad}");
         }
+    }
+
+    /// A helper taking a reference may change the parameters of a kernel that calls it (each
+    /// thread's own copy then), not those of another kernel of the module (read alike by all).
+    #[test]
+    fn only_kernels_naming_a_helper_by_reference_copy_their_parameters() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    __device__ void bump(int& v) { v += 1; }\n\
+                    extern \"C\" __global__ void calls(int* a, int n) {\n\
+                    \x20   bump(n);\n\
+                    \x20   __syncthreads();\n\
+                    \x20   a[threadIdx.x] = n;\n}\n\
+                    extern \"C\" __global__ void reads(int* a, int m) {\n\
+                    \x20   __syncthreads();\n\
+                    \x20   a[threadIdx.x] = m;\n}\n";
+        let out = rewrite(code).unwrap();
+        assert!(out.contains("gm_sim_v_n"), "{out}");
+        assert!(!out.contains("gm_sim_v_m"), "{out}");
+        // Named through a macro: every kernel is taken to call it.
+        let through_macro = code.replace("bump(n);", "BUMP(n);").replace(
+            "__device__ void bump",
+            "#define BUMP(x) bump(x)\n__device__ void bump",
+        );
+        let out = rewrite(&through_macro).unwrap();
+        assert!(out.contains("gm_sim_v_m"), "{out}");
     }
 
     /// Kernels rewritten apart from their module keep every line, the helpers anything kept

@@ -1595,30 +1595,6 @@ inline gm_sim_waiting gm_sim_await_vote_block(int op, int predicate,
     return gm_sim_await_collective(op, GM_SIM_SCOPE_BLOCK, ~0ull, predicate != 0, 0, 0, file,
                                    line);
 }
-/* __reduce_*_sync: the kind (GM_SIM_REDUCE_*) as the value's type makes it, the result read
- * back as that type. */
-template <typename T>
-struct gm_sim_reducing {
-    gm_sim_waiting waiting;
-    bool await_ready() const noexcept { return false; }
-    template <typename P>
-    void await_suspend(std::coroutine_handle<P> h) noexcept {
-        waiting.await_suspend(h);
-    }
-    T await_resume() const noexcept { return (T)(unsigned int)waiting.at.result; }
-};
-template <typename T>
-inline gm_sim_reducing<T> gm_sim_await_reduce(int kind, unsigned int mask, T value,
-                                              const char* file = __builtin_FILE(),
-                                              int line = __builtin_LINE()) {
-    static_assert(sizeof(T) == 4, "__reduce_*_sync takes 32-bit values");
-    const bool unsigned_order =
-        (T)-1 > (T)0 && (kind == GM_SIM_REDUCE_MIN || kind == GM_SIM_REDUCE_MAX);
-    return gm_sim_reducing<T>{gm_sim_await_collective(GM_SIM_OP_REDUCE, GM_SIM_SCOPE_WARP, mask,
-                                                      (unsigned int)value,
-                                                      kind + (unsigned_order ? 1 : 0), 0, file,
-                                                      line)};
-}
 /* __ballot_sync, __all_sync, __any_sync. */
 inline gm_sim_waiting gm_sim_await_vote_warp(int op, unsigned long long mask, int predicate,
                                              const char* file = __builtin_FILE(),
@@ -1645,6 +1621,20 @@ inline gm_sim_shuffling<T> gm_sim_await_shfl(int op, unsigned long long mask, T 
                                              int line = __builtin_LINE()) {
     return gm_sim_shuffling<T>{gm_sim_await_collective(op, GM_SIM_SCOPE_WARP, mask,
                                                        gm_sim_bits(var), arg, width, file, line)};
+}
+/* __reduce_*_sync: the kind (GM_SIM_REDUCE_*) as the value's type makes it (min and max
+ * unsigned for an unsigned value), the result read back as that type. */
+template <typename T>
+inline gm_sim_shuffling<T> gm_sim_await_reduce(int kind, unsigned int mask, T value,
+                                               const char* file = __builtin_FILE(),
+                                               int line = __builtin_LINE()) {
+    static_assert(sizeof(T) == 4, "__reduce_*_sync takes 32-bit values");
+    const bool unsigned_order =
+        (T)-1 > (T)0 && (kind == GM_SIM_REDUCE_MIN || kind == GM_SIM_REDUCE_MAX);
+    return gm_sim_shuffling<T>{gm_sim_await_collective(GM_SIM_OP_REDUCE, GM_SIM_SCOPE_WARP, mask,
+                                                       (unsigned int)value,
+                                                       kind + (unsigned_order ? 1 : 0), 0, file,
+                                                       line)};
 }
 /* A tile's reduce (__gm_tile_reduce_sync). */
 template <typename T>

@@ -144,6 +144,22 @@ inline unsigned long long gm_lanes(unsigned int first, unsigned int n) {
     return run << first;
 }
 
+/* A tile's reduce as one exchange (GM_SIM_REDUCE_TILE): its operation's number for the ops of
+ * <cooperative_groups/reduce.h> (which specialises this; -1 for any other), and the number of
+ * the value's type (-1 for one it does not take). */
+template <typename Op>
+struct gm_sim_tile_op {
+    static constexpr int value = -1;
+};
+template <typename T>
+constexpr int gm_sim_tile_type() {
+    return std::is_same<T, int>::value            ? 0
+           : std::is_same<T, unsigned int>::value ? 1
+           : std::is_same<T, float>::value        ? 2
+           : std::is_same<T, double>::value       ? 3
+                                                  : -1;
+}
+
 /* A tile of N consecutive threads of a block (within one warp). `Parent` names the group it
  * was cut from, as CUDA's type does; tiles of either spelling convert into each other. */
 template <unsigned int N, typename Parent = void>
@@ -233,9 +249,20 @@ class thread_block_tile : public thread_group {
         return details::collective(GM_SIM_OP_SHFL_XOR, mask_, value, lane_mask, N, file, line);
     }
     /* The tile's values combined by `op`, for every thread of the tile (a large tile's through
-     * its block, in rank order). */
+     * its block, in rank order): a butterfly, op(own, partner) at offsets N/2 down to 1, one
+     * exchange where the operation and type are cooperative groups' own (the same the
+     * simulator's rewrites lower `reduce` to), else a shuffle per level. */
     template <typename T, typename Op>
     T gm_sim_reduce(T value, Op op, const char* file, int line) const {
+        constexpr int code = gm_sim_tile_op<Op>::value;
+        constexpr int type = gm_sim_tile_type<T>();
+        if constexpr (code >= 0 && type >= 0 && (type < 2 || code < 3)) {
+            if (!large_) {
+                return gm_sim_from_bits<T>(gm_sim_rt.collective(
+                    GM_SIM_OP_REDUCE, mask_, gm_sim_bits(value),
+                    GM_SIM_REDUCE_TILE + 4 * code + type, N, file, line));
+            }
+        }
         if (large_) {
             return exchange(value, [=](T* tile) {
                 T acc = tile[0];

@@ -150,8 +150,11 @@ impl Block<'_> {
                 continue;
             }
             let mut here = 0u64;
+            // Lanes at the same call site and operation: two collectives on one line are
+            // told apart by what they do (a tile's reduce and its shuffle after it, one tile
+            // still at the first while another reached the second).
             for (lane, state) in members.iter().enumerate() {
-                if matches!(state, State::Waiting(w) if w.scope == BarrierScope::Warp && w.at == wait.at)
+                if matches!(state, State::Waiting(w) if w.scope == BarrierScope::Warp && w.at == wait.at && w.op == wait.op)
                 {
                     here |= 1 << lane;
                 }

@@ -62,10 +62,14 @@ fn random_kernel(seed: u64, apart: bool) -> String {
                     (1u64 << lanes) - 1
                 )
             }
-            11 => {
-                "{ unsigned b = (unsigned)__ballot_sync(~0u, v % 3 == 0); v += (int)(b & 0xffu); }"
-                    .to_string()
-            }
+            // Votes: the warp's ballot, a tile's reduce and shuffle, a warp reduction.
+            11 => match k % 3 {
+                0 => "{ unsigned b = (unsigned)__ballot_sync(~0u, v % 3 == 0); v += (int)(b & 0xffu); }"
+                    .to_string(),
+                1 => "{ int r = cg::reduce(t8, v, cg::plus<int>()); v += r % 5; v += t8.shfl_down(v, 1) % 3; }"
+                    .to_string(),
+                _ => format!("v += __reduce_max_sync(~0u, v % {});", 7 + k),
+            },
             // Threads that part.
             12 => format!("if (threadIdx.x >= {}) return;", 16 * (1 + k)),
             13 => {
@@ -85,11 +89,15 @@ fn random_kernel(seed: u64, apart: bool) -> String {
     }
     format!(
         "#include \"gpu_mem.h\"\n\
+         #include <cooperative_groups.h>\n\
+         #include <cooperative_groups/reduce.h>\n\
+         namespace cg = cooperative_groups;\n\
          extern \"C\" __global__ void k(gm_array<int, 1> a) {{\n\
          \x20   __shared__ int s[128];\n\
+         \x20   cg::thread_block_tile<8> t8 = cg::tiled_partition<8>(cg::this_thread_block());\n\
          \x20   int v = a(threadIdx.x);\n\
          {body}\
-         \x20   a(threadIdx.x) = v;\n\
+         \x20   a(threadIdx.x) = v + (int)t8.meta_group_rank();\n\
          }}\n"
     )
 }
@@ -345,4 +353,37 @@ fn a_modules_kernels_run_in_the_forms_each_allows() {
         assert!(fibers.is_ok(), "{entry}: {fibers:?}");
         assert_eq!(split, fibers, "{entry}");
     }
+}
+
+/// Two collectives on one line (a tile's reduce, then its shuffle) where one tile is still at
+/// the first while another reached the second (lanes 0-3 held back by a masked loop before):
+/// on fibers the waits were told apart by their line only, and the second tile's shuffle was
+/// computed as the first's butterfly step (the random regions kernels found it). Every form
+/// agrees, with what the shuffles mean.
+#[test]
+fn collectives_on_one_line_are_told_apart_by_what_they_do() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  #include <cooperative_groups.h>\n\
+                  #include <cooperative_groups/reduce.h>\n\
+                  namespace cg = cooperative_groups;\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   cg::thread_block_tile<8> t8 = cg::tiled_partition<8>(cg::this_thread_block());\n\
+                  \x20   int v = a(threadIdx.x);\n\
+                  \x20   if (threadIdx.x % 32 < 4) { for (int d = 1; d < 4; d *= 2) { int n = __shfl_up_sync(0xfu, v, d); if ((int)(threadIdx.x % 32) >= d) v += n; } }\n\
+                  \x20   { int r = cg::reduce(t8, v, cg::plus<int>()); v += r % 5; v += t8.shfl_down(v, 1) % 3; }\n\
+                  \x20   a(threadIdx.x) = v;\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    let values = agree_in_every_form(&backend, source, 32, "a reduce and a shuffle on one line");
+    // Tile 1 (lanes 8-15): r = 8 + ... + 15 = 92, v = t + 2, then v + (v of the next lane) % 3
+    // (the tile's last lane its own).
+    let tile: Vec<i32> = (8..16)
+        .map(|t| {
+            let v = t + 2;
+            let next = if t % 8 == 7 { v } else { v + 1 };
+            v + next % 3
+        })
+        .collect();
+    assert_eq!(values[8..16], tile[..]);
+    agree_in_every_form(&backend, source, 64, "a reduce and a shuffle on one line");
 }

@@ -32,6 +32,32 @@ struct bit_xor {
     T operator()(T a, T b) const { return a ^ b; }
 };
 
+/* The operations a tile reduces in one exchange (GM_SIM_REDUCE_TILE's numbers). */
+template <typename T>
+struct gm_sim_tile_op<plus<T>> {
+    static constexpr int value = 0;
+};
+template <typename T>
+struct gm_sim_tile_op<less<T>> {
+    static constexpr int value = 1;
+};
+template <typename T>
+struct gm_sim_tile_op<greater<T>> {
+    static constexpr int value = 2;
+};
+template <typename T>
+struct gm_sim_tile_op<bit_and<T>> {
+    static constexpr int value = 3;
+};
+template <typename T>
+struct gm_sim_tile_op<bit_or<T>> {
+    static constexpr int value = 4;
+};
+template <typename T>
+struct gm_sim_tile_op<bit_xor<T>> {
+    static constexpr int value = 5;
+};
+
 template <unsigned int N, typename P, typename T, typename Op>
 inline T reduce(const thread_block_tile<N, P>& tile, T value, Op op,
                 const char* file = __builtin_FILE(), int line = __builtin_LINE()) {

@@ -174,22 +174,6 @@ impl Reduction {
         matches!(self, Reduction::Tile(..))
     }
 
-    /// The prelude's `GM_SIM_REDUCE_*` macro for it.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn macro_name(self) -> &'static str {
-        match self {
-            Reduction::Tile(..) => "GM_SIM_REDUCE_TILE",
-            Reduction::Add => "GM_SIM_REDUCE_ADD",
-            Reduction::Min => "GM_SIM_REDUCE_MIN",
-            Reduction::MinUnsigned => "GM_SIM_REDUCE_MIN_UNSIGNED",
-            Reduction::Max => "GM_SIM_REDUCE_MAX",
-            Reduction::MaxUnsigned => "GM_SIM_REDUCE_MAX_UNSIGNED",
-            Reduction::And => "GM_SIM_REDUCE_AND",
-            Reduction::Or => "GM_SIM_REDUCE_OR",
-            Reduction::Xor => "GM_SIM_REDUCE_XOR",
-        }
-    }
-
     /// The operation of code `arg`.
     pub(crate) fn from_arg(arg: i64) -> Option<Reduction> {
         if arg >= TILE_REDUCTIONS {
@@ -467,8 +451,19 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "reads text only: no unsafe code to check")]
     fn the_prelude_defines_the_reductions_codes() {
+        let macro_name = |r: Reduction| match r {
+            Reduction::Tile(..) => "GM_SIM_REDUCE_TILE",
+            Reduction::Add => "GM_SIM_REDUCE_ADD",
+            Reduction::Min => "GM_SIM_REDUCE_MIN",
+            Reduction::MinUnsigned => "GM_SIM_REDUCE_MIN_UNSIGNED",
+            Reduction::Max => "GM_SIM_REDUCE_MAX",
+            Reduction::MaxUnsigned => "GM_SIM_REDUCE_MAX_UNSIGNED",
+            Reduction::And => "GM_SIM_REDUCE_AND",
+            Reduction::Or => "GM_SIM_REDUCE_OR",
+            Reduction::Xor => "GM_SIM_REDUCE_XOR",
+        };
         for (code, reduction) in Reduction::ALL.into_iter().enumerate() {
-            let line = format!("#define {} {code}", reduction.macro_name());
+            let line = format!("#define {} {code}", macro_name(reduction));
             assert!(
                 gpu_mem_core::KERNEL_PRELUDE
                     .lines()

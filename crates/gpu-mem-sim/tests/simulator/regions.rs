@@ -187,23 +187,34 @@ fn collectives_that_cannot_complete_are_reported_alike() {
     }
 }
 
+/// A kernel `k` over one `gm_array<int, 1>` with cooperative groups (and their `reduce`) in
+/// scope, its block `cta` and its tiles of `size` `tile` declared, then `body`.
+fn tile_kernel(size: u32, body: &str) -> String {
+    format!(
+        "#include \"gpu_mem.h\"\n\
+         #include <cooperative_groups.h>\n\
+         #include <cooperative_groups/reduce.h>\n\
+         namespace cg = cooperative_groups;\n\
+         extern \"C\" __global__ void k(gm_array<int, 1> a) {{\n\
+         \x20   cg::thread_block cta = cg::this_thread_block();\n\
+         \x20   cg::thread_block_tile<{size}> tile = cg::tiled_partition<{size}>(cta);\n\
+         {body}}}\n"
+    )
+}
+
 /// Warp-sized tiles of cooperative groups (`tiled_partition<N>`): their shuffles, votes (in
-/// statements and in `if` conditions) and syncs run as regions, as intrinsics over the tile's lanes, and compute what they compute on
-/// fibers (the tiles' own member functions) and kept off regions (stackless), in blocks of
+/// statements and in `if` conditions) and syncs run as regions, as intrinsics over the tile's
+/// lanes, and compute what they compute on fibers (the tiles' own member functions) and kept off regions (stackless), in blocks of
 /// whole and partial warps, with every other tile skipping an `if` (masked, as a GPU's lanes
 /// are); the tile sizes that divide the warp each give their own lanes.
 #[test]
 fn warp_tiles_agree_as_regions_stackless_and_on_fibers() {
     let backend = SimBackend::new(SimConfig::default());
     for size in [32, 16, 8] {
-        let source = format!(
-            "#include \"gpu_mem.h\"\n\
-             #include <cooperative_groups.h>\n\
-             namespace cg = cooperative_groups;\n\
-             extern \"C\" __global__ void k(gm_array<int, 1> a) {{\n\
-             \x20   cg::thread_block cta = cg::this_thread_block();\n\
-             \x20   cg::thread_block_tile<{size}> tile = cg::tiled_partition<{size}>(cta);\n\
-             \x20   int v = a(threadIdx.x);\n\
+        let source = tile_kernel(
+            size,
+            &format!(
+                "\x20   int v = a(threadIdx.x);\n\
              \x20   const int in = v;\n\
              \x20   cg::sync(cta);\n\
              \x20   if (tile.meta_group_rank() % 2 == 0) {{\n\
@@ -221,8 +232,8 @@ fn warp_tiles_agree_as_regions_stackless_and_on_fibers() {
              \x20   cg::sync(tile);\n\
              \x20   if (tile.any(v % 3 == 0)) v += 7; else v -= 1;\n\
              \x20   if (__all_sync(~0u, in < 40)) {{ v *= 2; }}\n\
-             \x20   a(threadIdx.x) = v * 1000 + any * 100 + all * 10 + (int)(bits % 7) + first % 3;\n\
-             }}\n",
+             \x20   a(threadIdx.x) = v * 1000 + any * 100 + all * 10 + (int)(bits % 7) + first % 3;\n"
+            ),
         );
         for threads in [64, 48] {
             agree_in_every_form(&backend, &source, threads, &format!("tiles of {size}"));
@@ -282,23 +293,17 @@ fn warp_reductions_give_the_loops_values_in_every_form() {
     assert_eq!(values, expected);
 }
 
-/// A tile's `cooperative_groups::reduce`, lowered to one warp reduction (32-bit integers) or to
-/// the prelude's butterfly (floats and doubles), gives what the tile's own shuffles give on
-/// fibers, bit for bit (the float sums' order included), as regions and stackless, for tiles
-/// of 32, 16 and 8 in blocks of whole and partial warps.
+/// A tile's `cooperative_groups::reduce`, lowered to the prelude's one exchange (a butterfly
+/// over the tile's width, for 32-bit integers, floats and doubles), gives what the tile's own
+/// reduce gives on fibers, bit for bit (the float sums' order included), as regions and
+/// stackless, for tiles of 32, 16 and 8 in blocks of whole and partial warps.
 #[test]
 fn tile_reductions_agree_as_regions_stackless_and_on_fibers() {
     let backend = SimBackend::new(SimConfig::default());
     for size in [32, 16, 8] {
-        let source = format!(
-            "#include \"gpu_mem.h\"\n\
-             #include <cooperative_groups.h>\n\
-             #include <cooperative_groups/reduce.h>\n\
-             namespace cg = cooperative_groups;\n\
-             extern \"C\" __global__ void k(gm_array<int, 1> a) {{\n\
-             \x20   cg::thread_block cta = cg::this_thread_block();\n\
-             \x20   cg::thread_block_tile<{size}> tile = cg::tiled_partition<{size}>(cta);\n\
-             \x20   int v = (int)(a(threadIdx.x) * 37 % 23) - 11;\n\
+        let source = tile_kernel(
+            size,
+            "\x20   int v = (int)(a(threadIdx.x) * 37 % 23) - 11;\n\
              \x20   float f = 1.0f / (float)(v + 12) + (v % 3 == 0 ? 1e7f : 0.0f);\n\
              \x20   double d = (double)f * 1e-3 - (double)v;\n\
              \x20   int sum = cg::reduce(tile, v, cg::plus<int>());\n\
@@ -312,8 +317,7 @@ fn tile_reductions_agree_as_regions_stackless_and_on_fibers() {
              \x20   unsigned long long dw = (unsigned long long)__double_as_longlong(ds) ^\n\
              \x20                           (unsigned long long)__double_as_longlong(dlo);\n\
              \x20   a(threadIdx.x) = sum + 7 * lo + (int)(bits % 101u) + (int)(fw % 100003u) +\n\
-             \x20                    (int)(dw % 1000003ull);\n\
-             }}\n"
+             \x20                    (int)(dw % 1000003ull);\n",
         );
         for threads in [64, 48] {
             agree_in_every_form(&backend, &source, threads, &format!("tiles of {size}"));

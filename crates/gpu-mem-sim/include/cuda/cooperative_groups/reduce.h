@@ -33,30 +33,18 @@ struct bit_xor {
 };
 
 /* The operations a tile reduces in one exchange (GM_SIM_REDUCE_TILE's numbers). */
-template <typename T>
-struct gm_sim_tile_op<plus<T>> {
-    static constexpr int value = 0;
-};
-template <typename T>
-struct gm_sim_tile_op<less<T>> {
-    static constexpr int value = 1;
-};
-template <typename T>
-struct gm_sim_tile_op<greater<T>> {
-    static constexpr int value = 2;
-};
-template <typename T>
-struct gm_sim_tile_op<bit_and<T>> {
-    static constexpr int value = 3;
-};
-template <typename T>
-struct gm_sim_tile_op<bit_or<T>> {
-    static constexpr int value = 4;
-};
-template <typename T>
-struct gm_sim_tile_op<bit_xor<T>> {
-    static constexpr int value = 5;
-};
+#define GM_SIM_TILE_OP(op, code)                                                              \
+    template <typename T>                                                                     \
+    struct gm_sim_tile_op<op<T>> {                                                            \
+        static constexpr int value = code;                                                    \
+    };
+GM_SIM_TILE_OP(plus, 0)
+GM_SIM_TILE_OP(less, 1)
+GM_SIM_TILE_OP(greater, 2)
+GM_SIM_TILE_OP(bit_and, 3)
+GM_SIM_TILE_OP(bit_or, 4)
+GM_SIM_TILE_OP(bit_xor, 5)
+#undef GM_SIM_TILE_OP
 
 template <unsigned int N, typename P, typename T, typename Op>
 inline T reduce(const thread_block_tile<N, P>& tile, T value, Op op,

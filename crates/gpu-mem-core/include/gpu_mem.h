@@ -131,6 +131,10 @@ struct gm_sim_thread {
      * thread's stack lies below it). Null elsewhere. */
     void* escape;
     void* stack_top;
+    /* The block's dynamic shared memory (the launch's bytes): what `extern __shared__` arrays
+     * and gm_dynamic_shared name. Fixed for the block, so a kernel asks once, not per thread. */
+    void* dynamic_shared;
+    unsigned long long dynamic_shared_bytes;
 };
 
 /* Collective operations (values shared with the simulator). */
@@ -189,7 +193,6 @@ struct gm_sim_runtime {
     void (*barrier)(int scope, int fence, unsigned long long mask, const char *file, int line);
     unsigned long long (*collective)(int op, unsigned long long mask, unsigned long long value,
                                      long long arg, int width, const char *file, int line);
-    void *(*dynamic_shared)(unsigned long long *bytes);
     void *(*index_fault)(int ndim, const long long *index, const long long *shape,
                          unsigned long long itemsize);
     void (*fault)(const char *message);
@@ -225,7 +228,7 @@ struct gm_sim_lane {
     unsigned long long result;
     int width, op;
 };
-#define GM_SIM_ABI 12
+#define GM_SIM_ABI 13
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
@@ -812,8 +815,7 @@ GM_DEVICE T* gm_dynamic_shared() {
     extern __shared__ __attribute__((aligned(16))) unsigned char gm_dynamic_shared_bytes[];
     return reinterpret_cast<T*>(gm_dynamic_shared_bytes);
 #else
-    unsigned long long bytes = 0;
-    return reinterpret_cast<T*>(gm_sim_rt.dynamic_shared(&bytes));
+    return reinterpret_cast<T*>(gm_sim_self()->dynamic_shared);
 #endif
 }
 
@@ -1088,7 +1090,9 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
 #if defined(GM_SIM_CHECKED)
     void (*volatile const entry)(P...) = Entry;
 #endif
-    const unsigned int count = t->count, dim_x = t->dim_x, dim_y = t->dim_y;
+    const unsigned int dim_x = t->dim_x, dim_y = t->dim_y;
+    const unsigned int plane = dim_x * dim_y;
+    const unsigned int dim_z = plane == 0 ? 0 : t->count / plane;
     const unsigned int warp = t->warp_size == 0 ? 1 : t->warp_size;
     gm_sim_blocks_walk blocks(thread, t->first_block);
     const unsigned long long end = t->first_block + t->blocks;
@@ -1096,21 +1100,27 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
     try {
         for (unsigned long long b = t->first_block; b < end; ++b) {
             blocks.enter(thread);
-            gm_uint3 index = {0, 0, 0};
+            /* The block's threads in index order (x fastest), as counted loops. */
             unsigned int lane = 0;
-            for (unsigned int i = 0; i < count; ++i) {
-                thread->thread_idx = index;
-                thread->lane = lane;
+            for (unsigned int z = 0; z < dim_z; ++z) {
+                for (unsigned int y = 0; y < dim_y; ++y) {
+                    for (unsigned int x = 0; x < dim_x; ++x) {
+                        thread->thread_idx.x = x;
+                        thread->thread_idx.y = y;
+                        thread->thread_idx.z = z;
+                        thread->lane = lane;
 #if defined(GM_SIM_CHECKED)
-                gm_sim_thread_starts();
-                entry(std::get<I>(params)...);
+                        gm_sim_thread_starts();
+                        entry(std::get<I>(params)...);
 #else
-                Entry(std::get<I>(params)...);
+                        Entry(std::get<I>(params)...);
 #endif
-                if (*faulted != 0) {
-                    return;
+                        if (*faulted != 0) {
+                            return;
+                        }
+                        lane = lane + 1 == warp ? 0 : lane + 1;
+                    }
                 }
-                gm_sim_next_thread(index, lane, dim_x, dim_y, warp);
             }
         }
     } catch (const gm_sim_trap&) {

@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 12;
+pub(crate) const ABI: u32 = 13;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -37,6 +37,10 @@ pub(crate) struct GmSimThread {
     /// stack lies below); 0 elsewhere. Written by the program only.
     pub(crate) escape: usize,
     pub(crate) stack_top: usize,
+    /// The block's dynamic shared memory and its length in bytes (fixed for the block: a
+    /// kernel reads it once, where it asked the runtime per thread before).
+    pub(crate) dynamic_shared: usize,
+    pub(crate) dynamic_shared_bytes: u64,
 }
 
 /// `gm_sim_threads`: consecutive blocks' threads run as a loop by the program, for a kernel whose
@@ -145,7 +149,6 @@ pub(crate) struct GmSimRuntime {
     pub(crate) this: extern "C" fn() -> *const GmSimThread,
     pub(crate) barrier: extern "C" fn(c_int, c_int, u64, *const c_char, c_int),
     pub(crate) collective: extern "C" fn(c_int, u64, u64, i64, c_int, *const c_char, c_int) -> u64,
-    pub(crate) dynamic_shared: extern "C" fn(*mut u64) -> *mut c_void,
     pub(crate) index_fault: extern "C" fn(c_int, *const i64, *const i64, u64) -> *mut c_void,
     pub(crate) fault: extern "C" fn(*const c_char),
     pub(crate) progress: extern "C" fn(),

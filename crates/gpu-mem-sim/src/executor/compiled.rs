@@ -158,7 +158,6 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
     this: rt_self,
     barrier: rt_barrier,
     collective: rt_collective,
-    dynamic_shared: rt_dynamic_shared,
     index_fault: rt_index_fault,
     fault: rt_fault,
     progress: rt_progress,
@@ -184,6 +183,8 @@ static OUTSIDE: GmSimThread = GmSimThread {
     progress: 0,
     escape: 0,
     stack_top: 0,
+    dynamic_shared: 0,
+    dynamic_shared_bytes: 0,
 };
 
 extern "C" fn rt_self() -> *const GmSimThread {
@@ -225,15 +226,6 @@ extern "C" fn rt_collective(
         }
     })
     .unwrap_or(value)
-}
-
-extern "C" fn rt_dynamic_shared(bytes: *mut u64) -> *mut c_void {
-    let (ptr, len) = with_current(|t| t.dynamic_shared()).unwrap_or((std::ptr::null_mut(), 0));
-    if !bytes.is_null() {
-        // SAFETY: the prelude passes the address of a local `unsigned long long`.
-        unsafe { bytes.write(len as u64) };
-    }
-    ptr.cast()
 }
 
 extern "C" fn rt_index_fault(

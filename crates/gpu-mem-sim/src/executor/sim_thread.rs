@@ -612,6 +612,7 @@ impl SimThread<'_, '_> {
 /// What compiled code reads as thread `thread` (linear index `linear`) of `block`.
 #[inline]
 fn thread_info(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
+    let (dynamic_shared, dynamic_shared_bytes) = block.shared.dynamic_ptr();
     GmSimThread {
         thread_idx: thread.to_array(),
         block_idx: block.block_idx.to_array(),
@@ -622,6 +623,8 @@ fn thread_info(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
         progress: 0,
         escape: 0,
         stack_top: 0,
+        dynamic_shared: dynamic_shared as usize,
+        dynamic_shared_bytes: dynamic_shared_bytes as u64,
     }
 }
 

@@ -149,3 +149,28 @@ extern "C" __global__ void tiles(gm_array<int, 1> out, int fault) {
     // SAFETY: allocated above, no work pending on it.
     unsafe { backend.free(0, out) }.unwrap();
 }
+
+#[test]
+fn lanes_count_through_every_row_and_layer_of_a_block() {
+    // Blocks of 5 x 3 x 3 (45 threads: a warp ends inside the second layer): each thread's
+    // lane is its linear index modulo the warp, whatever row and layer it is in.
+    let source = r#"#include "gpu_mem.h"
+extern "C" __global__ void lanes(gm_array<int, 1> out) {
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    out(blockIdx.x * 45 + t) = gm_lane_id() * 1000 + t;
+}
+"#;
+    let backend = SimBackend::new(SimConfig::default());
+    let config = LaunchConfig::new(Dim3::new(3, 1, 1), Dim3::new(5, 3, 3));
+    let out = common::run_on_array(
+        &backend,
+        &Kernel::from_source(source, "lanes"),
+        config,
+        &[-1i32; 3 * 45],
+    )
+    .unwrap();
+    for (i, value) in out.iter().enumerate() {
+        let t = (i % 45) as i32;
+        assert_eq!(*value, (t % 32) * 1000 + t, "element {i}");
+    }
+}

@@ -121,7 +121,6 @@ struct gm_sim_thread {
     gm_uint3 block_dim;
     gm_uint3 grid_dim;
     unsigned int warp_size;
-    unsigned int lane;
     /* Nonzero where atomics and the spin hint let the block's other threads run now and then
      * (a thread on a fiber); zero for a thread run as a plain call, which cannot let others run
      * and need not (its kernel has no loop that could spin at an atomic). */
@@ -730,7 +729,13 @@ GM_DEVICE int gm_lane_id() {
 #elif defined(GM_HIP)
     return (int)__builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
 #else
-    return (int)gm_sim_self()->lane;
+    /* From the thread's index, which the loops over a block's threads keep: a lane of its own
+     * would be one more store per thread. */
+    const gm_sim_thread* const self = gm_sim_self();
+    const gm_uint3 i = self->thread_idx;
+    const unsigned int linear = i.x + self->block_dim.x * (i.y + self->block_dim.y * i.z);
+    const unsigned int warp = self->warp_size == 0 ? 1 : self->warp_size;
+    return (int)((warp & (warp - 1)) == 0 ? linear & (warp - 1) : linear % warp);
 #endif
 }
 
@@ -1016,19 +1021,15 @@ struct gm_sim_threads {
     int status; /* out: 0, 1 if a C++ exception reached a thread, 2 if it trapped */
 };
 
-/* From a thread's index and lane to the next thread's in a block of `dim_x` x `dim_y` x ... (x
- * fastest), with warps of `warp` lanes: what the loops over a block's threads step by. */
-inline void gm_sim_next_thread(gm_uint3& index, unsigned int& lane, unsigned int dim_x,
-                               unsigned int dim_y, unsigned int warp) {
+/* From a thread's index to the next thread's in a block of `dim_x` x `dim_y` x ... (x fastest):
+ * what the loops over a block's threads step by. */
+inline void gm_sim_next_thread(gm_uint3& index, unsigned int dim_x, unsigned int dim_y) {
     if (++index.x == dim_x) {
         index.x = 0;
         if (++index.y == dim_y) {
             index.y = 0;
             ++index.z;
         }
-    }
-    if (++lane == warp) {
-        lane = 0;
     }
 }
 
@@ -1093,7 +1094,6 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
     const unsigned int dim_x = t->dim_x, dim_y = t->dim_y;
     const unsigned int plane = dim_x * dim_y;
     const unsigned int dim_z = plane == 0 ? 0 : t->count / plane;
-    const unsigned int warp = t->warp_size == 0 ? 1 : t->warp_size;
     gm_sim_blocks_walk blocks(thread, t->first_block);
     const unsigned long long end = t->first_block + t->blocks;
     t->status = 0;
@@ -1101,14 +1101,12 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
         for (unsigned long long b = t->first_block; b < end; ++b) {
             blocks.enter(thread);
             /* The block's threads in index order (x fastest), as counted loops. */
-            unsigned int lane = 0;
             for (unsigned int z = 0; z < dim_z; ++z) {
+                thread->thread_idx.z = z;
                 for (unsigned int y = 0; y < dim_y; ++y) {
+                    thread->thread_idx.y = y;
                     for (unsigned int x = 0; x < dim_x; ++x) {
                         thread->thread_idx.x = x;
-                        thread->thread_idx.y = y;
-                        thread->thread_idx.z = z;
-                        thread->lane = lane;
 #if defined(GM_SIM_CHECKED)
                         gm_sim_thread_starts();
                         entry(std::get<I>(params)...);
@@ -1118,7 +1116,6 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
                         if (*faulted != 0) {
                             return;
                         }
-                        lane = lane + 1 == warp ? 0 : lane + 1;
                     }
                 }
             }
@@ -1844,12 +1841,11 @@ __attribute__((noinline)) gm_sim_tally gm_sim_run_warps_on(gm_sim_round* r,
     gm_sim_thread* const thread = r->thread;
     const unsigned int count = r->count, warp = r->warp_size;
     gm_uint3 index = {0, 0, 0};
-    unsigned int lane = 0;
     for (unsigned int base = 0; base < count; base += warp) {
         const unsigned int lanes = count - base < warp ? count - base : warp;
         const gm_uint3 first = index;
         for (unsigned int k = 0; k < lanes; ++k) {
-            gm_sim_next_thread(index, lane, r->dim_x, r->dim_y, warp);
+            gm_sim_next_thread(index, r->dim_x, r->dim_y);
         }
         bool all_ran = true;
         for (unsigned int k = 0; ready != nullptr && k < lanes; ++k) {
@@ -1861,11 +1857,9 @@ __attribute__((noinline)) gm_sim_tally gm_sim_run_warps_on(gm_sim_round* r,
                 break;
             }
             gm_uint3 at = first;
-            unsigned int at_lane = 0;
             for (unsigned int k = 0; k < lanes; ++k) {
                 if (((here >> k) & 1) != 0) {
                     thread->thread_idx = at;
-                    thread->lane = at_lane;
                     gm_sim_wait* wait = nullptr;
                     if (gm_sim_resume_frame<Trivial>(frames[base + k], &wait) == 0) {
                         waits[base + k] = wait;
@@ -1874,7 +1868,7 @@ __attribute__((noinline)) gm_sim_tally gm_sim_run_warps_on(gm_sim_round* r,
                         ++ended;
                     }
                 }
-                gm_sim_next_thread(at, at_lane, r->dim_x, r->dim_y, warp);
+                gm_sim_next_thread(at, r->dim_x, r->dim_y);
             }
         }
     }
@@ -1901,16 +1895,13 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
     gm_sim_wait** const waits = r->waits;
     const unsigned char* const ready = r->ready;
     const unsigned int count = r->count, dim_x = r->dim_x, dim_y = r->dim_y;
-    const unsigned int warp = r->warp_size == 0 ? 1 : r->warp_size;
     gm_uint3 index = {0, 0, 0};
-    unsigned int lane = 0;
     gm_sim_tally t;
     bool at_warp_scope = false;
     for (unsigned int i = 0; i < count; ++i) {
         void* frame = Start ? nullptr : frames[i];
         if (Start || (frame != nullptr && (!Some || ready[i] != 0))) {
             thread->thread_idx = index;
-            thread->lane = lane;
             gm_sim_wait* wait = nullptr;
             int status;
             if constexpr (Start) {
@@ -1930,7 +1921,7 @@ void gm_sim_run_round_of(gm_sim_task (*entry)(P...), gm_sim_round* r) {
                 ++t.ended;
             }
         }
-        gm_sim_next_thread(index, lane, dim_x, dim_y, warp);
+        gm_sim_next_thread(index, dim_x, dim_y);
     }
     if (__builtin_expect(at_warp_scope, 0) && r->release_warp != nullptr &&
         r->warp_size != 0 && r->warp_size <= 64) {

@@ -27,7 +27,6 @@ pub(crate) struct GmSimThread {
     pub(crate) block_dim: [u32; 3],
     pub(crate) grid_dim: [u32; 3],
     pub(crate) warp_size: u32,
-    pub(crate) lane: u32,
     /// Nonzero where atomics and the spin hint call the runtime's `progress` (a thread on a
     /// fiber, which can let the block's other threads run); zero for a thread run as a plain
     /// call, which cannot.

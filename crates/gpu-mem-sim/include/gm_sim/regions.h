@@ -210,31 +210,38 @@ __attribute__((const, noinline, nothrow)) static gm_sim_regions* gm_sim_regions_
 }
 inline gm_sim_regions& gm_sim_regions_here() { return *gm_sim_regions_of_this_thread(); }
 
-/* The walk over a block's live threads that every region makes: each thread's index and lane
- * set where threadIdx & co read them before its turn. What the loop tests is copied out of the
- * block's state, which the threads' own stores cannot then change under it. */
+/* The walk over a block's live threads that every region makes: each thread's index set where
+ * threadIdx & co read it before its turn (only `x` within a row: a store a visit). What the
+ * loop tests is copied out of the block's state, which the threads' own stores cannot then
+ * change under it. */
 struct gm_sim_cursor {
     gm_sim_regions& b;
     gm_sim_thread* const thread;
-    const unsigned int count, dim_x, dim_y, warp;
+    const unsigned int count, dim_x, dim_y;
     const bool any_returned;
     const unsigned char* const returned;
-    unsigned int t, lane;
+    unsigned int t;
     gm_uint3 index;
 
     explicit gm_sim_cursor(gm_sim_regions& b)
-        : b(b), thread(b.thread), count(b.count), dim_x(b.dim_x), dim_y(b.dim_y), warp(b.warp),
-          any_returned(b.any_returned), returned(b.returned), t(0), lane(0), index{0, 0, 0} {
+        : b(b), thread(b.thread), count(b.count), dim_x(b.dim_x), dim_y(b.dim_y),
+          any_returned(b.any_returned), returned(b.returned), t(0), index{0, 0, 0} {
         thread->thread_idx = index;
-        thread->lane = 0;
     }
     bool more() const { return t < count; }
     bool live() const { return !any_returned || returned[t] == 0; }
     void next() {
         ++t;
-        gm_sim_next_thread(index, lane, dim_x, dim_y, warp);
-        thread->thread_idx = index;
-        thread->lane = lane;
+        if (__builtin_expect(++index.x == dim_x, 0)) {
+            index.x = 0;
+            if (++index.y == dim_y) {
+                index.y = 0;
+                ++index.z;
+            }
+            thread->thread_idx.y = index.y;
+            thread->thread_idx.z = index.z;
+        }
+        thread->thread_idx.x = index.x;
     }
     /* Runs thread `t`'s part of a region: `region(t)` is false when the thread returned. */
     template <typename F>

@@ -179,7 +179,6 @@ static OUTSIDE: GmSimThread = GmSimThread {
     block_dim: [1; 3],
     grid_dim: [1; 3],
     warp_size: 1,
-    lane: 0,
     progress: 0,
     escape: 0,
     stack_top: 0,

@@ -104,7 +104,7 @@ impl<'b, 'a> SimThread<'b, 'a> {
             info: UnsafeCell::new(if block.compiled {
                 GmSimThread {
                     progress: u32::from(fiber.is_some()),
-                    ..thread_info(block, thread, linear)
+                    ..thread_info(block, thread)
                 }
             } else {
                 GmSimThread::default()
@@ -609,9 +609,9 @@ impl SimThread<'_, '_> {
     }
 }
 
-/// What compiled code reads as thread `thread` (linear index `linear`) of `block`.
+/// What compiled code reads as thread `thread` of `block`.
 #[inline]
-fn thread_info(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
+fn thread_info(block: &Block<'_>, thread: Dim3) -> GmSimThread {
     let (dynamic_shared, dynamic_shared_bytes) = block.shared.dynamic_ptr();
     GmSimThread {
         thread_idx: thread.to_array(),
@@ -619,20 +619,11 @@ fn thread_info(block: &Block<'_>, thread: Dim3, linear: u32) -> GmSimThread {
         block_dim: block.block_dim.to_array(),
         grid_dim: block.grid_dim.to_array(),
         warp_size: block.warp_size,
-        lane: lane_of(linear, block.warp_size),
         progress: 0,
         escape: 0,
         stack_top: 0,
         dynamic_shared: dynamic_shared as usize,
         dynamic_shared_bytes: dynamic_shared_bytes as u64,
-    }
-}
-
-#[inline(always)]
-fn lane_of(linear: u32, warp_size: u32) -> u32 {
-    match warp_size {
-        w if w.is_power_of_two() => linear & (w - 1),
-        w => linear % w.max(1),
     }
 }
 

@@ -446,20 +446,30 @@ fn combine_group(
             }
         }
     };
+    if let Some(vote) = vote {
+        for lane in lanes_of(here).filter(|&l| l < lanes) {
+            result(lane, vote);
+        }
+        return;
+    }
+    // A shuffle: the lanes of a group pass one width (CUDA requires it), so its segments are
+    // worked out once; a lane passing another is worked out on its own.
+    let first = operands(here.trailing_zeros() as usize).width;
+    let segments = Segments::new(first, lanes);
     for lane in lanes_of(here).filter(|&l| l < lanes) {
+        let Operands {
+            value, arg, width, ..
+        } = operands(lane);
+        let source = if width == first {
+            segments.source(op, lane, arg)
+        } else {
+            Segments::new(width, lanes).source(op, lane, arg)
+        };
         result(
             lane,
-            match vote {
-                Some(vote) => vote,
-                None => {
-                    let Operands {
-                        value, arg, width, ..
-                    } = operands(lane);
-                    match shuffle_source(op, lane, arg, width, lanes) {
-                        Some(src) if taking_part(src) => operands(src).value,
-                        _ => value,
-                    }
-                }
+            match source {
+                Some(src) if taking_part(src) => operands(src).value,
+                _ => value,
             },
         );
     }
@@ -503,10 +513,53 @@ pub(super) fn ballot_mask(lanes: usize) -> u64 {
     }
 }
 
-/// The lane a shuffle reads for `lane`, or `None` when it reads its own value (CUDA: a source
-/// outside the lane's group of `width` lanes; for a butterfly, only one in a later group: an
-/// earlier group's lane is read). Deltas are CUDA's `unsigned int`s: a negative one, as the
-/// stackless form passes it, is a huge delta.
+/// The segments of `width` lanes a shuffle reads within, in a warp of `lanes`.
+#[derive(Clone, Copy)]
+struct Segments {
+    width: usize,
+    /// `width - 1` where the width is a power of two (CUDA's always are: masks, where a
+    /// division cost more than the rest of the shuffle).
+    mask: Option<usize>,
+    lanes: usize,
+}
+
+impl Segments {
+    fn new(width: u32, lanes: usize) -> Segments {
+        let width = (width as usize).clamp(1, lanes.max(1));
+        Segments {
+            width,
+            mask: width.is_power_of_two().then(|| width - 1),
+            lanes,
+        }
+    }
+
+    /// The lane a shuffle reads for `lane`, or `None` when it reads its own value (CUDA: a
+    /// source outside the lane's segment; for a butterfly, only one in a later segment: an
+    /// earlier segment's lane is read). Deltas are CUDA's `unsigned int`s: a negative one, as
+    /// the stackless form passes it, is a huge delta.
+    fn source(self, op: Collective, lane: usize, arg: i64) -> Option<usize> {
+        let (group, within) = match self.mask {
+            Some(mask) => (lane & !mask, arg & mask as i64),
+            None => (lane - lane % self.width, arg.rem_euclid(self.width as i64)),
+        };
+        let end = (group + self.width).min(self.lanes);
+        let src = match op {
+            Collective::Shfl => group as i64 + within,
+            Collective::ShflUp => lane as i64 - i64::from(arg as u32),
+            Collective::ShflDown => lane as i64 + i64::from(arg as u32),
+            Collective::ShflXor => {
+                return usize::try_from((lane as i64) ^ arg)
+                    .ok()
+                    .filter(|&s| s < end);
+            }
+            _ => return None,
+        };
+        usize::try_from(src).ok().filter(|&s| s >= group && s < end)
+    }
+}
+
+/// [`Segments::source`] for a lane passing `width`.
+#[cfg(test)]
 fn shuffle_source(
     op: Collective,
     lane: usize,
@@ -514,29 +567,7 @@ fn shuffle_source(
     width: u32,
     lanes: usize,
 ) -> Option<usize> {
-    let width = (width as usize).clamp(1, lanes.max(1));
-    // (CUDA's widths are powers of two: masks, where a division cost more than the rest of
-    // the shuffle.)
-    let (group, within) = if width.is_power_of_two() {
-        (lane & !(width - 1), arg & (width as i64 - 1))
-    } else {
-        (lane - lane % width, arg.rem_euclid(width as i64))
-    };
-    let end = group + width;
-    let src = match op {
-        Collective::Shfl => group as i64 + within,
-        Collective::ShflUp => lane as i64 - i64::from(arg as u32),
-        Collective::ShflDown => lane as i64 + i64::from(arg as u32),
-        Collective::ShflXor => {
-            return usize::try_from((lane as i64) ^ arg)
-                .ok()
-                .filter(|&s| s < end && s < lanes);
-        }
-        _ => return None,
-    };
-    usize::try_from(src)
-        .ok()
-        .filter(|&s| s >= group && s < end && s < lanes)
+    Segments::new(width, lanes).source(op, lane, arg)
 }
 
 pub(super) fn describe_states(states: &[State], index: impl Fn(usize) -> Dim3) -> String {

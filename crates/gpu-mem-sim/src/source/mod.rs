@@ -36,6 +36,7 @@ mod regions;
 mod shifts;
 mod signature;
 mod stackless;
+mod unroll;
 mod wrapper;
 
 use crate::abi::{ABI, CallsEntry, Entry, GmSimRound, GmSimRuntime, GmSimThreads, StacklessEntry};
@@ -480,7 +481,7 @@ const SHIFTS_AS_WRITTEN: &str = "the kernel did not compile with its shifts made
 /// ordinary calls (always; the answer when the first is refused); only calls, or only checked
 /// calls, where `build` says so.
 fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
-    let as_written = dynamic_shared::rewrite(module.code()).into_owned();
+    let as_written = unroll::rewrite(&dynamic_shared::rewrite(module.code())).into_owned();
     let code = shifts::rewrite(&as_written).into_owned();
     if warp_synchronous(&code) {
         tracing::warn!(

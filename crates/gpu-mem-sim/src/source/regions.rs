@@ -422,6 +422,7 @@ impl Rewrite<'_, '_> {
     /// The source with every edit made; the lines a replaced range held are kept as blank
     /// lines after its replacement.
     fn apply(mut self) -> String {
+        self.move_loop_pragmas();
         self.edits.sort_by_key(|&(start, _, _)| start);
         let code = self.s.code;
         let mut out = String::with_capacity(code.len() * 2);
@@ -437,6 +438,51 @@ impl Rewrite<'_, '_> {
         }
         out.push_str(&code[at..]);
         out
+    }
+
+    /// A loop's `#pragma GCC unroll` (`super::unroll`) names the loop after it: where text is
+    /// written between the directive and its loop (a region's loop over threads, slots), the
+    /// directive moves after that text as `_Pragma`, so that it still names the kernel's loop
+    /// (and not the loop over the block's threads). Its line stays, blank.
+    fn move_loop_pragmas(&mut self) {
+        let code = self.s.code;
+        let points: BTreeSet<usize> = self
+            .edits
+            .iter()
+            .filter(|(start, end, _)| start == end)
+            .map(|&(start, _, _)| start)
+            .collect();
+        // (Not where a replaced range holds the directive: the replacement has it.)
+        let replaced: Vec<(usize, usize)> = self
+            .edits
+            .iter()
+            .filter(|(start, end, _)| start < end)
+            .map(|&(start, end, _)| (start, end))
+            .collect();
+        for d in directives(code) {
+            let directive = &code[d.clone()];
+            let Some(factor) = directive.trim().strip_prefix("#pragma GCC unroll ") else {
+                continue;
+            };
+            let rest = &code[d.end..];
+            let next = d.end + (rest.len() - rest.trim_start().len());
+            if replaced
+                .iter()
+                .any(|&(start, end)| start < d.start && d.start < end)
+            {
+                continue;
+            }
+            let text_end = d.start + directive.trim_end().len();
+            if replaced.iter().any(|&(start, _)| start == next) {
+                // The loop itself is rewritten (its header a block's): no loop follows the
+                // directive any more, and the hint goes (GCC refuses it before anything else).
+                self.edits.push((d.start, text_end, String::new()));
+            } else if points.contains(&next) {
+                self.edits.push((d.start, text_end, String::new()));
+                self.edits
+                    .push((next, next, format!("_Pragma(\"GCC unroll {factor}\") ")));
+            }
+        }
     }
 
     /// Declarations of the slots of the variables `items` declare (and of a loop's `init`).
@@ -1065,6 +1111,23 @@ mod tests {
     /// a `break` (pathfinder), parameters each thread moves (convolutionSeparable), block
     /// groups (the cuda-samples), several variables declared at once (matrixMul), blocks with
     /// barriers inside (bitonicSort).
+    #[test]
+    fn an_unroll_pragma_names_the_kernels_loop_not_the_threads() {
+        // A region that starts with the marked loop: its loop over threads is written between
+        // the directive and the kernel's loop, so the directive moves after it.
+        let code = "#include \"gpu_mem.h\"\nextern \"C\" __global__ void k(float* a) {\n    float s = 0;\n    __syncthreads();\n#pragma GCC unroll 8\n    for (int j = 0; j < 8; ++j) s += a[j];\n    a[threadIdx.x] = s;\n}\n";
+        let out = rewrite(code).unwrap();
+        assert_eq!(lines(&out), lines(code));
+        let line = |n: usize| out.lines().nth(n - 1).unwrap_or_default();
+        assert_eq!(line(5).trim(), "", "{out}");
+        let marked = line(6);
+        let (before, after) = marked
+            .split_once("_Pragma(\"GCC unroll 8\")")
+            .expect(marked);
+        assert!(before.contains("GM_SIM_EACH_THREAD"), "{marked}");
+        assert!(after.trim_start().starts_with("for (int j"), "{marked}");
+    }
+
     #[test]
     fn corpus_kernels_with_barriers_run_as_regions() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/corpus");

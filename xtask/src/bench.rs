@@ -2,7 +2,7 @@
 //!
 //! * `kernels` (`cargo bench -p gpu-mem --bench kernels`): the simulator's kernels, from portable
 //!   source, beside Numba's CUDA simulator (target: 10,000x faster) and the tiled matmul beside a
-//!   plain i-k-j Rust loop (target: within 10x); compile costs. Then `corpus` (`cargo bench -p
+//!   plain i-k-j Rust loop (target: within 3x at n=256); compile costs. Then `corpus` (`cargo bench -p
 //!   gpu-mem-conformance --bench corpus`): real kernels of the test corpus (cuda-samples,
 //!   Rodinia, PolyBench, HeCBench) beside plain single-threaded Rust loops computing the same
 //!   outputs (targets: a geometric mean of the ratios of at most 3x, none above 10x).

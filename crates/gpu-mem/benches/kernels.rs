@@ -8,7 +8,7 @@
 //! and the figures measured on this machine class with Numba 0.68.1 + numba-cuda 0.30.4 in its
 //! CUDA simulator (the lower end of the measured ranges), the scaling exponent of each series,
 //! and what compiling costs. Targets: at least 10,000x Numba's simulator (matmul n=64, block sum
-//! 65,536), and the source matmul at n=256 within 10x the plain loop. Each kernel's result is
+//! 65,536), and the source matmul at n=256 within [`MATMUL_256_TARGET`] times the plain loop. Each kernel's result is
 //! checked before it is timed; the forms of one size (and the loop) are run in turns, so that the
 //! ratios between them hold on a shared machine. `-- --json` (or `GPU_MEM_BENCH_JSON=1`) adds one JSON object with
 //! every figure.
@@ -18,6 +18,9 @@ use gpu_mem::prelude::*;
 use ndarray::{Array1, Array2};
 use std::hint::black_box;
 use std::time::Instant;
+
+/// The most the source matmul at n=256 may take, as a multiple of the plain i-k-j loop.
+const MATMUL_256_TARGET: f64 = 3.0;
 
 /// Numba 0.68.1 + numba-cuda 0.30.4 CUDA simulator on this machine class, seconds (lower end
 /// of the measured ranges: matmul n=64 5.3-8.4 s, block-sum 87-115 s).
@@ -488,8 +491,10 @@ fn main() -> gpu_mem::Result<()> {
         );
     }
     let ratio_256 = find(&mm_source, 256) / find(&mm_plain, 256);
-    ok &= ratio_256 <= 10.0;
-    println!("tiled matmul n=256 from source: {ratio_256:.1}x the plain loop (target <= 10x)");
+    ok &= ratio_256 <= MATMUL_256_TARGET;
+    println!(
+        "tiled matmul n=256 from source: {ratio_256:.1}x the plain loop (target <= {MATMUL_256_TARGET}x)"
+    );
 
     let (cold, same_source, relaunch) = compile_costs(&device)?;
     println!(

@@ -183,6 +183,9 @@ struct gm_sim_allowed {
      * there need no asking until it waits. Emptied by the simulator when another thread becomes
      * current, and by the program when its loop starts the next thread. */
     __UINTPTR_TYPE__ mine[2];
+    /* [start, end): the running thread's own stack and gm_sim_thread, once granted. Emptied by
+     * the simulator when another thread becomes current. */
+    __UINTPTR_TYPE__ own[2][2];
 };
 
 /* The executor's entry points, installed once by gm_sim_init (C layout shared with Rust). */

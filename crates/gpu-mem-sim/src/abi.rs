@@ -225,7 +225,17 @@ pub(crate) struct GmSimAllowed {
     /// there need no asking until it waits. Emptied when another thread becomes current (here,
     /// or by the program when its loop starts the next thread: the one field it writes).
     pub(crate) mine: Cell<[usize; 2]>,
+    /// The running thread's own ranges once granted ([`OWN_STACK`]: its stack; [`OWN_INFO`]:
+    /// what describes it, `gm_sim_thread`): each thread on a fiber has its own, which would
+    /// otherwise take turns with the block's memory in `ranges`. Emptied when another thread
+    /// becomes current.
+    pub(crate) own: [Cell<[usize; 2]>; 2],
 }
+
+/// [`GmSimAllowed::own`]'s slot of the running thread's stack.
+pub(crate) const OWN_STACK: usize = 0;
+/// [`GmSimAllowed::own`]'s slot of the running thread's `gm_sim_thread`.
+pub(crate) const OWN_INFO: usize = 1;
 
 /// A slot of [`GmSimAllowed`] that holds no access.
 pub(crate) const ALLOWED_EMPTY: [usize; 2] = [usize::MAX, 0];

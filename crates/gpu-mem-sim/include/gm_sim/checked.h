@@ -48,6 +48,13 @@ GM_SIM_UNCHECKED __attribute__((always_inline)) inline bool gm_sim_granted(const
             return true;
         }
     }
+    /* The running thread's own stack and gm_sim_thread. */
+    for (int i = 0; i < 2; ++i) {
+        const __UINTPTR_TYPE__ start = allowed->own[i][0], end = allowed->own[i][1];
+        if (at >= start && at <= end && size <= end - at) {
+            return true;
+        }
+    }
     return false;
 }
 

@@ -11,7 +11,7 @@ use super::plan::Checked;
 use super::races::Report;
 use super::schedule::Operands;
 use super::watchdog::PROGRESS_EVERY;
-use crate::abi::GmSimThread;
+use crate::abi::{ALLOWED_EMPTY, GmSimThread, OWN_STACK};
 use crate::sanitizer::{
     Access, Across, Allowed, Frame, Granted, Stamp, Violation, check, misaligned_access,
     source_line, unwritten_shared,
@@ -38,7 +38,11 @@ pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
     let owner = thread.block.check_owner;
     if owner != 0 {
         Allowed::serve(owner, thread.block.global.watch_atomics);
-        Allowed::switched();
+        let info = thread.info.get() as usize;
+        Allowed::switched([
+            thread.own_stack.get(),
+            [info, info + std::mem::size_of::<GmSimThread>()],
+        ]);
     }
 }
 
@@ -86,6 +90,9 @@ pub(crate) struct SimThread<'b, 'a> {
     /// racecheck: the latest time on the launch's clock of atomics it saw (its own atomics, its
     /// block's through block barriers).
     seen: Cell<u64>,
+    /// memcheck: the stack range it was last granted (`ALLOWED_EMPTY`: none yet), granted again
+    /// whenever it becomes current.
+    own_stack: Cell<[usize; 2]>,
     /// The fiber it runs on; `None` for a thread run as a plain call (a compiled kernel that
     /// never waits for other threads).
     pub(super) fiber: Option<*const Fiber>,
@@ -114,6 +121,7 @@ impl<'b, 'a> SimThread<'b, 'a> {
             block_syncs: Cell::new(0),
             grid_syncs: Cell::new(0),
             seen: Cell::new(0),
+            own_stack: Cell::new(ALLOWED_EMPTY),
             fiber,
         }
     }
@@ -347,8 +355,15 @@ impl SimThread<'_, '_> {
                 Ok(())
             }
             Ok(granted) => {
-                if granted.keep {
-                    Allowed::remember(granted.range);
+                match granted.own {
+                    _ if !granted.keep => {}
+                    Some(slot) => {
+                        if slot == OWN_STACK {
+                            self.own_stack.set([granted.range.0, granted.range.1]);
+                        }
+                        Allowed::remember_own(slot, granted.range);
+                    }
+                    None => Allowed::remember(granted.range),
                 }
                 Ok(())
             }

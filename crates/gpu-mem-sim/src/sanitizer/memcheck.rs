@@ -3,7 +3,7 @@
 use super::Access;
 use super::initcheck::Written;
 use super::layout::ProgramLayout;
-use crate::abi::{ALLOWED_EMPTY, ALLOWED_SLOTS, GmSimAllowed};
+use crate::abi::{ALLOWED_EMPTY, ALLOWED_SLOTS, GmSimAllowed, OWN_INFO, OWN_STACK};
 use gpu_mem_core::kernel::compiled::unscoped_name;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -220,6 +220,9 @@ pub(crate) struct Granted {
     /// Whether later accesses of `range` need no asking (false for an allocation initcheck
     /// still tracks: each of its accesses is looked at).
     pub(crate) keep: bool,
+    /// The running thread's own range ([`OWN_STACK`], [`OWN_INFO`]), kept apart from the
+    /// block's.
+    pub(crate) own: Option<usize>,
 }
 
 impl Granted {
@@ -230,6 +233,14 @@ impl Granted {
             shared: false,
             global: None,
             keep: true,
+            own: None,
+        }
+    }
+
+    fn own(range: (usize, usize), slot: usize) -> Granted {
+        Granted {
+            own: Some(slot),
+            ..Granted::other(range)
         }
     }
 }
@@ -259,10 +270,10 @@ pub(crate) fn check(
     }
     // The stack below the frame that started the thread (from where it is now).
     if within(address, size_bytes, frame.stack) {
-        return Ok(Granted::other(frame.stack));
+        return Ok(Granted::own(frame.stack, OWN_STACK));
     }
     if within(address, size_bytes, frame.thread_info) {
-        return Ok(Granted::other(frame.thread_info));
+        return Ok(Granted::own(frame.thread_info, OWN_INFO));
     }
     let (dyn_start, dyn_len) = frame.dynamic_shared;
     if dyn_len > 0 && within(address, size_bytes, (dyn_start, dyn_start + dyn_len)) {
@@ -272,6 +283,7 @@ pub(crate) fn check(
             shared: true,
             global: None,
             keep: true,
+            own: None,
         });
     }
     let tls = frame.program.tls_base();
@@ -295,6 +307,7 @@ pub(crate) fn check(
                 shared: !prelude,
                 global: None,
                 keep: true,
+                own: None,
             });
         }
     }
@@ -517,6 +530,7 @@ thread_local! {
                 reads: Cell::new(0),
                 atomics: Cell::new(0),
                 mine: Cell::new(ALLOWED_EMPTY),
+                own: [const { Cell::new(ALLOWED_EMPTY) }; 2],
             },
             next: Cell::new(0),
         }
@@ -538,6 +552,9 @@ impl Allowed {
                 }
                 cache.allowed.reads.set(0);
                 cache.allowed.mine.set(ALLOWED_EMPTY);
+                for slot in &cache.allowed.own {
+                    slot.set(ALLOWED_EMPTY);
+                }
                 cache.next.set(0);
             }
         });
@@ -546,6 +563,16 @@ impl Allowed {
     /// Remembers that the current block may touch `range`.
     pub(crate) fn remember(range: (usize, usize)) {
         Allowed::grant(range, false);
+    }
+
+    /// Remembers that the running thread may touch `range`, its own (`slot`: [`OWN_STACK`],
+    /// [`OWN_INFO`]), until another thread becomes current.
+    pub(crate) fn remember_own(slot: usize, range: (usize, usize)) {
+        CACHE.with(|cache| {
+            if let Some(own) = cache.allowed.own.get(slot) {
+                own.set([range.0, range.1]);
+            }
+        });
     }
 
     /// Remembers that the current block may read `range` (its writes are still asked for).
@@ -567,10 +594,17 @@ impl Allowed {
         });
     }
 
-    /// Another thread becomes current on this OS thread: what the last one wrote is not its.
+    /// Another thread becomes current on this OS thread: what the last one wrote is not its,
+    /// and its own ranges are `own` (by slot: [`OWN_STACK`], [`OWN_INFO`]; empty where none
+    /// was granted yet).
     #[inline]
-    pub(crate) fn switched() {
-        CACHE.with(|cache| cache.allowed.mine.set(ALLOWED_EMPTY));
+    pub(crate) fn switched(own: [[usize; 2]; 2]) {
+        CACHE.with(|cache| {
+            cache.allowed.mine.set(ALLOWED_EMPTY);
+            for (slot, range) in cache.allowed.own.iter().zip(own) {
+                slot.set(range);
+            }
+        });
     }
 
     /// The running thread wrote `range`, and racecheck recorded it: until it waits, its
@@ -668,7 +702,7 @@ mod tests {
         assert!(granted_for(1500, 4, true), "granted again, for writes too");
         Allowed::mine((5000, 5004));
         assert!(granted_for(5000, 4, true) && !granted_for(5000, 8, false));
-        Allowed::switched();
+        Allowed::switched([ALLOWED_EMPTY; 2]);
         assert!(!granted_for(5000, 4, false), "another thread's write");
         Allowed::mine((5000, 5004));
         Allowed::serve(10, false);

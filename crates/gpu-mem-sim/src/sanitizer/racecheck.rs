@@ -215,6 +215,7 @@ impl Shadow {
                     shared: true,
                     global: None,
                     keep: true,
+                    own: None,
                 });
                 self.regions.len() - 1
             }
@@ -334,6 +335,7 @@ mod tests {
             shared: true,
             global: None,
             keep: true,
+            own: None,
         });
         shadow
     }
@@ -417,6 +419,7 @@ mod tests {
             shared: true,
             global: None,
             keep: true,
+            own: None,
         };
         assert_eq!(shadow.shared_holding(4096, 4), None);
         shadow.learn_shared(tile);

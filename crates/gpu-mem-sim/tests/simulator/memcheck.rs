@@ -266,6 +266,35 @@ extern "C" __global__ void k(float* a) {
 }
 
 #[test]
+fn another_threads_local_memory_is_refused() {
+    // Each thread fills a local array and reads it, so its stack is granted while it runs;
+    // thread 0 publishes its array's address, and after the barrier thread 1 reads through it
+    // (every thread's own ranges are granted again when it runs on: never another's).
+    let code = r#"
+extern "C" __global__ void k(float* a) {
+    __shared__ float* published;
+    float mine[8];
+    for (int i = 0; i < 8; ++i) mine[i] = a[i] + threadIdx.x;
+    float sum = 0;
+    for (int i = 0; i < 8; ++i) sum += ((volatile float*)mine)[i];
+    if (threadIdx.x == 0) published = mine;
+    __syncthreads();
+    if (threadIdx.x == 1) sum += ((volatile float*)published)[3];
+    a[threadIdx.x] = sum;
+}
+"#;
+    let (block, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(1, 8, 0),
+        &[vec![1.0f32; 8]],
+        &[],
+    ));
+    assert_eq!((block, thread), ([0, 0, 0], [1, 0, 0]), "{message}");
+    assert!(message.contains("read of size 4"), "{message}");
+}
+
+#[test]
 fn memory_freed_after_a_launch_is_refused_to_the_next_one() {
     // The program answers most accesses from the ranges granted lately on its OS thread,
     // without asking: a launch after a free must not find the freed allocation there.

@@ -133,7 +133,6 @@ struct gm_sim_thread {
     /* The block's dynamic shared memory (the launch's bytes): what `extern __shared__` arrays
      * and gm_dynamic_shared name. Fixed for the block, so a kernel asks once, not per thread. */
     void* dynamic_shared;
-    unsigned long long dynamic_shared_bytes;
 };
 
 /* Collective operations (values shared with the simulator). */

@@ -36,10 +36,9 @@ pub(crate) struct GmSimThread {
     /// stack lies below); 0 elsewhere. Written by the program only.
     pub(crate) escape: usize,
     pub(crate) stack_top: usize,
-    /// The block's dynamic shared memory and its length in bytes (fixed for the block: a
-    /// kernel reads it once, where it asked the runtime per thread before).
+    /// The block's dynamic shared memory (fixed for the block: a kernel reads it once, where
+    /// it asked the runtime per thread before).
     pub(crate) dynamic_shared: usize,
-    pub(crate) dynamic_shared_bytes: u64,
 }
 
 /// `gm_sim_threads`: consecutive blocks' threads run as a loop by the program, for a kernel whose

@@ -183,7 +183,6 @@ static OUTSIDE: GmSimThread = GmSimThread {
     escape: 0,
     stack_top: 0,
     dynamic_shared: 0,
-    dynamic_shared_bytes: 0,
 };
 
 extern "C" fn rt_self() -> *const GmSimThread {

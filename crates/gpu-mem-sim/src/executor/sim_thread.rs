@@ -38,11 +38,8 @@ pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
     let owner = thread.block.check_owner;
     if owner != 0 {
         Allowed::serve(owner, thread.block.global.watch_atomics);
-        let info = thread.info.get() as usize;
-        Allowed::switched([
-            thread.own_stack.get(),
-            [info, info + std::mem::size_of::<GmSimThread>()],
-        ]);
+        let (start, end) = thread.info_range();
+        Allowed::switched([thread.own_stack.get(), [start, end]]);
     }
 }
 
@@ -124,6 +121,12 @@ impl<'b, 'a> SimThread<'b, 'a> {
             own_stack: Cell::new(ALLOWED_EMPTY),
             fiber,
         }
+    }
+
+    /// The bytes of what compiled code reads as this thread (`[start, end)`).
+    fn info_range(&self) -> (usize, usize) {
+        let start = self.info.get() as usize;
+        (start, start + std::mem::size_of::<GmSimThread>())
     }
 
     /// Where compiled code reads this thread's indices; a stackless block's program writes
@@ -384,10 +387,7 @@ impl SimThread<'_, '_> {
         Frame {
             program: checked.layout,
             memory: checked.memory,
-            thread_info: (
-                self.info.get() as usize,
-                self.info.get() as usize + std::mem::size_of::<GmSimThread>(),
-            ),
+            thread_info: self.info_range(),
             stack: (here, info.stack_top),
             dynamic_shared: (dynamic as usize, dynamic_len),
             args: checked.args,
@@ -627,7 +627,7 @@ impl SimThread<'_, '_> {
 /// What compiled code reads as thread `thread` of `block`.
 #[inline]
 fn thread_info(block: &Block<'_>, thread: Dim3) -> GmSimThread {
-    let (dynamic_shared, dynamic_shared_bytes) = block.shared.dynamic_ptr();
+    let (dynamic_shared, _) = block.shared.dynamic_ptr();
     GmSimThread {
         thread_idx: thread.to_array(),
         block_idx: block.block_idx.to_array(),
@@ -638,7 +638,6 @@ fn thread_info(block: &Block<'_>, thread: Dim3) -> GmSimThread {
         escape: 0,
         stack_top: 0,
         dynamic_shared: dynamic_shared as usize,
-        dynamic_shared_bytes: dynamic_shared_bytes as u64,
     }
 }
 

@@ -13,6 +13,8 @@
 #include <new>
 #include <type_traits>
 
+#include "gm_sim/exchange.h"
+
 #define GM_SIM_MASKED 3u
 /* A thread that waits at a warp collective some of whose lanes are elsewhere (`returned`; the
  * collective's line in its lane's `result`). */
@@ -59,6 +61,8 @@ struct gm_sim_regions {
      * gm_sim_regions_collective). */
     gm_sim_lane* lanes;
     unsigned int warp_mode;
+    /* The lane of the thread whose turn it is, in a region that calls a collective. */
+    gm_sim_lane* lane;
     /* How many `if`s and loops with warp collectives (and no barrier) are open. */
     unsigned int depth;
     /* How many threads wait at warp collectives that cannot complete (GM_SIM_WARP_PARKED). */
@@ -82,6 +86,14 @@ struct gm_sim_regions {
             throw std::bad_alloc();
         }
         return p;
+    }
+
+    /* Thread `t`'s collective call records its operands (`mode` GM_SIM_RECORD) or hands out
+     * its result (GM_SIM_DELIVER): what the rewrite writes before the call, in the thread's
+     * turn. */
+    void collect(unsigned int t, unsigned int mode) {
+        warp_mode = mode;
+        lane = lanes + t;
     }
 
     /* The block goes no further: no thread runs in any later region. */
@@ -379,15 +391,14 @@ inline unsigned long long gm_sim_regions_collective(int op, unsigned long long m
                                                     unsigned long long value, long long arg,
                                                     int width) {
     gm_sim_regions& b = gm_sim_regions_here();
-    const gm_uint3 i = b.thread->thread_idx;
-    gm_sim_lane& lane = b.lanes[i.x + b.dim_x * (i.y + b.dim_y * i.z)];
     if (b.warp_mode == GM_SIM_DELIVER) {
-        return lane.result;
+        return b.lane->result;
     }
     if (b.warp_mode != GM_SIM_RECORD) {
         gm_sim_rt.fault("a warp collective the regions rewrite did not split the kernel at");
         throw gm_sim_trap();
     }
+    gm_sim_lane& lane = *b.lane;
     lane.op = op;
     lane.mask = mask;
     lane.value = value;
@@ -397,7 +408,8 @@ inline unsigned long long gm_sim_regions_collective(int op, unsigned long long m
     return value;
 }
 
-/* The warps exchange at the collective of line `line`, which every live thread recorded. */
+/* The warps exchange at the collective of line `line`, which every live thread recorded (in
+ * the program where it can, gm_sim/exchange.h; the runtime decides the rest). */
 inline void gm_sim_regions::warp_exchange(const char* file, int line) {
     if (count == 0) {
         return;
@@ -407,13 +419,20 @@ inline void gm_sim_regions::warp_exchange(const char* file, int line) {
         const unsigned int n = threads - base < warp ? threads - base : warp;
         unsigned long long here = 0;
         int op = -1;
-        for (unsigned int l = 0; l < n; ++l) {
-            if (returned[base + l] == 0) {
-                here |= 1ull << l;
-                op = op < 0 ? lanes[base + l].op : op;
+        if (!any_returned) {
+            /* Every thread of the block is here. */
+            here = gm_sim_lanes_below(n);
+            op = lanes[base].op;
+        } else {
+            for (unsigned int l = 0; l < n; ++l) {
+                if (returned[base + l] == 0) {
+                    here |= 1ull << l;
+                    op = op < 0 ? lanes[base + l].op : op;
+                }
             }
         }
-        if (here != 0 && gm_sim_rt.warp(op, here, n, lanes + base) != 0) {
+        if (here != 0 && !gm_sim_exchange_at_once(op, here, n, lanes + base) &&
+            gm_sim_rt.warp(op, here, n, lanes + base) != 0) {
             /* Lanes it waits for are elsewhere: these wait here for good (as the scheduler's
              * would), and the others go on. */
             for (unsigned int l = 0; l < n; ++l) {

@@ -22,6 +22,7 @@ const SIMULATOR_HEADERS: &[(&str, &str)] = headers![
     "gm_sim/output.h" => "gm_sim/output.h",
     "gm_sim/dynamic_shared.h" => "gm_sim/dynamic_shared.h",
     "gm_sim/checked.h" => "gm_sim/checked.h",
+    "gm_sim/exchange.h" => "gm_sim/exchange.h",
     "gm_sim/regions.h" => "gm_sim/regions.h",
     "cuda_runtime.h" => "cuda/cuda_runtime.h",
     "cuda_runtime_api.h" => "cuda/cuda_runtime_api.h",

@@ -646,7 +646,7 @@ impl Rewrite<'_, '_> {
                         // ends (one of its own if none is open), the warps exchange, and the
                         // statement starts the next region, the call handing out results.
                         let record = format!(
-                            "gm_sim_b.warp_mode = GM_SIM_RECORD; (void)({});",
+                            "gm_sim_b.collect(gm_sim_t, GM_SIM_RECORD); (void)({});",
                             self.s.code[toks[call.name].start..toks[call.close].end]
                                 .replace('\n', " ")
                         );
@@ -705,7 +705,10 @@ impl Rewrite<'_, '_> {
                         }
                     };
                     if call.is_some() {
-                        self.insert(toks[*first].start, "gm_sim_b.warp_mode = GM_SIM_DELIVER;");
+                        self.insert(
+                            toks[*first].start,
+                            "gm_sim_b.collect(gm_sim_t, GM_SIM_DELIVER);",
+                        );
                     }
                     self.jumps(*first, *last, if jumps { "1" } else { "false" });
                     if let Some(d) = decl {
@@ -1341,9 +1344,9 @@ mod tests {
         let out = rewrite(code).unwrap();
         assert_eq!(lines(&out), lines(code));
         for wanted in [
-            "gm_sim_b.warp_mode = GM_SIM_RECORD; (void)(__shfl_down_sync(~0u, v, o));",
+            "gm_sim_b.collect(gm_sim_t, GM_SIM_RECORD); (void)(__shfl_down_sync(~0u, v, o));",
             "gm_sim_b.warp_exchange(__FILE__, 5);",
-            "gm_sim_b.warp_mode = GM_SIM_DELIVER;",
+            "gm_sim_b.collect(gm_sim_t, GM_SIM_DELIVER);",
             "if (gm_sim_b.mask_enter(",
             "while (gm_sim_b.mask_while(",
             "if (gm_sim_b.mask_enter(",
@@ -1351,7 +1354,7 @@ mod tests {
             "if (gm_sim_b.mask_else())",
             "gm_sim_b.mask_end();",
             // A vote in an `if`'s condition: recorded, then the whole `if` runs.
-            "gm_sim_b.warp_mode = GM_SIM_RECORD; (void)(__all_sync(~0u, v > 2));",
+            "gm_sim_b.collect(gm_sim_t, GM_SIM_RECORD); (void)(__all_sync(~0u, v > 2));",
             "gm_sim_b.warp_exchange(__FILE__, 8);",
         ] {
             assert!(out.contains(wanted), "{wanted}:\n{out}");

@@ -293,6 +293,47 @@ fn warp_reductions_give_the_loops_values_in_every_form() {
     assert_eq!(values, expected);
 }
 
+/// Shuffles of every kind, of widths that are powers of two, others, zero, negative and past
+/// the warp, with sources and deltas that vary by lane (negative ones among them), by whole
+/// warps, by a group of lanes smaller than the warp (a masked `if`) and by two groups of one
+/// warp (halves with masks of their own), and votes beside them: the exchange
+/// a program works out itself (`gm_sim/exchange.h`) gives what the runtime's gives on fibers and
+/// stackless, in blocks of whole and partial warps.
+#[test]
+fn shuffles_of_every_width_and_operand_agree_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  __device__ int width_of(int i) { return i < 7 ? 1 << i : i == 7 ? 3 : i == 8 ? 0 : i == 9 ? -4 : 48; }\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   const int lane = (int)(threadIdx.x % 32);\n\
+                  \x20   int v = a(threadIdx.x) * 7 + 3;\n\
+                  \x20   int r = 0;\n\
+                  \x20   for (int i = 0; i < 11; ++i) {\n\
+                  \x20       const int w = width_of(i);\n\
+                  \x20       r = r * 31 + __shfl_sync(~0u, v, lane * 5 - 9 + i, w);\n\
+                  \x20       r = r * 31 + __shfl_up_sync(~0u, v, (unsigned)((lane * 7 + i) % 40 - 4), w);\n\
+                  \x20       r = r * 31 + __shfl_down_sync(~0u, v, (unsigned)((lane * 3 + i) % 37 - 2), w);\n\
+                  \x20       r = r * 31 + __shfl_xor_sync(~0u, v, lane * 3 + i - 8, w);\n\
+                  \x20   }\n\
+                  \x20   if (lane < 12) {\n\
+                  \x20       r += __shfl_down_sync(0xfffu, v, 3, 8);\n\
+                  \x20       r += 3 * __shfl_xor_sync(0xfffu, v, 5);\n\
+                  \x20       r += (int)__ballot_sync(0xfffu, v % 3 == 0);\n\
+                  \x20       r += 5 * __all_sync(0xfffu, v > 10);\n\
+                  \x20   }\n\
+                  \x20   const unsigned half = lane < 16 ? 0xffffu : 0xffff0000u;\n\
+                  \x20   r += __shfl_up_sync(half, v, 2, 16);\n\
+                  \x20   r += 7 * __shfl_sync(half, v, 3);\n\
+                  \x20   r += 11 * __any_sync(~0u, v % 5 == 1);\n\
+                  \x20   a(threadIdx.x) = r;\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    for threads in [64, 48] {
+        let values = agree_in_every_form(&backend, source, threads, "shuffles");
+        // Not all alike: the exchanges moved values between lanes.
+        assert!(values.windows(2).any(|w| w[0] != w[1]), "{values:?}");
+    }
+}
+
 /// A tile's `cooperative_groups::reduce`, lowered to the prelude's one exchange (a butterfly
 /// over the tile's width, for 32-bit integers, floats and doubles), gives what the tile's own
 /// reduce gives on fibers, bit for bit (the float sums' order included), as regions and

@@ -263,6 +263,20 @@ struct gm_sim_cursor {
             b.newly_returned = true;
         }
     }
+    /* The same for a region that is one `if` whose condition admits a prefix of the block's
+     * threads in the order of `threadIdx.x` (`region(t)` is 2 where it refuses the thread, 1
+     * where the thread returned): in a block of one row, where that is the order of the walk,
+     * no later thread would be admitted either; whether the walk stops here. (A tree
+     * reduction's `if (tid < s)` visited all the block's threads at every level.) */
+    template <typename F>
+    bool run_while(F&& region) {
+        const int r = region(t);
+        if (r == 1) {
+            b.returned[t] = 1;
+            b.newly_returned = true;
+        }
+        return r == 2 && dim_x == b.threads;
+    }
     /* The same for a region that may leave the loop around it: `region(t)` is 0 when the
      * thread went on, 1 when it returned, 2 when it broke out, 3 when it continued. */
     template <typename F>
@@ -571,6 +585,15 @@ struct gm_sim_keep {
 #define GM_SIM_EACH_THREAD_END                                                                \
     return true;                                                                              \
     });                                                                                       \
+    gm_sim_b.after_region();
+/* A region of one `if` that admits a prefix of the threads (see `gm_sim_cursor::run_while`;
+ * the rewrite writes the `if` as `if (!(condition)) return 2;`). */
+#define GM_SIM_EACH_THREAD_WHILE                                                              \
+    for (gm_sim_cursor gm_sim_c(gm_sim_b); gm_sim_c.more(); gm_sim_c.next())                  \
+        if (gm_sim_c.live() && gm_sim_c.run_while([&](unsigned int gm_sim_t) -> int {
+#define GM_SIM_EACH_THREAD_END_WHILE                                                          \
+    return 0;                                                                                 \
+    })) break;                                                                                \
     gm_sim_b.after_region();
 #define GM_SIM_BARRIER() gm_sim_b.at_barrier(__FILE__, __LINE__)
 #define GM_SIM_END() gm_sim_b.at_end(__FILE__)

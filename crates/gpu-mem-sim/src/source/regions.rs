@@ -22,11 +22,12 @@
 //!   barrier that is not a slot, a `break` out of a region), and the kernel is built the next
 //!   way instead: the choice changes speed, never behaviour.
 
+mod guard;
 mod parse;
 
 use crate::abi::REGIONS_GUESS as GUESS;
 use crate::thread::{BarrierScope, Collective, Combine};
-use gpu_mem_core::kernel::scan::functions::{Kind, functions};
+use gpu_mem_core::kernel::scan::functions::{Kind, body_end, call_end, functions};
 use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
 use parse::{BLOCK_BARRIERS, Branch, Decl, Item, Loop, Statements};
 use std::collections::BTreeSet;
@@ -114,6 +115,7 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             .collect(),
         by_reference: false,
         uniform: Vec::new(),
+        index: Vec::new(),
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
     // kernel that names it (or that a macro may name it for) is taken to change.
@@ -142,6 +144,11 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             through_macros || (open..close).any(|k| by_reference.contains(&s.text(k)));
         let params = s.parameters(name + 1)?;
         let items = s.scope(open + 1, close)?;
+        let names: Vec<&str> = params.iter().map(|&(_, name)| s.text(name)).collect();
+        let index = guard::index_variables(&s, (open, close), &names, |name| {
+            out.by_reference || out.addressed.contains(name)
+        });
+        out.index = index;
         let mut storage = String::from("gm_sim_regions& gm_sim_b = gm_sim_regions_here(); ");
         // Parameters a thread changes: each thread's own copy (the program passes one set
         // to the whole block).
@@ -405,6 +412,9 @@ struct Rewrite<'s, 'c> {
     /// written run: the kernel's parameters no thread changes, and the variables of the
     /// uniform loops around (see [`Rewrite::uniform_loop`]).
     uniform: Vec<&'c str>,
+    /// The variables of the kernel being written that hold the thread's `threadIdx.x`
+    /// throughout (see [`guard::index_variables`]).
+    index: Vec<&'c str>,
 }
 
 impl Rewrite<'_, '_> {
@@ -691,6 +701,15 @@ impl Rewrite<'_, '_> {
                                 .iter()
                                 .any(|&(first, last)| !self.s.loose_jumps(first, last).is_empty());
                             region_end = run.last().map_or(*last, |&(_, last)| last);
+                            if run.len() == 1
+                                && !jumps
+                                && call.is_none()
+                                && decl.is_none()
+                                && let Some(close) = self.prefix_guard(*first, *last, visible)
+                            {
+                                self.guarded_region((*first, *last), close, visible);
+                                continue;
+                            }
                             let head = if jumps {
                                 "GM_SIM_EACH_THREAD_JUMPS"
                             } else {
@@ -809,6 +828,50 @@ impl Rewrite<'_, '_> {
             "gm_sim_b.all(__FILE__, {yes}, {no}, [&](unsigned int gm_sim_t) -> bool {{ {}return (",
             self.aliases(visible, span)
         )
+    }
+
+    /// The `)` of the condition when the statement of tokens `first..=last` is an `if` without
+    /// `else` whose condition admits a prefix of the block's threads (`guard`).
+    fn prefix_guard(&self, first: usize, last: usize, visible: &[String]) -> Option<usize> {
+        let s = self.s;
+        if s.text(first) != "if" || s.text(first + 1) != "(" {
+            return None;
+        }
+        let close = call_end(s.code, s.toks, first + 1)?;
+        let one_block = if s.text(close + 1) == "{" {
+            body_end(s.code, s.toks, close + 1) == Some(last)
+        } else {
+            !(close + 1..=last).any(|k| s.text(k) == "else")
+        };
+        let index = |k: usize| {
+            if s.text(k) == "threadIdx" && s.text(k + 1) == "." && s.text(k + 2) == "x" {
+                return Some(k + 3);
+            }
+            let name = s.text(k);
+            // (The kernel's one variable of the name, not another that hides it.)
+            let once = visible.iter().filter(|n| *n == name).count() == 1;
+            (self.index.contains(&name) && once).then_some(k + 1)
+        };
+        let uniform =
+            |k: usize| self.uniform_token(k, "") && !visible.iter().any(|n| n == s.text(k));
+        (one_block && guard::admits_a_prefix(s, (first + 1, close), index, uniform))
+            .then_some(close)
+    }
+
+    /// A region that is one `if` of tokens `first..=last` whose condition (closed at token
+    /// `close`) admits a prefix of the threads: the walk over a block of one row stops at the
+    /// first thread it refuses (`GM_SIM_EACH_THREAD_WHILE`).
+    fn guarded_region(&mut self, (first, last): (usize, usize), close: usize, visible: &[String]) {
+        let toks = self.s.toks;
+        let head = format!(
+            "GM_SIM_EACH_THREAD_WHILE {}",
+            self.aliases(visible, (first, last))
+        );
+        self.insert(toks[first].start, &head);
+        self.replace(first, first, "if (!");
+        self.replace(close, close, ")) return 2;");
+        self.jumps(first, last, "1");
+        self.insert(toks[last].end, "GM_SIM_EACH_THREAD_END_WHILE");
     }
 
     /// Ends a region at byte `at`, after which a thread waits next at line `next`.

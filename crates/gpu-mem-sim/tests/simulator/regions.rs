@@ -334,6 +334,55 @@ fn shuffles_of_every_width_and_operand_agree_in_every_form() {
     }
 }
 
+/// Regions that are one `if` admitting a prefix of the threads (`if (tid < s)` of a tree
+/// reduction, `if (threadIdx.x == 0)`) stop their walk at the first thread refused in blocks of
+/// one row, and visit every thread in blocks of several rows (where `threadIdx.x` is not the
+/// order of the walk): the same results as stackless and on fibers, for blocks of whole and
+/// partial warps and of 2 and 4 rows.
+#[test]
+fn regions_guarded_by_the_thread_index_agree_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   __shared__ int s[128];\n\
+                  \x20   unsigned int tid = threadIdx.x;\n\
+                  \x20   const unsigned int lin = threadIdx.x + blockDim.x * threadIdx.y;\n\
+                  \x20   s[lin] = a(lin) * 3 + 1;\n\
+                  \x20   __syncthreads();\n\
+                  \x20   for (unsigned int h = blockDim.x / 2; h > 0; h >>= 1) {\n\
+                  \x20       if (tid < h) {\n\
+                  \x20           s[lin] += s[lin + h];\n\
+                  \x20       }\n\
+                  \x20       __syncthreads();\n\
+                  \x20   }\n\
+                  \x20   if (blockDim.x > 4 && (threadIdx.x <= 2)) s[lin] += 1000;\n\
+                  \x20   __syncthreads();\n\
+                  \x20   if (tid == 0) a(lin) = s[lin] * 10;\n\
+                  \x20   __syncthreads();\n\
+                  \x20   if (tid == 1) return;\n\
+                  \x20   if (tid < 4) a(lin) += 7;\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    for threads in [64, 48] {
+        let values = agree_in_every_form(&backend, source, threads, "guarded regions");
+        if threads == 64 {
+            // (A tree over a power of two sums every element.)
+            let sum: i32 = (0..64).map(|v| v * 3 + 1).sum();
+            assert_eq!(values[0], (sum + 1000) * 10 + 7, "{values:?}");
+        }
+    }
+    for rows in [2u32, 4] {
+        let config = LaunchConfig::new(1, (64 / rows, rows));
+        let values: Vec<i32> = (0..64).collect();
+        let run = |text: &str| {
+            common::run_on_array(&backend, &Kernel::from_source(text, "k"), config, &values)
+                .map_err(|e| e.to_string())
+        };
+        let fibers = run(&format!("{source}{ON_FIBERS}"));
+        assert!(fibers.is_ok(), "{fibers:?}");
+        assert_eq!(run(source), fibers, "regions, {rows} rows");
+    }
+}
+
 /// A tile's `cooperative_groups::reduce`, lowered to the prelude's one exchange (a butterfly
 /// over the tile's width, for 32-bit integers, floats and doubles), gives what the tile's own
 /// reduce gives on fibers, bit for bit (the float sums' order included), as regions and

@@ -1,0 +1,274 @@
+//! Conditions that admit a prefix of a block's threads: `if (tid < s)` of a tree reduction,
+//! `if (threadIdx.x == 0)` of a block's last step. Taken in the order of `threadIdx.x`, the
+//! threads such a condition admits come first and the ones it refuses after, so a region that
+//! is one such `if` stops its walk over a block of one row at the first thread refused (the
+//! prelude's `gm_sim_cursor::run_while`) instead of visiting every thread.
+//!
+//! A guard is conjuncts joined by `&&` (each may be parenthesised), each either uniform (the
+//! same in every thread of the block) or a comparison of the thread's index with a uniform
+//! value: `index < value`, `index <= value`, `value > index`, `value >= index`, or
+//! `index == 0`. The index is `threadIdx.x` or a variable that holds it
+//! ([`index_variables`]). Any other operator at the top of a conjunct (`||`, `?:`, bit
+//! operations, `!=`, assignments, commas) refuses the guard.
+
+use super::parse::Statements;
+
+/// The types a variable holding `threadIdx.x` may have: integers that hold any thread index
+/// without wrapping (a `char` would wrap and admit threads again).
+const INDEX_TYPES: [&str; 11] = [
+    "const", "unsigned", "int", "long", "signed", "size_t", "auto", "uint32_t", "uint64_t",
+    "int32_t", "int64_t",
+];
+
+/// Words that may stand before a name without declaring it.
+const NOT_TYPES: [&str; 6] = ["return", "case", "else", "do", "sizeof", "throw"];
+
+/// The variables of the kernel body between tokens `open` and `close` that hold the thread's
+/// `threadIdx.x` throughout: declared once, as `T name = threadIdx.x;` with `T` one of
+/// [`INDEX_TYPES`], never changed afterwards, nor their address taken (`changeable`: whether a
+/// name may change where it is not assigned, e.g. through a helper's reference), and not a
+/// parameter's name (`params`).
+pub(super) fn index_variables<'c>(
+    s: &Statements<'c>,
+    (open, close): (usize, usize),
+    params: &[&str],
+    changeable: impl Fn(&str) -> bool,
+) -> Vec<&'c str> {
+    let mut found = Vec::new();
+    for k in open + 1..close {
+        let name = s.text(k);
+        let holds_index = s.toks[k].ident
+            && s.text(k + 1) == "="
+            && s.text(k + 2) == "threadIdx"
+            && s.text(k + 3) == "."
+            && s.text(k + 4) == "x"
+            && s.text(k + 5) == ";";
+        if !holds_index || params.contains(&name) || changeable(name) {
+            continue;
+        }
+        // The type before the name, back to the statement's start.
+        let mut first = k;
+        while first > open + 1 && !matches!(s.text(first - 1), ";" | "{" | "}" | ")" | ":") {
+            first -= 1;
+        }
+        let typed = first < k && (first..k).all(|t| INDEX_TYPES.contains(&s.text(t)));
+        let uses = (open + 1..close).filter(|&t| s.text(t) == name);
+        let declarations = uses
+            .clone()
+            .filter(|&t| {
+                let before = s.text(t - 1);
+                s.toks[t - 1].ident && !NOT_TYPES.contains(&before) || matches!(before, "*" | "&")
+            })
+            .count();
+        let changed = uses.clone().any(|t| t != k && s.changes(t));
+        if typed && declarations == 1 && !changed {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// Whether the condition between the `(` at `open` and its `)` at `close` admits a prefix of
+/// the block's threads (see the module's notes). `index(k)`: the token after an index
+/// expression starting at token `k` (`None`: none starts there); `uniform(k)`: whether token
+/// `k` keeps an expression the same in every thread.
+pub(super) fn admits_a_prefix(
+    s: &Statements<'_>,
+    (open, close): (usize, usize),
+    index: impl Fn(usize) -> Option<usize>,
+    uniform: impl Fn(usize) -> bool,
+) -> bool {
+    let mut comparisons = 0;
+    for (first, end) in conjuncts(s, open + 1, close) {
+        let (first, end) = unwrapped(s, first, end);
+        if first < end && (first..end).all(&uniform) {
+            continue;
+        }
+        match prefix_comparison(s, (first, end), &index, &uniform) {
+            Some(()) => comparisons += 1,
+            None => return false,
+        }
+    }
+    comparisons > 0
+}
+
+/// The operator at token `k` (joining adjacent punctuation: `<=`, `&&`, `->`, ...) and how many
+/// tokens it takes.
+fn operator<'c>(s: &Statements<'c>, k: usize) -> (&'c str, usize) {
+    let t = s.text(k);
+    let joined = s.toks.get(k + 1).is_some_and(|n| n.start == s.toks[k].end);
+    if joined {
+        let two = &s.code[s.toks[k].start..s.toks[k + 1].end];
+        if matches!(
+            two,
+            "<=" | ">=" | "==" | "!=" | "&&" | "||" | "<<" | ">>" | "->" | "++" | "--"
+        ) || (two.ends_with('=') && matches!(t, "+" | "-" | "*" | "/" | "%" | "&" | "|" | "^"))
+        {
+            return (two, 2);
+        }
+    }
+    (t, 1)
+}
+
+/// The conjuncts of tokens `first..end` joined by `&&` outside brackets, each `(first, end)`;
+/// none (so that the guard is refused) where another operator that binds less than a
+/// comparison stands outside brackets.
+fn conjuncts(s: &Statements<'_>, first: usize, end: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let (mut depth, mut start, mut k) = (0i32, first, first);
+    while k < end {
+        let (op, len) = operator(s, k);
+        match op {
+            "(" | "[" => depth += 1,
+            ")" | "]" => depth -= 1,
+            "&&" if depth == 0 => {
+                out.push((start, k));
+                start = k + len;
+            }
+            "||" | "?" | ":" | "," | "=" | "&" | "|" | "^" | "!=" if depth == 0 => {
+                return vec![(first, first)];
+            }
+            _ if depth == 0
+                && len == 2
+                && op.ends_with('=')
+                && op != "=="
+                && !op.starts_with(['<', '>']) =>
+            {
+                return vec![(first, first)];
+            }
+            _ => {}
+        }
+        k += len;
+    }
+    out.push((start, end));
+    out
+}
+
+/// Tokens `first..end` without parentheses that enclose all of them.
+fn unwrapped(s: &Statements<'_>, mut first: usize, mut end: usize) -> (usize, usize) {
+    while end > first + 1
+        && s.text(first) == "("
+        && gpu_mem_core::kernel::scan::functions::call_end(s.code, s.toks, first) == Some(end - 1)
+    {
+        first += 1;
+        end -= 1;
+    }
+    (first, end)
+}
+
+/// `Some` when tokens `first..end` compare the thread's index with a uniform value so that
+/// the threads admitted come first.
+fn prefix_comparison(
+    s: &Statements<'_>,
+    (first, end): (usize, usize),
+    index: &impl Fn(usize) -> Option<usize>,
+    uniform: &impl Fn(usize) -> bool,
+) -> Option<()> {
+    // The one comparison outside brackets.
+    let (mut depth, mut k, mut at) = (0i32, first, None);
+    while k < end {
+        let (op, len) = operator(s, k);
+        match op {
+            "(" | "[" => depth += 1,
+            ")" | "]" => depth -= 1,
+            "<" | "<=" | ">" | ">=" | "==" if depth == 0 => {
+                if at.is_some() {
+                    return None;
+                }
+                at = Some((k, op, len));
+            }
+            _ => {}
+        }
+        k += len;
+    }
+    let (k, op, len) = at?;
+    let is_index = |from: usize, to: usize| index(from) == Some(to);
+    let is_uniform = |from: usize, to: usize| from < to && (from..to).all(uniform);
+    let is_zero =
+        |from: usize, to: usize| to == from + 1 && matches!(s.text(from), "0" | "0u" | "0U");
+    let (left, right) = ((first, k), (k + len, end));
+    let ok = match op {
+        "<" | "<=" => is_index(left.0, left.1) && is_uniform(right.0, right.1),
+        ">" | ">=" => is_uniform(left.0, left.1) && is_index(right.0, right.1),
+        _ => {
+            is_index(left.0, left.1) && is_zero(right.0, right.1)
+                || is_zero(left.0, left.1) && is_index(right.0, right.1)
+        }
+    };
+    ok.then_some(())
+}
+
+// Safe code only, so nothing for Miri to check.
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+    use gpu_mem_core::kernel::scan::tokens::tokens;
+
+    /// Whether `condition` admits a prefix, `tid` holding the index and `s`, `n` uniform.
+    fn admits(condition: &str) -> bool {
+        let code = format!("if ({condition}) x = 1;");
+        let toks = tokens(&code).unwrap();
+        let s = Statements {
+            code: &code,
+            toks: &toks,
+            warp_calls: Vec::new(),
+        };
+        let close = gpu_mem_core::kernel::scan::functions::call_end(&code, &toks, 1).unwrap();
+        let index = |k: usize| match s.text(k) {
+            "tid" => Some(k + 1),
+            "threadIdx" if s.text(k + 1) == "." && s.text(k + 2) == "x" => Some(k + 3),
+            _ => None,
+        };
+        let uniform = |k: usize| {
+            let t = s.text(k);
+            // (As the rewrite's: no memory read.)
+            (!s.toks[k].ident && t != "[")
+                || matches!(t, "s" | "n" | "blockDim" | "x")
+                || t.starts_with(|c: char| c.is_ascii_digit())
+        };
+        admits_a_prefix(&s, (1, close), index, uniform)
+    }
+
+    #[test]
+    fn comparisons_of_the_index_with_uniform_values_admit_a_prefix() {
+        for condition in [
+            "tid < s",
+            "tid <= s - 1",
+            "s > tid",
+            "blockDim.x / 2 >= threadIdx.x",
+            "tid == 0",
+            "0 == threadIdx.x",
+            "(tid < s)",
+            "n >= 64 && tid < 32",
+            "(n >= 64) && (tid < 32) && s > 1",
+            "tid < (s << 1)",
+        ] {
+            assert!(admits(condition), "{condition}");
+        }
+    }
+
+    #[test]
+    fn other_conditions_are_refused() {
+        for condition in [
+            "tid > s",
+            "tid >= s",
+            "s < tid",
+            "tid == 1",
+            "tid != 0",
+            "tid < s || n > 2",
+            "tid < s & 1",
+            "tid < s == 1",
+            "tid < s ? 1 : 0",
+            "tid % 2 == 0",
+            "tid + 1 < s",
+            "tid < v",
+            "tid < s[0]",
+            "n > 2",
+            "tid < s && tid > 2",
+            "(tid = 3) < s",
+            "tid < f(s)",
+        ] {
+            assert!(!admits(condition), "{condition}");
+        }
+    }
+}

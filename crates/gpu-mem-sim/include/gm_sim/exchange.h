@@ -21,6 +21,16 @@ inline unsigned long long gm_sim_lanes_below(unsigned int n) {
 template <typename Source>
 inline void gm_sim_shuffle(unsigned long long here, unsigned int n, unsigned int mask,
                            gm_sim_lane* lanes, Source source) {
+    if (here == gm_sim_lanes_below(n)) {
+        /* Every lane here (the common case): no lane to test. */
+        for (unsigned int l = 0; l < n; ++l) {
+            const long long group = (long long)(l & ~mask);
+            const long long end = group + mask + 1 < (long long)n ? group + mask + 1 : (long long)n;
+            const long long src = source((long long)l, lanes[l].arg, group, end);
+            lanes[l].result = lanes[src >= 0 ? src : l].value;
+        }
+        return;
+    }
     for (unsigned int l = 0; l < n; ++l) {
         if (here >> l & 1) {
             const long long group = (long long)(l & ~mask);

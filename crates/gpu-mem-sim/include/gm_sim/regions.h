@@ -40,6 +40,9 @@ struct gm_sim_regions {
     unsigned int threads;         /* the block's threads */
     unsigned int dim_x, dim_y, warp;
     bool any_returned;            /* some thread returned or waits (it skips every later region) */
+    /* Threads that returned (1 in `returned`): once all did, a uniform loop goes round no
+     * more (its bounds may be variables the threads assign, which none did). */
+    unsigned int ended;
     bool newly_returned;          /* some thread returned in the region that runs */
     /* Threads that parted from the others at a condition and wait at the barrier of line
      * `parked_line` (marked 2 in `returned`), while the others run on to theirs. */
@@ -143,6 +146,11 @@ struct gm_sim_regions {
      * the regions' loops, and GCC optimised them worse, twice as slow.) */
     __attribute__((noinline, cold)) void report(const char* file, const unsigned int at[4],
                                                 bool by_choice) {
+        if (ended == threads) {
+            /* Every thread returned: the block ended, with nothing to report (stopping it
+             * would stop the blocks after it too). */
+            return;
+        }
         unsigned int first = 0, other = 0, reaching = 0;
         for (unsigned int t = 0; t < threads; ++t) {
             const unsigned int site =
@@ -260,6 +268,7 @@ struct gm_sim_cursor {
     void run(F&& region) {
         if (!region(t)) {
             b.returned[t] = 1;
+            ++b.ended;
             b.newly_returned = true;
         }
     }
@@ -273,6 +282,7 @@ struct gm_sim_cursor {
         const int r = region(t);
         if (r == 1) {
             b.returned[t] = 1;
+            ++b.ended;
             b.newly_returned = true;
         }
         return r == 2 && dim_x == b.threads;
@@ -284,6 +294,7 @@ struct gm_sim_cursor {
         const int r = region(t);
         if (r == 1) {
             b.returned[t] = 1;
+            ++b.ended;
             b.newly_returned = true;
             return;
         }
@@ -660,6 +671,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
             b.ran = b.broke = b.continued = 0;
             b.any_returned = false;
             b.newly_returned = false;
+            b.ended = 0;
             b.parked = 0;
             b.depth = 0;
             b.warp_parked = 0;

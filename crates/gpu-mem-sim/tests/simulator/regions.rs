@@ -383,6 +383,49 @@ fn regions_guarded_by_the_thread_index_agree_in_every_form() {
     }
 }
 
+/// A block whose threads all return before a barrier ends there, and the blocks after it
+/// still run (as regions, stackless and on fibers alike).
+#[test]
+fn a_block_whose_threads_all_return_does_not_stop_the_others() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   __shared__ int s[64];\n\
+                  \x20   const int step = 2 * (int)blockDim.x;\n\
+                  \x20   if (blockIdx.x % 2 == 0) return;\n\
+                  \x20   s[threadIdx.x] = step;\n\
+                  \x20   __syncthreads();\n\
+                  \x20   for (int i = 0; i < step; i += step / 4) {\n\
+                  \x20       a(blockIdx.x * blockDim.x + threadIdx.x) += s[(threadIdx.x + 1) % blockDim.x] + i;\n\
+                  \x20       __syncthreads();\n\
+                  \x20   }\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    let config = LaunchConfig::new(64, 64);
+    let init = vec![1i32; 64 * 64];
+    let expected: Vec<i32> = (0..64 * 64)
+        .map(|i| {
+            if i / 64 % 2 == 0 {
+                1
+            } else {
+                1 + 4 * 128 + (0 + 32 + 64 + 96)
+            }
+        })
+        .collect();
+    for text in [
+        source.to_string(),
+        format!("{source}{OFF_REGIONS}"),
+        format!("{source}{ON_FIBERS}"),
+    ] {
+        let values =
+            common::run_on_array(&backend, &Kernel::from_source(&text, "k"), config, &init);
+        assert_eq!(
+            values.map_err(|e| e.to_string()),
+            Ok(expected.clone()),
+            "{text}"
+        );
+    }
+}
+
 /// A tile's `cooperative_groups::reduce`, lowered to the prelude's one exchange (a butterfly
 /// over the tile's width, for 32-bit integers, floats and doubles), gives what the tile's own
 /// reduce gives on fibers, bit for bit (the float sums' order included), as regions and

@@ -116,6 +116,8 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         by_reference: false,
         uniform: Vec::new(),
         index: Vec::new(),
+        body: (0, 0),
+        uniform_declarations: BTreeSet::new(),
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
     // kernel that names it (or that a macro may name it for) is taken to change.
@@ -149,12 +151,14 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             out.by_reference || out.addressed.contains(name)
         });
         out.index = index;
+        out.body = (open + 1, close);
         let mut storage = String::from("gm_sim_regions& gm_sim_b = gm_sim_regions_here(); ");
         // Parameters a thread changes: each thread's own copy (the program passes one set
         // to the whole block).
         let mut visible = Vec::new();
         let mut copies = String::new();
         out.uniform.clear();
+        out.uniform.extend(template_parameters(&s, name));
         for &(first, name) in &params {
             let text = s.text(name);
             let named = (open..close).filter(|&k| s.text(k) == text);
@@ -175,13 +179,44 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
                 "GM_SIM_EACH_THREAD {copies}GM_SIM_EACH_THREAD_END "
             ));
         }
-        out.slots_of(&items, None, &mut storage);
+        out.slots_of(&items, None, &visible, &mut storage);
         out.insert(toks[open].end, &storage);
         out.scope(&items, &mut visible, (close, 0), None);
         // (After the last region's end, inserted at the same place.)
         out.insert(toks[close].start, "GM_SIM_END();");
     }
     Ok(out.apply())
+}
+
+/// The names of the template parameters of the function whose name is token `name`
+/// (`template <int BLOCK_SIZE, class T> __global__ void k(...)`): constants of the kernel's
+/// instance, the same in every thread.
+fn template_parameters<'c>(s: &Statements<'c>, name: usize) -> Vec<&'c str> {
+    let mut k = name;
+    while k > 0 && !matches!(s.text(k - 1), ";" | "{" | "}") && s.text(k) != "template" {
+        k -= 1;
+    }
+    if s.text(k) != "template" || s.text(k + 1) != "<" {
+        return Vec::new();
+    }
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    for j in k + 1..name {
+        match s.text(j) {
+            "<" | "(" => depth += 1,
+            ">" | ")" => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            _ if depth == 1 && s.toks[j].ident && matches!(s.text(j + 1), "," | ">" | "=") => {
+                names.push(s.text(j));
+            }
+            _ => {}
+        }
+    }
+    names
 }
 
 /// For a source whose kernels cannot all be rewritten: the kernels that can, each on its own,
@@ -415,6 +450,11 @@ struct Rewrite<'s, 'c> {
     /// The variables of the kernel being written that hold the thread's `threadIdx.x`
     /// throughout (see [`guard::index_variables`]).
     index: Vec<&'c str>,
+    /// The tokens of the body of the kernel being written (after its `{`, before its `}`).
+    body: (usize, usize),
+    /// The first tokens of the declarations of uniform variables (see
+    /// [`Rewrite::uniform_variable`]).
+    uniform_declarations: BTreeSet<usize>,
 }
 
 impl Rewrite<'_, '_> {
@@ -495,21 +535,41 @@ impl Rewrite<'_, '_> {
         }
     }
 
-    /// Declarations of the slots of the variables `items` declare (and of a loop's `init`).
-    fn slots_of(&self, items: &[Item], init: Option<&Decl>, storage: &mut String) {
+    /// Declarations of the slots of the variables `items` declare (and of a loop's `init`),
+    /// and of the uniform variables among them ([`Self::uniform_variable`], recorded in
+    /// `uniform_declarations`) as plain variables.
+    fn slots_of(
+        &mut self,
+        items: &[Item],
+        init: Option<&Decl>,
+        visible: &[String],
+        storage: &mut String,
+    ) {
         let decls = items.iter().filter_map(|item| match item {
             Item::Stmt { decl, .. } => decl.as_ref(),
             _ => None,
         });
         let toks = self.s.toks;
         let code = self.s.code;
-        for d in init.into_iter().chain(decls) {
-            let base = &code[toks[d.first].start..toks[d.base_end - 1].end];
+        let mut earlier = Vec::new();
+        for (k, d) in init.into_iter().chain(decls).enumerate() {
+            let base = code[toks[d.first].start..toks[d.base_end - 1].end].replace('\n', " ");
+            let uniform = (k > 0 || init.is_none())
+                .then(|| self.uniform_variable(d, visible, &earlier))
+                .flatten();
+            if let Some(name) = uniform {
+                let stars = "*".repeat(d.declarators[0].name - d.declarators[0].start);
+                storage.push_str(&format!(
+                    "typename std::remove_cv<{base} {stars}>::type {name}{{}}; "
+                ));
+                self.uniform_declarations.insert(d.first);
+                earlier.push(name);
+                continue;
+            }
             for v in &d.declarators {
                 let stars = "*".repeat(v.name - v.start);
                 storage.push_str(&format!(
-                    "gm_sim_slots<{} {stars}> gm_sim_v_{}(gm_sim_b); ",
-                    base.replace('\n', " "),
+                    "gm_sim_slots<{base} {stars}> gm_sim_v_{}(gm_sim_b); ",
                     self.s.text(v.name)
                 ));
             }
@@ -631,6 +691,7 @@ impl Rewrite<'_, '_> {
         around: Option<(usize, usize)>,
     ) {
         let outer = visible.len();
+        let outer_uniform = self.uniform.len();
         let toks = self.s.toks;
         // The region open, and whether it may leave the loop around it; its last token.
         let mut open: Option<bool> = None;
@@ -730,8 +791,18 @@ impl Rewrite<'_, '_> {
                         );
                     }
                     self.jumps(*first, *last, if jumps { "1" } else { "false" });
-                    if let Some(d) = decl {
-                        self.declare(d, "", visible, region_end);
+                    match decl {
+                        Some(d) if self.uniform_declarations.contains(&d.first) => {
+                            // Each thread assigns the block's variable (the same value).
+                            let v = d.declarators[0];
+                            let name = self.s.text(v.name);
+                            if let Some(eq) = v.eq {
+                                self.replace(d.first, eq, &format!("{name} ="));
+                            }
+                            self.uniform.push(name);
+                        }
+                        Some(d) => self.declare(d, "", visible, region_end),
+                        None => {}
                     }
                 }
                 Item::Block { first, last } => {
@@ -761,7 +832,7 @@ impl Rewrite<'_, '_> {
                 Item::Compound(open, close, items) => {
                     let next = next(self);
                     let mut storage = String::new();
-                    self.slots_of(items, None, &mut storage);
+                    self.slots_of(items, None, visible, &mut storage);
                     self.insert(toks[*open].end, &storage);
                     self.scope(items, visible, (*close, next), around);
                 }
@@ -771,6 +842,7 @@ impl Rewrite<'_, '_> {
             self.end_region(end_at, jumps, after, around);
         }
         visible.truncate(outer);
+        self.uniform.truncate(outer_uniform);
     }
 
     /// The regions of a block (`braced`) or of a single statement that stands for one (tokens
@@ -784,7 +856,7 @@ impl Rewrite<'_, '_> {
     ) {
         let toks = self.s.toks;
         let mut storage = String::new();
-        self.slots_of(items, None, &mut storage);
+        self.slots_of(items, None, visible, &mut storage);
         if braced {
             self.insert(toks[first].end, &storage);
             self.scope(items, visible, (last, after), around);
@@ -853,7 +925,7 @@ impl Rewrite<'_, '_> {
             (self.index.contains(&name) && once).then_some(k + 1)
         };
         let uniform =
-            |k: usize| self.uniform_token(k, "") && !visible.iter().any(|n| n == s.text(k));
+            |k: usize| self.uniform_token(k, &[]) && !visible.iter().any(|n| n == s.text(k));
         (one_block && guard::admits_a_prefix(s, (first + 1, close), index, uniform))
             .then_some(close)
     }
@@ -911,7 +983,7 @@ impl Rewrite<'_, '_> {
         self.replace(b.close, b.close, "); }))");
         for (open, close, items, _) in &b.blocks {
             let mut storage = String::new();
-            self.slots_of(items, None, &mut storage);
+            self.slots_of(items, None, visible, &mut storage);
             self.insert(self.s.toks[*open].end, &storage);
             self.scope(items, visible, (*close, after), around);
         }
@@ -952,12 +1024,12 @@ impl Rewrite<'_, '_> {
     /// `do` goes to its condition, as the `for`'s goes to its step.
     /// `after`: the line of the barrier after it (0: none, the threads end).
     fn barrier_loop(&mut self, l: &Loop, visible: &mut Vec<String>, after: usize) {
-        if let Some(name) = self.uniform_loop(l, visible) {
-            return self.uniform_for(l, name, visible, after);
+        if let Some(names) = self.uniform_loop(l, visible) {
+            return self.uniform_for(l, names, visible, after);
         }
         let s = self.s;
         let mut head = String::from("{ ");
-        self.slots_of(&l.items, l.init.as_ref(), &mut head);
+        self.slots_of(&l.items, l.init.as_ref(), visible, &mut head);
         // Threads that go round again wait next at the body's first barrier.
         let again = self.first_barrier(&l.items, after);
         let all = format!(
@@ -1057,32 +1129,74 @@ impl<'c> Rewrite<'_, 'c> {
     /// Such a loop runs once for the block as written, `v` a plain variable the regions inside
     /// read: no slot, and no pass over the threads to ask the condition (a tree reduction's
     /// `for (s = blockDim.x / 2; s > 0; s >>= 1)` asked it of every thread at every level).
-    fn uniform_loop(&self, l: &Loop, visible: &[String]) -> Option<&'c str> {
+    fn uniform_loop(&self, l: &Loop, visible: &[String]) -> Option<Vec<&'c str>> {
         let s = self.s;
         let (s1, s2) = l.semis?;
         let d = l.init.as_ref()?;
+        let names: Vec<&'c str> = d.declarators.iter().map(|v| s.text(v.name)).collect();
+        let (_, body_last) = l.body;
+        let simple = d
+            .declarators
+            .iter()
+            .all(|v| v.start == v.name && v.eq.is_some())
+            && !self.by_reference
+            && names.iter().all(|name| {
+                !self.addressed.contains(name)
+                    && !visible.iter().any(|n| n == name)
+                    && !(l.close..=body_last).any(|k| s.text(k) == *name && s.changes(k))
+            })
+            && s2 > s1 + 1;
+        // (A name of the kernel's that a thread's own variable hides is that variable.)
+        let reads = |from: usize, to: usize| {
+            (from..to)
+                .all(|k| self.uniform_token(k, &names) && !visible.iter().any(|n| n == s.text(k)))
+        };
+        let first_eq = d.declarators.first()?.eq?;
+        (simple && reads(first_eq + 1, s1) && reads(s1 + 1, s2) && reads(s2 + 1, l.close))
+            .then_some(names)
+    }
+
+    /// The variable `d` (a statement of a scope) declares when its value is the same in every
+    /// thread of the block: one variable (not an array or reference, no `auto`), initialised
+    /// from uniform names only ([`Self::uniform_token`]; `earlier`: uniform variables declared
+    /// before it in its scope), keeping its first value (`Statements::keeps_first_value`: not
+    /// changed, nor its address taken). Such a variable is declared once for the block, where the scope's slots
+    /// are, each thread assigning it the same value where the kernel declares it: the regions
+    /// after read a plain variable (matrixMul's `aBegin`, `aEnd`, `aStep` made its loop over
+    /// tiles uniform; as slots, every thread asked its condition).
+    fn uniform_variable(
+        &self,
+        d: &Decl,
+        visible: &[String],
+        earlier: &[&'c str],
+    ) -> Option<&'c str> {
+        let s = self.s;
         let [v] = d.declarators[..] else {
             return None;
         };
         let name = s.text(v.name);
-        let (_, body_last) = l.body;
-        let simple = v.start == v.name
-            && !self.by_reference
+        let eq = v.eq?;
+        let plain = eq == v.name + 1
+            && (v.start..v.name).all(|k| s.text(k) == "*")
+            && (d.first..d.base_end).all(|k| {
+                !matches!(
+                    s.text(k),
+                    "auto" | "&" | "volatile" | "static" | "extern" | "["
+                )
+            });
+        let kept = !self.by_reference
             && !self.addressed.contains(name)
             && !visible.iter().any(|n| n == name)
-            && s2 > s1 + 1
-            && !(l.close..=body_last).any(|k| s.text(k) == name && s.changes(k));
-        // (A name of the kernel's that a thread's own variable hides is that variable.)
-        let reads = |from: usize, to: usize| {
-            (from..to)
-                .all(|k| self.uniform_token(k, name) && !visible.iter().any(|n| n == s.text(k)))
-        };
-        (simple && reads(v.eq? + 1, s1) && reads(s1 + 1, s2) && reads(s2 + 1, l.close))
-            .then_some(name)
+            && s.keeps_first_value(v.name, self.body);
+        let init = (eq + 1..d.end)
+            .all(|k| self.uniform_token(k, earlier) && !visible.iter().any(|n| n == s.text(k)));
+        (plain && kept && init && eq + 1 < d.end).then_some(name)
     }
 
-    /// Whether token `k` of a uniform loop's header (of variable `name`) keeps it uniform.
-    fn uniform_token(&self, k: usize, name: &str) -> bool {
+    /// Whether token `k` keeps an expression uniform (`names`: uniform variables besides the
+    /// kernel's parameters no thread changes and the variables of uniform loops around: a
+    /// loop's own, or those declared before in the same scope).
+    fn uniform_token(&self, k: usize, names: &[&str]) -> bool {
         const SAME_IN_A_BLOCK: [&str; 17] = [
             "blockDim", "gridDim", "blockIdx", "warpSize", "x", "y", "z", "sizeof", "int",
             "unsigned", "long", "short", "char", "signed", "float", "double", "bool",
@@ -1099,7 +1213,7 @@ impl<'c> Rewrite<'_, 'c> {
             let unary = matches!(t, "*" | "&") && !operand_before;
             return !(reads_memory || unary || matches!(t, "{" | ";" | "}"));
         }
-        if t.starts_with(|c: char| c.is_ascii_digit()) || t == name {
+        if t.starts_with(|c: char| c.is_ascii_digit()) || names.contains(&t) {
             return true;
         }
         // A shift by a literal, which the shift check (`super::shifts`) wraps: it cannot fail.
@@ -1115,23 +1229,34 @@ impl<'c> Rewrite<'_, 'c> {
         known && !s.changes(k) && (s.text(k + 1) != "(" || t == "sizeof")
     }
 
-    /// A uniform loop ([`Self::uniform_loop`]) of variable `name`, run for the block as
+    /// A uniform loop ([`Self::uniform_loop`]) of variables `names`, run for the block as
     /// written, in a block that holds its body's slots; its condition also ends it once the
     /// block stopped (a fault, a divergence).
-    fn uniform_for(&mut self, l: &Loop, name: &'c str, visible: &mut Vec<String>, after: usize) {
+    fn uniform_for(
+        &mut self,
+        l: &Loop,
+        names: Vec<&'c str>,
+        visible: &mut Vec<String>,
+        after: usize,
+    ) {
         let s = self.s;
         let (Some((s1, s2)), (_, body_close)) = (l.semis, l.body) else {
             return;
         };
+        let outer = self.uniform.len();
+        self.uniform.extend(names);
         let mut head = String::from("{ ");
-        self.slots_of(&l.items, None, &mut head);
+        self.slots_of(&l.items, None, visible, &mut head);
         self.insert(s.toks[l.keyword].start, &head);
-        self.replace(s1, s1, "; gm_sim_b.count != 0 && (");
+        self.replace(
+            s1,
+            s1,
+            "; gm_sim_b.count != 0 && gm_sim_b.ended != gm_sim_b.threads && (",
+        );
         self.replace(s2, s2, ");");
         let again = self.first_barrier(&l.items, after);
-        self.uniform.push(name);
         self.loop_body(l, visible, (after, again));
-        self.uniform.pop();
+        self.uniform.truncate(outer);
         self.insert(s.toks[body_close].end, "}");
     }
 
@@ -1430,6 +1555,50 @@ mod tests {
         }
     }
 
+    /// A variable every thread of a block holds alike (initialised from uniform names, never
+    /// changed) is the block's, declared where the scope's slots are and assigned by each
+    /// thread where the kernel declares it; a loop it bounds is uniform. Template parameters
+    /// are uniform names.
+    #[test]
+    fn variables_every_thread_holds_alike_are_the_blocks() {
+        for (declaration, uniform) in [
+            ("const int w = n * blockDim.x;", true),
+            ("int w = blockIdx.x + N;", true),
+            ("unsigned w = gridDim.x, v = 2 * w;", false),
+            ("int w = threadIdx.x;", false),
+            ("int w = p[0];", false),
+            ("int w = f(n);", false),
+            ("int w = n; w += 1;", false),
+            ("int w = n; int* q = &w;", false),
+            ("int w[1] = {n};", false),
+        ] {
+            let code = format!(
+                "#include \"gpu_mem.h\"\n__device__ int f(int v) {{ return v; }}\n\
+                 template <int N> __global__ void k(int* p, int n) {{\n\
+                 \x20   {declaration}\n\
+                 \x20   for (int i = 0; i < w; i += 1) {{ p[threadIdx.x] = i; __syncthreads(); }}\n}}\n"
+            );
+            let out = rewrite(&code).unwrap();
+            assert_eq!(
+                out.contains("typename std::remove_cv<"),
+                uniform,
+                "{declaration}:\n{out}"
+            );
+            assert_eq!(
+                out.contains("gm_sim_b.count != 0 &&"),
+                uniform,
+                "{declaration}:\n{out}"
+            );
+        }
+        let two = "#include \"gpu_mem.h\"\n\
+                   extern \"C\" __global__ void k(int* p, int n) {\n\
+                   \x20   int first = blockIdx.x * n;\n\
+                   \x20   for (int a = first, b = 0; a < first + n; a += 4, b += 1) { p[a + threadIdx.x] = b; __syncthreads(); }\n}\n";
+        let out = rewrite(two).unwrap();
+        assert!(out.contains("gm_sim_b.count != 0 &&"), "{out}");
+        assert!(!out.contains("gm_sim_v_a"), "{out}");
+    }
+
     /// A `for` whose variable every thread holds alike runs once for the block as written;
     /// one whose variable or condition a thread's own values enter asks each thread.
     #[test]
@@ -1437,7 +1606,7 @@ mod tests {
         let block_sum = include_str!("../../../gpu-mem-core/kernels/block_sum.cu");
         let out = rewrite(block_sum).unwrap();
         assert!(
-            out.contains("for (int stride = blockDim.x / 2 ; gm_sim_b.count != 0 && (  stride > 0 );  stride /= 2)"),
+            out.contains("for (int stride = blockDim.x / 2 ; gm_sim_b.count != 0 && gm_sim_b.ended != gm_sim_b.threads && (  stride > 0 );  stride /= 2)"),
             "{out}"
         );
         assert!(!out.contains("gm_sim_v_stride"), "{out}");

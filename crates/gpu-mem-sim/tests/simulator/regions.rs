@@ -426,6 +426,57 @@ fn a_block_whose_threads_all_return_does_not_stop_the_others() {
     }
 }
 
+/// Variables every thread of a block holds alike (the block's own as regions) bound a loop
+/// with barriers; in a block whose threads all returned before assigning them, the loop does
+/// not go round (their step, never assigned, would keep it going for ever): the same results
+/// as stackless and on fibers.
+#[test]
+fn the_blocks_own_variables_bound_its_loops_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   __shared__ int s[64];\n\
+                  \x20   if (blockIdx.x == 1) return;\n\
+                  \x20   const int first = blockIdx.x * 4;\n\
+                  \x20   const int step = blockDim.x / 32;\n\
+                  \x20   int v = 0;\n\
+                  \x20   for (int i = first; i < first + 8; i += step) {\n\
+                  \x20       s[threadIdx.x] = i + (int)threadIdx.x;\n\
+                  \x20       __syncthreads();\n\
+                  \x20       v += s[(threadIdx.x + 1) % blockDim.x];\n\
+                  \x20       __syncthreads();\n\
+                  \x20   }\n\
+                  \x20   a(blockIdx.x * blockDim.x + threadIdx.x) = v;\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    let config = LaunchConfig::new(3, 64);
+    let init = vec![-1i32; 3 * 64];
+    let expected: Vec<i32> = (0..3 * 64)
+        .map(|g| {
+            let (block, t) = (g / 64, g % 64);
+            if block == 1 {
+                return -1;
+            }
+            (block * 4..block * 4 + 8)
+                .step_by(2)
+                .map(|i| i + (t + 1) % 64)
+                .sum()
+        })
+        .collect();
+    for text in [
+        source.to_string(),
+        format!("{source}{OFF_REGIONS}"),
+        format!("{source}{ON_FIBERS}"),
+    ] {
+        let values =
+            common::run_on_array(&backend, &Kernel::from_source(&text, "k"), config, &init);
+        assert_eq!(
+            values.map_err(|e| e.to_string()),
+            Ok(expected.clone()),
+            "{text}"
+        );
+    }
+}
+
 /// A tile's `cooperative_groups::reduce`, lowered to the prelude's one exchange (a butterfly
 /// over the tile's width, for 32-bit integers, floats and doubles), gives what the tile's own
 /// reduce gives on fibers, bit for bit (the float sums' order included), as regions and

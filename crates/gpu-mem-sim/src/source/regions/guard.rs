@@ -20,14 +20,11 @@ const INDEX_TYPES: [&str; 11] = [
     "int32_t", "int64_t",
 ];
 
-/// Words that may stand before a name without declaring it.
-const NOT_TYPES: [&str; 6] = ["return", "case", "else", "do", "sizeof", "throw"];
-
 /// The variables of the kernel body between tokens `open` and `close` that hold the thread's
-/// `threadIdx.x` throughout: declared once, as `T name = threadIdx.x;` with `T` one of
-/// [`INDEX_TYPES`], never changed afterwards, nor their address taken (`changeable`: whether a
-/// name may change where it is not assigned, e.g. through a helper's reference), and not a
-/// parameter's name (`params`).
+/// `threadIdx.x` throughout: declared as `T name = threadIdx.x;` with `T` one of
+/// [`INDEX_TYPES`], keeping that value (`Statements::keeps_first_value`; `changeable`:
+/// whether a name may change where it is
+/// not assigned, e.g. through a helper's reference), and not a parameter's name (`params`).
 pub(super) fn index_variables<'c>(
     s: &Statements<'c>,
     (open, close): (usize, usize),
@@ -52,16 +49,7 @@ pub(super) fn index_variables<'c>(
             first -= 1;
         }
         let typed = first < k && (first..k).all(|t| INDEX_TYPES.contains(&s.text(t)));
-        let uses = (open + 1..close).filter(|&t| s.text(t) == name);
-        let declarations = uses
-            .clone()
-            .filter(|&t| {
-                let before = s.text(t - 1);
-                s.toks[t - 1].ident && !NOT_TYPES.contains(&before) || matches!(before, "*" | "&")
-            })
-            .count();
-        let changed = uses.clone().any(|t| t != k && s.changes(t));
-        if typed && declarations == 1 && !changed {
+        if typed && s.keeps_first_value(k, (open + 1, close)) {
             found.push(name);
         }
     }

@@ -355,6 +355,19 @@ impl<'c> Statements<'c> {
             }
     }
 
+    /// Whether the variable declared at token `at` (its name) keeps its first value: among
+    /// tokens `first..end` (a kernel's body) its name stands nowhere before the declaration (a
+    /// name there is another variable, which a variable declared earlier for the block would
+    /// hide) and is never changed after it (assigned, stepped, its address taken; a variable
+    /// of an inner scope that hides it counts, and refuses it). Another declaration of the name
+    /// in an inner scope is that scope's: the rewrite's scopes (and C++'s) tell them apart.
+    pub(super) fn keeps_first_value(&self, at: usize, (first, end): (usize, usize)) -> bool {
+        let name = self.text(at);
+        (first..end)
+            .filter(|&t| self.text(t) == name && t != at)
+            .all(|t| t > at && !self.changes(t))
+    }
+
     /// The `break`s and `continue`s among tokens `first..=last` that leave (or go round) the
     /// loop around the statement, not one inside it.
     pub(super) fn loose_jumps(&self, first: usize, last: usize) -> Vec<usize> {

@@ -16,11 +16,13 @@ inline unsigned long long gm_sim_lanes_below(unsigned int n) {
 /* A shuffle's results for the lanes `here` of a warp of `n`: each reads the lane
  * `source(lane, arg, segment's first lane, its end)` names, or its own value where that is -1
  * or a lane that is not here. Segments are of a power-of-two width (`mask`: the width less
- * one). (One loop per kind of shuffle: a switch per lane made the exchange cost as much as the
- * runtime's call.) */
+ * one), the width every lane here passed: false where one passed another (the runtime then
+ * decides, and writes every result again). (One loop per kind of shuffle: a switch per lane
+ * made the exchange cost as much as the runtime's call.) */
 template <typename Source>
-inline void gm_sim_shuffle(unsigned long long here, unsigned int n, unsigned int mask,
+inline bool gm_sim_shuffle(unsigned long long here, unsigned int n, int width, unsigned int mask,
                            gm_sim_lane* lanes, Source source) {
+    bool one_width = true;
     if (here == gm_sim_lanes_below(n)) {
         /* Every lane here (the common case): no lane to test. */
         for (unsigned int l = 0; l < n; ++l) {
@@ -28,8 +30,9 @@ inline void gm_sim_shuffle(unsigned long long here, unsigned int n, unsigned int
             const long long end = group + mask + 1 < (long long)n ? group + mask + 1 : (long long)n;
             const long long src = source((long long)l, lanes[l].arg, group, end);
             lanes[l].result = lanes[src >= 0 ? src : l].value;
+            one_width &= lanes[l].width == width;
         }
-        return;
+        return one_width;
     }
     for (unsigned int l = 0; l < n; ++l) {
         if (here >> l & 1) {
@@ -37,8 +40,10 @@ inline void gm_sim_shuffle(unsigned long long here, unsigned int n, unsigned int
             const long long end = group + mask + 1 < (long long)n ? group + mask + 1 : (long long)n;
             const long long src = source((long long)l, lanes[l].arg, group, end);
             lanes[l].result = src >= 0 && (here >> src & 1) ? lanes[src].value : lanes[l].value;
+            one_width &= lanes[l].width == width;
         }
     }
+    return one_width;
 }
 
 /* The exchange of the `n` lanes of a warp at a collective `op` (the first lane's), those that
@@ -89,44 +94,35 @@ inline bool gm_sim_exchange_at_once(int op, unsigned long long here, unsigned in
      * clamps it, a power of two. Deltas are CUDA's unsigned ints; a butterfly reads lanes of
      * earlier segments too (only past the segment's end is its own value). */
     const int asked = lanes[lowest].width;
-    bool one_width = true;
-    for (unsigned int l = 0; l < n; ++l) {
-        one_width &= !(here >> l & 1) || lanes[l].width == asked;
-    }
     const unsigned int width = asked < 1 ? 1u : (unsigned int)asked > n ? n : (unsigned int)asked;
-    if (!one_width || (width & (width - 1)) != 0) {
+    if ((width & (width - 1)) != 0) {
         return false;
     }
     const unsigned int mask = width - 1;
     switch (op) {
     case GM_SIM_OP_SHFL:
-        gm_sim_shuffle(here, n, mask, lanes,
-                       [mask](long long, long long arg, long long group, long long end) {
-                           const long long src = group + (arg & (long long)mask);
-                           return src < end ? src : -1;
-                       });
-        break;
+        return gm_sim_shuffle(here, n, asked, mask, lanes,
+                              [mask](long long, long long arg, long long group, long long end) {
+                                  const long long src = group + (arg & (long long)mask);
+                                  return src < end ? src : -1;
+                              });
     case GM_SIM_OP_SHFL_UP:
-        gm_sim_shuffle(here, n, mask, lanes,
-                       [](long long lane, long long arg, long long group, long long) {
-                           const long long src = lane - (long long)(unsigned int)arg;
-                           return src >= group ? src : -1;
-                       });
-        break;
+        return gm_sim_shuffle(here, n, asked, mask, lanes,
+                              [](long long lane, long long arg, long long group, long long) {
+                                  const long long src = lane - (long long)(unsigned int)arg;
+                                  return src >= group ? src : -1;
+                              });
     case GM_SIM_OP_SHFL_DOWN:
-        gm_sim_shuffle(here, n, mask, lanes,
-                       [](long long lane, long long arg, long long, long long end) {
-                           const long long src = lane + (long long)(unsigned int)arg;
-                           return src < end ? src : -1;
-                       });
-        break;
+        return gm_sim_shuffle(here, n, asked, mask, lanes,
+                              [](long long lane, long long arg, long long, long long end) {
+                                  const long long src = lane + (long long)(unsigned int)arg;
+                                  return src < end ? src : -1;
+                              });
     default: /* GM_SIM_OP_SHFL_XOR */
-        gm_sim_shuffle(here, n, mask, lanes,
-                       [](long long lane, long long arg, long long, long long end) {
-                           const long long src = lane ^ arg;
-                           return src >= 0 && src < end ? src : -1;
-                       });
-        break;
+        return gm_sim_shuffle(here, n, asked, mask, lanes,
+                              [](long long lane, long long arg, long long, long long end) {
+                                  const long long src = lane ^ arg;
+                                  return src >= 0 && src < end ? src : -1;
+                              });
     }
-    return true;
 }

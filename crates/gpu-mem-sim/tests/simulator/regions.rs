@@ -296,7 +296,8 @@ fn warp_reductions_give_the_loops_values_in_every_form() {
 /// Shuffles of every kind, of widths that are powers of two, others, zero, negative and past
 /// the warp, with sources and deltas that vary by lane (negative ones among them), by whole
 /// warps, by a group of lanes smaller than the warp (a masked `if`) and by two groups of one
-/// warp (halves with masks of their own), and votes beside them: the exchange
+/// warp (halves with masks of their own), lanes of one warp passing different widths, and
+/// votes beside them: the exchange
 /// a program works out itself (`gm_sim/exchange.h`) gives what the runtime's gives on fibers and
 /// stackless, in blocks of whole and partial warps.
 #[test]
@@ -324,6 +325,7 @@ fn shuffles_of_every_width_and_operand_agree_in_every_form() {
                   \x20   r += __shfl_up_sync(half, v, 2, 16);\n\
                   \x20   r += 7 * __shfl_sync(half, v, 3);\n\
                   \x20   r += 11 * __any_sync(~0u, v % 5 == 1);\n\
+                  \x20   r += 17 * __shfl_down_sync(~0u, v, 1, lane < 16 ? 8 : 16);\n\
                   \x20   a(threadIdx.x) = r;\n\
                   }\n";
     let backend = SimBackend::new(SimConfig::default());

@@ -110,12 +110,13 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         s: &s,
         edits: Vec::new(),
         addressed: (1..toks.len())
-            .filter(|&k| s.text(k - 1) == "&" && toks[k].ident)
+            .filter(|&k| toks[k].ident && takes_address(&s, k - 1))
             .map(|k| s.text(k))
             .collect(),
         by_reference: false,
         uniform: Vec::new(),
         index: Vec::new(),
+        uniform_arrays: Vec::new(),
         body: (0, 0),
         uniform_declarations: BTreeSet::new(),
     };
@@ -138,6 +139,7 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             .iter()
             .any(|name| code[d.clone()].contains(name))
     });
+    let constants = literal_macros(code);
     for f in fns.iter().filter(|f| f.kind == Kind::Kernel) {
         let (Some(name), Some((open, close))) = (f.name, f.body) else {
             continue;
@@ -158,12 +160,17 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         let mut visible = Vec::new();
         let mut copies = String::new();
         out.uniform.clear();
+        out.uniform_arrays.clear();
         out.uniform.extend(template_parameters(&s, name));
+        out.uniform.extend(constants.iter().copied());
         for &(first, name) in &params {
             let text = s.text(name);
             let named = (open..close).filter(|&k| s.text(k) == text);
             if !named.clone().any(|k| out.by_reference || s.changes(k)) {
                 out.uniform.push(text);
+                if (first..name).any(|k| s.text(k) == "gm_array") {
+                    out.uniform_arrays.push(text);
+                }
                 continue;
             }
             let ty = code[toks[first].start..toks[name - 1].end].replace('\n', " ");
@@ -186,6 +193,66 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         out.insert(toks[close].start, "GM_SIM_END();");
     }
     Ok(out.apply())
+}
+
+/// Whether the `&` at token `k` may take the address of what follows: not the second of `&&`
+/// nor a bitwise and (an operand before it: a name, a number or `]`; after `)` it may be a
+/// cast's, and counts). (A name after `int &` counts as after a bitwise and: what the rewrite
+/// needs is a variable whose address no pointer holds, and a reference declared so aliases
+/// the variable it is bound to, not this name.)
+fn takes_address(s: &Statements<'_>, k: usize) -> bool {
+    const KEYWORDS: [&str; 6] = ["return", "case", "sizeof", "else", "do", "throw"];
+    if s.text(k) != "&" {
+        return false;
+    }
+    let Some(before) = k.checked_sub(1) else {
+        return true;
+    };
+    let b = s.text(before);
+    if b == "&" && s.toks[before].end == s.toks[k].start {
+        return false;
+    }
+    // (After `)` it may be a cast's: `(int*)&x` takes the address.)
+    let operand = b == "]"
+        || (b.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && !KEYWORDS.contains(&b));
+    !operand
+}
+
+/// The object-like macros of `code` that stand for a number (`#define TPB 16`, `(16)`,
+/// `16u`): the same in every thread wherever a kernel names them. (Only those defined once:
+/// one defined again, or undefined, may stand for something else where a kernel names it.)
+fn literal_macros(code: &str) -> Vec<&str> {
+    let mut defined: Vec<(&str, bool)> = Vec::new();
+    for d in directives(code) {
+        let text = code[d].trim_start().trim_start_matches('#').trim_start();
+        let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let rest = rest.trim_start();
+        let name_end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let (name, value) = rest.split_at(name_end);
+        if name.is_empty() || !matches!(word, "define" | "undef") {
+            continue;
+        }
+        let value = value
+            .trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .trim();
+        let number = word == "define"
+            && !value.is_empty()
+            && value.starts_with(|c: char| c.is_ascii_digit())
+            && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '.');
+        match defined.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = false,
+            None => defined.push((name, number)),
+        }
+    }
+    defined
+        .into_iter()
+        .filter_map(|(name, number)| number.then_some(name))
+        .collect()
 }
 
 /// The names of the template parameters of the function whose name is token `name`
@@ -450,6 +517,9 @@ struct Rewrite<'s, 'c> {
     /// The variables of the kernel being written that hold the thread's `threadIdx.x`
     /// throughout (see [`guard::index_variables`]).
     index: Vec<&'c str>,
+    /// The `gm_array` parameters among `uniform`: their `shape[d]` and `strides[d]` are
+    /// uniform too.
+    uniform_arrays: Vec<&'c str>,
     /// The tokens of the body of the kernel being written (after its `{`, before its `}`).
     body: (usize, usize),
     /// The first tokens of the declarations of uniform variables (see
@@ -1209,7 +1279,12 @@ impl<'c> Rewrite<'_, 'c> {
             let operand_before = s.toks.get(k.wrapping_sub(1)).is_some_and(|b| b.ident)
                 || before.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
                 || matches!(before, ")" | "]");
-            let reads_memory = t == "[" || (t == "-" && s.text(k + 1) == ">");
+            // (A `gm_array` parameter's shape and strides are its own copy's, not memory.)
+            let own_shape = k >= 3
+                && matches!(before, "shape" | "strides")
+                && s.text(k - 2) == "."
+                && self.uniform_arrays.contains(&s.text(k - 3));
+            let reads_memory = (t == "[" && !own_shape) || (t == "-" && s.text(k + 1) == ">");
             let unary = matches!(t, "*" | "&") && !operand_before;
             return !(reads_memory || unary || matches!(t, "{" | ";" | "}"));
         }
@@ -1224,7 +1299,12 @@ impl<'c> Rewrite<'_, 'c> {
         {
             return true;
         }
+        let own_shape = matches!(t, "shape" | "strides")
+            && before == "."
+            && k >= 2
+            && self.uniform_arrays.contains(&s.text(k - 2));
         let known = self.uniform.contains(&t)
+            || own_shape
             || SAME_IN_A_BLOCK.contains(&t) && (t.len() > 1 || before == ".");
         known && !s.changes(k) && (s.text(k + 1) != "(" || t == "sizeof")
     }
@@ -1558,7 +1638,8 @@ mod tests {
     /// A variable every thread of a block holds alike (initialised from uniform names, never
     /// changed) is the block's, declared where the scope's slots are and assigned by each
     /// thread where the kernel declares it; a loop it bounds is uniform. Template parameters
-    /// are uniform names.
+    /// are uniform names, and so are the shape and strides of a `gm_array` parameter and
+    /// macros that stand for a number (defined once).
     #[test]
     fn variables_every_thread_holds_alike_are_the_blocks() {
         for (declaration, uniform) in [
@@ -1571,10 +1652,15 @@ mod tests {
             ("int w = n; w += 1;", false),
             ("int w = n; int* q = &w;", false),
             ("int w[1] = {n};", false),
+            ("long long w = (g.shape[1] + 15) / 16;", true),
+            ("long long w = g.strides[0];", true),
+            ("float w = g.data[0];", false),
+            ("int w = n * M;", true),
+            ("int w = n * K;", false),
         ] {
             let code = format!(
-                "#include \"gpu_mem.h\"\n__device__ int f(int v) {{ return v; }}\n\
-                 template <int N> __global__ void k(int* p, int n) {{\n\
+                "#include \"gpu_mem.h\"\n#define M (16)\n#define K 4\n#undef K\n#define K 8\n__device__ int f(int v) {{ return v; }}\n\
+                 template <int N> __global__ void k(int* p, int n, gm_array<float, 2> g) {{\n\
                  \x20   {declaration}\n\
                  \x20   for (int i = 0; i < w; i += 1) {{ p[threadIdx.x] = i; __syncthreads(); }}\n}}\n"
             );
@@ -1597,6 +1683,30 @@ mod tests {
         let out = rewrite(two).unwrap();
         assert!(out.contains("gm_sim_b.count != 0 &&"), "{out}");
         assert!(!out.contains("gm_sim_v_a"), "{out}");
+    }
+
+    /// Names after a unary `&` (or a cast's) are taken to have their address held; after `&&`
+    /// or a bitwise and they are not.
+    #[test]
+    fn only_a_unary_ampersand_takes_an_address() {
+        for (code, taken) in [
+            ("p = &x;", true),
+            ("f((int*)&x);", true),
+            ("return &x;", true),
+            ("if (a && x) {}", false),
+            ("y = m & x;", false),
+            ("y = a[0] & x;", false),
+            ("y = 3 & x;", false),
+        ] {
+            let toks = tokens(code).unwrap();
+            let s = Statements {
+                code,
+                toks: &toks,
+                warp_calls: Vec::new(),
+            };
+            let k = (0..toks.len()).find(|&k| s.text(k) == "x").unwrap();
+            assert_eq!(takes_address(&s, k - 1), taken, "{code}");
+        }
     }
 
     /// A `for` whose variable every thread holds alike runs once for the block as written;

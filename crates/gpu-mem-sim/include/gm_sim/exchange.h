@@ -13,6 +13,16 @@ inline unsigned long long gm_sim_lanes_below(unsigned int n) {
     return n >= 64 ? ~0ull : (1ull << n) - 1;
 }
 
+/* `result` for every lane `here` of a warp of `n` (a vote's, `__activemask`'s). */
+inline void gm_sim_hand_out(unsigned long long here, unsigned int n, gm_sim_lane* lanes,
+                            unsigned long long result) {
+    for (unsigned int l = 0; l < n; ++l) {
+        if (here >> l & 1) {
+            lanes[l].result = result;
+        }
+    }
+}
+
 /* A shuffle's results for the lanes `here` of a warp of `n`: each reads the lane
  * `source(lane, arg, segment's first lane, its end)` names, or its own value where that is -1
  * or a lane that is not here. Segments are of a power-of-two width (`mask`: the width less
@@ -59,11 +69,7 @@ inline bool gm_sim_exchange_at_once(int op, unsigned long long here, unsigned in
     case 0: /* __syncwarp: every lane it waits for is here */
         return true;
     case GM_SIM_OP_ACTIVE:
-        for (unsigned int l = 0; l < n; ++l) {
-            if (here >> l & 1) {
-                lanes[l].result = here;
-            }
-        }
+        gm_sim_hand_out(here, n, lanes, here);
         return true;
     case GM_SIM_OP_BALLOT:
     case GM_SIM_OP_ALL:
@@ -75,11 +81,7 @@ inline bool gm_sim_exchange_at_once(int op, unsigned long long here, unsigned in
         const unsigned long long vote = op == GM_SIM_OP_BALLOT ? ballot
                                         : op == GM_SIM_OP_ALL  ? (unsigned long long)(ballot == here)
                                                                : (unsigned long long)(ballot != 0);
-        for (unsigned int l = 0; l < n; ++l) {
-            if (here >> l & 1) {
-                lanes[l].result = vote;
-            }
-        }
+        gm_sim_hand_out(here, n, lanes, vote);
         return true;
     }
     case GM_SIM_OP_SHFL:

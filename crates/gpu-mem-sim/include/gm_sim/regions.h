@@ -263,13 +263,17 @@ struct gm_sim_cursor {
         }
         thread->thread_idx.x = index.x;
     }
+    /* Thread `t` returned: it skips every later region. */
+    void returned_here() {
+        b.returned[t] = 1;
+        ++b.ended;
+        b.newly_returned = true;
+    }
     /* Runs thread `t`'s part of a region: `region(t)` is false when the thread returned. */
     template <typename F>
     void run(F&& region) {
         if (!region(t)) {
-            b.returned[t] = 1;
-            ++b.ended;
-            b.newly_returned = true;
+            returned_here();
         }
     }
     /* The same for a region that is one `if` whose condition admits a prefix of the block's
@@ -281,9 +285,7 @@ struct gm_sim_cursor {
     bool run_while(F&& region) {
         const int r = region(t);
         if (r == 1) {
-            b.returned[t] = 1;
-            ++b.ended;
-            b.newly_returned = true;
+            returned_here();
         }
         return r == 2 && dim_x == b.threads;
     }
@@ -293,9 +295,7 @@ struct gm_sim_cursor {
     void run_jumps(F&& region) {
         const int r = region(t);
         if (r == 1) {
-            b.returned[t] = 1;
-            ++b.ended;
-            b.newly_returned = true;
+            returned_here();
             return;
         }
         if (r != 0) {

@@ -136,6 +136,29 @@ fn agree_in_every_form(backend: &SimBackend, source: &str, threads: u32, what: &
     values
 }
 
+/// Runs `source` (entry `k`) with `config` over an array holding `init` as regions, stackless
+/// and on fibers: each must leave `expected` in it.
+fn every_form_gives(
+    backend: &SimBackend,
+    source: &str,
+    config: LaunchConfig,
+    init: &[i32],
+    expected: &[i32],
+) {
+    for text in [
+        source.to_string(),
+        format!("{source}{OFF_REGIONS}"),
+        format!("{source}{ON_FIBERS}"),
+    ] {
+        let values = common::run_on_array(backend, &Kernel::from_source(&text, "k"), config, init);
+        assert_eq!(
+            values.map_err(|e| e.to_string()).as_deref(),
+            Ok(expected),
+            "{text}"
+        );
+    }
+}
+
 /// Random kernels give the same results, or the same error, as regions, stackless and on
 /// fibers, in blocks of whole and partial warps. `GPU_MEM_RANDOM_KERNELS` sets how many seeds
 /// (each of both kinds, threads that agree and threads that may part; three compiles a kernel,
@@ -409,23 +432,11 @@ fn a_block_whose_threads_all_return_does_not_stop_the_others() {
             if i / 64 % 2 == 0 {
                 1
             } else {
-                1 + 4 * 128 + (0 + 32 + 64 + 96)
+                1 + (0..4).map(|k| 128 + 32 * k).sum::<i32>()
             }
         })
         .collect();
-    for text in [
-        source.to_string(),
-        format!("{source}{OFF_REGIONS}"),
-        format!("{source}{ON_FIBERS}"),
-    ] {
-        let values =
-            common::run_on_array(&backend, &Kernel::from_source(&text, "k"), config, &init);
-        assert_eq!(
-            values.map_err(|e| e.to_string()),
-            Ok(expected.clone()),
-            "{text}"
-        );
-    }
+    every_form_gives(&backend, source, config, &init, &expected);
 }
 
 /// Variables every thread of a block holds alike (the block's own as regions) bound a loop
@@ -464,19 +475,7 @@ fn the_blocks_own_variables_bound_its_loops_in_every_form() {
                 .sum()
         })
         .collect();
-    for text in [
-        source.to_string(),
-        format!("{source}{OFF_REGIONS}"),
-        format!("{source}{ON_FIBERS}"),
-    ] {
-        let values =
-            common::run_on_array(&backend, &Kernel::from_source(&text, "k"), config, &init);
-        assert_eq!(
-            values.map_err(|e| e.to_string()),
-            Ok(expected.clone()),
-            "{text}"
-        );
-    }
+    every_form_gives(&backend, source, config, &init, &expected);
 }
 
 /// A tile's `cooperative_groups::reduce`, lowered to the prelude's one exchange (a butterfly

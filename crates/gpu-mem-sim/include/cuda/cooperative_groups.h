@@ -91,7 +91,10 @@ inline T block_exchange(T value, unsigned long long first, R read, const char* f
 }  // namespace details
 
 /* A group of threads: a block, or a part of a warp (`mask`, lanes of the caller's warp). */
+class thread_block;
 class thread_group {
+    friend class thread_block;
+
   protected:
     unsigned long long mask_;
     unsigned int size_;
@@ -114,13 +117,21 @@ class thread_group {
     bool is_valid() const { return size_ != 0; }
 };
 
-class thread_block : public thread_group {
+/* The block. It keeps nothing of the thread's (its rank is asked when wanted), so making one
+ * costs a thread nothing: as regions, a kernel's `thread_block cta` is a slot per thread, and
+ * filling it was a third of reduce3's first region. It converts to the thread_group it is. */
+class thread_block {
   public:
-    thread_block()
-        : thread_group(~0ull, (unsigned int)details::block_size(),
-                       (unsigned int)details::block_rank(), true) {}
     static void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
         details::block_barrier(file, line);
+    }
+    unsigned long long size() const { return details::block_size(); }
+    unsigned long long num_threads() const { return details::block_size(); }
+    unsigned long long thread_rank() const { return details::block_rank(); }
+    bool is_valid() const { return details::block_size() != 0; }
+    operator thread_group() const {
+        return thread_group(~0ull, (unsigned int)details::block_size(),
+                            (unsigned int)details::block_rank(), true);
     }
     dim3 group_index() const { return blockIdx; }
     dim3 thread_index() const { return threadIdx; }

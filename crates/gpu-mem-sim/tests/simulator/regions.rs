@@ -478,6 +478,38 @@ fn the_blocks_own_variables_bound_its_loops_in_every_form() {
     every_form_gives(&backend, source, config, &init, &expected);
 }
 
+/// A block group (`cg::thread_block`), which keeps nothing of its thread's, answers its rank,
+/// size and validity as CUDA's does, syncs the block, and converts to the `thread_group` a
+/// helper takes by value: in every form, in a block of two rows.
+#[test]
+fn a_block_group_answers_as_cudas_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  #include <cooperative_groups.h>\n\
+                  namespace cg = cooperative_groups;\n\
+                  __device__ int seen(cg::thread_group g) { return (int)g.thread_rank() * 1000 + (int)g.size(); }\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   __shared__ int s[64];\n\
+                  \x20   cg::thread_block cta = cg::this_thread_block();\n\
+                  \x20   const int rank = (int)cta.thread_rank();\n\
+                  \x20   s[rank] = rank;\n\
+                  \x20   cg::sync(cta);\n\
+                  \x20   const int next = s[(rank + 1) % (int)cta.num_threads()];\n\
+                  \x20   cta.sync();\n\
+                  \x20   a(rank) = seen(cta) * 100 + next + (cta.is_valid() ? 0 : 50);\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    let expected: Vec<i32> = (0..64)
+        .map(|r| (r * 1000 + 64) * 100 + (r + 1) % 64)
+        .collect();
+    every_form_gives(
+        &backend,
+        source,
+        LaunchConfig::new(1, (32, 2)),
+        &[0; 64],
+        &expected,
+    );
+}
+
 /// A tile's `cooperative_groups::reduce`, lowered to the prelude's one exchange (a butterfly
 /// over the tile's width, for 32-bit integers, floats and doubles), gives what the tile's own
 /// reduce gives on fibers, bit for bit (the float sums' order included), as regions and

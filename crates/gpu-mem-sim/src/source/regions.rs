@@ -1657,6 +1657,8 @@ mod tests {
             ("float w = g.data[0];", false),
             ("int w = n * M;", true),
             ("int w = n * K;", false),
+            ("int w = 2 * n; if (n > 3) { int w = 5; p[w] = 1; }", true),
+            ("int w = 2 * n; if (n > 3) { int w = 5; w += 1; }", false),
         ] {
             let code = format!(
                 "#include \"gpu_mem.h\"\n#define M (16)\n#define K 4\n#undef K\n#define K 8\n__device__ int f(int v) {{ return v; }}\n\
@@ -1706,6 +1708,33 @@ mod tests {
             };
             let k = (0..toks.len()).find(|&k| s.text(k) == "x").unwrap();
             assert_eq!(takes_address(&s, k - 1), taken, "{code}");
+        }
+    }
+
+    /// A region that is one `if` on a variable holding `threadIdx.x` stops at the first thread
+    /// refused; not where the kernel declares another variable of the name (a guard in that
+    /// variable's scope would read it).
+    #[test]
+    fn guards_name_the_one_variable_that_holds_the_index() {
+        for (other, guarded) in [
+            ("", true),
+            ("if (p[0] > 0) { int tid = 7; p[tid] = 0; }", false),
+        ] {
+            let code = format!(
+                "#include \"gpu_mem.h\"\n\
+                 extern \"C\" __global__ void k(int* p) {{\n\
+                 \x20   __shared__ int s[64];\n\
+                 \x20   unsigned int tid = threadIdx.x;\n\
+                 \x20   s[tid] = 1; {other}\n\
+                 \x20   __syncthreads();\n\
+                 \x20   if (tid < 4) {{ p[tid] = s[tid]; }}\n}}\n"
+            );
+            let out = rewrite(&code).unwrap();
+            assert_eq!(
+                out.contains("GM_SIM_EACH_THREAD_WHILE"),
+                guarded,
+                "{other}:\n{out}"
+            );
         }
     }
 

@@ -21,7 +21,7 @@ const INDEX_TYPES: [&str; 11] = [
 ];
 
 /// The variables of the kernel body between tokens `open` and `close` that hold the thread's
-/// `threadIdx.x` throughout: declared as `T name = threadIdx.x;` with `T` one of
+/// `threadIdx.x` throughout: declared once, as `T name = threadIdx.x;` with `T` one of
 /// [`INDEX_TYPES`], keeping that value (`Statements::keeps_first_value`; `changeable`:
 /// whether a name may change where it is
 /// not assigned, e.g. through a helper's reference), and not a parameter's name (`params`).
@@ -49,7 +49,9 @@ pub(super) fn index_variables<'c>(
             first -= 1;
         }
         let typed = first < k && (first..k).all(|t| INDEX_TYPES.contains(&s.text(t)));
-        if typed && s.keeps_first_value(k, (open + 1, close)) {
+        // (Declared once: a guard in another scope may name another variable of the name.)
+        let once = !(open + 1..close).any(|t| t != k && s.text(t) == name && s.declares(t));
+        if typed && once && s.keeps_first_value(k, (open + 1, close)) {
             found.push(name);
         }
     }

@@ -359,13 +359,25 @@ impl<'c> Statements<'c> {
     /// tokens `first..end` (a kernel's body) its name stands nowhere before the declaration (a
     /// name there is another variable, which a variable declared earlier for the block would
     /// hide) and is never changed after it (assigned, stepped, its address taken; a variable
-    /// of an inner scope that hides it counts, and refuses it). Another declaration of the name
-    /// in an inner scope is that scope's: the rewrite's scopes (and C++'s) tell them apart.
+    /// of an inner scope that hides it counts, and refuses it, but not that variable's
+    /// declaration). Another declaration of the name is its scope's: the rewrite's scopes (and
+    /// C++'s) tell them apart.
     pub(super) fn keeps_first_value(&self, at: usize, (first, end): (usize, usize)) -> bool {
         let name = self.text(at);
         (first..end)
             .filter(|&t| self.text(t) == name && t != at)
-            .all(|t| t > at && !self.changes(t))
+            .all(|t| t > at && (self.declares(t) || !self.changes(t)))
+    }
+
+    /// Whether the name at token `t` is declared there (after a type's word, before `=`, `;`,
+    /// `,` or `[`): `int mask = ...;` a second time in a kernel, in a scope of its own.
+    pub(super) fn declares(&self, t: usize) -> bool {
+        const NOT_TYPES: [&str; 7] = ["return", "case", "else", "do", "throw", "sizeof", "goto"];
+        t > 0
+            && self.toks[t - 1].ident
+            && !NOT_TYPES.contains(&self.text(t - 1))
+            && matches!(self.text(t + 1), "=" | ";" | "," | "[")
+            && self.text(t + 2) != "="
     }
 
     /// The `break`s and `continue`s among tokens `first..=last` that leave (or go round) the

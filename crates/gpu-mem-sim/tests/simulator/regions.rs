@@ -2,8 +2,9 @@
 //! blocks in them, run each block as loops over its threads between the barriers (regions):
 //! they must compute what threads on fibers compute, and report divergence in the same words.
 //! Random kernels of such structure, with threads that agree or part at conditions, `break`s,
-//! `continue`s, early returns and warp collectives, run as written (regions), kept off regions (stackless) and on
-//! fibers; all three must agree.
+//! `continue`s, early returns, warp collectives and loops bounded by variables every thread
+//! holds alike, run as written (regions), kept off regions (stackless) and on fibers; all three
+//! must agree.
 #![cfg(not(miri))]
 
 use crate::common;
@@ -35,9 +36,9 @@ fn random_kernel(seed: u64, apart: bool) -> String {
                 "s[threadIdx.x] = v; syncthreads(); v += s[(threadIdx.x + {}) % blockDim.x]; syncthreads();",
                 next(64)
             ),
+            // (Bounded by a variable every thread holds alike: the block's own as regions.)
             3 => format!(
-                "for (int i = 0; i < {}; ++i) {{ v += i; syncthreads(); s[threadIdx.x] = v; syncthreads(); v += s[(threadIdx.x + 1) % blockDim.x] % 7; syncthreads(); }}",
-                1 + k
+                "const int lim{n} = (int)blockDim.x / 16 + {k}; for (int i = 0; i < lim{n} % 5 + 1; ++i) {{ v += i; syncthreads(); s[threadIdx.x] = v; syncthreads(); v += s[(threadIdx.x + 1) % blockDim.x] % 7; syncthreads(); }}"
             ),
             4 => format!(
                 "if (blockDim.x > {}) {{ syncthreads(); v += 1; }} else {{ v -= 1; syncthreads(); }}",

@@ -22,9 +22,9 @@ const INDEX_TYPES: [&str; 11] = [
 
 /// The variables of the kernel body between tokens `open` and `close` that hold the thread's
 /// `threadIdx.x` throughout: declared once, as `T name = threadIdx.x;` with `T` one of
-/// [`INDEX_TYPES`], keeping that value (`Statements::keeps_first_value`; `changeable`:
-/// whether a name may change where it is
-/// not assigned, e.g. through a helper's reference), and not a parameter's name (`params`).
+/// [`INDEX_TYPES`], keeping that value (`Statements::keeps_first_value`; `changeable`: whether
+/// a name may change where it is not assigned, e.g. through a helper's reference), and not a
+/// parameter's name (`params`).
 pub(super) fn index_variables<'c>(
     s: &Statements<'c>,
     (open, close): (usize, usize),
@@ -101,7 +101,7 @@ fn operator<'c>(s: &Statements<'c>, k: usize) -> (&'c str, usize) {
 }
 
 /// The conjuncts of tokens `first..end` joined by `&&` outside brackets, each `(first, end)`;
-/// none (so that the guard is refused) where another operator that binds less than a
+/// one empty conjunct (which refuses the guard) where another operator that binds less than a
 /// comparison stands outside brackets.
 fn conjuncts(s: &Statements<'_>, first: usize, end: usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();

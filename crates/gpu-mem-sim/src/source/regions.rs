@@ -161,7 +161,7 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         let mut copies = String::new();
         out.uniform.clear();
         out.uniform_arrays.clear();
-        out.uniform.extend(template_parameters(&s, name));
+        out.uniform.extend(template_parameters(&s, f.start));
         out.uniform.extend(constants.iter().copied());
         for &(first, name) in &params {
             let text = s.text(name);
@@ -255,20 +255,16 @@ fn literal_macros(code: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The names of the template parameters of the function whose name is token `name`
-/// (`template <int BLOCK_SIZE, class T> __global__ void k(...)`): constants of the kernel's
-/// instance, the same in every thread.
-fn template_parameters<'c>(s: &Statements<'c>, name: usize) -> Vec<&'c str> {
-    let mut k = name;
-    while k > 0 && !matches!(s.text(k - 1), ";" | "{" | "}") && s.text(k) != "template" {
-        k -= 1;
-    }
-    if s.text(k) != "template" || s.text(k + 1) != "<" {
+/// The names of the template parameters of the function whose declaration starts at token
+/// `start` (`functions`' `start`: the `template` of `template <int BLOCK_SIZE, class T>
+/// __global__ void k(...)`): constants of the kernel's instance, the same in every thread.
+fn template_parameters<'c>(s: &Statements<'c>, start: usize) -> Vec<&'c str> {
+    if s.text(start) != "template" || s.text(start + 1) != "<" {
         return Vec::new();
     }
     let mut names = Vec::new();
     let mut depth = 0usize;
-    for j in k + 1..name {
+    for j in start + 1..s.toks.len() {
         match s.text(j) {
             "<" | "(" => depth += 1,
             ">" | ")" => {
@@ -994,8 +990,7 @@ impl Rewrite<'_, '_> {
             let once = visible.iter().filter(|n| *n == name).count() == 1;
             (self.index.contains(&name) && once).then_some(k + 1)
         };
-        let uniform =
-            |k: usize| self.uniform_token(k, &[]) && !visible.iter().any(|n| n == s.text(k));
+        let uniform = |k: usize| self.uniform_here(k, &[], visible);
         (one_block && guard::admits_a_prefix(s, (first + 1, close), index, uniform))
             .then_some(close)
     }
@@ -1216,11 +1211,8 @@ impl<'c> Rewrite<'_, 'c> {
                     && !(l.close..=body_last).any(|k| s.text(k) == *name && s.changes(k))
             })
             && s2 > s1 + 1;
-        // (A name of the kernel's that a thread's own variable hides is that variable.)
-        let reads = |from: usize, to: usize| {
-            (from..to)
-                .all(|k| self.uniform_token(k, &names) && !visible.iter().any(|n| n == s.text(k)))
-        };
+        let reads =
+            |from: usize, to: usize| (from..to).all(|k| self.uniform_here(k, &names, visible));
         let first_eq = d.declarators.first()?.eq?;
         (simple && reads(first_eq + 1, s1) && reads(s1 + 1, s2) && reads(s2 + 1, l.close))
             .then_some(names)
@@ -1258,9 +1250,14 @@ impl<'c> Rewrite<'_, 'c> {
             && !self.addressed.contains(name)
             && !visible.iter().any(|n| n == name)
             && s.keeps_first_value(v.name, self.body);
-        let init = (eq + 1..d.end)
-            .all(|k| self.uniform_token(k, earlier) && !visible.iter().any(|n| n == s.text(k)));
+        let init = (eq + 1..d.end).all(|k| self.uniform_here(k, earlier, visible));
         (plain && kept && init && eq + 1 < d.end).then_some(name)
+    }
+
+    /// [`Self::uniform_token`] where the threads' own variables `visible` are in scope (a name
+    /// of the kernel's that one of them hides is that variable).
+    fn uniform_here(&self, k: usize, names: &[&str], visible: &[String]) -> bool {
+        self.uniform_token(k, names) && !visible.iter().any(|n| n == self.s.text(k))
     }
 
     /// Whether token `k` keeps an expression uniform (`names`: uniform variables besides the
@@ -1280,11 +1277,8 @@ impl<'c> Rewrite<'_, 'c> {
                 || before.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
                 || matches!(before, ")" | "]");
             // (A `gm_array` parameter's shape and strides are its own copy's, not memory.)
-            let own_shape = k >= 3
-                && matches!(before, "shape" | "strides")
-                && s.text(k - 2) == "."
-                && self.uniform_arrays.contains(&s.text(k - 3));
-            let reads_memory = (t == "[" && !own_shape) || (t == "-" && s.text(k + 1) == ">");
+            let reads_memory = (t == "[" && !(k >= 1 && self.own_shape(k - 1)))
+                || (t == "-" && s.text(k + 1) == ">");
             let unary = matches!(t, "*" | "&") && !operand_before;
             return !(reads_memory || unary || matches!(t, "{" | ";" | "}"));
         }
@@ -1299,14 +1293,20 @@ impl<'c> Rewrite<'_, 'c> {
         {
             return true;
         }
-        let own_shape = matches!(t, "shape" | "strides")
-            && before == "."
-            && k >= 2
-            && self.uniform_arrays.contains(&s.text(k - 2));
         let known = self.uniform.contains(&t)
-            || own_shape
+            || self.own_shape(k)
             || SAME_IN_A_BLOCK.contains(&t) && (t.len() > 1 || before == ".");
         known && !s.changes(k) && (s.text(k + 1) != "(" || t == "sizeof")
+    }
+
+    /// Whether token `k` is the `shape` or `strides` of a `gm_array` parameter no thread
+    /// changes (`uniform_arrays`): the parameter's own copy, the same in every thread.
+    fn own_shape(&self, k: usize) -> bool {
+        let s = self.s;
+        k >= 2
+            && matches!(s.text(k), "shape" | "strides")
+            && s.text(k - 1) == "."
+            && self.uniform_arrays.contains(&s.text(k - 2))
     }
 
     /// A uniform loop ([`Self::uniform_loop`]) of variables `names`, run for the block as

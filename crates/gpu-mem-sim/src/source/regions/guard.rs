@@ -74,10 +74,10 @@ pub(super) fn admits_a_prefix(
         if first < end && (first..end).all(&uniform) {
             continue;
         }
-        match prefix_comparison(s, (first, end), &index, &uniform) {
-            Some(()) => comparisons += 1,
-            None => return false,
+        if !prefix_comparison(s, (first, end), &index, &uniform) {
+            return false;
         }
+        comparisons += 1;
     }
     comparisons > 0
 }
@@ -100,35 +100,44 @@ fn operator<'c>(s: &Statements<'c>, k: usize) -> (&'c str, usize) {
     (t, 1)
 }
 
-/// The conjuncts of tokens `first..end` joined by `&&` outside brackets, each `(first, end)`;
-/// one empty conjunct (which refuses the guard) where another operator that binds less than a
-/// comparison stands outside brackets.
-fn conjuncts(s: &Statements<'_>, first: usize, end: usize) -> Vec<(usize, usize)> {
+/// The operators among tokens `first..end` that stand outside brackets, each with its first
+/// token and how many tokens it takes (see [`operator`]).
+fn outside_brackets<'c>(
+    s: &Statements<'c>,
+    first: usize,
+    end: usize,
+) -> Vec<(usize, &'c str, usize)> {
     let mut out = Vec::new();
-    let (mut depth, mut start, mut k) = (0i32, first, first);
+    let (mut depth, mut k) = (0i32, first);
     while k < end {
         let (op, len) = operator(s, k);
         match op {
             "(" | "[" => depth += 1,
             ")" | "]" => depth -= 1,
-            "&&" if depth == 0 => {
-                out.push((start, k));
-                start = k + len;
-            }
-            "||" | "?" | ":" | "," | "=" | "&" | "|" | "^" | "!=" if depth == 0 => {
-                return vec![(first, first)];
-            }
-            _ if depth == 0
-                && len == 2
-                && op.ends_with('=')
-                && op != "=="
-                && !op.starts_with(['<', '>']) =>
-            {
-                return vec![(first, first)];
-            }
+            _ if depth == 0 => out.push((k, op, len)),
             _ => {}
         }
         k += len;
+    }
+    out
+}
+
+/// The conjuncts of tokens `first..end` joined by `&&` outside brackets, each `(first, end)`;
+/// one empty conjunct (which refuses the guard) where another operator that binds less than a
+/// comparison stands outside brackets.
+fn conjuncts(s: &Statements<'_>, first: usize, end: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = first;
+    for (k, op, len) in outside_brackets(s, first, end) {
+        let binds_less = matches!(op, "||" | "?" | ":" | "," | "=" | "&" | "|" | "^" | "!=")
+            || (len == 2 && op.ends_with('=') && op != "==" && !op.starts_with(['<', '>']));
+        if binds_less {
+            return vec![(first, first)];
+        }
+        if op == "&&" {
+            out.push((start, k));
+            start = k + len;
+        }
     }
     out.push((start, end));
     out
@@ -146,46 +155,35 @@ fn unwrapped(s: &Statements<'_>, mut first: usize, mut end: usize) -> (usize, us
     (first, end)
 }
 
-/// `Some` when tokens `first..end` compare the thread's index with a uniform value so that
-/// the threads admitted come first.
+/// Whether tokens `first..end` compare the thread's index with a uniform value so that the
+/// threads admitted come first.
 fn prefix_comparison(
     s: &Statements<'_>,
     (first, end): (usize, usize),
     index: &impl Fn(usize) -> Option<usize>,
     uniform: &impl Fn(usize) -> bool,
-) -> Option<()> {
+) -> bool {
     // The one comparison outside brackets.
-    let (mut depth, mut k, mut at) = (0i32, first, None);
-    while k < end {
-        let (op, len) = operator(s, k);
-        match op {
-            "(" | "[" => depth += 1,
-            ")" | "]" => depth -= 1,
-            "<" | "<=" | ">" | ">=" | "==" if depth == 0 => {
-                if at.is_some() {
-                    return None;
-                }
-                at = Some((k, op, len));
-            }
-            _ => {}
-        }
-        k += len;
-    }
-    let (k, op, len) = at?;
+    let comparisons: Vec<_> = outside_brackets(s, first, end)
+        .into_iter()
+        .filter(|(_, op, _)| matches!(*op, "<" | "<=" | ">" | ">=" | "=="))
+        .collect();
+    let [(k, op, len)] = comparisons[..] else {
+        return false;
+    };
     let is_index = |from: usize, to: usize| index(from) == Some(to);
     let is_uniform = |from: usize, to: usize| from < to && (from..to).all(uniform);
     let is_zero =
         |from: usize, to: usize| to == from + 1 && matches!(s.text(from), "0" | "0u" | "0U");
     let (left, right) = ((first, k), (k + len, end));
-    let ok = match op {
+    match op {
         "<" | "<=" => is_index(left.0, left.1) && is_uniform(right.0, right.1),
         ">" | ">=" => is_uniform(left.0, left.1) && is_index(right.0, right.1),
         _ => {
             is_index(left.0, left.1) && is_zero(right.0, right.1)
                 || is_zero(left.0, left.1) && is_index(right.0, right.1)
         }
-    };
-    ok.then_some(())
+    }
 }
 
 // Safe code only, so nothing for Miri to check.

@@ -1077,7 +1077,21 @@ struct gm_sim_blocks_walk {
     }
 };
 
-template <auto Entry, typename... P, unsigned long... I>
+/* A kernel's leading guard refused the running thread, and with it every thread further along
+ * `axis` (1: x, 2: y, 3: z) in its block: what the simulator's rewrite (`source::guards`) has a
+ * guard's `return` say first, in kernels run as plain calls, and the loop below reads after each
+ * thread (`Guarded`) and clears. */
+static thread_local unsigned int gm_sim_refused_axis;
+inline void gm_sim_refuse_rest(unsigned int axis) { gm_sim_refused_axis = axis; }
+
+/* Whether a block's threads along an axis of `grid` blocks of `dim` threads all have indices
+ * (`blockIdx * blockDim + threadIdx`) that fit an `int`: where they do, a larger index never
+ * compares as a smaller one, and a guard that refused a thread refuses every later one. */
+inline bool gm_sim_indices_fit(unsigned int grid, unsigned int dim) {
+    return (unsigned long long)grid * dim <= 0x7fffffffull;
+}
+
+template <auto Entry, bool Guarded, typename... P, unsigned long... I>
 GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_sim_threads* t,
                                          std::integer_sequence<unsigned long, I...>) {
     typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
@@ -1098,16 +1112,26 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
     const unsigned int dim_z = plane == 0 ? 0 : t->count / plane;
     gm_sim_blocks_walk blocks(thread, t->first_block);
     const unsigned long long end = t->first_block + t->blocks;
+    /* Guards are trusted only where no index wraps (a stale mark, of a thread run alone
+     * through `gm_sim_invoke`, cleared). */
+    const bool cut = Guarded && gm_sim_indices_fit(thread->grid_dim.x, dim_x) &&
+                     gm_sim_indices_fit(thread->grid_dim.y, dim_y) &&
+                     gm_sim_indices_fit(thread->grid_dim.z, dim_z);
+    if (Guarded) {
+        gm_sim_refused_axis = 0;
+    }
     t->status = 0;
     try {
         for (unsigned long long b = t->first_block; b < end; ++b) {
             blocks.enter(thread);
-            /* The block's threads in index order (x fastest), as counted loops. */
-            for (unsigned int z = 0; z < dim_z; ++z) {
+            /* The block's threads in index order (x fastest), as counted loops, each axis cut
+             * where a guard refused the rest of it. */
+            unsigned int end_x = dim_x, end_y = dim_y, end_z = dim_z;
+            for (unsigned int z = 0; z < end_z; ++z) {
                 thread->thread_idx.z = z;
-                for (unsigned int y = 0; y < dim_y; ++y) {
+                for (unsigned int y = 0; y < end_y; ++y) {
                     thread->thread_idx.y = y;
-                    for (unsigned int x = 0; x < dim_x; ++x) {
+                    for (unsigned int x = 0; x < end_x; ++x) {
                         thread->thread_idx.x = x;
 #if defined(GM_SIM_CHECKED)
                         gm_sim_thread_starts();
@@ -1117,6 +1141,24 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
 #endif
                         if (*faulted != 0) {
                             return;
+                        }
+                        if (Guarded && __builtin_expect(gm_sim_refused_axis != 0, 0)) {
+                            const unsigned int axis = gm_sim_refused_axis;
+                            gm_sim_refused_axis = 0;
+                            /* (Refused from index 0 on, the axis refuses the whole block.) */
+                            if (cut && axis == 1) {
+                                end_x = x; /* this row ends here, and every later one */
+                                end_y = x == 0 ? 0 : end_y;
+                                end_z = x == 0 ? 0 : end_z;
+                            } else if (cut && axis == 2) {
+                                end_y = y; /* this plane's rows end here, and every later one's */
+                                end_z = y == 0 ? 0 : end_z;
+                                break;
+                            } else if (cut && axis == 3) {
+                                end_z = z; /* the block ends here */
+                                end_y = 0;
+                                break;
+                            }
                         }
                     }
                 }
@@ -1130,26 +1172,28 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
     }
 }
 
-template <auto Entry, typename... P>
+template <auto Entry, bool Guarded, typename... P>
 GM_SIM_UNCHECKED void gm_sim_run_threads_of(void (*)(P...), gm_sim_threads* t) {
 #if defined(GM_SIM_CHECKED)
     /* A refused access ends the thread and, as any fault, the loop. */
     if (gm_sim_escapable([=]() GM_SIM_UNCHECKED {
-            gm_sim_thread_loop<Entry>(Entry, t,
-                                      std::make_integer_sequence<unsigned long, sizeof...(P)>());
+            gm_sim_thread_loop<Entry, Guarded>(
+                Entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
             return 0;
         }) == 2) {
         t->status = 2;
     }
 #else
-    gm_sim_thread_loop<Entry>(Entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+    gm_sim_thread_loop<Entry, Guarded>(Entry, t,
+                                       std::make_integer_sequence<unsigned long, sizeof...(P)>());
 #endif
 }
 
-/* A block's threads (or several blocks'), run as a loop over kernel `Entry`. */
-template <auto Entry>
+/* A block's threads (or several blocks'), run as a loop over kernel `Entry`; `Guarded`: its
+ * leading guards say where they refuse the rest of an axis (gm_sim_refuse_rest). */
+template <auto Entry, bool Guarded = false>
 GM_SIM_UNCHECKED void gm_sim_run_threads(gm_sim_threads* t) {
-    gm_sim_run_threads_of<Entry>(Entry, t);
+    gm_sim_run_threads_of<Entry, Guarded>(Entry, t);
 }
 
 #if defined(GM_SIM_CHECKED)

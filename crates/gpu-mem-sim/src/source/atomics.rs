@@ -142,7 +142,7 @@ fn bounded_functions(
 }
 
 /// The names of the parameters of function `f` that it holds by value.
-fn parameter_names<'c>(code: &'c str, toks: &[Token], f: &Function) -> Vec<&'c str> {
+pub(super) fn parameter_names<'c>(code: &'c str, toks: &[Token], f: &Function) -> Vec<&'c str> {
     let word = |k: usize| toks.get(k).map_or("", |t| &code[t.start..t.end]);
     let Some(open) = f.name.map(|n| n + 1).filter(|&o| word(o) == "(") else {
         return Vec::new();

@@ -29,6 +29,7 @@ mod compiler;
 mod declarations;
 mod dynamic_shared;
 mod elf;
+mod guards;
 mod headers;
 mod includes;
 mod precompiled;
@@ -583,11 +584,17 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
         Build::Checked => Threads::Checked,
         Build::Fastest | Build::Calls => Threads::Calls,
     };
-    plans.push(plan(calls, &code));
+    // Threads as plain calls skip what a leading guard refuses (`guards`); a checked build
+    // keeps every thread, whose guard's reads it checks.
+    let guarded = |code: &str| match calls {
+        Threads::Calls => guards::rewrite(code).into_owned(),
+        _ => code.to_string(),
+    };
+    plans.push(plan(calls, &guarded(&code)));
     if code != as_written {
         plans.push(Plan {
             caveat: Some(SHIFTS_AS_WRITTEN),
-            ..plan(calls, &as_written)
+            ..plan(calls, &guarded(&as_written))
         });
     }
     plans

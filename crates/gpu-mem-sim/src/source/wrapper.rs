@@ -125,6 +125,9 @@ pub(crate) fn translation_unit(
             crate::abi::VERDICT_RELEASED,
         );
     }
+    // Kernels whose leading guards were marked (`super::guards`) have the loop over threads
+    // watch for them (every kernel of the module: a mark is only ever set by a guard).
+    let guarded = threads == Threads::Calls && code.contains(super::guards::REFUSE);
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {
         let _ = writeln!(
@@ -136,7 +139,7 @@ pub(crate) fn translation_unit(
                 let _ = writeln!(
                     unit,
                     "static int gm_sim_run_{i}(void* const* gm_sim_args) {{ return gm_sim_invoke(&{entry}, gm_sim_args); }}\n\
-                     static void gm_sim_threads_{i}(gm_sim_threads* gm_sim_t) {{ gm_sim_run_threads<&{entry}>(gm_sim_t); }}"
+                     static void gm_sim_threads_{i}(gm_sim_threads* gm_sim_t) {{ gm_sim_run_threads<&{entry}, {guarded}>(gm_sim_t); }}"
                 );
                 let _ = writeln!(
                     table,

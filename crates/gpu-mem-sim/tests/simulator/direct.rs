@@ -174,3 +174,122 @@ extern "C" __global__ void lanes(gm_array<int, 1> out) {
         assert_eq!(*value, (t % 32) * 1000 + t, "element {i}");
     }
 }
+
+/// Runs `kernel(out, w, h, d)` over `grid` blocks of `block` threads, `out` of `len` elements
+/// set to -1 first, and gives `out` back.
+fn run_guarded(
+    source: &str,
+    name: &str,
+    grid: Dim3,
+    block: Dim3,
+    whd: [i32; 3],
+    len: usize,
+) -> Vec<i32> {
+    use gpu_mem_core::backend::{Memory, Transfer};
+    let backend = SimBackend::new(SimConfig::default());
+    let bytes = len * 4;
+    let out = backend.alloc(0, bytes).unwrap();
+    let init = vec![-1i32; len];
+    // SAFETY: `out` holds `bytes` bytes.
+    unsafe { backend.copy_htod(0, out, init.as_ptr().cast(), bytes) }.unwrap();
+    let args = [
+        common::array_arg::<i32>(out, len),
+        common::int_arg(whd[0]),
+        common::int_arg(whd[1]),
+        common::int_arg(whd[2]),
+    ];
+    common::launch(
+        &backend,
+        &Kernel::from_source(source, name),
+        LaunchConfig::new(grid, block),
+        &args,
+    )
+    .unwrap();
+    let mut back = vec![0i32; len];
+    // SAFETY: as above; the launch was synchronous.
+    unsafe { backend.copy_dtoh(0, back.as_mut_ptr().cast(), out, bytes) }.unwrap();
+    // SAFETY: allocated above, no work pending on it.
+    unsafe { backend.free(0, out) }.unwrap();
+    back
+}
+
+#[test]
+fn leading_guards_skip_only_the_threads_they_refuse() {
+    // Guards on each axis, alone, joined by `||` and behind index variables, over grids whose
+    // edge blocks they cut part of (rows, planes) or all of: every thread they admit must
+    // still run, in every block, plane and row after a cut (the loop over threads stops an
+    // axis at the first thread a guard refuses along it).
+    let source = r#"
+__global__ void axes(int* out, int w, int h, int d) {
+    if (threadIdx.x + blockIdx.x * blockDim.x >= w) return;
+    if (blockDim.y * blockIdx.y + threadIdx.y >= h) { return; }
+    if (d <= threadIdx.z + blockIdx.z * blockDim.z) return;
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    const int z = blockIdx.z * blockDim.z + threadIdx.z;
+    out[(z * 16 + y) * 16 + x] = (z * 16 + y) * 16 + x;
+}
+__global__ void joined(int* out, int w, int h, int d) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (row >= h || col >= w || d < 0) return;
+    out[row * 16 + col] = row * 16 + col;
+}
+__global__ void planes_first(int* out, int w, int h, int d) {
+    if (threadIdx.z >= d) return;
+    if (threadIdx.y >= h) return;
+    out[(threadIdx.z * 16 + threadIdx.y) * 16 + threadIdx.x] = (threadIdx.z * 16 + threadIdx.y) * 16 + threadIdx.x;
+}
+"#;
+    let len = 16 * 16 * 16;
+    let expected = |admits: &dyn Fn(i32, i32, i32) -> bool| -> Vec<i32> {
+        (0..len as i32)
+            .map(|i| {
+                let (x, y, z) = (i % 16, i / 16 % 16, i / 256);
+                if admits(x, y, z) { i } else { -1 }
+            })
+            .collect()
+    };
+    for (w, h, d) in [
+        (13, 7, 5),
+        (16, 16, 16),
+        (1, 1, 1),
+        (0, 5, 5),
+        (7, 0, 3),
+        (5, 9, 0),
+        (-3, 4, 4),
+    ] {
+        let got = run_guarded(
+            source,
+            "axes",
+            Dim3::new(4, 4, 4),
+            Dim3::new(4, 4, 4),
+            [w, h, d],
+            len,
+        );
+        // (Unsigned comparisons, as CUDA makes them: a negative bound admits every thread.)
+        let below = |i: i32, bound: i32| (i as u32) < (bound as u32);
+        let want = expected(&|x, y, z| below(x, w) && below(y, h) && below(z, d));
+        assert_eq!(got, want, "axes, w {w} h {h} d {d}");
+        let got = run_guarded(
+            source,
+            "joined",
+            Dim3::new(3, 5, 1),
+            Dim3::new(6, 4, 1),
+            [w, h, d],
+            len,
+        );
+        let want = expected(&|x, y, z| z == 0 && x < w && y < h && x < 18 && y < 20 && d >= 0);
+        assert_eq!(got, want, "joined, w {w} h {h} d {d}");
+        let got = run_guarded(
+            source,
+            "planes_first",
+            Dim3::new(1, 1, 1),
+            Dim3::new(4, 8, 8),
+            [w, h, d],
+            len,
+        );
+        let want = expected(&|x, y, z| x < 4 && y < 8 && z < 8 && below(z, d) && below(y, h));
+        assert_eq!(got, want, "planes_first, w {w} h {h} d {d}");
+    }
+}

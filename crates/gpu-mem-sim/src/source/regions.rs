@@ -30,7 +30,7 @@ use crate::thread::{BarrierScope, Collective, Combine};
 use gpu_mem_core::kernel::scan::functions::{Kind, body_end, call_end, functions};
 use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
 use parse::{BLOCK_BARRIERS, Branch, Decl, Item, Loop, Statements};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Names of waits other than block barriers and warp collectives, and of what the rewrite
 /// cannot see through: any occurrence (even in a comment) keeps a kernel off regions.
@@ -116,6 +116,9 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         by_reference: false,
         uniform: Vec::new(),
         index: Vec::new(),
+        held: Vec::new(),
+        held_types: BTreeMap::new(),
+        held_declarations: BTreeSet::new(),
         uniform_arrays: Vec::new(),
         body: (0, 0),
         uniform_declarations: BTreeSet::new(),
@@ -152,7 +155,13 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         let index = guard::index_variables(&s, (open, close), &names, |name| {
             out.by_reference || out.addressed.contains(name)
         });
-        out.index = index;
+        out.index = index
+            .iter()
+            .filter(|&&(_, field)| field == "x")
+            .map(|&(name, _)| name)
+            .collect();
+        out.held = index;
+        out.held_types.clear();
         out.body = (open + 1, close);
         let mut storage = String::from("gm_sim_regions& gm_sim_b = gm_sim_regions_here(); ");
         // Parameters a thread changes: each thread's own copy (the program passes one set
@@ -513,6 +522,13 @@ struct Rewrite<'s, 'c> {
     /// The variables of the kernel being written that hold the thread's `threadIdx.x`
     /// throughout (see [`guard::index_variables`]).
     index: Vec<&'c str>,
+    /// The variables of the kernel being written that hold one of the thread's indices
+    /// throughout, each with its field (`guard::index_variables`): not slots, each region
+    /// declares them again from the index (`held_types`: each one's declared type and field),
+    /// which the cursor keeps in a register; `held_declarations`: their first tokens.
+    held: Vec<(&'c str, &'c str)>,
+    held_types: BTreeMap<&'c str, (String, &'c str)>,
+    held_declarations: BTreeSet<usize>,
     /// The `gm_array` parameters among `uniform`: their `shape[d]` and `strides[d]` are
     /// uniform too.
     uniform_arrays: Vec<&'c str>,
@@ -523,7 +539,7 @@ struct Rewrite<'s, 'c> {
     uniform_declarations: BTreeSet<usize>,
 }
 
-impl Rewrite<'_, '_> {
+impl<'c> Rewrite<'_, 'c> {
     fn insert(&mut self, at: usize, text: &str) {
         self.edits.push((at, at, format!(" {text} ")));
     }
@@ -620,6 +636,13 @@ impl Rewrite<'_, '_> {
         let mut earlier = Vec::new();
         for (k, d) in init.into_iter().chain(decls).enumerate() {
             let base = code[toks[d.first].start..toks[d.base_end - 1].end].replace('\n', " ");
+            if let Some((name, field)) =
+                (k > 0 || init.is_none()).then(|| self.held_by(d)).flatten()
+            {
+                self.held_types.insert(name, (base, field));
+                self.held_declarations.insert(d.first);
+                continue;
+            }
             let uniform = (k > 0 || init.is_none())
                 .then(|| self.uniform_variable(d, visible, &earlier))
                 .flatten();
@@ -642,14 +665,32 @@ impl Rewrite<'_, '_> {
         }
     }
 
+    /// The variable `d` declares and its index field, where it is one of [`Self::held`]
+    /// declared from the index.
+    fn held_by(&self, d: &Decl) -> Option<(&'c str, &'c str)> {
+        let s = self.s;
+        let [v] = d.declarators[..] else {
+            return None;
+        };
+        let name = s.text(v.name);
+        let field = self.held.iter().find(|(n, _)| *n == name)?.1;
+        (v.start == v.name
+            && v.eq == Some(v.name + 1)
+            && s.text(v.name + 2) == "threadIdx"
+            && s.text(v.name + 4) == field)
+            .then_some((name, field))
+    }
+
     /// Each visible variable as the running thread's own, in code whose tokens are `span`: a
-    /// reference to its slot when its address is taken anywhere, else a copy, written back
-    /// when the code may change it.
+    /// variable that holds an index declared again from it, a reference to its slot when its
+    /// address is taken anywhere, else a copy, written back when the code may change it.
     fn aliases(&self, visible: &[String], span: (usize, usize)) -> String {
         visible
             .iter()
             .map(|name| {
-                if self.addressed.contains(name.as_str()) {
+                if let Some((ty, field)) = self.held_types.get(name.as_str()) {
+                    format!("{ty} {name} = threadIdx.{field}; ")
+                } else if self.addressed.contains(name.as_str()) {
                     format!("auto& {name} = gm_sim_v_{name}[gm_sim_t]; ")
                 } else if self.changed_in(name, span) {
                     format!(
@@ -866,6 +907,10 @@ impl Rewrite<'_, '_> {
                                 self.replace(d.first, eq, &format!("{name} ="));
                             }
                             self.uniform.push(name);
+                        }
+                        Some(d) if self.held_declarations.contains(&d.first) => {
+                            // Declared as written; the regions after declare it again.
+                            visible.push(self.s.text(d.declarators[0].name).to_string());
                         }
                         Some(d) => self.declare(d, "", visible, region_end),
                         None => {}
@@ -1777,6 +1822,39 @@ mod tests {
                 uniform,
                 "{header}:\n{out}"
             );
+        }
+    }
+
+    /// A variable that holds one of the thread's indices throughout is declared again from it
+    /// in every region (no slot); one the kernel changes, or takes the address of, or declares
+    /// with another value or type, is a slot.
+    #[test]
+    fn index_variables_are_declared_again_from_the_index() {
+        for (declaration, held) in [
+            ("int tx = threadIdx.x;", true),
+            ("const unsigned int tx = threadIdx.y;", true),
+            ("long tx = threadIdx.z;", true),
+            ("int tx = threadIdx.x; tx += 1;", false),
+            ("int tx = threadIdx.x; int* q = &tx;", false),
+            ("int tx = threadIdx.x + 1;", false),
+            ("short tx = threadIdx.x;", false),
+            ("int tx = threadIdx.x * 2;", false),
+        ] {
+            let code = format!(
+                "#include \"gpu_mem.h\"\n\
+                 extern \"C\" __global__ void k(int* p) {{\n\
+                 \x20   {declaration}\n\
+                 \x20   p[tx] = 1;\n    __syncthreads();\n    p[tx + 1] = 2;\n}}\n"
+            );
+            let out = rewrite(&code).unwrap();
+            assert_eq!(!out.contains("gm_sim_v_tx"), held, "{declaration}:\n{out}");
+            if held {
+                let field = &declaration[declaration.len() - 2..declaration.len() - 1];
+                assert!(
+                    out.contains(&format!(" tx = threadIdx.{field}; ")),
+                    "{declaration}:\n{out}"
+                );
+            }
         }
     }
 

@@ -20,17 +20,17 @@ const INDEX_TYPES: [&str; 11] = [
     "int32_t", "int64_t",
 ];
 
-/// The variables of the kernel body between tokens `open` and `close` that hold the thread's
-/// `threadIdx.x` throughout: declared once, as `T name = threadIdx.x;` with `T` one of
-/// [`INDEX_TYPES`], keeping that value (`Statements::keeps_first_value`; `changeable`: whether
-/// a name may change where it is not assigned, e.g. through a helper's reference), and not a
-/// parameter's name (`params`).
+/// The variables of the kernel body between tokens `open` and `close` that hold one of the
+/// thread's indices throughout, each with its field (`x`, `y`, `z`): declared once, as `T name =
+/// threadIdx.x;` with `T` one of [`INDEX_TYPES`], keeping that value
+/// (`Statements::keeps_first_value`; `changeable`: whether a name may change where it is not
+/// assigned, e.g. through a helper's reference), and not a parameter's name (`params`).
 pub(super) fn index_variables<'c>(
     s: &Statements<'c>,
     (open, close): (usize, usize),
     params: &[&str],
     changeable: impl Fn(&str) -> bool,
-) -> Vec<&'c str> {
+) -> Vec<(&'c str, &'c str)> {
     let mut found = Vec::new();
     for k in open + 1..close {
         let name = s.text(k);
@@ -38,7 +38,7 @@ pub(super) fn index_variables<'c>(
             && s.text(k + 1) == "="
             && s.text(k + 2) == "threadIdx"
             && s.text(k + 3) == "."
-            && s.text(k + 4) == "x"
+            && matches!(s.text(k + 4), "x" | "y" | "z")
             && s.text(k + 5) == ";";
         if !holds_index || params.contains(&name) || changeable(name) {
             continue;
@@ -52,7 +52,7 @@ pub(super) fn index_variables<'c>(
         // (Declared once: a guard in another scope may name another variable of the name.)
         let once = !(open + 1..close).any(|t| t != k && s.text(t) == name && s.declares(t));
         if typed && once && s.keeps_first_value(k, (open + 1, close)) {
-            found.push(name);
+            found.push((name, s.text(k + 4)));
         }
     }
     found

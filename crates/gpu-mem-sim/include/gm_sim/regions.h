@@ -569,11 +569,13 @@ struct gm_sim_slots {
     gm_sim_slots(const gm_sim_slots&) = delete;
     gm_sim_slots& operator=(const gm_sim_slots&) = delete;
 
-    V& operator[](unsigned int t) { return data[t]; }
+    /* (Indices of 64 bits: a flat region's, `t + x` of a row's start and a signed count,
+     * then stay affine, and its loop vectorises.) */
+    V& operator[](unsigned long t) { return data[t]; }
     /* `T name = value;` and `T name;` (value-initialised: zero for plain data, whose value a
      * kernel may not read before it writes one, and which a region copies). */
-    V& init(unsigned int t, const V& value) { return *new (data + t) V(value); }
-    V& make(unsigned int t) { return *new (data + t) V(); }
+    V& init(unsigned long t, const V& value) { return *new (data + t) V(value); }
+    V& make(unsigned long t) { return *new (data + t) V(); }
 };
 
 /* A variable a region copied out of its slot (the rewrite copies those whose address the kernel
@@ -605,6 +607,40 @@ struct gm_sim_keep {
 #define GM_SIM_EACH_THREAD_END_WHILE                                                          \
     return 0;                                                                                 \
     })) break;                                                                                \
+    gm_sim_b.after_region();
+/* A flat region: one that calls nothing that could read the thread's index but through its own
+ * `threadIdx` (the rewrite names it `gm_sim_tidx` there), and never returns or jumps out. Where
+ * every thread of the block is live its threads run as counted loops over rows and over the
+ * `x` of each, the index a plain value of the loop and nothing stored per thread, a loop the
+ * compiler can vectorise across threads (matrixMul's product of tiles); otherwise as any
+ * region. */
+template <typename F>
+inline void gm_sim_walk_flat(gm_sim_regions& b, F&& region) {
+    if (b.count == 0) {
+        return;
+    }
+    if (__builtin_expect(b.any_returned, 0)) {
+        for (gm_sim_cursor c(b); c.more(); c.next()) {
+            if (c.live()) {
+                region((unsigned long)c.t, c.index);
+            }
+        }
+        return;
+    }
+    const unsigned int dim_x = b.dim_x, dim_y = b.dim_y, rows = b.threads / b.dim_x;
+    unsigned long t = 0;
+    for (unsigned int r = 0; r < rows; ++r, t += dim_x) {
+        const unsigned int y = r % dim_y, z = r / dim_y;
+        /* (A signed `x`: its index arithmetic cannot wrap, which the vectoriser needs.) */
+        for (int x = 0; x < (int)dim_x; ++x) {
+            region(t + (unsigned long)x, gm_uint3{(unsigned int)x, y, z});
+        }
+    }
+}
+#define GM_SIM_EACH_THREAD_FLAT                                                               \
+    gm_sim_walk_flat(gm_sim_b, [&](unsigned long gm_sim_t, const gm_uint3 gm_sim_tidx) {
+#define GM_SIM_EACH_THREAD_FLAT_END                                                           \
+    });                                                                                       \
     gm_sim_b.after_region();
 #define GM_SIM_BARRIER() gm_sim_b.at_barrier(__FILE__, __LINE__)
 #define GM_SIM_END() gm_sim_b.at_end(__FILE__)

@@ -504,6 +504,79 @@ fn count_names(text: &str, name: &str) -> usize {
         .count()
 }
 
+/// What a flat region may call (see [`Rewrite::flat`]): control words, casts and arithmetic
+/// that reads nothing of the running thread's.
+const FLAT_CALLS: [&str; 62] = [
+    "if",
+    "for",
+    "while",
+    "switch",
+    "sizeof",
+    "int",
+    "unsigned",
+    "float",
+    "double",
+    "long",
+    "short",
+    "char",
+    "bool",
+    "signed",
+    "size_t",
+    "min",
+    "max",
+    "fminf",
+    "fmaxf",
+    "fmin",
+    "fmax",
+    "sqrtf",
+    "sqrt",
+    "rsqrtf",
+    "cbrtf",
+    "expf",
+    "exp",
+    "exp2f",
+    "logf",
+    "log",
+    "log2f",
+    "log10f",
+    "fabsf",
+    "fabs",
+    "abs",
+    "sinf",
+    "cosf",
+    "tanf",
+    "sin",
+    "cos",
+    "powf",
+    "pow",
+    "floorf",
+    "floor",
+    "ceilf",
+    "ceil",
+    "roundf",
+    "truncf",
+    "fmodf",
+    "fmaf",
+    "fma",
+    "__fdividef",
+    "__expf",
+    "__logf",
+    "__sinf",
+    "__cosf",
+    "__powf",
+    "__saturatef",
+    "__mul24",
+    "__umul24",
+    "__popc",
+    "__clz",
+];
+
+/// The words of a type a C-style cast may name.
+const CAST_WORDS: [&str; 12] = [
+    "int", "unsigned", "float", "double", "long", "short", "char", "bool", "signed", "size_t",
+    "const", "*",
+];
+
 /// The edits of one source: byte ranges and what replaces them.
 struct Rewrite<'s, 'c> {
     s: &'s Statements<'c>,
@@ -800,17 +873,18 @@ impl<'c> Rewrite<'_, 'c> {
         let outer = visible.len();
         let outer_uniform = self.uniform.len();
         let toks = self.s.toks;
-        // The region open, and whether it may leave the loop around it; its last token.
-        let mut open: Option<bool> = None;
+        // The region open: whether it may leave the loop around it, and whether it is flat
+        // ([`Self::flat`]); its last token.
+        let mut open: Option<(bool, bool)> = None;
         let mut region_end = close;
         for (i, item) in items.iter().enumerate() {
             let next = |this: &Self| this.first_barrier(&items[i + 1..], after);
             if !matches!(item, Item::Stmt { .. })
-                && let Some(jumps) = open.take()
+                && let Some(region) = open.take()
             {
                 // (The item that ends the region is what its threads reach next.)
                 let here = self.first_barrier(&items[i..], after);
-                self.end_region(toks[item.first()].start, jumps, here, around);
+                self.end_region(toks[item.first()].start, region, here, around);
             }
             match item {
                 Item::Stmt {
@@ -830,10 +904,10 @@ impl<'c> Rewrite<'_, 'c> {
                         );
                         let at = toks[*first].start;
                         match open.take() {
-                            Some(jumps) => {
+                            Some(region) => {
                                 self.insert(at, &record);
                                 let here = self.first_barrier(&items[i..], after);
-                                self.end_region(at, jumps, here, around);
+                                self.end_region(at, region, here, around);
                             }
                             None => self.insert(
                                 at,
@@ -852,7 +926,7 @@ impl<'c> Rewrite<'_, 'c> {
                         );
                     }
                     let jumps = match open {
-                        Some(jumps) => jumps,
+                        Some((jumps, _)) => jumps,
                         None => {
                             // (Up to the next statement with a warp collective.)
                             let run: Vec<(usize, usize)> = items[i..]
@@ -878,16 +952,29 @@ impl<'c> Rewrite<'_, 'c> {
                                 self.guarded_region((*first, *last), close, visible);
                                 continue;
                             }
-                            let head = if jumps {
+                            // (A region that ends where a collective's operands are recorded
+                            // is not flat: the record is not its own code.)
+                            let records = matches!(
+                                items.get(i + run.len()),
+                                Some(Item::Stmt { call: Some(_), .. })
+                            );
+                            let flat = !jumps && !records && self.flat(*first, region_end);
+                            let mut aliases = self.aliases(visible, (*first, region_end));
+                            let head = if flat {
+                                for k in *first..=region_end {
+                                    if self.s.text(k) == "threadIdx" {
+                                        self.replace(k, k, "gm_sim_tidx");
+                                    }
+                                }
+                                aliases = aliases.replace("threadIdx.", "gm_sim_tidx.");
+                                "GM_SIM_EACH_THREAD_FLAT"
+                            } else if jumps {
                                 "GM_SIM_EACH_THREAD_JUMPS"
                             } else {
                                 "GM_SIM_EACH_THREAD"
                             };
-                            self.insert(
-                                toks[*first].start,
-                                &format!("{head} {}", self.aliases(visible, (*first, region_end))),
-                            );
-                            open = Some(jumps);
+                            self.insert(toks[*first].start, &format!("{head} {aliases}"));
+                            open = Some((jumps, flat));
                             jumps
                         }
                     };
@@ -949,8 +1036,8 @@ impl<'c> Rewrite<'_, 'c> {
                 }
             }
         }
-        if let Some(jumps) = open {
-            self.end_region(end_at, jumps, after, around);
+        if let Some(region) = open {
+            self.end_region(end_at, region, after, around);
         }
         visible.truncate(outer);
         self.uniform.truncate(outer_uniform);
@@ -1056,15 +1143,80 @@ impl<'c> Rewrite<'_, 'c> {
         self.insert(toks[last].end, "GM_SIM_EACH_THREAD_END_WHILE");
     }
 
-    /// Ends a region at byte `at`, after which a thread waits next at line `next`.
-    fn end_region(&mut self, at: usize, jumps: bool, next: usize, around: Option<(usize, usize)>) {
+    /// Ends a region (whether it may jump, whether it is flat) at byte `at`, after which a
+    /// thread waits next at line `next`.
+    fn end_region(
+        &mut self,
+        at: usize,
+        (jumps, flat): (bool, bool),
+        next: usize,
+        around: Option<(usize, usize)>,
+    ) {
         match (jumps, around) {
+            _ if flat => self.insert(at, "GM_SIM_EACH_THREAD_FLAT_END"),
             (true, Some((leave, again))) => self.insert(
                 at,
                 &format!("GM_SIM_EACH_THREAD_END_JUMPS({leave}, {next}, {again})"),
             ),
             _ => self.insert(at, "GM_SIM_EACH_THREAD_END"),
         }
+    }
+
+    /// Whether the statements of tokens `first..=last` make a flat region (the prelude's
+    /// `gm_sim_walk_flat`): they never return nor leave by `goto`, and call nothing but what
+    /// cannot read the thread's index behind their back ([`FLAT_CALLS`], casts, the control
+    /// words' parentheses), so that their own `threadIdx`, a value of the loop, is all the
+    /// index they read.
+    fn flat(&self, first: usize, last: usize) -> bool {
+        let s = self.s;
+        (first..=last).all(|k| match s.text(k) {
+            "return" | "goto" | "throw" | "new" | "delete" | "asm" | "__asm__" | "operator" => {
+                false
+            }
+            "(" if k > first => {
+                let before = s.text(k - 1);
+                if s.toks[k - 1].ident {
+                    FLAT_CALLS.contains(&before)
+                } else if before == ">" {
+                    // `name<...>(`: a call of a template unless a cast; `a > (b)` compares.
+                    let mut depth = 0i32;
+                    let open = (first..k - 1).rev().find(|&j| {
+                        match s.text(j) {
+                            ">" => depth += 1,
+                            "<" if depth == 0 => return true,
+                            "<" => depth -= 1,
+                            _ => {}
+                        }
+                        false
+                    });
+                    open.is_none_or(|j| {
+                        j > first
+                            && matches!(
+                                s.text(j - 1),
+                                "static_cast" | "reinterpret_cast" | "const_cast"
+                            )
+                    })
+                } else if before == ")" {
+                    // `(float)(x)`: a cast; anything else calls what an expression gave.
+                    let mut depth = 0i32;
+                    let open = (first..k - 1).rev().find(|&j| {
+                        match s.text(j) {
+                            ")" => depth += 1,
+                            "(" if depth == 0 => return true,
+                            "(" => depth -= 1,
+                            _ => {}
+                        }
+                        false
+                    });
+                    open.is_some_and(|j| {
+                        j + 1 < k - 1 && (j + 1..k - 1).all(|t| CAST_WORDS.contains(&s.text(t)))
+                    })
+                } else {
+                    before != "]"
+                }
+            }
+            _ => true,
+        })
     }
 
     /// An `if` with barriers: its condition asked of every thread, each block's slots declared
@@ -1850,11 +2002,59 @@ mod tests {
             assert_eq!(!out.contains("gm_sim_v_tx"), held, "{declaration}:\n{out}");
             if held {
                 let field = &declaration[declaration.len() - 2..declaration.len() - 1];
+                // (Its regions are flat: the index is the loop's, `gm_sim_tidx`.)
                 assert!(
-                    out.contains(&format!(" tx = threadIdx.{field}; ")),
+                    out.contains(&format!(" tx = gm_sim_tidx.{field}; ")),
                     "{declaration}:\n{out}"
                 );
             }
+        }
+    }
+
+    /// A region that calls nothing that could read the thread's index, and never returns, is
+    /// flat: its `threadIdx` is the loop's; any other is walked as before.
+    #[test]
+    fn regions_that_call_nothing_are_flat() {
+        for (statement, flat) in [
+            ("p[threadIdx.x] = q[threadIdx.y] * 2;", true),
+            (
+                "p[threadIdx.x] = (float)(q[0]) + sqrtf(q[1]) + min(q[2], 1);",
+                true,
+            ),
+            (
+                "p[threadIdx.x] = static_cast<int>(q[0]) + (q[1] > (q[2]) ? 1 : 0);",
+                true,
+            ),
+            (
+                "for (int k = 0; k < 4; ++k) { if (q[k] > 0) p[k] += q[k]; }",
+                true,
+            ),
+            ("p[threadIdx.x] = f(q[0]);", false),
+            ("p[threadIdx.x] = g<int>(q[0]);", false),
+            ("p[threadIdx.x] = atomicAdd(&p[0], 1);", false),
+            ("if (q[0] > 0) return;", false),
+            ("p[threadIdx.x] = (q)(0);", false),
+        ] {
+            let code = format!(
+                "#include \"gpu_mem.h\"\n\
+                 __device__ int f(int v) {{ return v; }}\n\
+                 template <typename T> __device__ T g(T v) {{ return v; }}\n\
+                 __global__ void k(int* p, int* q) {{\n\
+                 \x20   {statement}\n\
+                 \x20   __syncthreads();\n    p[1] = 2;\n}}\n"
+            );
+            let out = rewrite(&code).unwrap();
+            let first = &out[out.find("GM_SIM_EACH_THREAD").unwrap()..];
+            assert_eq!(
+                first.starts_with("GM_SIM_EACH_THREAD_FLAT "),
+                flat,
+                "{statement}:\n{out}"
+            );
+            assert_eq!(
+                out.contains("threadIdx"),
+                !flat && statement.contains("threadIdx"),
+                "{statement}:\n{out}"
+            );
         }
     }
 

@@ -109,9 +109,18 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
     let mut out = Rewrite {
         s: &s,
         edits: Vec::new(),
+        // (And a name a reference is bound to, `int& r = name;`, which changes through `r`.)
         addressed: (1..toks.len())
-            .filter(|&k| toks[k].ident && takes_address(&s, k - 1))
+            .filter(|&k| toks[k].ident && s.takes_address(k - 1))
             .map(|k| s.text(k))
+            .chain((3..toks.len()).filter_map(|k| {
+                let bound = toks[k].ident
+                    && s.text(k - 1) == "="
+                    && toks[k - 2].ident
+                    && s.text(k - 3) == "&"
+                    && matches!(s.text(k + 1), ";" | ",");
+                bound.then(|| s.text(k))
+            }))
             .collect(),
         by_reference: false,
         uniform: Vec::new(),
@@ -202,30 +211,6 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         out.insert(toks[close].start, "GM_SIM_END();");
     }
     Ok(out.apply())
-}
-
-/// Whether the `&` at token `k` may take the address of what follows: not the second of `&&`
-/// nor a bitwise and (an operand before it: a name, a number or `]`; after `)` it may be a
-/// cast's, and counts). (A name after `int &` counts as after a bitwise and: what the rewrite
-/// needs is a variable whose address no pointer holds, and a reference declared so aliases
-/// the variable it is bound to, not this name.)
-fn takes_address(s: &Statements<'_>, k: usize) -> bool {
-    const KEYWORDS: [&str; 6] = ["return", "case", "sizeof", "else", "do", "throw"];
-    if s.text(k) != "&" {
-        return false;
-    }
-    let Some(before) = k.checked_sub(1) else {
-        return true;
-    };
-    let b = s.text(before);
-    if b == "&" && s.toks[before].end == s.toks[k].start {
-        return false;
-    }
-    // (After `)` it may be a cast's: `(int*)&x` takes the address.)
-    let operand = b == "]"
-        || (b.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-            && !KEYWORDS.contains(&b));
-    !operand
 }
 
 /// The object-like macros of `code` that stand for a number (`#define TPB 16`, `(16)`,
@@ -1904,7 +1889,7 @@ mod tests {
                 warp_calls: Vec::new(),
             };
             let k = (0..toks.len()).find(|&k| s.text(k) == "x").unwrap();
-            assert_eq!(takes_address(&s, k - 1), taken, "{code}");
+            assert_eq!(s.takes_address(k - 1), taken, "{code}");
         }
     }
 
@@ -1991,6 +1976,8 @@ mod tests {
             ("int tx = threadIdx.x + 1;", false),
             ("short tx = threadIdx.x;", false),
             ("int tx = threadIdx.x * 2;", false),
+            ("int tx = threadIdx.x; if (p[0] && tx < 4) p[1] = 0;", true),
+            ("int tx = threadIdx.x; int& r = tx; r += 1;", false),
         ] {
             let code = format!(
                 "#include \"gpu_mem.h\"\n\
@@ -2001,7 +1988,8 @@ mod tests {
             let out = rewrite(&code).unwrap();
             assert_eq!(!out.contains("gm_sim_v_tx"), held, "{declaration}:\n{out}");
             if held {
-                let field = &declaration[declaration.len() - 2..declaration.len() - 1];
+                let at = declaration.find("threadIdx.").unwrap() + "threadIdx.".len();
+                let field = &declaration[at..at + 1];
                 // (Its regions are flat: the index is the loop's, `gm_sim_tidx`.)
                 assert!(
                     out.contains(&format!(" tx = gm_sim_tidx.{field}; ")),

@@ -317,11 +317,38 @@ impl<'c> Statements<'c> {
         Ok(out)
     }
 
+    /// Whether the `&` at token `k` may take the address of what follows: not the second of
+    /// `&&` nor a bitwise and (an operand before it: a name, a number or `]`; after `)` it may
+    /// be a cast's, and counts). (A name after `int &` counts as after a bitwise and: what the
+    /// rewrite needs is a variable whose address no pointer holds, and a reference declared so
+    /// aliases the variable it is bound to, not this name.)
+    pub(super) fn takes_address(&self, k: usize) -> bool {
+        const KEYWORDS: [&str; 6] = ["return", "case", "sizeof", "else", "do", "throw"];
+        if self.text(k) != "&" {
+            return false;
+        }
+        let Some(before) = k.checked_sub(1) else {
+            return true;
+        };
+        let b = self.text(before);
+        if b == "&" && self.toks[before].end == self.toks[k].start {
+            return false;
+        }
+        // (After `)` it may be a cast's: `(int*)&x` takes the address.)
+        let operand = b == "]"
+            || (b.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                && !KEYWORDS.contains(&b));
+        !operand
+    }
+
     /// Whether the name at token `k` is changed there: assigned (`=`, `+=`, ...), stepped
-    /// (`++`, `--`), its address taken (`&`), or a member of it assigned (`name.field = `).
+    /// (`++`, `--`), its address taken (`&`, not the second of `&&`: [`Self::takes_address`]),
+    /// or a member of it assigned (`name.field = `).
     pub(super) fn changes(&self, k: usize) -> bool {
         let before = |back: usize| k.checked_sub(back).map_or("", |b| self.text(b));
-        if before(1) == "&" || (matches!(before(1), "+" | "-") && before(2) == before(1)) {
+        if (k > 0 && self.takes_address(k - 1))
+            || (matches!(before(1), "+" | "-") && before(2) == before(1))
+        {
             return true;
         }
         // Past `.field`, `->field` and `[...]` (through a member only: `p[i] = ` writes memory

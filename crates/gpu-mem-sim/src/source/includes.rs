@@ -56,6 +56,60 @@ fn included(code: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The C and C++ library headers whose macros a kernel's code may name without reading a
+/// thread's index through them (they know nothing of `threadIdx`).
+const STANDARD_HEADERS: [&str; 40] = [
+    "assert.h",
+    "ctype.h",
+    "errno.h",
+    "float.h",
+    "limits.h",
+    "math.h",
+    "stdbool.h",
+    "stddef.h",
+    "stdint.h",
+    "stdio.h",
+    "stdlib.h",
+    "string.h",
+    "cassert",
+    "cctype",
+    "cerrno",
+    "cfloat",
+    "climits",
+    "cmath",
+    "cstddef",
+    "cstdint",
+    "cstdio",
+    "cstdlib",
+    "cstring",
+    "algorithm",
+    "array",
+    "atomic",
+    "cfenv",
+    "complex",
+    "functional",
+    "initializer_list",
+    "iostream",
+    "iterator",
+    "limits",
+    "memory",
+    "new",
+    "numeric",
+    "tuple",
+    "type_traits",
+    "utility",
+    "vector",
+];
+
+/// Whether every header `code` includes is the simulator's own (the prelude, its CUDA header
+/// names: `super::headers`) or the C and C++ library's: none of the user's, whose macros the
+/// rewrites cannot read.
+pub(crate) fn only_known_headers(code: &str) -> bool {
+    included(code).all(|name| {
+        STANDARD_HEADERS.contains(&name) || super::headers::all().any(|(known, _)| known == name)
+    })
+}
+
 /// Where the compiler may find `name`: itself when absolute, else in each of `dirs`.
 fn candidates(name: &str, dirs: &[PathBuf]) -> Vec<PathBuf> {
     let path = Path::new(name);

@@ -131,6 +131,12 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         uniform_arrays: Vec::new(),
         body: (0, 0),
         uniform_declarations: BTreeSet::new(),
+        // (A header of the user's may define a macro that reads the index: no region is flat.)
+        flat_allowed: super::includes::only_known_headers(code),
+        macros: defined_macros(code)
+            .into_iter()
+            .filter_map(|(name, number)| (!number).then_some(name))
+            .collect(),
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
     // kernel that names it (or that a macro may name it for) is taken to change.
@@ -217,6 +223,15 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
 /// `16u`): the same in every thread wherever a kernel names them. (Only those defined once:
 /// one defined again, or undefined, may stand for something else where a kernel names it.)
 fn literal_macros(code: &str) -> Vec<&str> {
+    defined_macros(code)
+        .into_iter()
+        .filter_map(|(name, number)| number.then_some(name))
+        .collect()
+}
+
+/// Every macro `code` defines (or undefines), each with whether it is one of
+/// [`literal_macros`].
+fn defined_macros(code: &str) -> Vec<(&str, bool)> {
     let mut defined: Vec<(&str, bool)> = Vec::new();
     for d in directives(code) {
         let text = code[d].trim_start().trim_start_matches('#').trim_start();
@@ -244,9 +259,6 @@ fn literal_macros(code: &str) -> Vec<&str> {
         }
     }
     defined
-        .into_iter()
-        .filter_map(|(name, number)| number.then_some(name))
-        .collect()
 }
 
 /// The names of the template parameters of the function whose declaration starts at token
@@ -489,9 +501,22 @@ fn count_names(text: &str, name: &str) -> usize {
         .count()
 }
 
-/// What a flat region may call (see [`Rewrite::flat`]): control words, casts and arithmetic
-/// that reads nothing of the running thread's.
-const FLAT_CALLS: [&str; 62] = [
+/// What a flat region may call (see [`Rewrite::flat`]): control words, casts, arithmetic that
+/// reads nothing of the running thread's, and the warp intrinsics, which a region records and
+/// delivers by the thread's number alone (`collect`).
+const FLAT_CALLS: [&str; 74] = [
+    "__shfl_sync",
+    "__shfl_up_sync",
+    "__shfl_down_sync",
+    "__shfl_xor_sync",
+    "__shfl",
+    "__shfl_up",
+    "__shfl_down",
+    "__shfl_xor",
+    "__ballot_sync",
+    "__any_sync",
+    "__all_sync",
+    "__activemask",
     "if",
     "for",
     "while",
@@ -595,6 +620,12 @@ struct Rewrite<'s, 'c> {
     /// The first tokens of the declarations of uniform variables (see
     /// [`Rewrite::uniform_variable`]).
     uniform_declarations: BTreeSet<usize>,
+    /// Whether any region may be flat ([`Rewrite::flat`]): the source includes only headers
+    /// whose macros are known.
+    flat_allowed: bool,
+    /// The source's macros that are not numbers: a flat region names none (one may read the
+    /// thread's index where the rewrite cannot see it).
+    macros: Vec<&'c str>,
 }
 
 impl<'c> Rewrite<'_, 'c> {
@@ -938,12 +969,14 @@ impl<'c> Rewrite<'_, 'c> {
                                 continue;
                             }
                             // (A region that ends where a collective's operands are recorded
-                            // is not flat: the record is not its own code.)
-                            let records = matches!(
-                                items.get(i + run.len()),
-                                Some(Item::Stmt { call: Some(_), .. })
-                            );
-                            let flat = !jumps && !records && self.flat(*first, region_end);
+                            // runs that call too.)
+                            let record_flat = match items.get(i + run.len()) {
+                                Some(Item::Stmt {
+                                    call: Some(next), ..
+                                }) => self.flat(next.name, next.close),
+                                _ => true,
+                            };
+                            let flat = !jumps && record_flat && self.flat(*first, region_end);
                             let mut aliases = self.aliases(visible, (*first, region_end));
                             let head = if flat {
                                 for k in *first..=region_end {
@@ -1154,54 +1187,56 @@ impl<'c> Rewrite<'_, 'c> {
     /// index they read.
     fn flat(&self, first: usize, last: usize) -> bool {
         let s = self.s;
-        (first..=last).all(|k| match s.text(k) {
-            "return" | "goto" | "throw" | "new" | "delete" | "asm" | "__asm__" | "operator" => {
-                false
-            }
-            "(" if k > first => {
-                let before = s.text(k - 1);
-                if s.toks[k - 1].ident {
-                    FLAT_CALLS.contains(&before)
-                } else if before == ">" {
-                    // `name<...>(`: a call of a template unless a cast; `a > (b)` compares.
-                    let mut depth = 0i32;
-                    let open = (first..k - 1).rev().find(|&j| {
-                        match s.text(j) {
-                            ">" => depth += 1,
-                            "<" if depth == 0 => return true,
-                            "<" => depth -= 1,
-                            _ => {}
-                        }
-                        false
-                    });
-                    open.is_none_or(|j| {
-                        j > first
-                            && matches!(
-                                s.text(j - 1),
-                                "static_cast" | "reinterpret_cast" | "const_cast"
-                            )
-                    })
-                } else if before == ")" {
-                    // `(float)(x)`: a cast; anything else calls what an expression gave.
-                    let mut depth = 0i32;
-                    let open = (first..k - 1).rev().find(|&j| {
-                        match s.text(j) {
-                            ")" => depth += 1,
-                            "(" if depth == 0 => return true,
-                            "(" => depth -= 1,
-                            _ => {}
-                        }
-                        false
-                    });
-                    open.is_some_and(|j| {
-                        j + 1 < k - 1 && (j + 1..k - 1).all(|t| CAST_WORDS.contains(&s.text(t)))
-                    })
-                } else {
-                    before != "]"
+        self.flat_allowed
+            && (first..=last).all(|k| !s.toks[k].ident || !self.macros.contains(&s.text(k)))
+            && (first..=last).all(|k| match s.text(k) {
+                "return" | "goto" | "throw" | "new" | "delete" | "asm" | "__asm__" | "operator" => {
+                    false
                 }
-            }
-            _ => true,
-        })
+                "(" if k > first => {
+                    let before = s.text(k - 1);
+                    if s.toks[k - 1].ident {
+                        FLAT_CALLS.contains(&before)
+                    } else if before == ">" {
+                        // `name<...>(`: a call of a template unless a cast; `a > (b)` compares.
+                        let mut depth = 0i32;
+                        let open = (first..k - 1).rev().find(|&j| {
+                            match s.text(j) {
+                                ">" => depth += 1,
+                                "<" if depth == 0 => return true,
+                                "<" => depth -= 1,
+                                _ => {}
+                            }
+                            false
+                        });
+                        open.is_none_or(|j| {
+                            j > first
+                                && matches!(
+                                    s.text(j - 1),
+                                    "static_cast" | "reinterpret_cast" | "const_cast"
+                                )
+                        })
+                    } else if before == ")" {
+                        // `(float)(x)`: a cast; anything else calls what an expression gave.
+                        let mut depth = 0i32;
+                        let open = (first..k - 1).rev().find(|&j| {
+                            match s.text(j) {
+                                ")" => depth += 1,
+                                "(" if depth == 0 => return true,
+                                "(" => depth -= 1,
+                                _ => {}
+                            }
+                            false
+                        });
+                        open.is_some_and(|j| {
+                            j + 1 < k - 1 && (j + 1..k - 1).all(|t| CAST_WORDS.contains(&s.text(t)))
+                        })
+                    } else {
+                        before != "]"
+                    }
+                }
+                _ => true,
+            })
     }
 
     /// An `if` with barriers: its condition asked of every thread, each block's slots declared
@@ -2022,9 +2057,15 @@ mod tests {
             ("p[threadIdx.x] = atomicAdd(&p[0], 1);", false),
             ("if (q[0] > 0) return;", false),
             ("p[threadIdx.x] = (q)(0);", false),
+            // A macro may read the index where the rewrite cannot see it; a number cannot.
+            ("p[IDX] = 1;", false),
+            ("p[threadIdx.x] = N;", true),
+            ("#include <cmath>\np[threadIdx.x] = 1;", true),
+            ("#include \"mine.h\"\np[threadIdx.x] = 1;", false),
         ] {
+            let (include, statement) = statement.rsplit_once('\n').unwrap_or(("", statement));
             let code = format!(
-                "#include \"gpu_mem.h\"\n\
+                "#include \"gpu_mem.h\"\n{include}\n#define IDX (threadIdx.x + 0)\n#define N 4\n\
                  __device__ int f(int v) {{ return v; }}\n\
                  template <typename T> __device__ T g(T v) {{ return v; }}\n\
                  __global__ void k(int* p, int* q) {{\n\
@@ -2038,8 +2079,9 @@ mod tests {
                 flat,
                 "{statement}:\n{out}"
             );
+            let kernel = &out[out.find("__global__ void k").unwrap()..];
             assert_eq!(
-                out.contains("threadIdx"),
+                kernel.contains("threadIdx"),
                 !flat && statement.contains("threadIdx"),
                 "{statement}:\n{out}"
             );

@@ -10,7 +10,7 @@
 use crate::common;
 
 use gpu_mem_core::Kernel;
-use gpu_mem_core::kernel::LaunchConfig;
+use gpu_mem_core::kernel::{Dim3, LaunchConfig};
 use gpu_mem_sim::{SimBackend, SimConfig};
 
 /// A comment naming a warp barrier: the regions rewrite refuses the kernel (the stackless one
@@ -608,4 +608,39 @@ fn collectives_on_one_line_are_told_apart_by_what_they_do() {
         .collect();
     assert_eq!(values[8..16], tile[..]);
     agree_in_every_form(&backend, source, 64, "a reduce and a shuffle on one line");
+}
+
+/// Flat regions (no call, no return: their threads run as counted loops over rows and `x`, the
+/// index a value of the loop) in blocks of several rows and planes, beside regions that are not
+/// flat (a macro that reads the index, a `gm_array` access): the same results as stackless and
+/// on fibers, where every thread reads its own index.
+#[test]
+fn flat_regions_of_rows_and_planes_agree_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  #define LINEAR (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   __shared__ int s[128];\n\
+                  \x20   const int tx = threadIdx.x;\n\
+                  \x20   const int ty = threadIdx.y;\n\
+                  \x20   int me = tx + blockDim.x * (ty + blockDim.y * threadIdx.z);\n\
+                  \x20   s[me] = me * 3 + tx;\n\
+                  \x20   __syncthreads();\n\
+                  \x20   int other = s[(me + 5) % 128];\n\
+                  \x20   __syncthreads();\n\
+                  \x20   s[LINEAR] = other + LINEAR;\n\
+                  \x20   __syncthreads();\n\
+                  \x20   a(blockIdx.x * 128 + me) = s[me] + tx * 1000 + ty * 100 + threadIdx.z * 10;\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    let config = LaunchConfig::new(Dim3::new(3, 1, 1), Dim3::new(8, 4, 4));
+    let init = vec![0i32; 3 * 128];
+    let expected: Vec<i32> = (0..3 * 128)
+        .map(|i| {
+            let me = i % 128;
+            let (tx, ty, tz) = (me % 8, me / 8 % 4, me / 32);
+            let j = (me + 5) % 128;
+            j * 3 + j % 8 + me + tx * 1000 + ty * 100 + tz * 10
+        })
+        .collect();
+    every_form_gives(&backend, source, config, &init, &expected);
 }

@@ -137,6 +137,7 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             .into_iter()
             .filter_map(|(name, number)| (!number).then_some(name))
             .collect(),
+        flat_macros: flat_macros(code),
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
     // kernel that names it (or that a macro may name it for) is taken to change.
@@ -227,6 +228,86 @@ fn literal_macros(code: &str) -> Vec<&str> {
         .into_iter()
         .filter_map(|(name, number)| number.then_some(name))
         .collect()
+}
+
+/// The macros of `code` a flat region may name ([`Rewrite::flat`]): defined once, their
+/// replacement naming only their parameters, what a flat region may call or read
+/// ([`FLAT_CALLS`], [`CAST_WORDS`], the block's indices, not `threadIdx`), numbers and other
+/// such macros: `#define __shfl(v, d) __shfl_sync(0xffffffff, v, d)` of a port of legacy code.
+fn flat_macros(code: &str) -> Vec<&str> {
+    let numbers = literal_macros(code);
+    let mut macros: Vec<(&str, Vec<&str>, Vec<(&str, bool)>)> = Vec::new();
+    let mut again: Vec<&str> = Vec::new();
+    for d in directives(code) {
+        let text = code[d].trim_start().trim_start_matches('#').trim_start();
+        let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let rest = rest.trim_start();
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let (name, after) = rest.split_at(end);
+        if word == "undef" {
+            again.push(name);
+        }
+        if word != "define" || name.is_empty() {
+            continue;
+        }
+        let (params, body) = match after.strip_prefix('(') {
+            Some(list) => match list.split_once(')') {
+                Some((list, body)) => (list.split(',').map(str::trim).collect(), body),
+                None => continue,
+            },
+            None => (Vec::new(), after),
+        };
+        let Some(toks) = tokens(body) else {
+            again.push(name);
+            continue;
+        };
+        // (Pasting makes names the rewrite cannot see.)
+        if body.contains("##") {
+            again.push(name);
+        }
+        // Each name, and whether it is called (a parameter called may be any function).
+        let words = toks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.ident)
+            .map(|(k, t)| {
+                let called = toks
+                    .get(k + 1)
+                    .is_some_and(|n| &body[n.start..n.end] == "(");
+                (&body[t.start..t.end], called)
+            })
+            .collect();
+        if macros.iter().any(|(n, _, _)| *n == name) {
+            again.push(name);
+        }
+        macros.push((name, params, words));
+    }
+    // (Until no macro is added: one may name another defined after it.)
+    let mut safe: Vec<&str> = Vec::new();
+    loop {
+        let before = safe.len();
+        for (name, params, words) in &macros {
+            let known = |&(w, called): &(&str, bool)| {
+                (params.contains(&w) && !called)
+                    || FLAT_CALLS.contains(&w)
+                    || CAST_WORDS.contains(&w)
+                    || matches!(
+                        w,
+                        "blockIdx" | "blockDim" | "gridDim" | "warpSize" | "x" | "y" | "z"
+                    )
+                    || numbers.contains(&w)
+                    || safe.contains(&w)
+            };
+            if !safe.contains(name) && !again.contains(name) && words.iter().all(known) {
+                safe.push(name);
+            }
+        }
+        if safe.len() == before {
+            return safe;
+        }
+    }
 }
 
 /// Every macro `code` defines (or undefines), each with whether it is one of
@@ -504,7 +585,7 @@ fn count_names(text: &str, name: &str) -> usize {
 /// What a flat region may call (see [`Rewrite::flat`]): control words, casts, arithmetic that
 /// reads nothing of the running thread's, and the warp intrinsics, which a region records and
 /// delivers by the thread's number alone (`collect`).
-const FLAT_CALLS: [&str; 74] = [
+const FLAT_CALLS: [&str; 75] = [
     "__shfl_sync",
     "__shfl_up_sync",
     "__shfl_down_sync",
@@ -517,6 +598,7 @@ const FLAT_CALLS: [&str; 74] = [
     "__any_sync",
     "__all_sync",
     "__activemask",
+    "this_thread_block",
     "if",
     "for",
     "while",
@@ -624,8 +706,9 @@ struct Rewrite<'s, 'c> {
     /// whose macros are known.
     flat_allowed: bool,
     /// The source's macros that are not numbers: a flat region names none (one may read the
-    /// thread's index where the rewrite cannot see it).
+    /// thread's index where the rewrite cannot see it) but `flat_macros` ([`flat_macros`]).
     macros: Vec<&'c str>,
+    flat_macros: Vec<&'c str>,
 }
 
 impl<'c> Rewrite<'_, 'c> {
@@ -1188,7 +1271,10 @@ impl<'c> Rewrite<'_, 'c> {
     fn flat(&self, first: usize, last: usize) -> bool {
         let s = self.s;
         self.flat_allowed
-            && (first..=last).all(|k| !s.toks[k].ident || !self.macros.contains(&s.text(k)))
+            && (first..=last).all(|k| {
+                let word = s.text(k);
+                !s.toks[k].ident || !self.macros.contains(&word) || self.flat_macros.contains(&word)
+            })
             && (first..=last).all(|k| match s.text(k) {
                 "return" | "goto" | "throw" | "new" | "delete" | "asm" | "__asm__" | "operator" => {
                     false
@@ -1196,7 +1282,7 @@ impl<'c> Rewrite<'_, 'c> {
                 "(" if k > first => {
                     let before = s.text(k - 1);
                     if s.toks[k - 1].ident {
-                        FLAT_CALLS.contains(&before)
+                        FLAT_CALLS.contains(&before) || self.flat_macros.contains(&before)
                     } else if before == ">" {
                         // `name<...>(`: a call of a template unless a cast; `a > (b)` compares.
                         let mut depth = 0i32;
@@ -1213,7 +1299,10 @@ impl<'c> Rewrite<'_, 'c> {
                             j > first
                                 && matches!(
                                     s.text(j - 1),
-                                    "static_cast" | "reinterpret_cast" | "const_cast"
+                                    "static_cast"
+                                        | "reinterpret_cast"
+                                        | "const_cast"
+                                        | "gm_dynamic_shared"
                                 )
                         })
                     } else if before == ")" {
@@ -2060,12 +2149,18 @@ mod tests {
             // A macro may read the index where the rewrite cannot see it; a number cannot.
             ("p[IDX] = 1;", false),
             ("p[threadIdx.x] = N;", true),
+            ("p[threadIdx.x] = TWICE(q[ROW]);", true),
+            ("p[threadIdx.x] = BAD(q[0]);", false),
+            ("p[threadIdx.x] = CALLS(q[0]);", false),
+            ("p[threadIdx.x] = APPLY(f, q[0]);", false),
             ("#include <cmath>\np[threadIdx.x] = 1;", true),
             ("#include \"mine.h\"\np[threadIdx.x] = 1;", false),
         ] {
             let (include, statement) = statement.rsplit_once('\n').unwrap_or(("", statement));
             let code = format!(
                 "#include \"gpu_mem.h\"\n{include}\n#define IDX (threadIdx.x + 0)\n#define N 4\n\
+                 #define TWICE(v) ((v) * 2)\n#define ROW (blockIdx.y * blockDim.y + N)\n\
+                 #define BAD(v) ((v) + IDX)\n#define CALLS(v) f(v)\n#define APPLY(g, v) g(v)\n\
                  __device__ int f(int v) {{ return v; }}\n\
                  template <typename T> __device__ T g(T v) {{ return v; }}\n\
                  __global__ void k(int* p, int* q) {{\n\

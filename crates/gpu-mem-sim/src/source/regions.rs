@@ -236,7 +236,9 @@ fn literal_macros(code: &str) -> Vec<&str> {
 /// such macros: `#define __shfl(v, d) __shfl_sync(0xffffffff, v, d)` of a port of legacy code.
 fn flat_macros(code: &str) -> Vec<&str> {
     let numbers = literal_macros(code);
-    let mut macros: Vec<(&str, Vec<&str>, Vec<(&str, bool)>)> = Vec::new();
+    // (name, parameters, each name of its replacement with whether it is called)
+    type Macro<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, bool)>);
+    let mut macros: Vec<Macro<'_>> = Vec::new();
     let mut again: Vec<&str> = Vec::new();
     for d in directives(code) {
         let text = code[d].trim_start().trim_start_matches('#').trim_start();

@@ -637,6 +637,44 @@ inline void gm_sim_walk_flat(gm_sim_regions& b, F&& region) {
         }
     }
 }
+/* A flat region that is one `if` admitting a prefix of a block's threads in `threadIdx.x` order
+ * (see `gm_sim_cursor::run_while`): in a block of one row, where no thread returned, the
+ * prefix's end is found by bisection of the condition (`admits`, which reads only the index and
+ * what every thread holds alike), and the threads it admits run as a counted loop, as a flat
+ * region's; otherwise every live thread the condition admits runs, as any region. */
+template <typename C, typename F>
+inline void gm_sim_walk_prefix(gm_sim_regions& b, C&& admits, F&& region) {
+    if (b.count == 0) {
+        return;
+    }
+    if (__builtin_expect(b.any_returned || b.dim_x != b.threads, 0)) {
+        for (gm_sim_cursor c(b); c.more(); c.next()) {
+            if (c.live() && admits((unsigned long)c.t, c.index)) {
+                region((unsigned long)c.t, c.index);
+            }
+        }
+        return;
+    }
+    int end = 0, refused = (int)b.dim_x;
+    while (end < refused) {
+        const int mid = end + (refused - end) / 2;
+        if (admits((unsigned long)mid, gm_uint3{(unsigned int)mid, 0, 0})) {
+            end = mid + 1;
+        } else {
+            refused = mid;
+        }
+    }
+    for (int x = 0; x < end; ++x) {
+        region((unsigned long)x, gm_uint3{(unsigned int)x, 0, 0});
+    }
+}
+#define GM_SIM_EACH_THREAD_PREFIX                                                             \
+    gm_sim_walk_prefix(gm_sim_b, [&](unsigned long gm_sim_t, const gm_uint3 gm_sim_tidx) -> bool {
+#define GM_SIM_EACH_THREAD_PREFIX_BODY                                                        \
+    }, [&](unsigned long gm_sim_t, const gm_uint3 gm_sim_tidx) {
+#define GM_SIM_EACH_THREAD_PREFIX_END                                                         \
+    });                                                                                       \
+    gm_sim_b.after_region();
 #define GM_SIM_EACH_THREAD_FLAT                                                               \
     gm_sim_walk_flat(gm_sim_b, [&](unsigned long gm_sim_t, const gm_uint3 gm_sim_tidx) {
 #define GM_SIM_EACH_THREAD_FLAT_END                                                           \

@@ -1235,6 +1235,30 @@ impl<'c> Rewrite<'_, 'c> {
     /// first thread it refuses (`GM_SIM_EACH_THREAD_WHILE`).
     fn guarded_region(&mut self, (first, last): (usize, usize), close: usize, visible: &[String]) {
         let toks = self.s.toks;
+        if self.flat(first, last) {
+            // The condition and the block apart (`gm_sim_walk_prefix`), each with the thread's
+            // variables, the index the walk's.
+            let aliases = self
+                .aliases(visible, (first, last))
+                .replace("threadIdx.", "gm_sim_tidx.");
+            for k in first..=last {
+                if self.s.text(k) == "threadIdx" {
+                    self.replace(k, k, "gm_sim_tidx");
+                }
+            }
+            self.insert(
+                toks[first].start,
+                &format!("GM_SIM_EACH_THREAD_PREFIX {aliases}"),
+            );
+            self.replace(first, first, "return");
+            self.replace(
+                close,
+                close,
+                &format!("); GM_SIM_EACH_THREAD_PREFIX_BODY {aliases}"),
+            );
+            self.insert(toks[last].end, "GM_SIM_EACH_THREAD_PREFIX_END");
+            return;
+        }
         let head = format!(
             "GM_SIM_EACH_THREAD_WHILE {}",
             self.aliases(visible, (first, last))
@@ -2038,6 +2062,16 @@ mod tests {
                  \x20   if (tid < 4) {{ p[tid] = s[tid]; }}\n}}\n"
             );
             let out = rewrite(&code).unwrap();
+            assert_eq!(
+                out.contains("GM_SIM_EACH_THREAD_PREFIX "),
+                guarded,
+                "{other}:\n{out}"
+            );
+            // (A guarded region that calls a helper is walked, stopping at the first refused.)
+            let calling = code
+                .replace("p[tid] = s[tid];", "p[tid] = f(s[tid]);")
+                .replace("extern", "__device__ int f(int v) { return v; }\nextern");
+            let out = rewrite(&calling).unwrap();
             assert_eq!(
                 out.contains("GM_SIM_EACH_THREAD_WHILE"),
                 guarded,

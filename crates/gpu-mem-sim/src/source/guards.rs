@@ -24,7 +24,7 @@
 //! that a larger index never compares as a smaller one.
 
 use gpu_mem_core::kernel::scan::functions::{Kind, call_end, functions};
-use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
+use gpu_mem_core::kernel::scan::tokens::{Token, tokens};
 use std::borrow::Cow;
 
 /// The prelude's function a guard's `return` calls first (`gm_sim_refuse_rest`), with the axis
@@ -97,31 +97,22 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
 
 /// Object-like macros whose replacement is a number (or numbers joined by operators).
 fn number_macros(code: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    for line in directives(code) {
-        let text = code[line].trim_start().trim_start_matches('#').trim_start();
-        let Some(rest) = text.strip_prefix("define") else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        let (name, body) = rest.split_at(end);
-        let body = body.trim();
-        let numeric = !body.is_empty()
-            && body.starts_with(|c: char| c.is_ascii_digit() || c == '(')
-            && body
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "()+-*/<> .".contains(c))
-            && !body
-                .split(|c: char| !c.is_ascii_alphanumeric())
-                .any(|w| w.starts_with(|c: char| c.is_ascii_alphabetic()));
-        if !name.is_empty() && numeric {
-            names.push(name.to_string());
-        }
-    }
-    names
+    super::defines::defines(code)
+        .into_iter()
+        .filter(|d| !d.undef && d.params.is_none())
+        .filter(|d| {
+            let body = d.body.trim();
+            !body.is_empty()
+                && body.starts_with(|c: char| c.is_ascii_digit() || c == '(')
+                && body
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "()+-*/<> .".contains(c))
+                && !body
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|w| w.starts_with(|c: char| c.is_ascii_alphabetic()))
+        })
+        .map(|d| d.name.to_string())
+        .collect()
 }
 
 /// A kernel source's tokens, and what its guards may name.

@@ -27,6 +27,7 @@ mod atomics;
 mod cache;
 mod compiler;
 mod declarations;
+mod defines;
 mod dynamic_shared;
 mod elf;
 mod guards;

@@ -236,56 +236,35 @@ fn literal_macros(code: &str) -> Vec<&str> {
 /// such macros: `#define __shfl(v, d) __shfl_sync(0xffffffff, v, d)` of a port of legacy code.
 fn flat_macros(code: &str) -> Vec<&str> {
     let numbers = literal_macros(code);
-    // (name, parameters, each name of its replacement with whether it is called)
-    type Macro<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, bool)>);
-    let mut macros: Vec<Macro<'_>> = Vec::new();
-    let mut again: Vec<&str> = Vec::new();
-    for d in directives(code) {
-        let text = code[d].trim_start().trim_start_matches('#').trim_start();
-        let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-        let rest = rest.trim_start();
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        let (name, after) = rest.split_at(end);
-        if word == "undef" {
-            again.push(name);
-        }
-        if word != "define" || name.is_empty() {
-            continue;
-        }
-        let (params, body) = match after.strip_prefix('(') {
-            Some(list) => match list.split_once(')') {
-                Some((list, body)) => (list.split(',').map(str::trim).collect(), body),
-                None => continue,
-            },
-            None => (Vec::new(), after),
-        };
-        let Some(toks) = tokens(body) else {
-            again.push(name);
-            continue;
-        };
-        // (Pasting makes names the rewrite cannot see.)
-        if body.contains("##") {
-            again.push(name);
-        }
-        // Each name, and whether it is called (a parameter called may be any function).
-        let words = toks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.ident)
-            .map(|(k, t)| {
-                let called = toks
-                    .get(k + 1)
-                    .is_some_and(|n| &body[n.start..n.end] == "(");
-                (&body[t.start..t.end], called)
-            })
-            .collect();
-        if macros.iter().any(|(n, _, _)| *n == name) {
-            again.push(name);
-        }
-        macros.push((name, params, words));
-    }
+    let defines = super::defines::defines(code);
+    // Defined more than once, undefined, or pasting names the rewrite cannot see.
+    let again = |name: &str| {
+        defines.iter().filter(|d| d.name == name).count() > 1
+            || defines
+                .iter()
+                .any(|d| d.name == name && d.body.contains("##"))
+    };
+    // Each macro's parameters and the names of its replacement, each with whether it is
+    // called (a parameter called may be any function).
+    let macros: Vec<_> = defines
+        .iter()
+        .filter(|d| !d.undef && !again(d.name))
+        .filter_map(|d| {
+            let toks = tokens(d.body)?;
+            let words: Vec<(&str, bool)> = toks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.ident)
+                .map(|(k, t)| {
+                    let called = toks
+                        .get(k + 1)
+                        .is_some_and(|n| &d.body[n.start..n.end] == "(");
+                    (&d.body[t.start..t.end], called)
+                })
+                .collect();
+            Some((d.name, d.params.clone().unwrap_or_default(), words))
+        })
+        .collect();
     // (Until no macro is added: one may name another defined after it.)
     let mut safe: Vec<&str> = Vec::new();
     loop {
@@ -302,7 +281,7 @@ fn flat_macros(code: &str) -> Vec<&str> {
                     || numbers.contains(&w)
                     || safe.contains(&w)
             };
-            if !safe.contains(name) && !again.contains(name) && words.iter().all(known) {
+            if !safe.contains(name) && words.iter().all(known) {
                 safe.push(name);
             }
         }
@@ -316,29 +295,21 @@ fn flat_macros(code: &str) -> Vec<&str> {
 /// [`literal_macros`].
 fn defined_macros(code: &str) -> Vec<(&str, bool)> {
     let mut defined: Vec<(&str, bool)> = Vec::new();
-    for d in directives(code) {
-        let text = code[d].trim_start().trim_start_matches('#').trim_start();
-        let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-        let rest = rest.trim_start();
-        let name_end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        let (name, value) = rest.split_at(name_end);
-        if name.is_empty() || !matches!(word, "define" | "undef") {
-            continue;
-        }
-        let value = value
+    for d in super::defines::defines(code) {
+        let value = d
+            .body
             .trim()
             .trim_start_matches('(')
             .trim_end_matches(')')
             .trim();
-        let number = word == "define"
+        let number = !d.undef
+            && d.params.is_none()
             && !value.is_empty()
             && value.starts_with(|c: char| c.is_ascii_digit())
             && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '.');
-        match defined.iter_mut().find(|(n, _)| *n == name) {
+        match defined.iter_mut().find(|(n, _)| *n == d.name) {
             Some(entry) => entry.1 = false,
-            None => defined.push((name, number)),
+            None => defined.push((d.name, number)),
         }
     }
     defined
@@ -1289,6 +1260,28 @@ impl<'c> Rewrite<'_, 'c> {
         }
     }
 
+    /// The `open` bracket (`(`, `<`) that token `closed`, a `close` one, closes, looking back
+    /// no further than token `first`.
+    fn opening(
+        s: &Statements<'_>,
+        (first, closed): (usize, usize),
+        (open, close): (&str, &str),
+    ) -> Option<usize> {
+        let mut depth = 0i32;
+        (first..closed).rev().find(|&j| {
+            let t = s.text(j);
+            if t == close {
+                depth += 1;
+            } else if t == open {
+                if depth == 0 {
+                    return true;
+                }
+                depth -= 1;
+            }
+            false
+        })
+    }
+
     /// Whether the statements of tokens `first..=last` make a flat region (the prelude's
     /// `gm_sim_walk_flat`): they never return nor leave by `goto`, and call nothing but what
     /// cannot read the thread's index behind their back ([`FLAT_CALLS`], casts, the control
@@ -1311,16 +1304,7 @@ impl<'c> Rewrite<'_, 'c> {
                         FLAT_CALLS.contains(&before) || self.flat_macros.contains(&before)
                     } else if before == ">" {
                         // `name<...>(`: a call of a template unless a cast; `a > (b)` compares.
-                        let mut depth = 0i32;
-                        let open = (first..k - 1).rev().find(|&j| {
-                            match s.text(j) {
-                                ">" => depth += 1,
-                                "<" if depth == 0 => return true,
-                                "<" => depth -= 1,
-                                _ => {}
-                            }
-                            false
-                        });
+                        let open = Self::opening(s, (first, k - 1), ("<", ">"));
                         open.is_none_or(|j| {
                             j > first
                                 && matches!(
@@ -1333,16 +1317,7 @@ impl<'c> Rewrite<'_, 'c> {
                         })
                     } else if before == ")" {
                         // `(float)(x)`: a cast; anything else calls what an expression gave.
-                        let mut depth = 0i32;
-                        let open = (first..k - 1).rev().find(|&j| {
-                            match s.text(j) {
-                                ")" => depth += 1,
-                                "(" if depth == 0 => return true,
-                                "(" => depth -= 1,
-                                _ => {}
-                            }
-                            false
-                        });
+                        let open = Self::opening(s, (first, k - 1), ("(", ")"));
                         open.is_some_and(|j| {
                             j + 1 < k - 1 && (j + 1..k - 1).all(|t| CAST_WORDS.contains(&s.text(t)))
                         })

@@ -19,7 +19,7 @@
 //! loop bounded by one stays uncounted, and its atomics may repeat.
 
 use gpu_mem_core::kernel::scan::functions::{Function, body_end, bracket_end, call_end};
-use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
+use gpu_mem_core::kernel::scan::tokens::{Token, tokens};
 use std::collections::BTreeMap;
 
 /// Calls a loop's condition or step may make: pure functions of their arguments.
@@ -72,38 +72,17 @@ pub(super) struct Definitions {
 impl Definitions {
     pub(super) fn of(code: &str, toks: &[Token], fns: &[Function]) -> Definitions {
         let mut macros = BTreeMap::new();
-        for line in directives(code) {
-            let text = code[line].trim_start().trim_start_matches('#').trim_start();
-            let Some(rest) = text.strip_prefix("define") else {
-                continue;
-            };
-            let rest = rest.trim_start();
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
-            let (name, after) = rest.split_at(end);
-            if name.is_empty() {
+        for d in crate::source::defines::defines(code) {
+            if d.undef {
                 continue;
             }
-            let (params, body) = match after.strip_prefix('(') {
-                Some(list) => {
-                    let Some(close) = list.find(')') else {
-                        continue;
-                    };
-                    let params = list[..close]
-                        .split(',')
-                        .map(|p| p.trim().to_string())
-                        .filter(|p| !p.is_empty())
-                        .collect();
-                    (Some(params), &list[close + 1..])
-                }
-                None => (None, after),
-            };
             macros.insert(
-                name.to_string(),
+                d.name.to_string(),
                 Macro {
-                    params,
-                    body: body.replace("\\\n", " ").replace('\\', " "),
+                    params: d
+                        .params
+                        .map(|ps| ps.into_iter().map(str::to_string).collect()),
+                    body: d.body.replace("\\\n", " ").replace('\\', " "),
                 },
             );
         }

@@ -138,6 +138,11 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             .filter_map(|(name, number)| (!number).then_some(name))
             .collect(),
         flat_macros: flat_macros(code),
+        // (A function of the source's own named as one of `FLAT_CALLS` may read anything.)
+        own_functions: fns
+            .iter()
+            .filter_map(|f| f.name.map(|n| s.text(n)))
+            .collect(),
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
     // kernel that names it (or that a macro may name it for) is taken to change.
@@ -682,6 +687,8 @@ struct Rewrite<'s, 'c> {
     /// thread's index where the rewrite cannot see it) but `flat_macros` ([`flat_macros`]).
     macros: Vec<&'c str>,
     flat_macros: Vec<&'c str>,
+    /// The names of the functions the source declares.
+    own_functions: Vec<&'c str>,
 }
 
 impl<'c> Rewrite<'_, 'c> {
@@ -1301,7 +1308,8 @@ impl<'c> Rewrite<'_, 'c> {
                 "(" if k > first => {
                     let before = s.text(k - 1);
                     if s.toks[k - 1].ident {
-                        FLAT_CALLS.contains(&before) || self.flat_macros.contains(&before)
+                        (FLAT_CALLS.contains(&before) && !self.own_functions.contains(&before))
+                            || self.flat_macros.contains(&before)
                     } else if before == ">" {
                         // `name<...>(`: a call of a template unless a cast; `a > (b)` compares.
                         let open = Self::opening(s, (first, k - 1), ("<", ">"));
@@ -2164,6 +2172,7 @@ mod tests {
             ("p[threadIdx.x] = BAD(q[0]);", false),
             ("p[threadIdx.x] = CALLS(q[0]);", false),
             ("p[threadIdx.x] = APPLY(f, q[0]);", false),
+            ("p[threadIdx.x] = fmaxf(q[0], 1);", false),
             ("#include <cmath>\np[threadIdx.x] = 1;", true),
             ("#include \"mine.h\"\np[threadIdx.x] = 1;", false),
         ] {
@@ -2174,6 +2183,7 @@ mod tests {
                  #define BAD(v) ((v) + IDX)\n#define CALLS(v) f(v)\n#define APPLY(g, v) g(v)\n\
                  __device__ int f(int v) {{ return v; }}\n\
                  template <typename T> __device__ T g(T v) {{ return v; }}\n\
+                 __device__ float fmaxf(float a, float b) {{ return a + threadIdx.x; }}\n\
                  __global__ void k(int* p, int* q) {{\n\
                  \x20   {statement}\n\
                  \x20   __syncthreads();\n    p[1] = 2;\n}}\n"

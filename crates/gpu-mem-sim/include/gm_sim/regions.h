@@ -608,6 +608,17 @@ struct gm_sim_keep {
     return 0;                                                                                 \
     })) break;                                                                                \
     gm_sim_b.after_region();
+/* Where a flat walk cannot be counted loops: every live thread `admits` takes runs `region`,
+ * walked by the cursor (which sets the index where the prelude reads it). */
+template <typename C, typename F>
+inline void gm_sim_walk_live(gm_sim_regions& b, C&& admits, F&& region) {
+    for (gm_sim_cursor c(b); c.more(); c.next()) {
+        if (c.live() && admits((unsigned long)c.t, c.index)) {
+            region((unsigned long)c.t, c.index);
+        }
+    }
+}
+
 /* A flat region: one that calls nothing that could read the thread's index but through its own
  * `threadIdx` (the rewrite names it `gm_sim_tidx` there), and never returns or jumps out. Where
  * every thread of the block is live its threads run as counted loops over rows and over the
@@ -620,12 +631,7 @@ inline void gm_sim_walk_flat(gm_sim_regions& b, F&& region) {
         return;
     }
     if (__builtin_expect(b.any_returned, 0)) {
-        for (gm_sim_cursor c(b); c.more(); c.next()) {
-            if (c.live()) {
-                region((unsigned long)c.t, c.index);
-            }
-        }
-        return;
+        return gm_sim_walk_live(b, [](unsigned long, gm_uint3) { return true; }, region);
     }
     const unsigned int dim_x = b.dim_x, dim_y = b.dim_y, rows = b.threads / b.dim_x;
     unsigned long t = 0;
@@ -648,12 +654,7 @@ inline void gm_sim_walk_prefix(gm_sim_regions& b, C&& admits, F&& region) {
         return;
     }
     if (__builtin_expect(b.any_returned || b.dim_x != b.threads, 0)) {
-        for (gm_sim_cursor c(b); c.more(); c.next()) {
-            if (c.live() && admits((unsigned long)c.t, c.index)) {
-                region((unsigned long)c.t, c.index);
-            }
-        }
-        return;
+        return gm_sim_walk_live(b, admits, region);
     }
     int end = 0, refused = (int)b.dim_x;
     while (end < refused) {

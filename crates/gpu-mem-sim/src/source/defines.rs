@@ -57,6 +57,34 @@ pub(crate) fn defines(code: &str) -> Vec<Define<'_>> {
         .collect()
 }
 
+/// The object-like macros of `code` that stand for a number (`#define TPB 16`, `(16)`,
+/// `16u`): the same in every thread wherever a kernel names them. (Only those defined once:
+/// one defined again, or undefined, may stand for something else where a kernel names it.)
+pub(crate) fn numbers(code: &str) -> Vec<&str> {
+    let mut defined: Vec<(&str, bool)> = Vec::new();
+    for d in defines(code) {
+        let value = d
+            .body
+            .trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .trim();
+        let number = !d.undef
+            && d.params.is_none()
+            && !value.is_empty()
+            && value.starts_with(|c: char| c.is_ascii_digit())
+            && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '.');
+        match defined.iter_mut().find(|(n, _)| *n == d.name) {
+            Some(entry) => entry.1 = false,
+            None => defined.push((d.name, number)),
+        }
+    }
+    defined
+        .into_iter()
+        .filter_map(|(name, number)| number.then_some(name))
+        .collect()
+}
+
 // Safe code only, so nothing for Miri to check.
 #[cfg(all(test, not(miri)))]
 mod tests {

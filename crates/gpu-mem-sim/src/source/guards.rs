@@ -23,6 +23,7 @@
 //! wrap (the grid's threads along it fit an `int`: the prelude checks that once per launch), so
 //! that a larger index never compares as a smaller one.
 
+use super::expression::{INDEX_TYPES, operator, unwrapped};
 use gpu_mem_core::kernel::scan::functions::{Kind, call_end, functions};
 use gpu_mem_core::kernel::scan::tokens::{Token, tokens};
 use std::borrow::Cow;
@@ -30,13 +31,6 @@ use std::borrow::Cow;
 /// The prelude's function a guard's `return` calls first (`gm_sim_refuse_rest`), with the axis
 /// it refuses along: 1 for x, 2 for y, 3 for z.
 pub(crate) const REFUSE: &str = "gm_sim_refuse_rest";
-
-/// Words of the types a declaration among the guards may have: integers that hold any thread
-/// index without wrapping.
-const INDEX_TYPES: [&str; 10] = [
-    "const", "unsigned", "int", "long", "signed", "size_t", "auto", "uint32_t", "uint64_t",
-    "int64_t",
-];
 
 /// Names every thread of a block reads alike, and the words of casts.
 const UNIFORM_WORDS: [&str; 12] = [
@@ -70,7 +64,7 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
     let source = Source {
         code,
         toks: &toks,
-        numbers: number_macros(code),
+        numbers: super::defines::numbers(code),
     };
     // (position, text to insert), in source order.
     let mut inserts: Vec<(usize, String)> = Vec::new();
@@ -95,31 +89,11 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Object-like macros whose replacement is a number (or numbers joined by operators).
-fn number_macros(code: &str) -> Vec<String> {
-    super::defines::defines(code)
-        .into_iter()
-        .filter(|d| !d.undef && d.params.is_none())
-        .filter(|d| {
-            let body = d.body.trim();
-            !body.is_empty()
-                && body.starts_with(|c: char| c.is_ascii_digit() || c == '(')
-                && body
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "()+-*/<> .".contains(c))
-                && !body
-                    .split(|c: char| !c.is_ascii_alphanumeric())
-                    .any(|w| w.starts_with(|c: char| c.is_ascii_alphabetic()))
-        })
-        .map(|d| d.name.to_string())
-        .collect()
-}
-
 /// A kernel source's tokens, and what its guards may name.
 struct Source<'c> {
     code: &'c str,
     toks: &'c [Token],
-    numbers: Vec<String>,
+    numbers: Vec<&'c str>,
 }
 
 /// An axis of the block: 1 (x), 2 (y), 3 (z).
@@ -130,24 +104,9 @@ impl<'c> Source<'c> {
         self.toks.get(k).map_or("", |t| &self.code[t.start..t.end])
     }
 
-    /// The operator at token `k` (adjacent punctuation joined: `<=`, `||`, `->`, ...) and how
-    /// many tokens it takes.
+    /// The operator at token `k` and how many tokens it takes (`expression::operator`).
     fn operator(&self, k: usize) -> (&'c str, usize) {
-        let joined = self
-            .toks
-            .get(k + 1)
-            .is_some_and(|n| self.toks.get(k).is_some_and(|t| n.start == t.end));
-        if joined {
-            let two = &self.code[self.toks[k].start..self.toks[k + 1].end];
-            if matches!(
-                two,
-                "<=" | ">=" | "==" | "!=" | "&&" | "||" | "<<" | ">>" | "->" | "++" | "--"
-            ) || (two.ends_with('=') && "+-*/%&|^".contains(&two[..1]))
-            {
-                return (two, 2);
-            }
-        }
-        (self.text(k), 1)
+        operator(self.code, self.toks, k)
     }
 
     /// The insertions that mark the leading guards of the body between `open` and `close`.
@@ -259,14 +218,8 @@ impl<'c> Source<'c> {
     }
 
     /// Tokens `first..end` without parentheses that enclose all of them; `None` when empty.
-    fn unwrapped(&self, mut first: usize, mut end: usize) -> Option<(usize, usize)> {
-        while end > first + 1
-            && self.text(first) == "("
-            && call_end(self.code, self.toks, first) == Some(end - 1)
-        {
-            first += 1;
-            end -= 1;
-        }
+    fn unwrapped(&self, first: usize, end: usize) -> Option<(usize, usize)> {
+        let (first, end) = unwrapped(self.code, self.toks, first, end);
         (first < end).then_some((first, end))
     }
 
@@ -432,10 +385,10 @@ struct Names<'p, 'c> {
 
 impl Names<'_, '_> {
     /// Whether `word` is the same in every thread of the block.
-    fn uniform_name(&self, word: &str, numbers: &[String]) -> bool {
+    fn uniform_name(&self, word: &str, numbers: &[&str]) -> bool {
         self.params.contains(&word)
             || self.uniform.contains(&word)
-            || numbers.iter().any(|n| n == word)
+            || numbers.contains(&word)
             || UNIFORM_WORDS.contains(&word)
     }
 

@@ -30,6 +30,7 @@ mod declarations;
 mod defines;
 mod dynamic_shared;
 mod elf;
+mod expression;
 mod guards;
 mod headers;
 mod includes;

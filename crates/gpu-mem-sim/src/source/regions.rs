@@ -107,6 +107,7 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
     if lines.len() != count {
         return Err("two barriers on one line".into());
     }
+    let constants = super::defines::numbers(code);
     let mut out = Rewrite {
         s: &s,
         edits: Vec::new(),
@@ -132,7 +133,7 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         uniform_arrays: Vec::new(),
         body: (0, 0),
         uniform_declarations: BTreeSet::new(),
-        flat_rules: flat::Flat::of(code, &s, &fns, &literal_macros(code)),
+        flat_rules: flat::Flat::of(code, &s, &fns, &constants),
     };
     // A helper that takes a reference may change what it is passed: then every parameter a
     // kernel that names it (or that a macro may name it for) is taken to change.
@@ -153,7 +154,6 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
             .iter()
             .any(|name| code[d.clone()].contains(name))
     });
-    let constants = literal_macros(code);
     for f in fns.iter().filter(|f| f.kind == Kind::Kernel) {
         let (Some(name), Some((open, close))) = (f.name, f.body) else {
             continue;
@@ -213,40 +213,6 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         out.insert(toks[close].start, "GM_SIM_END();");
     }
     Ok(out.apply())
-}
-
-/// The object-like macros of `code` that stand for a number (`#define TPB 16`, `(16)`,
-/// `16u`): the same in every thread wherever a kernel names them. (Only those defined once:
-/// one defined again, or undefined, may stand for something else where a kernel names it.)
-fn literal_macros(code: &str) -> Vec<&str> {
-    defined_macros(code)
-        .into_iter()
-        .filter_map(|(name, number)| number.then_some(name))
-        .collect()
-}
-
-/// Every macro `code` defines (or undefines), each with whether it is one of
-/// [`literal_macros`].
-fn defined_macros(code: &str) -> Vec<(&str, bool)> {
-    let mut defined: Vec<(&str, bool)> = Vec::new();
-    for d in super::defines::defines(code) {
-        let value = d
-            .body
-            .trim()
-            .trim_start_matches('(')
-            .trim_end_matches(')')
-            .trim();
-        let number = !d.undef
-            && d.params.is_none()
-            && !value.is_empty()
-            && value.starts_with(|c: char| c.is_ascii_digit())
-            && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '.');
-        match defined.iter_mut().find(|(n, _)| *n == d.name) {
-            Some(entry) => entry.1 = false,
-            None => defined.push((d.name, number)),
-        }
-    }
-    defined
 }
 
 /// The names of the template parameters of the function whose declaration starts at token
@@ -668,15 +634,31 @@ impl<'c> Rewrite<'_, 'c> {
             .then_some((name, field))
     }
 
+    /// A flat region of tokens `first..=last`: its `threadIdx` the walk's (`gm_sim_tidx`), and
+    /// its aliases ([`Self::aliases`]) reading the index from there too.
+    fn index_of_the_walk(&mut self, visible: &[String], (first, last): (usize, usize)) -> String {
+        for k in first..=last {
+            if self.s.text(k) == "threadIdx" {
+                self.replace(k, k, "gm_sim_tidx");
+            }
+        }
+        self.aliases_reading(visible, (first, last), "gm_sim_tidx")
+    }
+
     /// Each visible variable as the running thread's own, in code whose tokens are `span`: a
     /// variable that holds an index declared again from it, a reference to its slot when its
     /// address is taken anywhere, else a copy, written back when the code may change it.
     fn aliases(&self, visible: &[String], span: (usize, usize)) -> String {
+        self.aliases_reading(visible, span, "threadIdx")
+    }
+
+    /// [`Self::aliases`], the index read from `index` (`threadIdx`, or a flat walk's).
+    fn aliases_reading(&self, visible: &[String], span: (usize, usize), index: &str) -> String {
         visible
             .iter()
             .map(|name| {
                 if let Some((ty, field)) = self.held_types.get(name.as_str()) {
-                    format!("{ty} {name} = threadIdx.{field}; ")
+                    format!("{ty} {name} = {index}.{field}; ")
                 } else if self.addressed.contains(name.as_str()) {
                     format!("auto& {name} = gm_sim_v_{name}[gm_sim_t]; ")
                 } else if self.changed_in(name, span) {
@@ -875,14 +857,12 @@ impl<'c> Rewrite<'_, 'c> {
                                 _ => true,
                             };
                             let flat = !jumps && record_flat && self.flat(*first, region_end);
-                            let mut aliases = self.aliases(visible, (*first, region_end));
+                            let aliases = if flat {
+                                self.index_of_the_walk(visible, (*first, region_end))
+                            } else {
+                                self.aliases(visible, (*first, region_end))
+                            };
                             let head = if flat {
-                                for k in *first..=region_end {
-                                    if self.s.text(k) == "threadIdx" {
-                                        self.replace(k, k, "gm_sim_tidx");
-                                    }
-                                }
-                                aliases = aliases.replace("threadIdx.", "gm_sim_tidx.");
                                 "GM_SIM_EACH_THREAD_FLAT"
                             } else if jumps {
                                 "GM_SIM_EACH_THREAD_JUMPS"
@@ -1051,14 +1031,7 @@ impl<'c> Rewrite<'_, 'c> {
         if self.flat(first, last) {
             // The condition and the block apart (`gm_sim_walk_prefix`), each with the thread's
             // variables, the index the walk's.
-            let aliases = self
-                .aliases(visible, (first, last))
-                .replace("threadIdx.", "gm_sim_tidx.");
-            for k in first..=last {
-                if self.s.text(k) == "threadIdx" {
-                    self.replace(k, k, "gm_sim_tidx");
-                }
-            }
+            let aliases = self.index_of_the_walk(visible, (first, last));
             self.insert(
                 toks[first].start,
                 &format!("GM_SIM_EACH_THREAD_PREFIX {aliases}"),

@@ -24,33 +24,35 @@ extern "C" __global__ void bump(gm_array<int, 1> out, int n, int a, int b) {
 "#;
     let kernel = Kernel::from_source(source, "bump");
     let len = 64usize;
-    let out = backend_alloc_and_run(&backend, &kernel, len);
+    // (`n = 5`, `a = 3`, `b = 7`.)
+    let config = LaunchConfig::new(Dim3::new(1, 1, 1), Dim3::new(len as u32, 1, 1));
+    let out = run_on_ints(&backend, &kernel, config, len, &[5, 3, 7]);
     for (i, value) in out.iter().enumerate() {
         assert_eq!(*value, (5 + i as i32) * 10000 + 4 * 100 + 14, "thread {i}");
     }
 }
 
-/// Launches `bump` over `len` threads with `n = 5`, `a = 3`, `b = 7`.
-fn backend_alloc_and_run(backend: &SimBackend, kernel: &Kernel, len: usize) -> Vec<i32> {
+/// Launches `kernel` with `config` on an array of `len` `i32` holding -1 and the integers
+/// `ints` after it, and gives the array back.
+fn run_on_ints(
+    backend: &SimBackend,
+    kernel: &Kernel,
+    config: LaunchConfig,
+    len: usize,
+    ints: &[i32],
+) -> Vec<i32> {
     use gpu_mem_core::backend::{Memory, Transfer};
-    use gpu_mem_core::kernel::LaunchArg;
     let bytes = len * 4;
     let out = backend.alloc(0, bytes).unwrap();
-    let scalar = |value: i32| LaunchArg::Scalar {
-        bytes: value.to_ne_bytes().to_vec(),
-        elem: std::any::TypeId::of::<i32>(),
-        dtype: "i32",
-    };
-    let args = [
-        common::array_arg::<i32>(out, len),
-        scalar(5),
-        scalar(3),
-        scalar(7),
-    ];
-    let config = LaunchConfig::new(Dim3::new(1, 1, 1), Dim3::new(len as u32, 1, 1));
+    let init = vec![-1i32; len];
+    // SAFETY: `out` holds `bytes` bytes.
+    unsafe { backend.copy_htod(0, out, init.as_ptr().cast(), bytes) }.unwrap();
+    let args: Vec<_> = std::iter::once(common::array_arg::<i32>(out, len))
+        .chain(ints.iter().map(|&v| common::int_arg(v)))
+        .collect();
     common::launch(backend, kernel, config, &args).unwrap();
     let mut back = vec![0i32; len];
-    // SAFETY: `out` holds `bytes` bytes; the launch was synchronous.
+    // SAFETY: as above; the launch was synchronous.
     unsafe { backend.copy_dtoh(0, back.as_mut_ptr().cast(), out, bytes) }.unwrap();
     // SAFETY: allocated above, no work pending on it.
     unsafe { backend.free(0, out) }.unwrap();
@@ -185,32 +187,9 @@ fn run_guarded(
     whd: [i32; 3],
     len: usize,
 ) -> Vec<i32> {
-    use gpu_mem_core::backend::{Memory, Transfer};
     let backend = SimBackend::new(SimConfig::default());
-    let bytes = len * 4;
-    let out = backend.alloc(0, bytes).unwrap();
-    let init = vec![-1i32; len];
-    // SAFETY: `out` holds `bytes` bytes.
-    unsafe { backend.copy_htod(0, out, init.as_ptr().cast(), bytes) }.unwrap();
-    let args = [
-        common::array_arg::<i32>(out, len),
-        common::int_arg(whd[0]),
-        common::int_arg(whd[1]),
-        common::int_arg(whd[2]),
-    ];
-    common::launch(
-        &backend,
-        &Kernel::from_source(source, name),
-        LaunchConfig::new(grid, block),
-        &args,
-    )
-    .unwrap();
-    let mut back = vec![0i32; len];
-    // SAFETY: as above; the launch was synchronous.
-    unsafe { backend.copy_dtoh(0, back.as_mut_ptr().cast(), out, bytes) }.unwrap();
-    // SAFETY: allocated above, no work pending on it.
-    unsafe { backend.free(0, out) }.unwrap();
-    back
+    let kernel = Kernel::from_source(source, name);
+    run_on_ints(&backend, &kernel, LaunchConfig::new(grid, block), len, &whd)
 }
 
 #[test]

@@ -12,13 +12,7 @@
 //! operations, `!=`, assignments, commas) refuses the guard.
 
 use super::parse::Statements;
-
-/// The types a variable holding `threadIdx.x` may have: integers that hold any thread index
-/// without wrapping (a `char` would wrap and admit threads again).
-const INDEX_TYPES: [&str; 11] = [
-    "const", "unsigned", "int", "long", "signed", "size_t", "auto", "uint32_t", "uint64_t",
-    "int32_t", "int64_t",
-];
+use crate::source::expression::{INDEX_TYPES, operator, unwrapped};
 
 /// The variables of the kernel body between tokens `open` and `close` that hold one of the
 /// thread's indices throughout, each with its field (`x`, `y`, `z`): declared once, as `T name =
@@ -70,7 +64,7 @@ pub(super) fn admits_a_prefix(
 ) -> bool {
     let mut comparisons = 0;
     for (first, end) in conjuncts(s, open + 1, close) {
-        let (first, end) = unwrapped(s, first, end);
+        let (first, end) = unwrapped(s.code, s.toks, first, end);
         if first < end && (first..end).all(&uniform) {
             continue;
         }
@@ -80,24 +74,6 @@ pub(super) fn admits_a_prefix(
         comparisons += 1;
     }
     comparisons > 0
-}
-
-/// The operator at token `k` (joining adjacent punctuation: `<=`, `&&`, `->`, ...) and how many
-/// tokens it takes.
-fn operator<'c>(s: &Statements<'c>, k: usize) -> (&'c str, usize) {
-    let t = s.text(k);
-    let joined = s.toks.get(k + 1).is_some_and(|n| n.start == s.toks[k].end);
-    if joined {
-        let two = &s.code[s.toks[k].start..s.toks[k + 1].end];
-        if matches!(
-            two,
-            "<=" | ">=" | "==" | "!=" | "&&" | "||" | "<<" | ">>" | "->" | "++" | "--"
-        ) || (two.ends_with('=') && matches!(t, "+" | "-" | "*" | "/" | "%" | "&" | "|" | "^"))
-        {
-            return (two, 2);
-        }
-    }
-    (t, 1)
 }
 
 /// The operators among tokens `first..end` that stand outside brackets, each with its first
@@ -110,7 +86,7 @@ fn outside_brackets<'c>(
     let mut out = Vec::new();
     let (mut depth, mut k) = (0i32, first);
     while k < end {
-        let (op, len) = operator(s, k);
+        let (op, len) = operator(s.code, s.toks, k);
         match op {
             "(" | "[" => depth += 1,
             ")" | "]" => depth -= 1,
@@ -141,18 +117,6 @@ fn conjuncts(s: &Statements<'_>, first: usize, end: usize) -> Vec<(usize, usize)
     }
     out.push((start, end));
     out
-}
-
-/// Tokens `first..end` without parentheses that enclose all of them.
-fn unwrapped(s: &Statements<'_>, mut first: usize, mut end: usize) -> (usize, usize) {
-    while end > first + 1
-        && s.text(first) == "("
-        && gpu_mem_core::kernel::scan::functions::call_end(s.code, s.toks, first) == Some(end - 1)
-    {
-        first += 1;
-        end -= 1;
-    }
-    (first, end)
 }
 
 /// Whether tokens `first..end` compare the thread's index with a uniform value so that the

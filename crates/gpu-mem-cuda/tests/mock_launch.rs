@@ -110,6 +110,10 @@ fn main() {
             "compile_errors_point_into_the_kernel_code",
             compile_errors_point_into_the_kernel_code,
         ),
+        (
+            "a_grid_barrier_outside_a_cooperative_launch_is_refused",
+            a_grid_barrier_outside_a_cooperative_launch_is_refused,
+        ),
     ];
 
     let mut trials = Vec::new();
@@ -799,7 +803,8 @@ fn scale_args(data: DevicePtr) -> Vec<LaunchArg> {
 }
 
 /// With cuFuncGetParamInfo, a wrong argument count or size is an error before cuLaunchKernel
-/// (which would otherwise read past the parameter buffers).
+/// (which would otherwise read past the parameter buffers); the driver is asked only for the
+/// parameters the PTX declares.
 fn arguments_are_checked_against_the_compiled_function(
     mock: &Mock,
     nvrtc: &Path,
@@ -833,6 +838,66 @@ fn arguments_are_checked_against_the_compiled_function(
     ensure(launches(mock)? == 1, || {
         "the good launch did not run".into()
     })?;
+    // The PTX gave the parameter count: the driver was asked for those parameters only, never
+    // for one past the last (an API error under compute-sanitizer, seen on an H200).
+    let past_end: i32 = mock.call("mock_param_info_past_end")?;
+    ensure(past_end == 0, || {
+        format!("cuFuncGetParamInfo asked {past_end} time(s) past the last parameter")
+    })?;
+    // SAFETY: nothing runs in the mock.
+    unsafe { b.free(0, data)? };
+    Ok(())
+}
+
+/// A kernel waiting at a grid barrier, launched without `cooperative()`, traps on a GPU and
+/// loses the device (`CUDA_ERROR_LAUNCH_FAILED`, seen on an H200): the launch is refused before
+/// it reaches the driver, naming the barrier's line, as the simulator refuses it; launched
+/// cooperatively it goes to `cuLaunchCooperativeKernel`. A kernel that only asks `this_grid()`
+/// its rank is launched as any other.
+fn a_grid_barrier_outside_a_cooperative_launch_is_refused(
+    mock: &Mock,
+    nvrtc: &Path,
+) -> Result<(), Failed> {
+    const WAITS: &str = r#"#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void waits(float* out) {
+    cg::grid_group grid = cg::this_grid();
+    out[grid.thread_rank()] = 1.0f;
+    grid.sync();
+    if (grid.thread_rank() == 0) out[0] += 1.0f;
+}
+extern "C" __global__ void ranks(float* out) {
+    out[cg::this_grid().thread_rank()] = 1.0f;
+}
+"#;
+    let b = backend_with_nvrtc(mock, nvrtc)?;
+    mock.set_param_sizes(&declared_sizes(nvrtc, WAITS, "waits")?)?;
+    let data = b.alloc(0, 4 * 256)?;
+    let args = [array(data, &[256], &[1], 4)];
+    let waits = Kernel::new("waits").with_source(WAITS, "waits");
+    let plain = LaunchConfig::new(2, 128);
+    // SAFETY: refused before the driver; the mock runs nothing anyway.
+    match unsafe { b.launch(0, &waits, &plain, &args, None) } {
+        Err(Error::InvalidLaunch { reason, .. })
+            if reason.contains("needs a cooperative launch") && reason.contains(".cu:6") => {}
+        other => return Err(format!("a grid barrier in a plain launch: {other:?}").into()),
+    }
+    ensure(launches(mock)? == 0, || {
+        "the refused launch reached the driver".into()
+    })?;
+    // SAFETY: the mock records the launch without running it; the buffer outlives it.
+    unsafe { b.launch(0, &waits, &plain.cooperative(), &args, None)? };
+    ensure(
+        mock.call::<i32>("mock_last_launch_cooperative")? == 1,
+        || "the cooperative launch did not reach cuLaunchCooperativeKernel".into(),
+    )?;
+    let ranks = Kernel::new("ranks").with_source(WAITS, "ranks");
+    // SAFETY: as above.
+    unsafe { b.launch(0, &ranks, &plain, &args, None)? };
+    ensure(
+        mock.call::<i32>("mock_last_launch_cooperative")? == 0,
+        || "a kernel without a grid barrier was launched cooperatively".into(),
+    )?;
     // SAFETY: nothing runs in the mock.
     unsafe { b.free(0, data)? };
     Ok(())

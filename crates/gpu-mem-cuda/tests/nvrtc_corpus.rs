@@ -47,6 +47,41 @@ fn repository() -> PathBuf {
     }
 }
 
+/// The kernels of the corpus that wait at a grid barrier (and so need a cooperative launch,
+/// which the CUDA backend checks from the PTX): file, kernel, and the line of the first
+/// barrier. Kernels that call `this_grid()` without its `sync` (binaryPartitionCG,
+/// warpAggregatedAtomicsCG) are not among them.
+const GRID_BARRIERS: &[(&str, &str, u32)] = &[
+    (
+        "reductionMultiBlockCG.cu",
+        "reduceSinglePassMultiBlockCG",
+        109,
+    ),
+    ("simpleAWBarrier.cu", "normVecByDotProductAWBarrier", 110),
+];
+
+/// The PTX's grid barriers are the kernels of [`GRID_BARRIERS`] of `file`, at their lines.
+fn grid_barriers_are_found(file: &str, read: &ptx::PtxModule) -> Result<(), String> {
+    for entry in &read.entries {
+        let expected = GRID_BARRIERS.iter().find(|(f, kernel, _)| {
+            *f == file && gpu_mem_core::kernel::compiled::is_named(&entry.name, kernel)
+        });
+        match (&entry.grid_sync, expected) {
+            (None, None) => {}
+            (Some(sync), Some((_, _, line)))
+                if sync.line == *line
+                    && sync.file.as_deref().is_some_and(|f| f.ends_with(file)) => {}
+            (found, expected) => {
+                return Err(format!(
+                    "{file}: kernel `{}`: grid barrier {found:?}, expected {expected:?}",
+                    entry.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Every `.cu` file of the corpus and of the CUDA C++ test kernels.
 fn sources() -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -109,10 +144,11 @@ fn compile_and_find(nvrtc: &Nvrtc, path: &Path) -> Result<(), Failed> {
             name_expressions: module.name_expressions(),
         })
         .map_err(|e| format!("{file}: {e}"))?;
-    let read = ptx::read(&compiled.ptx);
+    let read = ptx::read(&compiled.ptx, file);
     if read.entries.is_empty() {
         return Err(format!("{file}: the PTX has no entries").into());
     }
+    grid_barriers_are_found(file, &read)?;
     let plain: Vec<String> = scan::kernels(module.code())
         .ok_or_else(|| format!("{file}: the source cannot be read"))?
         .into_iter()

@@ -476,17 +476,21 @@ extern "C" __global__ void broken(gm_array<float, 1> a) {
 }
 
 /// The launcher passes `#[repr(C)] { ptr: u64, shape: [i64; N], strides: [i64; N] }`; the
-/// prelude's `gm_array` must have exactly that layout. Checked by the compiler itself.
+/// prelude's `gm_array` must have exactly that layout. Sizes and alignment are checked by the
+/// compiler itself; the fields' offsets by the PTX, where each probe kernel reads every field
+/// from its parameter at `+offset` (`__builtin_offsetof` would say it in the source, but the
+/// NVRTC of CUDA 13.0, seen beside an H200, does not know it).
 fn array_layout(nvrtc: &Nvrtc) -> Result<(), Failed> {
     let mut source = String::from("#include \"gpu_mem.h\"\n");
     for n in 1..=4usize {
         let size = 8 + 16 * n;
-        let strides_at = 8 + 8 * n;
         source.push_str(&format!(
             "static_assert(sizeof(gm_array<float, {n}>) == {size}, \"size N={n}\");\n\
              static_assert(alignof(gm_array<double, {n}>) == 8, \"align N={n}\");\n\
-             static_assert(__builtin_offsetof(gm_array<char, {n}>, shape) == 8, \"shape N={n}\");\n\
-             static_assert(__builtin_offsetof(gm_array<char, {n}>, strides) == {strides_at}, \"strides N={n}\");\n"
+             extern \"C\" __global__ void layout_probe_{n}(gm_array<char, {n}> a, long long* out) {{\n\
+                 out[0] = (long long)a.data;\n\
+                 for (int i = 0; i < {n}; ++i) {{ out[1 + i] = a.shape[i]; out[1 + {n} + i] = a.strides[i]; }}\n\
+             }}\n"
         ));
     }
     source.push_str(
@@ -503,6 +507,20 @@ fn array_layout(nvrtc: &Nvrtc) -> Result<(), Failed> {
     // The kernel parameter is one 40-byte, 8-aligned struct for N = 2.
     if !ptx.contains(".param .align 8 .b8 layout_probe_param_0[40]") {
         return Err(format!("unexpected parameter declaration:\n{ptx}").into());
+    }
+    for n in 1..=4usize {
+        let param = format!("layout_probe_{n}_param_0");
+        // The pointer at 0, then N shapes and N strides of 8 bytes each.
+        for offset in (0..=16 * n).step_by(8) {
+            let field = if offset == 0 {
+                format!("[{param}]")
+            } else {
+                format!("[{param}+{offset}]")
+            };
+            if !ptx.contains(&field) {
+                return Err(format!("N={n}: no field read at {field}; the PTX:\n{ptx}").into());
+            }
+        }
     }
     Ok(())
 }

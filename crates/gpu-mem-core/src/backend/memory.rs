@@ -15,7 +15,7 @@ use std::ptr::NonNull;
 ///   device bytes, aligned to at least 256 bytes, that overlaps no other live allocation of the
 ///   device, and stays valid until it is passed to [`Memory::free`].
 /// * **Host memory.** [`Memory::host_alloc`] returns, on `Ok`, a host pointer aligned to at
-///   least 4096 bytes to `bytes` bytes of host memory that the caller exclusively owns, readable
+///   least 256 bytes (not a page: CUDA drivers pack small allocations into shared pages) to `bytes` bytes of host memory that the caller exclusively owns, readable
 ///   and writable from any thread, which stays valid (and is not accessed by the backend except
 ///   for operations the caller enqueues or calls) until it is passed to [`Memory::host_free`].
 ///   When `device` is `Some`, it is the device address of that same memory. The memory may be

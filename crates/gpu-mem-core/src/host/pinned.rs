@@ -60,8 +60,9 @@ impl Device {
     }
 }
 
-/// Alignment every backend guarantees for page-locked allocations.
-pub(crate) const PAGE_ALIGN: usize = 4096;
+/// Alignment every backend guarantees for page-locked allocations (`Memory::host_alloc`'s
+/// promise: 256 bytes, not a page).
+pub(crate) const PINNED_ALIGN: usize = 256;
 
 /// The first element of a dense buffer: its base, or a dangling (never dereferenced) pointer
 /// aligned for `T` when it holds nothing.
@@ -81,7 +82,7 @@ pub(crate) fn allocate_zeroed<T: Element>(
     layout: &Layout,
     flags: Option<HostAllocFlags>,
 ) -> Result<HostBuffer> {
-    crate::array::device_array::check_element::<T>(PAGE_ALIGN, "page-locked buffers")?;
+    crate::array::device_array::check_element::<T>(PINNED_ALIGN, "page-locked buffers")?;
     let bytes = crate::array::span_bytes_of::<T>(layout)?;
     let buffer = match flags {
         Some(flags) => HostBuffer::allocate(device, bytes, flags)?,

@@ -26,8 +26,11 @@
 //! 7. Once compiled, the function itself is checked before `cuLaunchKernel`
 //!    (`check_function`): argument count and sizes, block size, and static plus dynamic shared
 //!    memory against the device's opt-in maximum, opting in above the default 48 KiB; a
-//!    mismatch is [`Error::InvalidLaunch`].
+//!    mismatch is [`Error::InvalidLaunch`]. So is a kernel with a grid barrier (`grid_sync`)
+//!    launched without `LaunchConfig::cooperative`: on the GPU it would trap and lose the
+//!    device.
 
+use super::grid_sync::GridSync;
 use super::kernels::{FunctionHandle, NVRTC_LINE_INFO};
 use super::module_cache::{LoadedKernel, LoadedModule};
 use super::params::KernelParams;
@@ -54,6 +57,8 @@ pub struct FunctionInfo {
     /// (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`: its register use may allow fewer than the
     /// device's maximum).
     pub max_threads: usize,
+    /// Where the kernel waits at a grid barrier (from the PTX): it needs a cooperative launch.
+    pub grid_sync: Option<GridSync>,
 }
 
 /// The name NVRTC looks `entry` up by in `module` (its lowered name, i.e. a name expression;
@@ -63,7 +68,7 @@ fn entry_of(
     module: &LoadedModule,
     kernel: &Kernel,
     entry: &str,
-) -> Result<(String, Option<Vec<usize>>)> {
+) -> Result<(String, Option<ptx::PtxEntry>)> {
     let invalid = |reason: String| Error::InvalidLaunch {
         kernel: kernel.name().to_string(),
         reason,
@@ -83,13 +88,8 @@ fn entry_of(
             }
         },
     };
-    let sizes = module
-        .ptx
-        .entries
-        .iter()
-        .find(|e| e.name == name)
-        .map(|e| e.param_sizes.clone());
-    Ok((name, sizes))
+    let found = module.ptx.entries.iter().find(|e| e.name == name).cloned();
+    Ok((name, found))
 }
 
 /// What NVRTC calls a module's source in messages: its name, made safe for a `#line`
@@ -186,7 +186,7 @@ impl CudaBackend {
         })?;
         Ok(LoadedModule {
             module: handle,
-            ptx: ptx::read(&compiled.ptx),
+            ptx: ptx::read(&compiled.ptx, &program),
             lowered: compiled.lowered,
         })
     }
@@ -201,16 +201,21 @@ impl CudaBackend {
     ) -> Result<FunctionHandle> {
         let loaded = self.modules.kernel(kernel.id(), device, source, || {
             let module = self.loaded_module(device, &source.module, kernel.name())?;
-            let (name, ptx_sizes) = entry_of(&module, kernel, &source.entry)?;
+            let (name, ptx_entry) = entry_of(&module, kernel, &source.entry)?;
+            let (ptx_sizes, grid_sync) = match ptx_entry {
+                Some(entry) => (Some(entry.param_sizes), entry.grid_sync),
+                None => (None, None),
+            };
             // SAFETY: the module is loaded on `device` and cached until the backend drops.
             let function = unsafe { self.module_function(device, module.module, &name) }
                 .map_err(|e| in_kernel(e, kernel))?;
             let mut info = self
-                .function_info(device, function)
+                .function_info(device, function, ptx_sizes.as_ref().map(Vec::len))
                 .map_err(|e| in_kernel(e, kernel))?;
             if info.param_sizes.is_none() {
                 info.param_sizes = ptx_sizes;
             }
+            info.grid_sync = grid_sync;
             lock(&self.functions).insert(function.0, info);
             Ok(LoadedKernel {
                 module: module.module,
@@ -227,11 +232,18 @@ impl CudaBackend {
             .and_then(|info| info.param_sizes.clone())
     }
 
-    fn function_info(&self, device: usize, function: FunctionHandle) -> Result<FunctionInfo> {
+    /// What the driver says of `function`; `param_count` is its parameter count where the PTX
+    /// gives it.
+    fn function_info(
+        &self,
+        device: usize,
+        function: FunctionHandle,
+        param_count: Option<usize>,
+    ) -> Result<FunctionInfo> {
         let _cx = self.current(device)?;
         let raw = function.0 as usize as _;
         // SAFETY: the function was just looked up in a module loaded on this device.
-        let param_sizes = unsafe { self.driver.func_param_sizes(raw) }?;
+        let param_sizes = unsafe { self.driver.func_param_sizes(raw, param_count) }?;
         // SAFETY: as above.
         let static_shared = unsafe {
             self.driver.func_get_attribute(
@@ -251,6 +263,7 @@ impl CudaBackend {
             static_shared: usize::try_from(static_shared).unwrap_or(0),
             dynamic_opt_in: 0,
             max_threads: usize::try_from(max_threads).unwrap_or(usize::MAX),
+            grid_sync: None,
         })
     }
 
@@ -293,6 +306,14 @@ impl CudaBackend {
                     )));
                 }
             }
+        }
+        if let Some(sync) = info.grid_sync.as_ref().filter(|_| !config.cooperative) {
+            return Err(invalid(format!(
+                "this_grid().sync() at {} needs a cooperative launch (LaunchConfig::cooperative), \
+                 whose blocks all run at once: in another launch the GPU traps at the barrier \
+                 and the device is lost, so the launch is refused",
+                sync.place()
+            )));
         }
         let threads = config.block.count();
         if threads > info.max_threads as u64 {

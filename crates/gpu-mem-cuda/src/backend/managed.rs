@@ -2,8 +2,9 @@
 //!
 //! # Contract
 //!
-//! * Host and device address are the same; an allocation not 4096-byte aligned (the trait's
-//!   host promise) is freed and refused.
+//! * Host and device address are the same; an allocation not 4096-byte aligned (more than the
+//!   trait's 256-byte host promise: the driver gives managed memory in pages) is freed and
+//!   refused.
 //! * A device reporting `CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 0`, or a driver without the calls,
 //!   is [`Error::NotSupportedByBackend`].
 //! * Prefetch is `cuMemPrefetchAsync_v2` on the caller's stream, advice `cuMemAdvise_v2`, both
@@ -18,7 +19,7 @@
 //!   check (adopted `CUstream`s are not in the registry), which refuses one of another context.
 
 use super::{
-    CudaBackend, HOST_ALIGNMENT, nonzero_bytes, not_supported, raw_stream, released,
+    CudaBackend, MANAGED_ALIGNMENT, nonzero_bytes, not_supported, raw_stream, released,
     unsupported_code,
 };
 use crate::driver::sys::{
@@ -115,7 +116,7 @@ unsafe impl ManagedMemory for CudaBackend {
             })?;
         let host = NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(ptr as usize));
         let host = match host {
-            Some(host) if ptr.is_multiple_of(HOST_ALIGNMENT) => host,
+            Some(host) if ptr.is_multiple_of(MANAGED_ALIGNMENT) => host,
             _ => {
                 // SAFETY: `ptr` was just allocated and nothing else has seen it.
                 if let Err(err) = unsafe { self.driver.mem_free(ptr) } {

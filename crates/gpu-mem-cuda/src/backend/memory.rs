@@ -6,7 +6,7 @@
 //!
 //! * Out of memory is [`Error::OutOfMemory`] with free / total bytes; a pool allocation not
 //!   256-byte aligned is given back and `cuMemAlloc` used instead.
-//! * Page-locked memory not 4096-byte aligned (the trait's promise) is freed and refused.
+//! * Page-locked memory not 256-byte aligned (the trait's promise) is freed and refused.
 //! * Registration needs `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`; a range registered
 //!   already is [`Error::HostRegistration`].
 //! * On a lost device a release only updates the bookkeeping: the dead context took the memory.
@@ -23,7 +23,7 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 
 // SAFETY: cuMemAlloc ranges (and pool ranges, checked 256-byte aligned) never overlap while
-// live; cuMemHostAlloc memory, checked 4096-byte aligned, is the caller's until cuMemFreeHost;
+// live; cuMemHostAlloc memory, checked 256-byte aligned, is the caller's until cuMemFreeHost;
 // cuMemHostRegister neither moves nor writes the range, and its device pointer maps that range
 // until cuMemHostUnregister.
 unsafe impl Memory for CudaBackend {
@@ -103,7 +103,7 @@ unsafe impl Memory for CudaBackend {
                     address: raw as u64,
                     bytes: bytes as u64,
                     reason: if host.is_some() {
-                        "cuMemHostAlloc returned memory that is not 4096-byte aligned"
+                        "cuMemHostAlloc returned memory that is not 256-byte aligned"
                     } else {
                         "cuMemHostAlloc succeeded but returned a null pointer"
                     },

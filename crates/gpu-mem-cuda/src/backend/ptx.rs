@@ -9,15 +9,18 @@
 //! (`gpu_mem_core::kernel::compiled::is_named`: `_Z10vector_addPKfS0_Pfi` is `vector_add`,
 //! `_ZN2ns1kEPfi` is `ns::k`), and a name two entries match (overloads) is ambiguous.
 
+use super::grid_sync::{GridSync, kernels_with_grid_sync};
 use gpu_mem_core::kernel::compiled::{is_named, source_name};
 
-/// A kernel of the PTX: its name there and its parameters' sizes in bytes.
+/// A kernel of the PTX: its name there, its parameters' sizes in bytes, and its grid barrier.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PtxEntry {
     /// Its name in the PTX (mangled for C++).
     pub name: String,
     /// Each parameter's size in bytes.
     pub param_sizes: Vec<usize>,
+    /// Where it waits at a grid barrier, which needs a cooperative launch (`grid_sync`).
+    pub grid_sync: Option<GridSync>,
 }
 
 /// The kernels and variables of a module's PTX.
@@ -57,9 +60,11 @@ fn param_size(declaration: &str) -> Option<usize> {
     size.checked_mul(count)
 }
 
-/// Reads `ptx`'s entries and module-scope variables.
-pub fn read(ptx: &str) -> PtxModule {
+/// Reads `ptx`'s entries and module-scope variables; `program` is the name the source was
+/// compiled as (how its `.file` line ends), which places grid barriers.
+pub fn read(ptx: &str, program: &str) -> PtxModule {
     let mut module = PtxModule::default();
+    let mut grid_syncs = kernels_with_grid_sync(ptx, program);
     let mut lines = ptx.lines().map(str::trim).peekable();
     while let Some(line) = lines.next() {
         if let Some(at) = line.find(".entry ") {
@@ -89,7 +94,12 @@ pub fn read(ptx: &str) -> PtxModule {
                 .filter(|p| p.contains(".param"))
                 .map(|p| param_size(p).unwrap_or(0))
                 .collect();
-            module.entries.push(PtxEntry { name, param_sizes });
+            let grid_sync = grid_syncs.remove(&name);
+            module.entries.push(PtxEntry {
+                name,
+                param_sizes,
+                grid_sync,
+            });
         } else if (line.starts_with(".global")
             || line.starts_with(".const")
             || line.starts_with(".visible .global")
@@ -212,7 +222,7 @@ mod tests {
 
     #[test]
     fn entries_and_their_parameter_sizes() {
-        let m = read(PTX);
+        let m = read(PTX, "k.cu");
         let sizes = |name: &str| {
             m.entries
                 .iter()
@@ -228,7 +238,7 @@ mod tests {
 
     #[test]
     fn source_names_find_their_mangled_entries() {
-        let m = read(PTX);
+        let m = read(PTX, "k.cu");
         let found = |name: &str| find_entry(&m, name).map(|e| e.map(|e| e.name.clone()));
         assert_eq!(found("vadd"), Ok(Some("_Z4vaddPKfPfi".into())));
         assert_eq!(found("ns::k"), Ok(Some("_ZN2ns1kEPfi".into())));

@@ -1137,23 +1137,34 @@ impl CudaDriver {
     }
 
     /// The byte size of every parameter of `function` (`cuFuncGetParamInfo`, CUDA 12.4+):
-    /// `Ok(None)` when the driver lacks the call.
+    /// `Ok(None)` when the driver lacks the call or cannot describe the function.
+    ///
+    /// `count` is the number of parameters where the caller knows it (from the PTX): then only
+    /// those indexes are asked, and a driver that knows fewer is answered with `None`. Asking
+    /// one index past the last is how the count is found otherwise; the driver answers it with
+    /// `CUDA_ERROR_INVALID_VALUE`, which compute-sanitizer reports as an API error (seen on an
+    /// H200, driver 580.159), so it is done only when the count is unknown.
     ///
     /// # Safety
     /// `function` is live.
-    pub unsafe fn func_param_sizes(&self, function: CUfunction) -> Result<Option<Vec<usize>>> {
+    pub unsafe fn func_param_sizes(
+        &self,
+        function: CUfunction,
+        count: Option<usize>,
+    ) -> Result<Option<Vec<usize>>> {
         let Some(f) = self.symbols.cuFuncGetParamInfo else {
             return Ok(None);
         };
         let mut sizes = Vec::new();
         // A kernel has at most 32 764 bytes of parameters, so at most that many parameters.
-        for index in 0..32_768usize {
+        for index in 0..count.unwrap_or(32_768) {
             let (mut offset, mut size) = (0usize, 0usize);
             // SAFETY: both out-pointers are live locals; the function is guaranteed by the caller.
             let code = unsafe { f(function, index, &mut offset, &mut size) };
             if code == CUresult::CUDA_ERROR_INVALID_VALUE {
-                // Past the last parameter.
-                return Ok(Some(sizes));
+                // Past the last parameter: the end when probing, a disagreement with the
+                // caller's count otherwise (whose sizes are then the ones to use).
+                return Ok(count.is_none().then_some(sizes));
             }
             if code == CUresult::CUDA_ERROR_NOT_SUPPORTED {
                 // The driver cannot describe this function's parameters.

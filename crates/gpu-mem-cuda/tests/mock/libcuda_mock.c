@@ -648,11 +648,20 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t words, CUstrea
 
 /* ----- host memory --------------------------------------------------------------------- */
 
-/* The next cuMemHostAlloc returns memory 64 bytes past a page boundary (a driver breaking
- * its page-alignment promise); such an item carries MISALIGNED in its flags. */
+/* Where cuMemHostAlloc puts an allocation in its pages. The driver of an H200 (580.159) gave
+ * allocations of 8 to 48 bytes at 512 bytes past a page boundary: small ones share pages, so
+ * page-locked memory is not page-aligned. The mock does the same for allocations under a page.
+ * The next allocation can also be put 64 bytes past a page boundary (a driver breaking even
+ * the 256-byte alignment); such an item carries MISALIGNED in its flags. */
 static int misalign_next_host_alloc;
 #define MISALIGNED 0x100u
+#define SMALL_HOST_ALLOC_OFFSET 512u
 void mock_misalign_next_host_alloc(void) { misalign_next_host_alloc = 1; }
+
+static unsigned host_alloc_skew(size_t bytes, unsigned flags) {
+    if (flags & MISALIGNED) return 64;
+    return bytes < 4096 ? SMALL_HOST_ALLOC_OFFSET : 0;
+}
 
 /* Host allocations still live (not freed with cuMemFreeHost). */
 int mock_live_host_allocations(void) {
@@ -667,13 +676,14 @@ CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
     NEED_CONTEXT();
     last_host_alloc_flags = flags;
     if (!pp || bytes == 0 || (flags & ~7u)) return E_INVALID_VALUE;
-    unsigned skew = misalign_next_host_alloc ? 64 : 0;
+    unsigned marks = misalign_next_host_alloc ? MISALIGNED : 0;
     misalign_next_host_alloc = 0;
+    unsigned skew = host_alloc_skew(bytes, marks);
     size_t rounded = (bytes + skew + 4095) / 4096 * 4096;
     char *mem = aligned_alloc(4096, rounded);
     if (!mem) return E_OUT_OF_MEMORY;
     pthread_mutex_lock(&lock);
-    struct item *it = add_item(HOST_ALLOC, mem + skew, bytes, flags | (skew ? MISALIGNED : 0));
+    struct item *it = add_item(HOST_ALLOC, mem + skew, bytes, flags | marks);
     pthread_mutex_unlock(&lock);
     if (!it) { free(mem); return E_OUT_OF_MEMORY; }
     *pp = mem + skew;
@@ -684,7 +694,7 @@ CUresult cuMemFreeHost(void *p) {
     NEED_CONTEXT();
     pthread_mutex_lock(&lock);
     struct item *it = find_base(HOST_ALLOC, p);
-    if (it) { free(it->base - ((it->flags & MISALIGNED) ? 64 : 0)); it->kind = FREE_SLOT; }
+    if (it) { free(it->base - host_alloc_skew(it->bytes, it->flags)); it->kind = FREE_SLOT; }
     pthread_mutex_unlock(&lock);
     return it ? OK : E_INVALID_VALUE;
 }
@@ -852,6 +862,8 @@ static int module_loads, live_modules;
 static size_t param_sizes[MAX_PARAMS];
 static int param_count;
 static int param_info_known; /* set by mock_set_param_sizes: cuFuncGetParamInfo answers */
+static int param_info_past_end; /* cuFuncGetParamInfo calls for an index past the last */
+int mock_param_info_past_end(void) { return param_info_past_end; }
 static int static_shared;    /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES of every function */
 static int set_attribute_calls;
 #define DEFAULT_SHARED 49152
@@ -978,7 +990,12 @@ CUresult cuFuncGetParamInfo(void *f, size_t index, size_t *offset, size_t *size)
     NEED_CONTEXT();
     if (!function_ok(f)) return E_INVALID_HANDLE;
     if (!param_info_known) return E_NOT_SUPPORTED;
-    if ((int)index >= param_count || !offset || !size) return E_INVALID_VALUE;
+    if (!offset || !size) return E_INVALID_VALUE;
+    if ((int)index >= param_count) {
+        /* A real driver answers so too; compute-sanitizer reports each such call as an error. */
+        ++param_info_past_end;
+        return E_INVALID_VALUE;
+    }
     size_t at = 0;
     for (size_t i = 0; i < index; ++i) at += param_sizes[i];
     *offset = at;

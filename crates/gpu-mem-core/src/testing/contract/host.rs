@@ -34,8 +34,8 @@ impl PageBuffer {
     }
 }
 
-/// Page-locked memory (`cuMemHostAlloc`, Numba's `pinned_array` and `mapped_array`) is 4096-byte
-/// aligned, for every mix of the portable, mapped and write-combined flags; it reads as zeros
+/// Page-locked memory (`cuMemHostAlloc`, Numba's `pinned_array` and `mapped_array`) is 256-byte
+/// aligned (small allocations share pages on CUDA), for every mix of the portable, mapped and write-combined flags; it reads as zeros
 /// when the backend says so, is the caller's to write, and has a device address exactly when
 /// mapped (which `host_memory_device_addresses_serve_copies` uses). Where mapping is not
 /// provided, asking for it is `NotSupportedByBackend`.
@@ -58,8 +58,8 @@ pub(super) fn page_locked_memory_follows_its_flags(
         }
         let alloc = b.host_alloc(0, n, flags).ctx("host_alloc")?;
         let host = alloc.host.as_ptr();
-        ensure((host as usize).is_multiple_of(4096), || {
-            format!("{flags:?}: {host:?} is not 4096-byte aligned")
+        ensure((host as usize).is_multiple_of(256), || {
+            format!("{flags:?}: {host:?} is not 256-byte aligned")
         })?;
         let data = pattern(n, bits);
         // SAFETY: the allocation holds n bytes this check owns; no work uses them.

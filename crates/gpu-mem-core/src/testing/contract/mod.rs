@@ -15,7 +15,7 @@
 //!   and a `true` from `stream_query` or `event_query` mean that work is complete; an event never
 //!   recorded is complete; `stream_wait_event` orders a stream after another's recorded work;
 //!   only completed timed events have an elapsed time.
-//! * Page-locked memory is 4096-byte aligned, mapped when asked, and serves asynchronous copies;
+//! * Page-locked memory is 256-byte aligned, mapped when asked, and serves asynchronous copies;
 //!   the device address of mapped or managed memory serves copies and fills as any other;
 //!   registration follows `cuMemHostRegister`: one per range, none over memory locked already,
 //!   undone only at its start.

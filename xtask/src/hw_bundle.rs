@@ -11,6 +11,8 @@
 //! DIR/bin/<example>      matmul_tiled, block_sum, barrier_wave, diagnostics, all_reduce (a
 //!                        one-rank NCCL communicator on the GPU; NCCL itself is the machine's)
 //! DIR/bin/hw-bench       gpu-mem's side of the numba comparison and the allocator bench
+//! DIR/bin/hw-buggy       the buggy kernels (tests/kernels/buggy), one launch per run: the
+//!                        simulator's checks beside compute-sanitizer
 //! DIR/src/...            the portable kernel sources the native tests compile
 //! ```
 //!
@@ -39,6 +41,9 @@ const EXAMPLES: [&str; 5] = [
     "diagnostics",
     "all_reduce",
 ];
+
+/// The bundle's own programs (binaries of this package).
+const BUNDLE_TOOLS: [&str; 2] = ["hw-bench", "hw-buggy"];
 
 /// Test binaries: (package, test target, name in the bundle).
 const TESTS: [(&str, &str, &str); 5] = [
@@ -108,12 +113,21 @@ pub fn run(args: &[String]) -> Result<(), String> {
             binaries.push((artifact.executable, artifact.name));
         }
     }
-    eprintln!("hw-bundle: building hw-bench (release) ...");
+    eprintln!("hw-bundle: building hw-bench and hw-buggy (release) ...");
     for artifact in cargo_artifacts(
         &root,
-        &["build", "--release", "-p", "xtask", "--bin", "hw-bench"],
+        &[
+            "build",
+            "--release",
+            "-p",
+            "xtask",
+            "--bin",
+            "hw-bench",
+            "--bin",
+            "hw-buggy",
+        ],
     )? {
-        if artifact.name == "hw-bench" {
+        if BUNDLE_TOOLS.contains(&artifact.name.as_str()) {
             binaries.push((artifact.executable, artifact.name));
         }
     }
@@ -137,7 +151,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .ok_or_else(|| format!("cargo built no test executable `{test}` of {package}"))?;
         binaries.push((artifact.executable, name.to_string()));
     }
-    let wanted = 1 + EXAMPLES.len() + 1 + TESTS.len();
+    let wanted = 1 + EXAMPLES.len() + BUNDLE_TOOLS.len() + TESTS.len();
     if binaries.len() != wanted {
         let names: Vec<&str> = binaries.iter().map(|(_, n)| n.as_str()).collect();
         return Err(format!(

@@ -9,7 +9,9 @@
 //!                                                  kernel time from events
 //! hw-bench alloc [--rounds N]                      device allocation strategies (CUDA: cuMemAlloc
 //!                                                  vs the stream-ordered pool), one process each
-//! hw-bench all                                     the three above in one document
+//! hw-bench round-trip                              a one-thread launch and stream synchronize,
+//!                                                  and an empty stream's synchronize
+//! hw-bench all                                     the four above in one document
 //! ```
 //!
 //! The backend is `GPU_MEM_BACKEND` (auto by default), as for every gpu-mem program. Sizes are
@@ -47,14 +49,17 @@ fn run(args: &[String]) -> Result<String, String> {
         "matmul" => Ok(document(&[("matmul", matmul(&options)?)])),
         "alloc" => Ok(document(&[("alloc", alloc(&options)?)])),
         "alloc-one" => alloc_one(&options),
+        "round-trip" => Ok(document(&[("round_trip", round_trip()?)])),
         "all" => Ok(document(&[
             ("transfers", transfers(&options)?),
             ("matmul", matmul(&options)?),
+            ("round_trip", round_trip()?),
             ("alloc", alloc(&options)?),
         ])),
-        "-h" | "--help" => {
-            Err("commands: transfers | matmul | alloc | all (see the source's docs)".into())
-        }
+        "-h" | "--help" => Err(
+            "commands: transfers | matmul | round-trip | alloc | all (see the source's docs)"
+                .into(),
+        ),
         other => Err(format!("unknown command `{other}`")),
     }
 }
@@ -261,6 +266,45 @@ fn matmul(options: &Options) -> Result<String, String> {
         ));
     }
     Ok(format!("[{}]", rows.join(", ")))
+}
+
+/// A kernel of one thread that bumps one counter: what a launch costs when the kernel is free.
+const TOUCH: &str = "__global__ void touch(int* counter) { counter[0] += 1; }";
+
+/// The stream round trip: a one-thread launch followed by the stream's synchronize (the latency
+/// a dependent host step waits), and the synchronize of a stream with nothing queued.
+fn round_trip() -> Result<String, String> {
+    let runtime = Runtime::from_env().map_err(e)?;
+    let device = runtime.device(0).map_err(e)?;
+    let stream = device.stream().map_err(e)?;
+    let kernel = Kernel::from_source(TOUCH, "touch");
+    let mut counter = device.to_device(&Array1::<i32>::zeros(1)).map_err(e)?;
+    let mut launches = 0;
+    let mut launch_sync = || -> Result<f64, String> {
+        let t = Instant::now();
+        // SAFETY: `touch` writes element 0 of a one-element array that nothing else uses.
+        unsafe { stream.launch(&kernel, LaunchConfig::new(1, 1), &mut [&mut counter]) }
+            .map_err(e)?;
+        stream.synchronize().map_err(e)?;
+        launches += 1;
+        Ok(since_ms(t))
+    };
+    // The first launch compiles and loads the module: not a round trip.
+    launch_sync()?;
+    let launch_sync_ms = median_ms(200.0, &mut launch_sync)?;
+    let empty_sync_ms = median_ms(100.0, || {
+        let t = Instant::now();
+        stream.synchronize().map_err(e)?;
+        Ok(since_ms(t))
+    })?;
+    let count = counter.copy_to_host().map_err(e)?[0];
+    if count != launches {
+        return Err(format!("round trip: {launches} launches counted {count}"));
+    }
+    eprintln!("hw-bench: round trip done");
+    Ok(format!(
+        "{{\"launch_sync_ms\": {launch_sync_ms:.6}, \"empty_sync_ms\": {empty_sync_ms:.6}}}"
+    ))
 }
 
 /// Runs `alloc-one` once per allocation strategy, each in its own process (the strategy is

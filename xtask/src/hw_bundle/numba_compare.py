@@ -5,6 +5,8 @@ Runs with numba-cuda the work that `hw-bench all` runs with gpu-mem:
   * to_device / copy_to_host, pageable (numpy) and pinned (cuda.pinned_array), 4 KiB .. 256 MiB;
   * the tiled matmul (Numba's fast_matmul, 16x16 tiles), n = 256 .. 4096: kernel time between two
     timing events, and the first launch including compilation;
+  * the stream round trip: a one-thread launch and the stream's synchronize, and the synchronize
+    of an empty stream;
 and prints gpu-mem's figure, numba-cuda's, and the ratio gpu-mem / numba (below 1: gpu-mem faster).
 
   numba_compare.py --gpu-mem-json FILE     gpu-mem's figures (hw-bench's JSON output)
@@ -121,6 +123,35 @@ def numba_matmul(cuda, np, float32, sizes):
     return rows
 
 
+def numba_round_trip(cuda, np):
+    @cuda.jit
+    def touch(counter):
+        counter[0] += 1
+
+    counter = cuda.to_device(np.zeros(1, dtype=np.int32))
+    stream = cuda.stream()
+    launches = [0]
+
+    def launch_sync():
+        t = time.perf_counter()
+        touch[1, 1, stream](counter)
+        stream.synchronize()
+        launches[0] += 1
+        return (time.perf_counter() - t) * 1e3
+
+    def empty_sync():
+        t = time.perf_counter()
+        stream.synchronize()
+        return (time.perf_counter() - t) * 1e3
+
+    launch_sync()  # compiles
+    row = {"launch_sync_ms": repeat_ms(launch_sync, 200), "empty_sync_ms": repeat_ms(empty_sync, 100)}
+    if counter.copy_to_host()[0] != launches[0]:
+        raise RuntimeError("numba round trip: the counter missed launches")
+    print("numba: round trip done", file=sys.stderr)
+    return row
+
+
 def ratio(ours, theirs):
     if ours is None or theirs is None or theirs <= 0:
         return "-"
@@ -143,6 +174,10 @@ def main():
         ours = {}
     try:
         import numpy as np
+        # NumPy 2.4 removed `row_stack`, which numba-cuda 0.30 still names when it compiles its
+        # first kernel (seen with numpy 2.5.2 beside an H200): the alias NumPy had lets it load.
+        if not hasattr(np, "row_stack"):
+            np.row_stack = np.vstack
         from numba import cuda, float32
     except ImportError as error:
         print(f"skipped: numba-cuda cannot be imported: {error}")
@@ -154,8 +189,20 @@ def main():
     our_matmul = {r["n"]: r for r in ours.get("matmul", [])}
     sizes = sorted(our_transfers) or [4 << 10 << (2 * k) for k in range(8)]
     ns = sorted(our_matmul) or [256, 512, 1024, 2048, 4096]
-    theirs_t = numba_transfers(cuda, np, sizes)
-    theirs_m = numba_matmul(cuda, np, float32, ns)
+    failures = []
+
+    def part(name, fn, empty):
+        # One part's failure leaves the others' figures standing.
+        try:
+            return fn()
+        except Exception as error:  # noqa: BLE001 - reported, and the exit status says so
+            failures.append(f"{name}: {type(error).__name__}: {error}")
+            print(f"numba: {name} failed: {type(error).__name__}: {error}", file=sys.stderr)
+            return empty
+
+    theirs_t = part("transfers", lambda: numba_transfers(cuda, np, sizes), [])
+    theirs_m = part("matmul", lambda: numba_matmul(cuda, np, float32, ns), [])
+    theirs_r = part("round trip", lambda: numba_round_trip(cuda, np), {})
 
     print(f"device: {cuda.get_current_device().name.decode() if hasattr(cuda.get_current_device().name, 'decode') else cuda.get_current_device().name}")
     print("\ntransfers (ms, median; ratio = gpu-mem / numba-cuda)")
@@ -173,6 +220,12 @@ def main():
         for key in ("kernel_ms", "first_launch_ms"):
             print(f"{row['n']:>6} {key[:-3]:<16} {fmt(mine.get(key)):>10} {fmt(row[key]):>10} "
                   f"{ratio(mine.get(key), row[key]):>6}")
+    print("\nstream round trip (ms, median)")
+    print(f"{'what':<24} {'gpu-mem':>10} {'numba':>10} {'ratio':>6}")
+    mine = ours.get("round_trip", {}) or {}
+    for key in ("launch_sync_ms", "empty_sync_ms"):
+        print(f"{key[:-3]:<24} {fmt(mine.get(key)):>10} {fmt(theirs_r.get(key)):>10} "
+              f"{ratio(mine.get(key), theirs_r.get(key)):>6}")
     allocators = ours.get("alloc", [])
     if allocators:
         print("\ngpu-mem allocation strategies (GPU_MEM_CUDA_ALLOCATOR; ms, median)")
@@ -182,7 +235,9 @@ def main():
                       f"  alloc+use+sync+free {r['alloc_use_sync_free_ms']:.4f}")
             if "error" in entry:
                 print(f"{entry['allocator']:>6} error: {entry['error']}")
-    return 0
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@
 #
 # 1. finds the drivers and compilers (libcuda, NVRTC from the system, the CUDA toolkit or Python
 #    wheels' nvidia/*/lib; libhsa-runtime64, hiprtc; the host C++ compiler) and reports them;
-# 2. runs the hardware matrix (the conformance suite), one process per case, so that a device
-#    fault cannot fail the cases after it;
+# 2. runs the hardware matrix (the conformance suite): all cases in one process, then each case
+#    that failed or went unreported alone, so that a device fault cannot fail the cases after it;
 # 3. the backends' native tests, the examples, `gpu-mem bench --json`, compute-sanitizer (where
 #    installed) and the numba-cuda comparison (where numba-cuda is installed);
 # 4. writes everything under RESULTS_DIR (8 files at most) and prints a summary table.
@@ -256,33 +256,61 @@ done
 GPUS=()
 for kind in "${AVAILABLE[@]}"; do [ "$kind" != sim ] && GPUS+=("$kind"); done
 
-# ---- 3. hardware matrix, one process per case -------------------------------------------------
-# The GPU backends first; the simulator (the reference) gets what time is left, at most 120 s.
+# ---- 3. hardware matrix: the whole suite, then each failing case alone ----------------------------
+# One process runs every case of a backend (its threads share the module cache, so this takes a
+# fraction of one process per case); each case that failed, or that the process never reported
+# (it crashed or ran out of time), then runs alone, so that a device fault cannot fail the cases
+# after it and every failure is its own. The GPU backends first; the simulator (the reference,
+# which CI runs in full) gets what time is left.
 matrix_backend() {
     local kind=$1 share=$2 deadline names name out status passed=0 failed=0 ignored=0 notrun=0 t0
+    local whole verdict again=()
+    declare -A first
     deadline=$(( $(elapsed) + share ))
-    section "conformance on $kind, one process per case" "$MATRIX"
+    section "conformance on $kind: the whole suite in one process" "$MATRIX"
     names=$(GPU_MEM_BACKEND=$kind run_limited 60 "$BIN/conformance" --list 2>/dev/null | sed -n "s/^\(\[$kind\] \)\{0,1\}\($kind::.*\): test\$/\2/p")
     if [ -z "$names" ]; then
         echo "no cases listed" >> "$MATRIX"
         row "matrix $kind" FAIL "the suite listed no case"
         return
     fi
+    t0=$(date +%s)
+    whole=$(GPU_MEM_BACKEND=$kind run_limited "$(limit $(( share * 2 / 3 )) 150)" "$BIN/conformance" 2>&1)
+    status=$?
+    echo "status $status after $(( $(date +%s) - t0 ))s; $(printf '%s\n' "$whole" | grep '^test result:' | tail -n 1)" >> "$MATRIX"
+    while IFS='|' read -r name verdict; do
+        [ -n "$name" ] && first[$name]=$verdict
+    done < <(printf '%s\n' "$whole" | sed -n "s/^test \(\[$kind\] \)\{0,1\}\($kind::[^ ]*\) *\.\.\. \(ok\|FAILED\|ignored\).*/\2|\3/p")
+    # The failures' messages, as the whole run printed them.
+    printf '%s\n' "$whole" | sed -n '/^failures:$/,/^test result:/p' | head -n 400 | sed 's/^/    /' >> "$MATRIX"
+    section "conformance on $kind: per case (failing and unreported cases re-run alone)" "$MATRIX"
     for name in $names; do
+        case ${first[$name]:-} in
+            ok) passed=$((passed + 1)); echo "$name: ok" >> "$MATRIX" ;;
+            ignored) ignored=$((ignored + 1)); echo "$name: ignored" >> "$MATRIX" ;;
+            *) again+=("$name") ;;
+        esac
+    done
+    for name in "${again[@]}"; do
         if [ "$(elapsed)" -ge "$deadline" ] || out_of_time 150; then
-            notrun=$((notrun + 1)); echo "$name: NOT RUN (time budget)" >> "$MATRIX"; continue
+            notrun=$((notrun + 1)); echo "$name: NOT RUN (time budget; whole run: ${first[$name]:-unreported})" >> "$MATRIX"; continue
         fi
         t0=$(date +%s)
-        out=$(GPU_MEM_BACKEND=$kind run_limited "$(limit 90 150)" "$BIN/conformance" --exact "$name" 2>&1)
+        out=$(GPU_MEM_BACKEND=$kind run_limited "$(limit 60 150)" "$BIN/conformance" --exact "$name" 2>&1)
         status=$?
         if [ $status -eq 0 ] && printf '%s\n' "$out" | grep -q '^test result: ok\. 1 passed'; then
-            passed=$((passed + 1)); echo "$name: ok ($(( $(date +%s) - t0 ))s)" >> "$MATRIX"
+            # Passing alone after failing beside the others is a finding, not a pass.
+            if [ "${first[$name]:-}" = FAILED ]; then
+                failed=$((failed + 1)); echo "$name: FAILED in the whole run, ok alone ($(( $(date +%s) - t0 ))s)" >> "$MATRIX"
+            else
+                passed=$((passed + 1)); echo "$name: ok alone, unreported in the whole run ($(( $(date +%s) - t0 ))s)" >> "$MATRIX"
+            fi
         elif [ $status -eq 0 ] && printf '%s\n' "$out" | grep -q '1 ignored'; then
             ignored=$((ignored + 1)); echo "$name: ignored: $(printf '%s\n' "$out" | grep '^skipping' | head -n 3 | tr '\n' ' ')" >> "$MATRIX"
         else
             failed=$((failed + 1))
-            case $status in 124|137) echo "$name: FAILED (timed out)" >> "$MATRIX" ;;
-                *) echo "$name: FAILED (status $status)" >> "$MATRIX" ;; esac
+            case $status in 124|137) echo "$name: FAILED alone (timed out; whole run: ${first[$name]:-unreported})" >> "$MATRIX" ;;
+                *) echo "$name: FAILED alone (status $status; whole run: ${first[$name]:-unreported})" >> "$MATRIX" ;; esac
             printf '%s\n' "$out" | tail -n 40 | sed 's/^/    /' >> "$MATRIX"
         fi
     done
@@ -296,13 +324,15 @@ matrix_backend() {
     row "matrix $kind" "$status" "$passed passed, $failed failed, $ignored ignored, $notrun not run (time)"
 }
 say "hardware matrix on: ${AVAILABLE[*]:-no backend}"
-for kind in "${GPUS[@]}"; do matrix_backend "$kind" 200; done
+for kind in "${GPUS[@]}"; do matrix_backend "$kind" 240; done
 for kind in "${AVAILABLE[@]}"; do
     [ "$kind" = sim ] || continue
     if [ -z "$CXX_FOUND" ]; then
         row "matrix sim" skip "no host C++ compiler (c++, g++, clang++): portable-source kernels cannot be built"
+    elif [ ${#GPUS[@]} -gt 0 ]; then
+        matrix_backend sim 60
     else
-        matrix_backend sim 120
+        matrix_backend sim 240
     fi
 done
 
@@ -312,7 +342,7 @@ for test in roc-native cuda-loader cuda-nvrtc_kernels cuda-nvrtc_corpus; do
     [ -x "$BIN/$test" ] || { row "native $test" skip "not in the bundle"; continue; }
     if out_of_time 120; then row "native $test" skip "time budget spent"; continue; fi
     section "$test" "$NATIVE"
-    out=$(run_limited "$(limit 90 120)" "$BIN/$test" 2>&1); status=$?
+    out=$(run_limited "$(limit 60 120)" "$BIN/$test" 2>&1); status=$?
     printf '%s\n' "$out" >> "$NATIVE"
     result=$(printf '%s\n' "$out" | grep '^test result:' | tail -n 1 | sed 's/^test result: //; s/; 0 measured.*//')
     passed_n=$(printf '%s\n' "$result" | sed -n 's/^ok\. \([0-9]*\) passed.*/\1/p')
@@ -432,6 +462,55 @@ else
     done
     if [ -z "$dirty" ]; then row sanitizer ok "$clean runs clean (memcheck+leaks, racecheck, synccheck)"
     else row sanitizer FAIL "$clean clean;$dirty"; fi
+fi
+
+# ---- 7b. the buggy kernels: the simulator's checks beside compute-sanitizer --------------------------
+# Each case of tests/kernels/buggy is launched in a process of its own: on the simulator with every
+# check on, and on CUDA under compute-sanitizer's tool for the bug (memcheck for the clean one).
+# The simulator's verdict must be the check the case names; compute-sanitizer's is recorded as it
+# is (its racecheck watches shared memory only, so a race in global memory is not its finding).
+buggy_cases=$(run_limited 20 "$BIN/hw-buggy" list 2>/dev/null)
+if [ -z "$buggy_cases" ]; then
+    row "buggy kernels" FAIL "hw-buggy listed no case"
+elif [ -z "$CXX_FOUND" ]; then
+    row "buggy kernels" skip "no host C++ compiler for the simulator's side"
+else
+    say "buggy kernels"
+    section "buggy kernels: case | expected | simulator (all checks) | compute-sanitizer" "$SANITIZER"
+    sim_right=0; sim_wrong=""; cs_found=0; cs_runs=0
+    with_cuda=0
+    [[ " ${AVAILABLE[*]} " == *" cuda "* ]] && [ -n "$SANITIZER_BIN" ] && with_cuda=1
+    while read -r name expect; do
+        [ -n "$name" ] || continue
+        if out_of_time 40; then echo "$name | $expect | not run (time) |" >> "$SANITIZER"; sim_wrong="$sim_wrong $name(time)"; continue; fi
+        sim=$(GPU_MEM_BACKEND=sim GPU_MEM_SIM_CHECK=memcheck,racecheck,initcheck run_limited "$(limit 30 40)" "$BIN/hw-buggy" run "$name" --deliberately 2>&1 | head -n 1)
+        if { [ "$expect" = clean ] && [ "$sim" = "$name: ok" ]; } || [[ "$sim" == *": $expect: "* ]]; then
+            sim_right=$((sim_right + 1))
+        else
+            sim_wrong="$sim_wrong $name"
+        fi
+        cs="-"
+        if [ $with_cuda -eq 1 ] && ! out_of_time 40; then
+            tool=$expect; [ "$tool" = clean ] && tool=memcheck
+            cs_out=$(GPU_MEM_BACKEND=cuda run_limited "$(limit 40 40)" "$SANITIZER_BIN" --tool "$tool" --error-exitcode 99 "$BIN/hw-buggy" run "$name" --deliberately 2>&1)
+            cs_status=$?
+            cs_runs=$((cs_runs + 1))
+            first=$(printf '%s\n' "$cs_out" | grep -m1 -E '^========= +(Invalid|Misaligned|Race|Uninitialized|Error|Warning|Program hit)' | sed 's/^========= *//')
+            summary=$(printf '%s\n' "$cs_out" | grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' | sed 's/^========= *//')
+            [ $cs_status -eq 99 ] && cs_found=$((cs_found + 1))
+            cs="$tool, status $cs_status: ${first:-nothing reported}; ${summary:-no summary}"
+            printf '%s\n' "$cs_out" | grep '^=========' | head -n 12 | sed "s/^/    [$name] /" >> "$SANITIZER.details"
+        fi
+        echo "$name | $expect | ${sim:0:300} | $cs" >> "$SANITIZER"
+    done <<< "$buggy_cases"
+    if [ -f "$SANITIZER.details" ]; then
+        section "buggy kernels: compute-sanitizer's first lines per case" "$SANITIZER"
+        cat "$SANITIZER.details" >> "$SANITIZER"; rm -f "$SANITIZER.details"
+    fi
+    detail="simulator: $sim_right right${sim_wrong:+, wrong:$sim_wrong}"
+    if [ $with_cuda -eq 1 ]; then detail="$detail; compute-sanitizer reported $cs_found of $cs_runs"; fi
+    if [ -z "$sim_wrong" ]; then row "buggy kernels" ok "$detail (sanitizer.txt)"
+    else row "buggy kernels" FAIL "$detail"; fi
 fi
 
 # ---- 8. numba-cuda side by side ----------------------------------------------------------------------

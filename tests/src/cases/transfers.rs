@@ -325,9 +325,11 @@ fn copy_from_device_rules(rt: &Runtime) -> Result<(), String> {
         ),
         "strided source"
     );
+    // Zeros written first: a fresh device_array is uninitialised on a GPU (on an H200 it held
+    // what an earlier case of the process left there).
     let ten = dev
-        .device_array::<f32>(&[10], Order::C)
-        .map_err(fail("alloc"))?;
+        .to_device(&Array::from_elem(10, 0.0f32))
+        .map_err(fail("to_device"))?;
     let five = dev
         .to_device(&Array::from_elem(5, 7.0f32))
         .map_err(fail("to_device"))?;

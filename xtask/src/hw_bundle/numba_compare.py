@@ -33,6 +33,17 @@ def repeat_ms(fn, budget_ms):
     return median(samples)
 
 
+def huge_page_switch(np):
+    """NumPy's switch for its huge-page advice (`_set_madvise_hugepage`), or None."""
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            return getattr(__import__(module, fromlist=["_set_madvise_hugepage"]),
+                           "_set_madvise_hugepage")
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
 def numba_transfers(cuda, np, sizes):
     rows = []
     for nbytes in sizes:
@@ -64,6 +75,22 @@ def numba_transfers(cuda, np, sizes):
 
         row["to_device_pinned_ms"] = repeat_ms(timed(pinned_h2d), 200)
         row["copy_to_host_pinned_ms"] = repeat_ms(timed(pinned_d2h), 200)
+        if nbytes >= 64 << 20:
+            # NumPy advises transparent huge pages for large arrays, which the driver's pageable
+            # copies may profit from; gpu-mem's side (ndarray, plain malloc) has no such advice.
+            # The same copies from arrays made with the advice off tell how much that is.
+            advise = huge_page_switch(np)
+            if advise is not None:
+                before = advise(False)
+                try:
+                    plain = np.full(nbytes, 7, dtype=np.uint8)
+                    plain_back = np.zeros(nbytes, dtype=np.uint8)
+                finally:
+                    advise(before)
+                row["to_device_pageable_no_thp_ms"] = repeat_ms(
+                    timed(lambda: dev.copy_to_device(plain)), 200)
+                row["copy_to_host_pageable_no_thp_ms"] = repeat_ms(
+                    timed(lambda: dev.copy_to_host(plain_back)), 200)
         rows.append(row)
         print(f"numba: transfers {nbytes} B done", file=sys.stderr)
     return rows
@@ -213,6 +240,16 @@ def main():
                     "copy_to_host_pinned_ms"):
             print(f"{row['bytes']:>11} {key[:-3]:<26} {fmt(mine.get(key)):>10} "
                   f"{fmt(row[key]):>10} {ratio(mine.get(key), row[key]):>6}")
+    no_thp = [r for r in theirs_t if "to_device_pageable_no_thp_ms" in r]
+    if no_thp:
+        print("\npageable transfers from NumPy arrays made without its huge-page advice (ms)")
+        print(f"{'bytes':>11} {'what':<26} {'gpu-mem':>10} {'numba':>10} {'ratio':>6}")
+        for row in no_thp:
+            mine = our_transfers.get(row["bytes"], {})
+            for key in ("to_device_pageable", "copy_to_host_pageable"):
+                theirs = row[key + "_no_thp_ms"]
+                print(f"{row['bytes']:>11} {key:<26} {fmt(mine.get(key + '_ms')):>10} "
+                      f"{fmt(theirs):>10} {ratio(mine.get(key + '_ms'), theirs):>6}")
     print("\ntiled matmul (ms; first launch includes compilation for the first size)")
     print(f"{'n':>6} {'what':<16} {'gpu-mem':>10} {'numba':>10} {'ratio':>6}")
     for row in theirs_m:

@@ -2,7 +2,8 @@
 //! the source's own line numbers), gpu-mem's C library headers and math constants
 //! (`gpu_mem_core::RTC_HEADERS`), the CUDA header names kernels include made HIP's
 //! (`include/`: `<cuda_runtime.h>` and friends, and `<cooperative_groups.h>`, which hiprtc 5.2
-//! lacks), and the module's name expressions lowered.
+//! lacks and which replaces the built-in one of later versions), and the module's name
+//! expressions lowered.
 
 use super::{CodeObject, compile, processor};
 use crate::driver::Hip;
@@ -51,6 +52,13 @@ const HIP_HEADERS: &[(&str, &str)] = &[
     ("cuda/barrier", include_str!("../../include/cuda/barrier")),
 ];
 
+/// Keeps hiprtc's own cooperative groups out: from 5.5 on (5.7.1 in Ubuntu 24.04 and Debian 13)
+/// its built-in header defines them, guarded by this macro, before any of the kernel's includes,
+/// and gpu-mem's `<cooperative_groups.h>` (tiles larger than the wavefront, `reduce`,
+/// `labeled_partition`, `block_tile_memory`) would be a second definition of every class.
+/// Defined first, the guard makes the built-in part empty; hiprtc 5.2 has no such part.
+const OWN_COOPERATIVE_GROUPS: &str = "-DHIP_INCLUDE_HIP_AMD_DETAIL_HIP_COOPERATIVE_GROUPS_H";
+
 /// The complete translation unit hiprtc compiles: the prelude, then the module's source with
 /// its own line numbers (`#include "gpu_mem.h"` in it is a no-op thanks to the include guard).
 pub fn translation_unit(code: &str, file: &str) -> String {
@@ -70,7 +78,7 @@ pub fn compile_module(module: &Module, arch: &str) -> Result<CodeObject> {
         &file,
         processor(arch),
         &headers,
-        &[],
+        &[OWN_COOPERATIVE_GROUPS],
         module.name_expressions(),
     )?;
     if !code.log.is_empty() {

@@ -64,6 +64,14 @@ fn main() {
             move || support::in_own_process(&kernels::portable_trial(arch)),
         ));
     }
+    // The corpus under the newer hiprtc too: from 5.5 on it has cooperative groups built in,
+    // which gpu-mem's <cooperative_groups.h> must meet (Ubuntu 24.04 ships this hiprtc).
+    for collection in corpus::collections() {
+        trials.push(Trial::ignorable_test(
+            format!("newer_userland::hiprtc::corpus::gfx90a::{collection}"),
+            move || newer_hip::run(&format!("{}{collection}", corpus::TRIAL)),
+        ));
+    }
     // The loaders against the newer userland's libraries (ROCr 6.1, HIP 5.7.1).
     for (name, trial) in NEWER_USERLAND_TRIALS {
         trials.push(Trial::ignorable_test(

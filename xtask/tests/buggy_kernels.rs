@@ -69,6 +69,21 @@ fn each_buggy_kernel_is_reported_by_the_check_it_names() {
 }
 
 #[test]
+fn the_simulator_runs_them_only_with_checks_on() {
+    let out = hw_buggy()
+        .env("GPU_MEM_SIM_CHECK", "none")
+        .args(["run", "write_without_bounds_check", "--deliberately"])
+        .output()
+        .expect("hw-buggy run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("only with checks on"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn running_a_case_needs_to_be_meant() {
     let out = hw_buggy()
         .args(["run", "clean_reduction"])

@@ -22,6 +22,7 @@
 //! simulator with its checks on (which stop every bad access before it lands) or a GPU under
 //! compute-sanitizer, in a process of its own.
 
+use gpu_mem::BackendKind;
 use gpu_mem::kernel::KernelArg;
 use gpu_mem::ndarray::Array1;
 use gpu_mem::prelude::*;
@@ -245,6 +246,17 @@ fn array<T: Element + Clone>(
 /// Launches `case` once and waits for it.
 fn launch(case: &Case) -> Result<(), String> {
     let runtime = Runtime::from_env().map_err(|e| e.to_string())?;
+    if runtime.kind() == BackendKind::Sim {
+        // The simulator runs kernels inside this process: unchecked, a bad access of a buggy
+        // kernel would land in the process's own memory.
+        let checks = std::env::var("GPU_MEM_SIM_CHECK").unwrap_or_default();
+        if !gpu_mem::sim::Checks::parse(&checks).is_ok_and(|c| c.any()) {
+            return Err(
+                "on the simulator the buggy kernels run only with checks on (GPU_MEM_SIM_CHECK=memcheck,racecheck,initcheck)"
+                    .into(),
+            );
+        }
+    }
     let device = runtime.device(0).map_err(|e| e.to_string())?;
     let mut owned: Vec<Box<dyn KernelArg>> = Vec::new();
     for arg in &case.args {

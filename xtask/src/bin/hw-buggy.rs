@@ -170,12 +170,11 @@ fn parse_case(name: &str, code: &str) -> Result<Case, String> {
         .split_whitespace()
         .map(parse_arg)
         .collect::<Result<_, _>>()?;
-    let expect = field("expect:")?;
-    let expect = expect.split(':').next().unwrap_or(expect).trim();
-    let expect = expect
-        .split_whitespace()
+    // The check's name: the first word, before any `:` or note.
+    let expect = field("expect:")?
+        .split([':', ' '])
         .next()
-        .unwrap_or(expect)
+        .unwrap_or_default()
         .to_string();
     Ok(Case {
         name: name.to_string(),

@@ -63,21 +63,13 @@ pub fn kernels_with_grid_sync(ptx: &str, own_file: &str) -> HashMap<String, Grid
                 .find(|(file, _)| files.get(file).is_some_and(|path| path.ends_with(own_file)));
             // The module's own file by the name it was compiled as (NVRTC puts its working
             // directory in front), a header by its path.
-            let sync = match (own, locations.first()) {
-                (Some(&(_, line)), _) => GridSync {
-                    file: Some(own_file.to_string()),
-                    line,
-                },
-                (None, Some((file, line))) => GridSync {
-                    file: files.get(file).cloned(),
-                    line: *line,
-                },
-                (None, None) => GridSync {
-                    file: None,
-                    line: 0,
-                },
+            let (file, line) = match own {
+                Some(&(_, line)) => (Some(own_file.to_string()), line),
+                None => locations
+                    .first()
+                    .map_or((None, 0), |(file, line)| (files.get(file).cloned(), *line)),
             };
-            found.insert(entry.name.clone(), sync);
+            found.insert(entry.name.clone(), GridSync { file, line });
         }
     }
     found
@@ -206,18 +198,15 @@ fn loc_places(rest: &str) -> Vec<(u32, u32)> {
             .filter(|w| !w.is_empty());
         Some((numbers.next()?.parse().ok()?, numbers.next()?.parse().ok()?))
     };
-    let mut places = Vec::new();
-    let (head, inlined) = match rest.split_once("inlined_at") {
-        Some((head, inlined)) => (head, Some(inlined)),
-        None => (rest, None),
-    };
-    places.extend(place(head));
-    // The caller's place last: nearest the trap when read back to front.
-    if let Some(inlined) = inlined {
-        places.insert(0, place(inlined).unwrap_or_default());
-        places.retain(|p| *p != (0, 0));
-    }
-    places
+    let (head, inlined) = rest
+        .split_once("inlined_at")
+        .map_or((rest, None), |(head, inlined)| (head, Some(inlined)));
+    // The caller's place first, so that read back to front the line itself comes before it.
+    inlined
+        .and_then(place)
+        .into_iter()
+        .chain(place(head))
+        .collect()
 }
 
 /// The function a `call` instruction names: `call.uni (retval0), f, (param0);`,

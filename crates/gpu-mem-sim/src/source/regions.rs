@@ -22,6 +22,7 @@
 //!   barrier that is not a slot, a `break` out of a region), and the kernel is built the next
 //!   way instead: the choice changes speed, never behaviour.
 
+mod accessors;
 mod flat;
 mod guard;
 mod parse;
@@ -1309,7 +1310,8 @@ impl<'c> Rewrite<'_, 'c> {
             && !self.addressed.contains(name)
             && !visible.iter().any(|n| n == name)
             && s.keeps_first_value(v.name, self.body);
-        let init = (eq + 1..d.end).all(|k| self.uniform_here(k, earlier, visible));
+        let init = (eq + 1..d.end).all(|k| self.uniform_here(k, earlier, visible))
+            || self.flat_rules.accessor_call(s, (eq + 1, d.end));
         (plain && kept && init && eq + 1 < d.end).then_some(name)
     }
 
@@ -1744,6 +1746,60 @@ mod tests {
         let out = rewrite(two).unwrap();
         assert!(out.contains("gm_sim_b.count != 0 &&"), "{out}");
         assert!(!out.contains("gm_sim_v_a"), "{out}");
+    }
+
+    /// A variable initialised from an accessor call (`accessors`) is the block's, and the
+    /// region that makes it stays flat; a struct that reads the index, indexes memory or
+    /// calls a function of the source is no accessor.
+    #[test]
+    fn accessor_calls_make_block_variables() {
+        let accessor = "template <class T> struct SharedMemory {\n\
+                        \x20   __device__ inline operator T *() { extern __shared__ int __smem[]; return (T *)__smem; }\n\
+                        \x20   __device__ inline operator const T *() const { extern __shared__ int __smem[]; return (T *)__smem; }\n};\n\
+                        template <> struct SharedMemory<double> {\n\
+                        \x20   __device__ inline operator double *() { extern __shared__ double __smem_d[]; return (double *)__smem_d; }\n};\n";
+        let reads_index = "template <class T> struct SharedMemory {\n\
+                           \x20   __device__ operator T *() { extern __shared__ int __smem[]; return (T *)__smem + threadIdx.x; }\n};\n";
+        let indexes = "template <class T> struct SharedMemory {\n\
+                       \x20   __device__ operator T *() { extern __shared__ int __smem[]; return (T *)&__smem[1]; }\n};\n";
+        let calls = "__device__ int* where();\n\
+                     template <class T> struct SharedMemory {\n\
+                     \x20   __device__ operator T *() { return (T *)where(); }\n};\n";
+        let derefs = "template <class T> struct SharedMemory {\n\
+                      \x20   __device__ operator T () { extern __shared__ int __smem[]; int* const p = __smem; return *p; }\n};\n";
+        for (structs, uniform) in [
+            (accessor, true),
+            (reads_index, false),
+            (indexes, false),
+            (calls, false),
+            (derefs, false),
+        ] {
+            let code = format!(
+                "#include \"gpu_mem.h\"\n#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n{structs}\
+                 template <class T> __global__ void k(T* p) {{\n\
+                 \x20   cg::thread_block cta = cg::this_thread_block();\n\
+                 \x20   T *sdata = SharedMemory<T>();\n\
+                 \x20   sdata[threadIdx.x] = p[threadIdx.x];\n\
+                 \x20   cg::sync(cta);\n\
+                 \x20   p[threadIdx.x] = sdata[threadIdx.x ^ 1];\n}}\n"
+            );
+            let code = crate::source::dynamic_shared::rewrite(&code);
+            let code = crate::source::stackless::lower_block_groups(&code).unwrap();
+            let out = rewrite(&code).unwrap();
+            // (The thread block is an accessor's in every case.)
+            assert!(!out.contains("gm_sim_v_cta"), "{out}");
+            assert_eq!(
+                !out.contains("gm_sim_v_sdata"),
+                uniform,
+                "{structs}:\n{out}"
+            );
+            let first_region = out.split("GM_SIM_BARRIER").next().unwrap_or("");
+            assert_eq!(
+                first_region.contains("GM_SIM_EACH_THREAD_FLAT"),
+                uniform,
+                "{structs}:\n{out}"
+            );
+        }
     }
 
     /// Names after a unary `&` (or a cast's) are taken to have their address held; after `&&`

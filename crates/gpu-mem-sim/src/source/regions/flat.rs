@@ -112,6 +112,9 @@ pub(super) struct Flat<'c> {
     /// The names of the functions the source declares (one named as one of [`FLAT_CALLS`]
     /// may read anything).
     own_functions: Vec<&'c str>,
+    /// The source's accessor structs (`super::accessors`): calls of them read nothing of the
+    /// thread's.
+    accessors: Vec<&'c str>,
 }
 
 impl<'c> Flat<'c> {
@@ -134,7 +137,14 @@ impl<'c> Flat<'c> {
                 .iter()
                 .filter_map(|f| f.name.map(|n| s.text(n)))
                 .collect(),
+            accessors: super::accessors::accessor_structs(s),
         }
+    }
+
+    /// Whether tokens `first..end` are one accessor call (`super::accessors`), whose value is
+    /// the same in every thread of the block.
+    pub(super) fn accessor_call(&self, s: &Statements<'_>, span: (usize, usize)) -> bool {
+        super::accessors::is_accessor_call(s, span, &self.accessors)
     }
 
     /// The `open` bracket (`(`, `<`) that token `closed`, a `close` one, closes, looking back
@@ -179,18 +189,19 @@ impl<'c> Flat<'c> {
                     if s.toks[k - 1].ident {
                         (FLAT_CALLS.contains(&before) && !self.own_functions.contains(&before))
                             || self.flat_macros.contains(&before)
+                            || self.accessors.contains(&before)
                     } else if before == ">" {
                         // `name<...>(`: a call of a template unless a cast; `a > (b)` compares.
                         let open = Self::opening(s, (first, k - 1), ("<", ">"));
                         open.is_none_or(|j| {
                             j > first
-                                && matches!(
+                                && (matches!(
                                     s.text(j - 1),
                                     "static_cast"
                                         | "reinterpret_cast"
                                         | "const_cast"
                                         | "gm_dynamic_shared"
-                                )
+                                ) || self.accessors.contains(&s.text(j - 1)))
                         })
                     } else if before == ")" {
                         // `(float)(x)`: a cast; anything else calls what an expression gave.

@@ -1196,6 +1196,94 @@ GM_SIM_UNCHECKED void gm_sim_run_threads(gm_sim_threads* t) {
     gm_sim_run_threads_of<Entry, Guarded>(Entry, t);
 }
 
+/* A block's threads (or several blocks') as flat loops, for a kernel the simulator cloned
+ * (`source::flat_calls`): `Admit` (the kernel's leading declarations, guards and wrapping
+ * condition) says whether a thread runs, `Flat` (the rest) runs it, each taking the block's
+ * extent, the block's index and the thread's index as values, so that nothing is stored per
+ * thread and the loop over `x` can vectorise. The threads `Admit` admits are a box from the
+ * block's first thread (each of its tests reads one axis's index and what the block holds
+ * alike, and admits a prefix along it): where no index along an axis can wrap, bisection along
+ * each axis from the first thread finds the box; otherwise each thread is asked. Nothing in the
+ * clones reads the thread record's index, which is left alone. */
+template <auto Admit, auto Flat, typename... P, unsigned long... I>
+GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_flat_loop(
+    void (*)(P...), gm_sim_threads* t, std::integer_sequence<unsigned long, I...>) {
+    typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
+        Params;
+    const Params params(*static_cast<const typename std::tuple_element<I, Params>::type*>(
+        t->args[I])...);
+    gm_sim_thread* const thread = const_cast<gm_sim_thread*>(gm_sim_self());
+    const unsigned int dim_x = t->dim_x, dim_y = t->dim_y;
+    const unsigned int plane = dim_x * dim_y;
+    const unsigned int dim_z = plane == 0 ? 0 : t->count / plane;
+    gm_sim_blocks_walk blocks(thread, t->first_block);
+    const unsigned long long end = t->first_block + t->blocks;
+    const bool bisect = gm_sim_indices_fit(thread->grid_dim.x, dim_x) &&
+                        gm_sim_indices_fit(thread->grid_dim.y, dim_y) &&
+                        gm_sim_indices_fit(thread->grid_dim.z, dim_z);
+    t->status = 0;
+    try {
+        for (unsigned long long b = t->first_block; b < end; ++b) {
+            blocks.enter(thread);
+            const gm_uint3 bdim = thread->block_dim, bidx = thread->block_idx;
+            const auto admits = [&](unsigned int x, unsigned int y, unsigned int z) {
+                return Admit(std::get<I>(params)..., bdim, bidx, gm_uint3{x, y, z});
+            };
+            if (!bisect) {
+                for (unsigned int z = 0; z < dim_z; ++z) {
+                    for (unsigned int y = 0; y < dim_y; ++y) {
+                        for (unsigned int x = 0; x < dim_x; ++x) {
+                            if (admits(x, y, z)) {
+                                Flat(std::get<I>(params)..., bdim, bidx, gm_uint3{x, y, z});
+                            }
+                        }
+                    }
+                }
+            } else if (dim_z != 0 && admits(0, 0, 0)) {
+                /* How many threads along an axis the block admits: the first it refuses. */
+                const auto extent = [&](unsigned int dim, unsigned int axis) {
+                    unsigned int admitted = 1, refused = dim;
+                    while (admitted < refused) {
+                        const unsigned int mid = admitted + (refused - admitted) / 2;
+                        if (admits(axis == 0 ? mid : 0, axis == 1 ? mid : 0, axis == 2 ? mid : 0)) {
+                            admitted = mid + 1;
+                        } else {
+                            refused = mid;
+                        }
+                    }
+                    return admitted;
+                };
+                const unsigned int end_x = extent(dim_x, 0), end_y = extent(dim_y, 1),
+                                   end_z = extent(dim_z, 2);
+                for (unsigned int z = 0; z < end_z; ++z) {
+                    for (unsigned int y = 0; y < end_y; ++y) {
+                        /* (A signed `x`: its index arithmetic cannot wrap, which the
+                         * vectoriser needs.) */
+                        for (int x = 0; x < (int)end_x; ++x) {
+                            Flat(std::get<I>(params)..., bdim, bidx,
+                                 gm_uint3{(unsigned int)x, y, z});
+                        }
+                    }
+                }
+            }
+            if (*t->faulted != 0) {
+                return;
+            }
+        }
+    } catch (const gm_sim_trap&) {
+        t->status = 2;
+    } catch (...) {
+        gm_sim_rt.fault("a C++ exception escaped the kernel");
+        t->status = 1;
+    }
+}
+
+template <auto Admit, auto Flat, typename... P>
+GM_SIM_UNCHECKED void gm_sim_run_flat(void (*entry)(P...), gm_sim_threads* t) {
+    gm_sim_flat_loop<Admit, Flat>(entry, t,
+                                  std::make_integer_sequence<unsigned long, sizeof...(P)>());
+}
+
 #if defined(GM_SIM_CHECKED)
 #include "gm_sim/checked.h"
 #endif

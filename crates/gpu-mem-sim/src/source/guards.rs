@@ -111,6 +111,24 @@ impl<'c> Source<'c> {
 
     /// The insertions that mark the leading guards of the body between `open` and `close`.
     fn guards(&self, open: usize, close: usize, params: &[&str]) -> Vec<(usize, String)> {
+        self.prologue(open, close, params)
+            .0
+            .into_iter()
+            .flat_map(|item| match item {
+                Leading::Guard { inserts, .. } => inserts,
+                Leading::Declaration(..) => Vec::new(),
+            })
+            .collect()
+    }
+
+    /// The leading declarations and guards of the body between `open` and `close`, in order,
+    /// the first token after them, and what they declared.
+    fn prologue<'p>(
+        &self,
+        open: usize,
+        close: usize,
+        params: &'p [&'c str],
+    ) -> (Vec<Leading>, usize, Names<'p, 'c>) {
         let mut names = Names {
             params,
             indices: Vec::new(),
@@ -124,20 +142,25 @@ impl<'c> Source<'c> {
                 let Some(found) = self.guard(k, &names) else {
                     break;
                 };
-                out.extend(found.0);
-                k = found.1;
+                k = match &found {
+                    Leading::Guard { after, .. } => *after,
+                    Leading::Declaration(_, end) => *end,
+                };
+                out.push(found);
             } else {
                 let Some(next) = self.declaration(k, close, &mut names) else {
                     break;
                 };
+                out.push(Leading::Declaration(k, next));
                 k = next;
             }
         }
-        out
+        (out, k, names)
     }
 
-    /// The guard `if (...) return;` at token `at`: its insertions and the token after it.
-    fn guard(&self, at: usize, names: &Names<'_, 'c>) -> Option<(Vec<(usize, String)>, usize)> {
+    /// The guard `if (...) return;` at token `at`: its insertions, its condition and the token
+    /// after it.
+    fn guard(&self, at: usize, names: &Names<'_, 'c>) -> Option<Leading> {
         let open = at + 1;
         if self.text(open) != "(" {
             return None;
@@ -179,7 +202,11 @@ impl<'c> Source<'c> {
                 (self.toks[ret + 1].end, " }".to_string()),
             ]
         };
-        Some((inserts, after))
+        Some(Leading::Guard {
+            inserts,
+            condition: (open + 1, close),
+            after,
+        })
     }
 
     /// Tokens `first..end` on one line, without the comments between them (a guard's line
@@ -215,6 +242,95 @@ impl<'c> Source<'c> {
         }
         out.push(self.unwrapped(start, end)?);
         Some(out)
+    }
+
+    /// The body's last statement `if (condition) statement` from token `at` to the body's
+    /// `close`, without `else`, whose condition admits a prefix of each row's threads
+    /// ([`Self::admits_along`] for each `&&` operand): the condition's tokens and the
+    /// statement's.
+    fn wrapping_if(
+        &self,
+        at: usize,
+        close: usize,
+        names: &Names<'_, 'c>,
+    ) -> Option<((usize, usize), (usize, usize))> {
+        if self.text(at) != "if" || self.text(at + 1) != "(" {
+            return None;
+        }
+        let cond_close = call_end(self.code, self.toks, at + 1)?;
+        let first = cond_close + 1;
+        let end = if self.text(first) == "{" {
+            gpu_mem_core::kernel::scan::functions::body_end(self.code, self.toks, first)?
+        } else if matches!(self.text(first), "if" | "for" | "while" | "do" | "switch") {
+            return None;
+        } else {
+            (first..close).find(|&k| self.text(k) == ";")?
+        };
+        if end + 1 != close {
+            return None;
+        }
+        let admits = self
+            .conjuncts(at + 2, cond_close)?
+            .iter()
+            .all(|&(first, end)| self.admits_along(first, end, names).is_some());
+        admits.then_some(((at + 2, cond_close), (first, close)))
+    }
+
+    /// The operands of `&&` outside brackets in tokens `first..end`, each without the
+    /// parentheses around all of it; `None` where one is empty.
+    fn conjuncts(&self, first: usize, end: usize) -> Option<Vec<(usize, usize)>> {
+        let (first, end) = self.unwrapped(first, end)?;
+        let mut out = Vec::new();
+        let (mut depth, mut k, mut start) = (0i32, first, first);
+        while k < end {
+            let (op, len) = self.operator(k);
+            match op {
+                "(" | "[" => depth += 1,
+                ")" | "]" => depth -= 1,
+                "&&" if depth == 0 => {
+                    out.push(self.unwrapped(start, k)?);
+                    start = k + len;
+                }
+                _ => {}
+            }
+            k += len;
+        }
+        out.push(self.unwrapped(start, end)?);
+        Some(out)
+    }
+
+    /// The axis along which the operand `first..end` of a condition admits a prefix of the
+    /// threads (`index < uniform`, `index <= uniform`, `uniform > index`, `uniform >=
+    /// index`; a uniform one admits all or none: x, as any); `None` when it is no such operand.
+    fn admits_along(&self, first: usize, end: usize, names: &Names<'_, 'c>) -> Option<Axis> {
+        if self.uniform(first, end, names) {
+            return Some(1);
+        }
+        let mut comparison = None;
+        let (mut depth, mut k) = (0i32, first);
+        while k < end {
+            let (op, len) = self.operator(k);
+            match op {
+                "(" | "[" => depth += 1,
+                ")" | "]" => depth -= 1,
+                "<" | "<=" | ">" | ">=" if depth == 0 => {
+                    if comparison.is_some() {
+                        return None;
+                    }
+                    comparison = Some((k, op, len));
+                }
+                "||" | "?" | ":" | "==" | "!=" | "&" | "|" | "^" if depth == 0 => return None,
+                _ => {}
+            }
+            k += len;
+        }
+        let (k, op, len) = comparison?;
+        let (index, bound) = match op {
+            "<" | "<=" => ((first, k), (k + len, end)),
+            _ => ((k + len, end), (first, k)),
+        };
+        let axis = self.index(index.0, index.1, names)?;
+        self.uniform(bound.0, bound.1, names).then_some(axis)
     }
 
     /// Tokens `first..end` without parentheses that enclose all of them; `None` when empty.
@@ -370,6 +486,68 @@ impl<'c> Source<'c> {
         }
         Some(end + 1)
     }
+}
+
+/// A leading statement of a kernel's body.
+enum Leading {
+    /// A declaration, tokens `first..end`.
+    Declaration(usize, usize),
+    /// A guard: what marks its `return`, its condition's tokens and the token after it.
+    Guard {
+        inserts: Vec<(usize, String)>,
+        condition: (usize, usize),
+        after: usize,
+    },
+}
+
+/// The shape of a kernel run as plain calls whose threads a flat loop may run (the prelude's
+/// `gm_sim_flat_loop`, written by `super::flat_calls`): its body's leading declarations and
+/// guards, then either the rest of the body, or one `if` without `else` whose condition
+/// admits, in each row of a block, a prefix of its threads in `threadIdx.x` order.
+pub(crate) struct FlatShape {
+    /// The leading declarations and guards' conditions, in order, as token spans
+    /// (`first..end`), each with whether it is a guard's condition.
+    pub(crate) leading: Vec<((usize, usize), bool)>,
+    /// The wrapping `if`'s condition (`first..end`), if the body is one.
+    pub(crate) condition: Option<(usize, usize)>,
+    /// The statements the admitted threads run (`first..end`): the rest of the body, or the
+    /// wrapping `if`'s statement.
+    pub(crate) run: (usize, usize),
+}
+
+/// The flat shape of the kernel whose body is `open..=close` (see [`FlatShape`]), where every
+/// guard and condition is one the bisection of a row may trust: each guard's as this module
+/// reads guards, and each `&&` operand of a wrapping `if`'s condition uniform or a comparison
+/// `index < uniform` (`<=`, or mirrored).
+pub(crate) fn flat_shape(
+    code: &str,
+    toks: &[Token],
+    (open, close): (usize, usize),
+    params: &[&str],
+) -> FlatShape {
+    let source = Source {
+        code,
+        toks,
+        numbers: super::defines::numbers(code),
+    };
+    let (items, rest, names) = source.prologue(open, close, params);
+    let leading = items
+        .iter()
+        .map(|item| match *item {
+            Leading::Declaration(first, end) => ((first, end), false),
+            Leading::Guard { condition, .. } => (condition, true),
+        })
+        .collect();
+    let mut shape = FlatShape {
+        leading,
+        condition: None,
+        run: (rest, close),
+    };
+    if let Some((condition, run)) = source.wrapping_if(rest, close, &names) {
+        shape.condition = Some(condition);
+        shape.run = run;
+    }
+    shape
 }
 
 /// What the leading statements of a kernel name.

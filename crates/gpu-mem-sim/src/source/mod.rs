@@ -31,6 +31,7 @@ mod defines;
 mod dynamic_shared;
 mod elf;
 mod expression;
+mod flat_calls;
 mod guards;
 mod headers;
 mod includes;
@@ -586,10 +587,11 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
         Build::Checked => Threads::Checked,
         Build::Fastest | Build::Calls => Threads::Calls,
     };
-    // Threads as plain calls skip what a leading guard refuses (`guards`); a checked build
-    // keeps every thread, whose guard's reads it checks.
+    // Threads as plain calls skip what a leading guard refuses (`guards`), and run as flat
+    // loops where their kernel allows (`flat_calls`); a checked build keeps every thread,
+    // whose guard's reads it checks.
     let guarded = |code: &str| match calls {
-        Threads::Calls => guards::rewrite(code).into_owned(),
+        Threads::Calls => guards::rewrite(&flat_calls::rewrite(code)).into_owned(),
         _ => code.to_string(),
     };
     plans.push(plan(calls, &guarded(&code)));

@@ -27,6 +27,8 @@ mod flat;
 mod guard;
 mod parse;
 
+pub(crate) use flat::is_flat_code;
+
 use crate::abi::REGIONS_GUESS as GUESS;
 use crate::thread::{BarrierScope, Collective, Combine};
 use gpu_mem_core::kernel::scan::functions::{Kind, body_end, call_end, functions};

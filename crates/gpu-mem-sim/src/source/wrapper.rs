@@ -128,6 +128,12 @@ pub(crate) fn translation_unit(
     // Kernels whose leading guards were marked (`super::guards`) have the loop over threads
     // watch for them (every kernel of the module: a mark is only ever set by a guard).
     let guarded = threads == Threads::Calls && code.contains(super::guards::REFUSE);
+    // Kernels with flat clones (`super::flat_calls`) run their threads through them.
+    let flat = if threads == Threads::Calls {
+        super::flat_calls::cloned(code)
+    } else {
+        Vec::new()
+    };
     let mut table = String::new();
     for (i, entry) in declared.kernels.iter().enumerate() {
         let _ = writeln!(
@@ -136,10 +142,27 @@ pub(crate) fn translation_unit(
         );
         match threads {
             Threads::Calls | Threads::Checked => {
+                let run_threads = if flat.contains(entry) {
+                    let (space, name) = entry
+                        .rsplit_once("::")
+                        .map_or(("", entry.as_str()), |(s, n)| (s, n));
+                    let space = if space.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{space}::")
+                    };
+                    format!(
+                        "gm_sim_run_flat<&{space}{}{name}, &{space}{}{name}>(&{entry}, gm_sim_t)",
+                        super::flat_calls::ADMIT,
+                        super::flat_calls::FLAT
+                    )
+                } else {
+                    format!("gm_sim_run_threads<&{entry}, {guarded}>(gm_sim_t)")
+                };
                 let _ = writeln!(
                     unit,
                     "static int gm_sim_run_{i}(void* const* gm_sim_args) {{ return gm_sim_invoke(&{entry}, gm_sim_args); }}\n\
-                     static void gm_sim_threads_{i}(gm_sim_threads* gm_sim_t) {{ gm_sim_run_threads<&{entry}, {guarded}>(gm_sim_t); }}"
+                     static void gm_sim_threads_{i}(gm_sim_threads* gm_sim_t) {{ {run_threads}; }}"
                 );
                 let _ = writeln!(
                     table,

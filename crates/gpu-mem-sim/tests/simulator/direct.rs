@@ -214,6 +214,20 @@ __global__ void joined(int* out, int w, int h, int d) {
     if (row >= h || col >= w || d < 0) return;
     out[row * 16 + col] = row * 16 + col;
 }
+__global__ void wrapped(int* out, int w, int h, int d) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if ((col < w) && h > row && d >= 0) {
+        out[row * 16 + col] = row * 16 + col;
+    }
+}
+__global__ void odd_columns(int* out, int w, int h, int d) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (col % 2 == 1 && col < w && row < h && d >= 0) {
+        out[row * 16 + col] = row * 16 + col;
+    }
+}
 __global__ void planes_first(int* out, int w, int h, int d) {
     if (threadIdx.z >= d) return;
     if (threadIdx.y >= h) return;
@@ -260,6 +274,23 @@ __global__ void planes_first(int* out, int w, int h, int d) {
         );
         let want = expected(&|x, y, z| z == 0 && x < w && y < h && x < 18 && y < 20 && d >= 0);
         assert_eq!(got, want, "joined, w {w} h {h} d {d}");
+        // The same cut written as the `if` around the body (run as a flat loop over the box
+        // it admits), and one whose condition admits no prefix (asked of every thread).
+        for name in ["wrapped", "odd_columns"] {
+            let got = run_guarded(
+                source,
+                name,
+                Dim3::new(3, 5, 1),
+                Dim3::new(6, 4, 1),
+                [w, h, d],
+                len,
+            );
+            let odd = name == "odd_columns";
+            let want = expected(&|x, y, z| {
+                z == 0 && x < w && y < h && x < 16 && y < 16 && d >= 0 && (!odd || x % 2 == 1)
+            });
+            assert_eq!(got, want, "{name}, w {w} h {h} d {d}");
+        }
         let got = run_guarded(
             source,
             "planes_first",

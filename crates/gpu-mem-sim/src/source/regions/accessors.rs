@@ -126,8 +126,9 @@ fn definition_is_accessor(s: &Statements<'_>, at: usize, open: usize, name: &str
             // type is part of a type.
             "*" => {
                 let before = s.text(j - 1);
-                !matches!(before, "return" | "=" | "," | "(" | "{" | ";" | "}")
-                    && !(before == ")" && s.text(j + 1) != "(")
+                let reads = matches!(before, "return" | "=" | "," | "(" | "{" | ";" | "}")
+                    || (before == ")" && s.text(j + 1) != "(");
+                !reads
             }
             _ => true,
         }

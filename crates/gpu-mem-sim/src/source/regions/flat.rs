@@ -218,6 +218,24 @@ impl<'c> Flat<'c> {
     }
 }
 
+/// Whether tokens `first..=last` of `code` (tokens `toks`, file-scope functions `fns`) would
+/// make a flat region by these rules: what a flat clone of a kernel run as plain calls
+/// (`source::flat_calls`) may hold.
+pub(crate) fn is_flat_code(
+    code: &str,
+    toks: &[gpu_mem_core::kernel::scan::tokens::Token],
+    fns: &[Function],
+    (first, last): (usize, usize),
+) -> bool {
+    let s = Statements {
+        code,
+        toks,
+        warp_calls: Vec::new(),
+    };
+    let numbers = crate::source::defines::numbers(code);
+    Flat::of(code, &s, fns, &numbers).region(&s, first, last)
+}
+
 /// The macros of `code` a flat region may name ([`Flat::region`]): defined once, their
 /// replacement naming only their parameters, what a flat region may call or read
 /// ([`FLAT_CALLS`], [`CAST_WORDS`], the block's indices, not `threadIdx`), numbers and other

@@ -236,57 +236,68 @@ pub(crate) fn is_flat_code(
     Flat::of(code, &s, fns, &numbers).region(&s, first, last)
 }
 
-/// The macros of `code` a flat region may name ([`Flat::region`]): defined once, their
-/// replacement naming only their parameters, what a flat region may call or read
-/// ([`FLAT_CALLS`], [`CAST_WORDS`], the block's indices, not `threadIdx`), numbers and other
-/// such macros: `#define __shfl(v, d) __shfl_sync(0xffffffff, v, d)` of a port of legacy code.
+/// The macros of `code` a flat region may name ([`Flat::region`]): every definition of one
+/// (the branches of an `#if` may each define it) calls only its parameters' arguments' values
+/// and what a flat region may call ([`FLAT_CALLS`], [`CAST_WORDS`], other such macros), and
+/// names without calling them anything but `threadIdx` and other macros (a name is then a
+/// variable where the macro is used, which reads no index behind the region's back), numbers
+/// and such macros: `#define __shfl(v, d) __shfl_sync(0xffffffff, v, d)` of a port of legacy
+/// code, PolyBench's `#define _PB_N POLYBENCH_LOOP_BOUND(N, n)`.
 fn flat_macros<'c>(code: &'c str, numbers: &[&str]) -> Vec<&'c str> {
     let defines = crate::source::defines::defines(code);
-    // Defined more than once, undefined, or pasting names the rewrite cannot see.
-    let again = |name: &str| {
-        defines.iter().filter(|d| d.name == name).count() > 1
-            || defines
-                .iter()
-                .any(|d| d.name == name && d.body.contains("##"))
+    let is_macro = |name: &str| defines.iter().any(|d| d.name == name);
+    // Undefined somewhere, or pasting names the rewrite cannot see.
+    let refused = |name: &str| {
+        defines
+            .iter()
+            .any(|d| d.name == name && (d.undef || d.body.contains("##")))
     };
-    // Each macro's parameters and the names of its replacement, each with whether it is
-    // called (a parameter called may be any function).
+    // Each definition's name, parameters and the names of its replacement, each with whether
+    // it is called (a parameter called may be any function).
     let macros: Vec<_> = defines
         .iter()
-        .filter(|d| !d.undef && !again(d.name))
-        .filter_map(|d| {
-            let toks = tokens(d.body)?;
-            let words: Vec<(&str, bool)> = toks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.ident)
-                .map(|(k, t)| {
-                    let called = toks
-                        .get(k + 1)
-                        .is_some_and(|n| &d.body[n.start..n.end] == "(");
-                    (&d.body[t.start..t.end], called)
+        .filter(|d| !refused(d.name))
+        .map(|d| {
+            let words: Vec<(&str, bool)> = tokens(d.body)
+                .map(|toks| {
+                    toks.iter()
+                        .enumerate()
+                        .filter(|(_, t)| t.ident)
+                        .map(|(k, t)| {
+                            let called = toks
+                                .get(k + 1)
+                                .is_some_and(|n| &d.body[n.start..n.end] == "(");
+                            (&d.body[t.start..t.end], called)
+                        })
+                        .collect()
                 })
-                .collect();
-            Some((d.name, d.params.clone().unwrap_or_default(), words))
+                .unwrap_or_else(|| vec![("threadIdx", false)]);
+            (d.name, d.params.clone().unwrap_or_default(), words)
         })
         .collect();
     // (Until no macro is added: one may name another defined after it.)
     let mut safe: Vec<&str> = Vec::new();
     loop {
         let before = safe.len();
-        for (name, params, words) in &macros {
-            let known = |&(w, called): &(&str, bool)| {
-                (params.contains(&w) && !called)
-                    || FLAT_CALLS.contains(&w)
-                    || CAST_WORDS.contains(&w)
-                    || matches!(
-                        w,
-                        "blockIdx" | "blockDim" | "gridDim" | "warpSize" | "x" | "y" | "z"
-                    )
+        let known = |params: &[&str], &(w, called): &(&str, bool), safe: &[&str]| {
+            if called {
+                FLAT_CALLS.contains(&w) || CAST_WORDS.contains(&w) || safe.contains(&w)
+            } else {
+                params.contains(&w)
                     || numbers.contains(&w)
                     || safe.contains(&w)
-            };
-            if !safe.contains(name) && words.iter().all(known) {
+                    || (w != "threadIdx" && !is_macro(w))
+            }
+        };
+        for name in macros.iter().map(|m| m.0) {
+            if safe.contains(&name) {
+                continue;
+            }
+            let all = macros
+                .iter()
+                .filter(|m| m.0 == name)
+                .all(|(_, params, words)| words.iter().all(|w| known(params, w, &safe)));
+            if all {
                 safe.push(name);
             }
         }

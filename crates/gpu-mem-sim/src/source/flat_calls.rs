@@ -121,19 +121,7 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
             ),
         ));
     }
-    if inserts.is_empty() {
-        return Cow::Borrowed(code);
-    }
-    let mut out =
-        String::with_capacity(code.len() + inserts.iter().map(|i| i.1.len()).sum::<usize>());
-    let mut copied = 0;
-    for (at, text) in inserts {
-        out.push_str(&code[copied..at]);
-        out.push_str(&text);
-        copied = at;
-    }
-    out.push_str(&code[copied..]);
-    Cow::Owned(out)
+    super::guards::with_inserts(code, inserts)
 }
 
 /// The kernels of `code` (qualified names, as entries name them) that have clones.

@@ -75,10 +75,17 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
         let params = crate::source::atomics::parameter_names(code, &toks, f);
         inserts.extend(source.guards(open, close, &params));
     }
+    with_inserts(code, inserts)
+}
+
+/// `code` with each text of `inserts` (positions in source order) inserted; `code` itself
+/// where there is none.
+pub(crate) fn with_inserts(code: &str, inserts: Vec<(usize, String)>) -> Cow<'_, str> {
     if inserts.is_empty() {
         return Cow::Borrowed(code);
     }
-    let mut out = String::with_capacity(code.len() + inserts.len() * 40);
+    let mut out =
+        String::with_capacity(code.len() + inserts.iter().map(|i| i.1.len()).sum::<usize>());
     let mut copied = 0;
     for (at, text) in inserts {
         out.push_str(&code[copied..at]);
@@ -225,6 +232,12 @@ impl<'c> Source<'c> {
     /// The disjuncts of tokens `first..end` joined by `||` outside brackets, each without the
     /// parentheses around all of it; `None` where an operator that writes stands there.
     fn disjuncts(&self, first: usize, end: usize) -> Option<Vec<(usize, usize)>> {
+        self.operands(first, end, "||")
+    }
+
+    /// The operands of `joiner` (`||`, `&&`) outside brackets in tokens `first..end`, each
+    /// without the parentheses around all of it; `None` where one is empty.
+    fn operands(&self, first: usize, end: usize, joiner: &str) -> Option<Vec<(usize, usize)>> {
         let mut out = Vec::new();
         let (mut depth, mut k, mut start) = (0i32, first, first);
         while k < end {
@@ -232,7 +245,7 @@ impl<'c> Source<'c> {
             match op {
                 "(" | "[" => depth += 1,
                 ")" | "]" => depth -= 1,
-                "||" if depth == 0 => {
+                _ if op == joiner && depth == 0 => {
                     out.push(self.unwrapped(start, k)?);
                     start = k + len;
                 }
@@ -276,61 +289,18 @@ impl<'c> Source<'c> {
         admits.then_some(((at + 2, cond_close), (first, close)))
     }
 
-    /// The operands of `&&` outside brackets in tokens `first..end`, each without the
-    /// parentheses around all of it; `None` where one is empty.
+    /// The operands of `&&` outside brackets in tokens `first..end` (itself without the
+    /// parentheses around all of it).
     fn conjuncts(&self, first: usize, end: usize) -> Option<Vec<(usize, usize)>> {
         let (first, end) = self.unwrapped(first, end)?;
-        let mut out = Vec::new();
-        let (mut depth, mut k, mut start) = (0i32, first, first);
-        while k < end {
-            let (op, len) = self.operator(k);
-            match op {
-                "(" | "[" => depth += 1,
-                ")" | "]" => depth -= 1,
-                "&&" if depth == 0 => {
-                    out.push(self.unwrapped(start, k)?);
-                    start = k + len;
-                }
-                _ => {}
-            }
-            k += len;
-        }
-        out.push(self.unwrapped(start, end)?);
-        Some(out)
+        self.operands(first, end, "&&")
     }
 
     /// The axis along which the operand `first..end` of a condition admits a prefix of the
     /// threads (`index < uniform`, `index <= uniform`, `uniform > index`, `uniform >=
     /// index`; a uniform one admits all or none: x, as any); `None` when it is no such operand.
     fn admits_along(&self, first: usize, end: usize, names: &Names<'_, 'c>) -> Option<Axis> {
-        if self.uniform(first, end, names) {
-            return Some(1);
-        }
-        let mut comparison = None;
-        let (mut depth, mut k) = (0i32, first);
-        while k < end {
-            let (op, len) = self.operator(k);
-            match op {
-                "(" | "[" => depth += 1,
-                ")" | "]" => depth -= 1,
-                "<" | "<=" | ">" | ">=" if depth == 0 => {
-                    if comparison.is_some() {
-                        return None;
-                    }
-                    comparison = Some((k, op, len));
-                }
-                "||" | "?" | ":" | "==" | "!=" | "&" | "|" | "^" if depth == 0 => return None,
-                _ => {}
-            }
-            k += len;
-        }
-        let (k, op, len) = comparison?;
-        let (index, bound) = match op {
-            "<" | "<=" => ((first, k), (k + len, end)),
-            _ => ((k + len, end), (first, k)),
-        };
-        let axis = self.index(index.0, index.1, names)?;
-        self.uniform(bound.0, bound.1, names).then_some(axis)
+        self.compared_along(first, end, names, false)
     }
 
     /// Tokens `first..end` without parentheses that enclose all of them; `None` when empty.
@@ -342,10 +312,23 @@ impl<'c> Source<'c> {
     /// The axis along which the disjunct `first..end` refuses a suffix of the threads (a
     /// uniform one refuses all or none: x, as any); `None` when it is no such disjunct.
     fn refuses_along(&self, first: usize, end: usize, names: &Names<'_, 'c>) -> Option<Axis> {
+        self.compared_along(first, end, names, true)
+    }
+
+    /// [`Self::refuses_along`] (`refuses`: a disjunct of a guard, the index on the greater
+    /// side) or [`Self::admits_along`] (an operand of `&&`, the index on the smaller side).
+    fn compared_along(
+        &self,
+        first: usize,
+        end: usize,
+        names: &Names<'_, 'c>,
+        refuses: bool,
+    ) -> Option<Axis> {
         if self.uniform(first, end, names) {
             return Some(1);
         }
-        // The one comparison outside brackets.
+        // The one comparison outside brackets (nor joined with the other logical operator).
+        let other = if refuses { "&&" } else { "||" };
         let mut comparison = None;
         let (mut depth, mut k) = (0i32, first);
         while k < end {
@@ -359,15 +342,18 @@ impl<'c> Source<'c> {
                     }
                     comparison = Some((k, op, len));
                 }
-                "&&" | "?" | ":" | "==" | "!=" | "&" | "|" | "^" if depth == 0 => return None,
+                "?" | ":" | "==" | "!=" | "&" | "|" | "^" if depth == 0 => return None,
+                _ if op == other && depth == 0 => return None,
                 _ => {}
             }
             k += len;
         }
         let (k, op, len) = comparison?;
-        let (index, bound) = match op {
-            ">" | ">=" => ((first, k), (k + len, end)),
-            _ => ((k + len, end), (first, k)),
+        let index_first = matches!(op, ">" | ">=") == refuses;
+        let (index, bound) = if index_first {
+            ((first, k), (k + len, end))
+        } else {
+            ((k + len, end), (first, k))
         };
         let axis = self.index(index.0, index.1, names)?;
         self.uniform(bound.0, bound.1, names).then_some(axis)

@@ -28,14 +28,10 @@
 //! warp collective asks the simulator, which reads the thread's record), or holds a
 //! preprocessor line, `__shared__` or `static` in its body is left as it is.
 
+use super::wrapper::{ADMIT, FLAT};
 use gpu_mem_core::kernel::scan::functions::{Function, Kind, call_end, functions};
 use gpu_mem_core::kernel::scan::tokens::{Token, tokens};
 use std::borrow::Cow;
-
-/// The prefix of a kernel's admitting clone's name.
-pub(crate) const ADMIT: &str = "gm_sim_admit_";
-/// The prefix of a kernel's flat clone's name.
-pub(crate) const FLAT: &str = "gm_sim_flat_";
 
 /// `code` with the clones of every kernel that can have them (see the module's notes) written
 /// after it; `code` itself where none can.
@@ -124,29 +120,6 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
     super::guards::with_inserts(code, inserts)
 }
 
-/// The kernels of `code` (qualified names, as entries name them) that have clones.
-pub(crate) fn cloned(code: &str) -> Vec<String> {
-    let Some(toks) = tokens(code) else {
-        return Vec::new();
-    };
-    let Some(fns) = functions(code, &toks) else {
-        return Vec::new();
-    };
-    fns.iter()
-        .filter_map(|f| {
-            let name = &code[toks[f.name?].start..toks[f.name?].end];
-            let kernel = name.strip_prefix(FLAT)?;
-            let mut qualified = String::new();
-            for space in f.namespace.iter().flatten() {
-                qualified.push_str(space);
-                qualified.push_str("::");
-            }
-            qualified.push_str(kernel);
-            Some(qualified)
-        })
-        .collect()
-}
-
 /// Tokens `first..end` on one line, without the comments between them, `threadIdx`,
 /// `blockIdx` and `blockDim` as the clone's values (`gm_sim_tidx`, `gm_sim_bidx`,
 /// `gm_sim_bdim`), a space only where the source had something between two.
@@ -170,7 +143,8 @@ fn one_line(code: &str, toks: &[Token], first: usize, end: usize) -> String {
 // Safe code only, so nothing for Miri to check.
 #[cfg(all(test, not(miri)))]
 mod tests {
-    use super::{cloned, rewrite};
+    use super::rewrite;
+    use crate::source::wrapper::cloned;
 
     fn kernel(body: &str) -> String {
         format!("__global__ void k(float* a, const float* b, int n, int m) {{\n{body}\n}}\n")

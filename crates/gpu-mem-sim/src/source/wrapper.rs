@@ -10,6 +10,8 @@ use super::compiler::Threads;
 use super::declarations::Declared;
 use crate::abi::{GmSimAllowed, GmSimLane, GmSimRuntime, GmSimThread};
 use crate::thread::Collective;
+use gpu_mem_core::kernel::scan::functions::functions;
+use gpu_mem_core::kernel::scan::tokens::tokens;
 
 /// The prelude's names through which a thread can wait for another one besides barriers (`sync`,
 /// `barrier`), the collectives' own names and atomics: the prefixes of warp collectives (with
@@ -35,6 +37,34 @@ pub(crate) fn may_wait(code: &str) -> bool {
         .chain(Collective::calls())
         .any(|word| code.contains(word))
         || super::atomics::may_repeat(code)
+}
+
+/// The prefix of the name of a kernel's admitting clone (`super::flat_calls`).
+pub(crate) const ADMIT: &str = "gm_sim_admit_";
+/// The prefix of the name of a kernel's flat clone (`super::flat_calls`).
+pub(crate) const FLAT: &str = "gm_sim_flat_";
+
+/// The kernels of `code` (qualified names, as entries name them) that have clones.
+pub(crate) fn cloned(code: &str) -> Vec<String> {
+    let Some(toks) = tokens(code) else {
+        return Vec::new();
+    };
+    let Some(fns) = functions(code, &toks) else {
+        return Vec::new();
+    };
+    fns.iter()
+        .filter_map(|f| {
+            let name = &code[toks[f.name?].start..toks[f.name?].end];
+            let kernel = name.strip_prefix(FLAT)?;
+            let mut qualified = String::new();
+            for space in f.namespace.iter().flatten() {
+                qualified.push_str(space);
+                qualified.push_str("::");
+            }
+            qualified.push_str(kernel);
+            Some(qualified)
+        })
+        .collect()
 }
 
 /// The file name compile errors and divergence reports show: `<kernel>.cu`.
@@ -130,7 +160,7 @@ pub(crate) fn translation_unit(
     let guarded = threads == Threads::Calls && code.contains(super::guards::REFUSE);
     // Kernels with flat clones (`super::flat_calls`) run their threads through them.
     let flat = if threads == Threads::Calls {
-        super::flat_calls::cloned(code)
+        cloned(code)
     } else {
         Vec::new()
     };
@@ -152,9 +182,7 @@ pub(crate) fn translation_unit(
                         format!("{space}::")
                     };
                     format!(
-                        "gm_sim_run_flat<&{space}{}{name}, &{space}{}{name}>(&{entry}, gm_sim_t)",
-                        super::flat_calls::ADMIT,
-                        super::flat_calls::FLAT
+                        "gm_sim_run_flat<&{space}{ADMIT}{name}, &{space}{FLAT}{name}>(&{entry}, gm_sim_t)"
                     )
                 } else {
                     format!("gm_sim_run_threads<&{entry}, {guarded}>(gm_sim_t)")

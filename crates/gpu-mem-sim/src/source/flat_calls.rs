@@ -23,10 +23,13 @@
 //! operand of the condition admits a prefix along one, as `super::guards` reads them, and each
 //! reads that axis's index and what every thread holds alike, so that a thread is admitted
 //! exactly when its index along each axis is admitted with zeros along the others (the loop
-//! trusts that only where no index can wrap, and asks every thread otherwise). A kernel that is a template, that has
-//! a namesake, takes a `gm_array` or a reference, may wait (`super::wrapper::may_wait`: a
-//! warp collective asks the simulator, which reads the thread's record), or holds a
-//! preprocessor line, `__shared__` or `static` in its body is left as it is.
+//! trusts that only where no index can wrap, and asks every thread otherwise).
+//!
+//! A kernel that is a template, that has a namesake, takes a `gm_array`, a reference or a
+//! template's type, may wait (`super::wrapper::may_wait`: a warp collective asks the
+//! simulator, which reads the thread's record), or holds a preprocessor line, `__shared__` or
+//! `static` in its body is left as it is. Default arguments are left out of the clones'
+//! parameters, which the indices follow.
 
 use super::wrapper::{ADMIT, FLAT};
 use gpu_mem_core::kernel::scan::functions::{Function, Kind, call_end, functions};
@@ -61,7 +64,7 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
             continue;
         };
         let refused_param = (name_at + 2..params_close)
-            .any(|k| matches!(text(k), "gm_array" | "&" | "void" | "..."));
+            .any(|k| matches!(text(k), "gm_array" | "&" | "void" | "..." | "<"));
         let body = &code[toks[open].start..toks[close].end];
         // (A warp collective would ask the simulator, which reads the thread's record.)
         let refused_body = body.contains('#')
@@ -80,7 +83,27 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
         }
         let line = |(first, end): (usize, usize)| one_line(code, &toks, first, end);
         let parameters = {
-            let list = line((name_at + 2, params_close));
+            // Each parameter without its default argument (the clones' index parameters
+            // follow, which have none).
+            let mut kept: Vec<String> = Vec::new();
+            let (mut depth, mut start, mut default_at) = (0i32, name_at + 2, None);
+            for k in name_at + 2..=params_close {
+                match text(k) {
+                    "(" | "[" | "{" => depth += 1,
+                    ")" | "]" | "}" if k < params_close => depth -= 1,
+                    "=" if depth == 0 && default_at.is_none() => default_at = Some(k),
+                    _ => {}
+                }
+                if (text(k) == "," && depth == 0) || k == params_close {
+                    let piece = line((start, default_at.unwrap_or(k)));
+                    if !piece.is_empty() {
+                        kept.push(piece);
+                    }
+                    start = k + 1;
+                    default_at = None;
+                }
+            }
+            let list = kept.join(", ");
             let indices = "const gm_uint3 gm_sim_bdim, const gm_uint3 gm_sim_bidx, const gm_uint3 gm_sim_tidx";
             if list.is_empty() {
                 indices.to_string()
@@ -188,6 +211,15 @@ mod tests {
         assert!(
             wrapped.contains("{ int i = gm_sim_tidx.x; a[i] = 1; }"),
             "{wrapped}"
+        );
+        let defaulted = rewrite(
+            "__global__ void k(float* a, int n = 4, float* b = NULL) { a[threadIdx.x] = n; }\n",
+        )
+        .into_owned();
+        assert!(
+            defaulted
+                .contains("gm_sim_flat_k(float* a, int n, float* b, const gm_uint3 gm_sim_bdim"),
+            "{defaulted}"
         );
         let spaced = "namespace ns {\n__global__ void k(float* a) { a[threadIdx.x] = 0; }\n}\n";
         assert_eq!(cloned(&rewrite(spaced)), ["ns::k"]);

@@ -143,24 +143,15 @@ pub(crate) fn rewrite(code: &str) -> Cow<'_, str> {
     super::guards::with_inserts(code, inserts)
 }
 
-/// Tokens `first..end` on one line, without the comments between them, `threadIdx`,
-/// `blockIdx` and `blockDim` as the clone's values (`gm_sim_tidx`, `gm_sim_bidx`,
-/// `gm_sim_bdim`), a space only where the source had something between two.
+/// Tokens `first..end` on one line (`super::guards::one_line`), `threadIdx`, `blockIdx` and
+/// `blockDim` as the clone's values (`gm_sim_tidx`, `gm_sim_bidx`, `gm_sim_bdim`).
 fn one_line(code: &str, toks: &[Token], first: usize, end: usize) -> String {
-    let mut out = String::new();
-    for k in first..end {
-        if k > first && toks[k].start != toks[k - 1].end {
-            out.push(' ');
-        }
-        let word = &code[toks[k].start..toks[k].end];
-        out.push_str(match word {
-            "threadIdx" => "gm_sim_tidx",
-            "blockIdx" => "gm_sim_bidx",
-            "blockDim" => "gm_sim_bdim",
-            _ => word,
-        });
-    }
-    out
+    super::guards::one_line(code, toks, (first, end), |word| match word {
+        "threadIdx" => "gm_sim_tidx",
+        "blockIdx" => "gm_sim_bidx",
+        "blockDim" => "gm_sim_bdim",
+        _ => word,
+    })
 }
 
 // Safe code only, so nothing for Miri to check.

@@ -219,14 +219,7 @@ impl<'c> Source<'c> {
     /// Tokens `first..end` on one line, without the comments between them (a guard's line
     /// numbers stay the source's), a space only where the source had something between two.
     fn one_line(&self, first: usize, end: usize) -> String {
-        let mut out = String::new();
-        for k in first..end {
-            if k > first && self.toks[k].start != self.toks[k - 1].end {
-                out.push(' ');
-            }
-            out.push_str(self.text(k));
-        }
-        out
+        one_line(self.code, self.toks, (first, end), |word| word)
     }
 
     /// The disjuncts of tokens `first..end` joined by `||` outside brackets, each without the
@@ -472,6 +465,24 @@ impl<'c> Source<'c> {
         }
         Some(end + 1)
     }
+}
+
+/// Tokens `first..end` of `code` on one line, without the comments between them, each word as
+/// `word` gives it, a space only where the source had something between two.
+pub(crate) fn one_line<'c>(
+    code: &'c str,
+    toks: &[Token],
+    (first, end): (usize, usize),
+    word: impl Fn(&'c str) -> &'c str,
+) -> String {
+    let mut out = String::new();
+    for k in first..end {
+        if k > first && toks[k].start != toks[k - 1].end {
+            out.push(' ');
+        }
+        out.push_str(word(&code[toks[k].start..toks[k].end]));
+    }
+    out
 }
 
 /// A leading statement of a kernel's body.

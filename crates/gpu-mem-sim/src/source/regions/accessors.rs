@@ -12,11 +12,12 @@
 //!   `source::dynamic_shared`). Whatever such a struct does, it can call nothing else, so it
 //!   cannot read the thread's index or memory another thread writes.
 
-use super::parse::Statements;
+use super::parse::{CAST_WORDS, Statements};
 use gpu_mem_core::kernel::scan::functions::body_end;
 
-/// Words an accessor struct's definition may name besides its own.
-const ACCESSOR_WORDS: [&str; 29] = [
+/// Words an accessor struct's definition may name besides its own (and the type words of
+/// casts, `CAST_WORDS`).
+const ACCESSOR_WORDS: [&str; 19] = [
     "struct",
     "class",
     "template",
@@ -35,16 +36,6 @@ const ACCESSOR_WORDS: [&str; 29] = [
     "__inline__",
     "gm_dynamic_shared",
     "void",
-    "int",
-    "unsigned",
-    "float",
-    "double",
-    "long",
-    "short",
-    "char",
-    "bool",
-    "signed",
-    "size_t",
     "uint",
 ];
 
@@ -116,6 +107,7 @@ fn definition_is_accessor(s: &Statements<'_>, at: usize, open: usize, name: &str
         if s.toks[j].ident {
             return word == name
                 || ACCESSOR_WORDS.contains(&word)
+                || CAST_WORDS.contains(&word)
                 || params.contains(&word)
                 || locals.contains(&word);
         }

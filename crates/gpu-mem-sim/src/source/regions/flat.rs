@@ -10,7 +10,7 @@
 //! of those, of numbers and of the block's indices ([`flat_macros`]); a source that includes a
 //! header of the user's (whose macros cannot be read here) has no flat region.
 
-use super::parse::Statements;
+use super::parse::{CAST_WORDS, Statements};
 use gpu_mem_core::kernel::scan::functions::Function;
 use gpu_mem_core::kernel::scan::tokens::tokens;
 
@@ -93,12 +93,6 @@ const FLAT_CALLS: [&str; 75] = [
     "__umul24",
     "__popc",
     "__clz",
-];
-
-/// The words of a type a C-style cast may name.
-const CAST_WORDS: [&str; 12] = [
-    "int", "unsigned", "float", "double", "long", "short", "char", "bool", "signed", "size_t",
-    "const", "*",
 ];
 
 /// What a flat region may name and call in one source.

@@ -10,6 +10,12 @@ use gpu_mem_core::kernel::scan::tokens::Token;
 /// The block barriers the rewrite splits regions at.
 pub(super) const BLOCK_BARRIERS: [&str; 3] = ["__syncthreads", "syncthreads", "barrier"];
 
+/// The words of a type a C-style cast may name.
+pub(super) const CAST_WORDS: [&str; 12] = [
+    "int", "unsigned", "float", "double", "long", "short", "char", "bool", "signed", "size_t",
+    "const", "*",
+];
+
 /// Words that start a statement which declares nothing.
 const STATEMENT_WORDS: [&str; 20] = [
     "return", "goto", "delete", "throw", "break", "continue", "case", "default", "new", "else",

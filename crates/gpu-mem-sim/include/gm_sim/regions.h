@@ -70,6 +70,10 @@ struct gm_sim_regions {
     unsigned int depth;
     /* How many threads wait at warp collectives that cannot complete (GM_SIM_WARP_PARKED). */
     unsigned int warp_parked;
+    /* Every thread that runs (0 in `returned`) lies in [lo, hi): where an `if` or loop with
+     * warp collectives masked all threads but a few (the first warp's lanes that scan the
+     * warps' sums), the walks and the exchanges go over those alone, not the whole block. */
+    unsigned int lo, hi;
     char* arena;
     unsigned long used, size;
 
@@ -206,6 +210,7 @@ struct gm_sim_regions {
     template <typename F>
     bool mask_while(F&& condition);
     void mask_end();
+    void live_bounds();
     template <typename F>
     bool all(const char* file, unsigned int yes, unsigned int no, F&& condition);
     template <typename F, typename C>
@@ -244,8 +249,13 @@ struct gm_sim_cursor {
     gm_uint3 index;
 
     explicit gm_sim_cursor(gm_sim_regions& b)
-        : b(b), thread(b.thread), count(b.count), dim_x(b.dim_x), dim_y(b.dim_y),
-          any_returned(b.any_returned), returned(b.returned), t(0), index{0, 0, 0} {
+        : b(b), thread(b.thread), count(b.count < b.hi ? b.count : b.hi), dim_x(b.dim_x),
+          dim_y(b.dim_y), any_returned(b.any_returned), returned(b.returned), t(b.lo),
+          index{0, 0, 0} {
+        if (__builtin_expect(t != 0, 0)) {
+            const unsigned int row = t / dim_x;
+            index = gm_uint3{t % dim_x, row % dim_y, row / dim_y};
+        }
         thread->thread_idx = index;
     }
     bool more() const { return t < count; }
@@ -440,7 +450,7 @@ inline void gm_sim_regions::warp_exchange(const char* file, int line) {
         return;
     }
     bool released = false;
-    for (unsigned int base = 0; base < threads; base += warp) {
+    for (unsigned int base = lo - lo % warp; base < hi; base += warp) {
         const unsigned int n = threads - base < warp ? threads - base : warp;
         unsigned long long here = 0;
         int op = -1;
@@ -498,6 +508,7 @@ inline bool gm_sim_regions::mask_else() {
         }
     }
     any_returned = true;
+    live_bounds();
     return entered != 0;
 }
 
@@ -514,11 +525,13 @@ bool gm_sim_regions::mask_enter(F&& pass) {
 template <typename F>
 bool gm_sim_regions::mask_while(F&& condition) {
     const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth);
-    unsigned int going = 0;
+    unsigned int going = 0, first = hi, last = lo;
     for (gm_sim_cursor c(*this); c.more(); c.next()) {
         if (c.live()) {
             if (condition(c.t)) {
                 ++going;
+                first = first < c.t ? first : c.t;
+                last = c.t;
             } else {
                 returned[c.t] = masked;
                 any_returned = true;
@@ -526,6 +539,10 @@ bool gm_sim_regions::mask_while(F&& condition) {
         }
     }
     after_region();
+    if (going != 0) {
+        lo = first;
+        hi = last + 1;
+    }
     return count != 0 && going != 0;
 }
 
@@ -538,6 +555,20 @@ inline void gm_sim_regions::mask_end() {
         any = any || returned[t] != 0;
     }
     any_returned = any;
+    live_bounds();
+}
+
+/* `lo` and `hi` again, after threads came back (`mask_end`, `mask_else`). */
+inline void gm_sim_regions::live_bounds() {
+    unsigned int first = threads, last = 0;
+    for (unsigned int t = 0; t < threads; ++t) {
+        if (returned[t] == 0) {
+            first = first < t ? first : t;
+            last = t;
+        }
+    }
+    lo = first < threads ? first : 0;
+    hi = first < threads ? last + 1 : 0;
 }
 
 /* A variable of the kernel's body (or of a loop's) in every thread of the block: the rewrite
@@ -751,6 +782,8 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
             b.depth = 0;
             b.warp_parked = 0;
             b.warp_mode = 0;
+            b.lo = 0;
+            b.hi = t->count;
             std::memset(b.returned, 0, t->count);
             std::memset(b.choice, 0, t->count * sizeof *b.choice);
             Entry(std::get<I>(params)...);

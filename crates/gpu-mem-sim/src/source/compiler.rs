@@ -114,7 +114,14 @@ pub(crate) fn host_vectors() -> &'static [&'static str] {
                 && std::arch::is_x86_feature_detected!("bmi2")
                 && std::arch::is_x86_feature_detected!("f16c");
             if level_3 {
-                return &["-mavx2", "-mfma", "-mbmi", "-mbmi2", "-mf16c", "-ffp-contract=off"];
+                return &[
+                    "-mavx2",
+                    "-mfma",
+                    "-mbmi",
+                    "-mbmi2",
+                    "-mf16c",
+                    "-ffp-contract=off",
+                ];
             }
         }
         &[]

@@ -644,3 +644,40 @@ fn flat_regions_of_rows_and_planes_agree_in_every_form() {
         .collect();
     every_form_gives(&backend, source, config, &init, &expected);
 }
+
+/// Collectives in an `if` and its `else` that only some threads of a block of rows and planes
+/// enter (one row of each plane, then a run that starts and ends inside warps): the walks go
+/// over the threads that may run alone, from the first of them, and each still reads its own
+/// index, as stackless and on fibers.
+#[test]
+fn collectives_of_a_few_threads_of_rows_and_planes_agree_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   const int lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n\
+                  \x20   int v = lin;\n\
+                  \x20   if (threadIdx.y == 2) {\n\
+                  \x20       v += __shfl_xor_sync(0x00ff0000u, v, 1) * 1000;\n\
+                  \x20       v += threadIdx.x * 10 + threadIdx.z * 100000;\n\
+                  \x20   } else if (lin >= 70 && lin < 90) {\n\
+                  \x20       v -= __shfl_xor_sync(0x0300ffc0u, v, 1) * 3;\n\
+                  \x20       v += threadIdx.y * 7;\n\
+                  \x20   }\n\
+                  \x20   a(lin) = v;\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    let config = LaunchConfig::new(1, Dim3::new(8, 4, 4));
+    let init = vec![0i32; 128];
+    let expected: Vec<i32> = (0..128)
+        .map(|lin| {
+            let (x, y, z) = (lin % 8, lin / 8 % 4, lin / 32);
+            if y == 2 {
+                lin + (lin ^ 1) * 1000 + x * 10 + z * 100_000
+            } else if (70..90).contains(&lin) {
+                lin - (lin ^ 1) * 3 + y * 7
+            } else {
+                lin
+            }
+        })
+        .collect();
+    every_form_gives(&backend, source, config, &init, &expected);
+}

@@ -210,7 +210,7 @@ struct gm_sim_regions {
     template <typename F>
     bool mask_while(F&& condition);
     void mask_end();
-    void live_bounds();
+    unsigned int live_bounds();
     template <typename F>
     bool all(const char* file, unsigned int yes, unsigned int no, F&& condition);
     template <typename F, typename C>
@@ -242,14 +242,15 @@ inline gm_sim_regions& gm_sim_regions_here() { return *gm_sim_regions_of_this_th
 struct gm_sim_cursor {
     gm_sim_regions& b;
     gm_sim_thread* const thread;
-    const unsigned int count, dim_x, dim_y;
+    /* `end`: past the last thread that may run (the span's end, 0 once the block stopped). */
+    const unsigned int end, dim_x, dim_y;
     const bool any_returned;
     const unsigned char* const returned;
     unsigned int t;
     gm_uint3 index;
 
     explicit gm_sim_cursor(gm_sim_regions& b)
-        : b(b), thread(b.thread), count(b.count < b.hi ? b.count : b.hi), dim_x(b.dim_x),
+        : b(b), thread(b.thread), end(b.count < b.hi ? b.count : b.hi), dim_x(b.dim_x),
           dim_y(b.dim_y), any_returned(b.any_returned), returned(b.returned), t(b.lo),
           index{0, 0, 0} {
         if (__builtin_expect(t != 0, 0)) {
@@ -258,7 +259,7 @@ struct gm_sim_cursor {
         }
         thread->thread_idx = index;
     }
-    bool more() const { return t < count; }
+    bool more() const { return t < end; }
     bool live() const { return !any_returned || returned[t] == 0; }
     void next() {
         ++t;
@@ -549,26 +550,25 @@ bool gm_sim_regions::mask_while(F&& condition) {
 /* The end of an `if` or loop with warp collectives: the threads it masked run again. */
 inline void gm_sim_regions::mask_end() {
     const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth--);
-    bool any = false;
     for (unsigned int t = 0; t < threads; ++t) {
         returned[t] = returned[t] == masked ? 0 : returned[t];
-        any = any || returned[t] != 0;
     }
-    any_returned = any;
-    live_bounds();
+    any_returned = live_bounds() != threads;
 }
 
-/* `lo` and `hi` again, after threads came back (`mask_end`, `mask_else`). */
-inline void gm_sim_regions::live_bounds() {
-    unsigned int first = threads, last = 0;
+/* `lo` and `hi` again, after threads came back (`mask_end`, `mask_else`); how many run. */
+inline unsigned int gm_sim_regions::live_bounds() {
+    unsigned int first = threads, last = 0, live = 0;
     for (unsigned int t = 0; t < threads; ++t) {
         if (returned[t] == 0) {
             first = first < t ? first : t;
             last = t;
+            ++live;
         }
     }
-    lo = first < threads ? first : 0;
-    hi = first < threads ? last + 1 : 0;
+    lo = live != 0 ? first : 0;
+    hi = live != 0 ? last + 1 : 0;
+    return live;
 }
 
 /* A variable of the kernel's body (or of a loop's) in every thread of the block: the rewrite

@@ -104,8 +104,8 @@ pub(crate) fn optimisation(threads: Threads) -> Vec<&'static str> {
 /// as without them: `a * b + c` is not fused into one FMA, so a kernel computes the same bits
 /// on every machine (a fused multiply-add rounds once and may differ in the last bit).
 pub(crate) fn host_vectors() -> &'static [&'static str] {
-    static FLAGS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
-    FLAGS.get_or_init(|| {
+    static VECTORS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+    VECTORS.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
             let level_3 = std::arch::is_x86_feature_detected!("avx2")

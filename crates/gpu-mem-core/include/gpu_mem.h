@@ -252,7 +252,7 @@ struct gm_sim_lane {
 #define GM_SIM_UNCHECKED \
     __attribute__((no_sanitize("thread", "alignment"), disable_sanitizer_instrumentation))
 #elif defined(GM_SIM_CHECKED)
-#define GM_SIM_UNCHECKED __attribute__((no_sanitize("thread", "alignment")))
+#define GM_SIM_UNCHECKED __attribute__((no_sanitize("thread", "kernel-address", "alignment")))
 #else
 #define GM_SIM_UNCHECKED
 #endif
@@ -317,6 +317,15 @@ inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
     } while (0)
 #endif
 #define GM_SIM_PROGRESS_EVERY 16u
+
+/* A checked program whose accesses its shadow answers (GM_SIM_SHADOWED, gm_sim/checked.h)
+ * asks for an atomic as one before it happens (the compiler's own check of it is a store's). */
+#if defined(GM_SIM_SHADOWED)
+inline void gm_sim_atomic_access(const volatile void *address, unsigned long long size);
+#define GM_SIM_ATOMIC_ACCESS(address) gm_sim_atomic_access(address, sizeof(*(address)))
+#else
+#define GM_SIM_ATOMIC_ACCESS(address) ((void)0)
+#endif
 
 /* A hint that lets the other threads of the block run (spin-wait loops). */
 inline void __nanosleep(unsigned int) { GM_SIM_PROGRESS(); }
@@ -423,6 +432,7 @@ inline T __gm_tile_reduce_sync(int op, unsigned long long mask, T value, int wid
 #define GM_SIM_ATOMIC_INT(name, builtin, type)                                                \
     inline type name(type *address, type value) {                                             \
         GM_SIM_PROGRESS();                                                                    \
+        GM_SIM_ATOMIC_ACCESS(address);                                                        \
         return builtin(address, value, __ATOMIC_SEQ_CST);                                     \
     }
 #define GM_SIM_ATOMIC_INTS(name, builtin)                                                      \
@@ -484,6 +494,7 @@ constexpr T &operator>>=(T &a, gm_shift_count_t c) {
 template <typename T, typename F>
 inline T gm_sim_atomic_update(T *address, F update) {
     GM_SIM_PROGRESS();
+    GM_SIM_ATOMIC_ACCESS(address);
     T old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
     while (!__atomic_compare_exchange_n(address, &old, update(old), false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST)) {
@@ -494,6 +505,7 @@ template <typename T, typename Bits, typename F>
 inline T gm_sim_atomic_update_float(T *address, F update) {
     static_assert(sizeof(T) == sizeof(Bits), "bit pattern of the same size");
     GM_SIM_PROGRESS();
+    GM_SIM_ATOMIC_ACCESS(address);
     Bits *bits = reinterpret_cast<Bits *>(address);
     Bits old = __atomic_load_n(bits, __ATOMIC_SEQ_CST);
     for (;;) {
@@ -547,6 +559,7 @@ inline unsigned int atomicDec(unsigned int *address, unsigned int value) {
 #define GM_SIM_ATOMIC_CAS(type)                                                               \
     inline type atomicCAS(type *address, type compare, type value) {                          \
         GM_SIM_PROGRESS();                                                                    \
+        GM_SIM_ATOMIC_ACCESS(address);                                                        \
         __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST,        \
                                     __ATOMIC_SEQ_CST);                                        \
         return compare;                                                                       \

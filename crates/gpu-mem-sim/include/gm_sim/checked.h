@@ -1,10 +1,18 @@
-/* A checked program's accesses (GM_SIM_CHECKED): the compiler instruments every load, store
- * and atomic of the kernel as ThreadSanitizer does (`-fsanitize=thread`, no runtime linked),
- * and these are the functions it calls. Each asks the simulator (`gm_sim_rt.access`) before
- * the access happens, unless the ranges it granted this OS thread's current thread lately
- * (`gm_sim_allowed`) hold it; an access the thread may not make ends the thread where it started
- * (`gm_sim_escapable`), so nothing is read or written. Atomics are done here, after their
- * check, always sequentially consistent (at least what any order asked for). */
+/* A checked program's accesses (GM_SIM_CHECKED), instrumented by the compiler one of two ways
+ * (no sanitizer runtime linked; these are the functions the instrumentation calls):
+ * - every access (racecheck, initcheck): every load, store and atomic of the kernel calls a
+ *   hook, as ThreadSanitizer's instrumentation does (`-fsanitize=thread`); atomics are done
+ *   here, after their check, always sequentially consistent (at least what any order asked
+ *   for);
+ * - through a shadow (GM_SIM_SHADOWED, memcheck alone): the compiler tests each access inline
+ *   against a shadow byte per 8 bytes of memory, as AddressSanitizer's kernel-mode
+ *   instrumentation does (`-fsanitize=kernel-address`, at GM_SIM_SHADOW_OFFSET), and calls a
+ *   hook only where the byte is not zero. The simulator zeroes the shadow of what it granted
+ *   (`sanitizer::shadow_memory`), so an access asks once per range, not once per access.
+ * Each hook asks the simulator (`gm_sim_rt.access`) before the access happens, unless the
+ * ranges it granted this OS thread's current thread lately (`gm_sim_allowed`) hold it; an access
+ * the thread may not make ends the thread where it started (`gm_sim_escapable`), so nothing is
+ * read or written. */
 #ifndef GM_SIM_CHECKED_H
 #define GM_SIM_CHECKED_H
 
@@ -110,7 +118,135 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts() {
     }
 }
 
+/* A load, store or member access through a pointer that does not lie on a multiple of its
+ * type's alignment (`-fsanitize=alignment`: a `float4*` made from `float* + 1`), which a GPU
+ * refuses ("misaligned address") even where each field the host compiler reads is aligned:
+ * refused as memcheck refuses a misaligned access, for an access of the type's alignment. */
+struct gm_sim_ubsan_mismatch {
+    gm_sim_ubsan_location location;
+    const gm_sim_ubsan_type* type;
+    unsigned char log_alignment;
+    unsigned char kind; /* 1: a store */
+};
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_misaligned(
+    const gm_sim_ubsan_mismatch* data, __UINTPTR_TYPE__ pointer, const void* pc) {
+    /* (A null pointer is not this check's: its access is refused on its own.) */
+    if (pointer == 0) {
+        return;
+    }
+    const unsigned long long alignment = 1ull << data->log_alignment;
+    gm_sim_check_alignment(reinterpret_cast<const volatile void*>(pointer), alignment, alignment,
+                           data->kind == 1 ? GM_SIM_ACCESS_WRITE : GM_SIM_ACCESS_READ, pc);
+}
+GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1(gm_sim_ubsan_mismatch* data,
+                                                 __UINTPTR_TYPE__ pointer) {
+    gm_sim_misaligned(data, pointer, __builtin_return_address(0));
+}
+GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1_abort(gm_sim_ubsan_mismatch* data,
+                                                       __UINTPTR_TYPE__ pointer) {
+    gm_sim_misaligned(data, pointer, __builtin_return_address(0));
+}
+
 #define GM_SIM_PC __builtin_return_address(0)
+#if defined(GM_SIM_SHADOWED)
+
+/* The shadow byte of the 8 bytes holding address `a`: 0 where all 8 were granted, k (1..7)
+ * where the first k were, negative where none was. */
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline signed char gm_sim_shadow_of(
+    const volatile void* a) {
+    const signed char* const at = reinterpret_cast<const signed char*>(
+        (reinterpret_cast<__UINTPTR_TYPE__>(a) >> 3) + GM_SIM_SHADOW_OFFSET);
+    /* A load the compiler cannot instrument: this function is inlined into the kernel's code
+     * (gm_sim_atomic_access), whose loads are all checked, and the shadow's own bytes are not
+     * the kernel's to touch. (The shadow exists on x86-64 alone.) */
+    signed char value;
+    __asm__ volatile("movb (%1), %0" : "=q"(value) : "r"(at) : "memory");
+    return value;
+}
+
+/* Where the shadow byte of an access is not zero (not granted yet, or not to be). */
+#define GM_SIM_REPORT(n)                                                                       \
+    GM_SIM_HOOK void __asan_report_load##n##_noabort(void* a) {                                \
+        gm_sim_check(a, n, GM_SIM_ACCESS_READ, GM_SIM_PC);                                     \
+    }                                                                                          \
+    GM_SIM_HOOK void __asan_report_store##n##_noabort(void* a) {                               \
+        gm_sim_check(a, n, GM_SIM_ACCESS_WRITE, GM_SIM_PC);                                    \
+    }
+GM_SIM_REPORT(1)
+GM_SIM_REPORT(2)
+GM_SIM_REPORT(4)
+GM_SIM_REPORT(8)
+GM_SIM_REPORT(16)
+#undef GM_SIM_REPORT
+GM_SIM_HOOK void __asan_report_load_n_noabort(void* a, unsigned long size) {
+    gm_sim_check(a, size, GM_SIM_ACCESS_READ, GM_SIM_PC);
+}
+GM_SIM_HOOK void __asan_report_store_n_noabort(void* a, unsigned long size) {
+    gm_sim_check(a, size, GM_SIM_ACCESS_WRITE, GM_SIM_PC);
+}
+
+/* Whether every shadow byte of `[a, a + size)` is zero: what the compiler tests inline, for the
+ * accesses it leaves to calls (other sizes, ranges). */
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline bool gm_sim_shadow_clear(
+    const volatile void* a, unsigned long long size) {
+    const __UINTPTR_TYPE__ start = reinterpret_cast<__UINTPTR_TYPE__>(a);
+    if (size == 0) {
+        return true;
+    }
+    for (__UINTPTR_TYPE__ at = start & ~(__UINTPTR_TYPE__)7; at < start + size; at += 8) {
+        if (gm_sim_shadow_of(reinterpret_cast<const volatile void*>(at)) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+#define GM_SIM_ACCESS_N(name, kind)                                                            \
+    GM_SIM_HOOK void name(void* a, unsigned long size) {                                       \
+        if (!gm_sim_shadow_clear(a, size)) {                                                   \
+            gm_sim_check(a, size, kind, GM_SIM_PC);                                            \
+        }                                                                                      \
+    }
+GM_SIM_ACCESS_N(__asan_loadN_noabort, GM_SIM_ACCESS_READ)
+GM_SIM_ACCESS_N(__asan_storeN_noabort, GM_SIM_ACCESS_WRITE)
+GM_SIM_ACCESS_N(__asan_loadN, GM_SIM_ACCESS_READ)
+GM_SIM_ACCESS_N(__asan_storeN, GM_SIM_ACCESS_WRITE)
+#undef GM_SIM_ACCESS_N
+#define GM_SIM_ACCESS_SIZED(n)                                                                 \
+    GM_SIM_HOOK void __asan_load##n##_noabort(void* a) {                                       \
+        if (!gm_sim_shadow_clear(a, n)) {                                                      \
+            gm_sim_check(a, n, GM_SIM_ACCESS_READ, GM_SIM_PC);                                 \
+        }                                                                                      \
+    }                                                                                          \
+    GM_SIM_HOOK void __asan_store##n##_noabort(void* a) {                                      \
+        if (!gm_sim_shadow_clear(a, n)) {                                                      \
+            gm_sim_check(a, n, GM_SIM_ACCESS_WRITE, GM_SIM_PC);                                \
+        }                                                                                      \
+    }
+GM_SIM_ACCESS_SIZED(1)
+GM_SIM_ACCESS_SIZED(2)
+GM_SIM_ACCESS_SIZED(4)
+GM_SIM_ACCESS_SIZED(8)
+GM_SIM_ACCESS_SIZED(16)
+#undef GM_SIM_ACCESS_SIZED
+GM_SIM_HOOK void __asan_handle_no_return() {}
+
+/* An atomic, asked for as one (an atomic, of its alignment) unless its shadow is zero and it
+ * lies on its size (see GM_SIM_ATOMIC_ACCESS). */
+GM_SIM_HOOK void gm_sim_atomic_asked(const volatile void* a, unsigned long long size,
+                                     const void* pc) {
+    gm_sim_check_aligned(a, size, GM_SIM_ACCESS_ATOMIC, pc);
+}
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_atomic_access(
+    const volatile void* a, unsigned long long size) {
+    if (__builtin_expect((reinterpret_cast<__UINTPTR_TYPE__>(a) & (size - 1)) != 0 ||
+                             gm_sim_shadow_of(a) != 0,
+                         0)) {
+        gm_sim_atomic_asked(a, size, __builtin_return_address(0));
+    }
+}
+
+#else
+
 #define GM_SIM_READ_WRITE(n)                                                                   \
     GM_SIM_HOOK void __tsan_read##n(void* a) {                                                 \
         gm_sim_check_aligned(a, n, GM_SIM_ACCESS_READ, GM_SIM_PC);                             \
@@ -157,35 +293,6 @@ GM_SIM_HOOK void* __tsan_memset(void* to, int value, unsigned long size) {
     gm_sim_check(to, size, GM_SIM_ACCESS_WRITE, GM_SIM_PC);
     return __builtin_memset(to, value, size);
 }
-/* A load, store or member access through a pointer that does not lie on a multiple of its
- * type's alignment (`-fsanitize=alignment`: a `float4*` made from `float* + 1`), which a GPU
- * refuses ("misaligned address") even where each field the host compiler reads is aligned:
- * refused as memcheck refuses a misaligned access, for an access of the type's alignment. */
-struct gm_sim_ubsan_mismatch {
-    gm_sim_ubsan_location location;
-    const gm_sim_ubsan_type* type;
-    unsigned char log_alignment;
-    unsigned char kind; /* 1: a store */
-};
-GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_misaligned(
-    const gm_sim_ubsan_mismatch* data, __UINTPTR_TYPE__ pointer, const void* pc) {
-    /* (A null pointer is not this check's: its access is refused on its own.) */
-    if (pointer == 0) {
-        return;
-    }
-    const unsigned long long alignment = 1ull << data->log_alignment;
-    gm_sim_check_alignment(reinterpret_cast<const volatile void*>(pointer), alignment, alignment,
-                           data->kind == 1 ? GM_SIM_ACCESS_WRITE : GM_SIM_ACCESS_READ, pc);
-}
-GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1(gm_sim_ubsan_mismatch* data,
-                                                 __UINTPTR_TYPE__ pointer) {
-    gm_sim_misaligned(data, pointer, __builtin_return_address(0));
-}
-GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1_abort(gm_sim_ubsan_mismatch* data,
-                                                       __UINTPTR_TYPE__ pointer) {
-    gm_sim_misaligned(data, pointer, __builtin_return_address(0));
-}
-
 /* What the instrumentation calls besides accesses: nothing to do. */
 GM_SIM_HOOK void __tsan_init() {}
 GM_SIM_HOOK void __tsan_func_entry(void*) {}
@@ -241,6 +348,7 @@ GM_SIM_ATOMICS(32, unsigned int)
 GM_SIM_ATOMICS(64, unsigned long long)
 #undef GM_SIM_ATOMICS
 #undef GM_SIM_ATOMIC_OP
+#endif /* GM_SIM_SHADOWED */
 #undef GM_SIM_PC
 #undef GM_SIM_HOOK
 

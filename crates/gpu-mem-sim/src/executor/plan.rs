@@ -25,7 +25,7 @@
 use super::args::Parameters;
 use crate::abi::{CallsEntry, Entry, GmSimThreads, StacklessEntry};
 use crate::config::{Checks, ThreadOrder};
-use crate::sanitizer::{GlobalRaces, MemoryMap, ProgramLayout};
+use crate::sanitizer::{GlobalRaces, MemoryMap, ProgramLayout, ShadowGrants};
 use crate::thread::{PolledBody, SimKernelFn};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::AtomicBool;
@@ -69,6 +69,9 @@ pub(crate) struct Checked<'a> {
     pub(crate) warned: &'a AtomicBool,
     /// racecheck: what the launch's threads did to global memory.
     pub(crate) global_races: &'a GlobalRaces,
+    /// A shadowed program's: what its threads were let through in the shadow, until the launch
+    /// ends.
+    pub(crate) grants: &'a ShadowGrants,
 }
 
 /// A compiled entry point run once per thread (`run(args)`).
@@ -178,6 +181,9 @@ pub(crate) struct Prepared<'a> {
     warned: AtomicBool,
     /// See [`Checked::global_races`] (empty unless the launch is checked with racecheck).
     global_races: GlobalRaces,
+    /// See [`Checked::grants`]; forbidden again when the launch's `Prepared` is dropped, after
+    /// its last thread.
+    grants: ShadowGrants,
 }
 
 impl<'a> Prepared<'a> {
@@ -213,6 +219,7 @@ impl<'a> Prepared<'a> {
             },
             arg_ranges,
             args,
+            grants: ShadowGrants::default(),
         }
     }
 
@@ -254,6 +261,7 @@ impl<'a> Prepared<'a> {
                         checks,
                         warned: &self.warned,
                         global_races: &self.global_races,
+                        grants: &self.grants,
                     });
                 if waits || order != ThreadOrder::Index {
                     Plan::Fibers(OnFibers::Compiled(Calls {

@@ -7,13 +7,14 @@
 
 use super::block::{Block, block_linear};
 use super::fiber::Fiber;
-use super::plan::Checked;
+use super::plan::{Checked, Looped, Plan};
 use super::races::Report;
 use super::schedule::Operands;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::{ALLOWED_EMPTY, GmSimThread, OWN_STACK};
 use crate::sanitizer::{
-    Access, Across, Allowed, Frame, Granted, Stamp, Violation, check, misaligned_access,
+    Access, Across, Allowed, Frame, Granted, ShadowGrants, Stamp, Violation, check,
+    misaligned_access,
     source_line, unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
@@ -40,6 +41,9 @@ pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
         Allowed::serve(owner, thread.block.global.watch_atomics);
         let (start, end) = thread.info_range();
         Allowed::switched([thread.own_stack.get(), [start, end]]);
+        if let Some(grants) = thread.shadow_of_own() {
+            grants.grant((start, end));
+        }
     }
 }
 
@@ -287,6 +291,20 @@ impl SimThread<'_, '_> {
         }
     }
 
+    /// Where a shadowed program's threads may be let through their own ranges (stack, record)
+    /// for the whole launch: where they run as plain calls, one after another on one stack and
+    /// one record, so that what one owns the next one owns too. `None` elsewhere: a thread on
+    /// a stack of its own asks for it.
+    fn shadow_of_own(&self) -> Option<&ShadowGrants> {
+        match self.block.plan {
+            Plan::Direct(Looped {
+                checked: Some(checked),
+                ..
+            }) if checked.layout.shadowed => Some(checked.grants),
+            _ => None,
+        }
+    }
+
     /// Whether this thread of a checked program may make an access (`crate::sanitizer`): if
     /// not, the fault is recorded (the program then ends the thread). `scratch`: whether a
     /// range lies where out-of-bounds `gm_array` accesses go. `misaligned`: the program found
@@ -365,8 +383,16 @@ impl SimThread<'_, '_> {
                             self.own_stack.set([granted.range.0, granted.range.1]);
                         }
                         Allowed::remember_own(slot, granted.range);
+                        if let Some(grants) = self.shadow_of_own() {
+                            grants.grant(granted.range);
+                        }
                     }
-                    None => Allowed::remember(granted.range),
+                    None => {
+                        Allowed::remember(granted.range);
+                        if checked.layout.shadowed {
+                            checked.grants.grant(granted.range);
+                        }
+                    }
                 }
                 Ok(())
             }

@@ -12,6 +12,9 @@ pub(crate) struct ThreadLocal {
 
 /// A checked program's memory, as loaded.
 pub(crate) struct ProgramLayout {
+    /// Whether its accesses test the shadow first (`shadow_memory`): what is granted to its
+    /// threads is let through there too.
+    pub(crate) shadowed: bool,
     /// `[start, end)` of each loaded segment.
     pub(crate) segments: Vec<(usize, usize)>,
     /// The kernels' static `__shared__` arrays (and the prelude's thread-locals, which its code

@@ -37,6 +37,7 @@ mod initcheck;
 mod layout;
 mod memcheck;
 mod racecheck;
+mod shadow_memory;
 mod symbolize;
 
 pub(crate) use global_races::{Across, GlobalRaces};
@@ -47,6 +48,9 @@ pub(crate) use memcheck::{
     unwritten_shared,
 };
 pub(crate) use racecheck::{Hazard, Shadow, Stamp, synchronize};
+#[cfg(test)]
+pub(crate) use shadow_memory::OFFSET as SHADOW_OFFSET;
+pub(crate) use shadow_memory::{ShadowGrants, shadow as memory_shadow};
 pub(crate) use symbolize::source_line;
 
 /// What an access does.

@@ -63,7 +63,19 @@ pub(crate) enum Threads {
     Regions,
     /// As [`Threads::Calls`], every access of the kernel checked (`crate::sanitizer`): built
     /// with [`instrumentation`] and `GM_SIM_CHECKED`.
-    Checked,
+    Checked(Instrumented),
+}
+
+/// How a checked program's accesses reach the simulator (`gm_sim/checked.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Instrumented {
+    /// Each access calls a hook (ThreadSanitizer's instrumentation): what racecheck and
+    /// initcheck watch, access by access.
+    EveryAccess,
+    /// Each access tests its shadow byte inline and calls a hook only where it is not zero
+    /// (AddressSanitizer's kernel-mode instrumentation over `sanitizer::shadow_memory`):
+    /// memcheck alone, with GCC, where the shadow could be reserved.
+    Shadowed,
 }
 
 /// The language of a program: C++17, the dialect kernels are written in, with coroutines for
@@ -75,7 +87,7 @@ pub(crate) enum Threads {
 /// declared constructors), after which a kernel runs on stacks.
 pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
-        (Threads::Calls | Threads::Regions | Threads::Checked, _) => &["-std=c++17"],
+        (Threads::Calls | Threads::Regions | Threads::Checked(_), _) => &["-std=c++17"],
         (Threads::Stackless, false) => &["-std=c++17", "-fcoroutines"],
         // (`u8` literals stay `char`, as in C++17, not C++20's `char8_t`.)
         (Threads::Stackless, true) => &["-std=c++20", "-fno-char8_t"],
@@ -90,7 +102,7 @@ pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str]
 pub(crate) fn optimisation(threads: Threads) -> Vec<&'static str> {
     let level: &[&str] = match threads {
         Threads::Regions => &["-O3"],
-        Threads::Calls | Threads::Stackless | Threads::Checked => &[],
+        Threads::Calls | Threads::Stackless | Threads::Checked(_) => &[],
     };
     [level, host_vectors()].concat()
 }
@@ -135,27 +147,61 @@ pub(crate) fn prelude_defines(threads: Threads) -> &'static [&'static str] {
         Threads::Calls => &[],
         Threads::Stackless => &["-DGM_SIM_STACKLESS=1"],
         Threads::Regions => &["-DGM_SIM_REGIONS=1"],
-        Threads::Checked => &["-DGM_SIM_CHECKED=1"],
+        Threads::Checked(Instrumented::EveryAccess) => &["-DGM_SIM_CHECKED=1"],
+        Threads::Checked(Instrumented::Shadowed) => &[
+            "-DGM_SIM_CHECKED=1",
+            "-DGM_SIM_SHADOWED=1",
+            SHADOW_OFFSET_DEFINE,
+        ],
     }
 }
+
+/// Where a shadowed program finds its shadow, as C spells it: `sanitizer::shadow_memory::OFFSET`
+/// (a test holds them together).
+macro_rules! shadow_offset {
+    () => {
+        "0x7fff8000"
+    };
+}
+pub(crate) use shadow_offset;
+const SHADOW_OFFSET_DEFINE: &str = concat!("-DGM_SIM_SHADOW_OFFSET=", shadow_offset!());
+const SHADOW_OFFSET_FLAG: &str = concat!("-fasan-shadow-offset=", shadow_offset!());
 
 /// The instrumentation of a unit of `threads`: for checked programs, a call before every load,
 /// store and atomic of the kernel (ThreadSanitizer's, whose functions the prelude's
 /// `gm_sim/checked.h` supplies: no sanitizer runtime is linked, see [`LINK_FLAGS`]), without
-/// calls at function entry and exit, a test of every typed pointer's alignment (UBSan's
-/// `alignment`, whose handler `gm_sim/checked.h` supplies too), and line tables to name the
-/// line of a refused access.
+/// calls at function entry and exit, or, shadowed, an inline test of each access's shadow byte
+/// that calls a hook only where it is not zero (AddressSanitizer's kernel mode, which needs no
+/// runtime either: no redzones on the stack or around globals, every access tested inline, the
+/// hook returning where the access is allowed); a test of every typed pointer's alignment
+/// (UBSan's `alignment`, whose handler `gm_sim/checked.h` supplies too); and line tables to
+/// name the line of a refused access. (Only GCC builds shadowed programs: `Build`.)
 pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
         (Threads::Calls | Threads::Stackless | Threads::Regions, _) => &[],
-        (Threads::Checked, false) => &[
+        (Threads::Checked(Instrumented::Shadowed), _) => &[
+            "-fsanitize=kernel-address",
+            "-fsanitize-recover=kernel-address",
+            SHADOW_OFFSET_FLAG,
+            "--param",
+            "asan-instrumentation-with-call-threshold=1000000",
+            "--param",
+            "asan-stack=0",
+            "--param",
+            "asan-globals=0",
+            "--param",
+            "asan-use-after-return=0",
+            "-fsanitize=alignment",
+            "-g1",
+        ],
+        (Threads::Checked(Instrumented::EveryAccess), false) => &[
             "-fsanitize=thread",
             "-fsanitize=alignment",
             "--param",
             "tsan-instrument-func-entry-exit=0",
             "-g1",
         ],
-        (Threads::Checked, true) => &[
+        (Threads::Checked(Instrumented::EveryAccess), true) => &[
             "-fsanitize=thread",
             "-fsanitize=alignment",
             "-mllvm",
@@ -651,6 +697,15 @@ fn fastest_linker(compiler: &Path) -> Option<&'static str> {
 mod tests {
     use super::{FASTER_LINKERS, fastest_linker, stopped_by_the_machine};
     use std::path::Path;
+
+    #[test]
+    fn shadowed_programs_are_built_for_the_shadow_reserved() {
+        let spelled = super::shadow_offset!();
+        assert_eq!(
+            usize::from_str_radix(spelled.trim_start_matches("0x"), 16),
+            Ok(crate::sanitizer::SHADOW_OFFSET)
+        );
+    }
 
     /// A stand-in compiler driver that finds only the linkers `finds` names.
     #[cfg(unix)]

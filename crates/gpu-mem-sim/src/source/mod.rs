@@ -47,7 +47,7 @@ use crate::abi::{ABI, CallsEntry, Entry, GmSimRound, GmSimRuntime, GmSimThreads,
 use crate::executor::{self, RUNTIME};
 use crate::sanitizer::{ProgramLayout, ThreadLocal};
 pub(crate) use compiler::Threads;
-use compiler::{CompileFailure, Compiler};
+use compiler::{CompileFailure, Compiler, Instrumented};
 use declarations::Declared;
 use gpu_mem_core::kernel::compiled;
 use gpu_mem_core::kernel::scan::is_name_expression;
@@ -236,15 +236,18 @@ pub(crate) enum Build {
     Fastest,
     /// Threads as calls only, which the executor can run in any order (`crate::ThreadOrder`).
     Calls,
-    /// Threads as calls, every access checked (`crate::sanitizer`).
-    Checked,
+    /// Threads as calls, every access checked (`crate::sanitizer`); `every_access`: each one
+    /// asked for (racecheck, initcheck), not only those the shadow does not answer (memcheck).
+    Checked { every_access: bool },
 }
 
 impl Build {
     /// The build a device with these settings runs.
     pub(crate) fn of(checks: crate::Checks, order: crate::ThreadOrder) -> Build {
         if checks.any() {
-            Build::Checked
+            Build::Checked {
+                every_access: checks.racecheck || checks.initcheck,
+            }
         } else if order != crate::ThreadOrder::Index {
             Build::Calls
         } else {
@@ -584,7 +587,7 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
         }
     }
     let calls = match build {
-        Build::Checked => Threads::Checked,
+        Build::Checked { every_access } => Threads::Checked(instrumented(every_access, compiler)),
         Build::Fastest | Build::Calls => Threads::Calls,
     };
     // Threads as plain calls skip what a leading guard refuses (`guards`), and run as flat
@@ -602,6 +605,17 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
         });
     }
     plans
+}
+
+/// How a checked program is instrumented: through the shadow where only memcheck asks, the
+/// compiler is GCC (clang's kernel-address instrumentation was not tried) and the shadow could be
+/// reserved; every access otherwise.
+fn instrumented(every_access: bool, compiler: &Compiler) -> Instrumented {
+    if every_access || compiler.is_clang() || crate::sanitizer::memory_shadow().is_none() {
+        Instrumented::EveryAccess
+    } else {
+        Instrumented::Shadowed
+    }
 }
 
 /// Why a build failed: the compiler refused the unit (its message), or something else did.
@@ -849,7 +863,7 @@ fn load(
         )
     };
     let begin_block = match threads {
-        Threads::Calls | Threads::Regions | Threads::Checked => None,
+        Threads::Calls | Threads::Regions | Threads::Checked(_) => None,
         // SAFETY: as above.
         Threads::Stackless => Some(unsafe {
             *library
@@ -868,11 +882,12 @@ fn load(
     }
     let waits = wrapper::may_wait(code);
     let layout = match threads {
-        Threads::Checked => Some(Arc::new(checked_layout(
+        Threads::Checked(instrumented) => Some(Arc::new(checked_layout(
             &library,
             &bytes,
             &path,
             abi as usize,
+            instrumented == Instrumented::Shadowed,
         )?)),
         Threads::Calls | Threads::Stackless | Threads::Regions => None,
     };
@@ -900,7 +915,7 @@ fn load(
             raw.resume_round,
             begin_block,
         ) {
-            (Threads::Calls | Threads::Checked, (Some(run), Some(run_threads)), _, _, _) => {
+            (Threads::Calls | Threads::Checked(_), (Some(run), Some(run_threads)), _, _, _) => {
                 Entry::Calls(CallsEntry { run, run_threads })
             }
             (Threads::Regions, (None, Some(run_blocks)), _, _, _) => Entry::Regions(run_blocks),
@@ -951,6 +966,7 @@ fn checked_layout(
     bytes: &[u8],
     path: &Path,
     abi: usize,
+    shadowed: bool,
 ) -> std::result::Result<ProgramLayout, String> {
     let symbols = compiled::symbols(bytes).ok_or("a checked library without a symbol table")?;
     let base = symbols
@@ -974,6 +990,7 @@ fn checked_layout(
     };
     let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
     Ok(ProgramLayout {
+        shadowed,
         segments: loads
             .into_iter()
             .map(|(vaddr, size)| {

@@ -6,7 +6,7 @@
 //! library's symbol table, `super::elf`.) The generated code follows the kernel's, so it uses
 //! only `gm_sim_` names, which no kernel's macro can have taken.
 
-use super::compiler::Threads;
+use super::compiler::{Instrumented, Threads, shadow_offset};
 use super::declarations::Declared;
 use crate::abi::{GmSimAllowed, GmSimLane, GmSimRuntime, GmSimThread};
 use crate::thread::Collective;
@@ -89,7 +89,14 @@ pub(crate) fn kernel_part(file: &str, code: &str, threads: Threads) -> String {
         Threads::Calls => "",
         Threads::Stackless => "#define GM_SIM_STACKLESS 1\n",
         Threads::Regions => "#define GM_SIM_REGIONS 1\n",
-        Threads::Checked => "#define GM_SIM_CHECKED 1\n",
+        Threads::Checked(Instrumented::EveryAccess) => "#define GM_SIM_CHECKED 1\n",
+        Threads::Checked(Instrumented::Shadowed) => {
+            concat!(
+                "#define GM_SIM_CHECKED 1\n#define GM_SIM_SHADOWED 1\n#define GM_SIM_SHADOW_OFFSET ",
+                shadow_offset!(),
+                "\n"
+            )
+        }
     };
     format!("{mode}#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{code}\n")
 }
@@ -171,7 +178,7 @@ pub(crate) fn translation_unit(
             "GM_SIM_UNCHECKED static const gm_sim_param* gm_sim_params_{i}(int* gm_sim_count) {{ return gm_sim_describe(&{entry}, gm_sim_count); }}"
         );
         match threads {
-            Threads::Calls | Threads::Checked => {
+            Threads::Calls | Threads::Checked(_) => {
                 let run_threads = if flat.contains(entry) {
                     let (space, name) = entry
                         .rsplit_once("::")
@@ -232,7 +239,7 @@ pub(crate) fn translation_unit(
     if threads == Threads::Stackless {
         unit.push_str("GM_SIM_EXPORT void gm_sim_begin_block() { gm_sim_frames_reset(); }\n");
     }
-    if threads == Threads::Checked {
+    if matches!(threads, Threads::Checked(_)) {
         // Where this OS thread's thread-locals (the `__shared__` arrays) are.
         unit.push_str(
             "static thread_local char gm_sim_tls_anchor;\n\

@@ -230,6 +230,18 @@ GM_SIM_ACCESS_SIZED(16)
 #undef GM_SIM_ACCESS_SIZED
 GM_SIM_HOOK void __asan_handle_no_return() {}
 
+/* Where the simulator's signal handler sends a thread whose shadow test faulted because the
+ * address tested lies outside the address space (a pointer with its high bits set), so its
+ * shadow does too: made to look like a call from the test (the return address names the line),
+ * with the address tested (to 8 bytes) as argument. It is refused, and the thread ends. */
+extern "C" __attribute__((visibility("default"), noinline)) GM_SIM_UNCHECKED void
+gm_sim_outside_address_space(void* a) {
+    gm_sim_check(a, 1, GM_SIM_ACCESS_READ, __builtin_return_address(0));
+    /* (Never allowed; and this frame cannot return: the handler made it.) */
+    gm_sim_escape();
+    __builtin_trap();
+}
+
 /* An atomic, asked for as one (an atomic, of its alignment) unless its shadow is zero and it
  * lies on its size (see GM_SIM_ATOMIC_ACCESS). */
 GM_SIM_HOOK void gm_sim_atomic_asked(const volatile void* a, unsigned long long size,

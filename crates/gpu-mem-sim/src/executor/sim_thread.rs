@@ -14,8 +14,7 @@ use super::watchdog::PROGRESS_EVERY;
 use crate::abi::{ALLOWED_EMPTY, GmSimThread, OWN_STACK};
 use crate::sanitizer::{
     Access, Across, Allowed, Frame, Granted, ShadowGrants, Stamp, Violation, check,
-    misaligned_access,
-    source_line, unwritten_shared,
+    misaligned_access, source_line, unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;

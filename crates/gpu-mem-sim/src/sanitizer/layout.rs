@@ -15,6 +15,8 @@ pub(crate) struct ProgramLayout {
     /// Whether its accesses test the shadow first (`shadow_memory`): what is granted to its
     /// threads is let through there too.
     pub(crate) shadowed: bool,
+    /// A shadowed program's code, where a fault is one of its shadow tests (`shadow_faults`).
+    pub(crate) _faults: Option<super::ShadowedProgram>,
     /// `[start, end)` of each loaded segment.
     pub(crate) segments: Vec<(usize, usize)>,
     /// The kernels' static `__shared__` arrays (and the prelude's thread-locals, which its code

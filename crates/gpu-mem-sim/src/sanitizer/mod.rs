@@ -37,6 +37,7 @@ mod initcheck;
 mod layout;
 mod memcheck;
 mod racecheck;
+mod shadow_faults;
 mod shadow_memory;
 mod symbolize;
 
@@ -48,6 +49,7 @@ pub(crate) use memcheck::{
     unwritten_shared,
 };
 pub(crate) use racecheck::{Hazard, Shadow, Stamp, synchronize};
+pub(crate) use shadow_faults::ShadowedProgram;
 #[cfg(test)]
 pub(crate) use shadow_memory::OFFSET as SHADOW_OFFSET;
 pub(crate) use shadow_memory::{ShadowGrants, shadow as memory_shadow};

@@ -25,6 +25,7 @@
 //!   AddressSanitizer, a 32-bit or non-Linux host), there is no shadow, and checked programs
 //!   call their hook at every access instead.
 
+use super::shadow_faults as handler;
 use gpu_mem_core::sync::lock;
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -35,10 +36,9 @@ use std::sync::OnceLock;
 /// program (`source::compiler::instrumentation`).
 pub(crate) const OFFSET: usize = 0x7fff_8000;
 /// The shadow's size: a byte per 8 of the 2^47 bytes user code can address.
-#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
-const LENGTH: usize = 1 << 44;
+pub(crate) const LENGTH: usize = 1 << 44;
 /// A shadow byte that lets nothing through.
-const POISON: u8 = 0xff;
+pub(crate) const POISON: u8 = 0xff;
 
 /// The shadow byte of the 8 bytes at `granule` (a multiple of 8).
 fn shadow_of(granule: usize) -> usize {
@@ -258,123 +258,6 @@ impl Drop for ShadowGrants {
     }
 }
 
-/// Mapping shadow pages, and the signal handler that maps one a kernel's access reads first.
-#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
-mod handler {
-    use super::{LENGTH, OFFSET, POISON};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    static PAGE: AtomicUsize = AtomicUsize::new(4096);
-    /// The handler installed before this one: `sigaction` as it was.
-    static PREVIOUS: std::sync::OnceLock<Previous> = std::sync::OnceLock::new();
-
-    struct Previous(libc::sigaction);
-    // SAFETY: a plain C struct of a function address, flags and a signal mask.
-    unsafe impl Send for Previous {}
-    // SAFETY: as above; only read after it is set.
-    unsafe impl Sync for Previous {}
-
-    pub(super) fn install(page: usize) {
-        PAGE.store(page, Ordering::Relaxed);
-        // SAFETY: a zeroed sigaction is a valid starting point; the handler maps pages of the
-        // reservation (`mmap`, `mremap`: system calls) or calls the previous handler.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_fault as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGSEGV, &action, &mut old) == 0 {
-                let _ = PREVIOUS.set(Previous(old));
-            }
-        }
-    }
-
-    /// Puts `len` bytes of pages filled with 0xff at `at` (in the reservation), replacing what
-    /// was there in one step: a reader sees the old page or the new one, never one being
-    /// filled. Async-signal-safe (system calls only).
-    pub(super) fn map_poisoned(at: usize, len: usize) -> bool {
-        // SAFETY: a new private anonymous mapping, filled, then moved over pages of the
-        // reservation (`MREMAP_FIXED` replaces them), which only checked programs read.
-        unsafe {
-            let fresh = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            );
-            if fresh == libc::MAP_FAILED {
-                return false;
-            }
-            std::ptr::write_bytes(fresh.cast::<u8>(), POISON, len);
-            let moved = libc::mremap(
-                fresh,
-                len,
-                len,
-                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-                at as *mut libc::c_void,
-            );
-            if moved == libc::MAP_FAILED {
-                libc::munmap(fresh, len);
-                return false;
-            }
-            true
-        }
-    }
-
-    extern "C" fn on_fault(
-        signal: libc::c_int,
-        info: *mut libc::siginfo_t,
-        context: *mut libc::c_void,
-    ) {
-        // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
-        let address = unsafe { (*info).si_addr() } as usize;
-        if (OFFSET..OFFSET + LENGTH).contains(&address) {
-            // A checked program read a shadow page nothing was granted in yet: all 0xff, so
-            // the access asks (and is refused, or granted).
-            let page = PAGE.load(Ordering::Relaxed);
-            if map_poisoned(address - address % page, page) {
-                return;
-            }
-        }
-        // SAFETY: calling or restoring the previous disposition, as a chained handler must.
-        unsafe {
-            match PREVIOUS.get().map(|p| p.0) {
-                Some(old)
-                    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN =>
-                {
-                    if old.sa_flags & libc::SA_SIGINFO != 0 {
-                        let handler: extern "C" fn(
-                            libc::c_int,
-                            *mut libc::siginfo_t,
-                            *mut libc::c_void,
-                        ) = std::mem::transmute(old.sa_sigaction);
-                        handler(signal, info, context);
-                    } else {
-                        let handler: extern "C" fn(libc::c_int) =
-                            std::mem::transmute(old.sa_sigaction);
-                        handler(signal);
-                    }
-                }
-                _ => {
-                    // Default action: returning re-executes the faulting access, which now
-                    // ends the process as it would have without this handler.
-                    libc::signal(signal, libc::SIG_DFL);
-                }
-            }
-        }
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri))))]
-mod handler {
-    pub(super) fn map_poisoned(_: usize, _: usize) -> bool {
-        false
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,7 +287,39 @@ mod tests {
         let b = allowed(0x1003, 0x1006);
         assert!(b.zeros.is_empty() && b.partial.is_none(), "{b:?}");
         // Within one granule from its start: its first bytes.
-        assert_eq!(allowed(0x1000, 0x1006).partial, Some((shadow_of(0x1000), 6)));
+        assert_eq!(
+            allowed(0x1000, 0x1006).partial,
+            Some((shadow_of(0x1000), 6))
+        );
+    }
+
+    #[test]
+    fn a_launchs_grants_let_through_until_it_ends() {
+        let Some(shadow) = shadow() else {
+            eprintln!("skipped: this host has no shadow (not x86-64 Linux, or its range is taken)");
+            return;
+        };
+        let buffer = vec![7u64; 100];
+        let start = buffer.as_ptr() as usize;
+        let end = start + 8 * buffer.len();
+        let bytes = || {
+            (start..end)
+                .step_by(8)
+                // SAFETY: the shadow bytes of a range the shadow mapped (`allow`, then `forbid`
+                // keeps them mapped); read, never written, here.
+                .map(|a| unsafe { std::ptr::read_volatile(shadow_of(a) as *const u8) })
+                .collect::<Vec<u8>>()
+        };
+        {
+            let grants = ShadowGrants::default();
+            grants.grant((start, end));
+            assert!(bytes().iter().all(|&b| b == 0), "{:?}", bytes());
+            // The launch is still running: a range forbidden by another launch's end asks
+            // again (conservative), this one's stays granted.
+            shadow.forbid(end, end + 8);
+            assert!(bytes().iter().all(|&b| b == 0), "{:?}", bytes());
+        }
+        assert!(bytes().iter().all(|&b| b == POISON), "{:?}", bytes());
     }
 
     #[test]

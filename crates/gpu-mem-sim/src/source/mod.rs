@@ -45,7 +45,7 @@ mod wrapper;
 
 use crate::abi::{ABI, CallsEntry, Entry, GmSimRound, GmSimRuntime, GmSimThreads, StacklessEntry};
 use crate::executor::{self, RUNTIME};
-use crate::sanitizer::{ProgramLayout, ThreadLocal};
+use crate::sanitizer::{ProgramLayout, ShadowedProgram, ThreadLocal};
 pub(crate) use compiler::Threads;
 use compiler::{CompileFailure, Compiler, Instrumented};
 use declarations::Declared;
@@ -989,15 +989,32 @@ fn checked_layout(
             .map_err(|e| e.to_string())?
     };
     let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let segments: Vec<(usize, usize)> = loads
+        .into_iter()
+        .map(|(vaddr, size)| {
+            let start = base.saturating_add(to_usize(vaddr));
+            (start, start.saturating_add(to_usize(size)))
+        })
+        .collect();
+    let faults = if shadowed {
+        type Landing = unsafe extern "C" fn(*mut std::ffi::c_void);
+        // SAFETY: the checked prelude's `extern "C"` function of a shadowed unit, with exactly
+        // this type; only its address is taken.
+        let landing = unsafe {
+            *library
+                .get::<Landing>(b"gm_sim_outside_address_space\0")
+                .map_err(|e| e.to_string())?
+        };
+        let start = segments.iter().map(|s| s.0).min().unwrap_or(0);
+        let end = segments.iter().map(|s| s.1).max().unwrap_or(0);
+        Some(ShadowedProgram::new(start, end, landing as usize))
+    } else {
+        None
+    };
     Ok(ProgramLayout {
         shadowed,
-        segments: loads
-            .into_iter()
-            .map(|(vaddr, size)| {
-                let start = base.saturating_add(to_usize(vaddr));
-                (start, start.saturating_add(to_usize(size)))
-            })
-            .collect(),
+        _faults: faults,
+        segments,
         thread_locals: thread_locals
             .into_iter()
             .filter(|(_, _, size)| *size > 0)

@@ -266,6 +266,41 @@ extern "C" __global__ void k(float* a) {
 }
 
 #[test]
+fn a_pointer_outside_the_address_space_is_refused_without_ending_the_process() {
+    // High bits set (a corrupted or uninitialised pointer): no process memory lies there, and
+    // on a GPU the access faults. Every thread writes and reads through one.
+    let code = r#"
+extern "C" __global__ void k(float* a) {
+    float* wild = (float*)((unsigned long long)a ^ 0xdead000000000000ull);
+    wild[threadIdx.x] = 1.0f;
+    a[threadIdx.x] = wild[threadIdx.x + 1];
+}
+"#;
+    let (_, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(1, 4, 0),
+        &[vec![0.0f32; 4]],
+        &[],
+    ));
+    assert_eq!(thread, [0, 0, 0], "{message}");
+    assert!(
+        message.contains("memcheck: Invalid __global__") && message.contains("k.cu:4"),
+        "{message}"
+    );
+    // The process goes on: the same device runs a correct kernel after it.
+    let out = run(
+        &checked(),
+        "extern \"C\" __global__ void k(float* a) { a[threadIdx.x] = 2.0f; }",
+        config(1, 4, 0),
+        &[vec![0.0f32; 4]],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("after the wild access: {e}"));
+    assert_eq!(out[0], vec![2.0f32; 4]);
+}
+
+#[test]
 fn another_threads_local_memory_is_refused() {
     // Each thread fills a local array and reads it, so its stack is granted while it runs;
     // thread 0 publishes its array's address, and after the barrier thread 1 reads through it

@@ -388,7 +388,10 @@ impl SimThread<'_, '_> {
                     }
                     None => {
                         Allowed::remember(granted.range);
-                        if checked.layout.shadowed {
+                        if checked.layout.shadowed && granted.shared && granted.array.is_none() {
+                            // The block's dynamic shared memory lives as long as the block.
+                            self.block.shared.let_dynamic_through();
+                        } else if checked.layout.shadowed {
                             checked.grants.grant(granted.range);
                         }
                     }

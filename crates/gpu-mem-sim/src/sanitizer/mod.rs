@@ -2,9 +2,14 @@
 //!
 //! A device whose [`crate::Checks`] ask for `memcheck`, `racecheck` or `initcheck` builds its
 //! kernels *checked* (`source`'s `Threads::Checked`): the host compiler instruments every load,
-//! store and atomic of the kernel (ThreadSanitizer's instrumentation, `-fsanitize=thread`, with
-//! no runtime linked), and the prelude's `gm_sim/checked.h` supplies the functions it calls,
-//! which ask the executor (`SimThread::check_access`) before the access happens.
+//! store and atomic of the kernel, with no sanitizer runtime linked, and the prelude's
+//! `gm_sim/checked.h` supplies the functions it calls, which ask the executor
+//! (`SimThread::check_access`) before the access happens. Racecheck and initcheck watch every
+//! access: each calls a hook (ThreadSanitizer's instrumentation, `-fsanitize=thread`). memcheck
+//! alone needs only a yes or no: each access tests a shadow byte inline and calls a hook only
+//! where the byte is not zero (AddressSanitizer's kernel mode, `-fsanitize=kernel-address`, over
+//! [`shadow_memory`], whose faults [`shadow_faults`] answers), and the executor zeroes the
+//! shadow over what it grants.
 //!
 //! Contract:
 //! * memcheck ([`memcheck`]): a thread may touch the live allocations of its device and of
@@ -25,12 +30,20 @@
 //! * initcheck ([`initcheck`]): a read or atomic of a device allocation's byte that no copy,
 //!   fill or kernel wrote since it was allocated, or of a byte of shared memory no thread of
 //!   the block wrote, is refused, as memcheck refuses (memcheck's checks come with it too);
-//! * each access costs a call of a hook in the program, which looks in the ranges granted to
-//!   the OS thread's current block lately ([`memcheck::Allowed`], read by the program itself)
-//!   and asks the executor only outside them; with racecheck every atomic and every access of
-//!   shared and global memory is asked for and recorded, except reads of an allocation no
-//!   thread of the launch wrote yet and a thread's repeats of its own last write
-//!   ([`global_races`]).
+//! * under racecheck and initcheck each access costs a call of a hook in the program, which
+//!   looks in the ranges granted to the OS thread's current block lately ([`memcheck::Allowed`],
+//!   read by the program itself) and asks the executor only outside them; with racecheck every
+//!   atomic and every access of shared and global memory is asked for and recorded, except
+//!   reads of an allocation no thread of the launch wrote yet and a thread's repeats of its own
+//!   last write ([`global_races`]);
+//! * under memcheck alone (built by GCC, the shadow reserved) an access costs a shadow byte's
+//!   test; what the executor grants a launch (allocations, the program's data, argument
+//!   buffers, static shared arrays; a thread's own stack and record where threads run as plain
+//!   calls) is let through in the shadow until the launch ends ([`ShadowGrants`]); dynamic
+//!   shared memory and the stacks of threads that wait ask through the hook's ranges as above.
+//!   The shadow is one for the process: a launch may pass where another launch running beside
+//!   it was granted (another device's allocation, another worker's static shared arrays), which
+//!   the hook-per-access build would refuse.
 
 mod global_races;
 mod initcheck;

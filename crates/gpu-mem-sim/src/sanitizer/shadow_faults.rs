@@ -13,8 +13,6 @@
 //! * every other fault goes to the handler that was installed before (or ends the process as
 //!   it would have without this one).
 
-use super::shadow_memory::{LENGTH, OFFSET, POISON};
-
 /// A loaded shadowed program's code, where a fault is one of its shadow tests; dropped when the
 /// program is unloaded.
 pub(crate) struct ShadowedProgram {
@@ -35,6 +33,10 @@ mod on_linux {
     static LOADED: [[AtomicUsize; 3]; PROGRAMS] =
         [const { [const { AtomicUsize::new(0) }; 3] }; PROGRAMS];
     static PAGE: AtomicUsize = AtomicUsize::new(4096);
+    /// The shadow's reservation, `[OFFSET, END)`, and the byte its pages are filled with.
+    static OFFSET: AtomicUsize = AtomicUsize::new(0);
+    static END: AtomicUsize = AtomicUsize::new(0);
+    static POISON: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0xff);
     /// The handler installed before this one.
     static PREVIOUS: std::sync::OnceLock<Previous> = std::sync::OnceLock::new();
 
@@ -82,8 +84,13 @@ mod on_linux {
         })
     }
 
-    pub(crate) fn install(page: usize) {
+    /// Installs the handler for the shadow reserved at `shadow` (byte `(a >> 3) + shadow.start`
+    /// shadows `a`), whose pages are filled with `poison` when mapped.
+    pub(crate) fn install(page: usize, shadow: std::ops::Range<usize>, poison: u8) {
         PAGE.store(page, Ordering::Relaxed);
+        OFFSET.store(shadow.start, Ordering::Relaxed);
+        END.store(shadow.end, Ordering::Relaxed);
+        POISON.store(poison, Ordering::Relaxed);
         // SAFETY: a zeroed sigaction is a valid starting point; the handler makes system calls
         // (`mmap`, `mremap`), reads the faulting code and edits the interrupted context, or
         // calls the previous handler.
@@ -117,7 +124,7 @@ mod on_linux {
             if fresh == libc::MAP_FAILED {
                 return false;
             }
-            std::ptr::write_bytes(fresh.cast::<u8>(), POISON, len);
+            std::ptr::write_bytes(fresh.cast::<u8>(), POISON.load(Ordering::Relaxed), len);
             let moved = libc::mremap(
                 fresh,
                 len,
@@ -176,7 +183,7 @@ mod on_linux {
                     .map_or(0, |(r, scale)| (gregs[at(GREGS[r])] as usize) << scale);
                 base.wrapping_add(index)
                     .wrapping_add(operand.displacement as usize)
-                    .wrapping_sub(OFFSET)
+                    .wrapping_sub(OFFSET.load(Ordering::Relaxed))
                     << 3
             })
             .unwrap_or(0);
@@ -196,7 +203,7 @@ mod on_linux {
     ) {
         // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
         let address = unsafe { (*info).si_addr() } as usize;
-        if (OFFSET..OFFSET + LENGTH).contains(&address) {
+        if (OFFSET.load(Ordering::Relaxed)..END.load(Ordering::Relaxed)).contains(&address) {
             // A checked program read a shadow page nothing was granted in yet: all 0xff, so
             // the access asks (and is refused, or granted).
             let page = PAGE.load(Ordering::Relaxed);
@@ -259,7 +266,7 @@ pub(crate) fn map_poisoned(_: usize, _: usize) -> bool {
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri))))]
-pub(crate) fn install(_: usize) {}
+pub(crate) fn install(_: usize, _: std::ops::Range<usize>, _: u8) {}
 
 /// The memory operand of a shadow test: `displacement(base, index, 1 << scale)`, registers by
 /// their x86-64 numbers.

@@ -36,9 +36,10 @@ use std::sync::OnceLock;
 /// program (`source::compiler::instrumentation`).
 pub(crate) const OFFSET: usize = 0x7fff_8000;
 /// The shadow's size: a byte per 8 of the 2^47 bytes user code can address.
-pub(crate) const LENGTH: usize = 1 << 44;
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+const LENGTH: usize = 1 << 44;
 /// A shadow byte that lets nothing through.
-pub(crate) const POISON: u8 = 0xff;
+const POISON: u8 = 0xff;
 
 /// The shadow byte of the 8 bytes at `granule` (a multiple of 8).
 fn shadow_of(granule: usize) -> usize {
@@ -132,7 +133,7 @@ fn reserve() -> Option<ShadowMemory> {
         unsafe { libc::munmap(at, LENGTH) };
         return None;
     }
-    handler::install(page);
+    handler::install(page, OFFSET..OFFSET + LENGTH, POISON);
     Some(ShadowMemory {
         mapped: Mutex::new(HashSet::new()),
         page,

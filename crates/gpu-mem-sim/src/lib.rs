@@ -38,6 +38,7 @@ mod memory;
 mod recent_stream;
 mod reentry;
 mod sanitizer;
+mod signals;
 mod source;
 mod stream;
 #[cfg(test)]

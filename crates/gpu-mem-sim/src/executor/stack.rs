@@ -155,18 +155,10 @@ fn install_handler() {
             (libc::SIGSEGV, &PREVIOUS_SEGV),
             (libc::SIGBUS, &PREVIOUS_BUS),
         ] {
-            // SAFETY: a zeroed sigaction is a valid starting point; the handler only reads
-            // thread-locals with constant initialisers, calls `write` and `abort` (both
-            // async-signal-safe) or the previous handler.
-            unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_fault as *const () as usize;
-                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-                libc::sigemptyset(&mut action.sa_mask);
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(signal, &action, &mut old) == 0 {
-                    *lock(previous) = Some(Previous(old));
-                }
+            // SAFETY: the handler only reads thread-locals with constant initialisers, calls
+            // `write` and `abort` (both async-signal-safe) or passes the signal on.
+            if let Some(old) = unsafe { crate::signals::install(signal, on_fault) } {
+                *lock(previous) = Some(Previous(old));
             }
         }
     });
@@ -210,29 +202,9 @@ extern "C" fn on_fault(
         .try_lock()
         .ok()
         .and_then(|p| p.as_ref().map(|p| p.0));
-    // SAFETY: calling or restoring the previous disposition, as a chained handler must.
-    unsafe {
-        match old {
-            Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
-                if old.sa_flags & libc::SA_SIGINFO != 0 {
-                    let handler: extern "C" fn(
-                        libc::c_int,
-                        *mut libc::siginfo_t,
-                        *mut libc::c_void,
-                    ) = std::mem::transmute(old.sa_sigaction);
-                    handler(signal, info, context);
-                } else {
-                    let handler: extern "C" fn(libc::c_int) = std::mem::transmute(old.sa_sigaction);
-                    handler(signal);
-                }
-            }
-            _ => {
-                // Default action: returning re-executes the faulting access, which now kills
-                // the process as it would have without us.
-                libc::signal(signal, libc::SIG_DFL);
-            }
-        }
-    }
+    // SAFETY: in the handler, with its arguments; `old` is what `sigaction` returned when it
+    // was installed.
+    unsafe { crate::signals::pass_on(old, signal, info, context) };
 }
 
 /// Writes the message and aborts (async-signal-safe: no allocation, no locks).

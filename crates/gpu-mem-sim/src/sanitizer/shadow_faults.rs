@@ -91,18 +91,10 @@ mod on_linux {
         OFFSET.store(shadow.start, Ordering::Relaxed);
         END.store(shadow.end, Ordering::Relaxed);
         POISON.store(poison, Ordering::Relaxed);
-        // SAFETY: a zeroed sigaction is a valid starting point; the handler makes system calls
-        // (`mmap`, `mremap`), reads the faulting code and edits the interrupted context, or
-        // calls the previous handler.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_fault as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGSEGV, &action, &mut old) == 0 {
-                let _ = PREVIOUS.set(Previous(old));
-            }
+        // SAFETY: the handler makes system calls (`mmap`, `mremap`), reads the faulting code
+        // and edits the interrupted context, or passes the signal on.
+        if let Some(old) = unsafe { crate::signals::install(libc::SIGSEGV, on_fault) } {
+            let _ = PREVIOUS.set(Previous(old));
         }
     }
 
@@ -221,32 +213,9 @@ mod on_linux {
             unsafe { redirect(context, landing) };
             return;
         }
-        // SAFETY: calling or restoring the previous disposition, as a chained handler must.
-        unsafe {
-            match PREVIOUS.get().map(|p| p.0) {
-                Some(old)
-                    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN =>
-                {
-                    if old.sa_flags & libc::SA_SIGINFO != 0 {
-                        let handler: extern "C" fn(
-                            libc::c_int,
-                            *mut libc::siginfo_t,
-                            *mut libc::c_void,
-                        ) = std::mem::transmute(old.sa_sigaction);
-                        handler(signal, info, context);
-                    } else {
-                        let handler: extern "C" fn(libc::c_int) =
-                            std::mem::transmute(old.sa_sigaction);
-                        handler(signal);
-                    }
-                }
-                _ => {
-                    // Default action: returning re-executes the faulting access, which now
-                    // ends the process as it would have without this handler.
-                    libc::signal(signal, libc::SIG_DFL);
-                }
-            }
-        }
+        // SAFETY: in the handler, with its arguments; the previous disposition is what
+        // `sigaction` returned when this handler was installed.
+        unsafe { crate::signals::pass_on(PREVIOUS.get().map(|p| p.0), signal, info, context) };
     }
 }
 

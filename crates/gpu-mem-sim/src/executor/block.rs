@@ -9,6 +9,7 @@ use super::races::{self, PendingRaces, Report};
 use super::schedule::{Schedule, Slot};
 use super::shared::SharedMemory;
 use crate::config::{ThreadOrder, Watchdog};
+use crate::sanitizer::BlockGrants;
 use crate::sanitizer::{Shadow, SharedWritten};
 use crate::thread::{ArgView, BlockCtx};
 use gpu_mem_core::Error;
@@ -34,6 +35,9 @@ pub(crate) struct Block<'a> {
     pub(super) watchdog: Watchdog,
     /// The order its threads run in between barriers (`super::schedule`).
     pub(super) thread_order: ThreadOrder,
+    /// What a shadowed program's threads were let through for this block's life (before
+    /// `shared`: forbidden again before the dynamic buffer is freed).
+    pub(crate) grants: BlockGrants,
     pub(crate) shared: SharedMemory,
     /// The grid barrier of a cooperative launch; `None` for others.
     pub(super) grid: Option<&'a GridBarrier>,
@@ -133,6 +137,7 @@ impl<'a> Block<'a> {
             warp_size,
             watchdog: limits.watchdog,
             thread_order: limits.thread_order,
+            grants: BlockGrants::default(),
             shared,
             grid,
             // Sized by the first collective.

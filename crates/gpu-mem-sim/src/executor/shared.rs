@@ -13,9 +13,6 @@ pub(crate) struct SharedMemory {
     dynamic_bytes: usize,
     statics: RefCell<Vec<StaticBuffer>>,
     used: RefCell<usize>,
-    /// Whether a shadowed program was let through the dynamic buffer (forbidden again when the
-    /// block ends and the buffer is freed).
-    let_through: std::cell::Cell<bool>,
 }
 
 #[derive(Debug)]
@@ -46,19 +43,7 @@ impl SharedMemory {
             dynamic_bytes,
             statics: RefCell::new(Vec::new()),
             used: RefCell::new(dynamic_bytes),
-            let_through: std::cell::Cell::new(false),
         })
-    }
-
-    /// Lets a shadowed program's threads touch the dynamic buffer without asking, until the
-    /// block ends (`crate::sanitizer::memory_shadow`).
-    pub(crate) fn let_dynamic_through(&self) {
-        if let Some(shadow) = crate::sanitizer::memory_shadow()
-            && !self.let_through.replace(true)
-        {
-            let start = self.dynamic_ptr as usize;
-            shadow.allow(start, start + self.dynamic_bytes);
-        }
     }
 
     pub(crate) fn dynamic_ptr(&self) -> (*mut u8, usize) {
@@ -113,17 +98,6 @@ impl SharedMemory {
     }
 }
 
-impl Drop for SharedMemory {
-    fn drop(&mut self) {
-        if self.let_through.get()
-            && let Some(shadow) = crate::sanitizer::memory_shadow()
-        {
-            let start = self.dynamic_ptr as usize;
-            shadow.forbid(start, start + self.dynamic_bytes);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::SharedMemory;
@@ -137,32 +111,5 @@ mod tests {
         let message = SharedMemory::new(usize::MAX, huge).unwrap_err();
         assert!(message.contains("cannot allocate"), "{message}");
         assert!(SharedMemory::new(48 << 10, 1024).is_ok());
-    }
-
-    /// A shadowed program is let through a block's dynamic shared memory while the block runs,
-    /// and no longer once the block ended and the buffer was freed.
-    #[test]
-    fn the_dynamic_buffer_is_let_through_while_its_block_lives() {
-        if crate::sanitizer::memory_shadow().is_none() {
-            eprintln!("skipped: this host has no shadow (not x86-64 Linux, or its range is taken)");
-            return;
-        }
-        let shared = SharedMemory::new(48 << 10, 256).unwrap();
-        let (start, len) = shared.dynamic_ptr();
-        let shadow_bytes = |start: usize| {
-            (start..start + len)
-                .step_by(8)
-                // SAFETY: the shadow bytes of a range the shadow mapped, only read here.
-                .map(|a| unsafe {
-                    std::ptr::read_volatile(
-                        ((a >> 3) + crate::sanitizer::SHADOW_OFFSET) as *const u8,
-                    )
-                })
-                .collect::<Vec<u8>>()
-        };
-        shared.let_dynamic_through();
-        assert!(shadow_bytes(start as usize).iter().all(|&b| b == 0));
-        drop(shared);
-        assert!(shadow_bytes(start as usize).iter().all(|&b| b == 0xff));
     }
 }

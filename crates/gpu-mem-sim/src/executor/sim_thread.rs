@@ -13,8 +13,8 @@ use super::schedule::Operands;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::{ALLOWED_EMPTY, GmSimThread, OWN_STACK};
 use crate::sanitizer::{
-    Access, Across, Allowed, Frame, Granted, ShadowGrants, Stamp, Violation, check,
-    misaligned_access, source_line, unwritten_shared,
+    Access, Across, Allowed, Frame, Granted, Stamp, Violation, check, misaligned_access,
+    source_line, unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
@@ -40,8 +40,8 @@ pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
         Allowed::serve(owner, thread.block.global.watch_atomics);
         let (start, end) = thread.info_range();
         Allowed::switched([thread.own_stack.get(), [start, end]]);
-        if let Some(grants) = thread.shadow_of_own() {
-            grants.grant((start, end));
+        if thread.own_let_through() {
+            thread.block.grants.grant((start, end));
         }
     }
 }
@@ -290,18 +290,13 @@ impl SimThread<'_, '_> {
         }
     }
 
-    /// Where a shadowed program's threads may be let through their own ranges (stack, record)
-    /// for the whole launch: where they run as plain calls, one after another on one stack and
-    /// one record, so that what one owns the next one owns too. `None` elsewhere: a thread on
-    /// a stack of its own asks for it.
-    fn shadow_of_own(&self) -> Option<&ShadowGrants> {
-        match self.block.plan {
-            Plan::Direct(Looped {
-                checked: Some(checked),
-                ..
-            }) if checked.layout.shadowed => Some(checked.grants),
-            _ => None,
-        }
+    /// Whether a shadowed program's threads may be let through their own ranges (stack, record)
+    /// for the block's life: where they run as plain calls, one after another on one stack and
+    /// one record, so that what one owns the next one owns too. Not elsewhere: a thread on a
+    /// stack of its own asks for it.
+    fn own_let_through(&self) -> bool {
+        matches!(self.block.plan, Plan::Direct(Looped { checked: Some(checked), .. })
+            if checked.layout.shadowed)
     }
 
     /// Whether this thread of a checked program may make an access (`crate::sanitizer`): if
@@ -382,15 +377,15 @@ impl SimThread<'_, '_> {
                             self.own_stack.set([granted.range.0, granted.range.1]);
                         }
                         Allowed::remember_own(slot, granted.range);
-                        if let Some(grants) = self.shadow_of_own() {
-                            grants.grant(granted.range);
+                        if self.own_let_through() {
+                            self.block.grants.grant(granted.range);
                         }
                     }
                     None => {
                         Allowed::remember(granted.range);
                         if checked.layout.shadowed && granted.shared && granted.array.is_none() {
                             // The block's dynamic shared memory lives as long as the block.
-                            self.block.shared.let_dynamic_through();
+                            self.block.grants.grant(granted.range);
                         } else if checked.layout.shadowed {
                             checked.grants.grant(granted.range);
                         }

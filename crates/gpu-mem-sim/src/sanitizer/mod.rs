@@ -65,7 +65,7 @@ pub(crate) use racecheck::{Hazard, Shadow, Stamp, synchronize};
 pub(crate) use shadow_faults::ShadowedProgram;
 #[cfg(test)]
 pub(crate) use shadow_memory::OFFSET as SHADOW_OFFSET;
-pub(crate) use shadow_memory::{ShadowGrants, shadow as memory_shadow};
+pub(crate) use shadow_memory::{BlockGrants, ShadowGrants, shadow as memory_shadow};
 pub(crate) use symbolize::source_line;
 
 /// What an access does.

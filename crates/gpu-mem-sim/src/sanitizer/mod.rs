@@ -38,9 +38,10 @@
 //!   last write ([`global_races`]);
 //! * under memcheck alone (built by GCC, the shadow reserved) an access costs a shadow byte's
 //!   test; what the executor grants a launch (allocations, the program's data, argument
-//!   buffers, static shared arrays; a thread's own stack and record where threads run as plain
-//!   calls) is let through in the shadow until the launch ends ([`ShadowGrants`]); dynamic
-//!   shared memory and the stacks of threads that wait ask through the hook's ranges as above.
+//!   buffers, static shared arrays) is let through in the shadow until the launch ends
+//!   ([`ShadowGrants`]), what lives as long as a block (its dynamic shared memory; the stack
+//!   and record its threads share where they run as plain calls) until the block ends
+//!   ([`BlockGrants`]); the stacks of threads that wait ask through the hook's ranges as above.
 //!   The shadow is one for the process: a launch may pass where another launch running beside
 //!   it was granted (another device's allocation, another worker's static shared arrays), which
 //!   the hook-per-access build would refuse.

@@ -2,6 +2,17 @@
 //! `executor::stack`; memcheck's shadow, `sanitizer::shadow_faults`) to the handler that was
 //! installed before each: a fault that is not theirs goes on as if they were not there.
 
+/// A signal's disposition as `sigaction` returned it when a handler of ours replaced it.
+#[cfg(all(unix, not(miri)))]
+#[derive(Clone, Copy)]
+pub(crate) struct Disposition(libc::sigaction);
+// SAFETY: a plain C struct of a function address, flags and a signal mask.
+#[cfg(all(unix, not(miri)))]
+unsafe impl Send for Disposition {}
+// SAFETY: as above; never written once made.
+#[cfg(all(unix, not(miri)))]
+unsafe impl Sync for Disposition {}
+
 /// Hands a signal a handler of ours does not answer to `previous`, the disposition installed
 /// before it: calls that handler, or, where it was the default (or ignore), restores the
 /// default and returns, so that the faulting access runs again and ends the process as it
@@ -12,7 +23,7 @@
 /// returned when that handler was installed.
 #[cfg(all(unix, not(miri)))]
 pub(crate) unsafe fn pass_on(
-    previous: Option<libc::sigaction>,
+    previous: Option<Disposition>,
     signal: libc::c_int,
     info: *mut libc::siginfo_t,
     context: *mut libc::c_void,
@@ -20,7 +31,7 @@ pub(crate) unsafe fn pass_on(
     // SAFETY: calling or restoring the previous disposition, as a chained handler must; a
     // handler installed with SA_SIGINFO takes three arguments, one without it takes one.
     unsafe {
-        match previous {
+        match previous.map(|p| p.0) {
             Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
                 if old.sa_flags & libc::SA_SIGINFO != 0 {
                     let handler: extern "C" fn(
@@ -52,7 +63,7 @@ pub(crate) type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut 
 /// `handler` must be async-signal-safe, and pass on (with [`pass_on`]) the signals it does not
 /// answer.
 #[cfg(all(unix, not(miri)))]
-pub(crate) unsafe fn install(signal: libc::c_int, handler: Handler) -> Option<libc::sigaction> {
+pub(crate) unsafe fn install(signal: libc::c_int, handler: Handler) -> Option<Disposition> {
     // SAFETY: a zeroed sigaction is a valid starting point, filled before use; the handler's
     // own contract is the caller's.
     unsafe {
@@ -61,6 +72,6 @@ pub(crate) unsafe fn install(signal: libc::c_int, handler: Handler) -> Option<li
         action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
         libc::sigemptyset(&mut action.sa_mask);
         let mut old: libc::sigaction = std::mem::zeroed();
-        (libc::sigaction(signal, &action, &mut old) == 0).then_some(old)
+        (libc::sigaction(signal, &action, &mut old) == 0).then_some(Disposition(old))
     }
 }

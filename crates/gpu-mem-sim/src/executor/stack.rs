@@ -158,7 +158,7 @@ fn install_handler() {
             // SAFETY: the handler only reads thread-locals with constant initialisers, calls
             // `write` and `abort` (both async-signal-safe) or passes the signal on.
             if let Some(old) = unsafe { crate::signals::install(signal, on_fault) } {
-                *lock(previous) = Some(Previous(old));
+                *lock(previous) = Some(old);
             }
         }
     });
@@ -167,17 +167,11 @@ fn install_handler() {
 #[cfg(not(all(unix, not(miri))))]
 fn install_handler() {}
 
-/// The handler that was installed before ours (Rust's own stack-overflow handler, usually).
+/// The handlers that were installed before ours (Rust's own stack-overflow handler, usually).
 #[cfg(all(unix, not(miri)))]
-struct Previous(libc::sigaction);
-// SAFETY: a plain C struct of a function address, flags and a signal mask.
+static PREVIOUS_SEGV: Mutex<Option<crate::signals::Disposition>> = Mutex::new(None);
 #[cfg(all(unix, not(miri)))]
-unsafe impl Send for Previous {}
-
-#[cfg(all(unix, not(miri)))]
-static PREVIOUS_SEGV: Mutex<Option<Previous>> = Mutex::new(None);
-#[cfg(all(unix, not(miri)))]
-static PREVIOUS_BUS: Mutex<Option<Previous>> = Mutex::new(None);
+static PREVIOUS_BUS: Mutex<Option<crate::signals::Disposition>> = Mutex::new(None);
 
 #[cfg(all(unix, not(miri)))]
 extern "C" fn on_fault(
@@ -198,10 +192,7 @@ extern "C" fn on_fault(
         &PREVIOUS_SEGV
     };
     // `try_lock`: never block in a signal handler (the lock is only taken at install time).
-    let old = previous
-        .try_lock()
-        .ok()
-        .and_then(|p| p.as_ref().map(|p| p.0));
+    let old = previous.try_lock().ok().and_then(|p| *p);
     // SAFETY: in the handler, with its arguments; `old` is what `sigaction` returned when it
     // was installed.
     unsafe { crate::signals::pass_on(old, signal, info, context) };

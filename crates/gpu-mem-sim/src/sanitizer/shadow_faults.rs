@@ -38,13 +38,7 @@ mod on_linux {
     static END: AtomicUsize = AtomicUsize::new(0);
     static POISON: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0xff);
     /// The handler installed before this one.
-    static PREVIOUS: std::sync::OnceLock<Previous> = std::sync::OnceLock::new();
-
-    struct Previous(libc::sigaction);
-    // SAFETY: a plain C struct of a function address, flags and a signal mask.
-    unsafe impl Send for Previous {}
-    // SAFETY: as above; only read after it is set.
-    unsafe impl Sync for Previous {}
+    static PREVIOUS: std::sync::OnceLock<crate::signals::Disposition> = std::sync::OnceLock::new();
 
     impl ShadowedProgram {
         /// Records the program loaded at `[start, end)`, whose `landing` is its
@@ -94,7 +88,7 @@ mod on_linux {
         // SAFETY: the handler makes system calls (`mmap`, `mremap`), reads the faulting code
         // and edits the interrupted context, or passes the signal on.
         if let Some(old) = unsafe { crate::signals::install(libc::SIGSEGV, on_fault) } {
-            let _ = PREVIOUS.set(Previous(old));
+            let _ = PREVIOUS.set(old);
         }
     }
 
@@ -215,7 +209,7 @@ mod on_linux {
         }
         // SAFETY: in the handler, with its arguments; the previous disposition is what
         // `sigaction` returned when this handler was installed.
-        unsafe { crate::signals::pass_on(PREVIOUS.get().map(|p| p.0), signal, info, context) };
+        unsafe { crate::signals::pass_on(PREVIOUS.get().copied(), signal, info, context) };
     }
 }
 

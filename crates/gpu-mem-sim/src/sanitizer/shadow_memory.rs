@@ -147,13 +147,13 @@ impl ShadowMemory {
     /// Lets checked programs touch `[start, end)` without asking (see [`allowed`]).
     pub(crate) fn allow(&self, start: usize, end: usize) {
         let Allowed { zeros, partial } = allowed(start, end);
-        let last = partial.map_or(zeros.end, |(at, _)| at + 1);
-        let first = if zeros.is_empty() {
-            partial.map_or(last, |(at, _)| at)
-        } else {
-            zeros.start
+        // (The part-way byte follows the zeros, or stands alone.)
+        let bytes = match (zeros.is_empty(), partial) {
+            (_, None) => zeros.clone(),
+            (true, Some((at, _))) => at..at + 1,
+            (false, Some((at, _))) => zeros.start..at + 1,
         };
-        if !self.map(first, last) {
+        if !self.map(bytes.start, bytes.end) {
             return;
         }
         write(zeros, 0);
@@ -325,6 +325,16 @@ mod tests {
         );
     }
 
+    /// The shadow bytes of `[start, end)` (8-aligned), which a grant mapped.
+    fn shadow_bytes(start: usize, end: usize) -> Vec<u8> {
+        (start..end)
+            .step_by(8)
+            // SAFETY: the shadow bytes of a range the shadow mapped (`allow`; `forbid` keeps
+            // them mapped); read, never written, here.
+            .map(|a| unsafe { std::ptr::read_volatile(shadow_of(a) as *const u8) })
+            .collect()
+    }
+
     #[test]
     fn a_launchs_grants_let_through_until_it_ends() {
         let Some(shadow) = shadow() else {
@@ -334,14 +344,7 @@ mod tests {
         let buffer = vec![7u64; 100];
         let start = buffer.as_ptr() as usize;
         let end = start + 8 * buffer.len();
-        let bytes = || {
-            (start..end)
-                .step_by(8)
-                // SAFETY: the shadow bytes of a range the shadow mapped (`allow`, then `forbid`
-                // keeps them mapped); read, never written, here.
-                .map(|a| unsafe { std::ptr::read_volatile(shadow_of(a) as *const u8) })
-                .collect::<Vec<u8>>()
-        };
+        let bytes = || shadow_bytes(start, end);
         {
             let grants = ShadowGrants::default();
             grants.grant((start, end));
@@ -362,13 +365,7 @@ mod tests {
         }
         let buffer = vec![7u64; 32];
         let (start, end) = (buffer.as_ptr() as usize, buffer.as_ptr() as usize + 8 * 32);
-        let bytes = || {
-            (start..end)
-                .step_by(8)
-                // SAFETY: the shadow bytes of a range the shadow mapped, only read here.
-                .map(|a| unsafe { std::ptr::read_volatile(shadow_of(a) as *const u8) })
-                .collect::<Vec<u8>>()
-        };
+        let bytes = || shadow_bytes(start, end);
         let block = BlockGrants::default();
         block.grant((start, end));
         block.grant((start, end));

@@ -220,6 +220,9 @@ struct gm_sim_runtime {
     int (*verdict)(const char *file, int line, int kind, unsigned int threads,
                     unsigned int parked_line, const unsigned char *returned,
                     const struct gm_sim_lane *lanes);
+    /* Checked blocks run as regions: `bytes` at `start` are the block's own (its threads'
+     * per-thread slots), which its threads may touch until the block ends. */
+    void (*own)(const void *start, unsigned long long bytes);
 };
 /* A lane's operands of the warp collective it reached, and its result (blocks run as regions;
  * C layout shared with Rust). */
@@ -229,7 +232,7 @@ struct gm_sim_lane {
     unsigned long long result;
     int width, op;
 };
-#define GM_SIM_ABI 13
+#define GM_SIM_ABI 14
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2

@@ -15,8 +15,12 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 
+/// What the stackless and regions rewrites rename a kernel's `__shared__` array to, before its
+/// name (`gm_sim_shared_tile`), which its symbol then holds.
+pub(crate) const SHARED_ALIAS: &str = "gm_sim_shared_";
+
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 13;
+pub(crate) const ABI: u32 = 14;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -174,6 +178,9 @@ pub(crate) struct GmSimRuntime {
     /// at `line`, they go on); nonzero when the block cannot go on (the divergence is recorded).
     pub(crate) verdict:
         extern "C" fn(*const c_char, c_int, c_int, u32, u32, *const u8, *const GmSimLane) -> c_int,
+    /// Checked blocks run as regions: `own(start, bytes)`, memory of the block's own (its
+    /// threads' per-thread slots), which its threads may touch until the block ends.
+    pub(crate) own: extern "C" fn(*const c_void, u64),
 }
 
 /// `GM_SIM_WARP_PARKED`: a thread of a block run as regions that waits at a warp collective

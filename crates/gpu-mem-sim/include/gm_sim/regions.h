@@ -31,6 +31,23 @@
  * only guesses it (behind a loop or `if`): that side runs on to find it. */
 #define GM_SIM_GUESS 0x80000000u
 
+/* Whether a thread of the block recorded a fault. The flag is the simulator's: a checked
+ * program reads it unchecked, out of line (inlined into the kernel, the read would be checked;
+ * GCC's `noinline` alone still moved the read into the caller, passing the byte instead). */
+#if defined(GM_SIM_CHECKED) && defined(__clang__)
+#define GM_SIM_OUT_OF_LINE __attribute__((noinline))
+#elif defined(GM_SIM_CHECKED)
+#define GM_SIM_OUT_OF_LINE __attribute__((noipa))
+#endif
+#if defined(GM_SIM_CHECKED)
+GM_SIM_UNCHECKED GM_SIM_OUT_OF_LINE inline bool gm_sim_regions_faulted(
+    const unsigned char* faulted) {
+    return *faulted != 0;
+}
+#else
+inline bool gm_sim_regions_faulted(const unsigned char* faulted) { return *faulted != 0; }
+#endif
+
 /* What a block run as regions keeps: its threads, which of them returned, and an arena for the
  * per-thread slots of this OS thread (reused block after block). */
 struct gm_sim_regions {
@@ -76,15 +93,25 @@ struct gm_sim_regions {
     unsigned int lo, hi;
     char* arena;
     unsigned long used, size;
+    /* A checked program's: how much of the arena the simulator was told is the block's
+     * (`gm_sim_rt.own`), which its threads' checked accesses may then touch. */
+    unsigned long owned;
 
     /* `bytes` for slots (aligned to 64: a vector's width), from the arena, or the heap when the
-     * arena is full (`fresh` is then set and the caller frees it). */
+     * arena is full (`fresh` is then set and the caller frees it). A checked program tells the
+     * simulator what the block took: the arena as far as it reached, each heap block. */
     void* take(unsigned long bytes, bool& fresh) {
         bytes = (bytes + 63) & ~63ul;
         if (used + bytes <= size) {
             fresh = false;
             void* p = arena + used;
             used += bytes;
+#if defined(GM_SIM_CHECKED)
+            if (used > owned) {
+                gm_sim_rt.own(arena + owned, used - owned);
+                owned = used;
+            }
+#endif
             return p;
         }
         fresh = true;
@@ -92,6 +119,9 @@ struct gm_sim_regions {
         if (p == nullptr) {
             throw std::bad_alloc();
         }
+#if defined(GM_SIM_CHECKED)
+        gm_sim_rt.own(p, bytes == 0 ? 64 : bytes);
+#endif
         return p;
     }
 
@@ -109,7 +139,7 @@ struct gm_sim_regions {
     /* After each region: a fault ends the block (as the threads loop does), and a thread that
      * returned skips every later region. */
     void after_region() {
-        if (*faulted != 0) {
+        if (gm_sim_regions_faulted(faulted)) {
             count = 0;
         }
         any_returned = any_returned || newly_returned;
@@ -650,6 +680,14 @@ inline void gm_sim_walk_live(gm_sim_regions& b, C&& admits, F&& region) {
     }
 }
 
+/* A checked program's flat regions store each thread's index where a refused access reads
+ * whose it was (an unchecked one's never read it there). */
+#if defined(GM_SIM_CHECKED)
+#define GM_SIM_FLAT_INDEX(b, index) ((b).thread->thread_idx = (index))
+#else
+#define GM_SIM_FLAT_INDEX(b, index) ((void)0)
+#endif
+
 /* A flat region: one that calls nothing that could read the thread's index but through its own
  * `threadIdx` (the rewrite names it `gm_sim_tidx` there), and never returns or jumps out. Where
  * every thread of the block is live its threads run as counted loops over rows and over the
@@ -670,6 +708,7 @@ inline void gm_sim_walk_flat(gm_sim_regions& b, F&& region) {
         const unsigned int y = r % dim_y, z = r / dim_y;
         /* (A signed `x`: its index arithmetic cannot wrap, which the vectoriser needs.) */
         for (int x = 0; x < (int)dim_x; ++x) {
+            GM_SIM_FLAT_INDEX(b, (gm_uint3{(unsigned int)x, y, z}));
             region(t + (unsigned long)x, gm_uint3{(unsigned int)x, y, z});
         }
     }
@@ -690,6 +729,7 @@ inline void gm_sim_walk_prefix(gm_sim_regions& b, C&& admits, F&& region) {
     int end = 0, refused = (int)b.dim_x;
     while (end < refused) {
         const int mid = end + (refused - end) / 2;
+        GM_SIM_FLAT_INDEX(b, (gm_uint3{(unsigned int)mid, 0, 0}));
         if (admits((unsigned long)mid, gm_uint3{(unsigned int)mid, 0, 0})) {
             end = mid + 1;
         } else {
@@ -697,6 +737,7 @@ inline void gm_sim_walk_prefix(gm_sim_regions& b, C&& admits, F&& region) {
         }
     }
     for (int x = 0; x < end; ++x) {
+        GM_SIM_FLAT_INDEX(b, (gm_uint3{(unsigned int)x, 0, 0}));
         region((unsigned long)x, gm_uint3{(unsigned int)x, 0, 0});
     }
 }
@@ -755,6 +796,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
         b.size = b.arena == nullptr ? 0 : GM_SIM_REGIONS_ARENA;
     }
     b.used = 0;
+    b.owned = 0;
     b.thread = thread;
     b.faulted = t->faulted;
     b.threads = t->count;
@@ -786,7 +828,13 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
             b.hi = t->count;
             std::memset(b.returned, 0, t->count);
             std::memset(b.choice, 0, t->count * sizeof *b.choice);
+#if defined(GM_SIM_CHECKED)
+            /* (A call: inlined into this unchecked glue, the kernel would lose its checks.) */
+            void (*volatile const entry)(P...) = Entry;
+            entry(std::get<I>(params)...);
+#else
             Entry(std::get<I>(params)...);
+#endif
             if (*t->faulted != 0 || b.count == 0) {
                 break;
             }
@@ -807,7 +855,19 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
 
 template <auto Entry, typename... P>
 GM_SIM_UNCHECKED void gm_sim_run_blocks_of(void (*)(P...), gm_sim_threads* t) {
+#if defined(GM_SIM_CHECKED)
+    /* A refused access ends the block where it started, as any fault ends it (what the block
+     * took from the heap is then not freed). */
+    if (gm_sim_escapable([=]() GM_SIM_UNCHECKED {
+            gm_sim_block_loop<Entry>(Entry, t,
+                                     std::make_integer_sequence<unsigned long, sizeof...(P)>());
+            return 0;
+        }) == 2) {
+        t->status = 2;
+    }
+#else
     gm_sim_block_loop<Entry>(Entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+#endif
 }
 
 /* A kernel's blocks, run as regions. */

@@ -38,6 +38,9 @@ pub(crate) struct Block<'a> {
     /// What a shadowed program's threads were let through for this block's life (before
     /// `shared`: forbidden again before the dynamic buffer is freed).
     pub(crate) grants: BlockGrants,
+    /// What the program took for the block's own use (a checked block run as regions: its
+    /// threads' per-thread variables), which its threads may touch until it ends.
+    pub(crate) own_memory: RefCell<Vec<(usize, usize)>>,
     pub(crate) shared: SharedMemory,
     /// The grid barrier of a cooperative launch; `None` for others.
     pub(super) grid: Option<&'a GridBarrier>,
@@ -138,6 +141,7 @@ impl<'a> Block<'a> {
             watchdog: limits.watchdog,
             thread_order: limits.thread_order,
             grants: BlockGrants::default(),
+            own_memory: RefCell::new(Vec::new()),
             shared,
             grid,
             // Sized by the first collective.

@@ -166,6 +166,7 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
     diverged: rt_diverged,
     warp: rt_warp,
     verdict: rt_verdict,
+    own: rt_own,
 };
 
 thread_local! {
@@ -450,6 +451,12 @@ extern "C" fn rt_access(
             .is_err()
     });
     c_int::from(refused.unwrap_or(false))
+}
+
+extern "C" fn rt_own(start: *const c_void, bytes: u64) {
+    let start = start as usize;
+    let end = start.saturating_add(usize::try_from(bytes).unwrap_or(usize::MAX));
+    with_current(|t| t.own_slots((start, end)));
 }
 
 extern "C" fn rt_allowed() -> *const GmSimAllowed {

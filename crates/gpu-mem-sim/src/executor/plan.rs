@@ -223,6 +223,21 @@ impl<'a> Prepared<'a> {
         }
     }
 
+    /// What a checked program's (`layout`) accesses are checked against.
+    fn checked<'p>(&'p self, layout: Option<&'p ProgramLayout>) -> Option<Checked<'p>> {
+        layout
+            .zip(self.memory)
+            .map(|(layout, (memory, checks))| Checked {
+                layout,
+                memory,
+                args: &self.arg_ranges,
+                checks,
+                warned: &self.warned,
+                global_races: &self.global_races,
+                grants: &self.grants,
+            })
+    }
+
     /// The plan: the one place that decides how the threads run. Threads that never wait run
     /// as a loop in the program only in index order; another `order` puts them on fibers,
     /// whose runner takes them in any order.
@@ -237,14 +252,15 @@ impl<'a> Prepared<'a> {
                 entry,
                 args: &self.args,
             }),
-            // (Built only for threads in index order, `crate::source::Build::Fastest`.)
+            // (Built only for threads in index order, `crate::source::Build`.)
             Code::Compiled(Compiled {
                 entry: Entry::Regions(run_blocks),
+                layout,
                 ..
             }) => Plan::Direct(Looped {
                 run_threads: run_blocks,
                 args: &self.args,
-                checked: None,
+                checked: self.checked(layout),
             }),
             Code::Compiled(Compiled {
                 entry: Entry::Calls(CallsEntry { run, run_threads }),
@@ -252,17 +268,7 @@ impl<'a> Prepared<'a> {
                 layout,
                 ..
             }) => {
-                let checked = layout
-                    .zip(self.memory)
-                    .map(|(layout, (memory, checks))| Checked {
-                        layout,
-                        memory,
-                        args: &self.arg_ranges,
-                        checks,
-                        warned: &self.warned,
-                        global_races: &self.global_races,
-                        grants: &self.grants,
-                    });
+                let checked = self.checked(layout);
                 if waits || order != ThreadOrder::Index {
                     Plan::Fibers(OnFibers::Compiled(Calls {
                         run,

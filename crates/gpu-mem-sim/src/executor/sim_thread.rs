@@ -18,7 +18,6 @@ use crate::sanitizer::{
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
-use gpu_mem_core::kernel::compiled::unscoped_name;
 use std::cell::{Cell, UnsafeCell};
 
 /// The payload that unwinds a closure thread left waiting when its block ends.
@@ -294,6 +293,15 @@ impl SimThread<'_, '_> {
     /// for the block's life: where they run as plain calls, one after another on one stack and
     /// one record, so that what one owns the next one owns too. Not elsewhere: a thread on a
     /// stack of its own asks for it.
+    /// A checked block run as regions took `range` for its threads' per-thread variables:
+    /// theirs to touch until the block ends.
+    pub(crate) fn own_slots(&self, range: (usize, usize)) {
+        if self.block.plan.checked().is_some() {
+            self.block.own_memory.borrow_mut().push(range);
+            self.block.grants.grant(range);
+        }
+    }
+
     fn own_let_through(&self) -> bool {
         matches!(self.block.plan, Plan::Direct(Looped { checked: Some(checked), .. })
             if checked.layout.shadowed)
@@ -342,7 +350,8 @@ impl SimThread<'_, '_> {
         }
         // Below every frame of the kernel: where the stack is now.
         let here = std::ptr::addr_of!(address) as usize;
-        let frame = self.frame(checked, info, here, scratch);
+        let block_own = self.block.own_memory.borrow();
+        let frame = self.frame(checked, info, here, scratch, &block_own);
         let watched = checked.checks.racecheck || checked.checks.initcheck;
         match check(&frame, address, size, access) {
             Ok(granted) if misaligned => {
@@ -405,6 +414,7 @@ impl SimThread<'_, '_> {
         info: &GmSimThread,
         here: usize,
         scratch: &'f dyn Fn(usize, usize) -> bool,
+        block_own: &'f [(usize, usize)],
     ) -> Frame<'f> {
         let (dynamic, dynamic_len) = self.block.shared.dynamic_ptr();
         Frame {
@@ -413,6 +423,7 @@ impl SimThread<'_, '_> {
             thread_info: self.info_range(),
             stack: (here, info.stack_top),
             dynamic_shared: (dynamic as usize, dynamic_len),
+            block_own,
             args: checked.args,
             scratch,
         }
@@ -519,7 +530,7 @@ impl SimThread<'_, '_> {
         let array = match granted.array.and_then(|i| layout.thread_locals.get(i)) {
             Some(local) => format!(
                 "the shared array `{}`, byte {}",
-                unscoped_name(&local.name),
+                local.array_name(),
                 hazard.address - granted.range.0
             ),
             None => format!(

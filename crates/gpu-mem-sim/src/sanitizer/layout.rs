@@ -2,12 +2,29 @@
 //! `__device__` and `__constant__` variables) and its thread-locals (the static `__shared__`
 //! arrays, one instance per OS thread), read from the library file and its load address.
 
+use gpu_mem_core::kernel::compiled::unscoped_name;
+
 /// A thread-local of the program: its offset in the thread-local block, size and symbol.
 #[derive(Debug, Clone)]
 pub(crate) struct ThreadLocal {
     pub(crate) offset: usize,
     pub(crate) size: usize,
     pub(crate) name: String,
+    /// The prelude's own or the C++ runtime's (which its code reaches on the kernel's behalf),
+    /// not one of the kernel's shared arrays.
+    pub(crate) prelude: bool,
+}
+
+impl ThreadLocal {
+    /// The shared array's name as the kernel spells it, without scopes (the stackless and
+    /// regions rewrites rename a kernel's `__shared__` arrays `gm_sim_shared_<name>`).
+    pub(crate) fn array_name(&self) -> String {
+        let name = unscoped_name(&self.name);
+        match name.strip_prefix(crate::abi::SHARED_ALIAS) {
+            Some(array) => array.to_string(),
+            None => name,
+        }
+    }
 }
 
 /// A checked program's memory, as loaded.

@@ -4,7 +4,6 @@ use super::Access;
 use super::initcheck::Written;
 use super::layout::ProgramLayout;
 use crate::abi::{ALLOWED_EMPTY, ALLOWED_SLOTS, GmSimAllowed, OWN_INFO, OWN_STACK};
-use gpu_mem_core::kernel::compiled::unscoped_name;
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -111,6 +110,9 @@ pub(crate) struct Frame<'a> {
     pub(crate) stack: (usize, usize),
     /// The block's dynamic shared memory.
     pub(crate) dynamic_shared: (usize, usize),
+    /// What the program took for the block's own use (its threads' per-thread variables, where
+    /// the block runs as regions).
+    pub(crate) block_own: &'a [(usize, usize)],
     /// The launch's argument buffers.
     pub(crate) args: &'a [(usize, usize)],
     /// Whether the range lies in a buffer that out-of-bounds `gm_array` accesses reach.
@@ -275,6 +277,17 @@ pub(crate) fn check(
     if within(address, size_bytes, frame.thread_info) {
         return Ok(Granted::own(frame.thread_info, OWN_INFO));
     }
+    if let Some(&range) = frame
+        .block_own
+        .iter()
+        .find(|&&r| within(address, size_bytes, r))
+    {
+        // Let through in the shadow for the block's life already: nothing kept longer.
+        return Ok(Granted {
+            keep: false,
+            ..Granted::other(range)
+        });
+    }
     let (dyn_start, dyn_len) = frame.dynamic_shared;
     if dyn_len > 0 && within(address, size_bytes, (dyn_start, dyn_start + dyn_len)) {
         return Ok(Granted {
@@ -295,12 +308,8 @@ pub(crate) fn check(
                 // wrote there would disable its own checks.
                 break;
             }
-            // The prelude's own thread-locals, and the guards of a `static __shared__` with
-            // a constructor (`_ZGV...`: its threads all check them), are not the kernel's
-            // shared memory.
-            let prelude = local.name.contains("gm_sim_")
-                || local.name == "__tls_guard"
-                || local.name.starts_with("_ZGV");
+            // The prelude's own thread-locals are not the kernel's shared memory.
+            let prelude = local.prelude;
             return Ok(Granted {
                 range: (start, start + local.size),
                 array: (!prelude).then_some(index),
@@ -400,7 +409,7 @@ pub(crate) fn unwritten_shared(
         Some(local) => format!(
             "the {}-byte shared array `{}`",
             bytes(end - start),
-            unscoped_name(&local.name)
+            local.array_name()
         ),
         None => format!(
             "the {}-byte dynamic shared memory of the block",
@@ -446,7 +455,7 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
         .program
         .thread_locals
         .iter()
-        .filter(|l| !l.name.contains("gm_sim_") && l.name != "__tls_guard")
+        .filter(|l| !l.prelude)
         .map(|l| (distance(address, tls.wrapping_add(l.offset), l.size), l))
         .min_by_key(|&(d, _)| d);
     let (dyn_start, dyn_len) = frame.dynamic_shared;
@@ -473,7 +482,7 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
                 "{} the {}-byte shared array `{}`",
                 relative(address, tls.wrapping_add(l.offset), l.size),
                 bytes(l.size),
-                unscoped_name(&l.name)
+                l.array_name()
             )),
         ),
         _ if dynamic == Some(least) => (

@@ -64,6 +64,26 @@ pub(crate) enum Threads {
     /// As [`Threads::Calls`], every access of the kernel checked (`crate::sanitizer`): built
     /// with [`instrumentation`] and `GM_SIM_CHECKED`.
     Checked(Instrumented),
+    /// As [`Threads::Regions`], every access tested against the shadow
+    /// ([`Instrumented::Shadowed`]): memcheck alone, for kernels with barriers, which run as
+    /// loops between them instead of on a stack per thread.
+    ShadowedRegions,
+}
+
+impl Threads {
+    /// Whether whole blocks run as regions (`gm_sim_run_blocks`).
+    pub(crate) fn is_regions(self) -> bool {
+        matches!(self, Threads::Regions | Threads::ShadowedRegions)
+    }
+
+    /// How a checked program's accesses are instrumented; `None` for unchecked programs.
+    pub(crate) fn instrumented(self) -> Option<Instrumented> {
+        match self {
+            Threads::Checked(instrumented) => Some(instrumented),
+            Threads::ShadowedRegions => Some(Instrumented::Shadowed),
+            Threads::Calls | Threads::Stackless | Threads::Regions => None,
+        }
+    }
 }
 
 /// How a checked program's accesses reach the simulator (`gm_sim/checked.h`).
@@ -87,7 +107,9 @@ pub(crate) enum Instrumented {
 /// declared constructors), after which a kernel runs on stacks.
 pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
-        (Threads::Calls | Threads::Regions | Threads::Checked(_), _) => &["-std=c++17"],
+        (Threads::Calls | Threads::Regions | Threads::Checked(_) | Threads::ShadowedRegions, _) => {
+            &["-std=c++17"]
+        }
         (Threads::Stackless, false) => &["-std=c++17", "-fcoroutines"],
         // (`u8` literals stay `char`, as in C++17, not C++20's `char8_t`.)
         (Threads::Stackless, true) => &["-std=c++20", "-fno-char8_t"],
@@ -101,7 +123,7 @@ pub(crate) fn standard(threads: Threads, clang: bool) -> &'static [&'static str]
 /// the vector instructions of the machine that runs the program ([`host_vectors`]).
 pub(crate) fn optimisation(threads: Threads) -> Vec<&'static str> {
     let level: &[&str] = match threads {
-        Threads::Regions => &["-O3"],
+        Threads::Regions | Threads::ShadowedRegions => &["-O3"],
         Threads::Calls | Threads::Stackless | Threads::Checked(_) => &[],
     };
     [level, host_vectors()].concat()
@@ -153,6 +175,12 @@ pub(crate) fn prelude_defines(threads: Threads) -> &'static [&'static str] {
             "-DGM_SIM_SHADOWED=1",
             SHADOW_OFFSET_DEFINE,
         ],
+        Threads::ShadowedRegions => &[
+            "-DGM_SIM_REGIONS=1",
+            "-DGM_SIM_CHECKED=1",
+            "-DGM_SIM_SHADOWED=1",
+            SHADOW_OFFSET_DEFINE,
+        ],
     }
 }
 
@@ -179,7 +207,7 @@ const SHADOW_OFFSET_FLAG: &str = concat!("-fasan-shadow-offset=", shadow_offset!
 pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
         (Threads::Calls | Threads::Stackless | Threads::Regions, _) => &[],
-        (Threads::Checked(Instrumented::Shadowed), _) => &[
+        (Threads::Checked(Instrumented::Shadowed) | Threads::ShadowedRegions, _) => &[
             "-fsanitize=kernel-address",
             "-fsanitize-recover=kernel-address",
             SHADOW_OFFSET_FLAG,

@@ -31,9 +31,11 @@ pub(crate) fn shared_bytes(bytes: &[u8]) -> Option<u64> {
 /// and regions sections, named as GCC and clang mangle internal-linkage variables: `_ZL<length><name>`), and
 /// the C++ runtime's guard of thread-locals with constructors. The tests' check that a
 /// stackless kernel gets all of the limit finds one missing from this list.
-fn is_prelude_tls(name: &[u8]) -> bool {
-    const PRELUDE: [&str; 7] = [
+pub(crate) fn is_prelude_tls(name: &[u8]) -> bool {
+    const PRELUDE: [&str; 8] = [
         "gm_sim_tls_anchor",
+        // Where a leading guard refused the rest of an axis (`gpu_mem.h`).
+        "gm_sim_refused_axis",
         "gm_sim_frames",
         "gm_sim_sub_frames",
         "gm_sim_frames_owner",

@@ -237,8 +237,13 @@ pub(crate) enum Build {
     /// Threads as calls only, which the executor can run in any order (`crate::ThreadOrder`).
     Calls,
     /// Threads as calls, every access checked (`crate::sanitizer`); `every_access`: each one
-    /// asked for (racecheck, initcheck), not only those the shadow does not answer (memcheck).
-    Checked { every_access: bool },
+    /// asked for (racecheck, initcheck), not only those the shadow does not answer (memcheck),
+    /// `index_order`: threads run in index order, so that blocks may run as regions (which the
+    /// shadow alone allows).
+    Checked {
+        every_access: bool,
+        index_order: bool,
+    },
 }
 
 impl Build {
@@ -247,6 +252,7 @@ impl Build {
         if checks.any() {
             Build::Checked {
                 every_access: checks.racecheck || checks.initcheck,
+                index_order: order == crate::ThreadOrder::Index,
             }
         } else if order != crate::ThreadOrder::Index {
             Build::Calls
@@ -531,35 +537,64 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
             only: None,
         }
     };
+    let calls = match build {
+        Build::Checked { every_access, .. } => {
+            Threads::Checked(instrumented(every_access, compiler))
+        }
+        Build::Fastest | Build::Calls => Threads::Calls,
+    };
+    // Fastest of all: whole blocks as loops between barriers, where the kernel's barriers allow
+    // it (`regions`); a source the compiler then refuses is built the next way. Checked through
+    // the shadow too: a check there is the same inline test in a loop as on a stack.
+    let as_regions = match (build, calls) {
+        (Build::Fastest, _) => Some(Threads::Regions),
+        (
+            Build::Checked {
+                index_order: true, ..
+            },
+            Threads::Checked(Instrumented::Shadowed),
+        ) => Some(Threads::ShadowedRegions),
+        _ => None,
+    };
+    // The stackless and regions forms start from the source with its block groups' syncs
+    // written as block barriers (`stackless::lower_block_groups`), where it has any.
+    let lowered = (build == Build::Fastest || as_regions.is_some())
+        .then(|| stackless::lower_block_groups(&code))
+        .flatten();
+    let stackless_code = lowered.as_deref().unwrap_or(&code);
+    // memcheck refuses a thread another's own variables only on stacks of their own
+    // (`regions::leaks_own_address`).
+    let as_regions = as_regions.filter(|&threads| {
+        let leak = (threads == Threads::ShadowedRegions)
+            .then(|| regions::leaks_own_address(stackless_code))
+            .flatten();
+        if let Some(reason) = &leak {
+            tracing::debug!(module = module.name(), %reason, "kernel checked on stacks, not as regions");
+        }
+        leak.is_none()
+    });
     let mut plans = Vec::with_capacity(3);
-    if build == Build::Fastest {
-        // The stackless form starts from the source with its block groups' syncs written as block
-        // barriers (`stackless::lower_block_groups`), where it has any.
-        let lowered = stackless::lower_block_groups(&code);
-        let stackless_code = lowered.as_deref().unwrap_or(&code);
-        // Fastest of all: whole blocks as loops between barriers, where the kernel's barriers
-        // allow it (`regions`, from the same lowered source); a source the compiler then
-        // refuses is built the next way.
-        if wrapper::may_wait(&code) {
-            match regions::rewrite(stackless_code) {
-                Ok(rewritten) => plans.push(plan(Threads::Regions, &rewritten)),
-                Err(reason) => {
-                    tracing::debug!(module = module.name(), %reason, "kernel not run as regions");
-                    // Its kernels that can be, each on its own, are run as regions still.
-                    if let Some((rewritten, kernels)) = regions::rewrite_subset(&code) {
-                        tracing::debug!(
-                            module = module.name(),
-                            ?kernels,
-                            "these kernels run as regions"
-                        );
-                        plans.push(Plan {
-                            only: Some(kernels),
-                            ..plan(Threads::Regions, &rewritten)
-                        });
-                    }
+    if let Some(threads) = as_regions.filter(|_| wrapper::may_wait(&code)) {
+        match regions::rewrite(stackless_code) {
+            Ok(rewritten) => plans.push(plan(threads, &rewritten)),
+            Err(reason) => {
+                tracing::debug!(module = module.name(), %reason, "kernel not run as regions");
+                // Its kernels that can be, each on its own, are run as regions still.
+                if let Some((rewritten, kernels)) = regions::rewrite_subset(&code) {
+                    tracing::debug!(
+                        module = module.name(),
+                        ?kernels,
+                        "these kernels run as regions"
+                    );
+                    plans.push(Plan {
+                        only: Some(kernels),
+                        ..plan(threads, &rewritten)
+                    });
                 }
             }
         }
+    }
+    if build == Build::Fastest {
         // Clang builds the stackless form as C++20 (`compiler::standard`), which must not change
         // what the kernel computes.
         let as_cxx20 = || {
@@ -586,10 +621,6 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
             Some(_) => {}
         }
     }
-    let calls = match build {
-        Build::Checked { every_access } => Threads::Checked(instrumented(every_access, compiler)),
-        Build::Fastest | Build::Calls => Threads::Calls,
-    };
     // Threads as plain calls skip what a leading guard refuses (`guards`), and run as flat
     // loops where their kernel allows (`flat_calls`); a checked build keeps every thread,
     // whose guard's reads it checks.
@@ -863,7 +894,7 @@ fn load(
         )
     };
     let begin_block = match threads {
-        Threads::Calls | Threads::Regions | Threads::Checked(_) => None,
+        Threads::Calls | Threads::Regions | Threads::Checked(_) | Threads::ShadowedRegions => None,
         // SAFETY: as above.
         Threads::Stackless => Some(unsafe {
             *library
@@ -881,15 +912,15 @@ fn load(
         init(&RUNTIME);
     }
     let waits = wrapper::may_wait(code);
-    let layout = match threads {
-        Threads::Checked(instrumented) => Some(Arc::new(checked_layout(
+    let layout = match threads.instrumented() {
+        Some(instrumented) => Some(Arc::new(checked_layout(
             &library,
             &bytes,
             &path,
             abi as usize,
             instrumented == Instrumented::Shadowed,
         )?)),
-        Threads::Calls | Threads::Stackless | Threads::Regions => None,
+        None => None,
     };
     let static_shared = usize::try_from(tls).unwrap_or(usize::MAX);
     let text = |p: *const c_char| {
@@ -918,7 +949,9 @@ fn load(
             (Threads::Calls | Threads::Checked(_), (Some(run), Some(run_threads)), _, _, _) => {
                 Entry::Calls(CallsEntry { run, run_threads })
             }
-            (Threads::Regions, (None, Some(run_blocks)), _, _, _) => Entry::Regions(run_blocks),
+            (Threads::Regions | Threads::ShadowedRegions, (None, Some(run_blocks)), _, _, _) => {
+                Entry::Regions(run_blocks)
+            }
             (Threads::Stackless, _, Some(start_round), Some(resume_round), Some(begin_block)) => {
                 Entry::Stackless(StacklessEntry {
                     start_round,
@@ -1021,6 +1054,9 @@ fn checked_layout(
             .map(|(name, offset, size)| ThreadLocal {
                 offset: to_usize(offset),
                 size: to_usize(size),
+                // (With the guards of a `static __shared__` with a constructor, `_ZGV...`,
+                // which every thread checks.)
+                prelude: elf::is_prelude_tls(name.as_bytes()) || name.starts_with("_ZGV"),
                 name,
             })
             .collect(),
@@ -1078,6 +1114,52 @@ mod tests {
             "__device__ int counter;\n__device__ int twice",
         );
         assert_ne!(threads_of_kernel(&with_variable, "fast"), Threads::Regions);
+    }
+
+    /// memcheck alone runs a kernel with barriers as regions, checked through the shadow, in
+    /// index order only, and not where a thread's own address could reach another thread;
+    /// racecheck keeps every thread on a stack of its own.
+    #[test]
+    fn memcheck_runs_blocks_as_regions_where_nothing_of_a_threads_own_leaks() {
+        if crate::sanitizer::memory_shadow().is_none() {
+            eprintln!("skipped: this host has no shadow");
+            return;
+        }
+        let built = |code: &str, build: Build| {
+            let kernel = Kernel::from_source(code, "k");
+            let program = program(&kernel, kernel.source().expect("a source kernel"), build)
+                .unwrap_or_else(|e| panic!("{e}"));
+            (
+                matches!(program.entry, Entry::Regions(_)),
+                program.layout.as_ref().map(|l| l.shadowed),
+            )
+        };
+        let memcheck = |index_order| Build::Checked {
+            every_access: false,
+            index_order,
+        };
+        let code = "#include \"gpu_mem.h\"\n\
+                    extern \"C\" __global__ void k(float* a) {\n\
+                    \x20   __shared__ float tile[64];\n\
+                    \x20   float v = a[threadIdx.x];\n\
+                    \x20   tile[threadIdx.x] = v;\n\
+                    \x20   __syncthreads();\n\
+                    \x20   a[threadIdx.x] = v + tile[63 - threadIdx.x];\n}\n";
+        assert_eq!(built(code, memcheck(true)), (true, Some(true)));
+        assert_eq!(built(code, memcheck(false)), (false, Some(true)));
+        let racecheck = Build::Checked {
+            every_access: true,
+            index_order: true,
+        };
+        assert_eq!(built(code, racecheck), (false, Some(false)));
+        let leaks = code.replace(
+            "float v = a[threadIdx.x];",
+            "float v[1] = {a[threadIdx.x]};",
+        );
+        let leaks = leaks
+            .replace("= v;", "= v[0];")
+            .replace("= v +", "= v[0] +");
+        assert_eq!(built(&leaks, memcheck(true)), (false, Some(true)));
     }
 
     #[test]

@@ -25,11 +25,15 @@
 mod accessors;
 mod flat;
 mod guard;
+mod own_memory;
 mod parse;
+
+pub(crate) use own_memory::leaks_own_address;
 
 pub(crate) use flat::is_flat_code;
 
 use crate::abi::REGIONS_GUESS as GUESS;
+use crate::abi::SHARED_ALIAS;
 use crate::thread::{BarrierScope, Collective, Combine};
 use gpu_mem_core::kernel::scan::functions::{Kind, body_end, call_end, functions};
 use gpu_mem_core::kernel::scan::tokens::{Token, directives, tokens};
@@ -908,10 +912,10 @@ impl<'c> Rewrite<'_, 'c> {
                     // the regions' loops.
                     if let Some(k) = self.s.shared_name(*first, *last) {
                         let name = self.s.text(k);
-                        self.replace(k, k, &format!("gm_sim_shared_{name}"));
+                        self.replace(k, k, &format!("{SHARED_ALIAS}{name}"));
                         self.insert(
                             toks[*last].end,
-                            &format!("auto& {name} = *gm_sim_opaque(&gm_sim_shared_{name});"),
+                            &format!("auto& {name} = *gm_sim_opaque(&{SHARED_ALIAS}{name});"),
                         );
                     }
                 }

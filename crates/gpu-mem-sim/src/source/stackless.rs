@@ -28,6 +28,7 @@ mod macros;
 pub(crate) use block_groups::{TILE_LANES, is_block_level};
 pub(crate) use cxx20::why_not_as_cxx20;
 
+use crate::abi::SHARED_ALIAS;
 use crate::thread::Collective;
 use gpu_mem_core::kernel::scan::functions::{
     Function, Kind, body_end, call_end, call_open, functions, waiting_helpers,
@@ -559,7 +560,7 @@ fn coroutine_body(
             "return" if t.ident => edits.push((t.start, t.end, "co_return".into())),
             "__shared__" | "GM_SHARED" if t.ident && bind_shared => {
                 if let Some((name, semicolon)) = shared_declaration(code, toks, k) {
-                    let alias = format!("gm_sim_shared_{}", text(&toks[name]));
+                    let alias = format!("{SHARED_ALIAS}{}", text(&toks[name]));
                     edits.push((toks[name].start, toks[name].end, alias.clone()));
                     let bind = format!(" auto& {} = {alias};", text(&toks[name]));
                     edits.push((toks[semicolon].end, toks[semicolon].end, bind));

@@ -97,6 +97,13 @@ pub(crate) fn kernel_part(file: &str, code: &str, threads: Threads) -> String {
                 "\n"
             )
         }
+        Threads::ShadowedRegions => {
+            concat!(
+                "#define GM_SIM_REGIONS 1\n#define GM_SIM_CHECKED 1\n#define GM_SIM_SHADOWED 1\n#define GM_SIM_SHADOW_OFFSET ",
+                shadow_offset!(),
+                "\n"
+            )
+        }
     };
     format!("{mode}#include \"gpu_mem.h\"\n#line 1 \"{file}\"\n{code}\n")
 }
@@ -144,7 +151,7 @@ pub(crate) fn translation_unit(
             std::mem::size_of::<crate::abi::GmSimWaitMore>(),
         );
     }
-    if threads == Threads::Regions {
+    if threads.is_regions() {
         let _ = writeln!(
             unit,
             "static_assert(GM_SIM_DIVERGED_EXITED == {} && GM_SIM_DIVERGED_SITES == {} && GM_SIM_GUESS == {}u, \"the prelude's divergence kinds differ from the simulator's\");",
@@ -204,7 +211,7 @@ pub(crate) fn translation_unit(
                     "    {{\"{entry}\", &gm_sim_params_{i}, &gm_sim_run_{i}, &gm_sim_threads_{i}, nullptr, nullptr}},"
                 );
             }
-            Threads::Regions => {
+            Threads::Regions | Threads::ShadowedRegions => {
                 let _ = writeln!(
                     unit,
                     "static void gm_sim_blocks_{i}(gm_sim_threads* gm_sim_t) {{ gm_sim_run_blocks<&{entry}>(gm_sim_t); }}"
@@ -239,7 +246,7 @@ pub(crate) fn translation_unit(
     if threads == Threads::Stackless {
         unit.push_str("GM_SIM_EXPORT void gm_sim_begin_block() { gm_sim_frames_reset(); }\n");
     }
-    if matches!(threads, Threads::Checked(_)) {
+    if threads.instrumented().is_some() {
         // Where this OS thread's thread-locals (the `__shared__` arrays) are.
         unit.push_str(
             "static thread_local char gm_sim_tls_anchor;\n\

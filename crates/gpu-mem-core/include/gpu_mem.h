@@ -1112,9 +1112,19 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
                                          std::integer_sequence<unsigned long, I...>) {
     typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
         Params;
+#if defined(GM_SIM_CHECKED)
+    /* Each thread's copy straight from the buffers: `std::get`, instrumented, is not inlined
+     * into this unchecked loop (a call per parameter per thread). */
+    void* const* const params = t->args;
+#define GM_SIM_LOOP_PARAM(I)                                                                  \
+    (*static_cast<const typename std::remove_cv<typename std::remove_reference<P>::type>::type*>( \
+        params[I]))
+#else
     /* Copied out: each thread receives its own copy of these, as from the buffers. */
     const Params params(*static_cast<const typename std::tuple_element<I, Params>::type*>(
         t->args[I])...);
+#define GM_SIM_LOOP_PARAM(I) std::get<I>(params)
+#endif
     /* What threadIdx & co read, set to each thread before it runs: asked through the same
      * `const` function the kernel's reads go through, so that once the kernel is inlined here
      * the compiler sees one pointer, and each index read as the value just stored. */
@@ -1151,9 +1161,9 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
                         thread->thread_idx.x = x;
 #if defined(GM_SIM_CHECKED)
                         gm_sim_thread_starts();
-                        entry(std::get<I>(params)...);
+                        entry(GM_SIM_LOOP_PARAM(I)...);
 #else
-                        Entry(std::get<I>(params)...);
+                        Entry(GM_SIM_LOOP_PARAM(I)...);
 #endif
                         if (*faulted != 0) {
                             return;
@@ -1187,6 +1197,7 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
         t->status = 1;
     }
 }
+#undef GM_SIM_LOOP_PARAM
 
 template <auto Entry, bool Guarded, typename... P>
 GM_SIM_UNCHECKED void gm_sim_run_threads_of(void (*)(P...), gm_sim_threads* t) {

@@ -13,7 +13,7 @@ use super::schedule::Operands;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::{ALLOWED_EMPTY, GmSimThread, OWN_STACK};
 use crate::sanitizer::{
-    Access, Across, Allowed, Frame, Granted, Stamp, Violation, check, misaligned_access,
+    Access, Across, Allowed, Frame, Granted, Stamp, Violation, check, in_kernel, misaligned_access,
     source_line, unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
@@ -489,7 +489,7 @@ impl SimThread<'_, '_> {
         // Only the block's first fault is reported: the others need no source line (a run of
         // `addr2line` each).
         let line = if self.block.fault.borrow().is_none() {
-            source_line(checked.layout, pc)
+            source_line(checked.layout, pc).map(|line| in_kernel(line, self.block.kernel))
         } else {
             None
         };

@@ -67,7 +67,7 @@ pub(crate) use shadow_faults::ShadowedProgram;
 #[cfg(test)]
 pub(crate) use shadow_memory::OFFSET as SHADOW_OFFSET;
 pub(crate) use shadow_memory::{BlockGrants, ShadowGrants, shadow as memory_shadow};
-pub(crate) use symbolize::source_line;
+pub(crate) use symbolize::{in_kernel, source_line};
 
 /// What an access does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -56,7 +56,32 @@ pub(crate) fn source_line(program: &ProgramLayout, pc: usize) -> Option<String> 
     own.or(frames.first()).map(|line| line.to_string())
 }
 
+/// `line` ([`source_line`]'s) with the kernel's name where its function is a region of a
+/// kernel run as regions, a lambda, which its line tables name `operator()` alone.
+pub(crate) fn in_kernel(line: String, kernel: &str) -> String {
+    match line.strip_prefix("operator() at ") {
+        Some(place) => format!("{kernel} at {place}"),
+        None => line,
+    }
+}
+
 /// `GPU_MEM_SIM_ADDR2LINE`, else `addr2line` on `PATH`.
 fn tool() -> std::ffi::OsString {
     std::env::var_os("GPU_MEM_SIM_ADDR2LINE").unwrap_or_else(|| "addr2line".into())
+}
+
+// Safe code only, so nothing for Miri to check.
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::in_kernel;
+
+    #[test]
+    fn a_regions_lambda_is_named_after_its_kernel() {
+        assert_eq!(in_kernel("operator() at k.cu:8".into(), "k"), "k at k.cu:8");
+        assert_eq!(in_kernel("k at k.cu:8".into(), "other"), "k at k.cu:8");
+        assert_eq!(
+            in_kernel("helper(int) at k.cu:3".into(), "k"),
+            "helper(int) at k.cu:3"
+        );
+    }
 }

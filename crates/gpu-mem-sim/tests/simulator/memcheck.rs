@@ -722,3 +722,52 @@ extern "C" __global__ void k(const float* in, float* out) {{
     .unwrap_or_else(|e| panic!("aligned vectors: {e}"));
     assert_eq!(out[1], vec![2.0; 4]);
 }
+
+#[test]
+fn a_kernel_with_barriers_is_checked_as_regions_with_each_threads_own_index() {
+    // Run as loops between barriers under memcheck alone: the off-by-one read of the stencil
+    // after the barrier is refused in the right block and thread (the walk's, not the last
+    // thread's of the region before), its line named, and the block's per-thread variable
+    // (`v`, alive across the barrier) let through.
+    let code = r#"
+extern "C" __global__ void k(float* in, float* out) {
+    __shared__ float tile[32];
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = in[i];
+    tile[threadIdx.x] = v;
+    __syncthreads();
+    float right = threadIdx.x + 1 < blockDim.x ? tile[threadIdx.x + 1] : in[i + 1];
+    out[i] = v + right;
+}
+"#;
+    let (block, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(2, 32, 0),
+        &[vec![1.0f32; 64], vec![0.0f32; 64]],
+        &[],
+    ));
+    assert_eq!((block, thread), ([1, 0, 0], [31, 0, 0]), "{message}");
+    assert!(
+        message.contains("Invalid __global__ read of size 4"),
+        "{message}"
+    );
+    assert!(
+        message.contains("0 bytes past the end of the 256-byte allocation"),
+        "{message}"
+    );
+    assert!(message.contains("at k at k.cu:8"), "{message}");
+    // The fixed kernel passes, every sum as a GPU's.
+    let fixed = code.replace(": in[i + 1]", ": (i + 1 < 64 ? in[i + 1] : 0.0f)");
+    let out = run(
+        &checked(),
+        &fixed,
+        config(2, 32, 0),
+        &[vec![1.0f32; 64], vec![0.0f32; 64]],
+        &[],
+    )
+    .expect("no fault");
+    let mut want = vec![2.0f32; 64];
+    want[63] = 1.0;
+    assert_eq!(out[1], want);
+}

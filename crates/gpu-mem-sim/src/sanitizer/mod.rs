@@ -9,14 +9,18 @@
 //! alone needs only a yes or no: each access tests a shadow byte inline and calls a hook only
 //! where the byte is not zero (AddressSanitizer's kernel mode, `-fsanitize=kernel-address`, over
 //! [`shadow_memory`], whose faults [`shadow_faults`] answers), and the executor zeroes the
-//! shadow over what it grants.
+//! shadow over what it grants; a kernel with barriers then runs as regions, as unchecked
+//! (`Threads::ShadowedRegions`), its block's per-thread variables let through for the block's
+//! life, unless a thread's own address could reach another thread
+//! (`source::regions::leaks_own_address`).
 //!
 //! Contract:
 //! * memcheck ([`memcheck`]): a thread may touch the live allocations of its device and of
 //!   peers with access enabled (device, managed and mapped host memory, module variables:
 //!   [`MemoryMap`]), its block's static `__shared__` arrays (each array's own bytes), the
-//!   launch's dynamic shared memory, its own stack below the frame that started it, and its
-//!   program's own data; anything else is refused before it happens, as a `KernelFault` in
+//!   launch's dynamic shared memory, its own stack below the frame that started it (a block
+//!   run as regions: the block's stack and slots, which only a thread's own address, kept off
+//!   regions, could point another thread at), and its program's own data; anything else is refused before it happens, as a `KernelFault` in
 //!   compute-sanitizer's words (`Invalid __global__ write of size 4`) with the address, the
 //!   nearest allocation or shared array and how far outside it the access lies, and the
 //!   kernel's source line; the thread ends there, as after a trap, and nothing is read or

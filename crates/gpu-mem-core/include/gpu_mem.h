@@ -1110,8 +1110,6 @@ inline bool gm_sim_indices_fit(unsigned int grid, unsigned int dim) {
 template <auto Entry, bool Guarded, typename... P, unsigned long... I>
 GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_sim_threads* t,
                                          std::integer_sequence<unsigned long, I...>) {
-    typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
-        Params;
 #if defined(GM_SIM_CHECKED)
     /* Each thread's copy straight from the buffers: `std::get`, instrumented, is not inlined
      * into this unchecked loop (a call per parameter per thread). */
@@ -1120,6 +1118,8 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
     (*static_cast<const typename std::remove_cv<typename std::remove_reference<P>::type>::type*>( \
         params[I]))
 #else
+    typedef std::tuple<typename std::remove_cv<typename std::remove_reference<P>::type>::type...>
+        Params;
     /* Copied out: each thread receives its own copy of these, as from the buffers. */
     const Params params(*static_cast<const typename std::tuple_element<I, Params>::type*>(
         t->args[I])...);

@@ -35,18 +35,15 @@
  * program reads it unchecked, out of line (inlined into the kernel, the read would be checked;
  * GCC's `noinline` alone still moved the read into the caller, passing the byte instead). */
 #if defined(GM_SIM_CHECKED) && defined(__clang__)
-#define GM_SIM_OUT_OF_LINE __attribute__((noinline))
+#define GM_SIM_FAULTED_READ GM_SIM_UNCHECKED __attribute__((noinline))
 #elif defined(GM_SIM_CHECKED)
-#define GM_SIM_OUT_OF_LINE __attribute__((noipa))
+#define GM_SIM_FAULTED_READ GM_SIM_UNCHECKED __attribute__((noipa))
+#else
+#define GM_SIM_FAULTED_READ
 #endif
-#if defined(GM_SIM_CHECKED)
-GM_SIM_UNCHECKED GM_SIM_OUT_OF_LINE inline bool gm_sim_regions_faulted(
-    const unsigned char* faulted) {
+GM_SIM_FAULTED_READ inline bool gm_sim_regions_faulted(const unsigned char* faulted) {
     return *faulted != 0;
 }
-#else
-inline bool gm_sim_regions_faulted(const unsigned char* faulted) { return *faulted != 0; }
-#endif
 
 /* What a block run as regions keeps: its threads, which of them returned, and an arena for the
  * per-thread slots of this OS thread (reused block after block). */
@@ -115,12 +112,13 @@ struct gm_sim_regions {
             return p;
         }
         fresh = true;
-        void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+        bytes = bytes == 0 ? 64 : bytes;
+        void* p = std::aligned_alloc(64, bytes);
         if (p == nullptr) {
             throw std::bad_alloc();
         }
 #if defined(GM_SIM_CHECKED)
-        gm_sim_rt.own(p, bytes == 0 ? 64 : bytes);
+        gm_sim_rt.own(p, bytes);
 #endif
         return p;
     }

@@ -289,10 +289,6 @@ impl SimThread<'_, '_> {
         }
     }
 
-    /// Whether a shadowed program's threads may be let through their own ranges (stack, record)
-    /// for the block's life: where they run as plain calls, one after another on one stack and
-    /// one record, so that what one owns the next one owns too. Not elsewhere: a thread on a
-    /// stack of its own asks for it.
     /// A checked block run as regions took `range` for its threads' per-thread variables:
     /// theirs to touch until the block ends.
     pub(crate) fn own_slots(&self, range: (usize, usize)) {
@@ -302,6 +298,10 @@ impl SimThread<'_, '_> {
         }
     }
 
+    /// Whether a shadowed program's threads may be let through their own ranges (stack, record)
+    /// for the block's life: where they run as plain calls, one after another on one stack and
+    /// one record, so that what one owns the next one owns too. Not elsewhere: a thread on a
+    /// stack of its own asks for it.
     fn own_let_through(&self) -> bool {
         matches!(self.block.plan, Plan::Direct(Looped { checked: Some(checked), .. })
             if checked.layout.shadowed)

@@ -236,7 +236,8 @@ pub(crate) enum Build {
     Fastest,
     /// Threads as calls only, which the executor can run in any order (`crate::ThreadOrder`).
     Calls,
-    /// Threads as calls, every access checked (`crate::sanitizer`); `every_access`: each one
+    /// Threads as calls (or, under memcheck alone, blocks as regions), every access checked
+    /// (`crate::sanitizer`); `every_access`: each one
     /// asked for (racecheck, initcheck), not only those the shadow does not answer (memcheck),
     /// `index_order`: threads run in index order, so that blocks may run as regions (which the
     /// shadow alone allows).
@@ -564,17 +565,20 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
     let stackless_code = lowered.as_deref().unwrap_or(&code);
     // memcheck refuses a thread another's own variables only on stacks of their own
     // (`regions::leaks_own_address`).
-    let as_regions = as_regions.filter(|&threads| {
+    let leaks = |threads: Threads| {
         let leak = (threads == Threads::ShadowedRegions)
             .then(|| regions::leaks_own_address(stackless_code))
             .flatten();
         if let Some(reason) = &leak {
             tracing::debug!(module = module.name(), %reason, "kernel checked on stacks, not as regions");
         }
-        leak.is_none()
-    });
+        leak.is_some()
+    };
     let mut plans = Vec::with_capacity(3);
-    if let Some(threads) = as_regions.filter(|_| wrapper::may_wait(&code)) {
+    if let Some(threads) = as_regions
+        .filter(|_| wrapper::may_wait(&code))
+        .filter(|&threads| !leaks(threads))
+    {
         match regions::rewrite(stackless_code) {
             Ok(rewritten) => plans.push(plan(threads, &rewritten)),
             Err(reason) => {

@@ -73,13 +73,18 @@ struct gm_sim_regions {
      * `returned - GM_SIM_MASKED` that it left or did not enter (masked, as a GPU's lanes are
      * after divergence). */
     unsigned char* returned;
-    /* [threads]: each thread's operands and result of the warp collective of the statement the
-     * regions were split at; `warp_mode` says what a collective call does now (see
-     * gm_sim_regions_collective). */
+    /* [threads] each: every thread's operands and result of the warp collective of the
+     * statement the regions were split at (gm_sim/exchange.h); `lanes` holds them in the
+     * runtime's records where it decides (and where it keeps lanes parked). */
+    gm_sim_warp_operands operands;
     gm_sim_lane* lanes;
-    unsigned int warp_mode;
-    /* The lane of the thread whose turn it is, in a region that calls a collective. */
-    gm_sim_lane* lane;
+    /* What a collective call that reaches the prelude's function does in the thread's turn
+     * (see gm_sim_regions_collective): record its operands at `recording` (the thread's in
+     * `operands.value`), or hand out the result at `delivering`; one of them is null. (Set
+     * before each thread's call: only where the kernel calls a collective by another name
+     * than the prelude's functions, GM_SIM_COLLECTIVES_AT.) */
+    unsigned long long* recording;
+    const unsigned long long* delivering;
     /* How many `if`s and loops with warp collectives (and no barrier) are open. */
     unsigned int depth;
     /* How many threads wait at warp collectives that cannot complete (GM_SIM_WARP_PARKED). */
@@ -126,9 +131,18 @@ struct gm_sim_regions {
     /* Thread `t`'s collective call records its operands (`mode` GM_SIM_RECORD) or hands out
      * its result (GM_SIM_DELIVER): what the rewrite writes before the call, in the thread's
      * turn. */
-    void collect(unsigned int t, unsigned int mode) {
-        warp_mode = mode;
-        lane = lanes + t;
+    void collect(unsigned long t, unsigned int mode) {
+        recording = mode == GM_SIM_RECORD ? operands.value + t : nullptr;
+        delivering = mode == GM_SIM_DELIVER ? operands.result + t : nullptr;
+    }
+    /* The operands and results of threads `from..to` that run, in the runtime's records (those
+     * of threads parked at a collective say where they wait, and stay). */
+    __attribute__((noinline, cold)) void to_lanes(unsigned int from, unsigned int to) {
+        for (unsigned int t = from; t < to; ++t) {
+            if (returned[t] == 0) {
+                lanes[t] = operands.lane(t);
+            }
+        }
     }
 
     /* The block goes no further: no thread runs in any later region. */
@@ -226,6 +240,8 @@ struct gm_sim_regions {
     }
 
     void warp_exchange(const char* file, int line);
+    __attribute__((noinline, cold)) int runtime_exchange(int op, unsigned long long here,
+                                                         unsigned int n, unsigned int base);
     /* No thread can go on (the live ones as `kind` says, at `line`): the scheduler's report. */
     __attribute__((noinline, cold)) void verdict(const char* file, int line, int kind) {
         if (gm_sim_rt.verdict(file, line, kind, threads, parked_line, returned, lanes) != 0) {
@@ -443,34 +459,91 @@ inline bool gm_sim_regions::parted(const char* file, unsigned int yes_line, unsi
 
 /* ----- warp collectives ----------------------------------------------------------------
  * A statement that calls a warp collective splits the regions around it: the region before
- * ends with each thread calling it to record its operands (`warp_mode` GM_SIM_RECORD), the
+ * ends with each thread calling it to record its operands (`recording`, GM_SIM_RECORD), the
  * warps exchange (`warp_exchange`, the simulator's rules), and the region after starts with the
  * statement itself, whose call now hands out the thread's result (GM_SIM_DELIVER). An `if` or
  * loop that holds collectives but no block barrier runs its body for the threads that enter
  * it, the others masked until it ends, as a GPU's lanes are. */
 
+/* A thread's collective call: in its turn at the end of the region before the exchange
+ * (GM_SIM_RECORD), it records its operands in the words from `at` (its value's; see
+ * gm_sim_warp_operands) and returns its own value; in the region after (GM_SIM_DELIVER), it
+ * returns its result. */
+template <unsigned int Mode>
+inline unsigned long long gm_sim_collective_at(unsigned long long* at, int op,
+                                               unsigned long long mask, unsigned long long value,
+                                               long long arg, int width) {
+    if (Mode == GM_SIM_DELIVER) {
+        return at[GM_SIM_OPERAND_RESULT];
+    }
+    at[GM_SIM_OPERAND_VALUE] = value;
+    at[GM_SIM_OPERAND_MASK] = mask;
+    at[GM_SIM_OPERAND_ARG] = (unsigned long long)arg;
+    at[GM_SIM_OPERAND_WIDTH] = (unsigned long long)(long long)width;
+    at[GM_SIM_OPERAND_OP] = (unsigned long long)(long long)op;
+    return value;
+}
+
 /* What a warp collective call does in a kernel run as regions (gpu_mem.h's
- * GM_SIM_WARP_COLLECTIVE). */
+ * GM_SIM_WARP_COLLECTIVE), where it reaches the prelude's function (a tile's member, a
+ * reduction, a helper of the prelude's): as the thread's turn (`collect`) says. */
 inline unsigned long long gm_sim_regions_collective(int op, unsigned long long mask,
                                                     unsigned long long value, long long arg,
                                                     int width) {
     gm_sim_regions& b = gm_sim_regions_here();
-    if (b.warp_mode == GM_SIM_DELIVER) {
-        return b.lane->result;
+    if (b.delivering != nullptr) {
+        return *b.delivering;
     }
-    if (b.warp_mode != GM_SIM_RECORD) {
+    if (b.recording == nullptr) {
         gm_sim_rt.fault("a warp collective the regions rewrite did not split the kernel at");
         throw gm_sim_trap();
     }
-    gm_sim_lane& lane = *b.lane;
-    lane.op = op;
-    lane.mask = mask;
-    lane.value = value;
-    lane.arg = arg;
-    lane.width = width;
-    lane.result = value;
-    return value;
+    return gm_sim_collective_at<GM_SIM_RECORD>(b.recording, op, mask, value, arg, width);
 }
+
+/* The collectives a kernel calls by the prelude's names, as the thread whose turn it is calls
+ * them: the rewrite declares one of each, named as the function, before a statement with a
+ * collective call (`GM_SIM_COLLECTIVES_AT`), so that the call finds the thread's words without
+ * anything stored where the compiler would have to keep it per thread (the block's state is
+ * memory every store of the kernel may alias): the regions' loops then vectorise. */
+template <unsigned int Mode, int Op>
+struct gm_sim_shuffle_at {
+    /* CUDA's type of the argument: a source lane is an int, a distance an unsigned int. */
+    typedef typename std::conditional<Op == GM_SIM_OP_SHFL_UP || Op == GM_SIM_OP_SHFL_DOWN,
+                                      unsigned int, int>::type Arg;
+    unsigned long long* at;
+    template <typename T>
+    T operator()(unsigned long long mask, T var, Arg arg, int width = warpSize) const {
+        return gm_sim_from_bits<T>(
+            gm_sim_collective_at<Mode>(at, Op, mask, gm_sim_bits(var), arg, width));
+    }
+};
+template <unsigned int Mode, int Op, typename R>
+struct gm_sim_vote_at {
+    unsigned long long* at;
+    R operator()(unsigned long long mask, int predicate) const {
+        return (R)gm_sim_collective_at<Mode>(at, Op, mask, predicate != 0, 0, 0);
+    }
+};
+template <unsigned int Mode>
+struct gm_sim_syncwarp_at {
+    unsigned long long* at;
+    void operator()(unsigned long long mask = ~0ull) const {
+        (void)gm_sim_collective_at<Mode>(at, 0, mask, 0, 0, 0);
+    }
+};
+#define GM_SIM_COLLECTIVES_AT(t, mode)                                                        \
+    const gm_sim_shuffle_at<mode, GM_SIM_OP_SHFL> __shfl_sync{gm_sim_words + (t)};          \
+    const gm_sim_shuffle_at<mode, GM_SIM_OP_SHFL_UP> __shfl_up_sync{gm_sim_words + (t)};    \
+    const gm_sim_shuffle_at<mode, GM_SIM_OP_SHFL_DOWN> __shfl_down_sync{gm_sim_words + (t)}; \
+    const gm_sim_shuffle_at<mode, GM_SIM_OP_SHFL_XOR> __shfl_xor_sync{gm_sim_words + (t)};  \
+    const gm_sim_vote_at<mode, GM_SIM_OP_BALLOT, unsigned long long> __ballot_sync{          \
+        gm_sim_words + (t)};                                                                  \
+    const gm_sim_vote_at<mode, GM_SIM_OP_ALL, int> __all_sync{gm_sim_words + (t)};           \
+    const gm_sim_vote_at<mode, GM_SIM_OP_ANY, int> __any_sync{gm_sim_words + (t)};           \
+    const gm_sim_syncwarp_at<mode> __syncwarp{gm_sim_words + (t)};                            \
+    (void)__shfl_sync, (void)__shfl_up_sync, (void)__shfl_down_sync, (void)__shfl_xor_sync,   \
+        (void)__ballot_sync, (void)__all_sync, (void)__any_sync, (void)__syncwarp;
 
 /* The warps exchange at the collective of line `line`, which every live thread recorded (in
  * the program where it can, gm_sim/exchange.h; the runtime decides the rest). */
@@ -486,17 +559,17 @@ inline void gm_sim_regions::warp_exchange(const char* file, int line) {
         if (!any_returned) {
             /* Every thread of the block is here. */
             here = gm_sim_lanes_below(n);
-            op = lanes[base].op;
+            op = operands.op[base];
         } else {
             for (unsigned int l = 0; l < n; ++l) {
                 if (returned[base + l] == 0) {
                     here |= 1ull << l;
-                    op = op < 0 ? lanes[base + l].op : op;
+                    op = op < 0 ? operands.op[base + l] : op;
                 }
             }
         }
-        if (here != 0 && !gm_sim_exchange_at_once(op, here, n, lanes + base) &&
-            gm_sim_rt.warp(op, here, n, lanes + base) != 0) {
+        if (here != 0 && !gm_sim_exchange_at_once(op, here, n, operands.at(base)) &&
+            runtime_exchange(op, here, n, base) != 0) {
             /* Lanes it waits for are elsewhere: these wait here for good (as the scheduler's
              * would), and the others go on. */
             for (unsigned int l = 0; l < n; ++l) {
@@ -520,8 +593,23 @@ inline void gm_sim_regions::warp_exchange(const char* file, int line) {
                 return;
             }
         }
+        to_lanes(0, threads);
         verdict(file, line, released ? GM_SIM_VERDICT_RELEASED : GM_SIM_VERDICT_COLLECTIVE);
     }
+}
+
+/* The runtime decides the exchange of the warp of the `n` threads from `base` (those `here`),
+ * on its records; their results copied back. Nonzero where lanes it waits for are elsewhere. */
+inline int gm_sim_regions::runtime_exchange(int op, unsigned long long here, unsigned int n,
+                                            unsigned int base) {
+    to_lanes(base, base + n);
+    const int waits = gm_sim_rt.warp(op, here, n, lanes + base);
+    for (unsigned int l = 0; l < n; ++l) {
+        if (here >> l & 1) {
+            operands.result[base + l] = lanes[base + l].result;
+        }
+    }
+    return waits;
 }
 
 /* An `if`'s `else`: the threads that ran the `if`'s block wait, the others run; whether any does. */
@@ -789,6 +877,12 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
         t->args[I])...);
     gm_sim_thread* const thread = const_cast<gm_sim_thread*>(gm_sim_self());
     gm_sim_regions& b = gm_sim_regions_here();
+    if (t->count > GM_SIM_BLOCK_THREADS) {
+        /* (The executor refuses such blocks before they start.) */
+        gm_sim_rt.fault("a block of more threads than the simulator runs");
+        t->status = 1;
+        return;
+    }
     if (b.arena == nullptr) {
         b.arena = static_cast<char*>(std::aligned_alloc(64, GM_SIM_REGIONS_ARENA));
         b.size = b.arena == nullptr ? 0 : GM_SIM_REGIONS_ARENA;
@@ -805,8 +899,13 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
     /* `returned`, then `choice` at an even offset. */
     b.returned = static_cast<unsigned char*>(b.take(3ul * t->count + 2, fresh));
     b.choice = reinterpret_cast<unsigned short*>(b.returned + ((t->count + 1ul) & ~1ul));
+    /* The operands' arrays, then the runtime's records. */
     bool fresh_lanes = false;
-    b.lanes = static_cast<gm_sim_lane*>(b.take(sizeof(gm_sim_lane) * t->count, fresh_lanes));
+    unsigned long long* const words = static_cast<unsigned long long*>(
+        b.take(sizeof(unsigned long long) * GM_SIM_OPERAND_WORDS + sizeof(gm_sim_lane) * t->count,
+               fresh_lanes));
+    b.operands = gm_sim_warp_operands::in(words);
+    b.lanes = reinterpret_cast<gm_sim_lane*>(words + GM_SIM_OPERAND_WORDS);
     gm_sim_blocks_walk blocks(thread, t->first_block);
     const unsigned long long end = t->first_block + t->blocks;
     t->status = 0;
@@ -821,7 +920,8 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
             b.parked = 0;
             b.depth = 0;
             b.warp_parked = 0;
-            b.warp_mode = 0;
+            b.recording = nullptr;
+            b.delivering = nullptr;
             b.lo = 0;
             b.hi = t->count;
             std::memset(b.returned, 0, t->count);
@@ -844,7 +944,7 @@ GM_SIM_UNCHECKED __attribute__((flatten)) void gm_sim_block_loop(
         t->status = 1;
     }
     if (fresh_lanes) {
-        std::free(b.lanes);
+        std::free(words);
     }
     if (fresh) {
         std::free(b.returned);

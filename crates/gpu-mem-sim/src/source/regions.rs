@@ -181,7 +181,10 @@ pub(crate) fn rewrite(code: &str) -> Result<String, String> {
         out.held = index;
         out.held_types.clear();
         out.body = (open + 1, close);
-        let mut storage = String::from("gm_sim_regions& gm_sim_b = gm_sim_regions_here(); ");
+        let mut storage = String::from(
+            "gm_sim_regions& gm_sim_b = gm_sim_regions_here(); \
+             unsigned long long* const gm_sim_words = gm_sim_b.operands.value; (void)gm_sim_words; ",
+        );
         // Parameters a thread changes: each thread's own copy (the program passes one set
         // to the whole block).
         let mut visible = Vec::new();
@@ -397,16 +400,7 @@ fn warp_calls<'c>(code: &'c str, toks: &[Token]) -> Result<Vec<&'c str>, String>
             if *known || calls == 0 {
                 continue;
             }
-            let defined = text
-                .trim_start_matches('#')
-                .trim_start()
-                .strip_prefix("define")
-                .map(str::trim_start)
-                .and_then(|rest| {
-                    let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
-                    (end > 0 && rest[end..].starts_with('(')).then(|| &rest[..end])
-                });
-            match defined {
+            match function_macro(text).map(|(name, _)| name) {
                 Some(name) if calls == 1 => {
                     let at = d.start + text.find(name).unwrap_or(0);
                     names.push(&code[at..at + name.len()]);
@@ -450,6 +444,74 @@ fn warp_calls<'c>(code: &'c str, toks: &[Token]) -> Result<Vec<&'c str>, String>
         ));
     }
     Ok(names)
+}
+
+/// The prelude's warp collectives a kernel may call by their own names, for which a statement
+/// declares stand-ins of its own (`GM_SIM_COLLECTIVES_AT` in `gm_sim/regions.h`) that find the
+/// thread's operands from its index: nothing is stored per thread to say whose turn it is.
+const BY_NAME: [&str; 8] = [
+    "__shfl_sync",
+    "__shfl_up_sync",
+    "__shfl_down_sync",
+    "__shfl_xor_sync",
+    "__ballot_sync",
+    "__all_sync",
+    "__any_sync",
+    "__syncwarp",
+];
+
+/// What a thread's turn at a collective call named `name` starts with, in `mode`
+/// (`GM_SIM_RECORD`, `GM_SIM_DELIVER`): the stand-ins, and where the call may reach the
+/// prelude's functions by another name (a macro, a tile's member), the block's note of whose
+/// turn it is, which they read.
+fn turn(by_name: bool, mode: &str) -> String {
+    let stand_ins = format!("GM_SIM_COLLECTIVES_AT(gm_sim_t, {mode}) ");
+    if by_name {
+        stand_ins
+    } else {
+        format!("{stand_ins}gm_sim_b.collect(gm_sim_t, {mode}); ")
+    }
+}
+
+/// The name of the function-like macro directive `text` defines, and what follows the name
+/// (its parameters and replacement).
+fn function_macro(text: &str) -> Option<(&str, &str)> {
+    let rest = text
+        .trim_start_matches('#')
+        .trim_start()
+        .strip_prefix("define")?
+        .trim_start();
+    let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+    (end > 0 && rest[end..].starts_with('(')).then(|| (&rest[..end], &rest[end..]))
+}
+
+/// Whether a call of `name` in `code` (a collective's name or a macro of one, `calls`) reaches
+/// one of the prelude's functions by its own name (`BY_NAME`), unqualified, where a
+/// statement's stand-ins answer it: the name itself, or a macro whose one collective call does
+/// (`#define __shfl(v, d) __shfl_sync(0xffffffff, v, d)`).
+fn called_by_name(code: &str, name: &str, calls: &[&str], depth: usize) -> bool {
+    if BY_NAME.contains(&name) {
+        return true;
+    }
+    let Some(replacement) = directives(code)
+        .iter()
+        .filter_map(|d| function_macro(&code[d.clone()]))
+        .find_map(|(defined, rest)| (defined == name).then_some(rest))
+    else {
+        return false;
+    };
+    let Some(toks) = tokens(replacement) else {
+        return false;
+    };
+    let word = |k: usize| &replacement[toks[k].start..toks[k].end];
+    let mut called = (0..toks.len()).filter(|&k| calls.contains(&word(k)));
+    match (called.next(), called.next()) {
+        (Some(k), None) => {
+            let qualified = k > 0 && matches!(word(k - 1), ":" | "." | ">");
+            !qualified && depth < 8 && called_by_name(code, word(k), calls, depth + 1)
+        }
+        _ => false,
+    }
 }
 
 /// How often `name` stands as a whole word in `text`.
@@ -500,6 +562,13 @@ struct Rewrite<'s, 'c> {
 }
 
 impl<'c> Rewrite<'_, 'c> {
+    /// Whether the collective call named by token `name` reaches a prelude function by its own
+    /// name, unqualified ([`called_by_name`]).
+    fn by_name(&self, name: usize) -> bool {
+        let qualified = name > 0 && matches!(self.s.text(name - 1), ":" | "." | ">");
+        !qualified && called_by_name(self.s.code, self.s.text(name), &self.s.warp_calls, 0)
+    }
+
     fn insert(&mut self, at: usize, text: &str) {
         self.edits.push((at, at, format!(" {text} ")));
     }
@@ -801,7 +870,8 @@ impl<'c> Rewrite<'_, 'c> {
                         // ends (one of its own if none is open), the warps exchange, and the
                         // statement starts the next region, the call handing out results.
                         let record = format!(
-                            "gm_sim_b.collect(gm_sim_t, GM_SIM_RECORD); (void)({});",
+                            "{{ {}(void)({}); }}",
+                            turn(self.by_name(call.name), "GM_SIM_RECORD"),
                             self.s.code[toks[call.name].start..toks[call.close].end]
                                 .replace('\n', " ")
                         );
@@ -881,10 +951,10 @@ impl<'c> Rewrite<'_, 'c> {
                             jumps
                         }
                     };
-                    if call.is_some() {
+                    if let Some(call) = call {
                         self.insert(
                             toks[*first].start,
-                            "gm_sim_b.collect(gm_sim_t, GM_SIM_DELIVER);",
+                            &turn(self.by_name(call.name), "GM_SIM_DELIVER"),
                         );
                     }
                     self.jumps(*first, *last, if jumps { "1" } else { "false" });
@@ -1588,6 +1658,42 @@ mod tests {
         }
     }
 
+    /// A collective called by the prelude's name, or through macros whose one call is one, is
+    /// answered by the statement's stand-ins alone; one called qualified (past the stand-ins, to
+    /// the prelude's function) also has the block note whose turn it is, which that reads.
+    #[test]
+    fn stand_ins_answer_collectives_called_by_the_preludes_names() {
+        let kernel = |defines: &str, call: &str| {
+            format!(
+                "#include \"gpu_mem.h\"\n{defines}extern \"C\" __global__ void k(int* a) {{\n\
+                 int v = {call};\n a[1] = v;\n}}\n"
+            )
+        };
+        let pair =
+            "#define XOR(v, d) __shfl_xor_sync(0xffffffff, v, d)\n#define PAIR(v) XOR(v, 1)\n";
+        for (defines, call, noted) in [
+            ("", "__shfl_down_sync(~0u, a[0], 1)", false),
+            ("", "__ballot_sync(~0u, a[0] > 1)", false),
+            (pair, "PAIR(a[0])", false),
+            ("", "::__shfl_down_sync(~0u, a[0], 1)", true),
+            (
+                "#define DOWN(v) ::__shfl_down_sync(~0u, v, 1)\n",
+                "DOWN(a[0])",
+                true,
+            ),
+        ] {
+            let out = rewrite(&kernel(defines, call)).unwrap();
+            for mode in ["GM_SIM_RECORD", "GM_SIM_DELIVER"] {
+                assert!(
+                    out.contains(&format!("GM_SIM_COLLECTIVES_AT(gm_sim_t, {mode})")),
+                    "{out}"
+                );
+                let note = format!("gm_sim_b.collect(gm_sim_t, {mode})");
+                assert_eq!(out.contains(&note), noted, "{call}: {out}");
+            }
+        }
+    }
+
     /// A helper taking a reference may change the parameters of a kernel that calls it (each
     /// thread's own copy then), not those of another kernel of the module (read alike by all).
     #[test]
@@ -1679,9 +1785,9 @@ mod tests {
         let out = rewrite(code).unwrap();
         assert_eq!(lines(&out), lines(code));
         for wanted in [
-            "gm_sim_b.collect(gm_sim_t, GM_SIM_RECORD); (void)(__shfl_down_sync(~0u, v, o));",
+            "GM_SIM_COLLECTIVES_AT(gm_sim_t, GM_SIM_RECORD) (void)(__shfl_down_sync(~0u, v, o));",
             "gm_sim_b.warp_exchange(__FILE__, 5);",
-            "gm_sim_b.collect(gm_sim_t, GM_SIM_DELIVER);",
+            "GM_SIM_COLLECTIVES_AT(gm_sim_t, GM_SIM_DELIVER)",
             "if (gm_sim_b.mask_enter(",
             "while (gm_sim_b.mask_while(",
             "if (gm_sim_b.mask_enter(",
@@ -1689,7 +1795,7 @@ mod tests {
             "if (gm_sim_b.mask_else())",
             "gm_sim_b.mask_end();",
             // A vote in an `if`'s condition: recorded, then the whole `if` runs.
-            "gm_sim_b.collect(gm_sim_t, GM_SIM_RECORD); (void)(__all_sync(~0u, v > 2));",
+            "GM_SIM_COLLECTIVES_AT(gm_sim_t, GM_SIM_RECORD) (void)(__all_sync(~0u, v > 2));",
             "gm_sim_b.warp_exchange(__FILE__, 8);",
         ] {
             assert!(out.contains(wanted), "{wanted}:\n{out}");

@@ -11,7 +11,7 @@ use crate::common;
 
 use gpu_mem_core::Kernel;
 use gpu_mem_core::kernel::{Dim3, LaunchConfig};
-use gpu_mem_sim::{SimBackend, SimConfig};
+use gpu_mem_sim::{SimBackend, SimConfig, SimDeviceConfig};
 
 /// A comment naming a warp barrier: the regions rewrite refuses the kernel (the stackless one
 /// reads only code).
@@ -357,6 +357,49 @@ fn shuffles_of_every_width_and_operand_agree_in_every_form() {
         let values = agree_in_every_form(&backend, source, threads, "shuffles");
         // Not all alike: the exchanges moved values between lanes.
         assert!(values.windows(2).any(|w| w[0] != w[1]), "{values:?}");
+    }
+}
+
+/// Shuffles whose lanes all pass one distance, source lane and width (what scans and trees
+/// pass, which a program works out as copies of the values shifted by the distance): of every
+/// kind, of widths that are powers of two, others, zero, negative and past the warp, distances
+/// of zero, within a segment, past it and past 2^31 (CUDA's unsigned deltas), negative source
+/// lanes, of 32- and 64-bit values: the same results as stackless and on fibers, in warps of 32
+/// and 64 lanes and blocks of whole and partial warps.
+#[test]
+fn shuffles_of_one_operand_agree_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  __device__ int width_of(int i) { return i < 7 ? 1 << i : i == 7 ? 3 : i == 8 ? 0 : i == 9 ? -4 : 48; }\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> a) {\n\
+                  \x20   int v = a(threadIdx.x) * 7 + 3;\n\
+                  \x20   double f = v * 0.25;\n\
+                  \x20   long long r = 0;\n\
+                  \x20   for (int i = 0; i < 11; ++i) {\n\
+                  \x20       const int w = width_of(i);\n\
+                  \x20       for (int d = 0; d < 4; ++d) {\n\
+                  \x20           const unsigned dist = d == 0 ? (unsigned)i : d == 1 ? 40u - i : d == 2 ? 0u : 0xfffffff0u + i;\n\
+                  \x20           r = r * 31 + __shfl_sync(~0u, v, (int)dist - 5, w);\n\
+                  \x20           r = r * 31 + __shfl_up_sync(~0u, v, dist, w);\n\
+                  \x20           r = r * 31 + __shfl_down_sync(~0u, v, dist, w);\n\
+                  \x20           r = r * 31 + (long long)__shfl_up_sync(~0u, f, dist % 9, w);\n\
+                  \x20           r = r * 31 + (long long)__shfl_down_sync(~0u, f, dist % 9, w);\n\
+                  \x20           f += __shfl_sync(~0u, f, i, w);\n\
+                  \x20           r = r * 31 + ::__shfl_down_sync(~0u, v, dist, w);\n\
+                  \x20       }\n\
+                  \x20   }\n\
+                  \x20   a(threadIdx.x) = (int)(r ^ (r >> 32));\n\
+                  }\n";
+    for warp_size in [32, 64] {
+        let backend = SimBackend::new(SimConfig {
+            devices: vec![SimDeviceConfig {
+                warp_size,
+                ..SimDeviceConfig::default()
+            }],
+        });
+        for threads in [128, 96, 40] {
+            let values = agree_in_every_form(&backend, source, threads, "shuffles of one operand");
+            assert!(values.windows(2).any(|w| w[0] != w[1]), "{values:?}");
+        }
     }
 }
 

@@ -155,17 +155,31 @@ impl<'c> Statements<'c> {
             && !self.text(k).starts_with(|c: char| c.is_ascii_digit())
     }
 
-    /// Whether token `k` names a block barrier (not a member or a qualified name): called, in
-    /// parentheses, taken by address.
+    /// Whether token `k` names a block barrier (not a member or a name of another namespace or
+    /// class): called, in parentheses, taken by address.
     pub(super) fn names_barrier(&self, k: usize) -> bool {
-        BLOCK_BARRIERS.contains(&self.text(k))
-            && !(k > 0 && matches!(self.text(k - 1), "." | ">" | ":"))
+        BLOCK_BARRIERS.contains(&self.text(k)) && !self.elsewhere(k)
     }
 
-    /// Whether token `k` calls a warp collective (not a member or a qualified name).
+    /// Whether token `k` calls a warp collective (not a member or a name of another namespace
+    /// or class).
     pub(super) fn names_collective(&self, k: usize) -> bool {
-        self.warp_calls.contains(&self.text(k))
-            && !(k > 0 && matches!(self.text(k - 1), "." | ">" | ":"))
+        self.warp_calls.contains(&self.text(k)) && !self.elsewhere(k)
+    }
+
+    /// Whether the name of token `k` is a member's (`.`, `->`) or qualified by a namespace or
+    /// class: the prelude's functions are the global namespace's, `::__syncthreads()` too.
+    fn elsewhere(&self, k: usize) -> bool {
+        let before = |back: usize| if k >= back { self.text(k - back) } else { "" };
+        match before(1) {
+            "." | ">" => true,
+            ":" => {
+                before(2) != ":"
+                    || self.toks.get(k.wrapping_sub(3)).is_some_and(|t| t.ident)
+                    || before(3) == ">"
+            }
+            _ => false,
+        }
     }
 
     /// Whether token `k` makes a thread wait: a block barrier or a warp collective.

@@ -507,11 +507,18 @@ fn called_by_name(code: &str, name: &str, calls: &[&str], depth: usize) -> bool 
     let mut called = (0..toks.len()).filter(|&k| calls.contains(&word(k)));
     match (called.next(), called.next()) {
         (Some(k), None) => {
-            let qualified = k > 0 && matches!(word(k - 1), ":" | "." | ">");
+            let qualified = k > 0 && past_stand_ins(word(k - 1));
             !qualified && depth < 8 && called_by_name(code, word(k), calls, depth + 1)
         }
         _ => false,
     }
+}
+
+/// Whether a call whose name follows the token `before` passes the stand-ins a statement
+/// declares: a member's (`.`, `->`) or a qualified name's (`::__shfl_sync` too), which name
+/// lookup finds outside the statement's scope.
+fn past_stand_ins(before: &str) -> bool {
+    matches!(before, ":" | "." | ">")
 }
 
 /// How often `name` stands as a whole word in `text`.
@@ -565,7 +572,7 @@ impl<'c> Rewrite<'_, 'c> {
     /// Whether the collective call named by token `name` reaches a prelude function by its own
     /// name, unqualified ([`called_by_name`]).
     fn by_name(&self, name: usize) -> bool {
-        let qualified = name > 0 && matches!(self.s.text(name - 1), ":" | "." | ">");
+        let qualified = name > 0 && past_stand_ins(self.s.text(name - 1));
         !qualified && called_by_name(self.s.code, self.s.text(name), &self.s.warp_calls, 0)
     }
 

@@ -6,7 +6,7 @@ use super::Limits;
 use super::args::{Parameters, Resolved, views};
 use super::block::{Block, block_index, block_linear};
 use super::grid_barrier::GridBarrier;
-use super::plan::{Code, Plan, Prepared};
+use super::plan::{Code, Looped, Plan, Prepared};
 use super::shared::SharedMemory;
 use super::sim_thread::RunningBlocks;
 use crate::reentry::enter_kernel;
@@ -296,13 +296,23 @@ const THREADS_PER_CLAIM: u64 = 2048;
 /// block gets its own, zeroed).
 fn blocks_per_claim(plan: &Plan<'_>, config: &LaunchConfig) -> u64 {
     match plan {
-        // (A checked block keeps what its threads did to shared memory, for racecheck and
-        // initcheck: one block at a time.)
-        Plan::Direct(looped) if config.shared_bytes == 0 && looped.checked.is_none() => {
+        Plan::Direct(looped) if config.shared_bytes == 0 && !keeps_block_history(looped) => {
             (THREADS_PER_CLAIM / config.block.count().max(1)).max(1)
         }
         _ => 1,
     }
+}
+
+/// Whether a checked block keeps what its threads did (racecheck's accesses, initcheck's
+/// written bytes of shared memory), which must be one block's alone. memcheck's answers are
+/// the same for every block a `Block` runs (the launch's allocations, the shared stack and
+/// record, static shared memory every block reuses), so blocks may run several to a `Block`
+/// under it: a block of a few threads would otherwise pay a `Block`'s setup, grants and
+/// poisoning for each (Rodinia's gaussian: 16 threads a block).
+fn keeps_block_history(looped: &Looped<'_>) -> bool {
+    looped
+        .checked
+        .is_some_and(|checked| checked.checks.racecheck || checked.checks.initcheck)
 }
 
 /// The error of the lowest-numbered failing block so far (blocks above it are skipped).

@@ -113,6 +113,38 @@ extern "C" __global__ void k(const float* in, float* out, int n) {
     assert!(message.contains("k.cu:5"), "{message}");
 }
 
+/// Blocks of a few threads run many to one of the executor's blocks under memcheck (as they
+/// do unchecked); a fault still names its own block and thread, and nothing past it lands.
+#[test]
+fn a_fault_among_many_small_blocks_names_its_own_block() {
+    let code = r#"
+extern "C" __global__ void k(const float* in, float* out, int n) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < n && y <= n) {
+        out[y * n + x] = in[y * n + x] * 2.0f;
+    }
+}
+"#;
+    let n = 32usize;
+    let launch = LaunchConfig::new(Dim3::new(8, 9, 1), Dim3::new(4, 4, 1));
+    let (block, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        launch,
+        &[vec![1.0f32; n * n], vec![0.0f32; n * n]],
+        &[int(n as i32)],
+    ));
+    // Row n is the first past the end: block y 8 (rows 32..36), its first row, first thread.
+    assert_eq!((block, thread), ([0, 8, 0], [0, 0, 0]), "{message}");
+    assert!(
+        message.contains("Invalid __global__ read of size 4")
+            && message.contains("0 bytes past the end of the 4,096-byte allocation"),
+        "{message}"
+    );
+    assert!(message.contains("k.cu:6"), "{message}");
+}
+
 #[test]
 fn a_write_without_a_bounds_check_is_refused_before_it_lands() {
     let code = r#"

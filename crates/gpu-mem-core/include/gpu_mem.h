@@ -1058,14 +1058,41 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
 
 /* `Entry` is the kernel: a template argument, so that the call below is a direct one, which
  * `flatten` inlines (GCC left a kernel called from both entries, with external linkage, a call
- * per thread); `P` is deduced from the unused first parameter. A checked kernel stays a call
- * (through a `volatile` pointer): inlined into this loop, which is unchecked glue, clang drops
- * the kernel's instrumentation, and its accesses went unchecked. */
-#if defined(GM_SIM_CHECKED)
+ * per thread); `P` is deduced from the unused first parameter. How a checked kernel is called:
+ * - hooked at every access (GM_SIM_CHECKED alone): it stays a call, through a `volatile`
+ *   pointer. Inlined into this loop, which is unchecked glue, clang dropped the kernel's
+ *   instrumentation, and its accesses went unchecked.
+ * - through a shadow (GM_SIM_SHADOWED, GCC only): the loop is instrumented itself, so that the
+ *   kernel inlines into it as an unchecked one does (a call per thread, each asking for the
+ *   thread's record again, was most of a data-parallel kernel's memcheck time: vectorAdd 9x
+ *   the unchecked loop). Everything it touches is then checked, so it touches nothing of the
+ *   simulator's own but the thread's record and the fault flag (`gm_sim_loop_faulted`): what it
+ *   needs of the launch, the glue that calls it copies onto the thread's stack
+ *   (`gm_sim_run_threads_of`), which the thread may touch. */
+#if defined(GM_SIM_SHADOWED)
+#define GM_SIM_LOOP_GLUE
+#define GM_SIM_LOOP_INLINE __attribute__((flatten))
+#elif defined(GM_SIM_CHECKED)
+#define GM_SIM_LOOP_GLUE GM_SIM_UNCHECKED
 #define GM_SIM_LOOP_INLINE
+#define GM_SIM_LOOP_BY_POINTER
 #else
+#define GM_SIM_LOOP_GLUE
 #define GM_SIM_LOOP_INLINE __attribute__((flatten))
 #endif
+
+/* Whether a thread of the loop below recorded a fault. A shadowed loop reads the flag (the
+ * simulator's, which no thread may touch) in assembly, which the instrumentation leaves alone
+ * (the shadow exists on x86-64 only). */
+inline bool gm_sim_loop_faulted(const unsigned char* faulted) {
+#if defined(GM_SIM_SHADOWED) && defined(__x86_64__)
+    unsigned char value;
+    __asm__ volatile("movzbl (%1), %k0" : "=r"(value) : "r"(faulted) : "memory");
+    return value != 0;
+#else
+    return *faulted != 0;
+#endif
+}
 /* The blocks a run of the program goes through, from block `b` (linear, x fastest) of its grid:
  * the first one's index divided out once, each next one stepped to (three divisions per block
  * were a tenth of a grid of 4 x 4 blocks' time). */
@@ -1108,9 +1135,9 @@ inline bool gm_sim_indices_fit(unsigned int grid, unsigned int dim) {
 }
 
 template <auto Entry, bool Guarded, typename... P, unsigned long... I>
-GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_sim_threads* t,
+GM_SIM_LOOP_GLUE GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_sim_threads* t,
                                          std::integer_sequence<unsigned long, I...>) {
-#if defined(GM_SIM_CHECKED)
+#if defined(GM_SIM_LOOP_BY_POINTER)
     /* Each thread's copy straight from the buffers: `std::get`, instrumented, is not inlined
      * into this unchecked loop (a call per parameter per thread). */
     void* const* const params = t->args;
@@ -1130,7 +1157,7 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
      * the compiler sees one pointer, and each index read as the value just stored. */
     gm_sim_thread* const thread = const_cast<gm_sim_thread*>(gm_sim_self());
     const unsigned char* const faulted = t->faulted;
-#if defined(GM_SIM_CHECKED)
+#if defined(GM_SIM_LOOP_BY_POINTER)
     void (*volatile const entry)(P...) = Entry;
 #endif
     const unsigned int dim_x = t->dim_x, dim_y = t->dim_y;
@@ -1159,13 +1186,15 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
                     thread->thread_idx.y = y;
                     for (unsigned int x = 0; x < end_x; ++x) {
                         thread->thread_idx.x = x;
-#if defined(GM_SIM_CHECKED)
+#if defined(GM_SIM_LOOP_BY_POINTER)
                         gm_sim_thread_starts();
                         entry(GM_SIM_LOOP_PARAM(I)...);
 #else
+                        /* (A shadowed program starts no thread: what a thread wrote is its
+                         * own only to racecheck, which hooks every access.) */
                         Entry(GM_SIM_LOOP_PARAM(I)...);
 #endif
-                        if (*faulted != 0) {
+                        if (gm_sim_loop_faulted(faulted)) {
                             return;
                         }
                         if (Guarded && __builtin_expect(gm_sim_refused_axis != 0, 0)) {
@@ -1198,10 +1227,27 @@ GM_SIM_UNCHECKED GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
     }
 }
 #undef GM_SIM_LOOP_PARAM
+#undef GM_SIM_LOOP_BY_POINTER
 
 template <auto Entry, bool Guarded, typename... P>
 GM_SIM_UNCHECKED void gm_sim_run_threads_of(void (*)(P...), gm_sim_threads* t) {
-#if defined(GM_SIM_CHECKED)
+#if defined(GM_SIM_SHADOWED)
+    /* A refused access ends the thread and, as any fault, the loop, which reads its launch from
+     * a copy on the thread's stack (below the frame gm_sim_escapable marks as the stack's top),
+     * argument pointers included. */
+    const int status = gm_sim_escapable([=]() GM_SIM_UNCHECKED {
+        void* args[sizeof...(P) == 0 ? 1 : sizeof...(P)];
+        for (unsigned long i = 0; i < sizeof...(P); ++i) {
+            args[i] = t->args[i];
+        }
+        gm_sim_threads launch = *t;
+        launch.args = args;
+        gm_sim_thread_loop<Entry, Guarded>(
+            Entry, &launch, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+        return launch.status;
+    });
+    t->status = status;
+#elif defined(GM_SIM_CHECKED)
     /* A refused access ends the thread and, as any fault, the loop. */
     if (gm_sim_escapable([=]() GM_SIM_UNCHECKED {
             gm_sim_thread_loop<Entry, Guarded>(

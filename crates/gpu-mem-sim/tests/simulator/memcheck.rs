@@ -145,6 +145,44 @@ extern "C" __global__ void k(const float* in, float* out, int n) {
     assert!(message.contains("k.cu:6"), "{message}");
 }
 
+/// A kernel whose threads never wait runs under memcheck as a loop the kernel is inlined into
+/// (a shadowed build): its leading guard still ends the rest of the block (threads past it
+/// would write past the end, and be refused), each thread gets its own copy of a parameter it
+/// changes, and a trap ends the launch naming its thread.
+#[test]
+fn a_kernel_run_as_a_checked_loop_keeps_its_guard_copies_and_traps() {
+    let code = r#"
+extern "C" __global__ void k(const float* in, float* out, int n, int trap_at) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    n -= i;
+    out[i] = in[i] * 2.0f + (float)n;
+    if (i == trap_at) __trap();
+}
+"#;
+    let n = 100usize;
+    let input: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let ran = run(
+        &checked(),
+        code,
+        config(4, 32, 0),
+        &[input.clone(), vec![-1.0f32; n]],
+        &[int(n as i32), int(-1)],
+    )
+    .unwrap();
+    let expected: Vec<f32> = (0..n).map(|i| 2.0 * i as f32 + (n - i) as f32).collect();
+    assert_eq!(ran[1], expected);
+
+    let (block, thread, message) = fault_of(run(
+        &checked(),
+        code,
+        config(4, 32, 0),
+        &[input, vec![-1.0f32; n]],
+        &[int(n as i32), int(37)],
+    ));
+    assert_eq!((block, thread), ([1, 0, 0], [5, 0, 0]), "{message}");
+}
+
 #[test]
 fn a_write_without_a_bounds_check_is_refused_before_it_lands() {
     let code = r#"

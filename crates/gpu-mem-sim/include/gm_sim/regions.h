@@ -718,11 +718,17 @@ struct gm_sim_slots {
 
     /* (Indices of 64 bits: a flat region's, `t + x` of a row's start and a signed count,
      * then stay affine, and its loop vectorises.) */
-    V& operator[](unsigned long t) { return data[t]; }
+    V& operator[](unsigned long t) { return aligned()[t]; }
     /* `T name = value;` and `T name;` (value-initialised: zero for plain data, whose value a
      * kernel may not read before it writes one, and which a region copies). */
-    V& init(unsigned long t, const V& value) { return *new (data + t) V(value); }
-    V& make(unsigned long t) { return *new (data + t) V(); }
+    V& init(unsigned long t, const V& value) { return *new (aligned() + t) V(value); }
+    V& make(unsigned long t) { return *new (aligned() + t) V(); }
+
+    /* The slots, which start on a multiple of 64 (`take`): said, so that a checked program does
+     * not test each slot's alignment (`-fsanitize=alignment`). */
+    V* aligned() const {
+        return static_cast<V*>(__builtin_assume_aligned(data, alignof(V) < 64 ? alignof(V) : 64));
+    }
 };
 
 /* A variable a region copied out of its slot (the rewrite copies those whose address the kernel
@@ -860,7 +866,8 @@ inline void gm_sim_walk_prefix(gm_sim_regions& b, C&& admits, F&& region) {
 template <typename T>
 inline T* gm_sim_opaque(T* p) {
     __asm__("" : "+r"(p));
-    return p;
+    /* (A declared array: aligned for its type, which a checked program need not test.) */
+    return static_cast<T*>(__builtin_assume_aligned(p, alignof(T)));
 }
 
 /* The arena of this OS thread's per-thread slots (kept for the next block). */

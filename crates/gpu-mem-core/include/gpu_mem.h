@@ -262,15 +262,25 @@ struct gm_sim_lane {
 
 static gm_sim_runtime gm_sim_rt;
 
+/* `p`, which lies on a multiple of `a`, said so where it spares a checked program's tests of its
+ * alignment (`-fsanitize=alignment`: GCC drops them). Clang's instrumentation tests the claim
+ * itself instead (a call of `__ubsan_handle_alignment_assumption`), so it is told nothing. */
+#if defined(__clang__)
+#define GM_SIM_ASSUME_ALIGNED(p, a) (p)
+#define GM_SIM_RETURNS_ALIGNED(a)
+#else
+#define GM_SIM_ASSUME_ALIGNED(p, a) __builtin_assume_aligned((p), (a))
+#define GM_SIM_RETURNS_ALIGNED(a) __attribute__((assume_aligned(a)))
+#endif
+
 // The running simulated thread's indices. `const`: within one thread's run of the kernel the
 // answer never changes (after a barrier the same thread is current again), so the compiler asks
 // once per kernel call instead of at every `threadIdx` (noinline keeps the attribute in force).
 // `nothrow` (the executor's callback never unwinds): a call that may throw is not moved out of
 // a loop inside a `try`, and the threads loop asked again for every thread (Rodinia's Fan2
 // spent a fifth of its time there).
-// `assume_aligned`: the record is the simulator's, aligned for its type, which spares a checked
-// program's test of each read's alignment (`-fsanitize=alignment`).
-__attribute__((const, noinline, nothrow, assume_aligned(alignof(gm_sim_thread))))
+// The record is the simulator's, aligned for its type (GM_SIM_RETURNS_ALIGNED).
+__attribute__((const, noinline, nothrow)) GM_SIM_RETURNS_ALIGNED(alignof(gm_sim_thread))
 GM_SIM_UNCHECKED static const gm_sim_thread *
 gm_sim_self() {
     return gm_sim_rt.self();
@@ -1084,10 +1094,11 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
 #define GM_SIM_LOOP_INLINE __attribute__((flatten))
 #endif
 
-/* Whether a thread of the loop below recorded a fault. A shadowed loop reads the flag (the
- * simulator's, which no thread may touch) in assembly, which the instrumentation leaves alone
- * (the shadow exists on x86-64 only). */
-inline bool gm_sim_loop_faulted(const unsigned char* faulted) {
+/* Whether a thread of the loop below recorded a fault: glue as the loop is (clang instruments a
+ * function it does not inline, and the flag is the simulator's, which no thread may touch). A
+ * shadowed loop reads it in assembly, which the instrumentation leaves alone (the shadow exists
+ * on x86-64 only). */
+GM_SIM_LOOP_GLUE inline bool gm_sim_loop_faulted(const unsigned char* faulted) {
 #if defined(GM_SIM_SHADOWED) && defined(__x86_64__)
     unsigned char value;
     __asm__ volatile("movzbl (%1), %k0" : "=r"(value) : "r"(faulted) : "memory");

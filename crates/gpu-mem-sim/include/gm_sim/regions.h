@@ -724,10 +724,9 @@ struct gm_sim_slots {
     V& init(unsigned long t, const V& value) { return *new (aligned() + t) V(value); }
     V& make(unsigned long t) { return *new (aligned() + t) V(); }
 
-    /* The slots, which start on a multiple of 64 (`take`): said, so that a checked program does
-     * not test each slot's alignment (`-fsanitize=alignment`). */
+    /* The slots, which start on a multiple of 64 (`take`), said so (GM_SIM_ASSUME_ALIGNED). */
     V* aligned() const {
-        return static_cast<V*>(__builtin_assume_aligned(data, alignof(V) < 64 ? alignof(V) : 64));
+        return static_cast<V*>(GM_SIM_ASSUME_ALIGNED(data, alignof(V) < 64 ? alignof(V) : 64));
     }
 };
 
@@ -866,8 +865,8 @@ inline void gm_sim_walk_prefix(gm_sim_regions& b, C&& admits, F&& region) {
 template <typename T>
 inline T* gm_sim_opaque(T* p) {
     __asm__("" : "+r"(p));
-    /* (A declared array: aligned for its type, which a checked program need not test.) */
-    return static_cast<T*>(__builtin_assume_aligned(p, alignof(T)));
+    /* (A declared array: aligned for its type, GM_SIM_ASSUME_ALIGNED.) */
+    return static_cast<T*>(GM_SIM_ASSUME_ALIGNED(p, alignof(T)));
 }
 
 /* The arena of this OS thread's per-thread slots (kept for the next block). */

@@ -1079,7 +1079,7 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
  *   kernel inlines into it as an unchecked one does (a call per thread, each asking for the
  *   thread's record again, was most of a data-parallel kernel's memcheck time: vectorAdd 9x
  *   the unchecked loop). Everything it touches is then checked, so it touches nothing of the
- *   simulator's own but the thread's record and the fault flag (`gm_sim_loop_faulted`): what it
+ *   simulator's own but the thread's record and the fault flag (`gm_sim_faulted`): what it
  *   needs of the launch, the glue that calls it copies onto the thread's stack
  *   (`gm_sim_run_threads_of`), which the thread may touch. */
 #if defined(GM_SIM_SHADOWED)
@@ -1094,11 +1094,13 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts();
 #define GM_SIM_LOOP_INLINE __attribute__((flatten))
 #endif
 
-/* Whether a thread of the loop below recorded a fault: glue as the loop is (clang instruments a
- * function it does not inline, and the flag is the simulator's, which no thread may touch). A
- * shadowed loop reads it in assembly, which the instrumentation leaves alone (the shadow exists
- * on x86-64 only). */
-GM_SIM_LOOP_GLUE inline bool gm_sim_loop_faulted(const unsigned char* faulted) {
+/* Whether a thread of the block recorded a fault (read by the loop below and by a block run as
+ * regions, gm_sim/regions.h): glue as the loop is (clang instruments a function it does not
+ * inline, and the flag is the simulator's, which no thread may touch). A shadowed program reads
+ * it in assembly, which the instrumentation leaves alone (the shadow exists on x86-64 only):
+ * inline, where an unchecked reader would be a call (and GCC's IPA-SRA moved the read of a
+ * `noinline` one into its checked caller). */
+GM_SIM_LOOP_GLUE inline bool gm_sim_faulted(const unsigned char* faulted) {
 #if defined(GM_SIM_SHADOWED) && defined(__x86_64__)
     unsigned char value;
     __asm__ volatile("movzbl (%1), %k0" : "=r"(value) : "r"(faulted) : "memory");
@@ -1208,7 +1210,7 @@ GM_SIM_LOOP_GLUE GM_SIM_LOOP_INLINE void gm_sim_thread_loop(void (*)(P...), gm_s
                          * own only to racecheck, which hooks every access.) */
                         Entry(GM_SIM_LOOP_PARAM(I)...);
 #endif
-                        if (gm_sim_loop_faulted(faulted)) {
+                        if (gm_sim_faulted(faulted)) {
                             return;
                         }
                         if (Guarded && __builtin_expect(gm_sim_refused_axis != 0, 0)) {

@@ -31,19 +31,6 @@
  * only guesses it (behind a loop or `if`): that side runs on to find it. */
 #define GM_SIM_GUESS 0x80000000u
 
-/* Whether a thread of the block recorded a fault. The flag is the simulator's: a checked
- * program reads it unchecked, out of line (inlined into the kernel, the read would be checked;
- * GCC's `noinline` alone still moved the read into the caller, passing the byte instead). */
-#if defined(GM_SIM_CHECKED) && defined(__clang__)
-#define GM_SIM_FAULTED_READ GM_SIM_UNCHECKED __attribute__((noinline))
-#elif defined(GM_SIM_CHECKED)
-#define GM_SIM_FAULTED_READ GM_SIM_UNCHECKED __attribute__((noipa))
-#else
-#define GM_SIM_FAULTED_READ
-#endif
-GM_SIM_FAULTED_READ inline bool gm_sim_regions_faulted(const unsigned char* faulted) {
-    return *faulted != 0;
-}
 
 /* What a block run as regions keeps: its threads, which of them returned, and an arena for the
  * per-thread slots of this OS thread (reused block after block). */
@@ -151,7 +138,7 @@ struct gm_sim_regions {
     /* After each region: a fault ends the block (as the threads loop does), and a thread that
      * returned skips every later region. */
     void after_region() {
-        if (gm_sim_regions_faulted(faulted)) {
+        if (gm_sim_faulted(faulted)) {
             count = 0;
         }
         any_returned = any_returned || newly_returned;

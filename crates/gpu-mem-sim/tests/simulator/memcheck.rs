@@ -114,7 +114,7 @@ extern "C" __global__ void k(const float* in, float* out, int n) {
 }
 
 /// Blocks of a few threads run many to one of the executor's blocks under memcheck (as they
-/// do unchecked); a fault still names its own block and thread, and nothing past it lands.
+/// do unchecked); a fault still names its own block and thread.
 #[test]
 fn a_fault_among_many_small_blocks_names_its_own_block() {
     let code = r#"

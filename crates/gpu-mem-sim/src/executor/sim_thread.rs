@@ -355,7 +355,7 @@ impl SimThread<'_, '_> {
         let watched = checked.checks.racecheck || checked.checks.initcheck;
         match check(&frame, address, size, access) {
             Ok(granted) if misaligned => {
-                let refused = misaligned_access(&granted, (address, size, access));
+                let refused = misaligned_access(frame.memory, &granted, (address, size, access));
                 self.refuse(checked, &refused, pc)
             }
             Ok(granted) if watched && granted.shared => {

@@ -25,6 +25,13 @@ pub(crate) struct Allocation {
 }
 
 impl Allocation {
+    /// Where host `address` lies in the device's address space (wrapping: an address before
+    /// the allocation lies before its device address, as a GPU's pointer arithmetic would put it).
+    fn device_address(&self, address: usize) -> u64 {
+        self.device
+            .wrapping_add((address as u64).wrapping_sub(self.host as u64))
+    }
+
     /// `the 1,024-byte allocation at 0x7f00... on device 0 (made at src/main.rs:12:5)`.
     fn described(&self) -> String {
         let made = self
@@ -133,7 +140,10 @@ pub(crate) struct Violation {
     pub(crate) access: Access,
     pub(crate) space: Space,
     pub(crate) size: u64,
-    pub(crate) address: usize,
+    /// The address as the kernel's user knows it: in global memory near an allocation, its
+    /// device address (what `device_ptr` and the allocation's own description give); elsewhere
+    /// the simulator's.
+    pub(crate) address: u64,
     /// The nearest allocation or shared array, and where the access lies from it.
     pub(crate) nearest: Option<String>,
     /// initcheck: the access lies inside an allocation but reads bytes never written.
@@ -361,7 +371,7 @@ fn initialized(
         access,
         space: Space::Global,
         size,
-        address,
+        address: a.device_address(address),
         nearest: Some(format!(
             "byte {} of {} was never written since it was allocated (no copy, fill or kernel wrote it)",
             bytes(first),
@@ -374,11 +384,16 @@ fn initialized(
 /// memcheck's refusal of an access inside `granted` that does not lie on a multiple of its
 /// size.
 pub(crate) fn misaligned_access(
+    memory: &MemoryMap,
     granted: &Granted,
     (address, size, access): (usize, u64, Access),
 ) -> Violation {
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX).max(1);
     let past = address % size_bytes;
+    let shown = match memory.holding(address, 1) {
+        Some(a) if !granted.shared => a.device_address(address),
+        _ => address as u64,
+    };
     Violation {
         access,
         space: if granted.shared {
@@ -387,7 +402,7 @@ pub(crate) fn misaligned_access(
             Space::Global
         },
         size,
-        address,
+        address: shown,
         nearest: Some(format!(
             "misaligned: {past} byte{} past a multiple of {size_bytes}, where an access of {size_bytes} bytes must lie",
             if past == 1 { "" } else { "s" }
@@ -420,7 +435,7 @@ pub(crate) fn unwritten_shared(
         access,
         space: Space::Shared,
         size,
-        address,
+        address: address as u64,
         nearest: Some(format!(
             "byte {} of {what} was not written by any thread of this block",
             bytes(first)
@@ -474,6 +489,7 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
     .into_iter()
     .min()
     .unwrap_or(far);
+    let mut shown = address as u64;
     let (space, nearest) = match (shared, global) {
         _ if least == far => (Space::Global, None),
         (Some((d, l)), _) if d == least => (
@@ -493,14 +509,17 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
                 bytes(dyn_len)
             )),
         ),
-        (_, Some((d, a))) if d == least => (
-            Space::Global,
-            Some(format!(
-                "{} {}",
-                relative(address, a.host, a.len),
-                a.described()
-            )),
-        ),
+        (_, Some((d, a))) if d == least => {
+            shown = a.device_address(address);
+            (
+                Space::Global,
+                Some(format!(
+                    "{} {}",
+                    relative(address, a.host, a.len),
+                    a.described()
+                )),
+            )
+        }
         _ => (
             Space::Local,
             Some("outside the thread's own stack frames".to_string()),
@@ -510,7 +529,7 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
         access,
         space,
         size,
-        address,
+        address: shown,
         nearest,
         uninitialized: false,
     }

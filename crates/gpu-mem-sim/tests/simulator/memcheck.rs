@@ -113,6 +113,62 @@ extern "C" __global__ void k(const float* in, float* out, int n) {
     assert!(message.contains("k.cu:5"), "{message}");
 }
 
+/// A refused access of global memory is said at its device address, in the same space as the
+/// allocation it names (the simulator's own address of the byte would lie nowhere near it):
+/// past the end, before the start, and misaligned inside, with memcheck alone (the shadow's
+/// inline tests) and with racecheck (a hook per access).
+#[test]
+fn a_refused_global_access_is_said_at_its_device_address() {
+    let code = r#"
+extern "C" __global__ void k(const float* in, float* out, int shift) {
+    int i = threadIdx.x;
+    const char* bytes = reinterpret_cast<const char*>(in);
+    out[i] = *reinterpret_cast<const float*>(bytes + 4 * i + shift);
+}
+"#;
+    for backend in [checked(), racechecked()] {
+        // (shift, the fault's offset from the allocation's device address, its words)
+        for (shift, offset, words) in [
+            (
+                4,
+                256i64,
+                "0 bytes past the end of the 256-byte allocation at",
+            ),
+            (-8, -8, "8 bytes before the 256-byte allocation at"),
+            (2, 2, "misaligned: 2 bytes past a multiple of 4"),
+        ] {
+            let input = backend.alloc(0, 256).unwrap();
+            let output = backend.alloc(0, 256).unwrap();
+            let args = [
+                array_arg::<f32>(input, 64),
+                array_arg::<f32>(output, 64),
+                int(shift),
+            ];
+            let kernel = Kernel::from_source(code, "k");
+            // SAFETY: the accesses are checked: a bad one is a fault, not an access.
+            let ran = unsafe { backend.launch(0, &kernel, &config(1, 64, 0), &args, None) };
+            let Err(Error::KernelFault { message, .. }) = ran else {
+                panic!("shift {shift}: expected a fault, got {ran:?}");
+            };
+            let at = input.0.wrapping_add_signed(offset);
+            assert!(
+                message.contains(&format!("of size 4 at {at:#x}: {words}")),
+                "shift {shift}, expected the address {at:#x}: {message}"
+            );
+            if offset != 2 {
+                assert!(
+                    message.contains(&format!("allocation at {:#x} on device 0", input.0)),
+                    "{message}"
+                );
+            }
+            for ptr in [input, output] {
+                // SAFETY: allocated above; the launch was synchronous.
+                unsafe { backend.free(0, ptr) }.unwrap();
+            }
+        }
+    }
+}
+
 /// Blocks of a few threads run many to one of the executor's blocks under memcheck (as they
 /// do unchecked); a fault still names its own block and thread.
 #[test]

@@ -95,7 +95,11 @@ pub(super) fn message(
 ) -> String {
     let hazard = &report.hazard;
     let line = |pc| source_line(checked.layout, pc).unwrap_or_else(|| "?".into());
-    let kind = |write| if write { "Write" } else { "Read" };
+    let kind = |stamp: &Stamp| match (stamp.atomic, stamp.write) {
+        (true, _) => "Atomic",
+        (false, true) => "Write",
+        (false, false) => "Read",
+    };
     let across = hazard.earlier.block != hazard.later.block;
     let who = |stamp: &Stamp| {
         let t = thread(stamp.thread);
@@ -109,10 +113,10 @@ pub(super) fn message(
     };
     format!(
         "racecheck: Race reported between {} access at {} by thread {} and {} access at {} by thread {} at {:#x} ({}), {}",
-        kind(hazard.earlier.write),
+        kind(&hazard.earlier),
         line(hazard.earlier.pc),
         who(&hazard.earlier),
-        kind(hazard.later.write),
+        kind(&hazard.later),
         line(hazard.later.pc),
         who(&hazard.later),
         report.at.0,

@@ -478,7 +478,7 @@ impl SimThread<'_, '_> {
                 Ok(_) => {}
             }
         }
-        if checked.checks.racecheck && !access.is_atomic() {
+        if checked.checks.racecheck {
             self.record_shared(checked, info, granted, (address, size, access), pc);
         }
         Ok(())
@@ -652,7 +652,8 @@ impl SimThread<'_, '_> {
             warp_epoch,
             time: 0,
             pc,
-            write: access == Access::Write,
+            write: access != Access::Read,
+            atomic: access.is_atomic(),
         };
         (now, row)
     }

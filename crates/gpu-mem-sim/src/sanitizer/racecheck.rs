@@ -14,8 +14,11 @@
 //! same time on a GPU. Each byte keeps its last write and the reads since, of two threads at
 //! most ([`Word`]: enough for a write to meet another thread's read where there is one); a
 //! write after an unordered read or write of another thread, or a read after an unordered
-//! write, is a [`Hazard`]. Atomics order themselves and are not recorded. What orders two
-//! accesses is an [`Order`]: [`InBlock`] for shared memory, which only one block sees.
+//! write, is a [`Hazard`]. In shared memory an atomic is recorded as a write that never races
+//! with another atomic (a counter every thread adds to), but does with another thread's plain
+//! read or write that nothing orders (a count read before the block's atomics are done); in
+//! global memory atomics are not recorded: they order ([`super::global_races`]). What orders
+//! two accesses is an [`Order`]: [`InBlock`] for shared memory, which only one block sees.
 
 use super::memcheck::{Granted, within};
 
@@ -39,7 +42,11 @@ pub(crate) struct Stamp {
     pub(crate) time: u64,
     /// The access's code address (for its source line).
     pub(crate) pc: usize,
+    /// Whether it writes (an atomic does).
     pub(crate) write: bool,
+    /// Whether it is an atomic: two atomics never race, an atomic and a plain access of
+    /// another thread do unless something orders them.
+    pub(crate) atomic: bool,
 }
 
 impl Stamp {
@@ -73,6 +80,7 @@ impl Stamp {
             time: 0,
             pc: 0,
             write,
+            atomic: false,
         }
     }
 }
@@ -289,7 +297,10 @@ impl Lanes {
 /// Records `now` in the shadow `w` of `byte`; the hazard it makes with an earlier access, by
 /// `order`.
 fn record(w: &mut Word, byte: usize, now: Stamp, order: &impl Order) -> Option<Hazard> {
-    let unordered = |earlier: Option<Stamp>| earlier.filter(|e| !order.before(e, &now));
+    // (Two atomics never race.)
+    let unordered = |earlier: Option<Stamp>| {
+        earlier.filter(|e| !(e.atomic && now.atomic) && !order.before(e, &now))
+    };
     let conflict = |earlier: Option<Stamp>| {
         unordered(earlier).map(|earlier| Hazard {
             earlier,
@@ -358,6 +369,44 @@ mod tests {
         let mut shadow = with_one_array();
         shadow.access(64, 4, stamp(0, 0, true), NO_CLOCK);
         assert_eq!(shadow.access(64, 4, stamp(1, 1, false), NO_CLOCK), None);
+    }
+
+    /// An atomic by `thread` after `block_syncs` block barriers.
+    fn atomic(thread: u32, block_syncs: u32) -> Stamp {
+        Stamp {
+            atomic: true,
+            ..stamp(thread, block_syncs, true)
+        }
+    }
+
+    #[test]
+    fn atomics_race_with_plain_accesses_of_others_but_not_with_each_other() {
+        // A counter every thread adds to: no hazard among the atomics.
+        let mut shadow = with_one_array();
+        for thread in 0..8 {
+            assert_eq!(shadow.access(64, 4, atomic(thread, 1), NO_CLOCK), None);
+        }
+        // Read by another thread before a barrier: the count may not be complete.
+        let hazard = shadow
+            .access(64, 4, stamp(9, 1, false), NO_CLOCK)
+            .expect("a read racing with an atomic");
+        assert!(hazard.earlier.atomic && !hazard.later.atomic, "{hazard:?}");
+        // After a barrier, or by the thread that made the last atomic, it is ordered.
+        let mut shadow = with_one_array();
+        shadow.access(64, 4, atomic(3, 1), NO_CLOCK);
+        assert_eq!(shadow.access(64, 4, stamp(3, 1, false), NO_CLOCK), None);
+        assert_eq!(shadow.access(64, 4, stamp(5, 2, false), NO_CLOCK), None);
+        // An atomic after another thread's unordered read or write (the counter's reset by
+        // thread 0 with no barrier before the others add to it).
+        let mut shadow = with_one_array();
+        shadow.access(64, 4, stamp(0, 0, true), NO_CLOCK);
+        let hazard = shadow
+            .access(64, 4, atomic(1, 0), NO_CLOCK)
+            .expect("an atomic racing with a plain write");
+        assert!(!hazard.earlier.atomic && hazard.later.atomic, "{hazard:?}");
+        let mut shadow = with_one_array();
+        shadow.access(64, 4, stamp(0, 0, true), NO_CLOCK);
+        assert_eq!(shadow.access(64, 4, atomic(1, 1), NO_CLOCK), None);
     }
 
     #[test]

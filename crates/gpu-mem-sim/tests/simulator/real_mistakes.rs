@@ -379,3 +379,56 @@ __global__ void k(const float* in, float* count) {{
     .unwrap_or_else(|e| panic!("the atomic counter: {e}"));
     assert_eq!(out[1], vec![64.0]);
 }
+
+/// A block histogram in shared memory built with atomics, then written out with no barrier
+/// after them: a thread reads its bin while others may still add to it (on a GPU the count
+/// comes out short). Atomics among themselves are no race, and with the barrier nothing is
+/// reported and the counts are whole.
+#[test]
+fn a_histogram_read_before_its_atomics_are_done_races() {
+    let histogram = |barrier: &str| {
+        format!(
+            r#"
+__global__ void k(const float* in, float* out) {{
+    __shared__ unsigned int bins[8];
+    unsigned t = threadIdx.x;
+    if (t < 8) bins[t] = 0;
+    __syncthreads();
+    atomicAdd(&bins[(unsigned)in[t] % 8], 1u);
+    {barrier}
+    if (t < 8) out[t] = (float)bins[t];
+}}
+"#
+        )
+    };
+    let input: Vec<f32> = (0..64).map(|i| (i % 8) as f32).collect();
+    let inputs = [input, vec![0.0f32; 8]];
+    let (_, thread, message) = fault_of(run(
+        &racechecked(),
+        &histogram(""),
+        config(1, 64, 0),
+        &inputs,
+        &[],
+    ));
+    assert!(
+        thread[0] >= 8,
+        "a later thread's atomic meets the read: {message}"
+    );
+    assert!(
+        message.contains("racecheck: Race reported between Read access at")
+            && message.contains("and Atomic access at")
+            && message.contains("k.cu:9")
+            && message.contains("k.cu:7")
+            && message.contains("the shared array `bins`"),
+        "{message}"
+    );
+    let out = run(
+        &all_checks(),
+        &histogram("__syncthreads();"),
+        config(1, 64, 0),
+        &inputs,
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("with the barrier: {e}"));
+    assert_eq!(out[1], vec![8.0f32; 8]);
+}

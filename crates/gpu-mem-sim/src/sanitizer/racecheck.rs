@@ -297,10 +297,10 @@ impl Lanes {
 /// Records `now` in the shadow `w` of `byte`; the hazard it makes with an earlier access, by
 /// `order`.
 fn record(w: &mut Word, byte: usize, now: Stamp, order: &impl Order) -> Option<Hazard> {
+    let both_atomic = |e: &Stamp| e.atomic && now.atomic;
     // (Two atomics never race.)
-    let unordered = |earlier: Option<Stamp>| {
-        earlier.filter(|e| !(e.atomic && now.atomic) && !order.before(e, &now))
-    };
+    let unordered =
+        |earlier: Option<Stamp>| earlier.filter(|e| !both_atomic(e) && !order.before(e, &now));
     let conflict = |earlier: Option<Stamp>| {
         unordered(earlier).map(|earlier| Hazard {
             earlier,

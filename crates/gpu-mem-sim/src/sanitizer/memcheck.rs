@@ -86,10 +86,9 @@ impl MemoryMap {
     /// `byte 4 of the 1,024-byte allocation at 0x... on device 0 (made at src/main.rs:12:5)`.
     pub(crate) fn place(&self, address: usize) -> Option<(u64, String)> {
         let a = self.holding(address, 1)?;
-        let offset = address - a.host;
         Some((
-            a.device + offset as u64,
-            format!("byte {} of {}", bytes(offset), a.described()),
+            a.device_address(address),
+            format!("byte {} of {}", bytes(address - a.host), a.described()),
         ))
     }
 
@@ -489,9 +488,9 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
     .into_iter()
     .min()
     .unwrap_or(far);
-    let mut shown = address as u64;
-    let (space, nearest) = match (shared, global) {
-        _ if least == far => (Space::Global, None),
+    // (The address as shown: the device's beside a global allocation, else the simulator's.)
+    let (space, nearest, shown) = match (shared, global) {
+        _ if least == far => (Space::Global, None, address as u64),
         (Some((d, l)), _) if d == least => (
             Space::Shared,
             Some(format!(
@@ -500,6 +499,7 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
                 bytes(l.size),
                 l.array_name()
             )),
+            address as u64,
         ),
         _ if dynamic == Some(least) => (
             Space::Shared,
@@ -508,21 +508,21 @@ fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: u
                 relative(address, dyn_start, dyn_len),
                 bytes(dyn_len)
             )),
+            address as u64,
         ),
-        (_, Some((d, a))) if d == least => {
-            shown = a.device_address(address);
-            (
-                Space::Global,
-                Some(format!(
-                    "{} {}",
-                    relative(address, a.host, a.len),
-                    a.described()
-                )),
-            )
-        }
+        (_, Some((d, a))) if d == least => (
+            Space::Global,
+            Some(format!(
+                "{} {}",
+                relative(address, a.host, a.len),
+                a.described()
+            )),
+            a.device_address(address),
+        ),
         _ => (
             Space::Local,
             Some("outside the thread's own stack frames".to_string()),
+            address as u64,
         ),
     };
     Violation {

@@ -94,8 +94,14 @@ typedef unsigned long long gm_u64;
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
-/* One instance per block: the threads of a block run on one OS thread, one block at a time. */
-#if !defined(GM_SIM_SCAN)
+/* One instance per block: the threads of a block run on one OS thread, one block at a time.
+ * Where memcheck tests accesses against a shadow byte per 8 bytes (GM_SIM_SHADOWED), each array
+ * starts on its own 8 bytes: a shadow byte says how many of its 8 bytes from the first may be
+ * touched, so an array that began where another's odd-sized tail ends (`float s[63]` then
+ * `float t[64]`) would let the tail's neighbour be touched through it. */
+#if !defined(GM_SIM_SCAN) && defined(GM_SIM_SHADOWED)
+#define __shared__ static thread_local __attribute__((aligned(8)))
+#elif !defined(GM_SIM_SCAN)
 #define __shared__ static thread_local
 #endif
 #define __restrict__ __restrict
@@ -245,6 +251,9 @@ struct gm_sim_lane {
 /* Or'ed into an access's kind: it does not lie on a multiple of its size, which a GPU refuses
  * (memcheck). */
 #define GM_SIM_ACCESS_MISALIGNED 8
+/* Or'ed into an access's kind: it reaches past the object the compiler sees it in (a local
+ * array indexed past its end), which memcheck refuses wherever it lands. */
+#define GM_SIM_ACCESS_OUTSIDE_OBJECT 16
 
 /* The prelude's own glue (what reads the simulator's buffers and tables) is not checked in a
  * checked program: only the kernel's accesses are. Clang's ThreadSanitizer pass instruments
@@ -252,10 +261,12 @@ struct gm_sim_lane {
  * calls of themselves (a stack overflow at a checked kernel's first atomic); only
  * `disable_sanitizer_instrumentation` keeps it out of a function entirely. */
 #if defined(GM_SIM_CHECKED) && defined(__clang__)
-#define GM_SIM_UNCHECKED \
-    __attribute__((no_sanitize("thread", "alignment"), disable_sanitizer_instrumentation))
+#define GM_SIM_UNCHECKED                                         \
+    __attribute__((no_sanitize("thread", "alignment", "object-size"), \
+                   disable_sanitizer_instrumentation))
 #elif defined(GM_SIM_CHECKED)
-#define GM_SIM_UNCHECKED __attribute__((no_sanitize("thread", "kernel-address", "alignment")))
+#define GM_SIM_UNCHECKED \
+    __attribute__((no_sanitize("thread", "kernel-address", "alignment", "object-size")))
 #else
 #define GM_SIM_UNCHECKED
 #endif

@@ -255,6 +255,9 @@ pub(crate) const ACCESS_ATOMIC_STORE: c_int = 4;
 /// `GM_SIM_ACCESS_MISALIGNED`, or'ed into a kind: the access does not lie on a multiple of its
 /// size.
 pub(crate) const ACCESS_MISALIGNED: c_int = 8;
+/// `GM_SIM_ACCESS_OUTSIDE_OBJECT`, or'ed into a kind: the access reaches past the object the
+/// compiler sees it in.
+pub(crate) const ACCESS_OUTSIDE_OBJECT: c_int = 16;
 /// `GM_SIM_ACCESS_SYNCED`: no access, the thread passed a block-wide synchronisation the
 /// executor does not see (a `cuda::barrier` phase).
 pub(crate) const ACCESS_SYNCED: c_int = 3;

@@ -118,33 +118,83 @@ GM_SIM_UNCHECKED inline void gm_sim_thread_starts() {
     }
 }
 
-/* A load, store or member access through a pointer that does not lie on a multiple of its
- * type's alignment (`-fsanitize=alignment`: a `float4*` made from `float* + 1`), which a GPU
- * refuses ("misaligned address") even where each field the host compiler reads is aligned:
- * refused as memcheck refuses a misaligned access, for an access of the type's alignment. */
+/* UBSan's type checks (`-fsanitize=alignment,object-size`), which call one handler for two
+ * findings, told apart as UBSan's runtime tells them:
+ * - a load, store or member access through a pointer that does not lie on a multiple of its
+ *   type's alignment (a `float4*` made from `float* + 1`), which a GPU refuses ("misaligned
+ *   address") even where each field the host compiler reads is aligned: refused as memcheck
+ *   refuses a misaligned access, for an access of the type's alignment;
+ * - an aligned one that reaches past the end of the object the compiler sees it in (a local
+ *   array indexed past its end, `int counts[16]; counts[24] += 1;`): refused, whatever else the
+ *   thread may touch there. Without this, an access to a local array the compiler keeps to
+ *   itself is not instrumented at all (it cannot escape), and one past its end lands in the
+ *   frames above it: saved registers, return addresses, the thread's way out.
+ * (A null pointer is neither: its access is refused on its own.) */
 struct gm_sim_ubsan_mismatch {
     gm_sim_ubsan_location location;
     const gm_sim_ubsan_type* type;
     unsigned char log_alignment;
     unsigned char kind; /* 1: a store */
 };
-GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_misaligned(
+
+/* The bytes of a value of `type`, for a report's "of size N": from the descriptor where it
+ * says (integers, floating point; clang), from the type's name otherwise (GCC names it only),
+ * else its alignment. */
+GM_SIM_UNCHECKED inline unsigned long long gm_sim_ubsan_size(const gm_sim_ubsan_type* type,
+                                                             unsigned long long alignment) {
+    if (type->kind == 0) {
+        return (1ull << (type->info >> 1)) / 8;
+    }
+    if (type->kind == 1) {
+        return type->info / 8;
+    }
+    static const struct {
+        const char* name;
+        unsigned char bytes;
+    } known[] = {
+        {"'char'", 1},        {"'signed char'", 1},        {"'unsigned char'", 1},
+        {"'bool'", 1},        {"'short'", 2},              {"'short int'", 2},
+        {"'short unsigned int'", 2}, {"'unsigned short'", 2}, {"'__half'", 2},
+        {"'int'", 4},         {"'unsigned int'", 4},       {"'float'", 4},
+        {"'long'", 8},        {"'long int'", 8},           {"'long unsigned int'", 8},
+        {"'unsigned long'", 8}, {"'long long'", 8},        {"'long long int'", 8},
+        {"'long long unsigned int'", 8}, {"'unsigned long long'", 8}, {"'double'", 8},
+        {"'float2'", 8},      {"'int2'", 8},               {"'uint2'", 8},
+        {"'float4'", 16},     {"'int4'", 16},              {"'uint4'", 16},
+        {"'double2'", 16},
+    };
+    for (const auto& k : known) {
+        if (__builtin_strcmp(type->name, k.name) == 0) {
+            return k.bytes;
+        }
+    }
+    return alignment;
+}
+
+GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_type_mismatch(
     const gm_sim_ubsan_mismatch* data, __UINTPTR_TYPE__ pointer, const void* pc) {
-    /* (A null pointer is not this check's: its access is refused on its own.) */
     if (pointer == 0) {
         return;
     }
     const unsigned long long alignment = 1ull << data->log_alignment;
-    gm_sim_check_alignment(reinterpret_cast<const volatile void*>(pointer), alignment, alignment,
-                           data->kind == 1 ? GM_SIM_ACCESS_WRITE : GM_SIM_ACCESS_READ, pc);
+    const int kind = data->kind == 1 ? GM_SIM_ACCESS_WRITE : GM_SIM_ACCESS_READ;
+    if (alignment > 1 && (pointer & (alignment - 1)) != 0) {
+        gm_sim_check_alignment(reinterpret_cast<const volatile void*>(pointer), alignment,
+                               alignment, kind, pc);
+    } else if (gm_sim_rt.access != nullptr &&
+               gm_sim_rt.access(reinterpret_cast<const void*>(pointer),
+                                gm_sim_ubsan_size(data->type, alignment),
+                                kind | GM_SIM_ACCESS_OUTSIDE_OBJECT, pc) != 0) {
+        gm_sim_escape();
+    }
 }
 GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1(gm_sim_ubsan_mismatch* data,
                                                  __UINTPTR_TYPE__ pointer) {
-    gm_sim_misaligned(data, pointer, __builtin_return_address(0));
+    gm_sim_type_mismatch(data, pointer, __builtin_return_address(0));
 }
 GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1_abort(gm_sim_ubsan_mismatch* data,
                                                        __UINTPTR_TYPE__ pointer) {
-    gm_sim_misaligned(data, pointer, __builtin_return_address(0));
+    gm_sim_type_mismatch(data, pointer, __builtin_return_address(0));
 }
 
 #define GM_SIM_PC __builtin_return_address(0)
@@ -243,17 +293,18 @@ gm_sim_outside_address_space(void* a) {
 }
 
 /* An atomic, asked for as one (an atomic, of its alignment) unless its shadow is zero and it
- * lies on its size (see GM_SIM_ATOMIC_ACCESS). */
-GM_SIM_HOOK void gm_sim_atomic_asked(const volatile void* a, unsigned long long size,
-                                     const void* pc) {
-    gm_sim_check_aligned(a, size, GM_SIM_ACCESS_ATOMIC, pc);
+ * lies on its size (see GM_SIM_ATOMIC_ACCESS). The hook names the line: its return address lies
+ * in the kernel's code, where gm_sim_atomic_access is inlined (whose own return address would be
+ * the kernel's caller's). */
+GM_SIM_HOOK void gm_sim_atomic_asked(const volatile void* a, unsigned long long size) {
+    gm_sim_check_aligned(a, size, GM_SIM_ACCESS_ATOMIC, GM_SIM_PC);
 }
 GM_SIM_UNCHECKED __attribute__((always_inline)) inline void gm_sim_atomic_access(
     const volatile void* a, unsigned long long size) {
     if (__builtin_expect((reinterpret_cast<__UINTPTR_TYPE__>(a) & (size - 1)) != 0 ||
                              gm_sim_shadow_of(a) != 0,
                          0)) {
-        gm_sim_atomic_asked(a, size, __builtin_return_address(0));
+        gm_sim_atomic_asked(a, size);
     }
 }
 

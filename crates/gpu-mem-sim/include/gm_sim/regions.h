@@ -260,10 +260,28 @@ struct gm_sim_regions {
  * regions never leaves it). `const`, as gm_sim_self: the compiler asks once per block instead
  * of at every warp collective's call (a thread-local's address is a call of
  * `__tls_get_addr` in a shared library). */
+#if defined(GM_SIM_SHADOWED)
+/* Where memcheck tests accesses against a shadow (GM_SIM_SHADOWED), the state is let through
+ * like the kernel's shared arrays (the kernel's code reads it inline), so a shared array's
+ * overflow into it would not be refused, and would corrupt the walk. It lives among the
+ * initialised thread-locals (`.tdata`), which lie before the zeroed ones, the kernel's arrays
+ * among them, so that none runs past its end into the state; and it ends with bytes no one
+ * uses, so that one running below its start does not reach it either (as far as they go). */
+struct gm_sim_regions_guarded {
+    gm_sim_regions state;
+    unsigned char unused[256];
+};
+static thread_local gm_sim_regions_guarded gm_sim_regions_state
+    __attribute__((section(".tdata.gm_sim_regions")));
+__attribute__((const, noinline, nothrow)) static gm_sim_regions* gm_sim_regions_of_this_thread() {
+    return &gm_sim_regions_state.state;
+}
+#else
 static thread_local gm_sim_regions gm_sim_regions_state;
 __attribute__((const, noinline, nothrow)) static gm_sim_regions* gm_sim_regions_of_this_thread() {
     return &gm_sim_regions_state;
 }
+#endif
 inline gm_sim_regions& gm_sim_regions_here() { return *gm_sim_regions_of_this_thread(); }
 
 /* The walk over a block's live threads that every region makes: each thread's index set where

@@ -11,12 +11,12 @@ use super::plan::Calls;
 use super::schedule::{Operands, State, Wait};
 use super::sim_thread::{make_current, with_current};
 use crate::abi::{
-    ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_MISALIGNED, ACCESS_SYNCED, ACCESS_WRITE,
-    DIVERGED_SITES, GLOBAL_FENCE, GmSimAllowed, GmSimLane, GmSimRuntime, GmSimThread, GmSimWait,
-    GmSimWaitMore, VERDICT_BARRIER, VERDICT_COLLECTIVE, VERDICT_RELEASED, WARP_PARKED, WARP_SCOPE,
-    YIELD_KIND,
+    ABI, ACCESS_ATOMIC, ACCESS_ATOMIC_STORE, ACCESS_MISALIGNED, ACCESS_OUTSIDE_OBJECT,
+    ACCESS_SYNCED, ACCESS_WRITE, DIVERGED_SITES, GLOBAL_FENCE, GmSimAllowed, GmSimLane,
+    GmSimRuntime, GmSimThread, GmSimWait, GmSimWaitMore, VERDICT_BARRIER, VERDICT_COLLECTIVE,
+    VERDICT_RELEASED, WARP_PARKED, WARP_SCOPE, YIELD_KIND,
 };
-use crate::sanitizer::{Access, Allowed};
+use crate::sanitizer::{Access, Allowed, Flagged};
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -434,8 +434,14 @@ extern "C" fn rt_access(
     kind: c_int,
     pc: *const c_void,
 ) -> c_int {
-    let misaligned = kind & ACCESS_MISALIGNED != 0;
-    let kind = match kind & !ACCESS_MISALIGNED {
+    let flagged = if kind & ACCESS_MISALIGNED != 0 {
+        Flagged::Misaligned
+    } else if kind & ACCESS_OUTSIDE_OBJECT != 0 {
+        Flagged::OutsideObject
+    } else {
+        Flagged::No
+    };
+    let kind = match kind & !(ACCESS_MISALIGNED | ACCESS_OUTSIDE_OBJECT) {
         ACCESS_SYNCED => {
             with_current(|t| t.passed_block_sync());
             return 0;
@@ -447,7 +453,7 @@ extern "C" fn rt_access(
     };
     let access = (address as usize, size, kind);
     let refused = with_current(|t| {
-        t.check_access(access, pc as usize, &in_scratch, misaligned)
+        t.check_access(access, pc as usize, &in_scratch, flagged)
             .is_err()
     });
     c_int::from(refused.unwrap_or(false))

@@ -13,8 +13,8 @@ use super::schedule::Operands;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::{ALLOWED_EMPTY, GmSimThread, OWN_STACK};
 use crate::sanitizer::{
-    Access, Across, Allowed, Frame, Granted, Stamp, Violation, check, in_kernel, misaligned_access,
-    source_line, unwritten_shared,
+    Access, Across, Allowed, Flagged, Frame, Granted, Stamp, Violation, check, in_kernel,
+    misaligned_access, outside_object_access, source_line, unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
@@ -309,16 +309,17 @@ impl SimThread<'_, '_> {
 
     /// Whether this thread of a checked program may make an access (`crate::sanitizer`): if
     /// not, the fault is recorded (the program then ends the thread). `scratch`: whether a
-    /// range lies where out-of-bounds `gm_array` accesses go. `misaligned`: the program found
-    /// that the access does not lie on a multiple of its size (`gm_sim/checked.h`), which a GPU
-    /// refuses: always refused, in memcheck's words (as an access outside what the thread may
-    /// touch, if it is that too).
+    /// range lies where out-of-bounds `gm_array` accesses go. `flagged`: what the program found
+    /// wrong with the access itself (`gm_sim/checked.h`): a misaligned access, which a GPU
+    /// refuses, or one past the end of the object the compiler sees it in; either is always
+    /// refused, in memcheck's words (as an access outside what the thread may touch, if it is
+    /// that too).
     pub(crate) fn check_access(
         &self,
         (address, size, access): (usize, u64, Access),
         pc: usize,
         scratch: &dyn Fn(usize, usize) -> bool,
-        misaligned: bool,
+        flagged: Flagged,
     ) -> Result<(), ()> {
         // (The program asks only for what the OS thread's granted ranges do not hold.)
         let Some(checked) = self.block.plan.checked() else {
@@ -335,7 +336,7 @@ impl SimThread<'_, '_> {
             // (Before its check: a refused atomic ends the thread, which then sees nothing.)
             self.atomic(info);
         }
-        if checked.checks.racecheck && !misaligned {
+        if checked.checks.racecheck && flagged == Flagged::No {
             // Shared memory the block met before: recorded without being looked up again.
             let known = self.block.races.borrow().shared_holding(address, size);
             if let Some(granted) = known {
@@ -354,8 +355,12 @@ impl SimThread<'_, '_> {
         let frame = self.frame(checked, info, here, scratch, &block_own);
         let watched = checked.checks.racecheck || checked.checks.initcheck;
         match check(&frame, address, size, access) {
-            Ok(granted) if misaligned => {
+            Ok(granted) if flagged == Flagged::Misaligned => {
                 let refused = misaligned_access(frame.memory, &granted, (address, size, access));
+                self.refuse(checked, &refused, pc)
+            }
+            Ok(granted) if flagged == Flagged::OutsideObject => {
+                let refused = outside_object_access(&frame, &granted, (address, size, access));
                 self.refuse(checked, &refused, pc)
             }
             Ok(granted) if watched && granted.shared => {

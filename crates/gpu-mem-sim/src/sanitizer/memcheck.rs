@@ -2,7 +2,7 @@
 
 use super::Access;
 use super::initcheck::Written;
-use super::layout::ProgramLayout;
+use super::layout::{ProgramLayout, ThreadLocal};
 use crate::abi::{ALLOWED_EMPTY, ALLOWED_SLOTS, GmSimAllowed, OWN_INFO, OWN_STACK};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -380,6 +380,38 @@ fn initialized(
     })
 }
 
+/// memcheck's refusal of an access inside `granted` (the thread's own stack, most often) that
+/// reaches past the end of the object the compiler sees it in.
+pub(crate) fn outside_object_access(
+    frame: &Frame<'_>,
+    granted: &Granted,
+    (address, size, access): (usize, u64, Access),
+) -> Violation {
+    let size_bytes = usize::try_from(size).unwrap_or(usize::MAX);
+    let local = within(address, size_bytes, frame.stack)
+        || frame
+            .block_own
+            .iter()
+            .any(|&r| within(address, size_bytes, r));
+    let (space, shown) = match frame.memory.holding(address, 1) {
+        _ if local => (Space::Local, address as u64),
+        _ if granted.shared => (Space::Shared, address as u64),
+        Some(a) => (Space::Global, a.device_address(address)),
+        None => (Space::Global, address as u64),
+    };
+    Violation {
+        access,
+        space,
+        size,
+        address: shown,
+        nearest: Some(
+            "past the end of the array or object the code indexes there, as the compiler laid it out"
+                .to_string(),
+        ),
+        uninitialized: false,
+    }
+}
+
 /// memcheck's refusal of an access inside `granted` that does not lie on a multiple of its
 /// size.
 pub(crate) fn misaligned_access(
@@ -456,82 +488,144 @@ fn distance(address: usize, start: usize, len: usize) -> usize {
     }
 }
 
-/// What a refused access was headed for: the nearest of the launch's allocations, the block's
-/// shared arrays and dynamic shared memory, and the thread's stack (these three only within
-/// [`NEAR`]: further away, a wild pointer is taken for a global one), said with how far outside
-/// it the access lies.
-fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: usize) -> Violation {
+/// Addresses below this are a null pointer's, or a small offset from one: nothing lies there.
+const NULL_PAGE: usize = 64 << 10;
+
+/// What a refused access may have been headed for.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    Allocation(&'a Allocation),
+    SharedArray(&'a ThreadLocal, usize),
+    DynamicShared(usize, usize),
+    Stack,
+}
+
+/// The place nearest to `address` and how far it lies (0 inside): the launch's allocations, the
+/// block's shared arrays and dynamic shared memory, and the thread's stack; only those within
+/// [`NEAR`] where `near`, else the nearest allocation or shared memory at any distance (a wild
+/// pointer is not a local one).
+fn nearest_place<'a>(
+    frame: &Frame<'a>,
+    address: usize,
+    tls: usize,
+    near: bool,
+) -> Option<(Place<'a>, usize)> {
     let global = frame
         .memory
         .nearest(address)
-        .map(|a| (distance(address, a.host, a.len), a));
+        .map(|a| (Place::Allocation(a), distance(address, a.host, a.len)));
     let shared = frame
         .program
         .thread_locals
         .iter()
         .filter(|l| !l.prelude)
-        .map(|l| (distance(address, tls.wrapping_add(l.offset), l.size), l))
-        .min_by_key(|&(d, _)| d);
+        .map(|l| {
+            let start = tls.wrapping_add(l.offset);
+            (
+                Place::SharedArray(l, start),
+                distance(address, start, l.size),
+            )
+        })
+        .min_by_key(|&(_, d)| d);
     let (dyn_start, dyn_len) = frame.dynamic_shared;
-    let dynamic = (dyn_len > 0).then(|| distance(address, dyn_start, dyn_len));
+    let dynamic = (dyn_len > 0).then(|| {
+        (
+            Place::DynamicShared(dyn_start, dyn_len),
+            distance(address, dyn_start, dyn_len),
+        )
+    });
     let (sp, top) = frame.stack;
-    let local = (top > sp).then(|| distance(address, sp, top - sp));
-    let far = usize::MAX;
-    let near = |d: usize| if d <= NEAR { d } else { far };
-    let shared = shared.filter(|&(d, _)| d <= NEAR);
-    let least = [
-        global.map_or(far, |(d, _)| d),
-        shared.map_or(far, |(d, _)| d),
-        dynamic.map_or(far, near),
-        local.map_or(far, near),
-    ]
-    .into_iter()
-    .min()
-    .unwrap_or(far);
-    // (The address as shown: the device's beside a global allocation, else the simulator's.)
-    let (space, nearest, shown) = match (shared, global) {
-        _ if least == far => (Space::Global, None, address as u64),
-        (Some((d, l)), _) if d == least => (
-            Space::Shared,
-            Some(format!(
-                "{} the {}-byte shared array `{}`",
-                relative(address, tls.wrapping_add(l.offset), l.size),
-                bytes(l.size),
-                l.array_name()
-            )),
-            address as u64,
-        ),
-        _ if dynamic == Some(least) => (
-            Space::Shared,
-            Some(format!(
-                "{} the {}-byte dynamic shared memory of the block",
-                relative(address, dyn_start, dyn_len),
-                bytes(dyn_len)
-            )),
-            address as u64,
-        ),
-        (_, Some((d, a))) if d == least => (
-            Space::Global,
-            Some(format!(
-                "{} {}",
-                relative(address, a.host, a.len),
-                a.described()
-            )),
-            a.device_address(address),
-        ),
-        _ => (
-            Space::Local,
-            Some("outside the thread's own stack frames".to_string()),
-            address as u64,
-        ),
-    };
-    Violation {
+    let stack = (near && top > sp).then(|| (Place::Stack, distance(address, sp, top - sp)));
+    // (In this order: shared memory first where two are as near.)
+    [shared, dynamic, global, stack]
+        .into_iter()
+        .flatten()
+        .filter(|&(_, d)| !near || d <= NEAR)
+        .min_by_key(|&(_, d)| d)
+}
+
+/// What a refused access was headed for, said with how far outside it the access lies: the
+/// nearest place within [`NEAR`]; else one within it of where a 32-bit index that wrapped below
+/// zero would have reached without wrapping (`s[threadIdx.x - 1]` at thread 0: 16 GiB past a
+/// float array); else the nearest allocation or shared memory at any distance, said to be far.
+/// A global address is shown as the device's where the allocation it came from is known (one
+/// made up from an allocation the pointer never came from would mislead); nothing is named for a
+/// null pointer.
+fn describe(frame: &Frame<'_>, address: usize, size: u64, access: Access, tls: usize) -> Violation {
+    let refused = |space, nearest: String, shown| Violation {
         access,
         space,
         size,
         address: shown,
-        nearest,
+        nearest: Some(nearest),
         uninitialized: false,
+    };
+    if address < NULL_PAGE {
+        return refused(
+            Space::Global,
+            "a null pointer's (or a small offset from one), where nothing lies".to_string(),
+            address as u64,
+        );
+    }
+    let wrapped = || {
+        [4usize, 1, 2, 8, 16].into_iter().find_map(|element| {
+            let unwrapped = address.checked_sub(element << 32)?;
+            nearest_place(frame, unwrapped, tls, true).map(|(place, _)| (place, unwrapped, element))
+        })
+    };
+    let (place, at, how, far) = if let Some((place, _)) = nearest_place(frame, address, tls, true) {
+        (place, address, String::new(), false)
+    } else if let Some((place, unwrapped, element)) = wrapped() {
+        let how = format!(
+            "a 32-bit index of {element}-byte elements that wrapped below zero (+{} bytes): \
+             unwrapped, ",
+            bytes(address - unwrapped)
+        );
+        (place, unwrapped, how, false)
+    } else if let Some((place, _)) = nearest_place(frame, address, tls, false) {
+        let how = "far from anything the thread may touch: ".to_string();
+        (place, address, how, true)
+    } else {
+        return refused(
+            Space::Global,
+            "far from anything the thread may touch".to_string(),
+            address as u64,
+        );
+    };
+    match place {
+        Place::SharedArray(l, start) => refused(
+            Space::Shared,
+            format!(
+                "{how}{} the {}-byte shared array `{}`",
+                relative(at, start, l.size),
+                bytes(l.size),
+                l.array_name()
+            ),
+            address as u64,
+        ),
+        Place::DynamicShared(start, len) => refused(
+            Space::Shared,
+            format!(
+                "{how}{} the {}-byte dynamic shared memory of the block",
+                relative(at, start, len),
+                bytes(len)
+            ),
+            address as u64,
+        ),
+        Place::Allocation(a) => refused(
+            Space::Global,
+            format!("{how}{} {}", relative(at, a.host, a.len), a.described()),
+            if far {
+                address as u64
+            } else {
+                a.device_address(address)
+            },
+        ),
+        Place::Stack => refused(
+            Space::Local,
+            "outside the thread's own stack frames".to_string(),
+            address as u64,
+        ),
     }
 }
 

@@ -64,7 +64,7 @@ pub(crate) use initcheck::{SharedWritten, Written};
 pub(crate) use layout::{ProgramLayout, ThreadLocal};
 pub(crate) use memcheck::{
     Allocation, Allowed, Frame, Granted, MemoryMap, Violation, check, misaligned_access,
-    unwritten_shared,
+    outside_object_access, unwritten_shared,
 };
 pub(crate) use racecheck::{Hazard, Shadow, Stamp, synchronize};
 pub(crate) use shadow_faults::ShadowedProgram;
@@ -94,4 +94,17 @@ impl Access {
     pub(crate) fn reads(self) -> bool {
         matches!(self, Access::Read | Access::Atomic)
     }
+}
+
+/// What the program itself found wrong with an access before asking (`gm_sim/checked.h`):
+/// either is refused wherever the access lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flagged {
+    /// Nothing: the access is judged by where it lies.
+    No,
+    /// It does not lie on a multiple of its size (an alignment check).
+    Misaligned,
+    /// It reaches past the end of the object the compiler sees it in (an object-size check):
+    /// a local array indexed past its end, which would otherwise land in the frames above.
+    OutsideObject,
 }

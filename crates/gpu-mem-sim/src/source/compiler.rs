@@ -201,9 +201,13 @@ const SHADOW_OFFSET_FLAG: &str = concat!("-fasan-shadow-offset=", shadow_offset!
 /// calls at function entry and exit, or, shadowed, an inline test of each access's shadow byte
 /// that calls a hook only where it is not zero (AddressSanitizer's kernel mode, which needs no
 /// runtime either: no redzones on the stack or around globals, every access tested inline, the
-/// hook returning where the access is allowed); a test of every typed pointer's alignment
-/// (UBSan's `alignment`, whose handler `gm_sim/checked.h` supplies too); and line tables to
-/// name the line of a refused access. (Only GCC builds shadowed programs: `Build`.)
+/// hook returning where the access is allowed); a test of every typed pointer's alignment, and
+/// of every access the compiler can trace to its object against the object's end (UBSan's
+/// `alignment` and `object-size`, whose one handler `gm_sim/checked.h` supplies too: a local
+/// array the kernel keeps to itself is otherwise not instrumented at all); and line tables to
+/// name the line of a refused access, from the return address of the hook that refused it (so no
+/// hook is called as a tail call, which would return to the kernel's caller: an atomic as a
+/// kernel's last statement named the prelude's line). (Only GCC builds shadowed programs: `Build`.)
 pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'static str] {
     match (threads, clang) {
         (Threads::Calls | Threads::Stackless | Threads::Regions, _) => &[],
@@ -219,22 +223,25 @@ pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'stat
             "asan-globals=0",
             "--param",
             "asan-use-after-return=0",
-            "-fsanitize=alignment",
+            "-fsanitize=alignment,object-size",
             "-g1",
+            "-fno-optimize-sibling-calls",
         ],
         (Threads::Checked(Instrumented::EveryAccess), false) => &[
             "-fsanitize=thread",
-            "-fsanitize=alignment",
+            "-fsanitize=alignment,object-size",
             "--param",
             "tsan-instrument-func-entry-exit=0",
             "-g1",
+            "-fno-optimize-sibling-calls",
         ],
         (Threads::Checked(Instrumented::EveryAccess), true) => &[
             "-fsanitize=thread",
-            "-fsanitize=alignment",
+            "-fsanitize=alignment,object-size",
             "-mllvm",
             "-tsan-instrument-func-entry-exit=0",
             "-gline-tables-only",
+            "-fno-optimize-sibling-calls",
         ],
     }
 }

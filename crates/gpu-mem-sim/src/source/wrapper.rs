@@ -136,12 +136,13 @@ pub(crate) fn translation_unit(
     );
     let _ = writeln!(
         unit,
-        "static_assert(GM_SIM_ACCESS_WRITE == {} && GM_SIM_ACCESS_ATOMIC == {} && GM_SIM_ACCESS_SYNCED == {} && GM_SIM_ACCESS_ATOMIC_STORE == {} && GM_SIM_ACCESS_MISALIGNED == {}, \"the prelude's access kinds differ from the simulator's\");",
+        "static_assert(GM_SIM_ACCESS_WRITE == {} && GM_SIM_ACCESS_ATOMIC == {} && GM_SIM_ACCESS_SYNCED == {} && GM_SIM_ACCESS_ATOMIC_STORE == {} && GM_SIM_ACCESS_MISALIGNED == {} && GM_SIM_ACCESS_OUTSIDE_OBJECT == {}, \"the prelude's access kinds differ from the simulator's\");",
         crate::abi::ACCESS_WRITE,
         crate::abi::ACCESS_ATOMIC,
         crate::abi::ACCESS_SYNCED,
         crate::abi::ACCESS_ATOMIC_STORE,
         crate::abi::ACCESS_MISALIGNED,
+        crate::abi::ACCESS_OUTSIDE_OBJECT,
     );
     if threads == Threads::Stackless {
         let _ = writeln!(

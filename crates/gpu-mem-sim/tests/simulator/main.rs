@@ -24,6 +24,7 @@ mod memcheck;
 mod memory_reuse;
 mod pinned_limit;
 mod real_mistakes;
+mod refusals;
 mod regions;
 mod settled_streams;
 mod shared_arrays;

@@ -3,9 +3,7 @@
 // kernel: scan
 // launch: 1 64
 // args: f32[64]=1 f32[64]=0
-// expect: racecheck: shared-memory hazard (read after write) between threads of the block (lines 17/18)
-// now (open): the race is found, but the write is said to be at line 15 (the loop's header); it
-// is line 17 or 18.
+// expect: racecheck: shared-memory hazard (read after write) between threads of the block (lines 15/16)
 __global__ void scan(const float* in, float* out) {
     __shared__ float buf[2][64];
     int t = threadIdx.x;

@@ -3,9 +3,7 @@
 // kernel: tile63_read
 // launch: 1 64
 // args: f32[64]=1 f32[64]=0
-// expect: memcheck: invalid shared read of 4 bytes, 0 bytes past the 252-byte shared array `s`, by thread 63 (line 13)
-// now (open): memcheck alone (regions, shadowed): ok, the read past the 252-byte array is
-// missed; the other modes are right.
+// expect: memcheck: invalid shared read of 4 bytes, 0 bytes past the 252-byte shared array `s`, by thread 63 (line 11)
 __global__ void tile63_read(const float* in, float* out) {
     __shared__ float s[63];
     if (threadIdx.x < 63) s[threadIdx.x] = in[threadIdx.x];

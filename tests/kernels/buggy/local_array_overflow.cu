@@ -3,11 +3,7 @@
 // kernel: local_hist
 // launch: 1 32
 // args: i32[32]=24 i32[32]=0
-// expect: memcheck: invalid local write of 4 bytes past `counts`, by thread 0 (line 15)
-// now (open): racecheck or initcheck: the process ends with SIGSEGV (index 40: it hangs);
-// memcheck alone: ok (index 20: a garbage `Invalid __global__ read of size 1 at 0x0`). The write
-// lands in the prelude's frames above the kernel's, which memcheck lets a thread's own stack
-// reach.
+// expect: memcheck: invalid local read of 4 bytes past `counts` (the read of its `+=`), by thread 0 (line 11)
 __global__ void local_hist(const int* bins_in, int* out) {
     int counts[16];
     for (int k = 0; k < 16; ++k) counts[k] = 0;

@@ -3,9 +3,7 @@
 // kernel: flush_bins
 // launch: 2 16
 // args: i32[32]=iota4 i32[16]=0
-// expect: memcheck: invalid global atomic of 4 bytes, 0 bytes past the 64-byte bins, by thread 8 of block 0 (line 14)
-// now (open): right kind, size, thread and allocation, but the line is the prelude's
-// (`kernel.cpp:985` with hooks, `regions.h:925` with memcheck alone).
+// expect: memcheck: invalid global atomic of 4 bytes, 0 bytes past the 64-byte bins, by thread 8 of block 0 (line 12)
 __global__ void flush_bins(const int* values, int* bins) {
     __shared__ int local_count[16];
     local_count[threadIdx.x] = values[blockIdx.x * 16 + threadIdx.x];

@@ -3,8 +3,7 @@
 // kernel: shared_hist
 // launch: 1 128
 // args: i32[128]=iota17 i32[16]=0
-// expect: memcheck: invalid shared atomic of 4 bytes, 0 bytes past `bins_s`, by thread 16 (line 13)
-// now (open): memcheck alone: the line is `regions.h:925`; the other modes name line 13.
+// expect: memcheck: invalid shared atomic of 4 bytes, 0 bytes past `bins_s`, by thread 16 (line 12)
 __global__ void shared_hist(const int* values, int* bins) {
     __shared__ int bins_s[16];
     if (threadIdx.x < 16) bins_s[threadIdx.x] = 0;

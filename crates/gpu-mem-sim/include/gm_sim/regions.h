@@ -267,21 +267,22 @@ struct gm_sim_regions {
  * initialised thread-locals (`.tdata`), which lie before the zeroed ones, the kernel's arrays
  * among them, so that none runs past its end into the state; and it ends with bytes no one
  * uses, so that one running below its start does not reach it either (as far as they go). */
-struct gm_sim_regions_guarded {
+struct gm_sim_regions_storage {
     gm_sim_regions state;
     unsigned char unused[256];
 };
-static thread_local gm_sim_regions_guarded gm_sim_regions_state
-    __attribute__((section(".tdata.gm_sim_regions")));
+#define GM_SIM_REGIONS_SECTION __attribute__((section(".tdata.gm_sim_regions")))
+#else
+struct gm_sim_regions_storage {
+    gm_sim_regions state;
+};
+#define GM_SIM_REGIONS_SECTION
+#endif
+static thread_local gm_sim_regions_storage gm_sim_regions_state GM_SIM_REGIONS_SECTION;
+#undef GM_SIM_REGIONS_SECTION
 __attribute__((const, noinline, nothrow)) static gm_sim_regions* gm_sim_regions_of_this_thread() {
     return &gm_sim_regions_state.state;
 }
-#else
-static thread_local gm_sim_regions gm_sim_regions_state;
-__attribute__((const, noinline, nothrow)) static gm_sim_regions* gm_sim_regions_of_this_thread() {
-    return &gm_sim_regions_state;
-}
-#endif
 inline gm_sim_regions& gm_sim_regions_here() { return *gm_sim_regions_of_this_thread(); }
 
 /* The walk over a block's live threads that every region makes: each thread's index set where

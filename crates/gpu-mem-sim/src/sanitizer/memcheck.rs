@@ -92,6 +92,15 @@ impl MemoryMap {
         ))
     }
 
+    /// `address` as a report shows it in `space`: in global memory inside an allocation, its
+    /// device address; elsewhere the simulator's.
+    fn shown(&self, space: Space, address: usize) -> u64 {
+        match self.holding(address, 1) {
+            Some(a) if space == Space::Global => a.device_address(address),
+            _ => address as u64,
+        }
+    }
+
     /// The allocation nearest to `address` (by its start or end).
     fn nearest(&self, address: usize) -> Option<&Allocation> {
         let distance = |a: &Allocation| {
@@ -393,17 +402,18 @@ pub(crate) fn outside_object_access(
             .block_own
             .iter()
             .any(|&r| within(address, size_bytes, r));
-    let (space, shown) = match frame.memory.holding(address, 1) {
-        _ if local => (Space::Local, address as u64),
-        _ if granted.shared => (Space::Shared, address as u64),
-        Some(a) => (Space::Global, a.device_address(address)),
-        None => (Space::Global, address as u64),
+    let space = if local {
+        Space::Local
+    } else if granted.shared {
+        Space::Shared
+    } else {
+        Space::Global
     };
     Violation {
         access,
         space,
         size,
-        address: shown,
+        address: frame.memory.shown(space, address),
         nearest: Some(
             "past the end of the array or object the code indexes there, as the compiler laid it out"
                 .to_string(),
@@ -421,19 +431,16 @@ pub(crate) fn misaligned_access(
 ) -> Violation {
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX).max(1);
     let past = address % size_bytes;
-    let shown = match memory.holding(address, 1) {
-        Some(a) if !granted.shared => a.device_address(address),
-        _ => address as u64,
+    let space = if granted.shared {
+        Space::Shared
+    } else {
+        Space::Global
     };
     Violation {
         access,
-        space: if granted.shared {
-            Space::Shared
-        } else {
-            Space::Global
-        },
+        space,
         size,
-        address: shown,
+        address: memory.shown(space, address),
         nearest: Some(format!(
             "misaligned: {past} byte{} past a multiple of {size_bytes}, where an access of {size_bytes} bytes must lie",
             if past == 1 { "" } else { "s" }

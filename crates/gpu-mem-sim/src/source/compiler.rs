@@ -195,6 +195,12 @@ pub(crate) use shadow_offset;
 const SHADOW_OFFSET_DEFINE: &str = concat!("-DGM_SIM_SHADOW_OFFSET=", shadow_offset!());
 const SHADOW_OFFSET_FLAG: &str = concat!("-fasan-shadow-offset=", shadow_offset!());
 
+/// UBSan's checks in every checked build (see [`instrumentation`]).
+const UBSAN_CHECKS: &str = "-fsanitize=alignment,object-size";
+/// No calls in tail position in checked builds: a refused access's line is its hook's return
+/// address (see [`instrumentation`]).
+const NO_TAIL_CALLS: &str = "-fno-optimize-sibling-calls";
+
 /// The instrumentation of a unit of `threads`: for checked programs, a call before every load,
 /// store and atomic of the kernel (ThreadSanitizer's, whose functions the prelude's
 /// `gm_sim/checked.h` supplies: no sanitizer runtime is linked, see [`LINK_FLAGS`]), without
@@ -223,25 +229,25 @@ pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'stat
             "asan-globals=0",
             "--param",
             "asan-use-after-return=0",
-            "-fsanitize=alignment,object-size",
+            UBSAN_CHECKS,
             "-g1",
-            "-fno-optimize-sibling-calls",
+            NO_TAIL_CALLS,
         ],
         (Threads::Checked(Instrumented::EveryAccess), false) => &[
             "-fsanitize=thread",
-            "-fsanitize=alignment,object-size",
+            UBSAN_CHECKS,
             "--param",
             "tsan-instrument-func-entry-exit=0",
             "-g1",
-            "-fno-optimize-sibling-calls",
+            NO_TAIL_CALLS,
         ],
         (Threads::Checked(Instrumented::EveryAccess), true) => &[
             "-fsanitize=thread",
-            "-fsanitize=alignment,object-size",
+            UBSAN_CHECKS,
             "-mllvm",
             "-tsan-instrument-func-entry-exit=0",
             "-gline-tables-only",
-            "-fno-optimize-sibling-calls",
+            NO_TAIL_CALLS,
         ],
     }
 }

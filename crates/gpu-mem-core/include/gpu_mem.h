@@ -180,6 +180,7 @@ struct gm_sim_thread {
  * {~0, 0}. `atomics`: nonzero when every atomic is to be told (`access`) wherever it lies
  * (racecheck orders accesses by them). (C layout shared with Rust.) */
 #define GM_SIM_ALLOWED_SLOTS 8
+#define GM_SIM_SHARED_READ_SLOTS 4
 struct gm_sim_allowed {
     __UINTPTR_TYPE__ ranges[GM_SIM_ALLOWED_SLOTS][2]; /* [start, end) */
     __UINTPTR_TYPE__ reads; /* bit i: ranges[i] is granted for reads only */
@@ -191,6 +192,16 @@ struct gm_sim_allowed {
     /* [start, end): the running thread's own stack and gm_sim_thread, once granted. Emptied by
      * the simulator when another thread becomes current. */
     __UINTPTR_TYPE__ own[2][2];
+    /* racecheck: shared memory read by two threads of the block, with no write, in a phase
+     * (between two block barriers): any thread's read of it in that phase adds nothing to what
+     * racecheck knows, and needs no telling. Word w of a slot (address / 4 - start / 4) may be
+     * read so while phases[w] equals `phase`, the running thread's phase (its block barriers
+     * passed + 1; 0: no read is let through so). */
+    struct {
+        __UINTPTR_TYPE__ start, end; /* [start, end) */
+        const unsigned int *phases;
+    } shared_reads[GM_SIM_SHARED_READ_SLOTS];
+    __UINTPTR_TYPE__ phase;
 };
 
 /* The executor's entry points, installed once by gm_sim_init (C layout shared with Rust). */

@@ -236,7 +236,20 @@ pub(crate) struct GmSimAllowed {
     /// otherwise take turns with the block's memory in `ranges`. Emptied when another thread
     /// becomes current.
     pub(crate) own: [Cell<[usize; 2]>; 2],
+    /// racecheck: shared memory whose words a thread may read without asking while their phase
+    /// (`[start, end, phases]`, `phases` pointing to a `u32` per word from `start / 4`) equals
+    /// [`GmSimAllowed::phase`] (`crate::sanitizer::Shadow`). Empty: [`SHARED_READS_EMPTY`].
+    pub(crate) shared_reads: [Cell<[usize; 3]>; SHARED_READ_SLOTS],
+    /// The running thread's phase: block barriers passed + 1; 0 lets no read through
+    /// `shared_reads`.
+    pub(crate) phase: Cell<usize>,
 }
+
+/// `GM_SIM_SHARED_READ_SLOTS`.
+pub(crate) const SHARED_READ_SLOTS: usize = 4;
+
+/// A slot of [`GmSimAllowed::shared_reads`] that holds no access.
+pub(crate) const SHARED_READS_EMPTY: [usize; 3] = [usize::MAX, 0, 0];
 
 /// [`GmSimAllowed::own`]'s slot of the running thread's stack.
 pub(crate) const OWN_STACK: usize = 0;

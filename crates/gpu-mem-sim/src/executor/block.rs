@@ -63,6 +63,9 @@ pub(crate) struct Block<'a> {
     /// racecheck: each thread's clock of its warp's lanes, `warp_size` entries per thread
     /// (`crate::sanitizer::synchronize`); empty without racecheck.
     pub(crate) warp_clocks: RefCell<Vec<u32>>,
+    /// racecheck: whether a warp barrier or collective ordered some of its lanes: from then on
+    /// the program asks for every read of shared memory (`SimThread::phase`).
+    pub(crate) warp_ordered: Cell<bool>,
     /// initcheck: the bytes of shared memory its threads wrote (`crate::sanitizer`).
     pub(crate) shared_written: RefCell<SharedWritten>,
     /// racecheck: what it knows of global memory (`crate::sanitizer::GlobalRaces`).
@@ -160,6 +163,7 @@ impl<'a> Block<'a> {
             } else {
                 Vec::new()
             }),
+            warp_ordered: Cell::new(false),
             shared_written: RefCell::new(SharedWritten::default()),
             global: GlobalSeen {
                 watch_atomics: plan.checked().is_some_and(|c| c.checks.racecheck),

@@ -195,6 +195,7 @@ impl Block<'_> {
                 if !clocks.is_empty() {
                     // racecheck: the lanes that named each other in their masks are ordered
                     // with each other from here on.
+                    self.warp_ordered.set(true);
                     crate::sanitizer::synchronize(
                         &mut clocks,
                         self.warp_size as usize,

@@ -39,6 +39,7 @@ pub(crate) fn make_current(thread: &SimThread<'_, '_>) {
         Allowed::serve(owner, thread.block.global.watch_atomics);
         let (start, end) = thread.info_range();
         Allowed::switched([thread.own_stack.get(), [start, end]]);
+        Allowed::phase(thread.phase());
         if thread.own_let_through() {
             thread.block.grants.grant((start, end));
         }
@@ -168,6 +169,9 @@ impl<'b, 'a> SimThread<'b, 'a> {
             if op == Some(Collective::GridSync) {
                 self.grid_syncs.set(self.grid_syncs.get().wrapping_add(1));
             }
+        }
+        if compiled && block.check_owner != 0 {
+            Allowed::phase(self.phase());
         }
     }
 
@@ -506,6 +510,19 @@ impl SimThread<'_, '_> {
     /// `cuda::barrier` phase): racecheck counts it as a block barrier.
     pub(crate) fn passed_block_sync(&self) {
         self.block_syncs.set(self.block_syncs.get().wrapping_add(1));
+        Allowed::phase(self.phase());
+    }
+
+    /// racecheck: the phase the program reads shared memory in without asking where two
+    /// threads read it in that phase (`crate::sanitizer::Allowed::share_reads`): the block
+    /// barriers the thread passed + 1; 0 (nothing let through so) without racecheck, or once a
+    /// warp barrier or collective ordered lanes of the block, which that rule does not follow.
+    fn phase(&self) -> usize {
+        if self.block.global.watch_atomics && !self.block.warp_ordered.get() {
+            self.block_syncs.get() as usize + 1
+        } else {
+            0
+        }
     }
 
     /// racecheck: records an access of shared memory, and the block's fault if it races with an

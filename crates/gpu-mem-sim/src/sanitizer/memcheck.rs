@@ -3,9 +3,13 @@
 use super::Access;
 use super::initcheck::Written;
 use super::layout::{ProgramLayout, ThreadLocal};
-use crate::abi::{ALLOWED_EMPTY, ALLOWED_SLOTS, GmSimAllowed, OWN_INFO, OWN_STACK};
-use std::cell::Cell;
+use crate::abi::{
+    ALLOWED_EMPTY, ALLOWED_SLOTS, GmSimAllowed, OWN_INFO, OWN_STACK, SHARED_READ_SLOTS,
+    SHARED_READS_EMPTY,
+};
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 
 /// A range of global memory a launch's threads may touch, by its host address.
 #[derive(Debug, Clone)]
@@ -648,6 +652,10 @@ struct Cache {
     owner: Cell<u64>,
     allowed: GmSimAllowed,
     next: Cell<usize>,
+    /// The tables `allowed.shared_reads` points into, held while it does, and the slot the next
+    /// one takes.
+    shared_reads: RefCell<[Option<Arc<[AtomicU32]>>; SHARED_READ_SLOTS]>,
+    next_shared: Cell<usize>,
 }
 
 thread_local! {
@@ -660,8 +668,12 @@ thread_local! {
                 atomics: Cell::new(0),
                 mine: Cell::new(ALLOWED_EMPTY),
                 own: [const { Cell::new(ALLOWED_EMPTY) }; 2],
+                shared_reads: [const { Cell::new(SHARED_READS_EMPTY) }; SHARED_READ_SLOTS],
+                phase: Cell::new(0),
             },
             next: Cell::new(0),
+            shared_reads: RefCell::new([const { None }; SHARED_READ_SLOTS]),
+            next_shared: Cell::new(0),
         }
     };
 }
@@ -685,8 +697,37 @@ impl Allowed {
                     slot.set(ALLOWED_EMPTY);
                 }
                 cache.next.set(0);
+                cache.allowed.phase.set(0);
+                for slot in &cache.allowed.shared_reads {
+                    slot.set(SHARED_READS_EMPTY);
+                }
+                // (After the slots: none points into a table dropped here.)
+                *cache.shared_reads.borrow_mut() = [const { None }; SHARED_READ_SLOTS];
+                cache.next_shared.set(0);
             }
         });
+    }
+
+    /// racecheck: the current block's shared memory `[start, end)`, whose word `w` (from
+    /// `start / 4`) any thread of the block may read without asking while `phases[w]` is its
+    /// phase ([`Allowed::phase`]); the table is held until another block becomes current.
+    pub(crate) fn share_reads((start, end): (usize, usize), phases: &Arc<[AtomicU32]>) {
+        CACHE.with(|cache| {
+            let slot = cache.next_shared.get() % SHARED_READ_SLOTS;
+            cache.next_shared.set(slot + 1);
+            let mut held = cache.shared_reads.borrow_mut();
+            // The slot stops pointing at the table it replaces before that table may go.
+            cache.allowed.shared_reads[slot].set(SHARED_READS_EMPTY);
+            held[slot] = Some(Arc::clone(phases));
+            cache.allowed.shared_reads[slot].set([start, end, phases.as_ptr() as usize]);
+        });
+    }
+
+    /// racecheck: the running thread's phase (block barriers passed + 1), against which
+    /// [`Allowed::share_reads`]' tables are read; 0 lets nothing through them.
+    #[inline]
+    pub(crate) fn phase(phase: usize) {
+        CACHE.with(|cache| cache.allowed.phase.set(phase));
     }
 
     /// Remembers that the current block may touch `range`.

@@ -20,7 +20,9 @@
 //! global memory atomics are not recorded: they order ([`super::global_races`]). What orders
 //! two accesses is an [`Order`]: [`InBlock`] for shared memory, which only one block sees.
 
-use super::memcheck::{Granted, within};
+use super::memcheck::{Allowed, Granted, within};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Who accessed a word, and where the thread stood then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +164,10 @@ struct Region {
     /// The first word (address / 4) of the range.
     first_word: usize,
     words: Vec<u32>,
+    /// Per word, the phase (block barriers + 1) in which two threads read it whole with no
+    /// write ordered after theirs, else 0: the program lets further reads of it in that phase
+    /// through without asking ([`Allowed::share_reads`], [`read_by_all`]).
+    phases: Arc<[AtomicU32]>,
 }
 
 /// What a word's bytes remember: most words are only ever accessed whole (a `float`, an `int`),
@@ -194,10 +200,13 @@ impl Shadow {
         let (start, end) = granted.range;
         let first_word = start >> 2;
         let words = end.div_ceil(4).saturating_sub(first_word);
+        let phases: Arc<[AtomicU32]> = (0..words).map(|_| AtomicU32::new(0)).collect();
+        Allowed::share_reads(granted.range, &phases);
         self.regions.push(Region {
             granted,
             first_word,
             words: vec![0; words],
+            phases,
         });
     }
 
@@ -233,6 +242,15 @@ impl Shadow {
         while word << 2 < end {
             let lanes = self.lanes(region, word);
             found = found.or(lanes.record(word, (address, end), now, &InBlock(clock)));
+            let phase = if now.write {
+                Some(0)
+            } else {
+                read_by_all(lanes, &now)
+            };
+            if let Some(phase) = phase {
+                let region = &self.regions[region];
+                region.phases[word - region.first_word].store(phase, Ordering::Relaxed);
+            }
             word += 1;
         }
         found
@@ -249,6 +267,26 @@ impl Shadow {
         let place = *slot as usize - 1;
         &mut self.touched[place]
     }
+}
+
+/// The phase tag (block barriers + 1) under which any thread's read of a word whose bytes
+/// remember `lanes` adds nothing racecheck would find, after `now`'s read: the word is read
+/// whole by two threads in `now`'s phase and written, if at all, in an earlier one. A third
+/// thread's read then meets no write of the phase, and would only take the place of one of the
+/// two reads kept, each of which a later write of the phase races with just as well (a write by
+/// either reader races with the other). Exact only while no warp barrier or collective orders
+/// lanes within a phase: the executor lets no read through (phase 0) once one has.
+fn read_by_all(lanes: &Lanes, now: &Stamp) -> Option<u32> {
+    let Lanes::Whole(w) = lanes else {
+        return None;
+    };
+    let (read, other) = (w.read?, w.other_read?);
+    let in_phase = |s: &Stamp| s.block_syncs == now.block_syncs && !s.write;
+    let written_before = w
+        .write
+        .is_none_or(|write| write.block_syncs < now.block_syncs);
+    (in_phase(&read) && in_phase(&other) && read.thread != other.thread && written_before)
+        .then(|| now.block_syncs.wrapping_add(1))
 }
 
 impl Default for Lanes {

@@ -28,6 +28,7 @@ mod refusals;
 mod regions;
 mod settled_streams;
 mod shared_arrays;
+mod shared_reads;
 mod stackless;
 mod stream_handoff;
 mod stream_lifetime;

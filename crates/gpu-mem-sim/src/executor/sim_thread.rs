@@ -656,7 +656,13 @@ impl SimThread<'_, '_> {
         let linear = thread.x + dim.x * (thread.y + dim.y * thread.z);
         let warp = self.block.warp_size.max(1) as usize;
         let row = linear as usize * warp..(linear as usize + 1) * warp;
-        let lane = linear as usize % warp;
+        // (Every recorded access asks: a division costs more than the rest of the stamp.)
+        let (warp_index, lane) = if warp.is_power_of_two() {
+            let shift = warp.trailing_zeros();
+            (linear >> shift, linear as usize & (warp - 1))
+        } else {
+            (linear / warp as u32, linear as usize % warp)
+        };
         let warp_epoch = self
             .block
             .warp_clocks
@@ -667,7 +673,7 @@ impl SimThread<'_, '_> {
         let now = Stamp {
             block: block_linear(block, self.block.grid_dim),
             thread: linear,
-            warp: linear / warp as u32,
+            warp: warp_index,
             block_syncs: self.block_syncs.get(),
             grid_syncs: self.grid_syncs.get(),
             lane: lane as u8,

@@ -21,6 +21,7 @@
 //! two accesses is an [`Order`]: [`InBlock`] for shared memory, which only one block sees.
 
 use super::memcheck::{Allowed, Granted, within};
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -152,6 +153,8 @@ pub(crate) struct Word {
 #[derive(Debug, Default)]
 pub(crate) struct Shadow {
     regions: Vec<Region>,
+    /// The region the last lookup found: a thread's accesses come in runs over one array.
+    last: Cell<usize>,
     /// The words touched, in the order first touched; `Region::words` index this.
     touched: Vec<Lanes>,
 }
@@ -187,9 +190,20 @@ impl Shadow {
     }
 
     fn region_holding(&self, address: usize, size: usize) -> Option<usize> {
-        self.regions
+        let last = self.last.get();
+        if self
+            .regions
+            .get(last)
+            .is_some_and(|r| within(address, size, r.granted.range))
+        {
+            return Some(last);
+        }
+        let found = self
+            .regions
             .iter()
-            .position(|r| within(address, size, r.granted.range))
+            .position(|r| within(address, size, r.granted.range))?;
+        self.last.set(found);
+        Some(found)
     }
 
     /// Remembers shared memory an access was granted.

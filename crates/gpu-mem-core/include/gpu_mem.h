@@ -201,6 +201,7 @@ struct gm_sim_allowed {
         __UINTPTR_TYPE__ start, end; /* [start, end) */
         const unsigned int *phases;
     } shared_reads[GM_SIM_SHARED_READ_SLOTS];
+    __UINTPTR_TYPE__ shared_span[2]; /* [start, end) around every slot: one test for the rest */
     __UINTPTR_TYPE__ phase;
 };
 

@@ -240,6 +240,9 @@ pub(crate) struct GmSimAllowed {
     /// (`[start, end, phases]`, `phases` pointing to a `u32` per word from `start / 4`) equals
     /// [`GmSimAllowed::phase`] (`crate::sanitizer::Shadow`). Empty: [`SHARED_READS_EMPTY`].
     pub(crate) shared_reads: [Cell<[usize; 3]>; SHARED_READ_SLOTS],
+    /// `[start, end)` around every slot of `shared_reads` (empty: [`ALLOWED_EMPTY`]), which
+    /// other accesses are told apart by at one test.
+    pub(crate) shared_span: Cell<[usize; 2]>,
     /// The running thread's phase: block barriers passed + 1; 0 lets no read through
     /// `shared_reads`.
     pub(crate) phase: Cell<usize>,

@@ -669,6 +669,7 @@ thread_local! {
                 mine: Cell::new(ALLOWED_EMPTY),
                 own: [const { Cell::new(ALLOWED_EMPTY) }; 2],
                 shared_reads: [const { Cell::new(SHARED_READS_EMPTY) }; SHARED_READ_SLOTS],
+                shared_span: Cell::new(ALLOWED_EMPTY),
                 phase: Cell::new(0),
             },
             next: Cell::new(0),
@@ -701,6 +702,7 @@ impl Allowed {
                 for slot in &cache.allowed.shared_reads {
                     slot.set(SHARED_READS_EMPTY);
                 }
+                cache.allowed.shared_span.set(ALLOWED_EMPTY);
                 // (After the slots: none points into a table dropped here.)
                 *cache.shared_reads.borrow_mut() = [const { None }; SHARED_READ_SLOTS];
                 cache.next_shared.set(0);
@@ -720,6 +722,8 @@ impl Allowed {
             cache.allowed.shared_reads[slot].set(SHARED_READS_EMPTY);
             held[slot] = Some(Arc::clone(phases));
             cache.allowed.shared_reads[slot].set([start, end, phases.as_ptr() as usize]);
+            let [lo, hi] = cache.allowed.shared_span.get();
+            cache.allowed.shared_span.set([lo.min(start), hi.max(end)]);
         });
     }
 

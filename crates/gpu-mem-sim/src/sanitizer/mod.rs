@@ -38,8 +38,11 @@
 //!   looks in the ranges granted to the OS thread's current block lately ([`memcheck::Allowed`],
 //!   read by the program itself) and asks the executor only outside them; with racecheck every
 //!   atomic and every access of shared and global memory is asked for and recorded, except
-//!   reads of an allocation no thread of the launch wrote yet and a thread's repeats of its own
-//!   last write ([`global_races`]);
+//!   reads of an allocation no thread of the launch wrote yet, a thread's repeats of its own
+//!   last write ([`global_races`]), and reads of a shared word that two threads read whole in
+//!   the reading thread's phase with no write of that phase, which the program lets through
+//!   itself by a tag per word ([`Allowed::share_reads`]; exact while no warp barrier or
+//!   collective ordered lanes of the block, and off from the first one);
 //! * under memcheck alone (built by GCC, the shadow reserved) an access costs a shadow byte's
 //!   test; what the executor grants a launch (allocations, the program's data, argument
 //!   buffers, static shared arrays) is let through in the shadow until the launch ends

@@ -89,8 +89,8 @@ GM_SIM_UNCHECKED __attribute__((always_inline)) inline bool gm_sim_granted(const
             return true;
         }
     }
-    /* Last, and out of line: a read answered above, the usual case, pays nothing for it (inline,
-     * its registers cost every hook's entry a fifth more). */
+    /* Last, and out of line: a read answered above, the usual case, pays nothing for it (tested
+     * first, it cost atax and 3mm a third more under racecheck). */
     return kind == GM_SIM_ACCESS_READ && gm_sim_read_by_all(allowed, at, size);
 }
 

@@ -4,6 +4,8 @@
 //! the rule were wrong: a write after many reads, in every thread order, and a warp barrier
 //! that orders lanes within the phase.
 
+#![cfg(not(miri))]
+
 use crate::memcheck::{config, fault_of, run};
 use gpu_mem_sim::{Checks, SimBackend, SimConfig, SimDeviceConfig, ThreadOrder};
 

@@ -158,21 +158,19 @@ impl<'b, 'a> SimThread<'b, 'a> {
         let block = self.block;
         let compiled = block.compiled;
         block.wait(self.linear, fiber, scope, fence, mask, at, op);
-        self.resumed(block, compiled);
-        // (Warp barriers and collectives move the warp clocks when they release:
-        // `Block::release_warp`.)
-        // racecheck: what the block's threads saw before a barrier, all see after it (after a
-        // warp's, more than the warp saw: a race missed rather than one reported wrongly).
-        self.seen.set(self.seen.get().max(block.global.seen.get()));
+        // (Counted before the thread is current again: `make_current` publishes its phase.)
         if scope == BarrierScope::Block {
             self.block_syncs.set(self.block_syncs.get().wrapping_add(1));
             if op == Some(Collective::GridSync) {
                 self.grid_syncs.set(self.grid_syncs.get().wrapping_add(1));
             }
         }
-        if compiled && block.check_owner != 0 {
-            Allowed::phase(self.phase());
-        }
+        self.resumed(block, compiled);
+        // (Warp barriers and collectives move the warp clocks when they release:
+        // `Block::release_warp`.)
+        // racecheck: what the block's threads saw before a barrier, all see after it (after a
+        // warp's, more than the warp saw: a race missed rather than one reported wrongly).
+        self.seen.set(self.seen.get().max(block.global.seen.get()));
     }
 
     /// Back from a switch: other threads ran meanwhile.

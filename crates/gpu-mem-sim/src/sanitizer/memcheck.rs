@@ -250,6 +250,15 @@ pub(crate) struct Granted {
 }
 
 impl Granted {
+    /// The space an access inside it is said to be in: shared memory or global.
+    fn space(&self) -> Space {
+        if self.shared {
+            Space::Shared
+        } else {
+            Space::Global
+        }
+    }
+
     fn other(range: (usize, usize)) -> Granted {
         Granted {
             range,
@@ -406,24 +415,14 @@ pub(crate) fn outside_object_access(
             .block_own
             .iter()
             .any(|&r| within(address, size_bytes, r));
-    let space = if local {
-        Space::Local
-    } else if granted.shared {
-        Space::Shared
-    } else {
-        Space::Global
-    };
-    Violation {
-        access,
+    let space = if local { Space::Local } else { granted.space() };
+    Violation::inside(
+        frame.memory,
         space,
-        size,
-        address: frame.memory.shown(space, address),
-        nearest: Some(
-            "past the end of the array or object the code indexes there, as the compiler laid it out"
-                .to_string(),
-        ),
-        uninitialized: false,
-    }
+        (address, size, access),
+        "past the end of the array or object the code indexes there, as the compiler laid it out"
+            .to_string(),
+    )
 }
 
 /// memcheck's refusal of an access inside `granted` that does not lie on a multiple of its
@@ -435,21 +434,34 @@ pub(crate) fn misaligned_access(
 ) -> Violation {
     let size_bytes = usize::try_from(size).unwrap_or(usize::MAX).max(1);
     let past = address % size_bytes;
-    let space = if granted.shared {
-        Space::Shared
-    } else {
-        Space::Global
-    };
-    Violation {
-        access,
-        space,
-        size,
-        address: memory.shown(space, address),
-        nearest: Some(format!(
+    Violation::inside(
+        memory,
+        granted.space(),
+        (address, size, access),
+        format!(
             "misaligned: {past} byte{} past a multiple of {size_bytes}, where an access of {size_bytes} bytes must lie",
             if past == 1 { "" } else { "s" }
-        )),
-        uninitialized: false,
+        ),
+    )
+}
+
+impl Violation {
+    /// The refusal of an access in `space` that lies inside memory the thread may touch but is
+    /// wrong in itself (`why`: how).
+    fn inside(
+        memory: &MemoryMap,
+        space: Space,
+        (address, size, access): (usize, u64, Access),
+        why: String,
+    ) -> Violation {
+        Violation {
+            access,
+            space,
+            size,
+            address: memory.shown(space, address),
+            nearest: Some(why),
+            uninitialized: false,
+        }
     }
 }
 

@@ -56,22 +56,48 @@ pub(crate) unsafe fn pass_on(
 #[cfg(all(unix, not(miri)))]
 pub(crate) type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
 
-/// Installs `handler` for `signal` (on the alternate stack where the thread has one), returning
-/// the disposition it replaces, for [`pass_on`]; `None` if it could not be installed.
+/// Installs `handler` for `signal` (on the alternate stack where the thread has one), having
+/// first recorded in `previous` the disposition it replaces, for [`pass_on`]; false if it could
+/// not be installed. Where `handler` is installed already, nothing changes.
+///
+/// The order matters: a fault on another thread may reach `handler` the moment it is
+/// installed, and must find where to pass on what is not its own. `previous` is read with no
+/// lock: a handler that took one (`try_lock`) found it held by the same handler on another
+/// thread whenever two threads faulted at once (shadow pages that two blocks' threads read
+/// first), passed the fault to nothing, restored the default and ended the process. One
+/// install at a time, so that two of ours installed at once both stay in the chain.
 ///
 /// # Safety
 /// `handler` must be async-signal-safe, and pass on (with [`pass_on`]) the signals it does not
-/// answer.
+/// answer, reading `previous` without blocking.
 #[cfg(all(unix, not(miri)))]
-pub(crate) unsafe fn install(signal: libc::c_int, handler: Handler) -> Option<Disposition> {
+pub(crate) unsafe fn install(
+    signal: libc::c_int,
+    handler: Handler,
+    previous: &std::sync::OnceLock<Disposition>,
+) -> bool {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // SAFETY: a zeroed sigaction is a valid starting point, filled before use; the handler's
     // own contract is the caller's.
     unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
+            return false;
+        }
+        if old.sa_sigaction == handler as *const () as usize {
+            return true;
+        }
+        if previous.set(Disposition(old)).is_err() {
+            // Installed once and replaced since: what replaced it chains to it, or not.
+            return false;
+        }
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler as *const () as usize;
         action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
         libc::sigemptyset(&mut action.sa_mask);
-        let mut old: libc::sigaction = std::mem::zeroed();
-        (libc::sigaction(signal, &action, &mut old) == 0).then_some(Disposition(old))
+        libc::sigaction(signal, &action, std::ptr::null_mut()) == 0
     }
 }

@@ -155,11 +155,10 @@ fn install_handler() {
             (libc::SIGSEGV, &PREVIOUS_SEGV),
             (libc::SIGBUS, &PREVIOUS_BUS),
         ] {
-            // SAFETY: the handler only reads thread-locals with constant initialisers, calls
-            // `write` and `abort` (both async-signal-safe) or passes the signal on.
-            if let Some(old) = unsafe { crate::signals::install(signal, on_fault) } {
-                *lock(previous) = Some(old);
-            }
+            // SAFETY: the handler only reads thread-locals with constant initialisers and
+            // `previous` (without blocking), calls `write` and `abort` (both async-signal-safe)
+            // or passes the signal on.
+            unsafe { crate::signals::install(signal, on_fault, previous) };
         }
     });
 }
@@ -169,9 +168,9 @@ fn install_handler() {}
 
 /// The handlers that were installed before ours (Rust's own stack-overflow handler, usually).
 #[cfg(all(unix, not(miri)))]
-static PREVIOUS_SEGV: Mutex<Option<crate::signals::Disposition>> = Mutex::new(None);
+static PREVIOUS_SEGV: OnceLock<crate::signals::Disposition> = OnceLock::new();
 #[cfg(all(unix, not(miri)))]
-static PREVIOUS_BUS: Mutex<Option<crate::signals::Disposition>> = Mutex::new(None);
+static PREVIOUS_BUS: OnceLock<crate::signals::Disposition> = OnceLock::new();
 
 #[cfg(all(unix, not(miri)))]
 extern "C" fn on_fault(
@@ -191,8 +190,8 @@ extern "C" fn on_fault(
     } else {
         &PREVIOUS_SEGV
     };
-    // `try_lock`: never block in a signal handler (the lock is only taken at install time).
-    let old = previous.try_lock().ok().and_then(|p| *p);
+    // (Recorded before this handler was installed: `signals::install`.)
+    let old = previous.get().copied();
     // SAFETY: in the handler, with its arguments; `old` is what `sigaction` returned when it
     // was installed.
     unsafe { crate::signals::pass_on(old, signal, info, context) };

@@ -87,9 +87,7 @@ mod on_linux {
         POISON.store(poison, Ordering::Relaxed);
         // SAFETY: the handler makes system calls (`mmap`, `mremap`), reads the faulting code
         // and edits the interrupted context, or passes the signal on.
-        if let Some(old) = unsafe { crate::signals::install(libc::SIGSEGV, on_fault) } {
-            let _ = PREVIOUS.set(old);
-        }
+        unsafe { crate::signals::install(libc::SIGSEGV, on_fault, &PREVIOUS) };
     }
 
     /// Puts `len` bytes of pages filled with 0xff at `at` (in the reservation), replacing what

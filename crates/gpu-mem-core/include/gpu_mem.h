@@ -241,6 +241,11 @@ struct gm_sim_runtime {
     /* Checked blocks run as regions: `bytes` at `start` are the block's own (its threads'
      * per-thread slots), which its threads may touch until the block ends. */
     void (*own)(const void *start, unsigned long long bytes);
+    /* Checked programs: an index outside the bounds of a C array the compiler knows the length
+     * of (`array_type`, as UBSan names it: `'float [8]'`), found before any access through it;
+     * `index` is the value sign-extended where `is_signed`, zero-extended otherwise. Nonzero if
+     * the thread may not go on (the fault is recorded: the thread ends). */
+    int (*index)(const char *array_type, unsigned long long index, int is_signed, const void *pc);
 };
 /* A lane's operands of the warp collective it reached, and its result (blocks run as regions;
  * C layout shared with Rust). */
@@ -250,7 +255,7 @@ struct gm_sim_lane {
     unsigned long long result;
     int width, op;
 };
-#define GM_SIM_ABI 14
+#define GM_SIM_ABI 15
 #define GM_SIM_ACCESS_READ 0
 #define GM_SIM_ACCESS_WRITE 1
 #define GM_SIM_ACCESS_ATOMIC 2
@@ -274,11 +279,11 @@ struct gm_sim_lane {
  * `disable_sanitizer_instrumentation` keeps it out of a function entirely. */
 #if defined(GM_SIM_CHECKED) && defined(__clang__)
 #define GM_SIM_UNCHECKED                                         \
-    __attribute__((no_sanitize("thread", "alignment", "object-size"), \
+    __attribute__((no_sanitize("thread", "alignment", "object-size", "array-bounds"), \
                    disable_sanitizer_instrumentation))
 #elif defined(GM_SIM_CHECKED)
 #define GM_SIM_UNCHECKED \
-    __attribute__((no_sanitize("thread", "kernel-address", "alignment", "object-size")))
+    __attribute__((no_sanitize("thread", "kernel-address", "alignment", "object-size", "bounds")))
 #else
 #define GM_SIM_UNCHECKED
 #endif

@@ -20,7 +20,7 @@ use std::ffi::{c_char, c_int, c_void};
 pub(crate) const SHARED_ALIAS: &str = "gm_sim_shared_";
 
 /// The prelude's `GM_SIM_ABI`: a library built for another layout is refused.
-pub(crate) const ABI: u32 = 14;
+pub(crate) const ABI: u32 = 15;
 
 /// `gm_sim_thread`: what compiled code reads through `threadIdx` & co.
 #[repr(C)]
@@ -181,6 +181,11 @@ pub(crate) struct GmSimRuntime {
     /// Checked blocks run as regions: `own(start, bytes)`, memory of the block's own (its
     /// threads' per-thread slots), which its threads may touch until the block ends.
     pub(crate) own: extern "C" fn(*const c_void, u64),
+    /// Checked programs: `index(array_type, index, is_signed, pc)`, an index outside a C array
+    /// whose length the compiler knows (`array_type` as UBSan names it, `'float [8]'`; `index`
+    /// sign-extended where `is_signed`), before any access through it; nonzero: refused (the
+    /// fault is recorded and the thread ends).
+    pub(crate) index: extern "C" fn(*const c_char, u64, c_int, *const c_void) -> c_int,
 }
 
 /// `GM_SIM_WARP_PARKED`: a thread of a block run as regions that waits at a warp collective

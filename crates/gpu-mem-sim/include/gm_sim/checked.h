@@ -225,6 +225,56 @@ GM_SIM_HOOK void __ubsan_handle_type_mismatch_v1_abort(gm_sim_ubsan_mismatch* da
     gm_sim_type_mismatch(data, pointer, __builtin_return_address(0));
 }
 
+/* UBSan's array-bounds check (GCC's `-fsanitize=bounds`, clang's `array-bounds`): an index
+ * outside a C array whose length the compiler knows, before any access through it. What lies
+ * there may be memory the thread may touch (the frame's other locals below a local array, the
+ * shared array before a shared one), so no later check would see it, and a local array's
+ * accesses are not instrumented at all. Refused:
+ * - below the start, in every build: an object-size check compares the end only;
+ * - past the end, where clang built the program: its object-size check does not follow a
+ *   variable index. GCC's does, and refuses such an access itself, naming the read or write
+ *   and its address, which this check cannot know. */
+struct gm_sim_ubsan_out_of_bounds {
+    gm_sim_ubsan_location location;
+    const gm_sim_ubsan_type* array_type;
+    const gm_sim_ubsan_type* index_type;
+};
+GM_SIM_UNCHECKED __attribute__((noinline)) inline void gm_sim_out_of_bounds(
+    const gm_sim_ubsan_out_of_bounds* data, __UINTPTR_TYPE__ handle, const void* pc) {
+    const gm_sim_ubsan_type* const type = data->index_type;
+    const unsigned int bits = type->kind == 0 ? 1u << (type->info >> 1) : 64;
+    const bool is_signed = type->kind == 0 && (type->info & 1) != 0;
+    /* Up to 64 bits by value; wider ones by address, their low 64 bits first. */
+    unsigned long long value =
+        bits <= 64 ? static_cast<unsigned long long>(handle)
+                   : *reinterpret_cast<const unsigned long long*>(handle);
+    if (bits < 64) {
+        const unsigned long long sign = 1ull << (bits - 1);
+        value &= (sign << 1) - 1;
+        if (is_signed && (value & sign) != 0) {
+            value |= ~((sign << 1) - 1);
+        }
+    }
+    const bool below = is_signed && static_cast<long long>(value) < 0;
+#if !defined(__clang__)
+    if (!below) {
+        return;
+    }
+#endif
+    if (gm_sim_rt.index != nullptr &&
+        gm_sim_rt.index(data->array_type->name, value, is_signed ? 1 : 0, pc) != 0) {
+        gm_sim_escape();
+    }
+}
+GM_SIM_HOOK void __ubsan_handle_out_of_bounds(gm_sim_ubsan_out_of_bounds* data,
+                                              __UINTPTR_TYPE__ index) {
+    gm_sim_out_of_bounds(data, index, __builtin_return_address(0));
+}
+GM_SIM_HOOK void __ubsan_handle_out_of_bounds_abort(gm_sim_ubsan_out_of_bounds* data,
+                                                    __UINTPTR_TYPE__ index) {
+    gm_sim_out_of_bounds(data, index, __builtin_return_address(0));
+}
+
 #define GM_SIM_PC __builtin_return_address(0)
 #if defined(GM_SIM_SHADOWED)
 

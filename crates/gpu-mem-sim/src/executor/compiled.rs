@@ -16,7 +16,7 @@ use crate::abi::{
     GmSimRuntime, GmSimThread, GmSimWait, GmSimWaitMore, VERDICT_BARRIER, VERDICT_COLLECTIVE,
     VERDICT_RELEASED, WARP_PARKED, WARP_SCOPE, YIELD_KIND,
 };
-use crate::sanitizer::{Access, Allowed, Flagged};
+use crate::sanitizer::{Access, Allowed, Flagged, IndexRefusal};
 use crate::thread::{BarrierScope, Collective, Fence, Site, ThreadOps};
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -167,6 +167,7 @@ pub(crate) static RUNTIME: GmSimRuntime = GmSimRuntime {
     warp: rt_warp,
     verdict: rt_verdict,
     own: rt_own,
+    index: rt_index,
 };
 
 thread_local! {
@@ -456,6 +457,26 @@ extern "C" fn rt_access(
         t.check_access(access, pc as usize, &in_scratch, flagged)
             .is_err()
     });
+    c_int::from(refused.unwrap_or(false))
+}
+
+extern "C" fn rt_index(
+    array_type: *const c_char,
+    index: u64,
+    is_signed: c_int,
+    pc: *const c_void,
+) -> c_int {
+    let name = if array_type.is_null() {
+        String::new()
+    } else {
+        // SAFETY: UBSan's type descriptors, in the loaded program's data (never unloaded), end
+        // their names with a NUL.
+        unsafe { CStr::from_ptr(array_type) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let refusal = IndexRefusal::new(&name, index, is_signed != 0);
+    let refused = with_current(|t| t.refuse_index(&refusal, pc as usize).is_err());
     c_int::from(refused.unwrap_or(false))
 }
 

@@ -13,8 +13,8 @@ use super::schedule::Operands;
 use super::watchdog::PROGRESS_EVERY;
 use crate::abi::{ALLOWED_EMPTY, GmSimThread, OWN_STACK};
 use crate::sanitizer::{
-    Access, Across, Allowed, Flagged, Frame, Granted, Stamp, Violation, check, in_kernel,
-    misaligned_access, outside_object_access, source_line, unwritten_shared,
+    Access, Across, Allowed, Flagged, Frame, Granted, IndexRefusal, Stamp, Violation, check,
+    in_kernel, misaligned_access, outside_object_access, source_line, unwritten_shared,
 };
 use crate::thread::{BarrierScope, Collective, Fence, SimKernelFn, Site, ThreadCtx, ThreadOps};
 use gpu_mem_core::kernel::Dim3;
@@ -493,6 +493,25 @@ impl SimThread<'_, '_> {
 
     /// Records the fault of a refused access (the program then ends the thread).
     fn refuse(&self, checked: Checked<'_>, violation: &Violation, pc: usize) -> Result<(), ()> {
+        self.refuse_saying(checked, pc, |line| violation.message(line))
+    }
+
+    /// memcheck: an index outside a C array the program found before any access through it
+    /// (`gm_sim/checked.h`, `gm_sim_out_of_bounds`): the thread ends.
+    pub(crate) fn refuse_index(&self, refusal: &IndexRefusal, pc: usize) -> Result<(), ()> {
+        match self.block.plan.checked() {
+            Some(checked) => self.refuse_saying(checked, pc, |line| refusal.message(line)),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the fault `message` gives for the source line of `pc`.
+    fn refuse_saying(
+        &self,
+        checked: Checked<'_>,
+        pc: usize,
+        message: impl FnOnce(Option<&str>) -> String,
+    ) -> Result<(), ()> {
         // Only the block's first fault is reported: the others need no source line (a run of
         // `addr2line` each).
         let line = if self.block.fault.borrow().is_none() {
@@ -500,7 +519,7 @@ impl SimThread<'_, '_> {
         } else {
             None
         };
-        self.fault(violation.message(line.as_deref()));
+        self.fault(message(line.as_deref()));
         Err(())
     }
 

@@ -53,6 +53,7 @@
 //!   it was granted (another device's allocation, another worker's static shared arrays), which
 //!   the hook-per-access build would refuse.
 
+mod array_index;
 mod global_races;
 mod initcheck;
 mod layout;
@@ -62,6 +63,7 @@ mod shadow_faults;
 mod shadow_memory;
 mod symbolize;
 
+pub(crate) use array_index::IndexRefusal;
 pub(crate) use global_races::{Across, GlobalRaces};
 pub(crate) use initcheck::{SharedWritten, Written};
 pub(crate) use layout::{ProgramLayout, ThreadLocal};

@@ -195,8 +195,10 @@ pub(crate) use shadow_offset;
 const SHADOW_OFFSET_DEFINE: &str = concat!("-DGM_SIM_SHADOW_OFFSET=", shadow_offset!());
 const SHADOW_OFFSET_FLAG: &str = concat!("-fasan-shadow-offset=", shadow_offset!());
 
-/// UBSan's checks in every checked build (see [`instrumentation`]).
-const UBSAN_CHECKS: &str = "-fsanitize=alignment,object-size";
+/// UBSan's checks in every checked build (see [`instrumentation`]): GCC's spelling, and
+/// clang's, whose `bounds` would add a check that traps instead of calling a handler.
+const UBSAN_CHECKS: &str = "-fsanitize=alignment,object-size,bounds";
+const CLANG_UBSAN_CHECKS: &str = "-fsanitize=alignment,object-size,array-bounds";
 /// No calls in tail position in checked builds: a refused access's line is its hook's return
 /// address (see [`instrumentation`]).
 const NO_TAIL_CALLS: &str = "-fno-optimize-sibling-calls";
@@ -210,7 +212,9 @@ const NO_TAIL_CALLS: &str = "-fno-optimize-sibling-calls";
 /// hook returning where the access is allowed); a test of every typed pointer's alignment, and
 /// of every access the compiler can trace to its object against the object's end (UBSan's
 /// `alignment` and `object-size`, whose one handler `gm_sim/checked.h` supplies too: a local
-/// array the kernel keeps to itself is otherwise not instrumented at all); and line tables to
+/// array the kernel keeps to itself is otherwise not instrumented at all), and of every index
+/// of a C array of known length against its bounds (UBSan's `bounds`: below the start, where the
+/// object-size check does not look); and line tables to
 /// name the line of a refused access, from the return address of the hook that refused it (so no
 /// hook is called as a tail call, which would return to the kernel's caller: an atomic as a
 /// kernel's last statement named the prelude's line). (Only GCC builds shadowed programs: `Build`.)
@@ -243,7 +247,7 @@ pub(crate) fn instrumentation(threads: Threads, clang: bool) -> &'static [&'stat
         ],
         (Threads::Checked(Instrumented::EveryAccess), true) => &[
             "-fsanitize=thread",
-            UBSAN_CHECKS,
+            CLANG_UBSAN_CHECKS,
             "-mllvm",
             "-tsan-instrument-func-entry-exit=0",
             "-gline-tables-only",

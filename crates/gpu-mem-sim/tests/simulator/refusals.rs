@@ -214,3 +214,117 @@ __global__ void k(const float* in, float* out) {
         );
     }
 }
+
+/// Whether the tests' kernels are built by clang (`GPU_MEM_SIM_CXX`), whose object-size check
+/// does not follow a variable index: an index past a C array's end is refused at the index
+/// there, named by the index and the array's type rather than by the access.
+fn built_by_clang() -> bool {
+    std::env::var("GPU_MEM_SIM_CXX").is_ok_and(|cxx| cxx.contains("clang"))
+}
+
+/// A local array indexed from data, below its start and past its end: below it lie the frame's
+/// other locals, which the thread may touch, so only the index's own check sees it (GCC's
+/// object-size check compares the end only; clang's follows no variable index at all). Each is
+/// refused before it lands, in every build and with either compiler, and the process goes on.
+#[test]
+fn an_index_outside_a_local_array_is_refused_in_every_build() {
+    let code = r#"
+__global__ void k(const float* in, float* out) {
+    float v[8];
+    for (int i = 0; i < 8; ++i) v[i] = in[i];
+    int j = (int)in[threadIdx.x + 8];
+    float s = v[j];
+    v[j] = 5.0f;
+    out[threadIdx.x] = s + v[0];
+}
+"#;
+    for index in [-1i32, -2, -8, 8, 12] {
+        let mut input: Vec<f32> = (0..40)
+            .map(|i| if i < 8 { i as f32 } else { 0.0 })
+            .collect();
+        input[8 + 3] = index as f32;
+        for (build, thread, message) in
+            refused_in_every_build(code, 32, &[input, vec![0.0; 32]], &[])
+        {
+            assert_eq!(thread, [3, 0, 0], "{build}, index {index}: {message}");
+            let said = if index < 0 || built_by_clang() {
+                let side = if index < 0 {
+                    "before its first"
+                } else {
+                    "past its last"
+                };
+                message.contains(&format!(
+                    "Invalid index {index} of the 8-element array `float"
+                )) && message.contains(&format!("{side} element"))
+            } else {
+                message.contains("Invalid __local__ read of size 4")
+                    && message.contains("past the end of the array or object")
+            };
+            assert!(
+                said && message.contains("k.cu:6"),
+                "{build}, index {index}: {message}"
+            );
+        }
+    }
+    // In bounds, every build computes what a GPU does: v[j] + 5 where j = 0, else v[j] + v[0].
+    for (build, backend) in each_build() {
+        let mut input: Vec<f32> = (0..40)
+            .map(|i| if i < 8 { i as f32 } else { 0.0 })
+            .collect();
+        input[8 + 3] = 7.0;
+        let out = run(
+            &backend,
+            code,
+            config(1, 32, 0),
+            &[input, vec![0.0; 32]],
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{build}: {e}"));
+        assert_eq!(out[1][3], 7.0, "{build}");
+        assert_eq!(out[1][0], 5.0, "{build}");
+    }
+}
+
+/// A shared array indexed by a signed index one below its start, beside another shared array:
+/// where the linker put the other one before it, those bytes are the block's to touch and no
+/// access check refuses them (nor would compute-sanitizer, which knows one shared window per
+/// block), but C++ leaves the index undefined and a GPU's compiler lays the arrays out
+/// otherwise. Refused in every build at the index, on the kernel's line, whatever the layout.
+#[test]
+fn an_index_below_a_shared_array_is_refused_in_every_build() {
+    let code = r#"
+__global__ void k(const float* in, float* out) {
+    __shared__ float before[32];
+    __shared__ float after[32];
+    before[threadIdx.x] = 1.0f;
+    after[threadIdx.x] = in[threadIdx.x];
+    __syncthreads();
+    int left = (int)threadIdx.x - (int)in[32];
+    out[threadIdx.x] = after[left] + before[threadIdx.x];
+}
+"#;
+    let mut input = vec![2.0f32; 33];
+    input[32] = 1.0;
+    for (build, thread, message) in refused_in_every_build(code, 32, &[input, vec![0.0; 32]], &[]) {
+        assert_eq!(thread, [0, 0, 0], "{build}: {message}");
+        assert!(
+            message.contains("Invalid index -1 of the 32-element array `float")
+                && message.contains("before its first element")
+                && message.contains("k.cu:9"),
+            "{build}: {message}"
+        );
+    }
+    for (build, backend) in each_build() {
+        let mut input = vec![2.0f32; 33];
+        input[32] = 0.0;
+        let out = run(
+            &backend,
+            code,
+            config(1, 32, 0),
+            &[input, vec![0.0; 32]],
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{build}: {e}"));
+        assert_eq!(out[1], vec![3.0; 32], "{build}");
+    }
+}

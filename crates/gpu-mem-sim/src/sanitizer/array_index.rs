@@ -31,8 +31,8 @@ impl IndexRefusal {
         }
     }
 
-    /// `memcheck: Invalid index -1 of the 8-element array `float [8]`, before its first
-    /// element: refused before any access through it (at k(float*) at k.cu:6)`.
+    /// What the report says: the index, the array's length and type, which side of it the
+    /// index lies on, and the line (`memcheck: Invalid index -1 of the 8-element array ...`).
     pub(crate) fn message(&self, line: Option<&str>) -> String {
         let (of, side) = match length(&self.array_type) {
             Some(n) => (

@@ -57,8 +57,8 @@ pub(crate) unsafe fn pass_on(
 pub(crate) type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
 
 /// Installs `handler` for `signal` (on the alternate stack where the thread has one), having
-/// first recorded in `previous` the disposition it replaces, for [`pass_on`]; false if it could
-/// not be installed. Where `handler` is installed already, nothing changes.
+/// first recorded in `previous` the disposition it replaces, for [`pass_on`]. Where `handler` is
+/// installed already, or `sigaction` fails, nothing changes (faults then go where they went).
 ///
 /// The order matters: a fault on another thread may reach `handler` the moment it is
 /// installed, and must find where to pass on what is not its own. `previous` is read with no
@@ -75,7 +75,7 @@ pub(crate) unsafe fn install(
     signal: libc::c_int,
     handler: Handler,
     previous: &std::sync::OnceLock<Disposition>,
-) -> bool {
+) {
     static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one_at_a_time = INSTALLING
         .lock()
@@ -84,20 +84,19 @@ pub(crate) unsafe fn install(
     // own contract is the caller's.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
-            return false;
-        }
-        if old.sa_sigaction == handler as *const () as usize {
-            return true;
+        if libc::sigaction(signal, std::ptr::null(), &mut old) != 0
+            || old.sa_sigaction == handler as *const () as usize
+        {
+            return;
         }
         if previous.set(Disposition(old)).is_err() {
             // Installed once and replaced since: what replaced it chains to it, or not.
-            return false;
+            return;
         }
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler as *const () as usize;
         action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
         libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(signal, &action, std::ptr::null_mut()) == 0
+        libc::sigaction(signal, &action, std::ptr::null_mut());
     }
 }

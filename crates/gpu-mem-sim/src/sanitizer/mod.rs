@@ -25,7 +25,9 @@
 //!   nearest allocation or shared array and how far outside it the access lies, and the
 //!   kernel's source line; the thread ends there, as after a trap, and nothing is read or
 //!   written; so is an access the compiler took to be aligned that does not lie on a multiple
-//!   of its size (of 8 for 16 bytes), which a GPU refuses;
+//!   of its size (of 8 for 16 bytes), which a GPU refuses, and an index below the start of a C
+//!   array of known length (past its end too in programs clang built), refused at the index
+//!   before any access ([`array_index`]);
 //! * racecheck ([`racecheck`], [`global_races`]): two threads touching the same byte, at least
 //!   one writing, with nothing ordering them, fail the launch naming both accesses: in shared
 //!   memory threads of a block with no barrier between them, in global memory threads of any

@@ -86,7 +86,17 @@ typedef unsigned long long gm_u64;
  * reads and writes a module's variables by name, so a `static __constant__` the kernels only
  * read, or a `static __device__` they only write, must not be folded or dropped. */
 #if !defined(GM_SIM_SCAN)
+#if defined(GM_SIM_REGIONS) && !defined(GM_SIM_CHECKED)
+/* A unit of blocks run as regions reaches each kernel only through its block loop, which
+ * inlines it: an inline function is not also compiled on its own, which was a third of such a
+ * unit's compile time (nothing may name the kernel outside a template argument or `decltype`:
+ * the kernel table describes it by its type alone). A checked unit calls its kernels through a
+ * pointer (gm_sim_block_loop), so they are compiled on their own there anyway; as plain
+ * functions, GCC inlines their regions into them and reports name the kernel. */
+#define __global__ inline
+#else
 #define __global__
+#endif
 #define __device__ __attribute__((used))
 #define __constant__ __attribute__((used))
 #define __managed__ __attribute__((used))
@@ -1000,6 +1010,7 @@ gm_sim_param gm_sim_describe_one() {
     return p;
 }
 
+/* The parameters of a kernel of type `R (*)(P...)`, given as a null pointer of that type. */
 template <typename R, typename... P>
 GM_SIM_UNCHECKED const gm_sim_param* gm_sim_describe(R (*)(P...), int* count) {
     static const gm_sim_param params[sizeof...(P) + 1] = {gm_sim_describe_one<P>()...,

@@ -969,19 +969,23 @@ GM_SIM_UNCHECKED void gm_sim_run_blocks_of(void (*)(P...), gm_sim_threads* t) {
     /* A refused access ends the block where it started, as any fault ends it (what the block
      * took from the heap is then not freed). */
     if (gm_sim_escapable([=]() GM_SIM_UNCHECKED {
-            gm_sim_block_loop<Entry>(Entry, t,
+            gm_sim_block_loop<Entry>(static_cast<void (*)(P...)>(nullptr), t,
                                      std::make_integer_sequence<unsigned long, sizeof...(P)>());
             return 0;
         }) == 2) {
         t->status = 2;
     }
 #else
-    gm_sim_block_loop<Entry>(Entry, t, std::make_integer_sequence<unsigned long, sizeof...(P)>());
+    gm_sim_block_loop<Entry>(static_cast<void (*)(P...)>(nullptr), t,
+                             std::make_integer_sequence<unsigned long, sizeof...(P)>());
 #endif
 }
 
-/* A kernel's blocks, run as regions. */
+/* A kernel's blocks, run as regions. The kernel is named only as the template argument: the
+ * loops take a null pointer of its type to deduce its parameters, so that nothing but the
+ * block loop, which inlines it, refers to it (an inline kernel, `__global__` in gpu_mem.h, is
+ * then not compiled a second time on its own). */
 template <auto Entry>
 GM_SIM_UNCHECKED void gm_sim_run_blocks(gm_sim_threads* t) {
-    gm_sim_run_blocks_of<Entry>(Entry, t);
+    gm_sim_run_blocks_of<Entry>(static_cast<decltype(Entry)>(nullptr), t);
 }

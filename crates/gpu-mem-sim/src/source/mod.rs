@@ -30,6 +30,7 @@ mod declarations;
 mod defines;
 mod dynamic_shared;
 mod elf;
+mod explicit_instantiations;
 mod expression;
 mod flat_calls;
 mod guards;
@@ -579,12 +580,16 @@ fn plans(module: &Module, compiler: &Compiler, build: Build) -> Vec<Plan> {
         .filter(|_| wrapper::may_wait(&code))
         .filter(|&threads| !leaks(threads))
     {
-        match regions::rewrite(stackless_code) {
+        // (Its kernels are inline functions there: `explicit_instantiations`.)
+        let inline_kernels = |code: String| explicit_instantiations::rewrite(&code).into_owned();
+        match regions::rewrite(stackless_code).map(inline_kernels) {
             Ok(rewritten) => plans.push(plan(threads, &rewritten)),
             Err(reason) => {
                 tracing::debug!(module = module.name(), %reason, "kernel not run as regions");
                 // Its kernels that can be, each on its own, are run as regions still.
-                if let Some((rewritten, kernels)) = regions::rewrite_subset(&code) {
+                if let Some((rewritten, kernels)) = regions::rewrite_subset(&code)
+                    .map(|(rewritten, kernels)| (inline_kernels(rewritten), kernels))
+                {
                     tracing::debug!(
                         module = module.name(),
                         ?kernels,
@@ -1096,6 +1101,19 @@ mod tests {
             Entry::Stackless(_) => Threads::Stackless,
             Entry::Regions(_) => Threads::Regions,
         }
+    }
+
+    /// A kernel template instantiated explicitly with CUDA's word (`template __global__ ...`)
+    /// runs as regions, where kernels are inline functions (`explicit_instantiations`).
+    #[test]
+    fn an_explicitly_instantiated_kernel_template_runs_as_regions() {
+        let code = "#include \"gpu_mem.h\"\n\
+                    template <typename T> __global__ void k(T* a) {\n\
+                    \x20   T v = a[threadIdx.x];\n\
+                    \x20   __syncthreads();\n\
+                    \x20   a[threadIdx.x] = v + a[(threadIdx.x + 1) % blockDim.x];\n}\n\
+                    template __global__ void k<int>(int*);\n";
+        assert_eq!(threads_of_kernel(code, "k<int>"), Threads::Regions);
     }
 
     /// A module one of whose kernels keeps it off regions (a wait the rewrite does not know,

@@ -183,7 +183,7 @@ pub(crate) fn translation_unit(
     for (i, entry) in declared.kernels.iter().enumerate() {
         let _ = writeln!(
             unit,
-            "GM_SIM_UNCHECKED static const gm_sim_param* gm_sim_params_{i}(int* gm_sim_count) {{ return gm_sim_describe(&{entry}, gm_sim_count); }}"
+            "GM_SIM_UNCHECKED static const gm_sim_param* gm_sim_params_{i}(int* gm_sim_count) {{ return gm_sim_describe(static_cast<decltype(&{entry})>(nullptr), gm_sim_count); }}"
         );
         match threads {
             Threads::Calls | Threads::Checked(_) => {

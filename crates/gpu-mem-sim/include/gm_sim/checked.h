@@ -171,7 +171,7 @@ struct gm_sim_ubsan_mismatch {
 GM_SIM_UNCHECKED inline unsigned long long gm_sim_ubsan_size(const gm_sim_ubsan_type* type,
                                                              unsigned long long alignment) {
     if (type->kind == 0) {
-        return (1ull << (type->info >> 1)) / 8;
+        return gm_sim_ubsan_int_bits(type) / 8;
     }
     if (type->kind == 1) {
         return type->info / 8;
@@ -242,8 +242,8 @@ struct gm_sim_ubsan_out_of_bounds {
 GM_SIM_UNCHECKED __attribute__((noinline)) inline void gm_sim_out_of_bounds(
     const gm_sim_ubsan_out_of_bounds* data, __UINTPTR_TYPE__ handle, const void* pc) {
     const gm_sim_ubsan_type* const type = data->index_type;
-    const unsigned int bits = type->kind == 0 ? 1u << (type->info >> 1) : 64;
-    const bool is_signed = type->kind == 0 && (type->info & 1) != 0;
+    const unsigned int bits = type->kind == 0 ? gm_sim_ubsan_int_bits(type) : 64;
+    const bool is_signed = type->kind == 0 && gm_sim_ubsan_int_signed(type);
     /* Up to 64 bits by value; wider ones by address, their low 64 bits first. */
     unsigned long long value =
         bits <= 64 ? static_cast<unsigned long long>(handle)

@@ -104,6 +104,14 @@ struct gm_sim_ubsan_type {
     unsigned short info; /* integers: log2(bits) << 1 | signed */
     char name[1];
 };
+/* An integer type descriptor's width in bits and sign (`kind` 0), read here only (unchecked:
+ * the checked build's handlers call them). */
+GM_SIM_UNCHECKED inline unsigned int gm_sim_ubsan_int_bits(const gm_sim_ubsan_type* type) {
+    return 1u << (type->info >> 1);
+}
+GM_SIM_UNCHECKED inline bool gm_sim_ubsan_int_signed(const gm_sim_ubsan_type* type) {
+    return (type->info & 1) != 0;
+}
 struct gm_sim_ubsan_shift {
     gm_sim_ubsan_location location;
     const gm_sim_ubsan_type* lhs;
@@ -112,8 +120,8 @@ struct gm_sim_ubsan_shift {
 /* Records the fault; the thread goes on (the compilers declare the handlers as never throwing,
  * so no trap can unwind out of them), and the launch fails with this fault. */
 inline void gm_sim_shift_fault(const gm_sim_ubsan_shift* data, unsigned long rhs) {
-    const unsigned int bits = 1u << (data->lhs->info >> 1);
-    const bool negative = (data->rhs->info & 1) && (long)rhs < 0;
+    const unsigned int bits = gm_sim_ubsan_int_bits(data->lhs);
+    const bool negative = gm_sim_ubsan_int_signed(data->rhs) && (long)rhs < 0;
     char message[512];
     std::snprintf(message, sizeof message,
                   "a shift of a %u-bit %s by %lld bits at %s:%u is undefined in C++ (a GPU clamps "

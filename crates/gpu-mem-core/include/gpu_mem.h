@@ -328,7 +328,11 @@ gm_sim_self() {
 #define blockIdx (gm_sim_self()->block_idx)
 #define blockDim (gm_sim_self()->block_dim)
 #define gridDim (gm_sim_self()->grid_dim)
-#define warpSize ((int)gm_sim_self()->warp_size)
+/* A power of two, written so that the compiler sees it is one: `threadIdx.x % warpSize` and
+ * `/ warpSize` are then a mask and a shift, not a division per thread. (The simulator runs warps
+ * of 32 or 64 threads; or'ing 64 in leaves both, and gives no zero to count the trailing zeros
+ * of.) */
+#define warpSize ((int)(1u << __builtin_ctz(gm_sim_self()->warp_size | 64u)))
 
 inline void __syncthreads(GM_SITE_ONLY) {
     gm_sim_rt.barrier(GM_SIM_SCOPE_BLOCK, GM_FENCE_LOCAL, ~0ull, gm_file, gm_line);
@@ -399,17 +403,38 @@ inline int __syncthreads_or(int predicate GM_SITE) {
 
 /* ----- warp collectives (values up to 8 bytes travel as bits) ---------------------------- */
 
+/* The unsigned integer of a value's size (a word for sizes between): copying a value into one of
+ * its own size is a plain move, where a copy into part of a wider word left that word in memory,
+ * and the regions' loops around a shuffle then did not vectorise. */
+template <unsigned long Bytes>
+struct gm_sim_word_of {
+    typedef unsigned long long type;
+};
+template <>
+struct gm_sim_word_of<1> {
+    typedef unsigned char type;
+};
+template <>
+struct gm_sim_word_of<2> {
+    typedef unsigned short type;
+};
+template <>
+struct gm_sim_word_of<4> {
+    typedef unsigned int type;
+};
 template <typename T>
 inline unsigned long long gm_sim_bits(T value) {
     static_assert(sizeof(T) <= 8, "warp shuffles move values of at most 8 bytes");
-    unsigned long long bits = 0;
+    typename gm_sim_word_of<sizeof(T)>::type bits = 0;
     std::memcpy(&bits, &value, sizeof(T));
     return bits;
 }
 template <typename T>
 inline T gm_sim_from_bits(unsigned long long bits) {
+    const typename gm_sim_word_of<sizeof(T)>::type word =
+        (typename gm_sim_word_of<sizeof(T)>::type)bits;
     T value;
-    std::memcpy(&value, &bits, sizeof(T));
+    std::memcpy(&value, &word, sizeof(T));
     return value;
 }
 

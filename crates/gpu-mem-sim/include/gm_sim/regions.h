@@ -621,12 +621,14 @@ inline int gm_sim_regions::runtime_exchange(int op, unsigned long long here, uns
 /* An `if`'s `else`: the threads that ran the `if`'s block wait, the others run; whether any does. */
 inline bool gm_sim_regions::mask_else() {
     const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth);
+    unsigned char* const r = returned;
+    const unsigned int n = count;
     unsigned int entered = 0;
-    for (unsigned int t = 0; t < count; ++t) {
-        if (returned[t] == 0) {
-            returned[t] = masked;
-        } else if (returned[t] == masked) {
-            returned[t] = 0;
+    for (unsigned int t = 0; t < n; ++t) {
+        if (r[t] == 0) {
+            r[t] = masked;
+        } else if (r[t] == masked) {
+            r[t] = 0;
             ++entered;
         }
     }
@@ -672,24 +674,33 @@ bool gm_sim_regions::mask_while(F&& condition) {
 /* The end of an `if` or loop with warp collectives: the threads it masked run again. */
 inline void gm_sim_regions::mask_end() {
     const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth--);
-    for (unsigned int t = 0; t < threads; ++t) {
-        returned[t] = returned[t] == masked ? 0 : returned[t];
+    unsigned char* const r = returned;
+    const unsigned int n = threads;
+    for (unsigned int t = 0; t < n; ++t) {
+        r[t] = r[t] == masked ? 0 : r[t];
     }
-    any_returned = live_bounds() != threads;
+    any_returned = live_bounds() != n;
 }
 
-/* `lo` and `hi` again, after threads came back (`mask_end`, `mask_else`); how many run. */
+/* `lo` and `hi` again, after threads came back (`mask_end`, `mask_else`); how many run. (The
+ * state's fields copied out first: a store through `returned`, a character type, may alias any
+ * of them, and the loops then read them again at every thread and did not vectorise.) */
 inline unsigned int gm_sim_regions::live_bounds() {
-    unsigned int first = threads, last = 0, live = 0;
-    for (unsigned int t = 0; t < threads; ++t) {
-        if (returned[t] == 0) {
-            first = first < t ? first : t;
-            last = t;
-            ++live;
-        }
+    const unsigned char* const r = returned;
+    const unsigned int n = threads;
+    unsigned int live = 0;
+    for (unsigned int t = 0; t < n; ++t) {
+        live += r[t] == 0 ? 1u : 0u;
+    }
+    unsigned int first = 0, end = n;
+    while (first < n && r[first] != 0) {
+        ++first;
+    }
+    while (end > first && r[end - 1] != 0) {
+        --end;
     }
     lo = live != 0 ? first : 0;
-    hi = live != 0 ? last + 1 : 0;
+    hi = live != 0 ? end : 0;
     return live;
 }
 

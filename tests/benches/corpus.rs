@@ -29,6 +29,7 @@ use gpu_mem::{BackendChoice, BackendKind, Runtime};
 // (`support` names them as `crate::ensure` and `crate::fail`.)
 use gpu_mem_conformance::{ensure, fail};
 use ndarray::ArrayView1;
+use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
 use std::time::Instant;
 use support::{Lcg, check_close, check_equal, download, launch, upload, zeros};
 
@@ -98,6 +99,21 @@ struct Bench {
     form: &'static str,
     launches: usize,
     op: Op,
+    /// Where the kernel's time is its atomics: the reference's operations as the host's atomic
+    /// instructions, on one thread (timed; it starts from the kernel's input each time). No CPU
+    /// simulator that keeps atomics atomic runs faster than that, so the bench prints the
+    /// simulator's time beside this floor too.
+    floor: Option<Box<dyn FnMut()>>,
+}
+
+impl Bench {
+    /// The same, with `floor` (see [`Bench::floor`]).
+    fn with_floor(self, floor: impl FnMut() + 'static) -> Bench {
+        Bench {
+            floor: Some(Box::new(floor)),
+            ..self
+        }
+    }
 }
 
 fn bench(
@@ -111,6 +127,7 @@ fn bench(
         form,
         launches,
         op: Box::new(op),
+        floor: None,
     }
 }
 
@@ -1349,7 +1366,31 @@ fn simple_atomic_intrinsics(dev: &Device) -> Result<Bench, String> {
             }
         }
     };
-    Ok(bench("simpleAtomicIntrinsics", ATOMIC, 1, op))
+    // The floor: the same operations, in the same order, as the atomic instructions the
+    // simulator's atomics are (sequentially consistent, a compare-and-swap loop where the host
+    // has no instruction for the operation).
+    let floor = move || {
+        let cells = init.map(AtomicI32::new);
+        for tid in 0..n {
+            cells[0].fetch_add(10, SeqCst);
+            cells[1].fetch_sub(10, SeqCst);
+            cells[2].swap(tid, SeqCst);
+            cells[3].fetch_max(tid, SeqCst);
+            cells[4].fetch_min(tid, SeqCst);
+            let _ = cells[5].fetch_update(SeqCst, SeqCst, |v| {
+                Some(if v as u32 >= 17 { 0 } else { v + 1 })
+            });
+            let _ = cells[6].fetch_update(SeqCst, SeqCst, |v| {
+                Some(if v == 0 || v as u32 > 137 { 137 } else { v - 1 })
+            });
+            let _ = cells[7].compare_exchange(tid - 1, tid, SeqCst, SeqCst);
+            cells[8].fetch_and(2 * tid + 7, SeqCst);
+            cells[9].fetch_or(1u32.checked_shl(tid as u32).unwrap_or(0) as i32, SeqCst);
+            cells[10].fetch_xor(tid, SeqCst);
+        }
+        std::hint::black_box(&cells);
+    };
+    Ok(bench("simpleAtomicIntrinsics", ATOMIC, 1, op).with_floor(floor))
 }
 
 /// cuda-samples histogram256: `histogram256Kernel` (per-warp sub-histograms in shared memory
@@ -1590,6 +1631,8 @@ struct Row {
     checked_times: Option<(f64, f64)>,
     /// Why the kernel is left out of the summary, if it is.
     excluded: Option<String>,
+    /// The median of the kernel's [`Bench::floor`], where it has one.
+    floor: Option<f64>,
 }
 
 /// The warm-up round (compile, first touches), then the comparison of the results.
@@ -1615,11 +1658,25 @@ fn medians(op: &mut Op) -> Result<(f64, f64), String> {
         op(Phase::Ref)?;
         reference.push(start.elapsed().as_secs_f64());
     }
-    let median = |mut samples: Vec<f64>| {
-        samples.sort_by(f64::total_cmp);
-        samples[samples.len() / 2]
-    };
     Ok((median(sim), median(reference)))
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// [`rounds`] rounds of a [`Bench::floor`]; their median.
+fn floor_median(floor: &mut dyn FnMut()) -> f64 {
+    median(
+        (0..rounds())
+            .map(|_| {
+                let start = Instant::now();
+                floor();
+                start.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
 }
 
 /// The medians of `setup`'s kernel on `dev` (a checked simulator's) beside its reference.
@@ -1646,6 +1703,7 @@ fn run_one(
         times: None,
         checked_times: None,
         excluded: None,
+        floor: None,
     };
     let mut bench = match setup(dev) {
         Ok(bench) => bench,
@@ -1670,6 +1728,7 @@ fn run_one(
                 Ok(times) => row.times = Some(times),
                 Err(error) => row.excluded = Some(format!("failed while timed: {error}")),
             }
+            row.floor = bench.floor.as_mut().map(|floor| floor_median(floor));
             if let Err(mismatch) = checked {
                 row.excluded = Some(format!("result differs from the reference: {mismatch}"));
             }
@@ -1784,6 +1843,13 @@ fn main() -> Result<(), String> {
                 "    {check}: {:>9.3} ms, {:.2}x the unchecked simulator",
                 checked * 1e3,
                 (checked / checked_ref) / (sim / reference)
+            );
+        }
+        if let (Some((sim, _)), Some(floor)) = (row.times, row.floor) {
+            println!(
+                "    floor, the reference's operations as host atomics: {:>9.3} ms; the simulator takes {:.2}x that",
+                floor * 1e3,
+                sim / floor
             );
         }
         if let Some(reason) = &row.excluded {

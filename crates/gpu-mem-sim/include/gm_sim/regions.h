@@ -674,6 +674,8 @@ bool gm_sim_regions::mask_while(F&& condition) {
 /* The end of an `if` or loop with warp collectives: the threads it masked run again. */
 inline void gm_sim_regions::mask_end() {
     const unsigned char masked = (unsigned char)(GM_SIM_MASKED + depth--);
+    /* (The state's fields copied out: a store through `returned`, a character type, may alias
+     * any of them, and the loop read them again at every thread and did not vectorise.) */
     unsigned char* const r = returned;
     const unsigned int n = threads;
     for (unsigned int t = 0; t < n; ++t) {
@@ -683,8 +685,8 @@ inline void gm_sim_regions::mask_end() {
 }
 
 /* `lo` and `hi` again, after threads came back (`mask_end`, `mask_else`); how many run. (The
- * state's fields copied out first: a store through `returned`, a character type, may alias any
- * of them, and the loops then read them again at every thread and did not vectorise.) */
+ * count is a loop the compiler vectorises; the bounds, a scan from each end, stop at the first
+ * thread that runs.) */
 inline unsigned int gm_sim_regions::live_bounds() {
     const unsigned char* const r = returned;
     const unsigned int n = threads;

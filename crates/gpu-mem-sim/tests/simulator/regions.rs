@@ -403,6 +403,53 @@ fn shuffles_of_one_operand_agree_in_every_form() {
     }
 }
 
+/// Shuffled values of every size arrive whole, their bytes in place: 1-, 2-, 4- and 8-byte
+/// numbers (negative ones among them, which a copy that widened them could sign-extend) and
+/// structs of 3 and 6 bytes (sizes with no integer of their own), each read from the next lane:
+/// the values a thread computes from its neighbour's lane, in every form.
+#[test]
+fn shuffled_values_of_every_size_arrive_whole_in_every_form() {
+    let source = "#include \"gpu_mem.h\"\n\
+                  struct three { unsigned char a, b, c; };\n\
+                  struct six { short a, b, c; };\n\
+                  extern \"C\" __global__ void k(gm_array<int, 1> out) {\n\
+                  \x20   const int lane = (int)(threadIdx.x % 32);\n\
+                  \x20   const signed char c = (signed char)(-3 * lane - 1);\n\
+                  \x20   const short s = (short)(-1000 * lane - 7);\n\
+                  \x20   const float f = lane * 0.5f - 3.0f;\n\
+                  \x20   const double d = -lane * 1.25;\n\
+                  \x20   const three t = {(unsigned char)lane, (unsigned char)(2 * lane + 1), (unsigned char)(200 - lane)};\n\
+                  \x20   const six x = {(short)-lane, (short)(3 * lane), (short)(100 + lane)};\n\
+                  \x20   const int from = lane + 1;\n\
+                  \x20   const signed char c2 = __shfl_sync(~0u, c, from);\n\
+                  \x20   const short s2 = __shfl_sync(~0u, s, from);\n\
+                  \x20   const float f2 = __shfl_sync(~0u, f, from);\n\
+                  \x20   const double d2 = __shfl_sync(~0u, d, from);\n\
+                  \x20   const three t2 = __shfl_sync(~0u, t, from);\n\
+                  \x20   const six x2 = __shfl_sync(~0u, x, from);\n\
+                  \x20   out(threadIdx.x) = c2 + s2 * 3 + (int)(f2 * 4) * 5 + (int)(d2 * 8) * 7\n\
+                  \x20       + (t2.a + t2.b * 2 + t2.c * 3) * 11 + (x2.a + x2.b * 2 + x2.c * 3) * 13;\n\
+                  }\n";
+    let backend = SimBackend::new(SimConfig::default());
+    let expected: Vec<i32> = (0..64)
+        .map(|t: i32| {
+            let m = (t % 32 + 1) % 32;
+            let (c, s) = (-3 * m - 1, -1000 * m - 7);
+            let (f, d) = (2 * m - 12, -10 * m);
+            let three = m + (2 * m + 1) * 2 + (200 - m) * 3;
+            let six = -m + 3 * m * 2 + (100 + m) * 3;
+            c + s * 3 + f * 5 + d * 7 + three * 11 + six * 13
+        })
+        .collect();
+    every_form_gives(
+        &backend,
+        source,
+        LaunchConfig::new(1, 64),
+        &[0; 64],
+        &expected,
+    );
+}
+
 /// Regions that are one `if` admitting a prefix of the threads (`if (tid < s)` of a tree
 /// reduction, `if (threadIdx.x == 0)`) stop their walk at the first thread refused in blocks of
 /// one row, and visit every thread in blocks of several rows (where `threadIdx.x` is not the

@@ -1929,8 +1929,9 @@ fn main() -> Result<(), String> {
                     Some((s, r)) => (format!("{s:e}"), format!("{r:e}"), format!("{:e}", s / r)),
                     None => ("null".into(), "null".into(), "null".into()),
                 };
+                let floor = row.floor.map_or("null".into(), |f| format!("{f:e}"));
                 format!(
-                    "{{\"name\":{},\"collection\":{},\"form\":{},\"launches\":{},\"path\":{},\"simulator_seconds\":{sim},\"reference_seconds\":{reference},\"ratio\":{ratio},\"excluded\":{}}}",
+                    "{{\"name\":{},\"collection\":{},\"form\":{},\"launches\":{},\"path\":{},\"simulator_seconds\":{sim},\"reference_seconds\":{reference},\"ratio\":{ratio},\"floor_seconds\":{floor},\"excluded\":{}}}",
                     json_string(&row.name),
                     json_string(row.collection),
                     json_string(row.form),

@@ -580,8 +580,9 @@ inline T gm_sim_atomic_update(T *address, F update) {
     }
     return old;
 }
-template <typename T, typename Bits, typename F>
+template <typename T, typename F>
 inline T gm_sim_atomic_update_float(T *address, F update) {
+    typedef typename gm_sim_word_of<sizeof(T)>::type Bits;
     static_assert(sizeof(T) == sizeof(Bits), "bit pattern of the same size");
     GM_SIM_PROGRESS();
     GM_SIM_ATOMIC_ACCESS(address);
@@ -601,15 +602,13 @@ inline T gm_sim_atomic_update_float(T *address, F update) {
 }
 
 inline float atomicAdd(float *address, float value) {
-    return gm_sim_atomic_update_float<float, unsigned int>(address,
-                                                           [=](float v) { return v + value; });
+    return gm_sim_atomic_update_float(address, [=](float v) { return v + value; });
 }
 inline double atomicAdd(double *address, double value) {
-    return gm_sim_atomic_update_float<double, unsigned long long>(
-        address, [=](double v) { return v + value; });
+    return gm_sim_atomic_update_float(address, [=](double v) { return v + value; });
 }
 inline float atomicExch(float *address, float value) {
-    return gm_sim_atomic_update_float<float, unsigned int>(address, [=](float) { return value; });
+    return gm_sim_atomic_update_float(address, [=](float) { return value; });
 }
 
 #define GM_SIM_ATOMIC_MINMAX(type)                                                            \

@@ -415,10 +415,8 @@ GM_SIM_HALF_MATH(rint, std::nearbyint)
 /* ----- atomics ------------------------------------------------------------------------------- */
 /* The parenthesised names keep the stackless build's atomicAdd macro out. */
 inline __half(atomicAdd)(__half* address, __half value) {
-    return gm_sim_atomic_update_float<__half, unsigned short>(
-        address, [=](__half v) { return __hadd(v, value); });
+    return gm_sim_atomic_update_float(address, [=](__half v) { return __hadd(v, value); });
 }
 inline __half2(atomicAdd)(__half2* address, __half2 value) {
-    return gm_sim_atomic_update_float<__half2, unsigned int>(
-        address, [=](__half2 v) { return __hadd2(v, value); });
+    return gm_sim_atomic_update_float(address, [=](__half2 v) { return __hadd2(v, value); });
 }
